@@ -1,0 +1,156 @@
+package v1alpha1
+
+import (
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Condition types of a GPUFractionRecommendation (and mirrored on its autoscaler).
+const (
+	// ConditionRecommendationProvided is True when a recommendation exists.
+	ConditionRecommendationProvided = "RecommendationProvided"
+	// ConditionLowConfidence is True when history is too short or too sparse to trust.
+	ConditionLowConfidence = "LowConfidence"
+	// ConditionMetricsUnavailable is True when the last cycle could not read metrics; the
+	// last good recommendation is kept unchanged.
+	ConditionMetricsUnavailable = "MetricsUnavailable"
+	// ConditionLatencyGuardrailActive is True while the latency objective is breached or near.
+	ConditionLatencyGuardrailActive = "LatencyGuardrailActive"
+	// ConditionNoPodsMatched is True when the target has no pods and no history.
+	ConditionNoPodsMatched = "NoPodsMatched"
+	// ConditionConfigUnsupported is True when the target or the policy cannot be used.
+	ConditionConfigUnsupported = "ConfigUnsupported"
+)
+
+// AttributionMethod says how historical samples were mapped to the workload.
+// +kubebuilder:validation:Enum=OwnerReferences;KubeStateMetrics;PodNamingConvention
+type AttributionMethod string
+
+const (
+	// AttributionOwnerReferences: only pods that exist now, by their owner references.
+	AttributionOwnerReferences AttributionMethod = "OwnerReferences"
+	// AttributionKubeStateMetrics: pods that no longer exist were mapped through
+	// kube_pod_owner and kube_replicaset_owner series.
+	AttributionKubeStateMetrics AttributionMethod = "KubeStateMetrics"
+	// AttributionPodNamingConvention: pods that no longer exist were mapped by the
+	// controllers' pod naming conventions (may be ambiguous, see docs).
+	AttributionPodNamingConvention AttributionMethod = "PodNamingConvention"
+)
+
+// GPUResources is an amount of GPU memory and compute.
+type GPUResources struct {
+	// Memory is GPU memory, bytes.
+	// +optional
+	Memory *resource.Quantity `json:"memory,omitempty"`
+	// Compute is a share of one GPU ("350m" = 0.35 of one GPU).
+	// +optional
+	Compute *resource.Quantity `json:"compute,omitempty"`
+}
+
+// ContainerRecommendation is the recommendation for one container of the workload's pods.
+type ContainerRecommendation struct {
+	// ContainerName is the container's name in the pod template.
+	ContainerName string `json:"containerName"`
+	// Target is the recommended allocation.
+	Target GPUResources `json:"target"`
+	// LowerBound is the allocation below which the pod should be resized up; it widens
+	// as confidence falls.
+	LowerBound GPUResources `json:"lowerBound"`
+	// UpperBound is the allocation above which the pod should be resized down.
+	UpperBound GPUResources `json:"upperBound"`
+	// UncappedTarget is the target before the resource policy's min/max were applied.
+	UncappedTarget GPUResources `json:"uncappedTarget"`
+	// ObservedPeakMemory is the highest memory sample in the recent peak window, bytes.
+	// +optional
+	ObservedPeakMemory *resource.Quantity `json:"observedPeakMemory,omitempty"`
+	// ComputeSource is the metric compute was read from, e.g. DCGM_FI_PROF_SM_ACTIVE.
+	// +optional
+	ComputeSource string `json:"computeSource,omitempty"`
+	// SharingMode is the recommended way to share the GPU with other workloads.
+	SharingMode SharingMode `json:"sharingMode"`
+	// SharingModeReason says in one line why that mode was chosen.
+	SharingModeReason string `json:"sharingModeReason"`
+	// ConfidencePercent is this container's confidence, 0–100, from history length and
+	// sample coverage.
+	ConfidencePercent int32 `json:"confidencePercent"`
+	// HistoryHours is the span of history the recommendation is based on, hours.
+	HistoryHours int32 `json:"historyHours"`
+}
+
+// GPUFractionRecommendationSpec identifies what the recommendation is for.
+type GPUFractionRecommendationSpec struct {
+	// TargetRef is a copy of the autoscaler's target.
+	TargetRef autoscalingv1.CrossVersionObjectReference `json:"targetRef"`
+}
+
+// GPUFractionRecommendationStatus is what the recommender measured and recommends.
+type GPUFractionRecommendationStatus struct {
+	// ObservedGeneration is the autoscaler generation this was computed for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// ContainerRecommendations holds one entry per GPU container.
+	// +listType=map
+	// +listMapKey=containerName
+	// +optional
+	ContainerRecommendations []ContainerRecommendation `json:"containerRecommendations,omitempty"`
+	// Memory is the pod's total recommended GPU memory (sum of container targets), bytes.
+	// +optional
+	Memory *resource.Quantity `json:"memory,omitempty"`
+	// Compute is the pod's total recommended compute, share of one GPU.
+	// +optional
+	Compute *resource.Quantity `json:"compute,omitempty"`
+	// SharingMode is the pod's recommended sharing mode (the most isolated of its containers').
+	// +optional
+	SharingMode SharingMode `json:"sharingMode,omitempty"`
+	// ConfidencePercent is the lowest container confidence, 0–100.
+	// +optional
+	ConfidencePercent *int32 `json:"confidencePercent,omitempty"`
+	// Attribution says how samples of pods that no longer exist were mapped to the workload.
+	// +optional
+	Attribution AttributionMethod `json:"attribution,omitempty"`
+	// MatchedPods is the number of the workload's pods that exist now.
+	MatchedPods int32 `json:"matchedPods"`
+	// LastUpdateTime is when the recommendation content last changed.
+	// +optional
+	LastUpdateTime *metav1.Time `json:"lastUpdateTime,omitempty"`
+	// Conditions: RecommendationProvided, LowConfidence, MetricsUnavailable,
+	// LatencyGuardrailActive, NoPodsMatched, ConfigUnsupported.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// GPUFractionRecommendation is the recommender's output for one GPUFractionAutoscaler
+// (same name and namespace, owned by it).
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=gfr,categories=gpufrac
+// +kubebuilder:printcolumn:name="Target",type=string,JSONPath=`.spec.targetRef.name`
+// +kubebuilder:printcolumn:name="Memory",type=string,JSONPath=`.status.memory`
+// +kubebuilder:printcolumn:name="Compute",type=string,JSONPath=`.status.compute`
+// +kubebuilder:printcolumn:name="Sharing",type=string,JSONPath=`.status.sharingMode`
+// +kubebuilder:printcolumn:name="Confidence",type=integer,JSONPath=`.status.confidencePercent`
+// +kubebuilder:printcolumn:name="Pods",type=integer,JSONPath=`.status.matchedPods`
+// +kubebuilder:printcolumn:name="Provided",type=string,JSONPath=`.status.conditions[?(@.type=="RecommendationProvided")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type GPUFractionRecommendation struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   GPUFractionRecommendationSpec   `json:"spec"`
+	Status GPUFractionRecommendationStatus `json:"status,omitempty"`
+}
+
+// GPUFractionRecommendationList is a list of GPUFractionRecommendations.
+// +kubebuilder:object:root=true
+type GPUFractionRecommendationList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []GPUFractionRecommendation `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&GPUFractionRecommendation{}, &GPUFractionRecommendationList{})
+}

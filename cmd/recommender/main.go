@@ -1,0 +1,147 @@
+// Command recommender runs gpufrac's recommender: it reads GPU metrics from Prometheus
+// and writes one GPUFractionRecommendation per GPUFractionAutoscaler.
+package main
+
+import (
+	"errors"
+	"flag"
+	"net/http"
+	"fmt"
+	"os"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/scale"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/prom"
+	"github.com/gpufrac/gpufrac/recommender"
+	"github.com/gpufrac/gpufrac/recommender/metrics"
+	"github.com/gpufrac/gpufrac/workload"
+)
+
+func main() {
+	if err := run(); err != nil {
+		klog.ErrorS(err, "recommender failed")
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		cfg           recommender.Config
+		promCfg       prom.Config
+		source        = flag.String("metric-source", "dcgm", "Metric source: dcgm.")
+		labels        = metrics.DefaultLabels
+		gpuMemory     = flag.String("gpu-memory", "80Gi", "Memory of one GPU (quantity, bytes): no recommendation exceeds it, and sharing modes are chosen against it.")
+		metricsAddr   = flag.String("metrics-bind-address", ":8080", "Address of the /metrics endpoint (\"0\" disables it).")
+		probeAddr     = flag.String("health-probe-bind-address", ":8081", "Address of /healthz and /readyz.")
+		leaderElect   = flag.Bool("leader-elect", true, "Elect a leader through a Lease so only one replica runs cycles.")
+		leaderNS      = flag.String("leader-election-namespace", "", "Namespace of the leader-election Lease (default: the pod's namespace).")
+		leaderElectID = "gpufrac-recommender.autoscaling.gpufrac.io"
+	)
+	flag.DurationVar(&cfg.Interval, "interval", recommender.Config{}.WithDefaults().Interval, "Cycle period, and the step of compute samples.")
+	flag.DurationVar(&cfg.HistoryLength, "history-length", recommender.Config{}.WithDefaults().HistoryLength, "History loaded from Prometheus at start and for each new autoscaler.")
+	flag.DurationVar(&cfg.History.MemoryAggregationInterval, "memory-aggregation-interval", 0, "Interval whose per-pod peak is one memory sample (default 1h).")
+	flag.DurationVar(&cfg.History.HalfLife, "half-life", 0, "Decay half-life of the histograms (default 24h, VPA's).")
+	flag.DurationVar(&cfg.History.PeakWindow, "memory-peak-window", 0, "Window of the recent memory peak the target never goes below (default 24h).")
+	flag.DurationVar(&cfg.Estimator.FullConfidenceHistory, "full-confidence-history", 0, "History length at which confidence reaches 100% (default 24h).")
+	flag.Float64Var(&cfg.LowConfidence, "low-confidence", 0, "Confidence ratio 0–1 under which LowConfidence is set (default 0.5).")
+	flag.Float64Var(&cfg.Estimator.ComputeMargin, "compute-margin", 0, "Safety margin on compute, ratio (default 0.15, VPA's).")
+	flag.Float64Var(&cfg.Policy.GuardrailComputeStep, "guardrail-compute-step", 0, "Compute added per cycle while the latency guardrail is breached, share of one GPU (default 0.1).")
+	flag.StringVar(&labels.Namespace, "namespace-label", labels.Namespace, "Label naming a sample's pod namespace.")
+	flag.StringVar(&labels.Pod, "pod-label", labels.Pod, "Label naming a sample's pod.")
+	flag.StringVar(&labels.Container, "container-label", labels.Container, "Label naming a sample's container.")
+	promCfg.AddFlags(flag.CommandLine)
+	klog.InitFlags(flag.CommandLine)
+	flag.Parse()
+
+	q, err := resource.ParseQuantity(*gpuMemory)
+	if err != nil || q.Sign() <= 0 {
+		return fmt.Errorf("--gpu-memory %q: want a positive quantity such as 80Gi", *gpuMemory)
+	}
+	cfg.Policy.GPUMemoryBytes = q.AsApproximateFloat64()
+	src, err := metrics.NewSource(*source)
+	if err != nil {
+		return err
+	}
+	api, err := promCfg.API()
+	if err != nil {
+		return err
+	}
+	ctrl.SetLogger(klog.NewKlogr())
+
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := gpufracv1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	restCfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	mgr, err := ctrl.NewManager(restCfg, manager.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: *metricsAddr},
+		HealthProbeBindAddress:  *probeAddr,
+		LeaderElection:          *leaderElect,
+		LeaderElectionID:        leaderElectID,
+		LeaderElectionNamespace: *leaderNS,
+	})
+	if err != nil {
+		return fmt.Errorf("creating manager: %w", err)
+	}
+	if err := recommender.Register(ctrlmetrics.Registry); err != nil {
+		return err
+	}
+	scales, err := scaleGetter(restCfg)
+	if err != nil {
+		return err
+	}
+	rec := recommender.New(mgr.GetClient(), &metrics.Reader{API: api, Labels: labels, Timeout: promCfg.Timeout}, src, cfg)
+	rec.Scale = workload.NewScaleChecker(mgr.GetAPIReader(), mgr.GetRESTMapper(), scales)
+	rec.Events = mgr.GetEventRecorder("gpufrac-recommender")
+	if err := mgr.Add(rec); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", func(req *http.Request) error {
+		if !mgr.GetCache().WaitForCacheSync(req.Context()) {
+			return errors.New("informer caches not synced")
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	ctx := ctrl.SetupSignalHandler()
+	if err := rec.WatchAutoscalers(ctx, mgr.GetCache()); err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}
+
+// scaleGetter builds a client for scale subresources of any kind.
+func scaleGetter(cfg *rest.Config) (scale.ScalesGetter, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	return scale.New(dc.RESTClient(), mapper, dynamic.LegacyAPIPathResolverFunc, scale.NewDiscoveryScaleKindResolver(dc)), nil
+}

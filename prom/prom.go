@@ -1,0 +1,89 @@
+// Package prom builds the Prometheus HTTP API client every gpufrac component uses, from
+// flags: address, bearer token file, basic auth, TLS CA and client certificates, extra
+// headers (e.g. X-Scope-OrgID for Thanos, Mimir or Cortex) and a query timeout. The
+// transport comes from github.com/prometheus/common/config, so files are re-read as
+// Prometheus itself re-reads them.
+package prom
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	commoncfg "github.com/prometheus/common/config"
+)
+
+// Config is how to reach a Prometheus-compatible query API.
+type Config struct {
+	// URL is the base URL, e.g. http://prometheus.monitoring:9090.
+	URL string
+	// Timeout bounds each query. Default 30s.
+	Timeout time.Duration
+	// BearerTokenFile is read for an Authorization: Bearer header.
+	BearerTokenFile string
+	// BasicAuthUsername and BasicAuthPasswordFile set HTTP basic auth.
+	BasicAuthUsername, BasicAuthPasswordFile string
+	// CAFile, CertFile and KeyFile configure TLS; InsecureSkipVerify disables checks.
+	CAFile, CertFile, KeyFile string
+	InsecureSkipVerify        bool
+	// Headers are extra request headers, "Name=Value" each.
+	Headers headerFlags
+}
+
+type headerFlags []string
+
+func (h *headerFlags) String() string     { return strings.Join(*h, ",") }
+func (h *headerFlags) Set(v string) error { *h = append(*h, v); return nil }
+
+// AddFlags registers the --prometheus-* flags.
+func (c *Config) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.URL, "prometheus-url", "http://localhost:9090", "Base URL of the Prometheus query API (Prometheus, Thanos Query, Mimir, Cortex).")
+	fs.DurationVar(&c.Timeout, "prometheus-timeout", 30*time.Second, "Timeout of one query.")
+	fs.StringVar(&c.BearerTokenFile, "prometheus-bearer-token-file", "", "File holding a bearer token sent with each query.")
+	fs.StringVar(&c.BasicAuthUsername, "prometheus-basic-auth-username", "", "HTTP basic auth user name.")
+	fs.StringVar(&c.BasicAuthPasswordFile, "prometheus-basic-auth-password-file", "", "File holding the HTTP basic auth password.")
+	fs.StringVar(&c.CAFile, "prometheus-ca-file", "", "CA bundle to verify Prometheus' TLS certificate.")
+	fs.StringVar(&c.CertFile, "prometheus-cert-file", "", "Client certificate for TLS client authentication.")
+	fs.StringVar(&c.KeyFile, "prometheus-key-file", "", "Client key for TLS client authentication.")
+	fs.BoolVar(&c.InsecureSkipVerify, "prometheus-insecure-skip-verify", false, "Do not verify Prometheus' TLS certificate (tests only).")
+	fs.Var(&c.Headers, "prometheus-header", "Extra request header Name=Value (repeatable), e.g. X-Scope-OrgID=team-a.")
+}
+
+// API returns the query API client. It returns an error for an empty URL, a malformed
+// header, or an invalid HTTP client configuration (e.g. a key without a certificate).
+func (c *Config) API() (promv1.API, error) {
+	if c.URL == "" {
+		return nil, fmt.Errorf("--prometheus-url is empty")
+	}
+	hc := commoncfg.DefaultHTTPClientConfig
+	hc.BearerTokenFile = c.BearerTokenFile
+	if c.BasicAuthUsername != "" || c.BasicAuthPasswordFile != "" {
+		hc.BasicAuth = &commoncfg.BasicAuth{Username: c.BasicAuthUsername, PasswordFile: c.BasicAuthPasswordFile}
+	}
+	hc.TLSConfig = commoncfg.TLSConfig{CAFile: c.CAFile, CertFile: c.CertFile, KeyFile: c.KeyFile, InsecureSkipVerify: c.InsecureSkipVerify}
+	if len(c.Headers) > 0 {
+		hc.HTTPHeaders = &commoncfg.Headers{Headers: map[string]commoncfg.Header{}}
+		for _, h := range c.Headers {
+			name, value, ok := strings.Cut(h, "=")
+			if !ok || name == "" {
+				return nil, fmt.Errorf("--prometheus-header %q: want Name=Value", h)
+			}
+			hc.HTTPHeaders.Headers[name] = commoncfg.Header{Values: []string{value}}
+		}
+	}
+	if err := hc.Validate(); err != nil {
+		return nil, fmt.Errorf("prometheus client config: %w", err)
+	}
+	rt, err := commoncfg.NewRoundTripperFromConfig(hc, "gpufrac")
+	if err != nil {
+		return nil, fmt.Errorf("prometheus client: %w", err)
+	}
+	client, err := api.NewClient(api.Config{Address: c.URL, RoundTripper: rt})
+	if err != nil {
+		return nil, fmt.Errorf("prometheus client for %s: %w", c.URL, err)
+	}
+	return promv1.NewAPI(client), nil
+}

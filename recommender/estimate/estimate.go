@@ -1,0 +1,153 @@
+// Package estimate turns a workload container's history into a GPU memory and compute
+// estimate: target, lowerBound and upperBound, with a confidence. It knows nothing of
+// policies (package policy caps and guards the estimate).
+//
+// Memory (incompressible): target = max(p90 of per-interval peaks, recent peak) ×
+// (1 + headroom), so the target is never below the highest sample of the peak window plus
+// headroom. Compute (compressible): target = p90 of activity × (1 + margin). Bounds use
+// VPA's confidence multipliers: they widen while history is short.
+package estimate
+
+import (
+	"math"
+	"time"
+
+	"github.com/gpufrac/gpufrac/recommender/history"
+)
+
+// Config holds the estimator's constants. Zero values are replaced by the defaults.
+type Config struct {
+	// MemoryTargetPercentile of per-interval peaks. Default 0.9 (VPA's memory target).
+	MemoryTargetPercentile float64
+	// MemoryLowerPercentile and MemoryUpperPercentile. Defaults 0.5 and 0.95 (VPA).
+	MemoryLowerPercentile, MemoryUpperPercentile float64
+	// ComputeTargetPercentile of activity samples. Default 0.9 (VPA's CPU target).
+	ComputeTargetPercentile float64
+	// ComputeLowerPercentile and ComputeUpperPercentile. Defaults 0.5 and 0.95 (VPA).
+	ComputeLowerPercentile, ComputeUpperPercentile float64
+	// ComputeMargin is the safety margin on compute, ratio. Default 0.15 (VPA's
+	// safety-margin-fraction).
+	ComputeMargin float64
+	// MinCompute is the smallest compute recommended, share of one GPU. Default 0.01
+	// (one histogram bucket): a bursty workload idle most of the time still needs
+	// some share to start kernels.
+	MinCompute float64
+	// FullConfidenceHistory is the history length at which confidence reaches 1.
+	// Default 24h: one diurnal cycle of an inference service.
+	FullConfidenceHistory time.Duration
+}
+
+// Defaults, with their sources in Config's field docs.
+const (
+	DefaultMemoryTargetPercentile  = 0.9
+	DefaultMemoryLowerPercentile   = 0.5
+	DefaultMemoryUpperPercentile   = 0.95
+	DefaultComputeTargetPercentile = 0.9
+	DefaultComputeLowerPercentile  = 0.5
+	DefaultComputeUpperPercentile  = 0.95
+	DefaultComputeMargin           = 0.15
+	DefaultMinCompute              = 0.01
+	DefaultFullConfidenceHistory   = 24 * time.Hour
+	// DefaultMemoryHeadroom is the memory headroom when the policy sets none, ratio
+	// (VPA's 15 % safety margin).
+	DefaultMemoryHeadroom = 0.15
+)
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	def := func(v *float64, d float64) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.MemoryTargetPercentile, DefaultMemoryTargetPercentile)
+	def(&c.MemoryLowerPercentile, DefaultMemoryLowerPercentile)
+	def(&c.MemoryUpperPercentile, DefaultMemoryUpperPercentile)
+	def(&c.ComputeTargetPercentile, DefaultComputeTargetPercentile)
+	def(&c.ComputeLowerPercentile, DefaultComputeLowerPercentile)
+	def(&c.ComputeUpperPercentile, DefaultComputeUpperPercentile)
+	def(&c.ComputeMargin, DefaultComputeMargin)
+	def(&c.MinCompute, DefaultMinCompute)
+	if c.FullConfidenceHistory <= 0 {
+		c.FullConfidenceHistory = DefaultFullConfidenceHistory
+	}
+	return c
+}
+
+// Resources is an amount of GPU memory (bytes) and compute (share of one GPU, 0–1).
+type Resources struct {
+	MemoryBytes float64
+	Compute     float64
+}
+
+// Estimate is the estimator's output for one container. HasMemory and HasCompute say
+// which halves are backed by samples: a missing half is unknown, never zero.
+type Estimate struct {
+	Target, LowerBound, UpperBound Resources
+	HasMemory, HasCompute          bool
+	// RecentPeakBytes is the highest memory sample of the peak window (0 if none).
+	RecentPeakBytes float64
+	// ComputeMedian and ComputeP95 describe activity for the sharing-mode choice, ratio.
+	ComputeMedian, ComputeP95 float64
+	// Confidence is 0–1: history span (gaps excluded) over FullConfidenceHistory.
+	Confidence float64
+	// History is the span of history behind the estimate.
+	History time.Duration
+	// ComputeSource is the metric compute came from.
+	ComputeSource string
+}
+
+// Estimate computes the estimate of one container at now. memoryHeadroom is a ratio
+// (0.15 = 15 %). It returns ok=false when the container has no samples at all.
+func (c Config) Estimate(s *history.ContainerState, memoryHeadroom float64, now time.Time) (Estimate, bool) {
+	c = c.WithDefaults()
+	if s == nil || s.Empty() {
+		return Estimate{}, false
+	}
+	span := s.Span()
+	e := Estimate{History: span, ComputeSource: s.ComputeSource}
+	e.Confidence = math.Min(1, span.Hours()/c.FullConfidenceHistory.Hours())
+	// VPA's confidence is in days of history; its bounds scale with it.
+	days := span.Hours() / 24
+	upperScale := confidenceMultiplier(1.0, 1.0, days)
+	lowerScale := confidenceMultiplier(0.001, -2.0, days)
+
+	if !s.Memory.IsEmpty() {
+		e.HasMemory = true
+		peak, _ := s.RecentPeak(now)
+		e.RecentPeakBytes = peak
+		grow := 1 + memoryHeadroom
+		e.Target.MemoryBytes = math.Max(s.Memory.Percentile(c.MemoryTargetPercentile), peak) * grow
+		e.LowerBound.MemoryBytes = s.Memory.Percentile(c.MemoryLowerPercentile) * grow * lowerScale
+		e.UpperBound.MemoryBytes = s.Memory.Percentile(c.MemoryUpperPercentile) * grow * upperScale
+	}
+	if !s.Compute.IsEmpty() {
+		e.HasCompute = true
+		grow := 1 + c.ComputeMargin
+		e.ComputeMedian = s.Compute.Percentile(0.5)
+		e.ComputeP95 = s.Compute.Percentile(0.95)
+		e.Target.Compute = math.Max(c.MinCompute, s.Compute.Percentile(c.ComputeTargetPercentile)*grow)
+		e.LowerBound.Compute = math.Max(c.MinCompute, s.Compute.Percentile(c.ComputeLowerPercentile)*grow*lowerScale)
+		e.UpperBound.Compute = s.Compute.Percentile(c.ComputeUpperPercentile) * grow * upperScale
+	}
+	e.LowerBound, e.UpperBound = order(e.LowerBound, e.Target, e.UpperBound)
+	return e, true
+}
+
+// confidenceMultiplier is VPA's bound scaling: (1 + multiplier/confidence)^exponent,
+// where confidence is the history length in days.
+func confidenceMultiplier(multiplier, exponent, days float64) float64 {
+	if days <= 0 {
+		days = 1e-3
+	}
+	return math.Pow(1+multiplier/days, exponent)
+}
+
+// order makes lower ≤ target ≤ upper for both resources.
+func order(lower, target, upper Resources) (Resources, Resources) {
+	lower.MemoryBytes = math.Min(lower.MemoryBytes, target.MemoryBytes)
+	lower.Compute = math.Min(lower.Compute, target.Compute)
+	upper.MemoryBytes = math.Max(upper.MemoryBytes, target.MemoryBytes)
+	upper.Compute = math.Max(upper.Compute, target.Compute)
+	return lower, upper
+}

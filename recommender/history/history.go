@@ -1,0 +1,311 @@
+// Package history keeps what the recommender has learnt about each workload container:
+// decaying histograms of GPU memory peaks and GPU compute activity, built with VPA's
+// histogram library (k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/util).
+//
+// Memory is incompressible, so the memory histogram holds one sample per pod per
+// aggregation interval: the pod's peak in that interval (as VPA does with daily peaks).
+// Compute is compressible, so the compute histogram holds every activity sample.
+// All pods of one workload feed the same per-container histograms.
+package history
+
+import (
+	"fmt"
+	"time"
+
+	vpautil "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/util"
+
+	"github.com/gpufrac/gpufrac/recommender/metrics"
+)
+
+// WorkloadKey identifies a workload: the top-most controller of its pods.
+type WorkloadKey struct {
+	Namespace string
+	Kind      string
+	Name      string
+}
+
+// String renders the key as namespace/Kind/name.
+func (w WorkloadKey) String() string { return w.Namespace + "/" + w.Kind + "/" + w.Name }
+
+// ContainerKey identifies one container name of a workload's pod template.
+type ContainerKey struct {
+	WorkloadKey
+	Container string
+}
+
+// Options configure the model. Zero values are replaced by the defaults.
+type Options struct {
+	// MemoryAggregationInterval is the length of the interval whose per-pod peak is one
+	// memory sample. Default 1h: a day of history then yields 24 peaks (VPA uses 24h,
+	// which needs weeks of history before its percentiles mean anything).
+	MemoryAggregationInterval time.Duration
+	// HalfLife is the decay half-life of both histograms. Default 24h (VPA's default).
+	HalfLife time.Duration
+	// PeakWindow is how far back RecentPeak looks. Default 24h: one diurnal cycle.
+	PeakWindow time.Duration
+	// SampleInterval is the expected spacing of compute samples (the recommender's
+	// cycle and bootstrap step), used for coverage. Default 1m.
+	SampleInterval time.Duration
+}
+
+// Defaults for Options; see the field docs for their sources.
+const (
+	DefaultMemoryAggregationInterval = time.Hour
+	DefaultHalfLife                  = 24 * time.Hour
+	DefaultPeakWindow                = 24 * time.Hour
+	DefaultSampleInterval            = time.Minute
+)
+
+func (o Options) withDefaults() Options {
+	if o.MemoryAggregationInterval <= 0 {
+		o.MemoryAggregationInterval = DefaultMemoryAggregationInterval
+	}
+	if o.HalfLife <= 0 {
+		o.HalfLife = DefaultHalfLife
+	}
+	if o.PeakWindow <= 0 {
+		o.PeakWindow = DefaultPeakWindow
+	}
+	if o.SampleInterval <= 0 {
+		o.SampleInterval = DefaultSampleInterval
+	}
+	return o
+}
+
+// Histogram bucket layouts.
+var (
+	// MemoryBuckets: exponential, first bucket 10 MB, each 5 % wider than the last, up
+	// to 4 TiB: VPA's memory layout (1e7 first bucket, ratio 1.05), so one bucket is a
+	// 5 % step.
+	MemoryBuckets = mustOptions(vpautil.NewExponentialHistogramOptions(metrics.MaxMemoryBytes, 1e7, 1.05, 1e-4))
+	// ComputeBuckets: linear, 0.01 of a GPU (10m) per bucket from 0 to 1.
+	ComputeBuckets = mustOptions(vpautil.NewLinearHistogramOptions(1.0, 0.01, 1e-4))
+)
+
+func mustOptions(o vpautil.HistogramOptions, err error) vpautil.HistogramOptions {
+	if err != nil {
+		panic(fmt.Sprintf("histogram options: %v", err))
+	}
+	return o
+}
+
+// ContainerState is what is known about one workload container.
+type ContainerState struct {
+	// Memory holds per-pod per-interval memory peaks, bytes.
+	Memory vpautil.Histogram
+	// Compute holds activity samples, ratio 0–1.
+	Compute vpautil.Histogram
+	// FirstSample and LastSample bound the history seen.
+	FirstSample, LastSample time.Time
+	// ComputeSamples counts compute samples added; MemoryPeaks counts memory peaks.
+	ComputeSamples, MemoryPeaks int
+	// ComputeSource is the metric the latest compute samples came from.
+	ComputeSource string
+
+	opts    Options
+	windows map[string]*podWindow // by pod name: the current interval's peak
+	peaks   map[int64]float64     // interval start (unix s) → max peak over pods
+}
+
+type podWindow struct {
+	start time.Time
+	peak  float64
+}
+
+func newContainerState(o Options) *ContainerState {
+	return &ContainerState{
+		Memory:  vpautil.NewDecayingHistogram(MemoryBuckets, o.HalfLife),
+		Compute: vpautil.NewDecayingHistogram(ComputeBuckets, o.HalfLife),
+		opts:    o,
+		windows: map[string]*podWindow{},
+		peaks:   map[int64]float64{},
+	}
+}
+
+func (s *ContainerState) touch(t time.Time) {
+	if s.FirstSample.IsZero() || t.Before(s.FirstSample) {
+		s.FirstSample = t
+	}
+	if t.After(s.LastSample) {
+		s.LastSample = t
+	}
+}
+
+// IntervalStart returns the start of the memory aggregation interval a sample at t
+// belongs to. A sample stamped exactly on a boundary closes the interval before it,
+// because max_over_time at t covers (t-interval, t].
+func (o Options) IntervalStart(t time.Time) time.Time {
+	return t.Add(-time.Millisecond).Truncate(o.MemoryAggregationInterval)
+}
+
+// AddMemory records a memory sample (bytes) of one pod. Within one aggregation interval
+// only the pod's peak stays in the histogram; a sample older than the pod's current
+// interval is ignored.
+func (s *ContainerState) AddMemory(pod string, t time.Time, bytes float64) {
+	start := s.opts.IntervalStart(t)
+	w := s.windows[pod]
+	switch {
+	case w == nil || start.After(w.start):
+		s.windows[pod] = &podWindow{start: start, peak: bytes}
+		s.Memory.AddSample(bytes, 1, start)
+		s.MemoryPeaks++
+	case start.Equal(w.start) && bytes > w.peak:
+		s.Memory.SubtractSample(w.peak, 1, start)
+		s.Memory.AddSample(bytes, 1, start)
+		w.peak = bytes
+	default:
+		return
+	}
+	if bytes > s.peaks[start.Unix()] {
+		s.peaks[start.Unix()] = bytes
+	}
+	s.touch(t)
+}
+
+// AddCompute records one activity sample, ratio 0–1.
+func (s *ContainerState) AddCompute(t time.Time, ratio float64, source string) {
+	s.Compute.AddSample(ratio, 1, t)
+	s.ComputeSamples++
+	if source != "" {
+		s.ComputeSource = source
+	}
+	s.touch(t)
+}
+
+// RecentPeak returns the highest memory sample, bytes, of the intervals that overlap
+// (now-PeakWindow, now], and false when there is none.
+func (s *ContainerState) RecentPeak(now time.Time) (float64, bool) {
+	from := s.opts.IntervalStart(now.Add(-s.opts.PeakWindow)).Unix()
+	peak, ok := 0.0, false
+	for start, v := range s.peaks {
+		if start >= from && (!ok || v > peak) {
+			peak, ok = v, true
+		}
+	}
+	return peak, ok
+}
+
+// Span is the length of history that samples cover, accounting for gaps: the smaller of
+// the time between the first and last sample and the time the samples would fill at one
+// per SampleInterval (compute) or one per aggregation interval (memory peaks).
+func (s *ContainerState) Span() time.Duration {
+	if s.LastSample.IsZero() {
+		return 0
+	}
+	span := s.LastSample.Sub(s.FirstSample) + s.opts.SampleInterval
+	filled := time.Duration(s.ComputeSamples) * s.opts.SampleInterval
+	if m := time.Duration(s.MemoryPeaks) * s.opts.MemoryAggregationInterval; m > filled {
+		filled = m
+	}
+	if filled < span {
+		return filled
+	}
+	return span
+}
+
+// Empty reports whether no sample was ever recorded.
+func (s *ContainerState) Empty() bool { return s.Memory.IsEmpty() && s.Compute.IsEmpty() }
+
+// gc forgets per-pod windows and interval peaks too old to matter.
+func (s *ContainerState) gc(now time.Time) {
+	horizon := now.Add(-s.opts.PeakWindow - 2*s.opts.MemoryAggregationInterval)
+	for pod, w := range s.windows {
+		if w.start.Before(horizon) {
+			delete(s.windows, pod)
+		}
+	}
+	for start := range s.peaks {
+		if time.Unix(start, 0).Before(horizon) {
+			delete(s.peaks, start)
+		}
+	}
+}
+
+// Model holds the state of every tracked workload container.
+type Model struct {
+	opts       Options
+	containers map[ContainerKey]*ContainerState
+	lastSeen   map[seenKey]time.Time
+}
+
+type seenKey struct {
+	workload WorkloadKey
+	id       metrics.ContainerID
+	signal   metrics.Signal
+}
+
+// NewModel returns an empty model.
+func NewModel(o Options) *Model {
+	return &Model{opts: o.withDefaults(), containers: map[ContainerKey]*ContainerState{}, lastSeen: map[seenKey]time.Time{}}
+}
+
+// Options returns the model's options with defaults filled in.
+func (m *Model) Options() Options { return m.opts }
+
+// Container returns the state of a workload container, or nil when nothing is known.
+func (m *Model) Container(k ContainerKey) *ContainerState { return m.containers[k] }
+
+// Containers returns the names of the containers of a workload that have state.
+func (m *Model) Containers(w WorkloadKey) []string {
+	var out []string
+	for k := range m.containers {
+		if k.WorkloadKey == w {
+			out = append(out, k.Container)
+		}
+	}
+	return out
+}
+
+// Add feeds one series of a signal into the workload container it was attributed to.
+// Samples not newer than the last one seen for the same pod container and signal are
+// skipped, so overlapping history loads and live cycles never count a sample twice.
+func (m *Model) Add(w WorkloadKey, signal metrics.Signal, s metrics.Series) {
+	k := ContainerKey{WorkloadKey: w, Container: s.ID.Container}
+	st := m.containers[k]
+	if st == nil {
+		st = newContainerState(m.opts)
+		m.containers[k] = st
+	}
+	sk := seenKey{workload: w, id: s.ID, signal: signal}
+	last := m.lastSeen[sk]
+	for _, p := range s.Samples {
+		if !p.Time.After(last) {
+			continue
+		}
+		last = p.Time
+		switch signal {
+		case metrics.SignalMemory:
+			st.AddMemory(s.ID.Pod, p.Time, p.Value)
+		case metrics.SignalCompute:
+			st.AddCompute(p.Time, p.Value, s.Source)
+		}
+	}
+	m.lastSeen[sk] = last
+}
+
+// Forget drops everything known about a workload (its autoscaler was deleted).
+func (m *Model) Forget(w WorkloadKey) {
+	for k := range m.containers {
+		if k.WorkloadKey == w {
+			delete(m.containers, k)
+		}
+	}
+	for k := range m.lastSeen {
+		if k.workload == w {
+			delete(m.lastSeen, k)
+		}
+	}
+}
+
+// GC forgets per-pod bookkeeping older than the peak window and lastSeen entries of pods
+// not seen for the history length.
+func (m *Model) GC(now time.Time, history time.Duration) {
+	for _, st := range m.containers {
+		st.gc(now)
+	}
+	for k, t := range m.lastSeen {
+		if t.Before(now.Add(-history)) {
+			delete(m.lastSeen, k)
+		}
+	}
+}

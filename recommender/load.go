@@ -1,0 +1,142 @@
+package recommender
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/common/model"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/recommender/history"
+	"github.com/gpufrac/gpufrac/recommender/metrics"
+	"github.com/gpufrac/gpufrac/workload"
+)
+
+// kube-state-metrics ownership series.
+const (
+	ksmPodOwner        = "kube_pod_owner"
+	ksmReplicaSetOwner = "kube_replicaset_owner"
+)
+
+// load reads the samples of (from, to] for the given namespaces and feeds them to the
+// model. It issues a fixed set of queries whatever the number of pods: memory peaks of
+// whole aggregation intervals (one range query), the running peak of the current interval
+// (one instant query), compute activity (one range query at the cycle interval) and the
+// two kube-state-metrics ownership series. Any query error aborts the load before the
+// model changes, so a failed cycle leaves everything as it was.
+func (r *Recommender) load(ctx context.Context, namespaces []string, from, to time.Time, attr *workload.Attributor) error {
+	sel := metrics.Selector{Labels: r.Reader.Labels, Namespaces: namespaces}
+	opts := r.model.Options()
+	agg := opts.MemoryAggregationInterval
+
+	// Ownership first: it decides attribution of the samples below.
+	own, err := r.loadOwnership(ctx, sel, to.Sub(from), to)
+	if err != nil {
+		return err
+	}
+
+	var memory []metrics.Series
+	firstBoundary := opts.IntervalStart(from).Add(agg)
+	lastBoundary := to.Truncate(agg)
+	if !lastBoundary.Before(firstBoundary) {
+		s, err := r.Reader.Range(ctx, metrics.SignalMemory, r.Source.MemoryPeakQuery(sel, agg), firstBoundary, lastBoundary, agg)
+		if err != nil {
+			return err
+		}
+		memory = append(memory, s...)
+	}
+	if partial := to.Sub(to.Truncate(agg)); partial >= time.Second {
+		s, err := r.Reader.Instant(ctx, metrics.SignalMemory, r.Source.MemoryPeakQuery(sel, partial), to)
+		if err != nil {
+			return err
+		}
+		memory = append(memory, s...)
+	}
+
+	step := r.Config.Interval
+	n := int(to.Sub(from) / step)
+	if n < 1 {
+		n = 1
+	}
+	compute, err := r.Reader.Range(ctx, metrics.SignalCompute, r.Source.ComputeQuery(sel, step), to.Add(-time.Duration(n-1)*step), to, step)
+	if err != nil {
+		return err
+	}
+
+	// All reads succeeded: now change state.
+	for k, o := range own.Pods {
+		r.ownership.Pods[k] = o
+	}
+	for k, o := range own.ReplicaSets {
+		r.ownership.ReplicaSets[k] = o
+	}
+	r.feed(metrics.SignalMemory, memory, attr)
+	r.feed(metrics.SignalCompute, compute, attr)
+	return nil
+}
+
+// feed attributes each series to a tracked workload and adds it to the model. Series of
+// pods that belong to no autoscaler's target are ignored.
+func (r *Recommender) feed(signal metrics.Signal, series []metrics.Series, attr *workload.Attributor) {
+	for _, s := range series {
+		ref, method := attr.Attribute(s.ID.Namespace, s.ID.Pod)
+		if method == workload.MethodNone {
+			continue
+		}
+		w := history.WorkloadKey(ref)
+		if _, tracked := r.tracked[w]; !tracked {
+			continue
+		}
+		r.model.Add(w, signal, s)
+		if method > r.methods[w] {
+			r.methods[w] = method
+		}
+	}
+}
+
+// loadOwnership reads kube-state-metrics ownership series seen in (to-window, to]. An
+// empty result is not an error: the cluster may not run kube-state-metrics.
+func (r *Recommender) loadOwnership(ctx context.Context, sel metrics.Selector, window time.Duration, to time.Time) (*workload.Ownership, error) {
+	own := workload.NewOwnership()
+	if window < r.Config.Interval {
+		window = r.Config.Interval
+	}
+	ns := sel.Labels.Namespace
+	q := func(metric, name string) string {
+		return fmt.Sprintf(`max by (%s, %s, owner_kind, owner_name) (max_over_time(%s{%s=~%q, owner_is_controller="true"}[%ds]))`,
+			ns, name, metric, ns, metrics.NamespaceRegex(sel.Namespaces), int64(window/time.Second)+1)
+	}
+	pods, err := r.Reader.Vector(ctx, q(ksmPodOwner, "pod"), to)
+	if err != nil {
+		return nil, err
+	}
+	rss, err := r.Reader.Vector(ctx, q(ksmReplicaSetOwner, "replicaset"), to)
+	if err != nil {
+		return nil, err
+	}
+	put := func(m map[[2]string]workload.Owner, v model.Vector, name string) {
+		for _, s := range v {
+			key := [2]string{string(s.Metric[model.LabelName(ns)]), string(s.Metric[model.LabelName(name)])}
+			kind, owner := string(s.Metric["owner_kind"]), string(s.Metric["owner_name"])
+			if key[0] == "" || key[1] == "" || kind == "" || owner == "" || kind == "<none>" {
+				continue
+			}
+			m[key] = workload.Owner{Kind: kind, Name: owner}
+		}
+	}
+	put(own.Pods, pods, "pod")
+	put(own.ReplicaSets, rss, "replicaset")
+	return own, nil
+}
+
+// attributionMethod converts the weakest method used for a workload to the API enum.
+func attributionMethod(m workload.Method) gpufracv1.AttributionMethod {
+	switch m {
+	case workload.MethodKubeStateMetrics:
+		return gpufracv1.AttributionKubeStateMetrics
+	case workload.MethodNamingConvention:
+		return gpufracv1.AttributionPodNamingConvention
+	}
+	return gpufracv1.AttributionOwnerReferences
+}

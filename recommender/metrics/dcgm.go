@@ -1,0 +1,53 @@
+package metrics
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// dcgm-exporter field names (dcgm-exporter's default counters CSV).
+const (
+	// DCGMFBUsed is framebuffer memory used, MiB.
+	DCGMFBUsed = "DCGM_FI_DEV_FB_USED"
+	// DCGMGPUUtil is GPU utilisation, percent 0–100 ("a kernel was running").
+	DCGMGPUUtil = "DCGM_FI_DEV_GPU_UTIL"
+	// DCGMSMActive is the ratio 0–1 of cycles an SM had a warp resident (profiling field).
+	DCGMSMActive = "DCGM_FI_PROF_SM_ACTIVE"
+	// DCGMGREngineActive is the ratio 0–1 of time the graphics engine was active.
+	DCGMGREngineActive = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+)
+
+// MiB is bytes per mebibyte; DCGM reports framebuffer fields in MiB.
+const MiB = 1 << 20
+
+// DCGM reads dcgm-exporter's metrics. Compute comes from DCGM_FI_PROF_SM_ACTIVE when
+// present, else DCGM_FI_PROF_GR_ENGINE_ACTIVE, else DCGM_FI_DEV_GPU_UTIL/100; the chosen
+// field is reported per container through SourceLabel. Several series of one container
+// (several GPUs, or one GPU seen by two exporter instances) are merged with max, never
+// summed, because dcgm-exporter copies device-wide values to every pod of a shared GPU.
+type DCGM struct{}
+
+// Name returns "dcgm".
+func (DCGM) Name() string { return "dcgm" }
+
+// MemoryPeakQuery returns the peak of DCGM_FI_DEV_FB_USED over the window, in bytes.
+func (DCGM) MemoryPeakQuery(sel Selector, window time.Duration) string {
+	return fmt.Sprintf("max %s (max_over_time(%s{%s}[%s])) * %d",
+		sel.by(), DCGMFBUsed, sel.matcher(), promDuration(window), MiB)
+}
+
+// ComputeQuery returns the mean activity over the window as a ratio 0–1, from the
+// highest-fidelity field that exists for each container.
+func (DCGM) ComputeQuery(sel Selector, window time.Duration) string {
+	one := func(metric string, scale string) string {
+		return fmt.Sprintf(`label_replace(max %s (avg_over_time(%s{%s}[%s]))%s, %q, %q, "", "")`,
+			sel.by(), metric, sel.matcher(), promDuration(window), scale, SourceLabel, metric)
+	}
+	on := fmt.Sprintf(" or on (%s, %s, %s) ", sel.Labels.Namespace, sel.Labels.Pod, sel.Labels.Container)
+	return strings.Join([]string{
+		one(DCGMSMActive, ""),
+		one(DCGMGREngineActive, ""),
+		one(DCGMGPUUtil, " / 100"),
+	}, on)
+}

@@ -1,0 +1,207 @@
+package metrics
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/model"
+	"k8s.io/klog/v2"
+)
+
+// Signal is a quantity gpufrac reads, with the range of values that can be true.
+type Signal string
+
+const (
+	// SignalMemory is GPU memory used, bytes, valid in [0, MaxMemoryBytes].
+	SignalMemory Signal = "memory"
+	// SignalCompute is GPU activity, ratio, valid in [0, 1].
+	SignalCompute Signal = "compute"
+)
+
+// MaxMemoryBytes is the largest GPU memory sample believed: 4 TiB, above any single GPU
+// sold today (H200: 141 GB, B300: 288 GB); anything larger is a DCGM blank sentinel
+// (e.g. 9223372036854775794) or a decoding error.
+const MaxMemoryBytes = 4 << 40
+
+// MaxPointsPerSeries is Prometheus' limit on points per series in one range query
+// ("exceeded maximum resolution of 11,000 points per timeseries").
+const MaxPointsPerSeries = 11000
+
+// Drop reasons, the values of the reason label of gpufrac_recommender_samples_dropped_total.
+const (
+	DropNaN        = "nan"
+	DropInf        = "inf"
+	DropNegative   = "negative"
+	DropOutOfRange = "out_of_range"
+	DropNoLabels   = "missing_labels"
+)
+
+// SamplesDropped counts samples that were read from Prometheus and thrown away because
+// they cannot be true; they are never aggregated and never count as zero.
+var SamplesDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "gpufrac_recommender_samples_dropped_total",
+	Help: "Samples read from Prometheus and dropped as impossible (NaN, Inf, negative, out of range, missing workload labels), by signal and reason.",
+}, []string{"signal", "reason"})
+
+// Queries counts PromQL queries sent, by kind (instant, range) and result (ok, error).
+var Queries = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "gpufrac_recommender_prometheus_queries_total",
+	Help: "PromQL queries sent to Prometheus by the recommender, by kind and result.",
+}, []string{"kind", "result"})
+
+// Reader runs PromQL through the client_golang API client and decodes per-container series.
+type Reader struct {
+	API    promv1.API
+	Labels Labels
+	// Timeout bounds each query; 0 means 30s.
+	Timeout time.Duration
+}
+
+func (r *Reader) timeout() time.Duration {
+	if r.Timeout <= 0 {
+		return 30 * time.Second
+	}
+	return r.Timeout
+}
+
+// Vector runs an instant query at ts and returns its raw vector. It returns an error when
+// Prometheus fails or the result is not a vector or scalar (a scalar becomes a one-element
+// vector without labels).
+func (r *Reader) Vector(ctx context.Context, query string, ts time.Time) (model.Vector, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout())
+	defer cancel()
+	v, warnings, _, err := r.API.Query(ctx, query, ts)
+	if err != nil {
+		Queries.WithLabelValues("instant", "error").Inc()
+		return nil, fmt.Errorf("prometheus query %q: %w", query, err)
+	}
+	Queries.WithLabelValues("instant", "ok").Inc()
+	if len(warnings) > 0 {
+		klog.FromContext(ctx).V(2).Info("Prometheus warnings", "query", query, "warnings", warnings)
+	}
+	switch val := v.(type) {
+	case model.Vector:
+		return val, nil
+	case *model.Scalar:
+		return model.Vector{{Metric: model.Metric{}, Value: val.Value, Timestamp: val.Timestamp}}, nil
+	}
+	return nil, fmt.Errorf("prometheus query %q: want a vector, got %s", query, v.Type())
+}
+
+// Instant runs an instant query at ts and returns one series per container, each with one
+// sample, after dropping impossible values of the signal.
+func (r *Reader) Instant(ctx context.Context, signal Signal, query string, ts time.Time) ([]Series, error) {
+	vec, err := r.Vector(ctx, query, ts)
+	if err != nil {
+		return nil, err
+	}
+	m := make(model.Matrix, 0, len(vec))
+	for _, s := range vec {
+		m = append(m, &model.SampleStream{Metric: s.Metric, Values: []model.SamplePair{{Timestamp: s.Timestamp, Value: s.Value}}})
+	}
+	return r.decode(signal, m), nil
+}
+
+// Range runs query over [start, end] at step, split into chunks of at most
+// MaxPointsPerSeries points, and returns one series per container. It returns the first
+// chunk's error; a failed history load is retried by the caller, never read as zero.
+func (r *Reader) Range(ctx context.Context, signal Signal, query string, start, end time.Time, step time.Duration) ([]Series, error) {
+	if step <= 0 {
+		return nil, fmt.Errorf("range query step must be positive, got %s", step)
+	}
+	var all model.Matrix
+	chunk := step * (MaxPointsPerSeries - 1)
+	for from := start; !from.After(end); from = from.Add(chunk + step) {
+		to := from.Add(chunk)
+		if to.After(end) {
+			to = end
+		}
+		cctx, cancel := context.WithTimeout(ctx, r.timeout())
+		v, _, _, err := r.API.QueryRange(cctx, query, promv1.Range{Start: from, End: to, Step: step})
+		cancel()
+		if err != nil {
+			Queries.WithLabelValues("range", "error").Inc()
+			return nil, fmt.Errorf("prometheus range query %q [%s, %s]: %w", query, from.Format(time.RFC3339), to.Format(time.RFC3339), err)
+		}
+		Queries.WithLabelValues("range", "ok").Inc()
+		m, ok := v.(model.Matrix)
+		if !ok {
+			return nil, fmt.Errorf("prometheus range query %q: want a matrix, got %s", query, v.Type())
+		}
+		all = append(all, m...)
+	}
+	return r.decode(signal, all), nil
+}
+
+// decode groups streams by container, merges streams of one container (max at equal
+// timestamps, never a sum) and drops impossible values, counting them.
+func (r *Reader) decode(signal Signal, m model.Matrix) []Series {
+	merged := map[ContainerID]map[model.Time]float64{}
+	sources := map[ContainerID]string{}
+	for _, s := range m {
+		id := ContainerID{
+			Namespace: string(s.Metric[model.LabelName(r.Labels.Namespace)]),
+			Pod:       string(s.Metric[model.LabelName(r.Labels.Pod)]),
+			Container: string(s.Metric[model.LabelName(r.Labels.Container)]),
+		}
+		if id.Namespace == "" || id.Pod == "" {
+			SamplesDropped.WithLabelValues(string(signal), DropNoLabels).Add(float64(len(s.Values)))
+			continue
+		}
+		if src := string(s.Metric[SourceLabel]); src != "" {
+			sources[id] = src
+		}
+		byTime := merged[id]
+		if byTime == nil {
+			byTime = map[model.Time]float64{}
+			merged[id] = byTime
+		}
+		for _, p := range s.Values {
+			v := float64(p.Value)
+			if reason := Invalid(signal, v); reason != "" {
+				SamplesDropped.WithLabelValues(string(signal), reason).Inc()
+				continue
+			}
+			if old, ok := byTime[p.Timestamp]; !ok || v > old {
+				byTime[p.Timestamp] = v
+			}
+		}
+	}
+	out := make([]Series, 0, len(merged))
+	for id, byTime := range merged {
+		if len(byTime) == 0 {
+			continue
+		}
+		s := Series{ID: id, Source: sources[id], Samples: make([]Sample, 0, len(byTime))}
+		for t, v := range byTime {
+			s.Samples = append(s.Samples, Sample{Time: t.Time(), Value: v})
+		}
+		sort.Slice(s.Samples, func(i, j int) bool { return s.Samples[i].Time.Before(s.Samples[j].Time) })
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID.String() < out[j].ID.String() })
+	return out
+}
+
+// Invalid returns the drop reason for a value that cannot be true for the signal, or ""
+// when the value is plausible.
+func Invalid(signal Signal, v float64) string {
+	switch {
+	case math.IsNaN(v):
+		return DropNaN
+	case math.IsInf(v, 0):
+		return DropInf
+	case v < 0:
+		return DropNegative
+	case signal == SignalMemory && v > MaxMemoryBytes:
+		return DropOutOfRange
+	case signal == SignalCompute && v > 1:
+		return DropOutOfRange
+	}
+	return ""
+}

@@ -1,0 +1,244 @@
+// Package policy turns an estimate into a recommendation: it applies the autoscaler's
+// resourcePolicy (min/max, controlled resources), the physical size of one GPU, the
+// latency guardrail, and chooses a sharing mode with a one-line reason.
+package policy
+
+import (
+	"fmt"
+	"math"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/recommender/estimate"
+)
+
+// Config holds the policy constants. Zero values are replaced by the defaults.
+type Config struct {
+	// GPUMemoryBytes is the memory of one GPU, bytes: no recommendation exceeds it.
+	// Default 80 GiB (H100/A100 80GB).
+	GPUMemoryBytes float64
+	// ExclusiveThreshold is the share of a GPU's memory or compute above which a
+	// workload gets the GPU to itself. Default 0.75: a co-tenant would then have less
+	// than a quarter, too little to be worth the interference.
+	ExclusiveThreshold float64
+	// SteadyMedianCompute is the median activity, ratio, from which compute counts as
+	// steady enough to partition with MPS. Default 0.1.
+	SteadyMedianCompute float64
+	// SteadyBurstRatio is the highest p95/median activity ratio that still counts as
+	// steady. Default 2.
+	SteadyBurstRatio float64
+	// GuardrailComputeStep is how much compute, share of one GPU, is added per cycle
+	// while the latency guardrail is breached. Default 0.1 (100m).
+	GuardrailComputeStep float64
+	// MinCompute is the floor of compute, share of one GPU. Default estimate.DefaultMinCompute.
+	MinCompute float64
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	def := func(v *float64, d float64) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.GPUMemoryBytes, 80*(1<<30))
+	def(&c.ExclusiveThreshold, 0.75)
+	def(&c.SteadyMedianCompute, 0.1)
+	def(&c.SteadyBurstRatio, 2)
+	def(&c.GuardrailComputeStep, 0.1)
+	def(&c.MinCompute, estimate.DefaultMinCompute)
+	return c
+}
+
+// Guardrail is the state of the workload's latency objective.
+type Guardrail int
+
+const (
+	// GuardrailOK: no guardrail, or latency well under the objective.
+	GuardrailOK Guardrail = iota
+	// GuardrailNear: latency within the near band under the objective: stop shrinking.
+	GuardrailNear
+	// GuardrailBreached: latency above the objective: never shrink, grow compute.
+	GuardrailBreached
+)
+
+// ContainerPolicyFor returns the policy of the named container, else the "*" policy,
+// else nil.
+func ContainerPolicyFor(rp *gpufracv1.ResourcePolicy, container string) *gpufracv1.ContainerPolicy {
+	if rp == nil {
+		return nil
+	}
+	var def *gpufracv1.ContainerPolicy
+	for i := range rp.ContainerPolicies {
+		cp := &rp.ContainerPolicies[i]
+		if cp.ContainerName == container {
+			return cp
+		}
+		if cp.ContainerName == gpufracv1.ContainerPolicyDefault {
+			def = cp
+		}
+	}
+	return def
+}
+
+// Enabled reports whether gpufrac recommends for a container under its policy.
+func Enabled(cp *gpufracv1.ContainerPolicy) bool {
+	return cp == nil || cp.Mode == nil || *cp.Mode != gpufracv1.ContainerScalingModeOff
+}
+
+// MemoryHeadroom returns the policy's memory headroom as a ratio (15 % → 0.15).
+func MemoryHeadroom(cp *gpufracv1.ContainerPolicy) float64 {
+	if cp == nil || cp.MemoryHeadroomPercent == nil {
+		return estimate.DefaultMemoryHeadroom
+	}
+	return float64(*cp.MemoryHeadroomPercent) / 100
+}
+
+func controls(cp *gpufracv1.ContainerPolicy, r gpufracv1.GPUResourceName) bool {
+	if cp == nil || len(cp.ControlledResources) == 0 {
+		return true
+	}
+	for _, c := range cp.ControlledResources {
+		if c == r {
+			return true
+		}
+	}
+	return false
+}
+
+// Recommend builds the recommendation of one container from its estimate, its policy
+// (nil: none), its previous recommendation (nil: none) and the guardrail state.
+func (c Config) Recommend(name string, est estimate.Estimate, cp *gpufracv1.ContainerPolicy,
+	prev *gpufracv1.ContainerRecommendation, g Guardrail) gpufracv1.ContainerRecommendation {
+	c = c.WithDefaults()
+	target, lower, upper := est.Target, est.LowerBound, est.UpperBound
+	uncapped := estimate.Resources{MemoryBytes: target.MemoryBytes, Compute: math.Min(1, target.Compute)}
+
+	memMin, memMax := 0.0, c.GPUMemoryBytes
+	cpuMin, cpuMax := c.MinCompute, 1.0
+	if cp != nil {
+		if cp.MinMemory != nil {
+			memMin = cp.MinMemory.AsApproximateFloat64()
+		}
+		if cp.MaxMemory != nil {
+			memMax = math.Min(memMax, cp.MaxMemory.AsApproximateFloat64())
+		}
+		if cp.MinCompute != nil {
+			cpuMin = math.Max(cpuMin, cp.MinCompute.AsApproximateFloat64())
+		}
+		if cp.MaxCompute != nil {
+			cpuMax = math.Min(cpuMax, cp.MaxCompute.AsApproximateFloat64())
+		}
+	}
+	capR := func(r estimate.Resources) estimate.Resources {
+		return estimate.Resources{MemoryBytes: clamp(r.MemoryBytes, memMin, memMax), Compute: clamp(r.Compute, cpuMin, cpuMax)}
+	}
+	target, lower, upper = capR(target), capR(lower), capR(upper)
+
+	if prev != nil && g != GuardrailOK {
+		// Never shrink while the latency objective is breached or near.
+		pt := fromAPI(prev.Target)
+		target.MemoryBytes = math.Max(target.MemoryBytes, pt.MemoryBytes)
+		target.Compute = math.Max(target.Compute, pt.Compute)
+		if g == GuardrailBreached {
+			target.Compute = math.Min(cpuMax, math.Max(target.Compute, pt.Compute+c.GuardrailComputeStep))
+		}
+		lower.MemoryBytes = math.Min(lower.MemoryBytes, target.MemoryBytes)
+		lower.Compute = math.Min(lower.Compute, target.Compute)
+		upper.MemoryBytes = math.Max(upper.MemoryBytes, target.MemoryBytes)
+		upper.Compute = math.Max(upper.Compute, target.Compute)
+	}
+
+	mode, reason := c.SharingMode(est, target, cp)
+	rec := gpufracv1.ContainerRecommendation{
+		ContainerName:     name,
+		ComputeSource:     est.ComputeSource,
+		SharingMode:       mode,
+		SharingModeReason: reason,
+		ConfidencePercent: int32(math.Round(est.Confidence * 100)),
+		HistoryHours:      int32(est.History.Hours()),
+	}
+	withMem, withCPU := est.HasMemory && controls(cp, gpufracv1.ResourceMemory), est.HasCompute && controls(cp, gpufracv1.ResourceCompute)
+	rec.Target = toAPI(target, withMem, withCPU)
+	rec.LowerBound = toAPI(lower, withMem, withCPU)
+	rec.UpperBound = toAPI(upper, withMem, withCPU)
+	rec.UncappedTarget = toAPI(uncapped, withMem, withCPU)
+	if est.HasMemory {
+		rec.ObservedPeakMemory = MemoryQuantity(est.RecentPeakBytes)
+	}
+	return rec
+}
+
+// SharingMode picks Exclusive, MPS or TimeSlicing for a target and says why, within the
+// policy's allowed modes.
+func (c Config) SharingMode(est estimate.Estimate, target estimate.Resources, cp *gpufracv1.ContainerPolicy) (gpufracv1.SharingMode, string) {
+	c = c.WithDefaults()
+	memShare := target.MemoryBytes / c.GPUMemoryBytes
+	var mode gpufracv1.SharingMode
+	var reason string
+	switch {
+	case memShare >= c.ExclusiveThreshold || target.Compute >= c.ExclusiveThreshold:
+		mode = gpufracv1.SharingModeExclusive
+		reason = fmt.Sprintf("needs %.0f%% of GPU memory and %.0f%% of compute", memShare*100, target.Compute*100)
+	case est.ComputeMedian >= c.SteadyMedianCompute && est.ComputeP95 <= c.SteadyBurstRatio*est.ComputeMedian:
+		mode = gpufracv1.SharingModeMPS
+		reason = fmt.Sprintf("steady compute (median %.0f%%, p95 %.0f%%): MPS partitions SMs", est.ComputeMedian*100, est.ComputeP95*100)
+	default:
+		mode = gpufracv1.SharingModeTimeSlicing
+		reason = fmt.Sprintf("bursty or low duty cycle (median %.0f%%, p95 %.0f%%): time-slicing shares idle time", est.ComputeMedian*100, est.ComputeP95*100)
+	}
+	if cp == nil || len(cp.AllowedSharingModes) == 0 {
+		return mode, reason
+	}
+	for _, m := range cp.AllowedSharingModes {
+		if m == mode {
+			return mode, reason
+		}
+	}
+	// Fall back to the most isolated allowed mode.
+	for _, m := range []gpufracv1.SharingMode{gpufracv1.SharingModeExclusive, gpufracv1.SharingModeMPS, gpufracv1.SharingModeTimeSlicing} {
+		for _, a := range cp.AllowedSharingModes {
+			if a == m {
+				return m, fmt.Sprintf("%s not allowed by policy (%s)", mode, reason)
+			}
+		}
+	}
+	return mode, reason
+}
+
+func clamp(v, lo, hi float64) float64 { return math.Max(lo, math.Min(hi, v)) }
+
+// MemoryQuantity renders bytes as a quantity rounded up to a whole MiB, so it prints as
+// "40Gi" or "40961Mi" rather than a long byte count.
+func MemoryQuantity(bytes float64) *resource.Quantity {
+	mib := int64(math.Ceil(bytes / (1 << 20)))
+	return resource.NewQuantity(mib<<20, resource.BinarySI)
+}
+
+// ComputeQuantity renders a share of one GPU as a milli quantity rounded up ("350m").
+func ComputeQuantity(share float64) *resource.Quantity {
+	return resource.NewMilliQuantity(int64(math.Ceil(share*1000-1e-9)), resource.DecimalSI)
+}
+
+func toAPI(r estimate.Resources, mem, cpu bool) gpufracv1.GPUResources {
+	var out gpufracv1.GPUResources
+	if mem {
+		out.Memory = MemoryQuantity(r.MemoryBytes)
+	}
+	if cpu {
+		out.Compute = ComputeQuantity(r.Compute)
+	}
+	return out
+}
+
+func fromAPI(r gpufracv1.GPUResources) estimate.Resources {
+	var out estimate.Resources
+	if r.Memory != nil {
+		out.MemoryBytes = r.Memory.AsApproximateFloat64()
+	}
+	if r.Compute != nil {
+		out.Compute = r.Compute.AsApproximateFloat64()
+	}
+	return out
+}

@@ -1,0 +1,366 @@
+// Package recommender is gpufrac's recommender loop: every cycle it lists the
+// GPUFractionAutoscalers and their pods from informer caches, reads a fixed set of
+// Prometheus queries (recommender/metrics), attributes samples to workloads
+// (workload), keeps decaying histograms (recommender/history), estimates
+// (recommender/estimate), applies policies and guardrails (recommender/policy) and writes
+// one GPUFractionRecommendation per autoscaler (status.go).
+//
+// History is bootstrapped from Prometheus range queries when the recommender starts and
+// when an autoscaler appears, so a recommendation exists after the first cycle and no
+// checkpoint objects are needed.
+package recommender
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/recommender/estimate"
+	"github.com/gpufrac/gpufrac/recommender/history"
+	"github.com/gpufrac/gpufrac/recommender/metrics"
+	"github.com/gpufrac/gpufrac/recommender/policy"
+	"github.com/gpufrac/gpufrac/workload"
+)
+
+// Config holds the recommender's settings; cmd/recommender maps flags onto it.
+type Config struct {
+	// Interval is the cycle period and the compute sample step. Default 1m.
+	Interval time.Duration
+	// HistoryLength is how much history is loaded at bootstrap. Default 8 days (VPA's
+	// Prometheus history provider default).
+	HistoryLength time.Duration
+	// LowConfidence is the confidence (0–1) under which LowConfidence is True. Default 0.5.
+	LowConfidence float64
+	// MemoryNoise is the relative memory change (ratio) below which a new target does
+	// not replace the written one. Default 0.02.
+	MemoryNoise float64
+	// ComputeNoise is the absolute compute change (share of one GPU) below which a new
+	// target does not replace the written one. Default 0.01 (one histogram bucket).
+	ComputeNoise float64
+	// MaxBackoff bounds the wait between cycles while Prometheus fails. Default 5m.
+	MaxBackoff time.Duration
+
+	History   history.Options
+	Estimator estimate.Config
+	Policy    policy.Config
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.Interval <= 0 {
+		c.Interval = time.Minute
+	}
+	if c.HistoryLength <= 0 {
+		c.HistoryLength = 8 * 24 * time.Hour
+	}
+	if c.LowConfidence <= 0 {
+		c.LowConfidence = 0.5
+	}
+	if c.MemoryNoise <= 0 {
+		c.MemoryNoise = 0.02
+	}
+	if c.ComputeNoise <= 0 {
+		c.ComputeNoise = 0.01
+	}
+	if c.MaxBackoff <= 0 {
+		c.MaxBackoff = 5 * time.Minute
+	}
+	c.History.SampleInterval = c.Interval
+	c.Estimator = c.Estimator.WithDefaults()
+	c.Policy = c.Policy.WithDefaults()
+	c.Policy.MinCompute = c.Estimator.MinCompute
+	return c
+}
+
+// Recommender metrics (registered by Register).
+var (
+	cycleDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "gpufrac_recommender_cycle_duration_seconds",
+		Help:    "Duration of one recommender cycle, seconds.",
+		Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
+	})
+	cycleErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gpufrac_recommender_cycle_errors_total",
+		Help: "Recommender cycles that failed, by stage (list, prometheus, write).",
+	}, []string{"stage"})
+	workloadsTracked = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "gpufrac_recommender_workloads_tracked",
+		Help: "Workloads with an autoscaler whose history the recommender keeps.",
+	})
+	recommendationsWritten = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "gpufrac_recommender_recommendations_written_total",
+		Help: "GPUFractionRecommendation status writes (only when content changed beyond noise).",
+	})
+)
+
+// Register adds the recommender's metrics to a registry (controller-runtime's
+// metrics.Registry in cmd/recommender). It returns the first registration error.
+func Register(reg prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{cycleDuration, cycleErrors, workloadsTracked, recommendationsWritten, metrics.Queries, metrics.SamplesDropped} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Recommender runs the cycle. Create it with New.
+type Recommender struct {
+	Client client.Client
+	Reader *metrics.Reader
+	Source metrics.Source
+	// Scale checks targets of non-native kinds; nil rejects them as unsupported.
+	Scale  workload.ScaleChecker
+	Config Config
+	// Events records events on autoscalers; nil records none.
+	Events events.EventRecorder
+	// Now returns the current time; tests replace it.
+	Now func() time.Time
+
+	model     *history.Model
+	ownership *workload.Ownership
+	owners    workload.Owners
+	tracked   map[history.WorkloadKey]*tracking
+	methods   map[history.WorkloadKey]workload.Method
+	lastLoad  time.Time // end of the last successful live load
+	trigger   chan struct{}
+	failures  int
+}
+
+// tracking is per-workload bookkeeping.
+type tracking struct {
+	bootstrapped bool
+}
+
+// New returns a recommender with an empty model.
+func New(c client.Client, reader *metrics.Reader, source metrics.Source, cfg Config) *Recommender {
+	cfg = cfg.WithDefaults()
+	return &Recommender{
+		Client:    c,
+		Reader:    reader,
+		Source:    source,
+		Config:    cfg,
+		Now:       time.Now,
+		model:     history.NewModel(cfg.History),
+		ownership: workload.NewOwnership(),
+		owners:    workload.Owners{Reader: c},
+		tracked:   map[history.WorkloadKey]*tracking{},
+		methods:   map[history.WorkloadKey]workload.Method{},
+		trigger:   make(chan struct{}, 1),
+	}
+}
+
+// Model exposes the learnt history (for the simulator and tests).
+func (r *Recommender) Model() *history.Model { return r.model }
+
+// WatchAutoscalers makes a new GPUFractionAutoscaler start a cycle at once instead of
+// waiting for the next tick, through the cache's informer. It returns the informer error.
+func (r *Recommender) WatchAutoscalers(ctx context.Context, c ctrlcache.Cache) error {
+	inf, err := c.GetInformer(ctx, &gpufracv1.GPUFractionAutoscaler{})
+	if err != nil {
+		return err
+	}
+	_, err = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { r.Trigger() },
+		UpdateFunc: func(o, n any) {
+			if oa, ok := o.(*gpufracv1.GPUFractionAutoscaler); ok {
+				if na, ok := n.(*gpufracv1.GPUFractionAutoscaler); ok && oa.Generation != na.Generation {
+					r.Trigger()
+				}
+			}
+		},
+	})
+	return err
+}
+
+// Trigger asks for a cycle now; it never blocks.
+func (r *Recommender) Trigger() {
+	select {
+	case r.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// Start runs cycles until ctx ends (manager.Runnable; it needs leader election). A
+// failing cycle is retried with exponential backoff up to MaxBackoff.
+func (r *Recommender) Start(ctx context.Context) error {
+	log := klog.FromContext(ctx).WithName("recommender")
+	ctx = klog.NewContext(ctx, log)
+	log.Info("Starting", "interval", r.Config.Interval, "historyLength", r.Config.HistoryLength, "source", r.Source.Name())
+	for {
+		wait := r.Config.Interval
+		if err := r.RunOnce(ctx); err != nil {
+			r.failures++
+			wait = backoff(r.Config.Interval, r.Config.MaxBackoff, r.failures)
+			log.Error(err, "Cycle failed; last recommendations kept", "retryIn", wait)
+		} else {
+			r.failures = 0
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			log.Info("Stopped")
+			return nil
+		case <-t.C:
+		case <-r.trigger:
+			t.Stop()
+		}
+	}
+}
+
+func backoff(base, max time.Duration, failures int) time.Duration {
+	d := base
+	for i := 1; i < failures && d < max; i++ {
+		d *= 2
+	}
+	if d > max {
+		d = max
+	}
+	return d
+}
+
+// entry is one autoscaler in a cycle.
+type entry struct {
+	gfa       *gpufracv1.GPUFractionAutoscaler
+	ref       workload.Ref
+	targetErr error
+	pods      int
+}
+
+// RunOnce runs one cycle at r.Now(). It returns an error when listing objects or reading
+// Prometheus failed; recommendations are then left unchanged except for the
+// MetricsUnavailable condition.
+func (r *Recommender) RunOnce(ctx context.Context) (err error) {
+	start := time.Now()
+	defer func() { cycleDuration.Observe(time.Since(start).Seconds()) }()
+	now := r.Now()
+	log := klog.FromContext(ctx)
+
+	var list gpufracv1.GPUFractionAutoscalerList
+	if err := r.Client.List(ctx, &list); err != nil {
+		cycleErrors.WithLabelValues("list").Inc()
+		return fmt.Errorf("listing GPUFractionAutoscalers: %w", err)
+	}
+	r.owners.Reset()
+	entries := make([]*entry, 0, len(list.Items))
+	byRef := map[workload.Ref]*entry{}
+	targets := map[string][]workload.Ref{}
+	seen := map[history.WorkloadKey]bool{}
+	for i := range list.Items {
+		gfa := &list.Items[i]
+		e := &entry{gfa: gfa}
+		e.ref, e.targetErr = workload.Resolve(ctx, r.Client, r.Scale, gfa.Namespace, gfa.Spec.TargetRef)
+		entries = append(entries, e)
+		if e.targetErr != nil {
+			continue
+		}
+		if _, dup := byRef[e.ref]; dup {
+			continue // the admission webhook rejects a second autoscaler; the first wins here
+		}
+		byRef[e.ref] = e
+		targets[e.ref.Namespace] = append(targets[e.ref.Namespace], e.ref)
+		seen[history.WorkloadKey(e.ref)] = true
+	}
+	// Forget workloads whose autoscaler is gone.
+	for w := range r.tracked {
+		if !seen[w] {
+			delete(r.tracked, w)
+			delete(r.methods, w)
+			r.model.Forget(w)
+		}
+	}
+	var newNS, oldNS []string
+	nsNew, nsOld := map[string]bool{}, map[string]bool{}
+	for w := range seen {
+		t := r.tracked[w]
+		if t == nil {
+			t = &tracking{}
+			r.tracked[w] = t
+		}
+		if !t.bootstrapped {
+			nsNew[w.Namespace] = true
+		} else {
+			nsOld[w.Namespace] = true
+		}
+	}
+	workloadsTracked.Set(float64(len(r.tracked)))
+
+	// Pods that exist now, by their top-most controller.
+	attr := &workload.Attributor{Live: map[[2]string]workload.Ref{}, KSM: r.ownership, Targets: targets}
+	for ns := range targets {
+		var pods corev1.PodList
+		if err := r.Client.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+			cycleErrors.WithLabelValues("list").Inc()
+			return fmt.Errorf("listing pods in %s: %w", ns, err)
+		}
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			ref, ok := r.owners.TopController(ctx, p)
+			if !ok {
+				continue
+			}
+			attr.Live[[2]string{p.Namespace, p.Name}] = ref
+			if e := byRef[ref]; e != nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+				e.pods++
+			}
+		}
+	}
+
+	// Read Prometheus: history for new workloads, the last cycle for the others.
+	for ns := range nsNew {
+		newNS = append(newNS, ns)
+	}
+	for ns := range nsOld {
+		oldNS = append(oldNS, ns)
+	}
+	sort.Strings(newNS)
+	sort.Strings(oldNS)
+	var loadErr error
+	if len(oldNS) > 0 {
+		from := r.lastLoad
+		if from.IsZero() || now.Sub(from) > r.Config.HistoryLength {
+			from = now.Add(-r.Config.HistoryLength)
+		}
+		loadErr = r.load(ctx, oldNS, from, now, attr)
+	}
+	if loadErr == nil && len(newNS) > 0 {
+		if loadErr = r.load(ctx, newNS, now.Add(-r.Config.HistoryLength), now, attr); loadErr == nil {
+			for w, t := range r.tracked {
+				if nsNew[w.Namespace] {
+					t.bootstrapped = true
+				}
+			}
+			log.Info("Loaded history", "namespaces", newNS, "length", r.Config.HistoryLength)
+		}
+	}
+	if loadErr == nil && len(seen) > 0 {
+		r.lastLoad = now
+		r.model.GC(now, r.Config.HistoryLength)
+	}
+	if loadErr != nil {
+		cycleErrors.WithLabelValues("prometheus").Inc()
+	}
+
+	var writeErrs []error
+	for _, e := range entries {
+		if err := r.reconcile(ctx, e, byRef[e.ref] == e, loadErr, now); err != nil {
+			writeErrs = append(writeErrs, fmt.Errorf("%s/%s: %w", e.gfa.Namespace, e.gfa.Name, err))
+		}
+	}
+	if len(writeErrs) > 0 {
+		cycleErrors.WithLabelValues("write").Inc()
+	}
+	return errors.Join(append([]error{loadErr}, writeErrs...)...)
+}

@@ -1,0 +1,344 @@
+package recommender
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/recommender/history"
+	"github.com/gpufrac/gpufrac/recommender/policy"
+	"github.com/gpufrac/gpufrac/workload"
+)
+
+// Condition reasons.
+const (
+	ReasonRecommended      = "Recommended"
+	ReasonNoHistory        = "NoHistory"
+	ReasonPrometheusError  = "PrometheusError"
+	ReasonNoSamples        = "NoSamples"
+	ReasonSamplesPresent   = "SamplesPresent"
+	ReasonShortHistory     = "ShortHistory"
+	ReasonEnoughHistory    = "EnoughHistory"
+	ReasonPodsMatched      = "PodsMatched"
+	ReasonNoPods           = "NoPods"
+	ReasonTargetUnusable   = "TargetUnsupported"
+	ReasonTargetNotFound   = "TargetNotFound"
+	ReasonDuplicateTarget  = "DuplicateTarget"
+	ReasonConfigOK         = "ConfigSupported"
+	ReasonLatencyBreached  = "ObjectiveBreached"
+	ReasonLatencyNear      = "ObjectiveNear"
+	ReasonLatencyOK        = "ObjectiveMet"
+	ReasonLatencyUnknown   = "QueryFailed"
+	ReasonNoGuardrail      = "NoGuardrail"
+	ReasonAllContainersOff = "AllContainersOff"
+)
+
+// reconcile computes and writes the recommendation of one autoscaler. primary is false
+// when another autoscaler already targets the same workload.
+func (r *Recommender) reconcile(ctx context.Context, e *entry, primary bool, loadErr error, now time.Time) error {
+	gfa := e.gfa
+	var old gpufracv1.GPUFractionRecommendation
+	exists := true
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: gfa.Namespace, Name: gfa.Name}, &old); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return err
+		}
+		exists = false
+	}
+	st := *old.Status.DeepCopy()
+	st.ObservedGeneration = gfa.Generation
+	st.MatchedPods = int32(e.pods)
+	gen := gfa.Generation
+	set := func(t string, ok bool, reason, msg string) {
+		s := metav1.ConditionFalse
+		if ok {
+			s = metav1.ConditionTrue
+		}
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: gen})
+	}
+
+	switch {
+	case e.targetErr != nil:
+		reason := ReasonTargetUnusable
+		if errors.Is(e.targetErr, workload.ErrNotFound) {
+			reason = ReasonTargetNotFound
+		}
+		r.eventOnChange(old.Status.Conditions, gfa, reason, e.targetErr.Error())
+		set(gpufracv1.ConditionConfigUnsupported, true, reason, e.targetErr.Error())
+	case !primary:
+		msg := fmt.Sprintf("another GPUFractionAutoscaler already targets %s %s", gfa.Spec.TargetRef.Kind, gfa.Spec.TargetRef.Name)
+		r.eventOnChange(old.Status.Conditions, gfa, ReasonDuplicateTarget, msg)
+		set(gpufracv1.ConditionConfigUnsupported, true, ReasonDuplicateTarget, msg)
+	default:
+		set(gpufracv1.ConditionConfigUnsupported, false, ReasonConfigOK, "target resolved")
+		if e.pods == 0 {
+			set(gpufracv1.ConditionNoPodsMatched, true, ReasonNoPods, fmt.Sprintf("no pods of %s %s exist", gfa.Spec.TargetRef.Kind, gfa.Spec.TargetRef.Name))
+		} else {
+			set(gpufracv1.ConditionNoPodsMatched, false, ReasonPodsMatched, fmt.Sprintf("%d pods", e.pods))
+		}
+		if loadErr != nil {
+			// Keep the last recommendation exactly as it was.
+			set(gpufracv1.ConditionMetricsUnavailable, true, ReasonPrometheusError, truncate(loadErr.Error(), 512))
+			break
+		}
+		r.recommend(ctx, e, &old, &st, set, now)
+	}
+
+	if meta.FindStatusCondition(st.Conditions, gpufracv1.ConditionRecommendationProvided) == nil {
+		set(gpufracv1.ConditionRecommendationProvided, false, ReasonNoHistory, "no recommendation yet")
+	}
+	return r.write(ctx, gfa, &old, exists, &st, now)
+}
+
+// recommend fills st with new container recommendations when they differ from the
+// written ones beyond noise.
+func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GPUFractionRecommendation,
+	st *gpufracv1.GPUFractionRecommendationStatus, set func(string, bool, string, string), now time.Time) {
+	gfa := e.gfa
+	w := history.WorkloadKey(e.ref)
+	guard, guardReason, guardMsg := r.guardrail(ctx, gfa, now)
+	if gfa.Spec.LatencyGuardrail == nil {
+		set(gpufracv1.ConditionLatencyGuardrailActive, false, ReasonNoGuardrail, "no latency guardrail set")
+	} else {
+		set(gpufracv1.ConditionLatencyGuardrailActive, guard != policy.GuardrailOK, guardReason, guardMsg)
+	}
+
+	prev := map[string]*gpufracv1.ContainerRecommendation{}
+	for i := range old.Status.ContainerRecommendations {
+		prev[old.Status.ContainerRecommendations[i].ContainerName] = &old.Status.ContainerRecommendations[i]
+	}
+	names := r.model.Containers(w)
+	sort.Strings(names)
+	var recs []gpufracv1.ContainerRecommendation
+	off := 0
+	for _, name := range names {
+		cp := policy.ContainerPolicyFor(gfa.Spec.ResourcePolicy, name)
+		if !policy.Enabled(cp) {
+			off++
+			continue
+		}
+		est, ok := r.Config.Estimator.Estimate(r.model.Container(history.ContainerKey{WorkloadKey: w, Container: name}), policy.MemoryHeadroom(cp), now)
+		if !ok {
+			continue
+		}
+		rec := r.Config.Policy.Recommend(name, est, cp, prev[name], guard)
+		if p := prev[name]; p != nil && withinNoise(p, &rec, r.Config) {
+			rec = *p
+		}
+		recs = append(recs, rec)
+	}
+	if len(recs) == 0 {
+		reason, msg := ReasonNoSamples, "no GPU samples in Prometheus for the workload's pods"
+		if off > 0 && off == len(names) {
+			reason, msg = ReasonAllContainersOff, "every container's policy mode is Off"
+		}
+		set(gpufracv1.ConditionMetricsUnavailable, reason != ReasonAllContainersOff, reason, msg)
+		return
+	}
+	set(gpufracv1.ConditionMetricsUnavailable, false, ReasonSamplesPresent, "samples read")
+	st.ContainerRecommendations = recs
+	st.Attribution = attributionMethod(r.methods[w])
+	summarise(st)
+	conf := float64(*st.ConfidencePercent) / 100
+	if conf < r.Config.LowConfidence {
+		set(gpufracv1.ConditionLowConfidence, true, ReasonShortHistory,
+			fmt.Sprintf("confidence %d%% under %.0f%%: history %dh of %s needed", *st.ConfidencePercent, r.Config.LowConfidence*100, minHistory(recs), r.Config.Estimator.FullConfidenceHistory))
+	} else {
+		set(gpufracv1.ConditionLowConfidence, false, ReasonEnoughHistory, fmt.Sprintf("confidence %d%%", *st.ConfidencePercent))
+	}
+	set(gpufracv1.ConditionRecommendationProvided, true, ReasonRecommended, fmt.Sprintf("%d containers", len(recs)))
+}
+
+// guardrail evaluates the autoscaler's latency query. A failed or empty query is read
+// as near the objective: shrinking stops, nothing grows.
+func (r *Recommender) guardrail(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler, now time.Time) (policy.Guardrail, string, string) {
+	g := gfa.Spec.LatencyGuardrail
+	if g == nil {
+		return policy.GuardrailOK, ReasonNoGuardrail, ""
+	}
+	vec, err := r.Reader.Vector(ctx, g.Query, now)
+	if err != nil || len(vec) == 0 {
+		msg := "latency query returned no data: not shrinking"
+		if err != nil {
+			msg = "latency query failed, not shrinking: " + truncate(err.Error(), 400)
+		}
+		return policy.GuardrailNear, ReasonLatencyUnknown, msg
+	}
+	latency := math.Inf(-1)
+	for _, s := range vec {
+		if v := float64(s.Value); !math.IsNaN(v) && v > latency {
+			latency = v
+		}
+	}
+	obj := g.Objective.Seconds()
+	near := 0.1
+	if g.NearPercent != nil {
+		near = float64(*g.NearPercent) / 100
+	}
+	switch {
+	case math.IsInf(latency, -1):
+		return policy.GuardrailNear, ReasonLatencyUnknown, "latency query returned only NaN: not shrinking"
+	case latency > obj:
+		return policy.GuardrailBreached, ReasonLatencyBreached, fmt.Sprintf("latency %.3gs above objective %s: growing compute, never shrinking", latency, g.Objective.Duration)
+	case latency > obj*(1-near):
+		return policy.GuardrailNear, ReasonLatencyNear, fmt.Sprintf("latency %.3gs within %.0f%% of objective %s: not shrinking", latency, near*100, g.Objective.Duration)
+	}
+	return policy.GuardrailOK, ReasonLatencyOK, fmt.Sprintf("latency %.3gs under objective %s", latency, g.Objective.Duration)
+}
+
+// withinNoise reports whether a new recommendation is close enough to the written one to
+// keep the written one (avoids status churn and flapping).
+func withinNoise(old, cur *gpufracv1.ContainerRecommendation, c Config) bool {
+	if old.SharingMode != cur.SharingMode || abs32(old.ConfidencePercent-cur.ConfidencePercent) >= 5 {
+		return false
+	}
+	near := func(a, b *resource.Quantity, tol func(x, y float64) bool) bool {
+		if (a == nil) != (b == nil) {
+			return false
+		}
+		return a == nil || tol(a.AsApproximateFloat64(), b.AsApproximateFloat64())
+	}
+	mem := func(x, y float64) bool { return math.Abs(x-y) <= c.MemoryNoise*math.Max(x, y) }
+	cpu := func(x, y float64) bool { return math.Abs(x-y) < c.ComputeNoise+1e-9 }
+	for _, p := range [][2]gpufracv1.GPUResources{{old.Target, cur.Target}, {old.LowerBound, cur.LowerBound}, {old.UpperBound, cur.UpperBound}} {
+		if !near(p[0].Memory, p[1].Memory, mem) || !near(p[0].Compute, p[1].Compute, cpu) {
+			return false
+		}
+	}
+	return true
+}
+
+// summarise fills the pod-level totals from the container recommendations.
+func summarise(st *gpufracv1.GPUFractionRecommendationStatus) {
+	var mem, cpu resource.Quantity
+	hasMem, hasCPU := false, false
+	conf := int32(100)
+	mode := gpufracv1.SharingModeTimeSlicing
+	rank := map[gpufracv1.SharingMode]int{gpufracv1.SharingModeTimeSlicing: 0, gpufracv1.SharingModeMPS: 1, gpufracv1.SharingModeExclusive: 2}
+	for _, c := range st.ContainerRecommendations {
+		if c.Target.Memory != nil {
+			mem.Add(*c.Target.Memory)
+			hasMem = true
+		}
+		if c.Target.Compute != nil {
+			cpu.Add(*c.Target.Compute)
+			hasCPU = true
+		}
+		conf = min(conf, c.ConfidencePercent)
+		if rank[c.SharingMode] > rank[mode] {
+			mode = c.SharingMode
+		}
+	}
+	st.Memory, st.Compute = nil, nil
+	if hasMem {
+		st.Memory = resource.NewQuantity(mem.Value(), resource.BinarySI)
+	}
+	if hasCPU {
+		st.Compute = resource.NewMilliQuantity(cpu.MilliValue(), resource.DecimalSI)
+	}
+	st.SharingMode = mode
+	st.ConfidencePercent = ptr.To(conf)
+}
+
+// write creates or updates the recommendation and mirrors its summary onto the autoscaler.
+func (r *Recommender) write(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler, old *gpufracv1.GPUFractionRecommendation,
+	exists bool, st *gpufracv1.GPUFractionRecommendationStatus, now time.Time) error {
+	gfr := old.DeepCopy()
+	if !exists {
+		gfr = &gpufracv1.GPUFractionRecommendation{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:      gfa.Name,
+				Namespace: gfa.Namespace,
+				Labels:    map[string]string{"app.kubernetes.io/managed-by": "gpufrac-recommender"},
+				OwnerReferences: []metav1.OwnerReference{{
+					APIVersion:         gpufracv1.GroupVersion.String(),
+					Kind:               "GPUFractionAutoscaler",
+					Name:               gfa.Name,
+					UID:                gfa.UID,
+					Controller:         ptr.To(true),
+					BlockOwnerDeletion: ptr.To(true),
+				}},
+			},
+			Spec: gpufracv1.GPUFractionRecommendationSpec{TargetRef: gfa.Spec.TargetRef},
+		}
+		if err := r.Client.Create(ctx, gfr); err != nil {
+			return fmt.Errorf("creating GPUFractionRecommendation: %w", err)
+		}
+	} else if !equality.Semantic.DeepEqual(gfr.Spec.TargetRef, gfa.Spec.TargetRef) {
+		gfr.Spec.TargetRef = gfa.Spec.TargetRef
+		if err := r.Client.Update(ctx, gfr); err != nil {
+			return fmt.Errorf("updating GPUFractionRecommendation spec: %w", err)
+		}
+	}
+	if !equality.Semantic.DeepEqual(old.Status.ContainerRecommendations, st.ContainerRecommendations) || old.Status.LastUpdateTime == nil {
+		if len(st.ContainerRecommendations) > 0 {
+			st.LastUpdateTime = &metav1.Time{Time: now}
+		}
+	}
+	if !exists || !equality.Semantic.DeepEqual(old.Status, *st) {
+		gfr.Status = *st
+		if err := r.Client.Status().Update(ctx, gfr); err != nil {
+			return fmt.Errorf("updating GPUFractionRecommendation status: %w", err)
+		}
+		recommendationsWritten.Inc()
+	}
+
+	as := gfa.Status.DeepCopy()
+	as.ObservedGeneration = gfa.Generation
+	as.Memory, as.Compute, as.SharingMode, as.ConfidencePercent = st.Memory, st.Compute, st.SharingMode, st.ConfidencePercent
+	as.Conditions = st.Conditions
+	if !equality.Semantic.DeepEqual(gfa.Status, *as) {
+		upd := gfa.DeepCopy()
+		upd.Status = *as
+		if err := r.Client.Status().Update(ctx, upd); err != nil {
+			return fmt.Errorf("updating GPUFractionAutoscaler status: %w", err)
+		}
+	}
+	return nil
+}
+
+// eventOnChange records a warning on the autoscaler unless ConfigUnsupported already
+// says the same, so a standing problem is not repeated every cycle.
+func (r *Recommender) eventOnChange(conds []metav1.Condition, gfa *gpufracv1.GPUFractionAutoscaler, reason, msg string) {
+	if c := meta.FindStatusCondition(conds, gpufracv1.ConditionConfigUnsupported); c != nil && c.Status == metav1.ConditionTrue && c.Reason == reason {
+		return
+	}
+	if r.Events != nil {
+		r.Events.Eventf(gfa, nil, corev1.EventTypeWarning, reason, "Recommend", "%s", msg)
+	}
+}
+
+func minHistory(recs []gpufracv1.ContainerRecommendation) int32 {
+	h := int32(math.MaxInt32)
+	for _, r := range recs {
+		h = min(h, r.HistoryHours)
+	}
+	return h
+}
+
+func abs32(x int32) int32 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,125 @@
+package workload
+
+import (
+	"strings"
+)
+
+// safeAlphabet is the alphabet of Kubernetes' generated name suffixes and pod-template
+// hashes (k8s.io/apimachinery/pkg/util/rand.SafeEncodeString): no vowels, no 0/1/3.
+const safeAlphabet = "bcdfghjklmnpqrstvwxz2456789"
+
+func allIn(s, alphabet string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if !strings.ContainsRune(alphabet, r) {
+			return false
+		}
+	}
+	return true
+}
+
+// Owner is a controller named by an ownership series.
+type Owner struct {
+	Kind string
+	Name string
+}
+
+// Ownership holds kube-state-metrics ownership: kube_pod_owner (pod → owner) and
+// kube_replicaset_owner (ReplicaSet → owner), by namespace and name.
+type Ownership struct {
+	Pods        map[[2]string]Owner // {namespace, pod} → owner
+	ReplicaSets map[[2]string]Owner // {namespace, replicaset} → owner
+}
+
+// NewOwnership returns empty ownership maps.
+func NewOwnership() *Ownership {
+	return &Ownership{Pods: map[[2]string]Owner{}, ReplicaSets: map[[2]string]Owner{}}
+}
+
+// Attributor maps a pod name seen in metrics to the workload it belonged to, for pods
+// that no longer exist. Methods are tried in order: live pods (owner references),
+// kube-state-metrics ownership, pod naming conventions against the given targets.
+type Attributor struct {
+	// Live maps {namespace, pod} of pods that exist now to their top-most controller.
+	Live map[[2]string]Ref
+	// KSM is ownership from kube-state-metrics; nil when Prometheus has none.
+	KSM *Ownership
+	// Targets are the autoscaler targets by namespace, for naming conventions.
+	Targets map[string][]Ref
+}
+
+// Method says how a pod was attributed.
+type Method int
+
+// Attribution methods, from most to least reliable.
+const (
+	MethodNone Method = iota
+	MethodOwnerReferences
+	MethodKubeStateMetrics
+	MethodNamingConvention
+)
+
+// Attribute returns the workload of a pod and how it was found, or MethodNone.
+func (a *Attributor) Attribute(namespace, pod string) (Ref, Method) {
+	key := [2]string{namespace, pod}
+	if r, ok := a.Live[key]; ok {
+		return r, MethodOwnerReferences
+	}
+	if a.KSM != nil {
+		if o, ok := a.KSM.Pods[key]; ok {
+			if o.Kind == "ReplicaSet" {
+				if ro, ok := a.KSM.ReplicaSets[[2]string{namespace, o.Name}]; ok {
+					return Ref{Namespace: namespace, Kind: ro.Kind, Name: ro.Name}, MethodKubeStateMetrics
+				}
+				if d, ok := deploymentOfReplicaSet(o.Name); ok {
+					return Ref{Namespace: namespace, Kind: "Deployment", Name: d}, MethodKubeStateMetrics
+				}
+			}
+			return Ref{Namespace: namespace, Kind: o.Kind, Name: o.Name}, MethodKubeStateMetrics
+		}
+	}
+	var best Ref
+	for _, t := range a.Targets[namespace] {
+		if MatchesNamingConvention(t.Kind, t.Name, pod) && len(t.Name) > len(best.Name) {
+			best = t
+		}
+	}
+	if best.Name != "" {
+		return best, MethodNamingConvention
+	}
+	return Ref{}, MethodNone
+}
+
+// deploymentOfReplicaSet strips a pod-template hash: "<deployment>-<hash>".
+func deploymentOfReplicaSet(rs string) (string, bool) {
+	i := strings.LastIndexByte(rs, '-')
+	if i <= 0 || !allIn(rs[i+1:], safeAlphabet) {
+		return "", false
+	}
+	return rs[:i], true
+}
+
+// MatchesNamingConvention reports whether a pod name follows the naming convention of
+// pods of the given workload: Deployment "<name>-<pod-template-hash>-<suffix>",
+// StatefulSet "<name>-<ordinal>", DaemonSet, ReplicaSet and Job "<name>-<suffix>", where
+// hash and suffix use Kubernetes' safe alphabet. The match is ambiguous when one
+// workload's name is another's plus such a segment (web and web-2b4c6): Attributor then
+// prefers the longest target name.
+func MatchesNamingConvention(kind, name, pod string) bool {
+	if !strings.HasPrefix(pod, name+"-") {
+		return false
+	}
+	rest := pod[len(name)+1:]
+	switch kind {
+	case "Deployment":
+		hash, suffix, ok := strings.Cut(rest, "-")
+		return ok && allIn(hash, safeAlphabet) && len(suffix) == 5 && allIn(suffix, safeAlphabet)
+	case "StatefulSet":
+		return allIn(rest, "0123456789")
+	case "DaemonSet", "ReplicaSet", "Job":
+		return len(rest) == 5 && allIn(rest, safeAlphabet)
+	}
+	return false
+}
