@@ -90,7 +90,7 @@ func (r *Reader) Vector(ctx context.Context, query string, ts time.Time) (model.
 	case *model.Scalar:
 		return model.Vector{{Metric: model.Metric{}, Value: val.Value, Timestamp: val.Timestamp}}, nil
 	}
-	return nil, fmt.Errorf("prometheus query %q: want a vector, got %s", query, v.Type())
+	return nil, fmt.Errorf("prometheus query %q: want a vector, got %s", query, typeOf(v))
 }
 
 // Instant runs an instant query at ts and returns one series per container, each with one
@@ -131,7 +131,7 @@ func (r *Reader) Range(ctx context.Context, signal Signal, query string, start, 
 		Queries.WithLabelValues("range", "ok").Inc()
 		m, ok := v.(model.Matrix)
 		if !ok {
-			return nil, fmt.Errorf("prometheus range query %q: want a matrix, got %s", query, v.Type())
+			return nil, fmt.Errorf("prometheus range query %q: want a matrix, got %s", query, typeOf(v))
 		}
 		all = append(all, m...)
 	}
@@ -186,6 +186,14 @@ func (r *Reader) decode(signal Signal, m model.Matrix) []Series {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID.String() < out[j].ID.String() })
 	return out
+}
+
+// typeOf names a result's type; a response without data decodes to nil.
+func typeOf(v model.Value) string {
+	if v == nil {
+		return "no result"
+	}
+	return v.Type().String()
 }
 
 // Invalid returns the drop reason for a value that cannot be true for the signal, or ""

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/gpufrac/gpufrac/trace"
+)
+
+func init() { registerCommand(newTraceCmd) }
+
+// traceCommands holds the constructors of `gpufrac trace` subcommands, filled by
+// init functions of the files that define them.
+var traceCommands []func() *cobra.Command
+
+// registerTraceCommand adds a `gpufrac trace` subcommand constructor; call it from init.
+func registerTraceCommand(f func() *cobra.Command) { traceCommands = append(traceCommands, f) }
+
+func newTraceCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "trace",
+		Short: "Import, synthesize and convert GPU usage traces",
+		Long: `Import or synthesize GPU usage traces of inference pods and write them as
+OpenMetrics text (dcgm-exporter and kube-state-metrics series, for
+"promtool tsdb create-blocks-from openmetrics"), Kubernetes manifests of the
+workloads with a GPUFractionAutoscaler each, or a long CSV.
+
+Units: GPU memory in bytes (MiB in the DCGM series), GPU compute as a ratio 0-1
+(percent in DCGM_FI_DEV_GPU_UTIL), latency in seconds.`,
+	}
+	for _, f := range traceCommands {
+		cmd.AddCommand(f())
+	}
+	return cmd
+}
+
+// traceOutputs are the output flags shared by trace subcommands.
+type traceOutputs struct {
+	output, manifests, longCSV string
+	gpuMemory, modelName       string
+	image                      string
+	objective                  time.Duration
+}
+
+func (o *traceOutputs) addFlags(fs *pflag.FlagSet) {
+	fs.StringVarP(&o.output, "output", "o", "", "OpenMetrics file to write (\"-\": stdout): DCGM_FI_DEV_FB_USED/FB_FREE (MiB), DCGM_FI_DEV_GPU_UTIL (percent), inference_latency_p95_seconds, kube_pod_owner, kube_replicaset_owner")
+	fs.StringVar(&o.manifests, "manifests", "", "YAML file to write (\"-\": stdout): a Namespace, and per workload a Deployment requesting nvidia.com/gpu: 1 and a GPUFractionAutoscaler (updateMode Off)")
+	fs.StringVar(&o.longCSV, "long-csv", "", "long CSV file to write (\"-\": stdout): timestamp (Unix s), namespace, pod, container, workload, memory_bytes, compute_ratio (0-1), latency_p95_seconds")
+	fs.StringVar(&o.gpuMemory, "gpu-memory", "80Gi", "GPU memory capacity per GPU, a Kubernetes quantity in bytes (80Gi = 80 GiB); DCGM_FI_DEV_FB_FREE = capacity - used")
+	fs.StringVar(&o.modelName, "model-name", trace.DefaultGPUModelName, "modelName label of the DCGM series")
+	fs.StringVar(&o.image, "image", trace.DefaultImage, "container image of the Deployments in --manifests")
+	fs.DurationVar(&o.objective, "latency-objective", trace.DefaultLatencyObjective, "latency guardrail objective of the GPUFractionAutoscalers in --manifests (duration, e.g. 30s)")
+}
+
+func (o *traceOutputs) check() error {
+	if o.output == "" && o.manifests == "" && o.longCSV == "" {
+		return fmt.Errorf("nothing to write: give --output, --manifests or --long-csv")
+	}
+	n := 0
+	for _, p := range []string{o.output, o.manifests, o.longCSV} {
+		if p == "-" {
+			n++
+		}
+	}
+	if n > 1 {
+		return fmt.Errorf("only one output can be stdout (\"-\")")
+	}
+	_, err := parseBytes(o.gpuMemory)
+	return err
+}
+
+// write writes the trace to every requested output.
+func (o *traceOutputs) write(tr trace.Trace, stdout io.Writer) error {
+	capBytes, err := parseBytes(o.gpuMemory)
+	if err != nil {
+		return err
+	}
+	if o.output != "" {
+		if err := writeFile(o.output, stdout, func(w io.Writer) error {
+			return trace.WriteOpenMetrics(w, tr, trace.OpenMetricsOptions{GPUMemoryBytes: capBytes, ModelName: o.modelName})
+		}); err != nil {
+			return err
+		}
+	}
+	if o.manifests != "" {
+		if err := writeFile(o.manifests, stdout, func(w io.Writer) error {
+			return trace.WriteManifests(w, tr, trace.ManifestOptions{Image: o.image, LatencyObjective: o.objective})
+		}); err != nil {
+			return err
+		}
+	}
+	if o.longCSV != "" {
+		if err := writeFile(o.longCSV, stdout, func(w io.Writer) error { return trace.WriteLongCSV(w, tr) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parseBytes parses a Kubernetes quantity of bytes; "GiB", "MiB", ... are accepted
+// as "Gi", "Mi", ...
+func parseBytes(s string) (float64, error) {
+	t := strings.TrimSpace(s)
+	if strings.HasSuffix(t, "iB") {
+		t = strings.TrimSuffix(t, "B")
+	}
+	q, err := resource.ParseQuantity(t)
+	if err != nil {
+		return 0, fmt.Errorf("--gpu-memory %q: want bytes as a quantity such as 80Gi: %v", s, err)
+	}
+	v := q.AsApproximateFloat64()
+	if v <= 0 {
+		return 0, fmt.Errorf("--gpu-memory %q: must be positive", s)
+	}
+	return v, nil
+}
+
+// parseEnd parses --end: "now" or RFC 3339.
+func parseEnd(s string) (time.Time, error) {
+	if s == "" || s == "now" {
+		return time.Now(), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("--end %q: want RFC 3339 (2026-01-02T15:04:05Z) or now", s)
+	}
+	return t, nil
+}
+
+// writeFile writes through fn to path ("-": stdout) via a temporary file in the
+// same directory, so a failed write leaves no partial file.
+func writeFile(path string, stdout io.Writer, fn func(io.Writer) error) error {
+	if path == "-" {
+		return fn(stdout)
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	if err := fn(f); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	if err := os.Chmod(f.Name(), 0o644); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}
+
+// summaryLine renders a trace summary and reader stats on one line.
+func summaryLine(verb string, tr trace.Trace, st *trace.Stats) string {
+	s := verb + " " + tr.Summarize().String()
+	if st != nil {
+		s += fmt.Sprintf("; skipped memory=%d compute=%d latency=%d (duplicates=%d out-of-range=%d trimmed=%d orphans=%d), unsorted=%d",
+			st.Memory.Skipped(), st.Compute.Skipped(), st.Latency.Skipped(),
+			st.Memory.Duplicates+st.Compute.Duplicates+st.Latency.Duplicates,
+			st.Memory.OutOfRange+st.Compute.OutOfRange+st.Latency.OutOfRange,
+			st.Memory.Trimmed+st.Compute.Trimmed+st.Latency.Trimmed,
+			st.Latency.Orphans+st.Memory.Orphans+st.Compute.Orphans,
+			st.Memory.Unsorted+st.Compute.Unsorted+st.Latency.Unsorted)
+		if st.Latency.Missing && st.Latency.File != "" {
+			s += ", no latency input"
+		}
+	}
+	return s
+}

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// run executes the gpufrac command line in-process and returns stdout, stderr.
+func run(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	cmd := newRootCmd()
+	cmd.SetArgs(args)
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	err := cmd.Execute()
+	return out.String(), errOut.String(), err
+}
+
+func TestTraceSynthAndImportLong(t *testing.T) {
+	dir := t.TempDir()
+	om, csv, yml := filepath.Join(dir, "s.om"), filepath.Join(dir, "s.csv"), filepath.Join(dir, "s.yaml")
+	_, stderr, err := run(t, "trace", "synth", "--workloads", "2", "--pods-per-workload", "2", "--duration", "1h",
+		"--seed", "3", "--end", "2026-03-01T00:00:00Z", "--output", om, "--long-csv", csv, "--manifests", yml)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "synthesized 4 pods, 2 workloads, samples memory=240 compute=240 latency="
+	if !strings.HasPrefix(stderr, want) || !strings.HasSuffix(stderr, "2026-02-28T23:01:00Z..2026-03-01T00:00:00Z (59m0s)\n") {
+		t.Errorf("summary %q", stderr)
+	}
+	// The long CSV imports back to the same OpenMetrics text.
+	om2 := filepath.Join(dir, "s2.om")
+	if _, stderr, err = run(t, "trace", "import", "--format", "long", "--input", csv, "--output", om2); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stderr, "skipped memory=0 compute=0 latency=0") {
+		t.Errorf("summary %q", stderr)
+	}
+	a, _ := os.ReadFile(om)
+	b, _ := os.ReadFile(om2)
+	if len(a) == 0 || !bytes.Equal(a, b) {
+		t.Error("OpenMetrics of the synthetic trace and of its long CSV differ")
+	}
+	y, _ := os.ReadFile(yml)
+	if !bytes.Contains(y, []byte("kind: GPUFractionAutoscaler")) || !bytes.Contains(y, []byte("replicas: 2")) {
+		t.Errorf("manifests:\n%s", y)
+	}
+}
+
+func TestTraceImportGenTD26(t *testing.T) {
+	data := filepath.Join("..", "..", "..", "shared", "data", "gentd26")
+	if _, err := os.Stat(data); err != nil {
+		t.Skip("shared data absent")
+	}
+	stdout, stderr, err := run(t, "trace", "import", "--input", data, "--pods", "4", "--pods-per-deployment", "2",
+		"--duration", "1h", "--end", "2026-03-01T00:00:00Z", "--manifests", "-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(stderr, "imported 4 pods, 2 workloads,") || !strings.Contains(stderr, "..2026-03-01T00:00:00Z") {
+		t.Errorf("summary %q", stderr)
+	}
+	if strings.Count(stdout, "\nkind: Deployment\n") != 2 || strings.Count(stdout, "replicas: 2") != 2 {
+		t.Errorf("manifests:\n%s", stdout)
+	}
+}
+
+func TestTraceErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.csv")
+	os.WriteFile(bad, []byte("timestamp,namespace,pod,container,memory_bytes,compute_ratio\n60,ns,x-bcdfg-hjklm,c,1,0\n120,ns,x-bcdfg-hjklm,c,abc,0\n"), 0o644)
+	out := filepath.Join(dir, "out.om")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"trace", "import", "--format", "long", "--input", bad, "-o", out}, bad + `:3: memory_bytes "abc" is not a number`},
+		{[]string{"trace", "import", "--format", "long", "--input", bad, "--pods", "2", "-o", out}, "--pods applies to --format gentd26 only"},
+		{[]string{"trace", "import", "--format", "csv", "--input", bad, "-o", out}, `--format "csv": want gentd26 or long`},
+		{[]string{"trace", "import", "--input", bad}, "nothing to write: give --output, --manifests or --long-csv"},
+		{[]string{"trace", "synth", "-o", out, "--gpu-memory", "lots"}, `--gpu-memory "lots": want bytes as a quantity such as 80Gi`},
+		{[]string{"trace", "synth", "-o", out, "--end", "yesterday"}, `--end "yesterday": want RFC 3339`},
+		{[]string{"trace", "synth", "-o", out, "--gpu-memory", "8Gi"}, "more than the GPU capacity 8192 MiB"},
+	} {
+		_, _, err := run(t, c.args...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: error %v, want %q", c.args, err, c.want)
+		}
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Error("a failed run left an output file")
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, ".out.om*")); len(m) != 0 {
+		t.Errorf("temporary files left: %v", m)
+	}
+}
+
+func TestParseBytes(t *testing.T) {
+	for in, want := range map[string]float64{"80Gi": 80 << 30, "80GiB": 80 << 30, "141G": 141e9, "1024Mi": 1 << 30} {
+		if got, err := parseBytes(in); err != nil || got != want {
+			t.Errorf("parseBytes(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+}

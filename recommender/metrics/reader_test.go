@@ -1,0 +1,168 @@
+package metrics
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"math"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// bodyTransport answers every request with a fixed status and body: the real client
+// and decoder run, without a network.
+type bodyTransport struct {
+	status int
+	body   []byte
+	reqs   []*http.Request
+}
+
+func (b *bodyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	b.reqs = append(b.reqs, r)
+	return &http.Response{StatusCode: b.status, Header: http.Header{"Content-Type": {"application/json"}},
+		Body: io.NopCloser(bytes.NewReader(b.body)), Request: r}, nil
+}
+
+func reader(t testing.TB, status int, body string) (*Reader, *bodyTransport) {
+	tr := &bodyTransport{status: status, body: []byte(body)}
+	c, err := api.NewClient(api.Config{Address: "http://prometheus.invalid", RoundTripper: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Reader{API: promv1.NewAPI(c), Labels: DefaultLabels}, tr
+}
+
+func TestInstantDropsImpossibleValues(t *testing.T) {
+	body := `{"status":"success","data":{"resultType":"vector","result":[
+	 {"metric":{"namespace":"a","pod":"p1","container":"c"},"value":[1700000000,"1073741824"]},
+	 {"metric":{"namespace":"a","pod":"p1","container":"c","Hostname":"other-exporter"},"value":[1700000000,"2147483648"]},
+	 {"metric":{"namespace":"a","pod":"p2","container":"c"},"value":[1700000000,"9.671406556917033e+24"]},
+	 {"metric":{"namespace":"a","pod":"p3","container":"c"},"value":[1700000000,"NaN"]},
+	 {"metric":{"namespace":"a","pod":"p4","container":"c"},"value":[1700000000,"-5"]},
+	 {"metric":{"namespace":"a","pod":"p5","container":"c"},"value":[1700000000,"+Inf"]},
+	 {"metric":{"namespace":"a","pod":"","container":"c"},"value":[1700000000,"1"]}
+	]}}`
+	r, _ := reader(t, 200, body)
+	before := map[string]float64{}
+	for _, reason := range []string{DropOutOfRange, DropNaN, DropNegative, DropInf, DropNoLabels} {
+		before[reason] = testutil.ToFloat64(SamplesDropped.WithLabelValues("memory", reason))
+	}
+	got, err := r.Instant(context.Background(), SignalMemory, "q", time.Unix(1700000000, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].ID.Pod != "p1" {
+		t.Fatalf("want only p1, got %+v", got)
+	}
+	// Two series of one container (two exporter instances): max, never the sum.
+	if v := got[0].Samples[0].Value; v != 2147483648 {
+		t.Errorf("merged value %v, want the max 2147483648", v)
+	}
+	for reason, n := range map[string]float64{DropOutOfRange: 1, DropNaN: 1, DropNegative: 1, DropInf: 1, DropNoLabels: 1} {
+		if d := testutil.ToFloat64(SamplesDropped.WithLabelValues("memory", reason)) - before[reason]; d != n {
+			t.Errorf("dropped[%s] += %v, want %v", reason, d, n)
+		}
+	}
+}
+
+func TestInvalid(t *testing.T) {
+	for _, tc := range []struct {
+		s    Signal
+		v    float64
+		want string
+	}{
+		{SignalCompute, 0.5, ""}, {SignalCompute, 1.2, DropOutOfRange}, {SignalCompute, -0.1, DropNegative},
+		{SignalMemory, 80 << 30, ""}, {SignalMemory, 9223372036854775794, DropOutOfRange}, {SignalMemory, math.NaN(), DropNaN},
+		{SignalMemory, math.Inf(-1), DropInf},
+	} {
+		if got := Invalid(tc.s, tc.v); got != tc.want {
+			t.Errorf("Invalid(%s, %v) = %q, want %q", tc.s, tc.v, got, tc.want)
+		}
+	}
+}
+
+func TestErrorsAreErrors(t *testing.T) {
+	r, _ := reader(t, 422, `{"status":"error","errorType":"execution","error":"query processing would load too many samples into memory"}`)
+	_, err := r.Instant(context.Background(), SignalMemory, "q", time.Now())
+	if err == nil || !strings.Contains(err.Error(), "too many samples") {
+		t.Fatalf("want the Prometheus error, got %v", err)
+	}
+	r, _ = reader(t, 200, `{"status":"success","data":{"resultType":"vector","result":[]}}`)
+	got, err := r.Instant(context.Background(), SignalMemory, "q", time.Now())
+	if err != nil || len(got) != 0 {
+		t.Fatalf("empty is no series (not a zero): %v %v", got, err)
+	}
+}
+
+func TestRangeIsChunked(t *testing.T) {
+	r, tr := reader(t, 200, `{"status":"success","data":{"resultType":"matrix","result":[]}}`)
+	end := time.Unix(1700000000, 0)
+	if _, err := r.Range(context.Background(), SignalCompute, "q", end.Add(-8*24*time.Hour), end, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	// 8 days at 1m = 11,521 points: two chunks, neither over 11,000 points.
+	if len(tr.reqs) != 2 {
+		t.Fatalf("%d range requests, want 2", len(tr.reqs))
+	}
+	for _, req := range tr.reqs {
+		_ = req.ParseForm()
+		var start, stop float64
+		parse := func(s string) float64 { f, _ := time.ParseDuration(s + "s"); return f.Seconds() }
+		start, stop = parse(req.Form.Get("start")), parse(req.Form.Get("end"))
+		if pts := (stop-start)/60 + 1; pts > MaxPointsPerSeries {
+			t.Errorf("chunk of %v points", pts)
+		}
+	}
+}
+
+func TestDCGMQueries(t *testing.T) {
+	sel := Selector{Labels: DefaultLabels, Namespaces: []string{"b", "a.x"}}
+	mem := DCGM{}.MemoryPeakQuery(sel, time.Hour)
+	want := `max by (namespace, pod, container) (max_over_time(DCGM_FI_DEV_FB_USED{namespace=~"a\\.x|b",pod!=""}[3600s])) * 1048576`
+	if mem != want {
+		t.Errorf("memory query\n got %s\nwant %s", mem, want)
+	}
+	cpu := DCGM{}.ComputeQuery(sel, time.Minute)
+	for _, s := range []string{DCGMSMActive, DCGMGREngineActive, DCGMGPUUtil + `{namespace=~"a\\.x|b",pod!=""}[60s])) / 100`, " or on (namespace, pod, container) "} {
+		if !strings.Contains(cpu, s) {
+			t.Errorf("compute query lacks %q: %s", s, cpu)
+		}
+	}
+}
+
+// FuzzDecode feeds arbitrary response bodies through the real client and decoder: no
+// panic, and every returned sample is a plausible value.
+func FuzzDecode(f *testing.F) {
+	f.Add([]byte(`{"status":"success","data":{"resultType":"vector","result":[{"metric":{"namespace":"a","pod":"p","container":"c"},"value":[1,"0.5"]}]}}`))
+	f.Add([]byte(`{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"namespace":"a","pod":"p"},"values":[[1,"NaN"],[2,"1e400"]]}]}}`))
+	f.Add([]byte(`{"status":"success","data":{"resultType":"scalar","result":[1,"2"]}}`))
+	f.Add([]byte(`{"status":"error","error":"x"}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		for _, sig := range []Signal{SignalMemory, SignalCompute} {
+			r, _ := reader(t, 200, string(body))
+			series, err := r.Instant(context.Background(), sig, "q", time.Unix(1, 0))
+			if err != nil {
+				continue
+			}
+			for _, s := range series {
+				if s.ID.Namespace == "" || s.ID.Pod == "" {
+					t.Fatalf("series without workload labels: %+v", s.ID)
+				}
+				for _, p := range s.Samples {
+					if Invalid(sig, p.Value) != "" {
+						t.Fatalf("impossible value %v returned", p.Value)
+					}
+				}
+			}
+			if _, err := r.Range(context.Background(), sig, "q", time.Unix(0, 0), time.Unix(600, 0), time.Minute); err != nil {
+				continue
+			}
+		}
+	})
+}

@@ -1,0 +1,300 @@
+package recommender
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/recommender/metrics"
+)
+
+const gib = float64(1 << 30)
+
+// fakeProm answers the recommender's queries from per-pod constant values: memory bytes
+// and compute ratio for every pod it knows, at every requested timestamp.
+type fakeProm struct {
+	mu      sync.Mutex
+	pods    []metrics.ContainerID
+	mem     map[string]float64 // by pod
+	cpu     map[string]float64
+	latency *float64 // guardrail query result, seconds
+	fail    atomic.Bool
+	queries atomic.Int64
+}
+
+func (f *fakeProm) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.queries.Add(1)
+	if f.fail.Load() {
+		http.Error(w, `{"status":"error","errorType":"internal","error":"injected failure"}`, http.StatusInternalServerError)
+		return
+	}
+	_ = r.ParseForm()
+	q := r.Form.Get("query")
+	var times []float64
+	isRange := strings.HasSuffix(r.URL.Path, "query_range")
+	if isRange {
+		var start, end, step float64
+		fmt.Sscan(r.Form.Get("start"), &start)
+		fmt.Sscan(r.Form.Get("end"), &end)
+		fmt.Sscan(r.Form.Get("step"), &step)
+		for t := start; t <= end+1e-9; t += step {
+			times = append(times, t)
+		}
+	} else {
+		var ts float64
+		fmt.Sscan(r.Form.Get("time"), &ts)
+		times = []float64{ts}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var values map[string]float64
+	source := ""
+	switch {
+	case strings.Contains(q, "kube_pod_owner"), strings.Contains(q, "kube_replicaset_owner"):
+		values = nil
+	case strings.Contains(q, metrics.DCGMFBUsed):
+		values = f.mem
+	case strings.Contains(q, "label_replace"):
+		values, source = f.cpu, metrics.DCGMGPUUtil
+	default:
+		if f.latency == nil {
+			writeResult(w, "vector", []any{})
+			return
+		}
+		writeResult(w, "scalar", []any{times[0], fmt.Sprint(*f.latency)})
+		return
+	}
+	var result []any
+	for _, id := range f.pods {
+		v, ok := values[id.Pod]
+		if !ok {
+			continue
+		}
+		metric := map[string]string{"namespace": id.Namespace, "pod": id.Pod, "container": id.Container}
+		if source != "" {
+			metric[metrics.SourceLabel] = source
+		}
+		if isRange {
+			var pts []any
+			for _, t := range times {
+				pts = append(pts, []any{t, fmt.Sprint(v)})
+			}
+			result = append(result, map[string]any{"metric": metric, "values": pts})
+		} else {
+			result = append(result, map[string]any{"metric": metric, "value": []any{times[0], fmt.Sprint(v)}})
+		}
+	}
+	if result == nil {
+		result = []any{}
+	}
+	typ := "vector"
+	if isRange {
+		typ = "matrix"
+	}
+	writeResult(w, typ, result)
+}
+
+func writeResult(w http.ResponseWriter, typ string, result any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"status": "success", "data": map[string]any{"resultType": typ, "result": result}})
+}
+
+func testScheme(t testing.TB) *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := gpufracv1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// deployment returns a Deployment, its ReplicaSet and n pods owned through it.
+func deployment(ns, name string, n int) []client.Object {
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(ns + "-" + name)}}
+	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-7d9f8b6c5", UID: types.UID(ns + "-" + name + "-rs"),
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: name, UID: d.UID, Controller: ptr.To(true)}}}}
+	objs := []client.Object{d, rs}
+	for i := 0; i < n; i++ {
+		objs = append(objs, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s-%s-%05d", rs.Name, "x", i),
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: ptr.To(true)}}},
+			Spec:   corev1.PodSpec{Containers: []corev1.Container{{Name: "main"}}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning},
+		})
+	}
+	return objs
+}
+
+func gfa(ns, name, target string) *gpufracv1.GPUFractionAutoscaler {
+	return &gpufracv1.GPUFractionAutoscaler{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("gfa-" + ns + "-" + name), Generation: 1},
+		Spec:       gpufracv1.GPUFractionAutoscalerSpec{TargetRef: autoscalingv1.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: target}},
+	}
+}
+
+type harness struct {
+	rec  *Recommender
+	c    client.Client
+	prom *fakeProm
+	now  time.Time
+}
+
+func newHarness(t testing.TB, objs []client.Object, prom *fakeProm) *harness {
+	srv := httptest.NewServer(prom)
+	t.Cleanup(srv.Close)
+	pc, err := api.NewClient(api.Config{Address: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).
+		WithStatusSubresource(&gpufracv1.GPUFractionAutoscaler{}, &gpufracv1.GPUFractionRecommendation{}).Build()
+	h := &harness{c: c, prom: prom, now: time.Date(2026, 11, 30, 12, 0, 30, 0, time.UTC)}
+	h.rec = New(c, &metrics.Reader{API: promv1.NewAPI(pc), Labels: metrics.DefaultLabels}, metrics.DCGM{}, Config{HistoryLength: 48 * time.Hour})
+	h.rec.Now = func() time.Time { return h.now }
+	return h
+}
+
+func (h *harness) gfr(t testing.TB, ns, name string) *gpufracv1.GPUFractionRecommendation {
+	var r gpufracv1.GPUFractionRecommendation
+	if err := h.c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &r); err != nil {
+		t.Fatalf("get gfr %s/%s: %v", ns, name, err)
+	}
+	return &r
+}
+
+func TestRecommenderCycle(t *testing.T) {
+	objs := append(deployment("ml", "sd", 2), deployment("ml", "idle", 0)...)
+	objs = append(objs, gfa("ml", "sd", "sd"), gfa("ml", "idle", "idle"), gfa("ml", "missing", "nope"))
+	prom := &fakeProm{mem: map[string]float64{}, cpu: map[string]float64{}}
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok {
+			prom.pods = append(prom.pods, metrics.ContainerID{Namespace: p.Namespace, Pod: p.Name, Container: "main"})
+			prom.mem[p.Name], prom.cpu[p.Name] = 20*gib, 0.3
+		}
+	}
+	h := newHarness(t, objs, prom)
+	ctx := context.Background()
+	if err := h.rec.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	sd := h.gfr(t, "ml", "sd")
+	if !meta.IsStatusConditionTrue(sd.Status.Conditions, gpufracv1.ConditionRecommendationProvided) {
+		t.Fatalf("sd: no recommendation after the first cycle: %+v", sd.Status.Conditions)
+	}
+	if len(sd.OwnerReferences) != 1 || sd.OwnerReferences[0].Name != "sd" || !*sd.OwnerReferences[0].Controller {
+		t.Errorf("gfr must be owned by its gfa: %+v", sd.OwnerReferences)
+	}
+	cr := sd.Status.ContainerRecommendations[0]
+	// 20 GiB per-interval peaks: p90 is the end of 20 GiB's bucket, ×1.15 headroom, in MiB.
+	wantMem := 20 * gib * 1.15
+	if got := cr.Target.Memory.AsApproximateFloat64(); got < wantMem || got > wantMem*1.05 {
+		t.Errorf("memory target %v, want within one 5%% bucket above %v", got, wantMem)
+	}
+	if got := cr.Target.Compute.MilliValue(); got != 357 { // 0.31 (bucket end) × 1.15 = 0.3565 → 357m
+		t.Errorf("compute target %dm, want 357m", got)
+	}
+	if sd.Status.MatchedPods != 2 || cr.HistoryHours < 47 || cr.ConfidencePercent != 100 {
+		t.Errorf("pods %d, history %dh, confidence %d", sd.Status.MatchedPods, cr.HistoryHours, cr.ConfidencePercent)
+	}
+	if cr.ComputeSource != metrics.DCGMGPUUtil {
+		t.Errorf("compute source %q", cr.ComputeSource)
+	}
+
+	idle := h.gfr(t, "ml", "idle")
+	if !meta.IsStatusConditionTrue(idle.Status.Conditions, gpufracv1.ConditionNoPodsMatched) {
+		t.Errorf("idle: want NoPodsMatched: %+v", idle.Status.Conditions)
+	}
+	missing := h.gfr(t, "ml", "missing")
+	if c := meta.FindStatusCondition(missing.Status.Conditions, gpufracv1.ConditionConfigUnsupported); c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonTargetNotFound {
+		t.Errorf("missing: want ConfigUnsupported/TargetNotFound: %+v", missing.Status.Conditions)
+	}
+
+	// Prometheus fails: nothing changes but MetricsUnavailable.
+	before := sd.Status.ContainerRecommendations
+	prom.fail.Store(true)
+	prom.mu.Lock()
+	for k := range prom.mem {
+		prom.mem[k] = 1 * gib
+	}
+	prom.mu.Unlock()
+	h.now = h.now.Add(time.Minute)
+	if err := h.rec.RunOnce(ctx); err == nil {
+		t.Fatal("cycle with a failing Prometheus must return an error")
+	}
+	sd = h.gfr(t, "ml", "sd")
+	if !meta.IsStatusConditionTrue(sd.Status.Conditions, gpufracv1.ConditionMetricsUnavailable) {
+		t.Errorf("want MetricsUnavailable: %+v", sd.Status.Conditions)
+	}
+	if sd.Status.ContainerRecommendations[0].Target.Memory.Cmp(*before[0].Target.Memory) != 0 {
+		t.Errorf("recommendation changed while Prometheus failed")
+	}
+	prom.fail.Store(false)
+	h.now = h.now.Add(time.Minute)
+	if err := h.rec.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sd = h.gfr(t, "ml", "sd")
+	if meta.IsStatusConditionTrue(sd.Status.Conditions, gpufracv1.ConditionMetricsUnavailable) {
+		t.Errorf("MetricsUnavailable must clear when Prometheus is back")
+	}
+	// Memory fell to 1 GiB, but the recent peak (20 GiB) still holds the target up.
+	if got := sd.Status.ContainerRecommendations[0].Target.Memory.AsApproximateFloat64(); got < wantMem {
+		t.Errorf("memory target fell below the recent peak plus headroom: %v", got)
+	}
+}
+
+func TestGuardrailStopsShrink(t *testing.T) {
+	objs := append(deployment("ml", "sd", 1), gfa("ml", "sd", "sd"))
+	g := objs[len(objs)-1].(*gpufracv1.GPUFractionAutoscaler)
+	g.Spec.LatencyGuardrail = &gpufracv1.LatencyGuardrail{Query: "latency_seconds", Objective: metav1.Duration{Duration: time.Second}}
+	pod := objs[2].(*corev1.Pod)
+	prom := &fakeProm{pods: []metrics.ContainerID{{Namespace: "ml", Pod: pod.Name, Container: "main"}},
+		mem: map[string]float64{pod.Name: 20 * gib}, cpu: map[string]float64{pod.Name: 0.5}, latency: ptr.To(0.2)}
+	h := newHarness(t, objs, prom)
+	ctx := context.Background()
+	if err := h.rec.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := h.gfr(t, "ml", "sd").Status.ContainerRecommendations[0].Target.Compute.MilliValue()
+	if c := meta.FindStatusCondition(h.gfr(t, "ml", "sd").Status.Conditions, gpufracv1.ConditionLatencyGuardrailActive); c == nil || c.Status != metav1.ConditionFalse {
+		t.Fatalf("guardrail must be inactive at 0.2s < 1s: %+v", c)
+	}
+	// Latency breaches the objective: compute grows each cycle.
+	*prom.latency = 2
+	h.now = h.now.Add(time.Minute)
+	if err := h.rec.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	gfr := h.gfr(t, "ml", "sd")
+	if !meta.IsStatusConditionTrue(gfr.Status.Conditions, gpufracv1.ConditionLatencyGuardrailActive) {
+		t.Fatalf("want LatencyGuardrailActive: %+v", gfr.Status.Conditions)
+	}
+	if got := gfr.Status.ContainerRecommendations[0].Target.Compute.MilliValue(); got != first+100 {
+		t.Errorf("compute %dm after a breach, want %dm", got, first+100)
+	}
+}

@@ -1,0 +1,156 @@
+package trace
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+const longHeader = "timestamp,namespace,pod,container,memory_bytes,compute_ratio\n"
+
+func TestReadLongCSVBadInput(t *testing.T) {
+	pod := "web-" + TemplateHash("x") + "-" + PodSuffix("x")
+	row := func(ts, mem, cpu string) string { return ts + ",ns," + pod + ",main," + mem + "," + cpu + "\n" }
+	cases := []struct {
+		name, in, wantErr string
+	}{
+		{"missing column", "timestamp,namespace,pod,container,memory_bytes\n1,ns," + pod + ",main,1\n",
+			`my.csv:1: missing column "compute_ratio" (header: timestamp,namespace,pod,container,memory_bytes)`},
+		{"non-numeric", longHeader + row("60", "1", "0") + row("120", "abc", "0"), `my.csv:3: memory_bytes "abc" is not a number`},
+		{"negative", longHeader + row("60", "1", "-0.1"), `my.csv:2: compute_ratio "-0.1" is negative`},
+		{"infinite", longHeader + row("60", "+Inf", "0"), `my.csv:2: memory_bytes "+Inf" is not a finite number`},
+		{"bad timestamp", longHeader + row("yesterday", "1", "0"), `my.csv:2: timestamp "yesterday" is neither Unix seconds nor RFC 3339`},
+		{"negative timestamp", longHeader + row("-5", "1", "0"), `my.csv:2: timestamp "-5" is out of range (Unix seconds 0..1e11)`},
+		{"conflicting values", longHeader + row("60", "1", "0") + row("60", "2", "0"), `my.csv:3: pod ns/` + pod + ` container main has two values at 1970-01-01T00:01:00Z: 1 (line 2) and 2`},
+		{"no deployment name", longHeader + "60,ns,standalone,main,1,0\n",
+			`my.csv:2: pod "standalone" does not follow the Deployment naming <deployment>-<pod-template-hash>-<suffix>; add a "workload" column`},
+		{"two workloads", "timestamp,namespace,pod,container,memory_bytes,compute_ratio,workload\n60,ns,p,main,1,0,a\n120,ns,p,main,1,0,b\n",
+			`my.csv:3: pod ns/p has workload "b" here and "a" before`},
+		{"empty pod", longHeader + "60,ns,,main,1,0\n", `my.csv:2: empty namespace, pod or container`},
+		{"quote error", longHeader + "60,ns,\"p,main,1,0\n", `my.csv:2: extraneous or missing " in quoted-field`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, _, err := ReadLongCSV(strings.NewReader(c.in), "my.csv")
+			if err == nil || err.Error() != c.wantErr {
+				t.Fatalf("error = %v\nwant %s", err, c.wantErr)
+			}
+			var ie *InputError
+			if !errors.As(err, &ie) {
+				t.Fatalf("error %T is not an *InputError", err)
+			}
+		})
+	}
+}
+
+func TestReadLongCSVCleaning(t *testing.T) {
+	pod := "web-" + TemplateHash("x") + "-" + PodSuffix("x")
+	in := "namespace,pod,compute_ratio,container,memory_bytes,timestamp,workload\n" + // any column order
+		"ns," + pod + ",0.5,main,300,180,\n" +
+		"ns," + pod + ",0.25,main,100,1970-01-01T00:01:00Z,\n" + // RFC 3339, unsorted
+		"ns," + pod + ",0.25,main,100,60,\n" + // exact duplicate
+		"ns," + pod + ",1.5,main,,120,\n" + // compute out of range, no memory
+		"ns,solo,0,main,5,60,batch\n" // workload column, pod name without the convention
+	tr, st, err := ReadLongCSV(strings.NewReader(in), "my.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantMem := SignalStats{File: "my.csv", Values: 4, Kept: 3, Samples: 3, Duplicates: 1, Unsorted: 1}
+	wantCPU := SignalStats{File: "my.csv", Values: 5, Kept: 3, Samples: 3, Duplicates: 1, OutOfRange: 1, Unsorted: 1}
+	if st.Memory != wantMem || st.Compute != wantCPU || !st.Latency.Missing {
+		t.Errorf("stats %+v\nwant memory %+v compute %+v, latency missing", st, wantMem, wantCPU)
+	}
+	if len(tr.Pods) != 2 {
+		t.Fatalf("%d pods", len(tr.Pods))
+	}
+	p := tr.Pods[0]
+	if p.Workload != "web" || p.ReplicaSet != "web-"+TemplateHash("x") {
+		t.Errorf("owner %s/%s", p.Workload, p.ReplicaSet)
+	}
+	if !equalFloats(values(p.Memory), []float64{100, 300}) || !equalFloats(values(p.Compute), []float64{0.25, 0.5}) {
+		t.Errorf("memory %v compute %v", p.Memory, p.Compute)
+	}
+	if !p.Memory[0].T.Equal(time.Unix(60, 0)) || !p.Memory[1].T.Equal(time.Unix(180, 0)) {
+		t.Errorf("times %v", p.Memory)
+	}
+	solo := tr.Pods[1]
+	if solo.Workload != "batch" || solo.ReplicaSet != "batch-"+TemplateHash("ns/batch") {
+		t.Errorf("owner of solo %s/%s", solo.Workload, solo.ReplicaSet)
+	}
+}
+
+func TestLongCSVRoundTrip(t *testing.T) {
+	in := tinyTrace()
+	var buf bytes.Buffer
+	if err := WriteLongCSV(&buf, in); err != nil {
+		t.Fatal(err)
+	}
+	out, st, err := ReadLongCSV(&buf, "round.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Memory.Skipped()+st.Compute.Skipped()+st.Latency.Skipped() != 0 {
+		t.Errorf("skipped values: %v", st)
+	}
+	var omIn, omOut bytes.Buffer
+	if err := WriteOpenMetrics(&omIn, in, OpenMetricsOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteOpenMetrics(&omOut, out, OpenMetricsOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(omIn.Bytes(), omOut.Bytes()) {
+		t.Error("OpenMetrics output differs after a long CSV round trip")
+	}
+	for i := range in.Pods {
+		in.Pods[i].ID = "" // not in the long format
+	}
+	if !reflect.DeepEqual(normalize(in), normalize(out)) {
+		t.Errorf("round trip differs:\n in %+v\nout %+v", in, out)
+	}
+}
+
+func TestLongCSVRoundTripGenTD26(t *testing.T) {
+	dir := sharedData(t, "gentd26")
+	in, _, err := ReadGenTD26(dir, GenTD26Options{End: testEnd, PodsPerDeployment: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := WriteLongCSV(&buf, in); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := ReadLongCSV(&buf, "gentd26.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range in.Pods {
+		in.Pods[i].ID = ""
+	}
+	if !reflect.DeepEqual(normalize(in), normalize(out)) {
+		t.Error("GenTD26 round trip through the long CSV differs")
+	}
+}
+
+// normalize makes traces comparable with DeepEqual: UTC times, nil empty series.
+func normalize(t Trace) Trace {
+	n := func(ps []Point) []Point {
+		if len(ps) == 0 {
+			return nil
+		}
+		out := make([]Point, len(ps))
+		for i, p := range ps {
+			out[i] = Point{T: p.T.UTC(), V: p.V}
+		}
+		return out
+	}
+	var out Trace
+	for _, p := range t.Pods {
+		p.Memory, p.Compute, p.LatencyP95 = n(p.Memory), n(p.Compute), n(p.LatencyP95)
+		out.Pods = append(out.Pods, p)
+	}
+	return out
+}

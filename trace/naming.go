@@ -1,0 +1,79 @@
+package trace
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"strconv"
+)
+
+// SafeAlphabet is the alphabet of Kubernetes' generated name parts
+// (k8s.io/apimachinery/pkg/util/rand.SafeEncodeString, used for pod-template-hash
+// and pod name suffixes): no vowels and no 0, 1 or 3, so names cannot spell words.
+const SafeAlphabet = "bcdfghjklmnpqrstvwxz2456789"
+
+// TemplateHash returns a 10-character pod-template-hash in SafeAlphabet derived
+// deterministically from seed (for example the sorted source IDs of a Deployment's
+// trace pods).
+func TemplateHash(seed string) string { return safeEncode("template-hash/"+seed, 10) }
+
+// PodSuffix returns the 5-character random-looking pod name suffix in SafeAlphabet
+// that a ReplicaSet appends to its pods' names, derived deterministically from seed
+// (for example the trace pod's container_ip).
+func PodSuffix(seed string) string { return safeEncode("pod-suffix/"+seed, 5) }
+
+func safeEncode(seed string, n int) string {
+	sum := sha256.Sum256([]byte(seed))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = SafeAlphabet[int(sum[i])%len(SafeAlphabet)]
+	}
+	return string(b)
+}
+
+var deploymentPodName = regexp.MustCompile(`^(.+)-([` + SafeAlphabet + `]{1,10})-([` + SafeAlphabet + `]{5})$`)
+
+// SplitDeploymentPodName splits a pod name made by the Deployment controller,
+// "<deployment>-<pod-template-hash>-<suffix>" (hash 1–10 and suffix 5 characters of
+// SafeAlphabet), into the Deployment and ReplicaSet names. ok is false when the name
+// does not follow the convention.
+func SplitDeploymentPodName(pod string) (deployment, replicaSet string, ok bool) {
+	m := deploymentPodName.FindStringSubmatch(pod)
+	if m == nil {
+		return "", "", false
+	}
+	return m[1], m[1] + "-" + m[2], true
+}
+
+// namePods gives the pods of one Deployment their ReplicaSet and pod names:
+// ReplicaSet "<deploy>-<TemplateHash(hashSeed)>", pods "<ReplicaSet>-<PodSuffix(seed)>"
+// with podSeeds[i] as seed; a suffix that collides within the ReplicaSet is redrawn
+// from the seed and a counter, so names stay deterministic and unique.
+func namePods(deploy, hashSeed string, podSeeds []string) (rs string, pods []string) {
+	rs = deploy + "-" + TemplateHash(hashSeed)
+	used := map[string]bool{}
+	for _, s := range podSeeds {
+		suf := PodSuffix(s)
+		for n := 1; used[suf]; n++ {
+			suf = PodSuffix(s + "#" + strconv.Itoa(n))
+		}
+		used[suf] = true
+		pods = append(pods, rs+"-"+suf)
+	}
+	return rs, pods
+}
+
+// deploymentName returns "<prefix>-NNN" (three digits, more when needed).
+func deploymentName(prefix string, i int) string { return fmt.Sprintf("%s-%03d", prefix, i) }
+
+// stableUUID formats the first 16 bytes of SHA-256(kind + "/" + key) as a UUID
+// (8-4-4-4-12 lowercase hex).
+func stableUUID(kind, key string) string {
+	sum := sha256.Sum256([]byte(kind + "/" + key))
+	h := hex.EncodeToString(sum[:16])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}
+
+// key is the identity writers derive fake UUIDs and node names from.
+func (p *Pod) key() string { return p.Namespace + "/" + p.Pod + "/" + p.Container }
