@@ -116,33 +116,10 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 		set(gpufracv1.ConditionLatencyGuardrailActive, guard != policy.GuardrailOK, guardReason, guardMsg)
 	}
 
-	prev := map[string]*gpufracv1.ContainerRecommendation{}
-	for i := range old.Status.ContainerRecommendations {
-		prev[old.Status.ContainerRecommendations[i].ContainerName] = &old.Status.ContainerRecommendations[i]
-	}
-	names := r.model.Containers(w)
-	sort.Strings(names)
-	var recs []gpufracv1.ContainerRecommendation
-	off := 0
-	for _, name := range names {
-		cp := policy.ContainerPolicyFor(gfa.Spec.ResourcePolicy, name)
-		if !policy.Enabled(cp) {
-			off++
-			continue
-		}
-		est, ok := r.Config.Estimator.Estimate(r.model.Container(history.ContainerKey{WorkloadKey: w, Container: name}), policy.MemoryHeadroom(cp), now)
-		if !ok {
-			continue
-		}
-		rec := r.Config.Policy.Recommend(name, est, cp, prev[name], guard)
-		if p := prev[name]; p != nil && withinNoise(p, &rec, r.Config) {
-			rec = *p
-		}
-		recs = append(recs, rec)
-	}
+	recs, off, known := r.Config.Recommend(r.model, w, &gfa.Spec, old.Status.ContainerRecommendations, guard, now)
 	if len(recs) == 0 {
 		reason, msg := ReasonNoSamples, "no GPU samples in Prometheus for the workload's pods"
-		if off > 0 && off == len(names) {
+		if off > 0 && off == known {
 			reason, msg = ReasonAllContainersOff, "every container's policy mode is Off"
 		}
 		set(gpufracv1.ConditionMetricsUnavailable, reason != ReasonAllContainersOff, reason, msg)
@@ -160,6 +137,38 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 		set(gpufracv1.ConditionLowConfidence, false, ReasonEnoughHistory, fmt.Sprintf("confidence %d%%", *st.ConfidencePercent))
 	}
 	set(gpufracv1.ConditionRecommendationProvided, true, ReasonRecommended, fmt.Sprintf("%d containers", len(recs)))
+}
+
+// Recommend computes the container recommendations of one workload from the model,
+// without I/O: estimate (package estimate), then policy and guardrail (package policy),
+// then noise suppression against prev, the recommendations written last time. The
+// recommender and the what-if simulator both call it. It also returns how many
+// containers have state and how many of them the policy turns off.
+func (c Config) Recommend(model *history.Model, w history.WorkloadKey, spec *gpufracv1.GPUFractionAutoscalerSpec,
+	prev []gpufracv1.ContainerRecommendation, guard policy.Guardrail, now time.Time) (recs []gpufracv1.ContainerRecommendation, off, known int) {
+	byName := map[string]*gpufracv1.ContainerRecommendation{}
+	for i := range prev {
+		byName[prev[i].ContainerName] = &prev[i]
+	}
+	names := model.Containers(w)
+	sort.Strings(names)
+	for _, name := range names {
+		cp := policy.ContainerPolicyFor(spec.ResourcePolicy, name)
+		if !policy.Enabled(cp) {
+			off++
+			continue
+		}
+		est, ok := c.Estimator.Estimate(model.Container(history.ContainerKey{WorkloadKey: w, Container: name}), policy.MemoryHeadroom(cp), now)
+		if !ok {
+			continue
+		}
+		rec := c.Policy.Recommend(name, est, cp, byName[name], guard)
+		if p := byName[name]; p != nil && withinNoise(p, &rec, c) {
+			rec = *p
+		}
+		recs = append(recs, rec)
+	}
+	return recs, off, len(names)
 }
 
 // guardrail evaluates the autoscaler's latency query. A failed or empty query is read
