@@ -50,6 +50,10 @@ type Config struct {
 	ComputeNoise float64
 	// MaxBackoff bounds the wait between cycles while Prometheus fails. Default 5m.
 	MaxBackoff time.Duration
+	// LabelMode is how workload labels are found: "auto" (detect exported_* labels of a
+	// scrape without honor_labels), "direct" (Reader.Labels as given) or "exported".
+	// Default auto.
+	LabelMode string
 
 	History   history.Options
 	Estimator estimate.Config
@@ -75,6 +79,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxBackoff <= 0 {
 		c.MaxBackoff = 5 * time.Minute
+	}
+	if c.LabelMode == "" {
+		c.LabelMode = "auto"
 	}
 	c.History.SampleInterval = c.Interval
 	c.Estimator = c.Estimator.WithDefaults()
@@ -119,6 +126,7 @@ func Register(reg prometheus.Registerer) error {
 type Recommender struct {
 	Client client.Client
 	Reader *metrics.Reader
+	// Source is the metric source; nil detects it from what Prometheus holds.
 	Source metrics.Source
 	// Scale checks targets of non-native kinds; nil rejects them as unsupported.
 	Scale  workload.ScaleChecker
@@ -136,6 +144,7 @@ type Recommender struct {
 	lastLoad  time.Time // end of the last successful live load
 	trigger   chan struct{}
 	failures  int
+	labelsSet bool // label mode resolved
 }
 
 // tracking is per-workload bookkeeping.
@@ -197,7 +206,7 @@ func (r *Recommender) Trigger() {
 func (r *Recommender) Start(ctx context.Context) error {
 	log := klog.FromContext(ctx).WithName("recommender")
 	ctx = klog.NewContext(ctx, log)
-	log.Info("Starting", "interval", r.Config.Interval, "historyLength", r.Config.HistoryLength, "source", r.Source.Name())
+	log.Info("Starting", "interval", r.Config.Interval, "historyLength", r.Config.HistoryLength)
 	for {
 		wait := r.Config.Interval
 		if err := r.RunOnce(ctx); err != nil {
@@ -229,6 +238,38 @@ func backoff(base, max time.Duration, failures int) time.Duration {
 		d = max
 	}
 	return d
+}
+
+// detect resolves the metric source and the workload labels once, from what
+// Prometheus holds; until it succeeds every cycle fails with MetricsUnavailable.
+func (r *Recommender) detect(ctx context.Context, now time.Time) error {
+	log := klog.FromContext(ctx)
+	if r.Source == nil {
+		src, err := metrics.DetectSource(ctx, r.Reader, now)
+		if err != nil {
+			return err
+		}
+		r.Source = src
+		log.Info("Detected metric source", "source", src.Name(), "memoryMetric", src.MemoryMetric())
+	}
+	r.Reader.Device = r.Source.DeviceLabels()
+	if r.labelsSet {
+		return nil
+	}
+	switch r.Config.LabelMode {
+	case "direct":
+	case "exported":
+		r.Reader.Labels = metrics.ExportedLabels
+	default:
+		labels, err := metrics.DetectLabels(ctx, r.Reader, r.Source, now)
+		if err != nil {
+			return err
+		}
+		r.Reader.Labels = labels
+		log.Info("Workload labels", "namespace", labels.Namespace, "pod", labels.Pod, "container", labels.Container)
+	}
+	r.labelsSet = true
+	return nil
 }
 
 // entry is one autoscaler in a cycle.
@@ -328,7 +369,10 @@ func (r *Recommender) RunOnce(ctx context.Context) (err error) {
 	sort.Strings(newNS)
 	sort.Strings(oldNS)
 	var loadErr error
-	if len(oldNS) > 0 {
+	if len(seen) > 0 {
+		loadErr = r.detect(ctx, now)
+	}
+	if loadErr == nil && len(oldNS) > 0 {
 		from := r.lastLoad
 		if from.IsZero() || now.Sub(from) > r.Config.HistoryLength {
 			from = now.Add(-r.Config.HistoryLength)

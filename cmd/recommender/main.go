@@ -43,7 +43,7 @@ func run() error {
 	var (
 		cfg           recommender.Config
 		promCfg       prom.Config
-		source        = flag.String("metric-source", "dcgm", "Metric source: dcgm.")
+		source        = flag.String("metric-source", "auto", "Metric source: auto (detect from what Prometheus holds: agent, hami, kai, dcgm in that order), agent, hami, kai or dcgm.")
 		labels        = metrics.DefaultLabels
 		gpuMemory     = flag.String("gpu-memory", "80Gi", "Memory of one GPU (quantity, bytes): no recommendation exceeds it, and sharing modes are chosen against it.")
 		metricsAddr   = flag.String("metrics-bind-address", ":8080", "Address of the /metrics endpoint (\"0\" disables it).")
@@ -61,6 +61,7 @@ func run() error {
 	flag.Float64Var(&cfg.LowConfidence, "low-confidence", 0, "Confidence ratio 0–1 under which LowConfidence is set (default 0.5).")
 	flag.Float64Var(&cfg.Estimator.ComputeMargin, "compute-margin", 0, "Safety margin on compute, ratio (default 0.15, VPA's).")
 	flag.Float64Var(&cfg.Policy.GuardrailComputeStep, "guardrail-compute-step", 0, "Compute added per cycle while the latency guardrail is breached, share of one GPU (default 0.1).")
+	flag.StringVar(&cfg.LabelMode, "label-mode", "auto", "How workload labels are found: auto (detect exported_* labels of a scrape without honor_labels), direct (the --*-label flags) or exported.")
 	flag.StringVar(&labels.Namespace, "namespace-label", labels.Namespace, "Label naming a sample's pod namespace.")
 	flag.StringVar(&labels.Pod, "pod-label", labels.Pod, "Label naming a sample's pod.")
 	flag.StringVar(&labels.Container, "container-label", labels.Container, "Label naming a sample's container.")
@@ -73,9 +74,11 @@ func run() error {
 		return fmt.Errorf("--gpu-memory %q: want a positive quantity such as 80Gi", *gpuMemory)
 	}
 	cfg.Policy.GPUMemoryBytes = q.AsApproximateFloat64()
-	src, err := metrics.NewSource(*source)
-	if err != nil {
-		return err
+	var src metrics.Source // nil: detected at the first cycle
+	if *source != "auto" {
+		if src, err = metrics.NewSource(*source); err != nil {
+			return err
+		}
 	}
 	api, err := promCfg.API()
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpufrac/gpufrac/recommender/history"
+	"github.com/gpufrac/gpufrac/recommender/metrics"
 )
 
 // Config holds the estimator's constants. Zero values are replaced by the defaults.
@@ -95,7 +96,21 @@ type Estimate struct {
 	History time.Duration
 	// ComputeSource is the metric compute came from.
 	ComputeSource string
+	// SharedDevice is true when some samples were a shared GPU's device-wide value
+	// copied to each pod; confidence is then capped at SharedDeviceConfidence.
+	SharedDevice bool
 }
+
+// SharedDeviceConfidence caps the confidence of an estimate built from device-wide
+// values of a shared GPU: 0.4, under the default LowConfidence threshold (0.5), so the
+// recommendation says LowConfidence and the admission webhook does not apply it by default.
+const SharedDeviceConfidence = 0.4
+
+// LowFidelityComputeConfidence caps the confidence when compute came from
+// DCGM_FI_DEV_GPU_UTIL, which says a kernel was running, not how much of the GPU it
+// used: 0.8, still above the LowConfidence threshold since memory (the part that
+// crashes) is measured exactly.
+const LowFidelityComputeConfidence = 0.8
 
 // Estimate computes the estimate of one container at now. memoryHeadroom is a ratio
 // (0.15 = 15 %). It returns ok=false when the container has no samples at all.
@@ -107,6 +122,13 @@ func (c Config) Estimate(s *history.ContainerState, memoryHeadroom float64, now 
 	span := s.Span()
 	e := Estimate{History: span, ComputeSource: s.ComputeSource}
 	e.Confidence = math.Min(1, span.Hours()/c.FullConfidenceHistory.Hours())
+	if s.SharedSamples > 0 {
+		e.SharedDevice = true
+		e.Confidence = math.Min(e.Confidence, SharedDeviceConfidence)
+	}
+	if s.ComputeSource == metrics.DCGMGPUUtil {
+		e.Confidence = math.Min(e.Confidence, LowFidelityComputeConfidence)
+	}
 	// VPA's confidence is in days of history; its bounds scale with it.
 	days := span.Hours() / 24
 	upperScale := confidenceMultiplier(1.0, 1.0, days)

@@ -101,6 +101,9 @@ type ContainerState struct {
 	ComputeSamples, MemoryPeaks int
 	// ComputeSource is the metric the latest compute samples came from.
 	ComputeSource string
+	// SharedSamples counts samples that were a shared GPU's device-wide value copied to
+	// each of its pods (metrics.Series.SharedSamples): upper bounds, not measurements.
+	SharedSamples int
 
 	opts    Options
 	windows map[string]*podWindow // by pod name: the current interval's peak
@@ -281,6 +284,7 @@ func (m *Model) Add(w WorkloadKey, signal metrics.Signal, s metrics.Series) {
 		}
 	}
 	m.lastSeen[sk] = last
+	st.SharedSamples += s.SharedSamples
 }
 
 // Forget drops everything known about a workload (its autoscaler was deleted).

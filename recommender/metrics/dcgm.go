@@ -31,6 +31,15 @@ type DCGM struct{}
 // Name returns "dcgm".
 func (DCGM) Name() string { return "dcgm" }
 
+// MemoryMetric returns DCGM_FI_DEV_FB_USED.
+func (DCGM) MemoryMetric() string { return DCGMFBUsed }
+
+// DeviceLabels are UUID and, on MIG, GPU_I_ID: a MIG instance is keyed by both.
+func (DCGM) DeviceLabels() []string { return []string{"UUID", MIGInstanceLabel} }
+
+// MIGInstanceLabel is dcgm-exporter's MIG GPU instance ID label.
+const MIGInstanceLabel = "GPU_I_ID"
+
 // MemoryPeakQuery returns the peak of DCGM_FI_DEV_FB_USED over the window, in bytes.
 func (DCGM) MemoryPeakQuery(sel Selector, window time.Duration) string {
 	return fmt.Sprintf("max %s (max_over_time(%s{%s}[%s])) * %d",
@@ -44,7 +53,7 @@ func (DCGM) ComputeQuery(sel Selector, window time.Duration) string {
 		return fmt.Sprintf(`label_replace(max %s (avg_over_time(%s{%s}[%s]))%s, %q, %q, "", "")`,
 			sel.by(), metric, sel.matcher(), promDuration(window), scale, SourceLabel, metric)
 	}
-	on := fmt.Sprintf(" or on (%s, %s, %s) ", sel.Labels.Namespace, sel.Labels.Pod, sel.Labels.Container)
+	on := " or on (" + strings.Join(sel.keys(), ", ") + ") "
 	return strings.Join([]string{
 		one(DCGMSMActive, ""),
 		one(DCGMGREngineActive, ""),

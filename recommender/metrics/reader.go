@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"time"
 
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
@@ -39,6 +40,9 @@ const (
 	DropNegative   = "negative"
 	DropOutOfRange = "out_of_range"
 	DropNoLabels   = "missing_labels"
+	// DropMIGUnsupported: DCGM_FI_DEV_GPU_UTIL on a MIG instance, where it is not
+	// supported and reads 0.
+	DropMIGUnsupported = "mig_unsupported"
 )
 
 // SamplesDropped counts samples that were read from Prometheus and thrown away because
@@ -58,6 +62,8 @@ var Queries = prometheus.NewCounterVec(prometheus.CounterOpts{
 type Reader struct {
 	API    promv1.API
 	Labels Labels
+	// Device are the labels identifying a GPU or MIG instance (Source.DeviceLabels).
+	Device []string
 	// Timeout bounds each query; 0 means 30s.
 	Timeout time.Duration
 }
@@ -138,11 +144,22 @@ func (r *Reader) Range(ctx context.Context, signal Signal, query string, start, 
 	return r.decode(signal, all), nil
 }
 
-// decode groups streams by container, merges streams of one container (max at equal
-// timestamps, never a sum) and drops impossible values, counting them.
+// decode groups streams by container and device, drops impossible values (counting
+// them), marks device-wide values copied to several pods of a shared GPU, and merges the
+// devices and duplicate series of one container with max, never a sum.
 func (r *Reader) decode(signal Signal, m model.Matrix) []Series {
-	merged := map[ContainerID]map[model.Time]float64{}
+	type devSample struct {
+		id ContainerID
+		v  float64
+	}
+	type point struct {
+		v      float64
+		shared bool
+	}
+	merged := map[ContainerID]map[model.Time]point{}
 	sources := map[ContainerID]string{}
+	// byDevice[device][t] lists the pods that reported a value on one device at t.
+	byDevice := map[string]map[model.Time][]devSample{}
 	for _, s := range m {
 		id := ContainerID{
 			Namespace: string(s.Metric[model.LabelName(r.Labels.Namespace)]),
@@ -153,22 +170,61 @@ func (r *Reader) decode(signal Signal, m model.Matrix) []Series {
 			SamplesDropped.WithLabelValues(string(signal), DropNoLabels).Add(float64(len(s.Values)))
 			continue
 		}
-		if src := string(s.Metric[SourceLabel]); src != "" {
+		src := string(s.Metric[SourceLabel])
+		if src != "" {
 			sources[id] = src
 		}
-		byTime := merged[id]
-		if byTime == nil {
-			byTime = map[model.Time]float64{}
-			merged[id] = byTime
+		mig := s.Metric[MIGInstanceLabel] != ""
+		dev := ""
+		for _, l := range r.Device {
+			dev += string(s.Metric[model.LabelName(l)]) + "\x00"
+		}
+		if merged[id] == nil {
+			merged[id] = map[model.Time]point{}
 		}
 		for _, p := range s.Values {
 			v := float64(p.Value)
-			if reason := Invalid(signal, v); reason != "" {
+			reason := Invalid(signal, v)
+			if reason == "" && mig && src == DCGMGPUUtil {
+				reason = DropMIGUnsupported // GPU_UTIL is not supported on MIG: 0 there is not idle
+			}
+			if reason != "" {
 				SamplesDropped.WithLabelValues(string(signal), reason).Inc()
 				continue
 			}
-			if old, ok := byTime[p.Timestamp]; !ok || v > old {
-				byTime[p.Timestamp] = v
+			if strings.Trim(dev, "\x00") != "" {
+				if byDevice[dev] == nil {
+					byDevice[dev] = map[model.Time][]devSample{}
+				}
+				byDevice[dev][p.Timestamp] = append(byDevice[dev][p.Timestamp], devSample{id, v})
+			}
+			if old, ok := merged[id][p.Timestamp]; !ok || v > old.v {
+				merged[id][p.Timestamp] = point{v: v}
+			}
+		}
+	}
+	// A value that several pods report identically on one device at one time is the
+	// device's value copied to each sharing pod (dcgm-exporter without per-pod
+	// attribution): an upper bound for each, never a per-pod measurement.
+	for _, byTime := range byDevice {
+		for t, samples := range byTime {
+			if len(samples) < 2 || samples[0].v == 0 {
+				continue
+			}
+			same := true
+			for _, d := range samples[1:] {
+				if d.v != samples[0].v || d.id.Pod == samples[0].id.Pod {
+					same = false
+					break
+				}
+			}
+			if same {
+				for _, d := range samples {
+					if p, ok := merged[d.id][t]; ok && p.v == d.v {
+						p.shared = true
+						merged[d.id][t] = p
+					}
+				}
 			}
 		}
 	}
@@ -178,8 +234,11 @@ func (r *Reader) decode(signal Signal, m model.Matrix) []Series {
 			continue
 		}
 		s := Series{ID: id, Source: sources[id], Samples: make([]Sample, 0, len(byTime))}
-		for t, v := range byTime {
-			s.Samples = append(s.Samples, Sample{Time: t.Time(), Value: v})
+		for t, p := range byTime {
+			s.Samples = append(s.Samples, Sample{Time: t.Time(), Value: p.v})
+			if p.shared {
+				s.SharedSamples++
+			}
 		}
 		sort.Slice(s.Samples, func(i, j int) bool { return s.Samples[i].Time.Before(s.Samples[j].Time) })
 		out = append(out, s)

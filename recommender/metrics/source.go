@@ -38,6 +38,9 @@ type Series struct {
 	// Source names the metric the values came from, e.g. DCGM_FI_PROF_SM_ACTIVE.
 	Source  string
 	Samples []Sample
+	// SharedSamples counts samples that were the same value reported for several pods
+	// of one GPU: the device's total copied to each, an upper bound, not the pod's own.
+	SharedSamples int
 }
 
 // Labels maps the workload labels of a metric. Defaults are dcgm-exporter's Kubernetes
@@ -54,28 +57,72 @@ var DefaultLabels = Labels{Namespace: "namespace", Pod: "pod", Container: "conta
 // SourceLabel is the label the compute query adds to say which metric a value came from.
 const SourceLabel = "gpufrac_source"
 
-// Source writes the PromQL for one exporter's metrics. Implementations live one per file.
+// Source writes the PromQL for one exporter's metrics. Implementations live one per file
+// (dcgm.go, hami.go, kai.go, agent.go).
 type Source interface {
 	// Name is the source's flag value, e.g. "dcgm".
 	Name() string
-	// MemoryPeakQuery returns PromQL whose result, per (namespace, pod, container), is
-	// the peak GPU memory in bytes over the window ending at the evaluation time.
+	// MemoryMetric is the metric family that holds per-pod GPU memory; detection probes it.
+	MemoryMetric() string
+	// DeviceLabels name the labels that identify one GPU or MIG instance in the
+	// source's series, e.g. UUID and GPU_I_ID.
+	DeviceLabels() []string
+	// MemoryPeakQuery returns PromQL whose result, per (namespace, pod, container,
+	// device), is the peak GPU memory in bytes over the window ending at the evaluation
+	// time.
 	MemoryPeakQuery(sel Selector, window time.Duration) string
-	// ComputeQuery returns PromQL whose result, per (namespace, pod, container), is the
-	// mean GPU activity as a ratio 0–1 over the window, labelled with SourceLabel.
+	// ComputeQuery returns PromQL whose result, per (namespace, pod, container, device),
+	// is the mean GPU activity as a ratio 0–1 over the window, labelled with SourceLabel.
 	ComputeQuery(sel Selector, window time.Duration) string
 }
 
-// Selector restricts queries to the namespaces that have autoscalers.
+// Selector restricts queries to the namespaces that have autoscalers and names the
+// labels to group by.
 type Selector struct {
 	Labels     Labels
 	Namespaces []string
+	// Device are the source's device labels, kept in the grouping so that pods sharing
+	// one GPU can be told apart from one pod seen twice.
+	Device []string
 }
 
 // matcher renders the label matchers shared by every query: namespace in the set and a
 // non-empty pod label (series without a pod are unattributed device usage, not a workload).
 func (s Selector) matcher() string {
 	return fmt.Sprintf(`%s=~%q,%s!=""`, s.Labels.Namespace, NamespaceRegex(s.Namespaces), s.Labels.Pod)
+}
+
+// by renders the grouping clause "by (namespace, pod, container, <device labels>)".
+// Labels that identify the exporter instance or its host (instance, Hostname, hostname)
+// are left out, so their series merge with max, never a sum.
+func (s Selector) by() string {
+	return "by (" + strings.Join(s.keys(), ", ") + ")"
+}
+
+func (s Selector) keys() []string {
+	return append([]string{s.Labels.Namespace, s.Labels.Pod, s.Labels.Container}, s.Device...)
+}
+
+// gauges is a Source over two gauges, one for memory and one for compute, each with
+// a scale to bytes and to a 0–1 ratio.
+type gauges struct {
+	name                      string
+	memory, compute           string
+	memoryScale, computeScale string // PromQL suffix, e.g. " / 100"
+	device                    []string
+}
+
+func (g gauges) Name() string           { return g.name }
+func (g gauges) MemoryMetric() string   { return g.memory }
+func (g gauges) DeviceLabels() []string { return g.device }
+
+func (g gauges) MemoryPeakQuery(sel Selector, window time.Duration) string {
+	return fmt.Sprintf("max %s (max_over_time(%s{%s}[%s]))%s", sel.by(), g.memory, sel.matcher(), promDuration(window), g.memoryScale)
+}
+
+func (g gauges) ComputeQuery(sel Selector, window time.Duration) string {
+	return fmt.Sprintf(`label_replace(max %s (avg_over_time(%s{%s}[%s]))%s, %q, %q, "", "")`,
+		sel.by(), g.compute, sel.matcher(), promDuration(window), g.computeScale, SourceLabel, g.compute)
 }
 
 // NamespaceRegex renders namespaces as an anchored PromQL regex alternative ("a|b"),
@@ -89,11 +136,6 @@ func NamespaceRegex(namespaces []string) string {
 	return strings.Join(ns, "|")
 }
 
-// by renders the grouping clause "by (namespace, pod, container)".
-func (s Selector) by() string {
-	return fmt.Sprintf("by (%s, %s, %s)", s.Labels.Namespace, s.Labels.Pod, s.Labels.Container)
-}
-
 // promDuration renders d in PromQL duration syntax (whole seconds, at least 1s).
 func promDuration(d time.Duration) string {
 	s := int64(d / time.Second)
@@ -103,11 +145,18 @@ func promDuration(d time.Duration) string {
 	return fmt.Sprintf("%ds", s)
 }
 
+// Sources are the known sources, most precise per-pod attribution first: the order
+// auto-detection tries them in.
+var Sources = []Source{Agent, HAMi, KAI, DCGM{}}
+
 // NewSource returns the Source registered under name, or an error listing the known names.
 func NewSource(name string) (Source, error) {
-	switch name {
-	case "dcgm":
-		return DCGM{}, nil
+	var names []string
+	for _, s := range Sources {
+		if s.Name() == name {
+			return s, nil
+		}
+		names = append(names, s.Name())
 	}
-	return nil, fmt.Errorf("unknown metric source %q (known: dcgm)", name)
+	return nil, fmt.Errorf("unknown metric source %q (known: auto, %s)", name, strings.Join(names, ", "))
 }

@@ -1,0 +1,12 @@
+package metrics
+
+// Agent reads gpufrac's own node agent (cmd/agent, docs/agent.md), which attributes
+// NVML per-process data to pods: gpufrac_pod_gpu_memory_used_bytes (bytes) and
+// gpufrac_pod_gpu_sm_utilization_ratio (ratio 0–1, absent on MIG where NVML has no
+// per-process utilisation). Devices are keyed by UUID and, on MIG, GPU_I_ID.
+var Agent Source = gauges{
+	name:    "agent",
+	memory:  "gpufrac_pod_gpu_memory_used_bytes",
+	compute: "gpufrac_pod_gpu_sm_utilization_ratio",
+	device:  []string{"UUID", MIGInstanceLabel},
+}
