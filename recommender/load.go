@@ -88,6 +88,18 @@ func (r *Recommender) feed(signal metrics.Signal, series []metrics.Series, attr 
 		if _, tracked := r.tracked[w]; !tracked {
 			continue
 		}
+		if pod := r.livePods[[2]string{s.ID.Namespace, s.ID.Pod}]; pod != nil {
+			kept := s.Samples[:0:0]
+			for _, p := range s.Samples {
+				if workload.SampleInLife(pod, s.ID.Container, p.Time, p.Value) {
+					kept = append(kept, p)
+				}
+			}
+			if dropped := len(s.Samples) - len(kept); dropped > 0 {
+				metrics.SamplesDropped.WithLabelValues(string(signal), metrics.DropOutsidePodLife).Add(float64(dropped))
+			}
+			s.Samples = kept
+		}
 		r.model.Add(w, signal, s)
 		if method > r.methods[w] {
 			r.methods[w] = method

@@ -22,8 +22,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/recommender/estimate"
@@ -145,6 +145,7 @@ type Recommender struct {
 	trigger   chan struct{}
 	failures  int
 	labelsSet bool // label mode resolved
+	livePods  map[[2]string]*corev1.Pod
 }
 
 // tracking is per-workload bookkeeping.
@@ -340,6 +341,7 @@ func (r *Recommender) RunOnce(ctx context.Context) (err error) {
 
 	// Pods that exist now, by their top-most controller.
 	attr := &workload.Attributor{Live: map[[2]string]workload.Ref{}, KSM: r.ownership, Targets: targets}
+	r.livePods = map[[2]string]*corev1.Pod{}
 	for ns := range targets {
 		var pods corev1.PodList
 		if err := r.Client.List(ctx, &pods, client.InNamespace(ns)); err != nil {
@@ -353,6 +355,7 @@ func (r *Recommender) RunOnce(ctx context.Context) (err error) {
 				continue
 			}
 			attr.Live[[2]string{p.Namespace, p.Name}] = ref
+			r.livePods[[2]string{p.Namespace, p.Name}] = p
 			if e := byRef[ref]; e != nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
 				e.pods++
 			}

@@ -43,6 +43,9 @@ const (
 	// DropMIGUnsupported: DCGM_FI_DEV_GPU_UTIL on a MIG instance, where it is not
 	// supported and reads 0.
 	DropMIGUnsupported = "mig_unsupported"
+	// DropOutsidePodLife: a sample of a live pod from before it was created, after it or
+	// its container ended, or a crash-loop zero (workload.SampleInLife).
+	DropOutsidePodLife = "outside_pod_life"
 )
 
 // SamplesDropped counts samples that were read from Prometheus and thrown away because

@@ -1,0 +1,102 @@
+package workload
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestMatchesNamingConvention(t *testing.T) {
+	for _, tc := range []struct {
+		kind, name, pod string
+		want            bool
+	}{
+		{"Deployment", "web", "web-7d9f8b6c5-x2k4p", true},
+		{"Deployment", "web", "web-7d9f8b6c5", false},           // a ReplicaSet-style name, not a pod
+		{"Deployment", "web", "web-api-7d9f8b6c5-x2k4p", false}, // "api" is not a template hash
+		{"Deployment", "web", "web-7d9f8b6c5-xa2k4", false},     // vowel: not a generated suffix
+		{"StatefulSet", "db", "db-0", true},
+		{"StatefulSet", "db", "db-12", true},
+		{"StatefulSet", "db", "db-x", false},
+		{"DaemonSet", "agent", "agent-x2k4p", true},
+		{"Job", "train", "train-x2k4p", true},
+		{"Job", "train", "train-x2k4p-1", false},
+		{"Deployment", "sd", "sd-000-7d9f8b6c5-x2k4p", false},
+	} {
+		if got := MatchesNamingConvention(tc.kind, tc.name, tc.pod); got != tc.want {
+			t.Errorf("MatchesNamingConvention(%s, %s, %s) = %v, want %v", tc.kind, tc.name, tc.pod, got, tc.want)
+		}
+	}
+}
+
+func TestAttributor(t *testing.T) {
+	ksm := NewOwnership()
+	ksm.Pods[[2]string{"ns", "old-pod"}] = Owner{Kind: "ReplicaSet", Name: "sd-5c9f7b8d6"}
+	ksm.ReplicaSets[[2]string{"ns", "sd-5c9f7b8d6"}] = Owner{Kind: "Deployment", Name: "sd"}
+	ksm.Pods[[2]string{"ns", "rs-unknown-pod"}] = Owner{Kind: "ReplicaSet", Name: "web-5c9f7b8d6"}
+	a := &Attributor{
+		Live: map[[2]string]Ref{{"ns", "live"}: {Namespace: "ns", Kind: "Deployment", Name: "sd"}},
+		KSM:  ksm,
+		Targets: map[string][]Ref{"ns": {
+			{Namespace: "ns", Kind: "Deployment", Name: "web"},
+			{Namespace: "ns", Kind: "Deployment", Name: "web-2b4c6"},
+		}},
+	}
+	for _, tc := range []struct {
+		pod    string
+		want   string
+		method Method
+	}{
+		{"live", "sd", MethodOwnerReferences},
+		{"old-pod", "sd", MethodKubeStateMetrics},
+		{"rs-unknown-pod", "web", MethodKubeStateMetrics},                  // RS owner from the hash convention
+		{"web-2b4c6-7d9f8b6c5-x2k4p", "web-2b4c6", MethodNamingConvention}, // longest target wins
+		{"web-7d9f8b6c5-x2k4p", "web", MethodNamingConvention},
+		{"other-7d9f8b6c5-x2k4p", "", MethodNone},
+	} {
+		ref, m := a.Attribute("ns", tc.pod)
+		if ref.Name != tc.want || m != tc.method {
+			t.Errorf("Attribute(%s) = %s/%v, want %s/%v", tc.pod, ref.Name, m, tc.want, tc.method)
+		}
+	}
+}
+
+func TestSampleInLife(t *testing.T) {
+	created := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	at := func(m int) time.Time { return created.Add(time.Duration(m) * time.Minute) }
+	pod := func(st corev1.ContainerStatus) *corev1.Pod {
+		st.Name = "main"
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(created)},
+			Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{st}}}
+	}
+	running := pod(corev1.ContainerStatus{State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(at(1))}}})
+	finished := pod(corev1.ContainerStatus{State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{FinishedAt: metav1.NewTime(at(30))}}})
+	crashing := pod(corev1.ContainerStatus{RestartCount: 3,
+		State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{FinishedAt: metav1.NewTime(at(20))}}})
+	restarted := pod(corev1.ContainerStatus{RestartCount: 1,
+		State:                corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(at(40))}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{FinishedAt: metav1.NewTime(at(20))}}})
+	for _, tc := range []struct {
+		name string
+		pod  *corev1.Pod
+		t    time.Time
+		v    float64
+		want bool
+	}{
+		{"before creation: an earlier pod of that name", running, at(-5), 5, false},
+		{"running", running, at(10), 0, true},
+		{"after the container finished: a lingering series", finished, at(31), 5, false},
+		{"before it finished", finished, at(29), 5, true},
+		{"crash-loop zero", crashing, at(25), 0, false},
+		{"non-zero while waiting is still usage", crashing, at(25), 3, true},
+		{"zero between restarts", restarted, at(30), 0, false},
+		{"zero after the restart", restarted, at(41), 0, true},
+	} {
+		if got := SampleInLife(tc.pod, "main", tc.t, tc.v); got != tc.want {
+			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
