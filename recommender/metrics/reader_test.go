@@ -3,6 +3,7 @@ package metrics
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -165,4 +166,105 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestHostileData runs one response per kind of bad or ambiguous data through the real
+// decoder and checks exactly what comes out.
+func TestHostileData(t *testing.T) {
+	vec := func(samples ...string) string {
+		return `{"status":"success","data":{"resultType":"vector","result":[` + strings.Join(samples, ",") + `]}}`
+	}
+	tests := []struct {
+		name   string
+		signal Signal
+		labels Labels
+		body   string
+		want   map[string]float64 // pod → value
+		shared map[string]int     // pod → shared samples
+	}{
+		{
+			name: "two pods on one GPU with the device value copied to each: kept as upper bound, flagged shared",
+			body: vec(`{"metric":{"namespace":"a","pod":"p1","container":"c","UUID":"GPU-1"},"value":[1,"0.6"]}`,
+				`{"metric":{"namespace":"a","pod":"p2","container":"c","UUID":"GPU-1"},"value":[1,"0.6"]}`),
+			signal: SignalCompute, want: map[string]float64{"p1": 0.6, "p2": 0.6}, shared: map[string]int{"p1": 1, "p2": 1},
+		},
+		{
+			name: "two pods on one GPU with their own values (per-pod attribution): not shared",
+			body: vec(`{"metric":{"namespace":"a","pod":"p1","container":"c","UUID":"GPU-1"},"value":[1,"0.2"]}`,
+				`{"metric":{"namespace":"a","pod":"p2","container":"c","UUID":"GPU-1"},"value":[1,"0.4"]}`),
+			signal: SignalCompute, want: map[string]float64{"p1": 0.2, "p2": 0.4}, shared: map[string]int{},
+		},
+		{
+			name: "one pod seen by two exporter instances (Hostname differs): max, not shared, not summed",
+			body: vec(`{"metric":{"namespace":"a","pod":"p1","container":"c","UUID":"GPU-1","Hostname":"old"},"value":[1,"0.3"]}`,
+				`{"metric":{"namespace":"a","pod":"p1","container":"c","UUID":"GPU-1","Hostname":"new"},"value":[1,"0.5"]}`),
+			signal: SignalCompute, want: map[string]float64{"p1": 0.5}, shared: map[string]int{},
+		},
+		{
+			name: "MIG instance: GPU_UTIL is unsupported there, dropped rather than read as idle",
+			body: vec(`{"metric":{"namespace":"a","pod":"p1","container":"c","UUID":"GPU-1","GPU_I_ID":"3","gpufrac_source":"DCGM_FI_DEV_GPU_UTIL"},"value":[1,"0"]}`,
+				`{"metric":{"namespace":"a","pod":"p2","container":"c","UUID":"GPU-1","GPU_I_ID":"4","gpufrac_source":"DCGM_FI_PROF_GR_ENGINE_ACTIVE"},"value":[1,"0.25"]}`),
+			signal: SignalCompute, want: map[string]float64{"p2": 0.25}, shared: map[string]int{},
+		},
+		{
+			name: "MIG instances of one GPU are separate devices: equal values are not a shared copy",
+			body: vec(`{"metric":{"namespace":"a","pod":"p1","container":"c","UUID":"GPU-1","GPU_I_ID":"1"},"value":[1,"1048576000"]}`,
+				`{"metric":{"namespace":"a","pod":"p2","container":"c","UUID":"GPU-1","GPU_I_ID":"2"},"value":[1,"1048576000"]}`),
+			signal: SignalMemory, want: map[string]float64{"p1": 1048576000, "p2": 1048576000}, shared: map[string]int{},
+		},
+		{
+			name:   "exported_* labels (scrape without honor_labels): the exporter's own pod label is ignored",
+			labels: ExportedLabels,
+			body: vec(`{"metric":{"namespace":"gpu-operator","pod":"dcgm-exporter-abcde","exported_namespace":"a","exported_pod":"p1","exported_container":"c"},"value":[1,"0.4"]}`,
+				`{"metric":{"namespace":"gpu-operator","pod":"dcgm-exporter-abcde"},"value":[1,"0.9"]}`),
+			signal: SignalCompute, want: map[string]float64{"p1": 0.4}, shared: map[string]int{},
+		},
+		{
+			name:   "ratio above 1 and NaN dropped",
+			body:   vec(`{"metric":{"namespace":"a","pod":"p1","container":"c"},"value":[1,"1.7"]}`, `{"metric":{"namespace":"a","pod":"p2","container":"c"},"value":[1,"NaN"]}`),
+			signal: SignalCompute, want: map[string]float64{}, shared: map[string]int{},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _ := reader(t, 200, tc.body)
+			r.Device = DCGM{}.DeviceLabels()
+			if tc.labels != (Labels{}) {
+				r.Labels = tc.labels
+			}
+			series, err := r.Instant(context.Background(), tc.signal, "q", time.Unix(1, 0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, shared := map[string]float64{}, map[string]int{}
+			for _, s := range series {
+				if len(s.Samples) != 1 {
+					t.Fatalf("%s: %d samples", s.ID, len(s.Samples))
+				}
+				got[s.ID.Pod] = s.Samples[0].Value
+				if s.SharedSamples > 0 {
+					shared[s.ID.Pod] = s.SharedSamples
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) || fmt.Sprint(shared) != fmt.Sprint(tc.shared) {
+				t.Errorf("got %v shared %v, want %v shared %v", got, shared, tc.want, tc.shared)
+			}
+		})
+	}
+}
+
+func TestDetect(t *testing.T) {
+	r, _ := reader(t, 200, `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"__name__":"hami_vgpu_memory_used_bytes"},"value":[1,"3"]},{"metric":{"__name__":"DCGM_FI_DEV_FB_USED"},"value":[1,"8"]}]}}`)
+	src, err := DetectSource(context.Background(), r, time.Unix(1, 0))
+	if err != nil || src.Name() != "hami" {
+		t.Fatalf("want hami (per-pod attribution beats dcgm), got %v %v", src, err)
+	}
+	r, _ = reader(t, 200, `{"status":"success","data":{"resultType":"vector","result":[]}}`)
+	if _, err := DetectSource(context.Background(), r, time.Unix(1, 0)); err == nil || !strings.Contains(err.Error(), "DCGM_FI_DEV_FB_USED") {
+		t.Fatalf("want an error naming the metrics looked for, got %v", err)
+	}
+	r, _ = reader(t, 200, `{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"12"]}]}}`)
+	if l, err := DetectLabels(context.Background(), r, DCGM{}, time.Unix(1, 0)); err != nil || l != ExportedLabels {
+		t.Fatalf("want exported labels, got %v %v", l, err)
+	}
 }
