@@ -25,7 +25,12 @@ const (
 // (one instant query), compute activity (one range query at the cycle interval) and the
 // two kube-state-metrics ownership series. Any query error aborts the load before the
 // model changes, so a failed cycle leaves everything as it was.
-func (r *Recommender) load(ctx context.Context, namespaces []string, from, to time.Time, attr *workload.Attributor) error {
+//
+// Only samples of workloads whose bootstrapped state equals bootstrapped are fed: a
+// live load must not feed a workload whose history load is still to come (its
+// samples would then count as already seen), and a history load must not feed
+// workloads that already have their history.
+func (r *Recommender) load(ctx context.Context, namespaces []string, from, to time.Time, attr *workload.Attributor, bootstrapped bool) error {
 	sel := metrics.Selector{Labels: r.Reader.Labels, Namespaces: namespaces}
 	opts := r.model.Options()
 	agg := opts.MemoryAggregationInterval
@@ -71,21 +76,21 @@ func (r *Recommender) load(ctx context.Context, namespaces []string, from, to ti
 	for k, o := range own.ReplicaSets {
 		r.ownership.ReplicaSets[k] = o
 	}
-	r.feed(metrics.SignalMemory, memory, attr)
-	r.feed(metrics.SignalCompute, compute, attr)
+	r.feed(metrics.SignalMemory, memory, attr, bootstrapped)
+	r.feed(metrics.SignalCompute, compute, attr, bootstrapped)
 	return nil
 }
 
 // feed attributes each series to a tracked workload and adds it to the model. Series of
 // pods that belong to no autoscaler's target are ignored.
-func (r *Recommender) feed(signal metrics.Signal, series []metrics.Series, attr *workload.Attributor) {
+func (r *Recommender) feed(signal metrics.Signal, series []metrics.Series, attr *workload.Attributor, bootstrapped bool) {
 	for _, s := range series {
 		ref, method := attr.Attribute(s.ID.Namespace, s.ID.Pod)
 		if method == workload.MethodNone {
 			continue
 		}
 		w := history.WorkloadKey(ref)
-		if _, tracked := r.tracked[w]; !tracked {
+		if t := r.tracked[w]; t == nil || t.bootstrapped != bootstrapped {
 			continue
 		}
 		if pod := r.livePods[[2]string{s.ID.Namespace, s.ID.Pod}]; pod != nil {

@@ -210,12 +210,15 @@ func (r *Recommender) Start(ctx context.Context) error {
 	log.Info("Starting", "interval", r.Config.Interval, "historyLength", r.Config.HistoryLength)
 	for {
 		wait := r.Config.Interval
-		if err := r.RunOnce(ctx); err != nil {
+		err := r.RunOnce(ctx)
+		if errors.Is(err, ErrMetricsUnavailable) {
 			r.failures++
 			wait = backoff(r.Config.Interval, r.Config.MaxBackoff, r.failures)
-			log.Error(err, "Cycle failed; last recommendations kept", "retryIn", wait)
 		} else {
 			r.failures = 0
+		}
+		if err != nil {
+			log.Error(err, "Cycle failed; last recommendations kept", "retryIn", wait)
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -272,6 +275,10 @@ func (r *Recommender) detect(ctx context.Context, now time.Time) error {
 	r.labelsSet = true
 	return nil
 }
+
+// ErrMetricsUnavailable wraps errors of a cycle that could not read Prometheus; the
+// loop then backs off exponentially.
+var ErrMetricsUnavailable = errors.New("metrics unavailable")
 
 // entry is one autoscaler in a cycle.
 type entry struct {
@@ -380,14 +387,12 @@ func (r *Recommender) RunOnce(ctx context.Context) (err error) {
 		if from.IsZero() || now.Sub(from) > r.Config.HistoryLength {
 			from = now.Add(-r.Config.HistoryLength)
 		}
-		loadErr = r.load(ctx, oldNS, from, now, attr)
+		loadErr = r.load(ctx, oldNS, from, now, attr, true)
 	}
 	if loadErr == nil && len(newNS) > 0 {
-		if loadErr = r.load(ctx, newNS, now.Add(-r.Config.HistoryLength), now, attr); loadErr == nil {
-			for w, t := range r.tracked {
-				if nsNew[w.Namespace] {
-					t.bootstrapped = true
-				}
+		if loadErr = r.load(ctx, newNS, now.Add(-r.Config.HistoryLength), now, attr, false); loadErr == nil {
+			for _, t := range r.tracked {
+				t.bootstrapped = true
 			}
 			log.Info("Loaded history", "namespaces", newNS, "length", r.Config.HistoryLength)
 		}
@@ -398,6 +403,7 @@ func (r *Recommender) RunOnce(ctx context.Context) (err error) {
 	}
 	if loadErr != nil {
 		cycleErrors.WithLabelValues("prometheus").Inc()
+		loadErr = fmt.Errorf("%w: %w", ErrMetricsUnavailable, loadErr)
 	}
 
 	var writeErrs []error

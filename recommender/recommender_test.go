@@ -298,3 +298,44 @@ func TestGuardrailStopsShrink(t *testing.T) {
 		t.Errorf("compute %dm after a breach, want %dm", got, first+100)
 	}
 }
+
+// An autoscaler created after the first cycle, in a namespace whose live samples are
+// already read, still gets its whole history (not only what the live loads saw).
+func TestLateAutoscalerGetsFullHistory(t *testing.T) {
+	objs := append(deployment("ml", "a", 1), deployment("ml", "b", 1)...)
+	objs = append(objs, gfa("ml", "a", "a"))
+	prom := &fakeProm{mem: map[string]float64{}, cpu: map[string]float64{}}
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok {
+			prom.pods = append(prom.pods, metrics.ContainerID{Namespace: p.Namespace, Pod: p.Name, Container: "main"})
+			prom.mem[p.Name], prom.cpu[p.Name] = 10*gib, 0.2
+		}
+	}
+	h := newHarness(t, objs, prom)
+	ctx := context.Background()
+	if err := h.rec.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.now = h.now.Add(time.Minute)
+	if err := h.rec.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	create(t, h.c, gfa("ml", "b", "b"))
+	h.now = h.now.Add(time.Minute)
+	if err := h.rec.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a, b := h.gfr(t, "ml", "a").Status.ContainerRecommendations[0], h.gfr(t, "ml", "b").Status.ContainerRecommendations[0]
+	if b.HistoryHours != a.HistoryHours || b.HistoryHours < 47 {
+		t.Errorf("late autoscaler has %dh of history, the first %dh", b.HistoryHours, a.HistoryHours)
+	}
+}
+
+func create(t testing.TB, c client.Client, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		if err := c.Create(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

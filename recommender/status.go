@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/recommender/history"
@@ -298,8 +299,10 @@ func (r *Recommender) write(ctx context.Context, gfa *gpufracv1.GPUFractionAutos
 		}
 	}
 	if !exists || !equality.Semantic.DeepEqual(old.Status, *st) {
+		base := gfr.DeepCopy()
 		gfr.Status = *st
-		if err := r.Client.Status().Update(ctx, gfr); err != nil {
+		// A merge patch, not an update: the cache may not have seen our last write yet.
+		if err := r.Client.Status().Patch(ctx, gfr, client.MergeFrom(base)); err != nil {
 			return fmt.Errorf("updating GPUFractionRecommendation status: %w", err)
 		}
 		recommendationsWritten.Inc()
@@ -312,7 +315,7 @@ func (r *Recommender) write(ctx context.Context, gfa *gpufracv1.GPUFractionAutos
 	if !equality.Semantic.DeepEqual(gfa.Status, *as) {
 		upd := gfa.DeepCopy()
 		upd.Status = *as
-		if err := r.Client.Status().Update(ctx, upd); err != nil {
+		if err := r.Client.Status().Patch(ctx, upd, client.MergeFrom(gfa)); err != nil {
 			return fmt.Errorf("updating GPUFractionAutoscaler status: %w", err)
 		}
 	}

@@ -169,6 +169,7 @@ type ResourcePolicy struct {
 	// container without its own.
 	// +listType=map
 	// +listMapKey=containerName
+	// +kubebuilder:validation:MaxItems=4
 	// +optional
 	ContainerPolicies []ContainerPolicy `json:"containerPolicies,omitempty"`
 }

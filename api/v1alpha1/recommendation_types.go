@@ -110,7 +110,8 @@ type GPUFractionRecommendationStatus struct {
 	// +optional
 	Attribution AttributionMethod `json:"attribution,omitempty"`
 	// MatchedPods is the number of the workload's pods that exist now.
-	MatchedPods int32 `json:"matchedPods"`
+	// +optional
+	MatchedPods int32 `json:"matchedPods,omitempty"`
 	// LastUpdateTime is when the recommendation content last changed.
 	// +optional
 	LastUpdateTime *metav1.Time `json:"lastUpdateTime,omitempty"`

@@ -58,6 +58,7 @@ func run() error {
 	flag.DurationVar(&cfg.History.HalfLife, "half-life", 0, "Decay half-life of the histograms (default 24h, VPA's).")
 	flag.DurationVar(&cfg.History.PeakWindow, "memory-peak-window", 0, "Window of the recent memory peak the target never goes below (default 24h).")
 	flag.DurationVar(&cfg.Estimator.FullConfidenceHistory, "full-confidence-history", 0, "History length at which confidence reaches 100% (default 24h).")
+	flag.DurationVar(&cfg.MaxBackoff, "max-backoff", 0, "Longest wait between cycles while Prometheus fails (default 5m).")
 	flag.Float64Var(&cfg.LowConfidence, "low-confidence", 0, "Confidence ratio 0–1 under which LowConfidence is set (default 0.5).")
 	flag.Float64Var(&cfg.Estimator.ComputeMargin, "compute-margin", 0, "Safety margin on compute, ratio (default 0.15, VPA's).")
 	flag.Float64Var(&cfg.Policy.GuardrailComputeStep, "guardrail-compute-step", 0, "Compute added per cycle while the latency guardrail is breached, share of one GPU (default 0.1).")
