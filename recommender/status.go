@@ -111,9 +111,14 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 	gfa := e.gfa
 	w := history.WorkloadKey(e.ref)
 	guard, guardReason, guardMsg := r.guardrail(ctx, gfa, now)
-	if gfa.Spec.LatencyGuardrail == nil {
+	switch {
+	case gfa.Spec.LatencyGuardrail == nil:
 		set(gpufracv1.ConditionLatencyGuardrailActive, false, ReasonNoGuardrail, "no latency guardrail set")
-	} else {
+	case guardReason == ReasonLatencyUnknown:
+		// No latency data: unknown, and treated as near the objective (no shrink).
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: gpufracv1.ConditionLatencyGuardrailActive,
+			Status: metav1.ConditionUnknown, Reason: guardReason, Message: guardMsg, ObservedGeneration: gfa.Generation})
+	default:
 		set(gpufracv1.ConditionLatencyGuardrailActive, guard != policy.GuardrailOK, guardReason, guardMsg)
 	}
 
