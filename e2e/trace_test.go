@@ -28,7 +28,9 @@ const (
 	synthNS   = "e2e-synth"
 )
 
-func gentd26Dir() string { return filepath.Join(filepath.Dir(repoRootOrDot()), "shared", "data", "gentd26") }
+func gentd26Dir() string {
+	return filepath.Join(filepath.Dir(repoRootOrDot()), "shared", "data", "gentd26")
+}
 
 func repoRootOrDot() string {
 	if repoRoot != "" {
