@@ -17,13 +17,14 @@ K8S_BINS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-sch
 TOOLS    := $(K8S_BINS) $(BIN)/kwok $(BIN)/controller-gen
 TEST_FLAGS ?= -timeout 40m
 
-.PHONY: help build generate verify-generated tools test unit e2e vet bench demo demo-down cluster-up cluster-down clean
+.PHONY: help build generate verify-generated tools test unit e2e vet bench bench-sim demo demo-down cluster-up cluster-down clean
 
 help: ## Show this help.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
 build: ## Build gpufrac's binaries into bin/.
 	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -o $(BIN)/gpufrac-cluster ./e2e/cluster
 
 generate: $(BIN)/controller-gen ## Regenerate deepcopy code and CRDs from api/.
 	$(BIN)/controller-gen object:headerFile=hack/boilerplate.go.txt paths=./api/...
@@ -59,13 +60,24 @@ test: tools verify-generated vet ## Everything CI runs: generated files, vet, un
 	$(GO) test $(TEST_FLAGS) -count=1 ./...
 
 bench: ## Go benchmarks (figures go to docs/benchmarks.md).
-	$(GO) test -run '^$$' -bench . -benchmem ./recommender/... ./trace/...
+	$(GO) test -run '^$$' -bench . -benchmem ./recommender/... ./trace/... ./simulate/... ./packing/...
 
-cluster-up: tools ## Start a local cluster (KWOK GPU nodes) and Prometheus in _out/cluster.
-	$(GO) run ./e2e/cluster up --dir $(CURDIR)/_out/cluster
+bench-sim: ## What-if simulation on the GenTD26 trace: docs/benchmarks/simulation.md and its plots.
+	$(GO) run ./cmd/gpufrac simulate --input ../shared/data/gentd26 --format gentd26 \
+	  --gpu-memory 48Gi,80Gi,141Gi --warm-up 0,12h --markdown \
+	  --plots docs/benchmarks/simulation --output docs/benchmarks/simulation.md
+
+cluster-up: tools build ## Start a local cluster (KWOK GPU nodes) and Prometheus in _out/cluster; prints the kubeconfig.
+	$(BIN)/gpufrac-cluster up --dir $(CURDIR)/_out/cluster
 
 cluster-down: ## Stop the local cluster.
-	$(GO) run ./e2e/cluster down --dir $(CURDIR)/_out/cluster
+	$(BIN)/gpufrac-cluster down --dir $(CURDIR)/_out/cluster
+
+demo: tools build ## The main job: local cluster, Prometheus with a GPU trace, recommender, savings report.
+	hack/demo.sh
+
+demo-down: ## Stop what make demo started.
+	hack/demo-down.sh
 
 clean: ## Remove build outputs (keeps the cached tools).
 	rm -rf _out $(BIN)/recommender $(BIN)/gpufrac

@@ -170,7 +170,10 @@ func (c Config) Recommend(model *history.Model, w history.WorkloadKey, spec *gpu
 		}
 		rec := c.Policy.Recommend(name, est, cp, byName[name], guard)
 		if p := byName[name]; p != nil && withinNoise(p, &rec, c) {
+			// Keep the written sizes, but report the fresh confidence and history.
+			conf, hours := rec.ConfidencePercent, rec.HistoryHours
 			rec = *p
+			rec.ConfidencePercent, rec.HistoryHours = conf, hours
 		}
 		recs = append(recs, rec)
 	}
@@ -217,7 +220,7 @@ func (r *Recommender) guardrail(ctx context.Context, gfa *gpufracv1.GPUFractionA
 // withinNoise reports whether a new recommendation is close enough to the written one to
 // keep the written one (avoids status churn and flapping).
 func withinNoise(old, cur *gpufracv1.ContainerRecommendation, c Config) bool {
-	if old.SharingMode != cur.SharingMode || abs32(old.ConfidencePercent-cur.ConfidencePercent) >= 5 {
+	if old.SharingMode != cur.SharingMode {
 		return false
 	}
 	near := func(a, b *resource.Quantity, tol func(x, y float64) bool) bool {
@@ -344,13 +347,6 @@ func minHistory(recs []gpufracv1.ContainerRecommendation) int32 {
 		h = min(h, r.HistoryHours)
 	}
 	return h
-}
-
-func abs32(x int32) int32 {
-	if x < 0 {
-		return -x
-	}
-	return x
 }
 
 func truncate(s string, n int) string {

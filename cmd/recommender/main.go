@@ -5,18 +5,18 @@ package main
 import (
 	"errors"
 	"flag"
-	"net/http"
 	"fmt"
+	"net/http"
 	"os"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/dynamic"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/scale"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -46,6 +46,7 @@ func run() error {
 		source        = flag.String("metric-source", "auto", "Metric source: auto (detect from what Prometheus holds: agent, hami, kai, dcgm in that order), agent, hami, kai or dcgm.")
 		labels        = metrics.DefaultLabels
 		gpuMemory     = flag.String("gpu-memory", "80Gi", "Memory of one GPU (quantity, bytes): no recommendation exceeds it, and sharing modes are chosen against it.")
+		minMemory     = flag.String("min-memory", "", "Smallest memory recommended (quantity, bytes; default 512Mi: a CUDA context and allocator pools).")
 		metricsAddr   = flag.String("metrics-bind-address", ":8080", "Address of the /metrics endpoint (\"0\" disables it).")
 		probeAddr     = flag.String("health-probe-bind-address", ":8081", "Address of /healthz and /readyz.")
 		leaderElect   = flag.Bool("leader-elect", true, "Elect a leader through a Lease so only one replica runs cycles.")
@@ -70,6 +71,13 @@ func run() error {
 	klog.InitFlags(flag.CommandLine)
 	flag.Parse()
 
+	if *minMemory != "" {
+		m, err := resource.ParseQuantity(*minMemory)
+		if err != nil || m.Sign() < 0 {
+			return fmt.Errorf("--min-memory %q: want a quantity such as 512Mi", *minMemory)
+		}
+		cfg.Policy.MinMemoryBytes = m.AsApproximateFloat64()
+	}
 	q, err := resource.ParseQuantity(*gpuMemory)
 	if err != nil || q.Sign() <= 0 {
 		return fmt.Errorf("--gpu-memory %q: want a positive quantity such as 80Gi", *gpuMemory)

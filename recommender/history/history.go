@@ -152,12 +152,14 @@ func (s *ContainerState) AddMemory(pod string, t time.Time, bytes float64) {
 		s.windows[pod] = &podWindow{start: start, peak: bytes}
 		s.Memory.AddSample(bytes, 1, start)
 		s.MemoryPeaks++
-	case start.Equal(w.start) && bytes > w.peak:
-		s.Memory.SubtractSample(w.peak, 1, start)
-		s.Memory.AddSample(bytes, 1, start)
-		w.peak = bytes
+	case start.Equal(w.start):
+		if bytes > w.peak {
+			s.Memory.SubtractSample(w.peak, 1, start)
+			s.Memory.AddSample(bytes, 1, start)
+			w.peak = bytes
+		}
 	default:
-		return
+		return // older than the pod's current interval
 	}
 	if bytes > s.peaks[start.Unix()] {
 		s.peaks[start.Unix()] = bytes
@@ -227,7 +229,7 @@ func (s *ContainerState) gc(now time.Time) {
 // Model holds the state of every tracked workload container.
 type Model struct {
 	opts       Options
-	containers map[ContainerKey]*ContainerState
+	containers map[WorkloadKey]map[string]*ContainerState // by workload, then container name
 	lastSeen   map[seenKey]time.Time
 }
 
@@ -239,22 +241,22 @@ type seenKey struct {
 
 // NewModel returns an empty model.
 func NewModel(o Options) *Model {
-	return &Model{opts: o.withDefaults(), containers: map[ContainerKey]*ContainerState{}, lastSeen: map[seenKey]time.Time{}}
+	return &Model{opts: o.withDefaults(), containers: map[WorkloadKey]map[string]*ContainerState{}, lastSeen: map[seenKey]time.Time{}}
 }
 
 // Options returns the model's options with defaults filled in.
 func (m *Model) Options() Options { return m.opts }
 
 // Container returns the state of a workload container, or nil when nothing is known.
-func (m *Model) Container(k ContainerKey) *ContainerState { return m.containers[k] }
+func (m *Model) Container(k ContainerKey) *ContainerState {
+	return m.containers[k.WorkloadKey][k.Container]
+}
 
 // Containers returns the names of the containers of a workload that have state.
 func (m *Model) Containers(w WorkloadKey) []string {
 	var out []string
-	for k := range m.containers {
-		if k.WorkloadKey == w {
-			out = append(out, k.Container)
-		}
+	for name := range m.containers[w] {
+		out = append(out, name)
 	}
 	return out
 }
@@ -264,10 +266,13 @@ func (m *Model) Containers(w WorkloadKey) []string {
 // skipped, so overlapping history loads and live cycles never count a sample twice.
 func (m *Model) Add(w WorkloadKey, signal metrics.Signal, s metrics.Series) {
 	k := ContainerKey{WorkloadKey: w, Container: s.ID.Container}
-	st := m.containers[k]
+	st := m.containers[w][k.Container]
 	if st == nil {
+		if m.containers[w] == nil {
+			m.containers[w] = map[string]*ContainerState{}
+		}
 		st = newContainerState(m.opts)
-		m.containers[k] = st
+		m.containers[w][k.Container] = st
 	}
 	sk := seenKey{workload: w, id: s.ID, signal: signal}
 	last := m.lastSeen[sk]
@@ -289,11 +294,7 @@ func (m *Model) Add(w WorkloadKey, signal metrics.Signal, s metrics.Series) {
 
 // Forget drops everything known about a workload (its autoscaler was deleted).
 func (m *Model) Forget(w WorkloadKey) {
-	for k := range m.containers {
-		if k.WorkloadKey == w {
-			delete(m.containers, k)
-		}
-	}
+	delete(m.containers, w)
 	for k := range m.lastSeen {
 		if k.workload == w {
 			delete(m.lastSeen, k)
@@ -304,8 +305,10 @@ func (m *Model) Forget(w WorkloadKey) {
 // GC forgets per-pod bookkeeping older than the peak window and lastSeen entries of pods
 // not seen for the history length.
 func (m *Model) GC(now time.Time, history time.Duration) {
-	for _, st := range m.containers {
-		st.gc(now)
+	for _, byName := range m.containers {
+		for _, st := range byName {
+			st.gc(now)
+		}
 	}
 	for k, t := range m.lastSeen {
 		if t.Before(now.Add(-history)) {

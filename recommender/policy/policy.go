@@ -33,6 +33,10 @@ type Config struct {
 	GuardrailComputeStep float64
 	// MinCompute is the floor of compute, share of one GPU. Default estimate.DefaultMinCompute.
 	MinCompute float64
+	// MinMemoryBytes is the floor of memory, bytes. Default 512 MiB: a CUDA context with
+	// a framework's allocator pools takes 300–500 MiB before any model is loaded, so a
+	// workload that only ever showed less (idle, starting) still gets room to start.
+	MinMemoryBytes float64
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -48,6 +52,7 @@ func (c Config) WithDefaults() Config {
 	def(&c.SteadyBurstRatio, 2)
 	def(&c.GuardrailComputeStep, 0.1)
 	def(&c.MinCompute, estimate.DefaultMinCompute)
+	def(&c.MinMemoryBytes, 512*(1<<20))
 	return c
 }
 
@@ -115,7 +120,7 @@ func (c Config) Recommend(name string, est estimate.Estimate, cp *gpufracv1.Cont
 	target, lower, upper := est.Target, est.LowerBound, est.UpperBound
 	uncapped := estimate.Resources{MemoryBytes: target.MemoryBytes, Compute: math.Min(1, target.Compute)}
 
-	memMin, memMax := 0.0, c.GPUMemoryBytes
+	memMin, memMax := c.MinMemoryBytes, c.GPUMemoryBytes
 	cpuMin, cpuMax := c.MinCompute, 1.0
 	if cp != nil {
 		if cp.MinMemory != nil {
@@ -178,6 +183,9 @@ func (c Config) SharingMode(est estimate.Estimate, target estimate.Resources, cp
 	var mode gpufracv1.SharingMode
 	var reason string
 	switch {
+	case !est.HasCompute && memShare < c.ExclusiveThreshold:
+		mode = gpufracv1.SharingModeTimeSlicing
+		reason = fmt.Sprintf("no compute samples yet; %.0f%% of GPU memory: time-slicing until compute is measured", memShare*100)
 	case memShare >= c.ExclusiveThreshold || target.Compute >= c.ExclusiveThreshold:
 		mode = gpufracv1.SharingModeExclusive
 		reason = fmt.Sprintf("needs %.0f%% of GPU memory and %.0f%% of compute", memShare*100, target.Compute*100)

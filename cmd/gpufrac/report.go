@@ -1,0 +1,208 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/packing"
+)
+
+func init() { registerCommand(newReportCmd) }
+
+// reportRow is one workload of the savings report.
+type reportRow struct {
+	Namespace, Name     string
+	Pods                int
+	ObservedPeakBytes   int64
+	MemoryBytes         int64
+	ComputeMilli        int64
+	SharingMode, Reason string
+	ConfidencePercent   int32
+	Provided            bool
+}
+
+// reportTotals compares one GPU per pod with the recommendations packed onto GPUs.
+type reportTotals struct {
+	Workloads, Pods int
+	// GPUsToday is one whole GPU per pod, today's practice.
+	GPUsToday int
+	// GPUsNeeded is the GPUs the pods need when packed by their recommended memory and
+	// compute (best fit, compute shares ≤ 1 per GPU); Exclusive pods get a whole GPU.
+	GPUsNeeded int
+	// GPUMemoryBytes is the memory of one GPU the packing assumed.
+	GPUMemoryBytes int64
+	// MemoryUtilisationToday and MemoryUtilisationPacked are recommended memory over
+	// the memory of the GPUs held, ratio 0–1.
+	MemoryUtilisationToday, MemoryUtilisationPacked float64
+	// ComputeUtilisationToday and ComputeUtilisationPacked are recommended compute over
+	// the compute of the GPUs held, ratio 0–1.
+	ComputeUtilisationToday, ComputeUtilisationPacked float64
+}
+
+func newReportCmd() *cobra.Command {
+	var (
+		kubeconfig, namespace, gpuMemory, output string
+	)
+	cmd := &cobra.Command{
+		Use:   "report",
+		Short: "Savings report: recommendations per workload and GPUs needed against one GPU per pod",
+		Long: `report reads every GPUFractionRecommendation (of one namespace with -n) and prints, per
+workload: pods, observed peak GPU memory, recommended memory and compute, sharing mode
+with its reason, and confidence; then the totals: GPUs held today at one per pod versus
+GPUs needed if the pods were packed by their recommendations onto GPUs of --gpu-memory.`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			q, err := resource.ParseQuantity(gpuMemory)
+			if err != nil || q.Sign() <= 0 {
+				return fmt.Errorf("--gpu-memory %q: want a positive quantity such as 80Gi", gpuMemory)
+			}
+			c, err := newClient(kubeconfig)
+			if err != nil {
+				return err
+			}
+			var list gpufracv1.GPUFractionRecommendationList
+			if err := c.List(cmd.Context(), &list, client.InNamespace(namespace)); err != nil {
+				return fmt.Errorf("listing GPUFractionRecommendations: %w", err)
+			}
+			rows, totals := summarise(list.Items, q.Value())
+			switch output {
+			case "json":
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(map[string]any{"workloads": rows, "totals": totals})
+			case "text", "markdown":
+				return writeReport(cmd.OutOrStdout(), rows, totals, output == "markdown")
+			}
+			return fmt.Errorf("--output %q: want text, markdown or json", output)
+		},
+	}
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "Kubeconfig file (default: $KUBECONFIG, ~/.kube/config or in-cluster).")
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "Namespace to report on (default: all).")
+	cmd.Flags().StringVar(&gpuMemory, "gpu-memory", "80Gi", "Memory of one GPU the pods are packed onto (quantity, bytes).")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "Output format: text, markdown or json.")
+	return cmd
+}
+
+// newClient returns a controller-runtime client for the kubeconfig (or the default
+// loading rules when empty) with gpufrac's types registered.
+func newClient(kubeconfig string) (client.Client, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	scheme := runtime.NewScheme()
+	if err := gpufracv1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	return client.New(cfg, client.Options{Scheme: scheme})
+}
+
+// summarise turns recommendations into report rows and packs their pods.
+func summarise(items []gpufracv1.GPUFractionRecommendation, gpuMemory int64) ([]reportRow, reportTotals) {
+	sort.Slice(items, func(i, j int) bool {
+		if items[i].Namespace != items[j].Namespace {
+			return items[i].Namespace < items[j].Namespace
+		}
+		return items[i].Name < items[j].Name
+	})
+	t := reportTotals{GPUMemoryBytes: gpuMemory}
+	p := packing.New(gpuMemory)
+	var rows []reportRow
+	var recommended, computeMilli int64
+	id := 0
+	for _, r := range items {
+		row := reportRow{Namespace: r.Namespace, Name: r.Name, Pods: int(r.Status.MatchedPods), SharingMode: string(r.Status.SharingMode),
+			Provided: meta.IsStatusConditionTrue(r.Status.Conditions, gpufracv1.ConditionRecommendationProvided)}
+		if r.Status.ConfidencePercent != nil {
+			row.ConfidencePercent = *r.Status.ConfidencePercent
+		}
+		for _, c := range r.Status.ContainerRecommendations {
+			if c.ObservedPeakMemory != nil {
+				row.ObservedPeakBytes += c.ObservedPeakMemory.Value()
+			}
+			row.Reason = c.SharingModeReason
+		}
+		if r.Status.Memory != nil {
+			row.MemoryBytes = r.Status.Memory.Value()
+		}
+		if r.Status.Compute != nil {
+			row.ComputeMilli = r.Status.Compute.MilliValue()
+		}
+		rows = append(rows, row)
+		t.Workloads++
+		t.Pods += row.Pods
+		for i := 0; i < row.Pods; i++ {
+			id++
+			a := packing.Alloc{MemoryBytes: row.MemoryBytes, ComputeMilli: row.ComputeMilli}
+			if !row.Provided || row.SharingMode == string(gpufracv1.SharingModeExclusive) {
+				a = packing.Alloc{MemoryBytes: gpuMemory, ComputeMilli: 1000} // no recommendation: keeps its GPU
+			}
+			recommended += min(a.MemoryBytes, gpuMemory)
+			computeMilli += min(a.ComputeMilli, 1000)
+			p.Place(id, a)
+		}
+	}
+	t.GPUsToday = t.Pods
+	t.GPUsNeeded = p.Held()
+	if t.GPUsToday > 0 {
+		t.MemoryUtilisationToday = float64(recommended) / float64(int64(t.GPUsToday)*gpuMemory)
+		t.ComputeUtilisationToday = float64(computeMilli) / float64(t.GPUsToday*1000)
+	}
+	if t.GPUsNeeded > 0 {
+		t.MemoryUtilisationPacked = float64(recommended) / float64(int64(t.GPUsNeeded)*gpuMemory)
+		t.ComputeUtilisationPacked = float64(computeMilli) / float64(t.GPUsNeeded*1000)
+	}
+	return rows, t
+}
+
+func writeReport(w io.Writer, rows []reportRow, t reportTotals, markdown bool) error {
+	gib := func(b int64) string { return fmt.Sprintf("%.1f", float64(b)/(1<<30)) }
+	header := []string{"NAMESPACE", "WORKLOAD", "PODS", "PEAK GiB", "MEMORY GiB", "COMPUTE", "SHARING", "CONFIDENCE", "WHY"}
+	var lines [][]string
+	for _, r := range rows {
+		if !r.Provided {
+			lines = append(lines, []string{r.Namespace, r.Name, fmt.Sprint(r.Pods), "-", "-", "-", "-", "-", "no recommendation yet"})
+			continue
+		}
+		lines = append(lines, []string{r.Namespace, r.Name, fmt.Sprint(r.Pods), gib(r.ObservedPeakBytes), gib(r.MemoryBytes),
+			fmt.Sprintf("%dm", r.ComputeMilli), r.SharingMode, fmt.Sprintf("%d%%", r.ConfidencePercent), r.Reason})
+	}
+	if markdown {
+		fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(header, " | "), strings.Repeat("---|", len(header)))
+		for _, l := range lines {
+			fmt.Fprintf(w, "| %s |\n", strings.Join(l, " | "))
+		}
+	} else {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, strings.Join(header, "\t"))
+		for _, l := range lines {
+			fmt.Fprintln(tw, strings.Join(l, "\t"))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	saved := 0.0
+	if t.GPUsToday > 0 {
+		saved = 1 - float64(t.GPUsNeeded)/float64(t.GPUsToday)
+	}
+	_, err := fmt.Fprintf(w, "\n%d workloads, %d pods. GPUs (%s each): %d today at one per pod → %d packed by the recommendations (%.0f%% fewer).\n"+
+		"Of the GPUs held, the recommendations allocate %.0f%% of memory and %.0f%% of compute today → %.0f%% and %.0f%% packed.\n",
+		t.Workloads, t.Pods, resource.NewQuantity(t.GPUMemoryBytes, resource.BinarySI), t.GPUsToday, t.GPUsNeeded, math.Round(saved*100),
+		t.MemoryUtilisationToday*100, t.ComputeUtilisationToday*100, t.MemoryUtilisationPacked*100, t.ComputeUtilisationPacked*100)
+	return err
+}

@@ -1,0 +1,254 @@
+package simulate
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/recommender"
+	"github.com/gpufrac/gpufrac/recommender/history"
+	"github.com/gpufrac/gpufrac/recommender/metrics"
+	"github.com/gpufrac/gpufrac/trace"
+)
+
+// traceProm is a fake Prometheus HTTP API that answers the recommender's queries from a
+// trace's raw samples, as Prometheus would from scraped dcgm-exporter series: the memory
+// query is the peak of the samples in (t-window, t], the compute query their mean (the
+// approach of recommender_test.go's fakeProm, with values from the trace instead of
+// constants).
+type traceProm struct {
+	pods []trace.Pod
+}
+
+var windowRE = regexp.MustCompile(`\[(\d+)s\]`)
+
+func (f *traceProm) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	_ = r.ParseForm()
+	q := r.Form.Get("query")
+	isRange := strings.HasSuffix(r.URL.Path, "query_range")
+	var times []int64 // Unix ms
+	if isRange {
+		start, _ := strconv.ParseFloat(r.Form.Get("start"), 64)
+		end, _ := strconv.ParseFloat(r.Form.Get("end"), 64)
+		step, _ := strconv.ParseFloat(r.Form.Get("step"), 64)
+		for i := 0; ; i++ {
+			t := start + float64(i)*step
+			if t > end+1e-6 {
+				break
+			}
+			times = append(times, int64(math.Round(t*1000)))
+		}
+	} else {
+		ts, _ := strconv.ParseFloat(r.Form.Get("time"), 64)
+		times = []int64{int64(math.Round(ts * 1000))}
+	}
+	var window int64
+	if m := windowRE.FindStringSubmatch(q); m != nil {
+		s, _ := strconv.ParseInt(m[1], 10, 64)
+		window = s * 1000
+	}
+	var agg func(p *trace.Pod, from, to int64) (float64, bool)
+	source := ""
+	switch {
+	case strings.Contains(q, "kube_pod_owner"), strings.Contains(q, "kube_replicaset_owner"):
+		writeProm(w, "vector", []any{})
+		return
+	case strings.Contains(q, metrics.DCGMFBUsed):
+		agg = func(p *trace.Pod, from, to int64) (float64, bool) {
+			v, ok := math.Inf(-1), false
+			for _, pt := range p.Memory {
+				if ms := pt.T.UnixMilli(); ms > from && ms <= to {
+					v, ok = math.Max(v, pt.V), true
+				}
+			}
+			return v, ok
+		}
+	case strings.Contains(q, "label_replace"):
+		source = metrics.DCGMGPUUtil
+		agg = func(p *trace.Pod, from, to int64) (float64, bool) {
+			sum, n := 0.0, 0
+			for _, pt := range p.Compute {
+				if ms := pt.T.UnixMilli(); ms > from && ms <= to {
+					sum += pt.V
+					n++
+				}
+			}
+			return sum / float64(n), n > 0
+		}
+	default:
+		writeProm(w, "vector", []any{})
+		return
+	}
+	result := []any{}
+	for i := range f.pods {
+		p := &f.pods[i]
+		metric := map[string]string{"namespace": p.Namespace, "pod": p.Pod, "container": p.Container}
+		if source != "" {
+			metric[metrics.SourceLabel] = source
+		}
+		var pts []any
+		for _, t := range times {
+			if v, ok := agg(p, t-window, t); ok {
+				pts = append(pts, []any{float64(t) / 1000, strconv.FormatFloat(v, 'g', -1, 64)})
+			}
+		}
+		if len(pts) == 0 {
+			continue
+		}
+		if isRange {
+			result = append(result, map[string]any{"metric": metric, "values": pts})
+		} else {
+			result = append(result, map[string]any{"metric": metric, "value": pts[0]})
+		}
+	}
+	typ := "vector"
+	if isRange {
+		typ = "matrix"
+	}
+	writeProm(w, typ, result)
+}
+
+func writeProm(w http.ResponseWriter, typ string, result any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"status": "success", "data": map[string]any{"resultType": typ, "result": result}})
+}
+
+// clusterObjects returns, per workload of the trace, a Deployment, its ReplicaSet, its
+// pods (owned through the ReplicaSet) and a GPUFractionAutoscaler with the spec the
+// simulator uses.
+func clusterObjects(tr *trace.Trace) []client.Object {
+	var objs []client.Object
+	for _, w := range tr.Workloads() {
+		p0 := tr.Pods[w.Pods[0]]
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: w.Namespace, Name: w.Name, UID: types.UID("d-" + w.Name)}}
+		rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: w.Namespace, Name: p0.ReplicaSet, UID: types.UID("rs-" + w.Name),
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: w.Name, UID: d.UID, Controller: ptr.To(true)}}}}
+		objs = append(objs, d, rs)
+		for _, i := range w.Pods {
+			p := tr.Pods[i]
+			objs = append(objs, &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Pod,
+					OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: ptr.To(true)}}},
+				Spec:   corev1.PodSpec{Containers: []corev1.Container{{Name: p.Container}}},
+				Status: corev1.PodStatus{Phase: corev1.PodRunning},
+			})
+		}
+		gfa := &gpufracv1.GPUFractionAutoscaler{
+			ObjectMeta: metav1.ObjectMeta{Namespace: w.Namespace, Name: w.Name, UID: types.UID("gfa-" + w.Name), Generation: 1},
+			Spec:       AutoscalerSpec(workloadKey(w), nil),
+		}
+		objs = append(objs, gfa)
+	}
+	return objs
+}
+
+func workloadKey(w trace.Workload) history.WorkloadKey {
+	return history.WorkloadKey{Namespace: w.Namespace, Kind: "Deployment", Name: w.Name}
+}
+
+// TestSameRecommendationAsRecommender replays a synthetic trace sampled every 57 s (as
+// GenTD26) through the simulator's sizer and, cycle by cycle, through the live
+// recommender's RunOnce reading a fake Prometheus that serves the same samples; the
+// container recommendations must be equal at every cycle.
+func TestSameRecommendationAsRecommender(t *testing.T) {
+	tr := trace.Synthesize(trace.SynthOptions{Workloads: 3, PodsPerWorkload: 2, Duration: 150 * time.Minute, Step: 57 * time.Second,
+		Seed: 7, End: time.Date(2026, 3, 1, 2, 30, 0, 0, time.UTC)})
+	cfg := recommender.Config{HistoryLength: 48 * time.Hour}
+
+	// The live recommender.
+	srv := httptest.NewServer(&traceProm{pods: tr.Pods})
+	t.Cleanup(srv.Close)
+	pc, err := api.NewClient(api.Config{Address: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := gpufracv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(clusterObjects(&tr)...).
+		WithStatusSubresource(&gpufracv1.GPUFractionAutoscaler{}, &gpufracv1.GPUFractionRecommendation{}).Build()
+	rec := recommender.New(c, &metrics.Reader{API: promv1.NewAPI(pc), Labels: metrics.DefaultLabels}, metrics.DCGM{}, cfg)
+	var now time.Time
+	rec.Now = func() time.Time { return now }
+
+	// The simulator's path.
+	o, err := Options{GPUMemoryBytes: 80 * gib, Recommender: cfg}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, err := newTimeline(&tr, o.Recommender.Interval, o.Lookback)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sz := newGPUFracSizer(tl, o.Recommender, nil, o.GPUMemoryBytes)
+
+	ctx := context.Background()
+	var alive []int
+	compared := 0
+	for k := 0; k < tl.steps; k++ {
+		alive = alive[:0]
+		for i := range tl.runs {
+			if tl.runs[i].start <= k && tl.runs[i].end >= k {
+				alive = append(alive, i)
+			}
+		}
+		now = tl.stepEnd(k)
+		sz.feed(tl, alive, k)
+		sz.decide(tl, now)
+		if err := rec.RunOnce(ctx); err != nil {
+			t.Fatalf("cycle at %s: %v", now, err)
+		}
+		for w, wl := range tl.workloads {
+			var gfr gpufracv1.GPUFractionRecommendation
+			if err := c.Get(ctx, types.NamespacedName{Namespace: wl.key.Namespace, Name: wl.key.Name}, &gfr); err != nil {
+				t.Fatal(err)
+			}
+			live, sim := gfr.Status.ContainerRecommendations, sz.prev[w]
+			if !equality.Semantic.DeepEqual(live, sim) {
+				t.Fatalf("step %d (%s), workload %s: recommendations differ\nlive:      %s\nsimulator: %s", k, now, wl.key, show(live), show(sim))
+			}
+			if len(sim) > 0 {
+				compared++
+			}
+		}
+	}
+	if compared < len(tl.workloads)*(tl.steps-2) {
+		t.Errorf("compared %d recommendations, want about %d", compared, len(tl.workloads)*tl.steps)
+	}
+}
+
+func show(recs []gpufracv1.ContainerRecommendation) string {
+	var b strings.Builder
+	for _, r := range recs {
+		fmt.Fprintf(&b, "[%s target %v/%v lower %v/%v upper %v/%v conf %d mode %s] ", r.ContainerName,
+			r.Target.Memory, r.Target.Compute, r.LowerBound.Memory, r.LowerBound.Compute, r.UpperBound.Memory, r.UpperBound.Compute,
+			r.ConfidencePercent, r.SharingMode)
+	}
+	return b.String()
+}

@@ -1,0 +1,301 @@
+package simulate
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/packing"
+	"github.com/gpufrac/gpufrac/recommender"
+	"github.com/gpufrac/gpufrac/recommender/history"
+	"github.com/gpufrac/gpufrac/recommender/metrics"
+	"github.com/gpufrac/gpufrac/recommender/policy"
+)
+
+// Policy names accepted in Options.Policies. Time-slicing takes any replica count N ≥ 2
+// as "time-slicing-N" (see TimeSlicing).
+const (
+	// PolicyOnePerPod gives every pod a whole GPU: today's practice.
+	PolicyOnePerPod = "one-per-pod"
+	// PolicyVPAMemory sizes GPU memory the way VPA sizes container memory: p90 of
+	// per-pod daily peaks × 1.15, in VPA's decaying histogram; compute is not
+	// partitioned. Pods are resized by the same updater as gpufrac.
+	PolicyVPAMemory = "vpa-memory"
+	// PolicyGPUFrac is gpufrac's default policy: the recommender's estimate and policy
+	// (recommender.Config.Recommend) with the updater's rules.
+	PolicyGPUFrac = "gpufrac"
+	// PolicyClairvoyant knows each pod's true peak memory and peak compute (per-step
+	// mean) over its lifetime and allocates exactly that when the pod starts.
+	PolicyClairvoyant = "clairvoyant"
+	// PolicyClairvoyantMemory knows each pod's true peak memory and leaves compute
+	// unpartitioned: the fewest GPUs any policy that sizes pods once at start can hold
+	// without a memory overrun under this packer.
+	PolicyClairvoyantMemory = "clairvoyant-memory"
+
+	timeSlicingPrefix = "time-slicing-"
+)
+
+// TimeSlicing returns the name of static time-slicing with n replicas per GPU: the
+// device plugin's sharing.timeSlicing replicas, every pod 1/n of memory and compute.
+func TimeSlicing(n int) string { return timeSlicingPrefix + strconv.Itoa(n) }
+
+// DefaultPolicies are the policies simulated when Options.Policies is empty, in
+// report order.
+var DefaultPolicies = []string{
+	PolicyOnePerPod, TimeSlicing(2), TimeSlicing(4), PolicyVPAMemory, PolicyGPUFrac,
+	PolicyClairvoyant, PolicyClairvoyantMemory,
+}
+
+// VPA's recommender defaults (kubernetes/autoscaler vertical-pod-autoscaler,
+// pkg/recommender/logic and its flags), used by PolicyVPAMemory.
+const (
+	// VPAMemoryAggregationInterval is --memory-aggregation-interval: one memory peak per
+	// pod per day.
+	VPAMemoryAggregationInterval = 24 * time.Hour
+	// VPAMemoryHalfLife is --memory-histogram-decay-half-life.
+	VPAMemoryHalfLife = 24 * time.Hour
+	// VPATargetPercentile, VPALowerPercentile and VPAUpperPercentile are the memory
+	// percentiles of target, lower and upper bound.
+	VPATargetPercentile, VPALowerPercentile, VPAUpperPercentile = 0.9, 0.5, 0.95
+	// VPASafetyMargin is --recommendation-margin-fraction, ratio.
+	VPASafetyMargin = 0.15
+	// VPAMinMemoryBytes is --pod-recommendation-min-memory-mb (250 MiB), bytes.
+	VPAMinMemoryBytes = 250 << 20
+)
+
+// policyKind classifies how a policy allocates.
+type policyKind int
+
+const (
+	kindWhole policyKind = iota
+	kindTimeSlicing
+	kindClairvoyant
+	kindClairvoyantMemory
+	kindAdaptive
+)
+
+// policySpec is a parsed policy name.
+type policySpec struct {
+	name     string
+	kind     policyKind
+	replicas int   // time-slicing
+	sizer    sizer // adaptive
+}
+
+// parsePolicy returns the spec of a policy name, or an error listing the known names.
+func parsePolicy(name string) (policySpec, error) {
+	switch name {
+	case PolicyOnePerPod:
+		return policySpec{name: name, kind: kindWhole}, nil
+	case PolicyVPAMemory, PolicyGPUFrac:
+		return policySpec{name: name, kind: kindAdaptive}, nil
+	case PolicyClairvoyant:
+		return policySpec{name: name, kind: kindClairvoyant}, nil
+	case PolicyClairvoyantMemory:
+		return policySpec{name: name, kind: kindClairvoyantMemory}, nil
+	}
+	if rest, ok := strings.CutPrefix(name, timeSlicingPrefix); ok {
+		if n, err := strconv.Atoi(rest); err == nil && n >= 2 && n <= 64 {
+			return policySpec{name: name, kind: kindTimeSlicing, replicas: n}, nil
+		}
+	}
+	return policySpec{}, fmt.Errorf("unknown policy %q (known: %s, %s, %s, %s, %s, %sN with N 2-64)",
+		name, PolicyOnePerPod, PolicyVPAMemory, PolicyGPUFrac, PolicyClairvoyant, PolicyClairvoyantMemory, timeSlicingPrefix)
+}
+
+// decision is what an adaptive policy wants for one (workload, container) now.
+type decision struct {
+	// ok is false while the policy has no confident recommendation: pods then get (and
+	// keep) the cold-start allocation, a whole GPU.
+	ok bool
+	// exclusive: the recommendation is the Exclusive sharing mode, a whole GPU.
+	exclusive bool
+	// want is the allocation a pod gets when it is created or replaced.
+	want packing.Alloc
+	// lower and upper bound the allocations the updater leaves alone.
+	lower, upper packing.Alloc
+	// checkCompute: compute is partitioned, so it takes part in the updater's rules.
+	checkCompute bool
+	// full: the recommendation has full confidence (history of at least the
+	// estimator's FullConfidenceHistory); below it the workload is warming up.
+	full bool
+}
+
+// sizer is an adaptive policy's model: it reads the samples a live recommender would
+// read and turns them into decisions.
+type sizer interface {
+	// feed adds the samples of step k of the alive runs, stamped at the step's end.
+	feed(tl *timeline, alive []int, k int)
+	// decide recomputes every container's decision at now.
+	decide(tl *timeline, now time.Time)
+	// decision returns the current decision of container wc.
+	decision(wc int) decision
+}
+
+// gpufracSizer runs the recommender's own code: history.Model fed per step, and
+// recommender.Config.Recommend per workload with the previous recommendations, as
+// RunOnce does.
+type gpufracSizer struct {
+	cfg       recommender.Config
+	capacity  int64
+	model     *history.Model
+	spec      []gpufracv1.GPUFractionAutoscalerSpec
+	prev      [][]gpufracv1.ContainerRecommendation
+	decisions []decision
+	lastGC    time.Time
+	buf       [1]metrics.Sample
+}
+
+func newGPUFracSizer(tl *timeline, cfg recommender.Config, headroom *int32, capacity int64) *gpufracSizer {
+	s := &gpufracSizer{cfg: cfg, capacity: capacity, model: history.NewModel(cfg.History),
+		prev: make([][]gpufracv1.ContainerRecommendation, len(tl.workloads)), decisions: make([]decision, len(tl.containers))}
+	for _, w := range tl.workloads {
+		s.spec = append(s.spec, AutoscalerSpec(w.key, headroom))
+	}
+	return s
+}
+
+// AutoscalerSpec returns the GPUFractionAutoscaler spec the simulator gives workload w:
+// target the Deployment, updateMode Recreate, and with headroomPercent set, a "*"
+// container policy with that memory headroom (percent).
+func AutoscalerSpec(w history.WorkloadKey, headroomPercent *int32) gpufracv1.GPUFractionAutoscalerSpec {
+	mode := gpufracv1.UpdateModeRecreate
+	spec := gpufracv1.GPUFractionAutoscalerSpec{
+		UpdatePolicy: &gpufracv1.UpdatePolicy{UpdateMode: &mode},
+	}
+	spec.TargetRef.APIVersion, spec.TargetRef.Kind, spec.TargetRef.Name = "apps/v1", w.Kind, w.Name
+	if headroomPercent != nil {
+		h := *headroomPercent
+		spec.ResourcePolicy = &gpufracv1.ResourcePolicy{ContainerPolicies: []gpufracv1.ContainerPolicy{{
+			ContainerName: gpufracv1.ContainerPolicyDefault, MemoryHeadroomPercent: &h,
+		}}}
+	}
+	return spec
+}
+
+func (s *gpufracSizer) feed(tl *timeline, alive []int, k int) {
+	feedModel(s.model, &s.buf, tl, alive, k, true)
+}
+
+// feedModel adds step k's per-step memory peak and mean activity of the alive runs to
+// model, as one sample each stamped at the step's end: what the recommender's memory
+// peak query (max_over_time) and compute query (avg_over_time over one cycle) return.
+func feedModel(model *history.Model, buf *[1]metrics.Sample, tl *timeline, alive []int, k int, compute bool) {
+	at := tl.stepEnd(k)
+	for _, i := range alive {
+		r := &tl.runs[i]
+		w := tl.workloads[r.workload].key
+		if v := r.memRaw[k-r.start]; !math.IsNaN(v) {
+			buf[0] = metrics.Sample{Time: at, Value: v}
+			model.Add(w, metrics.SignalMemory, metrics.Series{ID: r.id, Samples: buf[:]})
+		}
+		if v := r.cpuRaw[k-r.start]; compute && !math.IsNaN(v) {
+			buf[0] = metrics.Sample{Time: at, Value: v}
+			model.Add(w, metrics.SignalCompute, metrics.Series{ID: r.id, Source: metrics.DCGMGPUUtil, Samples: buf[:]})
+		}
+	}
+}
+
+func (s *gpufracSizer) decide(tl *timeline, now time.Time) {
+	for w := range tl.workloads {
+		recs, _, _ := s.cfg.Recommend(s.model, tl.workloads[w].key, &s.spec[w], s.prev[w], policy.GuardrailOK, now)
+		if len(recs) > 0 {
+			s.prev[w] = recs
+		}
+	}
+	for c, ci := range tl.containers {
+		s.decisions[c] = decision{}
+		for i := range s.prev[ci.workload] {
+			if rec := &s.prev[ci.workload][i]; rec.ContainerName == ci.container {
+				s.decisions[c] = recDecision(rec, s.cfg.LowConfidence, s.capacity)
+			}
+		}
+	}
+	if now.Sub(s.lastGC) >= time.Hour {
+		s.model.GC(now, s.cfg.HistoryLength)
+		s.lastGC = now
+	}
+}
+
+func (s *gpufracSizer) decision(wc int) decision { return s.decisions[wc] }
+
+// recDecision turns a container recommendation into a decision: none below the
+// LowConfidence threshold (lowConfidence, 0–1) or without a memory target; a whole GPU
+// for the Exclusive sharing mode; else the target, with compute 1000m when it has no
+// compute target.
+func recDecision(rec *gpufracv1.ContainerRecommendation, lowConfidence float64, capacity int64) decision {
+	if float64(rec.ConfidencePercent)/100 < lowConfidence || rec.Target.Memory == nil {
+		return decision{}
+	}
+	whole := packing.Alloc{MemoryBytes: capacity, ComputeMilli: 1000}
+	full := rec.ConfidencePercent >= 100
+	if rec.SharingMode == gpufracv1.SharingModeExclusive {
+		return decision{ok: true, exclusive: true, want: whole, lower: whole, upper: whole, full: full}
+	}
+	conv := func(r gpufracv1.GPUResources) packing.Alloc {
+		a := whole
+		if r.Memory != nil {
+			a.MemoryBytes = min(r.Memory.Value(), capacity)
+		}
+		if r.Compute != nil {
+			a.ComputeMilli = min(r.Compute.MilliValue(), 1000)
+		}
+		return a
+	}
+	return decision{ok: true, want: conv(rec.Target), lower: conv(rec.LowerBound), upper: conv(rec.UpperBound),
+		checkCompute: rec.Target.Compute != nil, full: full}
+}
+
+// vpaSizer keeps VPA's memory model: a history.Model with VPA's daily aggregation
+// interval and half-life (VPA's decaying histogram and memory buckets), from which it
+// takes VPA's target and bounds.
+type vpaSizer struct {
+	model         *history.Model
+	lowConfidence float64
+	capacity      int64
+	decisions     []decision
+	buf           [1]metrics.Sample
+}
+
+func newVPASizer(tl *timeline, step time.Duration, lowConfidence float64, capacity int64) *vpaSizer {
+	return &vpaSizer{
+		model: history.NewModel(history.Options{MemoryAggregationInterval: VPAMemoryAggregationInterval,
+			HalfLife: VPAMemoryHalfLife, PeakWindow: VPAMemoryAggregationInterval, SampleInterval: step}),
+		lowConfidence: lowConfidence, capacity: capacity, decisions: make([]decision, len(tl.containers)),
+	}
+}
+
+// feed adds memory and compute: VPA's confidence counts the container's CPU samples
+// (one per minute) and its lifespan, which compute samples stand in for here.
+func (s *vpaSizer) feed(tl *timeline, alive []int, k int) {
+	feedModel(s.model, &s.buf, tl, alive, k, true)
+}
+
+func (s *vpaSizer) decide(tl *timeline, now time.Time) {
+	for c, ci := range tl.containers {
+		st := s.model.Container(history.ContainerKey{WorkloadKey: tl.workloads[ci.workload].key, Container: ci.container})
+		s.decisions[c] = decision{}
+		if st == nil || st.Memory.IsEmpty() {
+			continue
+		}
+		// VPA's confidence is history length in days; its bounds scale with it
+		// (upper: (1 + 1/days)^1, lower: (1 + 0.001/days)^-2).
+		days := max(st.Span().Hours()/24, 1e-3)
+		if math.Min(1, days) < s.lowConfidence {
+			continue
+		}
+		grow := 1 + VPASafetyMargin
+		size := func(p, scale float64) int64 {
+			return min(s.capacity, int64(math.Ceil(math.Max(st.Memory.Percentile(p)*grow*scale, VPAMinMemoryBytes))))
+		}
+		target := size(VPATargetPercentile, 1)
+		lower := min(target, size(VPALowerPercentile, math.Pow(1+0.001/days, -2)))
+		upper := max(target, size(VPAUpperPercentile, 1+1/days))
+		s.decisions[c] = decision{ok: true, want: packing.Alloc{MemoryBytes: target}, lower: packing.Alloc{MemoryBytes: lower}, upper: packing.Alloc{MemoryBytes: upper}, full: days >= 1}
+	}
+}
+
+func (s *vpaSizer) decision(wc int) decision { return s.decisions[wc] }

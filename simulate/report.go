@@ -1,0 +1,278 @@
+package simulate
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// GenTD26Citation is the citation of the GenTD26 trace, for reports computed from it.
+const GenTD26Citation = `Alibaba GenTD26 ("GenAI Serving Top-Down Dataset 2026", cluster-trace-v2026-GenAI in the public Alibaba cluster data repository), published with Lin et al., "Understanding Diffusion Model Serving in Production: A Top-Down Analysis of Workload, Scheduling, and Resource Efficiency", ACM Symposium on Cloud Computing (SoCC) 2025.`
+
+// Report is the output of one simulate command: the input and one Result per GPU size.
+type Report struct {
+	// Input names the trace (a directory or file, or "synthetic").
+	Input string `json:"input"`
+	// Format is the trace format: gentd26, long or synthetic.
+	Format string `json:"format"`
+	// Command is the command line that produced the report (for Markdown), optional.
+	Command string `json:"command,omitempty"`
+	// Runs holds one simulation per GPU size.
+	Runs []*Result `json:"runs"`
+	// Plots lists the plot files per run (same order as Runs), set by the caller after
+	// WritePlots; Markdown links them relative to its own file.
+	Plots [][]PlotFile `json:"plots,omitempty"`
+}
+
+// PlotFile is one written plot: its path and what it shows.
+type PlotFile struct {
+	// Path is the file written (the first of the requested formats).
+	Path string `json:"path"`
+	// Title says what the plot shows; Markdown uses it as the image's text.
+	Title string `json:"title"`
+}
+
+// GiB renders bytes as a Kubernetes binary quantity: "80Gi" for 80 GiB, "1536Mi" for
+// 1.5 GiB.
+func GiB(bytes int64) string { return resource.NewQuantity(bytes, resource.BinarySI).String() }
+
+// ShortDuration drops zero minute and second parts from a time.Duration string:
+// "12h0m0s" → "12h", "1h30m0s" → "1h30m", "0s" stays.
+func ShortDuration(d string) string {
+	if d == "0s" {
+		return d
+	}
+	if s, ok := strings.CutSuffix(d, "m0s"); ok {
+		d = s + "m"
+	}
+	if s, ok := strings.CutSuffix(d, "h0m"); ok {
+		d = s + "h"
+	}
+	return d
+}
+
+// WriteJSON writes the report as indented JSON; it returns the writer's error.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// Heading names the run: GPU size, and the warm-up when there is one.
+func (res *Result) Heading() string {
+	h := GiB(res.GPUMemoryBytes) + " GPUs"
+	if res.Settings.WarmUp != "0s" {
+		h += ", after " + ShortDuration(res.Settings.WarmUp) + " of history"
+	}
+	return h
+}
+
+// WriteText writes one plain-text table per run; it returns the writer's error.
+func (r *Report) WriteText(w io.Writer) error {
+	for i, res := range r.Runs {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		t := res.Trace
+		fmt.Fprintf(w, "%s; %s: %d pods (%d lifetimes), %d workloads, %s to %s, evaluated from %s (%d steps of %s)\n",
+			res.Heading(), r.Input, t.TracePods, t.Pods, t.Workloads, t.Start.Format(time.RFC3339), t.End.Format(time.RFC3339),
+			t.EvaluatedFrom.Format(time.RFC3339), t.Steps, res.Settings.Step)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		head, rows := tableRows(res)
+		fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+		for _, row := range rows {
+			fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tableRows renders the table of one result.
+func tableRows(res *Result) ([]string, [][]string) {
+	head := []string{"policy", "GPU-min", "vs 1/pod", "vs clairv.", "peak GPUs", "pod OOM pod-min (pods)", "of which warm-up",
+		"GPU OOM GPU-min", "contention pod-min (%)", "mem util", "compute util", "replacements", "cold-start pod-min"}
+	var rows [][]string
+	for _, p := range res.Policies {
+		vs := "-"
+		if p.VsClairvoyant > 0 {
+			vs = fmt.Sprintf("%.2f", p.VsClairvoyant)
+		}
+		rows = append(rows, []string{
+			p.Policy,
+			fmt.Sprintf("%.0f", p.GPUMinutes),
+			fmt.Sprintf("%.2f", p.GPUsPerPod),
+			vs,
+			fmt.Sprint(p.PeakGPUs),
+			fmt.Sprintf("%.0f (%d)", p.PodLimitOverrunMinutes, p.PodsWithOverrun),
+			fmt.Sprintf("%.0f", p.WarmUpOverrunMinutes),
+			fmt.Sprintf("%.0f", p.GPUOverrunMinutes),
+			fmt.Sprintf("%.0f (%.2f%%)", p.ContentionPodMinutes, 100*p.ContentionShare),
+			fmt.Sprintf("%.0f%%", 100*p.MemoryUtilisation),
+			fmt.Sprintf("%.0f%%", 100*p.ComputeUtilisation),
+			fmt.Sprint(p.Replacements),
+			fmt.Sprintf("%.0f", p.ColdStartPodMinutes),
+		})
+	}
+	return head, rows
+}
+
+// WriteMarkdown writes the report as a Markdown document: how it was made, the data
+// citation (GenTD26), definitions, and per GPU size the table, findings computed from
+// the numbers, and the plots. dir is the directory the document is written to; plot
+// links are relative to it. It returns the writer's error.
+func (r *Report) WriteMarkdown(w io.Writer, dir string) error {
+	b := &strings.Builder{}
+	fmt.Fprintf(b, "# What-if simulation: GPU fractions on %s\n\n", r.title())
+	b.WriteString("Generated by `gpufrac simulate`; do not edit by hand")
+	if r.Command != "" {
+		fmt.Fprintf(b, ". Regenerate with:\n\n```\n%s\n```\n\n", r.Command)
+	} else {
+		b.WriteString(".\n\n")
+	}
+	if r.Format == "gentd26" {
+		fmt.Fprintf(b, "**Data.** %s The publishers anonymised the trace (shifted times, possibly scaled values); this run uses the development subset of the pods kept in the project's shared data folder.\n\n", GenTD26Citation)
+	}
+	if len(r.Runs) > 0 {
+		res := r.Runs[0]
+		t, s := res.Trace, res.Settings
+		fmt.Fprintf(b, "**Trace.** %d trace pods (%d pod lifetimes after splitting at gaps over %s) in %d Deployments, %s to %s (%.1f h).\n\n",
+			t.TracePods, t.Pods, ShortDuration(s.Lookback), t.Workloads, t.Start.Format(time.RFC3339), t.End.Format(time.RFC3339),
+			t.End.Sub(t.Start).Hours())
+		win := "none (shrink at any time)"
+		if len(s.ResizeWindows) > 0 {
+			var ws []string
+			for _, rw := range s.ResizeWindows {
+				ws = append(ws, fmt.Sprintf("`%s` for %s", rw.Schedule, ShortDuration(rw.Duration.Duration.String())))
+			}
+			win = strings.Join(ws, ", ")
+		}
+		fmt.Fprintf(b, "**Settings.** Step (recommender cycle) %s; gpufrac: recommender defaults, memory headroom %d %%, memory aggregation interval %s, full confidence after %s of history, cold start (a whole GPU) below confidence %.2f. Updater: minimum pod lifetime %s, at most %g replacements per minute cluster-wide, replace outside [lowerBound, upperBound] or at ≥ %.0f %% from target, urgent memory growth %v, resize windows %s, min replicas %d.\n\n",
+			ShortDuration(s.Step), s.MemoryHeadroomPercent, ShortDuration(s.MemoryAggregationInterval), ShortDuration(s.FullConfidenceHistory), s.LowConfidence,
+			ShortDuration(s.MinLifetime), s.ReplacementsPerMinute, 100*s.ChangeThreshold, s.UrgentGrowth, win, s.MinReplicas)
+	}
+	b.WriteString(markdownDefinitions)
+	for i, res := range r.Runs {
+		fmt.Fprintf(b, "\n## %s\n\n", res.Heading())
+		if res.Settings.WarmUp != "0s" {
+			w := ShortDuration(res.Settings.WarmUp)
+			fmt.Fprintf(b, "gpufrac installed %s into the trace: the recommenders read the first %s as history (as the recommender bootstraps from Prometheus), and placing and counting start at %s. Pods alive then are placed in trace order.\n\n",
+				w, w, res.Trace.EvaluatedFrom.Format(time.RFC3339))
+		} else {
+			b.WriteString("gpufrac installed when the trace starts: no history, so every workload starts on the cold-start allocation.\n\n")
+		}
+		head, rows := tableRows(res)
+		b.WriteString("| " + strings.Join(head, " | ") + " |\n|")
+		for range head {
+			b.WriteString("---:|")
+		}
+		b.WriteString("\n")
+		for _, row := range rows {
+			row[0] = "`" + row[0] + "`"
+			b.WriteString("| " + strings.Join(row, " | ") + " |\n")
+		}
+		b.WriteString("\n")
+		for _, f := range findings(res) {
+			b.WriteString("- " + f + "\n")
+		}
+		if i < len(r.Plots) {
+			b.WriteString("\n")
+			for _, p := range r.Plots[i] {
+				rel := p.Path
+				if dir != "" {
+					if rp, err := filepath.Rel(dir, p.Path); err == nil {
+						rel = rp
+					}
+				}
+				fmt.Fprintf(b, "![%s](%s)\n\n", p.Title, filepath.ToSlash(rel))
+			}
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func (r *Report) title() string {
+	switch r.Format {
+	case "gentd26":
+		return "the GenTD26 production trace"
+	case "synthetic":
+		return "a synthetic trace"
+	}
+	return "`" + r.Input + "`"
+}
+
+const markdownDefinitions = "**Policies.**\n\n" +
+	"- `one-per-pod`: a whole GPU per pod (today's practice).\n" +
+	"- `time-slicing-N`: the device plugin's N equal replicas per GPU, each pod 1/N of memory and compute, no sizing.\n" +
+	"- `vpa-memory`: GPU memory sized as VPA sizes container memory (p90 of per-pod daily peaks × 1.15 in VPA's decaying histogram, k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/util), compute not partitioned, same updater and cold start as gpufrac.\n" +
+	"- `gpufrac`: the recommender's own estimator and policy (history.Model fed at every cycle, recommender.Config.Recommend) with the updater's rules.\n" +
+	"- `clairvoyant`: each pod gets its true future peak memory and peak compute (per-minute mean) when it starts; same packer, no migration.\n" +
+	"- `clairvoyant-memory`: true peak memory, compute not partitioned: the fewest GPUs that sizing pods once at start can hold without a memory overrun.\n\n" +
+	"A policy that resizes pods during their life can hold fewer GPU-minutes than these start-time bounds.\n\n" +
+	"**Columns.** GPU-min: GPU-minutes held (a GPU counts while any tenant lives). " +
+	"vs 1/pod, vs clairv.: ratio of GPU-minutes to `one-per-pod` and to `clairvoyant`. " +
+	"pod OOM: pod-minutes whose actual memory exceeded the pod's allocation (a crash under an enforcing backend such as HAMi), and the pods affected; " +
+	"of which warm-up: those whose allocation came from a recommendation below full confidence (less history than the full-confidence history; VPA: one day). " +
+	"GPU OOM: GPU-minutes whose tenants' actual memory summed above the GPU (a crash without enforcement). " +
+	"contention: pod-minutes on GPUs whose tenants' actual utilisation summed above 100 %, and their share of all pod-minutes. " +
+	"mem util, compute util: mean actual memory and utilisation of the GPUs held. " +
+	"replacements: pods replaced to change their fraction. " +
+	"cold-start: pod-minutes on a whole GPU because the workload's recommendation was not yet confident.\n\n" +
+	"**Packer.** Best fit by free memory among GPUs in use with enough free memory and compute (sum of compute allocations ≤ 1), else a new GPU; pods never move; a replaced pod is placed again like a new one. " +
+	"Usage is the trace's: co-location does not change it, replacements cost no downtime, overruns do not restart pods, and latency is not modelled.\n"
+
+// findings returns sentences computed from a result: the gpufrac policy against the
+// clairvoyant bound and the trace's one-per-pod practice.
+func findings(res *Result) []string {
+	get := func(name string) *PolicyResult {
+		for i := range res.Policies {
+			if res.Policies[i].Policy == name {
+				return &res.Policies[i]
+			}
+		}
+		return nil
+	}
+	var out []string
+	one, gf, cl, clm := get(PolicyOnePerPod), get(PolicyGPUFrac), get(PolicyClairvoyant), get(PolicyClairvoyantMemory)
+	if cl != nil && one != nil && one.GPUMinutes > 0 {
+		out = append(out, fmt.Sprintf("The clairvoyant bound holds %.0f %% of one-per-pod's GPU-minutes.", 100*cl.GPUMinutes/one.GPUMinutes))
+	}
+	if clm != nil && one != nil && one.GPUMinutes > 0 {
+		out = append(out, fmt.Sprintf("Sizing memory alone to the true peak (clairvoyant-memory) holds %.0f %%.", 100*clm.GPUMinutes/one.GPUMinutes))
+	}
+	if gf == nil {
+		return out
+	}
+	if one != nil && one.GPUMinutes > 0 {
+		out = append(out, fmt.Sprintf("gpufrac holds %.0f %% of one-per-pod's GPU-minutes; %.0f of its %.0f pod-minutes (%.0f %%) are cold starts on a whole GPU.",
+			100*gf.GPUMinutes/one.GPUMinutes, gf.ColdStartPodMinutes, gf.PodMinutes, 100*gf.ColdStartPodMinutes/math.Max(1, gf.PodMinutes)))
+	}
+	if cl != nil && cl.GPUMinutes > 0 {
+		rel := gf.GPUMinutes/cl.GPUMinutes - 1
+		word := "more"
+		if rel < 0 {
+			word, rel = "fewer", -rel
+		}
+		s := fmt.Sprintf("gpufrac holds %.0f %% %s GPU-minutes than the clairvoyant bound", 100*rel, word)
+		if word == "fewer" {
+			s += " (the bound reserves every pod's peak compute, gpufrac a percentile of it, and gpufrac resizes pods during their life, which a start-time bound cannot)"
+		}
+		out = append(out, s+".")
+	}
+	if clm != nil && clm.GPUMinutes > 0 {
+		out = append(out, fmt.Sprintf("gpufrac holds %.2f× the GPU-minutes of clairvoyant-memory.", gf.GPUMinutes/clm.GPUMinutes))
+	}
+	out = append(out, fmt.Sprintf("gpufrac: %.0f pod-minutes over the pod's memory allocation in %d pods (%.0f of them while the workload's recommendation was below full confidence), %.0f GPU-minutes over the GPU's memory, contention in %.2f %% of pod-minutes, %d replacements.",
+		gf.PodLimitOverrunMinutes, gf.PodsWithOverrun, gf.WarmUpOverrunMinutes, gf.GPUOverrunMinutes, 100*gf.ContentionShare, gf.Replacements))
+	return out
+}

@@ -1,0 +1,738 @@
+// Package simulate is gpufrac's what-if simulator: it replays a GPU usage trace step by
+// step (one recommender cycle, default one minute) through sizing policies, a packer and
+// an updater, and evaluates every policy against the usage the trace actually shows.
+//
+// The gpufrac policy runs the recommender's own code, not a copy: the samples a live
+// recommender would read at each cycle (per-step memory peaks and mean activity, which
+// its max_over_time and avg_over_time queries return) go into a history.Model, and recommender.Config.Recommend turns the model into
+// recommendations exactly as Recommender.RunOnce does. Around it the simulator plays the
+// updater's rules (Options.Updater): a fraction changes only by replacing the pod; pods
+// of a workload without a confident recommendation get a whole GPU; replacements wait
+// for a minimum pod lifetime and, when resize windows are set, shrinks wait for a
+// window; a cluster-wide rate limit caps replacements per minute.
+//
+// Pods are placed on GPUs of one memory size the way a fraction-aware scheduler would:
+// best fit by memory among the GPUs in use whose free memory and compute (sum of
+// compute allocations ≤ 1 GPU) fit the pod, else a new GPU; pods never migrate. The evaluator charges, per step, the GPUs held, memory overruns of
+// the pod's allocation (a crash under an enforcing backend) and of the GPU (a crash
+// without enforcement), compute contention (co-tenants' activity above 100 %), GPU
+// utilisation and replacements (see PolicyResult).
+//
+// Not modelled: usage changes caused by co-location (the trace was recorded with one
+// GPU per pod), restart cost and downtime of a replaced pod, out-of-memory restarts,
+// latency, and the recommender's latency guardrail (always GuardrailOK).
+package simulate
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/packing"
+	"github.com/gpufrac/gpufrac/recommender"
+	"github.com/gpufrac/gpufrac/recommender/estimate"
+	"github.com/gpufrac/gpufrac/recommender/history"
+	"github.com/gpufrac/gpufrac/trace"
+)
+
+// Updater defaults.
+const (
+	// DefaultMinLifetime is the minimum age of a pod before the updater replaces it
+	// (except for urgent memory growth): 1 h, so a pod is not replaced again before the
+	// recommender has seen an hour of its new life.
+	DefaultMinLifetime = time.Hour
+	// DefaultReplacementsPerMinute is the cluster-wide replacement rate limit
+	// (assumption: 5 per minute spreads a fleet-wide change of 100 pods over 20 minutes).
+	DefaultReplacementsPerMinute = 5
+	// DefaultChangeThreshold is the relative difference between a pod's allocation and the
+	// target from which the updater replaces the pod, ratio (VPA's updater uses 10 %).
+	DefaultChangeThreshold = 0.1
+)
+
+// Options configure a simulation. Zero values take the documented defaults.
+type Options struct {
+	// GPUMemoryBytes is the memory of one simulated GPU, bytes. Required.
+	GPUMemoryBytes int64
+	// Policies are the policy names to simulate, in report order (DefaultPolicies when
+	// empty): the Policy* constants and TimeSlicing(n).
+	Policies []string
+	// Recommender configures the gpufrac policy as cmd/recommender configures the live
+	// recommender; zero fields take recommender.Config's defaults. Its Interval (default
+	// 1m) is the simulation step, and Policy.GPUMemoryBytes is set to GPUMemoryBytes.
+	// LowConfidence (default 0.5) gates every adaptive policy: below it pods get a whole
+	// GPU.
+	Recommender recommender.Config
+	// MemoryHeadroomPercent, when set, is every autoscaler's "*" container policy
+	// memoryHeadroomPercent, percent (nil: the recommender's default, 15).
+	MemoryHeadroomPercent *int32
+	// Updater holds the updater's rules.
+	Updater UpdaterOptions
+	// WarmUp is the part of the trace the recommender reads as history before the
+	// simulation starts placing pods and counting (as if gpufrac were installed WarmUp
+	// after the trace starts and bootstrapped its history from Prometheus). Default 0.
+	WarmUp time.Duration
+	// Lookback is how long a pod may go without samples and still run (default
+	// DefaultLookback); a longer gap ends the pod, and its next sample starts a new pod of
+	// the same workload. A signal without a sample for longer counts as 0.
+	Lookback time.Duration
+}
+
+// UpdaterOptions are the updater's rules in the simulation.
+type UpdaterOptions struct {
+	// MinLifetime is how long a pod runs before it may be replaced (default
+	// DefaultMinLifetime; negative: no minimum). Urgent growth ignores it.
+	MinLifetime time.Duration
+	// ReplacementsPerMinute is the cluster-wide rate limit (default
+	// DefaultReplacementsPerMinute; negative: unlimited). Urgent growth goes first.
+	ReplacementsPerMinute float64
+	// ChangeThreshold is the relative difference from the target, ratio, at which a pod
+	// inside its bounds is replaced (default DefaultChangeThreshold). For compute it is
+	// at least 10m (one histogram bucket).
+	ChangeThreshold float64
+	// ResizeWindows, when set, restrict replacements that shrink memory or compute to
+	// these windows (cron schedules in github.com/robfig/cron/v3 syntax).
+	ResizeWindows []gpufracv1.ResizeWindow
+	// UrgentGrowth lets replacements that grow memory skip the minimum lifetime and the
+	// resize windows (default true, as the API's updatePolicy.urgentGrowth).
+	UrgentGrowth *bool
+	// MinReplicas is the fewest running pods a workload must have for one to be
+	// replaced (default 1; the API's default is 2, which would freeze single-replica
+	// workloads).
+	MinReplicas int
+}
+
+// withDefaults fills defaults and checks values.
+func (o Options) withDefaults() (Options, error) {
+	if o.GPUMemoryBytes <= 0 {
+		return o, fmt.Errorf("GPU memory %d bytes: must be positive", o.GPUMemoryBytes)
+	}
+	if len(o.Policies) == 0 {
+		o.Policies = DefaultPolicies
+	}
+	o.Recommender.Policy.GPUMemoryBytes = float64(o.GPUMemoryBytes)
+	o.Recommender = o.Recommender.WithDefaults()
+	if o.Lookback <= 0 {
+		o.Lookback = DefaultLookback
+	}
+	if o.WarmUp < 0 {
+		return o, fmt.Errorf("warm-up %s: must not be negative", o.WarmUp)
+	}
+	u := &o.Updater
+	if u.MinLifetime == 0 {
+		u.MinLifetime = DefaultMinLifetime
+	} else if u.MinLifetime < 0 {
+		u.MinLifetime = 0
+	}
+	if u.ReplacementsPerMinute == 0 {
+		u.ReplacementsPerMinute = DefaultReplacementsPerMinute
+	}
+	if u.ChangeThreshold <= 0 {
+		u.ChangeThreshold = DefaultChangeThreshold
+	}
+	if u.UrgentGrowth == nil {
+		t := true
+		u.UrgentGrowth = &t
+	}
+	if u.MinReplicas <= 0 {
+		u.MinReplicas = 1
+	}
+	return o, nil
+}
+
+// Settings records the values a simulation ran with (defaults filled in).
+type Settings struct {
+	// Step is the simulation step and recommender cycle, e.g. "1m0s".
+	Step string `json:"step"`
+	// WarmUp is Options.WarmUp.
+	WarmUp string `json:"warmUp"`
+	// Lookback is Options.Lookback.
+	Lookback string `json:"lookback"`
+	// LowConfidence is the confidence (0–1) under which pods get a whole GPU.
+	LowConfidence float64 `json:"lowConfidence"`
+	// MemoryHeadroomPercent is the gpufrac memory headroom, percent.
+	MemoryHeadroomPercent int32 `json:"memoryHeadroomPercent"`
+	// FullConfidenceHistory is the history length at which confidence reaches 1.
+	FullConfidenceHistory string `json:"fullConfidenceHistory"`
+	// MemoryAggregationInterval is the interval of one gpufrac memory peak.
+	MemoryAggregationInterval string `json:"memoryAggregationInterval"`
+	// MinLifetime, ReplacementsPerMinute, ChangeThreshold, UrgentGrowth, MinReplicas and
+	// ResizeWindows are the updater's rules (see UpdaterOptions).
+	MinLifetime           string                   `json:"minLifetime"`
+	ReplacementsPerMinute float64                  `json:"replacementsPerMinute"`
+	ChangeThreshold       float64                  `json:"changeThreshold"`
+	UrgentGrowth          bool                     `json:"urgentGrowth"`
+	MinReplicas           int                      `json:"minReplicas"`
+	ResizeWindows         []gpufracv1.ResizeWindow `json:"resizeWindows,omitempty"`
+}
+
+// TraceInfo describes the replayed trace.
+type TraceInfo struct {
+	// TracePods is the number of trace pods (containers); Pods the number of pod
+	// lifetimes after splitting at gaps longer than the lookback.
+	TracePods int `json:"tracePods"`
+	Pods      int `json:"pods"`
+	// Workloads is the number of workloads (Deployments).
+	Workloads int `json:"workloads"`
+	// Start and End bound the steps replayed: Start is the beginning of the first step,
+	// End the end of the last; EvaluatedFrom is where counting starts (after WarmUp).
+	Start         time.Time `json:"start"`
+	End           time.Time `json:"end"`
+	EvaluatedFrom time.Time `json:"evaluatedFrom"`
+	// Steps is the number of steps replayed.
+	Steps int `json:"steps"`
+}
+
+// PolicyResult is one policy's evaluation against the trace's actual usage over the
+// evaluated steps. Minutes are step counts × step length in minutes.
+type PolicyResult struct {
+	// Policy is the policy name.
+	Policy string `json:"policy"`
+	// GPUMinutes is the number of GPU-minutes held: GPUs with at least one live tenant.
+	GPUMinutes float64 `json:"gpuMinutes"`
+	// PodMinutes is the number of pod-minutes run, which is what one GPU per pod holds.
+	PodMinutes float64 `json:"podMinutes"`
+	// GPUsPerPod is GPUMinutes / PodMinutes: the ratio to one GPU per pod.
+	GPUsPerPod float64 `json:"gpusPerPod"`
+	// VsClairvoyant is GPUMinutes / the clairvoyant policy's GPUMinutes (0 when the
+	// clairvoyant policy was not simulated).
+	VsClairvoyant float64 `json:"vsClairvoyant"`
+	// PeakGPUs is the most GPUs held at once.
+	PeakGPUs int `json:"peakGPUs"`
+	// PodLimitOverrunMinutes counts pod-minutes in which the pod's actual memory exceeded
+	// its memory allocation: an out-of-memory crash under an enforcing backend.
+	PodLimitOverrunMinutes float64 `json:"podLimitOverrunMinutes"`
+	// WarmUpOverrunMinutes is the part of PodLimitOverrunMinutes whose allocation came
+	// from a recommendation below full confidence (history shorter than the estimator's
+	// FullConfidenceHistory, default 24h; VPA: one day): overruns while the workload
+	// warms up. Always 0 for policies that do not learn.
+	WarmUpOverrunMinutes float64 `json:"warmUpOverrunMinutes"`
+	// PodsWithOverrun counts pods with at least one such minute.
+	PodsWithOverrun int `json:"podsWithOverrun"`
+	// GPUOverrunMinutes counts GPU-minutes in which the co-tenants' actual memory summed
+	// above the GPU's memory: a crash without enforcement.
+	GPUOverrunMinutes float64 `json:"gpuOverrunMinutes"`
+	// ContentionPodMinutes counts pod-minutes on GPUs whose co-tenants' actual activity
+	// summed above 100 % of one GPU; ContentionShare is its share of PodMinutes.
+	ContentionPodMinutes float64 `json:"contentionPodMinutes"`
+	ContentionShare      float64 `json:"contentionShare"`
+	// MemoryUtilisation and ComputeUtilisation are the mean, over GPU-minutes held, of the
+	// tenants' actual memory (share of the GPU's) and activity (share of one GPU), each
+	// capped at 1.
+	MemoryUtilisation  float64 `json:"memoryUtilisation"`
+	ComputeUtilisation float64 `json:"computeUtilisation"`
+	// Replacements counts pods replaced to change their allocation.
+	Replacements int `json:"replacements"`
+	// ColdStartPodMinutes counts pod-minutes on the cold-start allocation (a whole GPU
+	// while the workload's recommendation is below the LowConfidence threshold).
+	ColdStartPodMinutes float64 `json:"coldStartPodMinutes"`
+}
+
+// Result is the simulation of one trace on one GPU size.
+type Result struct {
+	// GPUMemoryBytes is the memory of one GPU, bytes.
+	GPUMemoryBytes int64 `json:"gpuMemoryBytes"`
+	// Trace describes the trace replayed.
+	Trace TraceInfo `json:"trace"`
+	// Settings are the values the simulation ran with.
+	Settings Settings `json:"settings"`
+	// Policies holds one result per policy, in Options.Policies order.
+	Policies []PolicyResult `json:"policies"`
+
+	detail *detail
+}
+
+// detail keeps per-step data for plots.
+type detail struct {
+	stepMinutes float64
+	origin      time.Time
+	first       int // first evaluated step
+	runs        []runInfo
+	// per policy, in Policies order:
+	gpus     [][]int32    // GPUs held per evaluated step
+	changes  [][][]change // per run: allocation changes
+	headroom [][]int64    // histogram of memory headroom per pod-step
+	overrun  [][]int32    // per run: overrun steps
+	binBytes float64      // headroom bin width
+}
+
+type runInfo struct {
+	name       string
+	start, end int
+	mem        []float64
+	peakMem    float64
+}
+
+// change is an allocation a pod got at a step (placement or replacement).
+type change struct {
+	step  int
+	alloc packing.Alloc
+}
+
+// polState is one policy's simulation state.
+type polState struct {
+	spec     policySpec
+	res      *PolicyResult
+	pk       *packing.Packer
+	applied  []packing.Alloc
+	on       []int // GPU index per run, -1 when not placed
+	placedAt []int
+	cold     []bool
+	partial  []bool // allocation from a recommendation below full confidence
+	tokens   float64
+	memUtil  float64
+	cpuUtil  float64
+	steps    struct{ gpu, pod, podOver, warmOver, gpuOver, contention, cold int }
+}
+
+// Run replays tr through the policies on GPUs of opts.GPUMemoryBytes. It returns an error
+// for invalid options, an unknown policy, a trace without samples, or a warm-up that
+// covers the whole trace.
+func Run(tr *trace.Trace, opts Options) (*Result, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	step := opts.Recommender.Interval
+	windows, err := compileWindows(opts.Updater.ResizeWindows)
+	if err != nil {
+		return nil, err
+	}
+	tl, err := newTimeline(tr, step, opts.Lookback)
+	if err != nil {
+		return nil, err
+	}
+	first := int((opts.WarmUp + step - 1) / step)
+	if first >= tl.steps {
+		return nil, fmt.Errorf("warm-up %s covers the whole trace (%d steps of %s)", opts.WarmUp, tl.steps, step)
+	}
+	capacity := opts.GPUMemoryBytes
+	whole := packing.Alloc{MemoryBytes: capacity, ComputeMilli: 1000}
+	stepMin := step.Minutes()
+
+	var gf *gpufracSizer
+	var vpa *vpaSizer
+	var states []*polState
+	seen := map[string]bool{}
+	for _, name := range opts.Policies {
+		spec, err := parsePolicy(name)
+		if err != nil {
+			return nil, err
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("policy %q given twice", name)
+		}
+		seen[name] = true
+		switch name {
+		case PolicyGPUFrac:
+			if gf == nil {
+				gf = newGPUFracSizer(tl, opts.Recommender, opts.MemoryHeadroomPercent, capacity)
+			}
+			spec.sizer = gf
+		case PolicyVPAMemory:
+			if vpa == nil {
+				vpa = newVPASizer(tl, step, opts.Recommender.LowConfidence, capacity)
+			}
+			spec.sizer = vpa
+		}
+		n := len(tl.runs)
+		ps := &polState{spec: spec, res: &PolicyResult{Policy: name}, pk: packing.New(capacity),
+			applied: make([]packing.Alloc, n), on: make([]int, n), placedAt: make([]int, n), cold: make([]bool, n), partial: make([]bool, n)}
+		for i := range ps.on {
+			ps.on[i] = -1
+		}
+		states = append(states, ps)
+	}
+	var sizers []sizer
+	if gf != nil {
+		sizers = append(sizers, gf)
+	}
+	if vpa != nil {
+		sizers = append(sizers, vpa)
+	}
+
+	d := &detail{stepMinutes: stepMin, origin: tl.origin, first: first, binBytes: 256 << 20}
+	nbins := int(2*float64(capacity)/d.binBytes) + 2
+	for range states {
+		d.gpus = append(d.gpus, make([]int32, 0, tl.steps-first))
+		d.changes = append(d.changes, make([][]change, len(tl.runs)))
+		d.headroom = append(d.headroom, make([]int64, nbins))
+		d.overrun = append(d.overrun, make([]int32, len(tl.runs)))
+	}
+	for i := range tl.runs {
+		r := &tl.runs[i]
+		d.runs = append(d.runs, runInfo{name: r.name, start: r.start, end: r.end, mem: r.mem, peakMem: r.peakMem})
+	}
+
+	// peak returns run r's true peak memory (bytes) and compute (milli) over the
+	// evaluated part of its life.
+	peak := func(r *run) packing.Alloc {
+		var m, c float64
+		for k := max(r.start, first); k <= r.end; k++ {
+			mm, cc := r.at(k)
+			m, c = math.Max(m, mm), math.Max(c, cc)
+		}
+		return packing.Alloc{MemoryBytes: min(capacity, int64(math.Ceil(m))), ComputeMilli: min(1000, int64(math.Ceil(c*1000-1e-9)))}
+	}
+	// initial returns the allocation of run i when it is created, whether it is the
+	// cold-start allocation, and whether it comes from a partly confident recommendation.
+	initial := func(ps *polState, i int) (a packing.Alloc, cold, partial bool) {
+		r := &tl.runs[i]
+		switch ps.spec.kind {
+		case kindTimeSlicing:
+			n := int64(ps.spec.replicas)
+			return packing.Alloc{MemoryBytes: capacity / n, ComputeMilli: 1000 / n}, false, false
+		case kindClairvoyant:
+			return peak(r), false, false
+		case kindClairvoyantMemory:
+			a := peak(r)
+			a.ComputeMilli = 0
+			return a, false, false
+		case kindAdaptive:
+			if dec := ps.spec.sizer.decision(r.wc); dec.ok {
+				return dec.want, false, !dec.full
+			}
+			return whole, true, false
+		}
+		return whole, false, false
+	}
+	place := func(pi, i, k int, a packing.Alloc, cold, partial bool) {
+		ps := states[pi]
+		ps.applied[i], ps.cold[i], ps.partial[i] = a, cold, partial
+		ps.on[i] = ps.pk.Place(i, a)
+		d.changes[pi][i] = append(d.changes[pi][i], change{step: k, alloc: a})
+	}
+
+	var alive, next []int
+	replicas := make([]int, len(tl.workloads))
+	for k := 0; k < tl.steps; k++ {
+		// Pods that ended with the previous step leave; new ones arrive.
+		next = next[:0]
+		for _, i := range alive {
+			if tl.runs[i].end >= k {
+				next = append(next, i)
+				continue
+			}
+			replicas[tl.runs[i].workload]--
+			if k > first {
+				for _, ps := range states {
+					ps.pk.Remove(i, ps.on[i], ps.applied[i])
+					ps.on[i] = -1
+				}
+			}
+		}
+		alive, next = next, alive
+		arriving := tl.arrivals[k]
+		for _, i := range arriving {
+			replicas[tl.runs[i].workload]++
+		}
+		alive = append(alive, arriving...)
+		if k == first {
+			arriving = append([]int(nil), alive...)
+			sort.Ints(arriving)
+		}
+		if k >= first {
+			for pi, ps := range states {
+				for _, i := range arriving {
+					a, cold, partial := initial(ps, i)
+					place(pi, i, k, a, cold, partial)
+					ps.placedAt[i] = tl.runs[i].start
+				}
+				evaluate(ps, tl, d, pi, k, capacity)
+			}
+		}
+
+		// The recommender's cycle at the end of the step.
+		now := tl.stepEnd(k)
+		for _, s := range sizers {
+			s.feed(tl, alive, k)
+			s.decide(tl, now)
+		}
+		if k < first {
+			continue
+		}
+		// The updater.
+		for pi, ps := range states {
+			if ps.spec.kind != kindAdaptive {
+				continue
+			}
+			ps.refillTokens(opts.Updater.ReplacementsPerMinute, stepMin)
+			for _, c := range candidates(ps, tl, alive, replicas, k, windows, opts.Updater, capacity) {
+				if !ps.takeToken(opts.Updater.ReplacementsPerMinute) {
+					break
+				}
+				i := c.run
+				ps.pk.Remove(i, ps.on[i], ps.applied[i])
+				place(pi, i, k+1, c.want, false, c.partial)
+				ps.placedAt[i] = k + 1
+				ps.res.Replacements++
+			}
+		}
+	}
+
+	res := &Result{
+		GPUMemoryBytes: capacity,
+		Trace: TraceInfo{TracePods: len(tr.Pods), Pods: len(tl.runs), Workloads: len(tl.workloads),
+			Start: tl.origin, End: tl.stepEnd(tl.steps - 1), EvaluatedFrom: tl.stepEnd(first - 1), Steps: tl.steps},
+		Settings: settings(opts),
+		detail:   d,
+	}
+	var clair float64
+	for _, ps := range states {
+		if ps.spec.kind == kindClairvoyant {
+			clair = float64(ps.steps.gpu)
+		}
+	}
+	for pi, ps := range states {
+		r := ps.res
+		s := ps.steps
+		r.GPUMinutes = float64(s.gpu) * stepMin
+		r.PodMinutes = float64(s.pod) * stepMin
+		r.PeakGPUs = ps.pk.Peak()
+		r.PodLimitOverrunMinutes = float64(s.podOver) * stepMin
+		r.WarmUpOverrunMinutes = float64(s.warmOver) * stepMin
+		r.GPUOverrunMinutes = float64(s.gpuOver) * stepMin
+		r.ContentionPodMinutes = float64(s.contention) * stepMin
+		r.ColdStartPodMinutes = float64(s.cold) * stepMin
+		for _, n := range d.overrun[pi] {
+			if n > 0 {
+				r.PodsWithOverrun++
+			}
+		}
+		if s.pod > 0 {
+			r.GPUsPerPod = float64(s.gpu) / float64(s.pod)
+			r.ContentionShare = float64(s.contention) / float64(s.pod)
+		}
+		if s.gpu > 0 {
+			r.MemoryUtilisation = ps.memUtil / float64(s.gpu)
+			r.ComputeUtilisation = ps.cpuUtil / float64(s.gpu)
+		}
+		if clair > 0 {
+			r.VsClairvoyant = float64(s.gpu) / clair
+		}
+		res.Policies = append(res.Policies, *r)
+	}
+	return res, nil
+}
+
+// evaluate charges step k of one policy against the actual usage.
+func evaluate(ps *polState, tl *timeline, d *detail, pi, k int, capacity int64) {
+	capF := float64(capacity)
+	for gi := 0; gi < ps.pk.Len(); gi++ {
+		g := ps.pk.GPU(gi)
+		if len(g.Tenants) == 0 {
+			continue
+		}
+		var sm, sc float64
+		for _, i := range g.Tenants {
+			m, c := tl.runs[i].at(k)
+			sm += m
+			sc += c
+			a := ps.applied[i].MemoryBytes
+			if m > float64(a) {
+				ps.steps.podOver++
+				d.overrun[pi][i]++
+				if ps.partial[i] {
+					ps.steps.warmOver++
+				}
+			}
+			if ps.cold[i] {
+				ps.steps.cold++
+			}
+			b := int((float64(a) - m + capF) / d.binBytes)
+			d.headroom[pi][min(max(b, 0), len(d.headroom[pi])-1)]++
+		}
+		ps.steps.gpu++
+		ps.steps.pod += len(g.Tenants)
+		if sm > capF {
+			ps.steps.gpuOver++
+		}
+		if sc > 1+1e-9 {
+			ps.steps.contention += len(g.Tenants)
+		}
+		ps.memUtil += math.Min(1, sm/capF)
+		ps.cpuUtil += math.Min(1, sc)
+	}
+	d.gpus[pi] = append(d.gpus[pi], int32(ps.pk.Held()))
+}
+
+// candidate is a pod the updater wants to replace.
+type candidate struct {
+	run       int
+	want      packing.Alloc
+	partial   bool
+	urgent    bool
+	magnitude float64
+}
+
+// candidates returns the pods of an adaptive policy that the updater replaces at the end
+// of step k, most urgent first: memory growth, then the largest relative change. A
+// cold-start pod whose allocation already matches its recommendation stops counting as
+// cold.
+func candidates(ps *polState, tl *timeline, alive, replicas []int, k int, windows []window, u UpdaterOptions, capacity int64) []candidate {
+	var out []candidate
+	end := tl.stepEnd(k)
+	inWindow := len(windows) == 0
+	for _, w := range windows {
+		inWindow = inWindow || w.contains(end)
+	}
+	for _, i := range alive {
+		r := &tl.runs[i]
+		if r.end <= k || replicas[r.workload] < u.MinReplicas {
+			continue
+		}
+		dec := ps.spec.sizer.decision(r.wc)
+		if !dec.ok {
+			continue
+		}
+		need, grow, shrink, mag := compare(ps.applied[i], dec, u.ChangeThreshold, capacity)
+		if !need {
+			// The pod already has what the recommendation asks for (a cold-start
+			// pod whose recommendation is Exclusive): it is no longer cold.
+			if ps.cold[i] {
+				ps.cold[i], ps.partial[i] = false, !dec.full
+			}
+			continue
+		}
+		urgent := grow && *u.UrgentGrowth
+		if !urgent {
+			if time.Duration(k+1-ps.placedAt[i])*tl.step < u.MinLifetime {
+				continue
+			}
+			if shrink && !inWindow {
+				continue
+			}
+		}
+		out = append(out, candidate{run: i, want: dec.want, partial: !dec.full, urgent: urgent, magnitude: mag})
+	}
+	sort.SliceStable(out, func(a, b int) bool {
+		if out[a].urgent != out[b].urgent {
+			return out[a].urgent
+		}
+		if out[a].magnitude != out[b].magnitude {
+			return out[a].magnitude > out[b].magnitude
+		}
+		return out[a].run < out[b].run
+	})
+	return out
+}
+
+// compare applies the updater's rule to an allocation a: replace when a is outside the
+// decision's bounds or differs from its target by threshold or more (compute: at least
+// 10m). It also says whether the replacement grows memory, shrinks anything, and by
+// how much (sum of relative changes).
+func compare(a packing.Alloc, d decision, threshold float64, capacity int64) (need, grow, shrink bool, mag float64) {
+	rel := func(x, t int64) float64 {
+		if t == 0 {
+			if x == 0 {
+				return 0
+			}
+			return 1
+		}
+		return math.Abs(float64(x-t)) / float64(t)
+	}
+	if d.exclusive {
+		need = a != d.want
+		return need, need && a.MemoryBytes < capacity, false, rel(a.MemoryBytes, d.want.MemoryBytes)
+	}
+	need = a.MemoryBytes < d.lower.MemoryBytes || a.MemoryBytes > d.upper.MemoryBytes ||
+		rel(a.MemoryBytes, d.want.MemoryBytes) >= threshold
+	mag = rel(a.MemoryBytes, d.want.MemoryBytes)
+	shrink = d.want.MemoryBytes < a.MemoryBytes
+	if d.checkCompute {
+		tol := math.Max(threshold*float64(d.want.ComputeMilli), 10)
+		need = need || a.ComputeMilli < d.lower.ComputeMilli || a.ComputeMilli > d.upper.ComputeMilli ||
+			math.Abs(float64(a.ComputeMilli-d.want.ComputeMilli)) >= tol
+		mag += rel(a.ComputeMilli, d.want.ComputeMilli)
+		shrink = shrink || d.want.ComputeMilli < a.ComputeMilli
+	}
+	return need, d.want.MemoryBytes > a.MemoryBytes, shrink, mag
+}
+
+// takeToken takes one replacement from the rate limiter; it reports false when none
+// is left this step. A negative rate is unlimited.
+func (ps *polState) takeToken(rate float64) bool {
+	if rate < 0 {
+		return true
+	}
+	if ps.tokens < 1-1e-9 {
+		return false
+	}
+	ps.tokens--
+	return true
+}
+
+// refillTokens adds one step's worth of replacements before the updater runs, keeping
+// at most one step's worth (at least one) in the bucket.
+func (ps *polState) refillTokens(rate, stepMin float64) {
+	if rate < 0 {
+		return
+	}
+	burst := math.Max(rate*stepMin, 1)
+	ps.tokens = math.Min(burst, ps.tokens+rate*stepMin)
+}
+
+// window is a compiled resize window.
+type window struct {
+	sched cron.Schedule
+	dur   time.Duration
+	loc   *time.Location
+}
+
+// contains reports whether t lies in a window: some start s with s ≤ t < s + dur.
+func (w window) contains(t time.Time) bool {
+	t = t.In(w.loc)
+	s := w.sched.Next(t.Add(-w.dur))
+	return !s.After(t)
+}
+
+func compileWindows(ws []gpufracv1.ResizeWindow) ([]window, error) {
+	var out []window
+	for _, w := range ws {
+		sched, err := cron.ParseStandard(w.Schedule)
+		if err != nil {
+			return nil, fmt.Errorf("resize window schedule %q: %w", w.Schedule, err)
+		}
+		if w.Duration.Duration <= 0 {
+			return nil, fmt.Errorf("resize window %q: duration %s must be positive", w.Schedule, w.Duration.Duration)
+		}
+		loc := time.UTC
+		if w.TimeZone != "" {
+			if loc, err = time.LoadLocation(w.TimeZone); err != nil {
+				return nil, fmt.Errorf("resize window %q: time zone: %w", w.Schedule, err)
+			}
+		}
+		out = append(out, window{sched: sched, dur: w.Duration.Duration, loc: loc})
+	}
+	return out, nil
+}
+
+func settings(o Options) Settings {
+	h := int32(math.Round(100 * estimate.DefaultMemoryHeadroom))
+	if o.MemoryHeadroomPercent != nil {
+		h = *o.MemoryHeadroomPercent
+	}
+	agg := o.Recommender.History.MemoryAggregationInterval
+	if agg <= 0 {
+		agg = history.DefaultMemoryAggregationInterval
+	}
+	u := o.Updater
+	return Settings{
+		Step:                      o.Recommender.Interval.String(),
+		WarmUp:                    o.WarmUp.String(),
+		Lookback:                  o.Lookback.String(),
+		LowConfidence:             o.Recommender.LowConfidence,
+		MemoryHeadroomPercent:     h,
+		FullConfidenceHistory:     o.Recommender.Estimator.FullConfidenceHistory.String(),
+		MemoryAggregationInterval: agg.String(),
+		MinLifetime:               u.MinLifetime.String(),
+		ReplacementsPerMinute:     u.ReplacementsPerMinute,
+		ChangeThreshold:           u.ChangeThreshold,
+		UrgentGrowth:              *u.UrgentGrowth,
+		MinReplicas:               u.MinReplicas,
+		ResizeWindows:             u.ResizeWindows,
+	}
+}

@@ -1,0 +1,274 @@
+package simulate
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/recommender"
+	"github.com/gpufrac/gpufrac/recommender/estimate"
+	"github.com/gpufrac/gpufrac/trace"
+)
+
+const gib = int64(1 << 30)
+
+// t0 is the start of the hand-made traces: the sample at t0 + (k+1)·1m falls in step k.
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// pod builds a one-container pod of its own Deployment whose first sample falls in step
+// from, with one memory (GiB) and compute (ratio) sample per minute.
+func pod(name string, from int, memGiB, cpu []float64) trace.Pod {
+	p := trace.Pod{Namespace: "ns", Workload: name, ReplicaSet: name + "-abc", Pod: name + "-abc-x1", Container: "main"}
+	for i := range memGiB {
+		at := t0.Add(time.Duration(from+i+1) * time.Minute)
+		p.Memory = append(p.Memory, trace.Point{T: at, V: memGiB[i] * float64(gib)})
+		p.Compute = append(p.Compute, trace.Point{T: at, V: cpu[i]})
+	}
+	return p
+}
+
+func repeat(v float64, n int) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = v
+	}
+	return out
+}
+
+func simulateByPolicy(t *testing.T, tr trace.Trace, o Options) map[string]PolicyResult {
+	t.Helper()
+	if err := tr.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(&tr, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]PolicyResult{}
+	for _, p := range res.Policies {
+		out[p.Policy] = p
+	}
+	return out
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+
+// TestTwoPodOverrun: two pods time-sliced on one 10 GiB GPU (5 GiB each); pod a goes to
+// 7 GiB in its fourth minute, over its 5 GiB slice and, with b's 4 GiB, over the GPU.
+func TestTwoPodOverrun(t *testing.T) {
+	tr := trace.Trace{Pods: []trace.Pod{
+		pod("a", 0, []float64{4, 4, 4, 7}, repeat(0.1, 4)),
+		pod("b", 0, []float64{4, 4, 4, 4}, repeat(0.1, 4)),
+	}}
+	got := simulateByPolicy(t, tr, Options{GPUMemoryBytes: 10 * gib, Policies: []string{PolicyOnePerPod, TimeSlicing(2)}})
+
+	ts := got[TimeSlicing(2)]
+	// One GPU for 4 minutes; 8 pod-minutes; a overruns its 5 GiB in minute 4 only; the
+	// GPU holds 7 + 4 = 11 GiB > 10 GiB in that minute.
+	if ts.GPUMinutes != 4 || ts.PodMinutes != 8 || !near(ts.GPUsPerPod, 0.5) || ts.PeakGPUs != 1 {
+		t.Errorf("time-slicing-2 GPU-minutes %v pod-minutes %v ratio %v peak %d, want 4, 8, 0.5, 1", ts.GPUMinutes, ts.PodMinutes, ts.GPUsPerPod, ts.PeakGPUs)
+	}
+	if ts.PodLimitOverrunMinutes != 1 || ts.PodsWithOverrun != 1 || ts.GPUOverrunMinutes != 1 {
+		t.Errorf("time-slicing-2 pod overrun %v (%d pods), GPU overrun %v; want 1 (1), 1", ts.PodLimitOverrunMinutes, ts.PodsWithOverrun, ts.GPUOverrunMinutes)
+	}
+	// Memory utilisation per GPU-minute: 8/10 three times, then 11/10 capped at 1.
+	if want := (0.8*3 + 1) / 4; !near(ts.MemoryUtilisation, want) {
+		t.Errorf("time-slicing-2 memory utilisation %v, want %v", ts.MemoryUtilisation, want)
+	}
+	if !near(ts.ComputeUtilisation, 0.2) || ts.ContentionPodMinutes != 0 {
+		t.Errorf("time-slicing-2 compute utilisation %v contention %v, want 0.2, 0", ts.ComputeUtilisation, ts.ContentionPodMinutes)
+	}
+
+	one := got[PolicyOnePerPod]
+	// A whole GPU each: 8 GPU-minutes, and 7 GiB fits in 10 GiB.
+	if one.GPUMinutes != 8 || one.PodLimitOverrunMinutes != 0 || one.GPUOverrunMinutes != 0 || one.PeakGPUs != 2 {
+		t.Errorf("one-per-pod %+v", one)
+	}
+	if want := (4*3 + 7 + 4*4) / 10.0 / 8; !near(one.MemoryUtilisation, want) {
+		t.Errorf("one-per-pod memory utilisation %v, want %v", one.MemoryUtilisation, want)
+	}
+}
+
+// TestContentionMinute: two pods at 30 % activity, both at 60 % in their second minute:
+// 120 % on a shared GPU is one contention minute for each.
+func TestContentionMinute(t *testing.T) {
+	tr := trace.Trace{Pods: []trace.Pod{
+		pod("a", 0, repeat(2, 3), []float64{0.3, 0.6, 0.3}),
+		pod("b", 0, repeat(2, 3), []float64{0.3, 0.6, 0.3}),
+	}}
+	got := simulateByPolicy(t, tr, Options{GPUMemoryBytes: 10 * gib, Policies: []string{TimeSlicing(2), PolicyClairvoyant, PolicyClairvoyantMemory}})
+	for _, name := range []string{TimeSlicing(2), PolicyClairvoyantMemory} {
+		p := got[name]
+		if p.GPUMinutes != 3 || p.ContentionPodMinutes != 2 || !near(p.ContentionShare, 2.0/6) {
+			t.Errorf("%s: GPU-minutes %v contention %v (%v), want 3, 2 (1/3)", name, p.GPUMinutes, p.ContentionPodMinutes, p.ContentionShare)
+		}
+		// Compute utilisation: 0.6, 1.2 capped at 1, 0.6.
+		if !near(p.ComputeUtilisation, 2.2/3) {
+			t.Errorf("%s: compute utilisation %v, want %v", name, p.ComputeUtilisation, 2.2/3)
+		}
+	}
+	// Clairvoyant reserves each pod's peak compute (600m): 1200m does not fit on one GPU.
+	c := got[PolicyClairvoyant]
+	if c.GPUMinutes != 6 || c.ContentionPodMinutes != 0 || c.PeakGPUs != 2 {
+		t.Errorf("clairvoyant: GPU-minutes %v contention %v peak %d, want 6, 0, 2", c.GPUMinutes, c.ContentionPodMinutes, c.PeakGPUs)
+	}
+	if ts := got[TimeSlicing(2)]; !near(ts.VsClairvoyant, 0.5) {
+		t.Errorf("time-slicing-2 vs clairvoyant %v, want 0.5", ts.VsClairvoyant)
+	}
+}
+
+// TestLateArrival: pod a runs minutes 1-10, pod b arrives in minute 6. A clairvoyant
+// packer puts b (3 GiB, 400m) next to a (6 GiB, 500m) on a 10 GiB GPU.
+func TestLateArrival(t *testing.T) {
+	tr := trace.Trace{Pods: []trace.Pod{
+		pod("a", 0, repeat(6, 10), repeat(0.5, 10)),
+		pod("b", 5, repeat(3, 5), repeat(0.4, 5)),
+	}}
+	all := []string{PolicyOnePerPod, TimeSlicing(4), PolicyClairvoyant}
+	got := simulateByPolicy(t, tr, Options{GPUMemoryBytes: 10 * gib, Policies: all})
+	if p := got[PolicyOnePerPod]; p.GPUMinutes != 15 || p.PodMinutes != 15 || p.PeakGPUs != 2 {
+		t.Errorf("one-per-pod: GPU-minutes %v pod-minutes %v peak %d, want 15, 15, 2", p.GPUMinutes, p.PodMinutes, p.PeakGPUs)
+	}
+	if p := got[PolicyClairvoyant]; p.GPUMinutes != 10 || p.PeakGPUs != 1 || p.ContentionPodMinutes != 0 || !near(p.GPUsPerPod, 10.0/15) {
+		t.Errorf("clairvoyant: GPU-minutes %v peak %d contention %v, want 10, 1, 0", p.GPUMinutes, p.PeakGPUs, p.ContentionPodMinutes)
+	}
+	// 2.5 GiB slices: a (6 GiB) overruns 10 minutes, b (3 GiB) 5 minutes.
+	if p := got[TimeSlicing(4)]; p.PodLimitOverrunMinutes != 15 || p.PodsWithOverrun != 2 || p.GPUMinutes != 10 {
+		t.Errorf("time-slicing-4: overrun %v (%d pods) GPU-minutes %v, want 15 (2), 10", p.PodLimitOverrunMinutes, p.PodsWithOverrun, p.GPUMinutes)
+	}
+
+	// Installed 5 minutes in: only minutes 6-10 count; a is placed then, b arrives then.
+	got = simulateByPolicy(t, tr, Options{GPUMemoryBytes: 10 * gib, Policies: all, WarmUp: 5 * time.Minute})
+	if p := got[PolicyOnePerPod]; p.GPUMinutes != 10 || p.PodMinutes != 10 {
+		t.Errorf("warm-up one-per-pod: GPU-minutes %v pod-minutes %v, want 10, 10", p.GPUMinutes, p.PodMinutes)
+	}
+	if p := got[PolicyClairvoyant]; p.GPUMinutes != 5 {
+		t.Errorf("warm-up clairvoyant: GPU-minutes %v, want 5", p.GPUMinutes)
+	}
+}
+
+// TestGapSplitsPod: a pod silent for longer than the lookback has ended; its next
+// sample starts a new pod.
+func TestGapSplitsPod(t *testing.T) {
+	p := pod("a", 0, repeat(1, 3), repeat(0.1, 3))
+	q := pod("a", 20, repeat(1, 3), repeat(0.1, 3))
+	p.Memory, p.Compute = append(p.Memory, q.Memory...), append(p.Compute, q.Compute...)
+	tr := trace.Trace{Pods: []trace.Pod{p}}
+	res, err := Run(&tr, Options{GPUMemoryBytes: 10 * gib, Policies: []string{PolicyOnePerPod}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Trace.Pods != 2 || res.Trace.TracePods != 1 || res.Policies[0].GPUMinutes != 6 || res.Trace.Steps != 23 {
+		t.Errorf("lifetimes %d of %d trace pods, GPU-minutes %v, steps %d; want 2 of 1, 6, 23",
+			res.Trace.Pods, res.Trace.TracePods, res.Policies[0].GPUMinutes, res.Trace.Steps)
+	}
+}
+
+// gpufracOptions runs gpufrac with full confidence after 2h of history, so confidence
+// reaches the 0.5 threshold after one hour.
+func gpufracOptions() Options {
+	return Options{GPUMemoryBytes: 80 * gib, Policies: []string{PolicyGPUFrac},
+		Recommender: recommender.Config{Estimator: estimate.Config{FullConfidenceHistory: 2 * time.Hour}}}
+}
+
+// TestColdStartThenShrink: two workloads of 20 GiB start on whole GPUs. At the end of
+// minute 60 confidence reaches 50 % (60 minutes of history out of 120) and each pod is
+// an hour old, so both are replaced by a fraction, and the second lands next to the
+// first (2 × 23 GiB ≤ 80 GiB).
+func TestColdStartThenShrink(t *testing.T) {
+	tr := trace.Trace{Pods: []trace.Pod{
+		pod("a", 0, repeat(20, 120), repeat(0.2, 120)),
+		pod("b", 0, repeat(20, 120), repeat(0.2, 120)),
+	}}
+	cases := []struct {
+		name                string
+		edit                func(*Options)
+		gpuMinutes, coldMin float64
+	}{
+		// Minutes 1-60 on two GPUs, 61-120 on one.
+		{"defaults", func(*Options) {}, 2*60 + 60, 120},
+		// The minimum lifetime holds both until the end of minute 90.
+		{"min lifetime 90m", func(o *Options) { o.Updater.MinLifetime = 90 * time.Minute }, 2*90 + 30, 180},
+		// One replacement per minute: a at the end of minute 60 (onto a new GPU while b
+		// still fills its own), b at the end of minute 61 (next to a).
+		{"rate limit 1/min", func(o *Options) { o.Updater.ReplacementsPerMinute = 1 }, 2*61 + 59, 121},
+		// Shrinking waits for the window at 00:30-00:40 of each hour: 01:30, the end of
+		// minute 90.
+		{"resize window", func(o *Options) {
+			o.Updater.ResizeWindows = []gpufracv1.ResizeWindow{{Schedule: "30 * * * *", Duration: metav1.Duration{Duration: 10 * time.Minute}}}
+		}, 2*90 + 30, 180},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			o := gpufracOptions()
+			c.edit(&o)
+			g := simulateByPolicy(t, tr, o)[PolicyGPUFrac]
+			if g.GPUMinutes != c.gpuMinutes || g.ColdStartPodMinutes != c.coldMin || g.Replacements != 2 {
+				t.Errorf("GPU-minutes %v cold-start %v replacements %d, want %v, %v, 2", g.GPUMinutes, g.ColdStartPodMinutes, g.Replacements, c.gpuMinutes, c.coldMin)
+			}
+			if g.PodLimitOverrunMinutes != 0 || g.GPUOverrunMinutes != 0 {
+				t.Errorf("overruns %v, %v", g.PodLimitOverrunMinutes, g.GPUOverrunMinutes)
+			}
+		})
+	}
+}
+
+// TestUrgentGrowth: after the shrink, memory jumps above the allocation; the recommender
+// raises the target at once and the updater grows the pod at the end of the same minute,
+// although it is younger than the minimum lifetime.
+func TestUrgentGrowth(t *testing.T) {
+	mem := append(repeat(20, 70), repeat(30, 20)...)
+	tr := trace.Trace{Pods: []trace.Pod{pod("a", 0, mem, repeat(0.2, 90))}}
+	res, err := Run(&tr, gpufracOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := res.Policies[0]
+	// Whole GPU in minutes 1-60, 23 GiB from 61, 30 GiB used in minute 71: one overrun
+	// minute, then 30 × 1.15 GiB from minute 72.
+	if g.Replacements != 2 || g.PodLimitOverrunMinutes != 1 || g.PodsWithOverrun != 1 {
+		t.Errorf("replacements %d overrun %v (%d pods), want 2, 1 (1)", g.Replacements, g.PodLimitOverrunMinutes, g.PodsWithOverrun)
+	}
+	ch := res.detail.changes[0][0]
+	if len(ch) != 3 || ch[1].step != 60 || ch[2].step != 71 || ch[2].alloc.MemoryBytes < 30*gib*115/100 {
+		t.Errorf("allocation changes %+v: want whole GPU at 0, a fraction at 60, ≥ 34.5 GiB at 71", ch)
+	}
+
+	// Without urgent growth the minimum lifetime (1h from minute 61) holds the pod.
+	o := gpufracOptions()
+	no := false
+	o.Updater.UrgentGrowth = &no
+	res, err = Run(&tr, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := res.Policies[0]; g.Replacements != 1 || g.PodLimitOverrunMinutes != 20 {
+		t.Errorf("no urgent growth: replacements %d overrun %v, want 1, 20", g.Replacements, g.PodLimitOverrunMinutes)
+	}
+}
+
+func TestRunErrors(t *testing.T) {
+	tr := trace.Trace{Pods: []trace.Pod{pod("a", 0, repeat(1, 3), repeat(0.1, 3))}}
+	for _, c := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{}, "GPU memory"},
+		{Options{GPUMemoryBytes: gib, Policies: []string{"magic"}}, `unknown policy "magic"`},
+		{Options{GPUMemoryBytes: gib, Policies: []string{"time-slicing-1"}}, "unknown policy"},
+		{Options{GPUMemoryBytes: gib, Policies: []string{PolicyGPUFrac, PolicyGPUFrac}}, "twice"},
+		{Options{GPUMemoryBytes: gib, WarmUp: time.Hour}, "covers the whole trace"},
+		{Options{GPUMemoryBytes: gib, Updater: UpdaterOptions{ResizeWindows: []gpufracv1.ResizeWindow{{Schedule: "nope"}}}}, "schedule"},
+	} {
+		if _, err := Run(&tr, c.o); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: error %v, want it to contain %q", c.o, err, c.want)
+		}
+	}
+	if _, err := Run(&trace.Trace{}, Options{GPUMemoryBytes: gib}); err == nil {
+		t.Error("empty trace: want an error")
+	}
+}

@@ -1,0 +1,219 @@
+package simulate
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/gpufrac/gpufrac/recommender/history"
+	"github.com/gpufrac/gpufrac/recommender/metrics"
+	"github.com/gpufrac/gpufrac/trace"
+)
+
+// DefaultLookback is how long a pod may go without a sample and still count as running:
+// Prometheus' default lookback delta (--query.lookback-delta, 5m), after which an
+// instant query no longer sees a series.
+const DefaultLookback = 5 * time.Minute
+
+// run is one pod lifetime of the trace on the simulation's step grid. Step k covers
+// (origin + k·step, origin + (k+1)·step]; its values are stamped at the end of the step,
+// when the recommender's cycle reads them.
+type run struct {
+	// name is namespace/pod, with "#n" appended for the n-th lifetime of one trace pod.
+	name string
+	// tracePod is the index into trace.Trace.Pods.
+	tracePod int
+	// workload indexes timeline.workloads; wc indexes timeline.containers.
+	workload, wc int
+	id           metrics.ContainerID
+	// start and end are the first and last step of the lifetime, inclusive.
+	start, end int
+	// memRaw and cpuRaw hold what the recommender reads for each step of the lifetime:
+	// the peak memory (bytes) and the mean activity (ratio) of the samples in the step,
+	// NaN where the step has no sample (Prometheus returns nothing then).
+	memRaw, cpuRaw []float64
+	// mem and cpu hold the actual usage the evaluator charges for each step: memRaw and
+	// cpuRaw with gaps filled by the last sample for up to the lookback, else 0.
+	mem, cpu []float64
+	// peakMem (bytes) and peakCPU (ratio) are the highest values of mem and cpu.
+	peakMem, peakCPU float64
+}
+
+// at returns the actual memory (bytes) and compute (ratio) of the run at step k.
+func (r *run) at(k int) (float64, float64) { return r.mem[k-r.start], r.cpu[k-r.start] }
+
+// workloadInfo is one workload of the trace, as the recommender keys it.
+type workloadInfo struct {
+	key  history.WorkloadKey
+	runs []int
+}
+
+// containerInfo is one (workload, container) pair: the unit a recommendation is for.
+type containerInfo struct {
+	workload  int
+	container string
+}
+
+// timeline is a trace cut into runs on a step grid.
+type timeline struct {
+	origin     time.Time
+	step       time.Duration
+	steps      int
+	runs       []run
+	workloads  []workloadInfo
+	containers []containerInfo
+	// arrivals[k] lists the runs whose first step is k, in trace order.
+	arrivals [][]int
+}
+
+// stepEnd returns the time at which step k ends: origin + (k+1)·step.
+func (tl *timeline) stepEnd(k int) time.Time { return tl.origin.Add(time.Duration(k+1) * tl.step) }
+
+// newTimeline cuts every trace pod into lifetimes separated by gaps longer than lookback
+// (memory and compute samples together) and aggregates samples per step. It returns an
+// error when the trace has no memory or compute sample.
+func newTimeline(tr *trace.Trace, step, lookback time.Duration) (*timeline, error) {
+	if step <= 0 {
+		return nil, fmt.Errorf("step %s: must be positive", step)
+	}
+	var first time.Time
+	for _, p := range tr.Pods {
+		for _, s := range [][]trace.Point{p.Memory, p.Compute} {
+			if len(s) > 0 && (first.IsZero() || s[0].T.Before(first)) {
+				first = s[0].T
+			}
+		}
+	}
+	if first.IsZero() {
+		return nil, fmt.Errorf("trace has no GPU memory or compute samples")
+	}
+	tl := &timeline{origin: first.Add(-time.Nanosecond).Truncate(step).UTC(), step: step}
+	stepOf := func(t time.Time) int {
+		d := t.Sub(tl.origin)
+		return int((d+step-1)/step) - 1
+	}
+	wIndex := map[[2]string]int{}
+	cIndex := map[containerInfo]int{}
+	for pi := range tr.Pods {
+		p := &tr.Pods[pi]
+		wk := [2]string{p.Namespace, p.Workload}
+		w, ok := wIndex[wk]
+		if !ok {
+			w = len(tl.workloads)
+			wIndex[wk] = w
+			tl.workloads = append(tl.workloads, workloadInfo{key: history.WorkloadKey{Namespace: p.Namespace, Kind: "Deployment", Name: p.Workload}})
+		}
+		ci := containerInfo{workload: w, container: p.Container}
+		c, ok := cIndex[ci]
+		if !ok {
+			c = len(tl.containers)
+			cIndex[ci] = c
+			tl.containers = append(tl.containers, ci)
+		}
+		// Lifetimes: split the union of sample times at gaps longer than the lookback.
+		var times []time.Time
+		for _, s := range [][]trace.Point{p.Memory, p.Compute} {
+			for _, pt := range s {
+				times = append(times, pt.T)
+			}
+		}
+		if len(times) == 0 {
+			continue
+		}
+		sort.Slice(times, func(i, j int) bool { return times[i].Before(times[j]) })
+		var bounds [][2]time.Time
+		from := times[0]
+		for i := 1; i < len(times); i++ {
+			if times[i].Sub(times[i-1]) > lookback {
+				bounds = append(bounds, [2]time.Time{from, times[i-1]})
+				from = times[i]
+			}
+		}
+		bounds = append(bounds, [2]time.Time{from, times[len(times)-1]})
+		for n, b := range bounds {
+			r := run{
+				name:     p.Namespace + "/" + p.Pod,
+				tracePod: pi,
+				workload: w,
+				wc:       c,
+				id:       metrics.ContainerID{Namespace: p.Namespace, Pod: p.Pod, Container: p.Container},
+				start:    stepOf(b[0]),
+				end:      stepOf(b[1]),
+			}
+			if len(bounds) > 1 {
+				r.name += fmt.Sprintf("#%d", n+1)
+			}
+			n := r.end - r.start + 1
+			r.memRaw, r.cpuRaw = nanSlice(n), nanSlice(n)
+			cpuN := make([]int, n)
+			for _, pt := range p.Memory {
+				if pt.T.Before(b[0]) || pt.T.After(b[1]) {
+					continue
+				}
+				i := stepOf(pt.T) - r.start
+				if math.IsNaN(r.memRaw[i]) || pt.V > r.memRaw[i] {
+					r.memRaw[i] = pt.V
+				}
+			}
+			for _, pt := range p.Compute {
+				if pt.T.Before(b[0]) || pt.T.After(b[1]) {
+					continue
+				}
+				i := stepOf(pt.T) - r.start
+				if cpuN[i] == 0 {
+					r.cpuRaw[i] = 0
+				}
+				r.cpuRaw[i] += pt.V
+				cpuN[i]++
+			}
+			for i := range cpuN {
+				if cpuN[i] > 0 {
+					r.cpuRaw[i] /= float64(cpuN[i])
+				}
+			}
+			hold := int(lookback / step)
+			r.mem, r.peakMem = fill(r.memRaw, hold)
+			r.cpu, r.peakCPU = fill(r.cpuRaw, hold)
+			idx := len(tl.runs)
+			tl.runs = append(tl.runs, r)
+			tl.workloads[w].runs = append(tl.workloads[w].runs, idx)
+			if r.end+1 > tl.steps {
+				tl.steps = r.end + 1
+			}
+		}
+	}
+	tl.arrivals = make([][]int, tl.steps)
+	for i := range tl.runs {
+		s := tl.runs[i].start
+		tl.arrivals[s] = append(tl.arrivals[s], i)
+	}
+	return tl, nil
+}
+
+func nanSlice(n int) []float64 {
+	s := make([]float64, n)
+	for i := range s {
+		s[i] = math.NaN()
+	}
+	return s
+}
+
+// fill replaces NaN with the last value seen up to hold steps back, else 0, and returns
+// the filled copy and its maximum.
+func fill(raw []float64, hold int) ([]float64, float64) {
+	out := make([]float64, len(raw))
+	last, age, peak := 0.0, hold+1, 0.0
+	for i, v := range raw {
+		if !math.IsNaN(v) {
+			last, age = v, 0
+		} else {
+			age++
+		}
+		if age <= hold {
+			out[i] = last
+		}
+		peak = math.Max(peak, out[i])
+	}
+	return out, peak
+}
