@@ -31,7 +31,7 @@ const (
 // samples would then count as already seen), and a history load must not feed
 // workloads that already have their history.
 func (r *Recommender) load(ctx context.Context, namespaces []string, from, to time.Time, attr *workload.Attributor, bootstrapped bool) error {
-	sel := metrics.Selector{Labels: r.Reader.Labels, Namespaces: namespaces}
+	sel := metrics.Selector{Labels: r.Reader.Labels, Namespaces: namespaces, Device: r.Source.DeviceLabels(), Direct: r.Config.LabelMode == "direct"}
 	opts := r.model.Options()
 	agg := opts.MemoryAggregationInterval
 

@@ -50,9 +50,9 @@ type Config struct {
 	ComputeNoise float64
 	// MaxBackoff bounds the wait between cycles while Prometheus fails. Default 5m.
 	MaxBackoff time.Duration
-	// LabelMode is how workload labels are found: "auto" (detect exported_* labels of a
-	// scrape without honor_labels), "direct" (Reader.Labels as given) or "exported".
-	// Default auto.
+	// LabelMode is how workload labels are read: "auto" (Reader.Labels, and for series
+	// scraped without honor_labels their exported_* copies) or "direct" (Reader.Labels
+	// only). Default auto.
 	LabelMode string
 
 	History   history.Options
@@ -144,7 +144,6 @@ type Recommender struct {
 	lastLoad  time.Time // end of the last successful live load
 	trigger   chan struct{}
 	failures  int
-	labelsSet bool // label mode resolved
 	livePods  map[[2]string]*corev1.Pod
 }
 
@@ -244,8 +243,8 @@ func backoff(base, max time.Duration, failures int) time.Duration {
 	return d
 }
 
-// detect resolves the metric source and the workload labels once, from what
-// Prometheus holds; until it succeeds every cycle fails with MetricsUnavailable.
+// detect resolves the metric source once, from what Prometheus holds; until it
+// succeeds every cycle fails with MetricsUnavailable.
 func (r *Recommender) detect(ctx context.Context, now time.Time) error {
 	log := klog.FromContext(ctx)
 	if r.Source == nil {
@@ -257,22 +256,6 @@ func (r *Recommender) detect(ctx context.Context, now time.Time) error {
 		log.Info("Detected metric source", "source", src.Name(), "memoryMetric", src.MemoryMetric())
 	}
 	r.Reader.Device = r.Source.DeviceLabels()
-	if r.labelsSet {
-		return nil
-	}
-	switch r.Config.LabelMode {
-	case "direct":
-	case "exported":
-		r.Reader.Labels = metrics.ExportedLabels
-	default:
-		labels, err := metrics.DetectLabels(ctx, r.Reader, r.Source, now)
-		if err != nil {
-			return err
-		}
-		r.Reader.Labels = labels
-		log.Info("Workload labels", "namespace", labels.Namespace, "pod", labels.Pod, "container", labels.Container)
-	}
-	r.labelsSet = true
 	return nil
 }
 

@@ -339,3 +339,45 @@ func create(t testing.TB, c client.Client, objs ...client.Object) {
 		}
 	}
 }
+
+// With Prometheus failing for several cycles between good ones, and usage falling,
+// no recommendation ever decreases while it fails, and the failures change nothing.
+func TestErrorsNeverShrink(t *testing.T) {
+	objs := append(deployment("ml", "sd", 2), gfa("ml", "sd", "sd"))
+	prom := &fakeProm{mem: map[string]float64{}, cpu: map[string]float64{}}
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok {
+			prom.pods = append(prom.pods, metrics.ContainerID{Namespace: p.Namespace, Pod: p.Name, Container: "main"})
+			prom.mem[p.Name], prom.cpu[p.Name] = 30*gib, 0.5
+		}
+	}
+	h := newHarness(t, objs, prom)
+	ctx := context.Background()
+	if err := h.rec.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	last := h.gfr(t, "ml", "sd").Status.ContainerRecommendations[0]
+	for cycle := 0; cycle < 12; cycle++ {
+		h.now = h.now.Add(time.Minute)
+		prom.fail.Store(cycle%4 != 3) // three failing cycles, then one good one
+		prom.mu.Lock()
+		for k := range prom.mem {
+			prom.mem[k] = 1 * gib // usage collapses (e.g. a broken exporter reporting low)
+			prom.cpu[k] = 0.01
+		}
+		prom.mu.Unlock()
+		err := h.rec.RunOnce(ctx)
+		if prom.fail.Load() != (err != nil) {
+			t.Fatalf("cycle %d: failing=%v err=%v", cycle, prom.fail.Load(), err)
+		}
+		cur := h.gfr(t, "ml", "sd").Status.ContainerRecommendations[0]
+		if prom.fail.Load() && (cur.Target.Memory.Cmp(*last.Target.Memory) != 0 || cur.Target.Compute.Cmp(*last.Target.Compute) != 0) {
+			t.Fatalf("cycle %d: recommendation changed while Prometheus failed: %v/%v → %v/%v", cycle,
+				last.Target.Memory, last.Target.Compute, cur.Target.Memory, cur.Target.Compute)
+		}
+		if cur.Target.Memory.Cmp(*last.Target.Memory) < 0 {
+			t.Fatalf("cycle %d: memory decreased %v → %v within the peak window", cycle, last.Target.Memory, cur.Target.Memory)
+		}
+		last = cur
+	}
+}

@@ -32,6 +32,7 @@ const (
 	ReasonNoSamples        = "NoSamples"
 	ReasonSamplesPresent   = "SamplesPresent"
 	ReasonShortHistory     = "ShortHistory"
+	ReasonSharedDevice     = "SharedDeviceValues"
 	ReasonEnoughHistory    = "EnoughHistory"
 	ReasonPodsMatched      = "PodsMatched"
 	ReasonNoPods           = "NoPods"
@@ -136,10 +137,20 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 	st.Attribution = attributionMethod(r.methods[w])
 	summarise(st)
 	conf := float64(*st.ConfidencePercent) / 100
-	if conf < r.Config.LowConfidence {
+	shared := false
+	for _, c := range recs {
+		if s := r.model.Container(history.ContainerKey{WorkloadKey: w, Container: c.ContainerName}); s != nil && s.SharedSamples > 0 {
+			shared = true
+		}
+	}
+	switch {
+	case conf < r.Config.LowConfidence && shared:
+		set(gpufracv1.ConditionLowConfidence, true, ReasonSharedDevice,
+			fmt.Sprintf("confidence %d%%: samples were a shared GPU's device-wide value copied to each pod (an upper bound, not per-pod usage); enable per-pod attribution (dcgm-exporter virtual-GPU mode, HAMi, KAI or the gpufrac agent)", *st.ConfidencePercent))
+	case conf < r.Config.LowConfidence:
 		set(gpufracv1.ConditionLowConfidence, true, ReasonShortHistory,
 			fmt.Sprintf("confidence %d%% under %.0f%%: history %dh of %s needed", *st.ConfidencePercent, r.Config.LowConfidence*100, minHistory(recs), r.Config.Estimator.FullConfidenceHistory))
-	} else {
+	default:
 		set(gpufracv1.ConditionLowConfidence, false, ReasonEnoughHistory, fmt.Sprintf("confidence %d%%", *st.ConfidencePercent))
 	}
 	set(gpufracv1.ConditionRecommendationProvided, true, ReasonRecommended, fmt.Sprintf("%d containers", len(recs)))

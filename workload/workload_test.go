@@ -100,3 +100,26 @@ func TestSampleInLife(t *testing.T) {
 		}
 	}
 }
+
+// FuzzAttribute: any pod name maps to a target only if it follows that target's naming
+// convention, and attribution never panics.
+func FuzzAttribute(f *testing.F) {
+	for _, s := range []string{"web-7d9f8b6c5-x2k4p", "db-0", "web-", "-", "", "web-2b4c6-7d9f8b6c5-x2k4p", "agent-x2k4p"} {
+		f.Add(s)
+	}
+	a := &Attributor{Targets: map[string][]Ref{"ns": {
+		{Namespace: "ns", Kind: "Deployment", Name: "web"},
+		{Namespace: "ns", Kind: "Deployment", Name: "web-2b4c6"},
+		{Namespace: "ns", Kind: "StatefulSet", Name: "db"},
+		{Namespace: "ns", Kind: "DaemonSet", Name: "agent"},
+	}}}
+	f.Fuzz(func(t *testing.T, pod string) {
+		ref, m := a.Attribute("ns", pod)
+		if m == MethodNone {
+			return
+		}
+		if m != MethodNamingConvention || !MatchesNamingConvention(ref.Kind, ref.Name, pod) {
+			t.Fatalf("%q attributed to %v by %v without matching its convention", pod, ref, m)
+		}
+	})
+}

@@ -124,13 +124,24 @@ func TestRangeIsChunked(t *testing.T) {
 
 func TestDCGMQueries(t *testing.T) {
 	sel := Selector{Labels: DefaultLabels, Namespaces: []string{"b", "a.x"}}
+	sel.Direct = true
 	mem := DCGM{}.MemoryPeakQuery(sel, time.Hour)
 	want := `max by (namespace, pod, container) (max_over_time(DCGM_FI_DEV_FB_USED{namespace=~"a\\.x|b",pod!=""}[3600s])) * 1048576`
 	if mem != want {
 		t.Errorf("memory query\n got %s\nwant %s", mem, want)
 	}
+	sel.Direct = false
+	// Series scraped without honor_labels: exported_* labels are copied over the
+	// exporter's own namespace, pod and container.
+	mem = DCGM{}.MemoryPeakQuery(sel, time.Hour)
+	for _, s := range []string{`DCGM_FI_DEV_FB_USED{namespace=~"a\\.x|b",pod!="",exported_pod=""}`, `DCGM_FI_DEV_FB_USED{exported_namespace=~"a\\.x|b",exported_pod!=""}`,
+		`"pod", "$1", "exported_pod", "(.*)")`} {
+		if !strings.Contains(mem, s) {
+			t.Errorf("memory query lacks %q: %s", s, mem)
+		}
+	}
 	cpu := DCGM{}.ComputeQuery(sel, time.Minute)
-	for _, s := range []string{DCGMSMActive, DCGMGREngineActive, DCGMGPUUtil + `{namespace=~"a\\.x|b",pod!=""}[60s])) / 100`, " or on (namespace, pod, container) "} {
+	for _, s := range []string{DCGMSMActive, DCGMGREngineActive, DCGMGPUUtil + `{namespace=~"a\\.x|b",pod!="",exported_pod=""}[60s])`, " or on (namespace, pod, container) "} {
 		if !strings.Contains(cpu, s) {
 			t.Errorf("compute query lacks %q: %s", s, cpu)
 		}
@@ -177,7 +188,6 @@ func TestHostileData(t *testing.T) {
 	tests := []struct {
 		name   string
 		signal Signal
-		labels Labels
 		body   string
 		want   map[string]float64 // pod → value
 		shared map[string]int     // pod → shared samples
@@ -213,13 +223,6 @@ func TestHostileData(t *testing.T) {
 			signal: SignalMemory, want: map[string]float64{"p1": 1048576000, "p2": 1048576000}, shared: map[string]int{},
 		},
 		{
-			name:   "exported_* labels (scrape without honor_labels): the exporter's own pod label is ignored",
-			labels: ExportedLabels,
-			body: vec(`{"metric":{"namespace":"gpu-operator","pod":"dcgm-exporter-abcde","exported_namespace":"a","exported_pod":"p1","exported_container":"c"},"value":[1,"0.4"]}`,
-				`{"metric":{"namespace":"gpu-operator","pod":"dcgm-exporter-abcde"},"value":[1,"0.9"]}`),
-			signal: SignalCompute, want: map[string]float64{"p1": 0.4}, shared: map[string]int{},
-		},
-		{
 			name:   "ratio above 1 and NaN dropped",
 			body:   vec(`{"metric":{"namespace":"a","pod":"p1","container":"c"},"value":[1,"1.7"]}`, `{"metric":{"namespace":"a","pod":"p2","container":"c"},"value":[1,"NaN"]}`),
 			signal: SignalCompute, want: map[string]float64{}, shared: map[string]int{},
@@ -229,9 +232,6 @@ func TestHostileData(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r, _ := reader(t, 200, tc.body)
 			r.Device = DCGM{}.DeviceLabels()
-			if tc.labels != (Labels{}) {
-				r.Labels = tc.labels
-			}
 			series, err := r.Instant(context.Background(), tc.signal, "q", time.Unix(1, 0))
 			if err != nil {
 				t.Fatal(err)
@@ -262,9 +262,5 @@ func TestDetect(t *testing.T) {
 	r, _ = reader(t, 200, `{"status":"success","data":{"resultType":"vector","result":[]}}`)
 	if _, err := DetectSource(context.Background(), r, time.Unix(1, 0)); err == nil || !strings.Contains(err.Error(), "DCGM_FI_DEV_FB_USED") {
 		t.Fatalf("want an error naming the metrics looked for, got %v", err)
-	}
-	r, _ = reader(t, 200, `{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"12"]}]}}`)
-	if l, err := DetectLabels(context.Background(), r, DCGM{}, time.Unix(1, 0)); err != nil || l != ExportedLabels {
-		t.Fatalf("want exported labels, got %v %v", l, err)
 	}
 }

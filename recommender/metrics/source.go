@@ -84,12 +84,33 @@ type Selector struct {
 	// Device are the source's device labels, kept in the grouping so that pods sharing
 	// one GPU can be told apart from one pod seen twice.
 	Device []string
+	// Direct disables reading exported_* labels: only Labels are used.
+	Direct bool
 }
 
-// matcher renders the label matchers shared by every query: namespace in the set and a
-// non-empty pod label (series without a pod are unattributed device usage, not a workload).
-func (s Selector) matcher() string {
-	return fmt.Sprintf(`%s=~%q,%s!=""`, s.Labels.Namespace, NamespaceRegex(s.Namespaces), s.Labels.Pod)
+// exportedPrefix is what Prometheus prepends to a scraped label that clashes with a
+// target label when honor_labels is off.
+const exportedPrefix = "exported_"
+
+// Series renders fn(metric{…}[window]) for the selected namespaces with a non-empty pod
+// label (series without a pod are unattributed device usage, not a workload). Unless
+// Direct is set, series scraped without honor_labels are read too: their
+// exported_namespace, exported_pod and exported_container labels are copied over
+// namespace, pod and container (which name the exporter's own pod there), so usage is
+// never attributed to the exporter, and a cluster that mixes both scrape styles works.
+func (s Selector) Series(fn, metric string, window time.Duration) string {
+	ns, pod, ctr := s.Labels.Namespace, s.Labels.Pod, s.Labels.Container
+	nsRe := NamespaceRegex(s.Namespaces)
+	w := promDuration(window)
+	if s.Direct {
+		return fmt.Sprintf(`%s(%s{%s=~%q,%s!=""}[%s])`, fn, metric, ns, nsRe, pod, w)
+	}
+	direct := fmt.Sprintf(`%s(%s{%s=~%q,%s!="",%s=""}[%s])`, fn, metric, ns, nsRe, pod, exportedPrefix+pod, w)
+	exported := fmt.Sprintf(`%s(%s{%s=~%q,%s!=""}[%s])`, fn, metric, exportedPrefix+ns, nsRe, exportedPrefix+pod, w)
+	for _, l := range []string{ns, pod, ctr} {
+		exported = fmt.Sprintf(`label_replace(%s, %q, "$1", %q, "(.*)")`, exported, l, exportedPrefix+l)
+	}
+	return "(" + direct + " or " + exported + ")"
 }
 
 // by renders the grouping clause "by (namespace, pod, container, <device labels>)".
@@ -117,12 +138,12 @@ func (g gauges) MemoryMetric() string   { return g.memory }
 func (g gauges) DeviceLabels() []string { return g.device }
 
 func (g gauges) MemoryPeakQuery(sel Selector, window time.Duration) string {
-	return fmt.Sprintf("max %s (max_over_time(%s{%s}[%s]))%s", sel.by(), g.memory, sel.matcher(), promDuration(window), g.memoryScale)
+	return fmt.Sprintf("max %s (%s)%s", sel.by(), sel.Series("max_over_time", g.memory, window), g.memoryScale)
 }
 
 func (g gauges) ComputeQuery(sel Selector, window time.Duration) string {
-	return fmt.Sprintf(`label_replace(max %s (avg_over_time(%s{%s}[%s]))%s, %q, %q, "", "")`,
-		sel.by(), g.compute, sel.matcher(), promDuration(window), g.computeScale, SourceLabel, g.compute)
+	return fmt.Sprintf(`label_replace(max %s (%s)%s, %q, %q, "", "")`,
+		sel.by(), sel.Series("avg_over_time", g.compute, window), g.computeScale, SourceLabel, g.compute)
 }
 
 // NamespaceRegex renders namespaces as an anchored PromQL regex alternative ("a|b"),

@@ -1,0 +1,220 @@
+package admission
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+)
+
+// MiB is one mebibyte, bytes.
+const MiB = 1 << 20
+
+// Target is what the webhook asks a backend to write into one container. The webhook
+// fills the inputs; the backend records what it actually wrote.
+type Target struct {
+	// Container is the container's name and Index its position in pod.spec.containers.
+	Container string
+	// Index is the container's position in pod.spec.containers.
+	Index int
+
+	// HasMemory is true when memory is controlled and recommended; MemoryBytes is then
+	// the recommendation's target plus the memory overheads, bytes, in (0, one GPU].
+	HasMemory bool
+	// MemoryBytes is the memory to write before the backend's rounding, bytes.
+	MemoryBytes int64
+	// UpperMemoryBytes is the recommendation's upper bound plus the overheads, bytes, or 0
+	// when the recommendation has none. Only kai-nvfractions reads it (for its limit).
+	UpperMemoryBytes int64
+	// HasCompute is true when compute is controlled and recommended; ComputeMilli is then
+	// the target in thousandths of one GPU, 0–1000.
+	HasCompute bool
+	// ComputeMilli is the compute to write before the backend's rounding, thousandths
+	// of one GPU.
+	ComputeMilli int64
+
+	// Recommended are the recommendation's target quantities as read (before overheads),
+	// for the applied record. Nil for resources that are not written.
+	RecommendedMemory, RecommendedCompute *resource.Quantity
+
+	// WrittenMemoryBytes is the memory the backend wrote, bytes, or 0 when it wrote none.
+	WrittenMemoryBytes int64
+	// WrittenComputeMilli is the compute the backend wrote, thousandths of one GPU, or -1
+	// when it wrote none.
+	WrittenComputeMilli int64
+}
+
+func (t *Target) wroteMemory(bytes int64)  { t.WrittenMemoryBytes = bytes }
+func (t *Target) wroteCompute(milli int64) { t.WrittenComputeMilli = milli }
+func (t *Target) wrote() bool              { return t.WrittenMemoryBytes > 0 || t.WrittenComputeMilli >= 0 }
+
+// Backend writes GPU fractions into a pod through one sharing mechanism. One file per
+// backend implements it.
+type Backend interface {
+	// Type is the spec.backend.type this backend serves.
+	Type() gpufracv1.BackendType
+	// Apply writes the targets into pod, a copy the caller owns, and records in each
+	// target what it wrote. Warnings describe adjustments (a cap, a container without a
+	// GPU that was skipped); they are returned to the client as admission warnings. An
+	// error (an *UnsafeError) means the pod cannot be patched safely; the caller then
+	// discards pod and admits the original unchanged.
+	Apply(pod *corev1.Pod, targets []*Target) (warnings []string, err error)
+}
+
+// UnsafeError says why a pod cannot be patched safely. Reason is a short constant used
+// as a metric label; Message is for people.
+type UnsafeError struct {
+	// Reason is one of the Unsafe* constants.
+	Reason string
+	// Message says which container or annotation is the problem, and why.
+	Message string
+}
+
+// Error returns Message.
+func (e *UnsafeError) Error() string { return e.Message }
+
+// Reasons of UnsafeError (also the "reason" label of gpufrac_admission_skipped_total).
+const (
+	// UnsafeMultiGPU: a target container asks for more than one whole GPU.
+	UnsafeMultiGPU = "multi-gpu-container"
+	// UnsafeMultiContainer: a one-container backend (kai, kai-nvfractions) got several.
+	UnsafeMultiContainer = "one-container-only"
+	// UnsafeNeedsMemory: a memory-only backend got no memory target.
+	UnsafeNeedsMemory = "memory-not-controlled"
+	// UnsafeWholeGPU: the fraction would be a whole GPU or more.
+	UnsafeWholeGPU = "whole-gpu"
+	// UnsafeWholeGPUNeighbour: another container asks for whole GPUs next to a KAI fraction.
+	UnsafeWholeGPUNeighbour = "whole-gpu-neighbour"
+	// UnsafeSchedulerConflict: the pod names another scheduler than KAI's.
+	UnsafeSchedulerConflict = "scheduler-conflict"
+	// UnsafeMultiDevice: the pod asks KAI for fractions of several devices.
+	UnsafeMultiDevice = "multi-device-fraction"
+	// UnsafeAnnotationKey: a key to write is not a valid annotation key.
+	UnsafeAnnotationKey = "invalid-annotation-key"
+	// UnsafeInvalidValue: a recommended value is negative, out of range or not finite.
+	UnsafeInvalidValue = "invalid-recommendation"
+	// UnsafeInitContainerGPU: an init container asks for whole GPUs next to a KAI fraction.
+	UnsafeInitContainerGPU = "init-container-gpu"
+	// UnsafeInvalidLabel: the configured KAI queue is not a valid label value.
+	UnsafeInvalidLabel = "invalid-label"
+	// UnsafeRecommendationSize: the recommended memory exceeds one GPU (Config.GPUMemoryBytes).
+	UnsafeRecommendationSize = "exceeds-gpu"
+)
+
+func unsafe(reason, format string, args ...any) *UnsafeError {
+	return &UnsafeError{Reason: reason, Message: fmt.Sprintf(format, args...)}
+}
+
+// NewBackends returns one backend per BackendType, configured by cfg (with defaults).
+func NewBackends(cfg Config) map[gpufracv1.BackendType]Backend {
+	cfg = cfg.WithDefaults()
+	return map[gpufracv1.BackendType]Backend{
+		gpufracv1.BackendHAMi:           &hamiBackend{cfg: cfg},
+		gpufracv1.BackendKAI:            &kaiBackend{cfg: cfg},
+		gpufracv1.BackendKAINVFractions: &nvFractionsBackend{cfg: cfg},
+		gpufracv1.BackendMPS:            &mpsBackend{cfg: cfg},
+		gpufracv1.BackendAnnotations:    &annotationsBackend{cfg: cfg},
+	}
+}
+
+// ceilMiB rounds bytes up to whole MiB (at least 1).
+func ceilMiB(bytes int64) int64 {
+	m := (bytes + MiB - 1) / MiB
+	if m < 1 {
+		m = 1
+	}
+	return m
+}
+
+// ceilPercent rounds thousandths of a GPU up to a whole percent in 1–100.
+func ceilPercent(milli int64) int64 {
+	p := (milli + 9) / 10
+	return min(max(p, 1), 100)
+}
+
+// gpuCount returns the container's count of res, from its limits or else its requests.
+func gpuCount(c *corev1.Container, res corev1.ResourceName) int64 {
+	if q, ok := c.Resources.Limits[res]; ok {
+		return q.Value()
+	}
+	if q, ok := c.Resources.Requests[res]; ok {
+		return q.Value()
+	}
+	return 0
+}
+
+// isGPUContainer reports whether one of the container's request or limit names starts
+// with prefix.
+func isGPUContainer(c *corev1.Container, prefix string) bool {
+	for n := range c.Resources.Limits {
+		if strings.HasPrefix(string(n), prefix) {
+			return true
+		}
+	}
+	for n := range c.Resources.Requests {
+		if strings.HasPrefix(string(n), prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// setResource writes v into both the limits and the requests of the container (extended
+// resources must have equal requests and limits).
+func setResource(c *corev1.Container, name corev1.ResourceName, v int64) {
+	if c.Resources.Limits == nil {
+		c.Resources.Limits = corev1.ResourceList{}
+	}
+	if c.Resources.Requests == nil {
+		c.Resources.Requests = corev1.ResourceList{}
+	}
+	c.Resources.Limits[name] = *resource.NewQuantity(v, resource.DecimalSI)
+	c.Resources.Requests[name] = *resource.NewQuantity(v, resource.DecimalSI)
+}
+
+// removeResource deletes name from the container's limits and requests.
+func removeResource(c *corev1.Container, name corev1.ResourceName) {
+	delete(c.Resources.Limits, name)
+	delete(c.Resources.Requests, name)
+}
+
+// setEnv sets a plain value for name in the container's env, replacing an entry of the
+// same name in place (valueFrom included) or appending one.
+func setEnv(c *corev1.Container, name, value string) {
+	for i := range c.Env {
+		if c.Env[i].Name == name {
+			c.Env[i] = corev1.EnvVar{Name: name, Value: value}
+			return
+		}
+	}
+	c.Env = append(c.Env, corev1.EnvVar{Name: name, Value: value})
+}
+
+func setAnnotation(pod *corev1.Pod, k, v string) {
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[k] = v
+}
+
+// checkAnnotationKey returns an UnsafeError when key is not a valid annotation key.
+func checkAnnotationKey(key string) error {
+	if errs := validation.IsQualifiedName(key); len(errs) > 0 {
+		return unsafe(UnsafeAnnotationKey, "annotation key %q is invalid: %s", key, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// milliQuantity renders thousandths of a GPU as a quantity ("350m", "1").
+func milliQuantity(milli int64) *resource.Quantity {
+	return resource.NewMilliQuantity(milli, resource.DecimalSI)
+}
+
+// mibQuantity renders whole MiB as a binary quantity ("4Gi", "4097Mi").
+func mibQuantity(mib int64) *resource.Quantity {
+	return resource.NewQuantity(mib*MiB, resource.BinarySI)
+}

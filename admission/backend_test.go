@@ -1,0 +1,405 @@
+package admission
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+)
+
+func backend(t *testing.T, cfg Config, b gpufracv1.BackendType) Backend {
+	t.Helper()
+	return NewBackends(cfg)[b]
+}
+
+// target of container index i: memory in MiB (0 = none), compute in milli (-1 = none).
+func target(name string, i int, memMiB, milli int64) *Target {
+	t := &Target{Container: name, Index: i, WrittenComputeMilli: -1}
+	if memMiB > 0 {
+		t.HasMemory, t.MemoryBytes = true, memMiB*MiB
+	}
+	if milli >= 0 {
+		t.HasCompute, t.ComputeMilli = true, milli
+	}
+	return t
+}
+
+func wantUnsafe(t *testing.T, err error, reason string) {
+	t.Helper()
+	var ue *UnsafeError
+	if !errors.As(err, &ue) {
+		t.Fatalf("err = %v, want an UnsafeError %s", err, reason)
+	}
+	if ue.Reason != reason {
+		t.Fatalf("reason = %s (%v), want %s", ue.Reason, ue, reason)
+	}
+}
+
+func resourceValue(c *corev1.Container, list string, name corev1.ResourceName) (int64, bool) {
+	l := c.Resources.Limits
+	if list == "requests" {
+		l = c.Resources.Requests
+	}
+	q, ok := l[name]
+	return q.Value(), ok
+}
+
+func env(c *corev1.Container, name string) (string, bool) {
+	for _, e := range c.Env {
+		if e.Name == name {
+			return e.Value, true
+		}
+	}
+	return "", false
+}
+
+func TestHAMi(t *testing.T) {
+	b := backend(t, Config{}, gpufracv1.BackendHAMi)
+	pod := podOf(gpuContainer("main", 1), corev1.Container{Name: "sidecar"}, gpuContainer("aux", 1))
+	pod.Spec.Containers[0].Resources.Limits["nvidia.com/gpumem-percentage"] = resource.MustParse("50")
+	// 4096.5 MiB rounds up to 4097; 351m rounds up to 36%; aux has compute only.
+	main := target("main", 0, 0, 351)
+	main.HasMemory, main.MemoryBytes = true, 4096*MiB+MiB/2
+	aux := target("aux", 2, 0, 0)
+	side := target("sidecar", 1, 1024, -1)
+	w, err := b.Apply(pod, []*Target{main, side, aux})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(w) != 1 || !strings.Contains(w[0], "sidecar") {
+		t.Errorf("warnings %v, want one about the sidecar without a GPU", w)
+	}
+	c := &pod.Spec.Containers[0]
+	for _, list := range []string{"limits", "requests"} {
+		if v, _ := resourceValue(c, list, "nvidia.com/gpumem"); v != 4097 {
+			t.Errorf("%s gpumem = %d, want 4097 (MiB, rounded up)", list, v)
+		}
+		if v, _ := resourceValue(c, list, "nvidia.com/gpucores"); v != 36 {
+			t.Errorf("%s gpucores = %d, want 36 (percent, rounded up)", list, v)
+		}
+		if v, _ := resourceValue(c, list, "nvidia.com/gpu"); v != 1 {
+			t.Errorf("%s nvidia.com/gpu = %d, want 1 kept", list, v)
+		}
+	}
+	if _, ok := c.Resources.Limits["nvidia.com/gpumem-percentage"]; ok {
+		t.Error("gpumem-percentage kept next to gpumem")
+	}
+	if main.WrittenMemoryBytes != 4097*MiB || main.WrittenComputeMilli != 360 {
+		t.Errorf("written %d/%d", main.WrittenMemoryBytes, main.WrittenComputeMilli)
+	}
+	if len(pod.Spec.Containers[1].Resources.Limits) != 0 || side.wrote() {
+		t.Error("container without nvidia.com/gpu was changed")
+	}
+	a := &pod.Spec.Containers[2]
+	if _, ok := a.Resources.Limits["nvidia.com/gpumem"]; ok {
+		t.Error("aux: memory written though not targeted")
+	}
+	if v, _ := resourceValue(a, "limits", "nvidia.com/gpucores"); v != 1 {
+		t.Errorf("aux gpucores = %d, want the minimum 1 for a 0 target", v)
+	}
+}
+
+func TestHAMiRenamedResourcesAndMultiGPU(t *testing.T) {
+	cfg := Config{HAMi: HAMiConfig{MemoryResource: "example.com/vmem", CoresResource: "example.com/vcores"}}
+	b := backend(t, cfg, gpufracv1.BackendHAMi)
+	pod := podOf(gpuContainer("main", 1))
+	if _, err := b.Apply(pod, []*Target{target("main", 0, 100, 1000)}); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := resourceValue(&pod.Spec.Containers[0], "limits", "example.com/vmem"); v != 100 {
+		t.Errorf("renamed memory resource = %d", v)
+	}
+	if v, _ := resourceValue(&pod.Spec.Containers[0], "limits", "example.com/vcores"); v != 100 {
+		t.Errorf("renamed cores resource = %d", v)
+	}
+	_, err := b.Apply(podOf(gpuContainer("main", 2)), []*Target{target("main", 0, 100, 500)})
+	wantUnsafe(t, err, UnsafeMultiGPU)
+}
+
+func TestKAIMemory(t *testing.T) {
+	b := backend(t, Config{}, gpufracv1.BackendKAI)
+	pod := podOf(gpuContainer("main", 1))
+	pod.Annotations = map[string]string{"gpu-fraction": "0.9"} // stale user value
+	tg := target("main", 0, 4000, 300)
+	if _, err := b.Apply(pod, []*Target{tg}); err != nil {
+		t.Fatal(err)
+	}
+	if got := pod.Annotations["gpu-memory"]; got != "4000" {
+		t.Errorf("gpu-memory = %q, want 4000", got)
+	}
+	if _, ok := pod.Annotations["gpu-fraction"]; ok {
+		t.Error("gpu-fraction kept next to gpu-memory: KAI forbids both")
+	}
+	c := &pod.Spec.Containers[0]
+	if _, ok := c.Resources.Limits["nvidia.com/gpu"]; ok {
+		t.Error("nvidia.com/gpu limit kept next to a fraction")
+	}
+	if _, ok := c.Resources.Requests["nvidia.com/gpu"]; ok {
+		t.Error("nvidia.com/gpu request kept next to a fraction")
+	}
+	if pod.Spec.SchedulerName != "kai-scheduler" {
+		t.Errorf("schedulerName = %q", pod.Spec.SchedulerName)
+	}
+	if _, ok := pod.Annotations["gpu-fraction-container-name"]; ok {
+		t.Error("container name annotation written for the first container")
+	}
+	if tg.WrittenComputeMilli != -1 {
+		t.Error("kai recorded compute, which it does not write")
+	}
+}
+
+func TestKAIFractionBounds(t *testing.T) {
+	cfg := Config{KAI: KAIConfig{Mode: KAIModeFraction}, GPUMemoryBytes: 80 << 30}
+	b := backend(t, cfg, gpufracv1.BackendKAI)
+	for _, tc := range []struct {
+		name   string
+		memMiB int64
+		want   string
+		unsafe string
+	}{
+		{"quarter", 20 << 10, "0.25", ""},
+		{"rounds up", 20<<10 + 1, "0.26", ""},
+		{"tiny is at least 0.01", 1, "0.01", ""},
+		{"just below one GPU", 80<<10 - 1024, "0.99", ""},
+		{"rounds up to one: unsafe", 80<<10 - 1, "", UnsafeWholeGPU},
+		{"whole GPU: unsafe", 80 << 10, "", UnsafeWholeGPU},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := podOf(gpuContainer("main", 1))
+			pod.Annotations = map[string]string{"gpu-memory": "123"}
+			_, err := b.Apply(pod, []*Target{target("main", 0, tc.memMiB, -1)})
+			if tc.unsafe != "" {
+				wantUnsafe(t, err, tc.unsafe)
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := pod.Annotations["gpu-fraction"]; got != tc.want {
+				t.Errorf("gpu-fraction = %q, want %q", got, tc.want)
+			}
+			if _, ok := pod.Annotations["gpu-memory"]; ok {
+				t.Error("gpu-memory kept next to gpu-fraction")
+			}
+		})
+	}
+}
+
+func TestKAIRules(t *testing.T) {
+	b := backend(t, Config{KAI: KAIConfig{Queue: "team-a"}}, gpufracv1.BackendKAI)
+
+	// Two containers with recommendations: KAI gives a fraction to one container only.
+	_, err := b.Apply(podOf(gpuContainer("a", 1), gpuContainer("b", 1)), []*Target{target("a", 0, 100, -1), target("b", 1, 100, -1)})
+	wantUnsafe(t, err, UnsafeMultiContainer)
+
+	// A neighbour asking for whole GPUs cannot stay next to a fraction.
+	_, err = b.Apply(podOf(gpuContainer("a", 1), gpuContainer("b", 1)), []*Target{target("a", 0, 100, -1)})
+	wantUnsafe(t, err, UnsafeWholeGPUNeighbour)
+
+	// Compute only: KAI fractions are memory fractions.
+	_, err = b.Apply(podOf(gpuContainer("a", 1)), []*Target{target("a", 0, 0, 300)})
+	wantUnsafe(t, err, UnsafeNeedsMemory)
+
+	// A pod bound to another scheduler.
+	p := podOf(gpuContainer("a", 1))
+	p.Spec.SchedulerName = "volcano"
+	_, err = b.Apply(p, []*Target{target("a", 0, 100, -1)})
+	wantUnsafe(t, err, UnsafeSchedulerConflict)
+
+	// Multi-device fractions.
+	p = podOf(gpuContainer("a", 1))
+	p.Annotations = map[string]string{"gpu-fraction-num-devices": "2"}
+	_, err = b.Apply(p, []*Target{target("a", 0, 100, -1)})
+	wantUnsafe(t, err, UnsafeMultiDevice)
+
+	// Init container with a whole GPU.
+	p = podOf(gpuContainer("a", 1))
+	p.Spec.InitContainers = []corev1.Container{gpuContainer("init", 1)}
+	_, err = b.Apply(p, []*Target{target("a", 0, 100, -1)})
+	wantUnsafe(t, err, UnsafeInitContainerGPU)
+
+	// Multi-GPU container.
+	_, err = b.Apply(podOf(gpuContainer("a", 2)), []*Target{target("a", 0, 100, -1)})
+	wantUnsafe(t, err, UnsafeMultiGPU)
+
+	// Second container gets the fraction: named by annotation; sidecar untouched; queue set.
+	p = podOf(corev1.Container{Name: "proxy"}, gpuContainer("model", 1))
+	if _, err := b.Apply(p, []*Target{target("model", 1, 2048, -1)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Annotations["gpu-fraction-container-name"]; got != "model" {
+		t.Errorf("gpu-fraction-container-name = %q, want model", got)
+	}
+	if p.Labels["kai.scheduler/queue"] != "team-a" {
+		t.Errorf("queue label = %q", p.Labels["kai.scheduler/queue"])
+	}
+	// An existing queue label is kept.
+	p = podOf(gpuContainer("a", 1))
+	p.Labels["kai.scheduler/queue"] = "mine"
+	if _, err := b.Apply(p, []*Target{target("a", 0, 100, -1)}); err != nil {
+		t.Fatal(err)
+	}
+	if p.Labels["kai.scheduler/queue"] != "mine" {
+		t.Error("existing queue label overwritten")
+	}
+}
+
+func TestKAINVFractions(t *testing.T) {
+	b := backend(t, Config{}, gpufracv1.BackendKAINVFractions)
+	p := podOf(corev1.Container{Name: "proxy"}, gpuContainer("model", 1))
+	p.Annotations = map[string]string{
+		"gpu-memory": "100", // legacy annotation, removed
+		"nvidia.com/container.old.gpu-memory.request": "1Gi", // stale key of another container
+	}
+	tg := target("model", 1, 4096, 500)
+	tg.UpperMemoryBytes = 6000 * MiB
+	if _, err := b.Apply(p, []*Target{tg}); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Annotations["nvidia.com/container.model.gpu-memory.request"]; got != "4Gi" {
+		t.Errorf("request = %q, want 4Gi", got)
+	}
+	if got := p.Annotations["nvidia.com/container.model.gpu-memory.limit"]; got != "6000Mi" {
+		t.Errorf("limit = %q, want 6000Mi (upper bound)", got)
+	}
+	for _, k := range []string{"gpu-memory", "nvidia.com/container.old.gpu-memory.request"} {
+		if _, ok := p.Annotations[k]; ok {
+			t.Errorf("%s kept", k)
+		}
+	}
+	if _, ok := p.Spec.Containers[1].Resources.Limits["nvidia.com/gpu"]; ok {
+		t.Error("nvidia.com/gpu kept")
+	}
+	if p.Spec.SchedulerName != "kai-scheduler" || p.Annotations["gpu-fraction-container-name"] != "model" {
+		t.Errorf("scheduler %q, container annotation %q", p.Spec.SchedulerName, p.Annotations["gpu-fraction-container-name"])
+	}
+	if tg.WrittenComputeMilli != -1 {
+		t.Error("compute recorded")
+	}
+
+	// Limit = target; an upper bound above one GPU is capped.
+	b2 := backend(t, Config{NVFractions: NVFractionsConfig{Limit: NVFractionsLimitTarget}}, gpufracv1.BackendKAINVFractions)
+	p = podOf(gpuContainer("m", 1))
+	tg = target("m", 0, 1000, -1)
+	tg.UpperMemoryBytes = 2000 * MiB
+	if _, err := b2.Apply(p, []*Target{tg}); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Annotations["nvidia.com/container.m.gpu-memory.limit"]; got != "1000Mi" {
+		t.Errorf("limit = %q, want the request 1000Mi", got)
+	}
+	p = podOf(gpuContainer("m", 1))
+	tg = target("m", 0, 1000, -1)
+	tg.UpperMemoryBytes = 100 << 30
+	if _, err := b.Apply(p, []*Target{tg}); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Annotations["nvidia.com/container.m.gpu-memory.limit"]; got != "80Gi" {
+		t.Errorf("limit = %q, want one GPU 80Gi", got)
+	}
+
+	// Container names too long for the key are unsafe; so are two containers.
+	long := strings.Repeat("x", 40)
+	_, err := b.Apply(podOf(gpuContainer(long, 1)), []*Target{target(long, 0, 100, -1)})
+	wantUnsafe(t, err, UnsafeAnnotationKey)
+	_, err = b.Apply(podOf(gpuContainer("a", 1), gpuContainer("b", 1)), []*Target{target("a", 0, 100, -1), target("b", 1, 100, -1)})
+	wantUnsafe(t, err, UnsafeMultiContainer)
+}
+
+func TestMPS(t *testing.T) {
+	cfg := Config{MPS: MPSConfig{ReplicaMemoryBytes: 10 << 30}}
+	b := backend(t, cfg, gpufracv1.BackendMPS)
+	main := gpuContainer("main", 1)
+	main.Env = []corev1.EnvVar{{Name: "A", Value: "1"}, {Name: "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "x"}}}}
+	p := podOf(main, gpuContainer("big", 1), corev1.Container{Name: "log"})
+	tm := target("main", 0, 4096, 250)
+	tb := target("big", 1, 20<<10, 1000)
+	tl := target("log", 2, 100, 100)
+	w, err := b.Apply(p, []*Target{tm, tb, tl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &p.Spec.Containers[0]
+	if v, _ := env(c, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"); v != "25" {
+		t.Errorf("thread percentage = %q", v)
+	}
+	if c.Env[1].ValueFrom != nil || c.Env[1].Name != "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE" {
+		t.Error("existing entry not replaced in place")
+	}
+	if v, _ := env(c, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"); v != "0=4096M" {
+		t.Errorf("pinned limit = %q", v)
+	}
+	if v, _ := env(&p.Spec.Containers[1], "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"); v != "0=10240M" {
+		t.Errorf("big pinned limit = %q, want the replica share 0=10240M", v)
+	}
+	if tb.WrittenMemoryBytes != 10<<30 {
+		t.Errorf("big written memory %d, want the share", tb.WrittenMemoryBytes)
+	}
+	if len(p.Spec.Containers[2].Env) != 0 {
+		t.Error("container without GPU got MPS env")
+	}
+	if len(w) != 2 {
+		t.Errorf("warnings %v, want the share cap and the container without GPU", w)
+	}
+	_, err = b.Apply(podOf(gpuContainer("a", 2)), []*Target{target("a", 0, 100, 100)})
+	wantUnsafe(t, err, UnsafeMultiGPU)
+
+	// Device and variable names are configurable.
+	b = backend(t, Config{MPS: MPSConfig{Device: "1", PinnedMemoryEnv: "MY_LIMIT"}}, gpufracv1.BackendMPS)
+	p = podOf(gpuContainer("a", 1))
+	if _, err := b.Apply(p, []*Target{target("a", 0, 512, -1)}); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := env(&p.Spec.Containers[0], "MY_LIMIT"); v != "1=512M" {
+		t.Errorf("MY_LIMIT = %q", v)
+	}
+}
+
+func TestAnnotationsBackend(t *testing.T) {
+	b := backend(t, Config{}, gpufracv1.BackendAnnotations)
+	long := strings.Repeat("y", 42)
+	p := podOf(gpuContainer("a", 1), gpuContainer("b", 1), gpuContainer(long, 1))
+	w, err := b.Apply(p, []*Target{target("a", 0, 1024, 250), target("b", 1, 2049, 100), target(long, 2, 0, 50)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"gpufrac.io/gpu-memory":              "3073Mi",
+		"gpufrac.io/gpu-compute":             "400m",
+		"gpufrac.io/container.a.gpu-memory":  "1Gi",
+		"gpufrac.io/container.a.gpu-compute": "250m",
+		"gpufrac.io/container.b.gpu-memory":  "2049Mi",
+		"gpufrac.io/container.b.gpu-compute": "100m",
+	}
+	for k, v := range want {
+		if p.Annotations[k] != v {
+			t.Errorf("%s = %q, want %q", k, p.Annotations[k], v)
+		}
+	}
+	if len(p.Annotations) != len(want) {
+		t.Errorf("annotations %v", p.Annotations)
+	}
+	if len(w) != 1 {
+		t.Errorf("warnings %v, want one for the long name", w)
+	}
+	if len(p.Spec.Containers[0].Resources.Limits) != 1 {
+		t.Error("resources changed")
+	}
+}
+
+func TestRounding(t *testing.T) {
+	for _, tc := range []struct{ in, want int64 }{{0, 1}, {1, 1}, {MiB, 1}, {MiB + 1, 2}} {
+		if got := ceilMiB(tc.in); got != tc.want {
+			t.Errorf("ceilMiB(%d) = %d, want %d", tc.in, got, tc.want)
+		}
+	}
+	for _, tc := range []struct{ in, want int64 }{{0, 1}, {1, 1}, {10, 1}, {11, 2}, {999, 100}, {1000, 100}, {5000, 100}} {
+		if got := ceilPercent(tc.in); got != tc.want {
+			t.Errorf("ceilPercent(%d) = %d, want %d", tc.in, got, tc.want)
+		}
+	}
+}

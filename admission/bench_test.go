@@ -1,0 +1,95 @@
+package admission
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+)
+
+// benchServer returns the pod webhook's HTTP handler over a fake cache holding n
+// Deployments (each with a ReplicaSet, an autoscaler and a recommendation) in one
+// namespace, and the AdmissionReview body of a new pod of deployment 0.
+func benchServer(b *testing.B, n int, backend gpufracv1.BackendType, indexer bool) (http.Handler, []byte) {
+	var objs []client.Object
+	ctrl := true
+	for i := range n {
+		name := fmt.Sprintf("web-%d", i)
+		objs = append(objs,
+			&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: name, UID: types.UID(name)}},
+			&appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: name + "-abc", UID: types.UID(name + "-rs"),
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: name, UID: types.UID(name), Controller: &ctrl}}}},
+		)
+		gfa := autoscaler(name, gpufracv1.UpdateModeRecreate, backend)
+		gfa.Spec.TargetRef.Name = name
+		objs = append(objs, gfa, recommendation(name, 80, containerRec("main", "4Gi", "350m")))
+	}
+	var r client.Reader = newFakeReader(b, objs...)
+	if indexer {
+		r = newMemCache(objs...)
+	}
+	m := NewMutator(r, testScheme(b), Config{})
+	pod := podOf(gpuContainer("main", 1), gpuContainer("sidecar", 0))
+	pod.OwnerReferences[0].Name = "web-0-abc"
+	raw, _ := json.Marshal(pod)
+	review := admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{
+			UID: "bench", Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}, Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
+			Namespace: testNS, Operation: admissionv1.Create, Object: rawExt(raw),
+		},
+	}
+	body, _ := json.Marshal(review)
+	return instrument(WebhookMutatePods, &webhook.Admission{Handler: m}), body
+}
+
+// BenchmarkMutatePod measures the pod webhook's whole HTTP exchange (AdmissionReview
+// decode, cache reads, backend, JSON patch, response encode) and reports p50 and p99
+// per request. cache=indexer reads through client-go indexers as the informer cache
+// does; cache=fake is controller-runtime's fake client, which lists every object of a
+// type and converts through the scheme on every read (an upper bound).
+func BenchmarkMutatePod(b *testing.B) {
+	for _, cache := range []string{"indexer", "fake"} {
+		for _, backend := range []gpufracv1.BackendType{gpufracv1.BackendHAMi, gpufracv1.BackendKAI, gpufracv1.BackendMPS, gpufracv1.BackendAnnotations} {
+			for _, n := range []int{1, 500} {
+				b.Run(fmt.Sprintf("cache=%s/%s/autoscalers=%d", cache, backend, n), func(b *testing.B) {
+					h, body := benchServer(b, n, backend, cache == "indexer")
+					lat := make([]time.Duration, 0, b.N)
+					b.ReportAllocs()
+					b.ResetTimer()
+					for b.Loop() {
+						req := httptest.NewRequest(http.MethodPost, MutatePodsPath, bytes.NewReader(body))
+						req.Header.Set("Content-Type", "application/json")
+						w := httptest.NewRecorder()
+						start := time.Now()
+						h.ServeHTTP(w, req)
+						lat = append(lat, time.Since(start))
+						if w.Code != http.StatusOK || !bytes.Contains(w.Body.Bytes(), []byte(`"patch"`)) {
+							b.Fatalf("status %d body %s", w.Code, w.Body.String())
+						}
+					}
+					b.StopTimer()
+					slices.Sort(lat)
+					b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+					b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+				})
+			}
+		}
+	}
+}
+
+func rawExt(b []byte) runtime.RawExtension { return runtime.RawExtension{Raw: b} }

@@ -1,0 +1,165 @@
+package admission
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+func secretOf(t *testing.T, c client.Client) *corev1.Secret {
+	t.Helper()
+	s := &corev1.Secret{}
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: "gpufrac-system", Name: "tls"}, s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// handshake serves with cm's certificate and connects trusting only bundle.
+func handshake(t *testing.T, cm *CertManager, bundle []byte) error {
+	t.Helper()
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{GetCertificate: cm.GetCertificate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(bundle) {
+		t.Fatal("empty bundle")
+	}
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	resp, err := c.Get("https://" + ln.Addr().String())
+	if err == nil {
+		resp.Body.Close()
+	}
+	return err
+}
+
+func TestCertManagerLifecycle(t *testing.T) {
+	ctx := context.Background()
+	c := newFakeReader(t)
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	var bundles int
+	cm := &CertManager{
+		Client: c, Namespace: "gpufrac-system", SecretName: "tls",
+		DNSNames: []string{"gpufrac-admission.gpufrac-system.svc"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		CAValidity: 300 * 24 * time.Hour, CertValidity: 30 * 24 * time.Hour, CARolloverDelay: 5 * time.Minute,
+		Now:      func() time.Time { return now },
+		OnBundle: func(context.Context, []byte) error { bundles++; return nil },
+	}
+	if _, err := cm.GetCertificate(nil); err == nil {
+		t.Fatal("certificate before Ensure")
+	}
+	if err := cm.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s1 := secretOf(t, c)
+	if s1.Type != corev1.SecretTypeTLS || len(parseCerts(s1.Data[SecretCABundle])) != 1 {
+		t.Fatalf("secret %v", s1.Type)
+	}
+	if bundles != 1 {
+		t.Errorf("OnBundle called %d times", bundles)
+	}
+	// Real TLS with the real clock: the fake "now" is in the future, so this only runs
+	// when the certificate is valid now. Use a manager on the real clock for it.
+	real := &CertManager{Client: newFakeReader(t), Namespace: "gpufrac-system", SecretName: "tls", IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
+	if err := real.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := handshake(t, real, real.CABundle()); err != nil {
+		t.Fatalf("TLS with the generated CA: %v", err)
+	}
+
+	// A second check changes nothing.
+	if err := cm.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := secretOf(t, c); s.ResourceVersion != s1.ResourceVersion {
+		t.Error("secret rewritten without need")
+	}
+
+	// Past two thirds of the serving lifetime: renewed by the same CA.
+	now = now.Add(21 * 24 * time.Hour)
+	if err := cm.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s2 := secretOf(t, c)
+	if string(s2.Data[corev1.TLSCertKey]) == string(s1.Data[corev1.TLSCertKey]) {
+		t.Fatal("serving certificate not renewed")
+	}
+	if string(s2.Data[SecretCABundle]) != string(s1.Data[SecretCABundle]) {
+		t.Fatal("CA changed with the serving certificate")
+	}
+
+	// A new DNS name forces a new serving certificate.
+	cm.DNSNames = append(cm.DNSNames, "extra.example.com")
+	if err := cm.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	leaf := parseCerts(secretOf(t, c).Data[corev1.TLSCertKey])[0]
+	if len(leaf.DNSNames) != 2 {
+		t.Errorf("DNS names %v", leaf.DNSNames)
+	}
+
+	// Past two thirds of the CA lifetime: a new CA joins the bundle first; the serving
+	// certificate moves to it only after the rollover delay. First get a serving
+	// certificate that is still valid when the CA becomes due (issued on day 150 with a
+	// long lifetime; it is capped to the CA's remaining life).
+	now = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).Add(150 * 24 * time.Hour)
+	cm.CertValidity = 299 * 24 * time.Hour
+	cm.DNSNames = append(cm.DNSNames, "force.example.com") // forces a reissue now
+	if err := cm.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	oldCA := parseCerts(secretOf(t, c).Data[SecretCABundle])[0]
+	now = oldCA.NotBefore.Add(time.Duration(float64(oldCA.NotAfter.Sub(oldCA.NotBefore)) * 0.7))
+	if err := cm.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rot := secretOf(t, c)
+	cas := parseCerts(rot.Data[SecretCABundle])
+	if len(cas) != 2 || !cas[1].Equal(oldCA) {
+		t.Fatalf("bundle after CA rotation has %d CAs, want new + old", len(cas))
+	}
+	servingNow := parseCerts(rot.Data[corev1.TLSCertKey])[0]
+	if servingNow.CheckSignatureFrom(oldCA) != nil {
+		t.Fatal("serving certificate moved to the new CA before the rollover delay")
+	}
+	now = now.Add(6 * time.Minute)
+	if err := cm.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after := secretOf(t, c)
+	if parseCerts(after.Data[corev1.TLSCertKey])[0].CheckSignatureFrom(parseCerts(after.Data[SecretCABundle])[0]) != nil {
+		t.Fatal("serving certificate not issued by the new CA after the rollover delay")
+	}
+}
+
+func TestCertManagerSharedSecret(t *testing.T) {
+	// Two replicas on one Secret converge on the same certificate.
+	ctx := context.Background()
+	c := newFakeReader(t)
+	a := &CertManager{Client: c, Namespace: "gpufrac-system", SecretName: "tls", DNSNames: []string{"x"}}
+	b := &CertManager{Client: c, Namespace: "gpufrac-system", SecretName: "tls", DNSNames: []string{"x"}}
+	if err := a.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := a.GetCertificate(nil)
+	cb, _ := b.GetCertificate(nil)
+	if string(ca.Certificate[0]) != string(cb.Certificate[0]) {
+		t.Error("replicas serve different certificates")
+	}
+}

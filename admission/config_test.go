@@ -1,0 +1,62 @@
+package admission
+
+import (
+	"flag"
+	"net"
+	"testing"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+)
+
+func TestFlags(t *testing.T) {
+	var c Config
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	c.AddFlags(fs)
+	if err := fs.Parse([]string{"--min-confidence=0", "--memory-overhead=hami=256Mi, mps=1Gi", "--gpu-memory=141Gi", "--kai-mode=gpu-fraction",
+		"--hami-memory-resource=example.com/vmem", "--mps-replica-memory=10Gi"}); err != nil {
+		t.Fatal(err)
+	}
+	c = c.WithDefaults()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c.minConfidence() != 0 || c.MemoryOverhead[gpufracv1.BackendHAMi] != 256*MiB || c.MemoryOverhead[gpufracv1.BackendMPS] != 1<<30 ||
+		c.GPUMemoryBytes != 141<<30 || c.KAI.Mode != KAIModeFraction || c.HAMi.MemoryResource != "example.com/vmem" ||
+		c.HAMi.CoresResource != "nvidia.com/gpucores" || c.MPS.ReplicaMemoryBytes != 10<<30 {
+		t.Errorf("parsed %+v", c)
+	}
+	if (Config{}).WithDefaults().minConfidence() != 50 {
+		t.Error("default confidence not 50")
+	}
+	for _, bad := range [][]string{{"--memory-overhead=gpu=1Gi"}, {"--memory-overhead=hami=-1Mi"}, {"--memory-overhead=hami"}, {"--gpu-memory=0"}, {"--min-confidence=x"}} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(nopWriter{})
+		var c Config
+		c.AddFlags(fs)
+		if err := fs.Parse(bad); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+	bad := Config{MinConfidence: ptr[int32](101), KAI: KAIConfig{Mode: "x"}, NVFractions: NVFractionsConfig{Limit: "y"}}.WithDefaults()
+	if err := bad.Validate(); err == nil {
+		t.Error("invalid config accepted")
+	}
+}
+
+type nopWriter struct{}
+
+func (nopWriter) Write(p []byte) (int, error) { return len(p), nil }
+
+func TestCertNames(t *testing.T) {
+	dns, ips := certNames(Options{Namespace: "g", Registration: Registration{Service: &ServiceReference{Namespace: "g", Name: "wh"}, URL: "https://127.0.0.1:9443"},
+		CertDNSNames: []string{"x.example.com"}, CertIPs: []net.IP{net.ParseIP("10.0.0.1")}})
+	if len(dns) != 3 || dns[0] != "wh.g.svc" || dns[1] != "wh.g.svc.cluster.local" || dns[2] != "x.example.com" {
+		t.Errorf("dns %v", dns)
+	}
+	if len(ips) != 2 || !ips[0].Equal(net.ParseIP("127.0.0.1")) {
+		t.Errorf("ips %v", ips)
+	}
+	if dns, _ := certNames(Options{Namespace: "g"}); len(dns) != 1 || dns[0] != "gpufrac-admission.g.svc" {
+		t.Errorf("default %v", dns)
+	}
+}

@@ -1,0 +1,174 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// DefaultStatusLeaseName is the name of the admission webhook's status Lease.
+const DefaultStatusLeaseName = "gpufrac-admission-status"
+
+// StatusLease renews a coordination.k8s.io/v1 Lease every RenewInterval while the
+// webhook is ready, so other components can tell that new pods will get their fractions
+// (the updater evicts only while the Lease is fresh: LeaseFresh). Every replica renews
+// the same Lease; holderIdentity names the last one. It is a manager.Runnable that does
+// not need leader election.
+type StatusLease struct {
+	// Client reads and writes the Lease (not a cache).
+	Client client.Client
+	// Namespace and Name locate the Lease. Name defaults to DefaultStatusLeaseName.
+	Namespace, Name string
+	// Identity is written into holderIdentity (the pod name).
+	Identity string
+	// RenewInterval is the renewal period. Default 10s.
+	RenewInterval time.Duration
+	// Duration is written into leaseDurationSeconds for readers; LeaseFresh callers pass
+	// their own maxAge. Default 3 × RenewInterval.
+	Duration time.Duration
+	// Ready gates renewal: the Lease is renewed only while it returns nil. Nil means
+	// always ready.
+	Ready func() error
+	// Now returns the current time; tests replace it. Default time.Now.
+	Now func() time.Time
+}
+
+func (l *StatusLease) defaults() {
+	if l.Name == "" {
+		l.Name = DefaultStatusLeaseName
+	}
+	if l.RenewInterval <= 0 {
+		l.RenewInterval = 10 * time.Second
+	}
+	if l.Duration <= 0 {
+		l.Duration = 3 * l.RenewInterval
+	}
+	if l.Now == nil {
+		l.Now = time.Now
+	}
+}
+
+// NeedLeaderElection is false: every serving replica renews.
+func (l *StatusLease) NeedLeaderElection() bool { return false }
+
+// Start renews the Lease every RenewInterval until ctx ends, then, if this replica was
+// the last to renew it, clears renewTime so readers see the webhook gone at once (other
+// replicas renew it again within RenewInterval). Errors are logged and counted.
+func (l *StatusLease) Start(ctx context.Context) error {
+	l.defaults()
+	log := klog.FromContext(ctx).WithName("status-lease")
+	t := time.NewTicker(l.RenewInterval)
+	defer t.Stop()
+	for {
+		l.tick(ctx, log)
+		select {
+		case <-ctx.Done():
+			rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			if err := l.Release(rctx); err != nil {
+				log.Error(err, "Releasing the status Lease")
+			}
+			cancel()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// tick renews once when ready, counting the result.
+func (l *StatusLease) tick(ctx context.Context, log klog.Logger) {
+	if l.Ready != nil {
+		if err := l.Ready(); err != nil {
+			leaseRenewals.WithLabelValues("not-ready").Inc()
+			log.V(2).Info("Not renewing the status Lease: webhook not ready", "reason", err.Error())
+			return
+		}
+	}
+	if err := l.Renew(ctx); err != nil {
+		if ctx.Err() == nil {
+			leaseRenewals.WithLabelValues("error").Inc()
+			errorsTotal.WithLabelValues("lease").Inc()
+			log.Error(err, "Renewing the status Lease", "lease", l.Namespace+"/"+l.Name)
+		}
+		return
+	}
+	leaseRenewals.WithLabelValues("renewed").Inc()
+}
+
+// Renew creates the Lease or sets its renewTime to now and holderIdentity to Identity.
+// It returns API errors.
+func (l *StatusLease) Renew(ctx context.Context) error {
+	l.defaults()
+	now := metav1.NewMicroTime(l.Now())
+	secs := int32(l.Duration / time.Second)
+	lease := &coordinationv1.Lease{}
+	err := l.Client.Get(ctx, types.NamespacedName{Namespace: l.Namespace, Name: l.Name}, lease)
+	if apierrors.IsNotFound(err) {
+		lease = &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: l.Namespace, Name: l.Name, Labels: map[string]string{"app.kubernetes.io/name": "gpufrac", "app.kubernetes.io/component": "admission"}},
+			Spec:       coordinationv1.LeaseSpec{HolderIdentity: &l.Identity, LeaseDurationSeconds: &secs, AcquireTime: &now, RenewTime: &now},
+		}
+		return l.Client.Create(ctx, lease)
+	}
+	if err != nil {
+		return err
+	}
+	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != l.Identity {
+		lease.Spec.AcquireTime = &now
+	}
+	lease.Spec.HolderIdentity = &l.Identity
+	lease.Spec.LeaseDurationSeconds = &secs
+	lease.Spec.RenewTime = &now
+	return l.Client.Update(ctx, lease)
+}
+
+// Release clears renewTime when this replica is the Lease's holder. It returns API
+// errors other than NotFound and Conflict (another replica renewed meanwhile).
+func (l *StatusLease) Release(ctx context.Context) error {
+	l.defaults()
+	lease := &coordinationv1.Lease{}
+	if err := l.Client.Get(ctx, types.NamespacedName{Namespace: l.Namespace, Name: l.Name}, lease); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != l.Identity {
+		return nil
+	}
+	lease.Spec.RenewTime = nil
+	if err := l.Client.Update(ctx, lease); err != nil && !apierrors.IsConflict(err) {
+		return err
+	}
+	return nil
+}
+
+// leaseNow is LeaseFresh's clock; tests replace it.
+var leaseNow = time.Now
+
+// LeaseFresh reports whether the admission webhook's status Lease ns/name was renewed
+// within maxAge of now (this process's clock; keep maxAge well above the renewal period
+// plus clock skew, e.g. 30s). A missing Lease or one without renewTime is not fresh and
+// not an error. It returns the reader's errors otherwise. The updater calls it before
+// every eviction: a pod evicted while the webhook is down would come back without its
+// fraction.
+func LeaseFresh(ctx context.Context, c client.Reader, ns, name string, maxAge time.Duration) (bool, error) {
+	if maxAge <= 0 {
+		return false, fmt.Errorf("maxAge %v: want a positive duration", maxAge)
+	}
+	lease := &coordinationv1.Lease{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, lease); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("reading Lease %s/%s: %w", ns, name, err)
+	}
+	if lease.Spec.RenewTime == nil {
+		return false, nil
+	}
+	age := leaseNow().Sub(lease.Spec.RenewTime.Time)
+	return age <= maxAge && age >= -maxAge, nil
+}

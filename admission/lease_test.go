@@ -1,0 +1,97 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+func TestStatusLease(t *testing.T) {
+	ctx := context.Background()
+	c := newFakeReader(t)
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	leaseNow = func() time.Time { return now }
+	defer func() { leaseNow = time.Now }()
+
+	fresh, err := LeaseFresh(ctx, c, "gpufrac-system", DefaultStatusLeaseName, 30*time.Second)
+	if err != nil || fresh {
+		t.Fatalf("missing lease: fresh=%v err=%v", fresh, err)
+	}
+	a := &StatusLease{Client: c, Namespace: "gpufrac-system", Identity: "a", Now: func() time.Time { return now }}
+	if err := a.Renew(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if fresh, _ := LeaseFresh(ctx, c, "gpufrac-system", DefaultStatusLeaseName, 30*time.Second); !fresh {
+		t.Fatal("just renewed, not fresh")
+	}
+	now = now.Add(31 * time.Second)
+	if fresh, _ := LeaseFresh(ctx, c, "gpufrac-system", DefaultStatusLeaseName, 30*time.Second); fresh {
+		t.Fatal("31s old, still fresh with maxAge 30s")
+	}
+	// Another replica renews; the first one's release then leaves it alone.
+	b := &StatusLease{Client: c, Namespace: "gpufrac-system", Identity: "b", Now: func() time.Time { return now }}
+	if err := b.Renew(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if fresh, _ := LeaseFresh(ctx, c, "gpufrac-system", DefaultStatusLeaseName, 30*time.Second); !fresh {
+		t.Fatal("released by a replica that is not the holder")
+	}
+	l := &coordinationv1.Lease{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: "gpufrac-system", Name: DefaultStatusLeaseName}, l); err != nil {
+		t.Fatal(err)
+	}
+	if *l.Spec.HolderIdentity != "b" || *l.Spec.LeaseDurationSeconds != 30 {
+		t.Errorf("lease spec %+v", l.Spec)
+	}
+	if err := b.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if fresh, _ := LeaseFresh(ctx, c, "gpufrac-system", DefaultStatusLeaseName, 30*time.Second); fresh {
+		t.Fatal("fresh after the holder released it")
+	}
+	if _, err := LeaseFresh(ctx, c, "gpufrac-system", DefaultStatusLeaseName, 0); err == nil {
+		t.Error("maxAge 0 accepted")
+	}
+}
+
+func TestStatusLeaseRenewsOnlyWhenReady(t *testing.T) {
+	c := newFakeReader(t)
+	var ok atomic.Bool
+	l := &StatusLease{Client: c, Namespace: "ns", Identity: "a", RenewInterval: 10 * time.Millisecond, Ready: func() error {
+		if !ok.Load() {
+			return errors.New("not ready")
+		}
+		return nil
+	}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = l.Start(ctx); close(done) }()
+	time.Sleep(50 * time.Millisecond)
+	if fresh, _ := LeaseFresh(context.Background(), c, "ns", DefaultStatusLeaseName, time.Minute); fresh {
+		t.Fatal("renewed while not ready")
+	}
+	ok.Store(true)
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		if fresh, _ := LeaseFresh(context.Background(), c, "ns", DefaultStatusLeaseName, time.Minute); fresh {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("not renewed once ready")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if fresh, _ := LeaseFresh(context.Background(), c, "ns", DefaultStatusLeaseName, time.Minute); fresh {
+		t.Fatal("still fresh after shutdown: not released")
+	}
+}

@@ -1,0 +1,442 @@
+package admission
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"gomodules.xyz/jsonpatch/v2"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/workload"
+)
+
+// TargetIndexField is the cache field index of GPUFractionAutoscalers by target; its
+// values are TargetIndexValue(kind, name). AddIndexes registers it.
+const TargetIndexField = "gpufrac.spec.targetRef"
+
+// TargetIndexValue is the TargetIndexField value of a target: "<Kind>/<name>".
+func TargetIndexValue(kind, name string) string { return kind + "/" + name }
+
+// IndexAutoscalerTarget extracts TargetIndexField values from a GPUFractionAutoscaler
+// (nil for other objects or an autoscaler without a target).
+func IndexAutoscalerTarget(obj client.Object) []string {
+	gfa, ok := obj.(*gpufracv1.GPUFractionAutoscaler)
+	if !ok || gfa.Spec.TargetRef.Kind == "" || gfa.Spec.TargetRef.Name == "" {
+		return nil
+	}
+	return []string{TargetIndexValue(gfa.Spec.TargetRef.Kind, gfa.Spec.TargetRef.Name)}
+}
+
+// AddIndexes registers TargetIndexField with a cache's field indexer (this also creates
+// the GPUFractionAutoscaler informer). It returns the indexer's error.
+func AddIndexes(ctx context.Context, idx client.FieldIndexer) error {
+	return idx.IndexField(ctx, &gpufracv1.GPUFractionAutoscaler{}, TargetIndexField, IndexAutoscalerTarget)
+}
+
+// intermediateOwners are the owner kinds between a pod and its workload; a new pod's
+// owner of these kinds may reach the cache a moment after the pod reaches the webhook.
+var intermediateOwners = map[string]schema.GroupVersionKind{
+	"ReplicaSet": {Group: "apps", Version: "v1", Kind: "ReplicaSet"},
+	"Job":        {Group: "batch", Version: "v1", Kind: "Job"},
+}
+
+// Mutator is the mutating admission handler for pod CREATE: it finds the autoscaler
+// whose target is the pod's top-most controller and writes its recommendation through
+// the autoscaler's backend. All reads go to Reader, which must be an informer cache
+// (with TargetIndexField) so no API request is made on the request path. A pod that
+// cannot be patched safely, or any internal error, admits the pod unchanged.
+type Mutator struct {
+	// Reader reads GPUFractionAutoscalers (indexed by TargetIndexField),
+	// GPUFractionRecommendations, and ReplicaSet/Job metadata. Required.
+	Reader client.Reader
+	// Config is the webhook configuration (with defaults applied by NewMutator).
+	Config Config
+	// Backends maps spec.backend.type to its backend (NewBackends).
+	Backends map[gpufracv1.BackendType]Backend
+	// Events records warnings on the autoscaler when a pod could not be patched; nil
+	// records none. Events are never recorded for dry-run requests.
+	Events events.EventRecorder
+	// Synced reports whether the informer caches have synced; until then pods are
+	// admitted unchanged. Nil means always synced.
+	Synced func() bool
+
+	decoder admission.Decoder
+}
+
+// NewMutator returns a Mutator reading from r with the backends of cfg. scheme must
+// know core/v1 (it decodes pods).
+func NewMutator(r client.Reader, scheme *runtime.Scheme, cfg Config) *Mutator {
+	cfg = cfg.WithDefaults()
+	return &Mutator{Reader: r, Config: cfg, Backends: NewBackends(cfg), decoder: admission.NewDecoder(scheme)}
+}
+
+// outcome is the result of one pod decision.
+type outcome struct {
+	skip     string // skip reason; empty when patched
+	warnings []string
+	ops      []jsonpatch.Operation
+	backend  gpufracv1.BackendType
+	gfa      *gpufracv1.GPUFractionAutoscaler // for events
+	event    string                           // warning event note on gfa, if any
+}
+
+// Handle implements admission.Handler. It never denies a pod: every skip, internal
+// error or panic admits the pod unchanged (the API server would otherwise reject the
+// pod, whatever the webhook's failurePolicy says).
+func (m *Mutator) Handle(ctx context.Context, req admission.Request) (resp admission.Response) {
+	defer func() {
+		if r := recover(); r != nil {
+			errorsTotal.WithLabelValues("panic").Inc()
+			skippedTotal.WithLabelValues(SkipInternalError).Inc()
+			klog.FromContext(ctx).Error(fmt.Errorf("%v", r), "Panic in the pod webhook; pod admitted unchanged", "namespace", req.Namespace)
+			resp = admission.Allowed("").WithWarnings("gpufrac: internal error; pod admitted unchanged")
+		}
+	}()
+	o := m.decide(ctx, req)
+	if o.event != "" && o.gfa != nil && m.Events != nil && (req.DryRun == nil || !*req.DryRun) {
+		m.Events.Eventf(o.gfa, nil, corev1.EventTypeWarning, "FractionNotApplied", "AdmitPod", "%s", o.event)
+	}
+	if o.skip != "" {
+		if o.skip != SkipNotPodCreate {
+			skippedTotal.WithLabelValues(o.skip).Inc()
+		}
+		requestsTotal.WithLabelValues(WebhookMutatePods, "unchanged").Inc()
+		return admission.Allowed("").WithWarnings(o.warnings...)
+	}
+	patchesTotal.WithLabelValues(string(o.backend)).Inc()
+	requestsTotal.WithLabelValues(WebhookMutatePods, "patched").Inc()
+	return admission.Patched("", o.ops...).WithWarnings(o.warnings...)
+}
+
+func (m *Mutator) decide(ctx context.Context, req admission.Request) outcome {
+	if req.Operation != admissionv1.Create || req.Kind.Kind != "Pod" || req.SubResource != "" {
+		return outcome{skip: SkipNotPodCreate}
+	}
+	if m.Synced != nil && !m.Synced() {
+		return outcome{skip: SkipNotReady}
+	}
+	pod := &corev1.Pod{}
+	if err := m.decoder.Decode(req, pod); err != nil {
+		errorsTotal.WithLabelValues("decode").Inc()
+		return outcome{skip: SkipInvalidRequestObj, warnings: []string{"gpufrac: pod not decodable; admitted unchanged"}}
+	}
+	// At CREATE the pod may have no name yet (generateName) and no namespace (it comes
+	// from the request path).
+	if pod.Namespace == "" {
+		pod.Namespace = req.Namespace
+	}
+	if pod.Annotations[gpufracv1.AnnotationExclude] == "true" {
+		return outcome{skip: SkipExcluded}
+	}
+	if !m.requestsGPU(pod) {
+		return outcome{skip: SkipNoGPU}
+	}
+	owner := metav1.GetControllerOf(pod)
+	if owner == nil {
+		return outcome{skip: SkipNoController}
+	}
+	if ok, err := m.waitOwner(ctx, pod.Namespace, owner); err != nil {
+		errorsTotal.WithLabelValues("cache").Inc()
+		klog.FromContext(ctx).Error(err, "Reading a pod's owner from the cache", "namespace", pod.Namespace, "owner", owner.Kind+"/"+owner.Name)
+		return outcome{skip: SkipInternalError}
+	} else if !ok {
+		return outcome{skip: SkipOwnerNotCached, warnings: []string{fmt.Sprintf("gpufrac: %s %s not in the cache after %v; pod admitted unchanged", owner.Kind, owner.Name, m.Config.OwnerWait)}}
+	}
+	owners := workload.Owners{Reader: m.Reader}
+	ref, _ := owners.TopController(ctx, pod)
+
+	var list gpufracv1.GPUFractionAutoscalerList
+	if err := m.Reader.List(ctx, &list, client.InNamespace(pod.Namespace), client.MatchingFields{TargetIndexField: TargetIndexValue(ref.Kind, ref.Name)}); err != nil {
+		errorsTotal.WithLabelValues("cache").Inc()
+		klog.FromContext(ctx).Error(err, "Listing autoscalers from the cache", "namespace", pod.Namespace)
+		return outcome{skip: SkipInternalError}
+	}
+	switch len(list.Items) {
+	case 0:
+		return outcome{skip: SkipNoAutoscaler}
+	case 1:
+	default:
+		names := make([]string, len(list.Items))
+		for i := range list.Items {
+			names[i] = list.Items[i].Name
+		}
+		slices.Sort(names)
+		msg := fmt.Sprintf("gpufrac: autoscalers %s all target %s %s; pod admitted unchanged until only one does", strings.Join(names, ", "), ref.Kind, ref.Name)
+		return outcome{skip: SkipConflict, warnings: []string{msg}, gfa: &list.Items[0], event: msg}
+	}
+	gfa := &list.Items[0]
+	if mode := updateMode(gfa); mode == gpufracv1.UpdateModeOff || !slices.Contains([]gpufracv1.UpdateMode{gpufracv1.UpdateModeInitial, gpufracv1.UpdateModeRecreate, gpufracv1.UpdateModeInPlaceOrRecreate}, mode) {
+		return outcome{skip: SkipModeOff}
+	}
+	gfr := &gpufracv1.GPUFractionRecommendation{}
+	if err := m.Reader.Get(ctx, types.NamespacedName{Namespace: gfa.Namespace, Name: gfa.Name}, gfr); err != nil {
+		if apierrors.IsNotFound(err) {
+			return outcome{skip: SkipNoRecommendation}
+		}
+		errorsTotal.WithLabelValues("cache").Inc()
+		klog.FromContext(ctx).Error(err, "Reading a recommendation from the cache", "namespace", gfa.Namespace, "name", gfa.Name)
+		return outcome{skip: SkipInternalError}
+	}
+	for _, or := range gfr.OwnerReferences {
+		if or.Kind == "GPUFractionAutoscaler" && or.UID != gfa.UID {
+			return outcome{skip: SkipStale}
+		}
+	}
+	if c := meta.FindStatusCondition(gfr.Status.Conditions, gpufracv1.ConditionRecommendationProvided); len(gfr.Status.ContainerRecommendations) == 0 || (c != nil && c.Status != metav1.ConditionTrue) {
+		return outcome{skip: SkipNoRecommendation}
+	}
+	if minConf, conf := m.Config.minConfidence(), gfr.Status.ConfidencePercent; (conf == nil && minConf > 0) || (conf != nil && *conf < minConf) {
+		return outcome{skip: SkipLowConfidence}
+	}
+
+	bt := gpufracv1.BackendAnnotations
+	var specOverhead int64
+	if b := gfa.Spec.Backend; b != nil {
+		if b.Type != "" {
+			bt = b.Type
+		}
+		if b.MemoryOverhead != nil {
+			specOverhead = b.MemoryOverhead.Value()
+		}
+	}
+	backend := m.Backends[bt]
+	if backend == nil {
+		msg := fmt.Sprintf("gpufrac: backend %q of autoscaler %s is unknown; pod admitted unchanged", bt, gfa.Name)
+		return outcome{skip: SkipUnknownBackend, warnings: []string{msg}, gfa: gfa, event: msg}
+	}
+	unsafeOutcome := func(err error) outcome {
+		reason := SkipInternalError
+		var ue *UnsafeError
+		if errors.As(err, &ue) {
+			reason = ue.Reason
+		}
+		msg := fmt.Sprintf("gpufrac: pod %s not patched (%s backend): %v", podName(pod), bt, err)
+		return outcome{skip: reason, warnings: []string{msg}, gfa: gfa, event: msg}
+	}
+	if specOverhead < 0 {
+		return unsafeOutcome(unsafe(UnsafeInvalidValue, "spec.backend.memoryOverhead of autoscaler %s is negative", gfa.Name))
+	}
+	targets, warnings, err := m.targets(pod, gfa, gfr, m.Config.MemoryOverhead[bt]+specOverhead)
+	if err != nil {
+		return unsafeOutcome(err)
+	}
+	if len(targets) == 0 {
+		return outcome{skip: SkipNoContainer}
+	}
+
+	mod := pod.DeepCopy()
+	bw, err := backend.Apply(mod, targets)
+	if err != nil {
+		return unsafeOutcome(err)
+	}
+	warnings = append(warnings, bw...)
+	rec := gpufracv1.AppliedRecord{
+		Backend:                       bt,
+		Autoscaler:                    gfa.Name,
+		RecommendationGeneration:      gfr.Generation,
+		RecommendationResourceVersion: gfr.ResourceVersion,
+		ObservedGeneration:            gfr.Status.ObservedGeneration,
+		ConfidencePercent:             ptrOr(gfr.Status.ConfidencePercent, 0),
+	}
+	for _, t := range targets {
+		if !t.wrote() {
+			continue
+		}
+		ac := gpufracv1.AppliedContainer{Name: t.Container}
+		if t.WrittenMemoryBytes > 0 {
+			ac.Memory = t.RecommendedMemory
+			ac.WrittenMemory = resource.NewQuantity(t.WrittenMemoryBytes, resource.BinarySI)
+		}
+		if t.WrittenComputeMilli >= 0 {
+			ac.Compute = t.RecommendedCompute
+			ac.WrittenCompute = milliQuantity(t.WrittenComputeMilli)
+		}
+		rec.Containers = append(rec.Containers, ac)
+	}
+	if len(rec.Containers) == 0 {
+		return outcome{skip: SkipNothingWritten, warnings: warnings}
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		errorsTotal.WithLabelValues("encode").Inc()
+		return outcome{skip: SkipInternalError}
+	}
+	setAnnotation(mod, gpufracv1.AnnotationApplied, string(b))
+	return outcome{ops: diffPod(pod, mod), warnings: warnings, backend: bt}
+}
+
+// targets builds one Target per container that has a recommendation and a controlled
+// resource. Out-of-range recommendations make the pod unsafe; memory above one GPU after
+// adding overhead is capped with a warning.
+func (m *Mutator) targets(pod *corev1.Pod, gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionRecommendation, overhead int64) ([]*Target, []string, error) {
+	var targets []*Target
+	var warnings []string
+	gpuMem := resource.NewQuantity(m.Config.GPUMemoryBytes, resource.BinarySI)
+	one := resource.MustParse("1")
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		var rec *gpufracv1.ContainerRecommendation
+		for j := range gfr.Status.ContainerRecommendations {
+			if gfr.Status.ContainerRecommendations[j].ContainerName == c.Name {
+				rec = &gfr.Status.ContainerRecommendations[j]
+				break
+			}
+		}
+		if rec == nil {
+			continue
+		}
+		pol := containerPolicy(gfa, c.Name)
+		if pol != nil && pol.Mode != nil && *pol.Mode == gpufracv1.ContainerScalingModeOff {
+			continue
+		}
+		t := &Target{Container: c.Name, Index: i, WrittenComputeMilli: -1}
+		if q := rec.Target.Memory; q != nil && controls(pol, gpufracv1.ResourceMemory) {
+			if q.Sign() <= 0 {
+				return nil, nil, unsafe(UnsafeInvalidValue, "memory target %s of container %s is not positive", q.String(), c.Name)
+			}
+			if q.Cmp(*gpuMem) > 0 {
+				return nil, nil, unsafe(UnsafeRecommendationSize, "memory target %s of container %s exceeds one GPU (%s)", q.String(), c.Name, gpuMem.String())
+			}
+			t.HasMemory = true
+			t.MemoryBytes = q.Value() + overhead
+			if t.MemoryBytes > m.Config.GPUMemoryBytes {
+				warnings = append(warnings, fmt.Sprintf("gpufrac: container %s: memory %s plus overhead exceeds one GPU; capped to %s", c.Name, q.String(), gpuMem.String()))
+				t.MemoryBytes = m.Config.GPUMemoryBytes
+			}
+			if u := rec.UpperBound.Memory; u != nil && u.Sign() > 0 {
+				if u.Cmp(*gpuMem) > 0 {
+					t.UpperMemoryBytes = m.Config.GPUMemoryBytes
+				} else {
+					t.UpperMemoryBytes = min(u.Value()+overhead, m.Config.GPUMemoryBytes)
+				}
+			}
+			qc := q.DeepCopy()
+			t.RecommendedMemory = &qc
+		}
+		if q := rec.Target.Compute; q != nil && controls(pol, gpufracv1.ResourceCompute) {
+			if q.Sign() < 0 || q.Cmp(one) > 0 {
+				return nil, nil, unsafe(UnsafeInvalidValue, "compute target %s of container %s is outside 0–1 GPU", q.String(), c.Name)
+			}
+			t.HasCompute = true
+			t.ComputeMilli = q.MilliValue()
+			qc := q.DeepCopy()
+			t.RecommendedCompute = &qc
+		}
+		if t.HasMemory || t.HasCompute {
+			targets = append(targets, t)
+		}
+	}
+	return targets, warnings, nil
+}
+
+// requestsGPU mirrors the webhook's match condition: a container request or limit name
+// with the GPU prefix, or a KAI fraction annotation.
+func (m *Mutator) requestsGPU(pod *corev1.Pod) bool {
+	for i := range pod.Spec.Containers {
+		if isGPUContainer(&pod.Spec.Containers[i], m.Config.GPUResourcePrefix) {
+			return true
+		}
+	}
+	_, mem := pod.Annotations[m.Config.KAI.MemoryAnnotation]
+	_, frac := pod.Annotations[m.Config.KAI.FractionAnnotation]
+	return mem || frac
+}
+
+// waitOwner polls the cache (never the API server) until a ReplicaSet or Job owner of a
+// new pod is there, for at most Config.OwnerWait. Other owner kinds return true at once.
+// It returns false when the owner is still missing, and an error for cache errors other
+// than NotFound.
+func (m *Mutator) waitOwner(ctx context.Context, ns string, owner *metav1.OwnerReference) (bool, error) {
+	gvk, ok := intermediateOwners[owner.Kind]
+	if !ok {
+		return true, nil
+	}
+	if gv, err := schema.ParseGroupVersion(owner.APIVersion); err != nil || gv.Group != gvk.Group {
+		return true, nil
+	}
+	obj := &metav1.PartialObjectMetadata{}
+	obj.SetGroupVersionKind(gvk)
+	deadline := time.Now().Add(m.Config.OwnerWait)
+	for {
+		err := m.Reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: owner.Name}, obj)
+		if err == nil {
+			return true, nil
+		}
+		if !apierrors.IsNotFound(err) {
+			return false, err
+		}
+		if !time.Now().Before(deadline) {
+			return false, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, nil
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// updateMode returns the autoscaler's update mode (Off when unset).
+func updateMode(gfa *gpufracv1.GPUFractionAutoscaler) gpufracv1.UpdateMode {
+	if p := gfa.Spec.UpdatePolicy; p != nil && p.UpdateMode != nil {
+		return *p.UpdateMode
+	}
+	return gpufracv1.UpdateModeOff
+}
+
+// containerPolicy returns the policy for a container: its own, else "*", else nil.
+func containerPolicy(gfa *gpufracv1.GPUFractionAutoscaler, name string) *gpufracv1.ContainerPolicy {
+	if gfa.Spec.ResourcePolicy == nil {
+		return nil
+	}
+	var def *gpufracv1.ContainerPolicy
+	for i := range gfa.Spec.ResourcePolicy.ContainerPolicies {
+		p := &gfa.Spec.ResourcePolicy.ContainerPolicies[i]
+		switch p.ContainerName {
+		case name:
+			return p
+		case gpufracv1.ContainerPolicyDefault:
+			def = p
+		}
+	}
+	return def
+}
+
+// controls reports whether the policy controls res (all resources when unset).
+func controls(p *gpufracv1.ContainerPolicy, res gpufracv1.GPUResourceName) bool {
+	return p == nil || len(p.ControlledResources) == 0 || slices.Contains(p.ControlledResources, res)
+}
+
+func podName(pod *corev1.Pod) string {
+	if pod.Name != "" {
+		return pod.Namespace + "/" + pod.Name
+	}
+	return pod.Namespace + "/" + pod.GenerateName + "*"
+}
+
+func ptrOr[T any](p *T, d T) T {
+	if p == nil {
+		return d
+	}
+	return *p
+}
+
+var _ admission.Handler = &Mutator{}

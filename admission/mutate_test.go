@@ -1,0 +1,318 @@
+package admission
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+)
+
+// mutator returns a Mutator over a fake cache holding the Deployment web, its
+// ReplicaSet web-abc and objs.
+func mutator(t testing.TB, cfg Config, objs ...client.Object) *Mutator {
+	dep, rs := deploymentObjects()
+	m := NewMutator(newFakeReader(t, append([]client.Object{dep, rs}, objs...)...), testScheme(t), cfg)
+	return m
+}
+
+func handle(t *testing.T, m *Mutator, pod *corev1.Pod) (outcome, admission.Response, *corev1.Pod) {
+	t.Helper()
+	req := createRequest(t, pod)
+	o := m.decide(context.Background(), req)
+	resp := m.Handle(context.Background(), req)
+	if !resp.Allowed {
+		t.Fatalf("pod denied: %+v", resp.Result)
+	}
+	return o, resp, patched(t, req, resp)
+}
+
+func TestMutateHAMiThroughDeployment(t *testing.T) {
+	gfa := autoscaler("web", gpufracv1.UpdateModeInitial, gpufracv1.BackendHAMi)
+	gfa.Spec.Backend.MemoryOverhead = q("256Mi")
+	gfr := recommendation("web", 80, containerRec("main", "4Gi", "350m"))
+	m := mutator(t, Config{MemoryOverhead: map[gpufracv1.BackendType]int64{gpufracv1.BackendHAMi: 256 * MiB}}, gfa, gfr)
+	o, resp, got := handle(t, m, podOf(gpuContainer("main", 1)))
+	if o.skip != "" {
+		t.Fatalf("skipped: %s %v", o.skip, o.warnings)
+	}
+	if len(resp.Warnings) != 0 {
+		t.Errorf("warnings %v", resp.Warnings)
+	}
+	c := &got.Spec.Containers[0]
+	if v, _ := resourceValue(c, "limits", "nvidia.com/gpumem"); v != 4096+512 {
+		t.Errorf("gpumem = %d, want 4608 (4Gi + 256Mi flag + 256Mi spec overhead)", v)
+	}
+	if v, _ := resourceValue(c, "limits", "nvidia.com/gpucores"); v != 35 {
+		t.Errorf("gpucores = %d, want 35", v)
+	}
+	if got.Namespace != "" || got.GenerateName != "web-abc-" {
+		t.Error("patch touched metadata it should not")
+	}
+	rec, err := gpufracv1.ParseApplied(got.Annotations)
+	if err != nil || rec == nil {
+		t.Fatalf("applied record: %v %v", rec, err)
+	}
+	if rec.Backend != gpufracv1.BackendHAMi || rec.Autoscaler != "web" || rec.RecommendationGeneration != 3 || rec.RecommendationResourceVersion == "" || rec.ConfidencePercent != 80 || rec.ObservedGeneration != 1 {
+		t.Errorf("record %+v", rec)
+	}
+	ac := rec.Container("main")
+	if ac == nil || ac.Memory.String() != "4Gi" || ac.Compute.String() != "350m" || ac.WrittenMemory.String() != "4608Mi" || ac.WrittenCompute.String() != "350m" {
+		t.Errorf("record container %+v", ac)
+	}
+
+	// The same pod again (reinvocation) needs no change.
+	req := createRequest(t, got)
+	got.Namespace = ""
+	if resp := m.Handle(context.Background(), req); len(resp.Patches) != 0 {
+		t.Errorf("second pass patches %v, want none", resp.Patches)
+	}
+}
+
+func TestMutateEachBackend(t *testing.T) {
+	for _, tc := range []struct {
+		backend gpufracv1.BackendType
+		check   func(t *testing.T, p *corev1.Pod)
+	}{
+		{gpufracv1.BackendHAMi, func(t *testing.T, p *corev1.Pod) {
+			if v, _ := resourceValue(&p.Spec.Containers[0], "limits", "nvidia.com/gpumem"); v != 2048 {
+				t.Errorf("gpumem %d", v)
+			}
+		}},
+		{gpufracv1.BackendKAI, func(t *testing.T, p *corev1.Pod) {
+			if p.Annotations["gpu-memory"] != "2048" || p.Spec.SchedulerName != "kai-scheduler" {
+				t.Errorf("annotations %v scheduler %s", p.Annotations, p.Spec.SchedulerName)
+			}
+			if _, ok := p.Spec.Containers[0].Resources.Limits["nvidia.com/gpu"]; ok {
+				t.Error("nvidia.com/gpu kept")
+			}
+		}},
+		{gpufracv1.BackendKAINVFractions, func(t *testing.T, p *corev1.Pod) {
+			if p.Annotations["nvidia.com/container.main.gpu-memory.request"] != "2Gi" {
+				t.Errorf("annotations %v", p.Annotations)
+			}
+		}},
+		{gpufracv1.BackendMPS, func(t *testing.T, p *corev1.Pod) {
+			if v, _ := env(&p.Spec.Containers[0], "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"); v != "0=2048M" {
+				t.Errorf("env %v", p.Spec.Containers[0].Env)
+			}
+			if v, _ := env(&p.Spec.Containers[0], "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"); v != "20" {
+				t.Errorf("env %v", p.Spec.Containers[0].Env)
+			}
+		}},
+		{gpufracv1.BackendAnnotations, func(t *testing.T, p *corev1.Pod) {
+			if p.Annotations["gpufrac.io/gpu-memory"] != "2Gi" || p.Annotations["gpufrac.io/gpu-compute"] != "200m" {
+				t.Errorf("annotations %v", p.Annotations)
+			}
+		}},
+	} {
+		t.Run(string(tc.backend), func(t *testing.T) {
+			m := mutator(t, Config{}, autoscaler("web", gpufracv1.UpdateModeRecreate, tc.backend), recommendation("web", 60, containerRec("main", "2Gi", "200m")))
+			o, _, got := handle(t, m, podOf(gpuContainer("main", 1)))
+			if o.skip != "" {
+				t.Fatalf("skipped %s %v", o.skip, o.warnings)
+			}
+			tc.check(t, got)
+			if _, ok := got.Annotations[gpufracv1.AnnotationApplied]; !ok {
+				t.Error("no applied record")
+			}
+		})
+	}
+}
+
+func TestMutateSkips(t *testing.T) {
+	base := func() []client.Object {
+		return []client.Object{autoscaler("web", gpufracv1.UpdateModeInitial, gpufracv1.BackendHAMi), recommendation("web", 80, containerRec("main", "4Gi", "350m"))}
+	}
+	other := &gpufracv1.GPUFractionAutoscaler{}
+	base()[0].(*gpufracv1.GPUFractionAutoscaler).DeepCopyInto(other)
+	other.Name, other.UID = "web2", "web2-uid"
+
+	stale := recommendation("web", 80, containerRec("main", "4Gi", "350m"))
+	stale.OwnerReferences[0].UID = "old-uid"
+	notProvided := recommendation("web", 80, containerRec("main", "4Gi", "350m"))
+	notProvided.Status.Conditions[0].Status = metav1.ConditionFalse
+	excluded := podOf(gpuContainer("main", 1))
+	excluded.Annotations = map[string]string{gpufracv1.AnnotationExclude: "true"}
+	orphan := podOf(gpuContainer("main", 1))
+	orphan.OwnerReferences = nil
+	wrongRS := podOf(gpuContainer("main", 1))
+	wrongRS.OwnerReferences[0].Name = "not-cached"
+
+	for _, tc := range []struct {
+		name   string
+		objs   []client.Object
+		cfg    Config
+		pod    *corev1.Pod
+		reason string
+		warn   bool
+	}{
+		{"off", []client.Object{autoscaler("web", gpufracv1.UpdateModeOff, gpufracv1.BackendHAMi), base()[1]}, Config{}, nil, SkipModeOff, false},
+		{"no update policy", []client.Object{func() client.Object {
+			a := autoscaler("web", "", gpufracv1.BackendHAMi)
+			a.Spec.UpdatePolicy = nil
+			return a
+		}(), base()[1]}, Config{}, nil, SkipModeOff, false},
+		{"no autoscaler", nil, Config{}, nil, SkipNoAutoscaler, false},
+		{"no recommendation", base()[:1], Config{}, nil, SkipNoRecommendation, false},
+		{"recommendation not provided", []client.Object{base()[0], notProvided}, Config{}, nil, SkipNoRecommendation, false},
+		{"stale recommendation", []client.Object{base()[0], stale}, Config{}, nil, SkipStale, false},
+		{"low confidence", []client.Object{base()[0], recommendation("web", 49, containerRec("main", "4Gi", "350m"))}, Config{}, nil, SkipLowConfidence, false},
+		{"custom confidence", []client.Object{base()[0], recommendation("web", 89, containerRec("main", "4Gi", "350m"))}, Config{MinConfidence: ptr[int32](90)}, nil, SkipLowConfidence, false},
+		{"two autoscalers", append(base(), other), Config{}, nil, SkipConflict, true},
+		{"no matching container", []client.Object{base()[0], recommendation("web", 80, containerRec("other", "4Gi", "350m"))}, Config{}, nil, SkipNoContainer, false},
+		{"excluded", base(), Config{}, excluded, SkipExcluded, false},
+		{"no GPU", base(), Config{}, podOf(corev1.Container{Name: "main"}), SkipNoGPU, false},
+		{"bare pod", base(), Config{}, orphan, SkipNoController, false},
+		{"owner not cached", base(), Config{OwnerWait: 20 * time.Millisecond}, wrongRS, SkipOwnerNotCached, true},
+		{"compute out of range", []client.Object{base()[0], recommendation("web", 80, containerRec("main", "4Gi", "2"))}, Config{}, nil, UnsafeInvalidValue, true},
+		{"memory above one GPU", []client.Object{base()[0], recommendation("web", 80, containerRec("main", "100Gi", ""))}, Config{}, nil, UnsafeRecommendationSize, true},
+		{"negative memory", []client.Object{base()[0], recommendation("web", 80, containerRec("main", "-1Gi", ""))}, Config{}, nil, UnsafeInvalidValue, true},
+		{"unsafe multi-gpu", base(), Config{}, podOf(gpuContainer("main", 2)), UnsafeMultiGPU, true},
+		{"nothing written", base(), Config{}, podOf(corev1.Container{Name: "main", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/mig-1g.10gb": *q("1")}}}), SkipNothingWritten, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := tc.pod
+			if pod == nil {
+				pod = podOf(gpuContainer("main", 1))
+			}
+			m := mutator(t, tc.cfg, tc.objs...)
+			rec := events.NewFakeRecorder(10)
+			m.Events = rec
+			o, resp, got := handle(t, m, pod)
+			if o.skip != tc.reason {
+				t.Fatalf("reason %q (%v), want %q", o.skip, o.warnings, tc.reason)
+			}
+			if len(resp.Patches) != 0 {
+				t.Errorf("patches %v on a skipped pod", resp.Patches)
+			}
+			if (len(resp.Warnings) > 0) != tc.warn {
+				t.Errorf("warnings %v, want some: %v", resp.Warnings, tc.warn)
+			}
+			if len(got.Annotations) != len(pod.Annotations) {
+				t.Errorf("annotations changed: %v", got.Annotations)
+			}
+			if tc.warn && o.gfa != nil && len(rec.Events) == 0 {
+				t.Error("no event recorded on the autoscaler")
+			}
+		})
+	}
+}
+
+func TestMutatePolicies(t *testing.T) {
+	gfa := autoscaler("web", gpufracv1.UpdateModeInitial, gpufracv1.BackendHAMi)
+	off := gpufracv1.ContainerScalingModeOff
+	gfa.Spec.ResourcePolicy = &gpufracv1.ResourcePolicy{ContainerPolicies: []gpufracv1.ContainerPolicy{
+		{ContainerName: "*", ControlledResources: []gpufracv1.GPUResourceName{gpufracv1.ResourceMemory}},
+		{ContainerName: "frozen", Mode: &off},
+	}}
+	gfr := recommendation("web", 80, containerRec("a", "1Gi", "500m"), containerRec("frozen", "1Gi", "500m"), containerRec("b", "2Gi", "100m"))
+	m := mutator(t, Config{}, gfa, gfr)
+	o, _, got := handle(t, m, podOf(gpuContainer("a", 1), gpuContainer("frozen", 1), gpuContainer("b", 1)))
+	if o.skip != "" {
+		t.Fatal(o.skip, o.warnings)
+	}
+	for i, want := range []int64{1024, 0, 2048} {
+		c := &got.Spec.Containers[i]
+		v, _ := resourceValue(c, "limits", "nvidia.com/gpumem")
+		if v != want {
+			t.Errorf("%s gpumem %d, want %d", c.Name, v, want)
+		}
+		if _, ok := c.Resources.Limits["nvidia.com/gpucores"]; ok {
+			t.Errorf("%s: compute written though only memory is controlled", c.Name)
+		}
+	}
+	rec, _ := gpufracv1.ParseApplied(got.Annotations)
+	if len(rec.Containers) != 2 || rec.Container("frozen") != nil || rec.Container("a").Compute != nil {
+		t.Errorf("record %+v", rec)
+	}
+}
+
+func TestMutateMemoryCappedToOneGPU(t *testing.T) {
+	gfa := autoscaler("web", gpufracv1.UpdateModeInitial, gpufracv1.BackendHAMi)
+	gfa.Spec.Backend.MemoryOverhead = q("2Gi")
+	m := mutator(t, Config{GPUMemoryBytes: 80 << 30}, gfa, recommendation("web", 80, containerRec("main", "79Gi", "")))
+	o, resp, got := handle(t, m, podOf(gpuContainer("main", 1)))
+	if o.skip != "" {
+		t.Fatal(o.skip)
+	}
+	if v, _ := resourceValue(&got.Spec.Containers[0], "limits", "nvidia.com/gpumem"); v != 80<<10 {
+		t.Errorf("gpumem %d, want one GPU", v)
+	}
+	if len(resp.Warnings) != 1 {
+		t.Errorf("warnings %v", resp.Warnings)
+	}
+}
+
+func TestMutateJobPod(t *testing.T) {
+	ctrl := true
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: "train", UID: "job-uid"}}
+	gfa := autoscaler("train", gpufracv1.UpdateModeInitial, gpufracv1.BackendAnnotations)
+	gfa.Spec.TargetRef = autoscalingRef("Job", "train")
+	gfa.Spec.TargetRef.APIVersion = "batch/v1"
+	m := mutator(t, Config{}, job, gfa, recommendation("train", 80, containerRec("main", "1Gi", "")))
+	pod := podOf(gpuContainer("main", 1))
+	pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "train", UID: "job-uid", Controller: &ctrl}}
+	o, _, got := handle(t, m, pod)
+	if o.skip != "" {
+		t.Fatal(o.skip)
+	}
+	if got.Annotations["gpufrac.io/gpu-memory"] != "1Gi" {
+		t.Errorf("annotations %v", got.Annotations)
+	}
+}
+
+func TestMutateNeverDenies(t *testing.T) {
+	m := mutator(t, Config{})
+	m.Reader = panicReader{}
+	resp := m.Handle(context.Background(), createRequest(t, podOf(gpuContainer("main", 1))))
+	if !resp.Allowed || len(resp.Warnings) == 0 {
+		t.Fatalf("panic: allowed=%v warnings=%v", resp.Allowed, resp.Warnings)
+	}
+	m = mutator(t, Config{})
+	m.Synced = func() bool { return false }
+	if o := m.decide(context.Background(), createRequest(t, podOf(gpuContainer("main", 1)))); o.skip != SkipNotReady {
+		t.Errorf("unsynced: %s", o.skip)
+	}
+	req := createRequest(t, podOf(gpuContainer("main", 1)))
+	req.Object.Raw = []byte("{not json")
+	if resp := m.Handle(context.Background(), req); !resp.Allowed {
+		t.Error("undecodable pod denied")
+	}
+	req = createRequest(t, podOf(gpuContainer("main", 1)))
+	req.Operation = "UPDATE"
+	if o := m.decide(context.Background(), req); o.skip != SkipNotPodCreate {
+		t.Errorf("update: %s", o.skip)
+	}
+}
+
+type panicReader struct{ client.Reader }
+
+func (panicReader) Get(context.Context, client.ObjectKey, client.Object, ...client.GetOption) error {
+	panic("boom")
+}
+
+func TestMutateWarningsAreShort(t *testing.T) {
+	// Admission warnings should stay on one line.
+	m := mutator(t, Config{}, autoscaler("web", gpufracv1.UpdateModeInitial, gpufracv1.BackendKAI), recommendation("web", 80, containerRec("a", "1Gi", ""), containerRec("b", "1Gi", "")))
+	_, resp, _ := handle(t, m, podOf(gpuContainer("a", 1), gpuContainer("b", 1)))
+	for _, w := range resp.Warnings {
+		if strings.Contains(w, "\n") {
+			t.Errorf("multi-line warning %q", w)
+		}
+	}
+	if len(resp.Warnings) != 1 {
+		t.Errorf("warnings %v", resp.Warnings)
+	}
+}
+
+var _ runtime.Object = &corev1.Pod{}

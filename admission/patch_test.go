@@ -1,0 +1,71 @@
+package admission
+
+import (
+	"encoding/json"
+	"testing"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+func TestDiffPod(t *testing.T) {
+	withEnv := gpuContainer("a", 1)
+	withEnv.Env = []corev1.EnvVar{{Name: "X", Value: "1"}, {Name: "Y", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}
+	for name, tc := range map[string]struct {
+		orig *corev1.Pod
+		mod  func(*corev1.Pod)
+	}{
+		"annotations from nil, escaped keys": {podOf(gpuContainer("a", 1)), func(p *corev1.Pod) {
+			setAnnotation(p, "nvidia.com/container.a.gpu-memory.request", "1Gi")
+			setAnnotation(p, "we~ird/key", "")
+		}},
+		"annotations changed and removed": {func() *corev1.Pod {
+			p := podOf(gpuContainer("a", 1))
+			p.Annotations = map[string]string{"gpu-fraction": "0.5", "keep": "x", "gpu-memory": "1"}
+			return p
+		}(), func(p *corev1.Pod) { delete(p.Annotations, "gpu-fraction"); p.Annotations["gpu-memory"] = "2048" }},
+		"labels and scheduler": {podOf(gpuContainer("a", 1)), func(p *corev1.Pod) {
+			p.Labels["kai.scheduler/queue"] = "q"
+			p.Spec.SchedulerName = "kai-scheduler"
+		}},
+		"resources of an empty container": {podOf(corev1.Container{Name: "a"}), func(p *corev1.Pod) { setResource(&p.Spec.Containers[0], "nvidia.com/gpumem", 10) }},
+		"resources replaced, gpu removed": {podOf(corev1.Container{Name: "s"}, gpuContainer("a", 1)), func(p *corev1.Pod) {
+			setResource(&p.Spec.Containers[1], "nvidia.com/gpumem", 10)
+			removeResource(&p.Spec.Containers[1], "nvidia.com/gpu")
+		}},
+		"only limits before": {podOf(corev1.Container{Name: "a", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}}}), func(p *corev1.Pod) {
+			setResource(&p.Spec.Containers[0], "nvidia.com/gpucores", 30)
+		}},
+		"env from nil": {podOf(gpuContainer("a", 1)), func(p *corev1.Pod) { setEnv(&p.Spec.Containers[0], "A", "1") }},
+		"env replaced in place and appended": {podOf(withEnv), func(p *corev1.Pod) {
+			setEnv(&p.Spec.Containers[0], "Y", "2")
+			setEnv(&p.Spec.Containers[0], "Z", "3")
+		}},
+		"no change": {podOf(gpuContainer("a", 1)), func(*corev1.Pod) {}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			mod := tc.orig.DeepCopy()
+			tc.mod(mod)
+			ops := diffPod(tc.orig, mod)
+			raw, _ := json.Marshal(tc.orig)
+			pb, _ := json.Marshal(ops)
+			p, err := jsonpatch.DecodePatch(pb)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := p.Apply(raw)
+			if err != nil {
+				t.Fatalf("apply %s: %v", pb, err)
+			}
+			got := &corev1.Pod{}
+			if err := json.Unmarshal(out, got); err != nil {
+				t.Fatal(err)
+			}
+			if !equality.Semantic.DeepEqual(got, mod) {
+				t.Errorf("patched pod differs\npatch %s\ngot  %s", pb, out)
+			}
+		})
+	}
+}

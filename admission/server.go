@@ -1,0 +1,342 @@
+package admission
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"sync/atomic"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+)
+
+// Options configures a whole admission server (NewServer).
+type Options struct {
+	// Config is the mutating webhook's configuration.
+	Config Config
+	// Namespace is gpufrac's own namespace: the certificate Secret and the status Lease
+	// live there, and its pods are never sent to the webhook. Required.
+	Namespace string
+	// Identity names this replica in the status Lease. Default: the host name.
+	Identity string
+	// Host is the webhook server's listen host (default all addresses).
+	Host string
+	// Port is the webhook server's port. Default 9443.
+	Port int
+	// MetricsAddr is the /metrics address ("0" disables). ProbeAddr serves /healthz and
+	// /readyz ("0" disables).
+	MetricsAddr, ProbeAddr string
+
+	// CertDir, when set, holds externally managed tls.crt and tls.key (for example a
+	// cert-manager Secret mounted as a volume), reloaded when they change; the
+	// self-managed CA is then off. CAFile, optional with CertDir, is the PEM CA written
+	// into the webhook configurations' caBundle (without it the caBundle there is kept,
+	// for cert-manager's CA injector).
+	CertDir, CAFile string
+	// CertSecret is the Secret of the self-managed CA and certificate. Default
+	// gpufrac-admission-tls.
+	CertSecret string
+	// CertDNSNames and CertIPs are extra names of the self-managed serving certificate
+	// (the Service's DNS names and the URL's host are always included).
+	CertDNSNames []string
+	// CertIPs are extra IP addresses of the self-managed serving certificate.
+	CertIPs []net.IP
+	// CAValidity, CertValidity and CertCheckInterval: see CertManager.
+	CAValidity, CertValidity, CertCheckInterval time.Duration
+
+	// Register makes the server create and update its webhook configurations
+	// (Registration) with the CA bundle.
+	Register bool
+	// Registration describes them; Client and Namespace are filled in.
+	Registration Registration
+	// RegistrationInterval is how often the configurations are re-checked when certs
+	// are external. Default 1m (with self-managed certs they are checked with the
+	// certificate, every CertCheckInterval).
+	RegistrationInterval time.Duration
+
+	// LeaseName is the status Lease's name. Default DefaultStatusLeaseName.
+	LeaseName string
+	// LeaseRenewInterval is the status Lease's renewal period. Default 10s.
+	LeaseRenewInterval time.Duration
+	// DisableLease turns the status Lease off (the updater then never evicts).
+	DisableLease bool
+
+	// GracefulShutdownTimeout bounds the shutdown of all runnables. Default 30s.
+	GracefulShutdownTimeout time.Duration
+}
+
+// Server is a configured admission server: a controller-runtime manager with the
+// webhook server, informer caches, certificates, webhook registration and status Lease.
+type Server struct {
+	// Manager runs everything; Start starts it.
+	Manager manager.Manager
+	// Mutator and Validator are the two admission handlers.
+	Mutator *Mutator
+	// Validator is the GPUFractionAutoscaler handler.
+	Validator *Validator
+	// Certs is the self-managed certificate manager, nil with external certificates.
+	Certs *CertManager
+	// Registration is the webhook registration, nil unless Options.Register.
+	Registration *Registration
+	// Lease is the status Lease, nil when disabled.
+	Lease *StatusLease
+
+	synced atomic.Bool
+	regErr atomic.Pointer[error]
+}
+
+// NewServer builds the manager and everything the admission server runs, and loads (or
+// creates) the self-managed certificate before it returns, so the webhook serves from
+// its first request. Errors are configuration, API (certificate Secret) and manager
+// errors.
+func NewServer(ctx context.Context, restCfg *rest.Config, o Options) (*Server, error) {
+	o.Config = o.Config.WithDefaults()
+	if err := o.Config.Validate(); err != nil {
+		return nil, err
+	}
+	if o.Namespace == "" {
+		return nil, errors.New("admission: Options.Namespace is required")
+	}
+	if o.Port == 0 {
+		o.Port = 9443
+	}
+	if o.Identity == "" {
+		o.Identity, _ = os.Hostname()
+	}
+	if o.CertSecret == "" {
+		o.CertSecret = "gpufrac-admission-tls"
+	}
+	if err := Register(ctrlmetrics.Registry); err != nil {
+		return nil, err
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := gpufracv1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	direct, err := client.New(restCfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("API client: %w", err)
+	}
+	s := &Server{}
+
+	var reg *Registration
+	if o.Register {
+		r := o.Registration
+		r.Client = direct
+		r.Namespace = o.Namespace
+		if err := r.Validate(); err != nil {
+			return nil, err
+		}
+		reg = &r
+		s.Registration = reg
+	}
+
+	var tlsOpts []func(*tls.Config)
+	if o.CertDir == "" {
+		cm := &CertManager{
+			Client: direct, Namespace: o.Namespace, SecretName: o.CertSecret,
+			CAValidity: o.CAValidity, CertValidity: o.CertValidity, CheckInterval: o.CertCheckInterval,
+		}
+		cm.DNSNames, cm.IPAddresses = certNames(o)
+		if reg != nil {
+			cm.OnBundle = s.reconcile
+		}
+		if err := cm.Ensure(ctx); err != nil {
+			return nil, fmt.Errorf("webhook certificate: %w", err)
+		}
+		s.Certs = cm
+		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.GetCertificate = cm.GetCertificate })
+	}
+	tlsOpts = append(tlsOpts, func(c *tls.Config) { c.MinVersion = tls.VersionTLS12 })
+
+	mgr, err := manager.New(restCfg, manager.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: orDefault(o.MetricsAddr, ":8080")},
+		HealthProbeBindAddress:  orDefault(o.ProbeAddr, ":8081"),
+		WebhookServer:           webhook.NewServer(webhook.Options{Host: o.Host, Port: o.Port, CertDir: o.CertDir, TLSOpts: tlsOpts}),
+		Cache:                   cache.Options{ReaderFailOnMissingInformer: true},
+		GracefulShutdownTimeout: durationPtr(orDefaultDuration(o.GracefulShutdownTimeout, 30*time.Second)),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	s.Manager = mgr
+
+	// Informers used on the request path, created now so no read ever starts one.
+	if err := AddIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+		return nil, err
+	}
+	if _, err := mgr.GetCache().GetInformer(ctx, &gpufracv1.GPUFractionRecommendation{}); err != nil {
+		return nil, err
+	}
+	for _, gvk := range intermediateOwners {
+		obj := &metav1.PartialObjectMetadata{}
+		obj.SetGroupVersionKind(gvk)
+		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
+			return nil, err
+		}
+	}
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		if mgr.GetCache().WaitForCacheSync(ctx) {
+			s.synced.Store(true)
+			klog.FromContext(ctx).Info("Informer caches synced")
+		}
+		<-ctx.Done()
+		return nil
+	})); err != nil {
+		return nil, err
+	}
+
+	s.Mutator = NewMutator(mgr.GetCache(), scheme, o.Config)
+	s.Mutator.Events = mgr.GetEventRecorder("gpufrac-admission")
+	s.Mutator.Synced = s.synced.Load
+	s.Validator = NewValidator(mgr.GetCache(), mgr.GetRESTMapper(), scheme)
+	srv := mgr.GetWebhookServer()
+	srv.Register(MutatePodsPath, instrument(WebhookMutatePods, &webhook.Admission{Handler: s.Mutator}))
+	srv.Register(ValidateAutoscalerPath, instrument(WebhookValidateAutoscaler, &webhook.Admission{Handler: s.Validator}))
+
+	if s.Certs != nil {
+		if err := mgr.Add(s.Certs); err != nil {
+			return nil, err
+		}
+	} else if reg != nil {
+		var bundle []byte
+		if o.CAFile != "" {
+			if bundle, err = os.ReadFile(o.CAFile); err != nil {
+				return nil, fmt.Errorf("CA file: %w", err)
+			}
+		}
+		every := orDefaultDuration(o.RegistrationInterval, time.Minute)
+		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+			t := time.NewTicker(every)
+			defer t.Stop()
+			for {
+				if err := s.reconcile(ctx, bundle); err != nil && ctx.Err() == nil {
+					klog.FromContext(ctx).Error(err, "Registering the webhooks")
+				}
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-t.C:
+				}
+			}
+		})); err != nil {
+			return nil, err
+		}
+	}
+
+	started := srv.StartedChecker()
+	ready := func() error {
+		if !s.synced.Load() {
+			return errors.New("informer caches not synced")
+		}
+		if s.Certs != nil {
+			if err := s.Certs.Loaded(); err != nil {
+				return err
+			}
+		}
+		if reg != nil {
+			if p := s.regErr.Load(); p == nil || *p != nil {
+				return errors.New("webhook configurations not registered yet")
+			}
+		}
+		return started(nil)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("webhook", func(*http.Request) error { return ready() }); err != nil {
+		return nil, err
+	}
+	if !o.DisableLease {
+		s.Lease = &StatusLease{
+			Client: direct, Namespace: o.Namespace, Name: o.LeaseName, Identity: o.Identity,
+			RenewInterval: o.LeaseRenewInterval, Ready: ready,
+		}
+		if err := mgr.Add(s.Lease); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Start runs the server until ctx ends, then shuts down gracefully: the webhook server
+// finishes in-flight requests and the status Lease is released. It returns the
+// manager's error.
+func (s *Server) Start(ctx context.Context) error { return s.Manager.Start(ctx) }
+
+// Synced reports whether the informer caches have synced.
+func (s *Server) Synced() bool { return s.synced.Load() }
+
+func (s *Server) reconcile(ctx context.Context, bundle []byte) error {
+	err := s.Registration.Reconcile(ctx, bundle)
+	if err != nil {
+		errorsTotal.WithLabelValues("registration").Inc()
+	}
+	s.regErr.Store(&err)
+	return err
+}
+
+// certNames returns the self-managed certificate's names: the Service's DNS names, the
+// webhook URL's host, and the extra names.
+func certNames(o Options) ([]string, []net.IP) {
+	var dns []string
+	var ips []net.IP
+	add := func(h string) {
+		if ip := net.ParseIP(h); ip != nil {
+			ips = append(ips, ip)
+		} else if h != "" {
+			dns = append(dns, h)
+		}
+	}
+	if svc := o.Registration.Service; svc != nil {
+		add(svc.Name + "." + svc.Namespace + ".svc")
+		add(svc.Name + "." + svc.Namespace + ".svc.cluster.local")
+	}
+	if u, err := url.Parse(o.Registration.URL); err == nil && u.Hostname() != "" {
+		add(u.Hostname())
+	}
+	dns = append(dns, o.CertDNSNames...)
+	ips = append(ips, o.CertIPs...)
+	if len(dns) == 0 && len(ips) == 0 {
+		add("gpufrac-admission." + o.Namespace + ".svc")
+	}
+	return dns, ips
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+func orDefaultDuration(v, d time.Duration) time.Duration {
+	if v <= 0 {
+		return d
+	}
+	return v
+}
+
+func durationPtr(d time.Duration) *time.Duration { return &d }

@@ -1,0 +1,153 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+)
+
+const hostileNS = "e2e-hostile"
+
+// hostileHistory writes dcgm-exporter series the way real clusters get them wrong, one
+// Deployment per kind of bad data, as OpenMetrics for the backfill:
+//   - exported: scraped without honor_labels (workload labels in exported_*, pod names
+//     the exporter), plus the exporter's own series for an idle GPU;
+//   - mig, mig-util: MIG instances (UUID + GPU_I_ID), where GPU_UTIL reads 0;
+//   - shared: two pods on one GPU, each given the device's value;
+//   - nan: NaN and DCGM blank sentinels among valid samples.
+//
+// Pods are named by the Deployment convention and have no kube-state-metrics series, so
+// they are attributed by naming convention.
+func hostileHistory(dir string, end time.Time) (string, error) {
+	type series struct {
+		labels string
+		value  func(i int) string
+		hours  int
+	}
+	pod := func(deploy, sfx string) string { return deploy + "-5d8f7b9c4x-" + sfx }
+	l := func(kv ...string) string {
+		var b []string
+		for i := 0; i < len(kv); i += 2 {
+			b = append(b, fmt.Sprintf("%s=%q", kv[i], kv[i+1]))
+		}
+		return "{" + strings.Join(b, ",") + "}"
+	}
+	constant := func(v string) func(int) string { return func(int) string { return v } }
+	fb := []series{
+		{l("namespace", "gpu-operator", "pod", "dcgm-exporter-x2k4p", "container", "exporter", "UUID", "GPU-e",
+			"exported_namespace", hostileNS, "exported_pod", pod("exported", "bcdfg"), "exported_container", "inference"), constant("10240"), 3},
+		{l("namespace", "gpu-operator", "pod", "dcgm-exporter-x2k4p", "container", "exporter", "UUID", "GPU-idle"), constant("70000"), 3},
+		{l("namespace", hostileNS, "pod", pod("mig", "bcdfg"), "container", "inference", "UUID", "GPU-m", "GPU_I_ID", "1", "GPU_I_PROFILE", "3g.40gb"), constant("5000"), 3},
+		{l("namespace", hostileNS, "pod", pod("mig-util", "bcdfg"), "container", "inference", "UUID", "GPU-m", "GPU_I_ID", "2", "GPU_I_PROFILE", "3g.40gb"), constant("5000"), 3},
+		{l("namespace", hostileNS, "pod", pod("shared", "bcdfg"), "container", "inference", "UUID", "GPU-s"), constant("30000"), 30},
+		{l("namespace", hostileNS, "pod", pod("shared", "bcdfh"), "container", "inference", "UUID", "GPU-s"), constant("30000"), 30},
+		{l("namespace", hostileNS, "pod", pod("nan", "bcdfg"), "container", "inference", "UUID", "GPU-n"), func(i int) string {
+			switch i % 40 {
+			case 7:
+				return "NaN"
+			case 23:
+				return "9223372036854775794" // DCGM blank sentinel
+			}
+			return "8000"
+		}, 3},
+	}
+	util := []series{
+		{l("namespace", hostileNS, "pod", pod("mig", "bcdfg"), "container", "inference", "UUID", "GPU-m", "GPU_I_ID", "1"), constant("0"), 3},
+		{l("namespace", hostileNS, "pod", pod("mig-util", "bcdfg"), "container", "inference", "UUID", "GPU-m", "GPU_I_ID", "2"), constant("0"), 3},
+		{l("namespace", hostileNS, "pod", pod("nan", "bcdfg"), "container", "inference", "UUID", "GPU-n"), func(i int) string {
+			if i%40 == 11 {
+				return "250" // impossible utilisation
+			}
+			return "20"
+		}, 3},
+	}
+	gr := []series{
+		{l("namespace", hostileNS, "pod", pod("mig", "bcdfg"), "container", "inference", "UUID", "GPU-m", "GPU_I_ID", "1"), constant("0.3"), 3},
+	}
+	var b strings.Builder
+	family := func(name string, ss []series) {
+		fmt.Fprintf(&b, "# TYPE %s gauge\n", name)
+		for _, s := range ss {
+			n := s.hours * 60
+			for i := 0; i < n; i++ {
+				t := end.Add(-time.Duration(n-1-i) * time.Minute)
+				fmt.Fprintf(&b, "%s%s %s %d\n", name, s.labels, s.value(i), t.Unix())
+			}
+		}
+	}
+	family("DCGM_FI_DEV_FB_USED", fb)
+	family("DCGM_FI_DEV_GPU_UTIL", util)
+	family("DCGM_FI_PROF_GR_ENGINE_ACTIVE", gr)
+	b.WriteString("# EOF\n")
+	path := filepath.Join(dir, "hostile.om")
+	return path, os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+func init() { backfills["hostile"] = hostileHistory }
+
+func TestHostileMetrics(t *testing.T) {
+	createNamespace(t, hostileNS)
+	names := []string{"exported", "mig", "mig-util", "shared", "nan"}
+	for _, n := range names {
+		create(t, gpuDeployment(hostileNS, n, "inference", 1), autoscaler(hostileNS, n, n))
+	}
+	startRecommender(t, "--metric-source=dcgm")
+	recs := map[string]*gpufracv1.GPUFractionRecommendation{}
+	for _, n := range names {
+		waitFor(t, 90*time.Second, "recommendation of "+n, func() (bool, error) {
+			recs[n] = recommendation(t, hostileNS, n)
+			c := condition(recs[n], gpufracv1.ConditionRecommendationProvided)
+			return c != nil && c.Status == metav1.ConditionTrue, nil
+		})
+	}
+	mib := func(r *gpufracv1.GPUFractionRecommendation) float64 {
+		return r.Status.ContainerRecommendations[0].Target.Memory.AsApproximateFloat64() / (1 << 20)
+	}
+	within := func(what string, got, want float64) {
+		t.Helper()
+		if got < want || got > want*1.05+2 { // one 5 % histogram bucket, rounded up to MiB
+			t.Errorf("%s: memory target %.0f MiB, want %.0f MiB (+1 bucket)", what, got, want)
+		}
+	}
+
+	t.Run("exported_* labels: the workload's usage, never the exporter's", func(t *testing.T) {
+		r := recs["exported"]
+		within("exported", mib(r), 10240*1.15)
+		if r.Status.Attribution != gpufracv1.AttributionPodNamingConvention {
+			t.Errorf("attribution %q, want PodNamingConvention", r.Status.Attribution)
+		}
+	})
+	t.Run("MIG: memory per instance; GPU_UTIL 0 is unsupported, not idle", func(t *testing.T) {
+		mig, util := recs["mig"].Status.ContainerRecommendations[0], recs["mig-util"].Status.ContainerRecommendations[0]
+		within("mig", mib(recs["mig"]), 5000*1.15)
+		within("mig-util", mib(recs["mig-util"]), 5000*1.15)
+		if mig.ComputeSource != "DCGM_FI_PROF_GR_ENGINE_ACTIVE" || mig.Target.Compute == nil || mig.Target.Compute.MilliValue() != 357 {
+			t.Errorf("mig: compute %v from %q, want 357m from DCGM_FI_PROF_GR_ENGINE_ACTIVE (0.31 bucket end × 1.15)", mig.Target.Compute, mig.ComputeSource)
+		}
+		if util.Target.Compute != nil {
+			t.Errorf("mig-util: compute %s recommended from GPU_UTIL zeros on a MIG instance, want none", util.Target.Compute)
+		}
+	})
+	t.Run("shared GPU with the device value copied to each pod: upper bound, low confidence", func(t *testing.T) {
+		r := recs["shared"]
+		within("shared", mib(r), 30000*1.15) // never summed to 60000
+		c := condition(r, gpufracv1.ConditionLowConfidence)
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != "SharedDeviceValues" || *r.Status.ConfidencePercent != 40 {
+			t.Errorf("want LowConfidence/SharedDeviceValues at 40%%, got %+v confidence %v", c, *r.Status.ConfidencePercent)
+		}
+	})
+	t.Run("NaN, sentinels and impossible utilisation are dropped", func(t *testing.T) {
+		r := recs["nan"].Status.ContainerRecommendations[0]
+		within("nan", mib(recs["nan"]), 8000*1.15)
+		if r.Target.Compute == nil || r.Target.Compute.MilliValue() != 242 { // 0.21 bucket end × 1.15, the 250 % samples dropped
+			t.Errorf("nan: compute %v, want 242m", r.Target.Compute)
+		}
+	})
+}
