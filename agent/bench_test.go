@@ -1,0 +1,120 @@
+package agent
+
+import (
+	"fmt"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+)
+
+// benchNode builds 8 GPUs with 100 processes of 100 single-container pods spread
+// over them (12–13 per GPU), each with a cgroup file in a fake proc root and a
+// utilisation sample per cycle.
+func benchNode(b *testing.B) (*Sampler, []*fakeGPU) {
+	c := newCluster(b)
+	const gpus, procs = 8, 100
+	gs := make([]*fakeGPU, gpus)
+	devs := make([]nvml.Device, gpus)
+	for i := range gs {
+		gs[i] = &fakeGPU{uuid: fmt.Sprintf("GPU-%08d-0000-0000-0000-000000000000", i), name: "NVIDIA H100 80GB HBM3", total: 80 * gib, used: 40 * gib}
+		devs[i] = gs[i].device()
+	}
+	for p := 0; p < procs; p++ {
+		pid := uint32(10000 + p)
+		c.proc(pid, c.addContainer(fmt.Sprintf("ns-%d", p%10), fmt.Sprintf("wl-%d-5d8f7-abcde", p), "main", p%2 == 0))
+		g := gs[p%gpus]
+		g.compute = append(g.compute, nvml.ProcessInfo{Pid: pid, UsedGpuMemory: uint64(p+1) << 24})
+	}
+	now := t0
+	s := newSampler(fakeLib(devs...), c.attributor(), &now)
+	s.cfg.Now = time.Now
+	return s, gs
+}
+
+// refreshSamples gives every process one utilisation sample at ts.
+func refreshSamples(gs []*fakeGPU, ts uint64) {
+	for _, g := range gs {
+		g.samples = g.samples[:0]
+		for _, p := range g.compute {
+			g.samples = append(g.samples, nvml.ProcessUtilizationSample{Pid: p.Pid, TimeStamp: ts, SmUtil: p.Pid % 100})
+		}
+	}
+}
+
+// BenchmarkSampleCycle is one sampling cycle on 8 GPUs with 100 processes: NVML
+// calls on the go-nvml mock (whose call recording is included), 100 /proc/<pid>/cgroup
+// reads and parses, attribution, aggregation.
+func BenchmarkSampleCycle(b *testing.B) {
+	s, gs := benchNode(b)
+	now := time.Now()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		now = now.Add(time.Second)
+		refreshSamples(gs, us(now))
+		b.StartTimer()
+		s.SampleOnce(now)
+	}
+	b.StopTimer()
+	if got := len(s.Snapshot().Usage); got != 100 {
+		b.Fatalf("%d usages, want 100", got)
+	}
+}
+
+// BenchmarkScrape is one Prometheus scrape of the agent's collector (Collect and
+// text encoding) on the same node.
+func BenchmarkScrape(b *testing.B) {
+	s, gs := benchNode(b)
+	now := time.Now()
+	refreshSamples(gs, us(now))
+	s.SampleOnce(now)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(s)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		mfs, err := reg.Gather()
+		if err != nil {
+			b.Fatal(err)
+		}
+		enc := expfmt.NewEncoder(io.Discard, expfmt.NewFormat(expfmt.TypeTextPlain))
+		for _, mf := range mfs {
+			if err := enc.Encode(mf); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+// BenchmarkCycleAndScrape is what one scrape costs when the agent samples once per
+// scrape: a cycle plus a scrape.
+func BenchmarkCycleAndScrape(b *testing.B) {
+	s, gs := benchNode(b)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(s)
+	now := time.Now()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		now = now.Add(time.Second)
+		refreshSamples(gs, us(now))
+		b.StartTimer()
+		s.SampleOnce(now)
+		mfs, err := reg.Gather()
+		if err != nil {
+			b.Fatal(err)
+		}
+		enc := expfmt.NewEncoder(io.Discard, expfmt.NewFormat(expfmt.TypeTextPlain))
+		for _, mf := range mfs {
+			if err := enc.Encode(mf); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}

@@ -1,0 +1,96 @@
+package agent
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+func TestPodIndex(t *testing.T) {
+	cid := func(c byte) string {
+		b := make([]byte, 64)
+		for i := range b {
+			b[i] = c
+		}
+		return string(b)
+	}
+	pods := []*corev1.Pod{
+		{
+			ObjectMeta: metav1.ObjectMeta{Name: "web-5d8f7-abcde", Namespace: "ml", UID: "1234abcd-5678-90ef-1234-567890abcdef",
+				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
+			Spec: corev1.PodSpec{NodeName: "gpu-1", Containers: []corev1.Container{{Name: "server", Image: "x"}, {Name: "sidecar"}}},
+			Status: corev1.PodStatus{
+				Phase:                 corev1.PodRunning,
+				ContainerStatuses:     []corev1.ContainerStatus{{Name: "server", ContainerID: "containerd://" + cid('a')}, {Name: "sidecar", ContainerID: "cri-o://" + cid('b')}},
+				InitContainerStatuses: []corev1.ContainerStatus{{Name: "init", ContainerID: "docker://" + cid('c')}},
+			},
+		},
+		{
+			// A mirror pod: its cgroup carries the static pod's hash, not its UID.
+			ObjectMeta: metav1.ObjectMeta{Name: "static-gpu-1", Namespace: "kube-system", UID: "99999999-0000-4000-8000-000000000000",
+				Annotations: map[string]string{MirrorPodAnnotation: "0123456789abcdef0123456789abcdef", "other": "dropped"}},
+			Spec: corev1.PodSpec{NodeName: "gpu-1", Containers: []corev1.Container{{Name: "probe"}}},
+		},
+	}
+	client := fake.NewClientset(pods[0], pods[1])
+	idx, err := NewPodIndex(client, "gpu-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	idx.Start(ctx)
+	if !idx.WaitForSync(ctx, 10*time.Second) {
+		t.Fatal("not synced")
+	}
+	for id, want := range map[string]Owner{
+		cid('a'): {"ml", "web-5d8f7-abcde", "server"},
+		cid('b'): {"ml", "web-5d8f7-abcde", "sidecar"},
+		cid('c'): {"ml", "web-5d8f7-abcde", "init"},
+	} {
+		if got, ok := idx.LookupContainer(id); !ok || got != want {
+			t.Errorf("LookupContainer(%s) = %+v, %v; want %+v", id[:4], got, ok, want)
+		}
+	}
+	if _, ok := idx.LookupContainer(cid('d')); ok {
+		t.Error("unknown container found")
+	}
+	if ns, name, cs, ok := idx.LookupPod("1234abcd-5678-90ef-1234-567890abcdef"); !ok || ns != "ml" || name != "web-5d8f7-abcde" || len(cs) != 2 {
+		t.Errorf("LookupPod = %s %s %v %v", ns, name, cs, ok)
+	}
+	if _, name, cs, ok := idx.LookupPod("0123456789abcdef0123456789abcdef"); !ok || name != "static-gpu-1" || len(cs) != 1 {
+		t.Errorf("mirror LookupPod = %s %v %v", name, cs, ok)
+	}
+	// Stored pods are stripped.
+	for _, p := range idx.List() {
+		if len(p.ManagedFields) > 0 || p.Annotations["other"] != "" || (len(p.Spec.Containers) > 0 && p.Spec.Containers[0].Image != "") {
+			t.Errorf("pod %s not stripped: %+v", p.Name, p)
+		}
+	}
+	// End to end through the cgroup path, with the pod deleted afterwards.
+	a := resolve(idx, CgroupInfo{PodUID: "1234abcd-5678-90ef-1234-567890abcdef", ContainerID: cid('b')})
+	if a.Reason != "" || a.Owner.Container != "sidecar" {
+		t.Errorf("resolve = %+v", a)
+	}
+	if err := client.CoreV1().Pods("ml").Delete(ctx, "web-5d8f7-abcde", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		a = resolve(idx, CgroupInfo{PodUID: "1234abcd-5678-90ef-1234-567890abcdef", ContainerID: cid('b')})
+		if a.Reason == ReasonUnknownPod {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after delete: %+v", a)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := StripContainerIDScheme("containerd://ABC"); got != "abc" {
+		t.Errorf("StripContainerIDScheme = %q", got)
+	}
+}

@@ -1,0 +1,213 @@
+// Command agent is gpufrac's node agent, run as a DaemonSet on GPU nodes: it reads
+// per-process GPU memory and SM utilisation from NVML, attributes each process to its
+// pod and container, and serves them as Prometheus metrics on /metrics (see
+// docs/agent.md). With --simulate it replays a trace on fake GPUs instead, attributing
+// the fake processes to the live pods of the cluster, so a cluster without GPUs shows
+// the same metrics.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/gpufrac/gpufrac/agent"
+	"github.com/gpufrac/gpufrac/agent/simulate"
+	"github.com/gpufrac/gpufrac/trace"
+)
+
+func main() {
+	if err := run(); err != nil {
+		klog.ErrorS(err, "agent failed")
+		klog.Flush()
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	listen, kubeconfig, nodeName, procRoot, nvmlLibrary string
+	cfg                                                 agent.Config
+	podSyncTimeout                                      time.Duration
+
+	simulate             bool
+	tracePath, gpuMemory string
+	sim                  simulate.Config
+}
+
+func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
+	o := &options{}
+	fs.StringVar(&o.listen, "listen", ":9410", "Address of the HTTP server: /metrics, /healthz, /readyz.")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Path of a kubeconfig; empty uses $KUBECONFIG, ~/.kube/config, else the in-cluster service account.")
+	fs.StringVar(&o.nodeName, "node-name", os.Getenv("NODE_NAME"), "Node whose pods to watch (field selector spec.nodeName); default $NODE_NAME; empty watches every pod of the cluster.")
+	fs.StringVar(&o.procRoot, "proc-root", "/proc", "The host's /proc as the agent sees it (in a DaemonSet with hostPID: true and the host's /proc mounted: /host/proc).")
+	fs.StringVar(&o.nvmlLibrary, "nvml-library", "", "Path of libnvidia-ml.so.1 (default: the dynamic loader's search path).")
+	fs.DurationVar(&o.cfg.Interval, "interval", agent.DefaultInterval, "Sampling period; utilisation is averaged over it (at least 1s).")
+	fs.BoolVar(&o.cfg.NVMLRequired, "nvml-required", true, "Exit with an error when NVML cannot be initialised; false idles with gpufrac_agent_up 0 and retries every --nvml-retry-interval.")
+	fs.DurationVar(&o.cfg.InitRetry, "nvml-retry-interval", agent.DefaultInitRetry, "nvmlInit retry period with --nvml-required=false.")
+	fs.DurationVar(&o.podSyncTimeout, "pod-sync-timeout", 30*time.Second, "How long to wait for the pod informer's first list before sampling anyway.")
+	fs.BoolVar(&o.simulate, "simulate", false, "Replay --trace on fake GPUs instead of reading NVML (no GPU needed).")
+	fs.StringVar(&o.tracePath, "trace", "", "With --simulate: the long-format CSV trace (timestamp,namespace,pod,container,memory_bytes,compute_ratio), e.g. from `gpufrac trace synth --long-csv`.")
+	fs.Float64Var(&o.sim.Speed, "simulate-speed", 1, "With --simulate: trace seconds replayed per wall-clock second.")
+	fs.BoolVar(&o.sim.Loop, "simulate-loop", true, "With --simulate: start the trace over after its end; false holds its last samples.")
+	fs.DurationVar(&o.sim.Offset, "simulate-offset", 0, "With --simulate: where in the trace the replay starts.")
+	fs.IntVar(&o.sim.GPUs, "simulate-gpus", simulate.DefaultGPUs, "With --simulate: number of fake GPUs the processes are spread over.")
+	fs.StringVar(&o.gpuMemory, "simulate-gpu-memory", "81559Mi", "With --simulate: memory of one fake GPU (quantity, bytes).")
+	fs.StringVar(&o.sim.Model, "simulate-model", simulate.DefaultModel, "With --simulate: product name of the fake GPUs.")
+	fs.DurationVar(&o.sim.Hold, "simulate-hold", 0, "With --simulate: how long a trace sample stays valid (default 3 × the trace's median step).")
+	klog.InitFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if o.cfg.Interval < time.Second {
+		return nil, fmt.Errorf("--interval %s: must be at least 1s (NVML's sample period is up to 1s)", o.cfg.Interval)
+	}
+	if o.simulate {
+		if o.tracePath == "" {
+			return nil, errors.New("--simulate needs --trace")
+		}
+		q, err := resource.ParseQuantity(o.gpuMemory)
+		if err != nil || q.Sign() <= 0 {
+			return nil, fmt.Errorf("--simulate-gpu-memory %q: want a positive quantity such as 80Gi", o.gpuMemory)
+		}
+		o.sim.GPUMemoryBytes = uint64(q.Value())
+		if o.sim.Speed <= 0 {
+			return nil, fmt.Errorf("--simulate-speed %v: must be positive", o.sim.Speed)
+		}
+		o.sim.Seed = o.nodeName
+		o.cfg.Mode = agent.ModeSimulate
+	} else if o.tracePath != "" {
+		return nil, errors.New("--trace needs --simulate")
+	}
+	return o, nil
+}
+
+func run() error {
+	o, err := parseFlags(flag.CommandLine, os.Args[1:])
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	restCfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: o.kubeconfig, Precedence: clientcmd.NewDefaultClientConfigLoadingRules().Precedence},
+		&clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	restCfg.UserAgent = "gpufrac-agent"
+	client, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	pods, err := agent.NewPodIndex(client, o.nodeName)
+	if err != nil {
+		return err
+	}
+	if o.nodeName == "" {
+		klog.InfoS("no --node-name or $NODE_NAME: watching the pods of every node")
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var (
+		lib  nvml.Interface
+		attr agent.Attributor
+	)
+	if o.simulate {
+		f, err := os.Open(o.tracePath)
+		if err != nil {
+			return err
+		}
+		tr, _, err := trace.ReadLongCSV(f, o.tracePath)
+		f.Close()
+		if err != nil {
+			return err
+		}
+		o.sim.Trace = tr
+		sim, err := simulate.New(o.sim, pods)
+		if err != nil {
+			return err
+		}
+		klog.InfoS("simulating GPUs", "trace", o.tracePath, "summary", tr.Summarize().String(), "gpus", o.sim.GPUs, "speed", o.sim.Speed, "loop", o.sim.Loop)
+		lib, attr = sim.NVML(), sim
+		o.cfg.BeforeCycle = sim.Advance
+		reg.MustRegister(sim)
+	} else {
+		var libOpts []nvml.LibraryOption
+		if o.nvmlLibrary != "" {
+			libOpts = append(libOpts, nvml.WithLibraryPath(o.nvmlLibrary))
+		}
+		lib = nvml.New(libOpts...)
+		attr = &agent.ProcAttributor{ProcRoot: o.procRoot, Pods: pods}
+	}
+	sampler := agent.NewSampler(lib, attr, o.cfg)
+	reg.MustRegister(sampler)
+
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		switch {
+		case !pods.HasSynced():
+			http.Error(w, "pod informer not synced", http.StatusServiceUnavailable)
+		case o.cfg.NVMLRequired && !sampler.Sampled():
+			http.Error(w, "no sampling cycle has succeeded yet", http.StatusServiceUnavailable)
+		default:
+			fmt.Fprintln(w, "ok")
+		}
+	})
+	srv := &http.Server{Addr: o.listen, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srvErr := make(chan error, 1)
+	go func() {
+		klog.InfoS("serving", "address", o.listen)
+		if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+			srvErr <- err
+		}
+	}()
+
+	if o.cfg.NVMLRequired {
+		// Fail fast, before waiting for the API server.
+		if err := sampler.Init(); err != nil {
+			return err
+		}
+	}
+	pods.Start(ctx)
+	if !pods.WaitForSync(ctx, o.podSyncTimeout) && ctx.Err() == nil {
+		klog.ErrorS(nil, "pod informer not synced; sampling anyway (processes show as unknown_pod until it is)", "timeout", o.podSyncTimeout)
+	}
+	runErr := make(chan error, 1)
+	go func() { runErr <- sampler.Run(ctx) }()
+
+	select {
+	case err = <-srvErr:
+		stop()
+		<-runErr
+	case err = <-runErr:
+		stop()
+	case <-ctx.Done():
+		err = <-runErr
+	}
+	shCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shCtx)
+	return err
+}

@@ -1,0 +1,37 @@
+package main
+
+import (
+	"flag"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpufrac/gpufrac/agent"
+)
+
+func TestParseFlags(t *testing.T) {
+	o, err := parseFlags(flag.NewFlagSet("agent", flag.ContinueOnError), []string{
+		"--simulate", "--trace", "t.csv", "--simulate-gpu-memory", "40Gi", "--simulate-speed", "60", "--node-name", "n1", "--interval", "2s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.sim.GPUMemoryBytes != 40<<30 || o.sim.Speed != 60 || o.cfg.Mode != agent.ModeSimulate || o.sim.Seed != "n1" || o.cfg.Interval != 2*time.Second || !o.sim.Loop {
+		t.Errorf("options = %+v", o)
+	}
+	o, err = parseFlags(flag.NewFlagSet("agent", flag.ContinueOnError), nil)
+	if err != nil || o.procRoot != "/proc" || !o.cfg.NVMLRequired || o.listen != ":9410" || o.cfg.Interval != agent.DefaultInterval {
+		t.Errorf("defaults = %+v, %v", o, err)
+	}
+	for _, bad := range [][]string{
+		{"--simulate"},
+		{"--trace", "t.csv"},
+		{"--interval", "500ms"},
+		{"--simulate", "--trace", "t.csv", "--simulate-gpu-memory", "lots"},
+		{"--simulate", "--trace", "t.csv", "--simulate-speed", "0"},
+		{"extra"},
+	} {
+		if _, err := parseFlags(flag.NewFlagSet("agent", flag.ContinueOnError), bad); err == nil {
+			t.Errorf("%s accepted", strings.Join(bad, " "))
+		}
+	}
+}
