@@ -17,7 +17,7 @@ K8S_BINS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-sch
 TOOLS    := $(K8S_BINS) $(BIN)/kwok $(BIN)/controller-gen
 TEST_FLAGS ?= -timeout 40m
 
-.PHONY: help build generate verify-generated tools test unit e2e vet bench bench-sim demo demo-down cluster-up cluster-down clean
+.PHONY: help build generate verify-generated tools test unit e2e vet bench bench-sim fuzz demo demo-down cluster-up cluster-down clean
 
 help: ## Show this help.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -56,8 +56,16 @@ unit: ## Unit tests only (no cluster).
 e2e: tools ## End-to-end tests on a real local cluster and Prometheus.
 	$(GO) test $(TEST_FLAGS) -v -count=1 ./e2e/...
 
-test: tools verify-generated vet ## Everything CI runs: generated files, vet, unit and e2e tests.
+FUZZ_TIME ?= 15s
+
+test: tools verify-generated vet ## Everything CI runs: generated files, vet, unit and e2e tests, bounded fuzzing.
 	$(GO) test $(TEST_FLAGS) -count=1 ./...
+	$(MAKE) fuzz
+
+fuzz: ## Run each fuzz target for FUZZ_TIME (default 15s).
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZ_TIME) ./recommender/metrics/
+	$(GO) test -run '^$$' -fuzz '^FuzzAttribute$$' -fuzztime $(FUZZ_TIME) ./workload/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseCgroup$$' -fuzztime $(FUZZ_TIME) ./agent/
 
 bench: ## Go benchmarks (figures go to docs/benchmarks.md).
 	$(GO) test -run '^$$' -bench . -benchmem ./recommender/... ./trace/... ./simulate/... ./packing/...
