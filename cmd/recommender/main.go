@@ -63,7 +63,7 @@ func run() error {
 	flag.Float64Var(&cfg.LowConfidence, "low-confidence", 0, "Confidence ratio 0–1 under which LowConfidence is set (default 0.5).")
 	flag.Float64Var(&cfg.Estimator.ComputeMargin, "compute-margin", 0, "Safety margin on compute, ratio (default 0.15, VPA's).")
 	flag.Float64Var(&cfg.Policy.GuardrailComputeStep, "guardrail-compute-step", 0, "Compute added per cycle while the latency guardrail is breached, share of one GPU (default 0.1).")
-	flag.StringVar(&cfg.LabelMode, "label-mode", "auto", "How workload labels are found: auto (detect exported_* labels of a scrape without honor_labels), direct (the --*-label flags) or exported.")
+	flag.StringVar(&cfg.LabelMode, "label-mode", "auto", "How workload labels are read: auto (the --*-label labels, and for series scraped without honor_labels their exported_* copies) or direct (the --*-label labels only).")
 	flag.StringVar(&labels.Namespace, "namespace-label", labels.Namespace, "Label naming a sample's pod namespace.")
 	flag.StringVar(&labels.Pod, "pod-label", labels.Pod, "Label naming a sample's pod.")
 	flag.StringVar(&labels.Container, "container-label", labels.Container, "Label naming a sample's container.")
