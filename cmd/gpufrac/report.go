@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -96,19 +97,36 @@ GPUs needed if the pods were packed by their recommendations onto GPUs of --gpu-
 }
 
 // newClient returns a controller-runtime client for the kubeconfig (or the default
-// loading rules when empty) with gpufrac's types registered.
+// loading rules when empty) with gpufrac's and client-go's types registered.
 func newClient(kubeconfig string) (client.Client, error) {
+	c, _, err := newClientNamespace(kubeconfig, "")
+	return c, err
+}
+
+// newClientNamespace is newClient plus the namespace to use: the flag's value, else the
+// kubeconfig context's, else "default".
+func newClientNamespace(kubeconfig, namespace string) (client.Client, string, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
+	cfg, err := loader.ClientConfig()
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig: %w", err)
+		return nil, "", fmt.Errorf("kubeconfig: %w", err)
+	}
+	if namespace == "" {
+		if namespace, _, err = loader.Namespace(); err != nil {
+			return nil, "", err
+		}
 	}
 	scheme := runtime.NewScheme()
 	if err := gpufracv1.AddToScheme(scheme); err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return client.New(cfg, client.Options{Scheme: scheme})
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, "", err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	return c, namespace, err
 }
 
 // summarise turns recommendations into report rows and packs their pods.
