@@ -42,15 +42,19 @@ const MIGInstanceLabel = "GPU_I_ID"
 
 // MemoryPeakQuery returns the peak of DCGM_FI_DEV_FB_USED over the window, in bytes.
 func (DCGM) MemoryPeakQuery(sel Selector, window time.Duration) string {
-	return fmt.Sprintf("max %s (%s) * %d", sel.by(), sel.Series("max_over_time", DCGMFBUsed, window), MiB)
+	return fmt.Sprintf("max %s (%s) * %d", sel.by(), sel.Series("max_over_time", DCGMFBUsed, MaxMemoryBytes/MiB, window), MiB)
 }
 
 // ComputeQuery returns the mean activity over the window as a ratio 0–1, from the
 // highest-fidelity field that exists for each container.
 func (DCGM) ComputeQuery(sel Selector, window time.Duration) string {
 	one := func(metric string, scale string) string {
+		max := 1.0
+		if scale != "" {
+			max = 100 // percent
+		}
 		return fmt.Sprintf(`label_replace(max %s (%s)%s, %q, %q, "", "")`,
-			sel.by(), sel.Series("avg_over_time", metric, window), scale, SourceLabel, metric)
+			sel.by(), sel.Series("avg_over_time", metric, max, window), scale, SourceLabel, metric)
 	}
 	on := " or on (" + strings.Join(sel.keys(), ", ") + ") "
 	return strings.Join([]string{

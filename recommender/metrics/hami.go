@@ -6,8 +6,10 @@ package metrics
 // hami_container_device_utilization_ratio (ratio 0–1 of the device's cores the
 // container used). Devices are keyed by device_uuid.
 var HAMi Source = gauges{
-	name:    "hami",
-	memory:  "hami_vgpu_memory_used_bytes",
-	compute: "hami_container_device_utilization_ratio",
-	device:  []string{"device_uuid"},
+	name:       "hami",
+	memory:     "hami_vgpu_memory_used_bytes",
+	compute:    "hami_container_device_utilization_ratio",
+	memoryMax:  MaxMemoryBytes,
+	computeMax: 1,
+	device:     []string{"device_uuid"},
 }

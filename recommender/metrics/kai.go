@@ -9,5 +9,7 @@ var KAI Source = gauges{
 	memory:       "gpu_fractioning_gpu_memory_used_bytes",
 	compute:      "gpu_fractioning_gpu_sm_utilization_percent",
 	computeScale: " / 100",
+	memoryMax:    MaxMemoryBytes,
+	computeMax:   100,
 	device:       []string{"UUID"},
 }

@@ -126,7 +126,11 @@ func TestDCGMQueries(t *testing.T) {
 	sel := Selector{Labels: DefaultLabels, Namespaces: []string{"b", "a.x"}}
 	sel.Direct = true
 	mem := DCGM{}.MemoryPeakQuery(sel, time.Hour)
-	want := `max by (namespace, pod, container) (max_over_time(DCGM_FI_DEV_FB_USED{namespace=~"a\\.x|b",pod!=""}[3600s])) * 1048576`
+	// Raw window max where it is in range, else the same over a subquery whose
+	// impossible samples were filtered out.
+	want := `max by (namespace, pod, container) ((max_over_time(DCGM_FI_DEV_FB_USED{namespace=~"a\\.x|b",pod!=""}[3600s]) >= 0 <= 4.194304e+06` +
+		` or (max_over_time((DCGM_FI_DEV_FB_USED{namespace=~"a\\.x|b",pod!=""} >= 0 <= 4.194304e+06)[3600s:15s])` +
+		` and count_over_time(DCGM_FI_DEV_FB_USED{namespace=~"a\\.x|b",pod!=""}[3600s])))) * 1048576`
 	if mem != want {
 		t.Errorf("memory query\n got %s\nwant %s", mem, want)
 	}
@@ -141,7 +145,7 @@ func TestDCGMQueries(t *testing.T) {
 		}
 	}
 	cpu := DCGM{}.ComputeQuery(sel, time.Minute)
-	for _, s := range []string{DCGMSMActive, DCGMGREngineActive, DCGMGPUUtil + `{namespace=~"a\\.x|b",pod!="",exported_pod=""}[60s])`, " or on (namespace, pod, container) "} {
+	for _, s := range []string{DCGMSMActive, DCGMGREngineActive, DCGMGPUUtil + `{namespace=~"a\\.x|b",pod!="",exported_pod=""}[60s]) >= 0 <= 100`, " or on (namespace, pod, container) "} {
 		if !strings.Contains(cpu, s) {
 			t.Errorf("compute query lacks %q: %s", s, cpu)
 		}

@@ -86,32 +86,61 @@ type Selector struct {
 	Device []string
 	// Direct disables reading exported_* labels: only Labels are used.
 	Direct bool
+	// SubqueryResolution is the step of the filtering subquery (see Series); 0 means
+	// DefaultSubqueryResolution.
+	SubqueryResolution time.Duration
 }
 
 // exportedPrefix is what Prometheus prepends to a scraped label that clashes with a
 // target label when honor_labels is off.
 const exportedPrefix = "exported_"
 
-// Series renders fn(metric{…}[window]) for the selected namespaces with a non-empty pod
-// label (series without a pod are unattributed device usage, not a workload). Unless
-// Direct is set, series scraped without honor_labels are read too: their
+// Series renders fn over metric{…}[window] for the selected namespaces with a
+// non-empty pod label (series without a pod are unattributed device usage, not a
+// workload), counting only samples in [0, max] (max in the metric's own unit).
+//
+// A range function over raw samples is exact, but one impossible sample (a DCGM blank
+// sentinel, NaN) poisons the window's max or mean. So the raw result is kept where it is
+// in range, and where it is not (but the window has samples) replaced by the same
+// function over a subquery at SubqueryResolution whose samples outside [0, max] were
+// filtered out: the bad sample is dropped, the window's valid samples still count.
+//
+// Unless Direct is set, series scraped without honor_labels are read too: their
 // exported_namespace, exported_pod and exported_container labels are copied over
 // namespace, pod and container (which name the exporter's own pod there), so usage is
 // never attributed to the exporter, and a cluster that mixes both scrape styles works.
-func (s Selector) Series(fn, metric string, window time.Duration) string {
+func (s Selector) Series(fn, metric string, max float64, window time.Duration) string {
 	ns, pod, ctr := s.Labels.Namespace, s.Labels.Pod, s.Labels.Container
 	nsRe := NamespaceRegex(s.Namespaces)
-	w := promDuration(window)
-	if s.Direct {
-		return fmt.Sprintf(`%s(%s{%s=~%q,%s!=""}[%s])`, fn, metric, ns, nsRe, pod, w)
+	res := s.SubqueryResolution
+	if res <= 0 {
+		res = DefaultSubqueryResolution
 	}
-	direct := fmt.Sprintf(`%s(%s{%s=~%q,%s!="",%s=""}[%s])`, fn, metric, ns, nsRe, pod, exportedPrefix+pod, w)
-	exported := fmt.Sprintf(`%s(%s{%s=~%q,%s!=""}[%s])`, fn, metric, exportedPrefix+ns, nsRe, exportedPrefix+pod, w)
+	if res > window {
+		res = window
+	}
+	robust := func(sel string) string {
+		bounds := fmt.Sprintf(" >= 0 <= %g", max)
+		w := promDuration(window)
+		// The fallback only where the window has raw samples: a subquery would otherwise
+		// carry the last sample into empty windows through Prometheus' lookback.
+		return fmt.Sprintf("(%s(%s[%s])%s or (%s((%s%s)[%s:%s]) and count_over_time(%s[%s])))", fn, sel, w, bounds, fn, sel, bounds, w, promDuration(res), sel, w)
+	}
+	if s.Direct {
+		return robust(fmt.Sprintf(`%s{%s=~%q,%s!=""}`, metric, ns, nsRe, pod))
+	}
+	direct := robust(fmt.Sprintf(`%s{%s=~%q,%s!="",%s=""}`, metric, ns, nsRe, pod, exportedPrefix+pod))
+	exported := robust(fmt.Sprintf(`%s{%s=~%q,%s!=""}`, metric, exportedPrefix+ns, nsRe, exportedPrefix+pod))
 	for _, l := range []string{ns, pod, ctr} {
 		exported = fmt.Sprintf(`label_replace(%s, %q, "$1", %q, "(.*)")`, exported, l, exportedPrefix+l)
 	}
 	return "(" + direct + " or " + exported + ")"
 }
+
+// DefaultSubqueryResolution is the step of the filtering subquery Series falls back to:
+// 15s, the scrape interval most GPU exporters are run at (dcgm-exporter's default
+// collection interval is 30s), so no valid sample is skipped.
+const DefaultSubqueryResolution = 15 * time.Second
 
 // by renders the grouping clause "by (namespace, pod, container, <device labels>)".
 // Labels that identify the exporter instance or its host (instance, Hostname, hostname)
@@ -125,11 +154,12 @@ func (s Selector) keys() []string {
 }
 
 // gauges is a Source over two gauges, one for memory and one for compute, each with
-// a scale to bytes and to a 0–1 ratio.
+// a scale to bytes and to a 0–1 ratio and its largest possible value in its own unit.
 type gauges struct {
 	name                      string
 	memory, compute           string
 	memoryScale, computeScale string // PromQL suffix, e.g. " / 100"
+	memoryMax, computeMax     float64
 	device                    []string
 }
 
@@ -138,12 +168,12 @@ func (g gauges) MemoryMetric() string   { return g.memory }
 func (g gauges) DeviceLabels() []string { return g.device }
 
 func (g gauges) MemoryPeakQuery(sel Selector, window time.Duration) string {
-	return fmt.Sprintf("max %s (%s)%s", sel.by(), sel.Series("max_over_time", g.memory, window), g.memoryScale)
+	return fmt.Sprintf("max %s (%s)%s", sel.by(), sel.Series("max_over_time", g.memory, g.memoryMax, window), g.memoryScale)
 }
 
 func (g gauges) ComputeQuery(sel Selector, window time.Duration) string {
 	return fmt.Sprintf(`label_replace(max %s (%s)%s, %q, %q, "", "")`,
-		sel.by(), sel.Series("avg_over_time", g.compute, window), g.computeScale, SourceLabel, g.compute)
+		sel.by(), sel.Series("avg_over_time", g.compute, g.computeMax, window), g.computeScale, SourceLabel, g.compute)
 }
 
 // NamespaceRegex renders namespaces as an anchored PromQL regex alternative ("a|b"),
