@@ -1,0 +1,47 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+)
+
+func rec(name string, pods int32, mem, cpu string, mode gpufracv1.SharingMode, provided bool) gpufracv1.GPUFractionRecommendation {
+	r := gpufracv1.GPUFractionRecommendation{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
+	m, c := resource.MustParse(mem), resource.MustParse(cpu)
+	r.Status.MatchedPods, r.Status.Memory, r.Status.Compute, r.Status.SharingMode = pods, &m, &c, mode
+	r.Status.ConfidencePercent = ptr.To[int32](80)
+	s := metav1.ConditionFalse
+	if provided {
+		s = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&r.Status.Conditions, metav1.Condition{Type: gpufracv1.ConditionRecommendationProvided, Status: s, Reason: "x"})
+	return r
+}
+
+func TestSummarise(t *testing.T) {
+	items := []gpufracv1.GPUFractionRecommendation{
+		rec("a", 2, "30Gi", "300m", gpufracv1.SharingModeTimeSlicing, true), // two pods: 60Gi, 600m → one GPU
+		rec("b", 1, "40Gi", "500m", gpufracv1.SharingModeTimeSlicing, true), // 40Gi does not fit next to 60Gi → second GPU
+		rec("c", 1, "10Gi", "100m", gpufracv1.SharingModeExclusive, true),   // exclusive: a GPU of its own
+		rec("d", 1, "10Gi", "100m", gpufracv1.SharingModeTimeSlicing, false), // no recommendation: keeps its GPU
+	}
+	rows, tot := summarise(items, 80<<30)
+	if len(rows) != 4 || tot.Pods != 5 || tot.GPUsToday != 5 || tot.GPUsNeeded != 4 {
+		t.Fatalf("rows %d pods %d today %d needed %d, want 4 5 5 4", len(rows), tot.Pods, tot.GPUsToday, tot.GPUsNeeded)
+	}
+	var b bytes.Buffer
+	if err := writeReport(&b, rows, tot, false); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "5 today at one per pod → 4 packed") || !strings.Contains(b.String(), "no recommendation yet") {
+		t.Errorf("report:\n%s", b.String())
+	}
+}
