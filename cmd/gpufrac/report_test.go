@@ -28,9 +28,9 @@ func rec(name string, pods int32, mem, cpu string, mode gpufracv1.SharingMode, p
 
 func TestSummarise(t *testing.T) {
 	items := []gpufracv1.GPUFractionRecommendation{
-		rec("a", 2, "30Gi", "300m", gpufracv1.SharingModeTimeSlicing, true), // two pods: 60Gi, 600m → one GPU
-		rec("b", 1, "40Gi", "500m", gpufracv1.SharingModeTimeSlicing, true), // 40Gi does not fit next to 60Gi → second GPU
-		rec("c", 1, "10Gi", "100m", gpufracv1.SharingModeExclusive, true),   // exclusive: a GPU of its own
+		rec("a", 2, "30Gi", "300m", gpufracv1.SharingModeTimeSlicing, true),  // two pods: 60Gi, 600m → one GPU
+		rec("b", 1, "40Gi", "500m", gpufracv1.SharingModeTimeSlicing, true),  // 40Gi does not fit next to 60Gi → second GPU
+		rec("c", 1, "10Gi", "100m", gpufracv1.SharingModeExclusive, true),    // exclusive: a GPU of its own
 		rec("d", 1, "10Gi", "100m", gpufracv1.SharingModeTimeSlicing, false), // no recommendation: keeps its GPU
 	}
 	rows, tot := summarise(items, 80<<30)
