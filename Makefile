@@ -13,11 +13,22 @@ K8S_LDFLAGS := -s -w \
   -X k8s.io/client-go/pkg/version.gitVersion=$(K8S_VERSION) \
   -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=37
 
+HELM_VERSION := v3.22.0
+HELM_LDFLAGS := -s -w \
+  -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) -X helm.sh/helm/v3/internal/version.gitTreeState=clean \
+  -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=37 \
+  -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=37
+
 K8S_BINS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler
-TOOLS    := $(K8S_BINS) $(BIN)/kwok $(BIN)/controller-gen
+TOOLS    := $(K8S_BINS) $(BIN)/kwok $(BIN)/controller-gen $(BIN)/helm
+CHART    := charts/gpufrac
+IMAGE_REGISTRY   ?= ghcr.io/gpufrac
+IMAGE_TAG        ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+CONTAINER_ENGINE ?= docker
+IMAGES           := recommender admission updater agent gpufrac
 TEST_FLAGS ?= -timeout 40m
 
-.PHONY: help build generate verify-generated tools test unit e2e vet bench bench-sim fuzz demo demo-down cluster-up cluster-down clean
+.PHONY: help build generate verify-generated tools test unit e2e vet bench bench-sim fuzz chart-rules chart-lint rules-test images install-plugin demo demo-down cluster-up cluster-down clean
 
 help: ## Show this help.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -46,6 +57,29 @@ $(BIN)/kwok:
 $(BIN)/controller-gen:
 	GOBIN=$(BIN) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
 
+$(BIN)/helm: tools/helm/go.mod tools/helm/go.sum
+	cd tools/helm && $(GO) build -trimpath -ldflags '$(HELM_LDFLAGS)' -o $(BIN)/helm helm.sh/helm/v3/cmd/helm
+
+chart-rules: ## Copy rules/gpufrac.rules.yaml into the chart.
+	cp rules/gpufrac.rules.yaml $(CHART)/files/gpufrac.rules.yaml
+
+chart-lint: $(BIN)/helm ## helm lint --strict and helm template with every ci/ values file.
+	@cmp -s rules/gpufrac.rules.yaml $(CHART)/files/gpufrac.rules.yaml || { echo "$(CHART)/files/gpufrac.rules.yaml is stale: run 'make chart-rules'"; exit 1; }
+	@for v in $(CHART)/ci/*-values.yaml; do echo "== $$v"; \
+	  $(BIN)/helm lint --strict $(CHART) -f $$v || exit 1; \
+	  $(BIN)/helm template gpufrac $(CHART) --namespace gpufrac-system -f $$v >/dev/null || exit 1; done
+
+rules-test: ## promtool check and unit tests of rules/.
+	promtool check rules rules/gpufrac.rules.yaml
+	promtool test rules rules/tests/*.yaml
+
+images: ## Build the container images (needs a container engine: docker or podman with BuildKit).
+	@for c in $(IMAGES); do echo "== $(IMAGE_REGISTRY)/$$c:$(IMAGE_TAG)"; \
+	  $(CONTAINER_ENGINE) build -f build/Dockerfile --target $$c -t $(IMAGE_REGISTRY)/$$c:$(IMAGE_TAG) . || exit 1; done
+
+install-plugin: build ## Install the CLI as a kubectl plugin (kubectl gpufrac ...) into bin/; put bin/ on PATH.
+	ln -sf gpufrac $(BIN)/kubectl-gpufrac
+
 vet: ## gofmt and go vet.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	$(GO) vet ./...
@@ -58,7 +92,7 @@ e2e: tools ## End-to-end tests on a real local cluster and Prometheus.
 
 FUZZ_TIME ?= 15s
 
-test: tools verify-generated vet ## Everything CI runs: generated files, vet, unit and e2e tests, bounded fuzzing.
+test: tools verify-generated vet chart-lint rules-test ## Everything CI runs: generated files, vet, unit and e2e tests, bounded fuzzing.
 	$(GO) test $(TEST_FLAGS) -count=1 ./...
 	$(MAKE) fuzz
 

@@ -1,0 +1,339 @@
+{{/* Names ---------------------------------------------------------------------------- */}}
+
+{{- define "gpufrac.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Resource name prefix: the release name, plus the chart name unless it contains it.
+Truncated so that "<fullname>-recommender" stays within 63 characters. */}}
+{{- define "gpufrac.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 45 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 45 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 45 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* "<fullname>-<component>"; call with (dict "root" $ "component" "recommender"). */}}
+{{- define "gpufrac.componentName" -}}
+{{- printf "%s-%s" (include "gpufrac.fullname" .root) .component -}}
+{{- end -}}
+
+{{- define "gpufrac.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Labels --------------------------------------------------------------------------- */}}
+
+{{- define "gpufrac.labels" -}}
+helm.sh/chart: {{ include "gpufrac.chart" . }}
+app.kubernetes.io/name: {{ include "gpufrac.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: gpufrac
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Labels of a component's objects; (dict "root" $ "component" "recommender"). */}}
+{{- define "gpufrac.componentLabels" -}}
+{{ include "gpufrac.labels" .root }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/* Selector labels of a component's pods (immutable: never add labels here). */}}
+{{- define "gpufrac.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "gpufrac.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/* Component settings ---------------------------------------------------------------- */}}
+
+{{/* Service account name of a component. */}}
+{{- define "gpufrac.serviceAccountName" -}}
+{{- $c := index .root.Values .component -}}
+{{- if $c.serviceAccount.create -}}
+{{- default (include "gpufrac.componentName" .) $c.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" $c.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Image reference of a component: repository@digest or repository:tag. */}}
+{{- define "gpufrac.image" -}}
+{{- $c := index .root.Values .component -}}
+{{- if $c.image.digest -}}
+{{- printf "%s@%s" $c.image.repository $c.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $c.image.repository (default (default .root.Chart.AppVersion .root.Values.image.tag) $c.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Pod security context of a component (its own, else podDefaults). */}}
+{{- define "gpufrac.podSecurityContext" -}}
+{{- $c := index .root.Values .component -}}
+{{- toYaml (default .root.Values.podDefaults.podSecurityContext $c.podSecurityContext) -}}
+{{- end -}}
+
+{{- define "gpufrac.securityContext" -}}
+{{- $c := index .root.Values .component -}}
+{{- toYaml (default .root.Values.podDefaults.securityContext $c.securityContext) -}}
+{{- end -}}
+
+{{- define "gpufrac.priorityClassName" -}}
+{{- $c := index .root.Values .component -}}
+{{- default .root.Values.podDefaults.priorityClassName $c.priorityClassName -}}
+{{- end -}}
+
+{{/* Default affinity: spread a component's replicas over nodes (preferred). */}}
+{{- define "gpufrac.affinity" -}}
+{{- $c := index .root.Values .component -}}
+{{- if $c.affinity -}}
+{{- toYaml $c.affinity -}}
+{{- else -}}
+podAntiAffinity:
+  preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 100
+      podAffinityTerm:
+        topologyKey: kubernetes.io/hostname
+        labelSelector:
+          matchLabels:
+            {{- include "gpufrac.selectorLabels" . | nindent 12 }}
+{{- end -}}
+{{- end -}}
+
+{{/* Scheduling and pod-level settings shared by the Deployments. */}}
+{{- define "gpufrac.podScheduling" -}}
+{{- $c := index .root.Values .component -}}
+{{- with .root.Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with include "gpufrac.priorityClassName" . }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with $c.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $c.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+affinity:
+  {{- include "gpufrac.affinity" . | nindent 2 }}
+{{- with $c.topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* Names of objects shared between components ----------------------------------------- */}}
+
+{{- define "gpufrac.admission.secretName" -}}
+{{- default (printf "%s-admission-tls" (include "gpufrac.fullname" .)) .Values.admission.certificates.secretName -}}
+{{- end -}}
+
+{{- define "gpufrac.admission.webhookName" -}}
+{{- printf "%s-admission" (include "gpufrac.fullname" .) -}}
+{{- end -}}
+
+{{/* The admission webhook's status Lease: the binaries' default name
+(admission.DefaultStatusLeaseName), which the updater reads in its own namespace. */}}
+{{- define "gpufrac.admission.statusLeaseName" -}}
+gpufrac-admission-status
+{{- end -}}
+
+{{- define "gpufrac.admission.certificateName" -}}
+{{- printf "%s-admission" (include "gpufrac.fullname" .) -}}
+{{- end -}}
+
+{{/* The recommender's leader-election Lease (fixed in the recommender binary). */}}
+{{- define "gpufrac.recommender.leaseName" -}}
+gpufrac-recommender.autoscaling.gpufrac.io
+{{- end -}}
+
+{{/* Whether the admission webhook uses the self-managed certificate. */}}
+{{- define "gpufrac.admission.selfManaged" -}}
+{{- if eq .Values.admission.certificates.mode "self-managed" }}true{{ end -}}
+{{- end -}}
+
+{{/* A CEL string literal, quoted and escaped the way the admission binary does it
+(admission.celString), so the chart's matchConditions equal what it registers. */}}
+{{- define "gpufrac.celString" -}}
+'{{ . | replace "\\" "\\\\" | replace "'" "\\'" }}'
+{{- end -}}
+
+{{/* Namespaces never sent to the pod webhook, in the admission binary's order:
+kube-system, the release namespace, then excludeNamespaces without duplicates. */}}
+{{- define "gpufrac.admission.excludedNamespaces" -}}
+{{- $ns := list "kube-system" -}}
+{{- if ne .Release.Namespace "kube-system" -}}
+{{- $ns = append $ns .Release.Namespace -}}
+{{- end -}}
+{{- range .Values.admission.webhook.excludeNamespaces -}}
+{{- if and . (not (has . $ns)) -}}
+{{- $ns = append $ns . -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $ns -}}
+{{- end -}}
+
+{{/* admission.webhook.namespaceSelector as the binary's --namespace-label-selector
+("k1=v1,k2=v2", keys sorted; empty when unset). */}}
+{{- define "gpufrac.admission.namespaceLabelSelector" -}}
+{{- $sel := .Values.admission.webhook.namespaceSelector -}}
+{{- $pairs := list -}}
+{{- range $k := keys $sel | sortAlpha -}}
+{{- $pairs = append $pairs (printf "%s=%s" $k (index $sel $k | toString)) -}}
+{{- end -}}
+{{- join "," $pairs -}}
+{{- end -}}
+
+{{/* Prometheus flags and the volumes/mounts of the secrets they read. */}}
+{{- define "gpufrac.prometheusArgs" -}}
+{{- $p := .Values.prometheus -}}
+- --prometheus-url={{ $p.url }}
+{{- with $p.timeout }}
+- --prometheus-timeout={{ . }}
+{{- end }}
+{{- range $k, $v := $p.headers }}
+- --prometheus-header={{ $k }}={{ $v }}
+{{- end }}
+{{- if $p.insecureSkipVerify }}
+- --prometheus-insecure-skip-verify
+{{- end }}
+{{- if $p.bearerToken.secretName }}
+- --prometheus-bearer-token-file=/etc/gpufrac/prometheus/bearer/{{ $p.bearerToken.key }}
+{{- end }}
+{{- if $p.basicAuth.username }}
+- --prometheus-basic-auth-username={{ $p.basicAuth.username }}
+{{- end }}
+{{- if $p.basicAuth.passwordSecretName }}
+- --prometheus-basic-auth-password-file=/etc/gpufrac/prometheus/basic-auth/{{ $p.basicAuth.passwordKey }}
+{{- end }}
+{{- if $p.tls.caSecretName }}
+- --prometheus-ca-file=/etc/gpufrac/prometheus/ca/{{ $p.tls.caKey }}
+{{- end }}
+{{- if $p.tls.clientCertSecretName }}
+- --prometheus-cert-file=/etc/gpufrac/prometheus/client/tls.crt
+- --prometheus-key-file=/etc/gpufrac/prometheus/client/tls.key
+{{- end }}
+{{- end -}}
+
+{{- define "gpufrac.prometheusVolumes" -}}
+{{- $p := .Values.prometheus -}}
+{{- if $p.bearerToken.secretName }}
+- name: prometheus-bearer
+  secret:
+    secretName: {{ $p.bearerToken.secretName }}
+{{- end }}
+{{- if $p.basicAuth.passwordSecretName }}
+- name: prometheus-basic-auth
+  secret:
+    secretName: {{ $p.basicAuth.passwordSecretName }}
+{{- end }}
+{{- if $p.tls.caSecretName }}
+- name: prometheus-ca
+  secret:
+    secretName: {{ $p.tls.caSecretName }}
+{{- end }}
+{{- if $p.tls.clientCertSecretName }}
+- name: prometheus-client
+  secret:
+    secretName: {{ $p.tls.clientCertSecretName }}
+{{- end }}
+{{- end -}}
+
+{{- define "gpufrac.prometheusVolumeMounts" -}}
+{{- $p := .Values.prometheus -}}
+{{- if $p.bearerToken.secretName }}
+- name: prometheus-bearer
+  mountPath: /etc/gpufrac/prometheus/bearer
+  readOnly: true
+{{- end }}
+{{- if $p.basicAuth.passwordSecretName }}
+- name: prometheus-basic-auth
+  mountPath: /etc/gpufrac/prometheus/basic-auth
+  readOnly: true
+{{- end }}
+{{- if $p.tls.caSecretName }}
+- name: prometheus-ca
+  mountPath: /etc/gpufrac/prometheus/ca
+  readOnly: true
+{{- end }}
+{{- if $p.tls.clientCertSecretName }}
+- name: prometheus-client
+  mountPath: /etc/gpufrac/prometheus/client
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{/* POD_NAMESPACE and POD_NAME from the downward API. */}}
+{{- define "gpufrac.podEnv" -}}
+- name: POD_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+{{- end -}}
+
+{{/* The webhook's configuration flags (admission.Config). The updater takes the same
+ones, so it reads backend fields, overheads and the minimum confidence exactly as the
+webhook writes and applies them. */}}
+{{- define "gpufrac.admissionConfigArgs" -}}
+{{- $c := .Values.admission -}}
+- --gpu-memory={{ .Values.gpuMemory }}
+- --gpu-resource-prefix={{ $c.gpuResourcePrefix }}
+{{- if ne (toString $c.minConfidence) "" }}
+- --min-confidence={{ $c.minConfidence }}
+{{- end }}
+{{- with $c.memoryOverhead }}
+{{- $pairs := list }}
+{{- range $k := keys . | sortAlpha }}
+{{- $pairs = append $pairs (printf "%s=%s" $k (index $c.memoryOverhead $k | toString)) }}
+{{- end }}
+- --memory-overhead={{ join "," $pairs }}
+{{- end }}
+{{- with $c.kai.mode }}
+- --kai-mode={{ . }}
+{{- end }}
+{{- with $c.kai.schedulerName }}
+- --kai-scheduler-name={{ . }}
+{{- end }}
+{{- with $c.kai.queue }}
+- --kai-queue={{ . }}
+{{- end }}
+{{- with $c.mps.replicaMemory }}
+- --mps-replica-memory={{ . }}
+{{- end }}
+{{- with $c.configArgs }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* The updater's leader-election Lease (fixed in the updater binary). */}}
+{{- define "gpufrac.updater.leaseName" -}}
+gpufrac-updater.autoscaling.gpufrac.io
+{{- end -}}
+
+{{/* Checks of settings the schema cannot express. */}}
+{{- define "gpufrac.validate" -}}
+{{- if and .Values.recommender.enabled (gt (int .Values.recommender.replicas) 1) (not .Values.recommender.leaderElection) -}}
+{{- fail "recommender.replicas > 1 needs recommender.leaderElection=true" -}}
+{{- end -}}
+{{- if and .Values.updater.enabled (gt (int .Values.updater.replicas) 1) (not .Values.updater.leaderElection) -}}
+{{- fail "updater.replicas > 1 needs updater.leaderElection=true" -}}
+{{- end -}}
+{{- end -}}
