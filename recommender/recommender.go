@@ -19,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
@@ -114,7 +115,7 @@ var (
 // Register adds the recommender's metrics to a registry (controller-runtime's
 // metrics.Registry in cmd/recommender). It returns the first registration error.
 func Register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{cycleDuration, cycleErrors, workloadsTracked, recommendationsWritten, metrics.Queries, metrics.SamplesDropped} {
+	for _, c := range []prometheus.Collector{cycleDuration, cycleErrors, workloadsTracked, recommendationsWritten, metrics.Queries, metrics.SamplesDropped, Autoscalers} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
@@ -145,6 +146,8 @@ type Recommender struct {
 	trigger   chan struct{}
 	failures  int
 	livePods  map[[2]string]*corev1.Pod
+	latency   map[types.NamespacedName]float64 // guardrail latency read this cycle, seconds
+	exported  *snapshot                        // per-autoscaler metrics being built this cycle
 }
 
 // tracking is per-workload bookkeeping.
@@ -269,6 +272,7 @@ type entry struct {
 	ref       workload.Ref
 	targetErr error
 	pods      int
+	podNames  map[string]bool // live pods of the workload
 }
 
 // RunOnce runs one cycle at r.Now(). It returns an error when listing objects or reading
@@ -348,6 +352,10 @@ func (r *Recommender) RunOnce(ctx context.Context) (err error) {
 			r.livePods[[2]string{p.Namespace, p.Name}] = p
 			if e := byRef[ref]; e != nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
 				e.pods++
+				if e.podNames == nil {
+					e.podNames = map[string]bool{}
+				}
+				e.podNames[p.Name] = true
 			}
 		}
 	}
@@ -389,6 +397,8 @@ func (r *Recommender) RunOnce(ctx context.Context) (err error) {
 		loadErr = fmt.Errorf("%w: %w", ErrMetricsUnavailable, loadErr)
 	}
 
+	r.latency = map[types.NamespacedName]float64{}
+	r.exported = &snapshot{}
 	var writeErrs []error
 	for _, e := range entries {
 		if err := r.reconcile(ctx, e, byRef[e.ref] == e, loadErr, now); err != nil {
@@ -398,5 +408,7 @@ func (r *Recommender) RunOnce(ctx context.Context) (err error) {
 	if len(writeErrs) > 0 {
 		cycleErrors.WithLabelValues("write").Inc()
 	}
+	r.exported.addPods(r.livePods, byRef)
+	Autoscalers.set(r.exported)
 	return errors.Join(append([]error{loadErr}, writeErrs...)...)
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/api"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -379,5 +381,36 @@ func TestErrorsNeverShrink(t *testing.T) {
 			t.Fatalf("cycle %d: memory decreased %v → %v within the peak window", cycle, last.Target.Memory, cur.Target.Memory)
 		}
 		last = cur
+	}
+}
+
+func TestAutoscalerMetrics(t *testing.T) {
+	objs := append(deployment("ml", "sd", 2), gfa("ml", "sd", "sd"))
+	prom := &fakeProm{mem: map[string]float64{}, cpu: map[string]float64{}}
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok {
+			prom.pods = append(prom.pods, metrics.ContainerID{Namespace: p.Namespace, Pod: p.Name, Container: "main"})
+			prom.mem[p.Name], prom.cpu[p.Name] = 20*gib, 0.3
+		}
+	}
+	h := newHarness(t, objs, prom)
+	if err := h.rec.RunOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(Autoscalers)
+	got, err := testutil.GatherAndCount(reg, "gpufrac_autoscaler_pod_info", "gpufrac_recommendation_memory_bytes", "gpufrac_autoscaler_gpus_held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != 2+4+1 { // two pods; four memory bounds; one held gauge
+		t.Errorf("%d series, want 7", got)
+	}
+	want := strings.NewReader(`# HELP gpufrac_autoscaler_gpus_held Whole GPUs the workload's live pods hold at one per pod.
+# TYPE gpufrac_autoscaler_gpus_held gauge
+gpufrac_autoscaler_gpus_held{autoscaler="sd",namespace="ml"} 2
+`)
+	if err := testutil.GatherAndCompare(reg, want, "gpufrac_autoscaler_gpus_held"); err != nil {
+		t.Error(err)
 	}
 }

@@ -102,6 +102,7 @@ func (r *Recommender) reconcile(ctx context.Context, e *entry, primary bool, loa
 	if meta.FindStatusCondition(st.Conditions, gpufracv1.ConditionRecommendationProvided) == nil {
 		set(gpufracv1.ConditionRecommendationProvided, false, ReasonNoHistory, "no recommendation yet")
 	}
+	r.exported.add(gfa, &st, e.pods, r.latency[types.NamespacedName{Namespace: gfa.Namespace, Name: gfa.Name}], r.Config.Policy.GPUMemoryBytes)
 	return r.write(ctx, gfa, &old, exists, &st, now)
 }
 
@@ -124,6 +125,16 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 	}
 
 	recs, off, known := r.Config.Recommend(r.model, w, &gfa.Spec, old.Status.ContainerRecommendations, guard, now)
+	if u := gfa.Status.Updater; u != nil && u.Floor != nil && now.Before(u.Floor.Until.Time) {
+		// A rollback floor from the updater: never below the allocation that worked.
+		for i := range recs {
+			for _, f := range u.Floor.Containers {
+				if f.ContainerName == recs[i].ContainerName {
+					policy.ApplyFloor(&recs[i], f)
+				}
+			}
+		}
+	}
 	if len(recs) == 0 {
 		reason, msg := ReasonNoSamples, "no GPU samples in Prometheus for the workload's pods"
 		if off > 0 && off == known {
@@ -211,6 +222,9 @@ func (r *Recommender) guardrail(ctx context.Context, gfa *gpufracv1.GPUFractionA
 		if v := float64(s.Value); !math.IsNaN(v) && v > latency {
 			latency = v
 		}
+	}
+	if !math.IsInf(latency, -1) {
+		r.latency[types.NamespacedName{Namespace: gfa.Namespace, Name: gfa.Name}] = latency
 	}
 	obj := g.Objective.Seconds()
 	near := 0.1

@@ -259,6 +259,167 @@ type GPUFractionAutoscalerStatus struct {
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// Updater is what the updater decided for the workload's running pods. Only the
+	// updater writes it (a JSON merge patch of status.updater).
+	// +optional
+	Updater *UpdaterStatus `json:"updater,omitempty"`
+}
+
+// Condition types of status.updater.conditions.
+const (
+	// UpdaterConditionComputeShrinkHeld is True while a HorizontalPodAutoscaler or KEDA
+	// ScaledObject scales the same workload on a GPU utilisation metric: shrinking
+	// compute would raise utilisation and add replicas, so the updater replaces pods for
+	// memory (and compute growth) only. False when there is no such autoscaler or the
+	// GPUFractionAutoscaler opts in to compute changes.
+	UpdaterConditionComputeShrinkHeld = "ComputeShrinkHeld"
+	// UpdaterConditionRolledBack is True while status.updater.floor is in force: a
+	// guardrail tripped after a shrink and the previous allocation is being restored.
+	UpdaterConditionRolledBack = "RolledBack"
+)
+
+// PodUpdateAction is what the updater does (or, in updateMode Off, would do) to a pod.
+// +kubebuilder:validation:Enum=Evict;InPlace
+type PodUpdateAction string
+
+const (
+	// PodUpdateEvict replaces the pod through the Eviction API; its replacement gets the
+	// recommendation from the admission webhook.
+	PodUpdateEvict PodUpdateAction = "Evict"
+	// PodUpdateInPlace changes the running pod (the annotations backend's gpufrac.io/*
+	// annotations) without replacing it.
+	PodUpdateInPlace PodUpdateAction = "InPlace"
+)
+
+// UpdaterStatus is the updater's report for one autoscaler.
+type UpdaterStatus struct {
+	// ObservedGeneration is the autoscaler generation the updater last evaluated.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// ResizeWindowOpen is true while a resize window is open (always true without
+	// windows).
+	ResizeWindowOpen bool `json:"resizeWindowOpen"`
+	// WindowEnd is when the open resize window closes; unset when no window is open or
+	// there are no windows.
+	// +optional
+	WindowEnd *metav1.Time `json:"windowEnd,omitempty"`
+	// NextWindowStart is the next start of a resize window after the open one (or after
+	// now when none is open); unset without windows.
+	// +optional
+	NextWindowStart *metav1.Time `json:"nextWindowStart,omitempty"`
+
+	// Pods is the number of the workload's pods the updater evaluated (not terminating).
+	Pods int32 `json:"pods"`
+	// PodsOutOfDate is the number of those pods whose applied fraction is outside the
+	// recommendation's bounds or too far from its target.
+	PodsOutOfDate int32 `json:"podsOutOfDate"`
+	// Updates lists the out-of-date pods (at most 20) with what the updater does, or in
+	// updateMode Off would do, and why it has not yet.
+	// +kubebuilder:validation:MaxItems=20
+	// +optional
+	Updates []PodUpdate `json:"updates,omitempty"`
+
+	// BlockedReason is set while the updater applies nothing to this workload although
+	// pods are out of date: a constant such as window-closed, admission-unavailable,
+	// min-replicas, warm-up or pdb (the reason label of gpufrac_updater_skips_total).
+	// +optional
+	BlockedReason string `json:"blockedReason,omitempty"`
+	// BlockedMessage says the same for people.
+	// +optional
+	BlockedMessage string `json:"blockedMessage,omitempty"`
+
+	// LastEvictionTime is when the updater last evicted one of the workload's pods.
+	// +optional
+	LastEvictionTime *metav1.Time `json:"lastEvictionTime,omitempty"`
+	// LastInPlaceUpdateTime is when the updater last changed one of the workload's pods
+	// in place.
+	// +optional
+	LastInPlaceUpdateTime *metav1.Time `json:"lastInPlaceUpdateTime,omitempty"`
+
+	// Verification is the last shrink, watched for a guardrail breach until its end.
+	// +optional
+	Verification *ShrinkVerification `json:"verification,omitempty"`
+
+	// Floor, while set and before its until time, is the allocation below which the
+	// recommender must not recommend: a guardrail tripped after a shrink. The updater
+	// replaces pods below it (urgently, outside resize windows when urgentGrowth allows)
+	// once the recommendation's target is at least the floor.
+	// +optional
+	Floor *UpdaterFloor `json:"floor,omitempty"`
+
+	// Conditions: ComputeShrinkHeld, RolledBack.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// PodUpdate is one out-of-date pod.
+type PodUpdate struct {
+	// Pod is the pod's name (in the autoscaler's namespace).
+	Pod string `json:"pod"`
+	// Action is Evict or InPlace.
+	Action PodUpdateAction `json:"action"`
+	// Urgent is true for growth that protects the workload (out-of-memory restart,
+	// memory near its limit, latency guardrail breach, rollback), which may apply
+	// outside resize windows.
+	// +optional
+	Urgent bool `json:"urgent,omitempty"`
+	// Reason says which container and resource is out of date, e.g. "main: memory 3Gi
+	// above upper bound 1536Mi".
+	Reason string `json:"reason"`
+	// SkipReason, when set, is why the pod was not updated in the last cycle: a constant
+	// such as mode-off, window-closed, pdb or rate-limited.
+	// +optional
+	SkipReason string `json:"skipReason,omitempty"`
+	// SkipMessage says the same for people (for pdb: the API server's refusal).
+	// +optional
+	SkipMessage string `json:"skipMessage,omitempty"`
+}
+
+// ContainerAllocation is the GPU fraction of one container.
+type ContainerAllocation struct {
+	// ContainerName is the container's name.
+	ContainerName string `json:"containerName"`
+	// Memory is GPU memory, bytes.
+	// +optional
+	Memory *resource.Quantity `json:"memory,omitempty"`
+	// Compute is a share of one GPU ("350m" = 0.35).
+	// +optional
+	Compute *resource.Quantity `json:"compute,omitempty"`
+}
+
+// ShrinkVerification is a shrink watched for a guardrail breach: the recommendation's
+// LatencyGuardrailActive condition turning True with reason ObjectiveBreached, or a
+// container restart of a pod with the smaller fraction.
+type ShrinkVerification struct {
+	// Started is when the last pod was shrunk (evicted for a smaller fraction, or
+	// changed in place).
+	Started metav1.Time `json:"started"`
+	// Until is the end of the verification period.
+	Until metav1.Time `json:"until"`
+	// Previous is the allocation before the shrink, per container: the largest of the
+	// shrunk pods'.
+	Previous []ContainerAllocation `json:"previous"`
+}
+
+// UpdaterFloor is the allocation the recommender must not go below after a rollback.
+type UpdaterFloor struct {
+	// Memory is the pod's total floor of GPU memory (sum over containers), bytes.
+	// +optional
+	Memory *resource.Quantity `json:"memory,omitempty"`
+	// Compute is the pod's total floor of compute, share of one GPU.
+	// +optional
+	Compute *resource.Quantity `json:"compute,omitempty"`
+	// Containers is the floor per container (what the recommender should honour).
+	// +optional
+	Containers []ContainerAllocation `json:"containers,omitempty"`
+	// Until is when the floor expires.
+	Until metav1.Time `json:"until"`
+	// Reason says which guardrail tripped after which shrink.
+	Reason string `json:"reason"`
 }
 
 // GPUFractionAutoscaler sizes the GPU fraction of one workload's pods.

@@ -250,3 +250,27 @@ func fromAPI(r gpufracv1.GPUResources) estimate.Resources {
 	}
 	return out
 }
+
+// ApplyFloor raises a container recommendation to a floor the updater set after a
+// rollback (status.updater.floor): target and bounds never go below it, so the next pod
+// gets at least the allocation that was known to work. Nil floor values are ignored.
+func ApplyFloor(rec *gpufracv1.ContainerRecommendation, floor gpufracv1.ContainerAllocation) {
+	raise := func(target, lower, upper **resource.Quantity, f *resource.Quantity) {
+		if f == nil || *target == nil {
+			return
+		}
+		if (*target).Cmp(*f) < 0 {
+			*target = ptrQ(f)
+		}
+		if *upper != nil && (*upper).Cmp(**target) < 0 {
+			*upper = ptrQ(*target)
+		}
+		if *lower != nil && (*lower).Cmp(**target) > 0 {
+			*lower = ptrQ(*target)
+		}
+	}
+	raise(&rec.Target.Memory, &rec.LowerBound.Memory, &rec.UpperBound.Memory, floor.Memory)
+	raise(&rec.Target.Compute, &rec.LowerBound.Compute, &rec.UpperBound.Compute, floor.Compute)
+}
+
+func ptrQ(q *resource.Quantity) *resource.Quantity { c := q.DeepCopy(); return &c }

@@ -131,3 +131,18 @@ func TestContainerPolicyFor(t *testing.T) {
 		t.Error("default headroom")
 	}
 }
+
+func TestApplyFloor(t *testing.T) {
+	rec := gpufracv1.ContainerRecommendation{
+		Target:     gpufracv1.GPUResources{Memory: q("10Gi"), Compute: q("200m")},
+		LowerBound: gpufracv1.GPUResources{Memory: q("8Gi"), Compute: q("100m")},
+		UpperBound: gpufracv1.GPUResources{Memory: q("12Gi"), Compute: q("300m")},
+	}
+	ApplyFloor(&rec, gpufracv1.ContainerAllocation{ContainerName: "main", Memory: q("16Gi"), Compute: q("150m")})
+	if rec.Target.Memory.String() != "16Gi" || rec.UpperBound.Memory.String() != "16Gi" || rec.LowerBound.Memory.String() != "8Gi" {
+		t.Errorf("memory raised to the floor with bounds ordered: %v [%v, %v]", rec.Target.Memory, rec.LowerBound.Memory, rec.UpperBound.Memory)
+	}
+	if rec.Target.Compute.String() != "200m" {
+		t.Errorf("compute above its floor stays: %v", rec.Target.Compute)
+	}
+}

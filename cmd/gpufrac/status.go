@@ -1,0 +1,128 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+)
+
+func init() { registerCommand(newStatusCmd) }
+
+func newStatusCmd() *cobra.Command {
+	var (
+		kubeconfig, namespace string
+		all                   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Per workload: applied vs recommended GPU fraction, update mode, next resize window, confidence",
+		Long: `status lists the GPUFractionAutoscalers of a namespace (-A: all) with, per workload: its
+update mode, how many pods carry the current recommendation (from the gpufrac.io/applied
+annotation the admission webhook writes), the applied and recommended memory and
+compute per pod, the next resize window, confidence, and what the updater is blocked
+on. Installed as kubectl-gpufrac it runs as "kubectl gpufrac status".`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, ns, err := newClientNamespace(kubeconfig, namespace)
+			if err != nil {
+				return err
+			}
+			opts := []client.ListOption{}
+			if !all {
+				opts = append(opts, client.InNamespace(ns))
+			}
+			var gfas gpufracv1.GPUFractionAutoscalerList
+			if err := c.List(cmd.Context(), &gfas, opts...); err != nil {
+				return fmt.Errorf("listing GPUFractionAutoscalers: %w", err)
+			}
+			var pods corev1.PodList
+			if err := c.List(cmd.Context(), &pods, opts...); err != nil {
+				return fmt.Errorf("listing pods: %w", err)
+			}
+			return writeStatus(cmd.OutOrStdout(), gfas.Items, pods.Items, time.Now())
+		},
+	}
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "Kubeconfig file (default: $KUBECONFIG, ~/.kube/config or in-cluster).")
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "Namespace (default: the kubeconfig context's).")
+	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "All namespaces.")
+	return cmd
+}
+
+// applied sums what the admission webhook recorded on a pod, bytes and milli-GPU.
+func applied(p *corev1.Pod, autoscaler string) (mem, cpu *resource.Quantity, ok bool) {
+	rec, err := gpufracv1.ParseApplied(p.Annotations)
+	if err != nil || rec == nil || rec.Autoscaler != autoscaler {
+		return nil, nil, false
+	}
+	var m, c resource.Quantity
+	for _, ct := range rec.Containers {
+		if ct.Memory != nil {
+			m.Add(*ct.Memory)
+		}
+		if ct.Compute != nil {
+			c.Add(*ct.Compute)
+		}
+	}
+	return &m, &c, true
+}
+
+func writeStatus(w io.Writer, gfas []gpufracv1.GPUFractionAutoscaler, pods []corev1.Pod, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAMESPACE\tAUTOSCALER\tMODE\tPODS\tAPPLIED (MEM/COMPUTE)\tRECOMMENDED (MEM/COMPUTE)\tCONFIDENCE\tNEXT WINDOW\tUPDATER")
+	for _, g := range gfas {
+		mode := gpufracv1.UpdateModeOff
+		if p := g.Spec.UpdatePolicy; p != nil && p.UpdateMode != nil {
+			mode = *p.UpdateMode
+		}
+		total, withRec := 0, 0
+		appliedStr := "-"
+		for i := range pods {
+			p := &pods[i]
+			if p.Namespace != g.Namespace || p.DeletionTimestamp != nil {
+				continue
+			}
+			m, c, ok := applied(p, g.Name)
+			if ok {
+				withRec++
+				appliedStr = q(m) + "/" + q(c)
+			}
+		}
+		if g.Status.Updater != nil {
+			total = int(g.Status.Updater.Pods)
+		}
+		podsStr := fmt.Sprintf("%d applied", withRec)
+		if total > 0 {
+			podsStr = fmt.Sprintf("%d/%d applied", withRec, total)
+		}
+		conf := "-"
+		if g.Status.ConfidencePercent != nil {
+			conf = fmt.Sprintf("%d%%", *g.Status.ConfidencePercent)
+		}
+		next, updater := "any time", "-"
+		if g.Spec.UpdatePolicy != nil && len(g.Spec.UpdatePolicy.ResizeWindows) > 0 {
+			next = "-"
+		}
+		if u := g.Status.Updater; u != nil {
+			switch {
+			case u.ResizeWindowOpen:
+				next = "open now"
+			case u.NextWindowStart != nil:
+				next = u.NextWindowStart.Sub(now).Round(time.Minute).String()
+			}
+			updater = fmt.Sprintf("%d out of date", u.PodsOutOfDate)
+			if u.BlockedReason != "" {
+				updater += ", blocked: " + u.BlockedReason
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Namespace, g.Name, mode, podsStr, appliedStr,
+			q(g.Status.Memory)+"/"+q(g.Status.Compute), conf, next, updater)
+	}
+	return tw.Flush()
+}
