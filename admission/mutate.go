@@ -183,7 +183,7 @@ func (m *Mutator) decide(ctx context.Context, req admission.Request) outcome {
 		return outcome{skip: SkipConflict, warnings: []string{msg}, gfa: &list.Items[0], event: msg}
 	}
 	gfa := &list.Items[0]
-	if mode := updateMode(gfa); mode == gpufracv1.UpdateModeOff || !slices.Contains([]gpufracv1.UpdateMode{gpufracv1.UpdateModeInitial, gpufracv1.UpdateModeRecreate, gpufracv1.UpdateModeInPlaceOrRecreate}, mode) {
+	if mode := gfa.Spec.EffectiveUpdateMode(); mode == gpufracv1.UpdateModeOff || !slices.Contains([]gpufracv1.UpdateMode{gpufracv1.UpdateModeInitial, gpufracv1.UpdateModeRecreate, gpufracv1.UpdateModeInPlaceOrRecreate}, mode) {
 		return outcome{skip: SkipModeOff}
 	}
 	gfr := &gpufracv1.GPUFractionRecommendation{}
@@ -303,12 +303,12 @@ func (m *Mutator) targets(pod *corev1.Pod, gfa *gpufracv1.GPUFractionAutoscaler,
 		if rec == nil {
 			continue
 		}
-		pol := containerPolicy(gfa, c.Name)
-		if pol != nil && pol.Mode != nil && *pol.Mode == gpufracv1.ContainerScalingModeOff {
+		pol := gfa.Spec.ContainerPolicy(c.Name)
+		if !pol.Enabled() {
 			continue
 		}
 		t := &Target{Container: c.Name, Index: i, WrittenComputeMilli: -1}
-		if q := rec.Target.Memory; q != nil && controls(pol, gpufracv1.ResourceMemory) {
+		if q := rec.Target.Memory; q != nil && pol.Controls(gpufracv1.ResourceMemory) {
 			if q.Sign() <= 0 {
 				return nil, nil, unsafe(UnsafeInvalidValue, "memory target %s of container %s is not positive", q.String(), c.Name)
 			}
@@ -331,7 +331,7 @@ func (m *Mutator) targets(pod *corev1.Pod, gfa *gpufracv1.GPUFractionAutoscaler,
 			qc := q.DeepCopy()
 			t.RecommendedMemory = &qc
 		}
-		if q := rec.Target.Compute; q != nil && controls(pol, gpufracv1.ResourceCompute) {
+		if q := rec.Target.Compute; q != nil && pol.Controls(gpufracv1.ResourceCompute) {
 			if q.Sign() < 0 || q.Cmp(one) > 0 {
 				return nil, nil, unsafe(UnsafeInvalidValue, "compute target %s of container %s is outside 0–1 GPU", q.String(), c.Name)
 			}
@@ -392,37 +392,6 @@ func (m *Mutator) waitOwner(ctx context.Context, ns string, owner *metav1.OwnerR
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-}
-
-// updateMode returns the autoscaler's update mode (Off when unset).
-func updateMode(gfa *gpufracv1.GPUFractionAutoscaler) gpufracv1.UpdateMode {
-	if p := gfa.Spec.UpdatePolicy; p != nil && p.UpdateMode != nil {
-		return *p.UpdateMode
-	}
-	return gpufracv1.UpdateModeOff
-}
-
-// containerPolicy returns the policy for a container: its own, else "*", else nil.
-func containerPolicy(gfa *gpufracv1.GPUFractionAutoscaler, name string) *gpufracv1.ContainerPolicy {
-	if gfa.Spec.ResourcePolicy == nil {
-		return nil
-	}
-	var def *gpufracv1.ContainerPolicy
-	for i := range gfa.Spec.ResourcePolicy.ContainerPolicies {
-		p := &gfa.Spec.ResourcePolicy.ContainerPolicies[i]
-		switch p.ContainerName {
-		case name:
-			return p
-		case gpufracv1.ContainerPolicyDefault:
-			def = p
-		}
-	}
-	return def
-}
-
-// controls reports whether the policy controls res (all resources when unset).
-func controls(p *gpufracv1.ContainerPolicy, res gpufracv1.GPUResourceName) bool {
-	return p == nil || len(p.ControlledResources) == 0 || slices.Contains(p.ControlledResources, res)
 }
 
 func podName(pod *corev1.Pod) string {

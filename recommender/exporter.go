@@ -80,13 +80,7 @@ func (s *snapshot) gauge(d *prometheus.Desc, v float64, labels ...string) {
 // add records one autoscaler's status as written this cycle.
 func (s *snapshot) add(gfa *gpufracv1.GPUFractionAutoscaler, st *gpufracv1.GPUFractionRecommendationStatus, pods int, latency, gpuMemory float64) {
 	ns, name := gfa.Namespace, gfa.Name
-	mode, backend := string(gpufracv1.UpdateModeOff), string(gpufracv1.BackendAnnotations)
-	if p := gfa.Spec.UpdatePolicy; p != nil && p.UpdateMode != nil {
-		mode = string(*p.UpdateMode)
-	}
-	if b := gfa.Spec.Backend; b != nil && b.Type != "" {
-		backend = string(b.Type)
-	}
+	mode, backend := string(gfa.Spec.EffectiveUpdateMode()), string(gfa.Spec.EffectiveBackend())
 	s.gauge(descInfo, 1, ns, name, gfa.Spec.TargetRef.Kind, gfa.Spec.TargetRef.Name, mode, backend, string(st.SharingMode))
 	for _, c := range st.ContainerRecommendations {
 		for bound, r := range map[string]gpufracv1.GPUResources{"lower": c.LowerBound, "target": c.Target, "upper": c.UpperBound, "uncapped": c.UncappedTarget} {

@@ -181,8 +181,8 @@ func (c Config) Recommend(model *history.Model, w history.WorkloadKey, spec *gpu
 	names := model.Containers(w)
 	sort.Strings(names)
 	for _, name := range names {
-		cp := policy.ContainerPolicyFor(spec.ResourcePolicy, name)
-		if !policy.Enabled(cp) {
+		cp := spec.ContainerPolicy(name)
+		if !cp.Enabled() {
 			off++
 			continue
 		}

@@ -56,17 +56,14 @@ func q(v *resource.Quantity) string {
 }
 
 func explain(w io.Writer, gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionRecommendation) error {
-	mode := gpufracv1.UpdateModeOff
-	if p := gfa.Spec.UpdatePolicy; p != nil && p.UpdateMode != nil {
-		mode = *p.UpdateMode
-	}
+	mode := gfa.Spec.EffectiveUpdateMode()
 	fmt.Fprintf(w, "%s/%s targets %s %s; updateMode %s; %d pods matched; history attributed by %s.\n",
 		gfa.Namespace, gfa.Name, gfa.Spec.TargetRef.Kind, gfa.Spec.TargetRef.Name, mode, gfr.Status.MatchedPods, orDash(string(gfr.Status.Attribution)))
 	if len(gfr.Status.ContainerRecommendations) == 0 {
 		fmt.Fprintln(w, "No recommendation yet.")
 	}
 	for _, c := range gfr.Status.ContainerRecommendations {
-		cp := policy.ContainerPolicyFor(gfa.Spec.ResourcePolicy, c.ContainerName)
+		cp := gfa.Spec.ContainerPolicy(c.ContainerName)
 		headroom := policy.MemoryHeadroom(cp) * 100
 		fmt.Fprintf(w, "\ncontainer %s (confidence %d%%, %dh of history):\n", c.ContainerName, c.ConfidencePercent, c.HistoryHours)
 		fmt.Fprintf(w, "  memory  target %s = max(p90 of hourly per-pod peaks, recent 24h peak %s) + %.0f%% headroom", q(c.Target.Memory), q(c.ObservedPeakMemory), headroom)

@@ -77,10 +77,7 @@ func writeStatus(w io.Writer, gfas []gpufracv1.GPUFractionAutoscaler, pods []cor
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAMESPACE\tAUTOSCALER\tMODE\tPODS\tAPPLIED (MEM/COMPUTE)\tRECOMMENDED (MEM/COMPUTE)\tCONFIDENCE\tNEXT WINDOW\tUPDATER")
 	for _, g := range gfas {
-		mode := gpufracv1.UpdateModeOff
-		if p := g.Spec.UpdatePolicy; p != nil && p.UpdateMode != nil {
-			mode = *p.UpdateMode
-		}
+		mode := g.Spec.EffectiveUpdateMode()
 		total, withRec := 0, 0
 		appliedStr := "-"
 		for i := range pods {

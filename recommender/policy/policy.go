@@ -68,48 +68,12 @@ const (
 	GuardrailBreached
 )
 
-// ContainerPolicyFor returns the policy of the named container, else the "*" policy,
-// else nil.
-func ContainerPolicyFor(rp *gpufracv1.ResourcePolicy, container string) *gpufracv1.ContainerPolicy {
-	if rp == nil {
-		return nil
-	}
-	var def *gpufracv1.ContainerPolicy
-	for i := range rp.ContainerPolicies {
-		cp := &rp.ContainerPolicies[i]
-		if cp.ContainerName == container {
-			return cp
-		}
-		if cp.ContainerName == gpufracv1.ContainerPolicyDefault {
-			def = cp
-		}
-	}
-	return def
-}
-
-// Enabled reports whether gpufrac recommends for a container under its policy.
-func Enabled(cp *gpufracv1.ContainerPolicy) bool {
-	return cp == nil || cp.Mode == nil || *cp.Mode != gpufracv1.ContainerScalingModeOff
-}
-
 // MemoryHeadroom returns the policy's memory headroom as a ratio (15 % → 0.15).
 func MemoryHeadroom(cp *gpufracv1.ContainerPolicy) float64 {
 	if cp == nil || cp.MemoryHeadroomPercent == nil {
 		return estimate.DefaultMemoryHeadroom
 	}
 	return float64(*cp.MemoryHeadroomPercent) / 100
-}
-
-func controls(cp *gpufracv1.ContainerPolicy, r gpufracv1.GPUResourceName) bool {
-	if cp == nil || len(cp.ControlledResources) == 0 {
-		return true
-	}
-	for _, c := range cp.ControlledResources {
-		if c == r {
-			return true
-		}
-	}
-	return false
 }
 
 // Recommend builds the recommendation of one container from its estimate, its policy
@@ -164,7 +128,7 @@ func (c Config) Recommend(name string, est estimate.Estimate, cp *gpufracv1.Cont
 		ConfidencePercent: int32(math.Round(est.Confidence * 100)),
 		HistoryHours:      int32(est.History.Hours()),
 	}
-	withMem, withCPU := est.HasMemory && controls(cp, gpufracv1.ResourceMemory), est.HasCompute && controls(cp, gpufracv1.ResourceCompute)
+	withMem, withCPU := est.HasMemory && cp.Controls(gpufracv1.ResourceMemory), est.HasCompute && cp.Controls(gpufracv1.ResourceCompute)
 	rec.Target = toAPI(target, withMem, withCPU)
 	rec.LowerBound = toAPI(lower, withMem, withCPU)
 	rec.UpperBound = toAPI(upper, withMem, withCPU)

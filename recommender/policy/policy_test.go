@@ -121,10 +121,11 @@ func TestContainerPolicyFor(t *testing.T) {
 		{ContainerName: "*", MemoryHeadroomPercent: ptr.To[int32](30)},
 		{ContainerName: "sidecar", Mode: ptr.To(gpufracv1.ContainerScalingModeOff)},
 	}}
-	if cp := ContainerPolicyFor(rp, "sidecar"); Enabled(cp) {
+	spec := &gpufracv1.GPUFractionAutoscalerSpec{ResourcePolicy: rp}
+	if cp := spec.ContainerPolicy("sidecar"); cp.Enabled() {
 		t.Error("sidecar's own policy (Off) must win over *")
 	}
-	if cp := ContainerPolicyFor(rp, "main"); !Enabled(cp) || MemoryHeadroom(cp) != 0.3 {
+	if cp := spec.ContainerPolicy("main"); !cp.Enabled() || MemoryHeadroom(cp) != 0.3 {
 		t.Errorf("main falls back to *: %+v", cp)
 	}
 	if MemoryHeadroom(nil) != estimate.DefaultMemoryHeadroom {

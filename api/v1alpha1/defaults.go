@@ -1,0 +1,51 @@
+package v1alpha1
+
+import "slices"
+
+// EffectiveUpdateMode returns spec.updatePolicy.updateMode, or Off when unset (the
+// default: creating an autoscaler changes no pod).
+func (s *GPUFractionAutoscalerSpec) EffectiveUpdateMode() UpdateMode {
+	if p := s.UpdatePolicy; p != nil && p.UpdateMode != nil {
+		return *p.UpdateMode
+	}
+	return UpdateModeOff
+}
+
+// EffectiveBackend returns spec.backend.type, or annotations when unset.
+func (s *GPUFractionAutoscalerSpec) EffectiveBackend() BackendType {
+	if b := s.Backend; b != nil && b.Type != "" {
+		return b.Type
+	}
+	return BackendAnnotations
+}
+
+// ContainerPolicy returns the policy of the named container, else the "*" policy, else
+// nil (no policy: every default applies).
+func (s *GPUFractionAutoscalerSpec) ContainerPolicy(container string) *ContainerPolicy {
+	if s.ResourcePolicy == nil {
+		return nil
+	}
+	var def *ContainerPolicy
+	for i := range s.ResourcePolicy.ContainerPolicies {
+		p := &s.ResourcePolicy.ContainerPolicies[i]
+		switch p.ContainerName {
+		case container:
+			return p
+		case ContainerPolicyDefault:
+			def = p
+		}
+	}
+	return def
+}
+
+// Enabled reports whether gpufrac recommends for the container (mode not Off). A nil
+// policy is enabled.
+func (p *ContainerPolicy) Enabled() bool {
+	return p == nil || p.Mode == nil || *p.Mode != ContainerScalingModeOff
+}
+
+// Controls reports whether the policy lets gpufrac size res (all resources when
+// controlledResources is empty). A nil policy controls everything.
+func (p *ContainerPolicy) Controls(res GPUResourceName) bool {
+	return p == nil || len(p.ControlledResources) == 0 || slices.Contains(p.ControlledResources, res)
+}
