@@ -44,6 +44,7 @@ const (
 	ReasonLatencyNear      = "ObjectiveNear"
 	ReasonLatencyOK        = "ObjectiveMet"
 	ReasonLatencyUnknown   = "QueryFailed"
+	ReasonLatencyNoData    = "NoData"
 	ReasonNoGuardrail      = "NoGuardrail"
 	ReasonAllContainersOff = "AllContainersOff"
 )
@@ -116,8 +117,9 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 	switch {
 	case gfa.Spec.LatencyGuardrail == nil:
 		set(gpufracv1.ConditionLatencyGuardrailActive, false, ReasonNoGuardrail, "no latency guardrail set")
-	case guardReason == ReasonLatencyUnknown:
-		// No latency data: unknown, and treated as near the objective (no shrink).
+	case guardReason == ReasonLatencyUnknown || guardReason == ReasonLatencyNoData:
+		// Latency unknown: a failed query is treated as near the objective (no shrink),
+		// an empty result as no pressure.
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: gpufracv1.ConditionLatencyGuardrailActive,
 			Status: metav1.ConditionUnknown, Reason: guardReason, Message: guardMsg, ObservedGeneration: gfa.Generation})
 	default:
@@ -160,7 +162,7 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 			fmt.Sprintf("confidence %d%%: samples were a shared GPU's device-wide value copied to each pod (an upper bound, not per-pod usage); enable per-pod attribution (dcgm-exporter virtual-GPU mode, HAMi, KAI or the gpufrac agent)", *st.ConfidencePercent))
 	case conf < r.Config.LowConfidence:
 		set(gpufracv1.ConditionLowConfidence, true, ReasonShortHistory,
-			fmt.Sprintf("confidence %d%% under %.0f%%: history %dh of %s needed", *st.ConfidencePercent, r.Config.LowConfidence*100, minHistory(recs), r.Config.Estimator.FullConfidenceHistory))
+			fmt.Sprintf("confidence %d%% under %.0f%%: history %dh of %.0fh needed", *st.ConfidencePercent, r.Config.LowConfidence*100, minHistory(recs), r.Config.Estimator.FullConfidenceHistory.Hours()))
 	default:
 		set(gpufracv1.ConditionLowConfidence, false, ReasonEnoughHistory, fmt.Sprintf("confidence %d%%", *st.ConfidencePercent))
 	}
@@ -210,12 +212,13 @@ func (r *Recommender) guardrail(ctx context.Context, gfa *gpufracv1.GPUFractionA
 		return policy.GuardrailOK, ReasonNoGuardrail, ""
 	}
 	vec, err := r.Reader.Vector(ctx, g.Query, now)
-	if err != nil || len(vec) == 0 {
-		msg := "latency query returned no data: not shrinking"
-		if err != nil {
-			msg = "latency query failed, not shrinking: " + truncate(err.Error(), 400)
-		}
-		return policy.GuardrailNear, ReasonLatencyUnknown, msg
+	if err != nil {
+		// A broken metric never shrinks an allocation.
+		return policy.GuardrailNear, ReasonLatencyUnknown, "latency query failed, not shrinking: " + truncate(err.Error(), 400)
+	}
+	if len(vec) == 0 {
+		// No latency series now (no requests, or a sparse metric): nothing to guard.
+		return policy.GuardrailOK, ReasonLatencyNoData, "latency query returned no data: guardrail not evaluated this cycle"
 	}
 	latency := math.Inf(-1)
 	for _, s := range vec {

@@ -103,7 +103,8 @@ func WriteManifests(w io.Writer, t Trace, opts ManifestOptions) error {
 				"targetRef":    map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": wl.Name},
 				"updatePolicy": map[string]any{"updateMode": "Off"},
 				"latencyGuardrail": map[string]any{
-					"query": fmt.Sprintf(`max(%s{namespace="%s",pod=~"%s-.*"})`,
+					// max_over_time: the per-minute gauge only exists in minutes with requests.
+					"query": fmt.Sprintf(`max(max_over_time(%s{namespace="%s",pod=~"%s-.*"}[15m]))`,
 						MetricLatencyP95, promString(wl.Namespace), promString(strings.ReplaceAll(wl.Name, ".", `\.`))),
 					"objective": opts.LatencyObjective.String(),
 				},

@@ -54,7 +54,7 @@ func TestWriteManifests(t *testing.T) {
 		if err := yaml.UnmarshalStrict([]byte(docs[3+2*i]), &g); err != nil {
 			t.Fatal(err)
 		}
-		wantQuery := `max(inference_latency_p95_seconds{namespace="` + c.ns + `",pod=~"` + c.name + `-.*"})`
+		wantQuery := `max(max_over_time(inference_latency_p95_seconds{namespace="` + c.ns + `",pod=~"` + c.name + `-.*"}[15m]))`
 		if g.APIVersion != "autoscaling.gpufrac.io/v1alpha1" || g.Kind != "GPUFractionAutoscaler" || g.Name != c.name || g.Namespace != c.ns ||
 			g.Spec.TargetRef.APIVersion != "apps/v1" || g.Spec.TargetRef.Kind != "Deployment" || g.Spec.TargetRef.Name != c.name ||
 			g.Spec.UpdatePolicy == nil || g.Spec.UpdatePolicy.UpdateMode == nil || *g.Spec.UpdatePolicy.UpdateMode != v1alpha1.UpdateModeOff ||

@@ -89,11 +89,13 @@ type GPUFractionAutoscalerSpec struct {
 
 	// UpdatePolicy says whether and when recommendations are applied to pods.
 	// Omitted means updateMode Off: recommend only.
+	// +kubebuilder:default={}
 	// +optional
 	UpdatePolicy *UpdatePolicy `json:"updatePolicy,omitempty"`
 
 	// Backend is the sharing mechanism through which fractions are written into pods.
 	// Omitted means the neutral "annotations" backend.
+	// +kubebuilder:default={}
 	// +optional
 	Backend *Backend `json:"backend,omitempty"`
 

@@ -25,37 +25,47 @@ func init() { registerCommand(newReportCmd) }
 
 // reportRow is one workload of the savings report.
 type reportRow struct {
-	Namespace, Name     string
-	Pods                int
-	ObservedPeakBytes   int64
-	MemoryBytes         int64
-	ComputeMilli        int64
-	SharingMode, Reason string
-	ConfidencePercent   int32
-	Provided            bool
+	Namespace         string `json:"namespace"`
+	Name              string `json:"name"`
+	Pods              int    `json:"pods"`
+	ObservedPeakBytes int64  `json:"observedPeakBytes"`
+	MemoryBytes       int64  `json:"memoryBytes"`
+	ComputeMilli      int64  `json:"computeMilli"`
+	SharingMode       string `json:"sharingMode"`
+	Reason            string `json:"sharingModeReason"`
+	ConfidencePercent int32  `json:"confidencePercent"`
+	Provided          bool   `json:"provided"`
 }
 
 // reportTotals compares one GPU per pod with the recommendations packed onto GPUs.
 type reportTotals struct {
-	Workloads, Pods int
+	Workloads int `json:"workloads"`
+	Pods      int `json:"pods"`
 	// GPUsToday is one whole GPU per pod, today's practice.
-	GPUsToday int
+	GPUsToday int `json:"gpusToday"`
 	// GPUsNeeded is the GPUs the pods need when packed by their recommended memory and
 	// compute (best fit, compute shares ≤ 1 per GPU); Exclusive pods get a whole GPU.
-	GPUsNeeded int
+	GPUsNeeded int `json:"gpusNeeded"`
 	// GPUMemoryBytes is the memory of one GPU the packing assumed.
-	GPUMemoryBytes int64
+	GPUMemoryBytes int64 `json:"gpuMemoryBytes"`
+	// LowConfidence counts workloads whose recommendation was under --min-confidence
+	// and kept a whole GPU per pod; Oversized those needing more than one GPU.
+	LowConfidence int `json:"lowConfidence"`
+	Oversized     int `json:"oversized"`
 	// MemoryUtilisationToday and MemoryUtilisationPacked are recommended memory over
 	// the memory of the GPUs held, ratio 0–1.
-	MemoryUtilisationToday, MemoryUtilisationPacked float64
+	MemoryUtilisationToday  float64 `json:"memoryUtilisationToday"`
+	MemoryUtilisationPacked float64 `json:"memoryUtilisationPacked"`
 	// ComputeUtilisationToday and ComputeUtilisationPacked are recommended compute over
 	// the compute of the GPUs held, ratio 0–1.
-	ComputeUtilisationToday, ComputeUtilisationPacked float64
+	ComputeUtilisationToday  float64 `json:"computeUtilisationToday"`
+	ComputeUtilisationPacked float64 `json:"computeUtilisationPacked"`
 }
 
 func newReportCmd() *cobra.Command {
 	var (
 		kubeconfig, namespace, gpuMemory, output string
+		minConfidence                            int32
 	)
 	cmd := &cobra.Command{
 		Use:   "report",
@@ -77,7 +87,10 @@ GPUs needed if the pods were packed by their recommendations onto GPUs of --gpu-
 			if err := c.List(cmd.Context(), &list, client.InNamespace(namespace)); err != nil {
 				return fmt.Errorf("listing GPUFractionRecommendations: %w", err)
 			}
-			rows, totals := summarise(list.Items, q.Value())
+			rows, totals := summarise(list.Items, q.Value(), minConfidence)
+			if totals.Oversized > 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %d workloads need more than one %s GPU; they were counted as one whole GPU per pod\n", totals.Oversized, gpuMemory)
+			}
 			switch output {
 			case "json":
 				enc := json.NewEncoder(cmd.OutOrStdout())
@@ -93,6 +106,7 @@ GPUs needed if the pods were packed by their recommendations onto GPUs of --gpu-
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "Namespace to report on (default: all).")
 	cmd.Flags().StringVar(&gpuMemory, "gpu-memory", "80Gi", "Memory of one GPU the pods are packed onto (quantity, bytes).")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "Output format: text, markdown or json.")
+	cmd.Flags().Int32Var(&minConfidence, "min-confidence", 50, "Recommendations under this confidence (percent) keep a whole GPU per pod, as the admission webhook's --min-confidence does not apply them.")
 	return cmd
 }
 
@@ -110,6 +124,9 @@ func newClientNamespace(kubeconfig, namespace string) (client.Client, string, er
 	rules.ExplicitPath = kubeconfig
 	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
 	cfg, err := loader.ClientConfig()
+	if clientcmd.IsEmptyConfig(err) {
+		return nil, "", fmt.Errorf("no kubeconfig found: pass --kubeconfig or set KUBECONFIG (make demo prints it)")
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("kubeconfig: %w", err)
 	}
@@ -130,7 +147,7 @@ func newClientNamespace(kubeconfig, namespace string) (client.Client, string, er
 }
 
 // summarise turns recommendations into report rows and packs their pods.
-func summarise(items []gpufracv1.GPUFractionRecommendation, gpuMemory int64) ([]reportRow, reportTotals) {
+func summarise(items []gpufracv1.GPUFractionRecommendation, gpuMemory int64, minConfidence int32) ([]reportRow, reportTotals) {
 	sort.Slice(items, func(i, j int) bool {
 		if items[i].Namespace != items[j].Namespace {
 			return items[i].Namespace < items[j].Namespace
@@ -161,13 +178,21 @@ func summarise(items []gpufracv1.GPUFractionRecommendation, gpuMemory int64) ([]
 			row.ComputeMilli = r.Status.Compute.MilliValue()
 		}
 		rows = append(rows, row)
+		if row.MemoryBytes > gpuMemory {
+			t.Oversized++
+		}
+		if row.Provided && row.ConfidencePercent < minConfidence {
+			t.LowConfidence++
+		}
 		t.Workloads++
 		t.Pods += row.Pods
 		for i := 0; i < row.Pods; i++ {
 			id++
 			a := packing.Alloc{MemoryBytes: row.MemoryBytes, ComputeMilli: row.ComputeMilli}
-			if !row.Provided || row.SharingMode == string(gpufracv1.SharingModeExclusive) {
-				a = packing.Alloc{MemoryBytes: gpuMemory, ComputeMilli: 1000} // no recommendation: keeps its GPU
+			if !row.Provided || row.ConfidencePercent < minConfidence || row.SharingMode == string(gpufracv1.SharingModeExclusive) || row.MemoryBytes > gpuMemory {
+				// Not applied (none yet, or too little confidence), exclusive, or larger
+				// than one GPU: keeps a whole GPU.
+				a = packing.Alloc{MemoryBytes: gpuMemory, ComputeMilli: 1000}
 			}
 			recommended += min(a.MemoryBytes, gpuMemory)
 			computeMilli += min(a.ComputeMilli, 1000)
@@ -218,9 +243,9 @@ func writeReport(w io.Writer, rows []reportRow, t reportTotals, markdown bool) e
 	if t.GPUsToday > 0 {
 		saved = 1 - float64(t.GPUsNeeded)/float64(t.GPUsToday)
 	}
-	_, err := fmt.Fprintf(w, "\n%d workloads, %d pods. GPUs (%s each): %d today at one per pod → %d packed by the recommendations (%.0f%% fewer).\n"+
+	_, err := fmt.Fprintf(w, "\n%d workloads, %d pods (%d workloads under the confidence the webhook applies keep whole GPUs). GPUs (%s each): %d today at one per pod → %d packed by the recommendations (%.0f%% fewer).\n"+
 		"Of the GPUs held, the recommendations allocate %.0f%% of memory and %.0f%% of compute today → %.0f%% and %.0f%% packed.\n",
-		t.Workloads, t.Pods, resource.NewQuantity(t.GPUMemoryBytes, resource.BinarySI), t.GPUsToday, t.GPUsNeeded, math.Round(saved*100),
+		t.Workloads, t.Pods, t.LowConfidence, resource.NewQuantity(t.GPUMemoryBytes, resource.BinarySI), t.GPUsToday, t.GPUsNeeded, math.Round(saved*100),
 		t.MemoryUtilisationToday*100, t.ComputeUtilisationToday*100, t.MemoryUtilisationPacked*100, t.ComputeUtilisationPacked*100)
 	return err
 }

@@ -33,7 +33,7 @@ func TestSummarise(t *testing.T) {
 		rec("c", 1, "10Gi", "100m", gpufracv1.SharingModeExclusive, true),    // exclusive: a GPU of its own
 		rec("d", 1, "10Gi", "100m", gpufracv1.SharingModeTimeSlicing, false), // no recommendation: keeps its GPU
 	}
-	rows, tot := summarise(items, 80<<30)
+	rows, tot := summarise(items, 80<<30, 50)
 	if len(rows) != 4 || tot.Pods != 5 || tot.GPUsToday != 5 || tot.GPUsNeeded != 4 {
 		t.Fatalf("rows %d pods %d today %d needed %d, want 4 5 5 4", len(rows), tot.Pods, tot.GPUsToday, tot.GPUsNeeded)
 	}

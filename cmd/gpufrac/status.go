@@ -103,8 +103,8 @@ func writeStatus(w io.Writer, gfas []gpufracv1.GPUFractionAutoscaler, pods []cor
 			conf = fmt.Sprintf("%d%%", *g.Status.ConfidencePercent)
 		}
 		next, updater := "any time", "-"
-		if g.Spec.UpdatePolicy != nil && len(g.Spec.UpdatePolicy.ResizeWindows) > 0 {
-			next = "-"
+		if (g.Spec.UpdatePolicy != nil && len(g.Spec.UpdatePolicy.ResizeWindows) > 0) || mode == gpufracv1.UpdateModeOff || mode == gpufracv1.UpdateModeInitial {
+			next = "-" // no replacements in these modes, or the updater reports the window
 		}
 		if u := g.Status.Updater; u != nil {
 			switch {

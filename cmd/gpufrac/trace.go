@@ -27,6 +27,8 @@ func registerTraceCommand(f func() *cobra.Command) { traceCommands = append(trac
 func newTraceCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "trace",
+		Args:  cobra.NoArgs, // an unknown subcommand is an error, not help with exit 0
+		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 		Short: "Import, synthesize and convert GPU usage traces",
 		Long: `Import or synthesize GPU usage traces of inference pods and write them as
 OpenMetrics text (dcgm-exporter and kube-state-metrics series, for
