@@ -46,6 +46,9 @@ type reportTotals struct {
 	// GPUsNeeded is the GPUs the pods need when packed by their recommended memory and
 	// compute (best fit, compute shares ≤ 1 per GPU); Exclusive pods get a whole GPU.
 	GPUsNeeded int `json:"gpusNeeded"`
+	// GPUsNeededConfident is GPUsNeeded once every recommendation reaches the minimum
+	// confidence (history grows): the low-confidence ones packed by their values too.
+	GPUsNeededConfident int `json:"gpusNeededConfident"`
 	// GPUMemoryBytes is the memory of one GPU the packing assumed.
 	GPUMemoryBytes int64 `json:"gpuMemoryBytes"`
 	// LowConfidence counts workloads whose recommendation was under --min-confidence
@@ -156,6 +159,7 @@ func summarise(items []gpufracv1.GPUFractionRecommendation, gpuMemory int64, min
 	})
 	t := reportTotals{GPUMemoryBytes: gpuMemory}
 	p := packing.New(gpuMemory)
+	all := packing.New(gpuMemory) // as if every recommendation were confident enough
 	var rows []reportRow
 	var recommended, computeMilli int64
 	id := 0
@@ -197,10 +201,15 @@ func summarise(items []gpufracv1.GPUFractionRecommendation, gpuMemory int64, min
 			recommended += min(a.MemoryBytes, gpuMemory)
 			computeMilli += min(a.ComputeMilli, 1000)
 			p.Place(id, a)
+			if row.Provided && row.ConfidencePercent < minConfidence && row.MemoryBytes <= gpuMemory && row.SharingMode != string(gpufracv1.SharingModeExclusive) {
+				a = packing.Alloc{MemoryBytes: row.MemoryBytes, ComputeMilli: row.ComputeMilli}
+			}
+			all.Place(id, a)
 		}
 	}
 	t.GPUsToday = t.Pods
 	t.GPUsNeeded = p.Held()
+	t.GPUsNeededConfident = all.Held()
 	if t.GPUsToday > 0 {
 		t.MemoryUtilisationToday = float64(recommended) / float64(int64(t.GPUsToday)*gpuMemory)
 		t.ComputeUtilisationToday = float64(computeMilli) / float64(t.GPUsToday*1000)
@@ -244,8 +253,9 @@ func writeReport(w io.Writer, rows []reportRow, t reportTotals, markdown bool) e
 		saved = 1 - float64(t.GPUsNeeded)/float64(t.GPUsToday)
 	}
 	_, err := fmt.Fprintf(w, "\n%d workloads, %d pods (%d workloads under the confidence the webhook applies keep whole GPUs). GPUs (%s each): %d today at one per pod → %d packed by the recommendations (%.0f%% fewer).\n"+
+		"Once every workload has enough history: %d.\n"+
 		"Of the GPUs held, the recommendations allocate %.0f%% of memory and %.0f%% of compute today → %.0f%% and %.0f%% packed.\n",
 		t.Workloads, t.Pods, t.LowConfidence, resource.NewQuantity(t.GPUMemoryBytes, resource.BinarySI), t.GPUsToday, t.GPUsNeeded, math.Round(saved*100),
-		t.MemoryUtilisationToday*100, t.ComputeUtilisationToday*100, t.MemoryUtilisationPacked*100, t.ComputeUtilisationPacked*100)
+		t.GPUsNeededConfident, t.MemoryUtilisationToday*100, t.ComputeUtilisationToday*100, t.MemoryUtilisationPacked*100, t.ComputeUtilisationPacked*100)
 	return err
 }
