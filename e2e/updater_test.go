@@ -1,0 +1,795 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gpufrac/gpufrac/admission"
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/recommender"
+	"github.com/gpufrac/gpufrac/updater"
+)
+
+const (
+	updSystemNS   = "e2e-upd-system" // the webhook's namespace: its status Lease
+	updLabelValue = "updater"        // namespaces labelled admLabel=updater are sent to this test's webhook
+	updConfigName = "gpufrac-admission-e2e-upd"
+)
+
+// updWebhook is this test's bin/admission, registered for namespaces labelled
+// admLabel=updater, renewing its status Lease every second.
+type updWebhook struct {
+	stop func()
+}
+
+func startUpdaterWebhook(t *testing.T) *updWebhook {
+	t.Helper()
+	port, probe := freePort(t), freePort(t)
+	_, _, stop := startProcess(t, "admission",
+		"--kubeconfig="+testCluster.Kubeconfig,
+		"--namespace="+updSystemNS,
+		"--identity=e2e-upd-admission",
+		"--webhook-host=127.0.0.1",
+		fmt.Sprintf("--webhook-port=%d", port),
+		"--register-webhooks",
+		fmt.Sprintf("--webhook-url=https://127.0.0.1:%d", port),
+		"--webhook-config-name="+updConfigName,
+		"--namespace-label-selector="+admLabel+"="+updLabelValue,
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", freePort(t)),
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probe),
+		"--status-lease-renew-interval=1s",
+		"--owner-wait=1s",
+	)
+	waitFor(t, time.Minute, "admission ready", func() (bool, error) {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", probe))
+		if err != nil {
+			return false, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	return &updWebhook{stop: stop}
+}
+
+// updProcess is a running bin/updater.
+type updProcess struct {
+	metrics string // /metrics URL
+	stop    func()
+	started time.Time
+	log     string
+}
+
+// checkLog fails the test on error lines the updater logged (klog "E" lines of its own
+// code; events rejected for namespaces being deleted are not the updater's errors).
+func (p *updProcess) checkLog(t *testing.T) {
+	t.Helper()
+	b, err := os.ReadFile(p.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "E") && strings.Contains(line, "updater.go") {
+			t.Errorf("updater logged an error: %s", line)
+		}
+	}
+}
+
+// startUpdater runs bin/updater for the given namespaces with short e2e intervals;
+// extra flags override the defaults (later flags win).
+func startUpdater(t *testing.T, namespaces []string, extra ...string) *updProcess {
+	t.Helper()
+	mport, probe := freePort(t), freePort(t)
+	args := append([]string{
+		"--kubeconfig=" + testCluster.Kubeconfig,
+		"--leader-elect=false",
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", mport),
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probe),
+		"--watch-namespaces=" + strings.Join(namespaces, ","),
+		"--admission-namespace=" + updSystemNS,
+		"--admission-lease-max-age=5s",
+		"--interval=1s",
+		"--warm-up=2s",
+		"--min-pod-age=1h",
+		"--eviction-rate=-1",
+		"--retry-backoff=3s",
+		"--verification-period=5m",
+	}, extra...)
+	p := &updProcess{metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", mport), started: time.Now()}
+	_, p.log, p.stop = startProcess(t, "updater", args...)
+	waitFor(t, time.Minute, "updater ready", func() (bool, error) {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", probe))
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	return p
+}
+
+// counter reads the sum of a counter (or gauge) over the series with label=value from
+// the updater's /metrics (0 when absent).
+func (p *updProcess) counter(t *testing.T, name, label, value string) float64 {
+	t.Helper()
+	resp, err := http.Get(p.metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, m := range fams[name].GetMetric() {
+		if label != "" && !hasLabel(m, label, value) {
+			continue
+		}
+		sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+	}
+	return sum
+}
+
+func updNamespace(t *testing.T, name string, selected bool) {
+	t.Helper()
+	n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if selected {
+		n.Labels = map[string]string{admLabel: updLabelValue}
+	}
+	create(t, n)
+	t.Cleanup(func() { _ = testCluster.Client.Delete(context.Background(), n) })
+}
+
+// updRecommend writes (creating it if needed) the recommendation of gfa as the
+// recommender would: per container "main" a memory target and bounds, compute 250m in
+// [200m, 300m], confidence 90, and the given extra conditions.
+func updRecommend(t *testing.T, gfa *gpufracv1.GPUFractionAutoscaler, target, lower, upper string, conds ...metav1.Condition) {
+	t.Helper()
+	ctx := context.Background()
+	r := &gpufracv1.GPUFractionRecommendation{}
+	err := testCluster.Client.Get(ctx, types.NamespacedName{Namespace: gfa.Namespace, Name: gfa.Name}, r)
+	if err != nil {
+		r = &gpufracv1.GPUFractionRecommendation{
+			ObjectMeta: metav1.ObjectMeta{Namespace: gfa.Namespace, Name: gfa.Name, OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: gpufracv1.GroupVersion.String(), Kind: "GPUFractionAutoscaler", Name: gfa.Name, UID: gfa.UID, Controller: ptr.To(true)}}},
+			Spec: gpufracv1.GPUFractionRecommendationSpec{TargetRef: gfa.Spec.TargetRef},
+		}
+		create(t, r)
+	}
+	q := resource.MustParse
+	r.Status.ContainerRecommendations = []gpufracv1.ContainerRecommendation{{
+		ContainerName: "main",
+		Target:        gpufracv1.GPUResources{Memory: ptr.To(q(target)), Compute: ptr.To(q("250m"))},
+		LowerBound:    gpufracv1.GPUResources{Memory: ptr.To(q(lower)), Compute: ptr.To(q("200m"))},
+		UpperBound:    gpufracv1.GPUResources{Memory: ptr.To(q(upper)), Compute: ptr.To(q("300m"))},
+		SharingMode:   gpufracv1.SharingModeMPS, SharingModeReason: "written by the e2e test",
+		ConfidencePercent: 90, HistoryHours: 48,
+	}}
+	r.Status.ConfidencePercent = ptr.To[int32](90)
+	meta.SetStatusCondition(&r.Status.Conditions, metav1.Condition{Type: gpufracv1.ConditionRecommendationProvided, Status: metav1.ConditionTrue, Reason: "E2E", Message: "written by the e2e test"})
+	for _, c := range conds {
+		meta.SetStatusCondition(&r.Status.Conditions, c)
+	}
+	if err := testCluster.Client.Status().Update(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// updPods returns the running or pending (not terminating) pods of app in ns.
+func updPods(t *testing.T, ns, app string) []corev1.Pod {
+	t.Helper()
+	var out []corev1.Pod
+	for _, p := range admPods(t, ns, app) {
+		if p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// appliedMemory is the memory of container main in a pod's applied record ("" if none).
+func appliedMemory(p *corev1.Pod) string {
+	rec, err := gpufracv1.ParseApplied(p.Annotations)
+	if err != nil || rec == nil || rec.Container("main") == nil || rec.Container("main").Memory == nil {
+		return ""
+	}
+	return rec.Container("main").Memory.String()
+}
+
+// mpsEnv is container main's CUDA_MPS_PINNED_DEVICE_MEM_LIMIT.
+func mpsEnv(p *corev1.Pod) string {
+	for _, e := range p.Spec.Containers[0].Env {
+		if e.Name == "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT" {
+			return e.Value
+		}
+	}
+	return ""
+}
+
+func podReady(p *corev1.Pod) bool {
+	if p.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// waitApplied waits until the app has n ready pods, all with applied memory mem.
+func waitApplied(t *testing.T, ns, app string, n int, mem string, timeout time.Duration) []corev1.Pod {
+	t.Helper()
+	var pods []corev1.Pod
+	waitFor(t, timeout, fmt.Sprintf("%d ready pods of %s/%s with %s", n, ns, app, mem), func() (bool, error) {
+		pods = updPods(t, ns, app)
+		if len(pods) != n {
+			return false, fmt.Errorf("%d pods", len(pods))
+		}
+		for _, p := range pods {
+			if !podReady(&p) || appliedMemory(&p) != mem {
+				return false, fmt.Errorf("pod %s ready=%v applied %q", p.Name, podReady(&p), appliedMemory(&p))
+			}
+		}
+		return true, nil
+	})
+	return pods
+}
+
+func uids(pods []corev1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, string(p.UID))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// updScenario is one workload: a Deployment "app" and its autoscaler.
+type updScenario struct {
+	ns  string
+	dep *appsv1.Deployment
+	gfa *gpufracv1.GPUFractionAutoscaler
+}
+
+// setup creates a Deployment with replicas pods whose autoscaler has mode and backend
+// (mod changes it before creation) and a 3Gi recommendation ([2Gi, 4Gi]), and waits
+// until its pods run (with 3Gi applied unless the mode is Off).
+func (s *updScenario) setup(t *testing.T, mode gpufracv1.UpdateMode, backend gpufracv1.BackendType, replicas int32, mod func(*gpufracv1.GPUFractionAutoscaler)) {
+	t.Helper()
+	ctx := context.Background()
+	s.dep = gpuDeployment(s.ns, "app", "main", 0)
+	create(t, s.dep)
+	s.gfa = admAutoscaler(s.ns, "app", mode, backend)
+	if mod != nil {
+		mod(s.gfa)
+	}
+	create(t, s.gfa)
+	updRecommend(t, s.gfa, "3Gi", "2Gi", "4Gi")
+	if mode != gpufracv1.UpdateModeOff {
+		waitFor(t, 30*time.Second, "webhook cache has "+s.ns, func() (bool, error) {
+			p, err := dryRunPod(ctx, s.dep)
+			if err != nil {
+				return false, err
+			}
+			return appliedMemory(p) == "3Gi", nil
+		})
+	}
+	scale(t, s.dep, replicas)
+	mem := "3Gi"
+	if mode == gpufracv1.UpdateModeOff {
+		mem = ""
+	}
+	waitApplied(t, s.ns, "app", int(replicas), mem, 90*time.Second)
+}
+
+// shrink makes the recommendation 1Gi ([768Mi, 1536Mi]): 3Gi pods are above the bound.
+func (s *updScenario) shrink(t *testing.T) { updRecommend(t, s.gfa, "1Gi", "768Mi", "1536Mi") }
+
+func (s *updScenario) status(t *testing.T) *gpufracv1.UpdaterStatus {
+	t.Helper()
+	g := &gpufracv1.GPUFractionAutoscaler{}
+	if err := testCluster.Client.Get(context.Background(), types.NamespacedName{Namespace: s.ns, Name: "app"}, g); err != nil {
+		t.Fatal(err)
+	}
+	return g.Status.Updater
+}
+
+// waitStatus waits until status.updater satisfies cond.
+func (s *updScenario) waitStatus(t *testing.T, timeout time.Duration, what string, cond func(*gpufracv1.UpdaterStatus) bool) *gpufracv1.UpdaterStatus {
+	t.Helper()
+	var st *gpufracv1.UpdaterStatus
+	waitFor(t, timeout, what, func() (bool, error) {
+		st = s.status(t)
+		if st == nil {
+			return false, fmt.Errorf("no status.updater")
+		}
+		return cond(st), fmt.Errorf("status.updater %+v", *st)
+	})
+	return st
+}
+
+// events returns the notes of events with reason in the scenario's namespace, about
+// objects of kind (any when empty).
+func (s *updScenario) events(t *testing.T, reason, kind string) []eventsv1.Event {
+	t.Helper()
+	var evs eventsv1.EventList
+	if err := testCluster.Client.List(context.Background(), &evs, client.InNamespace(s.ns)); err != nil {
+		t.Fatal(err)
+	}
+	var out []eventsv1.Event
+	for _, e := range evs.Items {
+		if e.Reason == reason && (kind == "" || e.Regarding.Kind == kind) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func (s *updScenario) waitEvent(t *testing.T, reason, kind, contains string) eventsv1.Event {
+	t.Helper()
+	var found eventsv1.Event
+	waitFor(t, 30*time.Second, "event "+reason+" in "+s.ns, func() (bool, error) {
+		for _, e := range s.events(t, reason, kind) {
+			if strings.Contains(e.Note, contains) {
+				found = e
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	t.Logf("event %s on %s %s: %s", found.Reason, found.Regarding.Kind, found.Regarding.Name, found.Note)
+	return found
+}
+
+// unchangedFor checks that the app's pods keep their UIDs for d.
+func (s *updScenario) unchangedFor(t *testing.T, d time.Duration) {
+	t.Helper()
+	before := uids(updPods(t, s.ns, "app"))
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if now := uids(updPods(t, s.ns, "app")); !slices.Equal(now, before) {
+			t.Fatalf("pods replaced: %v → %v", before, now)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// setWindows replaces the autoscaler's resize windows with a merge patch (the updater's
+// status writes change the resourceVersion, so an update could conflict).
+func (s *updScenario) setWindows(t *testing.T, ws ...gpufracv1.ResizeWindow) {
+	t.Helper()
+	g := &gpufracv1.GPUFractionAutoscaler{}
+	if err := testCluster.Client.Get(context.Background(), types.NamespacedName{Namespace: s.ns, Name: "app"}, g); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(g.DeepCopy())
+	g.Spec.UpdatePolicy.ResizeWindows = ws
+	if err := testCluster.Client.Patch(context.Background(), g, patch); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func alwaysOpen(g *gpufracv1.GPUFractionAutoscaler) {
+	g.Spec.UpdatePolicy.ResizeWindows = []gpufracv1.ResizeWindow{{Schedule: "* * * * *", Duration: metav1.Duration{Duration: time.Hour}}}
+}
+
+func TestUpdater(t *testing.T) {
+	if testCluster == nil {
+		t.Skip("no cluster")
+	}
+	ctx := t.Context()
+	c := testCluster.Client
+	updNamespace(t, updSystemNS, false)
+	scenarios := []string{"open", "closed", "off", "initial", "pdb", "single", "single-optin", "inplace-ann", "inplace-mps", "rollback"}
+	var nss []string
+	for _, s := range scenarios {
+		nss = append(nss, "e2e-upd-"+s)
+	}
+	t.Cleanup(func() {
+		_ = c.Delete(context.Background(), &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: updConfigName}})
+		_ = c.Delete(context.Background(), &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: updConfigName}})
+	})
+	begin := time.Now()
+	wh := startUpdaterWebhook(t)
+	upd := startUpdater(t, nss)
+	t.Logf("webhook and updater ready in %v", time.Since(begin).Round(time.Millisecond))
+
+	// The scenarios run at the same time against one updater (go test runs at most
+	// GOMAXPROCS parallel subtests; t.Run may be called from several goroutines).
+	t.Run("scenarios", func(t *testing.T) {
+		var wg sync.WaitGroup
+		run := func(name string, f func(t *testing.T)) {
+			wg.Add(1)
+			go func() { defer wg.Done(); t.Run(name, f) }()
+		}
+		defer wg.Wait()
+		run("recreate in an open window", func(t *testing.T) {
+			s := &updScenario{ns: "e2e-upd-open"}
+			updNamespace(t, s.ns, true)
+			s.setup(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendMPS, 3, alwaysOpen)
+			// Watch the ready pods while they are replaced: one at a time (50% of 3 → 1).
+			var mu sync.Mutex
+			minReady := 3
+			done := make(chan struct{})
+			go func() {
+				for {
+					select {
+					case <-done:
+						return
+					case <-time.After(20 * time.Millisecond):
+					}
+					var pods corev1.PodList
+					if err := c.List(ctx, &pods, client.InNamespace(s.ns)); err != nil {
+						continue
+					}
+					n := 0
+					for _, p := range pods.Items {
+						if p.DeletionTimestamp == nil && podReady(&p) {
+							n++
+						}
+					}
+					mu.Lock()
+					minReady = min(minReady, n)
+					mu.Unlock()
+				}
+			}()
+			old := uids(updPods(t, s.ns, "app"))
+			s.shrink(t)
+			pods := waitApplied(t, s.ns, "app", 3, "1Gi", 90*time.Second)
+			close(done)
+			for _, p := range pods {
+				if slices.Contains(old, string(p.UID)) {
+					t.Errorf("pod %s was not replaced", p.Name)
+				}
+				if env := mpsEnv(&p); env != "0=1024M" {
+					t.Errorf("replacement %s CUDA_MPS_PINNED_DEVICE_MEM_LIMIT %q, want 0=1024M", p.Name, env)
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			t.Logf("fewest ready pods while replacing: %d of 3", minReady)
+			if minReady < 2 {
+				t.Errorf("%d ready pods at one point: more than one pod in flight", minReady)
+			}
+			// One at a time: each eviction waits for the previous replacement to be ready
+			// (cycles are 1s apart); evictions in one cycle would be milliseconds apart.
+			evs := s.events(t, updater.EventEvicted, "Pod")
+			if len(evs) != 3 {
+				t.Errorf("%d eviction events on pods, want 3", len(evs))
+			}
+			var times []time.Time
+			for _, e := range evs {
+				times = append(times, e.EventTime.Time)
+			}
+			slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+			for i := 1; i < len(times); i++ {
+				if gap := times[i].Sub(times[i-1]); gap < 100*time.Millisecond {
+					t.Errorf("evictions %v apart: more than one pod in flight", gap)
+				}
+			}
+			st := s.status(t)
+			if st.LastEvictionTime == nil || st.Verification == nil || !st.ResizeWindowOpen {
+				t.Errorf("status %+v", st)
+			}
+		})
+
+		run("recreate waits for the window", func(t *testing.T) {
+			s := &updScenario{ns: "e2e-upd-closed"}
+			updNamespace(t, s.ns, true)
+			s.setup(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendMPS, 2, func(g *gpufracv1.GPUFractionAutoscaler) {
+				g.Spec.UpdatePolicy.ResizeWindows = []gpufracv1.ResizeWindow{{Schedule: "0 0 1 1 *", Duration: metav1.Duration{Duration: time.Minute}}}
+			})
+			// A window opening at the next minute boundary at least 15s ahead, in a time
+			// zone with a half-hour offset.
+			kolkata, err := time.LoadLocation("Asia/Kolkata")
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now().Add(15 * time.Second).Truncate(time.Minute).Add(time.Minute)
+			local := start.In(kolkata)
+			window := gpufracv1.ResizeWindow{Schedule: fmt.Sprintf("%d %d * * *", local.Minute(), local.Hour()),
+				Duration: metav1.Duration{Duration: 10 * time.Minute}, TimeZone: "Asia/Kolkata"}
+			s.setWindows(t, window)
+			old := uids(updPods(t, s.ns, "app"))
+			s.shrink(t)
+			st := s.waitStatus(t, 30*time.Second, "window-closed reported", func(st *gpufracv1.UpdaterStatus) bool {
+				return st.BlockedReason == updater.SkipWindowClosed && st.NextWindowStart != nil && st.NextWindowStart.Equal(ptr.To(metav1.NewTime(start)))
+			})
+			t.Logf("window %q (Asia/Kolkata) opens at %s; status: open=%v next=%s blocked=%s (%s)", window.Schedule,
+				start.UTC().Format(time.RFC3339), st.ResizeWindowOpen, st.NextWindowStart.UTC().Format(time.RFC3339), st.BlockedReason, st.BlockedMessage)
+			s.unchangedFor(t, time.Until(start.Add(-time.Second)))
+			pods := waitApplied(t, s.ns, "app", 2, "1Gi", 90*time.Second)
+			for _, p := range pods {
+				if slices.Contains(old, string(p.UID)) {
+					t.Errorf("pod %s not replaced", p.Name)
+				}
+				if p.CreationTimestamp.Time.Before(start.Add(-time.Second)) {
+					t.Errorf("replacement %s created at %v, before the window opened at %v", p.Name, p.CreationTimestamp.Time, start)
+				}
+			}
+			t.Logf("replaced after the window opened (%v after)", time.Since(start).Round(time.Second))
+		})
+
+		run("off reports what it would do", func(t *testing.T) {
+			s := &updScenario{ns: "e2e-upd-off"}
+			updNamespace(t, s.ns, true)
+			s.setup(t, gpufracv1.UpdateModeOff, gpufracv1.BackendMPS, 2, func(g *gpufracv1.GPUFractionAutoscaler) {
+				g.Spec.UpdatePolicy.ResizeWindows = []gpufracv1.ResizeWindow{{Schedule: "0 3 * * *", Duration: metav1.Duration{Duration: time.Hour}, TimeZone: "Europe/Berlin"}}
+			})
+			pods := updPods(t, s.ns, "app")
+			st := s.waitStatus(t, 30*time.Second, "would-do report", func(st *gpufracv1.UpdaterStatus) bool { return len(st.Updates) == 2 })
+			for _, u := range st.Updates {
+				if u.Action != gpufracv1.PodUpdateEvict || u.SkipReason != updater.SkipModeOff || !strings.Contains(u.Reason, "memory 80Gi above upper bound 4Gi") ||
+					!strings.Contains(u.SkipMessage, "would evict in the resize window opening at") {
+					t.Errorf("update %+v", u)
+				}
+				if !slices.ContainsFunc(pods, func(p corev1.Pod) bool { return p.Name == u.Pod }) {
+					t.Errorf("update names pod %s, not one of the workload's", u.Pod)
+				}
+			}
+			if st.PodsOutOfDate != 2 || st.Pods != 2 || st.NextWindowStart == nil || st.ResizeWindowOpen {
+				t.Errorf("status %+v", st)
+			}
+			next := st.NextWindowStart.In(time.FixedZone("", 0))
+			berlin, _ := time.LoadLocation("Europe/Berlin")
+			if l := next.In(berlin); l.Hour() != 3 || l.Minute() != 0 || time.Until(next) > 24*time.Hour {
+				t.Errorf("next window %v (%v in Berlin), want the next 03:00 Berlin time", next, l)
+			}
+			s.waitEvent(t, updater.EventWouldUpdate, "GPUFractionAutoscaler", "would evict 2 pod(s)")
+			s.unchangedFor(t, 5*time.Second)
+		})
+
+		run("initial never evicts", func(t *testing.T) {
+			s := &updScenario{ns: "e2e-upd-initial"}
+			updNamespace(t, s.ns, true)
+			s.setup(t, gpufracv1.UpdateModeInitial, gpufracv1.BackendMPS, 2, alwaysOpen)
+			s.shrink(t)
+			s.waitStatus(t, 30*time.Second, "mode-initial reported", func(st *gpufracv1.UpdaterStatus) bool {
+				return st.BlockedReason == updater.SkipModeInitial && st.PodsOutOfDate == 2
+			})
+			s.unchangedFor(t, 5*time.Second)
+		})
+
+		run("PDB blocks eviction", func(t *testing.T) {
+			s := &updScenario{ns: "e2e-upd-pdb"}
+			updNamespace(t, s.ns, true)
+			create(t, &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "app-pdb"},
+				Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(0)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "app"}}}})
+			s.setup(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendMPS, 2, alwaysOpen)
+			s.shrink(t)
+			st := s.waitStatus(t, 30*time.Second, "pdb reported", func(st *gpufracv1.UpdaterStatus) bool { return st.BlockedReason == updater.SkipPDB })
+			t.Logf("blocked: %s: %s", st.BlockedReason, st.BlockedMessage)
+			if !strings.Contains(st.BlockedMessage, "disruption budget") {
+				t.Errorf("blocked message %q does not mention the disruption budget", st.BlockedMessage)
+			}
+			s.waitEvent(t, updater.EventEvictionRefused, "GPUFractionAutoscaler", "disruption budget")
+			s.unchangedFor(t, 4*time.Second)
+		})
+
+		run("single replica", func(t *testing.T) {
+			s := &updScenario{ns: "e2e-upd-single"}
+			updNamespace(t, s.ns, true)
+			s.setup(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendMPS, 1, alwaysOpen)
+			s.shrink(t)
+			st := s.waitStatus(t, 30*time.Second, "min-replicas reported", func(st *gpufracv1.UpdaterStatus) bool { return st.BlockedReason == updater.SkipMinReplicas })
+			t.Logf("blocked: %s: %s", st.BlockedReason, st.BlockedMessage)
+			s.unchangedFor(t, 4*time.Second)
+		})
+
+		run("single replica opted in", func(t *testing.T) {
+			s := &updScenario{ns: "e2e-upd-single-optin"}
+			updNamespace(t, s.ns, true)
+			s.setup(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendMPS, 1, func(g *gpufracv1.GPUFractionAutoscaler) {
+				alwaysOpen(g)
+				g.Spec.UpdatePolicy.MinReplicas = ptr.To[int32](1)
+			})
+			old := uids(updPods(t, s.ns, "app"))
+			s.shrink(t)
+			pods := waitApplied(t, s.ns, "app", 1, "1Gi", 60*time.Second)
+			if slices.Contains(old, string(pods[0].UID)) {
+				t.Error("not replaced")
+			}
+		})
+
+		run("in place with the annotations backend", func(t *testing.T) {
+			s := &updScenario{ns: "e2e-upd-inplace-ann"}
+			updNamespace(t, s.ns, true)
+			s.setup(t, gpufracv1.UpdateModeInPlaceOrRecreate, gpufracv1.BackendAnnotations, 2, alwaysOpen)
+			old := uids(updPods(t, s.ns, "app"))
+			s.shrink(t)
+			pods := waitApplied(t, s.ns, "app", 2, "1Gi", 60*time.Second)
+			if now := uids(pods); !slices.Equal(now, old) {
+				t.Fatalf("pods replaced (%v → %v), want changed in place", old, now)
+			}
+			for _, p := range pods {
+				if p.Annotations[gpufracv1.AnnotationGPUMemory] != "1Gi" || p.Annotations[gpufracv1.AnnotationGPUCompute] != "250m" || p.Annotations["gpufrac.io/container.main.gpu-memory"] != "1Gi" {
+					t.Errorf("pod %s annotations %v", p.Name, p.Annotations)
+				}
+			}
+			s.waitEvent(t, updater.EventInPlace, "Pod", "changed in place")
+			if st := s.status(t); st.LastInPlaceUpdateTime == nil || st.LastEvictionTime != nil {
+				t.Errorf("status %+v", st)
+			}
+		})
+
+		run("in place mode with a GPU backend recreates", func(t *testing.T) {
+			s := &updScenario{ns: "e2e-upd-inplace-mps"}
+			updNamespace(t, s.ns, true)
+			s.setup(t, gpufracv1.UpdateModeInPlaceOrRecreate, gpufracv1.BackendMPS, 2, alwaysOpen)
+			old := uids(updPods(t, s.ns, "app"))
+			s.shrink(t)
+			pods := waitApplied(t, s.ns, "app", 2, "1Gi", 90*time.Second)
+			for _, p := range pods {
+				if slices.Contains(old, string(p.UID)) {
+					t.Errorf("pod %s changed in place, want recreated (GPU fields cannot change live)", p.Name)
+				}
+			}
+		})
+
+		run("rollback after a latency breach", func(t *testing.T) {
+			s := &updScenario{ns: "e2e-upd-rollback"}
+			updNamespace(t, s.ns, true)
+			s.setup(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendMPS, 2, alwaysOpen)
+			s.shrink(t)
+			waitFor(t, 60*time.Second, "a pod shrunk to 1Gi", func() (bool, error) {
+				for _, p := range updPods(t, s.ns, "app") {
+					if podReady(&p) && appliedMemory(&p) == "1Gi" {
+						return true, nil
+					}
+				}
+				return false, nil
+			})
+			// Close the window: the rollback must not wait for it.
+			s.setWindows(t, gpufracv1.ResizeWindow{Schedule: "0 0 1 1 *", Duration: metav1.Duration{Duration: time.Minute}})
+			breach := metav1.Condition{Type: gpufracv1.ConditionLatencyGuardrailActive, Status: metav1.ConditionTrue,
+				Reason: recommender.ReasonLatencyBreached, Message: "p95 latency 2.6s above the objective 2s"}
+			updRecommend(t, s.gfa, "1Gi", "768Mi", "1536Mi", breach)
+			st := s.waitStatus(t, 30*time.Second, "rollback floor", func(st *gpufracv1.UpdaterStatus) bool { return st.Floor != nil })
+			t.Logf("floor: memory %v compute %v until %v: %s", st.Floor.Memory, st.Floor.Compute, st.Floor.Until.UTC(), st.Floor.Reason)
+			if st.Floor.Memory == nil || st.Floor.Memory.String() != "3Gi" || !strings.Contains(st.Floor.Reason, "latency objective breached") {
+				t.Errorf("floor %+v", st.Floor)
+			}
+			if cnd := meta.FindStatusCondition(st.Conditions, gpufracv1.UpdaterConditionRolledBack); cnd == nil || cnd.Status != metav1.ConditionTrue {
+				t.Errorf("RolledBack condition %+v", cnd)
+			}
+			s.waitEvent(t, updater.EventRolledBack, "GPUFractionAutoscaler", "Rolling back")
+			// What the recommender does with the floor: the target goes back to 3Gi.
+			updRecommend(t, s.gfa, "3Gi", "2Gi", "4Gi", breach)
+			waitApplied(t, s.ns, "app", 2, "3Gi", 60*time.Second)
+			s.waitEvent(t, updater.EventEvicted, "Pod", "roll back to the floor")
+			if st := s.status(t); st.ResizeWindowOpen {
+				t.Errorf("window open during the rollback: %+v", st)
+			}
+		})
+	})
+	if t.Failed() {
+		return
+	}
+	if n := upd.counter(t, "gpufrac_updater_skips_total", "reason", updater.SkipPDB); n == 0 {
+		t.Error("gpufrac_updater_skips_total{reason=pdb} is 0")
+	}
+	if n := upd.counter(t, "gpufrac_updater_rollbacks_total", "trigger", "latency"); n != 1 {
+		t.Errorf("gpufrac_updater_rollbacks_total{trigger=latency} = %v, want 1", n)
+	}
+	if n := upd.counter(t, "gpufrac_updater_in_place_updates_total", "result", updater.ResultApplied); n < 2 {
+		t.Errorf("gpufrac_updater_in_place_updates_total{result=applied} = %v, want ≥ 2", n)
+	}
+	t.Logf("evictions: %v evicted, %v refused", upd.counter(t, "gpufrac_updater_evictions_total", "result", updater.ResultEvicted), upd.counter(t, "gpufrac_updater_evictions_total", "result", updater.ResultRefused))
+	upd.stop()
+	upd.checkLog(t)
+
+	// A restarted updater (a new process) finds many pods out of bounds.
+	storm := &updScenario{ns: "e2e-upd-storm"}
+	updNamespace(t, storm.ns, true)
+	t.Run("six pods out of bounds", func(t *testing.T) {
+		storm.setup(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendMPS, 6, alwaysOpen)
+		storm.shrink(t)
+	})
+	if t.Failed() {
+		return
+	}
+	const warmUp, every = 5 * time.Second, 2 * time.Second
+	upd = startUpdater(t, []string{storm.ns}, "--warm-up=5s", "--eviction-rate=0.5", "--eviction-burst=1", "--max-in-flight=1")
+	t.Run("restart respects warm-up and rate limit", func(t *testing.T) {
+		st := storm.waitStatus(t, 20*time.Second, "status after the restart", func(st *gpufracv1.UpdaterStatus) bool { return st.PodsOutOfDate > 0 })
+		t.Logf("after restart: %d pods out of date, blocked %s (%s)", st.PodsOutOfDate, st.BlockedReason, st.BlockedMessage)
+		waitApplied(t, storm.ns, "app", 6, "1Gi", 60*time.Second)
+		var times []time.Time
+		for _, e := range storm.events(t, updater.EventEvicted, "Pod") {
+			times = append(times, e.EventTime.Time)
+		}
+		sort.Slice(times, func(i, j int) bool { return times[i].Before(times[j]) })
+		if len(times) != 6 {
+			t.Fatalf("%d eviction events, want 6", len(times))
+		}
+		var gaps []string
+		for i, at := range times {
+			if i == 0 {
+				t.Logf("first eviction %v after the updater process started (warm-up %v)", at.Sub(upd.started).Round(time.Millisecond), warmUp)
+				if at.Sub(upd.started) < warmUp {
+					t.Errorf("evicted %v after start, inside the warm-up", at.Sub(upd.started))
+				}
+				continue
+			}
+			gap := at.Sub(times[i-1])
+			gaps = append(gaps, gap.Round(time.Millisecond).String())
+			if gap < every-200*time.Millisecond {
+				t.Errorf("evictions %d and %d only %v apart; the rate limit is one per %v", i, i+1, gap, every)
+			}
+		}
+		t.Logf("gaps between evictions: %s (limit 0.5/s, burst 1)", strings.Join(gaps, ", "))
+		if n := upd.counter(t, "gpufrac_updater_skips_total", "reason", updater.SkipWarmUp); n == 0 {
+			t.Error("no warm-up skips counted")
+		}
+		if n := upd.counter(t, "gpufrac_updater_skips_total", "reason", updater.SkipRateLimited); n == 0 {
+			t.Error("no rate-limited skips counted")
+		}
+	})
+	if t.Failed() {
+		return
+	}
+
+	t.Run("webhook stopped", func(t *testing.T) {
+		wh.stop() // graceful: the Lease is released at once
+		waitFor(t, 15*time.Second, "status Lease stale", func() (bool, error) {
+			fresh, err := admission.LeaseFresh(ctx, c, updSystemNS, admission.DefaultStatusLeaseName, 5*time.Second)
+			return !fresh, err
+		})
+		old := uids(updPods(t, storm.ns, "app"))
+		// Growth back to 3Gi (1Gi is now below the lower bound), window open.
+		updRecommend(t, storm.gfa, "3Gi", "2Gi", "4Gi")
+		st := storm.waitStatus(t, 20*time.Second, "admission-unavailable reported", func(st *gpufracv1.UpdaterStatus) bool {
+			return st.BlockedReason == updater.SkipAdmissionUnavailable
+		})
+		t.Logf("blocked: %s: %s", st.BlockedReason, st.BlockedMessage)
+		storm.waitEvent(t, updater.EventUpdatesBlocked, "GPUFractionAutoscaler", "admission")
+		storm.unchangedFor(t, 5*time.Second)
+		if now := uids(updPods(t, storm.ns, "app")); !slices.Equal(now, old) {
+			t.Fatal("pods evicted while the webhook was down")
+		}
+		if v := upd.counter(t, "gpufrac_updater_admission_available", "", ""); v != 0 {
+			t.Errorf("gpufrac_updater_admission_available = %v, want 0", v)
+		}
+		if n := upd.counter(t, "gpufrac_updater_skips_total", "reason", updater.SkipAdmissionUnavailable); n == 0 {
+			t.Error("no admission-unavailable skips counted")
+		}
+		// Back up: evictions resume.
+		startUpdaterWebhook(t)
+		waitFor(t, 60*time.Second, "evictions resume with the webhook back", func() (bool, error) {
+			for _, p := range updPods(t, storm.ns, "app") {
+				if appliedMemory(&p) == "3Gi" && podReady(&p) {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+	})
+	upd.stop()
+	upd.checkLog(t)
+}

@@ -1,0 +1,72 @@
+package updater
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gpufrac/gpufrac/admission"
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+)
+
+func TestReadAllocation(t *testing.T) {
+	cfg := admission.Config{}.WithDefaults()
+	mib := int64(1 << 20)
+	container := func(limits corev1.ResourceList, env ...corev1.EnvVar) corev1.Container {
+		return corev1.Container{Name: "main", Resources: corev1.ResourceRequirements{Limits: limits}, Env: env}
+	}
+	gpu := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
+	for _, tc := range []struct {
+		name     string
+		backend  gpufracv1.BackendType
+		ann      map[string]string
+		c        corev1.Container
+		overhead int64
+		mem, cpu int64
+		src      AllocationSource
+		absent   bool
+	}{
+		{name: "applied record wins", backend: gpufracv1.BackendHAMi,
+			ann: map[string]string{gpufracv1.AnnotationApplied: `{"backend":"hami","autoscaler":"a","recommendationGeneration":1,"recommendationResourceVersion":"1","confidencePercent":90,"containers":[{"name":"main","memory":"3Gi","compute":"250m","writtenMemory":"3328Mi","writtenCompute":"250m"}]}`},
+			c:   container(corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1"), "nvidia.com/gpumem": resource.MustParse("9999")}),
+			mem: 3 << 30, cpu: 250, src: SourceAppliedRecord},
+		{name: "hami limits minus overhead", backend: gpufracv1.BackendHAMi, overhead: 256 * mib,
+			c:   container(corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1"), "nvidia.com/gpumem": resource.MustParse("3328"), "nvidia.com/gpucores": resource.MustParse("25")}),
+			mem: 3 << 30, cpu: 250, src: SourceBackendFields},
+		{name: "mps env", backend: gpufracv1.BackendMPS,
+			c:   container(gpu, corev1.EnvVar{Name: "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", Value: "0=2048M"}, corev1.EnvVar{Name: "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", Value: "30"}),
+			mem: 2 << 30, cpu: 300, src: SourceBackendFields},
+		{name: "annotations backend per-container keys", backend: gpufracv1.BackendAnnotations,
+			ann: map[string]string{"gpufrac.io/container.main.gpu-memory": "1536Mi", "gpufrac.io/container.main.gpu-compute": "150m"},
+			c:   container(gpu), mem: 1536 * mib, cpu: 150, src: SourceBackendFields},
+		{name: "kai gpu-memory annotation, no compute", backend: gpufracv1.BackendKAI,
+			ann: map[string]string{"gpu-memory": "4096"}, c: container(nil), mem: 4 << 30, cpu: -1, src: SourceBackendFields},
+		{name: "kai gpu-fraction annotation", backend: gpufracv1.BackendKAI,
+			ann: map[string]string{"gpu-fraction": "0.25"}, c: container(nil), mem: 20 << 30, cpu: -1, src: SourceBackendFields},
+		{name: "kai-nvfractions request", backend: gpufracv1.BackendKAINVFractions,
+			ann: map[string]string{"nvidia.com/container.main.gpu-memory.request": "5Gi"}, c: container(nil), mem: 5 << 30, cpu: -1, src: SourceBackendFields},
+		{name: "no fraction: whole GPU", backend: gpufracv1.BackendHAMi, c: container(gpu), mem: 80 << 30, cpu: 1000, src: SourceWholeGPU},
+		{name: "no fraction, KAI: whole GPU memory only", backend: gpufracv1.BackendKAI, c: container(gpu), mem: 80 << 30, cpu: -1, src: SourceWholeGPU},
+		{name: "two whole GPUs: left alone", backend: gpufracv1.BackendHAMi, c: container(corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("2")}), absent: true},
+		{name: "no GPU", backend: gpufracv1.BackendHAMi, c: container(nil), absent: true},
+		{name: "invalid record: backend fields", backend: gpufracv1.BackendMPS, ann: map[string]string{gpufracv1.AnnotationApplied: "{"},
+			c: container(gpu, corev1.EnvVar{Name: "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", Value: "0=1024M"}), mem: 1 << 30, cpu: -1, src: SourceBackendFields},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: tc.ann}, Spec: corev1.PodSpec{Containers: []corev1.Container{tc.c}}}
+			a := ReadAllocation(pod, tc.backend, cfg, tc.overhead)
+			c, ok := a.Containers["main"]
+			if tc.absent {
+				if ok {
+					t.Fatalf("container read as %+v, want absent", c)
+				}
+				return
+			}
+			if !ok || c.Memory != tc.mem || c.Compute != tc.cpu || c.Source != tc.src {
+				t.Fatalf("got %+v (ok %v), want memory %d compute %d source %s", c, ok, tc.mem, tc.cpu, tc.src)
+			}
+		})
+	}
+}

@@ -1,0 +1,121 @@
+package updater
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Budget limits the evictions of one workload: never below MinReplicas running pods,
+// never more than MaxInFlight pods being replaced at once. Create it with NewBudget,
+// ask Allow before each eviction and call Took after each one.
+type Budget struct {
+	// MinReplicas is spec.updatePolicy.minReplicas (default 2).
+	MinReplicas int32
+	// Running is the number of the workload's pods that are running, ready and not
+	// terminating.
+	Running int
+	// InFlight is the number of pods being replaced: the larger of the replacements
+	// this updater still waits for and the pods that are terminating or not ready.
+	InFlight int
+	// MaxInFlight is max(1, ⌊(Running + InFlight) × fraction⌋).
+	MaxInFlight int
+}
+
+// isReady reports whether a pod is Running with condition Ready True.
+func isReady(p *corev1.Pod) bool {
+	if p.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// NewBudget counts a workload's pods (those not Succeeded or Failed; terminating ones
+// included) and the replacements still awaited (unsatisfied expectations), with the
+// in-flight fraction (0–1; default 0.5 when ≤ 0 or > 1). Pods in evicted (already
+// evicted, though the cache may not show it yet) count as terminating.
+func NewBudget(pods []*corev1.Pod, awaited int, evicted map[types.UID]bool, minReplicas int32, fraction float64) Budget {
+	if fraction <= 0 || fraction > 1 {
+		fraction = 0.5
+	}
+	b := Budget{MinReplicas: minReplicas}
+	notReady := 0
+	for _, p := range pods {
+		if p.DeletionTimestamp == nil && isReady(p) && !evicted[p.UID] {
+			b.Running++
+		} else {
+			notReady++
+		}
+	}
+	b.InFlight = max(awaited, notReady)
+	b.MaxInFlight = max(1, int(math.Floor(float64(b.Running+b.InFlight)*fraction)))
+	return b
+}
+
+// Allow returns "" when one more eviction is allowed, else a skip reason
+// (SkipMinReplicas, SkipInFlight) and a message.
+func (b *Budget) Allow() (reason, msg string) {
+	if int32(b.Running) < b.MinReplicas {
+		if b.MinReplicas > 1 && b.Running+b.InFlight <= 1 {
+			return SkipMinReplicas, fmt.Sprintf("%d running pod(s): a single replica is evicted only with minReplicas: 1", b.Running)
+		}
+		return SkipMinReplicas, fmt.Sprintf("%d running pod(s), minReplicas %d", b.Running, b.MinReplicas)
+	}
+	if b.InFlight >= b.MaxInFlight {
+		return SkipInFlight, fmt.Sprintf("%d pod(s) being replaced, at most %d at once", b.InFlight, b.MaxInFlight)
+	}
+	return "", ""
+}
+
+// Took records one eviction.
+func (b *Budget) Took() {
+	b.Running--
+	b.InFlight++
+}
+
+// expectation is a replacement the updater waits for after evicting a pod.
+type expectation struct {
+	// at is when the pod was evicted.
+	at time.Time
+	// evicted is the evicted pod's UID; before lists the workload's pods at that time
+	// (a replacement is a pod not among them).
+	evicted types.UID
+	before  map[types.UID]bool
+	// pod is the evicted pod's name, for messages.
+	pod string
+}
+
+// settle matches ready new pods to expectations, oldest first, each pod to one
+// expectation. It returns the expectations still awaited (younger than timeout) and
+// the matched replacement pods, and the expectations that timed out.
+func settle(exps []*expectation, pods []*corev1.Pod, now time.Time, timeout time.Duration) (awaited []*expectation, replacements []*corev1.Pod, expired []*expectation) {
+	used := map[types.UID]bool{}
+	for _, e := range exps {
+		var match *corev1.Pod
+		for _, p := range pods {
+			if e.before[p.UID] || used[p.UID] || p.DeletionTimestamp != nil || !isReady(p) {
+				continue
+			}
+			match = p
+			break
+		}
+		switch {
+		case match != nil:
+			used[match.UID] = true
+			replacements = append(replacements, match)
+		case now.Sub(e.at) > timeout:
+			expired = append(expired, e)
+		default:
+			awaited = append(awaited, e)
+		}
+	}
+	return awaited, replacements, expired
+}

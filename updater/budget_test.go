@@ -1,0 +1,119 @@
+package updater
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+func testPod(name string, ready bool) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name)}}
+	p.Status.Phase = corev1.PodRunning
+	st := corev1.ConditionFalse
+	if ready {
+		st = corev1.ConditionTrue
+	}
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: st}}
+	return p
+}
+
+func pods(ready, notReady, terminating int) []*corev1.Pod {
+	var out []*corev1.Pod
+	for i := range ready {
+		out = append(out, testPod(fmt.Sprintf("r%d", i), true))
+	}
+	for i := range notReady {
+		p := testPod(fmt.Sprintf("n%d", i), false)
+		p.Status.Phase = corev1.PodPending
+		out = append(out, p)
+	}
+	for i := range terminating {
+		p := testPod(fmt.Sprintf("t%d", i), true)
+		p.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+		out = append(out, p)
+	}
+	return out
+}
+
+func TestBudget(t *testing.T) {
+	for _, tc := range []struct {
+		name                           string
+		ready, notReady, term, awaited int
+		minReplicas                    int32
+		fraction                       float64
+		allowed                        int    // evictions allowed in a row
+		firstDenial                    string // reason after those
+	}{
+		{name: "single replica, default minReplicas 2", ready: 1, minReplicas: 2, fraction: 0.5, allowed: 0, firstDenial: SkipMinReplicas},
+		{name: "single replica opted in", ready: 1, minReplicas: 1, fraction: 0.5, allowed: 1, firstDenial: SkipMinReplicas},
+		{name: "two replicas: one at a time", ready: 2, minReplicas: 2, fraction: 0.5, allowed: 1, firstDenial: SkipMinReplicas},
+		{name: "ten replicas, 50%", ready: 10, minReplicas: 2, fraction: 0.5, allowed: 5, firstDenial: SkipInFlight},
+		{name: "ten replicas, 20%", ready: 10, minReplicas: 2, fraction: 0.2, allowed: 2, firstDenial: SkipInFlight},
+		{name: "ten replicas, 100%, minReplicas 8", ready: 10, minReplicas: 8, fraction: 1, allowed: 3, firstDenial: SkipMinReplicas},
+		{name: "three replicas, one not ready: in flight", ready: 2, notReady: 1, minReplicas: 2, fraction: 0.5, allowed: 0, firstDenial: SkipInFlight},
+		{name: "three replicas, one terminating", ready: 2, term: 1, minReplicas: 2, fraction: 0.5, allowed: 0, firstDenial: SkipInFlight},
+		{name: "replacement awaited, not created yet", ready: 2, awaited: 1, minReplicas: 2, fraction: 0.5, allowed: 0, firstDenial: SkipInFlight},
+		{name: "six replicas, one awaited and pending (counted once)", ready: 5, notReady: 1, awaited: 1, minReplicas: 2, fraction: 0.5, allowed: 2, firstDenial: SkipInFlight},
+		{name: "fraction 0 means default 50%", ready: 4, minReplicas: 2, fraction: 0, allowed: 2, firstDenial: SkipInFlight},
+		{name: "too small a fraction still allows one", ready: 4, minReplicas: 2, fraction: 0.01, allowed: 1, firstDenial: SkipInFlight},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := NewBudget(pods(tc.ready, tc.notReady, tc.term), tc.awaited, nil, tc.minReplicas, tc.fraction)
+			n := 0
+			for {
+				reason, msg := b.Allow()
+				if reason != "" {
+					if n != tc.allowed || reason != tc.firstDenial {
+						t.Fatalf("allowed %d then %s (%s), want %d then %s (budget %+v)", n, reason, msg, tc.allowed, tc.firstDenial, b)
+					}
+					return
+				}
+				b.Took()
+				n++
+				if n > 100 {
+					t.Fatal("no limit")
+				}
+			}
+		})
+	}
+}
+
+// The cache may still show an evicted pod as ready in the next cycle: it must not count
+// as running (three replicas, one evicted and awaited: no second eviction).
+func TestBudgetStaleEvictedPod(t *testing.T) {
+	ps := pods(3, 0, 0)
+	b := NewBudget(ps, 1, map[types.UID]bool{ps[0].UID: true}, 2, 0.5)
+	if reason, _ := b.Allow(); reason != SkipInFlight {
+		t.Fatalf("budget %+v allows a second eviction", b)
+	}
+}
+
+func TestSettle(t *testing.T) {
+	now := time.Now()
+	old1, old2 := testPod("a", true), testPod("b", true)
+	before := map[types.UID]bool{old1.UID: true, old2.UID: true, "uid-gone": true}
+	e1 := &expectation{at: now.Add(-time.Minute), evicted: "uid-gone", before: before, pod: "gone"}
+	e2 := &expectation{at: now.Add(-30 * time.Second), evicted: "uid-gone2", before: before, pod: "gone2"}
+	pending := testPod("c", false)
+	pending.Status.Phase = corev1.PodPending
+	// Only a pending replacement: both still awaited.
+	aw, reps, exp := settle([]*expectation{e1, e2}, []*corev1.Pod{old1, old2, pending}, now, 10*time.Minute)
+	if len(aw) != 2 || len(reps) != 0 || len(exp) != 0 {
+		t.Fatalf("pending replacement: awaited %d replacements %d expired %d", len(aw), len(reps), len(exp))
+	}
+	// One ready replacement satisfies one expectation (the oldest).
+	ready := testPod("d", true)
+	aw, reps, _ = settle([]*expectation{e1, e2}, []*corev1.Pod{old1, old2, pending, ready}, now, 10*time.Minute)
+	if len(aw) != 1 || aw[0] != e2 || len(reps) != 1 || reps[0] != ready {
+		t.Fatalf("one ready replacement: awaited %v replacements %v", aw, reps)
+	}
+	// Timed out.
+	_, _, exp = settle([]*expectation{e1}, []*corev1.Pod{old1}, now, 30*time.Second)
+	if len(exp) != 1 {
+		t.Fatalf("expired %d, want 1", len(exp))
+	}
+}

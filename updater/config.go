@@ -1,0 +1,127 @@
+package updater
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gpufrac/gpufrac/admission"
+)
+
+// Config holds the updater's settings; cmd/updater maps flags onto it. The zero value
+// plus WithDefaults is usable.
+type Config struct {
+	// Interval is the cycle period. Default 1m.
+	Interval time.Duration
+	// WarmUp is how long after starting (after winning leader election) nothing is
+	// evicted, so a restart never causes an eviction storm. Zero means none (cmd/updater
+	// defaults to 2m).
+	WarmUp time.Duration
+	// MinPodAge is how old a pod inside its bounds must be before it is replaced for
+	// being Threshold or more from its target (VPA's long-lived pod rule). Zero means any
+	// age (cmd/updater defaults to 12h).
+	MinPodAge time.Duration
+	// Threshold is the relative difference from the target that counts for pods older
+	// than MinPodAge, ratio. Default 0.1.
+	Threshold float64
+	// NearLimit is the ratio of the recommendation's observed memory peak to a pod's
+	// memory at or above which memory growth is urgent. Default 0.9.
+	NearLimit float64
+	// MaxInFlight is the share of a workload's pods that may be being replaced at once,
+	// ratio 0–1 (at least one pod). Default 0.5.
+	MaxInFlight float64
+	// EvictionRate is the cluster-wide eviction rate limit, evictions per second (a
+	// token bucket, golang.org/x/time/rate). Default 0.1 (one every 10s); negative means
+	// unlimited.
+	EvictionRate float64
+	// EvictionBurst is the token bucket's size. Default 1.
+	EvictionBurst int
+	// RetryBackoff is how long a pod whose eviction was refused or failed waits before
+	// the next attempt. Default 1m.
+	RetryBackoff time.Duration
+	// ReplacementTimeout is how long a replacement is awaited (counted in flight) after
+	// an eviction. Default 10m.
+	ReplacementTimeout time.Duration
+	// StuckBackoff is how long evictions of a workload pause after a replacement came back
+	// without its fraction. Default 30m.
+	StuckBackoff time.Duration
+	// VerificationPeriod is how long after a shrink the guardrails are watched. Default 15m.
+	VerificationPeriod time.Duration
+	// FloorDuration is how long a rollback floor holds. Default 24h.
+	FloorDuration time.Duration
+	// LeaseNamespace and LeaseName locate the admission webhook's status Lease (name
+	// default admission.DefaultStatusLeaseName). LeaseNamespace is required.
+	LeaseNamespace, LeaseName string
+	// LeaseMaxAge is the oldest renewal of the Lease that counts as fresh. Default 30s.
+	LeaseMaxAge time.Duration
+	// MaxReported is the most pods listed in status.updater.updates. Default 20 (the
+	// CRD's limit).
+	MaxReported int
+	// Admission is the webhook's configuration (the same flags as cmd/admission), so the
+	// updater reads backend fields, overheads and the minimum confidence as the webhook
+	// writes and applies them.
+	Admission admission.Config
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.Interval, time.Minute)
+	if c.WarmUp < 0 {
+		c.WarmUp = 0
+	}
+	def(&c.RetryBackoff, time.Minute)
+	def(&c.ReplacementTimeout, 10*time.Minute)
+	def(&c.StuckBackoff, 30*time.Minute)
+	def(&c.VerificationPeriod, 15*time.Minute)
+	def(&c.FloorDuration, 24*time.Hour)
+	def(&c.LeaseMaxAge, 30*time.Second)
+	if c.MinPodAge < 0 {
+		c.MinPodAge = 0
+	}
+	if c.Threshold <= 0 {
+		c.Threshold = 0.1
+	}
+	if c.NearLimit <= 0 {
+		c.NearLimit = 0.9
+	}
+	if c.MaxInFlight <= 0 || c.MaxInFlight > 1 {
+		c.MaxInFlight = 0.5
+	}
+	if c.EvictionRate == 0 {
+		c.EvictionRate = 0.1
+	}
+	if c.EvictionBurst <= 0 {
+		c.EvictionBurst = 1
+	}
+	if c.LeaseName == "" {
+		c.LeaseName = admission.DefaultStatusLeaseName
+	}
+	if c.MaxReported <= 0 || c.MaxReported > 20 {
+		c.MaxReported = 20
+	}
+	c.Admission = c.Admission.WithDefaults()
+	return c
+}
+
+// Validate reports settings that cannot work.
+func (c Config) Validate() error {
+	var errs []error
+	if c.LeaseNamespace == "" {
+		errs = append(errs, errors.New("the admission webhook's namespace (its status Lease) is required"))
+	}
+	if c.Threshold >= 10 {
+		errs = append(errs, fmt.Errorf("threshold %v: want a ratio such as 0.1", c.Threshold))
+	}
+	if c.NearLimit > 1 {
+		errs = append(errs, fmt.Errorf("near-limit %v: want a ratio ≤ 1", c.NearLimit))
+	}
+	if err := c.Admission.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}

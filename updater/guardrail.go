@@ -1,0 +1,153 @@
+package updater
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+)
+
+// ReasonLatencyBreached is the reason the recommender gives the LatencyGuardrailActive
+// condition while the latency objective is breached (recommender.ReasonLatencyBreached;
+// a test keeps the two equal). Near the objective the condition is True with another
+// reason: shrinking stops, but nothing is rolled back.
+const ReasonLatencyBreached = "ObjectiveBreached"
+
+// ReasonLatencyNoData is the reason of an Unknown LatencyGuardrailActive condition when
+// the latency query returned no data (recommender.ReasonLatencyNoData): the recommender
+// treats it as no pressure, and so does the updater. Unknown with any other reason (the
+// query failed) holds shrinking.
+const ReasonLatencyNoData = "NoData"
+
+// Guardrail is the latency guardrail's state as the recommendation reports it.
+type Guardrail int
+
+const (
+	// GuardrailNone: no guardrail condition, or False (objective met, or none set).
+	GuardrailNone Guardrail = iota
+	// GuardrailHold: True near the objective, or Unknown because the latency query
+	// failed: no shrinking.
+	GuardrailHold
+	// GuardrailBreached: True with reason ObjectiveBreached: no shrinking, growth is
+	// urgent, and a shrink under verification is rolled back.
+	GuardrailBreached
+)
+
+// GuardrailState reads the LatencyGuardrailActive condition of a recommendation (nil:
+// GuardrailNone) and returns it with the condition's message.
+func GuardrailState(gfr *gpufracv1.GPUFractionRecommendation) (Guardrail, string) {
+	if gfr == nil {
+		return GuardrailNone, ""
+	}
+	c := meta.FindStatusCondition(gfr.Status.Conditions, gpufracv1.ConditionLatencyGuardrailActive)
+	switch {
+	case c == nil || c.Status == metav1.ConditionFalse:
+		return GuardrailNone, ""
+	case c.Status == metav1.ConditionUnknown && c.Reason == ReasonLatencyNoData:
+		return GuardrailNone, ""
+	case c.Status == metav1.ConditionTrue && c.Reason == ReasonLatencyBreached:
+		return GuardrailBreached, c.Message
+	default:
+		return GuardrailHold, c.Message
+	}
+}
+
+// oomPatterns are lower-case fragments of termination messages that mean a GPU (or
+// host) out-of-memory error. GPU out-of-memory errors end the process with an
+// application exit code (often 1), not as OOMKilled: only the message tells.
+var oomPatterns = []string{
+	"cuda out of memory",             // PyTorch: "CUDA out of memory. Tried to allocate …"
+	"cuda_error_out_of_memory",       // CUDA driver API
+	"cudaerrormemoryallocation",      // CUDA runtime API
+	"outofmemoryerror",               // torch.cuda.OutOfMemoryError, java.lang.OutOfMemoryError
+	"cublas_status_alloc_failed",     // cuBLAS
+	"cudnn_status_alloc_failed",      // cuDNN
+	"out of memory",                  // generic ("CUDA error: out of memory")
+	"oom when allocating",            // TensorFlow ResourceExhaustedError
+	"resource_exhausted",             // TensorFlow / XLA
+	"failed to allocate memory",      // TensorRT, ONNX Runtime
+	"nvml_error_insufficient_memory", // NVML
+	"ran out of memory",              // XLA: "Ran out of memory in memory space hbm"
+}
+
+// Termination is one ended run of a container, from its status.
+type Termination struct {
+	// Container is the container's name.
+	Container string
+	// ExitCode, Reason and Message are the kubelet's terminated state (Message is the
+	// container's termination message, e.g. /dev/termination-log or the log tail with
+	// terminationMessagePolicy FallbackToLogsOnError).
+	ExitCode int32
+	Reason   string
+	Message  string
+	// FinishedAt is when the run ended.
+	FinishedAt time.Time
+	// Restarts is the container's restart count.
+	Restarts int32
+	// OOM is true when Reason is OOMKilled or Message names an out-of-memory error.
+	OOM bool
+}
+
+// String renders the termination for events and status, e.g. `container main exited
+// 1 (Error): "CUDA out of memory…", out of memory, 2 restarts`.
+func (t Termination) String() string {
+	s := fmt.Sprintf("container %s exited %d", t.Container, t.ExitCode)
+	if t.Reason != "" {
+		s += " (" + t.Reason + ")"
+	}
+	if m := strings.TrimSpace(t.Message); m != "" {
+		if len(m) > 120 {
+			m = m[:120] + "…"
+		}
+		s += fmt.Sprintf(": %q", m)
+	}
+	if t.OOM {
+		s += ", out of memory"
+	}
+	return s + fmt.Sprintf(", %d restarts", t.Restarts)
+}
+
+// IsOOM reports whether a terminated state is an out-of-memory exit: reason OOMKilled,
+// or a message with a GPU or host out-of-memory error (oomPatterns).
+func IsOOM(reason, message string) bool {
+	if reason == "OOMKilled" {
+		return true
+	}
+	m := strings.ToLower(message)
+	for _, p := range oomPatterns {
+		if strings.Contains(m, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// Terminations returns the ended runs of a pod's containers that restarted or are
+// terminated with a failure: each container's lastState.terminated, and its current
+// terminated state when it failed (exit code ≠ 0). Init containers are ignored.
+func Terminations(pod *corev1.Pod) []Termination {
+	var out []Termination
+	for _, cs := range pod.Status.ContainerStatuses {
+		add := func(t *corev1.ContainerStateTerminated) {
+			if t == nil {
+				return
+			}
+			out = append(out, Termination{
+				Container: cs.Name, ExitCode: t.ExitCode, Reason: t.Reason, Message: t.Message,
+				FinishedAt: t.FinishedAt.Time, Restarts: cs.RestartCount, OOM: IsOOM(t.Reason, t.Message),
+			})
+		}
+		if cs.RestartCount > 0 {
+			add(cs.LastTerminationState.Terminated)
+		}
+		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+			add(t)
+		}
+	}
+	return out
+}

@@ -1,0 +1,84 @@
+package updater
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/recommender"
+)
+
+func TestReasonLatencyBreachedMatchesRecommender(t *testing.T) {
+	if ReasonLatencyBreached != recommender.ReasonLatencyBreached || ReasonLatencyNoData != recommender.ReasonLatencyNoData {
+		t.Fatalf("reasons %q/%q, recommender writes %q/%q", ReasonLatencyBreached, ReasonLatencyNoData, recommender.ReasonLatencyBreached, recommender.ReasonLatencyNoData)
+	}
+}
+
+func TestIsOOM(t *testing.T) {
+	for _, tc := range []struct {
+		reason, msg string
+		want        bool
+	}{
+		{"OOMKilled", "", true},
+		{"Error", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.15 GiB total capacity)", true},
+		{"Error", "RuntimeError: CUDA error: out of memory\nCUDA kernel errors might be asynchronously reported", true},
+		{"Error", "cuMemAlloc failed: CUDA_ERROR_OUT_OF_MEMORY", true},
+		{"Error", "cudaErrorMemoryAllocation: out of memory", true},
+		{"Error", "CUBLAS_STATUS_ALLOC_FAILED when calling cublasCreate(handle)", true},
+		{"Error", "ResourceExhaustedError: OOM when allocating tensor with shape[1024,1024]", true},
+		{"Error", "XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate", true},
+		{"Error", "panic: index out of range", false},
+		{"Completed", "", false},
+		{"Error", "", false},
+	} {
+		if got := IsOOM(tc.reason, tc.msg); got != tc.want {
+			t.Errorf("IsOOM(%q, %q) = %v, want %v", tc.reason, tc.msg, got, tc.want)
+		}
+	}
+}
+
+func TestTerminations(t *testing.T) {
+	fin := metav1.NewTime(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	pod := &corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{
+		{Name: "main", RestartCount: 2, LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			ExitCode: 1, Reason: "Error", Message: "CUDA out of memory", FinishedAt: fin}}},
+		{Name: "sidecar", RestartCount: 0},
+		{Name: "crashed", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled", FinishedAt: fin}}},
+		{Name: "done", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}},
+	}}}
+	ts := Terminations(pod)
+	if len(ts) != 2 || ts[0].Container != "main" || !ts[0].OOM || ts[0].Restarts != 2 || ts[1].Container != "crashed" || !ts[1].OOM {
+		t.Fatalf("terminations %+v", ts)
+	}
+	if s := ts[0].String(); !strings.Contains(s, "exited 1 (Error)") || !strings.Contains(s, "out of memory") {
+		t.Errorf("String() = %q", s)
+	}
+}
+
+func TestGuardrailState(t *testing.T) {
+	gfr := func(status metav1.ConditionStatus, reason string) *gpufracv1.GPUFractionRecommendation {
+		r := &gpufracv1.GPUFractionRecommendation{}
+		r.Status.Conditions = []metav1.Condition{{Type: gpufracv1.ConditionLatencyGuardrailActive, Status: status, Reason: reason, Message: "p95 2.4s > 2s"}}
+		return r
+	}
+	for _, tc := range []struct {
+		r    *gpufracv1.GPUFractionRecommendation
+		want Guardrail
+	}{
+		{nil, GuardrailNone},
+		{&gpufracv1.GPUFractionRecommendation{}, GuardrailNone},
+		{gfr(metav1.ConditionFalse, recommender.ReasonLatencyOK), GuardrailNone},
+		{gfr(metav1.ConditionTrue, recommender.ReasonLatencyNear), GuardrailHold},
+		{gfr(metav1.ConditionUnknown, recommender.ReasonLatencyUnknown), GuardrailHold},
+		{gfr(metav1.ConditionUnknown, recommender.ReasonLatencyNoData), GuardrailNone},
+		{gfr(metav1.ConditionTrue, recommender.ReasonLatencyBreached), GuardrailBreached},
+	} {
+		if got, _ := GuardrailState(tc.r); got != tc.want {
+			t.Errorf("%v: got %v, want %v", tc.r, got, tc.want)
+		}
+	}
+}

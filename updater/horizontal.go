@@ -1,0 +1,181 @@
+package updater
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gpufrac/gpufrac/workload"
+)
+
+// AnnotationAllowComputeShrink on a GPUFractionAutoscaler, with value "true", lets the
+// updater shrink compute even while a horizontal autoscaler scales the same workload on
+// GPU utilisation (ComputeShrinkHeld is then False with reason OptedIn).
+const AnnotationAllowComputeShrink = "gpufrac.io/allow-compute-shrink-with-horizontal-autoscaler"
+
+// gpuMetricPattern matches metric names (and KEDA trigger metadata) that measure GPU
+// utilisation: DCGM fields (DCGM_FI_DEV_GPU_UTIL, DCGM_FI_PROF_GR_ENGINE_ACTIVE, …) and
+// anything naming the GPU (gpu_utilization, hami_…_gpu_…, GPU_UTIL).
+var gpuMetricPattern = regexp.MustCompile(`(?i)dcgm|gpu`)
+
+// ScaledObjectGVK is KEDA's ScaledObject (keda.sh/v1alpha1), read as unstructured so the
+// updater needs neither KEDA's Go module nor its CRD.
+var ScaledObjectGVK = schema.GroupVersionKind{Group: "keda.sh", Version: "v1alpha1", Kind: "ScaledObject"}
+
+// HorizontalScaler is a horizontal autoscaler of a workload that scales on a GPU metric.
+type HorizontalScaler struct {
+	// Kind is HorizontalPodAutoscaler or ScaledObject; Name is its name.
+	Kind, Name string
+	// Metric is the first GPU metric (or KEDA trigger metadata value) it scales on.
+	Metric string
+}
+
+// String renders "HorizontalPodAutoscaler web (metric DCGM_FI_DEV_GPU_UTIL)".
+func (h HorizontalScaler) String() string {
+	return fmt.Sprintf("%s %s (metric %s)", h.Kind, h.Name, h.Metric)
+}
+
+// targetsWorkload reports whether a scale target (kind, name) is the workload.
+func targetsWorkload(kind, name string, ref workload.Ref) bool {
+	if kind == "" {
+		kind = "Deployment" // KEDA's default
+	}
+	return kind == ref.Kind && name == ref.Name
+}
+
+// HPAGPUMetric returns the first metric of an autoscaling/v2 HorizontalPodAutoscaler
+// whose name (or selector label value) matches gpuMetricPattern, or "".
+func HPAGPUMetric(h *autoscalingv2.HorizontalPodAutoscaler) string {
+	check := func(id *autoscalingv2.MetricIdentifier) string {
+		if id == nil {
+			return ""
+		}
+		if gpuMetricPattern.MatchString(id.Name) {
+			return id.Name
+		}
+		if id.Selector != nil {
+			keys := make([]string, 0, len(id.Selector.MatchLabels))
+			for k := range id.Selector.MatchLabels {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				if v := id.Selector.MatchLabels[k]; gpuMetricPattern.MatchString(v) {
+					return id.Name + "{" + k + "=" + v + "}"
+				}
+			}
+		}
+		return ""
+	}
+	for _, m := range h.Spec.Metrics {
+		var name string
+		switch {
+		case m.Pods != nil:
+			name = check(&m.Pods.Metric)
+		case m.Object != nil:
+			name = check(&m.Object.Metric)
+		case m.External != nil:
+			name = check(&m.External.Metric)
+		case m.Resource != nil && gpuMetricPattern.MatchString(string(m.Resource.Name)):
+			name = string(m.Resource.Name)
+		case m.ContainerResource != nil && gpuMetricPattern.MatchString(string(m.ContainerResource.Name)):
+			name = string(m.ContainerResource.Name)
+		}
+		if name != "" {
+			return name
+		}
+	}
+	return ""
+}
+
+// ScaledObjectGPUMetric returns the first trigger of a KEDA ScaledObject whose type,
+// name or metadata value (e.g. a Prometheus query or metricName) matches
+// gpuMetricPattern, rendered as "<type>: <value>", or "".
+func ScaledObjectGPUMetric(so *unstructured.Unstructured) string {
+	triggers, _, _ := unstructured.NestedSlice(so.Object, "spec", "triggers")
+	for _, t := range triggers {
+		tm, ok := t.(map[string]any)
+		if !ok {
+			continue
+		}
+		typ, _ := tm["type"].(string)
+		if name, _ := tm["name"].(string); gpuMetricPattern.MatchString(name) {
+			return typ + ": " + name
+		}
+		md, _ := tm["metadata"].(map[string]any)
+		keys := make([]string, 0, len(md))
+		for k := range md {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if v, ok := md[k].(string); ok && gpuMetricPattern.MatchString(v) {
+				v = strings.TrimSpace(v)
+				if len(v) > 100 {
+					v = v[:100] + "…"
+				}
+				return typ + ": " + v
+			}
+		}
+	}
+	return ""
+}
+
+// FindGPUHorizontalScalers lists the HorizontalPodAutoscalers (through hpaReader, e.g.
+// a cache) and KEDA ScaledObjects (through soReader, e.g. the API reader; nil skips
+// them) in the workload's namespace that target the workload and scale on a GPU metric.
+// A cluster without KEDA's CRD is not an error: kedaAbsent is then true (callers may
+// skip soReader for a while). It returns the readers' other errors.
+func FindGPUHorizontalScalers(ctx context.Context, hpaReader, soReader client.Reader, ref workload.Ref) (found []HorizontalScaler, kedaAbsent bool, err error) {
+	var out []HorizontalScaler
+	var hpas autoscalingv2.HorizontalPodAutoscalerList
+	if err := hpaReader.List(ctx, &hpas, client.InNamespace(ref.Namespace)); err != nil {
+		return nil, false, fmt.Errorf("listing HorizontalPodAutoscalers: %w", err)
+	}
+	for i := range hpas.Items {
+		h := &hpas.Items[i]
+		if !targetsWorkload(h.Spec.ScaleTargetRef.Kind, h.Spec.ScaleTargetRef.Name, ref) {
+			continue
+		}
+		if m := HPAGPUMetric(h); m != "" {
+			out = append(out, HorizontalScaler{Kind: "HorizontalPodAutoscaler", Name: h.Name, Metric: m})
+		}
+	}
+	if soReader == nil {
+		return out, false, nil
+	}
+	sos := &unstructured.UnstructuredList{}
+	sos.SetGroupVersionKind(ScaledObjectGVK.GroupVersion().WithKind(ScaledObjectGVK.Kind + "List"))
+	if err := soReader.List(ctx, sos, client.InNamespace(ref.Namespace)); err != nil {
+		if meta.IsNoMatchError(err) || isNotServed(err) {
+			return out, true, nil
+		}
+		return out, false, fmt.Errorf("listing KEDA ScaledObjects: %w", err)
+	}
+	for i := range sos.Items {
+		so := &sos.Items[i]
+		kind, _, _ := unstructured.NestedString(so.Object, "spec", "scaleTargetRef", "kind")
+		name, _, _ := unstructured.NestedString(so.Object, "spec", "scaleTargetRef", "name")
+		if !targetsWorkload(kind, name, ref) {
+			continue
+		}
+		if m := ScaledObjectGPUMetric(so); m != "" {
+			out = append(out, HorizontalScaler{Kind: "ScaledObject", Name: so.GetName(), Metric: m})
+		}
+	}
+	return out, false, nil
+}
+
+// isNotServed reports an API "not found" for a whole resource type (the CRD is absent
+// but the RESTMapper still knew it).
+func isNotServed(err error) bool {
+	return strings.Contains(err.Error(), "the server could not find the requested resource")
+}

@@ -1,0 +1,138 @@
+package updater
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"gomodules.xyz/jsonpatch/v2"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/gpufrac/gpufrac/admission"
+)
+
+// ErrNotInPlace is returned (wrapped) when the change a pod needs touches more than its
+// annotations, so it cannot be made to a running pod.
+var ErrNotInPlace = errors.New("change needs more than annotations")
+
+// InPlacer changes a running pod to its autoscaler's current recommendation without
+// replacing it.
+type InPlacer interface {
+	// Apply writes the recommendation into pod in place. It returns false and no error
+	// when there is nothing to write (the webhook logic would leave the pod unchanged),
+	// an error wrapping ErrNotInPlace when the change needs more than annotations, and
+	// API errors.
+	Apply(ctx context.Context, pod *corev1.Pod) (bool, error)
+}
+
+// MutatorInPlacer runs the admission webhook's own decision (admission.Mutator, the
+// same backends, overheads and rounding) on a copy of a running pod, as if it were being
+// created, and writes the resulting annotation changes — the annotations backend's
+// gpufrac.io/* keys and the gpufrac.io/applied record — with a merge patch of
+// metadata.annotations, guarded by the pod's resourceVersion.
+type MutatorInPlacer struct {
+	// Mutator decides what the webhook would write; its Reader must be indexed with
+	// admission.AddIndexes.
+	Mutator *admission.Mutator
+	// Client patches pods.
+	Client client.Client
+}
+
+// Apply implements InPlacer.
+func (m *MutatorInPlacer) Apply(ctx context.Context, pod *corev1.Pod) (bool, error) {
+	raw, err := json.Marshal(pod)
+	if err != nil {
+		return false, err
+	}
+	req := ctrladmission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		UID:       types.UID("gpufrac-updater-" + string(pod.UID)),
+		Kind:      metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
+		Resource:  metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
+		Namespace: pod.Namespace,
+		Name:      pod.Name,
+		Operation: admissionv1.Create,
+		Object:    runtime.RawExtension{Raw: raw},
+		DryRun:    ptrTo(true), // no events from the webhook logic
+	}}
+	resp := m.Mutator.Handle(ctx, req)
+	if !resp.Allowed {
+		return false, fmt.Errorf("webhook logic refused the pod: %v", resp.Result)
+	}
+	if len(resp.Patches) == 0 {
+		if len(resp.Warnings) > 0 {
+			return false, fmt.Errorf("webhook logic left the pod unchanged: %s", strings.Join(resp.Warnings, "; "))
+		}
+		return false, nil
+	}
+	ann, err := applyAnnotationOps(pod.Annotations, resp.Patches)
+	if err != nil {
+		return false, err
+	}
+	orig := pod.DeepCopy()
+	mod := pod.DeepCopy()
+	mod.Annotations = ann
+	if err := m.Client.Patch(ctx, mod, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// applyAnnotationOps applies JSON patch operations that touch only
+// /metadata/annotations to a copy of ann. Any other path returns ErrNotInPlace.
+func applyAnnotationOps(ann map[string]string, ops []jsonpatch.JsonPatchOperation) (map[string]string, error) {
+	out := make(map[string]string, len(ann)+4)
+	for k, v := range ann {
+		out[k] = v
+	}
+	const base = "/metadata/annotations"
+	for _, op := range ops {
+		switch {
+		case op.Path == base && (op.Operation == "add" || op.Operation == "replace"):
+			b, err := json.Marshal(op.Value)
+			if err != nil {
+				return nil, err
+			}
+			m := map[string]string{}
+			if err := json.Unmarshal(b, &m); err != nil {
+				return nil, fmt.Errorf("annotations value: %w", err)
+			}
+			out = m
+		case strings.HasPrefix(op.Path, base+"/"):
+			key := unescapePointer(strings.TrimPrefix(op.Path, base+"/"))
+			switch op.Operation {
+			case "add", "replace":
+				b, err := json.Marshal(op.Value)
+				if err != nil {
+					return nil, err
+				}
+				var v string
+				if err := json.Unmarshal(b, &v); err != nil {
+					return nil, fmt.Errorf("annotation %s: %w", key, err)
+				}
+				out[key] = v
+			case "remove":
+				delete(out, key)
+			default:
+				return nil, fmt.Errorf("%w: operation %s on %s", ErrNotInPlace, op.Operation, op.Path)
+			}
+		default:
+			return nil, fmt.Errorf("%w: %s", ErrNotInPlace, op.Path)
+		}
+	}
+	return out, nil
+}
+
+// unescapePointer undoes RFC 6901 escaping of one reference token.
+func unescapePointer(s string) string {
+	return strings.NewReplacer("~1", "/", "~0", "~").Replace(s)
+}
+
+func ptrTo[T any](v T) *T { return &v }

@@ -1,0 +1,119 @@
+package updater
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Skip reasons: the reason label of gpufrac_updater_skips_total, and
+// status.updater.updates[].skipReason / blockedReason. A skip is counted once per
+// out-of-date pod per cycle in which it was not updated.
+const (
+	// SkipModeOff: updateMode Off; the pod would be updated (dry run).
+	SkipModeOff = "mode-off"
+	// SkipModeInitial: updateMode Initial; fractions apply only at pod creation.
+	SkipModeInitial = "mode-initial"
+	// SkipPending: the pod is not running yet.
+	SkipPending = "pending"
+	// SkipWindowClosed: no resize window is open and the change is not urgent growth.
+	SkipWindowClosed = "window-closed"
+	// SkipWindowInvalid: a resize window does not parse; nothing is applied until it is fixed.
+	SkipWindowInvalid = "window-invalid"
+	// SkipMinReplicas: fewer running pods than spec.updatePolicy.minReplicas (default 2).
+	SkipMinReplicas = "min-replicas"
+	// SkipInFlight: the workload already has its share of pods being replaced.
+	SkipInFlight = "in-flight"
+	// SkipRateLimited: the cluster-wide eviction rate limit is spent for now.
+	SkipRateLimited = "rate-limited"
+	// SkipWarmUp: the updater started (or became leader) less than --warm-up ago.
+	SkipWarmUp = "warm-up"
+	// SkipAdmissionUnavailable: the admission webhook's status Lease is stale, so a
+	// replacement would not get its fraction.
+	SkipAdmissionUnavailable = "admission-unavailable"
+	// SkipPDB: the Eviction API refused: a PodDisruptionBudget allows no disruption. The
+	// pod keeps this reason until its retry after --retry-backoff.
+	SkipPDB = "pdb"
+	// SkipEvictionError: the Eviction API failed otherwise (retried after --retry-backoff).
+	SkipEvictionError = "eviction-error"
+	// SkipGuardrail: the pod is too large but the latency guardrail is active.
+	SkipGuardrail = "guardrail-active"
+	// SkipBelowFloor: shrinking to the target would go below the rollback floor.
+	SkipBelowFloor = "below-floor"
+	// SkipAwaitingFloor: the pod is below the rollback floor but the recommendation's
+	// target is not yet at the floor (the recommender honours it within a cycle).
+	SkipAwaitingFloor = "awaiting-floor"
+	// SkipComputeHeld: only compute would shrink, and a horizontal autoscaler scales the
+	// workload on GPU utilisation.
+	SkipComputeHeld = "compute-held"
+	// SkipNoRecommendation: no usable recommendation (none, not provided, stale owner).
+	SkipNoRecommendation = "no-recommendation"
+	// SkipLowConfidence: the recommendation is below the webhook's --min-confidence, so a
+	// replacement would not get it.
+	SkipLowConfidence = "low-confidence"
+	// SkipTargetUnresolved: the autoscaler's target does not exist or is unsupported.
+	SkipTargetUnresolved = "target-unresolved"
+	// SkipReplacementUnchanged: an earlier replacement of this workload came back
+	// without its fraction (the webhook left it unchanged); evictions pause for
+	// --stuck-backoff so pods are not replaced in a loop.
+	SkipReplacementUnchanged = "replacement-unchanged"
+	// SkipInPlaceError: an in-place change failed (retried next cycle).
+	SkipInPlaceError = "in-place-error"
+)
+
+// Results: the result label of gpufrac_updater_evictions_total and
+// gpufrac_updater_in_place_updates_total.
+const (
+	// ResultEvicted: the Eviction API accepted.
+	ResultEvicted = "evicted"
+	// ResultRefused: the Eviction API refused (PodDisruptionBudget, 429).
+	ResultRefused = "refused"
+	// ResultError: the API call failed.
+	ResultError = "error"
+	// ResultApplied: an in-place change was written.
+	ResultApplied = "applied"
+	// ResultFallback: InPlaceOrRecreate could not change the pod in place (a GPU
+	// backend) and recreates it.
+	ResultFallback = "fallback"
+)
+
+var (
+	evictionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gpufrac_updater_evictions_total",
+		Help: "Eviction API calls by result (evicted, refused, error).",
+	}, []string{"result"})
+	inPlaceTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gpufrac_updater_in_place_updates_total",
+		Help: "In-place pod updates by result (applied, error, fallback: recreated instead).",
+	}, []string{"result"})
+	skipsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gpufrac_updater_skips_total",
+		Help: "Out-of-date pods not updated in a cycle, by reason.",
+	}, []string{"reason"})
+	rollbacksTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gpufrac_updater_rollbacks_total",
+		Help: "Rollbacks after a shrink, by trigger (latency, restart).",
+	}, []string{"trigger"})
+	cycleDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "gpufrac_updater_cycle_duration_seconds",
+		Help:    "Duration of one updater cycle, seconds.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+	})
+	podsOutOfDate = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "gpufrac_updater_pods_out_of_date",
+		Help: "Pods whose applied fraction is outside the recommendation's bounds or too far from its target, at the last cycle.",
+	})
+	admissionAvailable = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "gpufrac_updater_admission_available",
+		Help: "1 when the admission webhook's status Lease was fresh at the last cycle, else 0 (no evictions).",
+	})
+)
+
+// Register adds the updater's metrics to a registry (controller-runtime's
+// metrics.Registry in cmd/updater). It returns the first registration error.
+func Register(reg prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{evictionsTotal, inPlaceTotal, skipsTotal, rollbacksTotal, cycleDuration, podsOutOfDate, admissionAvailable} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,170 @@
+package updater
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+)
+
+func mustWindows(t *testing.T, ws ...gpufracv1.ResizeWindow) Windows {
+	t.Helper()
+	out, err := ParseWindows(&gpufracv1.UpdatePolicy{ResizeWindows: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func win(schedule string, d time.Duration, tz string) gpufracv1.ResizeWindow {
+	return gpufracv1.ResizeWindow{Schedule: schedule, Duration: metav1.Duration{Duration: d}, TimeZone: tz}
+}
+
+func at(t *testing.T, s string) time.Time {
+	t.Helper()
+	v, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func TestWindowState(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		windows   []gpufracv1.ResizeWindow
+		now       string
+		open      bool
+		end, next string // RFC 3339 UTC; "" = zero
+	}{
+		{name: "no windows: any time", now: "2026-03-01T12:00:00Z", open: true},
+		{name: "daily 02:00 UTC for 2h, inside", windows: []gpufracv1.ResizeWindow{win("0 2 * * *", 2*time.Hour, "")},
+			now: "2026-03-01T03:30:00Z", open: true, end: "2026-03-01T04:00:00Z", next: "2026-03-02T02:00:00Z"},
+		{name: "start instant is inside", windows: []gpufracv1.ResizeWindow{win("0 2 * * *", 2*time.Hour, "")},
+			now: "2026-03-01T02:00:00Z", open: true, end: "2026-03-01T04:00:00Z", next: "2026-03-02T02:00:00Z"},
+		{name: "end instant is outside", windows: []gpufracv1.ResizeWindow{win("0 2 * * *", 2*time.Hour, "")},
+			now: "2026-03-01T04:00:00Z", open: false, next: "2026-03-02T02:00:00Z"},
+		{name: "before the window", windows: []gpufracv1.ResizeWindow{win("0 2 * * *", 2*time.Hour, "")},
+			now: "2026-03-01T01:59:59Z", open: false, next: "2026-03-01T02:00:00Z"},
+		{name: "window across midnight", windows: []gpufracv1.ResizeWindow{win("0 23 * * *", 3*time.Hour, "")},
+			now: "2026-03-02T01:00:00Z", open: true, end: "2026-03-02T02:00:00Z", next: "2026-03-02T23:00:00Z"},
+		{name: "Berlin 02:00 local in winter is 01:00 UTC", windows: []gpufracv1.ResizeWindow{win("0 2 * * *", time.Hour, "Europe/Berlin")},
+			now: "2026-01-15T01:30:00Z", open: true, end: "2026-01-15T02:00:00Z", next: "2026-01-16T01:00:00Z"},
+		{name: "Berlin 02:00 local in summer is 00:00 UTC", windows: []gpufracv1.ResizeWindow{win("0 2 * * *", time.Hour, "Europe/Berlin")},
+			now: "2026-07-15T00:30:00Z", open: true, end: "2026-07-15T01:00:00Z", next: "2026-07-16T00:00:00Z"},
+		{name: "Tokyo weekdays 01:00 (UTC+9, previous UTC day)", windows: []gpufracv1.ResizeWindow{win("0 1 * * 1-5", 30*time.Minute, "Asia/Tokyo")},
+			// Friday 2026-03-06 01:00 JST = Thursday 16:00 UTC; the next is Monday 01:00 JST = Sunday 16:00 UTC.
+			now: "2026-03-05T16:10:00Z", open: true, end: "2026-03-05T16:30:00Z", next: "2026-03-08T16:00:00Z"},
+		{name: "New York 22:00 local, evaluated as the next UTC day", windows: []gpufracv1.ResizeWindow{win("0 22 * * *", 4*time.Hour, "America/New_York")},
+			// 22:00 EST = 03:00 UTC next day.
+			now: "2026-01-10T05:00:00Z", open: true, end: "2026-01-10T07:00:00Z", next: "2026-01-11T03:00:00Z"},
+		{name: "two windows: the earlier next start wins", windows: []gpufracv1.ResizeWindow{win("0 4 * * *", time.Hour, ""), win("0 1 * * *", time.Hour, "")},
+			now: "2026-03-01T00:00:00Z", open: false, next: "2026-03-01T01:00:00Z"},
+		{name: "two overlapping windows merge", windows: []gpufracv1.ResizeWindow{win("0 1 * * *", 2*time.Hour, ""), win("0 2 * * *", 2*time.Hour, "")},
+			now: "2026-03-01T01:30:00Z", open: true, end: "2026-03-01T04:00:00Z", next: "2026-03-02T01:00:00Z"},
+		{name: "every minute for 2m: always open", windows: []gpufracv1.ResizeWindow{win("* * * * *", 2*time.Minute, "")},
+			now: "2026-03-01T00:00:30Z", open: true},
+		{name: "descriptor @daily", windows: []gpufracv1.ResizeWindow{win("@daily", time.Hour, "")},
+			now: "2026-03-01T00:59:00Z", open: true, end: "2026-03-01T01:00:00Z", next: "2026-03-02T00:00:00Z"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ws := mustWindows(t, tc.windows...)
+			st := ws.State(at(t, tc.now))
+			if st.Open != tc.open {
+				t.Fatalf("open = %v, want %v (state %+v)", st.Open, tc.open, st)
+			}
+			if tc.name == "every minute for 2m: always open" {
+				if st.End.Sub(at(t, tc.now)) < time.Hour {
+					t.Errorf("end %v: the overlapping starts should extend the window far ahead", st.End)
+				}
+				return
+			}
+			check := func(what string, got time.Time, want string) {
+				t.Helper()
+				if want == "" {
+					if !got.IsZero() {
+						t.Errorf("%s = %v, want none", what, got)
+					}
+					return
+				}
+				if !got.Equal(at(t, want)) {
+					t.Errorf("%s = %v, want %s", what, got.UTC(), want)
+				}
+			}
+			check("end", st.End, tc.end)
+			check("next start", st.NextStart, tc.next)
+		})
+	}
+}
+
+// Daylight-saving changes: starts follow the wall clock of the window's time zone.
+func TestWindowDaylightSaving(t *testing.T) {
+	berlin := mustWindows(t, win("0 3 * * *", time.Hour, "Europe/Berlin"))
+	// Spring forward in Berlin: 2026-03-29 02:00 CET → 03:00 CEST. 03:00 CEST = 01:00 UTC
+	// (the day before it was 03:00 CET = 02:00 UTC).
+	if st := berlin.State(at(t, "2026-03-28T02:30:00Z")); !st.Open || !st.End.Equal(at(t, "2026-03-28T03:00:00Z")) {
+		t.Errorf("day before spring forward: %+v", st)
+	}
+	if st := berlin.State(at(t, "2026-03-28T03:30:00Z")); st.Open || !st.NextStart.Equal(at(t, "2026-03-29T01:00:00Z")) {
+		t.Errorf("next start across spring forward = %v, want 01:00 UTC (03:00 CEST)", st.NextStart.UTC())
+	}
+	if st := berlin.State(at(t, "2026-03-29T01:30:00Z")); !st.Open || !st.End.Equal(at(t, "2026-03-29T02:00:00Z")) {
+		t.Errorf("spring forward day: %+v", st)
+	}
+	// Fall back: 2026-10-25 03:00 CEST → 02:00 CET. 03:00 CET = 02:00 UTC.
+	if st := berlin.State(at(t, "2026-10-24T02:00:00Z")); st.Open || !st.NextStart.Equal(at(t, "2026-10-25T02:00:00Z")) {
+		t.Errorf("next start across fall back = %v, want 02:00 UTC (03:00 CET)", st.NextStart.UTC())
+	}
+	// A window whose duration spans the change lasts its duration in real time.
+	long := mustWindows(t, win("0 1 * * *", 3*time.Hour, "Europe/Berlin"))
+	// 2026-03-29 01:00 CET = 00:00 UTC; 3h later is 03:00 UTC (05:00 CEST).
+	if st := long.State(at(t, "2026-03-29T02:59:00Z")); !st.Open || !st.End.Equal(at(t, "2026-03-29T03:00:00Z")) {
+		t.Errorf("window spanning spring forward: %+v", st)
+	}
+
+	// A start inside the skipped hour (02:30 does not exist on 2026-03-08 in New York).
+	ny := mustWindows(t, win("30 2 * * *", time.Hour, "America/New_York"))
+	st := ny.State(at(t, "2026-03-08T05:00:00Z")) // 00:00 EST
+	// As with robfig/cron and Kubernetes CronJobs, that day has no start: the next is
+	// the following day's 02:30 EDT.
+	if !st.NextStart.Equal(at(t, "2026-03-09T06:30:00Z")) {
+		t.Errorf("next start %v (%v local), want 2026-03-09 02:30 EDT", st.NextStart.UTC(), st.NextStart.In(ny[0].loc))
+	}
+	// A start inside the repeated hour (01:30 happens twice on 2026-11-01 in New York):
+	// at most one window per day.
+	rep := mustWindows(t, win("30 1 * * *", 20*time.Minute, "America/New_York"))
+	first := rep.State(at(t, "2026-11-01T04:00:00Z")).NextStart // 00:00 EDT
+	second := rep.State(first.Add(30 * time.Minute)).NextStart
+	if !first.Equal(at(t, "2026-11-01T05:30:00Z")) {
+		t.Errorf("first start = %v, want 05:30 UTC (01:30 EDT)", first.UTC())
+	}
+	if !second.Equal(at(t, "2026-11-02T06:30:00Z")) {
+		t.Errorf("second start %v, want the next day's 01:30 EST: the repeated hour must not open the window twice", second.UTC())
+	}
+	// An hourly window: the repeated 01:30 is skipped, 02:30 EST follows 01:30 EDT.
+	hourly := mustWindows(t, win("30 * * * *", 10*time.Minute, "America/New_York"))
+	if n := hourly.State(at(t, "2026-11-01T05:35:00Z")).NextStart; !n.Equal(at(t, "2026-11-01T07:30:00Z")) {
+		t.Errorf("hourly next start after 01:30 EDT = %v, want 07:30 UTC (02:30 EST)", n.UTC())
+	}
+}
+
+func TestParseWindowErrors(t *testing.T) {
+	for _, w := range []gpufracv1.ResizeWindow{
+		win("", time.Hour, ""),
+		win("0 25 * * *", time.Hour, ""),
+		win("@every 1h", time.Hour, ""),
+		win("CRON_TZ=UTC 0 2 * * *", time.Hour, ""),
+		win("0 2 * * *", 0, ""),
+		win("0 2 * * *", time.Hour, "Europe/Atlantis"),
+		win("0 2 * * *", time.Hour, "Local"),
+	} {
+		if _, err := ParseWindow(w); err == nil {
+			t.Errorf("%+v: accepted", w)
+		}
+	}
+	if ws, err := ParseWindows(nil); err != nil || !ws.State(time.Now()).Unrestricted {
+		t.Errorf("nil policy: %v %v", ws, err)
+	}
+}
