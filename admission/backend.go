@@ -136,8 +136,9 @@ func ceilPercent(milli int64) int64 {
 	return min(max(p, 1), 100)
 }
 
-// gpuCount returns the container's count of res, from its limits or else its requests.
-func gpuCount(c *corev1.Container, res corev1.ResourceName) int64 {
+// GPUCount returns the container's count of res (e.g. nvidia.com/gpu), from its limits
+// or else its requests; 0 when it asks for none.
+func GPUCount(c *corev1.Container, res corev1.ResourceName) int64 {
 	if q, ok := c.Resources.Limits[res]; ok {
 		return q.Value()
 	}

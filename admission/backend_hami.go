@@ -26,7 +26,7 @@ func (b *hamiBackend) Apply(pod *corev1.Pod, targets []*Target) ([]string, error
 	var warnings []string
 	for _, t := range targets {
 		c := &pod.Spec.Containers[t.Index]
-		switch n := gpuCount(c, b.cfg.GPUResource); {
+		switch n := GPUCount(c, b.cfg.GPUResource); {
 		case n == 0:
 			warnings = append(warnings, fmt.Sprintf("gpufrac: container %s asks for no %s; hami fraction not written for it", c.Name, b.cfg.GPUResource))
 			continue

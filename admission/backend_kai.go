@@ -74,13 +74,13 @@ func prepareKAI(pod *corev1.Pod, targets []*Target, cfg Config, backend string) 
 		return nil, unsafe(UnsafeNeedsMemory, "%s fractions are memory fractions, but memory is not controlled for container %s", backend, t.Container)
 	}
 	for i := range pod.Spec.InitContainers {
-		if gpuCount(&pod.Spec.InitContainers[i], cfg.GPUResource) > 0 {
+		if GPUCount(&pod.Spec.InitContainers[i], cfg.GPUResource) > 0 {
 			return nil, unsafe(UnsafeInitContainerGPU, "init container %s asks for %s, which KAI rejects next to a fraction", pod.Spec.InitContainers[i].Name, cfg.GPUResource)
 		}
 	}
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
-		n := gpuCount(c, cfg.GPUResource)
+		n := GPUCount(c, cfg.GPUResource)
 		switch {
 		case i == t.Index && n > 1:
 			return nil, unsafe(UnsafeMultiGPU, "container %s asks for %d %s; gpufrac writes fractions of one GPU only", c.Name, n, cfg.GPUResource)

@@ -34,7 +34,7 @@ func (b *mpsBackend) Apply(pod *corev1.Pod, targets []*Target) ([]string, error)
 			warnings = append(warnings, fmt.Sprintf("gpufrac: container %s asks for no %s* resource; mps limits not written for it", c.Name, b.cfg.GPUResourcePrefix))
 			continue
 		}
-		if n := gpuCount(c, b.cfg.GPUResource); n > 1 {
+		if n := GPUCount(c, b.cfg.GPUResource); n > 1 {
 			return nil, unsafe(UnsafeMultiGPU, "container %s asks for %d %s; gpufrac writes fractions of one GPU only", c.Name, n, b.cfg.GPUResource)
 		}
 		if t.HasCompute {

@@ -94,7 +94,7 @@ func ReadAllocation(pod *corev1.Pod, backend gpufracv1.BackendType, cfg admissio
 			out.Containers[c.Name] = a
 			continue
 		}
-		if n := gpuCount(c, cfg.GPUResource); n == 1 {
+		if n := admission.GPUCount(c, cfg.GPUResource); n == 1 {
 			a := Alloc{Memory: cfg.GPUMemoryBytes, Compute: -1, Source: SourceWholeGPU}
 			if backendWritesCompute(backend) {
 				a.Compute = 1000
@@ -171,15 +171,4 @@ func isKAIContainer(pod *corev1.Pod, i int, cfg admission.Config) bool {
 		return pod.Spec.Containers[i].Name == name
 	}
 	return i == 0
-}
-
-// gpuCount returns the container's count of res from its limits, else its requests.
-func gpuCount(c *corev1.Container, res corev1.ResourceName) int64 {
-	if q, ok := c.Resources.Limits[res]; ok {
-		return q.Value()
-	}
-	if q, ok := c.Resources.Requests[res]; ok {
-		return q.Value()
-	}
-	return 0
 }
