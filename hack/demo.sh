@@ -5,11 +5,15 @@
 #
 # TRACE=dir     a GenTD26 directory (default ../shared/data/gentd26; synthetic data if absent)
 # GPU_MEMORY    GPU size the savings are packed onto (default 80Gi)
+# MODE=apply    then also apply the recommendations: admission webhook + updater, autoscalers
+#               switched to updateMode Recreate (annotations backend), pods replaced
+# APPLY_WAIT    seconds to wait for replacements in apply mode (default 180)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$root/bin
 out=$root/_out/demo
 trace_dir=${TRACE:-$root/../shared/data/gentd26}
+mode=${MODE:-}
 gpu_memory=${GPU_MEMORY:-80Gi}
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
@@ -59,6 +63,66 @@ say "kubectl get gfa,gfr -A"
 kubectl get gfa,gfr -A
 say "Savings report (data: $data; GPUs of $gpu_memory)"
 "$bin/gpufrac" report --kubeconfig "$KUBECONFIG" --gpu-memory "$gpu_memory"
+
+if [ "$mode" = "apply" ]; then
+  sysns=gpufrac-system
+  nss=$(kubectl get gfa -A -o jsonpath='{range .items[*]}{.metadata.namespace}{"\n"}{end}' | sort -u)
+  pods_before=$(for ns in $nss; do kubectl get pods -n "$ns" --no-headers 2>/dev/null; done | wc -l)
+  free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+  wport=$(free_port); wprobe=$(free_port); uprobe=$(free_port)
+
+  say "MODE=apply: starting the admission webhook (127.0.0.1:$wport, registered by URL, self-managed CA) and the updater"
+  kubectl create namespace "$sysns" >/dev/null 2>&1 || true
+  for ns in $nss; do kubectl label namespace "$ns" gpufrac.io/demo=apply --overwrite >/dev/null; done
+  nohup "$bin/admission" --kubeconfig "$KUBECONFIG" --namespace "$sysns" --identity demo-admission \
+    --webhook-host 127.0.0.1 --webhook-port "$wport" --register-webhooks --webhook-url "https://127.0.0.1:$wport" \
+    --webhook-config-name gpufrac-admission-demo --namespace-label-selector gpufrac.io/demo=apply \
+    --gpu-memory "$gpu_memory" --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address "127.0.0.1:$wprobe" \
+    >"$out/admission.log" 2>&1 &
+  echo $! >"$out/admission.pid"
+  for _ in $(seq 1 60); do curl -fs "http://127.0.0.1:$wprobe/readyz" >/dev/null 2>&1 && break; sleep 1; done
+  curl -fs "http://127.0.0.1:$wprobe/readyz" >/dev/null || { echo "admission webhook not ready: see $out/admission.log"; exit 1; }
+  # Short timings so the demo shows replacements in minutes (chart defaults: 1m interval,
+  # 2m warm-up, 12h min pod age); whole-GPU pods are above their upper bound, which
+  # applies at any age anyway.
+  nohup "$bin/updater" --kubeconfig "$KUBECONFIG" --leader-elect=false --admission-namespace "$sysns" \
+    --watch-namespaces "$(echo $nss | tr ' ' ',')" --gpu-memory "$gpu_memory" --interval 5s --warm-up 10s \
+    --min-pod-age 1m --eviction-rate 2 --eviction-burst 10 --metrics-bind-address 127.0.0.1:0 \
+    --health-probe-bind-address "127.0.0.1:$uprobe" >"$out/updater.log" 2>&1 &
+  echo $! >"$out/updater.pid"
+  for _ in $(seq 1 60); do curl -fs "http://127.0.0.1:$uprobe/readyz" >/dev/null 2>&1 && break; sleep 1; done
+
+  say "Switching every autoscaler to updateMode Recreate, annotations backend, minReplicas 1 (the demo's Deployments have one pod)"
+  kubectl get gfa -A --no-headers -o custom-columns=NS:.metadata.namespace,NAME:.metadata.name | while read -r ns name; do
+    kubectl patch gfa -n "$ns" "$name" --type merge \
+      -p '{"spec":{"updatePolicy":{"updateMode":"Recreate","minReplicas":1},"backend":{"type":"annotations"}}}' >/dev/null
+  done
+  # Only recommendations at or above the webhook's minimum confidence (50 %) are applied;
+  # the others keep their whole GPU.
+  eligible=$(kubectl get gfr -A -o jsonpath='{range .items[*]}{.status.confidencePercent}{"\n"}{end}' | awk '$1>=50' | wc -l)
+  echo "$want autoscalers, $eligible with confidence >= 50% (the webhook applies only those)"
+  wait_s=${APPLY_WAIT:-180}
+  say "Waiting up to ${wait_s}s for the updater to replace pods"
+  t0=$(date +%s)
+  applied=0
+  while :; do
+    applied=$(for ns in $nss; do kubectl get pods -n "$ns" -o jsonpath='{range .items[*]}{.metadata.deletionTimestamp}{"|"}{.metadata.annotations.gpufrac\.io/applied}{"\n"}{end}'; done | grep -c '^|{' || true)
+    el=$(( $(date +%s) - t0 ))
+    echo "  ${el}s: $applied of $eligible eligible pods replaced with their fraction"
+    [ "$applied" -ge "$eligible" ] && break
+    [ "$el" -ge "$wait_s" ] && { echo "  stopped waiting after ${wait_s}s"; break; }
+    sleep 10
+  done
+
+  sleep 6 # one updater cycle, so status.updater reflects the replacements
+  say "bin/gpufrac status -A"
+  "$bin/gpufrac" status -A --kubeconfig "$KUBECONFIG"
+  say "Before/after"
+  "$bin/gpufrac" report --kubeconfig "$KUBECONFIG" --gpu-memory "$gpu_memory" | tail -n 4
+  echo "Pods now running with an applied fraction: $applied of $pods_before (the rest keep a whole GPU: confidence < 50% or not yet replaced)"
+  echo "  webhook log: $out/admission.log    updater log: $out/updater.log"
+fi
+
 echo
 echo "Ready in $(( $(date +%s) - start ))s. The cluster keeps running:"
 echo "  export KUBECONFIG=$KUBECONFIG"
