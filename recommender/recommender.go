@@ -49,6 +49,10 @@ type Config struct {
 	// ComputeNoise is the absolute compute change (share of one GPU) below which a new
 	// target does not replace the written one. Default 0.01 (one histogram bucket).
 	ComputeNoise float64
+	// BoundsNoise is the relative change of a lowerBound or upperBound below which the
+	// written one is kept. Default 0.1: bounds move with confidence every cycle while
+	// history is young, and the updater acts on a target far outside them.
+	BoundsNoise float64
 	// MaxBackoff bounds the wait between cycles while Prometheus fails. Default 5m.
 	MaxBackoff time.Duration
 	// LabelMode is how workload labels are read: "auto" (Reader.Labels, and for series
@@ -80,6 +84,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxBackoff <= 0 {
 		c.MaxBackoff = 5 * time.Minute
+	}
+	if c.BoundsNoise <= 0 {
+		c.BoundsNoise = 0.1
 	}
 	if c.LabelMode == "" {
 		c.LabelMode = "auto"

@@ -246,7 +246,9 @@ func (r *Recommender) guardrail(ctx context.Context, gfa *gpufracv1.GPUFractionA
 }
 
 // withinNoise reports whether a new recommendation is close enough to the written one to
-// keep the written one (avoids status churn and flapping).
+// keep the written one (avoids status churn and flapping): targets within MemoryNoise
+// (relative) and ComputeNoise (absolute), bounds within BoundsNoise (relative), since
+// bounds move with confidence every cycle while history is young.
 func withinNoise(old, cur *gpufracv1.ContainerRecommendation, c Config) bool {
 	if old.SharingMode != cur.SharingMode {
 		return false
@@ -257,10 +259,15 @@ func withinNoise(old, cur *gpufracv1.ContainerRecommendation, c Config) bool {
 		}
 		return a == nil || tol(a.AsApproximateFloat64(), b.AsApproximateFloat64())
 	}
-	mem := func(x, y float64) bool { return math.Abs(x-y) <= c.MemoryNoise*math.Max(x, y) }
+	relative := func(r float64) func(x, y float64) bool {
+		return func(x, y float64) bool { return math.Abs(x-y) <= r*math.Max(x, y) }
+	}
 	cpu := func(x, y float64) bool { return math.Abs(x-y) < c.ComputeNoise+1e-9 }
-	for _, p := range [][2]gpufracv1.GPUResources{{old.Target, cur.Target}, {old.LowerBound, cur.LowerBound}, {old.UpperBound, cur.UpperBound}} {
-		if !near(p[0].Memory, p[1].Memory, mem) || !near(p[0].Compute, p[1].Compute, cpu) {
+	if !near(old.Target.Memory, cur.Target.Memory, relative(c.MemoryNoise)) || !near(old.Target.Compute, cur.Target.Compute, cpu) {
+		return false
+	}
+	for _, p := range [][2]gpufracv1.GPUResources{{old.LowerBound, cur.LowerBound}, {old.UpperBound, cur.UpperBound}} {
+		if !near(p[0].Memory, p[1].Memory, relative(c.BoundsNoise)) || !near(p[0].Compute, p[1].Compute, relative(c.BoundsNoise)) {
 			return false
 		}
 	}
