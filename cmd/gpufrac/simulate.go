@@ -297,6 +297,9 @@ func readSimulateInput(cmd *cobra.Command, f *simulateFlags) (trace.Trace, strin
 		if cmd.Flags().Changed("input") {
 			return tr, "", fmt.Errorf("--input does not apply to --format synthetic")
 		}
+		if f.synth.Workloads < 1 || f.synth.PodsPerWorkload < 1 || f.synth.Duration < 0 {
+			return tr, "", fmt.Errorf("--synth-workloads and --synth-pods-per-workload must be positive, --synth-duration not negative")
+		}
 		f.synth.End = synthEnd
 		if !end.IsZero() {
 			f.synth.End = end

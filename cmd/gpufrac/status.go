@@ -46,6 +46,9 @@ on. Installed as kubectl-gpufrac it runs as "kubectl gpufrac status".`,
 			if err := c.List(cmd.Context(), &pods, opts...); err != nil {
 				return fmt.Errorf("listing pods: %w", err)
 			}
+			if len(gfas.Items) == 0 && !all {
+				fmt.Fprintf(cmd.ErrOrStderr(), "no GPUFractionAutoscalers in namespace %s (use -A for all namespaces)\n", ns)
+			}
 			return writeStatus(cmd.OutOrStdout(), gfas.Items, pods.Items, time.Now())
 		},
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"time"
+
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -35,6 +37,9 @@ is sampled when busy. See trace.SynthModel for every default and its source.`,
 			}
 			if o.Workloads < 1 || o.PodsPerWorkload < 1 || o.Duration <= 0 || o.Step <= 0 {
 				return fmt.Errorf("--workloads, --pods-per-workload, --duration and --step must be positive")
+			}
+			if o.Step%time.Second != 0 {
+				return fmt.Errorf("--step %s: want whole seconds, e.g. 1m or 30s", o.Step)
 			}
 			var err error
 			if o.End, err = parseEnd(end); err != nil {
