@@ -1,9 +1,8 @@
 package main
 
 import (
-	"time"
-
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
