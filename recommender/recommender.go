@@ -180,9 +180,6 @@ func New(c client.Client, reader *metrics.Reader, source metrics.Source, cfg Con
 	}
 }
 
-// Model exposes the learnt history (for the simulator and tests).
-func (r *Recommender) Model() *history.Model { return r.model }
-
 // WatchAutoscalers makes a new GPUFractionAutoscaler start a cycle at once instead of
 // waiting for the next tick, through the cache's informer. It returns the informer error.
 func (r *Recommender) WatchAutoscalers(ctx context.Context, c ctrlcache.Cache) error {

@@ -13,7 +13,6 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -126,6 +125,3 @@ func (o *Owners) top(ctx context.Context, r Ref) Ref {
 
 // Reset forgets memoised lookups (call once per cycle).
 func (o *Owners) Reset() { o.memo = nil }
-
-// IsNoMatch reports whether err says the API server does not know a kind.
-func IsNoMatch(err error) bool { return meta.IsNoMatchError(err) }
