@@ -118,6 +118,19 @@ func (f *fakeProm) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	writeResult(w, typ, result)
 }
 
+// promFor returns a fake Prometheus reporting every pod of objs at constant memory
+// (bytes) and compute (ratio).
+func promFor(objs []client.Object, memBytes, compute float64) *fakeProm {
+	prom := &fakeProm{mem: map[string]float64{}, cpu: map[string]float64{}}
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok {
+			prom.pods = append(prom.pods, metrics.ContainerID{Namespace: p.Namespace, Pod: p.Name, Container: "main"})
+			prom.mem[p.Name], prom.cpu[p.Name] = memBytes, compute
+		}
+	}
+	return prom
+}
+
 func writeResult(w http.ResponseWriter, typ string, result any) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{"status": "success", "data": map[string]any{"resultType": typ, "result": result}})
@@ -191,13 +204,7 @@ func (h *harness) gfr(t testing.TB, ns, name string) *gpufracv1.GPUFractionRecom
 func TestRecommenderCycle(t *testing.T) {
 	objs := append(deployment("ml", "sd", 2), deployment("ml", "idle", 0)...)
 	objs = append(objs, gfa("ml", "sd", "sd"), gfa("ml", "idle", "idle"), gfa("ml", "missing", "nope"))
-	prom := &fakeProm{mem: map[string]float64{}, cpu: map[string]float64{}}
-	for _, o := range objs {
-		if p, ok := o.(*corev1.Pod); ok {
-			prom.pods = append(prom.pods, metrics.ContainerID{Namespace: p.Namespace, Pod: p.Name, Container: "main"})
-			prom.mem[p.Name], prom.cpu[p.Name] = 20*gib, 0.3
-		}
-	}
+	prom := promFor(objs, 20*gib, 0.3)
 	h := newHarness(t, objs, prom)
 	ctx := context.Background()
 	if err := h.rec.RunOnce(ctx); err != nil {
@@ -306,13 +313,7 @@ func TestGuardrailStopsShrink(t *testing.T) {
 func TestLateAutoscalerGetsFullHistory(t *testing.T) {
 	objs := append(deployment("ml", "a", 1), deployment("ml", "b", 1)...)
 	objs = append(objs, gfa("ml", "a", "a"))
-	prom := &fakeProm{mem: map[string]float64{}, cpu: map[string]float64{}}
-	for _, o := range objs {
-		if p, ok := o.(*corev1.Pod); ok {
-			prom.pods = append(prom.pods, metrics.ContainerID{Namespace: p.Namespace, Pod: p.Name, Container: "main"})
-			prom.mem[p.Name], prom.cpu[p.Name] = 10*gib, 0.2
-		}
-	}
+	prom := promFor(objs, 10*gib, 0.2)
 	h := newHarness(t, objs, prom)
 	ctx := context.Background()
 	if err := h.rec.RunOnce(ctx); err != nil {
@@ -346,13 +347,7 @@ func create(t testing.TB, c client.Client, objs ...client.Object) {
 // no recommendation ever decreases while it fails, and the failures change nothing.
 func TestErrorsNeverShrink(t *testing.T) {
 	objs := append(deployment("ml", "sd", 2), gfa("ml", "sd", "sd"))
-	prom := &fakeProm{mem: map[string]float64{}, cpu: map[string]float64{}}
-	for _, o := range objs {
-		if p, ok := o.(*corev1.Pod); ok {
-			prom.pods = append(prom.pods, metrics.ContainerID{Namespace: p.Namespace, Pod: p.Name, Container: "main"})
-			prom.mem[p.Name], prom.cpu[p.Name] = 30*gib, 0.5
-		}
-	}
+	prom := promFor(objs, 30*gib, 0.5)
 	h := newHarness(t, objs, prom)
 	ctx := context.Background()
 	if err := h.rec.RunOnce(ctx); err != nil {
@@ -386,13 +381,7 @@ func TestErrorsNeverShrink(t *testing.T) {
 
 func TestAutoscalerMetrics(t *testing.T) {
 	objs := append(deployment("ml", "sd", 2), gfa("ml", "sd", "sd"))
-	prom := &fakeProm{mem: map[string]float64{}, cpu: map[string]float64{}}
-	for _, o := range objs {
-		if p, ok := o.(*corev1.Pod); ok {
-			prom.pods = append(prom.pods, metrics.ContainerID{Namespace: p.Namespace, Pod: p.Name, Container: "main"})
-			prom.mem[p.Name], prom.cpu[p.Name] = 20*gib, 0.3
-		}
-	}
+	prom := promFor(objs, 20*gib, 0.3)
 	h := newHarness(t, objs, prom)
 	if err := h.rec.RunOnce(context.Background()); err != nil {
 		t.Fatal(err)
