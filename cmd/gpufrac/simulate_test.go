@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -11,20 +10,8 @@ import (
 	"github.com/gpufrac/gpufrac/simulate"
 )
 
-// runSim executes the gpufrac command line in-process and returns stdout, stderr.
-func runSim(t *testing.T, args ...string) (string, string, error) {
-	t.Helper()
-	var out, errOut bytes.Buffer
-	cmd := newRootCmd()
-	cmd.SetArgs(args)
-	cmd.SetOut(&out)
-	cmd.SetErr(&errOut)
-	err := cmd.Execute()
-	return out.String(), errOut.String(), err
-}
-
 func TestSimulateSyntheticJSON(t *testing.T) {
-	stdout, stderr, err := runSim(t, "simulate", "--format", "synthetic", "--synth-workloads", "4", "--synth-duration", "6h",
+	stdout, stderr, err := run(t, "simulate", "--format", "synthetic", "--synth-workloads", "4", "--synth-duration", "6h",
 		"--gpu-memory", "48Gi,80Gi", "--output-format", "json")
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +41,7 @@ func TestSimulateMarkdownAndPlots(t *testing.T) {
 	dir := t.TempDir()
 	md := filepath.Join(dir, "sim.md")
 	plots := filepath.Join(dir, "plots")
-	_, _, err := runSim(t, "simulate", "--format", "synthetic", "--synth-workloads", "3", "--synth-duration", "3h",
+	_, _, err := run(t, "simulate", "--format", "synthetic", "--synth-workloads", "3", "--synth-duration", "3h",
 		"--gpu-memory", "80Gi", "--warm-up", "0,1h", "--markdown", "--plots", plots, "--plot-format", "svg,png", "--output", md)
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +74,7 @@ func TestSimulateBadInput(t *testing.T) {
 	}
 	write("pod_gpu_memory_used_bytes_anon.csv", "timestamp_anon,value,container_ip\n1662858720.0,100.0,aa\n1662858780.0,lots,aa\n")
 	write("pod_gpu_duty_cycle_anon.csv", "value,timestamp_anon,container_ip\n0.0,1662858720.0,aa\n")
-	_, _, err := runSim(t, "simulate", "--format", "gentd26", "--input", dir)
+	_, _, err := run(t, "simulate", "--format", "gentd26", "--input", dir)
 	if err == nil || !strings.Contains(err.Error(), "pod_gpu_memory_used_bytes_anon.csv:3:") || !strings.Contains(err.Error(), dir) {
 		t.Errorf("gentd26: error %v, want the directory and pod_gpu_memory_used_bytes_anon.csv:3:", err)
 	}
@@ -96,7 +83,7 @@ func TestSimulateBadInput(t *testing.T) {
 	if err := os.WriteFile(long, []byte("timestamp,namespace,pod,container,workload,memory_bytes,compute_ratio\n1662858720,ns,sd-1,main,sd,1e9,0.5\n1662858780,ns,sd-1,main,sd,1e9,-0.5\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = runSim(t, "simulate", "--format", "long", "--input", long)
+	_, _, err = run(t, "simulate", "--format", "long", "--input", long)
 	if err == nil || !strings.Contains(err.Error(), long+":3:") {
 		t.Errorf("long: error %v, want %s:3:", err, long)
 	}
@@ -120,7 +107,7 @@ func TestSimulateFlagErrors(t *testing.T) {
 		{[]string{"--format", "synthetic", "--interval", "0s"}, "--interval"},
 		{[]string{"--format", "synthetic", "--warm-up", "100h"}, "covers the whole trace"},
 	} {
-		_, _, err := runSim(t, append([]string{"simulate"}, c.args...)...)
+		_, _, err := run(t, append([]string{"simulate"}, c.args...)...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: error %v, want %q", c.args, err, c.want)
 		}
@@ -132,7 +119,7 @@ func TestSimulateGenTD26(t *testing.T) {
 	if _, err := os.Stat(data); err != nil {
 		t.Skip("shared data absent")
 	}
-	stdout, _, err := runSim(t, "simulate", "--input", data, "--pods", "10", "--duration", "3h", "--gpu-memory", "80Gi")
+	stdout, _, err := run(t, "simulate", "--input", data, "--pods", "10", "--duration", "3h", "--gpu-memory", "80Gi")
 	if err != nil {
 		t.Fatal(err)
 	}
