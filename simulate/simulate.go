@@ -29,14 +29,13 @@ import (
 	"sort"
 	"time"
 
-	"github.com/robfig/cron/v3"
-
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/packing"
 	"github.com/gpufrac/gpufrac/recommender"
 	"github.com/gpufrac/gpufrac/recommender/estimate"
 	"github.com/gpufrac/gpufrac/recommender/history"
 	"github.com/gpufrac/gpufrac/trace"
+	"github.com/gpufrac/gpufrac/updater"
 )
 
 // Updater defaults.
@@ -297,9 +296,10 @@ func Run(tr *trace.Trace, opts Options) (*Result, error) {
 		return nil, err
 	}
 	step := opts.Recommender.Interval
-	windows, err := compileWindows(opts.Updater.ResizeWindows)
+	// The updater's own window code: same cron parsing, time zones and DST handling.
+	windows, err := updater.ParseWindows(&gpufracv1.UpdatePolicy{ResizeWindows: opts.Updater.ResizeWindows})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("resize window schedule: %w", err)
 	}
 	tl, err := newTimeline(tr, step, opts.Lookback)
 	if err != nil {
@@ -572,13 +572,9 @@ type candidate struct {
 // of step k, most urgent first: memory growth, then the largest relative change. A
 // cold-start pod whose allocation already matches its recommendation stops counting as
 // cold.
-func candidates(ps *polState, tl *timeline, alive, replicas []int, k int, windows []window, u UpdaterOptions, capacity int64) []candidate {
+func candidates(ps *polState, tl *timeline, alive, replicas []int, k int, windows updater.Windows, u UpdaterOptions, capacity int64) []candidate {
 	var out []candidate
-	end := tl.stepEnd(k)
-	inWindow := len(windows) == 0
-	for _, w := range windows {
-		inWindow = inWindow || w.contains(end)
-	}
+	inWindow := windows.State(tl.stepEnd(k)).Open
 	for _, i := range alive {
 		r := &tl.runs[i]
 		if r.end <= k || replicas[r.workload] < u.MinReplicas {
@@ -673,41 +669,6 @@ func (ps *polState) refillTokens(rate, stepMin float64) {
 	}
 	burst := math.Max(rate*stepMin, 1)
 	ps.tokens = math.Min(burst, ps.tokens+rate*stepMin)
-}
-
-// window is a compiled resize window.
-type window struct {
-	sched cron.Schedule
-	dur   time.Duration
-	loc   *time.Location
-}
-
-// contains reports whether t lies in a window: some start s with s ≤ t < s + dur.
-func (w window) contains(t time.Time) bool {
-	t = t.In(w.loc)
-	s := w.sched.Next(t.Add(-w.dur))
-	return !s.After(t)
-}
-
-func compileWindows(ws []gpufracv1.ResizeWindow) ([]window, error) {
-	var out []window
-	for _, w := range ws {
-		sched, err := cron.ParseStandard(w.Schedule)
-		if err != nil {
-			return nil, fmt.Errorf("resize window schedule %q: %w", w.Schedule, err)
-		}
-		if w.Duration.Duration <= 0 {
-			return nil, fmt.Errorf("resize window %q: duration %s must be positive", w.Schedule, w.Duration.Duration)
-		}
-		loc := time.UTC
-		if w.TimeZone != "" {
-			if loc, err = time.LoadLocation(w.TimeZone); err != nil {
-				return nil, fmt.Errorf("resize window %q: time zone: %w", w.Schedule, err)
-			}
-		}
-		out = append(out, window{sched: sched, dur: w.Duration.Duration, loc: loc})
-	}
-	return out, nil
 }
 
 func settings(o Options) Settings {
