@@ -7,12 +7,10 @@ import (
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 )
@@ -286,78 +284,49 @@ func (r *Registration) objectMeta() metav1.ObjectMeta {
 func (r *Registration) Reconcile(ctx context.Context, caBundle []byte) error {
 	r.defaults()
 	log := klog.FromContext(ctx).WithName("registration")
-	mw := r.Mutating(caBundle)
-	cur := &admissionregistrationv1.MutatingWebhookConfiguration{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Name: r.Name}, cur); apierrors.IsNotFound(err) {
-		if err := r.Client.Create(ctx, mw); err != nil {
-			return fmt.Errorf("creating MutatingWebhookConfiguration %s: %w", r.Name, err)
-		}
-		log.Info("Created MutatingWebhookConfiguration", "name", r.Name)
-	} else if err != nil {
-		return fmt.Errorf("reading MutatingWebhookConfiguration %s: %w", r.Name, err)
-	} else {
-		if caBundle == nil {
-			for i := range mw.Webhooks {
-				for _, w := range cur.Webhooks {
-					if w.Name == mw.Webhooks[i].Name {
-						mw.Webhooks[i].ClientConfig.CABundle = w.ClientConfig.CABundle
-					}
+	// CreateOrUpdate reads the configuration, applies the wanted state and writes only
+	// when something changed. A nil caBundle keeps what is there (external certs).
+	mw := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: r.Name}}
+	res, err := controllerutil.CreateOrUpdate(ctx, r.Client, mw, func() error {
+		want := r.Mutating(caBundle)
+		for i := range want.Webhooks {
+			for _, w := range mw.Webhooks {
+				if caBundle == nil && w.Name == want.Webhooks[i].Name {
+					want.Webhooks[i].ClientConfig.CABundle = w.ClientConfig.CABundle
 				}
 			}
 		}
-		if !equality.Semantic.DeepEqual(cur.Webhooks, mw.Webhooks) || !metaContains(cur.ObjectMeta, mw.ObjectMeta) {
-			cur.Webhooks = mw.Webhooks
-			mergeMeta(&cur.ObjectMeta, mw.ObjectMeta)
-			if err := r.Client.Update(ctx, cur); err != nil {
-				return fmt.Errorf("updating MutatingWebhookConfiguration %s: %w", r.Name, err)
-			}
-			log.Info("Updated MutatingWebhookConfiguration", "name", r.Name)
-		}
+		mw.Webhooks = want.Webhooks
+		mergeMeta(&mw.ObjectMeta, want.ObjectMeta)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("MutatingWebhookConfiguration %s: %w", r.Name, err)
 	}
-	vw := r.Validating(caBundle)
-	curV := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Name: r.Name}, curV); apierrors.IsNotFound(err) {
-		if err := r.Client.Create(ctx, vw); err != nil {
-			return fmt.Errorf("creating ValidatingWebhookConfiguration %s: %w", r.Name, err)
-		}
-		log.Info("Created ValidatingWebhookConfiguration", "name", r.Name)
-	} else if err != nil {
-		return fmt.Errorf("reading ValidatingWebhookConfiguration %s: %w", r.Name, err)
-	} else {
-		if caBundle == nil {
-			for i := range vw.Webhooks {
-				for _, w := range curV.Webhooks {
-					if w.Name == vw.Webhooks[i].Name {
-						vw.Webhooks[i].ClientConfig.CABundle = w.ClientConfig.CABundle
-					}
+	if res != controllerutil.OperationResultNone {
+		log.Info("MutatingWebhookConfiguration "+string(res), "name", r.Name)
+	}
+	vw := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: r.Name}}
+	res, err = controllerutil.CreateOrUpdate(ctx, r.Client, vw, func() error {
+		want := r.Validating(caBundle)
+		for i := range want.Webhooks {
+			for _, w := range vw.Webhooks {
+				if caBundle == nil && w.Name == want.Webhooks[i].Name {
+					want.Webhooks[i].ClientConfig.CABundle = w.ClientConfig.CABundle
 				}
 			}
 		}
-		if !equality.Semantic.DeepEqual(curV.Webhooks, vw.Webhooks) || !metaContains(curV.ObjectMeta, vw.ObjectMeta) {
-			curV.Webhooks = vw.Webhooks
-			mergeMeta(&curV.ObjectMeta, vw.ObjectMeta)
-			if err := r.Client.Update(ctx, curV); err != nil {
-				return fmt.Errorf("updating ValidatingWebhookConfiguration %s: %w", r.Name, err)
-			}
-			log.Info("Updated ValidatingWebhookConfiguration", "name", r.Name)
-		}
+		vw.Webhooks = want.Webhooks
+		mergeMeta(&vw.ObjectMeta, want.ObjectMeta)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("ValidatingWebhookConfiguration %s: %w", r.Name, err)
+	}
+	if res != controllerutil.OperationResultNone {
+		log.Info("ValidatingWebhookConfiguration "+string(res), "name", r.Name)
 	}
 	return nil
-}
-
-// metaContains reports whether cur carries every label and annotation of want.
-func metaContains(cur, want metav1.ObjectMeta) bool {
-	for k, v := range want.Labels {
-		if cur.Labels[k] != v {
-			return false
-		}
-	}
-	for k, v := range want.Annotations {
-		if cur.Annotations[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 func mergeMeta(cur *metav1.ObjectMeta, want metav1.ObjectMeta) {
