@@ -633,7 +633,9 @@ func TestUpdater(t *testing.T) {
 				}
 			}
 			s.waitEvent(t, updater.EventInPlace, "Pod", "changed in place")
-			if st := s.status(t); st.LastInPlaceUpdateTime == nil || st.LastEvictionTime != nil {
+			// The event can reach the API server before the status patch: wait for it.
+			st := s.waitStatus(t, 30*time.Second, "lastInPlaceUpdateTime", func(st *gpufracv1.UpdaterStatus) bool { return st.LastInPlaceUpdateTime != nil })
+			if st.LastEvictionTime != nil {
 				t.Errorf("status %+v", st)
 			}
 		})
