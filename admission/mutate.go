@@ -331,7 +331,7 @@ func (m *Mutator) targets(pod *corev1.Pod, gfa *gpufracv1.GPUFractionAutoscaler,
 			qc := q.DeepCopy()
 			t.RecommendedMemory = &qc
 		}
-		if q := rec.Target.Compute; q != nil && pol.Controls(gpufracv1.ResourceCompute) {
+		if q := rec.Target.Compute; q != nil && pol.Controls(gpufracv1.ResourceCompute) && rec.PartitionsCompute() {
 			if q.Sign() < 0 || q.Cmp(one) > 0 {
 				return nil, nil, unsafe(UnsafeInvalidValue, "compute target %s of container %s is outside 0–1 GPU", q.String(), c.Name)
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/gpufrac/gpufrac/recommender/history"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
 	"github.com/gpufrac/gpufrac/recommender/policy"
+	"github.com/gpufrac/gpufrac/updater"
 )
 
 // Policy names accepted in Options.Policies. Time-slicing takes any replica count N ≥ 2
@@ -28,11 +29,14 @@ const (
 	// (recommender.Config.Recommend) with the updater's rules.
 	PolicyGPUFrac = "gpufrac"
 	// PolicyClairvoyant knows each pod's true peak memory and peak compute (per-step
-	// mean) over its lifetime and allocates exactly that when the pod starts.
-	PolicyClairvoyant = "clairvoyant"
+	// mean) over its lifetime and reserves both as hard limits when the pod starts. It
+	// forbids compute contention, so it is not a lower bound on GPUs: compare with
+	// PolicyClairvoyantMemory.
+	PolicyClairvoyant = "clairvoyant-peak"
 	// PolicyClairvoyantMemory knows each pod's true peak memory and leaves compute
-	// unpartitioned: the fewest GPUs any policy that sizes pods once at start can hold
-	// without a memory overrun under this packer.
+	// unpartitioned (contention is measured, not forbidden): the fewest GPUs any policy
+	// that sizes pods once at start can hold without a memory overrun under this packer.
+	// It is the bound PolicyResult.VsClairvoyant divides by.
 	PolicyClairvoyantMemory = "clairvoyant-memory"
 
 	timeSlicingPrefix = "time-slicing-"
@@ -111,14 +115,12 @@ type decision struct {
 	// ok is false while the policy has no confident recommendation: pods then get (and
 	// keep) the cold-start allocation, a whole GPU.
 	ok bool
-	// exclusive: the recommendation is the Exclusive sharing mode, a whole GPU.
-	exclusive bool
-	// want is the allocation a pod gets when it is created or replaced.
+	// want is the allocation the admission webhook writes into a pod when it is created
+	// or replaced.
 	want packing.Alloc
-	// lower and upper bound the allocations the updater leaves alone.
-	lower, upper packing.Alloc
-	// checkCompute: compute is partitioned, so it takes part in the updater's rules.
-	checkCompute bool
+	// target is the recommendation in the updater's units, as updater.Evaluate compares
+	// it with a running pod's allocation.
+	target updater.Target
 	// full: the recommendation has full confidence (history of at least the
 	// estimator's FullConfidenceHistory); below it the workload is warming up.
 	full bool
@@ -210,7 +212,7 @@ func (s *gpufracSizer) decide(tl *timeline, now time.Time) {
 		s.decisions[c] = decision{}
 		for i := range s.prev[ci.workload] {
 			if rec := &s.prev[ci.workload][i]; rec.ContainerName == ci.container {
-				s.decisions[c] = recDecision(rec, s.cfg.LowConfidence, s.capacity)
+				s.decisions[c] = recDecision(&s.spec[ci.workload], rec, s.cfg.LowConfidence, s.capacity)
 			}
 		}
 	}
@@ -222,31 +224,29 @@ func (s *gpufracSizer) decide(tl *timeline, now time.Time) {
 
 func (s *gpufracSizer) decision(wc int) decision { return s.decisions[wc] }
 
-// recDecision turns a container recommendation into a decision: none below the
-// LowConfidence threshold (lowConfidence, 0–1) or without a memory target; a whole GPU
-// for the Exclusive sharing mode; else the target, with compute 1000m when it has no
-// compute target.
-func recDecision(rec *gpufracv1.ContainerRecommendation, lowConfidence float64, capacity int64) decision {
+// recDecision turns a container recommendation into a decision the way the product
+// does: the updater's TargetsOf reads the recommendation (gfa and gfr as the simulator's
+// autoscaler holds them), and the pod gets what the admission webhook writes: the memory
+// target (at most one GPU) and the compute target where the recommendation partitions
+// compute (none otherwise: the pod then reserves no compute and the evaluator measures
+// contention). None below the LowConfidence threshold (lowConfidence, 0–1) or without a
+// memory target.
+func recDecision(spec *gpufracv1.GPUFractionAutoscalerSpec, rec *gpufracv1.ContainerRecommendation, lowConfidence float64, capacity int64) decision {
 	if float64(rec.ConfidencePercent)/100 < lowConfidence || rec.Target.Memory == nil {
 		return decision{}
 	}
-	whole := packing.Alloc{MemoryBytes: capacity, ComputeMilli: 1000}
-	full := rec.ConfidencePercent >= 100
-	if rec.SharingMode == gpufracv1.SharingModeExclusive {
-		return decision{ok: true, exclusive: true, want: whole, lower: whole, upper: whole, full: full}
+	gfa := &gpufracv1.GPUFractionAutoscaler{Spec: *spec}
+	gfr := &gpufracv1.GPUFractionRecommendation{}
+	gfr.Status.ContainerRecommendations = []gpufracv1.ContainerRecommendation{*rec}
+	t, ok := updater.TargetsOf(gfa, gfr)[rec.ContainerName]
+	if !ok || t.Memory < 0 || !t.ControlsMemory {
+		return decision{}
 	}
-	conv := func(r gpufracv1.GPUResources) packing.Alloc {
-		a := whole
-		if r.Memory != nil {
-			a.MemoryBytes = min(r.Memory.Value(), capacity)
-		}
-		if r.Compute != nil {
-			a.ComputeMilli = min(r.Compute.MilliValue(), 1000)
-		}
-		return a
+	want := packing.Alloc{MemoryBytes: min(t.Memory, capacity)}
+	if t.Compute >= 0 && t.ControlsCompute {
+		want.ComputeMilli = min(t.Compute, 1000)
 	}
-	return decision{ok: true, want: conv(rec.Target), lower: conv(rec.LowerBound), upper: conv(rec.UpperBound),
-		checkCompute: rec.Target.Compute != nil, full: full}
+	return decision{ok: true, want: want, target: t, full: rec.ConfidencePercent >= 100}
 }
 
 // vpaSizer keeps VPA's memory model: a history.Model with VPA's daily aggregation
@@ -294,7 +294,12 @@ func (s *vpaSizer) decide(tl *timeline, now time.Time) {
 		target := size(VPATargetPercentile, 1)
 		lower := min(target, size(VPALowerPercentile, math.Pow(1+0.001/days, -2)))
 		upper := max(target, size(VPAUpperPercentile, 1+1/days))
-		s.decisions[c] = decision{ok: true, want: packing.Alloc{MemoryBytes: target}, lower: packing.Alloc{MemoryBytes: lower}, upper: packing.Alloc{MemoryBytes: upper}, full: days >= 1}
+		// VPA's updater has no near-limit rule (PeakMemory unknown) and does not
+		// partition compute (Compute −1).
+		s.decisions[c] = decision{ok: true, want: packing.Alloc{MemoryBytes: target},
+			target: updater.Target{Memory: target, LowerMemory: lower, UpperMemory: upper, Compute: -1, LowerCompute: -1, UpperCompute: -1,
+				PeakMemory: -1, ControlsMemory: true},
+			full: days >= 1}
 	}
 }
 

@@ -214,13 +214,13 @@ func (r *Report) title() string {
 const markdownDefinitions = "**Policies.**\n\n" +
 	"- `one-per-pod`: a whole GPU per pod (today's practice).\n" +
 	"- `time-slicing-N`: the device plugin's N equal replicas per GPU, each pod 1/N of memory and compute, no sizing.\n" +
-	"- `vpa-memory`: GPU memory sized as VPA sizes container memory (p90 of per-pod daily peaks × 1.15 in VPA's decaying histogram, k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/util), compute not partitioned, same updater and cold start as gpufrac.\n" +
-	"- `gpufrac`: the recommender's own estimator and policy (history.Model fed at every cycle, recommender.Config.Recommend) with the updater's rules.\n" +
-	"- `clairvoyant`: each pod gets its true future peak memory and peak compute (per-minute mean) when it starts; same packer, no migration.\n" +
+	"- `vpa-memory`: GPU memory sized as VPA sizes container memory (p90 of per-pod daily peaks × 1.15 in VPA's decaying histogram, k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/util), compute not partitioned, the updater's decision (updater.Evaluate) without the near-limit rule VPA lacks, same cold start as gpufrac.\n" +
+	"- `gpufrac`: the recommender's own estimator and policy (history.Model fed at every cycle, recommender.Config.Recommend), the updater's own decision (updater.Evaluate, updater.Admissible) and what the admission webhook writes.\n" +
+	"- `clairvoyant-peak`: each pod gets its true future peak memory and peak compute (per-minute mean) as hard limits when it starts; same packer, no migration. Forbidding contention makes it no lower bound.\n" +
 	"- `clairvoyant-memory`: true peak memory, compute not partitioned: the fewest GPUs that sizing pods once at start can hold without a memory overrun.\n\n" +
 	"A policy that resizes pods during their life can hold fewer GPU-minutes than these start-time bounds.\n\n" +
 	"**Columns.** GPU-min: GPU-minutes held (a GPU counts while any tenant lives). " +
-	"vs 1/pod, vs clairv.: ratio of GPU-minutes to `one-per-pod` and to `clairvoyant`. " +
+	"vs 1/pod, vs clairv.: ratio of GPU-minutes to `one-per-pod` and to the `clairvoyant-memory` bound. " +
 	"pod OOM: pod-minutes whose actual memory exceeded the pod's allocation (a crash under an enforcing backend such as HAMi), and the pods affected; " +
 	"of which warm-up: those whose allocation came from a recommendation below full confidence (less history than the full-confidence history; VPA: one day). " +
 	"GPU OOM: GPU-minutes whose tenants' actual memory summed above the GPU (a crash without enforcement). " +
@@ -245,7 +245,7 @@ func findings(res *Result) []string {
 	var out []string
 	one, gf, cl, clm := get(PolicyOnePerPod), get(PolicyGPUFrac), get(PolicyClairvoyant), get(PolicyClairvoyantMemory)
 	if cl != nil && one != nil && one.GPUMinutes > 0 {
-		out = append(out, fmt.Sprintf("The clairvoyant bound holds %.0f %% of one-per-pod's GPU-minutes.", 100*cl.GPUMinutes/one.GPUMinutes))
+		out = append(out, fmt.Sprintf("Reserving every pod's true peak memory and compute (clairvoyant-peak) holds %.0f %% of one-per-pod's GPU-minutes.", 100*cl.GPUMinutes/one.GPUMinutes))
 	}
 	if clm != nil && one != nil && one.GPUMinutes > 0 {
 		out = append(out, fmt.Sprintf("Sizing memory alone to the true peak (clairvoyant-memory) holds %.0f %%.", 100*clm.GPUMinutes/one.GPUMinutes))
@@ -256,18 +256,6 @@ func findings(res *Result) []string {
 	if one != nil && one.GPUMinutes > 0 {
 		out = append(out, fmt.Sprintf("gpufrac holds %.0f %% of one-per-pod's GPU-minutes; %.0f of its %.0f pod-minutes (%.0f %%) are cold starts on a whole GPU.",
 			100*gf.GPUMinutes/one.GPUMinutes, gf.ColdStartPodMinutes, gf.PodMinutes, 100*gf.ColdStartPodMinutes/math.Max(1, gf.PodMinutes)))
-	}
-	if cl != nil && cl.GPUMinutes > 0 {
-		rel := gf.GPUMinutes/cl.GPUMinutes - 1
-		word := "more"
-		if rel < 0 {
-			word, rel = "fewer", -rel
-		}
-		s := fmt.Sprintf("gpufrac holds %.0f %% %s GPU-minutes than the clairvoyant bound", 100*rel, word)
-		if word == "fewer" {
-			s += " (the bound reserves every pod's peak compute, gpufrac a percentile of it, and gpufrac resizes pods during their life, which a start-time bound cannot)"
-		}
-		out = append(out, s+".")
 	}
 	if clm != nil && clm.GPUMinutes > 0 {
 		out = append(out, fmt.Sprintf("gpufrac holds %.2f× the GPU-minutes of clairvoyant-memory.", gf.GPUMinutes/clm.GPUMinutes))

@@ -25,6 +25,7 @@ package simulate
 
 import (
 	"fmt"
+	"os"
 	"math"
 	"sort"
 	"time"
@@ -38,18 +39,18 @@ import (
 	"github.com/gpufrac/gpufrac/updater"
 )
 
-// Updater defaults.
+// Updater defaults: the updater's own (package updater, cmd/updater's flags), so a
+// simulation runs the rules a default install runs.
 const (
-	// DefaultMinLifetime is the minimum age of a pod before the updater replaces it
-	// (except for urgent memory growth): 1 h, so a pod is not replaced again before the
-	// recommender has seen an hour of its new life.
-	DefaultMinLifetime = time.Hour
-	// DefaultReplacementsPerMinute is the cluster-wide replacement rate limit
-	// (assumption: 5 per minute spreads a fleet-wide change of 100 pods over 20 minutes).
-	DefaultReplacementsPerMinute = 5
-	// DefaultChangeThreshold is the relative difference between a pod's allocation and the
-	// target from which the updater replaces the pod, ratio (VPA's updater uses 10 %).
-	DefaultChangeThreshold = 0.1
+	// DefaultMinLifetime is updater.DefaultMinPodAge.
+	DefaultMinLifetime = updater.DefaultMinPodAge
+	// DefaultReplacementsPerMinute is the cluster-wide replacement rate limit: the
+	// updater's default eviction rate (updater.DefaultEvictionRate, per second) per minute.
+	DefaultReplacementsPerMinute = updater.DefaultEvictionRate * 60
+	// DefaultChangeThreshold is updater.DefaultThreshold.
+	DefaultChangeThreshold = updater.DefaultThreshold
+	// DefaultNearLimit is updater.DefaultNearLimit.
+	DefaultNearLimit = updater.DefaultNearLimit
 )
 
 // Options configure a simulation. Zero values take the documented defaults.
@@ -82,21 +83,26 @@ type Options struct {
 
 // UpdaterOptions are the updater's rules in the simulation.
 type UpdaterOptions struct {
-	// MinLifetime is how long a pod runs before it may be replaced (default
-	// DefaultMinLifetime; negative: no minimum). Urgent growth ignores it.
+	// MinLifetime is how old a pod inside its bounds must be before it is replaced for
+	// being ChangeThreshold or more from its target (updater.Rules.MinPodAge; default
+	// DefaultMinLifetime; negative: no minimum). Bounds and protective growth ignore it.
 	MinLifetime time.Duration
 	// ReplacementsPerMinute is the cluster-wide rate limit (default
 	// DefaultReplacementsPerMinute; negative: unlimited). Urgent growth goes first.
 	ReplacementsPerMinute float64
 	// ChangeThreshold is the relative difference from the target, ratio, at which a pod
-	// inside its bounds is replaced (default DefaultChangeThreshold). For compute it is
-	// at least 10m (one histogram bucket).
+	// inside its bounds is replaced (updater.Rules.Threshold; default
+	// DefaultChangeThreshold).
 	ChangeThreshold float64
+	// NearLimit is the observed memory peak ÷ allocated memory, ratio, from which memory
+	// growth is protective (updater.Rules.NearLimit; default DefaultNearLimit).
+	NearLimit float64
 	// ResizeWindows, when set, restrict replacements that shrink memory or compute to
 	// these windows (cron schedules in github.com/robfig/cron/v3 syntax).
 	ResizeWindows []gpufracv1.ResizeWindow
-	// UrgentGrowth lets replacements that grow memory skip the minimum lifetime and the
-	// resize windows (default true, as the API's updatePolicy.urgentGrowth).
+	// UrgentGrowth lets protective growth (an out-of-memory exit, a peak near the
+	// limit) skip the minimum lifetime and the resize windows (default true, as the
+	// API's updatePolicy.urgentGrowth).
 	UrgentGrowth *bool
 	// MinReplicas is the fewest running pods a workload must have for one to be
 	// replaced (default 1; the API's default is 2, which would freeze single-replica
@@ -131,6 +137,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if u.ChangeThreshold <= 0 {
 		u.ChangeThreshold = DefaultChangeThreshold
+	}
+	if u.NearLimit <= 0 {
+		u.NearLimit = DefaultNearLimit
 	}
 	if u.UrgentGrowth == nil {
 		t := true
@@ -196,8 +205,8 @@ type PolicyResult struct {
 	PodMinutes float64 `json:"podMinutes"`
 	// GPUsPerPod is GPUMinutes / PodMinutes: the ratio to one GPU per pod.
 	GPUsPerPod float64 `json:"gpusPerPod"`
-	// VsClairvoyant is GPUMinutes / the clairvoyant policy's GPUMinutes (0 when the
-	// clairvoyant policy was not simulated).
+	// VsClairvoyant is GPUMinutes / the clairvoyant-memory policy's GPUMinutes (the
+	// true-peak-memory bound; 0 when that policy was not simulated).
 	VsClairvoyant float64 `json:"vsClairvoyant"`
 	// PeakGPUs is the most GPUs held at once.
 	PeakGPUs int `json:"peakGPUs"`
@@ -281,6 +290,7 @@ type polState struct {
 	placedAt []int
 	cold     []bool
 	partial  []bool // allocation from a recommendation below full confidence
+	oomAt    []int  // last step the pod ran over its memory allocation, -1 when never
 	tokens   float64
 	memUtil  float64
 	cpuUtil  float64
@@ -310,6 +320,9 @@ func Run(tr *trace.Trace, opts Options) (*Result, error) {
 		return nil, fmt.Errorf("warm-up %s covers the whole trace (%d steps of %s)", opts.WarmUp, tl.steps, step)
 	}
 	capacity := opts.GPUMemoryBytes
+	// The updater's per-pod rules, as cmd/updater sets them from its flags.
+	rules := updater.Rules{Threshold: opts.Updater.ChangeThreshold, MinPodAge: opts.Updater.MinLifetime,
+		NearLimit: opts.Updater.NearLimit, UrgentGrowth: *opts.Updater.UrgentGrowth}
 	whole := packing.Alloc{MemoryBytes: capacity, ComputeMilli: 1000}
 	stepMin := step.Minutes()
 
@@ -340,9 +353,9 @@ func Run(tr *trace.Trace, opts Options) (*Result, error) {
 		}
 		n := len(tl.runs)
 		ps := &polState{spec: spec, res: &PolicyResult{Policy: name}, pk: packing.New(capacity),
-			applied: make([]packing.Alloc, n), on: make([]int, n), placedAt: make([]int, n), cold: make([]bool, n), partial: make([]bool, n)}
+			applied: make([]packing.Alloc, n), on: make([]int, n), placedAt: make([]int, n), cold: make([]bool, n), partial: make([]bool, n), oomAt: make([]int, n)}
 		for i := range ps.on {
-			ps.on[i] = -1
+			ps.on[i], ps.oomAt[i] = -1, -1
 		}
 		states = append(states, ps)
 	}
@@ -460,7 +473,7 @@ func Run(tr *trace.Trace, opts Options) (*Result, error) {
 				continue
 			}
 			ps.refillTokens(opts.Updater.ReplacementsPerMinute, stepMin)
-			for _, c := range candidates(ps, tl, alive, replicas, k, windows, opts.Updater, capacity) {
+			for _, c := range candidates(ps, tl, alive, replicas, k, windows, rules, opts.Updater.MinReplicas) {
 				if !ps.takeToken(opts.Updater.ReplacementsPerMinute) {
 					break
 				}
@@ -482,7 +495,7 @@ func Run(tr *trace.Trace, opts Options) (*Result, error) {
 	}
 	var clair float64
 	for _, ps := range states {
-		if ps.spec.kind == kindClairvoyant {
+		if ps.spec.kind == kindClairvoyantMemory {
 			clair = float64(ps.steps.gpu)
 		}
 	}
@@ -533,6 +546,10 @@ func evaluate(ps *polState, tl *timeline, d *detail, pi, k int, capacity int64) 
 			sc += c
 			a := ps.applied[i].MemoryBytes
 			if m > float64(a) {
+				if os.Getenv("SIMDEBUG") != "" && ps.spec.name == PolicyGPUFrac {
+					fmt.Fprintf(os.Stderr, "overrun %s k=%d m=%.2f a=%.2f placed=%d\n", tl.runs[i].name, k, m/(1<<30), float64(a)/(1<<30), ps.placedAt[i])
+				}
+				ps.oomAt[i] = k
 				ps.steps.podOver++
 				d.overrun[pi][i]++
 				if ps.partial[i] {
@@ -569,40 +586,41 @@ type candidate struct {
 }
 
 // candidates returns the pods of an adaptive policy that the updater replaces at the end
-// of step k, most urgent first: memory growth, then the largest relative change. A
-// cold-start pod whose allocation already matches its recommendation stops counting as
-// cold.
-func candidates(ps *polState, tl *timeline, alive, replicas []int, k int, windows updater.Windows, u UpdaterOptions, capacity int64) []candidate {
+// of step k, most urgent first, then the largest relative change of memory. The decision
+// is the updater's own: updater.Evaluate on the pod's allocation, its age and its last
+// out-of-memory exit (a step over its memory allocation, which an enforcing backend ends
+// with an OOM kill), then updater.Admissible for the resize windows. A cold-start pod
+// stops counting as cold once its workload's recommendation is confident.
+func candidates(ps *polState, tl *timeline, alive, replicas []int, k int, windows updater.Windows, rules updater.Rules, minReplicas int) []candidate {
 	var out []candidate
 	inWindow := windows.State(tl.stepEnd(k)).Open
 	for _, i := range alive {
 		r := &tl.runs[i]
-		if r.end <= k || replicas[r.workload] < u.MinReplicas {
+		if r.end <= k || replicas[r.workload] < minReplicas {
 			continue
 		}
 		dec := ps.spec.sizer.decision(r.wc)
 		if !dec.ok {
 			continue
 		}
-		need, grow, shrink, mag := compare(ps.applied[i], dec, u.ChangeThreshold, capacity)
-		if !need {
-			// The pod already has what the recommendation asks for (a cold-start
-			// pod whose recommendation is Exclusive): it is no longer cold.
-			if ps.cold[i] {
-				ps.cold[i], ps.partial[i] = false, !dec.full
-			}
+		if ps.cold[i] {
+			// The recommendation is confident now: the pod's whole GPU is no longer
+			// the cold-start allocation but an allocation the updater judges.
+			ps.cold[i], ps.partial[i] = false, !dec.full
+		}
+		a := ps.applied[i]
+		name := r.id.Container
+		alloc := updater.PodAllocation{Containers: map[string]updater.Alloc{name: {Memory: a.MemoryBytes, Compute: a.ComputeMilli}}}
+		facts := updater.PodFacts{Age: time.Duration(k+1-ps.placedAt[i]) * tl.step}
+		if ps.oomAt[i] >= ps.placedAt[i] {
+			facts.OOM = &updater.Termination{Container: name, Reason: "OOMKilled", OOM: true, FinishedAt: tl.stepEnd(ps.oomAt[i])}
+		}
+		need := updater.Evaluate(alloc, map[string]updater.Target{name: dec.target}, facts, rules)
+		if !updater.Admissible(need, inWindow) {
 			continue
 		}
-		urgent := grow && *u.UrgentGrowth
-		if !urgent {
-			if time.Duration(k+1-ps.placedAt[i])*tl.step < u.MinLifetime {
-				continue
-			}
-			if shrink && !inWindow {
-				continue
-			}
-		}
-		out = append(out, candidate{run: i, want: dec.want, partial: !dec.full, urgent: urgent, magnitude: mag})
+		mag := math.Abs(float64(a.MemoryBytes-dec.want.MemoryBytes)) / float64(max(dec.want.MemoryBytes, 1))
+		out = append(out, candidate{run: i, want: dec.want, partial: !dec.full, urgent: need.Urgent, magnitude: mag})
 	}
 	sort.SliceStable(out, func(a, b int) bool {
 		if out[a].urgent != out[b].urgent {
@@ -614,38 +632,6 @@ func candidates(ps *polState, tl *timeline, alive, replicas []int, k int, window
 		return out[a].run < out[b].run
 	})
 	return out
-}
-
-// compare applies the updater's rule to an allocation a: replace when a is outside the
-// decision's bounds or differs from its target by threshold or more (compute: at least
-// 10m). It also says whether the replacement grows memory, shrinks anything, and by
-// how much (sum of relative changes).
-func compare(a packing.Alloc, d decision, threshold float64, capacity int64) (need, grow, shrink bool, mag float64) {
-	rel := func(x, t int64) float64 {
-		if t == 0 {
-			if x == 0 {
-				return 0
-			}
-			return 1
-		}
-		return math.Abs(float64(x-t)) / float64(t)
-	}
-	if d.exclusive {
-		need = a != d.want
-		return need, need && a.MemoryBytes < capacity, false, rel(a.MemoryBytes, d.want.MemoryBytes)
-	}
-	need = a.MemoryBytes < d.lower.MemoryBytes || a.MemoryBytes > d.upper.MemoryBytes ||
-		rel(a.MemoryBytes, d.want.MemoryBytes) >= threshold
-	mag = rel(a.MemoryBytes, d.want.MemoryBytes)
-	shrink = d.want.MemoryBytes < a.MemoryBytes
-	if d.checkCompute {
-		tol := math.Max(threshold*float64(d.want.ComputeMilli), 10)
-		need = need || a.ComputeMilli < d.lower.ComputeMilli || a.ComputeMilli > d.upper.ComputeMilli ||
-			math.Abs(float64(a.ComputeMilli-d.want.ComputeMilli)) >= tol
-		mag += rel(a.ComputeMilli, d.want.ComputeMilli)
-		shrink = shrink || d.want.ComputeMilli < a.ComputeMilli
-	}
-	return need, d.want.MemoryBytes > a.MemoryBytes, shrink, mag
 }
 
 // takeToken takes one replacement from the rate limiter; it reports false when none

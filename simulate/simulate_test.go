@@ -116,8 +116,13 @@ func TestContentionMinute(t *testing.T) {
 	if c.GPUMinutes != 6 || c.ContentionPodMinutes != 0 || c.PeakGPUs != 2 {
 		t.Errorf("clairvoyant: GPU-minutes %v contention %v peak %d, want 6, 0, 2", c.GPUMinutes, c.ContentionPodMinutes, c.PeakGPUs)
 	}
-	if ts := got[TimeSlicing(2)]; !near(ts.VsClairvoyant, 0.5) {
-		t.Errorf("time-slicing-2 vs clairvoyant %v, want 0.5", ts.VsClairvoyant)
+	// VsClairvoyant divides by clairvoyant-memory, which time-slicing-2 matches here;
+	// clairvoyant-peak holds twice as many GPU-minutes.
+	if ts := got[TimeSlicing(2)]; !near(ts.VsClairvoyant, 1) {
+		t.Errorf("time-slicing-2 vs clairvoyant-memory %v, want 1", ts.VsClairvoyant)
+	}
+	if !near(c.VsClairvoyant, 2) {
+		t.Errorf("clairvoyant-peak vs clairvoyant-memory %v, want 2", c.VsClairvoyant)
 	}
 }
 
@@ -168,11 +173,13 @@ func TestGapSplitsPod(t *testing.T) {
 	}
 }
 
-// gpufracOptions runs gpufrac with full confidence after 2h of history, so confidence
-// reaches the 0.5 threshold after one hour.
+// gpufracOptions runs gpufrac on a compressed time scale: full confidence after 2h of
+// history, so confidence reaches the 0.5 threshold after one hour, and a minimum pod age
+// of 1h instead of the updater's 12h.
 func gpufracOptions() Options {
 	return Options{GPUMemoryBytes: 80 * gib, Policies: []string{PolicyGPUFrac},
-		Recommender: recommender.Config{Estimator: estimate.Config{FullConfidenceHistory: 2 * time.Hour}}}
+		Recommender: recommender.Config{Estimator: estimate.Config{FullConfidenceHistory: 2 * time.Hour}},
+		Updater:     UpdaterOptions{MinLifetime: time.Hour}}
 }
 
 // TestColdStartThenShrink: two workloads of 20 GiB start on whole GPUs. At the end of
@@ -191,16 +198,18 @@ func TestColdStartThenShrink(t *testing.T) {
 	}{
 		// Minutes 1-60 on two GPUs, 61-120 on one.
 		{"defaults", func(*Options) {}, 2*60 + 60, 120},
-		// The minimum lifetime holds both until the end of minute 90.
-		{"min lifetime 90m", func(o *Options) { o.Updater.MinLifetime = 90 * time.Minute }, 2*90 + 30, 180},
+		// The minimum lifetime holds both until the end of minute 90; from minute 61
+		// the recommendation is confident, so the whole GPUs are no longer cold starts.
+		{"min lifetime 90m", func(o *Options) { o.Updater.MinLifetime = 90 * time.Minute }, 2*90 + 30, 120},
 		// One replacement per minute: a at the end of minute 60 (onto a new GPU while b
-		// still fills its own), b at the end of minute 61 (next to a).
-		{"rate limit 1/min", func(o *Options) { o.Updater.ReplacementsPerMinute = 1 }, 2*61 + 59, 121},
+		// still fills its own), b at the end of minute 61 (next to a); cold starts end at
+		// minute 60 for both.
+		{"rate limit 1/min", func(o *Options) { o.Updater.ReplacementsPerMinute = 1 }, 2*61 + 59, 120},
 		// Shrinking waits for the window at 00:30-00:40 of each hour: 01:30, the end of
-		// minute 90.
+		// minute 90 (cold starts end at minute 60, as above).
 		{"resize window", func(o *Options) {
 			o.Updater.ResizeWindows = []gpufracv1.ResizeWindow{{Schedule: "30 * * * *", Duration: metav1.Duration{Duration: 10 * time.Minute}}}
-		}, 2*90 + 30, 180},
+		}, 2*90 + 30, 120},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -238,16 +247,26 @@ func TestUrgentGrowth(t *testing.T) {
 		t.Errorf("allocation changes %+v: want whole GPU at 0, a fraction at 60, ≥ 34.5 GiB at 71", ch)
 	}
 
-	// Without urgent growth the minimum lifetime (1h from minute 61) holds the pod.
-	o := gpufracOptions()
-	no := false
-	o.Updater.UrgentGrowth = &no
-	res, err = Run(&tr, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if g := res.Policies[0]; g.Replacements != 1 || g.PodLimitOverrunMinutes != 20 {
-		t.Errorf("no urgent growth: replacements %d overrun %v, want 1, 20", g.Replacements, g.PodLimitOverrunMinutes)
+	// A resize window open 00:00-01:05 lets the shrink at minute 60 through; the growth
+	// at minute 71 is protective (the pod ran out of memory), so it goes ahead outside
+	// the window, unless urgentGrowth is off: then it waits for the next window (the next
+	// day) and the pod overruns for the last 20 minutes.
+	window := []gpufracv1.ResizeWindow{{Schedule: "0 0 * * *", Duration: metav1.Duration{Duration: 65 * time.Minute}}}
+	for _, urgent := range []bool{true, false} {
+		o := gpufracOptions()
+		o.Updater.ResizeWindows = window
+		o.Updater.UrgentGrowth = &urgent
+		res, err = Run(&tr, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantRepl, wantOver := 2, 1.0
+		if !urgent {
+			wantRepl, wantOver = 1, 20
+		}
+		if g := res.Policies[0]; g.Replacements != wantRepl || g.PodLimitOverrunMinutes != wantOver {
+			t.Errorf("urgent growth %v: replacements %d overrun %v, want %d, %v", urgent, g.Replacements, g.PodLimitOverrunMinutes, wantRepl, wantOver)
+		}
 	}
 }
 

@@ -8,6 +8,22 @@ import (
 	"github.com/gpufrac/gpufrac/admission"
 )
 
+// Defaults of Config, shared with cmd/updater's flags and the simulator.
+const (
+	// DefaultMinPodAge is the age a pod inside its bounds must reach before it is
+	// replaced for being off target: VPA's updater's podLifetimeUpdateThreshold (12h).
+	DefaultMinPodAge = 12 * time.Hour
+	// DefaultThreshold is the relative difference from the target that makes an old
+	// enough pod out of date, ratio: VPA's updater's 10 % (minChangePriority).
+	DefaultThreshold = 0.1
+	// DefaultNearLimit is the observed memory peak ÷ applied memory, ratio, from which
+	// memory growth is urgent (VPA has none: it reacts to OOMs only).
+	DefaultNearLimit = 0.9
+	// DefaultEvictionRate is the cluster-wide eviction rate, evictions per second (one
+	// every 10 s).
+	DefaultEvictionRate = 0.1
+)
+
 // Config holds the updater's settings; cmd/updater maps flags onto it. The zero value
 // plus WithDefaults is usable.
 type Config struct {
@@ -84,16 +100,16 @@ func (c Config) WithDefaults() Config {
 		c.MinPodAge = 0
 	}
 	if c.Threshold <= 0 {
-		c.Threshold = 0.1
+		c.Threshold = DefaultThreshold
 	}
 	if c.NearLimit <= 0 {
-		c.NearLimit = 0.9
+		c.NearLimit = DefaultNearLimit
 	}
 	if c.MaxInFlight <= 0 || c.MaxInFlight > 1 {
 		c.MaxInFlight = 0.5
 	}
 	if c.EvictionRate == 0 {
-		c.EvictionRate = 0.1
+		c.EvictionRate = DefaultEvictionRate
 	}
 	if c.EvictionBurst <= 0 {
 		c.EvictionBurst = 1

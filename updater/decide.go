@@ -28,7 +28,8 @@ type Target struct {
 
 // TargetsOf converts a recommendation's container recommendations into Targets, keeping
 // only containers whose policy mode is not Off, and the resources each policy controls
-// (as the admission webhook does).
+// (as the admission webhook does); compute only where the recommendation partitions it
+// (ContainerRecommendation.PartitionsCompute).
 func TargetsOf(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionRecommendation) map[string]Target {
 	out := map[string]Target{}
 	if gfr == nil {
@@ -46,7 +47,7 @@ func TargetsOf(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionR
 			Memory: bytesOf(r.Target.Memory), LowerMemory: bytesOf(r.LowerBound.Memory), UpperMemory: bytesOf(r.UpperBound.Memory),
 			Compute: milliOf(r.Target.Compute), LowerCompute: milliOf(r.LowerBound.Compute), UpperCompute: milliOf(r.UpperBound.Compute),
 			PeakMemory:     bytesOf(r.ObservedPeakMemory),
-			ControlsMemory: pol.Controls(gpufracv1.ResourceMemory), ControlsCompute: pol.Controls(gpufracv1.ResourceCompute),
+			ControlsMemory: pol.Controls(gpufracv1.ResourceMemory), ControlsCompute: pol.Controls(gpufracv1.ResourceCompute) && r.PartitionsCompute(),
 		}
 		out[r.ContainerName] = t
 	}
@@ -136,6 +137,8 @@ type PodFacts struct {
 //
 //   - memory or compute below the lower bound, or below the target by Threshold or more
 //     when the pod is older than MinPodAge or the growth is protective → grow;
+//   - memory used up (an out-of-memory exit, or an observed peak at or above the
+//     allocation) and below the target by any amount → grow (protective);
 //   - above the upper bound, or (older than MinPodAge) above the target by Threshold
 //     or more → shrink, unless the guardrail holds or is breached, the floor is above the
 //     target, or (compute) a GPU horizontal autoscaler holds compute;
@@ -200,9 +203,14 @@ func Evaluate(alloc PodAllocation, targets map[string]Target, facts PodFacts, r 
 			oom := x.isMemory && facts.OOM != nil
 			near := x.isMemory && t.PeakMemory >= 0 && x.applied > 0 && float64(t.PeakMemory) >= r.NearLimit*float64(x.applied)
 			protective := oom || near || r.Guardrail == GuardrailBreached
+			// Memory already used up to (or past) the allocation: any larger target
+			// grows, however small the step, since the next byte is a crash.
+			over := oom || (x.isMemory && t.PeakMemory >= 0 && t.PeakMemory >= x.applied)
 			var grow, shrink []string
 			if x.lo >= 0 && x.applied < x.lo {
 				grow = append(grow, fmt.Sprintf("%s: %s %s below lower bound %s", name, x.name, x.format(x.applied), x.format(x.lo)))
+			} else if over && x.tgt > x.applied {
+				grow = append(grow, fmt.Sprintf("%s: %s %s used up (observed peak %s) below target %s", name, x.name, x.format(x.applied), x.format(max(t.PeakMemory, x.applied)), x.format(x.tgt)))
 			} else if (old || protective) && x.tgt > x.applied && float64(x.tgt-x.applied) >= r.Threshold*float64(x.tgt) {
 				grow = append(grow, fmt.Sprintf("%s: %s %s below target %s by %s", name, x.name, x.format(x.applied), x.format(x.tgt), pct(x.tgt-x.applied, x.tgt)))
 			}
@@ -252,6 +260,11 @@ func Evaluate(alloc PodAllocation, targets map[string]Target, facts PodFacts, r 
 	}
 	return n
 }
+
+// Admissible reports whether a needed change may be made now under the autoscaler's
+// resize windows: urgent (protective) changes at any time, others only while a window is
+// open. The updater applies it to every pod, and the simulator to every simulated pod.
+func Admissible(n Need, windowOpen bool) bool { return n.Needed() && (windowOpen || n.Urgent) }
 
 func pct(d, of int64) string {
 	if of <= 0 {

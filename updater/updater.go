@@ -606,7 +606,7 @@ func (u *Updater) plan(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler
 			c.skip(recSkip, recMsg)
 		case werr != nil:
 			c.skip(SkipWindowInvalid, werr.Error())
-		case !p.window.Open && !need.Urgent:
+		case !Admissible(need, p.window.Open):
 			c.skip(SkipWindowClosed, "no resize window is open; next opens at "+p.window.NextStart.UTC().Format(time.RFC3339))
 		default:
 			p.cands = append(p.cands, c)

@@ -49,3 +49,14 @@ func (p *ContainerPolicy) Enabled() bool {
 func (p *ContainerPolicy) Controls(res GPUResourceName) bool {
 	return p == nil || len(p.ControlledResources) == 0 || slices.Contains(p.ControlledResources, res)
 }
+
+// PartitionsCompute reports whether a container recommendation's compute target is a
+// share to reserve and enforce: yes for Exclusive and MPS, no for TimeSlicing, whose
+// workloads are bursty or mostly idle and share the GPU's time, so reserving a percentile
+// of their activity would only keep co-tenants apart (compute contention is measured
+// instead: gpufrac_* metrics and the simulator). The admission webhook then writes no
+// compute limit and the updater compares no compute; the target stays in status as the
+// measured need.
+func (r *ContainerRecommendation) PartitionsCompute() bool {
+	return r.SharingMode != SharingModeTimeSlicing
+}

@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/recommender/policy"
 	"github.com/gpufrac/gpufrac/simulate"
 	"github.com/gpufrac/gpufrac/trace"
 )
@@ -35,6 +37,7 @@ type simulateFlags struct {
 	synth                       trace.SynthOptions
 	opts                        simulate.Options
 	headroom                    int32
+	fitHeadroom                 string
 	windowSchedule, windowZone  string
 	windowDuration              time.Duration
 	urgentGrowth                bool
@@ -102,7 +105,9 @@ memory headroom (SVG and/or PNG).`,
 	fl.DurationVar(&f.opts.Recommender.Estimator.FullConfidenceHistory, "full-confidence-history", 24*time.Hour, "history length at which confidence reaches 1")
 	fl.DurationVar(&f.opts.Recommender.History.MemoryAggregationInterval, "memory-aggregation-interval", time.Hour, "interval of one gpufrac memory peak")
 	fl.Int32Var(&f.headroom, "memory-headroom-percent", 15, "gpufrac memory headroom on top of the estimate and the recent peak, percent (the autoscaler's memoryHeadroomPercent)")
-	fl.DurationVar(&f.opts.Updater.MinLifetime, "min-lifetime", simulate.DefaultMinLifetime, "minimum pod age before the updater replaces it (urgent memory growth excepted; 0: none)")
+	fl.StringVar(&f.fitHeadroom, "fit-memory-headroom", resource.NewQuantity(policy.DefaultFitMemoryHeadroomBytes, resource.BinarySI).String(), "least room above the recent memory peak for rounding a memory target down to a whole share of one GPU, as the recommender's --fit-memory-headroom (0: off)")
+	fl.DurationVar(&f.opts.Updater.MinLifetime, "min-lifetime", simulate.DefaultMinLifetime, "age a pod inside its bounds must reach before it is replaced for being off target, as the updater's --min-pod-age (bounds and protective growth excepted; 0: none)")
+	fl.Float64Var(&f.opts.Updater.NearLimit, "near-limit", simulate.DefaultNearLimit, "observed memory peak ÷ allocated memory (ratio) from which growth is protective, as the updater's --near-limit")
 	fl.Float64Var(&f.opts.Updater.ReplacementsPerMinute, "replacements-per-minute", simulate.DefaultReplacementsPerMinute, "cluster-wide replacement rate limit (negative: unlimited)")
 	fl.Float64Var(&f.opts.Updater.ChangeThreshold, "change-threshold", simulate.DefaultChangeThreshold, "replace a pod inside its bounds when its allocation differs from the target by this ratio")
 	fl.StringVar(&f.windowSchedule, "resize-window-schedule", "", "cron schedule of a resize window (e.g. \"0 2 * * *\"): shrinking replacements only inside it (default: any time)")
@@ -149,6 +154,14 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 			return fmt.Errorf("--memory-headroom-percent %d: want 0-200", f.headroom)
 		}
 		f.opts.MemoryHeadroomPercent = &f.headroom
+	}
+	fitQ, err := resource.ParseQuantity(f.fitHeadroom)
+	if err != nil || fitQ.Sign() < 0 {
+		return fmt.Errorf("--fit-memory-headroom %q: want a quantity such as 2Gi, or 0", f.fitHeadroom)
+	}
+	f.opts.Recommender.Policy.FitMemoryHeadroomBytes = fitQ.AsApproximateFloat64()
+	if fitQ.IsZero() {
+		f.opts.Recommender.Policy.FitMemoryHeadroomBytes = -1 // off
 	}
 	if f.opts.Recommender.LowConfidence < 0 || f.opts.Recommender.LowConfidence > 1 {
 		return fmt.Errorf("--low-confidence %v: want 0-1", f.opts.Recommender.LowConfidence)

@@ -28,6 +28,7 @@ import (
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/prom"
 	"github.com/gpufrac/gpufrac/recommender"
+	"github.com/gpufrac/gpufrac/recommender/policy"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
 	"github.com/gpufrac/gpufrac/workload"
 )
@@ -63,6 +64,7 @@ func run() error {
 	flag.Float64Var(&cfg.LowConfidence, "low-confidence", 0, "Confidence ratio 0–1 under which LowConfidence is set (default 0.5).")
 	flag.Float64Var(&cfg.Estimator.ComputeMargin, "compute-margin", 0, "Safety margin on compute, ratio (default 0.15, VPA's).")
 	flag.Float64Var(&cfg.Policy.GuardrailComputeStep, "guardrail-compute-step", 0, "Compute added per cycle while the latency guardrail is breached, share of one GPU (default 0.1).")
+	fitHeadroom := flag.String("fit-memory-headroom", resource.NewQuantity(policy.DefaultFitMemoryHeadroomBytes, resource.BinarySI).String(), "Least room above the recent memory peak for rounding a memory target down to a whole share of one GPU (½, ⅓, …), a quantity; 0 turns packing-aware sizing off.")
 	flag.StringVar(&cfg.LabelMode, "label-mode", "auto", "How workload labels are read: auto (the --*-label labels, and for series scraped without honor_labels their exported_* copies) or direct (the --*-label labels only).")
 	flag.StringVar(&labels.Namespace, "namespace-label", labels.Namespace, "Label naming a sample's pod namespace.")
 	flag.StringVar(&labels.Pod, "pod-label", labels.Pod, "Label naming a sample's pod.")
@@ -77,6 +79,14 @@ func run() error {
 			return fmt.Errorf("--min-memory %q: want a quantity such as 512Mi", *minMemory)
 		}
 		cfg.Policy.MinMemoryBytes = m.AsApproximateFloat64()
+	}
+	fit, err := resource.ParseQuantity(*fitHeadroom)
+	if err != nil || fit.Sign() < 0 {
+		return fmt.Errorf("--fit-memory-headroom %q: want a quantity such as 2Gi, or 0", *fitHeadroom)
+	}
+	cfg.Policy.FitMemoryHeadroomBytes = fit.AsApproximateFloat64()
+	if fit.IsZero() {
+		cfg.Policy.FitMemoryHeadroomBytes = -1 // off
 	}
 	q, err := resource.ParseQuantity(*gpuMemory)
 	if err != nil || q.Sign() <= 0 {

@@ -59,7 +59,7 @@ func run() error {
 	d := updater.Config{}.WithDefaults()
 	flag.DurationVar(&cfg.Interval, "interval", d.Interval, "Cycle period.")
 	flag.DurationVar(&cfg.WarmUp, "warm-up", 2*time.Minute, "No evictions for this long after start (after winning leader election), so a restart never causes an eviction storm.")
-	flag.DurationVar(&cfg.MinPodAge, "min-pod-age", 12*time.Hour, "Age a pod inside its bounds must reach before it is replaced for being --threshold or more from its target (bounds apply at any age).")
+	flag.DurationVar(&cfg.MinPodAge, "min-pod-age", updater.DefaultMinPodAge, "Age a pod inside its bounds must reach before it is replaced for being --threshold or more from its target (bounds apply at any age).")
 	flag.Float64Var(&cfg.Threshold, "threshold", d.Threshold, "Relative difference from the target (ratio) that makes a pod older than --min-pod-age out of date.")
 	flag.Float64Var(&cfg.NearLimit, "near-limit", d.NearLimit, "Observed memory peak ÷ applied memory (ratio) at which memory growth is urgent (may apply outside resize windows).")
 	flag.Float64Var(&cfg.MaxInFlight, "max-in-flight", d.MaxInFlight, "Share of a workload's pods (ratio 0–1, at least one pod) that may be being replaced at once.")

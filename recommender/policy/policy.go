@@ -33,6 +33,13 @@ type Config struct {
 	GuardrailComputeStep float64
 	// MinCompute is the floor of compute, share of one GPU. Default estimate.DefaultMinCompute.
 	MinCompute float64
+	// FitMemoryHeadroomBytes is the least room, bytes, that packing-aware sizing leaves
+	// above the recent observed memory peak when it rounds a memory target down to a
+	// whole share of the GPU (FitShare). Default 2 GiB: the largest one-minute jump
+	// above a pod's running peak seen in the GenTD26 trace after a day's first hours
+	// (measured on ../shared/data/gentd26) is of that order. Negative disables
+	// packing-aware sizing.
+	FitMemoryHeadroomBytes float64
 	// MinMemoryBytes is the floor of memory, bytes. Default 512 MiB: a CUDA context with
 	// a framework's allocator pools takes 300–500 MiB before any model is loaded, so a
 	// workload that only ever showed less (idle, starting) still gets room to start.
@@ -53,7 +60,32 @@ func (c Config) WithDefaults() Config {
 	def(&c.GuardrailComputeStep, 0.1)
 	def(&c.MinCompute, estimate.DefaultMinCompute)
 	def(&c.MinMemoryBytes, 512*(1<<20))
+	if c.FitMemoryHeadroomBytes == 0 {
+		c.FitMemoryHeadroomBytes = DefaultFitMemoryHeadroomBytes
+	}
 	return c
+}
+
+// DefaultFitMemoryHeadroomBytes is Config.FitMemoryHeadroomBytes' default, bytes.
+const DefaultFitMemoryHeadroomBytes = 2 << 30
+
+// FitShare rounds a memory target (bytes) down to the largest whole share of one GPU
+// (gpuBytes/n, n ≥ 2) below it when the recent observed peak (bytes) plus minRoom
+// (bytes) still fits that share. What users pay for is whole GPUs: a target a few
+// percent above half a GPU keeps a second tenant off it, so rounding to the half is
+// worth it whenever the evidence (the peak) leaves room. It returns the target
+// unchanged when no share fits, when the target is already a share or less than the
+// peak plus minRoom, or when minRoom is negative (disabled).
+func FitShare(target, peak, minRoom, gpuBytes float64) float64 {
+	if minRoom < 0 || target <= 0 || gpuBytes <= 0 || target >= gpuBytes {
+		return target
+	}
+	n := math.Floor(gpuBytes/target) + 1
+	share := math.Floor(gpuBytes / n / (1 << 20)) * (1 << 20) // whole MiB, as written
+	if share < target && peak+minRoom <= share {
+		return share
+	}
+	return target
 }
 
 // Guardrail is the state of the workload's latency objective.
@@ -104,6 +136,12 @@ func (c Config) Recommend(name string, est estimate.Estimate, cp *gpufracv1.Cont
 		return estimate.Resources{MemoryBytes: clamp(r.MemoryBytes, memMin, memMax), Compute: clamp(r.Compute, cpuMin, cpuMax)}
 	}
 	target, lower, upper = capR(target), capR(lower), capR(upper)
+	if est.HasMemory {
+		// Packing-aware size: round down to a whole share of the GPU when the peak
+		// leaves room, never under the policy's minimum.
+		target.MemoryBytes = math.Max(memMin, FitShare(target.MemoryBytes, est.RecentPeakBytes, c.FitMemoryHeadroomBytes, c.GPUMemoryBytes))
+		lower.MemoryBytes = math.Min(lower.MemoryBytes, target.MemoryBytes)
+	}
 
 	if prev != nil && g != GuardrailOK {
 		// Never shrink while the latency objective is breached or near.
