@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/gpufrac/gpufrac/admission"
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/recommender/history"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
@@ -84,8 +85,16 @@ func (r *Recommender) reconcile(ctx context.Context, e *entry, primary bool, loa
 		set(gpufracv1.ConditionConfigUnsupported, true, reason, e.targetErr.Error())
 	case !primary:
 		msg := fmt.Sprintf("another GPUFractionAutoscaler already targets %s %s", gfa.Spec.TargetRef.Kind, gfa.Spec.TargetRef.Name)
+		if e.winner != nil {
+			msg = admission.DuplicateMessage(gfa, e.winner, gfa.Spec.TargetRef.Kind, gfa.Spec.TargetRef.Name)
+		}
 		r.eventOnChange(old.Status.Conditions, gfa, ReasonDuplicateTarget, msg)
 		set(gpufracv1.ConditionConfigUnsupported, true, ReasonDuplicateTarget, msg)
+		// Nothing of the duplicate may be applied: no container recommendations (the
+		// webhook and the updater also ignore it, in case an old status is read).
+		st.ContainerRecommendations = nil
+		st.Memory, st.Compute, st.SharingMode, st.ConfidencePercent = nil, nil, "", nil
+		set(gpufracv1.ConditionRecommendationProvided, false, ReasonDuplicateTarget, msg)
 	default:
 		set(gpufracv1.ConditionConfigUnsupported, false, ReasonConfigOK, "target resolved")
 		if e.pods == 0 {

@@ -57,6 +57,9 @@ const (
 	SkipReplacementUnchanged = "replacement-unchanged"
 	// SkipInPlaceError: an in-place change failed (retried next cycle).
 	SkipInPlaceError = "in-place-error"
+	// SkipDuplicateTarget: an older autoscaler (admission.Precedes) targets the same
+	// workload and is in charge; this one is ignored.
+	SkipDuplicateTarget = "duplicate-target"
 )
 
 // Results: the result label of gpufrac_updater_evictions_total and

@@ -172,7 +172,7 @@ type plan struct {
 	ref      workload.Ref
 	mode     gpufracv1.UpdateMode
 	backend  gpufracv1.BackendType
-	budget   Budget
+	wl       *workloadCycle // shared by every autoscaler of the workload
 	cands    []*candidate
 	updates  []*candidate
 	acted    bool
@@ -181,7 +181,20 @@ type plan struct {
 	window   WindowState
 	rollback string // event note when a rollback happened this cycle
 	held     []HorizontalScaler
-	refused  string // the Eviction API's refusal of another pod this cycle
+}
+
+// workloadCycle is one workload's state in a cycle, shared by every autoscaler that
+// targets it, so the disruption budget is the workload's, not the autoscaler's.
+type workloadCycle struct {
+	budget  Budget
+	counted bool   // budget computed
+	refused string // the Eviction API's refusal of another pod this cycle
+}
+
+// resolved is an autoscaler's target, resolved once per cycle.
+type resolved struct {
+	ref workload.Ref
+	err error
 }
 
 // candidate is one out-of-date pod.
@@ -222,13 +235,40 @@ func (u *Updater) RunOnce(ctx context.Context) error {
 	seen := map[types.UID]bool{}
 	refs := map[workload.Ref]bool{}
 	outOfDate := 0
+	// Resolve every target first: of several autoscalers on one workload the oldest is
+	// in charge (admission.Precedes, as in the recommender and the webhook).
+	targetsOf := map[types.UID]resolved{}
+	inCharge := map[workload.Ref]*gpufracv1.GPUFractionAutoscaler{}
+	for i := range list.Items {
+		gfa := &list.Items[i]
+		if gfa.DeletionTimestamp != nil {
+			continue
+		}
+		ref, err := workload.Resolve(ctx, u.Client, u.Scale, gfa.Namespace, gfa.Spec.TargetRef)
+		targetsOf[gfa.UID] = resolved{ref: ref, err: err}
+		if err != nil {
+			continue
+		}
+		if cur := inCharge[ref]; cur == nil || admission.Precedes(gfa, cur) {
+			inCharge[ref] = gfa
+		}
+	}
+	workloads := map[workload.Ref]*workloadCycle{}
 	for i := range list.Items {
 		gfa := &list.Items[i]
 		seen[gfa.UID] = true
 		if gfa.DeletionTimestamp != nil {
 			continue // being deleted (with its namespace, often): nothing to apply
 		}
-		p, err := u.plan(ctx, gfa, now, podsByNS)
+		t := targetsOf[gfa.UID]
+		var winner *gpufracv1.GPUFractionAutoscaler
+		if t.err == nil {
+			winner = inCharge[t.ref]
+			if workloads[t.ref] == nil {
+				workloads[t.ref] = &workloadCycle{}
+			}
+		}
+		p, err := u.plan(ctx, gfa, now, podsByNS, t, winner, workloads[t.ref])
 		if err != nil {
 			return err
 		}
@@ -408,7 +448,12 @@ func (u *Updater) recommendation(ctx context.Context, gfa *gpufracv1.GPUFraction
 
 // plan evaluates one autoscaler: windows, target, pods, guardrails and rollback, and
 // the per-pod decisions; pods that pass the workload-level gates become candidates.
-func (u *Updater) plan(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler, now time.Time, podsByNS map[string][]corev1.Pod) (*plan, error) {
+//
+// target is the autoscaler's resolved target; winner is the autoscaler in charge of the
+// workload (nil when the target did not resolve): when it is another one, this autoscaler
+// is ignored (SkipDuplicateTarget). wl is the workload's shared state in this cycle.
+func (u *Updater) plan(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler, now time.Time, podsByNS map[string][]corev1.Pod,
+	target resolved, winner *gpufracv1.GPUFractionAutoscaler, wl *workloadCycle) (*plan, error) {
 	log := klog.FromContext(ctx).WithValues("autoscaler", klog.KObj(gfa))
 	cfg := u.Config
 	p := &plan{gfa: gfa, mode: gfa.Spec.EffectiveUpdateMode()}
@@ -451,12 +496,19 @@ func (u *Updater) plan(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler
 		st.NextWindowStart = secs(p.window.NextStart)
 	}
 
-	ref, err := workload.Resolve(ctx, u.Client, u.Scale, gfa.Namespace, gfa.Spec.TargetRef)
+	ref, err := target.ref, target.err
 	p.ref = ref
 	if err != nil {
 		if p.mode != gpufracv1.UpdateModeOff {
 			p.blockR, p.blockMsg = SkipTargetUnresolved, err.Error()
 		}
+		return p, nil
+	}
+	p.wl = wl
+	if winner != nil && winner.UID != gfa.UID {
+		// Another autoscaler is in charge: nothing of this one is applied or reported
+		// as pending, whatever its recommendation says.
+		p.blockR, p.blockMsg = SkipDuplicateTarget, admission.DuplicateMessage(gfa, winner, gfa.Spec.TargetRef.Kind, gfa.Spec.TargetRef.Name)
 		return p, nil
 	}
 	pods, err := u.podsOf(ctx, ref, podsByNS)
@@ -552,7 +604,9 @@ func (u *Updater) plan(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler
 	for _, e := range awaited {
 		evicted[e.evicted] = true
 	}
-	p.budget = NewBudget(pods, len(awaited), evicted, minReplicas(gfa), cfg.MaxInFlight)
+	if !wl.counted {
+		wl.budget, wl.counted = NewBudget(pods, len(awaited), evicted, minReplicas(gfa), cfg.MaxInFlight), true
+	}
 
 	for _, pod := range pods {
 		if pod.DeletionTimestamp != nil || evicted[pod.UID] {
@@ -835,13 +889,13 @@ func (u *Updater) act(ctx context.Context, c *candidate, now time.Time, fresh bo
 		c.skip(r.reason, r.msg+fmt.Sprintf(" (retry at %s)", r.until.UTC().Format(time.RFC3339)))
 		return
 	}
-	if reason, msg := p.budget.Allow(); reason != "" {
+	if reason, msg := p.wl.budget.Allow(); reason != "" {
 		c.skip(reason, msg)
 		return
 	}
-	if p.refused != "" {
+	if p.wl.refused != "" {
 		// The workload's budget refused another pod this cycle; it would refuse this one.
-		c.skip(SkipPDB, p.refused)
+		c.skip(SkipPDB, p.wl.refused)
 		return
 	}
 	if !u.limiter.Allow() {
@@ -869,7 +923,7 @@ func (u *Updater) act(ctx context.Context, c *candidate, now time.Time, fresh bo
 		evictionsTotal.WithLabelValues(ResultRefused).Inc()
 		msg := "eviction refused: " + evictionRefusal(err)
 		u.retry[uid] = retryState{until: now.Add(u.Config.RetryBackoff), reason: SkipPDB, msg: msg}
-		p.refused = msg
+		p.wl.refused = msg
 		c.skip(SkipPDB, msg)
 		u.event(p.gfa, c.pod, corev1.EventTypeWarning, EventEvictionRefused, "Evict", "pod "+c.pod.Name+": "+msg)
 		log.Info("Eviction refused", "reason", msg)
@@ -883,7 +937,7 @@ func (u *Updater) act(ctx context.Context, c *candidate, now time.Time, fresh bo
 		return
 	}
 	evictionsTotal.WithLabelValues(ResultEvicted).Inc()
-	p.budget.Took()
+	p.wl.budget.Took()
 	p.acted = true
 	p.st.LastEvictionTime = secs(now)
 	u.expect[p.ref] = append(u.expect[p.ref], &expectation{at: now, evicted: uid, before: u.knownPods(ctx, p), pod: c.pod.Name})
@@ -1003,7 +1057,7 @@ func (u *Updater) finish(ctx context.Context, p *plan, now time.Time) error {
 		}
 	}
 	switch st.BlockedReason {
-	case SkipAdmissionUnavailable, SkipWindowInvalid, SkipTargetUnresolved, SkipReplacementUnchanged:
+	case SkipAdmissionUnavailable, SkipWindowInvalid, SkipTargetUnresolved, SkipReplacementUnchanged, SkipDuplicateTarget:
 		u.eventOnce(gfa, "blocked", corev1.EventTypeWarning, EventUpdatesBlocked, "Update", "updates blocked ("+st.BlockedReason+"): "+st.BlockedMessage)
 	default:
 		u.forget(gfa, "blocked")
