@@ -278,7 +278,7 @@ type entry struct {
 	ref       workload.Ref
 	targetErr error
 	pods      int
-	podNames  map[string]bool // live pods of the workload
+	podNames  map[string]bool                  // live pods of the workload
 	winner    *gpufracv1.GPUFractionAutoscaler // the autoscaler in charge when this one is a duplicate
 }
 
