@@ -113,6 +113,13 @@ func startUpdater(t *testing.T, namespaces []string, extra ...string) *updProces
 		"--interval=1s",
 		"--warm-up=2s",
 		"--min-pod-age=1h",
+		// Hysteresis at e2e speed: a change inside the bounds must be seen in 3
+		// cycles (3s); no minimum interval between rounds, so suites that move a
+		// recommendation several times are not held for an hour. Tests of the
+		// hysteresis itself pass their own values.
+		"--persist-cycles=3",
+		"--persist-for=0s",
+		"--min-replacement-interval=0s",
 		"--eviction-rate=-1",
 		"--retry-backoff=3s",
 		"--verification-period=5m",

@@ -102,6 +102,7 @@ type Updater struct {
 	written        map[types.UID]*gpufracv1.UpdaterStatus
 	noted          map[types.UID]map[string]string
 	kedaAbsentTill time.Time
+	hyst           *Hysteresis
 }
 
 // retryState is a pod whose eviction failed: not retried before until.
@@ -135,6 +136,7 @@ func New(c client.Client, apiReader client.Reader, cfg Config) *Updater {
 		stuck:     map[workload.Ref]stuckState{},
 		written:   map[types.UID]*gpufracv1.UpdaterStatus{},
 		noted:     map[types.UID]map[string]string{},
+		hyst:      NewHysteresis(cfg.PersistCycles, cfg.PersistFor, cfg.MinReplacementInterval),
 	}
 }
 
@@ -311,6 +313,7 @@ func (u *Updater) RunOnce(ctx context.Context) error {
 			delete(u.expect, r)
 		}
 	}
+	u.hyst.Forget(now.Add(-24 * time.Hour))
 	for r, s := range u.stuck {
 		if !refs[r] || now.After(s.until) {
 			delete(u.stuck, r)
@@ -608,6 +611,24 @@ func (u *Updater) plan(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler
 		wl.budget, wl.counted = NewBudget(pods, len(awaited), evicted, minReplicas(gfa), cfg.MaxInFlight), true
 	}
 
+	// Hysteresis: a change inside the bounds must persist, and rounds of replacements
+	// are spaced (per workload). A restart forgets the rounds; the last action in the
+	// status stands in for the last round's start.
+	hkey := ref.String()
+	if pr := p.prev; pr != nil {
+		for _, t := range []*metav1.Time{pr.LastEvictionTime, pr.LastInPlaceUpdateTime} {
+			if t != nil {
+				u.hyst.Seed(hkey, t.Time)
+			}
+		}
+	}
+	type evaluated struct {
+		pod   *corev1.Pod
+		alloc PodAllocation
+		need  Need
+	}
+	var evals []evaluated
+	var needs []Need
 	for _, pod := range pods {
 		if pod.DeletionTimestamp != nil || evicted[pod.UID] {
 			continue // already going (the cache may not show the eviction yet)
@@ -628,6 +649,14 @@ func (u *Updater) plan(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler
 		if !need.OutOfDate() {
 			continue
 		}
+		evals = append(evals, evaluated{pod: pod, alloc: alloc, need: need})
+		needs = append(needs, need)
+	}
+	if p.mode == gpufracv1.UpdateModeRecreate || p.mode == gpufracv1.UpdateModeInPlaceOrRecreate {
+		u.hyst.Observe(hkey, now, needs, p.window.Start)
+	}
+	for _, ev := range evals {
+		pod, alloc, need := ev.pod, ev.alloc, ev.need
 		st.PodsOutOfDate++
 		c := &candidate{p: p, pod: pod, alloc: alloc, need: need, action: gpufracv1.PodUpdateEvict}
 		if p.mode == gpufracv1.UpdateModeInPlaceOrRecreate && bt == gpufracv1.BackendAnnotations && u.InPlace != nil {
@@ -663,6 +692,10 @@ func (u *Updater) plan(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler
 		case !p.window.Open && !need.Urgent:
 			c.skip(SkipWindowClosed, "no resize window is open; next opens at "+p.window.NextStart.UTC().Format(time.RFC3339))
 		default:
+			if ok, reason, msg := u.hyst.Allow(hkey, now, need); !ok {
+				c.skip(reason, msg)
+				break
+			}
 			p.cands = append(p.cands, c)
 		}
 	}
@@ -855,6 +888,7 @@ func (u *Updater) act(ctx context.Context, c *candidate, now time.Time, fresh bo
 			return
 		default:
 			inPlaceTotal.WithLabelValues(ResultApplied).Inc()
+			u.hyst.Replaced(p.ref.String(), now, c.need)
 			p.acted = true
 			p.st.LastInPlaceUpdateTime = secs(now)
 			if c.need.Shrink {
@@ -937,6 +971,7 @@ func (u *Updater) act(ctx context.Context, c *candidate, now time.Time, fresh bo
 		return
 	}
 	evictionsTotal.WithLabelValues(ResultEvicted).Inc()
+	u.hyst.Replaced(p.ref.String(), now, c.need)
 	p.wl.budget.Took()
 	p.acted = true
 	p.st.LastEvictionTime = secs(now)

@@ -131,6 +131,10 @@ type WindowState struct {
 	// End is when the open windows close (the latest end among those open); zero when
 	// none is open or there are no windows.
 	End time.Time
+	// Start is when the open window opened (the earliest start, among the open windows,
+	// whose activation covers the evaluation time); zero when none is open or there are
+	// no windows. Hysteresis allows one round of replacements per Start.
+	Start time.Time
 	// NextStart is the first start of a window after End when open, after the
 	// evaluation time otherwise; zero without windows.
 	NextStart time.Time
@@ -169,6 +173,9 @@ func (ws Windows) State(t time.Time) WindowState {
 			st.Open = true
 			if end.After(st.End) {
 				st.End = end
+			}
+			if s := w.next(t.Add(-w.duration)); !s.IsZero() && (st.Start.IsZero() || s.Before(st.Start)) {
+				st.Start = s
 			}
 		}
 	}
