@@ -2,6 +2,7 @@ package recommender
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -125,5 +126,139 @@ func TestPartialResponseNeverShrinks(t *testing.T) {
 	}
 	if c := condition(h.gfr(t, "ml", "sd").Status, gpufracv1.ConditionMetricsUnavailable); c == nil || c.Status != metav1.ConditionFalse {
 		t.Errorf("MetricsUnavailable must clear with complete answers: %+v", c)
+	}
+}
+
+// runCycles runs n cycles one minute apart, each after write(now).
+func (h *engineHarness) runCycles(t *testing.T, n int, write func(now time.Time)) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			h.now = h.now.Add(time.Minute)
+		}
+		if write != nil {
+			write(h.now)
+		}
+		if err := h.rec.RunOnce(context.Background()); err != nil {
+			t.Fatalf("cycle %d: %v", i, err)
+		}
+	}
+}
+
+// Kinds 11 and 12 (issue 13): HAMi's utilisation is a percentage in both generations
+// (hami_container_device_utilization_ratio ≥ 2.9, Device_utilization_desc_of_container
+// ≤ 2.8, with the legacy labels), and both generations are read.
+func TestHAMiBothGenerationsPercent(t *testing.T) {
+	objs := append(deployment("ml", "new", 1), deployment("ml", "old", 1)...)
+	objs = append(objs, gfa("ml", "new", "new"), gfa("ml", "old", "old"))
+	h := newEngineHarness(t, objs, metrics.HAMi)
+	pods := podsOf(objs)
+	n := 48 * 120
+	start := h.now.Add(-time.Duration(n-1) * 30 * time.Second)
+	// HAMi ≥ 2.9, as published: bytes, and a 0–100 utilisation.
+	p := pods[0]
+	lbl := func(metric string) map[string]string {
+		return map[string]string{"__name__": metric, "namespace": p.Namespace, "pod": p.Name, "container": "main",
+			"device_uuid": "GPU-0a1b", "vdevice_index": "0", "zone": "vGPU", "instance": "10.0.0.5:9394", "job": "hami-device-plugin"}
+	}
+	h.prom.Add(t, lbl(metrics.HAMiMemory), start, 30*time.Second, promtest.Repeat(10*gib, n)...)
+	h.prom.Add(t, lbl(metrics.HAMiUtilization), start, 30*time.Second, promtest.Repeat(35, n)...)
+	// HAMi ≤ 2.8, as published: legacy names and labels.
+	q := pods[1]
+	legacy := func(metric string) map[string]string {
+		return map[string]string{"__name__": metric, "podnamespace": q.Namespace, "podname": q.Name, "ctrname": "main",
+			"deviceuuid": "GPU-9f8e", "vdeviceid": "0", "instance": "10.0.0.6:9394", "job": "hami-device-plugin"}
+	}
+	h.prom.Add(t, legacy(metrics.HAMiLegacyMemory), start, 30*time.Second, promtest.Repeat(6*gib, n)...)
+	h.prom.Add(t, legacy(metrics.HAMiLegacyUtilization), start, 30*time.Second, promtest.Repeat(20, n)...)
+	h.runCycles(t, 1, nil)
+
+	for _, tc := range []struct {
+		name       string
+		mem, ratio float64
+		source     string
+	}{{"new", 10 * gib, 0.35, metrics.HAMiUtilization}, {"old", 6 * gib, 0.20, metrics.HAMiLegacyUtilization}} {
+		st := h.gfr(t, "ml", tc.name).Status
+		if len(st.ContainerRecommendations) != 1 {
+			t.Fatalf("%s: no recommendation: %+v", tc.name, st.Conditions)
+		}
+		cr := st.ContainerRecommendations[0]
+		if cr.ContainerName != "main" || cr.ComputeSource != tc.source {
+			t.Errorf("%s: container %q source %q", tc.name, cr.ContainerName, cr.ComputeSource)
+		}
+		if cr.Target.Compute == nil {
+			t.Fatalf("%s: no compute target: %+v", tc.name, st.Conditions)
+		}
+		// p90 is the end of the value's 0.01 bucket, ×1.15 margin.
+		if c := cr.Target.Compute.AsApproximateFloat64(); c < tc.ratio*1.15-0.001 || c > (tc.ratio+0.011)*1.15+0.001 {
+			t.Errorf("%s: compute target %v, want ≈ %v×1.15 (a percentage read as such)", tc.name, c, tc.ratio)
+		}
+		if m := cr.Target.Memory.AsApproximateFloat64(); m < tc.mem*1.15 || m > tc.mem*1.15*1.06 {
+			t.Errorf("%s: memory target %v, want within a bucket above %v", tc.name, m, tc.mem*1.15)
+		}
+		if c := condition(st, gpufracv1.ConditionMetricsUnavailable); c == nil || c.Status != metav1.ConditionFalse {
+			t.Errorf("%s: MetricsUnavailable %+v", tc.name, c)
+		}
+	}
+}
+
+// Kinds 3 and 11 (issue 13): a signal whose every sample is impossible (SM_ACTIVE above
+// 1 on every scrape) raises MetricsUnavailable=AllSamplesFiltered naming the metric and
+// its unit, and every dropped sample is counted.
+func TestAllSamplesFilteredIsACondition(t *testing.T) {
+	objs := append(deployment("ml", "sd", 1), gfa("ml", "sd", "sd"))
+	h := newEngineHarness(t, objs, metrics.DCGM{})
+	p := podsOf(objs)[0]
+	n := 48 * 120
+	before := testutil.ToFloat64(metrics.SamplesDropped.WithLabelValues("compute", metrics.DropOutOfRange))
+	addDCGM(t, h.prom, p, "GPU-1", h.now, n, 9000, 1.37)
+	h.runCycles(t, 1, nil)
+	st := h.gfr(t, "ml", "sd").Status
+	c := condition(st, gpufracv1.ConditionMetricsUnavailable)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != gpufracv1.ReasonAllSamplesFiltered ||
+		!strings.Contains(c.Message, metrics.DCGMSMActive+" (ratio)") {
+		t.Fatalf("want MetricsUnavailable=True AllSamplesFiltered naming SM_ACTIVE (ratio), got %+v", c)
+	}
+	if d := testutil.ToFloat64(metrics.SamplesDropped.WithLabelValues("compute", metrics.DropOutOfRange)) - before; d != float64(n) {
+		t.Errorf("samples_dropped_total{compute,out_of_range} += %v, want %d (every sample once)", d, n)
+	}
+	if len(st.ContainerRecommendations) == 1 && st.ContainerRecommendations[0].Target.Compute != nil {
+		t.Errorf("compute recommended from filtered samples: %v", st.ContainerRecommendations[0].Target.Compute)
+	}
+}
+
+// Kind 9 (issue 13): every GPU query empty for several cycles while the pods run: the
+// targets stay and MetricsUnavailable names the gap, not SamplesPresent.
+func TestEmptyWhileRunningIsAGap(t *testing.T) {
+	objs := append(deployment("ml", "sd", 1), gfa("ml", "sd", "sd"))
+	h := newEngineHarness(t, objs, metrics.DCGM{})
+	p := podsOf(objs)[0]
+	addDCGM(t, h.prom, p, "GPU-1", h.now, 48*120, 20000, 0.5)
+	h.runCycles(t, 1, nil)
+	want := h.gfr(t, "ml", "sd").Status.ContainerRecommendations[0]
+	// The exporter stops; the pod keeps running.
+	for i := 1; i <= EmptyCyclesWhileRunning+1; i++ {
+		h.now = h.now.Add(time.Minute)
+		if err := h.rec.RunOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		st := h.gfr(t, "ml", "sd").Status
+		got := st.ContainerRecommendations[0]
+		if got.Target.Compute.Cmp(*want.Target.Compute) != 0 || got.Target.Memory.Cmp(*want.Target.Memory) != 0 {
+			t.Fatalf("cycle %d: targets changed without samples", i)
+		}
+		c := condition(st, gpufracv1.ConditionMetricsUnavailable)
+		if i >= EmptyCyclesWhileRunning {
+			if c == nil || c.Status != metav1.ConditionTrue || c.Reason != gpufracv1.ReasonNoSamplesWhileRunning {
+				t.Fatalf("cycle %d: want NoSamplesWhileRunning, got %+v", i, c)
+			}
+		} else if c.Reason == gpufracv1.ReasonNoSamplesWhileRunning {
+			t.Fatalf("cycle %d: gap raised before %d cycles", i, EmptyCyclesWhileRunning)
+		}
+	}
+	// Samples again: the condition clears.
+	h.runCycles(t, 1, func(now time.Time) { addDCGM(t, h.prom, p, "GPU-1", now, 2, 20000, 0.5) })
+	if c := condition(h.gfr(t, "ml", "sd").Status, gpufracv1.ConditionMetricsUnavailable); c.Status != metav1.ConditionFalse {
+		t.Errorf("gap must clear when samples return: %+v", c)
 	}
 }

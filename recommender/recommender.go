@@ -162,6 +162,7 @@ type Recommender struct {
 // tracking is per-workload bookkeeping.
 type tracking struct {
 	bootstrapped bool
+	gaps         dataGaps // what the loads of this cycle lacked (load.go)
 }
 
 // New returns a recommender with an empty model.

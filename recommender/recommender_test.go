@@ -76,7 +76,8 @@ func (f *fakeProm) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var values map[string]float64
 	source := ""
 	switch {
-	case strings.Contains(q, "kube_pod_owner"), strings.Contains(q, "kube_replicaset_owner"), strings.HasPrefix(q, "count("):
+	case strings.Contains(q, "kube_pod_owner"), strings.Contains(q, "kube_replicaset_owner"), strings.HasPrefix(q, "count("),
+		strings.Contains(q, "changes((timestamp("): // impossible-sample counts: none here
 		values = nil
 	case strings.Contains(q, metrics.DCGMFBUsed):
 		values = f.mem

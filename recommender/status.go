@@ -151,6 +151,13 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 			}
 		}
 	}
+	// A gap in this cycle's data (every sample filtered, or none while pods run): the
+	// written recommendation is kept exactly as it was, as for a failed read.
+	gapReason, gapMsg := r.dataGap(w, e.pods)
+	if gapReason != "" && (len(recs) == 0 || len(old.Status.ContainerRecommendations) > 0) {
+		set(gpufracv1.ConditionMetricsUnavailable, true, gapReason, gapMsg)
+		return
+	}
 	if len(recs) == 0 {
 		reason, msg := ReasonNoSamples, "no GPU samples in Prometheus for the workload's pods"
 		if off > 0 && off == known {
@@ -159,7 +166,11 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 		set(gpufracv1.ConditionMetricsUnavailable, reason != ReasonAllContainersOff, reason, msg)
 		return
 	}
-	set(gpufracv1.ConditionMetricsUnavailable, false, ReasonSamplesPresent, "samples read")
+	if gapReason != "" {
+		set(gpufracv1.ConditionMetricsUnavailable, true, gapReason, gapMsg) // first recommendation, from what was valid
+	} else {
+		set(gpufracv1.ConditionMetricsUnavailable, false, ReasonSamplesPresent, "samples read")
+	}
 	st.ContainerRecommendations = recs
 	st.Attribution = attributionMethod(r.methods[w])
 	summarise(st)

@@ -320,6 +320,58 @@ func (r *Reader) decode(signal Signal, m model.Matrix) []Series {
 	return out
 }
 
+// PodDrops counts impossible samples per pod (namespace, pod) and drop reason.
+type PodDrops map[[2]string]map[string]float64
+
+// Total returns the samples dropped for one pod, all reasons.
+func (d PodDrops) Total(namespace, pod string) float64 {
+	var n float64
+	for _, v := range d[[2]string{namespace, pod}] {
+		n += v
+	}
+	return n
+}
+
+// Record adds the counts to SamplesDropped{signal, reason}.
+func (d PodDrops) Record(signal Signal) {
+	for _, byReason := range d {
+		for reason, n := range byReason {
+			SamplesDropped.WithLabelValues(string(signal), reason).Add(n)
+		}
+	}
+}
+
+// CountDropped runs sel.DropCountQuery for the fields of one signal over (from, to] and
+// returns the counts per pod; Record adds them to the counter. Errors (including partial
+// answers) are returned like any query's.
+func (r *Reader) CountDropped(ctx context.Context, signal Signal, sel Selector, fields []Field, from, to time.Time) (PodDrops, error) {
+	q, at := sel.DropCountQuery(fields, from, to)
+	if q == "" {
+		return PodDrops{}, nil
+	}
+	vec, err := r.Vector(ctx, q, at)
+	if err != nil {
+		return nil, err
+	}
+	out := PodDrops{}
+	for _, s := range vec {
+		v := float64(s.Value)
+		if v <= 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+			continue
+		}
+		reason := string(s.Metric["reason"])
+		if reason == "" {
+			continue // not a count of the query's making
+		}
+		k := [2]string{string(s.Metric[model.LabelName(sel.Labels.Namespace)]), string(s.Metric[model.LabelName(sel.Labels.Pod)])}
+		if out[k] == nil {
+			out[k] = map[string]float64{}
+		}
+		out[k][reason] += v
+	}
+	return out, nil
+}
+
 // typeOf names a result's type; a response without data decodes to nil.
 func typeOf(v model.Value) string {
 	if v == nil {
