@@ -284,7 +284,7 @@ func (m *CertManager) covers(c *x509.Certificate) bool {
 func (m *CertManager) load(sec *corev1.Secret) error {
 	pair, err := tls.X509KeyPair(sec.Data[corev1.TLSCertKey], sec.Data[corev1.TLSPrivateKeyKey])
 	if err != nil {
-		return fmt.Errorf("Secret %s/%s: %w", m.Namespace, m.SecretName, err)
+		return fmt.Errorf("secret %s/%s: %w", m.Namespace, m.SecretName, err)
 	}
 	bundle := bytes.Clone(sec.Data[SecretCABundle])
 	m.cert.Store(&pair)
