@@ -93,7 +93,7 @@ vet: ## gofmt and go vet.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	$(GO) vet ./...
 
-staticcheck: $(BIN)/staticcheck ## staticcheck (all default checks, unused code included); settings in staticcheck.conf.
+staticcheck: $(BIN)/staticcheck ## staticcheck with its default checks (unused code included); exceptions are //lint:ignore with a reason.
 	@$(BIN)/staticcheck -version | grep -qF '($(STATICCHECK_VERSION:v%=%))' || { echo "bin/staticcheck is not $(STATICCHECK_VERSION): rm bin/staticcheck"; exit 1; }
 	$(BIN)/staticcheck ./...
 
