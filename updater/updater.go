@@ -45,6 +45,9 @@ const (
 	// should see (admission webhook unavailable, invalid window, target unresolved,
 	// replacement unchanged).
 	EventUpdatesBlocked = "UpdatesBlocked"
+	// EventOOMBump (Warning, autoscaler): a container ended out of memory; the memory
+	// floor was raised to VPA's bump so the next pods get more.
+	EventOOMBump = "OutOfMemoryBump"
 	// EventComputeShrinkHeld (Normal, autoscaler): a horizontal autoscaler scales the
 	// workload on GPU utilisation; compute is not shrunk.
 	EventComputeShrinkHeld = "ComputeShrinkHeld"
@@ -63,6 +66,8 @@ const (
 	ReasonLatencyBreach = "LatencyBreach"
 	// ReasonRestartAfterShrink: RolledBack True after a container restart.
 	ReasonRestartAfterShrink = "RestartAfterShrink"
+	// ReasonOutOfMemory: RolledBack True after an out-of-memory exit raised the floor.
+	ReasonOutOfMemory = "OutOfMemory"
 	// ReasonNoFloor: RolledBack False.
 	ReasonNoFloor = "NoFloor"
 )
@@ -572,6 +577,38 @@ func (u *Updater) plan(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler
 			log.Info("Guardrail tripped after a shrink; rolling back", "trigger", trigger, "reason", reason)
 		}
 	}
+	// Out-of-memory exits (running pods that restarted, and pods that ended Failed, such
+	// as a Job's pod with restartPolicy Never): each raises the floor of the container's
+	// memory to VPA's bump, which the recommender honours and the webhook writes into the
+	// next pod. The floor lasts FloorDuration from the exit, so an old exit expires.
+	if p.mode != gpufracv1.UpdateModeOff && p.mode != "" {
+		failed := u.failedPodsOf(ctx, ref, podsByNS)
+		for _, pod := range failed {
+			allocs[pod.UID] = ReadAllocation(pod, bt, cfg.Admission, overhead)
+		}
+		for _, pod := range append(append([]*corev1.Pod(nil), pods...), failed...) {
+			for _, t := range Terminations(pod) {
+				until := t.FinishedAt.Add(cfg.FloorDuration)
+				if !t.OOM || !now.Before(until) {
+					continue
+				}
+				applied := int64(-1)
+				if a, ok := allocs[pod.UID].Containers[t.Container]; ok {
+					applied = a.Memory
+				}
+				bump := OOMBump(t, applied)
+				if bump <= 0 || floorMemory(st.Floor, t.Container) >= bump {
+					continue
+				}
+				reason := fmt.Sprintf("pod %s: %s; memory floor %s (max(used + 100Mi, used × 1.2))", pod.Name, t, fmtBytes(bump))
+				st.Floor = raiseFloor(st.Floor, []gpufracv1.ContainerAllocation{{ContainerName: t.Container, Memory: resource.NewQuantity(bump, resource.BinarySI)}}, until, reason)
+				meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: gpufracv1.UpdaterConditionRolledBack, Status: metav1.ConditionTrue,
+					Reason: ReasonOutOfMemory, Message: truncate(reason, 1000), ObservedGeneration: gfa.Generation})
+				u.event(gfa, pod, corev1.EventTypeWarning, EventOOMBump, "Update", "out of memory: "+reason+"; the next pods get at least this memory")
+				log.Info("Out-of-memory exit; memory floor raised", "pod", pod.Name, "container", t.Container, "floor", fmtBytes(bump))
+			}
+		}
+	}
 	if st.Floor == nil {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: gpufracv1.UpdaterConditionRolledBack, Status: metav1.ConditionFalse,
 			Reason: ReasonNoFloor, Message: "no rollback floor in force", ObservedGeneration: gfa.Generation})
@@ -703,6 +740,36 @@ func (u *Updater) plan(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler
 		p.blockR, p.blockMsg = SkipWindowInvalid, werr.Error()
 	}
 	return p, nil
+}
+
+// floorMemory returns the floor's memory for a container, bytes (-1 none).
+func floorMemory(f *gpufracv1.UpdaterFloor, container string) int64 {
+	if f == nil {
+		return -1
+	}
+	for _, c := range f.Containers {
+		if c.ContainerName == container && c.Memory != nil {
+			return c.Memory.Value()
+		}
+	}
+	return -1
+}
+
+// failedPodsOf returns the workload's pods that ended Failed (from the namespace's pod
+// list of this cycle, which podsOf read).
+func (u *Updater) failedPodsOf(ctx context.Context, ref workload.Ref, byNS map[string][]corev1.Pod) []*corev1.Pod {
+	var out []*corev1.Pod
+	pods := byNS[ref.Namespace]
+	for i := range pods {
+		p := &pods[i]
+		if p.Status.Phase != corev1.PodFailed {
+			continue
+		}
+		if r, ok := u.owners.TopController(ctx, p); ok && r == ref {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // breach checks a shrink under verification: the latency guardrail breached, or a
