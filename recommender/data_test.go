@@ -219,8 +219,17 @@ func TestAllSamplesFilteredIsACondition(t *testing.T) {
 		!strings.Contains(c.Message, metrics.DCGMSMActive+" (ratio)") {
 		t.Fatalf("want MetricsUnavailable=True AllSamplesFiltered naming SM_ACTIVE (ratio), got %+v", c)
 	}
-	if d := testutil.ToFloat64(metrics.SamplesDropped.WithLabelValues("compute", metrics.DropOutOfRange)) - before; d != float64(n) {
-		t.Errorf("samples_dropped_total{compute,out_of_range} += %v, want %d (every sample once)", d, n)
+	// A history load counts its last MaxDropCountWindow: 120 samples at 30 s.
+	if d := testutil.ToFloat64(metrics.SamplesDropped.WithLabelValues("compute", metrics.DropOutOfRange)) - before; d != 120 {
+		t.Errorf("samples_dropped_total{compute,out_of_range} += %v, want 120 (every sample of the last hour once)", d)
+	}
+	// A live cycle counts its own: two samples in the next minute.
+	before = testutil.ToFloat64(metrics.SamplesDropped.WithLabelValues("compute", metrics.DropOutOfRange))
+	h.now = h.now.Add(time.Minute)
+	addDCGM(t, h.prom, p, "GPU-1", h.now, 2, 9000, 1.37)
+	h.runCycles(t, 1, nil)
+	if d := testutil.ToFloat64(metrics.SamplesDropped.WithLabelValues("compute", metrics.DropOutOfRange)) - before; d != 2 {
+		t.Errorf("live cycle: samples_dropped_total{compute,out_of_range} += %v, want 2", d)
 	}
 	if len(st.ContainerRecommendations) == 1 && st.ContainerRecommendations[0].Target.Compute != nil {
 		t.Errorf("compute recommended from filtered samples: %v", st.ContainerRecommendations[0].Target.Compute)
