@@ -284,7 +284,7 @@ func (m *CertManager) covers(c *x509.Certificate) bool {
 func (m *CertManager) load(sec *corev1.Secret) error {
 	pair, err := tls.X509KeyPair(sec.Data[corev1.TLSCertKey], sec.Data[corev1.TLSPrivateKeyKey])
 	if err != nil {
-		return fmt.Errorf("Secret %s/%s: %w", m.Namespace, m.SecretName, err)
+		return fmt.Errorf("secret %s/%s: %w", m.Namespace, m.SecretName, err)
 	}
 	bundle := bytes.Clone(sec.Data[SecretCABundle])
 	m.cert.Store(&pair)
@@ -298,9 +298,18 @@ func (m *CertManager) load(sec *corev1.Secret) error {
 	return nil
 }
 
+// dueForRenewal reports whether a self-managed certificate has a third of its validity
+// left. The validity counts from when it was issued, NotBefore + backdate (NotBefore is
+// backdated for clock skew), not from NotBefore: counting the backdating as lifetime made
+// a certificate shorter than about 10 minutes (--cert-validity) due at once, so the
+// Secret was rewritten at every check.
 func dueForRenewal(c *x509.Certificate, now time.Time) bool {
-	life := c.NotAfter.Sub(c.NotBefore)
-	return !now.Before(c.NotBefore.Add(time.Duration(float64(life) * renewAt)))
+	issued := c.NotBefore.Add(backdate)
+	if issued.After(c.NotAfter) {
+		issued = c.NotBefore
+	}
+	life := c.NotAfter.Sub(issued)
+	return !now.Before(issued.Add(time.Duration(float64(life) * renewAt)))
 }
 
 func trustedBy(c *x509.Certificate, cas []*x509.Certificate) bool {

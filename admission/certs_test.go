@@ -163,3 +163,18 @@ func TestCertManagerSharedSecret(t *testing.T) {
 		t.Error("replicas serve different certificates")
 	}
 }
+
+// A short --cert-validity is renewed after two thirds of its validity, not at once:
+// the 5-minute backdating of NotBefore is not lifetime.
+func TestDueForRenewalShortValidity(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	for _, validity := range []time.Duration{time.Minute, 3 * time.Minute, time.Hour, 365 * 24 * time.Hour} {
+		c := &x509.Certificate{NotBefore: now.Add(-backdate), NotAfter: now.Add(validity)}
+		if dueForRenewal(c, now) || dueForRenewal(c, now.Add(validity/2)) {
+			t.Errorf("validity %v: due right after issue or at half its validity", validity)
+		}
+		if !dueForRenewal(c, now.Add(validity*2/3+time.Second)) {
+			t.Errorf("validity %v: not due with a third left", validity)
+		}
+	}
+}

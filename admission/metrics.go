@@ -34,8 +34,6 @@ const (
 	SkipOwnerNotCached = "owner-not-cached"
 	// SkipNoAutoscaler: no autoscaler targets the pod's workload.
 	SkipNoAutoscaler = "no-autoscaler"
-	// SkipConflict: several autoscalers target the workload (warning and event).
-	SkipConflict = "several-autoscalers"
 	// SkipModeOff: the autoscaler's updateMode is Off (or unset).
 	SkipModeOff = "mode-off"
 	// SkipNoRecommendation: no recommendation, or RecommendationProvided is not True.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"gomodules.xyz/jsonpatch/v2"
@@ -96,7 +95,25 @@ type outcome struct {
 	backend  gpufracv1.BackendType
 	gfa      *gpufracv1.GPUFractionAutoscaler // for events
 	event    string                           // warning event note on gfa, if any
+	// dupEvents are warnings on every autoscaler of a workload that several target.
+	dupEvents []autoscalerEvent
 }
+
+// autoscalerEvent is a warning event to record on an autoscaler.
+type autoscalerEvent struct {
+	gfa          *gpufracv1.GPUFractionAutoscaler
+	reason, note string
+}
+
+// Event reasons the pod webhook records on autoscalers (events.k8s.io, Warning).
+const (
+	// EventFractionNotApplied: a pod of the workload was admitted unchanged; the note
+	// says why.
+	EventFractionNotApplied = "FractionNotApplied"
+	// EventDuplicateTarget: several autoscalers target the pod's workload; on the one in
+	// charge (the oldest) and on each ignored one.
+	EventDuplicateTarget = "DuplicateTarget"
+)
 
 // Handle implements admission.Handler. It never denies a pod: every skip, internal
 // error or panic admits the pod unchanged (the API server would otherwise reject the
@@ -111,8 +128,13 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) (resp admis
 		}
 	}()
 	o := m.decide(ctx, req)
-	if o.event != "" && o.gfa != nil && m.Events != nil && (req.DryRun == nil || !*req.DryRun) {
-		m.Events.Eventf(o.gfa, nil, corev1.EventTypeWarning, "FractionNotApplied", "AdmitPod", "%s", o.event)
+	if m.Events != nil && (req.DryRun == nil || !*req.DryRun) {
+		if o.event != "" && o.gfa != nil {
+			m.Events.Eventf(o.gfa, nil, corev1.EventTypeWarning, EventFractionNotApplied, "AdmitPod", "%s", o.event)
+		}
+		for _, e := range o.dupEvents {
+			m.Events.Eventf(e.gfa, nil, corev1.EventTypeWarning, e.reason, "AdmitPod", "%s", e.note)
+		}
 	}
 	if o.skip != "" {
 		if o.skip != SkipNotPodCreate {
@@ -169,20 +191,30 @@ func (m *Mutator) decide(ctx context.Context, req admission.Request) outcome {
 		klog.FromContext(ctx).Error(err, "Listing autoscalers from the cache", "namespace", pod.Namespace)
 		return outcome{skip: SkipInternalError}
 	}
-	switch len(list.Items) {
-	case 0:
+	if len(list.Items) == 0 {
 		return outcome{skip: SkipNoAutoscaler}
-	case 1:
-	default:
-		names := make([]string, len(list.Items))
-		for i := range list.Items {
-			names[i] = list.Items[i].Name
-		}
-		slices.Sort(names)
-		msg := fmt.Sprintf("gpufrac: autoscalers %s all target %s %s; pod admitted unchanged until only one does", strings.Join(names, ", "), ref.Kind, ref.Name)
-		return outcome{skip: SkipConflict, warnings: []string{msg}, gfa: &list.Items[0], event: msg}
 	}
-	gfa := &list.Items[0]
+	all := make([]*gpufracv1.GPUFractionAutoscaler, len(list.Items))
+	for i := range list.Items {
+		all[i] = &list.Items[i]
+	}
+	// Several autoscalers (admitted while the validating webhook was down, or created
+	// concurrently): the oldest is in charge, as in the recommender and the updater.
+	gfa, losers := InCharge(all)
+	o := m.decideFor(ctx, pod, gfa)
+	if len(losers) > 0 {
+		msg := "gpufrac: " + WinnerMessage(gfa, losers, ref.Kind, ref.Name)
+		o.warnings = append([]string{msg}, o.warnings...)
+		o.dupEvents = append(o.dupEvents, autoscalerEvent{gfa: gfa, reason: EventDuplicateTarget, note: msg})
+		for _, l := range losers {
+			o.dupEvents = append(o.dupEvents, autoscalerEvent{gfa: l, reason: EventDuplicateTarget, note: "gpufrac: " + DuplicateMessage(l, gfa, ref.Kind, ref.Name)})
+		}
+	}
+	return o
+}
+
+// decideFor is the decision for a pod whose workload's autoscaler in charge is gfa.
+func (m *Mutator) decideFor(ctx context.Context, pod *corev1.Pod, gfa *gpufracv1.GPUFractionAutoscaler) outcome {
 	if mode := gfa.Spec.EffectiveUpdateMode(); mode == gpufracv1.UpdateModeOff || !slices.Contains([]gpufracv1.UpdateMode{gpufracv1.UpdateModeInitial, gpufracv1.UpdateModeRecreate, gpufracv1.UpdateModeInPlaceOrRecreate}, mode) {
 		return outcome{skip: SkipModeOff}
 	}

@@ -133,10 +133,6 @@ func TestMutateSkips(t *testing.T) {
 	base := func() []client.Object {
 		return []client.Object{autoscaler("web", gpufracv1.UpdateModeInitial, gpufracv1.BackendHAMi), recommendation("web", 80, containerRec("main", "4Gi", "350m"))}
 	}
-	other := &gpufracv1.GPUFractionAutoscaler{}
-	base()[0].(*gpufracv1.GPUFractionAutoscaler).DeepCopyInto(other)
-	other.Name, other.UID = "web2", "web2-uid"
-
 	stale := recommendation("web", 80, containerRec("main", "4Gi", "350m"))
 	stale.OwnerReferences[0].UID = "old-uid"
 	notProvided := recommendation("web", 80, containerRec("main", "4Gi", "350m"))
@@ -168,7 +164,6 @@ func TestMutateSkips(t *testing.T) {
 		{"stale recommendation", []client.Object{base()[0], stale}, Config{}, nil, SkipStale, false},
 		{"low confidence", []client.Object{base()[0], recommendation("web", 49, containerRec("main", "4Gi", "350m"))}, Config{}, nil, SkipLowConfidence, false},
 		{"custom confidence", []client.Object{base()[0], recommendation("web", 89, containerRec("main", "4Gi", "350m"))}, Config{MinConfidence: ptr[int32](90)}, nil, SkipLowConfidence, false},
-		{"two autoscalers", append(base(), other), Config{}, nil, SkipConflict, true},
 		{"no matching container", []client.Object{base()[0], recommendation("web", 80, containerRec("other", "4Gi", "350m"))}, Config{}, nil, SkipNoContainer, false},
 		{"excluded", base(), Config{}, excluded, SkipExcluded, false},
 		{"no GPU", base(), Config{}, podOf(corev1.Container{Name: "main"}), SkipNoGPU, false},
@@ -205,6 +200,73 @@ func TestMutateSkips(t *testing.T) {
 				t.Error("no event recorded on the autoscaler")
 			}
 		})
+	}
+}
+
+// Several autoscalers on one workload (the validating webhook was down): the oldest is
+// in charge, whatever the names; ties go to the name that sorts first. Its
+// recommendation is written, the others' never, and both get an event.
+func TestMutateSeveralAutoscalersOldestWins(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name               string
+		createdA, createdZ time.Time
+		winner, loser      string
+		winnerMem          int64
+	}{
+		{"older name sorts last", t0.Add(time.Minute), t0, "z-web", "a-web", 2048},
+		{"older name sorts first", t0, t0.Add(time.Minute), "a-web", "z-web", 4096},
+		{"same second: name", t0, t0, "a-web", "z-web", 4096},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := autoscaler("a-web", gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi)
+			a.CreationTimestamp = metav1.NewTime(tc.createdA)
+			z := autoscaler("z-web", gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi)
+			z.CreationTimestamp = metav1.NewTime(tc.createdZ)
+			m := mutator(t, Config{}, a, z, recommendation("a-web", 80, containerRec("main", "4Gi", "")), recommendation("z-web", 80, containerRec("main", "2Gi", "")))
+			rec := events.NewFakeRecorder(10)
+			m.Events = rec
+			o, resp, got := handle(t, m, podOf(gpuContainer("main", 1)))
+			if o.skip != "" {
+				t.Fatalf("skipped %s %v", o.skip, o.warnings)
+			}
+			if v, _ := resourceValue(&got.Spec.Containers[0], "limits", "nvidia.com/gpumem"); v != tc.winnerMem {
+				t.Errorf("gpumem %d MiB, want %d (the recommendation of %s)", v, tc.winnerMem, tc.winner)
+			}
+			if r, _ := gpufracv1.ParseApplied(got.Annotations); r == nil || r.Autoscaler != tc.winner {
+				t.Errorf("applied record %+v, want autoscaler %s", r, tc.winner)
+			}
+			if len(resp.Warnings) == 0 || !strings.Contains(resp.Warnings[0], tc.winner+" is in charge") {
+				t.Errorf("warnings %v", resp.Warnings)
+			}
+			var evs []string
+			for len(rec.Events) > 0 {
+				evs = append(evs, <-rec.Events)
+			}
+			onWinner, onLoser := false, false
+			for _, e := range evs {
+				onWinner = onWinner || (strings.Contains(e, EventDuplicateTarget) && strings.Contains(e, "also target"))
+				onLoser = onLoser || (strings.Contains(e, EventDuplicateTarget) && strings.Contains(e, "this one (created"))
+			}
+			if !onWinner || !onLoser {
+				t.Errorf("events %v: want a %s event on the winner and on the loser", evs, EventDuplicateTarget)
+			}
+		})
+	}
+}
+
+func TestPrecedesIgnoresDeletedAutoscalers(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	old := autoscaler("old", gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi)
+	old.CreationTimestamp = metav1.NewTime(t0)
+	young := autoscaler("young", gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi)
+	young.CreationTimestamp = metav1.NewTime(t0.Add(time.Hour))
+	if w, l := InCharge([]*gpufracv1.GPUFractionAutoscaler{young, old}); w != old || len(l) != 1 || l[0] != young {
+		t.Fatalf("winner %s, want old", w.Name)
+	}
+	old.DeletionTimestamp = &metav1.Time{Time: t0.Add(2 * time.Hour)}
+	if w, _ := InCharge([]*gpufracv1.GPUFractionAutoscaler{old, young}); w != young {
+		t.Fatalf("winner %s, want young (old is being deleted)", w.Name)
 	}
 }
 

@@ -6,7 +6,7 @@
 // The pieces: Sampler reads NVML every Config.Interval, attributes processes with an
 // Attributor (ProcAttributor: cgroup path, ParseCgroup, then PodLookup, implemented
 // by PodIndex) and publishes a Snapshot; it is also the prometheus.Collector that
-// exports the latest Snapshot. Package agent/simulate provides a fake NVML driven
+// exports the latest Snapshot. Package agent/fakenvml provides a fake NVML driven
 // by a trace, and an Attributor that maps fake processes to live pods.
 //
 // Units: memory in bytes, utilisation as a ratio 0–1, times in seconds.

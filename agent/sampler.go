@@ -26,7 +26,7 @@ const (
 const (
 	// ModeNVML reads the real NVML library.
 	ModeNVML = "nvml"
-	// ModeSimulate reads the trace-driven fake of package agent/simulate.
+	// ModeSimulate reads the trace-driven fake of package agent/fakenvml.
 	ModeSimulate = "simulate"
 )
 

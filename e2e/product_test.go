@@ -18,6 +18,7 @@ import (
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/packing"
 	"github.com/gpufrac/gpufrac/trace"
+	"github.com/gpufrac/gpufrac/updater"
 )
 
 // TestWholeProduct runs every component of gpufrac at once, as local processes against
@@ -129,7 +130,7 @@ func TestWholeProduct(t *testing.T) {
 				if before[p.UID] {
 					return false, fmt.Errorf("%s: pod %s not replaced yet (confidence %v)", w.Name, p.Name, ptr.Deref(r.Status.ConfidencePercent, -1))
 				}
-				if !podReady(&p) {
+				if !updater.IsReady(&p) {
 					return false, fmt.Errorf("%s: pod %s not ready", w.Name, p.Name)
 				}
 				rec, err := gpufracv1.ParseApplied(p.Annotations)

@@ -113,6 +113,13 @@ func startUpdater(t *testing.T, namespaces []string, extra ...string) *updProces
 		"--interval=1s",
 		"--warm-up=2s",
 		"--min-pod-age=1h",
+		// Hysteresis at e2e speed: a change inside the bounds must be seen in 3
+		// cycles (3s); no minimum interval between rounds, so suites that move a
+		// recommendation several times are not held for an hour. Tests of the
+		// hysteresis itself pass their own values.
+		"--persist-cycles=3",
+		"--persist-for=0s",
+		"--min-replacement-interval=0s",
 		"--eviction-rate=-1",
 		"--retry-backoff=3s",
 		"--verification-period=5m",
@@ -230,18 +237,6 @@ func mpsEnv(p *corev1.Pod) string {
 	return ""
 }
 
-func podReady(p *corev1.Pod) bool {
-	if p.Status.Phase != corev1.PodRunning {
-		return false
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 // waitApplied waits until the app has n ready pods, all with applied memory mem.
 func waitApplied(t *testing.T, ns, app string, n int, mem string, timeout time.Duration) []corev1.Pod {
 	t.Helper()
@@ -252,8 +247,8 @@ func waitApplied(t *testing.T, ns, app string, n int, mem string, timeout time.D
 			return false, fmt.Errorf("%d pods", len(pods))
 		}
 		for _, p := range pods {
-			if !podReady(&p) || appliedMemory(&p) != mem {
-				return false, fmt.Errorf("pod %s ready=%v applied %q", p.Name, podReady(&p), appliedMemory(&p))
+			if !updater.IsReady(&p) || appliedMemory(&p) != mem {
+				return false, fmt.Errorf("pod %s ready=%v applied %q", p.Name, updater.IsReady(&p), appliedMemory(&p))
 			}
 		}
 		return true, nil
@@ -450,7 +445,7 @@ func TestUpdater(t *testing.T) {
 					}
 					n := 0
 					for _, p := range pods.Items {
-						if p.DeletionTimestamp == nil && podReady(&p) {
+						if p.DeletionTimestamp == nil && updater.IsReady(&p) {
 							n++
 						}
 					}
@@ -661,7 +656,7 @@ func TestUpdater(t *testing.T) {
 			s.shrink(t)
 			waitFor(t, 60*time.Second, "a pod shrunk to 1Gi", func() (bool, error) {
 				for _, p := range updPods(t, s.ns, "app") {
-					if podReady(&p) && appliedMemory(&p) == "1Gi" {
+					if updater.IsReady(&p) && appliedMemory(&p) == "1Gi" {
 						return true, nil
 					}
 				}
@@ -785,7 +780,7 @@ func TestUpdater(t *testing.T) {
 		startUpdaterWebhook(t)
 		waitFor(t, 60*time.Second, "evictions resume with the webhook back", func() (bool, error) {
 			for _, p := range updPods(t, storm.ns, "app") {
-				if appliedMemory(&p) == "3Gi" && podReady(&p) {
+				if appliedMemory(&p) == "3Gi" && updater.IsReady(&p) {
 					return true, nil
 				}
 			}

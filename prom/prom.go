@@ -8,6 +8,7 @@ package prom
 import (
 	"flag"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -85,5 +86,28 @@ func (c *Config) API() (promv1.API, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prometheus client for %s: %w", c.URL, err)
 	}
-	return promv1.NewAPI(client), nil
+	return promv1.NewAPI(NoPartialResponse(client)), nil
+}
+
+// PartialResponseParam is the query parameter with which Thanos Query (and Thanos-style
+// proxies) fail a query rather than answer it without a store; Prometheus, Mimir and
+// Cortex ignore it.
+const PartialResponseParam = "partial_response"
+
+// NoPartialResponse wraps c so that every request asks for no partial responses
+// (partial_response=false): a backend that supports it fails instead of omitting series.
+// A backend that answers with warnings anyway is still caught by the reader
+// (metrics.ErrPartialResponse).
+func NoPartialResponse(c api.Client) api.Client { return noPartial{c} }
+
+type noPartial struct{ api.Client }
+
+// URL adds partial_response=false to every endpoint URL; client_golang copies the URL's
+// query into the form it sends, so it reaches both POST and GET requests.
+func (n noPartial) URL(ep string, args map[string]string) *url.URL {
+	u := n.Client.URL(ep, args)
+	q := u.Query()
+	q.Set(PartialResponseParam, "false")
+	u.RawQuery = q.Encode()
+	return u
 }

@@ -26,6 +26,7 @@ import (
 	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/gpufrac/gpufrac/admission"
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/recommender/estimate"
 	"github.com/gpufrac/gpufrac/recommender/history"
@@ -122,7 +123,7 @@ var (
 // Register adds the recommender's metrics to a registry (controller-runtime's
 // metrics.Registry in cmd/recommender). It returns the first registration error.
 func Register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{cycleDuration, cycleErrors, workloadsTracked, recommendationsWritten, metrics.Queries, metrics.SamplesDropped, Autoscalers} {
+	for _, c := range []prometheus.Collector{cycleDuration, cycleErrors, workloadsTracked, recommendationsWritten, metrics.Queries, metrics.SamplesDropped, metrics.Incomplete, Autoscalers} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
@@ -154,12 +155,14 @@ type Recommender struct {
 	failures  int
 	livePods  map[[2]string]*corev1.Pod
 	latency   map[types.NamespacedName]float64 // guardrail latency read this cycle, seconds
+	dupNoted  map[types.UID]string             // the DuplicateTarget event last recorded on each autoscaler in charge
 	exported  *snapshot                        // per-autoscaler metrics being built this cycle
 }
 
 // tracking is per-workload bookkeeping.
 type tracking struct {
 	bootstrapped bool
+	gaps         dataGaps // what the loads of this cycle lacked (load.go)
 }
 
 // New returns a recommender with an empty model.
@@ -276,7 +279,8 @@ type entry struct {
 	ref       workload.Ref
 	targetErr error
 	pods      int
-	podNames  map[string]bool // live pods of the workload
+	podNames  map[string]bool                  // live pods of the workload
+	winner    *gpufracv1.GPUFractionAutoscaler // the autoscaler in charge when this one is a duplicate
 }
 
 // RunOnce runs one cycle at r.Now(). It returns an error when listing objects or reading
@@ -306,10 +310,17 @@ func (r *Recommender) RunOnce(ctx context.Context) (err error) {
 		if e.targetErr != nil {
 			continue
 		}
-		if _, dup := byRef[e.ref]; dup {
-			continue // the admission webhook rejects a second autoscaler; the first wins here
+		// The admission webhook rejects a second autoscaler, but one admitted while it
+		// was down can exist: the oldest is in charge (admission.Precedes, the same
+		// order the webhook and the updater use); the others get no recommendation.
+		cur, dup := byRef[e.ref]
+		if dup && !admission.Precedes(gfa, cur.gfa) {
+			continue
 		}
 		byRef[e.ref] = e
+		if dup {
+			continue // the workload is tracked already; only its autoscaler changed
+		}
 		targets[e.ref.Namespace] = append(targets[e.ref.Namespace], e.ref)
 		seen[history.WorkloadKey(e.ref)] = true
 	}
@@ -404,6 +415,24 @@ func (r *Recommender) RunOnce(ctx context.Context) (err error) {
 	r.latency = map[types.NamespacedName]float64{}
 	r.exported = &snapshot{}
 	var writeErrs []error
+	// Several autoscalers on one workload: the winner hears about the others too.
+	losers := map[workload.Ref][]*gpufracv1.GPUFractionAutoscaler{}
+	for _, e := range entries {
+		if e.targetErr == nil && byRef[e.ref] != e {
+			e.winner = byRef[e.ref].gfa
+			losers[e.ref] = append(losers[e.ref], e.gfa)
+		}
+	}
+	noted := map[types.UID]string{}
+	for ref, ls := range losers {
+		w := byRef[ref].gfa
+		msg := admission.WinnerMessage(w, ls, w.Spec.TargetRef.Kind, w.Spec.TargetRef.Name)
+		noted[w.UID] = msg
+		if r.dupNoted[w.UID] != msg && r.Events != nil {
+			r.Events.Eventf(w, nil, corev1.EventTypeWarning, ReasonDuplicateTarget, "Recommend", "%s", msg)
+		}
+	}
+	r.dupNoted = noted
 	for _, e := range entries {
 		if err := r.reconcile(ctx, e, byRef[e.ref] == e, loadErr, now); err != nil {
 			writeErrs = append(writeErrs, fmt.Errorf("%s/%s: %w", e.gfa.Namespace, e.gfa.Name, err))

@@ -20,10 +20,12 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -74,7 +76,8 @@ func (f *fakeProm) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var values map[string]float64
 	source := ""
 	switch {
-	case strings.Contains(q, "kube_pod_owner"), strings.Contains(q, "kube_replicaset_owner"), strings.HasPrefix(q, "count("):
+	case strings.Contains(q, "kube_pod_owner"), strings.Contains(q, "kube_replicaset_owner"), strings.HasPrefix(q, "count("),
+		strings.Contains(q, "changes((timestamp("): // impossible-sample counts: none here
 		values = nil
 	case strings.Contains(q, metrics.DCGMFBUsed):
 		values = f.mem
@@ -401,5 +404,66 @@ gpufrac_autoscaler_gpus_held{autoscaler="sd",namespace="ml"} 2
 `)
 	if err := testutil.GatherAndCompare(reg, want, "gpufrac_autoscaler_gpus_held"); err != nil {
 		t.Error(err)
+	}
+}
+
+// Two autoscalers on one workload (the validating webhook was down): the oldest is in
+// charge whatever the names; the other gets no container recommendations (even one it
+// had before), RecommendationProvided False and ConfigUnsupported True with reason
+// DuplicateTarget, and both get one event, not one per cycle.
+func TestDuplicateTargetOldestWins(t *testing.T) {
+	objs := deployment("ml", "sd", 2)
+	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	older, newer := gfa("ml", "z-sd", "sd"), gfa("ml", "a-sd", "sd")
+	older.CreationTimestamp, newer.CreationTimestamp = metav1.NewTime(t0), metav1.NewTime(t0.Add(time.Hour))
+	stale := &gpufracv1.GPUFractionRecommendation{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "a-sd",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: gpufracv1.GroupVersion.String(), Kind: "GPUFractionAutoscaler", Name: "a-sd", UID: newer.UID, Controller: ptr.To(true)}}},
+		Status: gpufracv1.GPUFractionRecommendationStatus{ContainerRecommendations: []gpufracv1.ContainerRecommendation{{ContainerName: "main",
+			Target: gpufracv1.GPUResources{Memory: ptr.To(resource.MustParse("1Gi"))}}},
+			Conditions: []metav1.Condition{{Type: gpufracv1.ConditionRecommendationProvided, Status: metav1.ConditionTrue, Reason: ReasonRecommended, LastTransitionTime: metav1.NewTime(t0)}}}}
+	objs = append(objs, newer, older, stale)
+	prom := promFor(objs, 4*gib, 0.3)
+	h := newHarness(t, objs, prom)
+	rec := events.NewFakeRecorder(20)
+	h.rec.Events = rec
+	ctx := context.Background()
+	for range 2 {
+		if err := h.rec.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		h.now = h.now.Add(time.Minute)
+	}
+	win := h.gfr(t, "ml", "z-sd")
+	if !meta.IsStatusConditionTrue(win.Status.Conditions, gpufracv1.ConditionRecommendationProvided) || len(win.Status.ContainerRecommendations) == 0 {
+		t.Fatalf("the older autoscaler z-sd has no recommendation: %+v", win.Status.Conditions)
+	}
+	if c := meta.FindStatusCondition(win.Status.Conditions, gpufracv1.ConditionConfigUnsupported); c == nil || c.Status != metav1.ConditionFalse {
+		t.Errorf("winner ConfigUnsupported %+v", c)
+	}
+	lose := h.gfr(t, "ml", "a-sd")
+	if len(lose.Status.ContainerRecommendations) != 0 || lose.Status.Memory != nil {
+		t.Errorf("the newer autoscaler a-sd kept recommendations: %+v", lose.Status.ContainerRecommendations)
+	}
+	if c := meta.FindStatusCondition(lose.Status.Conditions, gpufracv1.ConditionRecommendationProvided); c == nil || c.Status != metav1.ConditionFalse || c.Reason != ReasonDuplicateTarget {
+		t.Errorf("loser RecommendationProvided %+v, want False/%s", c, ReasonDuplicateTarget)
+	}
+	if c := meta.FindStatusCondition(lose.Status.Conditions, gpufracv1.ConditionConfigUnsupported); c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonDuplicateTarget || !strings.Contains(c.Message, "z-sd") {
+		t.Errorf("loser ConfigUnsupported %+v, want True/%s naming z-sd", c, ReasonDuplicateTarget)
+	}
+	var evs []string
+	for len(rec.Events) > 0 {
+		evs = append(evs, <-rec.Events)
+	}
+	onWinner, onLoser := 0, 0
+	for _, e := range evs {
+		if strings.Contains(e, ReasonDuplicateTarget) && strings.Contains(e, "also target") {
+			onWinner++
+		}
+		if strings.Contains(e, ReasonDuplicateTarget) && strings.Contains(e, "is ignored") {
+			onLoser++
+		}
+	}
+	if onWinner != 1 || onLoser != 1 {
+		t.Errorf("events %q: want one DuplicateTarget event on each autoscaler over two cycles", evs)
 	}
 }

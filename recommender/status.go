@@ -18,8 +18,10 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/gpufrac/gpufrac/admission"
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/recommender/history"
+	"github.com/gpufrac/gpufrac/recommender/metrics"
 	"github.com/gpufrac/gpufrac/recommender/policy"
 	"github.com/gpufrac/gpufrac/workload"
 )
@@ -83,8 +85,16 @@ func (r *Recommender) reconcile(ctx context.Context, e *entry, primary bool, loa
 		set(gpufracv1.ConditionConfigUnsupported, true, reason, e.targetErr.Error())
 	case !primary:
 		msg := fmt.Sprintf("another GPUFractionAutoscaler already targets %s %s", gfa.Spec.TargetRef.Kind, gfa.Spec.TargetRef.Name)
+		if e.winner != nil {
+			msg = admission.DuplicateMessage(gfa, e.winner, gfa.Spec.TargetRef.Kind, gfa.Spec.TargetRef.Name)
+		}
 		r.eventOnChange(old.Status.Conditions, gfa, ReasonDuplicateTarget, msg)
 		set(gpufracv1.ConditionConfigUnsupported, true, ReasonDuplicateTarget, msg)
+		// Nothing of the duplicate may be applied: no container recommendations (the
+		// webhook and the updater also ignore it, in case an old status is read).
+		st.ContainerRecommendations = nil
+		st.Memory, st.Compute, st.SharingMode, st.ConfidencePercent = nil, nil, "", nil
+		set(gpufracv1.ConditionRecommendationProvided, false, ReasonDuplicateTarget, msg)
 	default:
 		set(gpufracv1.ConditionConfigUnsupported, false, ReasonConfigOK, "target resolved")
 		if e.pods == 0 {
@@ -94,7 +104,11 @@ func (r *Recommender) reconcile(ctx context.Context, e *entry, primary bool, loa
 		}
 		if loadErr != nil {
 			// Keep the last recommendation exactly as it was.
-			set(gpufracv1.ConditionMetricsUnavailable, true, ReasonPrometheusError, truncate(loadErr.Error(), 512))
+			reason := ReasonPrometheusError
+			if errors.Is(loadErr, metrics.ErrPartialResponse) {
+				reason = gpufracv1.ReasonPartialResponse // an incomplete answer is a failed read
+			}
+			set(gpufracv1.ConditionMetricsUnavailable, true, reason, truncate(loadErr.Error(), 512))
 			break
 		}
 		r.recommend(ctx, e, &old, &st, set, now)
@@ -137,6 +151,13 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 			}
 		}
 	}
+	// A gap in this cycle's data (every sample filtered, or none while pods run): the
+	// written recommendation is kept exactly as it was, as for a failed read.
+	gapReason, gapMsg := r.dataGap(w, e.pods)
+	if gapReason != "" && (len(recs) == 0 || len(old.Status.ContainerRecommendations) > 0) {
+		set(gpufracv1.ConditionMetricsUnavailable, true, gapReason, gapMsg)
+		return
+	}
 	if len(recs) == 0 {
 		reason, msg := ReasonNoSamples, "no GPU samples in Prometheus for the workload's pods"
 		if off > 0 && off == known {
@@ -145,7 +166,11 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 		set(gpufracv1.ConditionMetricsUnavailable, reason != ReasonAllContainersOff, reason, msg)
 		return
 	}
-	set(gpufracv1.ConditionMetricsUnavailable, false, ReasonSamplesPresent, "samples read")
+	if gapReason != "" {
+		set(gpufracv1.ConditionMetricsUnavailable, true, gapReason, gapMsg) // first recommendation, from what was valid
+	} else {
+		set(gpufracv1.ConditionMetricsUnavailable, false, ReasonSamplesPresent, "samples read")
+	}
 	st.ContainerRecommendations = recs
 	st.Attribution = attributionMethod(r.methods[w])
 	summarise(st)

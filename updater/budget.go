@@ -25,8 +25,8 @@ type Budget struct {
 	MaxInFlight int
 }
 
-// isReady reports whether a pod is Running with condition Ready True.
-func isReady(p *corev1.Pod) bool {
+// IsReady reports whether a pod is Running with condition Ready True (also used by the e2e tests).
+func IsReady(p *corev1.Pod) bool {
 	if p.Status.Phase != corev1.PodRunning {
 		return false
 	}
@@ -49,7 +49,7 @@ func NewBudget(pods []*corev1.Pod, awaited int, evicted map[types.UID]bool, minR
 	b := Budget{MinReplicas: minReplicas}
 	notReady := 0
 	for _, p := range pods {
-		if p.DeletionTimestamp == nil && isReady(p) && !evicted[p.UID] {
+		if p.DeletionTimestamp == nil && IsReady(p) && !evicted[p.UID] {
 			b.Running++
 		} else {
 			notReady++
@@ -101,7 +101,7 @@ func settle(exps []*expectation, pods []*corev1.Pod, now time.Time, timeout time
 	for _, e := range exps {
 		var match *corev1.Pod
 		for _, p := range pods {
-			if e.before[p.UID] || used[p.UID] || p.DeletionTimestamp != nil || !isReady(p) {
+			if e.before[p.UID] || used[p.UID] || p.DeletionTimestamp != nil || !IsReady(p) {
 				continue
 			}
 			match = p

@@ -70,6 +70,16 @@ type Config struct {
 	LeaseNamespace, LeaseName string
 	// LeaseMaxAge is the oldest renewal of the Lease that counts as fresh. Default 30s.
 	LeaseMaxAge time.Duration
+	// PersistCycles is how many consecutive cycles a change inside the bounds must be
+	// seen in before a pod is replaced for it (Hysteresis). Default 3; 1 disables.
+	PersistCycles int
+	// PersistFor is how long a change inside the bounds must have persisted, from the
+	// first cycle it was seen in. Zero means no duration (cmd/updater defaults to 5m).
+	PersistFor time.Duration
+	// MinReplacementInterval is the least time between the starts of two rounds of
+	// non-urgent replacements of one workload (Hysteresis). Zero means none
+	// (cmd/updater defaults to 1h).
+	MinReplacementInterval time.Duration
 	// MaxReported is the most pods listed in status.updater.updates. Default 20 (the
 	// CRD's limit).
 	MaxReported int
@@ -116,6 +126,15 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.LeaseName == "" {
 		c.LeaseName = admission.DefaultStatusLeaseName
+	}
+	if c.PersistCycles <= 0 {
+		c.PersistCycles = 3
+	}
+	if c.PersistFor < 0 {
+		c.PersistFor = 0
+	}
+	if c.MinReplacementInterval < 0 {
+		c.MinReplacementInterval = 0
 	}
 	if c.MaxReported <= 0 || c.MaxReported > 20 {
 		c.MaxReported = 20

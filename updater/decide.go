@@ -102,6 +102,11 @@ type Need struct {
 	Urgent bool
 	// Rollback is true when the pod is below the rollback floor.
 	Rollback bool
+	// OutOfBounds is true when a change is needed because a resource is outside the
+	// recommendation's [lowerBound, upperBound] (or below the rollback floor), not only
+	// Threshold away from the target inside the bounds. Changes inside the bounds wait
+	// until they persist (Hysteresis); changes out of bounds do not.
+	OutOfBounds bool
 	// Reasons say, per container and resource, what is out of date.
 	Reasons []string
 	// HeldReason and HeldMessage are set when the pod is out of date but nothing may be
@@ -207,8 +212,10 @@ func Evaluate(alloc PodAllocation, targets map[string]Target, facts PodFacts, r 
 			// grows, however small the step, since the next byte is a crash.
 			over := oom || (x.isMemory && t.PeakMemory >= 0 && t.PeakMemory >= x.applied)
 			var grow, shrink []string
+			outOfBounds := false
 			if x.lo >= 0 && x.applied < x.lo {
 				grow = append(grow, fmt.Sprintf("%s: %s %s below lower bound %s", name, x.name, x.format(x.applied), x.format(x.lo)))
+				outOfBounds = true
 			} else if over && x.tgt > x.applied {
 				grow = append(grow, fmt.Sprintf("%s: %s %s used up (observed peak %s) below target %s", name, x.name, x.format(x.applied), x.format(max(t.PeakMemory, x.applied)), x.format(x.tgt)))
 			} else if (old || protective) && x.tgt > x.applied && float64(x.tgt-x.applied) >= r.Threshold*float64(x.tgt) {
@@ -216,6 +223,7 @@ func Evaluate(alloc PodAllocation, targets map[string]Target, facts PodFacts, r 
 			}
 			if x.hi >= 0 && x.applied > x.hi {
 				shrink = append(shrink, fmt.Sprintf("%s: %s %s above upper bound %s", name, x.name, x.format(x.applied), x.format(x.hi)))
+				outOfBounds = true
 			} else if old && x.applied > x.tgt && float64(x.applied-x.tgt) >= r.Threshold*float64(x.tgt) {
 				shrink = append(shrink, fmt.Sprintf("%s: %s %s above target %s by %s", name, x.name, x.format(x.applied), x.format(x.tgt), pct(x.applied-x.tgt, x.tgt)))
 			}
@@ -223,7 +231,7 @@ func Evaluate(alloc PodAllocation, targets map[string]Target, facts PodFacts, r 
 			if x.floor >= 0 && x.applied < x.floor {
 				if x.tgt >= x.floor {
 					grow = append(grow, fmt.Sprintf("%s: %s %s below rollback floor %s", name, x.name, x.format(x.applied), x.format(x.floor)))
-					rollback = true
+					rollback, outOfBounds = true, true
 				} else {
 					hold(SkipAwaitingFloor, fmt.Sprintf("%s: %s %s below rollback floor %s; waiting for the recommendation (target %s) to reach the floor", name, x.name, x.format(x.applied), x.format(x.floor), x.format(x.tgt)))
 				}
@@ -248,9 +256,11 @@ func Evaluate(alloc PodAllocation, targets map[string]Target, facts PodFacts, r 
 					n.Urgent = true
 				}
 				n.Rollback = n.Rollback || rollback
+				n.OutOfBounds = n.OutOfBounds || outOfBounds
 			}
 			if len(shrink) > 0 {
 				n.Shrink = true
+				n.OutOfBounds = n.OutOfBounds || outOfBounds
 				n.Reasons = append(n.Reasons, shrink...)
 			}
 		}

@@ -2,6 +2,8 @@ package updater
 
 import (
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -75,6 +77,48 @@ var oomPatterns = []string{
 	"ran out of memory",              // XLA: "Ran out of memory in memory space hbm"
 }
 
+// hamiOOM matches HAMi-core's out-of-memory log line, "Device 0 OOM <used> / <limit>"
+// (bytes), which no generic pattern matches.
+var hamiOOM = regexp.MustCompile(`(?i)device\s+\d+\s+oom\s+(\d+)\s*/\s*(\d+)`)
+
+// OOM bump of VPA's recommender: after an out-of-memory exit a container needs at least
+// max(used + OOMMinBump, used × OOMBumpRatio).
+const (
+	// OOMMinBump is the least memory added after an out-of-memory exit, bytes (100 MiB).
+	OOMMinBump int64 = 100 << 20
+	// OOMBumpRatio is the least factor applied to the memory used at an out-of-memory exit.
+	OOMBumpRatio = 1.2
+)
+
+// OOMUsed returns the memory, bytes, that an out-of-memory message reports as in use
+// when the allocation failed (HAMi-core's "Device 0 OOM <used> / <limit>"), or -1.
+func OOMUsed(message string) int64 {
+	m := hamiOOM.FindStringSubmatch(message)
+	if m == nil {
+		return -1
+	}
+	v, err := strconv.ParseInt(m[1], 10, 64)
+	if err != nil || v <= 0 {
+		return -1
+	}
+	return v
+}
+
+// OOMBump returns the memory, bytes, a container needs after the out-of-memory exit t:
+// max(used + OOMMinBump, used × OOMBumpRatio), where used is what the message reports
+// (OOMUsed) or, failing that, applied (the container's memory, bytes; -1 unknown). It
+// returns -1 when t is not an out-of-memory exit or neither value is known.
+func OOMBump(t Termination, applied int64) int64 {
+	if !t.OOM {
+		return -1
+	}
+	used := max(OOMUsed(t.Message), applied)
+	if used <= 0 {
+		return -1
+	}
+	return max(used+OOMMinBump, int64(float64(used)*OOMBumpRatio))
+}
+
 // Termination is one ended run of a container, from its status.
 type Termination struct {
 	// Container is the container's name.
@@ -112,10 +156,14 @@ func (t Termination) String() string {
 	return s + fmt.Sprintf(", %d restarts", t.Restarts)
 }
 
-// IsOOM reports whether a terminated state is an out-of-memory exit: reason OOMKilled,
-// or a message with a GPU or host out-of-memory error (oomPatterns).
+// IsOOM reports whether a terminated state is an out-of-memory exit: reason OOMKilled
+// (whatever the restart count or restart policy), HAMi-core's "Device N OOM <used> /
+// <limit>", or a message with a GPU or host out-of-memory error (oomPatterns).
 func IsOOM(reason, message string) bool {
 	if reason == "OOMKilled" {
+		return true
+	}
+	if hamiOOM.MatchString(message) {
 		return true
 	}
 	m := strings.ToLower(message)

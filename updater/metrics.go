@@ -57,6 +57,15 @@ const (
 	SkipReplacementUnchanged = "replacement-unchanged"
 	// SkipInPlaceError: an in-place change failed (retried next cycle).
 	SkipInPlaceError = "in-place-error"
+	// SkipNotPersistent: a change inside the bounds has not persisted long enough yet
+	// (Hysteresis: --persist-cycles, --persist-for).
+	SkipNotPersistent = "not-persistent"
+	// SkipMinInterval: the workload's last round of replacements started less than
+	// --min-replacement-interval ago, or in the same resize window opening.
+	SkipMinInterval = "min-interval"
+	// SkipDuplicateTarget: an older autoscaler (admission.Precedes) targets the same
+	// workload and is in charge; this one is ignored.
+	SkipDuplicateTarget = "duplicate-target"
 )
 
 // Results: the result label of gpufrac_updater_evictions_total and

@@ -45,6 +45,9 @@ const (
 	// should see (admission webhook unavailable, invalid window, target unresolved,
 	// replacement unchanged).
 	EventUpdatesBlocked = "UpdatesBlocked"
+	// EventOOMBump (Warning, autoscaler): a container ended out of memory; the memory
+	// floor was raised to VPA's bump so the next pods get more.
+	EventOOMBump = "OutOfMemoryBump"
 	// EventComputeShrinkHeld (Normal, autoscaler): a horizontal autoscaler scales the
 	// workload on GPU utilisation; compute is not shrunk.
 	EventComputeShrinkHeld = "ComputeShrinkHeld"
@@ -63,6 +66,8 @@ const (
 	ReasonLatencyBreach = "LatencyBreach"
 	// ReasonRestartAfterShrink: RolledBack True after a container restart.
 	ReasonRestartAfterShrink = "RestartAfterShrink"
+	// ReasonOutOfMemory: RolledBack True after an out-of-memory exit raised the floor.
+	ReasonOutOfMemory = "OutOfMemory"
 	// ReasonNoFloor: RolledBack False.
 	ReasonNoFloor = "NoFloor"
 )
@@ -102,6 +107,7 @@ type Updater struct {
 	written        map[types.UID]*gpufracv1.UpdaterStatus
 	noted          map[types.UID]map[string]string
 	kedaAbsentTill time.Time
+	hyst           *Hysteresis
 }
 
 // retryState is a pod whose eviction failed: not retried before until.
@@ -135,6 +141,7 @@ func New(c client.Client, apiReader client.Reader, cfg Config) *Updater {
 		stuck:     map[workload.Ref]stuckState{},
 		written:   map[types.UID]*gpufracv1.UpdaterStatus{},
 		noted:     map[types.UID]map[string]string{},
+		hyst:      NewHysteresis(cfg.PersistCycles, cfg.PersistFor, cfg.MinReplacementInterval),
 	}
 }
 
@@ -172,7 +179,7 @@ type plan struct {
 	ref      workload.Ref
 	mode     gpufracv1.UpdateMode
 	backend  gpufracv1.BackendType
-	budget   Budget
+	wl       *workloadCycle // shared by every autoscaler of the workload
 	cands    []*candidate
 	updates  []*candidate
 	acted    bool
@@ -181,7 +188,20 @@ type plan struct {
 	window   WindowState
 	rollback string // event note when a rollback happened this cycle
 	held     []HorizontalScaler
-	refused  string // the Eviction API's refusal of another pod this cycle
+}
+
+// workloadCycle is one workload's state in a cycle, shared by every autoscaler that
+// targets it, so the disruption budget is the workload's, not the autoscaler's.
+type workloadCycle struct {
+	budget  Budget
+	counted bool   // budget computed
+	refused string // the Eviction API's refusal of another pod this cycle
+}
+
+// resolved is an autoscaler's target, resolved once per cycle.
+type resolved struct {
+	ref workload.Ref
+	err error
 }
 
 // candidate is one out-of-date pod.
@@ -222,13 +242,40 @@ func (u *Updater) RunOnce(ctx context.Context) error {
 	seen := map[types.UID]bool{}
 	refs := map[workload.Ref]bool{}
 	outOfDate := 0
+	// Resolve every target first: of several autoscalers on one workload the oldest is
+	// in charge (admission.Precedes, as in the recommender and the webhook).
+	targetsOf := map[types.UID]resolved{}
+	inCharge := map[workload.Ref]*gpufracv1.GPUFractionAutoscaler{}
+	for i := range list.Items {
+		gfa := &list.Items[i]
+		if gfa.DeletionTimestamp != nil {
+			continue
+		}
+		ref, err := workload.Resolve(ctx, u.Client, u.Scale, gfa.Namespace, gfa.Spec.TargetRef)
+		targetsOf[gfa.UID] = resolved{ref: ref, err: err}
+		if err != nil {
+			continue
+		}
+		if cur := inCharge[ref]; cur == nil || admission.Precedes(gfa, cur) {
+			inCharge[ref] = gfa
+		}
+	}
+	workloads := map[workload.Ref]*workloadCycle{}
 	for i := range list.Items {
 		gfa := &list.Items[i]
 		seen[gfa.UID] = true
 		if gfa.DeletionTimestamp != nil {
 			continue // being deleted (with its namespace, often): nothing to apply
 		}
-		p, err := u.plan(ctx, gfa, now, podsByNS)
+		t := targetsOf[gfa.UID]
+		var winner *gpufracv1.GPUFractionAutoscaler
+		if t.err == nil {
+			winner = inCharge[t.ref]
+			if workloads[t.ref] == nil {
+				workloads[t.ref] = &workloadCycle{}
+			}
+		}
+		p, err := u.plan(ctx, gfa, now, podsByNS, t, winner, workloads[t.ref])
 		if err != nil {
 			return err
 		}
@@ -271,6 +318,7 @@ func (u *Updater) RunOnce(ctx context.Context) error {
 			delete(u.expect, r)
 		}
 	}
+	u.hyst.Forget(now.Add(-24 * time.Hour))
 	for r, s := range u.stuck {
 		if !refs[r] || now.After(s.until) {
 			delete(u.stuck, r)
@@ -408,7 +456,12 @@ func (u *Updater) recommendation(ctx context.Context, gfa *gpufracv1.GPUFraction
 
 // plan evaluates one autoscaler: windows, target, pods, guardrails and rollback, and
 // the per-pod decisions; pods that pass the workload-level gates become candidates.
-func (u *Updater) plan(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler, now time.Time, podsByNS map[string][]corev1.Pod) (*plan, error) {
+//
+// target is the autoscaler's resolved target; winner is the autoscaler in charge of the
+// workload (nil when the target did not resolve): when it is another one, this autoscaler
+// is ignored (SkipDuplicateTarget). wl is the workload's shared state in this cycle.
+func (u *Updater) plan(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler, now time.Time, podsByNS map[string][]corev1.Pod,
+	target resolved, winner *gpufracv1.GPUFractionAutoscaler, wl *workloadCycle) (*plan, error) {
 	log := klog.FromContext(ctx).WithValues("autoscaler", klog.KObj(gfa))
 	cfg := u.Config
 	p := &plan{gfa: gfa, mode: gfa.Spec.EffectiveUpdateMode()}
@@ -451,12 +504,19 @@ func (u *Updater) plan(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler
 		st.NextWindowStart = secs(p.window.NextStart)
 	}
 
-	ref, err := workload.Resolve(ctx, u.Client, u.Scale, gfa.Namespace, gfa.Spec.TargetRef)
+	ref, err := target.ref, target.err
 	p.ref = ref
 	if err != nil {
 		if p.mode != gpufracv1.UpdateModeOff {
 			p.blockR, p.blockMsg = SkipTargetUnresolved, err.Error()
 		}
+		return p, nil
+	}
+	p.wl = wl
+	if winner != nil && winner.UID != gfa.UID {
+		// Another autoscaler is in charge: nothing of this one is applied or reported
+		// as pending, whatever its recommendation says.
+		p.blockR, p.blockMsg = SkipDuplicateTarget, admission.DuplicateMessage(gfa, winner, gfa.Spec.TargetRef.Kind, gfa.Spec.TargetRef.Name)
 		return p, nil
 	}
 	pods, err := u.podsOf(ctx, ref, podsByNS)
@@ -517,6 +577,38 @@ func (u *Updater) plan(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler
 			log.Info("Guardrail tripped after a shrink; rolling back", "trigger", trigger, "reason", reason)
 		}
 	}
+	// Out-of-memory exits (running pods that restarted, and pods that ended Failed, such
+	// as a Job's pod with restartPolicy Never): each raises the floor of the container's
+	// memory to VPA's bump, which the recommender honours and the webhook writes into the
+	// next pod. The floor lasts FloorDuration from the exit, so an old exit expires.
+	if p.mode != gpufracv1.UpdateModeOff && p.mode != "" {
+		failed := u.failedPodsOf(ctx, ref, podsByNS)
+		for _, pod := range failed {
+			allocs[pod.UID] = ReadAllocation(pod, bt, cfg.Admission, overhead)
+		}
+		for _, pod := range append(append([]*corev1.Pod(nil), pods...), failed...) {
+			for _, t := range Terminations(pod) {
+				until := t.FinishedAt.Add(cfg.FloorDuration)
+				if !t.OOM || !now.Before(until) {
+					continue
+				}
+				applied := int64(-1)
+				if a, ok := allocs[pod.UID].Containers[t.Container]; ok {
+					applied = a.Memory
+				}
+				bump := OOMBump(t, applied)
+				if bump <= 0 || floorMemory(st.Floor, t.Container) >= bump {
+					continue
+				}
+				reason := fmt.Sprintf("pod %s: %s; memory floor %s (max(used + 100Mi, used × 1.2))", pod.Name, t, fmtBytes(bump))
+				st.Floor = raiseFloor(st.Floor, []gpufracv1.ContainerAllocation{{ContainerName: t.Container, Memory: resource.NewQuantity(bump, resource.BinarySI)}}, until, reason)
+				meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: gpufracv1.UpdaterConditionRolledBack, Status: metav1.ConditionTrue,
+					Reason: ReasonOutOfMemory, Message: truncate(reason, 1000), ObservedGeneration: gfa.Generation})
+				u.event(gfa, pod, corev1.EventTypeWarning, EventOOMBump, "Update", "out of memory: "+reason+"; the next pods get at least this memory")
+				log.Info("Out-of-memory exit; memory floor raised", "pod", pod.Name, "container", t.Container, "floor", fmtBytes(bump))
+			}
+		}
+	}
 	if st.Floor == nil {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: gpufracv1.UpdaterConditionRolledBack, Status: metav1.ConditionFalse,
 			Reason: ReasonNoFloor, Message: "no rollback floor in force", ObservedGeneration: gfa.Generation})
@@ -552,8 +644,28 @@ func (u *Updater) plan(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler
 	for _, e := range awaited {
 		evicted[e.evicted] = true
 	}
-	p.budget = NewBudget(pods, len(awaited), evicted, minReplicas(gfa), cfg.MaxInFlight)
+	if !wl.counted {
+		wl.budget, wl.counted = NewBudget(pods, len(awaited), evicted, minReplicas(gfa), cfg.MaxInFlight), true
+	}
 
+	// Hysteresis: a change inside the bounds must persist, and rounds of replacements
+	// are spaced (per workload). A restart forgets the rounds; the last action in the
+	// status stands in for the last round's start.
+	hkey := ref.String()
+	if pr := p.prev; pr != nil {
+		for _, t := range []*metav1.Time{pr.LastEvictionTime, pr.LastInPlaceUpdateTime} {
+			if t != nil {
+				u.hyst.Seed(hkey, t.Time)
+			}
+		}
+	}
+	type evaluated struct {
+		pod   *corev1.Pod
+		alloc PodAllocation
+		need  Need
+	}
+	var evals []evaluated
+	var needs []Need
 	for _, pod := range pods {
 		if pod.DeletionTimestamp != nil || evicted[pod.UID] {
 			continue // already going (the cache may not show the eviction yet)
@@ -574,6 +686,14 @@ func (u *Updater) plan(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler
 		if !need.OutOfDate() {
 			continue
 		}
+		evals = append(evals, evaluated{pod: pod, alloc: alloc, need: need})
+		needs = append(needs, need)
+	}
+	if p.mode == gpufracv1.UpdateModeRecreate || p.mode == gpufracv1.UpdateModeInPlaceOrRecreate {
+		u.hyst.Observe(hkey, now, needs, p.window.Start)
+	}
+	for _, ev := range evals {
+		pod, alloc, need := ev.pod, ev.alloc, ev.need
 		st.PodsOutOfDate++
 		c := &candidate{p: p, pod: pod, alloc: alloc, need: need, action: gpufracv1.PodUpdateEvict}
 		if p.mode == gpufracv1.UpdateModeInPlaceOrRecreate && bt == gpufracv1.BackendAnnotations && u.InPlace != nil {
@@ -609,6 +729,10 @@ func (u *Updater) plan(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler
 		case !Admissible(need, p.window.Open):
 			c.skip(SkipWindowClosed, "no resize window is open; next opens at "+p.window.NextStart.UTC().Format(time.RFC3339))
 		default:
+			if ok, reason, msg := u.hyst.Allow(hkey, now, need); !ok {
+				c.skip(reason, msg)
+				break
+			}
 			p.cands = append(p.cands, c)
 		}
 	}
@@ -616,6 +740,36 @@ func (u *Updater) plan(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler
 		p.blockR, p.blockMsg = SkipWindowInvalid, werr.Error()
 	}
 	return p, nil
+}
+
+// floorMemory returns the floor's memory for a container, bytes (-1 none).
+func floorMemory(f *gpufracv1.UpdaterFloor, container string) int64 {
+	if f == nil {
+		return -1
+	}
+	for _, c := range f.Containers {
+		if c.ContainerName == container && c.Memory != nil {
+			return c.Memory.Value()
+		}
+	}
+	return -1
+}
+
+// failedPodsOf returns the workload's pods that ended Failed (from the namespace's pod
+// list of this cycle, which podsOf read).
+func (u *Updater) failedPodsOf(ctx context.Context, ref workload.Ref, byNS map[string][]corev1.Pod) []*corev1.Pod {
+	var out []*corev1.Pod
+	pods := byNS[ref.Namespace]
+	for i := range pods {
+		p := &pods[i]
+		if p.Status.Phase != corev1.PodFailed {
+			continue
+		}
+		if r, ok := u.owners.TopController(ctx, p); ok && r == ref {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // breach checks a shrink under verification: the latency guardrail breached, or a
@@ -801,6 +955,7 @@ func (u *Updater) act(ctx context.Context, c *candidate, now time.Time, fresh bo
 			return
 		default:
 			inPlaceTotal.WithLabelValues(ResultApplied).Inc()
+			u.hyst.Replaced(p.ref.String(), now, c.need)
 			p.acted = true
 			p.st.LastInPlaceUpdateTime = secs(now)
 			if c.need.Shrink {
@@ -835,13 +990,13 @@ func (u *Updater) act(ctx context.Context, c *candidate, now time.Time, fresh bo
 		c.skip(r.reason, r.msg+fmt.Sprintf(" (retry at %s)", r.until.UTC().Format(time.RFC3339)))
 		return
 	}
-	if reason, msg := p.budget.Allow(); reason != "" {
+	if reason, msg := p.wl.budget.Allow(); reason != "" {
 		c.skip(reason, msg)
 		return
 	}
-	if p.refused != "" {
+	if p.wl.refused != "" {
 		// The workload's budget refused another pod this cycle; it would refuse this one.
-		c.skip(SkipPDB, p.refused)
+		c.skip(SkipPDB, p.wl.refused)
 		return
 	}
 	if !u.limiter.Allow() {
@@ -869,7 +1024,7 @@ func (u *Updater) act(ctx context.Context, c *candidate, now time.Time, fresh bo
 		evictionsTotal.WithLabelValues(ResultRefused).Inc()
 		msg := "eviction refused: " + evictionRefusal(err)
 		u.retry[uid] = retryState{until: now.Add(u.Config.RetryBackoff), reason: SkipPDB, msg: msg}
-		p.refused = msg
+		p.wl.refused = msg
 		c.skip(SkipPDB, msg)
 		u.event(p.gfa, c.pod, corev1.EventTypeWarning, EventEvictionRefused, "Evict", "pod "+c.pod.Name+": "+msg)
 		log.Info("Eviction refused", "reason", msg)
@@ -883,7 +1038,8 @@ func (u *Updater) act(ctx context.Context, c *candidate, now time.Time, fresh bo
 		return
 	}
 	evictionsTotal.WithLabelValues(ResultEvicted).Inc()
-	p.budget.Took()
+	u.hyst.Replaced(p.ref.String(), now, c.need)
+	p.wl.budget.Took()
 	p.acted = true
 	p.st.LastEvictionTime = secs(now)
 	u.expect[p.ref] = append(u.expect[p.ref], &expectation{at: now, evicted: uid, before: u.knownPods(ctx, p), pod: c.pod.Name})
@@ -1003,7 +1159,7 @@ func (u *Updater) finish(ctx context.Context, p *plan, now time.Time) error {
 		}
 	}
 	switch st.BlockedReason {
-	case SkipAdmissionUnavailable, SkipWindowInvalid, SkipTargetUnresolved, SkipReplacementUnchanged:
+	case SkipAdmissionUnavailable, SkipWindowInvalid, SkipTargetUnresolved, SkipReplacementUnchanged, SkipDuplicateTarget:
 		u.eventOnce(gfa, "blocked", corev1.EventTypeWarning, EventUpdatesBlocked, "Update", "updates blocked ("+st.BlockedReason+"): "+st.BlockedMessage)
 	default:
 		u.forget(gfa, "blocked")

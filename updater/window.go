@@ -70,32 +70,68 @@ func (w *Window) String() string {
 // next returns the first start strictly after t (zero when there is none within five
 // years, robfig/cron's limit). Starts are computed on the wall clock of the window's
 // time zone, so a daily 02:00 start stays at 02:00 local time across daylight-saving
-// changes. A wall-clock time that does not exist (the hour skipped when clocks go
-// forward) has no start that day, as with robfig/cron and Kubernetes CronJobs. A
-// wall-clock time that happens twice (the hour repeated when clocks go back) starts a
-// window only the first time: robfig/cron would start one at both.
+// changes. The schedule is evaluated on the wall clock itself (a clock without
+// daylight saving), and each wall-clock start is then placed in real time:
+//
+//   - a wall-clock time that does not exist (inside the hour skipped when clocks go
+//     forward) starts the window right after the jump, as ISC cron (Vixie cron) does:
+//     "0 2 * * *" in Europe/Berlin opens at 03:00 CEST on 2026-03-29. Several starts in
+//     the gap (and one at the end of the gap) open it once. robfig/cron and Kubernetes
+//     CronJobs skip such starts;
+//   - a wall-clock time that happens twice (the hour repeated when clocks go back)
+//     starts a window only the first time: robfig/cron would start one at both.
 func (w *Window) next(t time.Time) time.Time {
-	n := w.schedule.Next(t.In(w.loc))
-	for i := 0; !n.IsZero() && i < 4 && repeatedWallClock(n); i++ {
-		n = w.schedule.Next(n)
+	wall := wallClock(t, w.loc)
+	for i := 0; i < maxWindowSteps; i++ {
+		n := w.schedule.Next(wall)
+		if n.IsZero() {
+			return n
+		}
+		if s := w.instant(n); s.After(t) {
+			return s.In(t.Location())
+		}
+		// Already happened: a wall-clock time of the repeated hour whose first
+		// occurrence is not after t, or a gap start placed at the jump at or before t.
+		wall = n
 	}
-	if n.IsZero() {
-		return n
-	}
-	return n.In(t.Location())
+	return time.Time{}
 }
 
-// repeatedWallClock reports whether the wall-clock reading of t (in its location)
-// already happened up to two hours earlier (a repeated hour after a daylight-saving
-// change).
-func repeatedWallClock(t time.Time) bool {
-	for _, back := range []time.Duration{30 * time.Minute, time.Hour, 2 * time.Hour} {
-		e := t.Add(-back)
-		if e.Hour() == t.Hour() && e.Minute() == t.Minute() && e.Day() == t.Day() {
-			return true
+// wallClock returns t's wall-clock reading in loc as a UTC time (a clock without
+// daylight-saving changes), on which the cron schedule is evaluated.
+func wallClock(t time.Time, loc *time.Location) time.Time {
+	l := t.In(loc)
+	return time.Date(l.Year(), l.Month(), l.Day(), l.Hour(), l.Minute(), l.Second(), l.Nanosecond(), time.UTC)
+}
+
+// instant returns the first real time at which the wall clock of the window's time zone
+// reads wall (a UTC time from wallClock) or later: the first of two occurrences in a
+// repeated hour, and the end of the jump for a time that was skipped.
+func (w *Window) instant(wall time.Time) time.Time {
+	r := time.Date(wall.Year(), wall.Month(), wall.Day(), wall.Hour(), wall.Minute(), wall.Second(), wall.Nanosecond(), w.loc)
+	if wallClock(r, w.loc).Equal(wall) {
+		// It exists; an earlier occurrence (repeated hour) wins.
+		first := r
+		for _, back := range []time.Duration{30 * time.Minute, time.Hour, 2 * time.Hour} {
+			if e := r.Add(-back); wallClock(e, w.loc).Equal(wall) {
+				first = e
+			}
+		}
+		return first
+	}
+	// Skipped: the first instant whose wall clock reads wall or later is the jump. The
+	// wall clock only moves forward across a gap, so a binary search over the
+	// surrounding hours finds it (to the second; transitions are on whole seconds).
+	lo, hi := r.Add(-3*time.Hour).Unix(), r.Add(3*time.Hour).Unix()
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if wallClock(time.Unix(mid, 0), w.loc).Before(wall) {
+			lo = mid + 1
+		} else {
+			hi = mid
 		}
 	}
-	return false
+	return time.Unix(lo, 0).In(w.loc)
 }
 
 // Open reports whether the window is open at t — some start s with s ≤ t < s+duration —
@@ -131,6 +167,10 @@ type WindowState struct {
 	// End is when the open windows close (the latest end among those open); zero when
 	// none is open or there are no windows.
 	End time.Time
+	// Start is when the open window opened (the earliest start, among the open windows,
+	// whose activation covers the evaluation time); zero when none is open or there are
+	// no windows. Hysteresis allows one round of replacements per Start.
+	Start time.Time
 	// NextStart is the first start of a window after End when open, after the
 	// evaluation time otherwise; zero without windows.
 	NextStart time.Time
@@ -169,6 +209,9 @@ func (ws Windows) State(t time.Time) WindowState {
 			st.Open = true
 			if end.After(st.End) {
 				st.End = end
+			}
+			if s := w.next(t.Add(-w.duration)); !s.IsZero() && (st.Start.IsZero() || s.Before(st.Start)) {
+				st.Start = s
 			}
 		}
 	}

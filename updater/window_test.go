@@ -127,10 +127,9 @@ func TestWindowDaylightSaving(t *testing.T) {
 	// A start inside the skipped hour (02:30 does not exist on 2026-03-08 in New York).
 	ny := mustWindows(t, win("30 2 * * *", time.Hour, "America/New_York"))
 	st := ny.State(at(t, "2026-03-08T05:00:00Z")) // 00:00 EST
-	// As with robfig/cron and Kubernetes CronJobs, that day has no start: the next is
-	// the following day's 02:30 EDT.
-	if !st.NextStart.Equal(at(t, "2026-03-09T06:30:00Z")) {
-		t.Errorf("next start %v (%v local), want 2026-03-09 02:30 EDT", st.NextStart.UTC(), st.NextStart.In(ny[0].loc))
+	// As ISC cron does, the start happens right after the jump: 03:00 EDT (07:00 UTC).
+	if !st.NextStart.Equal(at(t, "2026-03-08T07:00:00Z")) {
+		t.Errorf("next start %v (%v local), want 2026-03-08 03:00 EDT, right after the jump", st.NextStart.UTC(), st.NextStart.In(ny[0].loc))
 	}
 	// A start inside the repeated hour (01:30 happens twice on 2026-11-01 in New York):
 	// at most one window per day.
@@ -166,5 +165,77 @@ func TestParseWindowErrors(t *testing.T) {
 	}
 	if ws, err := ParseWindows(nil); err != nil || !ws.State(time.Now()).Unrestricted {
 		t.Errorf("nil policy: %v %v", ws, err)
+	}
+}
+
+// starts lists the window starts in [from, to).
+func starts(w *Window, from, to time.Time) []time.Time {
+	var out []time.Time
+	for s := w.next(from.Add(-time.Nanosecond)); !s.IsZero() && s.Before(to); s = w.next(s) {
+		out = append(out, s.UTC())
+	}
+	return out
+}
+
+// Spring forward: a daily start inside the skipped hour opens the window once, right
+// after the jump (ISC cron); robfig/cron alone never opens it that day. Autumn: a start
+// inside the repeated hour opens it exactly once, the first time.
+func TestWindowDaylightSavingGapAndRepeat(t *testing.T) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	day := func(y int, m time.Month, d int) (time.Time, time.Time) {
+		return time.Date(y, m, d, 0, 0, 0, 0, berlin), time.Date(y, m, d+1, 0, 0, 0, 0, berlin)
+	}
+	for _, tc := range []struct {
+		name, schedule string
+		span           func() (time.Time, time.Time)
+		want           []string
+	}{
+		// 2026-03-29: 02:00 CET → 03:00 CEST at 01:00 UTC.
+		{"spring 02:00", "0 2 * * *", func() (time.Time, time.Time) { return day(2026, 3, 29) }, []string{"2026-03-29T01:00:00Z"}},
+		{"spring 02:30", "30 2 * * *", func() (time.Time, time.Time) { return day(2026, 3, 29) }, []string{"2026-03-29T01:00:00Z"}},
+		{"spring several in the gap and at its end", "0,15,30,45 2,3 * * *", func() (time.Time, time.Time) { return day(2026, 3, 29) },
+			[]string{"2026-03-29T01:00:00Z", "2026-03-29T01:15:00Z", "2026-03-29T01:30:00Z", "2026-03-29T01:45:00Z"}},
+		{"day before spring", "0 2 * * *", func() (time.Time, time.Time) { return day(2026, 3, 28) }, []string{"2026-03-28T01:00:00Z"}},
+		{"day after spring", "0 2 * * *", func() (time.Time, time.Time) { return day(2026, 3, 30) }, []string{"2026-03-30T00:00:00Z"}},
+		// 2026-10-25: 03:00 CEST → 02:00 CET at 01:00 UTC; 02:00–02:59 happens twice.
+		{"autumn 02:00", "0 2 * * *", func() (time.Time, time.Time) { return day(2026, 10, 25) }, []string{"2026-10-25T00:00:00Z"}},
+		{"autumn 02:30", "30 2 * * *", func() (time.Time, time.Time) { return day(2026, 10, 25) }, []string{"2026-10-25T00:30:00Z"}},
+		{"autumn hourly", "0 * * * *", func() (time.Time, time.Time) { return day(2026, 10, 25) }, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := mustWindows(t, win(tc.schedule, 30*time.Minute, "Europe/Berlin"))[0]
+			from, to := tc.span()
+			got := starts(w, from, to)
+			if tc.want == nil {
+				// Hourly on the 25-hour autumn day: 24 distinct wall-clock hours, each once.
+				if len(got) != 24 {
+					t.Errorf("%d starts on the autumn day, want 24 (the repeated 02:00 once): %v", len(got), got)
+				}
+				return
+			}
+			var want []time.Time
+			for _, s := range tc.want {
+				want = append(want, at(t, s))
+			}
+			if len(got) != len(want) {
+				t.Fatalf("starts %v, want %v", got, want)
+			}
+			for i := range got {
+				if !got[i].Equal(want[i]) {
+					t.Errorf("start %d = %v, want %v", i, got[i], want[i])
+				}
+			}
+		})
+	}
+	// The state on the spring day: open right after the jump, for its duration.
+	ws := mustWindows(t, win("0 2 * * *", time.Hour, "Europe/Berlin"))
+	if st := ws.State(at(t, "2026-03-29T00:30:00Z")); st.Open || !st.NextStart.Equal(at(t, "2026-03-29T01:00:00Z")) {
+		t.Errorf("before the jump: %+v, want closed and opening at 01:00 UTC", st)
+	}
+	if st := ws.State(at(t, "2026-03-29T01:30:00Z")); !st.Open || !st.Start.Equal(at(t, "2026-03-29T01:00:00Z")) || !st.End.Equal(at(t, "2026-03-29T02:00:00Z")) {
+		t.Errorf("after the jump: %+v, want open 01:00–02:00 UTC", st)
 	}
 }

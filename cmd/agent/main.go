@@ -27,7 +27,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/gpufrac/gpufrac/agent"
-	"github.com/gpufrac/gpufrac/agent/simulate"
+	"github.com/gpufrac/gpufrac/agent/fakenvml"
 	"github.com/gpufrac/gpufrac/trace"
 )
 
@@ -46,7 +46,7 @@ type options struct {
 
 	simulate             bool
 	tracePath, gpuMemory string
-	sim                  simulate.Config
+	sim                  fakenvml.Config
 }
 
 func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
@@ -65,9 +65,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	fs.Float64Var(&o.sim.Speed, "simulate-speed", 1, "With --simulate: trace seconds replayed per wall-clock second.")
 	fs.BoolVar(&o.sim.Loop, "simulate-loop", true, "With --simulate: start the trace over after its end; false holds its last samples.")
 	fs.DurationVar(&o.sim.Offset, "simulate-offset", 0, "With --simulate: where in the trace the replay starts.")
-	fs.IntVar(&o.sim.GPUs, "simulate-gpus", simulate.DefaultGPUs, "With --simulate: number of fake GPUs the processes are spread over.")
+	fs.IntVar(&o.sim.GPUs, "simulate-gpus", fakenvml.DefaultGPUs, "With --simulate: number of fake GPUs the processes are spread over.")
 	fs.StringVar(&o.gpuMemory, "simulate-gpu-memory", "81559Mi", "With --simulate: memory of one fake GPU (quantity, bytes).")
-	fs.StringVar(&o.sim.Model, "simulate-model", simulate.DefaultModel, "With --simulate: product name of the fake GPUs.")
+	fs.StringVar(&o.sim.Model, "simulate-model", fakenvml.DefaultModel, "With --simulate: product name of the fake GPUs.")
 	fs.DurationVar(&o.sim.Hold, "simulate-hold", 0, "With --simulate: how long a trace sample stays valid (default 3 × the trace's median step).")
 	klog.InitFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -143,7 +143,7 @@ func run() error {
 			return err
 		}
 		o.sim.Trace = tr
-		sim, err := simulate.New(o.sim, pods)
+		sim, err := fakenvml.New(o.sim, pods)
 		if err != nil {
 			return err
 		}

@@ -5,10 +5,8 @@ package metrics
 // gpufrac_pod_gpu_sm_utilization_ratio (ratio 0–1, absent on MIG where NVML has no
 // per-process utilisation). Devices are keyed by UUID and, on MIG, GPU_I_ID.
 var Agent Source = gauges{
-	name:       "agent",
-	memory:     "gpufrac_pod_gpu_memory_used_bytes",
-	compute:    "gpufrac_pod_gpu_sm_utilization_ratio",
-	memoryMax:  MaxMemoryBytes,
-	computeMax: 1,
-	device:     []string{"UUID", MIGInstanceLabel},
+	name:    "agent",
+	memory:  []Field{{Metric: "gpufrac_pod_gpu_memory_used_bytes", Unit: UnitBytes}},
+	compute: []Field{{Metric: "gpufrac_pod_gpu_sm_utilization_ratio", Unit: UnitRatio}},
+	device:  []string{"UUID", MIGInstanceLabel},
 }

@@ -1,8 +1,6 @@
 package metrics
 
 import (
-	"fmt"
-	"strings"
 	"time"
 )
 
@@ -40,26 +38,29 @@ func (DCGM) DeviceLabels() []string { return []string{"UUID", MIGInstanceLabel} 
 // MIGInstanceLabel is dcgm-exporter's MIG GPU instance ID label.
 const MIGInstanceLabel = "GPU_I_ID"
 
+// dcgm are dcgm-exporter's fields with their published units.
+var dcgm = gauges{
+	name:   "dcgm",
+	memory: []Field{{Metric: DCGMFBUsed, Unit: UnitMiB}},
+	compute: []Field{
+		{Metric: DCGMSMActive, Unit: UnitRatio},
+		{Metric: DCGMGREngineActive, Unit: UnitRatio},
+		{Metric: DCGMGPUUtil, Unit: UnitPercent},
+	},
+	device: []string{"UUID", MIGInstanceLabel},
+}
+
+// Fields returns FB_USED (MiB) for memory; SM_ACTIVE (ratio), GR_ENGINE_ACTIVE (ratio)
+// and GPU_UTIL (percent) for compute.
+func (DCGM) Fields(signal Signal) []Field { return dcgm.Fields(signal) }
+
 // MemoryPeakQuery returns the peak of DCGM_FI_DEV_FB_USED over the window, in bytes.
 func (DCGM) MemoryPeakQuery(sel Selector, window time.Duration) string {
-	return fmt.Sprintf("max %s (%s) * %d", sel.by(), sel.Series("max_over_time", DCGMFBUsed, MaxMemoryBytes/MiB, window), MiB)
+	return dcgm.MemoryPeakQuery(sel, window)
 }
 
 // ComputeQuery returns the mean activity over the window as a ratio 0–1, from the
 // highest-fidelity field that exists for each container.
 func (DCGM) ComputeQuery(sel Selector, window time.Duration) string {
-	one := func(metric string, scale string) string {
-		max := 1.0
-		if scale != "" {
-			max = 100 // percent
-		}
-		return fmt.Sprintf(`label_replace(max %s (%s)%s, %q, %q, "", "")`,
-			sel.by(), sel.Series("avg_over_time", metric, max, window), scale, SourceLabel, metric)
-	}
-	on := " or on (" + strings.Join(sel.keys(), ", ") + ") "
-	return strings.Join([]string{
-		one(DCGMSMActive, ""),
-		one(DCGMGREngineActive, ""),
-		one(DCGMGPUUtil, " / 100"),
-	}, on)
+	return dcgm.ComputeQuery(sel, window)
 }

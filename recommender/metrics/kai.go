@@ -1,15 +1,22 @@
 package metrics
 
-// KAI reads the NVIDIA KAI scheduler's gpu-fractioning metrics:
-// gpu_fractioning_gpu_memory_used_bytes (bytes per pod container) and
-// gpu_fractioning_gpu_sm_utilization_percent (percent 0–100, divided by 100 here).
-// Devices are keyed by UUID.
+// KAI gpu-fractioning metrics daemon names.
+const (
+	// KAIMemory is GPU memory used per pod, bytes.
+	KAIMemory = "gpu_fractioning_gpu_memory_used_bytes"
+	// KAIUtilization is the pod's SM utilisation, percent 0–100.
+	KAIUtilization = "gpu_fractioning_gpu_sm_utilization_percent"
+)
+
+// KAI reads the NVIDIA KAI scheduler's gpu-fractioning metrics daemon:
+// gpu_fractioning_gpu_memory_used_bytes (bytes) and
+// gpu_fractioning_gpu_sm_utilization_percent (percent 0–100, ÷100 here). Labels are
+// namespace, pod, pod_uuid, gpu_uuid and gpu: there is no container label, so series come
+// back with an empty container and the recommender attributes them to the pod's GPU
+// container (recommender.feed). Devices are keyed by gpu_uuid.
 var KAI Source = gauges{
-	name:         "kai",
-	memory:       "gpu_fractioning_gpu_memory_used_bytes",
-	compute:      "gpu_fractioning_gpu_sm_utilization_percent",
-	computeScale: " / 100",
-	memoryMax:    MaxMemoryBytes,
-	computeMax:   100,
-	device:       []string{"UUID"},
+	name:    "kai",
+	memory:  []Field{{Metric: KAIMemory, Unit: UnitBytes}},
+	compute: []Field{{Metric: KAIUtilization, Unit: UnitPercent}},
+	device:  []string{"gpu_uuid"},
 }

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -55,11 +56,70 @@ var SamplesDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Samples read from Prometheus and dropped as impossible (NaN, Inf, negative, out of range, missing workload labels), by signal and reason.",
 }, []string{"signal", "reason"})
 
-// Queries counts PromQL queries sent, by kind (instant, range) and result (ok, error).
+// Queries counts PromQL queries sent, by kind (instant, range) and result (ok, error,
+// partial: an answer with warnings, see ErrPartialResponse).
 var Queries = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "gpufrac_recommender_prometheus_queries_total",
-	Help: "PromQL queries sent to Prometheus by the recommender, by kind and result.",
+	Help: "PromQL queries sent to Prometheus by the recommender, by kind and result (ok, error, partial).",
 }, []string{"kind", "result"})
+
+// Reasons of gpufrac_recommender_incomplete_data_total: data the recommender did not
+// decide from.
+const (
+	// IncompletePartialResponse: one query answer carried warnings (Thanos, Mimir or
+	// Cortex with a store down); counted per answer.
+	IncompletePartialResponse = "partial_response"
+	// IncompleteNoSamplesWhileRunning: an autoscaler with running pods got no GPU sample
+	// in a cycle; counted per autoscaler and cycle.
+	IncompleteNoSamplesWhileRunning = "no_samples_while_running"
+	// IncompleteAllFiltered: every sample of one signal of one autoscaler's pods was
+	// dropped as impossible in a load (e.g. a unit misread); counted per autoscaler,
+	// signal and cycle.
+	IncompleteAllFiltered = "all_samples_filtered"
+)
+
+// Incomplete counts data the recommender refused to decide from, by reason (the
+// Incomplete* constants). Each occurrence also sets a condition on the autoscalers it
+// affects.
+var Incomplete = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "gpufrac_recommender_incomplete_data_total",
+	Help: "Prometheus data the recommender did not decide from, by reason (partial_response per answer; no_samples_while_running and all_samples_filtered per autoscaler and cycle).",
+}, []string{"reason"})
+
+// ErrPartialResponse is matched (errors.Is) by the error a query returns when
+// Prometheus answered "success" with warnings: the answer may omit series (Thanos,
+// Mimir and Cortex do this when a store is down), so it is never decided from.
+var ErrPartialResponse = errors.New("partial response")
+
+// PartialResponseError is a successful answer that carried warnings.
+type PartialResponseError struct {
+	// Query is the PromQL sent.
+	Query string
+	// Warnings are the answer's warnings, as sent.
+	Warnings []string
+}
+
+// Error names the query and its first warnings.
+func (e *PartialResponseError) Error() string {
+	w := e.Warnings
+	if len(w) > 3 {
+		w = w[:3]
+	}
+	return fmt.Sprintf("prometheus answered %q with %d warnings (incomplete answer, not used): %s", e.Query, len(e.Warnings), strings.Join(w, "; "))
+}
+
+// Is makes errors.Is(err, ErrPartialResponse) true.
+func (e *PartialResponseError) Is(target error) bool { return target == ErrPartialResponse }
+
+// partial counts an answer with warnings and returns its error, or nil without warnings.
+func partial(kind, query string, warnings promv1.Warnings) error {
+	if len(warnings) == 0 {
+		return nil
+	}
+	Queries.WithLabelValues(kind, "partial").Inc()
+	Incomplete.WithLabelValues(IncompletePartialResponse).Inc()
+	return &PartialResponseError{Query: query, Warnings: warnings}
+}
 
 // Reader runs PromQL through the client_golang API client and decodes per-container series.
 type Reader struct {
@@ -79,19 +139,24 @@ func (r *Reader) timeout() time.Duration {
 }
 
 // Vector runs an instant query at ts and returns its raw vector. It returns an error when
-// Prometheus fails or the result is not a vector or scalar (a scalar becomes a one-element
-// vector without labels).
+// Prometheus fails, when the answer carries warnings (a *PartialResponseError matching
+// ErrPartialResponse: the answer may be incomplete, so no vector is returned), or when
+// the result is not a vector or scalar (a scalar becomes a one-element vector without
+// labels). Infos (PromQL annotations that do not affect the result) are logged at -v=2.
 func (r *Reader) Vector(ctx context.Context, query string, ts time.Time) (model.Vector, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout())
 	defer cancel()
-	v, warnings, _, err := r.API.Query(ctx, query, ts)
+	v, warnings, infos, err := r.API.Query(ctx, query, ts)
 	if err != nil {
 		Queries.WithLabelValues("instant", "error").Inc()
 		return nil, fmt.Errorf("prometheus query %q: %w", query, err)
 	}
+	if err := partial("instant", query, warnings); err != nil {
+		return nil, err
+	}
 	Queries.WithLabelValues("instant", "ok").Inc()
-	if len(warnings) > 0 {
-		klog.FromContext(ctx).V(2).Info("Prometheus warnings", "query", query, "warnings", warnings)
+	if len(infos) > 0 {
+		klog.FromContext(ctx).V(2).Info("Prometheus infos", "query", query, "infos", infos)
 	}
 	switch val := v.(type) {
 	case model.Vector:
@@ -118,7 +183,9 @@ func (r *Reader) Instant(ctx context.Context, signal Signal, query string, ts ti
 
 // Range runs query over [start, end] at step, split into chunks of at most
 // MaxPointsPerSeries points, and returns one series per container. It returns the first
-// chunk's error; a failed history load is retried by the caller, never read as zero.
+// chunk's error, and a *PartialResponseError (ErrPartialResponse) when any chunk's
+// answer carried warnings; a failed history load is retried by the caller, never read as
+// zero and never read in part.
 func (r *Reader) Range(ctx context.Context, signal Signal, query string, start, end time.Time, step time.Duration) ([]Series, error) {
 	if step <= 0 {
 		return nil, fmt.Errorf("range query step must be positive, got %s", step)
@@ -131,11 +198,14 @@ func (r *Reader) Range(ctx context.Context, signal Signal, query string, start, 
 			to = end
 		}
 		cctx, cancel := context.WithTimeout(ctx, r.timeout())
-		v, _, _, err := r.API.QueryRange(cctx, query, promv1.Range{Start: from, End: to, Step: step})
+		v, warnings, _, err := r.API.QueryRange(cctx, query, promv1.Range{Start: from, End: to, Step: step})
 		cancel()
 		if err != nil {
 			Queries.WithLabelValues("range", "error").Inc()
 			return nil, fmt.Errorf("prometheus range query %q [%s, %s]: %w", query, from.Format(time.RFC3339), to.Format(time.RFC3339), err)
+		}
+		if err := partial("range", query, warnings); err != nil {
+			return nil, err
 		}
 		Queries.WithLabelValues("range", "ok").Inc()
 		m, ok := v.(model.Matrix)
@@ -248,6 +318,58 @@ func (r *Reader) decode(signal Signal, m model.Matrix) []Series {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID.String() < out[j].ID.String() })
 	return out
+}
+
+// PodDrops counts impossible samples per pod (namespace, pod) and drop reason.
+type PodDrops map[[2]string]map[string]float64
+
+// Total returns the samples dropped for one pod, all reasons.
+func (d PodDrops) Total(namespace, pod string) float64 {
+	var n float64
+	for _, v := range d[[2]string{namespace, pod}] {
+		n += v
+	}
+	return n
+}
+
+// Record adds the counts to SamplesDropped{signal, reason}.
+func (d PodDrops) Record(signal Signal) {
+	for _, byReason := range d {
+		for reason, n := range byReason {
+			SamplesDropped.WithLabelValues(string(signal), reason).Add(n)
+		}
+	}
+}
+
+// CountDropped runs sel.DropCountQuery for the fields of one signal over (from, to] and
+// returns the counts per pod; Record adds them to the counter. Errors (including partial
+// answers) are returned like any query's.
+func (r *Reader) CountDropped(ctx context.Context, signal Signal, sel Selector, fields []Field, from, to time.Time) (PodDrops, error) {
+	q, at := sel.DropCountQuery(fields, from, to)
+	if q == "" {
+		return PodDrops{}, nil
+	}
+	vec, err := r.Vector(ctx, q, at)
+	if err != nil {
+		return nil, err
+	}
+	out := PodDrops{}
+	for _, s := range vec {
+		v := float64(s.Value)
+		if v <= 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+			continue
+		}
+		reason := string(s.Metric["reason"])
+		if reason == "" {
+			continue // not a count of the query's making
+		}
+		k := [2]string{string(s.Metric[model.LabelName(sel.Labels.Namespace)]), string(s.Metric[model.LabelName(sel.Labels.Pod)])}
+		if out[k] == nil {
+			out[k] = map[string]float64{}
+		}
+		out[k][reason] += v
+	}
+	return out, nil
 }
 
 // typeOf names a result's type; a response without data decodes to nil.

@@ -74,6 +74,9 @@ type Source interface {
 	// ComputeQuery returns PromQL whose result, per (namespace, pod, container, device),
 	// is the mean GPU activity as a ratio 0–1 over the window, labelled with SourceLabel.
 	ComputeQuery(sel Selector, window time.Duration) string
+	// Fields lists the published metrics read for a signal, each with its unit, in
+	// order of preference.
+	Fields(signal Signal) []Field
 }
 
 // Selector restricts queries to the namespaces that have autoscalers and names the
@@ -100,10 +103,12 @@ const exportedPrefix = "exported_"
 // workload), counting only samples in [0, max] (max in the metric's own unit).
 //
 // A range function over raw samples is exact, but one impossible sample (a DCGM blank
-// sentinel, NaN) poisons the window's max or mean. So the raw result is kept where it is
-// in range, and where it is not (but the window has samples) replaced by the same
-// function over a subquery at SubqueryResolution whose samples outside [0, max] were
-// filtered out: the bad sample is dropped, the window's valid samples still count.
+// sentinel, NaN, a ratio of 1.37) poisons the window's max or mean. So the raw result is
+// kept where every raw sample of the window is valid, and elsewhere (where the window
+// has samples) replaced by the same function over a subquery at SubqueryResolution
+// whose samples outside [0, max] were filtered out: the bad samples are dropped, the
+// window's valid samples still count. The dropped samples are counted by
+// DropCountQuery.
 //
 // Unless Direct is set, series scraped without honor_labels are read too: their
 // exported_namespace, exported_pod and exported_container labels are copied over
@@ -122,9 +127,15 @@ func (s Selector) Series(fn, metric string, max float64, window time.Duration) s
 	robust := func(sel string) string {
 		bounds := fmt.Sprintf(" >= 0 <= %g", max)
 		w := promDuration(window)
+		// The raw result only where every raw sample of the window is valid: no sample
+		// above max (max_over_time), none negative (min_over_time), no NaN or ±Inf (a
+		// sum that equals itself). A mean poisoned by one 1.37 among 0.5s is still in
+		// range, so the result alone cannot tell.
+		clean := fmt.Sprintf("%s(%s[%s])%s and max_over_time(%s[%s]) <= %g and min_over_time(%s[%s]) >= 0 and sum_over_time(%s[%s]) == sum_over_time(%s[%s])",
+			fn, sel, w, bounds, sel, w, max, sel, w, sel, w, sel, w)
 		// The fallback only where the window has raw samples: a subquery would otherwise
 		// carry the last sample into empty windows through Prometheus' lookback.
-		return fmt.Sprintf("(%s(%s[%s])%s or (%s((%s%s)[%s:%s]) and count_over_time(%s[%s])))", fn, sel, w, bounds, fn, sel, bounds, w, promDuration(res), sel, w)
+		return fmt.Sprintf("((%s) or (%s((%s%s)[%s:%s]) and count_over_time(%s[%s])))", clean, fn, sel, bounds, w, promDuration(res), sel, w)
 	}
 	if s.Direct {
 		return robust(fmt.Sprintf(`%s{%s=~%q,%s!=""}`, metric, ns, nsRe, pod))
@@ -153,27 +164,120 @@ func (s Selector) keys() []string {
 	return append([]string{s.Labels.Namespace, s.Labels.Pod, s.Labels.Container}, s.Device...)
 }
 
-// gauges is a Source over two gauges, one for memory and one for compute, each with
-// a scale to bytes and to a 0–1 ratio and its largest possible value in its own unit.
+// Unit is the unit a metric is published in.
+type Unit string
+
+// Units of published metrics; each converts to gpufrac's signals (bytes; ratio 0–1).
+const (
+	// UnitBytes: bytes, valid in [0, MaxMemoryBytes].
+	UnitBytes Unit = "bytes"
+	// UnitMiB: mebibytes (dcgm-exporter's framebuffer fields), ×1048576 to bytes.
+	UnitMiB Unit = "MiB"
+	// UnitRatio: 0–1.
+	UnitRatio Unit = "ratio"
+	// UnitPercent: 0–100, ÷100 to a ratio.
+	UnitPercent Unit = "percent"
+)
+
+// max is the largest value that can be true in the unit; larger ones are dropped.
+func (u Unit) max() float64 {
+	switch u {
+	case UnitMiB:
+		return MaxMemoryBytes / MiB
+	case UnitRatio:
+		return 1
+	case UnitPercent:
+		return 100
+	}
+	return MaxMemoryBytes
+}
+
+// scale is the PromQL suffix converting the unit to bytes or a ratio.
+func (u Unit) scale() string {
+	switch u {
+	case UnitMiB:
+		return fmt.Sprintf(" * %d", MiB)
+	case UnitPercent:
+		return " / 100"
+	}
+	return ""
+}
+
+// Field is one published metric a source reads for a signal, with its unit and, where
+// the exporter uses other names than the selector's, its own label names.
+type Field struct {
+	// Metric is the metric name as published.
+	Metric string
+	// Unit is the unit the metric is published in.
+	Unit Unit
+	// Labels, when set, are the metric's own workload label names (HAMi ≤ 2.8:
+	// podnamespace, podname, ctrname); results are relabelled to the selector's names.
+	// An empty Container means the metric has no container label (pod-level usage).
+	Labels *Labels
+	// Device are the metric's device labels, relabelled in order onto the source's
+	// DeviceLabels; nil means the source's own.
+	Device []string
+}
+
+// query renders fn over the field's valid samples in the window, aggregated with max by
+// the selector's keys, in bytes or as a ratio, with the selector's label names.
+func (f Field) query(sel Selector, fn string, window time.Duration) string {
+	fs := sel
+	if f.Labels != nil {
+		fs.Labels, fs.Direct = *f.Labels, true
+	}
+	if f.Device != nil {
+		fs.Device = f.Device
+	}
+	q := fmt.Sprintf("max %s (%s)%s", fs.by(), fs.Series(fn, f.Metric, f.Unit.max(), window), f.Unit.scale())
+	from, to := fs.keys(), sel.keys()
+	renamed := false
+	for i := range from {
+		if i < len(to) && from[i] != to[i] && from[i] != "" {
+			q = fmt.Sprintf(`label_replace(%s, %q, "$1", %q, "(.*)")`, q, to[i], from[i])
+			renamed = true
+		}
+	}
+	if renamed {
+		q = fmt.Sprintf("max %s (%s)", sel.by(), q)
+	}
+	return q
+}
+
+// gauges is a Source over published gauges: for each signal, fields in order of
+// preference (the first that exists for a container wins).
 type gauges struct {
-	name                      string
-	memory, compute           string
-	memoryScale, computeScale string // PromQL suffix, e.g. " / 100"
-	memoryMax, computeMax     float64
-	device                    []string
+	name            string
+	memory, compute []Field
+	device          []string
 }
 
 func (g gauges) Name() string           { return g.name }
-func (g gauges) MemoryMetric() string   { return g.memory }
+func (g gauges) MemoryMetric() string   { return g.memory[0].Metric }
 func (g gauges) DeviceLabels() []string { return g.device }
 
+// Fields returns the fields read for a signal, in order of preference.
+func (g gauges) Fields(signal Signal) []Field {
+	if signal == SignalMemory {
+		return g.memory
+	}
+	return g.compute
+}
+
 func (g gauges) MemoryPeakQuery(sel Selector, window time.Duration) string {
-	return fmt.Sprintf("max %s (%s)%s", sel.by(), sel.Series("max_over_time", g.memory, g.memoryMax, window), g.memoryScale)
+	var parts []string
+	for _, f := range g.memory {
+		parts = append(parts, f.query(sel, "max_over_time", window))
+	}
+	return strings.Join(parts, " or on ("+strings.Join(sel.keys(), ", ")+") ")
 }
 
 func (g gauges) ComputeQuery(sel Selector, window time.Duration) string {
-	return fmt.Sprintf(`label_replace(max %s (%s)%s, %q, %q, "", "")`,
-		sel.by(), sel.Series("avg_over_time", g.compute, g.computeMax, window), g.computeScale, SourceLabel, g.compute)
+	var parts []string
+	for _, f := range g.compute {
+		parts = append(parts, fmt.Sprintf(`label_replace(%s, %q, %q, "", "")`, f.query(sel, "avg_over_time", window), SourceLabel, f.Metric))
+	}
+	return strings.Join(parts, " or on ("+strings.Join(sel.keys(), ", ")+") ")
 }
 
 // NamespaceRegex renders namespaces as an anchored PromQL regex alternative ("a|b"),
@@ -210,4 +314,71 @@ func NewSource(name string) (Source, error) {
 		names = append(names, s.Name())
 	}
 	return nil, fmt.Errorf("unknown metric source %q (known: auto, %s)", name, strings.Join(names, ", "))
+}
+
+// dropFilters are the PromQL filters that select a field's impossible raw samples, by
+// drop reason, for a metric selector %[1]s and the largest valid value %[2]s.
+var dropFilters = []struct{ reason, filter string }{
+	{DropNaN, "(%[1]s != %[1]s)"},
+	{DropInf, "(abs(%[1]s) == Inf)"},
+	{DropNegative, "(%[1]s < 0 > -Inf)"},
+	{DropOutOfRange, "(%[1]s > %[2]s < Inf)"},
+}
+
+// DropCountQuery returns an instant query, to evaluate at the returned time, whose
+// result counts the raw samples of the fields in the window (from, to] that cannot be
+// true — NaN, ±Inf, negative, above the unit's maximum — per (namespace, pod) in the
+// selector's label names and "reason" (DropNaN, DropInf, DropNegative, DropOutOfRange).
+// These samples are filtered out inside the memory and compute queries, so this
+// companion query is how they are counted.
+//
+// Raw samples are counted exactly by their timestamps: a subquery at the selector's
+// resolution yields, at each step, the timestamp of the latest raw sample if it is
+// impossible, and changes()+1 counts the distinct ones. The window is aligned to the
+// resolution so consecutive loads count each sample once; a step longer than the
+// scrape interval would skip samples (as it would in the data queries). It returns ""
+// when the aligned window is empty.
+func (s Selector) DropCountQuery(fields []Field, from, to time.Time) (string, time.Time) {
+	res := s.SubqueryResolution
+	if res <= 0 {
+		res = DefaultSubqueryResolution
+	}
+	fromA, toA := from.Truncate(res), to.Truncate(res)
+	if !toA.After(fromA) {
+		return "", toA
+	}
+	w := promDuration(toA.Sub(fromA))
+	after := fmt.Sprintf("%.3f", float64(fromA.UnixMilli())/1000)
+	ns, pod := s.Labels.Namespace, s.Labels.Pod
+	nsRe := NamespaceRegex(s.Namespaces)
+	var parts []string
+	add := func(sel string, labels Labels, metric string, max float64) {
+		for _, d := range dropFilters {
+			filter := fmt.Sprintf(d.filter, sel, fmt.Sprintf("%g", max))
+			q := fmt.Sprintf(`sum by (%s, %s) (changes((timestamp(%s) > %s and %s)[%s:%s]) + 1)`,
+				labels.Namespace, labels.Pod, sel, after, filter, w, promDuration(res))
+			if labels.Namespace != ns {
+				q = fmt.Sprintf(`label_replace(%s, %q, "$1", %q, "(.*)")`, q, ns, labels.Namespace)
+			}
+			if labels.Pod != pod {
+				q = fmt.Sprintf(`label_replace(%s, %q, "$1", %q, "(.*)")`, q, pod, labels.Pod)
+			}
+			parts = append(parts, fmt.Sprintf(`label_replace(label_replace(%s, "reason", %q, "", ""), "gpufrac_part", "%d", "", "")`, q, d.reason, len(parts)))
+		}
+	}
+	for _, f := range fields {
+		max := f.Unit.max()
+		switch {
+		case f.Labels != nil:
+			l := *f.Labels
+			add(fmt.Sprintf(`%s{%s=~%q,%s!=""}`, f.Metric, l.Namespace, nsRe, l.Pod), l, f.Metric, max)
+		case s.Direct:
+			add(fmt.Sprintf(`%s{%s=~%q,%s!=""}`, f.Metric, ns, nsRe, pod), s.Labels, f.Metric, max)
+		default:
+			add(fmt.Sprintf(`%s{%s=~%q,%s!="",%s=""}`, f.Metric, ns, nsRe, pod, exportedPrefix+pod), s.Labels, f.Metric, max)
+			add(fmt.Sprintf(`%s{%s=~%q,%s!=""}`, f.Metric, exportedPrefix+ns, nsRe, exportedPrefix+pod),
+				Labels{Namespace: exportedPrefix + ns, Pod: exportedPrefix + pod}, f.Metric, max)
+		}
+	}
+	return fmt.Sprintf("sum by (%s, %s, reason) (%s)", ns, pod, strings.Join(parts, " or ")), toA
 }

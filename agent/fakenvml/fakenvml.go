@@ -1,4 +1,4 @@
-// Package simulate runs the node agent without a GPU: a fake NVML (go-nvml's
+// Package fakenvml runs the node agent without a GPU: a fake NVML (go-nvml's
 // nvml.Interface, built on its mock package) whose GPUs and processes replay a GPU
 // usage trace against wall-clock time, and an Attributor that attributes each fake
 // process to a live pod of the cluster. The agent's Sampler and collector run
@@ -24,7 +24,7 @@
 // above 0) are the trace container's values at the replay time: the latest sample at
 // or before it, held for at most Config.Hold; with no such sample the process is
 // absent (memory) or idle (compute).
-package simulate
+package fakenvml
 
 import (
 	"crypto/sha256"

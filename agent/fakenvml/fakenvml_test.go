@@ -1,4 +1,4 @@
-package simulate
+package fakenvml
 
 import (
 	"fmt"

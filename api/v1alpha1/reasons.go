@@ -1,0 +1,20 @@
+package v1alpha1
+
+// Reasons of the MetricsUnavailable condition for data the recommender read but did not
+// decide from. The recommendation stays exactly as it was written last (nothing shrinks)
+// while one of them holds.
+const (
+	// ReasonPartialResponse: a Prometheus answer of the cycle carried warnings (Thanos,
+	// Mimir or Cortex with a store down), so series may be missing; the cycle is treated
+	// like a failed read. Counted in
+	// gpufrac_recommender_incomplete_data_total{reason="partial_response"}.
+	ReasonPartialResponse = "PartialResponse"
+	// ReasonNoSamplesWhileRunning: pods of the workload are running but every GPU query
+	// returned no sample for them for several cycles (an exporter or scrape gap); the
+	// last recommendation is kept.
+	ReasonNoSamplesWhileRunning = "NoSamplesWhileRunning"
+	// ReasonAllSamplesFiltered: every sample of a signal (memory or compute) of the
+	// workload's pods was dropped as impossible (out of range, NaN, negative), which
+	// usually means a unit was misread; the message names the signal and the metric.
+	ReasonAllSamplesFiltered = "AllSamplesFiltered"
+)

@@ -1,0 +1,273 @@
+package recommender
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/recommender/metrics"
+	"github.com/gpufrac/gpufrac/recommender/metrics/promtest"
+)
+
+// engineHarness runs the recommender against the real PromQL engine (promtest) over
+// samples written with the exporters' published names, labels and units.
+type engineHarness struct {
+	rec  *Recommender
+	c    client.Client
+	prom *promtest.Server
+	now  time.Time
+}
+
+func newEngineHarness(t testing.TB, objs []client.Object, src metrics.Source) *engineHarness {
+	prom := promtest.New(t)
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).
+		WithStatusSubresource(&gpufracv1.GPUFractionAutoscaler{}, &gpufracv1.GPUFractionRecommendation{}).Build()
+	h := &engineHarness{c: c, prom: prom, now: time.Date(2026, 11, 30, 12, 0, 30, 0, time.UTC)}
+	h.rec = New(c, &metrics.Reader{API: prom.API(t), Labels: metrics.DefaultLabels}, src, Config{HistoryLength: 48 * time.Hour})
+	h.rec.Now = func() time.Time { return h.now }
+	return h
+}
+
+func (h *engineHarness) gfr(t testing.TB, ns, name string) *gpufracv1.GPUFractionRecommendation {
+	return (&harness{c: h.c}).gfr(t, ns, name)
+}
+
+// podsOf returns the pods among objs.
+func podsOf(objs []client.Object) []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// dcgmLabels are a dcgm-exporter series' labels as scraped with honor_labels.
+func dcgmLabels(metric string, p *corev1.Pod, uuid string) map[string]string {
+	return map[string]string{"__name__": metric, "namespace": p.Namespace, "pod": p.Name, "container": "main",
+		"UUID": uuid, "gpu": "0", "modelName": "NVIDIA H100 80GB HBM3", "Hostname": "node-1"}
+}
+
+// addDCGM writes n samples every 30s ending at end for pod: FB_USED in MiB and SM_ACTIVE
+// as a ratio, as dcgm-exporter publishes them.
+func addDCGM(t testing.TB, prom *promtest.Server, p *corev1.Pod, uuid string, end time.Time, n int, fbMiB, smActive float64) {
+	start := end.Add(-time.Duration(n-1) * 30 * time.Second)
+	prom.Add(t, dcgmLabels(metrics.DCGMFBUsed, p, uuid), start, 30*time.Second, promtest.Repeat(fbMiB, n)...)
+	prom.Add(t, dcgmLabels(metrics.DCGMSMActive, p, uuid), start, 30*time.Second, promtest.Repeat(smActive, n)...)
+}
+
+func condition(st gpufracv1.GPUFractionRecommendationStatus, typ string) *metav1.Condition {
+	return meta.FindStatusCondition(st.Conditions, typ)
+}
+
+// Kind 1 (issue 13): an answer with warnings is incomplete. With one pod's series
+// missing from a partial answer and the other's collapsing, nothing changes: targets
+// stay, MetricsUnavailable says PartialResponse, the counter moves; and once answers are
+// complete again, the recommender reads what it skipped.
+func TestPartialResponseNeverShrinks(t *testing.T) {
+	objs := append(deployment("ml", "sd", 2), gfa("ml", "sd", "sd"))
+	h := newEngineHarness(t, objs, metrics.DCGM{})
+	pods := podsOf(objs)
+	for i, p := range pods {
+		addDCGM(t, h.prom, p, "GPU-"+string(rune('a'+i)), h.now, 48*120, 20000, 0.6)
+	}
+	ctx := context.Background()
+	if err := h.rec.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := h.gfr(t, "ml", "sd").Status
+	if len(first.ContainerRecommendations) != 1 {
+		t.Fatalf("no recommendation: %+v", first.Conditions)
+	}
+	want := first.ContainerRecommendations[0]
+	if c := want.Target.Compute.MilliValue(); c < 600 {
+		t.Fatalf("compute target %dm from SM_ACTIVE 0.6", c)
+	}
+
+	// A store is down: the answer omits pod 1 and pod 0 reads low.
+	partials := testutil.ToFloat64(metrics.Incomplete.WithLabelValues(metrics.IncompletePartialResponse))
+	h.prom.SetWarnings([]string{"No StoreAPIs matched for this query", "store 10.0.3.7:10901: rpc error: code = Unavailable"})
+	for cycle := 0; cycle < 3; cycle++ {
+		h.now = h.now.Add(time.Minute)
+		addDCGM(t, h.prom, pods[0], "GPU-a", h.now, 2, 1000, 0.04)
+		err := h.rec.RunOnce(ctx)
+		if err == nil {
+			t.Fatalf("cycle %d: a partial answer must fail the cycle", cycle)
+		}
+		st := h.gfr(t, "ml", "sd").Status
+		got := st.ContainerRecommendations[0]
+		if got.Target.Compute.Cmp(*want.Target.Compute) != 0 || got.Target.Memory.Cmp(*want.Target.Memory) != 0 {
+			t.Fatalf("cycle %d: target changed on a partial answer: %v/%v → %v/%v", cycle, want.Target.Memory, want.Target.Compute, got.Target.Memory, got.Target.Compute)
+		}
+		c := condition(st, gpufracv1.ConditionMetricsUnavailable)
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != gpufracv1.ReasonPartialResponse {
+			t.Fatalf("cycle %d: want MetricsUnavailable=True PartialResponse, got %+v", cycle, c)
+		}
+	}
+	if d := testutil.ToFloat64(metrics.Incomplete.WithLabelValues(metrics.IncompletePartialResponse)) - partials; d < 3 {
+		t.Errorf("incomplete_data_total{partial_response} += %v, want ≥ 3 (one per partial answer)", d)
+	}
+
+	// Complete answers again: the condition clears.
+	h.prom.SetWarnings(nil)
+	h.now = h.now.Add(time.Minute)
+	if err := h.rec.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c := condition(h.gfr(t, "ml", "sd").Status, gpufracv1.ConditionMetricsUnavailable); c == nil || c.Status != metav1.ConditionFalse {
+		t.Errorf("MetricsUnavailable must clear with complete answers: %+v", c)
+	}
+}
+
+// runCycles runs n cycles one minute apart, each after write(now).
+func (h *engineHarness) runCycles(t *testing.T, n int, write func(now time.Time)) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			h.now = h.now.Add(time.Minute)
+		}
+		if write != nil {
+			write(h.now)
+		}
+		if err := h.rec.RunOnce(context.Background()); err != nil {
+			t.Fatalf("cycle %d: %v", i, err)
+		}
+	}
+}
+
+// Kinds 11 and 12 (issue 13): HAMi's utilisation is a percentage in both generations
+// (hami_container_device_utilization_ratio ≥ 2.9, Device_utilization_desc_of_container
+// ≤ 2.8, with the legacy labels), and both generations are read.
+func TestHAMiBothGenerationsPercent(t *testing.T) {
+	objs := append(deployment("ml", "new", 1), deployment("ml", "old", 1)...)
+	objs = append(objs, gfa("ml", "new", "new"), gfa("ml", "old", "old"))
+	h := newEngineHarness(t, objs, metrics.HAMi)
+	pods := podsOf(objs)
+	n := 48 * 120
+	start := h.now.Add(-time.Duration(n-1) * 30 * time.Second)
+	// HAMi ≥ 2.9, as published: bytes, and a 0–100 utilisation.
+	p := pods[0]
+	lbl := func(metric string) map[string]string {
+		return map[string]string{"__name__": metric, "namespace": p.Namespace, "pod": p.Name, "container": "main",
+			"device_uuid": "GPU-0a1b", "vdevice_index": "0", "zone": "vGPU", "instance": "10.0.0.5:9394", "job": "hami-device-plugin"}
+	}
+	h.prom.Add(t, lbl(metrics.HAMiMemory), start, 30*time.Second, promtest.Repeat(10*gib, n)...)
+	h.prom.Add(t, lbl(metrics.HAMiUtilization), start, 30*time.Second, promtest.Repeat(35, n)...)
+	// HAMi ≤ 2.8, as published: legacy names and labels.
+	q := pods[1]
+	legacy := func(metric string) map[string]string {
+		return map[string]string{"__name__": metric, "podnamespace": q.Namespace, "podname": q.Name, "ctrname": "main",
+			"deviceuuid": "GPU-9f8e", "vdeviceid": "0", "instance": "10.0.0.6:9394", "job": "hami-device-plugin"}
+	}
+	h.prom.Add(t, legacy(metrics.HAMiLegacyMemory), start, 30*time.Second, promtest.Repeat(6*gib, n)...)
+	h.prom.Add(t, legacy(metrics.HAMiLegacyUtilization), start, 30*time.Second, promtest.Repeat(20, n)...)
+	h.runCycles(t, 1, nil)
+
+	for _, tc := range []struct {
+		name       string
+		mem, ratio float64
+		source     string
+	}{{"new", 10 * gib, 0.35, metrics.HAMiUtilization}, {"old", 6 * gib, 0.20, metrics.HAMiLegacyUtilization}} {
+		st := h.gfr(t, "ml", tc.name).Status
+		if len(st.ContainerRecommendations) != 1 {
+			t.Fatalf("%s: no recommendation: %+v", tc.name, st.Conditions)
+		}
+		cr := st.ContainerRecommendations[0]
+		if cr.ContainerName != "main" || cr.ComputeSource != tc.source {
+			t.Errorf("%s: container %q source %q", tc.name, cr.ContainerName, cr.ComputeSource)
+		}
+		if cr.Target.Compute == nil {
+			t.Fatalf("%s: no compute target: %+v", tc.name, st.Conditions)
+		}
+		// p90 is the end of the value's 0.01 bucket, ×1.15 margin.
+		if c := cr.Target.Compute.AsApproximateFloat64(); c < tc.ratio*1.15-0.001 || c > (tc.ratio+0.011)*1.15+0.001 {
+			t.Errorf("%s: compute target %v, want ≈ %v×1.15 (a percentage read as such)", tc.name, c, tc.ratio)
+		}
+		if m := cr.Target.Memory.AsApproximateFloat64(); m < tc.mem*1.15 || m > tc.mem*1.15*1.06 {
+			t.Errorf("%s: memory target %v, want within a bucket above %v", tc.name, m, tc.mem*1.15)
+		}
+		if c := condition(st, gpufracv1.ConditionMetricsUnavailable); c == nil || c.Status != metav1.ConditionFalse {
+			t.Errorf("%s: MetricsUnavailable %+v", tc.name, c)
+		}
+	}
+}
+
+// Kinds 3 and 11 (issue 13): a signal whose every sample is impossible (SM_ACTIVE above
+// 1 on every scrape) raises MetricsUnavailable=AllSamplesFiltered naming the metric and
+// its unit, and every dropped sample is counted.
+func TestAllSamplesFilteredIsACondition(t *testing.T) {
+	objs := append(deployment("ml", "sd", 1), gfa("ml", "sd", "sd"))
+	h := newEngineHarness(t, objs, metrics.DCGM{})
+	p := podsOf(objs)[0]
+	n := 48 * 120
+	before := testutil.ToFloat64(metrics.SamplesDropped.WithLabelValues("compute", metrics.DropOutOfRange))
+	addDCGM(t, h.prom, p, "GPU-1", h.now, n, 9000, 1.37)
+	h.runCycles(t, 1, nil)
+	st := h.gfr(t, "ml", "sd").Status
+	c := condition(st, gpufracv1.ConditionMetricsUnavailable)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != gpufracv1.ReasonAllSamplesFiltered ||
+		!strings.Contains(c.Message, metrics.DCGMSMActive+" (ratio)") {
+		t.Fatalf("want MetricsUnavailable=True AllSamplesFiltered naming SM_ACTIVE (ratio), got %+v", c)
+	}
+	// A history load counts its last MaxDropCountWindow: 120 samples at 30 s.
+	if d := testutil.ToFloat64(metrics.SamplesDropped.WithLabelValues("compute", metrics.DropOutOfRange)) - before; d != 120 {
+		t.Errorf("samples_dropped_total{compute,out_of_range} += %v, want 120 (every sample of the last hour once)", d)
+	}
+	// A live cycle counts its own: two samples in the next minute.
+	before = testutil.ToFloat64(metrics.SamplesDropped.WithLabelValues("compute", metrics.DropOutOfRange))
+	h.now = h.now.Add(time.Minute)
+	addDCGM(t, h.prom, p, "GPU-1", h.now, 2, 9000, 1.37)
+	h.runCycles(t, 1, nil)
+	if d := testutil.ToFloat64(metrics.SamplesDropped.WithLabelValues("compute", metrics.DropOutOfRange)) - before; d != 2 {
+		t.Errorf("live cycle: samples_dropped_total{compute,out_of_range} += %v, want 2", d)
+	}
+	if len(st.ContainerRecommendations) == 1 && st.ContainerRecommendations[0].Target.Compute != nil {
+		t.Errorf("compute recommended from filtered samples: %v", st.ContainerRecommendations[0].Target.Compute)
+	}
+}
+
+// Kind 9 (issue 13): every GPU query empty for several cycles while the pods run: the
+// targets stay and MetricsUnavailable names the gap, not SamplesPresent.
+func TestEmptyWhileRunningIsAGap(t *testing.T) {
+	objs := append(deployment("ml", "sd", 1), gfa("ml", "sd", "sd"))
+	h := newEngineHarness(t, objs, metrics.DCGM{})
+	p := podsOf(objs)[0]
+	addDCGM(t, h.prom, p, "GPU-1", h.now, 48*120, 20000, 0.5)
+	h.runCycles(t, 1, nil)
+	want := h.gfr(t, "ml", "sd").Status.ContainerRecommendations[0]
+	// The exporter stops; the pod keeps running.
+	for i := 1; i <= EmptyCyclesWhileRunning+1; i++ {
+		h.now = h.now.Add(time.Minute)
+		if err := h.rec.RunOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		st := h.gfr(t, "ml", "sd").Status
+		got := st.ContainerRecommendations[0]
+		if got.Target.Compute.Cmp(*want.Target.Compute) != 0 || got.Target.Memory.Cmp(*want.Target.Memory) != 0 {
+			t.Fatalf("cycle %d: targets changed without samples", i)
+		}
+		c := condition(st, gpufracv1.ConditionMetricsUnavailable)
+		if i >= EmptyCyclesWhileRunning {
+			if c == nil || c.Status != metav1.ConditionTrue || c.Reason != gpufracv1.ReasonNoSamplesWhileRunning {
+				t.Fatalf("cycle %d: want NoSamplesWhileRunning, got %+v", i, c)
+			}
+		} else if c.Reason == gpufracv1.ReasonNoSamplesWhileRunning {
+			t.Fatalf("cycle %d: gap raised before %d cycles", i, EmptyCyclesWhileRunning)
+		}
+	}
+	// Samples again: the condition clears.
+	h.runCycles(t, 1, func(now time.Time) { addDCGM(t, h.prom, p, "GPU-1", now, 2, 20000, 0.5) })
+	if c := condition(h.gfr(t, "ml", "sd").Status, gpufracv1.ConditionMetricsUnavailable); c.Status != metav1.ConditionFalse {
+		t.Errorf("gap must clear when samples return: %+v", c)
+	}
+}

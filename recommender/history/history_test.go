@@ -1,0 +1,275 @@
+package history
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/gpufrac/gpufrac/recommender/metrics"
+)
+
+// t0 is on a whole day, so it is also on every half-life and aggregation boundary used here.
+var t0 = time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+
+const gib = float64(1 << 30)
+
+// bucketOf returns the bucket a value falls in, so percentiles (which VPA reports as the
+// end of a bucket) compare by bucket rather than by float.
+func bucketOf(buckets interface{ FindBucket(float64) int }, v float64) int {
+	return buckets.FindBucket(v)
+}
+
+// percentileBucket is the bucket holding histogram percentile p: VPA returns the start of
+// the next bucket, so step back just below it.
+func percentileBucket(buckets interface{ FindBucket(float64) int }, v float64) int {
+	return buckets.FindBucket(math.Nextafter(v, 0))
+}
+
+func TestOptionsDefaults(t *testing.T) {
+	o := NewModel(Options{}).Options()
+	want := Options{
+		MemoryAggregationInterval: DefaultMemoryAggregationInterval,
+		HalfLife:                  DefaultHalfLife,
+		PeakWindow:                DefaultPeakWindow,
+		SampleInterval:            DefaultSampleInterval,
+	}
+	if o != want {
+		t.Errorf("defaults: got %+v, want %+v", o, want)
+	}
+	set := Options{MemoryAggregationInterval: 5 * time.Minute, HalfLife: time.Hour, PeakWindow: 2 * time.Hour, SampleInterval: 15 * time.Second}
+	if got := NewModel(set).Options(); got != set {
+		t.Errorf("explicit options changed: got %+v, want %+v", got, set)
+	}
+}
+
+// TestDecay checks the half-life: a sample one half-life newer weighs twice as much, two
+// half-lives four times, in both histograms.
+func TestDecay(t *testing.T) {
+	const halfLife = time.Hour
+	for _, c := range []struct {
+		name  string
+		later time.Duration // age of the old samples when the new one arrives
+		want  string        // which value the median lands on
+	}{
+		// three old samples of weight 1 against one new one of weight 2: old wins
+		{"one half-life", halfLife, "old"},
+		// ... of weight 4: new wins
+		{"two half-lives", 2 * halfLife, "new"},
+		// no decay between samples of the same time: three against one
+		{"same time", 0, "old"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newContainerState(Options{HalfLife: halfLife, MemoryAggregationInterval: time.Hour}.withDefaults())
+			const oldRatio, newRatio = 0.2, 0.8
+			for range 3 {
+				s.AddCompute(t0, oldRatio, "")
+			}
+			s.AddCompute(t0.Add(c.later), newRatio, "")
+
+			// Memory: three pods' peaks in the interval ending at t0+1h, one pod's peak later.
+			oldMem, newMem := 2*gib, 8*gib
+			for _, pod := range []string{"a", "b", "c"} {
+				s.AddMemory(pod, t0.Add(30*time.Minute), oldMem)
+			}
+			s.AddMemory("d", t0.Add(c.later+30*time.Minute), newMem)
+
+			wantCompute, wantMem := oldRatio, oldMem
+			if c.want == "new" {
+				wantCompute, wantMem = newRatio, newMem
+			}
+			if got := percentileBucket(ComputeBuckets, s.Compute.Percentile(0.5)); got != bucketOf(ComputeBuckets, wantCompute) {
+				t.Errorf("compute median in bucket %d (%v), want bucket of %v (%d)",
+					got, s.Compute.Percentile(0.5), wantCompute, bucketOf(ComputeBuckets, wantCompute))
+			}
+			if got := percentileBucket(MemoryBuckets, s.Memory.Percentile(0.5)); got != bucketOf(MemoryBuckets, wantMem) {
+				t.Errorf("memory median in bucket %d (%v), want bucket of %v (%d)",
+					got, s.Memory.Percentile(0.5), wantMem, bucketOf(MemoryBuckets, wantMem))
+			}
+		})
+	}
+}
+
+// TestMemoryPeakPerInterval checks that each pod contributes one memory sample per
+// aggregation interval, its peak, and that the interval's boundary closes it.
+func TestMemoryPeakPerInterval(t *testing.T) {
+	s := newContainerState(Options{}.withDefaults())
+	s.AddMemory("a", t0.Add(10*time.Minute), 1*gib)
+	s.AddMemory("a", t0.Add(20*time.Minute), 3*gib) // new peak: replaces 1 GiB
+	s.AddMemory("a", t0.Add(30*time.Minute), 2*gib) // below the peak: ignored
+	s.AddMemory("a", t0.Add(time.Hour), 4*gib)      // on the boundary: same interval (max_over_time covers (t-1h, t])
+	if s.MemoryPeaks != 1 {
+		t.Fatalf("MemoryPeaks = %d after one interval of one pod, want 1", s.MemoryPeaks)
+	}
+	if got := percentileBucket(MemoryBuckets, s.Memory.Percentile(0)); got != bucketOf(MemoryBuckets, 4*gib) {
+		t.Errorf("lowest memory sample in bucket %d, want the peak's (%d): replaced peaks must leave the histogram",
+			got, bucketOf(MemoryBuckets, 4*gib))
+	}
+
+	s.AddMemory("b", t0.Add(50*time.Minute), 1*gib)          // a second pod: its own peak
+	s.AddMemory("a", t0.Add(time.Hour+time.Second), 0.5*gib) // next interval
+	s.AddMemory("a", t0.Add(40*time.Minute), 9*gib)          // older than a's current interval: ignored
+	if s.MemoryPeaks != 3 {
+		t.Errorf("MemoryPeaks = %d, want 3 (a twice, b once)", s.MemoryPeaks)
+	}
+	if got := percentileBucket(MemoryBuckets, s.Memory.Percentile(1)); got != bucketOf(MemoryBuckets, 4*gib) {
+		t.Errorf("highest memory sample in bucket %d, want 4 GiB's (%d): a late sample must not count",
+			got, bucketOf(MemoryBuckets, 4*gib))
+	}
+	if !s.FirstSample.Equal(t0.Add(10*time.Minute)) || !s.LastSample.Equal(t0.Add(time.Hour+time.Second)) {
+		t.Errorf("FirstSample, LastSample = %v, %v", s.FirstSample, s.LastSample)
+	}
+}
+
+// TestRecentPeak checks the peak window: the highest memory peak of any pod in the
+// intervals of the last PeakWindow, and none when the window is empty.
+func TestRecentPeak(t *testing.T) {
+	s := newContainerState(Options{PeakWindow: 6 * time.Hour}.withDefaults())
+	now := t0.Add(48 * time.Hour)
+	if _, ok := s.RecentPeak(now); ok {
+		t.Fatal("RecentPeak of an empty state: ok, want none")
+	}
+	s.AddMemory("old", now.Add(-30*time.Hour), 40*gib) // far outside the window
+	s.AddMemory("a", now.Add(-5*time.Hour), 6*gib)     // inside
+	s.AddMemory("b", now.Add(-90*time.Minute), 10*gib) // inside, the highest
+	s.AddMemory("a", now.Add(-10*time.Minute), 3*gib)  // inside
+	if got, ok := s.RecentPeak(now); !ok || got != 10*gib {
+		t.Errorf("RecentPeak = %v, %v; want 10 GiB", got/gib, ok)
+	}
+	// Six hours later b's peak has left the window; a's at now-10m has not.
+	if got, ok := s.RecentPeak(now.Add(6 * time.Hour)); !ok || got != 3*gib {
+		t.Errorf("RecentPeak 6h later = %v GiB, %v; want 3 GiB", got/gib, ok)
+	}
+	if _, ok := s.RecentPeak(now.Add(48 * time.Hour)); ok {
+		t.Error("RecentPeak two days after the last sample: ok, want none")
+	}
+	// The decaying histogram still holds the old peak: the window only bounds RecentPeak.
+	if got := percentileBucket(MemoryBuckets, s.Memory.Percentile(1)); got != bucketOf(MemoryBuckets, 40*gib) {
+		t.Errorf("memory histogram's max in bucket %d, want 40 GiB's (%d)", got, bucketOf(MemoryBuckets, 40*gib))
+	}
+}
+
+// TestSpan checks that Span counts covered time, not the distance between the first and
+// the last sample, when there are gaps.
+func TestSpan(t *testing.T) {
+	o := Options{}.withDefaults() // 1m samples, 1h memory intervals
+	compute := func(s *ContainerState, from time.Time, n int) {
+		for i := range n {
+			s.AddCompute(from.Add(time.Duration(i)*o.SampleInterval), 0.5, "")
+		}
+	}
+	for _, c := range []struct {
+		name string
+		fill func(*ContainerState)
+		want time.Duration
+	}{
+		{"empty", func(*ContainerState) {}, 0},
+		{"one sample", func(s *ContainerState) { compute(s, t0, 1) }, time.Minute},
+		{"two hours without gaps", func(s *ContainerState) { compute(s, t0, 120) }, 2 * time.Hour},
+		{"two hours with a day's gap between them", func(s *ContainerState) {
+			compute(s, t0, 60)
+			compute(s, t0.Add(25*time.Hour), 60)
+		}, 2 * time.Hour},
+		{"memory peaks only, hourly for ten hours", func(s *ContainerState) {
+			for i := range 10 {
+				s.AddMemory("a", t0.Add(time.Duration(i)*time.Hour+time.Minute), gib)
+			}
+		}, 9*time.Hour + time.Minute}, // first to last sample, plus one sample interval
+		{"memory peaks cover a compute gap", func(s *ContainerState) {
+			compute(s, t0, 10)
+			for i := range 5 {
+				s.AddMemory("a", t0.Add(time.Duration(i)*time.Hour+time.Minute), gib)
+			}
+		}, 4*time.Hour + 2*time.Minute}, // t0 to t0+4h1m, plus one sample interval
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newContainerState(o)
+			c.fill(s)
+			if got := s.Span(); got != c.want {
+				t.Errorf("Span = %v, want %v", got, c.want)
+			}
+			if got := s.Empty(); got != (c.want == 0) {
+				t.Errorf("Empty = %v", got)
+			}
+		})
+	}
+}
+
+func series(pod string, from time.Time, step time.Duration, values ...float64) metrics.Series {
+	s := metrics.Series{ID: metrics.ContainerID{Namespace: "ns", Pod: pod, Container: "main"}, Source: "test"}
+	for i, v := range values {
+		s.Samples = append(s.Samples, metrics.Sample{Time: from.Add(time.Duration(i) * step), Value: v})
+	}
+	return s
+}
+
+// TestModelAddSkipsSeenSamples checks that overlapping loads of the same series (history
+// bootstrap, then live cycles) count each sample once.
+func TestModelAddSkipsSeenSamples(t *testing.T) {
+	m := NewModel(Options{})
+	w := WorkloadKey{Namespace: "ns", Kind: "Deployment", Name: "web"}
+	m.Add(w, metrics.SignalCompute, series("p", t0, time.Minute, 0.1, 0.2, 0.3))
+	m.Add(w, metrics.SignalCompute, series("p", t0.Add(time.Minute), time.Minute, 0.2, 0.3, 0.4)) // two seen, one new
+	m.Add(w, metrics.SignalMemory, series("p", t0.Add(time.Minute), time.Minute, gib, 2*gib))     // one interval
+	st := m.Container(ContainerKey{WorkloadKey: w, Container: "main"})
+	if st == nil {
+		t.Fatal("no state for ns/Deployment/web main")
+	}
+	if st.ComputeSamples != 4 || st.MemoryPeaks != 1 || st.ComputeSource != "test" {
+		t.Errorf("ComputeSamples, MemoryPeaks, ComputeSource = %d, %d, %q; want 4, 1, test", st.ComputeSamples, st.MemoryPeaks, st.ComputeSource)
+	}
+	if got := m.Containers(w); len(got) != 1 || got[0] != "main" {
+		t.Errorf("Containers = %v", got)
+	}
+	m.Forget(w)
+	if m.Container(ContainerKey{WorkloadKey: w, Container: "main"}) != nil || len(m.lastSeen) != 0 {
+		t.Error("Forget left state behind")
+	}
+}
+
+// TestGC checks that GC forgets per-pod windows and interval peaks older than the peak
+// window (plus two intervals) and dedup entries older than the history length, and keeps
+// what is recent and the histograms themselves.
+func TestGC(t *testing.T) {
+	m := NewModel(Options{PeakWindow: 6 * time.Hour})
+	w := WorkloadKey{Namespace: "ns", Kind: "Deployment", Name: "web"}
+	now := t0.Add(72 * time.Hour)
+	m.Add(w, metrics.SignalMemory, series("gone", now.Add(-50*time.Hour), time.Minute, 20*gib))
+	m.Add(w, metrics.SignalMemory, series("stale", now.Add(-10*time.Hour), time.Minute, 8*gib))
+	m.Add(w, metrics.SignalMemory, series("live", now.Add(-30*time.Minute), time.Minute, 4*gib))
+	st := m.Container(ContainerKey{WorkloadKey: w, Container: "main"})
+	peaksBefore := st.MemoryPeaks
+
+	m.GC(now, 24*time.Hour)
+
+	if _, ok := st.windows["live"]; !ok {
+		t.Error("GC dropped the live pod's current window")
+	}
+	for _, pod := range []string{"gone", "stale"} {
+		if _, ok := st.windows[pod]; ok {
+			t.Errorf("GC kept the window of pod %s, older than the peak window", pod)
+		}
+	}
+	if len(st.peaks) != 1 {
+		t.Errorf("GC kept %d interval peaks, want 1 (the live pod's)", len(st.peaks))
+	}
+	if got, ok := st.RecentPeak(now); !ok || got != 4*gib {
+		t.Errorf("RecentPeak after GC = %v GiB, %v; want 4 GiB", got/gib, ok)
+	}
+	seen := map[string]bool{}
+	for k := range m.lastSeen {
+		seen[k.id.Pod] = true
+	}
+	if seen["gone"] || !seen["stale"] || !seen["live"] {
+		t.Errorf("lastSeen after GC with 24h of history holds pods %v; want stale and live", seen)
+	}
+	if st.MemoryPeaks != peaksBefore || percentileBucket(MemoryBuckets, st.Memory.Percentile(1)) != bucketOf(MemoryBuckets, 20*gib) {
+		t.Error("GC changed the histogram: it only forgets bookkeeping")
+	}
+
+	// The live pod's window survived, so a later sample in the same interval still
+	// replaces its peak rather than adding a second one.
+	m.Add(w, metrics.SignalMemory, series("live", now.Add(-5*time.Minute), time.Minute, 5*gib))
+	if st.MemoryPeaks != peaksBefore {
+		t.Errorf("MemoryPeaks = %d after a same-interval sample, want %d", st.MemoryPeaks, peaksBefore)
+	}
+}

@@ -1,0 +1,64 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// An answer of status success that carries warnings may omit series (Thanos, Mimir or
+// Cortex with a store down): Vector, Instant and Range return ErrPartialResponse and no
+// data, and the answer is counted.
+func TestWarningsAreIncomplete(t *testing.T) {
+	vec := `{"status":"success","warnings":["store 10.0.0.3:10901 unavailable"],"data":{"resultType":"vector","result":[
+	 {"metric":{"namespace":"a","pod":"p1","container":"c"},"value":[1700000000,"1073741824"]}]}}`
+	mat := `{"status":"success","warnings":["store 10.0.0.3:10901 unavailable"],"data":{"resultType":"matrix","result":[
+	 {"metric":{"namespace":"a","pod":"p1","container":"c"},"values":[[1700000000,"0.5"]]}]}}`
+	partials := func() float64 { return testutil.ToFloat64(Incomplete.WithLabelValues(IncompletePartialResponse)) }
+	queries := func(kind string) float64 { return testutil.ToFloat64(Queries.WithLabelValues(kind, "partial")) }
+
+	before, beforeQ := partials(), queries("instant")
+	r, _ := reader(t, 200, vec)
+	v, err := r.Vector(context.Background(), "q", time.Unix(1700000000, 0))
+	if !errors.Is(err, ErrPartialResponse) || v != nil {
+		t.Fatalf("Vector: want ErrPartialResponse and no data, got %v, %v", v, err)
+	}
+	var pe *PartialResponseError
+	if !errors.As(err, &pe) || len(pe.Warnings) != 1 || pe.Query != "q" {
+		t.Errorf("want the warnings and query in the error, got %#v", err)
+	}
+	s, err := r.Instant(context.Background(), SignalMemory, "q", time.Unix(1700000000, 0))
+	if !errors.Is(err, ErrPartialResponse) || s != nil {
+		t.Fatalf("Instant: want ErrPartialResponse and no series, got %v, %v", s, err)
+	}
+	if d := partials() - before; d != 2 {
+		t.Errorf("incomplete_data{partial_response} += %v, want 2", d)
+	}
+	if d := queries("instant") - beforeQ; d != 2 {
+		t.Errorf("queries{instant,partial} += %v, want 2", d)
+	}
+
+	before = partials()
+	r, tr := reader(t, 200, mat)
+	end := time.Unix(1700000000, 0)
+	s, err = r.Range(context.Background(), SignalCompute, "q", end.Add(-time.Hour), end, time.Minute)
+	if !errors.Is(err, ErrPartialResponse) || s != nil {
+		t.Fatalf("Range: want ErrPartialResponse and no series, got %v, %v", s, err)
+	}
+	if len(tr.reqs) != 1 {
+		t.Errorf("%d requests: a partial chunk must stop the load", len(tr.reqs))
+	}
+	if d := partials() - before; d != 1 {
+		t.Errorf("incomplete_data{partial_response} += %v, want 1", d)
+	}
+
+	// Infos (PromQL annotations) do not make an answer incomplete.
+	r, _ = reader(t, 200, `{"status":"success","infos":["PromQL info: metric might not be a counter"],"data":{"resultType":"vector","result":[
+	 {"metric":{"namespace":"a","pod":"p1","container":"c"},"value":[1700000000,"1073741824"]}]}}`)
+	if s, err := r.Instant(context.Background(), SignalMemory, "q", end); err != nil || len(s) != 1 {
+		t.Fatalf("infos only: want one series, got %v, %v", s, err)
+	}
+}

@@ -1,0 +1,252 @@
+// Package promtest serves the Prometheus HTTP query API (/api/v1/query and
+// /api/v1/query_range) from the real PromQL engine (github.com/prometheus/prometheus/promql)
+// over an in-process TSDB (util/teststorage), so tests of the recommender's queries run
+// them exactly as Prometheus would, on samples the test writes with their exporter's
+// published names, labels and units. It is for tests only (it imports testing helpers).
+package promtest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/tsdb"
+	"github.com/prometheus/prometheus/util/teststorage"
+)
+
+// Server is an in-process Prometheus: a TSDB, the PromQL engine and an HTTP server.
+type Server struct {
+	// URL is the httptest server's base URL.
+	URL     string
+	Storage *teststorage.TestStorage
+	Engine  *promql.Engine
+
+	mu       sync.Mutex
+	warnings []string
+	queries  []string
+	fail     error
+}
+
+// New starts a server; it stops when the test ends. Out-of-order appends are accepted
+// within 60 days, so a test may add history after live samples.
+func New(t testing.TB) *Server {
+	t.Helper()
+	st := teststorage.New(t, func(o *tsdb.Options) { o.OutOfOrderTimeWindow = int64(60 * 24 * time.Hour / time.Millisecond) })
+	ng := promql.NewEngine(promql.EngineOpts{
+		MaxSamples:               50_000_000, // Prometheus' default --query.max-samples
+		Timeout:                  time.Minute,
+		LookbackDelta:            5 * time.Minute,
+		EnableAtModifier:         true,
+		EnableNegativeOffset:     true,
+		NoStepSubqueryIntervalFn: func(int64) int64 { return int64(time.Minute / time.Millisecond) },
+		Parser:                   parser.NewParser(parser.Options{}),
+	})
+	t.Cleanup(func() { _ = ng.Close() })
+	s := &Server{Storage: st, Engine: ng}
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	s.URL = srv.URL
+	return s
+}
+
+// API returns a client_golang API client for the server.
+func (s *Server) API(t testing.TB) promv1.API {
+	t.Helper()
+	c, err := api.NewClient(api.Config{Address: s.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return promv1.NewAPI(c)
+}
+
+// Add writes one series' samples at start, start+step, …; NaN values are written as
+// such (a real NaN sample, not a gap); use Gap for a missing sample.
+func (s *Server) Add(t testing.TB, lbls map[string]string, start time.Time, step time.Duration, values ...float64) {
+	t.Helper()
+	app := s.Storage.Appender(context.Background())
+	ls := labels.FromMap(lbls)
+	for i, v := range values {
+		if IsGap(v) {
+			continue
+		}
+		if _, err := app.Append(0, ls, start.Add(time.Duration(i)*step).UnixMilli(), v); err != nil {
+			t.Fatalf("append %s: %v", ls, err)
+		}
+	}
+	if err := app.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Repeat returns n copies of v.
+func Repeat(v float64, n int) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = v
+	}
+	return out
+}
+
+// gap is a NaN payload distinct from the one Prometheus and math.NaN use.
+var gap = math.Float64frombits(0x7ff8dead00000000)
+
+// Gap is a value Add skips: no sample at that step.
+func Gap() float64 { return gap }
+
+// IsGap reports whether v is Gap().
+func IsGap(v float64) bool { return math.Float64bits(v) == math.Float64bits(gap) }
+
+// SetWarnings makes every answer carry these warnings (as Thanos does with a store
+// down, with partial responses allowed); nil stops it.
+func (s *Server) SetWarnings(w []string) {
+	s.mu.Lock()
+	s.warnings = w
+	s.mu.Unlock()
+}
+
+// SetFailure makes every query fail with err (HTTP 503); nil stops it.
+func (s *Server) SetFailure(err error) {
+	s.mu.Lock()
+	s.fail = err
+	s.mu.Unlock()
+}
+
+// Queries returns the PromQL received so far, in order.
+func (s *Server) Queries() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.queries...)
+}
+
+// ServeHTTP answers /api/v1/query and /api/v1/query_range like Prometheus' HTTP API.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil {
+		writeError(w, http.StatusBadRequest, "bad_data", err)
+		return
+	}
+	q := r.Form.Get("query")
+	s.mu.Lock()
+	s.queries = append(s.queries, q)
+	warnings, fail := s.warnings, s.fail
+	s.mu.Unlock()
+	if fail != nil {
+		writeError(w, http.StatusServiceUnavailable, "unavailable", fail)
+		return
+	}
+	ctx := r.Context()
+	var (
+		qry promql.Query
+		err error
+	)
+	switch r.URL.Path {
+	case "/api/v1/query":
+		ts := time.Now()
+		if v := r.Form.Get("time"); v != "" {
+			if ts, err = parseTime(v); err != nil {
+				writeError(w, http.StatusBadRequest, "bad_data", err)
+				return
+			}
+		}
+		qry, err = s.Engine.NewInstantQuery(ctx, s.Storage, nil, q, ts)
+	case "/api/v1/query_range":
+		var start, end time.Time
+		var step float64
+		if start, err = parseTime(r.Form.Get("start")); err == nil {
+			if end, err = parseTime(r.Form.Get("end")); err == nil {
+				step, err = strconv.ParseFloat(r.Form.Get("step"), 64)
+			}
+		}
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "bad_data", err)
+			return
+		}
+		if (end.Sub(start).Seconds() / step) > 11000 {
+			writeError(w, http.StatusBadRequest, "bad_data", fmt.Errorf("exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)"))
+			return
+		}
+		qry, err = s.Engine.NewRangeQuery(ctx, s.Storage, nil, q, start, end, time.Duration(step*float64(time.Second)))
+	default:
+		http.NotFound(w, r)
+		return
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_data", err)
+		return
+	}
+	defer qry.Close()
+	res := qry.Exec(ctx)
+	if res.Err != nil {
+		writeError(w, 422, "execution", res.Err)
+		return
+	}
+	typ, data, err := encode(res.Value)
+	if err != nil {
+		writeError(w, 500, "internal", err)
+		return
+	}
+	body := map[string]any{"status": "success", "data": map[string]any{"resultType": typ, "result": data}}
+	if len(warnings) > 0 {
+		body["warnings"] = warnings
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+// encode converts the engine's value to client_golang's model types, whose JSON is
+// Prometheus' wire format.
+func encode(v parser.Value) (string, any, error) {
+	metric := func(ls labels.Labels) model.Metric {
+		m := model.Metric{}
+		ls.Range(func(l labels.Label) { m[model.LabelName(l.Name)] = model.LabelValue(l.Value) })
+		return m
+	}
+	switch val := v.(type) {
+	case promql.Vector:
+		out := make(model.Vector, 0, len(val))
+		for _, s := range val {
+			out = append(out, &model.Sample{Metric: metric(s.Metric), Timestamp: model.Time(s.T), Value: model.SampleValue(s.F)})
+		}
+		return "vector", out, nil
+	case promql.Matrix:
+		out := make(model.Matrix, 0, len(val))
+		for _, s := range val {
+			ss := &model.SampleStream{Metric: metric(s.Metric)}
+			for _, p := range s.Floats {
+				ss.Values = append(ss.Values, model.SamplePair{Timestamp: model.Time(p.T), Value: model.SampleValue(p.F)})
+			}
+			out = append(out, ss)
+		}
+		return "matrix", out, nil
+	case promql.Scalar:
+		return "scalar", &model.Scalar{Timestamp: model.Time(val.T), Value: model.SampleValue(val.V)}, nil
+	}
+	return "", nil, fmt.Errorf("unsupported result type %T", v)
+}
+
+func parseTime(s string) (time.Time, error) {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("invalid time %q: %w", s, err)
+	}
+	sec, frac := math.Modf(f)
+	return time.Unix(int64(sec), int64(math.Round(frac*1e9))).UTC(), nil
+}
+
+func writeError(w http.ResponseWriter, code int, typ string, err error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]any{"status": "error", "errorType": typ, "error": err.Error()})
+}

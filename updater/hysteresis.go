@@ -1,0 +1,220 @@
+package updater
+
+import (
+	"fmt"
+	"time"
+)
+
+// Hysteresis keeps a workload from being replaced back and forth when its target moves
+// around the applied value. It is pure (no API client, no clock: callers pass the time)
+// so the updater and the what-if simulator make the same decisions. The zero value is
+// not usable; create it with NewHysteresis. Not safe for concurrent use.
+//
+// Per workload (any string key; the updater uses workload.Ref.String()), once per cycle:
+//
+//  1. Observe(key, now, needs, windowStart) with every pod's Need (Evaluate);
+//  2. Allow(key, now, need) for each pod that would be replaced or changed in place;
+//  3. Replaced(key, now, need) after each replacement (eviction or in-place change).
+//
+// The rules:
+//
+//   - Exempt: a Need that is Urgent (protective growth: out-of-memory, peak near the
+//     limit, latency breach) or a Rollback is always allowed and never counted.
+//   - Persistence: a change inside the bounds (Need.OutOfBounds false) is allowed only
+//     after the workload's within-bounds direction (grow, shrink, or both) was the same
+//     in at least PersistCycles consecutive observations spanning at least PersistFor.
+//     A cycle with no within-bounds change, or with another direction, restarts the
+//     count. A target that alternates around the applied value therefore never
+//     persists. Changes out of bounds need no persistence.
+//   - Interval: the replacements of a workload come in rounds. A round starts with the
+//     first replacement that is not exempt and goes on while each observation still has
+//     a non-exempt change in a direction the round started with; it ends with an
+//     observation that has none. A new round starts only MinInterval or more after the
+//     previous round started, and, when the workload has resize windows, not in the
+//     same window opening as the previous round.
+type Hysteresis struct {
+	// PersistCycles is how many consecutive observations a change inside the bounds
+	// must be seen in before it applies. ≤ 1: one is enough.
+	PersistCycles int
+	// PersistFor is how long, from the first of those observations, the change must
+	// have persisted. Zero: no duration.
+	PersistFor time.Duration
+	// MinInterval is the least time between the starts of two rounds of replacements
+	// of one workload. Zero: no interval.
+	MinInterval time.Duration
+
+	state map[string]*hysteresisState
+}
+
+// hysteresisState is one workload's history.
+type hysteresisState struct {
+	dir        direction // within-bounds direction of the current streak
+	count      int       // consecutive observations with dir
+	since      time.Time // first observation of the streak
+	roundDir   direction // direction of the active round; 0 when none is active
+	roundStart time.Time // start of the last round (zero: none yet)
+	window     time.Time // window opening of the last observation (zero: no windows)
+	lastSeen   time.Time
+	seeding    bool // created by Seed and not observed yet
+}
+
+// direction is a set of directions: grow, shrink or both.
+type direction uint8
+
+const (
+	dirGrow direction = 1 << iota
+	dirShrink
+)
+
+func directionOf(n Need) direction {
+	var d direction
+	if n.Grow {
+		d |= dirGrow
+	}
+	if n.Shrink {
+		d |= dirShrink
+	}
+	return d
+}
+
+func (d direction) String() string {
+	switch d {
+	case dirGrow:
+		return "grow"
+	case dirShrink:
+		return "shrink"
+	case dirGrow | dirShrink:
+		return "grow and shrink"
+	}
+	return "none"
+}
+
+// exempt reports whether a Need bypasses the hysteresis.
+func exempt(n Need) bool { return n.Urgent || n.Rollback }
+
+// NewHysteresis returns a Hysteresis with the given rules (see the fields).
+func NewHysteresis(persistCycles int, persistFor, minInterval time.Duration) *Hysteresis {
+	return &Hysteresis{PersistCycles: persistCycles, PersistFor: persistFor, MinInterval: minInterval, state: map[string]*hysteresisState{}}
+}
+
+func (h *Hysteresis) get(key string) *hysteresisState {
+	if h.state == nil {
+		h.state = map[string]*hysteresisState{}
+	}
+	s := h.state[key]
+	if s == nil {
+		s = &hysteresisState{}
+		h.state[key] = s
+	}
+	return s
+}
+
+// Observe records one cycle of a workload at now: needs are the Needs of its pods
+// (Evaluate; pods that need nothing may be left out), windowStart the start of the
+// resize window open now (WindowState.Start; zero when the workload has no windows or
+// none is open). Call it once per workload per cycle, before Allow.
+func (h *Hysteresis) Observe(key string, now time.Time, needs []Need, windowStart time.Time) {
+	s := h.get(key)
+	var within, all direction
+	for _, n := range needs {
+		if !n.Needed() || exempt(n) {
+			continue
+		}
+		all |= directionOf(n)
+		if !n.OutOfBounds {
+			within |= directionOf(n)
+		}
+	}
+	switch {
+	case within == 0:
+		s.dir, s.count, s.since = 0, 0, time.Time{}
+	case within == s.dir:
+		s.count++
+	default:
+		s.dir, s.count, s.since = within, 1, now
+	}
+	if s.roundDir != 0 && all&s.roundDir == 0 {
+		s.roundDir = 0 // nothing left in the round's direction: the round is over
+	}
+	s.window = windowStart
+	s.lastSeen = now
+	s.seeding = false
+}
+
+// Allow reports whether a pod of the workload with need may be replaced (or changed in
+// place) at now. When not, reason is SkipNotPersistent or SkipMinInterval and msg says
+// until when or why.
+func (h *Hysteresis) Allow(key string, now time.Time, need Need) (ok bool, reason, msg string) {
+	if !need.Needed() || exempt(need) {
+		return true, "", ""
+	}
+	s := h.get(key)
+	if !need.OutOfBounds {
+		d := directionOf(need)
+		persisted := s.dir&d == d && s.count >= max(1, h.PersistCycles) && (h.PersistFor <= 0 || now.Sub(s.since) >= h.PersistFor)
+		if !persisted {
+			seen, since := 0, "now"
+			if s.dir&d == d && s.count > 0 {
+				seen, since = s.count, s.since.UTC().Format(time.RFC3339)
+			}
+			return false, SkipNotPersistent, fmt.Sprintf("a change inside the bounds (%s) applies once it persists for %d consecutive cycles and %v; seen in %d since %s",
+				d, max(1, h.PersistCycles), h.PersistFor, seen, since)
+		}
+	}
+	if s.roundDir != 0 && s.roundDir&directionOf(need) != 0 {
+		return true, "", "" // the round in progress goes on
+	}
+	if !s.roundStart.IsZero() {
+		if h.MinInterval > 0 && now.Sub(s.roundStart) < h.MinInterval {
+			return false, SkipMinInterval, fmt.Sprintf("the workload's last round of replacements started at %s; the next may start at %s (minimum interval %v)",
+				s.roundStart.UTC().Format(time.RFC3339), s.roundStart.Add(h.MinInterval).UTC().Format(time.RFC3339), h.MinInterval)
+		}
+		if !s.window.IsZero() && !s.roundStart.Before(s.window) {
+			return false, SkipMinInterval, fmt.Sprintf("the workload was already replaced in this resize window (round started at %s); the next round waits for the next window",
+				s.roundStart.UTC().Format(time.RFC3339))
+		}
+	}
+	return true, "", ""
+}
+
+// Replaced records that a pod of the workload with need was replaced (or changed in
+// place) at now; the first such replacement that is not exempt starts a round.
+func (h *Hysteresis) Replaced(key string, now time.Time, need Need) {
+	if !need.Needed() || exempt(need) {
+		return
+	}
+	s := h.get(key)
+	if s.roundDir == 0 {
+		s.roundDir, s.roundStart = directionOf(need), now
+	} else {
+		s.roundDir |= directionOf(need)
+	}
+}
+
+// Seed tells a Hysteresis that knows nothing of the workload yet (a restarted updater)
+// that it was last replaced at t (status.updater.lastEvictionTime or
+// lastInPlaceUpdateTime). The replacement is taken as the start of a round that may
+// still be in progress: it goes on while the workload's pods still need a change and
+// ends at the first observation that has none, so a restart neither starts a new round
+// early nor cuts one short. Later calls, and calls for a known workload, do nothing.
+func (h *Hysteresis) Seed(key string, t time.Time) {
+	if h.state == nil {
+		h.state = map[string]*hysteresisState{}
+	}
+	if s, ok := h.state[key]; ok {
+		if s.seeding && t.After(s.roundStart) {
+			s.roundStart = t
+		}
+		return
+	}
+	h.state[key] = &hysteresisState{roundStart: t, roundDir: dirGrow | dirShrink, seeding: true}
+}
+
+// Forget drops the state of workloads last observed before cutoff (gone workloads).
+func (h *Hysteresis) Forget(cutoff time.Time) {
+	for k, s := range h.state {
+		if s.lastSeen.Before(cutoff) {
+			delete(h.state, k)
+		}
+	}
+}

@@ -1,0 +1,79 @@
+package updater
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+)
+
+func TestOOMBump(t *testing.T) {
+	const gi = int64(1) << 30
+	for _, tc := range []struct {
+		name, reason, msg string
+		applied, want     int64
+	}{
+		{"OOMKilled", "OOMKilled", "", gi, bump12(gi)},
+		{"small: min bump", "OOMKilled", "", 200 << 20, 300 << 20},
+		{"HAMi-core reports the usage", "Error", "[HAMI-core ERROR]: Device 0 OOM 2147483648 / 1073741824", gi, bump12(2 * gi)},
+		{"CUDA", "Error", "RuntimeError: CUDA error: out of memory", gi, bump12(gi)},
+		{"not an OOM", "Error", "segfault", gi, -1},
+		{"nothing known", "OOMKilled", "", -1, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			term := Termination{Reason: tc.reason, Message: tc.msg, OOM: IsOOM(tc.reason, tc.msg)}
+			if got := OOMBump(term, tc.applied); got != tc.want {
+				t.Errorf("bump %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// A Job-style pod (restartPolicy Never) that ended Failed with OOMKilled and restart
+// count 0, and pods that ended with HAMi-core's or CUDA's message: each raises the
+// memory floor to VPA's bump (the recommender honours it, the webhook writes it into the
+// next pod), with one event, not one per cycle. Applies under Initial too.
+func TestOOMExitsRaiseTheFloor(t *testing.T) {
+	for _, tc := range []struct {
+		name, reason, msg string
+		exit              int32
+		wantFloor         int64
+	}{
+		{"OOMKilled restartCount 0", "OOMKilled", "", 137, bump12(1 << 30)},
+		{"HAMi-core", "Error", "Device 0 OOM 2147483648 / 1073741824", 1, bump12(2 << 30)},
+		{"CUDA", "Error", "CUDA error: out of memory", 1, bump12(1 << 30)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, gpufracv1.UpdateModeInitial, gpufracv1.BackendHAMi, 2, 1)
+			job := f.addPod("web-abc-failed", 1, &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "web-abc", UID: "rs-uid"}})
+			job.Spec.RestartPolicy = corev1.RestartPolicyNever
+			job.Status = corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: "main", RestartCount: 0,
+				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: tc.exit, Reason: tc.reason, Message: tc.msg,
+					FinishedAt: metav1.NewTime(f.now.Add(-time.Minute))}}}}}
+			f.build()
+			f.run()
+			f.run()
+			st := f.status()
+			if got := floorMemory(st.Floor, "main"); got != tc.wantFloor {
+				t.Fatalf("floor %d bytes, want %d (floor %+v)", got, tc.wantFloor, st.Floor)
+			}
+			n := 0
+			for _, e := range f.events() {
+				if strings.Contains(e, EventOOMBump) {
+					n++
+				}
+			}
+			if n != 1 {
+				t.Errorf("%d %s events over two cycles, want 1", n, EventOOMBump)
+			}
+		})
+	}
+}
+
+// bump12 is used × 1.2 computed as OOMBump does (float64, truncated).
+func bump12(used int64) int64 { r := OOMBumpRatio; return int64(float64(used) * r) }
