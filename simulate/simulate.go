@@ -97,6 +97,13 @@ type UpdaterOptions struct {
 	// NearLimit is the observed memory peak ÷ allocated memory, ratio, from which memory
 	// growth is protective (updater.Rules.NearLimit; default DefaultNearLimit).
 	NearLimit float64
+	// PersistCycles, PersistFor and MinReplacementInterval are the updater's hysteresis
+	// (updater.Hysteresis; defaults updater.DefaultPersistCycles,
+	// updater.DefaultPersistFor, updater.DefaultMinReplacementInterval; negative
+	// durations: none).
+	PersistCycles          int
+	PersistFor             time.Duration
+	MinReplacementInterval time.Duration
 	// ResizeWindows, when set, restrict replacements that shrink memory or compute to
 	// these windows (cron schedules in github.com/robfig/cron/v3 syntax).
 	ResizeWindows []gpufracv1.ResizeWindow
@@ -141,6 +148,11 @@ func (o Options) withDefaults() (Options, error) {
 	if u.NearLimit <= 0 {
 		u.NearLimit = DefaultNearLimit
 	}
+	if u.PersistCycles <= 0 {
+		u.PersistCycles = updater.DefaultPersistCycles
+	}
+	u.PersistFor = durationDefault(u.PersistFor, updater.DefaultPersistFor)
+	u.MinReplacementInterval = durationDefault(u.MinReplacementInterval, updater.DefaultMinReplacementInterval)
 	if u.UrgentGrowth == nil {
 		t := true
 		u.UrgentGrowth = &t
@@ -149,6 +161,17 @@ func (o Options) withDefaults() (Options, error) {
 		u.MinReplicas = 1
 	}
 	return o, nil
+}
+
+// durationDefault returns def for 0, 0 for a negative d (none), else d.
+func durationDefault(d, def time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return def
+	case d < 0:
+		return 0
+	}
+	return d
 }
 
 // Settings records the values a simulation ran with (defaults filled in).
@@ -291,6 +314,7 @@ type polState struct {
 	cold     []bool
 	partial  []bool // allocation from a recommendation below full confidence
 	oomAt    []int  // last step the pod ran over its memory allocation, -1 when never
+	hyst     *updater.Hysteresis
 	tokens   float64
 	memUtil  float64
 	cpuUtil  float64
@@ -353,7 +377,8 @@ func Run(tr *trace.Trace, opts Options) (*Result, error) {
 		}
 		n := len(tl.runs)
 		ps := &polState{spec: spec, res: &PolicyResult{Policy: name}, pk: packing.New(capacity),
-			applied: make([]packing.Alloc, n), on: make([]int, n), placedAt: make([]int, n), cold: make([]bool, n), partial: make([]bool, n), oomAt: make([]int, n)}
+			applied: make([]packing.Alloc, n), on: make([]int, n), placedAt: make([]int, n), cold: make([]bool, n), partial: make([]bool, n), oomAt: make([]int, n),
+			hyst: updater.NewHysteresis(opts.Updater.PersistCycles, opts.Updater.PersistFor, opts.Updater.MinReplacementInterval)}
 		for i := range ps.on {
 			ps.on[i], ps.oomAt[i] = -1, -1
 		}
@@ -482,6 +507,7 @@ func Run(tr *trace.Trace, opts Options) (*Result, error) {
 				place(pi, i, k+1, c.want, false, c.partial)
 				ps.placedAt[i] = k + 1
 				ps.res.Replacements++
+				ps.hyst.Replaced(tl.workloads[tl.runs[i].workload].key.String(), tl.stepEnd(k), c.need)
 			}
 		}
 	}
@@ -580,20 +606,24 @@ func evaluate(ps *polState, tl *timeline, d *detail, pi, k int, capacity int64) 
 type candidate struct {
 	run       int
 	want      packing.Alloc
+	need      updater.Need
 	partial   bool
-	urgent    bool
 	magnitude float64
 }
 
 // candidates returns the pods of an adaptive policy that the updater replaces at the end
 // of step k, most urgent first, then the largest relative change of memory. The decision
-// is the updater's own: updater.Evaluate on the pod's allocation, its age and its last
-// out-of-memory exit (a step over its memory allocation, which an enforcing backend ends
-// with an OOM kill), then updater.Admissible for the resize windows. A cold-start pod
-// stops counting as cold once its workload's recommendation is confident.
+// is the updater's own, in the updater's order: updater.Evaluate on each pod's
+// allocation, age and last out-of-memory exit (a step over its memory allocation, which
+// an enforcing backend ends with an OOM kill); the workload's needs observed by the
+// updater's Hysteresis; then, per pod, updater.Admissible for the resize windows and
+// Hysteresis.Allow. A cold-start pod stops counting as cold once its workload's
+// recommendation is confident.
 func candidates(ps *polState, tl *timeline, alive, replicas []int, k int, windows updater.Windows, rules updater.Rules, minReplicas int) []candidate {
-	var out []candidate
-	inWindow := windows.State(tl.stepEnd(k)).Open
+	now := tl.stepEnd(k)
+	win := windows.State(now)
+	var pending []candidate
+	byWorkload := map[int][]updater.Need{}
 	for _, i := range alive {
 		r := &tl.runs[i]
 		if r.end <= k || replicas[r.workload] < minReplicas {
@@ -616,15 +646,29 @@ func candidates(ps *polState, tl *timeline, alive, replicas []int, k int, window
 			facts.OOM = &updater.Termination{Container: name, Reason: "OOMKilled", OOM: true, FinishedAt: tl.stepEnd(ps.oomAt[i])}
 		}
 		need := updater.Evaluate(alloc, map[string]updater.Target{name: dec.target}, facts, rules)
-		if !updater.Admissible(need, inWindow) {
+		if !need.Needed() {
 			continue
 		}
+		byWorkload[r.workload] = append(byWorkload[r.workload], need)
 		mag := math.Abs(float64(a.MemoryBytes-dec.want.MemoryBytes)) / float64(max(dec.want.MemoryBytes, 1))
-		out = append(out, candidate{run: i, want: dec.want, partial: !dec.full, urgent: need.Urgent, magnitude: mag})
+		pending = append(pending, candidate{run: i, want: dec.want, need: need, partial: !dec.full, magnitude: mag})
+	}
+	for w, needs := range byWorkload {
+		ps.hyst.Observe(tl.workloads[w].key.String(), now, needs, win.Start)
+	}
+	var out []candidate
+	for _, c := range pending {
+		if !updater.Admissible(c.need, win.Open) {
+			continue
+		}
+		if ok, _, _ := ps.hyst.Allow(tl.workloads[tl.runs[c.run].workload].key.String(), now, c.need); !ok {
+			continue
+		}
+		out = append(out, c)
 	}
 	sort.SliceStable(out, func(a, b int) bool {
-		if out[a].urgent != out[b].urgent {
-			return out[a].urgent
+		if out[a].need.Urgent != out[b].need.Urgent {
+			return out[a].need.Urgent
 		}
 		if out[a].magnitude != out[b].magnitude {
 			return out[a].magnitude > out[b].magnitude

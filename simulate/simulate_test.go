@@ -12,6 +12,7 @@ import (
 	"github.com/gpufrac/gpufrac/recommender"
 	"github.com/gpufrac/gpufrac/recommender/estimate"
 	"github.com/gpufrac/gpufrac/trace"
+	"github.com/gpufrac/gpufrac/updater"
 )
 
 const gib = int64(1 << 30)
@@ -174,12 +175,31 @@ func TestGapSplitsPod(t *testing.T) {
 }
 
 // gpufracOptions runs gpufrac on a compressed time scale: full confidence after 2h of
-// history, so confidence reaches the 0.5 threshold after one hour, and a minimum pod age
-// of 1h instead of the updater's 12h.
+// history, so confidence reaches the 0.5 threshold after one hour, a minimum pod age of
+// 1h instead of the updater's 12h, and no hysteresis (TestHysteresis covers it).
 func gpufracOptions() Options {
 	return Options{GPUMemoryBytes: 80 * gib, Policies: []string{PolicyGPUFrac},
 		Recommender: recommender.Config{Estimator: estimate.Config{FullConfidenceHistory: 2 * time.Hour}},
-		Updater:     UpdaterOptions{MinLifetime: time.Hour}}
+		Updater:     UpdaterOptions{MinLifetime: time.Hour, PersistCycles: 1, PersistFor: -1, MinReplacementInterval: -1}}
+}
+
+// TestHysteresis: with the updater's default hysteresis the shrink of
+// TestColdStartThenShrink (a change inside the bounds) waits until it has persisted for
+// updater.DefaultPersistFor: the first cycle that sees it is minute 60, so both pods are
+// replaced at the end of minute 65 instead of 60; both belong to one round each.
+func TestHysteresis(t *testing.T) {
+	tr := trace.Trace{Pods: []trace.Pod{
+		pod("a", 0, repeat(20, 120), repeat(0.2, 120)),
+		pod("b", 0, repeat(20, 120), repeat(0.2, 120)),
+	}}
+	o := gpufracOptions()
+	o.Updater.PersistCycles, o.Updater.PersistFor, o.Updater.MinReplacementInterval = 0, 0, 0 // defaults
+	g := simulateByPolicy(t, tr, o)[PolicyGPUFrac]
+	delay := int(updater.DefaultPersistFor / time.Minute)
+	want := float64(2*(60+delay) + (60 - delay))
+	if g.GPUMinutes != want || g.Replacements != 2 {
+		t.Errorf("GPU-minutes %v replacements %d, want %v, 2", g.GPUMinutes, g.Replacements, want)
+	}
 }
 
 // TestColdStartThenShrink: two workloads of 20 GiB start on whole GPUs. At the end of

@@ -22,6 +22,13 @@ const (
 	// DefaultEvictionRate is the cluster-wide eviction rate, evictions per second (one
 	// every 10 s).
 	DefaultEvictionRate = 0.1
+	// DefaultPersistCycles, DefaultPersistFor and DefaultMinReplacementInterval are the
+	// hysteresis defaults (see Hysteresis): a change inside the bounds must be seen in 3
+	// consecutive cycles over 5 minutes, and a workload's rounds of replacements start at
+	// least an hour apart.
+	DefaultPersistCycles          = 3
+	DefaultPersistFor             = 5 * time.Minute
+	DefaultMinReplacementInterval = time.Hour
 )
 
 // Config holds the updater's settings; cmd/updater maps flags onto it. The zero value
@@ -128,7 +135,7 @@ func (c Config) WithDefaults() Config {
 		c.LeaseName = admission.DefaultStatusLeaseName
 	}
 	if c.PersistCycles <= 0 {
-		c.PersistCycles = 3
+		c.PersistCycles = DefaultPersistCycles
 	}
 	if c.PersistFor < 0 {
 		c.PersistFor = 0
