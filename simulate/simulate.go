@@ -25,8 +25,8 @@ package simulate
 
 import (
 	"fmt"
-	"os"
 	"math"
+	"os"
 	"sort"
 	"time"
 

@@ -81,7 +81,7 @@ func FitShare(target, peak, minRoom, gpuBytes float64) float64 {
 		return target
 	}
 	n := math.Floor(gpuBytes/target) + 1
-	share := math.Floor(gpuBytes / n / (1 << 20)) * (1 << 20) // whole MiB, as written
+	share := math.Floor(gpuBytes/n/(1<<20)) * (1 << 20) // whole MiB, as written
 	if share < target && peak+minRoom <= share {
 		return share
 	}
