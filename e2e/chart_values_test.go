@@ -1,0 +1,117 @@
+package e2e
+
+// Chart values: the schema rejects what the binaries reject, and every value is documented.
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestChartSchema checks that the values schema rejects what the binaries would reject at
+// start. `helm lint --strict` with each CI values file runs in `make chart-lint`.
+func TestChartSchema(t *testing.T) {
+	for _, bad := range [][]string{
+		{"admission.webhook.timeoutSeconds=5"},
+		{"recommender.metricSource=prom"},
+		{"admission.certificates.mode=vault"},
+		{"recommender.replicaz=3"},
+		{"recommender.leaderElection=false"}, // two replicas need leader election
+	} {
+		args := []string{"template", "x", chartDir()}
+		for _, s := range bad {
+			args = append(args, "--set", s)
+		}
+		if _, err := chartExec(nil, helmBin(t), args...); err == nil {
+			t.Errorf("helm template --set %v: accepted, want an error", bad)
+		}
+	}
+}
+
+// TestChartValuesDocumented checks that every key of values.yaml is documented there (a
+// "# -- " comment right above it, or a section whose keys all are) and listed in
+// docs/install.md.
+func TestChartValuesDocumented(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(chartDir(), "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	install, err := os.ReadFile(filepath.Join(repoRoot, "docs", "install.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type frame struct {
+		indent int
+		key    string
+	}
+	keyRe := regexp.MustCompile(`^(\s*)([A-Za-z_][\w.-]*):(.*)$`)
+	var (
+		stack      []frame
+		comments   []string
+		skipIndent = -1
+		documented []string
+		undoc      []string
+		sections   = map[string]bool{}
+	)
+	for _, line := range strings.Split(string(raw), "\n") {
+		s := strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(s, "#"):
+			comments = append(comments, s)
+			continue
+		case s == "":
+			comments = nil
+			continue
+		}
+		m := keyRe.FindStringSubmatch(line)
+		if m == nil || strings.HasPrefix(s, "-") {
+			comments = nil
+			continue
+		}
+		indent := len(m[1])
+		if skipIndent >= 0 && indent > skipIndent {
+			comments = nil
+			continue
+		}
+		skipIndent = -1
+		for len(stack) > 0 && stack[len(stack)-1].indent >= indent {
+			stack = stack[:len(stack)-1]
+		}
+		stack = append(stack, frame{indent, m[2]})
+		var parts []string
+		for _, f := range stack {
+			parts = append(parts, f.key)
+		}
+		path := strings.Join(parts, ".")
+		doc := false
+		for _, c := range comments {
+			if strings.HasPrefix(c, "# -- ") {
+				doc = true
+			}
+		}
+		comments = nil
+		switch {
+		case doc:
+			documented = append(documented, path)
+			skipIndent = indent
+		case strings.TrimSpace(m[3]) == "":
+			sections[path] = true // a section: its keys must be documented
+		default:
+			undoc = append(undoc, path)
+		}
+	}
+	for _, k := range undoc {
+		t.Errorf("values.yaml: %s has no \"# -- \" description", k)
+	}
+	for _, k := range documented {
+		if !bytes.Contains(install, []byte("`"+k+"`")) {
+			t.Errorf("docs/install.md does not list value %s", k)
+		}
+	}
+	if len(documented) < 100 {
+		t.Errorf("only %d documented values found", len(documented))
+	}
+}
