@@ -378,3 +378,27 @@ func TestMutateWarningsAreShort(t *testing.T) {
 }
 
 var _ runtime.Object = &corev1.Pod{}
+
+// TestMutateTimeSlicingWritesNoCompute: a TimeSlicing recommendation shares the GPU's
+// time, so the webhook writes its memory but no compute limit (a reserved share would
+// only keep co-tenants apart); an MPS one writes both.
+func TestMutateTimeSlicingWritesNoCompute(t *testing.T) {
+	for _, mode := range []gpufracv1.SharingMode{gpufracv1.SharingModeTimeSlicing, gpufracv1.SharingModeMPS} {
+		gfa := autoscaler("web", gpufracv1.UpdateModeInitial, gpufracv1.BackendHAMi)
+		cr := containerRec("main", "4Gi", "350m")
+		cr.SharingMode = mode
+		m := mutator(t, Config{}, gfa, recommendation("web", 80, cr))
+		o, _, got := handle(t, m, podOf(gpuContainer("main", 1)))
+		if o.skip != "" {
+			t.Fatalf("%s: skipped: %s %v", mode, o.skip, o.warnings)
+		}
+		c := &got.Spec.Containers[0]
+		if v, _ := resourceValue(c, "limits", "nvidia.com/gpumem"); v != 4096 {
+			t.Errorf("%s: gpumem = %d, want 4096", mode, v)
+		}
+		_, hasCores := c.Resources.Limits["nvidia.com/gpucores"]
+		if hasCores != (mode == gpufracv1.SharingModeMPS) {
+			t.Errorf("%s: gpucores written %v, want %v", mode, hasCores, mode == gpufracv1.SharingModeMPS)
+		}
+	}
+}

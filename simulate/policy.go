@@ -121,8 +121,11 @@ type decision struct {
 	// target is the recommendation in the updater's units, as updater.Evaluate compares
 	// it with a running pod's allocation.
 	target updater.Target
-	// full: the recommendation has full confidence (history of at least the
-	// estimator's FullConfidenceHistory); below it the workload is warming up.
+	// full: the recommendation rests on a full history (at least the estimator's
+	// FullConfidenceHistory, default 24h; VPA: one day); below it the workload is warming
+	// up. It is the history length, not the confidence: confidence stays below 100 %
+	// for reasons other than youth (DCGM_FI_DEV_GPU_UTIL as the compute source caps it
+	// at estimate.LowFidelityComputeConfidence), and those never end.
 	full bool
 }
 
@@ -212,7 +215,7 @@ func (s *gpufracSizer) decide(tl *timeline, now time.Time) {
 		s.decisions[c] = decision{}
 		for i := range s.prev[ci.workload] {
 			if rec := &s.prev[ci.workload][i]; rec.ContainerName == ci.container {
-				s.decisions[c] = recDecision(&s.spec[ci.workload], rec, s.cfg.LowConfidence, s.capacity)
+				s.decisions[c] = recDecision(&s.spec[ci.workload], rec, s.cfg.LowConfidence, s.cfg.Estimator.WithDefaults().FullConfidenceHistory, s.capacity)
 			}
 		}
 	}
@@ -231,7 +234,7 @@ func (s *gpufracSizer) decision(wc int) decision { return s.decisions[wc] }
 // compute (none otherwise: the pod then reserves no compute and the evaluator measures
 // contention). None below the LowConfidence threshold (lowConfidence, 0–1) or without a
 // memory target.
-func recDecision(spec *gpufracv1.GPUFractionAutoscalerSpec, rec *gpufracv1.ContainerRecommendation, lowConfidence float64, capacity int64) decision {
+func recDecision(spec *gpufracv1.GPUFractionAutoscalerSpec, rec *gpufracv1.ContainerRecommendation, lowConfidence float64, fullHistory time.Duration, capacity int64) decision {
 	if float64(rec.ConfidencePercent)/100 < lowConfidence || rec.Target.Memory == nil {
 		return decision{}
 	}
@@ -246,7 +249,7 @@ func recDecision(spec *gpufracv1.GPUFractionAutoscalerSpec, rec *gpufracv1.Conta
 	if t.Compute >= 0 && t.ControlsCompute {
 		want.ComputeMilli = min(t.Compute, 1000)
 	}
-	return decision{ok: true, want: want, target: t, full: rec.ConfidencePercent >= 100}
+	return decision{ok: true, want: want, target: t, full: time.Duration(rec.HistoryHours)*time.Hour >= fullHistory}
 }
 
 // vpaSizer keeps VPA's memory model: a history.Model with VPA's daily aggregation

@@ -222,7 +222,7 @@ const markdownDefinitions = "**Policies.**\n\n" +
 	"**Columns.** GPU-min: GPU-minutes held (a GPU counts while any tenant lives). " +
 	"vs 1/pod, vs clairv.: ratio of GPU-minutes to `one-per-pod` and to the `clairvoyant-memory` bound. " +
 	"pod OOM: pod-minutes whose actual memory exceeded the pod's allocation (a crash under an enforcing backend such as HAMi), and the pods affected; " +
-	"of which warm-up: those whose allocation came from a recommendation below full confidence (less history than the full-confidence history; VPA: one day). " +
+	"of which warm-up: those whose allocation came from a recommendation on less history than the full-confidence history (default 24h; VPA: one day). " +
 	"GPU OOM: GPU-minutes whose tenants' actual memory summed above the GPU (a crash without enforcement). " +
 	"contention: pod-minutes on GPUs whose tenants' actual utilisation summed above 100 %, and their share of all pod-minutes. " +
 	"mem util, compute util: mean actual memory and utilisation of the GPUs held. " +
@@ -260,7 +260,7 @@ func findings(res *Result) []string {
 	if clm != nil && clm.GPUMinutes > 0 {
 		out = append(out, fmt.Sprintf("gpufrac holds %.2f× the GPU-minutes of clairvoyant-memory.", gf.GPUMinutes/clm.GPUMinutes))
 	}
-	out = append(out, fmt.Sprintf("gpufrac: %.0f pod-minutes over the pod's memory allocation in %d pods (%.0f of them while the workload's recommendation was below full confidence), %.0f GPU-minutes over the GPU's memory, contention in %.2f %% of pod-minutes, %d replacements.",
+	out = append(out, fmt.Sprintf("gpufrac: %.0f pod-minutes over the pod's memory allocation in %d pods (%.0f of them while the workload's history was shorter than the full-confidence history), %.0f GPU-minutes over the GPU's memory, contention in %.2f %% of pod-minutes, %d replacements.",
 		gf.PodLimitOverrunMinutes, gf.PodsWithOverrun, gf.WarmUpOverrunMinutes, gf.GPUOverrunMinutes, 100*gf.ContentionShare, gf.Replacements))
 	return out
 }

@@ -26,7 +26,6 @@ package simulate
 import (
 	"fmt"
 	"math"
-	"os"
 	"sort"
 	"time"
 
@@ -237,8 +236,8 @@ type PolicyResult struct {
 	// its memory allocation: an out-of-memory crash under an enforcing backend.
 	PodLimitOverrunMinutes float64 `json:"podLimitOverrunMinutes"`
 	// WarmUpOverrunMinutes is the part of PodLimitOverrunMinutes whose allocation came
-	// from a recommendation below full confidence (history shorter than the estimator's
-	// FullConfidenceHistory, default 24h; VPA: one day): overruns while the workload
+	// from a recommendation on a history shorter than the estimator's
+	// FullConfidenceHistory (default 24h; VPA: one day): overruns while the workload
 	// warms up. Always 0 for policies that do not learn.
 	WarmUpOverrunMinutes float64 `json:"warmUpOverrunMinutes"`
 	// PodsWithOverrun counts pods with at least one such minute.
@@ -312,7 +311,7 @@ type polState struct {
 	on       []int // GPU index per run, -1 when not placed
 	placedAt []int
 	cold     []bool
-	partial  []bool // allocation from a recommendation below full confidence
+	partial  []bool // allocation from a recommendation on less than the full-confidence history
 	oomAt    []int  // last step the pod ran over its memory allocation, -1 when never
 	hyst     *updater.Hysteresis
 	tokens   float64
@@ -572,9 +571,6 @@ func evaluate(ps *polState, tl *timeline, d *detail, pi, k int, capacity int64) 
 			sc += c
 			a := ps.applied[i].MemoryBytes
 			if m > float64(a) {
-				if os.Getenv("SIMDEBUG") != "" && ps.spec.name == PolicyGPUFrac {
-					fmt.Fprintf(os.Stderr, "overrun %s k=%d m=%.2f a=%.2f placed=%d\n", tl.runs[i].name, k, m/(1<<30), float64(a)/(1<<30), ps.placedAt[i])
-				}
 				ps.oomAt[i] = k
 				ps.steps.podOver++
 				d.overrun[pi][i]++

@@ -104,6 +104,7 @@ memory headroom (SVG and/or PNG).`,
 	fl.Float64Var(&f.opts.Recommender.LowConfidence, "low-confidence", 0.5, "confidence (0-1) below which pods get a whole GPU (recommender --low-confidence)")
 	fl.DurationVar(&f.opts.Recommender.Estimator.FullConfidenceHistory, "full-confidence-history", 24*time.Hour, "history length at which confidence reaches 1")
 	fl.DurationVar(&f.opts.Recommender.History.MemoryAggregationInterval, "memory-aggregation-interval", time.Hour, "interval of one gpufrac memory peak")
+	fl.DurationVar(&f.opts.Recommender.History.PeakWindow, "memory-peak-window", 0, "window of the recent memory peak the target never goes below, as the recommender's --memory-peak-window (default: the recommender's)")
 	fl.Int32Var(&f.headroom, "memory-headroom-percent", 15, "gpufrac memory headroom on top of the estimate and the recent peak, percent (the autoscaler's memoryHeadroomPercent)")
 	fl.StringVar(&f.fitHeadroom, "fit-memory-headroom", resource.NewQuantity(policy.DefaultFitMemoryHeadroomBytes, resource.BinarySI).String(), "least room above the recent memory peak for rounding a memory target down to a whole share of one GPU, as the recommender's --fit-memory-headroom (0: off)")
 	fl.DurationVar(&f.opts.Updater.MinLifetime, "min-lifetime", simulate.DefaultMinLifetime, "age a pod inside its bounds must reach before it is replaced for being off target, as the updater's --min-pod-age (bounds and protective growth excepted; 0: none)")

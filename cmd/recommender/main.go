@@ -58,7 +58,7 @@ func run() error {
 	flag.DurationVar(&cfg.HistoryLength, "history-length", recommender.Config{}.WithDefaults().HistoryLength, "History loaded from Prometheus at start and for each new autoscaler.")
 	flag.DurationVar(&cfg.History.MemoryAggregationInterval, "memory-aggregation-interval", 0, "Interval whose per-pod peak is one memory sample (default 1h).")
 	flag.DurationVar(&cfg.History.HalfLife, "half-life", 0, "Decay half-life of the histograms (default 24h, VPA's).")
-	flag.DurationVar(&cfg.History.PeakWindow, "memory-peak-window", 0, "Window of the recent memory peak the target never goes below (default 24h).")
+	flag.DurationVar(&cfg.History.PeakWindow, "memory-peak-window", 0, "Window of the recent memory peak the target never goes below (default 168h: rare spikes stay in the target for a week).")
 	flag.DurationVar(&cfg.Estimator.FullConfidenceHistory, "full-confidence-history", 0, "History length at which confidence reaches 100% (default 24h).")
 	flag.DurationVar(&cfg.MaxBackoff, "max-backoff", 0, "Longest wait between cycles while Prometheus fails (default 5m).")
 	flag.Float64Var(&cfg.LowConfidence, "low-confidence", 0, "Confidence ratio 0–1 under which LowConfidence is set (default 0.5).")

@@ -56,12 +56,13 @@ func TestEstimate(t *testing.T) {
 			mem: bucketMem(20*gib) * 1.15, cpu: 0.31 * 1.15, conf: 1, within: 1e-9,
 		},
 		{
+			// The old pod's peaks are older than the peak window (7 days) and decayed.
 			name: "old peaks decay away, recent peak still counts",
 			setup: func(m *history.Model) {
 				feed(m, w, "old", t0, 24*time.Hour, 40*gib, 0.5)
-				feed(m, w, "new", t0.Add(5*24*time.Hour), 24*time.Hour, 10*gib, 0.1)
+				feed(m, w, "new", t0.Add(8*24*time.Hour), 24*time.Hour, 10*gib, 0.1)
 			},
-			now: t0.Add(6 * 24 * time.Hour), ok: true,
+			now: t0.Add(9 * 24 * time.Hour), ok: true,
 			mem: bucketMem(10*gib) * 1.15, cpu: 0.11 * 1.15, within: 1e-9, conf: 1,
 		},
 		{

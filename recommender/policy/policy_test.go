@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -145,5 +146,26 @@ func TestApplyFloor(t *testing.T) {
 	}
 	if rec.Target.Compute.String() != "200m" {
 		t.Errorf("compute above its floor stays: %v", rec.Target.Compute)
+	}
+}
+
+func TestFitShare(t *testing.T) {
+	const gib = float64(1 << 30)
+	for _, tc := range []struct {
+		name                    string
+		target, peak, room, gpu float64
+		want                    float64
+	}{
+		{"a little above half, peak leaves room: half", 42 * gib, 37 * gib, 2 * gib, 80 * gib, 40 * gib},
+		{"peak too close to half: unchanged", 44 * gib, 38.5 * gib, 2 * gib, 80 * gib, 44 * gib},
+		{"a little above a third of 141Gi: a third in whole MiB", 50 * gib, 44 * gib, 2 * gib, 141 * gib, math.Floor(141*1024/3) * (1 << 20)},
+		{"already a share or less: unchanged", 40 * gib, 30 * gib, 2 * gib, 80 * gib, 40 * gib},
+		{"between a quarter and a third: a quarter", 25 * gib, 17 * gib, 2 * gib, 80 * gib, 20 * gib},
+		{"disabled", 42 * gib, 30 * gib, -1, 80 * gib, 42 * gib},
+		{"whole GPU or more: unchanged", 80 * gib, 70 * gib, 2 * gib, 80 * gib, 80 * gib},
+	} {
+		if got := FitShare(tc.target, tc.peak, tc.room, tc.gpu); got != tc.want {
+			t.Errorf("%s: FitShare = %.0f MiB, want %.0f MiB", tc.name, got/(1<<20), tc.want/(1<<20))
+		}
 	}
 }
