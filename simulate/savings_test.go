@@ -1,0 +1,66 @@
+package simulate
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpufrac/gpufrac/trace"
+)
+
+// savingsPin is what a later change may not silently lose on the GenTD26 development
+// subset after 12h of history: gpufrac's GPU-minutes as a multiple of clairvoyant-memory
+// (measured when pinned: 1.67 at 80 GiB and 1.46 at 141 GiB, docs/benchmarks/simulation.md;
+// the pins leave 2 % for noise of later unrelated changes).
+var savingsPin = map[int64]float64{80 * gib: 1.70, 141 * gib: 1.49}
+
+// TestSavingsRegressionGenTD26 replays the shared GenTD26 trace as `gpufrac simulate
+// --warm-up 12h` does and pins gpufrac's savings and safety: its GPU-minutes within the
+// pin of the clairvoyant-memory bound, no pod over its memory allocation once its
+// workload's history is full, no GPU over its memory, contention within the savings
+// goal (1.5 % of pod-minutes), and no learning baseline (vpa-memory) holding fewer
+// GPU-minutes. It is skipped when the shared data folder is absent.
+func TestSavingsRegressionGenTD26(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays 22.8 hours of 90 pods")
+	}
+	if _, err := os.Stat(genTD26Dir); err != nil {
+		t.Skipf("GenTD26 data not found: %v", err)
+	}
+	tr, _, err := trace.ReadGenTD26(genTD26Dir, trace.GenTD26Options{End: time.Unix(1662940800, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for size, pin := range savingsPin {
+		res, err := Run(&tr, Options{GPUMemoryBytes: size, WarmUp: 12 * time.Hour,
+			Policies: []string{PolicyVPAMemory, PolicyGPUFrac, PolicyClairvoyantMemory}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		by := map[string]PolicyResult{}
+		for _, p := range res.Policies {
+			by[p.Policy] = p
+		}
+		g, vpa, clm := by[PolicyGPUFrac], by[PolicyVPAMemory], by[PolicyClairvoyantMemory]
+		name := GiB(size)
+		if ratio := g.GPUMinutes / clm.GPUMinutes; ratio > pin || g.VsClairvoyant != ratio {
+			t.Errorf("%s: gpufrac holds %.3f× clairvoyant-memory (vs clairv. %.3f), pinned at ≤ %.2f×", name, ratio, g.VsClairvoyant, pin)
+		}
+		if after := g.PodLimitOverrunMinutes - g.WarmUpOverrunMinutes; after != 0 {
+			t.Errorf("%s: %v pod-minutes over the allocation after warm-up, want 0", name, after)
+		}
+		if g.GPUOverrunMinutes != 0 {
+			t.Errorf("%s: %v GPU-minutes over the GPU's memory, want 0", name, g.GPUOverrunMinutes)
+		}
+		if g.ContentionShare > 0.015 {
+			t.Errorf("%s: contention in %.2f %% of pod-minutes, want ≤ 1.5 %%", name, 100*g.ContentionShare)
+		}
+		if vpa.GPUMinutes <= g.GPUMinutes {
+			t.Errorf("%s: vpa-memory holds %v GPU-minutes, gpufrac %v: the baseline is ahead", name, vpa.GPUMinutes, g.GPUMinutes)
+		}
+		if g.Replacements == 0 || strings.TrimSpace(res.Settings.MinLifetime) == "" {
+			t.Errorf("%s: %d replacements, min lifetime %q: the updater did not run", name, g.Replacements, res.Settings.MinLifetime)
+		}
+	}
+}
