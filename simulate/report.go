@@ -156,9 +156,9 @@ func (r *Report) WriteMarkdown(w io.Writer, dir string) error {
 			}
 			win = strings.Join(ws, ", ")
 		}
-		fmt.Fprintf(b, "**Settings.** Step (recommender cycle) %s; gpufrac: recommender defaults, memory headroom %d %%, memory aggregation interval %s, full confidence after %s of history, cold start (a whole GPU) below confidence %.2f. Updater: minimum pod lifetime %s, at most %g replacements per minute cluster-wide, replace outside [lowerBound, upperBound] or at ≥ %.0f %% from target, urgent memory growth %v, resize windows %s, min replicas %d.\n\n",
+		fmt.Fprintf(b, "**Settings.** Step (recommender cycle) %s; gpufrac: recommender defaults, memory headroom %d %%, memory aggregation interval %s, full confidence after %s of history, cold start (a whole GPU) below confidence %.2f. Updater (its own defaults and decision code): minimum pod age %s inside the bounds, at most %g replacements per minute cluster-wide, replace outside [lowerBound, upperBound] or at ≥ %.0f %% from target, protective growth (out of memory, peak ≥ %.0f %% of the allocation) urgent %v, a change inside the bounds seen %d cycles over %s and rounds of replacements %s apart, resize windows %s, min replicas %d.\n\n",
 			ShortDuration(s.Step), s.MemoryHeadroomPercent, ShortDuration(s.MemoryAggregationInterval), ShortDuration(s.FullConfidenceHistory), s.LowConfidence,
-			ShortDuration(s.MinLifetime), s.ReplacementsPerMinute, 100*s.ChangeThreshold, s.UrgentGrowth, win, s.MinReplicas)
+			ShortDuration(s.MinLifetime), s.ReplacementsPerMinute, 100*s.ChangeThreshold, 100*s.NearLimit, s.UrgentGrowth, s.PersistCycles, ShortDuration(s.PersistFor), ShortDuration(s.MinReplacementInterval), win, s.MinReplicas)
 	}
 	b.WriteString(markdownDefinitions)
 	for i, res := range r.Runs {

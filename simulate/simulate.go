@@ -191,12 +191,18 @@ type Settings struct {
 	MemoryAggregationInterval string `json:"memoryAggregationInterval"`
 	// MinLifetime, ReplacementsPerMinute, ChangeThreshold, UrgentGrowth, MinReplicas and
 	// ResizeWindows are the updater's rules (see UpdaterOptions).
-	MinLifetime           string                   `json:"minLifetime"`
-	ReplacementsPerMinute float64                  `json:"replacementsPerMinute"`
-	ChangeThreshold       float64                  `json:"changeThreshold"`
-	UrgentGrowth          bool                     `json:"urgentGrowth"`
-	MinReplicas           int                      `json:"minReplicas"`
-	ResizeWindows         []gpufracv1.ResizeWindow `json:"resizeWindows,omitempty"`
+	MinLifetime           string  `json:"minLifetime"`
+	ReplacementsPerMinute float64 `json:"replacementsPerMinute"`
+	ChangeThreshold       float64 `json:"changeThreshold"`
+	// NearLimit, PersistCycles, PersistFor and MinReplacementInterval are the
+	// updater's near-limit ratio and hysteresis (see UpdaterOptions).
+	NearLimit              float64                  `json:"nearLimit"`
+	PersistCycles          int                      `json:"persistCycles"`
+	PersistFor             string                   `json:"persistFor"`
+	MinReplacementInterval string                   `json:"minReplacementInterval"`
+	UrgentGrowth           bool                     `json:"urgentGrowth"`
+	MinReplicas            int                      `json:"minReplicas"`
+	ResizeWindows          []gpufracv1.ResizeWindow `json:"resizeWindows,omitempty"`
 }
 
 // TraceInfo describes the replayed trace.
@@ -718,6 +724,10 @@ func settings(o Options) Settings {
 		MinLifetime:               u.MinLifetime.String(),
 		ReplacementsPerMinute:     u.ReplacementsPerMinute,
 		ChangeThreshold:           u.ChangeThreshold,
+		NearLimit:                 u.NearLimit,
+		PersistCycles:             u.PersistCycles,
+		PersistFor:                u.PersistFor.String(),
+		MinReplacementInterval:    u.MinReplacementInterval.String(),
 		UrgentGrowth:              *u.UrgentGrowth,
 		MinReplicas:               u.MinReplicas,
 		ResizeWindows:             u.ResizeWindows,

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -16,7 +17,7 @@ import (
 func init() { registerCommand(newExplainCmd) }
 
 func newExplainCmd() *cobra.Command {
-	var kubeconfig, namespace string
+	var kubeconfig, namespace, gpuMemory string
 	cmd := &cobra.Command{
 		Use:   "explain NAME",
 		Short: "Why an autoscaler's recommendation has its value: peaks, headroom, caps, bounds, guardrail, sharing mode",
@@ -40,11 +41,16 @@ reason. Installed as kubectl-gpufrac it runs as "kubectl gpufrac explain NAME".`
 			if err := c.Get(cmd.Context(), key, &gfr); err != nil {
 				return fmt.Errorf("GPUFractionRecommendation %s (written by the recommender): %w", key, err)
 			}
-			return explain(cmd.OutOrStdout(), &gfa, &gfr)
+			gpu, err := resource.ParseQuantity(gpuMemory)
+			if err != nil || gpu.Sign() <= 0 {
+				return fmt.Errorf("--gpu-memory %q: want a positive quantity such as 80Gi", gpuMemory)
+			}
+			return explain(cmd.OutOrStdout(), &gfa, &gfr, gpu.AsApproximateFloat64())
 		},
 	}
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "Kubeconfig file (default: $KUBECONFIG, ~/.kube/config or in-cluster).")
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "Namespace (default: the kubeconfig context's).")
+	cmd.Flags().StringVar(&gpuMemory, "gpu-memory", "80Gi", "Memory of one GPU, a quantity, for the packing line (the recommender's --gpu-memory).")
 	return cmd
 }
 
@@ -55,7 +61,9 @@ func q(v *resource.Quantity) string {
 	return v.String()
 }
 
-func explain(w io.Writer, gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionRecommendation) error {
+// explain writes the explanation of one autoscaler; gpuBytes is the memory of one GPU,
+// bytes, for the packing line.
+func explain(w io.Writer, gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionRecommendation, gpuBytes float64) error {
 	mode := gfa.Spec.EffectiveUpdateMode()
 	fmt.Fprintf(w, "%s/%s targets %s %s; updateMode %s; %d pods matched; history attributed by %s.\n",
 		gfa.Namespace, gfa.Name, gfa.Spec.TargetRef.Kind, gfa.Spec.TargetRef.Name, mode, gfr.Status.MatchedPods, orDash(string(gfr.Status.Attribution)))
@@ -66,11 +74,14 @@ func explain(w io.Writer, gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.G
 		cp := gfa.Spec.ContainerPolicy(c.ContainerName)
 		headroom := policy.MemoryHeadroom(cp) * 100
 		fmt.Fprintf(w, "\ncontainer %s (confidence %d%%, %dh of history):\n", c.ContainerName, c.ConfidencePercent, c.HistoryHours)
-		fmt.Fprintf(w, "  memory  target %s = max(p90 of hourly per-pod peaks, recent 24h peak %s) + %.0f%% headroom", q(c.Target.Memory), q(c.ObservedPeakMemory), headroom)
+		fmt.Fprintf(w, "  memory  target %s = max(p90 of hourly per-pod peaks, recent peak %s) + %.0f%% headroom", q(c.Target.Memory), q(c.ObservedPeakMemory), headroom)
 		if c.UncappedTarget.Memory != nil && c.Target.Memory != nil && c.UncappedTarget.Memory.Cmp(*c.Target.Memory) != 0 {
-			fmt.Fprintf(w, "; capped from %s by the policy or the GPU size", q(c.UncappedTarget.Memory))
+			fmt.Fprintf(w, "; from %s by the policy, the GPU size or rounding down to a share of the GPU", q(c.UncappedTarget.Memory))
 		}
 		fmt.Fprintf(w, "\n          bounds [%s, %s]: a pod outside them is worth replacing\n", q(c.LowerBound.Memory), q(c.UpperBound.Memory))
+		if line := packingLine(c.Target.Memory, c.ObservedPeakMemory, gpuBytes); line != "" {
+			fmt.Fprintf(w, "  packing %s\n", line)
+		}
 		fmt.Fprintf(w, "  compute target %s = p90 of activity from %s + 15%% margin", q(c.Target.Compute), orDash(c.ComputeSource))
 		if c.UncappedTarget.Compute != nil && c.Target.Compute != nil && c.UncappedTarget.Compute.Cmp(*c.Target.Compute) != 0 {
 			fmt.Fprintf(w, "; from %s by the policy, floor or guardrail", q(c.UncappedTarget.Compute))
@@ -83,6 +94,30 @@ func explain(w io.Writer, gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.G
 		fmt.Fprintf(w, "  %-24s %-7s %-20s %s\n", c.Type, c.Status, c.Reason, strings.TrimSpace(c.Message))
 	}
 	return nil
+}
+
+// packingLine says how many pods of a memory target (bytes) fit one GPU of gpuBytes and
+// what one more would need: "2 fit one 80Gi GPU at this target; 3 fit if ≤ 27306Mi (the
+// recent peak 20Gi leaves 6.7Gi)". Empty without a target.
+func packingLine(target, peak *resource.Quantity, gpuBytes float64) string {
+	if target == nil || target.Sign() <= 0 || gpuBytes <= 0 {
+		return ""
+	}
+	const mib = 1 << 20
+	t := target.AsApproximateFloat64()
+	n := math.Floor(gpuBytes / t)
+	next := math.Floor(gpuBytes/(n+1)/mib) * mib
+	gpu := resource.NewQuantity(int64(gpuBytes), resource.BinarySI)
+	s := fmt.Sprintf("%.0f fit one %s GPU at this target; %.0f fit if ≤ %s", n, gpu, n+1, policy.MemoryQuantity(next))
+	if peak != nil {
+		room := next - peak.AsApproximateFloat64()
+		if room > 0 {
+			s += fmt.Sprintf(" (the recent peak %s leaves %s; the recommender rounds down to it when that is at least --fit-memory-headroom)", peak, policy.MemoryQuantity(room))
+		} else {
+			s += fmt.Sprintf(" (below the recent peak %s: not safe)", peak)
+		}
+	}
+	return s
 }
 
 func orDash(s string) string {
