@@ -157,6 +157,9 @@ type Recommender struct {
 	latency   map[types.NamespacedName]float64 // guardrail latency read this cycle, seconds
 	dupNoted  map[types.UID]string             // the DuplicateTarget event last recorded on each autoscaler in charge
 	exported  *snapshot                        // per-autoscaler metrics being built this cycle
+
+	// cappedNoted: the containers/resources of the last CappedBelowNeed event per autoscaler.
+	cappedNoted map[types.UID]string
 }
 
 // tracking is per-workload bookkeeping.

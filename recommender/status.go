@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -192,6 +193,53 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 		set(gpufracv1.ConditionLowConfidence, false, ReasonEnoughHistory, fmt.Sprintf("confidence %d%%", *st.ConfidencePercent))
 	}
 	set(gpufracv1.ConditionRecommendationProvided, true, ReasonRecommended, fmt.Sprintf("%d containers", len(recs)))
+	r.cappedBelowNeed(gfa, old.Status.Conditions, recs, set)
+}
+
+// cappedBelowNeed sets CappedBelowNeed from each container's uncapped need and its
+// policy's maximums (policy.CappedBelowNeed) and records a Warning event on the
+// autoscaler when it turns True or the capped containers and resources change.
+func (r *Recommender) cappedBelowNeed(gfa *gpufracv1.GPUFractionAutoscaler, prev []metav1.Condition,
+	recs []gpufracv1.ContainerRecommendation, set func(string, bool, string, string)) {
+	var parts, keys []string
+	for _, rec := range recs {
+		s := policy.CappedBelowNeed(rec, gfa.Spec.ContainerPolicy(rec.ContainerName))
+		if !s.Capped() {
+			continue
+		}
+		parts = append(parts, s.String())
+		keys = append(keys, fmt.Sprintf("%s/%t/%t", s.Container, s.MemoryBytes > 0, s.ComputeMilli > 0))
+	}
+	if len(parts) == 0 {
+		delete(r.cappedNoted, gfa.UID)
+		set(gpufracv1.ConditionCappedBelowNeed, false, gpufracv1.ReasonWithinPolicy, "no target is held below its need by the resource policy")
+		return
+	}
+	msg := truncate(strings.Join(parts, "; ")+": the targets stay at the policy maximum; raise maxMemory/maxCompute or expect out-of-memory errors and slowdowns", 1000)
+	key := strings.Join(keys, ",")
+	c := meta.FindStatusCondition(prev, gpufracv1.ConditionCappedBelowNeed)
+	noted, ok := r.cappedNoted[gfa.UID] // unknown after a restart: the condition already said it
+	if (c == nil || c.Status != metav1.ConditionTrue || (ok && noted != key)) && r.Events != nil {
+		r.Events.Eventf(gfa, nil, corev1.EventTypeWarning, gpufracv1.ReasonPolicyMaximum, "Recommend", "%s", msg)
+	}
+	if r.cappedNoted == nil {
+		r.cappedNoted = map[types.UID]string{}
+	}
+	r.cappedNoted[gfa.UID] = key
+	set(gpufracv1.ConditionCappedBelowNeed, true, gpufracv1.ReasonPolicyMaximum, msg)
+}
+
+// needNear reports whether two uncapped needs are within the target noise (MemoryNoise
+// relative, ComputeNoise absolute).
+func needNear(a, b gpufracv1.GPUResources, c Config) bool {
+	q := func(x, y *resource.Quantity, tol func(x, y float64) bool) bool {
+		if (x == nil) != (y == nil) {
+			return false
+		}
+		return x == nil || tol(x.AsApproximateFloat64(), y.AsApproximateFloat64())
+	}
+	return q(a.Memory, b.Memory, func(x, y float64) bool { return math.Abs(x-y) <= c.MemoryNoise*math.Max(x, y) }) &&
+		q(a.Compute, b.Compute, func(x, y float64) bool { return math.Abs(x-y) < c.ComputeNoise+1e-9 })
 }
 
 // Recommend computes the container recommendations of one workload from the model,
@@ -220,9 +268,14 @@ func (c Config) Recommend(model *history.Model, w history.WorkloadKey, spec *gpu
 		rec := c.Policy.Recommend(name, est, cp, byName[name], guard)
 		if p := byName[name]; p != nil && withinNoise(p, &rec, c) {
 			// Keep the written sizes, but report the fresh confidence and history.
-			conf, hours := rec.ConfidencePercent, rec.HistoryHours
+			conf, hours, uncapped := rec.ConfidencePercent, rec.HistoryHours, rec.UncappedTarget
 			rec = *p
 			rec.ConfidencePercent, rec.HistoryHours = conf, hours
+			// The uncapped need is a fresh measurement, not held at an old value: a
+			// capped target stays within noise forever, the need behind it may not.
+			if !needNear(p.UncappedTarget, uncapped, c) {
+				rec.UncappedTarget = uncapped
+			}
 		}
 		recs = append(recs, rec)
 	}
