@@ -50,6 +50,10 @@ const (
 	ReasonLatencyNoData    = "NoData"
 	ReasonNoGuardrail      = "NoGuardrail"
 	ReasonAllContainersOff = "AllContainersOff"
+	// ReasonAmbiguousContainer: MetricsUnavailable True; an exporter reported usage per
+	// pod without a container label (KAI's gpu_fractioning_*) for pods with several GPU
+	// containers (or none), so it was not attributed to any container.
+	ReasonAmbiguousContainer = "AmbiguousGPUContainer"
 )
 
 // reconcile computes and writes the recommendation of one autoscaler. primary is false
@@ -159,17 +163,24 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 		set(gpufracv1.ConditionMetricsUnavailable, true, gapReason, gapMsg)
 		return
 	}
+	unattributed := r.unattributed(w)
 	if len(recs) == 0 {
 		reason, msg := ReasonNoSamples, "no GPU samples in Prometheus for the workload's pods"
+		if unattributed != "" {
+			reason, msg = ReasonAmbiguousContainer, unattributed
+		}
 		if off > 0 && off == known {
 			reason, msg = ReasonAllContainersOff, "every container's policy mode is Off"
 		}
 		set(gpufracv1.ConditionMetricsUnavailable, reason != ReasonAllContainersOff, reason, msg)
 		return
 	}
-	if gapReason != "" {
+	switch {
+	case gapReason != "":
 		set(gpufracv1.ConditionMetricsUnavailable, true, gapReason, gapMsg) // first recommendation, from what was valid
-	} else {
+	case unattributed != "":
+		set(gpufracv1.ConditionMetricsUnavailable, true, ReasonAmbiguousContainer, unattributed) // from the pods that could be attributed
+	default:
 		set(gpufracv1.ConditionMetricsUnavailable, false, ReasonSamplesPresent, "samples read")
 	}
 	st.ContainerRecommendations = recs
@@ -240,6 +251,25 @@ func needNear(a, b gpufracv1.GPUResources, c Config) bool {
 	}
 	return q(a.Memory, b.Memory, func(x, y float64) bool { return math.Abs(x-y) <= c.MemoryNoise*math.Max(x, y) }) &&
 		q(a.Compute, b.Compute, func(x, y float64) bool { return math.Abs(x-y) < c.ComputeNoise+1e-9 })
+}
+
+// unattributed returns why pod-level usage of some of the workload's pods was not
+// attributed to a container in this cycle's loads, or "".
+func (r *Recommender) unattributed(w history.WorkloadKey) string {
+	t := r.tracked[w]
+	if t == nil || len(t.gaps.unattributed) == 0 {
+		return ""
+	}
+	pods := make([]string, 0, len(t.gaps.unattributed))
+	for p := range t.gaps.unattributed {
+		pods = append(pods, p)
+	}
+	sort.Strings(pods)
+	msg := t.gaps.unattributed[pods[0]]
+	if len(pods) > 1 {
+		msg += fmt.Sprintf(" (and %d more pods)", len(pods)-1)
+	}
+	return msg + "; set a container label in the exporter, or give one container the GPU"
 }
 
 // Recommend computes the container recommendations of one workload from the model,

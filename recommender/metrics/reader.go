@@ -41,6 +41,9 @@ const (
 	DropNegative   = "negative"
 	DropOutOfRange = "out_of_range"
 	DropNoLabels   = "missing_labels"
+	// DropNoContainer: pod-level usage (no container label, KAI) of a pod with several
+	// GPU containers or none, which cannot be attributed to one container.
+	DropNoContainer = "ambiguous_container"
 	// DropMIGUnsupported: DCGM_FI_DEV_GPU_UTIL on a MIG instance, where it is not
 	// supported and reads 0.
 	DropMIGUnsupported = "mig_unsupported"
@@ -248,10 +251,7 @@ func (r *Reader) decode(signal Signal, m model.Matrix) []Series {
 			sources[id] = src
 		}
 		mig := s.Metric[MIGInstanceLabel] != ""
-		dev := ""
-		for _, l := range r.Device {
-			dev += string(s.Metric[model.LabelName(l)]) + "\x00"
-		}
+		dev := r.deviceKey(s.Metric)
 		if merged[id] == nil {
 			merged[id] = map[model.Time]point{}
 		}
@@ -265,7 +265,7 @@ func (r *Reader) decode(signal Signal, m model.Matrix) []Series {
 				SamplesDropped.WithLabelValues(string(signal), reason).Inc()
 				continue
 			}
-			if strings.Trim(dev, "\x00") != "" {
+			if dev != "" {
 				if byDevice[dev] == nil {
 					byDevice[dev] = map[model.Time][]devSample{}
 				}
@@ -318,6 +318,31 @@ func (r *Reader) decode(signal Signal, m model.Matrix) []Series {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID.String() < out[j].ID.String() })
 	return out
+}
+
+// DeviceUUIDLabels are the spellings of a GPU's UUID label across exporters:
+// dcgm-exporter and the agent (UUID), KAI (gpu_uuid), HAMi ≥ 2.9 (device_uuid), HAMi ≤ 2.8
+// (deviceuuid). Any of them identifies the device for shared-device detection.
+var DeviceUUIDLabels = []string{"UUID", "gpu_uuid", "device_uuid", "deviceuuid"}
+
+// deviceKey identifies the GPU (or MIG instance) a series is on: the reader's device
+// labels, or else the first UUID spelling the series carries, with its MIG instance
+// (GPU_I_ID); "" when the series names no device.
+func (r *Reader) deviceKey(m model.Metric) string {
+	uuid := ""
+	for _, l := range append(append([]string(nil), r.Device...), DeviceUUIDLabels...) {
+		if l == MIGInstanceLabel {
+			continue
+		}
+		if v := m[model.LabelName(l)]; v != "" {
+			uuid = string(v)
+			break
+		}
+	}
+	if uuid == "" {
+		return ""
+	}
+	return uuid + "\x00" + string(m[MIGInstanceLabel])
 }
 
 // PodDrops counts impossible samples per pod (namespace, pod) and drop reason.
