@@ -29,27 +29,30 @@ import (
 
 // Condition reasons.
 const (
-	ReasonRecommended      = "Recommended"
-	ReasonNoHistory        = "NoHistory"
-	ReasonPrometheusError  = "PrometheusError"
-	ReasonNoSamples        = "NoSamples"
-	ReasonSamplesPresent   = "SamplesPresent"
-	ReasonShortHistory     = "ShortHistory"
-	ReasonSharedDevice     = "SharedDeviceValues"
-	ReasonEnoughHistory    = "EnoughHistory"
-	ReasonPodsMatched      = "PodsMatched"
-	ReasonNoPods           = "NoPods"
-	ReasonTargetUnusable   = "TargetUnsupported"
-	ReasonTargetNotFound   = "TargetNotFound"
-	ReasonDuplicateTarget  = "DuplicateTarget"
-	ReasonConfigOK         = "ConfigSupported"
-	ReasonLatencyBreached  = "ObjectiveBreached"
-	ReasonLatencyNear      = "ObjectiveNear"
-	ReasonLatencyOK        = "ObjectiveMet"
-	ReasonLatencyUnknown   = "QueryFailed"
-	ReasonLatencyNoData    = "NoData"
-	ReasonNoGuardrail      = "NoGuardrail"
-	ReasonAllContainersOff = "AllContainersOff"
+	ReasonRecommended     = "Recommended"
+	ReasonNoHistory       = "NoHistory"
+	ReasonPrometheusError = "PrometheusError"
+	ReasonNoSamples       = "NoSamples"
+	ReasonSamplesPresent  = "SamplesPresent"
+	ReasonShortHistory    = "ShortHistory"
+	ReasonSharedDevice    = "SharedDeviceValues"
+	// ReasonLowFidelityCompute: LowConfidence True; compute came from
+	// DCGM_FI_DEV_GPU_UTIL alone and reads busy (policy.Config.LowFidelityBusy).
+	ReasonLowFidelityCompute = "LowFidelityCompute"
+	ReasonEnoughHistory      = "EnoughHistory"
+	ReasonPodsMatched        = "PodsMatched"
+	ReasonNoPods             = "NoPods"
+	ReasonTargetUnusable     = "TargetUnsupported"
+	ReasonTargetNotFound     = "TargetNotFound"
+	ReasonDuplicateTarget    = "DuplicateTarget"
+	ReasonConfigOK           = "ConfigSupported"
+	ReasonLatencyBreached    = "ObjectiveBreached"
+	ReasonLatencyNear        = "ObjectiveNear"
+	ReasonLatencyOK          = "ObjectiveMet"
+	ReasonLatencyUnknown     = "QueryFailed"
+	ReasonLatencyNoData      = "NoData"
+	ReasonNoGuardrail        = "NoGuardrail"
+	ReasonAllContainersOff   = "AllContainersOff"
 	// ReasonAmbiguousContainer: MetricsUnavailable True; an exporter reported usage per
 	// pod without a container label (KAI's gpu_fractioning_*) for pods with several GPU
 	// containers (or none), so it was not attributed to any container.
@@ -197,6 +200,10 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 	case conf < r.Config.LowConfidence && shared:
 		set(gpufracv1.ConditionLowConfidence, true, ReasonSharedDevice,
 			fmt.Sprintf("confidence %d%%: samples were a shared GPU's device-wide value copied to each pod (an upper bound, not per-pod usage); enable per-pod attribution (dcgm-exporter virtual-GPU mode, HAMi, KAI or the gpufrac agent)", *st.ConfidencePercent))
+	case conf < r.Config.LowConfidence && busyFromGPUUtil(recs, r.Config.Policy.ExclusiveThreshold) != "":
+		set(gpufracv1.ConditionLowConfidence, true, ReasonLowFidelityCompute,
+			fmt.Sprintf("confidence %d%%: container %s reads busy from %s alone, which says a kernel ran, not how much of the GPU it used; not a whole GPU or Exclusive from it. Enable DCGM_FI_PROF_SM_ACTIVE (dcgm-exporter's profiling counters) or use the gpufrac agent",
+				*st.ConfidencePercent, busyFromGPUUtil(recs, r.Config.Policy.ExclusiveThreshold), metrics.DCGMGPUUtil))
 	case conf < r.Config.LowConfidence:
 		set(gpufracv1.ConditionLowConfidence, true, ReasonShortHistory,
 			fmt.Sprintf("confidence %d%% under %.0f%%: history %dh of %.0fh needed", *st.ConfidencePercent, r.Config.LowConfidence*100, minHistory(recs), r.Config.Estimator.FullConfidenceHistory.Hours()))
@@ -251,6 +258,17 @@ func needNear(a, b gpufracv1.GPUResources, c Config) bool {
 	}
 	return q(a.Memory, b.Memory, func(x, y float64) bool { return math.Abs(x-y) <= c.MemoryNoise*math.Max(x, y) }) &&
 		q(a.Compute, b.Compute, func(x, y float64) bool { return math.Abs(x-y) < c.ComputeNoise+1e-9 })
+}
+
+// busyFromGPUUtil names the first container whose compute came from DCGM_FI_DEV_GPU_UTIL
+// alone and reads as needing the whole GPU (uncapped target at threshold or more), or "".
+func busyFromGPUUtil(recs []gpufracv1.ContainerRecommendation, threshold float64) string {
+	for _, c := range recs {
+		if c.ComputeSource == metrics.DCGMGPUUtil && c.UncappedTarget.Compute != nil && c.UncappedTarget.Compute.AsApproximateFloat64() >= threshold {
+			return c.ContainerName
+		}
+	}
+	return ""
 }
 
 // unattributed returns why pod-level usage of some of the workload's pods was not
