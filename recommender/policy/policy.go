@@ -203,6 +203,10 @@ func (c Config) SharingMode(est estimate.Estimate, target estimate.Resources, cp
 	case !est.HasCompute && memShare < c.ExclusiveThreshold:
 		mode = gpufracv1.SharingModeTimeSlicing
 		reason = fmt.Sprintf("no compute samples yet; %.0f%% of GPU memory: time-slicing until compute is measured", memShare*100)
+	case est.SharedDevice && (memShare >= c.ExclusiveThreshold || target.Compute >= c.ExclusiveThreshold):
+		mode = gpufracv1.SharingModeTimeSlicing
+		reason = fmt.Sprintf("%.0f%% of GPU memory and %.0f%% of compute read from a shared GPU's device values copied to each pod (an upper bound shared with its co-tenants): not Exclusive from them",
+			memShare*100, target.Compute*100)
 	case memShare < c.ExclusiveThreshold && c.LowFidelityBusy(est):
 		mode = gpufracv1.SharingModeTimeSlicing
 		reason = fmt.Sprintf("%s at %.0f%% says a kernel ran, not how much of the GPU it used: not Exclusive without profiling fields (SM_ACTIVE); %.0f%% of GPU memory",
