@@ -370,6 +370,13 @@ func (m *Mutator) targets(pod *corev1.Pod, gfa *gpufracv1.GPUFractionAutoscaler,
 			t.HasCompute = true
 			t.ComputeMilli = q.MilliValue()
 			qc := q.DeepCopy()
+			if v, raised := HeldCompute(gfa, c.Name, t.ComputeMilli); raised {
+				// A horizontal autoscaler scales on GPU utilisation: never less compute
+				// than the workload's pods hold. The record says what the pod holds.
+				warnings = append(warnings, fmt.Sprintf("gpufrac: container %s: compute %dm instead of the recommended %s: a horizontal autoscaler scales the workload on GPU utilisation and its pods hold %dm (ComputeShrinkHeld)", c.Name, v, q.String(), v))
+				t.ComputeMilli = v
+				qc = *resource.NewMilliQuantity(v, resource.DecimalSI)
+			}
 			t.RecommendedCompute = &qc
 		}
 		if t.HasMemory || t.HasCompute {

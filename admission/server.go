@@ -12,8 +12,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -99,8 +102,10 @@ type Server struct {
 	// Lease is the status Lease, nil when disabled.
 	Lease *StatusLease
 
-	synced atomic.Bool
-	regErr atomic.Pointer[error]
+	synced  atomic.Bool
+	regErr  atomic.Pointer[error]
+	serving atomic.Bool            // the webhook server listens: registration may start
+	bundle  atomic.Pointer[[]byte] // the CA bundle to register, latest first
 }
 
 // NewServer builds the manager and everything the admission server runs, and loads (or
@@ -247,6 +252,15 @@ func NewServer(ctx context.Context, restCfg *rest.Config, o Options) (*Server, e
 	}
 
 	started := srv.StartedChecker()
+	if reg != nil {
+		// Register only once this process's webhook server listens: a taken port (or
+		// any start failure) must not leave configurations pointing at a dead URL.
+		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+			return s.registerWhenServing(ctx, func() error { return started(nil) }, 250*time.Millisecond)
+		})); err != nil {
+			return nil, err
+		}
+	}
 	ready := func() error {
 		if !s.synced.Load() {
 			return errors.New("informer caches not synced")
@@ -283,13 +297,93 @@ func NewServer(ctx context.Context, restCfg *rest.Config, o Options) (*Server, e
 
 // Start runs the server until ctx ends, then shuts down gracefully: the webhook server
 // finishes in-flight requests and the status Lease is released. It returns the
-// manager's error.
-func (s *Server) Start(ctx context.Context) error { return s.Manager.Start(ctx) }
+// manager's error. When the manager fails (for example the webhook port is taken), the
+// webhook configurations are removed unless another replica is serving (CleanUp).
+func (s *Server) Start(ctx context.Context) error {
+	err := s.Manager.Start(ctx)
+	if err != nil && s.Registration != nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if deleted, cerr := s.CleanUp(cctx); cerr != nil {
+			errorsTotal.WithLabelValues("registration").Inc()
+			err = errors.Join(err, fmt.Errorf("removing the webhook configurations: %w", cerr))
+		} else if deleted {
+			klog.FromContext(ctx).Info("Webhook configurations removed after a failed start", "name", s.Registration.Name)
+		}
+	}
+	return err
+}
+
+// CleanUp removes the webhook configurations after a failure, so the API server does
+// not keep calling a URL nobody serves, unless another replica is serving: its status
+// Lease is held by another identity and was renewed within 3 × the renewal period.
+// Without a status Lease (DisableLease) it cannot tell, and removes them only when
+// this process created them. It reports whether it removed them.
+func (s *Server) CleanUp(ctx context.Context) (bool, error) {
+	if s.Registration == nil {
+		return false, nil
+	}
+	if s.Lease == nil {
+		if !s.Registration.Created() {
+			return false, nil
+		}
+		return true, s.Registration.Delete(ctx)
+	}
+	l := *s.Lease
+	l.defaults()
+	lease := &coordinationv1.Lease{}
+	err := l.Client.Get(ctx, types.NamespacedName{Namespace: l.Namespace, Name: l.Name}, lease)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return false, fmt.Errorf("reading the status Lease: %w", err)
+	case lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != l.Identity && lease.Spec.RenewTime != nil &&
+		l.Now().Sub(lease.Spec.RenewTime.Time) <= 3*l.RenewInterval:
+		return false, nil // another replica serves
+	}
+	return true, s.Registration.Delete(ctx)
+}
+
+// registerWhenServing waits until started (the webhook server's StartedChecker, which
+// passes only after this process's listener is open) returns nil, polling every
+// interval, then registers the configurations with the latest CA bundle. Later bundle
+// changes register directly (reconcile).
+func (s *Server) registerWhenServing(ctx context.Context, started func() error, every time.Duration) error {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for started() != nil {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+	s.serving.Store(true)
+	if err := s.register(ctx); err != nil && ctx.Err() == nil {
+		klog.FromContext(ctx).Error(err, "Registering the webhooks; retried with the next check")
+	}
+	return nil
+}
 
 // Synced reports whether the informer caches have synced.
 func (s *Server) Synced() bool { return s.synced.Load() }
 
+// reconcile records the CA bundle to register and registers it once the webhook
+// server listens (before that it only records it: registerWhenServing registers).
 func (s *Server) reconcile(ctx context.Context, bundle []byte) error {
+	s.bundle.Store(&bundle)
+	if !s.serving.Load() {
+		return nil
+	}
+	return s.register(ctx)
+}
+
+// register creates or updates the configurations with the latest recorded bundle.
+func (s *Server) register(ctx context.Context) error {
+	var bundle []byte
+	if p := s.bundle.Load(); p != nil {
+		bundle = *p
+	}
 	err := s.Registration.Reconcile(ctx, bundle)
 	if err != nil {
 		errorsTotal.WithLabelValues("registration").Inc()

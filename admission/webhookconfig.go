@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -73,6 +75,29 @@ type Registration struct {
 	// cert-manager.io/inject-ca-from annotation so cert-manager's CA injector writes the
 	// caBundle.
 	InjectCAFrom string
+
+	// created is 1 once Reconcile created a configuration (sync/atomic: Reconcile runs
+	// from the certificate check and the registration loop).
+	created int32
+}
+
+// Created reports whether this Registration created either configuration (rather than
+// updating one that existed).
+func (r *Registration) Created() bool { return atomic.LoadInt32(&r.created) == 1 }
+
+// Delete removes both configurations (absent ones are not an error), so the API server
+// stops calling a webhook that no longer serves. It returns the first other API error.
+func (r *Registration) Delete(ctx context.Context) error {
+	r.defaults()
+	for _, obj := range []client.Object{
+		&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: r.Name}},
+		&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: r.Name}},
+	} {
+		if err := r.Client.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting %T %s: %w", obj, r.Name, err)
+		}
+	}
+	return nil
 }
 
 // ServiceReference names the Service in front of the webhook.
@@ -303,6 +328,9 @@ func (r *Registration) Reconcile(ctx context.Context, caBundle []byte) error {
 	if err != nil {
 		return fmt.Errorf("MutatingWebhookConfiguration %s: %w", r.Name, err)
 	}
+	if res == controllerutil.OperationResultCreated {
+		atomic.StoreInt32(&r.created, 1)
+	}
 	if res != controllerutil.OperationResultNone {
 		log.Info("MutatingWebhookConfiguration "+string(res), "name", r.Name)
 	}
@@ -322,6 +350,9 @@ func (r *Registration) Reconcile(ctx context.Context, caBundle []byte) error {
 	})
 	if err != nil {
 		return fmt.Errorf("ValidatingWebhookConfiguration %s: %w", r.Name, err)
+	}
+	if res == controllerutil.OperationResultCreated {
+		atomic.StoreInt32(&r.created, 1)
 	}
 	if res != controllerutil.OperationResultNone {
 		log.Info("ValidatingWebhookConfiguration "+string(res), "name", r.Name)

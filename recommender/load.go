@@ -96,6 +96,7 @@ func (r *Recommender) load(ctx context.Context, namespaces []string, from, to ti
 	for w, t := range r.tracked {
 		if inNS[w.Namespace] && t.bootstrapped == bootstrapped {
 			t.gaps.kept, t.gaps.dropped = map[metrics.Signal]int{}, map[metrics.Signal]float64{}
+			t.gaps.unattributed = map[string]string{}
 			t.gaps.loaded = true
 		}
 	}
@@ -124,6 +125,19 @@ func (r *Recommender) feed(signal metrics.Signal, series []metrics.Series, attr 
 		if t := r.tracked[w]; t == nil || t.bootstrapped != bootstrapped {
 			continue
 		}
+		if s.ID.Container == "" {
+			// Pod-level usage (KAI's gpu_fractioning_* have no container label): the
+			// pod's GPU container, never "".
+			name, why := r.gpuContainer(w, s.ID.Namespace, s.ID.Pod)
+			if name == "" {
+				if g := r.tracked[w].gaps.unattributed; g != nil {
+					g[s.ID.Pod] = why
+				}
+				metrics.SamplesDropped.WithLabelValues(string(signal), metrics.DropNoContainer).Add(float64(len(s.Samples)))
+				continue
+			}
+			s.ID.Container = name
+		}
 		if pod := r.livePods[[2]string{s.ID.Namespace, s.ID.Pod}]; pod != nil {
 			kept := s.Samples[:0:0]
 			for _, p := range s.Samples {
@@ -146,6 +160,28 @@ func (r *Recommender) feed(signal metrics.Signal, series []metrics.Series, attr 
 	}
 }
 
+// gpuContainer names the container that pod-level usage of a pod of workload w is
+// attributed to: its GPU container (workload.GPUContainers) from the pod's spec, or,
+// for a pod that no longer exists, from a live pod of the same workload (same
+// template). It returns "" and why when there is no single one.
+func (r *Recommender) gpuContainer(w history.WorkloadKey, namespace, pod string) (string, string) {
+	p := r.livePods[[2]string{namespace, pod}]
+	if p == nil {
+		p = r.templates[w]
+	}
+	if p == nil {
+		return "", fmt.Sprintf("pod %s reports GPU usage without a container label and neither it nor another pod of the workload exists to tell its GPU container", pod)
+	}
+	names := workload.GPUContainers(p)
+	switch len(names) {
+	case 1:
+		return names[0], ""
+	case 0:
+		return "", fmt.Sprintf("pod %s reports GPU usage without a container label and no container requests a %s* resource", pod, workload.GPUResourcePrefix)
+	}
+	return "", fmt.Sprintf("pod %s reports GPU usage without a container label and has %d GPU containers (%s): the usage cannot be split between them", pod, len(names), strings.Join(names, ", "))
+}
+
 // MaxDropCountWindow bounds the window over which one load counts impossible samples
 // (the whole window of live loads, the last hour of history loads).
 const MaxDropCountWindow = time.Hour
@@ -155,7 +191,10 @@ type dataGaps struct {
 	loaded  bool                       // a load covered the workload this cycle
 	kept    map[metrics.Signal]int     // samples fed, by signal
 	dropped map[metrics.Signal]float64 // impossible samples of its pods, by signal
-	empty   int                        // consecutive cycles with running pods and no sample
+	// unattributed: pods whose pod-level usage (no container label) had no single GPU
+	// container to go to, with why; their samples were not fed.
+	unattributed map[string]string
+	empty        int // consecutive cycles with running pods and no sample
 	// seenCompute: compute samples were fed once; from then on a cycle without any is a
 	// gap (memory is re-read over the running interval, so it cannot show one).
 	seenCompute bool
@@ -194,7 +233,7 @@ func (r *Recommender) dataGap(w history.WorkloadKey, pods int) (reason, msg stri
 		g.seenCompute = true
 	}
 	none := g.kept[metrics.SignalCompute] == 0 && (g.seenCompute || g.kept[metrics.SignalMemory] == 0)
-	if pods > 0 && none && g.dropped[metrics.SignalMemory]+g.dropped[metrics.SignalCompute] == 0 {
+	if pods > 0 && none && g.dropped[metrics.SignalMemory]+g.dropped[metrics.SignalCompute] == 0 && len(g.unattributed) == 0 {
 		g.empty++
 	} else {
 		g.empty = 0

@@ -154,9 +154,13 @@ type Recommender struct {
 	trigger   chan struct{}
 	failures  int
 	livePods  map[[2]string]*corev1.Pod
-	latency   map[types.NamespacedName]float64 // guardrail latency read this cycle, seconds
-	dupNoted  map[types.UID]string             // the DuplicateTarget event last recorded on each autoscaler in charge
-	exported  *snapshot                        // per-autoscaler metrics being built this cycle
+	templates map[history.WorkloadKey]*corev1.Pod // a live pod of each workload, for its spec
+	latency   map[types.NamespacedName]float64    // guardrail latency read this cycle, seconds
+	dupNoted  map[types.UID]string                // the DuplicateTarget event last recorded on each autoscaler in charge
+	exported  *snapshot                           // per-autoscaler metrics being built this cycle
+
+	// cappedNoted: the containers/resources of the last CappedBelowNeed event per autoscaler.
+	cappedNoted map[types.UID]string
 }
 
 // tracking is per-workload bookkeeping.
@@ -351,6 +355,7 @@ func (r *Recommender) RunOnce(ctx context.Context) (err error) {
 	// Pods that exist now, by their top-most controller.
 	attr := &workload.Attributor{Live: map[[2]string]workload.Ref{}, KSM: r.ownership, Targets: targets}
 	r.livePods = map[[2]string]*corev1.Pod{}
+	r.templates = map[history.WorkloadKey]*corev1.Pod{}
 	for ns := range targets {
 		var pods corev1.PodList
 		if err := r.Client.List(ctx, &pods, client.InNamespace(ns)); err != nil {
@@ -365,6 +370,9 @@ func (r *Recommender) RunOnce(ctx context.Context) (err error) {
 			}
 			attr.Live[[2]string{p.Namespace, p.Name}] = ref
 			r.livePods[[2]string{p.Namespace, p.Name}] = p
+			if old := r.templates[history.WorkloadKey(ref)]; old == nil || old.CreationTimestamp.Before(&p.CreationTimestamp) {
+				r.templates[history.WorkloadKey(ref)] = p // the newest: the current template
+			}
 			if e := byRef[ref]; e != nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
 				e.pods++
 				if e.podNames == nil {

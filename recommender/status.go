@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,27 +29,34 @@ import (
 
 // Condition reasons.
 const (
-	ReasonRecommended      = "Recommended"
-	ReasonNoHistory        = "NoHistory"
-	ReasonPrometheusError  = "PrometheusError"
-	ReasonNoSamples        = "NoSamples"
-	ReasonSamplesPresent   = "SamplesPresent"
-	ReasonShortHistory     = "ShortHistory"
-	ReasonSharedDevice     = "SharedDeviceValues"
-	ReasonEnoughHistory    = "EnoughHistory"
-	ReasonPodsMatched      = "PodsMatched"
-	ReasonNoPods           = "NoPods"
-	ReasonTargetUnusable   = "TargetUnsupported"
-	ReasonTargetNotFound   = "TargetNotFound"
-	ReasonDuplicateTarget  = "DuplicateTarget"
-	ReasonConfigOK         = "ConfigSupported"
-	ReasonLatencyBreached  = "ObjectiveBreached"
-	ReasonLatencyNear      = "ObjectiveNear"
-	ReasonLatencyOK        = "ObjectiveMet"
-	ReasonLatencyUnknown   = "QueryFailed"
-	ReasonLatencyNoData    = "NoData"
-	ReasonNoGuardrail      = "NoGuardrail"
-	ReasonAllContainersOff = "AllContainersOff"
+	ReasonRecommended     = "Recommended"
+	ReasonNoHistory       = "NoHistory"
+	ReasonPrometheusError = "PrometheusError"
+	ReasonNoSamples       = "NoSamples"
+	ReasonSamplesPresent  = "SamplesPresent"
+	ReasonShortHistory    = "ShortHistory"
+	ReasonSharedDevice    = "SharedDeviceValues"
+	// ReasonLowFidelityCompute: LowConfidence True; compute came from
+	// DCGM_FI_DEV_GPU_UTIL alone and reads busy (policy.Config.LowFidelityBusy).
+	ReasonLowFidelityCompute = "LowFidelityCompute"
+	ReasonEnoughHistory      = "EnoughHistory"
+	ReasonPodsMatched        = "PodsMatched"
+	ReasonNoPods             = "NoPods"
+	ReasonTargetUnusable     = "TargetUnsupported"
+	ReasonTargetNotFound     = "TargetNotFound"
+	ReasonDuplicateTarget    = "DuplicateTarget"
+	ReasonConfigOK           = "ConfigSupported"
+	ReasonLatencyBreached    = "ObjectiveBreached"
+	ReasonLatencyNear        = "ObjectiveNear"
+	ReasonLatencyOK          = "ObjectiveMet"
+	ReasonLatencyUnknown     = "QueryFailed"
+	ReasonLatencyNoData      = "NoData"
+	ReasonNoGuardrail        = "NoGuardrail"
+	ReasonAllContainersOff   = "AllContainersOff"
+	// ReasonAmbiguousContainer: MetricsUnavailable True; an exporter reported usage per
+	// pod without a container label (KAI's gpu_fractioning_*) for pods with several GPU
+	// containers (or none), so it was not attributed to any container.
+	ReasonAmbiguousContainer = "AmbiguousGPUContainer"
 )
 
 // reconcile computes and writes the recommendation of one autoscaler. primary is false
@@ -158,17 +166,24 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 		set(gpufracv1.ConditionMetricsUnavailable, true, gapReason, gapMsg)
 		return
 	}
+	unattributed := r.unattributed(w)
 	if len(recs) == 0 {
 		reason, msg := ReasonNoSamples, "no GPU samples in Prometheus for the workload's pods"
+		if unattributed != "" {
+			reason, msg = ReasonAmbiguousContainer, unattributed
+		}
 		if off > 0 && off == known {
 			reason, msg = ReasonAllContainersOff, "every container's policy mode is Off"
 		}
 		set(gpufracv1.ConditionMetricsUnavailable, reason != ReasonAllContainersOff, reason, msg)
 		return
 	}
-	if gapReason != "" {
+	switch {
+	case gapReason != "":
 		set(gpufracv1.ConditionMetricsUnavailable, true, gapReason, gapMsg) // first recommendation, from what was valid
-	} else {
+	case unattributed != "":
+		set(gpufracv1.ConditionMetricsUnavailable, true, ReasonAmbiguousContainer, unattributed) // from the pods that could be attributed
+	default:
 		set(gpufracv1.ConditionMetricsUnavailable, false, ReasonSamplesPresent, "samples read")
 	}
 	st.ContainerRecommendations = recs
@@ -185,6 +200,10 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 	case conf < r.Config.LowConfidence && shared:
 		set(gpufracv1.ConditionLowConfidence, true, ReasonSharedDevice,
 			fmt.Sprintf("confidence %d%%: samples were a shared GPU's device-wide value copied to each pod (an upper bound, not per-pod usage); enable per-pod attribution (dcgm-exporter virtual-GPU mode, HAMi, KAI or the gpufrac agent)", *st.ConfidencePercent))
+	case conf < r.Config.LowConfidence && busyFromGPUUtil(recs, r.Config.Policy.ExclusiveThreshold) != "":
+		set(gpufracv1.ConditionLowConfidence, true, ReasonLowFidelityCompute,
+			fmt.Sprintf("confidence %d%%: container %s reads busy from %s alone, which says a kernel ran, not how much of the GPU it used; not a whole GPU or Exclusive from it. Enable DCGM_FI_PROF_SM_ACTIVE (dcgm-exporter's profiling counters) or use the gpufrac agent",
+				*st.ConfidencePercent, busyFromGPUUtil(recs, r.Config.Policy.ExclusiveThreshold), metrics.DCGMGPUUtil))
 	case conf < r.Config.LowConfidence:
 		set(gpufracv1.ConditionLowConfidence, true, ReasonShortHistory,
 			fmt.Sprintf("confidence %d%% under %.0f%%: history %dh of %.0fh needed", *st.ConfidencePercent, r.Config.LowConfidence*100, minHistory(recs), r.Config.Estimator.FullConfidenceHistory.Hours()))
@@ -192,6 +211,83 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 		set(gpufracv1.ConditionLowConfidence, false, ReasonEnoughHistory, fmt.Sprintf("confidence %d%%", *st.ConfidencePercent))
 	}
 	set(gpufracv1.ConditionRecommendationProvided, true, ReasonRecommended, fmt.Sprintf("%d containers", len(recs)))
+	r.cappedBelowNeed(gfa, old.Status.Conditions, recs, set)
+}
+
+// cappedBelowNeed sets CappedBelowNeed from each container's uncapped need and its
+// policy's maximums (policy.CappedBelowNeed) and records a Warning event on the
+// autoscaler when it turns True or the capped containers and resources change.
+func (r *Recommender) cappedBelowNeed(gfa *gpufracv1.GPUFractionAutoscaler, prev []metav1.Condition,
+	recs []gpufracv1.ContainerRecommendation, set func(string, bool, string, string)) {
+	var parts, keys []string
+	for _, rec := range recs {
+		s := policy.CappedBelowNeed(rec, gfa.Spec.ContainerPolicy(rec.ContainerName))
+		if !s.Capped() {
+			continue
+		}
+		parts = append(parts, s.String())
+		keys = append(keys, fmt.Sprintf("%s/%t/%t", s.Container, s.MemoryBytes > 0, s.ComputeMilli > 0))
+	}
+	if len(parts) == 0 {
+		delete(r.cappedNoted, gfa.UID)
+		set(gpufracv1.ConditionCappedBelowNeed, false, gpufracv1.ReasonWithinPolicy, "no target is held below its need by the resource policy")
+		return
+	}
+	msg := truncate(strings.Join(parts, "; ")+": the targets stay at the policy maximum; raise maxMemory/maxCompute or expect out-of-memory errors and slowdowns", 1000)
+	key := strings.Join(keys, ",")
+	c := meta.FindStatusCondition(prev, gpufracv1.ConditionCappedBelowNeed)
+	noted, ok := r.cappedNoted[gfa.UID] // unknown after a restart: the condition already said it
+	if (c == nil || c.Status != metav1.ConditionTrue || (ok && noted != key)) && r.Events != nil {
+		r.Events.Eventf(gfa, nil, corev1.EventTypeWarning, gpufracv1.ReasonPolicyMaximum, "Recommend", "%s", msg)
+	}
+	if r.cappedNoted == nil {
+		r.cappedNoted = map[types.UID]string{}
+	}
+	r.cappedNoted[gfa.UID] = key
+	set(gpufracv1.ConditionCappedBelowNeed, true, gpufracv1.ReasonPolicyMaximum, msg)
+}
+
+// needNear reports whether two uncapped needs are within the target noise (MemoryNoise
+// relative, ComputeNoise absolute).
+func needNear(a, b gpufracv1.GPUResources, c Config) bool {
+	q := func(x, y *resource.Quantity, tol func(x, y float64) bool) bool {
+		if (x == nil) != (y == nil) {
+			return false
+		}
+		return x == nil || tol(x.AsApproximateFloat64(), y.AsApproximateFloat64())
+	}
+	return q(a.Memory, b.Memory, func(x, y float64) bool { return math.Abs(x-y) <= c.MemoryNoise*math.Max(x, y) }) &&
+		q(a.Compute, b.Compute, func(x, y float64) bool { return math.Abs(x-y) < c.ComputeNoise+1e-9 })
+}
+
+// busyFromGPUUtil names the first container whose compute came from DCGM_FI_DEV_GPU_UTIL
+// alone and reads as needing the whole GPU (uncapped target at threshold or more), or "".
+func busyFromGPUUtil(recs []gpufracv1.ContainerRecommendation, threshold float64) string {
+	for _, c := range recs {
+		if c.ComputeSource == metrics.DCGMGPUUtil && c.UncappedTarget.Compute != nil && c.UncappedTarget.Compute.AsApproximateFloat64() >= threshold {
+			return c.ContainerName
+		}
+	}
+	return ""
+}
+
+// unattributed returns why pod-level usage of some of the workload's pods was not
+// attributed to a container in this cycle's loads, or "".
+func (r *Recommender) unattributed(w history.WorkloadKey) string {
+	t := r.tracked[w]
+	if t == nil || len(t.gaps.unattributed) == 0 {
+		return ""
+	}
+	pods := make([]string, 0, len(t.gaps.unattributed))
+	for p := range t.gaps.unattributed {
+		pods = append(pods, p)
+	}
+	sort.Strings(pods)
+	msg := t.gaps.unattributed[pods[0]]
+	if len(pods) > 1 {
+		msg += fmt.Sprintf(" (and %d more pods)", len(pods)-1)
+	}
+	return msg + "; set a container label in the exporter, or give one container the GPU"
 }
 
 // Recommend computes the container recommendations of one workload from the model,
@@ -220,9 +316,14 @@ func (c Config) Recommend(model *history.Model, w history.WorkloadKey, spec *gpu
 		rec := c.Policy.Recommend(name, est, cp, byName[name], guard)
 		if p := byName[name]; p != nil && withinNoise(p, &rec, c) {
 			// Keep the written sizes, but report the fresh confidence and history.
-			conf, hours := rec.ConfidencePercent, rec.HistoryHours
+			conf, hours, uncapped := rec.ConfidencePercent, rec.HistoryHours, rec.UncappedTarget
 			rec = *p
 			rec.ConfidencePercent, rec.HistoryHours = conf, hours
+			// The uncapped need is a fresh measurement, not held at an old value: a
+			// capped target stays within noise forever, the need behind it may not.
+			if !needNear(p.UncappedTarget, uncapped, c) {
+				rec.UncappedTarget = uncapped
+			}
 		}
 		recs = append(recs, rec)
 	}

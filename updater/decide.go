@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/gpufrac/gpufrac/admission"
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 )
 
@@ -48,6 +49,14 @@ func TargetsOf(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionR
 			Compute: milliOf(r.Target.Compute), LowerCompute: milliOf(r.LowerBound.Compute), UpperCompute: milliOf(r.UpperBound.Compute),
 			PeakMemory:     bytesOf(r.ObservedPeakMemory),
 			ControlsMemory: pol.Controls(gpufracv1.ResourceMemory), ControlsCompute: pol.Controls(gpufracv1.ResourceCompute) && r.PartitionsCompute(),
+		}
+		if t.Compute >= 0 {
+			// While a horizontal autoscaler scales on GPU utilisation, what the webhook
+			// writes is at least what the pods hold (admission.HeldCompute): compare
+			// with that, so nothing is replaced towards less compute.
+			if v, raised := admission.HeldCompute(gfa, r.ContainerName, t.Compute); raised {
+				t.Compute, t.UpperCompute = v, max(t.UpperCompute, v)
+			}
 		}
 		out[r.ContainerName] = t
 	}

@@ -44,6 +44,10 @@ const (
 	// SkipComputeHeld: only compute would shrink, and a horizontal autoscaler scales the
 	// workload on GPU utilisation.
 	SkipComputeHeld = "compute-held"
+	// SkipHeldComputePending: compute is held (ComputeShrinkHeld) and the compute the
+	// workload's pods hold (status.updater.heldCompute) is not published yet: the
+	// webhook would not know what a replacement must at least get. Next cycle.
+	SkipHeldComputePending = "held-compute-pending"
 	// SkipNoRecommendation: no usable recommendation (none, not provided, stale owner).
 	SkipNoRecommendation = "no-recommendation"
 	// SkipLowConfidence: the recommendation is below the webhook's --min-confidence, so a

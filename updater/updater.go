@@ -625,6 +625,17 @@ func (u *Updater) plan(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler
 		}
 	}
 	targets := TargetsOf(gfa, gfr)
+	// While compute is held, publish the most compute each container of the running
+	// pods holds: the webhook gives every new or replacement pod at least that
+	// (admission.HeldCompute). Until the published value covers it, nothing is replaced.
+	var heldPending string
+	if len(p.held) > 0 {
+		st.HeldCompute = heldCompute(pods, allocs)
+		if !admission.ComputeShrinkHeld(gfa) || !covers(gfa.Status.Updater.HeldCompute, st.HeldCompute) {
+			heldPending = fmt.Sprintf("compute is held (%s scales on GPU utilisation) and status.updater.heldCompute (%s) is being published: the webhook must know what a replacement gets at least; next cycle",
+				joinScalers(p.held), describeAllocs(st.HeldCompute))
+		}
+	}
 
 	// Replacements of earlier evictions.
 	awaited, replacements, expired := settle(u.expect[ref], pods, now, cfg.ReplacementTimeout)
@@ -728,6 +739,8 @@ func (u *Updater) plan(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler
 			c.skip(SkipWindowInvalid, werr.Error())
 		case !Admissible(need, p.window.Open):
 			c.skip(SkipWindowClosed, "no resize window is open; next opens at "+p.window.NextStart.UTC().Format(time.RFC3339))
+		case heldPending != "":
+			c.skip(SkipHeldComputePending, heldPending)
 		default:
 			if ok, reason, msg := u.hyst.Allow(hkey, now, need); !ok {
 				c.skip(reason, msg)
@@ -740,6 +753,44 @@ func (u *Updater) plan(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler
 		p.blockR, p.blockMsg = SkipWindowInvalid, werr.Error()
 	}
 	return p, nil
+}
+
+// heldCompute returns, per container, the most compute any of pods holds (known values
+// only), sorted by container name.
+func heldCompute(pods []*corev1.Pod, allocs map[types.UID]PodAllocation) []gpufracv1.ContainerAllocation {
+	most := map[string]int64{}
+	for _, pod := range pods {
+		if pod.DeletionTimestamp != nil {
+			continue
+		}
+		for name, a := range allocs[pod.UID].Containers {
+			if cur, ok := most[name]; a.Compute >= 0 && (!ok || a.Compute > cur) {
+				most[name] = a.Compute
+			}
+		}
+	}
+	out := make([]gpufracv1.ContainerAllocation, 0, len(most))
+	for name, m := range most {
+		out = append(out, gpufracv1.ContainerAllocation{ContainerName: name, Compute: resource.NewMilliQuantity(m, resource.DecimalSI)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ContainerName < out[j].ContainerName })
+	return out
+}
+
+// covers reports whether the published held compute is at least want for every container.
+func covers(published, want []gpufracv1.ContainerAllocation) bool {
+	for _, w := range want {
+		ok := false
+		for _, p := range published {
+			if p.ContainerName == w.ContainerName && p.Compute != nil && p.Compute.Cmp(*w.Compute) >= 0 {
+				ok = true
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // floorMemory returns the floor's memory for a container, bytes (-1 none).
@@ -1054,6 +1105,9 @@ func (u *Updater) act(ctx context.Context, c *candidate, now time.Time, fresh bo
 		kind = "urgently (protective growth)"
 	}
 	note := fmt.Sprintf("evicted %s: %s", kind, truncate(c.need.Reason(), 600))
+	if len(p.held) > 0 {
+		note += "; compute not shrunk (" + joinScalers(p.held) + " scales on GPU utilisation): the replacement gets at least " + describeAllocs(p.st.HeldCompute)
+	}
 	u.event(c.pod, p.gfa, corev1.EventTypeNormal, EventEvicted, "Evict", note)
 	u.event(p.gfa, c.pod, corev1.EventTypeNormal, EventEvicted, "Evict", "pod "+c.pod.Name+" "+note)
 	log.Info("Evicted pod", "urgent", c.need.Urgent, "rollback", c.need.Rollback, "reason", c.need.Reason())
@@ -1165,7 +1219,11 @@ func (u *Updater) finish(ctx context.Context, p *plan, now time.Time) error {
 		u.forget(gfa, "blocked")
 	}
 	if len(p.held) > 0 {
-		u.eventOnce(gfa, "held", corev1.EventTypeNormal, EventComputeShrinkHeld, "Update", joinScalers(p.held)+" scales the workload on GPU utilisation: compute is not shrunk")
+		note := joinScalers(p.held) + " scales the workload on GPU utilisation: compute is not shrunk; replacements (for memory too) and new pods get at least the compute their siblings hold"
+		if len(st.HeldCompute) > 0 {
+			note += " (" + describeAllocs(st.HeldCompute) + ")"
+		}
+		u.eventOnce(gfa, "held", corev1.EventTypeNormal, EventComputeShrinkHeld, "Update", note)
 	} else {
 		u.forget(gfa, "held")
 	}

@@ -351,6 +351,16 @@ type UpdaterStatus struct {
 	// +optional
 	Floor *UpdaterFloor `json:"floor,omitempty"`
 
+	// HeldCompute is set while ComputeShrinkHeld is True: per container, the largest
+	// compute (share of one GPU) the workload's running pods hold. The admission webhook
+	// writes at least this into every new or replacement pod, so a horizontal
+	// autoscaler scaling on GPU utilisation never sees compute shrink
+	// (admission.HeldCompute). Memory is not set.
+	// +listType=map
+	// +listMapKey=containerName
+	// +optional
+	HeldCompute []ContainerAllocation `json:"heldCompute,omitempty"`
+
 	// Conditions: ComputeShrinkHeld, RolledBack.
 	// +listType=map
 	// +listMapKey=type

@@ -18,3 +18,19 @@ const (
 	// usually means a unit was misread; the message names the signal and the metric.
 	ReasonAllSamplesFiltered = "AllSamplesFiltered"
 )
+
+// CappedBelowNeed: a condition of a GPUFractionRecommendation (mirrored on its
+// autoscaler) that is True while the resource policy's maxMemory or maxCompute holds a
+// container's target below its uncapped need (status.containerRecommendations[].uncappedTarget).
+// The target stays at the cap, as the policy asks; the condition's message and a Warning
+// event of the same reason on the autoscaler say by how much (MiB, milli-GPU).
+const (
+	// ConditionCappedBelowNeed is the condition type.
+	ConditionCappedBelowNeed = "CappedBelowNeed"
+	// ReasonPolicyMaximum: CappedBelowNeed True; the message names each container,
+	// resource, need, cap and shortfall.
+	ReasonPolicyMaximum = "PolicyMaximum"
+	// ReasonWithinPolicy: CappedBelowNeed False; every target meets its need (or no
+	// maximum applies).
+	ReasonWithinPolicy = "WithinPolicy"
+)

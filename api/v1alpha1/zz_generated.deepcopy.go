@@ -622,6 +622,13 @@ func (in *UpdaterStatus) DeepCopyInto(out *UpdaterStatus) {
 		*out = new(UpdaterFloor)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.HeldCompute != nil {
+		in, out := &in.HeldCompute, &out.HeldCompute
+		*out = make([]ContainerAllocation, len(*in))
+		for i := range *in {
+			(*in)[i].DeepCopyInto(&(*out)[i])
+		}
+	}
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
 		*out = make([]v1.Condition, len(*in))

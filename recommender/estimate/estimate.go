@@ -112,6 +112,15 @@ const SharedDeviceConfidence = 0.4
 // crashes) is measured exactly.
 const LowFidelityComputeConfidence = 0.8
 
+// LowFidelityBusyConfidence caps the confidence when compute came from
+// DCGM_FI_DEV_GPU_UTIL and reads as busy enough to need the GPU to itself (policy's
+// ExclusiveThreshold): 0.4, under the default LowConfidence threshold (0.5), so the
+// recommendation says LowConfidence and the admission webhook does not apply it by
+// default. A kernel running 95 % of the time may use 5 % of the SMs or all of them;
+// only the profiling fields (SM_ACTIVE, GR_ENGINE_ACTIVE) tell. A low GPU_UTIL is still
+// an upper bound of activity, so it keeps LowFidelityComputeConfidence.
+const LowFidelityBusyConfidence = 0.4
+
 // Estimate computes the estimate of one container at now. memoryHeadroom is a ratio
 // (0.15 = 15 %). It returns ok=false when the container has no samples at all.
 func (c Config) Estimate(s *history.ContainerState, memoryHeadroom float64, now time.Time) (Estimate, bool) {

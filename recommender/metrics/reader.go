@@ -41,6 +41,9 @@ const (
 	DropNegative   = "negative"
 	DropOutOfRange = "out_of_range"
 	DropNoLabels   = "missing_labels"
+	// DropNoContainer: pod-level usage (no container label, KAI) of a pod with several
+	// GPU containers or none, which cannot be attributed to one container.
+	DropNoContainer = "ambiguous_container"
 	// DropMIGUnsupported: DCGM_FI_DEV_GPU_UTIL on a MIG instance, where it is not
 	// supported and reads 0.
 	DropMIGUnsupported = "mig_unsupported"
@@ -247,11 +250,9 @@ func (r *Reader) decode(signal Signal, m model.Matrix) []Series {
 		if src != "" {
 			sources[id] = src
 		}
+		own := PerProcess(src) // a per-process measurement is never a copy, equal or not
 		mig := s.Metric[MIGInstanceLabel] != ""
-		dev := ""
-		for _, l := range r.Device {
-			dev += string(s.Metric[model.LabelName(l)]) + "\x00"
-		}
+		dev := r.deviceKey(s.Metric)
 		if merged[id] == nil {
 			merged[id] = map[model.Time]point{}
 		}
@@ -265,7 +266,7 @@ func (r *Reader) decode(signal Signal, m model.Matrix) []Series {
 				SamplesDropped.WithLabelValues(string(signal), reason).Inc()
 				continue
 			}
-			if strings.Trim(dev, "\x00") != "" {
+			if dev != "" && !own {
 				if byDevice[dev] == nil {
 					byDevice[dev] = map[model.Time][]devSample{}
 				}
@@ -278,7 +279,10 @@ func (r *Reader) decode(signal Signal, m model.Matrix) []Series {
 	}
 	// A value that several pods report identically on one device at one time is the
 	// device's value copied to each sharing pod (dcgm-exporter without per-pod
-	// attribution): an upper bound for each, never a per-pod measurement.
+	// attribution): an upper bound shared by them, never a per-pod measurement. Compute
+	// (compressible) is split evenly, so the co-tenants' sum is the device's value, not
+	// N times it; memory (incompressible: one tenant may hold most of it) stays the
+	// upper bound for each.
 	for _, byTime := range byDevice {
 		for t, samples := range byTime {
 			if len(samples) < 2 || samples[0].v == 0 {
@@ -292,9 +296,16 @@ func (r *Reader) decode(signal Signal, m model.Matrix) []Series {
 				}
 			}
 			if same {
+				pods := map[string]bool{}
 				for _, d := range samples {
-					if p, ok := merged[d.id][t]; ok && p.v == d.v {
+					pods[d.id.Namespace+"/"+d.id.Pod] = true
+				}
+				for _, d := range samples {
+					if p, ok := merged[d.id][t]; ok && p.v == d.v && !p.shared {
 						p.shared = true
+						if signal == SignalCompute {
+							p.v = d.v / float64(len(pods))
+						}
 						merged[d.id][t] = p
 					}
 				}
@@ -318,6 +329,50 @@ func (r *Reader) decode(signal Signal, m model.Matrix) []Series {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID.String() < out[j].ID.String() })
 	return out
+}
+
+// PerProcess reports whether the published metric is measured per process (gpufrac's
+// agent: NVML per-process memory and SM utilisation), so that equal values of two pods
+// on one GPU are two measurements that happen to agree, never a device value copied.
+func PerProcess(metric string) bool {
+	if metric == "" {
+		return false
+	}
+	for _, src := range Sources {
+		for _, sig := range []Signal{SignalMemory, SignalCompute} {
+			for _, f := range src.Fields(sig) {
+				if f.Metric == metric {
+					return f.PerProcess
+				}
+			}
+		}
+	}
+	return false
+}
+
+// DeviceUUIDLabels are the spellings of a GPU's UUID label across exporters:
+// dcgm-exporter and the agent (UUID), KAI (gpu_uuid), HAMi ≥ 2.9 (device_uuid), HAMi ≤ 2.8
+// (deviceuuid). Any of them identifies the device for shared-device detection.
+var DeviceUUIDLabels = []string{"UUID", "gpu_uuid", "device_uuid", "deviceuuid"}
+
+// deviceKey identifies the GPU (or MIG instance) a series is on: the reader's device
+// labels, or else the first UUID spelling the series carries, with its MIG instance
+// (GPU_I_ID); "" when the series names no device.
+func (r *Reader) deviceKey(m model.Metric) string {
+	uuid := ""
+	for _, l := range append(append([]string(nil), r.Device...), DeviceUUIDLabels...) {
+		if l == MIGInstanceLabel {
+			continue
+		}
+		if v := m[model.LabelName(l)]; v != "" {
+			uuid = string(v)
+			break
+		}
+	}
+	if uuid == "" {
+		return ""
+	}
+	return uuid + "\x00" + string(m[MIGInstanceLabel])
 }
 
 // PodDrops counts impossible samples per pod (namespace, pod) and drop reason.

@@ -201,10 +201,22 @@ func TestHostileData(t *testing.T) {
 		shared map[string]int     // pod → shared samples
 	}{
 		{
-			name: "two pods on one GPU with the device value copied to each: kept as upper bound, flagged shared",
+			name: "two pods on one GPU with the device's compute copied to each: split between them, flagged shared",
 			body: vec(`{"metric":{"namespace":"a","pod":"p1","container":"c","UUID":"GPU-1"},"value":[1,"0.6"]}`,
 				`{"metric":{"namespace":"a","pod":"p2","container":"c","UUID":"GPU-1"},"value":[1,"0.6"]}`),
-			signal: SignalCompute, want: map[string]float64{"p1": 0.6, "p2": 0.6}, shared: map[string]int{"p1": 1, "p2": 1},
+			signal: SignalCompute, want: map[string]float64{"p1": 0.3, "p2": 0.3}, shared: map[string]int{"p1": 1, "p2": 1},
+		},
+		{
+			name: "two pods on one GPU with the device's memory copied to each: kept as upper bound, flagged shared",
+			body: vec(`{"metric":{"namespace":"a","pod":"p1","container":"c","UUID":"GPU-1"},"value":[1,"8e9"]}`,
+				`{"metric":{"namespace":"a","pod":"p2","container":"c","UUID":"GPU-1"},"value":[1,"8e9"]}`),
+			signal: SignalMemory, want: map[string]float64{"p1": 8e9, "p2": 8e9}, shared: map[string]int{"p1": 1, "p2": 1},
+		},
+		{
+			name: "two pods with equal per-process agent values on one GPU: two measurements, not shared",
+			body: vec(`{"metric":{"namespace":"a","pod":"p1","container":"c","UUID":"GPU-1","gpufrac_source":"gpufrac_pod_gpu_memory_used_bytes"},"value":[1,"8e9"]}`,
+				`{"metric":{"namespace":"a","pod":"p2","container":"c","UUID":"GPU-1","gpufrac_source":"gpufrac_pod_gpu_memory_used_bytes"},"value":[1,"8e9"]}`),
+			signal: SignalMemory, want: map[string]float64{"p1": 8e9, "p2": 8e9}, shared: map[string]int{},
 		},
 		{
 			name: "two pods on one GPU with their own values (per-pod attribution): not shared",

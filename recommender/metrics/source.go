@@ -217,6 +217,9 @@ type Field struct {
 	// Device are the metric's device labels, relabelled in order onto the source's
 	// DeviceLabels; nil means the source's own.
 	Device []string
+	// PerProcess: the exporter measures each pod's own processes (gpufrac's agent), so
+	// equal values of pods on one GPU are never a device value copied to each.
+	PerProcess bool
 }
 
 // query renders fn over the field's valid samples in the window, aggregated with max by
@@ -267,7 +270,7 @@ func (g gauges) Fields(signal Signal) []Field {
 func (g gauges) MemoryPeakQuery(sel Selector, window time.Duration) string {
 	var parts []string
 	for _, f := range g.memory {
-		parts = append(parts, f.query(sel, "max_over_time", window))
+		parts = append(parts, fmt.Sprintf(`label_replace(%s, %q, %q, "", "")`, f.query(sel, "max_over_time", window), SourceLabel, f.Metric))
 	}
 	return strings.Join(parts, " or on ("+strings.Join(sel.keys(), ", ")+") ")
 }

@@ -11,6 +11,7 @@ import (
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/recommender/estimate"
+	"github.com/gpufrac/gpufrac/recommender/metrics"
 )
 
 // Config holds the policy constants. Zero values are replaced by the defaults.
@@ -158,6 +159,11 @@ func (c Config) Recommend(name string, est estimate.Estimate, cp *gpufracv1.Cont
 	}
 
 	mode, reason := c.SharingMode(est, target, cp)
+	if c.LowFidelityBusy(est) {
+		// GPU_UTIL says a kernel ran, not how much of the GPU it used: never a whole GPU
+		// at a confidence the webhook applies.
+		est.Confidence = math.Min(est.Confidence, estimate.LowFidelityBusyConfidence)
+	}
 	rec := gpufracv1.ContainerRecommendation{
 		ContainerName:     name,
 		ComputeSource:     est.ComputeSource,
@@ -177,6 +183,15 @@ func (c Config) Recommend(name string, est estimate.Estimate, cp *gpufracv1.Cont
 	return rec
 }
 
+// LowFidelityBusy reports whether an estimate's compute came from DCGM_FI_DEV_GPU_UTIL and
+// reads as needing the GPU to itself (its uncapped target at ExclusiveThreshold or more):
+// that field says a kernel was running, not how much of the GPU it used, so it never
+// makes a workload Exclusive and caps confidence at estimate.LowFidelityBusyConfidence.
+func (c Config) LowFidelityBusy(est estimate.Estimate) bool {
+	c = c.WithDefaults()
+	return est.HasCompute && est.ComputeSource == metrics.DCGMGPUUtil && est.Target.Compute >= c.ExclusiveThreshold
+}
+
 // SharingMode picks Exclusive, MPS or TimeSlicing for a target and says why, within the
 // policy's allowed modes.
 func (c Config) SharingMode(est estimate.Estimate, target estimate.Resources, cp *gpufracv1.ContainerPolicy) (gpufracv1.SharingMode, string) {
@@ -188,6 +203,14 @@ func (c Config) SharingMode(est estimate.Estimate, target estimate.Resources, cp
 	case !est.HasCompute && memShare < c.ExclusiveThreshold:
 		mode = gpufracv1.SharingModeTimeSlicing
 		reason = fmt.Sprintf("no compute samples yet; %.0f%% of GPU memory: time-slicing until compute is measured", memShare*100)
+	case est.SharedDevice && (memShare >= c.ExclusiveThreshold || target.Compute >= c.ExclusiveThreshold):
+		mode = gpufracv1.SharingModeTimeSlicing
+		reason = fmt.Sprintf("%.0f%% of GPU memory and %.0f%% of compute read from a shared GPU's device values copied to each pod (an upper bound shared with its co-tenants): not Exclusive from them",
+			memShare*100, target.Compute*100)
+	case memShare < c.ExclusiveThreshold && c.LowFidelityBusy(est):
+		mode = gpufracv1.SharingModeTimeSlicing
+		reason = fmt.Sprintf("%s at %.0f%% says a kernel ran, not how much of the GPU it used: not Exclusive without profiling fields (SM_ACTIVE); %.0f%% of GPU memory",
+			metrics.DCGMGPUUtil, est.ComputeP95*100, memShare*100)
 	case memShare >= c.ExclusiveThreshold || target.Compute >= c.ExclusiveThreshold:
 		mode = gpufracv1.SharingModeExclusive
 		reason = fmt.Sprintf("needs %.0f%% of GPU memory and %.0f%% of compute", memShare*100, target.Compute*100)

@@ -1,0 +1,39 @@
+package admission
+
+import (
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+)
+
+// ComputeShrinkHeld reports whether compute must not shrink in gfa's workload: the
+// updater's ComputeShrinkHeld condition (status.updater.conditions) is True, because a
+// HorizontalPodAutoscaler or KEDA ScaledObject scales the workload on a GPU metric and
+// the autoscaler has not opted in to shrinking (the updater's
+// gpufrac.io/allow-compute-shrink-with-horizontal-autoscaler annotation sets it False).
+func ComputeShrinkHeld(gfa *gpufracv1.GPUFractionAutoscaler) bool {
+	if gfa == nil || gfa.Status.Updater == nil {
+		return false
+	}
+	return meta.IsStatusConditionPresentAndEqual(gfa.Status.Updater.Conditions, gpufracv1.UpdaterConditionComputeShrinkHeld, metav1.ConditionTrue)
+}
+
+// HeldCompute is the one rule for compute while a horizontal autoscaler scales on a GPU
+// metric; the webhook (new and replacement pods) and the updater (what it compares
+// pods with) both call it. It returns the compute, milli-GPU, that container may get
+// when its recommendation says recommended (milli-GPU; negative: none): while
+// ComputeShrinkHeld, the larger of recommended and status.updater.heldCompute (the
+// most the workload's running pods hold), else recommended. raised is true when the
+// held value won.
+func HeldCompute(gfa *gpufracv1.GPUFractionAutoscaler, container string, recommended int64) (milli int64, raised bool) {
+	if recommended < 0 || !ComputeShrinkHeld(gfa) {
+		return recommended, false
+	}
+	for _, h := range gfa.Status.Updater.HeldCompute {
+		if h.ContainerName == container && h.Compute != nil && h.Compute.MilliValue() > recommended {
+			return h.Compute.MilliValue(), true
+		}
+	}
+	return recommended, false
+}

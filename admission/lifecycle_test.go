@@ -1,0 +1,177 @@
+package admission
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+)
+
+func registered(t *testing.T, c client.Client) (*admissionregistrationv1.MutatingWebhookConfiguration, bool) {
+	t.Helper()
+	mw := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	err := c.Get(context.Background(), types.NamespacedName{Name: "gpufrac-admission"}, mw)
+	if apierrors.IsNotFound(err) {
+		vw := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+		if err := c.Get(context.Background(), types.NamespacedName{Name: "gpufrac-admission"}, vw); !apierrors.IsNotFound(err) {
+			t.Fatalf("validating configuration without the mutating one: %v", err)
+		}
+		return nil, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mw, true
+}
+
+// webhookOn returns controller-runtime's webhook server (as NewServer builds it) on
+// 127.0.0.1:port with a self-managed certificate.
+func webhookOn(t *testing.T, port int) webhook.Server {
+	t.Helper()
+	cm := &CertManager{Client: newFakeReader(t), Namespace: "gpufrac-system", SecretName: "tls", DNSNames: []string{"localhost"}}
+	if err := cm.Ensure(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return webhook.NewServer(webhook.Options{Host: "127.0.0.1", Port: port,
+		TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.GetCertificate = cm.GetCertificate }}})
+}
+
+// Issue 14 kind 13: with the webhook port taken the server never starts listening, so
+// the configurations are never registered, however many CA bundles the certificate
+// check publishes meanwhile; with the port free they are registered, with the latest
+// bundle, once the server listens, and later bundles are registered directly.
+func TestRegisterOnlyOnceServing(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	port := taken.Addr().(*net.TCPAddr).Port
+
+	c := newFakeReader(t)
+	s := &Server{Registration: &Registration{Client: c, Namespace: "gpufrac-system", URL: "https://127.0.0.1:" + strconv.Itoa(port)}}
+	ctx, cancel := context.WithCancel(context.Background())
+	srv := webhookOn(t, port)
+	done := make(chan error, 1)
+	go func() {
+		done <- s.registerWhenServing(ctx, func() error { return srv.StartedChecker()(nil) }, time.Millisecond)
+	}()
+	if err := s.reconcile(ctx, []byte("CA1")); err != nil { // the certificate check publishes a bundle
+		t.Fatal(err)
+	}
+	if err := srv.Start(ctx); err == nil {
+		t.Fatal("webhook server started on a taken port")
+	}
+	cancel()
+	<-done
+	if _, ok := registered(t, c); ok {
+		t.Fatal("configurations registered although the webhook server never listened")
+	}
+
+	// Port free: registered once the server listens, with the latest bundle.
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port = free.Addr().(*net.TCPAddr).Port
+	free.Close()
+	s = &Server{Registration: &Registration{Client: c, Namespace: "gpufrac-system", URL: "https://127.0.0.1:" + strconv.Itoa(port)}}
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	srv = webhookOn(t, port)
+	if err := s.reconcile(ctx, []byte("CA1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := registered(t, c); ok {
+		t.Fatal("registered before the webhook server listens")
+	}
+	if err := s.reconcile(ctx, []byte("CA2")); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Start(ctx) }()
+	if err := s.registerWhenServing(ctx, func() error { return srv.StartedChecker()(nil) }, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	mw, ok := registered(t, c)
+	if !ok || string(mw.Webhooks[0].ClientConfig.CABundle) != "CA2" {
+		t.Fatalf("after the server listens: registered %v, configuration %+v", ok, mw)
+	}
+	if p := s.regErr.Load(); p == nil || *p != nil {
+		t.Errorf("registration result not recorded for readiness: %v", p)
+	}
+	if err := s.reconcile(ctx, []byte("CA3")); err != nil {
+		t.Fatal(err)
+	}
+	if mw, _ := registered(t, c); string(mw.Webhooks[0].ClientConfig.CABundle) != "CA3" {
+		t.Errorf("a later bundle was not registered: %q", mw.Webhooks[0].ClientConfig.CABundle)
+	}
+}
+
+// After a failed start the configurations are removed unless another replica serves
+// (its fresh status Lease); without a Lease only configurations this process created are.
+func TestCleanUpAfterFailure(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	lease := func(holder string, renewed time.Time) *coordinationv1.Lease {
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "gpufrac-system", Name: DefaultStatusLeaseName},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr(holder), RenewTime: &metav1.MicroTime{Time: renewed}}}
+	}
+	for _, tc := range []struct {
+		name        string
+		lease       *coordinationv1.Lease // nil: no Lease object
+		disabled    bool                  // DisableLease
+		preexisting bool                  // the configurations existed before this process
+		wantDeleted bool
+	}{
+		{name: "created here, lease disabled", disabled: true, wantDeleted: true},
+		{name: "pre-existing, lease disabled", disabled: true, preexisting: true, wantDeleted: false},
+		{name: "another replica renewed 5s ago", lease: lease("admission-b", now.Add(-5*time.Second)), preexisting: true, wantDeleted: false},
+		{name: "another replica's lease is stale", lease: lease("admission-b", now.Add(-time.Minute)), preexisting: true, wantDeleted: true},
+		{name: "this replica held it", lease: lease("admission-a", now.Add(-time.Second)), preexisting: true, wantDeleted: true},
+		{name: "no lease object", preexisting: true, wantDeleted: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			c := newFakeReader(t)
+			if tc.lease != nil {
+				if err := c.Create(ctx, tc.lease); err != nil {
+					t.Fatal(err)
+				}
+			}
+			url := "https://127.0.0.1:9443"
+			if tc.preexisting {
+				if err := (&Registration{Client: c, Namespace: "gpufrac-system", URL: url}).Reconcile(ctx, []byte("CA")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s := &Server{Registration: &Registration{Client: c, Namespace: "gpufrac-system", URL: url}}
+			if !tc.disabled {
+				s.Lease = &StatusLease{Client: c, Namespace: "gpufrac-system", Identity: "admission-a", RenewInterval: 10 * time.Second, Now: func() time.Time { return now }}
+			}
+			s.serving.Store(true)
+			if err := s.reconcile(ctx, []byte("CA")); err != nil {
+				t.Fatal(err)
+			}
+			if s.Registration.Created() == tc.preexisting {
+				t.Fatalf("Created() %v with preexisting %v", s.Registration.Created(), tc.preexisting)
+			}
+			deleted, err := s.CleanUp(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, still := registered(t, c)
+			if deleted != tc.wantDeleted || still == tc.wantDeleted {
+				t.Errorf("deleted %v, configurations still there %v; want deleted %v", deleted, still, tc.wantDeleted)
+			}
+		})
+	}
+}

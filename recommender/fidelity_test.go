@@ -1,0 +1,75 @@
+package recommender
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/recommender/estimate"
+	"github.com/gpufrac/gpufrac/recommender/metrics"
+	"github.com/gpufrac/gpufrac/recommender/metrics/promtest"
+)
+
+// Kind 4 (issue 13): 48 h of DCGM_FI_DEV_GPU_UTIL at 88–99 % with FB_USED 9000 MiB and
+// no profiling field. GPU_UTIL says a kernel ran, not how much of the GPU it used, so it
+// never yields Exclusive, and the recommendation's confidence stays under the
+// LowConfidence threshold (so the webhook's default minimum does not apply it), with
+// LowConfidence=True naming the reason. A low GPU_UTIL (an upper bound of activity)
+// keeps its 80 % cap and no LowConfidence.
+func TestGPUUtilAloneNeverExclusive(t *testing.T) {
+	objs := append(deployment("ml", "busy", 1), deployment("ml", "calm", 1)...)
+	objs = append(objs, gfa("ml", "busy", "busy"), gfa("ml", "calm", "calm"))
+	h := newEngineHarness(t, objs, metrics.DCGM{})
+	n := 48 * 120
+	start := h.now.Add(-time.Duration(n-1) * 30 * time.Second)
+	pods := podsOf(objs)
+	busy := make([]float64, n)
+	for i := range busy {
+		busy[i] = 88 + float64(i%12) // 88–99 %
+	}
+	for i, p := range pods {
+		uuid := "GPU-" + string(rune('a'+i))
+		h.prom.Add(t, dcgmLabels(metrics.DCGMFBUsed, p, uuid), start, 30*time.Second, promtest.Repeat(9000, n)...)
+		util := busy
+		if i == 1 {
+			util = promtest.Repeat(20, n)
+		}
+		h.prom.Add(t, dcgmLabels(metrics.DCGMGPUUtil, p, uuid), start, 30*time.Second, util...)
+	}
+	h.runCycles(t, 1, nil)
+
+	st := h.gfr(t, "ml", "busy").Status
+	if len(st.ContainerRecommendations) != 1 {
+		t.Fatalf("busy: no recommendation: %+v", st.Conditions)
+	}
+	cr := st.ContainerRecommendations[0]
+	if cr.ComputeSource != metrics.DCGMGPUUtil {
+		t.Fatalf("busy: compute source %q", cr.ComputeSource)
+	}
+	if st.SharingMode == gpufracv1.SharingModeExclusive || cr.SharingMode == gpufracv1.SharingModeExclusive {
+		t.Errorf("busy: Exclusive from GPU_UTIL alone (%s)", cr.SharingModeReason)
+	}
+	if !strings.Contains(cr.SharingModeReason, metrics.DCGMGPUUtil) {
+		t.Errorf("busy: sharing-mode reason does not name GPU_UTIL: %q", cr.SharingModeReason)
+	}
+	if *st.ConfidencePercent >= int32(h.rec.Config.LowConfidence*100) || *st.ConfidencePercent > int32(estimate.LowFidelityBusyConfidence*100) {
+		t.Errorf("busy: confidence %d%%, want ≤ %.0f%% (under the webhook's default minimum)", *st.ConfidencePercent, estimate.LowFidelityBusyConfidence*100)
+	}
+	if c := condition(st, gpufracv1.ConditionLowConfidence); c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonLowFidelityCompute || !strings.Contains(c.Message, metrics.DCGMGPUUtil) {
+		t.Errorf("busy: want LowConfidence=True %s naming GPU_UTIL, got %+v", ReasonLowFidelityCompute, c)
+	}
+
+	st = h.gfr(t, "ml", "calm").Status
+	if len(st.ContainerRecommendations) != 1 {
+		t.Fatalf("calm: no recommendation: %+v", st.Conditions)
+	}
+	if *st.ConfidencePercent != int32(estimate.LowFidelityComputeConfidence*100) {
+		t.Errorf("calm: confidence %d%%, want the GPU_UTIL cap %.0f%%", *st.ConfidencePercent, estimate.LowFidelityComputeConfidence*100)
+	}
+	if c := condition(st, gpufracv1.ConditionLowConfidence); c == nil || c.Status != metav1.ConditionFalse {
+		t.Errorf("calm: LowConfidence %+v", c)
+	}
+}
