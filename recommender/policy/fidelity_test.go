@@ -8,10 +8,11 @@ import (
 	"github.com/gpufrac/gpufrac/recommender/metrics"
 )
 
-// Kind 4 (issue 13): compute from GPU_UTIL alone that reads busy is never Exclusive and
-// its confidence is capped under the LowConfidence threshold; the same numbers from
-// SM_ACTIVE are Exclusive at full confidence, and memory needing most of the GPU is
-// Exclusive whatever the compute field.
+// Kind 4 (issue 13): compute from GPU_UTIL alone that reads busy is never Exclusive: under
+// the exclusive memory share it is TimeSlicing, which reserves no compute (the pod gets
+// its memory and shares time), at the confidence it has; where memory needs most of the
+// GPU it is Exclusive with confidence capped under the LowConfidence threshold. The same
+// numbers from SM_ACTIVE are Exclusive at full confidence.
 func TestGPUUtilBusyIsNotExclusive(t *testing.T) {
 	c := Config{GPUMemoryBytes: 80 << 30}
 	est := func(src string, memBytes float64) estimate.Estimate {
@@ -25,13 +26,16 @@ func TestGPUUtilBusyIsNotExclusive(t *testing.T) {
 		want     gpufracv1.SharingMode
 		wantConf int32
 	}{
-		{"GPU_UTIL busy, 9000 MiB", est(metrics.DCGMGPUUtil, 9000<<20), gpufracv1.SharingModeTimeSlicing, int32(estimate.LowFidelityBusyConfidence * 100)},
+		{"GPU_UTIL busy, 9000 MiB", est(metrics.DCGMGPUUtil, 9000<<20), gpufracv1.SharingModeTimeSlicing, 80},
 		{"SM_ACTIVE busy, 9000 MiB", est(metrics.DCGMSMActive, 9000<<20), gpufracv1.SharingModeExclusive, 80},
 		{"GPU_UTIL busy, 70 GiB", est(metrics.DCGMGPUUtil, 70<<30), gpufracv1.SharingModeExclusive, int32(estimate.LowFidelityBusyConfidence * 100)},
 	} {
 		rec := c.Recommend("main", tc.est, nil, nil, GuardrailOK)
 		if rec.SharingMode != tc.want || rec.ConfidencePercent != tc.wantConf {
 			t.Errorf("%s: %s at %d%%, want %s at %d%% (%s)", tc.name, rec.SharingMode, rec.ConfidencePercent, tc.want, tc.wantConf, rec.SharingModeReason)
+		}
+		if tc.est.ComputeSource == metrics.DCGMGPUUtil && rec.SharingMode != gpufracv1.SharingModeExclusive && rec.PartitionsCompute() {
+			t.Errorf("%s: compute from GPU_UTIL would be reserved (%s)", tc.name, rec.SharingMode)
 		}
 	}
 }

@@ -159,9 +159,12 @@ func (c Config) Recommend(name string, est estimate.Estimate, cp *gpufracv1.Cont
 	}
 
 	mode, reason := c.SharingMode(est, target, cp)
-	if c.LowFidelityBusy(est) {
+	if c.LowFidelityBusy(est) && mode == gpufracv1.SharingModeExclusive {
 		// GPU_UTIL says a kernel ran, not how much of the GPU it used: never a whole GPU
-		// at a confidence the webhook applies.
+		// at a confidence the webhook applies. Below the exclusive memory share the mode
+		// is TimeSlicing instead, which partitions no compute (PartitionsCompute): the
+		// pod gets its measured memory and shares the GPU's time, which is no whole GPU,
+		// so the confidence stays.
 		est.Confidence = math.Min(est.Confidence, estimate.LowFidelityBusyConfidence)
 	}
 	rec := gpufracv1.ContainerRecommendation{
@@ -186,7 +189,9 @@ func (c Config) Recommend(name string, est estimate.Estimate, cp *gpufracv1.Cont
 // LowFidelityBusy reports whether an estimate's compute came from DCGM_FI_DEV_GPU_UTIL and
 // reads as needing the GPU to itself (its uncapped target at ExclusiveThreshold or more):
 // that field says a kernel was running, not how much of the GPU it used, so it never
-// makes a workload Exclusive and caps confidence at estimate.LowFidelityBusyConfidence.
+// makes a workload Exclusive: the mode is TimeSlicing (no compute reserved), and where
+// memory alone needs most of the GPU (Exclusive anyway) confidence is capped at
+// estimate.LowFidelityBusyConfidence.
 func (c Config) LowFidelityBusy(est estimate.Estimate) bool {
 	c = c.WithDefaults()
 	return est.HasCompute && est.ComputeSource == metrics.DCGMGPUUtil && est.Target.Compute >= c.ExclusiveThreshold
