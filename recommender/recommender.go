@@ -265,7 +265,7 @@ func backoff(base, max time.Duration, failures int) time.Duration {
 func (r *Recommender) detect(ctx context.Context, now time.Time) error {
 	log := klog.FromContext(ctx)
 	if r.Source == nil {
-		src, err := metrics.DetectSource(ctx, r.Reader, now)
+		src, err := metrics.DetectSourceOver(ctx, r.Reader, now.Add(-r.Config.HistoryLength), now)
 		if err != nil {
 			return err
 		}
