@@ -271,3 +271,24 @@ func TestEmptyWhileRunningIsAGap(t *testing.T) {
 		t.Errorf("gap must clear when samples return: %+v", c)
 	}
 }
+
+// Kind 2, in part (issue 13): with --metric-source auto and no GPU series scraped in the
+// last 5 minutes (an exporter restart), the cycle does not fail with "no GPU metric
+// source found" while days of DCGM history are in Prometheus: the source is detected
+// over the history window and the workload gets its recommendation.
+func TestDetectionSeesHistoryThroughALiveGap(t *testing.T) {
+	objs := append(deployment("ml", "sd", 1), gfa("ml", "sd", "sd"))
+	h := newEngineHarness(t, objs, nil)
+	// 48 h of samples that stopped 20 minutes ago.
+	addDCGM(t, h.prom, podsOf(objs)[0], "GPU-1", h.now.Add(-20*time.Minute), 48*120, 20000, 0.5)
+	if err := h.rec.RunOnce(context.Background()); err != nil {
+		t.Fatalf("a live gap failed the cycle: %v", err)
+	}
+	if h.rec.Source == nil || h.rec.Source.Name() != "dcgm" {
+		t.Fatalf("source %v, want dcgm from history", h.rec.Source)
+	}
+	st := h.gfr(t, "ml", "sd").Status
+	if len(st.ContainerRecommendations) != 1 || st.ContainerRecommendations[0].Target.Memory == nil {
+		t.Fatalf("no recommendation from history: %+v", st.Conditions)
+	}
+}

@@ -86,9 +86,30 @@ func (r *Recommender) load(ctx context.Context, namespaces []string, from, to ti
 		return err
 	}
 
+	// Samples of series without a pod label are excluded in PromQL; count them, once
+	// per window however many loads a cycle makes (they belong to no namespace).
+	missFrom := dropFrom
+	if missFrom.Before(r.missingCounted) {
+		missFrom = r.missingCounted
+	}
+	var missing [2]float64
+	var missTo time.Time
+	for i, sig := range []metrics.Signal{metrics.SignalMemory, metrics.SignalCompute} {
+		n, at, err := r.Reader.CountMissingLabels(ctx, sel, r.Source.Fields(sig), missFrom, to)
+		if err != nil {
+			return err
+		}
+		missing[i], missTo = n, at
+	}
+
 	// All reads succeeded: now change state.
 	memDrops.Record(metrics.SignalMemory)
 	cpuDrops.Record(metrics.SignalCompute)
+	if missTo.After(r.missingCounted) {
+		metrics.SamplesDropped.WithLabelValues(string(metrics.SignalMemory), metrics.DropNoLabels).Add(missing[0])
+		metrics.SamplesDropped.WithLabelValues(string(metrics.SignalCompute), metrics.DropNoLabels).Add(missing[1])
+		r.missingCounted = missTo
+	}
 	inNS := map[string]bool{}
 	for _, ns := range namespaces {
 		inNS[ns] = true

@@ -151,13 +151,16 @@ type Recommender struct {
 	tracked   map[history.WorkloadKey]*tracking
 	methods   map[history.WorkloadKey]workload.Method
 	lastLoad  time.Time // end of the last successful live load
-	trigger   chan struct{}
-	failures  int
-	livePods  map[[2]string]*corev1.Pod
-	templates map[history.WorkloadKey]*corev1.Pod // a live pod of each workload, for its spec
-	latency   map[types.NamespacedName]float64    // guardrail latency read this cycle, seconds
-	dupNoted  map[types.UID]string                // the DuplicateTarget event last recorded on each autoscaler in charge
-	exported  *snapshot                           // per-autoscaler metrics being built this cycle
+	// missingCounted is the end of the window whose samples without a pod label were
+	// last counted (metrics.DropNoLabels).
+	missingCounted time.Time
+	trigger        chan struct{}
+	failures       int
+	livePods       map[[2]string]*corev1.Pod
+	templates      map[history.WorkloadKey]*corev1.Pod // a live pod of each workload, for its spec
+	latency        map[types.NamespacedName]float64    // guardrail latency read this cycle, seconds
+	dupNoted       map[types.UID]string                // the DuplicateTarget event last recorded on each autoscaler in charge
+	exported       *snapshot                           // per-autoscaler metrics being built this cycle
 
 	// cappedNoted: the containers/resources of the last CappedBelowNeed event per autoscaler.
 	cappedNoted map[types.UID]string
@@ -262,7 +265,7 @@ func backoff(base, max time.Duration, failures int) time.Duration {
 func (r *Recommender) detect(ctx context.Context, now time.Time) error {
 	log := klog.FromContext(ctx)
 	if r.Source == nil {
-		src, err := metrics.DetectSource(ctx, r.Reader, now)
+		src, err := metrics.DetectSourceOver(ctx, r.Reader, now.Add(-r.Config.HistoryLength), now)
 		if err != nil {
 			return err
 		}

@@ -39,20 +39,26 @@ const (
 	// ReasonLowFidelityCompute: LowConfidence True; compute came from
 	// DCGM_FI_DEV_GPU_UTIL alone and reads busy (policy.Config.LowFidelityBusy).
 	ReasonLowFidelityCompute = "LowFidelityCompute"
-	ReasonEnoughHistory      = "EnoughHistory"
-	ReasonPodsMatched        = "PodsMatched"
-	ReasonNoPods             = "NoPods"
-	ReasonTargetUnusable     = "TargetUnsupported"
-	ReasonTargetNotFound     = "TargetNotFound"
-	ReasonDuplicateTarget    = "DuplicateTarget"
-	ReasonConfigOK           = "ConfigSupported"
-	ReasonLatencyBreached    = "ObjectiveBreached"
-	ReasonLatencyNear        = "ObjectiveNear"
-	ReasonLatencyOK          = "ObjectiveMet"
-	ReasonLatencyUnknown     = "QueryFailed"
-	ReasonLatencyNoData      = "NoData"
-	ReasonNoGuardrail        = "NoGuardrail"
-	ReasonAllContainersOff   = "AllContainersOff"
+	// ReasonMultipleGPUs: RecommendationProvided False; a container used several GPUs
+	// (or MIG instances) at once, so no one-GPU fraction is recommended.
+	ReasonMultipleGPUs = "MultipleGPUs"
+	// ReasonNoMemorySamples: RecommendationProvided False; a container whose policy
+	// controls memory has compute samples but no memory sample.
+	ReasonNoMemorySamples  = "NoMemorySamples"
+	ReasonEnoughHistory    = "EnoughHistory"
+	ReasonPodsMatched      = "PodsMatched"
+	ReasonNoPods           = "NoPods"
+	ReasonTargetUnusable   = "TargetUnsupported"
+	ReasonTargetNotFound   = "TargetNotFound"
+	ReasonDuplicateTarget  = "DuplicateTarget"
+	ReasonConfigOK         = "ConfigSupported"
+	ReasonLatencyBreached  = "ObjectiveBreached"
+	ReasonLatencyNear      = "ObjectiveNear"
+	ReasonLatencyOK        = "ObjectiveMet"
+	ReasonLatencyUnknown   = "QueryFailed"
+	ReasonLatencyNoData    = "NoData"
+	ReasonNoGuardrail      = "NoGuardrail"
+	ReasonAllContainersOff = "AllContainersOff"
 	// ReasonAmbiguousContainer: MetricsUnavailable True; an exporter reported usage per
 	// pod without a container label (KAI's gpu_fractioning_*) for pods with several GPU
 	// containers (or none), so it was not attributed to any container.
@@ -178,6 +184,12 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 		set(gpufracv1.ConditionMetricsUnavailable, reason != ReasonAllContainersOff, reason, msg)
 		return
 	}
+	if msg := r.multiGPU(w, recs); msg != "" {
+		// Left alone: a one-GPU fraction of a multi-GPU pod is wrong on every device.
+		set(gpufracv1.ConditionMetricsUnavailable, false, ReasonSamplesPresent, "samples read")
+		set(gpufracv1.ConditionRecommendationProvided, false, ReasonMultipleGPUs, msg)
+		return
+	}
 	switch {
 	case gapReason != "":
 		set(gpufracv1.ConditionMetricsUnavailable, true, gapReason, gapMsg) // first recommendation, from what was valid
@@ -210,8 +222,44 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 	default:
 		set(gpufracv1.ConditionLowConfidence, false, ReasonEnoughHistory, fmt.Sprintf("confidence %d%%", *st.ConfidencePercent))
 	}
-	set(gpufracv1.ConditionRecommendationProvided, true, ReasonRecommended, fmt.Sprintf("%d containers", len(recs)))
+	if msg := missingMemory(recs, &gfa.Spec); msg != "" {
+		set(gpufracv1.ConditionRecommendationProvided, false, ReasonNoMemorySamples, msg)
+	} else {
+		set(gpufracv1.ConditionRecommendationProvided, true, ReasonRecommended, fmt.Sprintf("%d containers", len(recs)))
+	}
 	r.cappedBelowNeed(gfa, old.Status.Conditions, recs, set)
+}
+
+// multiGPU says which containers of the workload used several GPUs (or MIG instances)
+// at once, or "": their values are per-device maxima, and gpufrac sizes fractions of one
+// GPU.
+func (r *Recommender) multiGPU(w history.WorkloadKey, recs []gpufracv1.ContainerRecommendation) string {
+	var parts []string
+	for _, c := range recs {
+		if s := r.model.Container(history.ContainerKey{WorkloadKey: w, Container: c.ContainerName}); s != nil && s.Devices > 1 {
+			parts = append(parts, fmt.Sprintf("%s on %d GPUs", c.ContainerName, s.Devices))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("container %s at once: gpufrac sizes a fraction of one GPU, and a pod using several is left alone", strings.Join(parts, ", "))
+}
+
+// missingMemory says which containers got a recommendation without memory although
+// their policy controls memory (e.g. a MIG instance for which dcgm-exporter emits no
+// DCGM_FI_DEV_FB_USED), or "".
+func missingMemory(recs []gpufracv1.ContainerRecommendation, spec *gpufracv1.GPUFractionAutoscalerSpec) string {
+	var names []string
+	for _, c := range recs {
+		if c.Target.Memory == nil && spec.ContainerPolicy(c.ContainerName).Controls(gpufracv1.ResourceMemory) {
+			names = append(names, c.ContainerName)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("no GPU memory samples for container %s (compute only): a fraction without memory is not applied; check that the exporter emits the memory metric (dcgm-exporter omits DCGM_FI_DEV_FB_USED for MIG instances on some versions)", strings.Join(names, ", "))
 }
 
 // cappedBelowNeed sets CappedBelowNeed from each container's uncapped need and its

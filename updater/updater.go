@@ -984,11 +984,13 @@ func joinScalers(hs []HorizontalScaler) string {
 func (u *Updater) act(ctx context.Context, c *candidate, now time.Time, fresh bool, leaseMsg string) {
 	log := klog.FromContext(ctx).WithValues("autoscaler", klog.KObj(c.p.gfa), "pod", klog.KObj(c.pod))
 	p := c.p
+	// Counted as a fallback only when the pod is actually recreated (evicted), not for
+	// each cycle a recreate waits at a gate.
+	fallback := p.mode == gpufracv1.UpdateModeInPlaceOrRecreate
 	if c.action == gpufracv1.PodUpdateInPlace {
 		changed, err := u.InPlace.Apply(ctx, c.pod)
 		switch {
 		case errors.Is(err, ErrNotInPlace):
-			inPlaceTotal.WithLabelValues(ResultFallback).Inc()
 			log.Info("Cannot change the pod in place; recreating it", "reason", err.Error())
 			c.action = gpufracv1.PodUpdateEvict
 			c.upd.Action = c.action
@@ -1021,8 +1023,6 @@ func (u *Updater) act(ctx context.Context, c *candidate, now time.Time, fresh bo
 			c.upd.Reason = ""
 			return
 		}
-	} else if p.mode == gpufracv1.UpdateModeInPlaceOrRecreate {
-		inPlaceTotal.WithLabelValues(ResultFallback).Inc()
 	}
 
 	switch {
@@ -1089,6 +1089,9 @@ func (u *Updater) act(ctx context.Context, c *candidate, now time.Time, fresh bo
 		return
 	}
 	evictionsTotal.WithLabelValues(ResultEvicted).Inc()
+	if fallback {
+		inPlaceTotal.WithLabelValues(ResultFallback).Inc()
+	}
 	u.hyst.Replaced(p.ref.String(), now, c.need)
 	p.wl.budget.Took()
 	p.acted = true

@@ -110,6 +110,9 @@ type ContainerState struct {
 	// SharedSamples counts samples that were a shared GPU's device-wide value copied to
 	// each of its pods (metrics.Series.SharedSamples): upper bounds, not measurements.
 	SharedSamples int
+	// Devices is the most GPUs (or MIG instances) one pod of the container used at
+	// once (metrics.Series.Devices); above 1, its samples are per-device maxima.
+	Devices int
 
 	opts    Options
 	windows map[string]*podWindow // by pod name: the current interval's peak
@@ -296,6 +299,7 @@ func (m *Model) Add(w WorkloadKey, signal metrics.Signal, s metrics.Series) {
 	}
 	m.lastSeen[sk] = last
 	st.SharedSamples += s.SharedSamples
+	st.Devices = max(st.Devices, s.Devices)
 }
 
 // Forget drops everything known about a workload (its autoscaler was deleted).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -233,6 +234,8 @@ func (r *Reader) decode(signal Signal, m model.Matrix) []Series {
 		shared bool
 	}
 	merged := map[ContainerID]map[model.Time]point{}
+	// devices[id][t] lists the distinct devices a container reported on at t.
+	devices := map[ContainerID]map[model.Time][]string{}
 	sources := map[ContainerID]string{}
 	// byDevice[device][t] lists the pods that reported a value on one device at t.
 	byDevice := map[string]map[model.Time][]devSample{}
@@ -265,6 +268,14 @@ func (r *Reader) decode(signal Signal, m model.Matrix) []Series {
 			if reason != "" {
 				SamplesDropped.WithLabelValues(string(signal), reason).Inc()
 				continue
+			}
+			if dev != "" {
+				if devices[id] == nil {
+					devices[id] = map[model.Time][]string{}
+				}
+				if !slices.Contains(devices[id][p.Timestamp], dev) {
+					devices[id][p.Timestamp] = append(devices[id][p.Timestamp], dev)
+				}
 			}
 			if dev != "" && !own {
 				if byDevice[dev] == nil {
@@ -318,6 +329,9 @@ func (r *Reader) decode(signal Signal, m model.Matrix) []Series {
 			continue
 		}
 		s := Series{ID: id, Source: sources[id], Samples: make([]Sample, 0, len(byTime))}
+		for _, devs := range devices[id] {
+			s.Devices = max(s.Devices, len(devs))
+		}
 		for t, p := range byTime {
 			s.Samples = append(s.Samples, Sample{Time: t.Time(), Value: p.v})
 			if p.shared {
@@ -425,6 +439,27 @@ func (r *Reader) CountDropped(ctx context.Context, signal Signal, sel Selector, 
 		out[k][reason] += v
 	}
 	return out, nil
+}
+
+// CountMissingLabels runs sel.MissingLabelsQuery for the fields of one signal over
+// (from, to] and returns how many samples had no pod label, and the end of the window
+// counted (the next count starts there).
+func (r *Reader) CountMissingLabels(ctx context.Context, sel Selector, fields []Field, from, to time.Time) (float64, time.Time, error) {
+	q, at := sel.MissingLabelsQuery(fields, from, to)
+	if q == "" {
+		return 0, from, nil
+	}
+	vec, err := r.Vector(ctx, q, at)
+	if err != nil {
+		return 0, from, err
+	}
+	n := 0.0
+	for _, s := range vec {
+		if v := float64(s.Value); v > 0 && !math.IsInf(v, 0) {
+			n += v
+		}
+	}
+	return n, at, nil
 }
 
 // typeOf names a result's type; a response without data decodes to nil.

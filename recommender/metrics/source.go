@@ -41,6 +41,10 @@ type Series struct {
 	// SharedSamples counts samples that were the same value reported for several pods
 	// of one GPU: the device's total copied to each, an upper bound, not the pod's own.
 	SharedSamples int
+	// Devices is the most distinct GPUs (or MIG instances) the container reported on at
+	// one time: above 1 for a multi-GPU container, whose per-device values were merged
+	// with max here.
+	Devices int
 }
 
 // Labels maps the workload labels of a metric. Defaults are dcgm-exporter's Kubernetes
@@ -384,4 +388,38 @@ func (s Selector) DropCountQuery(fields []Field, from, to time.Time) (string, ti
 		}
 	}
 	return fmt.Sprintf("sum by (%s, %s, reason) (%s)", ns, pod, strings.Join(parts, " or ")), toA
+}
+
+// MissingLabelsQuery returns an instant query, to evaluate at the returned time, whose
+// single value counts the raw samples of the fields in the window (from, to] whose
+// series carry no pod label (nor exported_pod): a GPU with no pod bound at scrape time,
+// unattributed device usage that the data queries exclude (pod!=""). They belong to no
+// namespace, so the count is cluster-wide. The window is aligned to the subquery
+// resolution as in DropCountQuery, so consecutive windows count each sample once. It
+// returns "" when the aligned window is empty.
+func (s Selector) MissingLabelsQuery(fields []Field, from, to time.Time) (string, time.Time) {
+	res := s.SubqueryResolution
+	if res <= 0 {
+		res = DefaultSubqueryResolution
+	}
+	fromA, toA := from.Truncate(res), to.Truncate(res)
+	if !toA.After(fromA) {
+		return "", toA
+	}
+	w := promDuration(toA.Sub(fromA))
+	var parts []string
+	for _, f := range fields {
+		sel := fmt.Sprintf(`%s{%s=""}`, f.Metric, s.Labels.Pod)
+		switch {
+		case f.Labels != nil:
+			sel = fmt.Sprintf(`%s{%s=""}`, f.Metric, f.Labels.Pod)
+		case !s.Direct:
+			sel = fmt.Sprintf(`%s{%s="",%s=""}`, f.Metric, s.Labels.Pod, exportedPrefix+s.Labels.Pod)
+		}
+		parts = append(parts, fmt.Sprintf(`label_replace(sum(count_over_time(%s[%s])), "gpufrac_part", "%d", "", "")`, sel, w, len(parts)))
+	}
+	if len(parts) == 0 {
+		return "", toA
+	}
+	return "sum(" + strings.Join(parts, " or ") + ")", toA
 }

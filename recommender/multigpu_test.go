@@ -1,0 +1,72 @@
+package recommender
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/recommender/metrics"
+	"github.com/gpufrac/gpufrac/recommender/metrics/promtest"
+)
+
+// Kind 15 (issue 13): a pod using two GPUs (FB_USED 40000 and 20000 MiB) gets no
+// one-GPU fraction: RecommendationProvided=False (MultipleGPUs), which the webhook and
+// the updater respect. A MIG instance without DCGM_FI_DEV_FB_USED gets no
+// RecommendationProvided=True without memory (NoMemorySamples). Samples of series with
+// no pod label are counted under missing_labels, each once.
+func TestMultiGPUAndMissingMemory(t *testing.T) {
+	objs := append(deployment("ml", "multi", 1), deployment("ml", "mig", 1)...)
+	objs = append(objs, gfa("ml", "multi", "multi"), gfa("ml", "mig", "mig"))
+	h := newEngineHarness(t, objs, metrics.DCGM{})
+	pods := podsOf(objs)
+	n := 48 * 120
+	addDCGM(t, h.prom, pods[0], "GPU-a", h.now, n, 40000, 0.5)
+	addDCGM(t, h.prom, pods[0], "GPU-b", h.now, n, 20000, 0.5)
+	start := h.now.Add(-time.Duration(n-1) * 30 * time.Second)
+	mig := dcgmLabels(metrics.DCGMSMActive, pods[1], "GPU-c")
+	mig[metrics.MIGInstanceLabel], mig["GPU_I_PROFILE"] = "3", "1g.10gb"
+	h.prom.Add(t, mig, start, 30*time.Second, promtest.Repeat(0.4, n)...)
+	// A GPU with no pod bound: dcgm-exporter leaves namespace, pod, container out.
+	h.prom.Add(t, map[string]string{"__name__": metrics.DCGMFBUsed, "UUID": "GPU-idle", "gpu": "3", "Hostname": "node-1"}, start, 30*time.Second, promtest.Repeat(400, n)...)
+	missing := func() float64 {
+		return testutil.ToFloat64(metrics.SamplesDropped.WithLabelValues(string(metrics.SignalMemory), metrics.DropNoLabels))
+	}
+	before := missing()
+	h.runCycles(t, 1, nil)
+
+	st := h.gfr(t, "ml", "multi").Status
+	c := condition(st, gpufracv1.ConditionRecommendationProvided)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != ReasonMultipleGPUs || !strings.Contains(c.Message, "2 GPUs") {
+		t.Errorf("multi-GPU: want RecommendationProvided=False %s (2 GPUs), got %+v", ReasonMultipleGPUs, c)
+	}
+	for _, cr := range st.ContainerRecommendations {
+		t.Errorf("multi-GPU: one-GPU fraction written: %s %v", cr.ContainerName, cr.Target.Memory)
+	}
+
+	st = h.gfr(t, "ml", "mig").Status
+	c = condition(st, gpufracv1.ConditionRecommendationProvided)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != ReasonNoMemorySamples {
+		t.Errorf("MIG without FB_USED: want RecommendationProvided=False %s, got %+v", ReasonNoMemorySamples, c)
+	}
+	if len(st.ContainerRecommendations) != 1 || st.ContainerRecommendations[0].Target.Compute == nil {
+		t.Errorf("MIG without FB_USED: compute still shown for explain: %+v", st.ContainerRecommendations)
+	}
+
+	// A history load counts its last hour: 120 samples at 30 s, once.
+	if d := missing() - before; d != 120 {
+		t.Errorf("samples_dropped_total{memory,missing_labels} += %v, want 120", d)
+	}
+	// Each live cycle counts its own minute: 2 samples, not the hour again (the first
+	// of these cycles runs at the same time as the history load: nothing new).
+	before = missing()
+	h.runCycles(t, 3, func(now time.Time) {
+		h.prom.Add(t, map[string]string{"__name__": metrics.DCGMFBUsed, "UUID": "GPU-idle", "gpu": "3", "Hostname": "node-1"}, now.Add(-30*time.Second), 30*time.Second, 400, 400)
+	})
+	if d := missing() - before; d != 4 {
+		t.Errorf("two live cycles: missing_labels += %v, want 4", d)
+	}
+}
