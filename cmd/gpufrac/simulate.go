@@ -57,13 +57,14 @@ sharing policies side by side, and evaluate each against the usage the trace sho
 
 Policies: one-per-pod (a whole GPU each), time-slicing-N (1/N of memory and compute
 each), vpa-memory (VPA's memory rule: p90 of daily peaks x 1.15), gpufrac (the
-recommender's own estimator and policy code, with the updater's rules), clairvoyant
-(each pod's true peak memory and compute, at start) and clairvoyant-memory (true
-peak memory only). Pods are packed best-fit by memory onto GPUs of --gpu-memory,
-with the sum of compute allocations at most 1 GPU, and never migrate.
+recommender's own estimator and policy code, the updater's own decision code and
+what the admission webhook writes), clairvoyant-peak (each pod's true peak memory
+and compute reserved at start) and clairvoyant-memory (true peak memory only, the
+bound). Pods are packed best-fit by memory onto GPUs of --gpu-memory, with the sum
+of compute allocations at most 1 GPU, and never migrate.
 
 Per policy the report gives GPU-minutes held and their ratio to one GPU per pod and
-to the clairvoyant bound, pod-minutes over the pod's memory allocation (an OOM
+to the clairvoyant-memory bound, pod-minutes over the pod's memory allocation (an OOM
 under an enforcing backend), GPU-minutes over the GPU's memory (an OOM without
 enforcement), pod-minutes in compute contention (co-tenants above 100 %), mean
 memory and compute utilisation of the GPUs held, replacements and cold-start
@@ -97,7 +98,7 @@ memory headroom (SVG and/or PNG).`,
 	fl.Uint64Var(&f.synth.Seed, "seed", 1, "synthetic: random seed")
 
 	fl.StringSliceVar(&f.gpuMemory, "gpu-memory", []string{"80Gi"}, "memory of one GPU, a quantity in bytes (48Gi, 80Gi, 141Gi); several sizes run one simulation each")
-	fl.StringSliceVar(&f.policies, "policies", simulate.DefaultPolicies, "policies to compare, in report order: one-per-pod, time-slicing-N, vpa-memory, gpufrac, clairvoyant, clairvoyant-memory")
+	fl.StringSliceVar(&f.policies, "policies", simulate.DefaultPolicies, "policies to compare, in report order: one-per-pod, time-slicing-N, vpa-memory, gpufrac, clairvoyant-peak, clairvoyant-memory")
 	fl.DurationVar(&f.opts.Recommender.Interval, "interval", time.Minute, "recommender cycle and simulation step")
 	fl.DurationSliceVar(&f.warmUps, "warm-up", []time.Duration{0}, "history the recommenders read before placing and counting start (as if gpufrac were installed this long after the trace starts); several values run one simulation each")
 	fl.DurationVar(&f.opts.Lookback, "lookback", simulate.DefaultLookback, "a pod without samples for longer has ended (Prometheus' lookback delta)")
