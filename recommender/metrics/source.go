@@ -346,11 +346,7 @@ var dropFilters = []struct{ reason, filter string }{
 // scrape interval would skip samples (as it would in the data queries). It returns ""
 // when the aligned window is empty.
 func (s Selector) DropCountQuery(fields []Field, from, to time.Time) (string, time.Time) {
-	res := s.SubqueryResolution
-	if res <= 0 {
-		res = DefaultSubqueryResolution
-	}
-	fromA, toA := from.Truncate(res), to.Truncate(res)
+	res, fromA, toA := s.countWindow(from, to)
 	if !toA.After(fromA) {
 		return "", toA
 	}
@@ -390,6 +386,16 @@ func (s Selector) DropCountQuery(fields []Field, from, to time.Time) (string, ti
 	return fmt.Sprintf("sum by (%s, %s, reason) (%s)", ns, pod, strings.Join(parts, " or ")), toA
 }
 
+// countWindow aligns the window (from, to] of a counting query to the subquery
+// resolution, which it also returns, so consecutive windows count each sample once.
+func (s Selector) countWindow(from, to time.Time) (res time.Duration, fromA, toA time.Time) {
+	res = s.SubqueryResolution
+	if res <= 0 {
+		res = DefaultSubqueryResolution
+	}
+	return res, from.Truncate(res), to.Truncate(res)
+}
+
 // MissingLabelsQuery returns an instant query, to evaluate at the returned time, whose
 // single value counts the raw samples of the fields in the window (from, to] whose
 // series carry no pod label (nor exported_pod): a GPU with no pod bound at scrape time,
@@ -398,11 +404,7 @@ func (s Selector) DropCountQuery(fields []Field, from, to time.Time) (string, ti
 // resolution as in DropCountQuery, so consecutive windows count each sample once. It
 // returns "" when the aligned window is empty.
 func (s Selector) MissingLabelsQuery(fields []Field, from, to time.Time) (string, time.Time) {
-	res := s.SubqueryResolution
-	if res <= 0 {
-		res = DefaultSubqueryResolution
-	}
-	fromA, toA := from.Truncate(res), to.Truncate(res)
+	_, fromA, toA := s.countWindow(from, to)
 	if !toA.After(fromA) {
 		return "", toA
 	}
