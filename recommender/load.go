@@ -50,14 +50,14 @@ func (r *Recommender) load(ctx context.Context, namespaces []string, from, to ti
 		if err != nil {
 			return err
 		}
-		memory = append(memory, s...)
+		memory = append(memory, withWindow(s, agg)...)
 	}
 	if partial := to.Sub(to.Truncate(agg)); partial >= time.Second {
 		s, err := r.Reader.Instant(ctx, metrics.SignalMemory, r.Source.MemoryPeakQuery(sel, partial), to)
 		if err != nil {
 			return err
 		}
-		memory = append(memory, s...)
+		memory = append(memory, withWindow(s, partial)...)
 	}
 
 	step := r.Config.Interval
@@ -69,6 +69,7 @@ func (r *Recommender) load(ctx context.Context, namespaces []string, from, to ti
 	if err != nil {
 		return err
 	}
+	compute = withWindow(compute, step)
 
 	// Impossible samples were filtered inside PromQL; count them. A history load counts
 	// only its last MaxDropCountWindow: counting costs about three times the data
@@ -134,6 +135,14 @@ func (r *Recommender) load(ctx context.Context, namespaces []string, from, to ti
 	return nil
 }
 
+// withWindow records the window each sample of the series aggregates (Series.Window).
+func withWindow(series []metrics.Series, window time.Duration) []metrics.Series {
+	for i := range series {
+		series[i].Window = window
+	}
+	return series
+}
+
 // feed attributes each series to a tracked workload and adds it to the model. Series of
 // pods that belong to no autoscaler's target are ignored.
 func (r *Recommender) feed(signal metrics.Signal, series []metrics.Series, attr *workload.Attributor, bootstrapped bool) {
@@ -162,8 +171,8 @@ func (r *Recommender) feed(signal metrics.Signal, series []metrics.Series, attr 
 		if pod := r.livePods[[2]string{s.ID.Namespace, s.ID.Pod}]; pod != nil {
 			kept := s.Samples[:0:0]
 			for _, p := range s.Samples {
-				if workload.SampleInLife(pod, s.ID.Container, p.Time, p.Value) {
-					kept = append(kept, p)
+				if at, ok := workload.StampInLife(pod, s.ID.Container, p.Time, s.Window, p.Value); ok {
+					kept = append(kept, metrics.Sample{Time: at, Value: p.Value})
 				}
 			}
 			if dropped := len(s.Samples) - len(kept); dropped > 0 {

@@ -45,6 +45,11 @@ type Series struct {
 	// one time: above 1 for a multi-GPU container, whose per-device values were merged
 	// with max here.
 	Devices int
+	// Window is the span each sample aggregates, ending at its time (a max_over_time
+	// or avg_over_time window); 0 for raw samples. A sample stamped after its
+	// container ended whose window still covers the container's life is restamped at
+	// the end of that life (workload.StampInLife), never dropped.
+	Window time.Duration
 }
 
 // Labels maps the workload labels of a metric. Defaults are dcgm-exporter's Kubernetes
