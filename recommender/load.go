@@ -23,8 +23,10 @@ const (
 // load reads the samples of (from, to] for the given namespaces and feeds them to the
 // model. It issues a fixed set of queries whatever the number of pods: memory peaks of
 // whole aggregation intervals (one range query), the running peak of the current interval
-// (one instant query), compute activity (one range query at the cycle interval) and the
-// two kube-state-metrics ownership series. Any query error aborts the load before the
+// (one instant query), compute activity (one range query at the cycle interval), for
+// each of these its companion copies query over every namespace (metrics.CopiesQuery,
+// shared-device detection; none for the agent) and the two kube-state-metrics
+// ownership series. Any query error aborts the load before the
 // model changes, so a failed cycle leaves everything as it was.
 //
 // Only samples of workloads whose bootstrapped state equals bootstrapped are fed: a
@@ -46,14 +48,14 @@ func (r *Recommender) load(ctx context.Context, namespaces []string, from, to ti
 	firstBoundary := opts.IntervalStart(from).Add(agg)
 	lastBoundary := to.Truncate(agg)
 	if !lastBoundary.Before(firstBoundary) {
-		s, err := r.Reader.Range(ctx, metrics.SignalMemory, r.Source.MemoryPeakQuery(sel, agg), firstBoundary, lastBoundary, agg)
+		s, err := r.Reader.RangeShared(ctx, metrics.SignalMemory, r.Source.MemoryPeakQuery(sel, agg), metrics.CopiesQuery(r.Source, sel, metrics.SignalMemory, agg), firstBoundary, lastBoundary, agg)
 		if err != nil {
 			return err
 		}
 		memory = append(memory, withWindow(s, agg)...)
 	}
 	if partial := to.Sub(to.Truncate(agg)); partial >= time.Second {
-		s, err := r.Reader.Instant(ctx, metrics.SignalMemory, r.Source.MemoryPeakQuery(sel, partial), to)
+		s, err := r.Reader.InstantShared(ctx, metrics.SignalMemory, r.Source.MemoryPeakQuery(sel, partial), metrics.CopiesQuery(r.Source, sel, metrics.SignalMemory, partial), to)
 		if err != nil {
 			return err
 		}
@@ -65,7 +67,7 @@ func (r *Recommender) load(ctx context.Context, namespaces []string, from, to ti
 	if n < 1 {
 		n = 1
 	}
-	compute, err := r.Reader.Range(ctx, metrics.SignalCompute, r.Source.ComputeQuery(sel, step), to.Add(-time.Duration(n-1)*step), to, step)
+	compute, err := r.Reader.RangeShared(ctx, metrics.SignalCompute, r.Source.ComputeQuery(sel, step), metrics.CopiesQuery(r.Source, sel, metrics.SignalCompute, step), to.Add(-time.Duration(n-1)*step), to, step)
 	if err != nil {
 		return err
 	}
