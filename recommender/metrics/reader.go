@@ -52,6 +52,10 @@ const (
 	// DropOutsidePodLife: a sample of a live pod from before it was created, after it or
 	// its container ended, or a crash-loop zero (workload.SampleInLife).
 	DropOutsidePodLife = "outside_pod_life"
+	// DropStale: a memory sample of a series that stayed flat while the container's
+	// activity read 0 over its window: a value left behind by an exited process (HAMi's
+	// hami_vgpu_memory_used_bytes), neither a live peak nor a lower bound.
+	DropStale = "stale"
 )
 
 // SamplesDropped counts samples that were read from Prometheus and thrown away because

@@ -297,6 +297,19 @@ func (g gauges) ComputeQuery(sel Selector, window time.Duration) string {
 	return strings.Join(parts, " or on ("+strings.Join(sel.keys(), ", ")+") ")
 }
 
+// FlatQuery returns PromQL whose result, per (namespace, pod, container, device), is the
+// standard deviation (bytes) of the memory fields' valid samples over the window: 0 where
+// the series stayed flat (a stale series repeats its last value). Read next to the
+// memory peak query over the same steps to tell stale memory (issue 13 kind 8).
+func FlatQuery(src Source, sel Selector, window time.Duration) string {
+	keys := strings.Join(sel.keys(), ", ")
+	var parts []string
+	for _, f := range src.Fields(SignalMemory) {
+		parts = append(parts, f.query(sel, "stddev_over_time", window))
+	}
+	return strings.Join(parts, " or on ("+keys+") ")
+}
+
 // CopyValueLabel carries the copied value in CopiesQuery's answer (count_values).
 const CopyValueLabel = "gpufrac_value"
 
