@@ -25,7 +25,8 @@ const (
 // whole aggregation intervals (one range query), the running peak of the current interval
 // (one instant query), compute activity (one range query at the cycle interval), for
 // each of these its companion copies query over every namespace (metrics.CopiesQuery,
-// shared-device detection; none for the agent) and the two kube-state-metrics
+// shared-device detection; none for the agent), for memory its flatness companion
+// (metrics.FlatQuery, stale series) and the two kube-state-metrics
 // ownership series. Any query error aborts the load before the
 // model changes, so a failed cycle leaves everything as it was.
 //
