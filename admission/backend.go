@@ -46,6 +46,10 @@ type Target struct {
 	// WrittenComputeMilli is the compute the backend wrote, thousandths of one GPU, or -1
 	// when it wrote none.
 	WrittenComputeMilli int64
+	// CappedNote, when not empty, says that less memory than recommended was written and
+	// why (for example the MPS replica share); the webhook warns the pod's creator and
+	// records it as a MemoryCapped event on the autoscaler.
+	CappedNote string
 }
 
 func (t *Target) wroteMemory(bytes int64)  { t.WrittenMemoryBytes = bytes }

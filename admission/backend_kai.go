@@ -10,7 +10,8 @@ import (
 )
 
 // kaiBackend writes KAI scheduler's pod-level fraction annotations: gpu-memory (MiB,
-// integer, rounded up) or gpu-fraction (memory divided by the GPU's memory, rounded up
+// integer, rounded up) or gpu-fraction (memory divided by the GPU's usable memory,
+// GPUMemoryBytes − KAI.ReservedMemoryBytes, rounded up
 // to hundredths, strictly between 0 and 1), never both; it sets spec.schedulerName to
 // kai-scheduler and removes the container's nvidia.com/gpu request and limit, which KAI
 // rejects next to a fraction. KAI gives a fraction to one container per pod (the first,
@@ -31,23 +32,26 @@ func (b *kaiBackend) Apply(pod *corev1.Pod, targets []*Target) ([]string, error)
 		return nil, err
 	}
 	kc := b.cfg.KAI
-	gpuMiB := b.cfg.GPUMemoryBytes / MiB
+	// A fraction is a share of the GPU's usable memory: its total less the per-GPU
+	// reserve (driver and contexts), so the pod gets at least its memory in MiB.
+	usable := b.cfg.UsableGPUMemoryBytes()
+	usableMiB := usable / MiB
 	switch kc.Mode {
 	case KAIModeFraction:
-		// Hundredths of the GPU's memory, rounded up, so the pod never gets less memory
-		// than recommended.
-		h := (t.MemoryBytes*100 + b.cfg.GPUMemoryBytes - 1) / b.cfg.GPUMemoryBytes
+		// Hundredths of the GPU's usable memory, rounded up, so the pod never gets less
+		// memory than recommended.
+		h := (t.MemoryBytes*100 + usable - 1) / usable
 		if h >= 100 {
-			return nil, unsafe(UnsafeWholeGPU, "recommended memory %dMiB of container %s needs a whole GPU (%dMiB); a KAI gpu-fraction must be below 1", ceilMiB(t.MemoryBytes), t.Container, gpuMiB)
+			return nil, unsafe(UnsafeWholeGPU, "recommended memory %dMiB of container %s needs a whole GPU (%dMiB usable); a KAI gpu-fraction must be below 1", ceilMiB(t.MemoryBytes), t.Container, usableMiB)
 		}
 		h = max(h, 1)
 		setAnnotation(pod, kc.FractionAnnotation, strconv.FormatFloat(float64(h)/100, 'f', -1, 64))
 		delete(pod.Annotations, kc.MemoryAnnotation)
-		t.wroteMemory(h * b.cfg.GPUMemoryBytes / 100)
+		t.wroteMemory(h * usable / 100)
 	default:
 		mib := ceilMiB(t.MemoryBytes)
-		if mib >= gpuMiB {
-			return nil, unsafe(UnsafeWholeGPU, "recommended memory %dMiB of container %s needs a whole GPU (%dMiB)", mib, t.Container, gpuMiB)
+		if mib >= usableMiB {
+			return nil, unsafe(UnsafeWholeGPU, "recommended memory %dMiB of container %s needs a whole GPU (%dMiB usable)", mib, t.Container, usableMiB)
 		}
 		setAnnotation(pod, kc.MemoryAnnotation, strconv.FormatInt(mib, 10))
 		delete(pod.Annotations, kc.FractionAnnotation)

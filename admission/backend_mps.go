@@ -15,7 +15,8 @@ import (
 // process, when the process starts, and can only tighten what the MPS control daemon
 // already sets as defaults (for example the equal per-replica share the NVIDIA device
 // plugin gives with MPS sharing). So when the share is known (MPSConfig.
-// ReplicaMemoryBytes) no memory limit above it is written: it is capped with a warning.
+// ReplicaMemoryBytes) no memory limit above it is written: it is capped with a warning
+// to the pod's creator and a MemoryCapped event on the autoscaler (Target.CappedNote).
 // An entry of the same name (valueFrom included) is replaced in place. A container with
 // a recommendation but no GPU resource is skipped with a warning; one with more than one
 // GPU makes the pod unsafe.
@@ -45,7 +46,8 @@ func (b *mpsBackend) Apply(pod *corev1.Pod, targets []*Target) ([]string, error)
 		if t.HasMemory {
 			mib := ceilMiB(t.MemoryBytes)
 			if shareMiB > 0 && mib > shareMiB {
-				warnings = append(warnings, fmt.Sprintf("gpufrac: container %s: recommended %dMiB exceeds the MPS replica share %dMiB; limit capped to the share", c.Name, mib, shareMiB))
+				t.CappedNote = fmt.Sprintf("gpufrac: container %s: recommended %dMiB exceeds the MPS replica share %dMiB; limit capped to the share", c.Name, mib, shareMiB)
+				warnings = append(warnings, t.CappedNote)
 				mib = shareMiB
 			}
 			setEnv(c, b.cfg.MPS.PinnedMemoryEnv, fmt.Sprintf("%s=%dM", b.cfg.MPS.Device, mib))

@@ -403,3 +403,52 @@ func TestRounding(t *testing.T) {
 		}
 	}
 }
+
+// TestKAIReservedMemory: the gpu-fraction is a share of the GPU's usable memory (total
+// less the per-GPU reserve), so 5980 MiB on a 15 GiB GPU is 0.39 without a reserve and
+// 0.41 with a 512 MiB one (5980 / 14848 = 0.403, rounded up), and the memory recorded as
+// written is that share of the usable memory, never less than the recommendation.
+func TestKAIReservedMemory(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		mode       string
+		reserved   int64
+		memMiB     int64
+		want       string // annotation value
+		unsafe     string
+		annotation string
+	}{
+		{"fraction, no reserve: of total", KAIModeFraction, 0, 5980, "0.39", "", "gpu-fraction"},
+		{"fraction, 512Mi reserved: of usable", KAIModeFraction, 512 * MiB, 5980, "0.41", "", "gpu-fraction"},
+		{"fraction, all usable memory: unsafe", KAIModeFraction, 512 * MiB, 15<<10 - 512, "", UnsafeWholeGPU, ""},
+		{"memory mode, below usable", KAIModeMemory, 512 * MiB, 14000, "14000", "", "gpu-memory"},
+		{"memory mode, above usable: unsafe", KAIModeMemory, 512 * MiB, 15<<10 - 256, "", UnsafeWholeGPU, ""},
+		{"memory mode, same size without a reserve", KAIModeMemory, 0, 15<<10 - 256, "15104", "", "gpu-memory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{GPUMemoryBytes: 15 << 30, KAI: KAIConfig{Mode: tc.mode, ReservedMemoryBytes: tc.reserved}}.WithDefaults()
+			if err := cfg.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			pod := podOf(gpuContainer("main", 1))
+			tg := target("main", 0, tc.memMiB, -1)
+			_, err := backend(t, cfg, gpufracv1.BackendKAI).Apply(pod, []*Target{tg})
+			if tc.unsafe != "" {
+				wantUnsafe(t, err, tc.unsafe)
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := pod.Annotations[tc.annotation]; got != tc.want {
+				t.Errorf("%s = %q, want %q", tc.annotation, got, tc.want)
+			}
+			if tg.WrittenMemoryBytes < tc.memMiB*MiB {
+				t.Errorf("written memory %d bytes < recommended %d MiB", tg.WrittenMemoryBytes, tc.memMiB)
+			}
+			if tc.mode == KAIModeFraction && tg.WrittenMemoryBytes > cfg.UsableGPUMemoryBytes() {
+				t.Errorf("written memory %d bytes above the usable %d", tg.WrittenMemoryBytes, cfg.UsableGPUMemoryBytes())
+			}
+		})
+	}
+}

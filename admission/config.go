@@ -93,6 +93,18 @@ type KAIConfig struct {
 	// Queue, when set, is written into QueueLabel of pods that have no queue. Default
 	// empty (pods keep whatever queue their template names).
 	Queue string
+	// ReservedMemoryBytes is the memory of each GPU that no fraction can use (the
+	// driver's and each CUDA context's share), bytes. gpu-fraction is memory divided by
+	// GPUMemoryBytes − ReservedMemoryBytes, and no gpu-memory above that usable memory
+	// is written. Default 0: KAI documents no reserve, so the fraction is taken of the
+	// total memory as before.
+	ReservedMemoryBytes int64
+}
+
+// UsableGPUMemoryBytes is the memory of one GPU a KAI fraction is a share of:
+// GPUMemoryBytes minus KAI.ReservedMemoryBytes, bytes.
+func (c Config) UsableGPUMemoryBytes() int64 {
+	return c.GPUMemoryBytes - max(c.KAI.ReservedMemoryBytes, 0)
 }
 
 // NVFractions limit sources.
@@ -208,6 +220,11 @@ func (c Config) Validate() error {
 	if c.NVFractions.Limit != NVFractionsLimitUpperBound && c.NVFractions.Limit != NVFractionsLimitTarget {
 		errs = append(errs, fmt.Errorf("nvfractions-limit %q: want %s or %s", c.NVFractions.Limit, NVFractionsLimitUpperBound, NVFractionsLimitTarget))
 	}
+	if c.KAI.ReservedMemoryBytes < 0 {
+		errs = append(errs, errors.New("kai-reserved-memory must not be negative"))
+	} else if c.KAI.ReservedMemoryBytes >= c.GPUMemoryBytes && c.GPUMemoryBytes > 0 {
+		errs = append(errs, fmt.Errorf("kai-reserved-memory %d bytes: want less than gpu-memory (%d bytes)", c.KAI.ReservedMemoryBytes, c.GPUMemoryBytes))
+	}
 	if c.MPS.ReplicaMemoryBytes < 0 {
 		errs = append(errs, errors.New("mps-replica-memory must not be negative"))
 	}
@@ -266,6 +283,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.KAI.NumDevicesAnnotation, "kai-num-devices-annotation", d.KAI.NumDevicesAnnotation, "KAI multi-device fraction annotation; pods asking for more than 1 device are left unchanged.")
 	fs.StringVar(&c.KAI.QueueLabel, "kai-queue-label", d.KAI.QueueLabel, "Label naming a pod's KAI queue.")
 	fs.StringVar(&c.KAI.Queue, "kai-queue", "", "Queue written into --kai-queue-label of pods that have none (empty: leave pods as they are).")
+	fs.Func("kai-reserved-memory", "Memory of each GPU reserved for the driver and CUDA contexts (quantity, bytes): the KAI gpu-fraction is memory divided by --gpu-memory minus this, and no larger gpu-memory is written (default 0).", quantityFlag(&c.KAI.ReservedMemoryBytes, false))
 	fs.StringVar(&c.NVFractions.Prefix, "nvfractions-prefix", d.NVFractions.Prefix, "Prefix of the kai-nvfractions keys <prefix><container>.gpu-memory.request/.limit.")
 	fs.StringVar(&c.NVFractions.Limit, "nvfractions-limit", d.NVFractions.Limit, "kai-nvfractions limit: upper-bound (recommendation upper bound, capped to one GPU) or target (same as the request).")
 	fs.StringVar(&c.MPS.ThreadPercentageEnv, "mps-thread-percentage-env", d.MPS.ThreadPercentageEnv, "MPS compute limit variable (percent).")

@@ -13,7 +13,7 @@ func TestFlags(t *testing.T) {
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
 	c.AddFlags(fs)
 	if err := fs.Parse([]string{"--min-confidence=0", "--memory-overhead=hami=256Mi, mps=1Gi", "--gpu-memory=141Gi", "--kai-mode=gpu-fraction",
-		"--hami-memory-resource=example.com/vmem", "--mps-replica-memory=10Gi"}); err != nil {
+		"--hami-memory-resource=example.com/vmem", "--mps-replica-memory=10Gi", "--kai-reserved-memory=512Mi"}); err != nil {
 		t.Fatal(err)
 	}
 	c = c.WithDefaults()
@@ -22,13 +22,14 @@ func TestFlags(t *testing.T) {
 	}
 	if c.minConfidence() != 0 || c.MemoryOverhead[gpufracv1.BackendHAMi] != 256*MiB || c.MemoryOverhead[gpufracv1.BackendMPS] != 1<<30 ||
 		c.GPUMemoryBytes != 141<<30 || c.KAI.Mode != KAIModeFraction || c.HAMi.MemoryResource != "example.com/vmem" ||
-		c.HAMi.CoresResource != "nvidia.com/gpucores" || c.MPS.ReplicaMemoryBytes != 10<<30 {
+		c.HAMi.CoresResource != "nvidia.com/gpucores" || c.MPS.ReplicaMemoryBytes != 10<<30 ||
+		c.KAI.ReservedMemoryBytes != 512*MiB || c.UsableGPUMemoryBytes() != 141<<30-512*MiB {
 		t.Errorf("parsed %+v", c)
 	}
 	if (Config{}).WithDefaults().minConfidence() != 50 {
 		t.Error("default confidence not 50")
 	}
-	for _, bad := range [][]string{{"--memory-overhead=gpu=1Gi"}, {"--memory-overhead=hami=-1Mi"}, {"--memory-overhead=hami"}, {"--gpu-memory=0"}, {"--min-confidence=x"}} {
+	for _, bad := range [][]string{{"--memory-overhead=gpu=1Gi"}, {"--memory-overhead=hami=-1Mi"}, {"--memory-overhead=hami"}, {"--gpu-memory=0"}, {"--min-confidence=x"}, {"--kai-reserved-memory=-1Mi"}} {
 		fs := flag.NewFlagSet("t", flag.ContinueOnError)
 		fs.SetOutput(nopWriter{})
 		var c Config
@@ -40,6 +41,12 @@ func TestFlags(t *testing.T) {
 	bad := Config{MinConfidence: ptr[int32](101), KAI: KAIConfig{Mode: "x"}, NVFractions: NVFractionsConfig{Limit: "y"}}.WithDefaults()
 	if err := bad.Validate(); err == nil {
 		t.Error("invalid config accepted")
+	}
+	if (Config{}).WithDefaults().KAI.ReservedMemoryBytes != 0 {
+		t.Error("default KAI reserve not 0")
+	}
+	if err := (Config{GPUMemoryBytes: 16 << 30, KAI: KAIConfig{ReservedMemoryBytes: 16 << 30}}).WithDefaults().Validate(); err == nil {
+		t.Error("a reserve of the whole GPU accepted")
 	}
 }
 

@@ -95,8 +95,9 @@ type outcome struct {
 	backend  gpufracv1.BackendType
 	gfa      *gpufracv1.GPUFractionAutoscaler // for events
 	event    string                           // warning event note on gfa, if any
-	// dupEvents are warnings on every autoscaler of a workload that several target.
-	dupEvents []autoscalerEvent
+	// events are further warnings on autoscalers: DuplicateTarget on every autoscaler of
+	// a workload that several target, MemoryCapped on the one in charge.
+	events []autoscalerEvent
 }
 
 // autoscalerEvent is a warning event to record on an autoscaler.
@@ -113,6 +114,10 @@ const (
 	// EventDuplicateTarget: several autoscalers target the pod's workload; on the one in
 	// charge (the oldest) and on each ignored one.
 	EventDuplicateTarget = "DuplicateTarget"
+	// EventMemoryCapped: a pod was patched with less memory than recommended (the MPS
+	// replica share, or one GPU after overheads); the note names the container and both
+	// sizes in MiB.
+	EventMemoryCapped = "MemoryCapped"
 )
 
 // Handle implements admission.Handler. It never denies a pod: every skip, internal
@@ -132,7 +137,7 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) (resp admis
 		if o.event != "" && o.gfa != nil {
 			m.Events.Eventf(o.gfa, nil, corev1.EventTypeWarning, EventFractionNotApplied, "AdmitPod", "%s", o.event)
 		}
-		for _, e := range o.dupEvents {
+		for _, e := range o.events {
 			m.Events.Eventf(e.gfa, nil, corev1.EventTypeWarning, e.reason, "AdmitPod", "%s", e.note)
 		}
 	}
@@ -205,9 +210,9 @@ func (m *Mutator) decide(ctx context.Context, req admission.Request) outcome {
 	if len(losers) > 0 {
 		msg := "gpufrac: " + WinnerMessage(gfa, losers, ref.Kind, ref.Name)
 		o.warnings = append([]string{msg}, o.warnings...)
-		o.dupEvents = append(o.dupEvents, autoscalerEvent{gfa: gfa, reason: EventDuplicateTarget, note: msg})
+		o.events = append(o.events, autoscalerEvent{gfa: gfa, reason: EventDuplicateTarget, note: msg})
 		for _, l := range losers {
-			o.dupEvents = append(o.dupEvents, autoscalerEvent{gfa: l, reason: EventDuplicateTarget, note: "gpufrac: " + DuplicateMessage(l, gfa, ref.Kind, ref.Name)})
+			o.events = append(o.events, autoscalerEvent{gfa: l, reason: EventDuplicateTarget, note: "gpufrac: " + DuplicateMessage(l, gfa, ref.Kind, ref.Name)})
 		}
 	}
 	return o
@@ -312,7 +317,15 @@ func (m *Mutator) decideFor(ctx context.Context, pod *corev1.Pod, gfa *gpufracv1
 		return outcome{skip: SkipInternalError}
 	}
 	setAnnotation(mod, gpufracv1.AnnotationApplied, string(b))
-	return outcome{ops: diffPod(pod, mod), warnings: warnings, backend: bt}
+	o := outcome{ops: diffPod(pod, mod), warnings: warnings, backend: bt}
+	for _, t := range targets {
+		// The pod's creator (a ReplicaSet controller) reads no warning: the autoscaler's
+		// owner gets each cap as an event too.
+		if t.CappedNote != "" {
+			o.events = append(o.events, autoscalerEvent{gfa: gfa, reason: EventMemoryCapped, note: t.CappedNote})
+		}
+	}
+	return o
 }
 
 // targets builds one Target per container that has a recommendation and a controlled
@@ -350,7 +363,8 @@ func (m *Mutator) targets(pod *corev1.Pod, gfa *gpufracv1.GPUFractionAutoscaler,
 			t.HasMemory = true
 			t.MemoryBytes = q.Value() + overhead
 			if t.MemoryBytes > m.Config.GPUMemoryBytes {
-				warnings = append(warnings, fmt.Sprintf("gpufrac: container %s: memory %s plus overhead exceeds one GPU; capped to %s", c.Name, q.String(), gpuMem.String()))
+				t.CappedNote = fmt.Sprintf("gpufrac: container %s: memory %s plus overhead exceeds one GPU; capped to %s", c.Name, q.String(), gpuMem.String())
+				warnings = append(warnings, t.CappedNote)
 				t.MemoryBytes = m.Config.GPUMemoryBytes
 			}
 			if u := rec.UpperBound.Memory; u != nil && u.Sign() > 0 {

@@ -402,3 +402,53 @@ func TestMutateTimeSlicingWritesNoCompute(t *testing.T) {
 		}
 	}
 }
+
+// TestMutateCapEventOnAutoscaler: a memory limit capped below the recommendation (the MPS
+// replica share, or one GPU after overheads) is a warning to the pod's creator and a
+// MemoryCapped event on the autoscaler, naming the container and both sizes; an uncapped
+// pod and a dry run record none (issue 14 kind 14).
+func TestMutateCapEventOnAutoscaler(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		backend gpufracv1.BackendType
+		cfg     Config
+		mem     string
+		dryRun  bool
+		want    string // substring of the event note; "" = no MemoryCapped event
+	}{
+		{"mps above the replica share", gpufracv1.BackendMPS, Config{MPS: MPSConfig{ReplicaMemoryBytes: 10 << 30}}, "12Gi", false, "recommended 12288MiB exceeds the MPS replica share 10240MiB"},
+		{"mps within the share", gpufracv1.BackendMPS, Config{MPS: MPSConfig{ReplicaMemoryBytes: 10 << 30}}, "8Gi", false, ""},
+		{"mps above the share, dry run", gpufracv1.BackendMPS, Config{MPS: MPSConfig{ReplicaMemoryBytes: 10 << 30}}, "12Gi", true, ""},
+		{"hami above one GPU after overhead", gpufracv1.BackendHAMi, Config{GPUMemoryBytes: 16 << 30, MemoryOverhead: map[gpufracv1.BackendType]int64{gpufracv1.BackendHAMi: 1 << 30}}, "16Gi", false, "plus overhead exceeds one GPU"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := mutator(t, tc.cfg, autoscaler("web", gpufracv1.UpdateModeInitial, tc.backend), recommendation("web", 80, containerRec("main", tc.mem, "")))
+			rec := events.NewFakeRecorder(10)
+			m.Events = rec
+			req := createRequest(t, podOf(gpuContainer("main", 1)))
+			req.DryRun = &tc.dryRun
+			resp := m.Handle(context.Background(), req)
+			if !resp.Allowed || len(resp.Patches) == 0 {
+				t.Fatalf("pod not patched: %+v", resp)
+			}
+			var capped []string
+			for len(rec.Events) > 0 {
+				if e := <-rec.Events; strings.Contains(e, EventMemoryCapped) {
+					capped = append(capped, e)
+				}
+			}
+			if tc.want == "" {
+				if len(capped) != 0 {
+					t.Errorf("MemoryCapped events %v, want none", capped)
+				}
+				return
+			}
+			if len(capped) != 1 || !strings.Contains(capped[0], "container main") || !strings.Contains(capped[0], tc.want) {
+				t.Errorf("MemoryCapped events %v, want one naming container main and %q", capped, tc.want)
+			}
+			if len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], tc.want) {
+				t.Errorf("warnings %v, want the same note to the pod's creator", resp.Warnings)
+			}
+		})
+	}
+}

@@ -23,8 +23,11 @@ const (
 // load reads the samples of (from, to] for the given namespaces and feeds them to the
 // model. It issues a fixed set of queries whatever the number of pods: memory peaks of
 // whole aggregation intervals (one range query), the running peak of the current interval
-// (one instant query), compute activity (one range query at the cycle interval) and the
-// two kube-state-metrics ownership series. Any query error aborts the load before the
+// (one instant query), compute activity (one range query at the cycle interval), for
+// each of these its companion copies query over every namespace (metrics.CopiesQuery,
+// shared-device detection; none for the agent), for memory its flatness companion
+// (metrics.FlatQuery, stale series) and the two kube-state-metrics
+// ownership series. Any query error aborts the load before the
 // model changes, so a failed cycle leaves everything as it was.
 //
 // Only samples of workloads whose bootstrapped state equals bootstrapped are fed: a
@@ -42,22 +45,32 @@ func (r *Recommender) load(ctx context.Context, namespaces []string, from, to ti
 		return err
 	}
 
-	var memory []metrics.Series
+	var memory, flat []metrics.Series
 	firstBoundary := opts.IntervalStart(from).Add(agg)
 	lastBoundary := to.Truncate(agg)
 	if !lastBoundary.Before(firstBoundary) {
-		s, err := r.Reader.Range(ctx, metrics.SignalMemory, r.Source.MemoryPeakQuery(sel, agg), firstBoundary, lastBoundary, agg)
+		s, err := r.Reader.RangeShared(ctx, metrics.SignalMemory, r.Source.MemoryPeakQuery(sel, agg), metrics.CopiesQuery(r.Source, sel, metrics.SignalMemory, agg), firstBoundary, lastBoundary, agg)
 		if err != nil {
 			return err
 		}
-		memory = append(memory, s...)
+		memory = append(memory, withWindow(s, agg)...)
+		f, err := r.Reader.Range(ctx, metrics.SignalMemory, metrics.FlatQuery(r.Source, sel, agg), firstBoundary, lastBoundary, agg)
+		if err != nil {
+			return err
+		}
+		flat = append(flat, f...)
 	}
 	if partial := to.Sub(to.Truncate(agg)); partial >= time.Second {
-		s, err := r.Reader.Instant(ctx, metrics.SignalMemory, r.Source.MemoryPeakQuery(sel, partial), to)
+		s, err := r.Reader.InstantShared(ctx, metrics.SignalMemory, r.Source.MemoryPeakQuery(sel, partial), metrics.CopiesQuery(r.Source, sel, metrics.SignalMemory, partial), to)
 		if err != nil {
 			return err
 		}
-		memory = append(memory, s...)
+		memory = append(memory, withWindow(s, partial)...)
+		f, err := r.Reader.Instant(ctx, metrics.SignalMemory, metrics.FlatQuery(r.Source, sel, partial), to)
+		if err != nil {
+			return err
+		}
+		flat = append(flat, f...)
 	}
 
 	step := r.Config.Interval
@@ -65,10 +78,11 @@ func (r *Recommender) load(ctx context.Context, namespaces []string, from, to ti
 	if n < 1 {
 		n = 1
 	}
-	compute, err := r.Reader.Range(ctx, metrics.SignalCompute, r.Source.ComputeQuery(sel, step), to.Add(-time.Duration(n-1)*step), to, step)
+	compute, err := r.Reader.RangeShared(ctx, metrics.SignalCompute, r.Source.ComputeQuery(sel, step), metrics.CopiesQuery(r.Source, sel, metrics.SignalCompute, step), to.Add(-time.Duration(n-1)*step), to, step)
 	if err != nil {
 		return err
 	}
+	compute = withWindow(compute, step)
 
 	// Impossible samples were filtered inside PromQL; count them. A history load counts
 	// only its last MaxDropCountWindow: counting costs about three times the data
@@ -118,6 +132,7 @@ func (r *Recommender) load(ctx context.Context, namespaces []string, from, to ti
 		if inNS[w.Namespace] && t.bootstrapped == bootstrapped {
 			t.gaps.kept, t.gaps.dropped = map[metrics.Signal]int{}, map[metrics.Signal]float64{}
 			t.gaps.unattributed = map[string]string{}
+			t.gaps.stale = map[string]string{}
 			t.gaps.loaded = true
 		}
 	}
@@ -129,9 +144,102 @@ func (r *Recommender) load(ctx context.Context, namespaces []string, from, to ti
 	for k, o := range own.ReplicaSets {
 		r.ownership.ReplicaSets[k] = o
 	}
+	memory = r.dropStale(memory, flat, compute, attr, bootstrapped)
 	r.feed(metrics.SignalMemory, memory, attr, bootstrapped)
 	r.feed(metrics.SignalCompute, compute, attr, bootstrapped)
 	return nil
+}
+
+// StaleMinWindow is the shortest window over which a flat memory series with zero
+// activity is judged stale on its own: 15 minutes (a pause between two requests is
+// shorter). A shorter window (the running interval's first minutes) is stale only where
+// it repeats the value last judged stale.
+const StaleMinWindow = 15 * time.Minute
+
+// dropStale removes stale memory samples: the series stayed flat over the sample's window
+// (FlatQuery: standard deviation 0), the value is above 0, and every compute sample of
+// the same container whose own window lies inside it reads 0 (at least one, for a
+// window of StaleMinWindow or more). That is a value left behind by a process that
+// exited (HAMi's hami_vgpu_memory_used_bytes stays at the last value while its
+// utilisation reads 0): used neither as a live peak nor as a lower bound. Each is
+// counted (samples_dropped_total{reason="stale"}) and its pod named in the workload's
+// MetricsUnavailable=True (reason StaleSeries) condition.
+func (r *Recommender) dropStale(memory, flat, compute []metrics.Series, attr *workload.Attributor, bootstrapped bool) []metrics.Series {
+	if r.staleMem == nil {
+		r.staleMem = map[metrics.ContainerID]float64{}
+	}
+	flatAt := map[metrics.ContainerID]map[time.Time]float64{}
+	for _, f := range flat {
+		if flatAt[f.ID] == nil {
+			flatAt[f.ID] = map[time.Time]float64{}
+		}
+		for _, p := range f.Samples {
+			flatAt[f.ID][p.Time] = max(flatAt[f.ID][p.Time], p.Value)
+		}
+	}
+	cpu := map[metrics.ContainerID][]metrics.Series{}
+	for _, c := range compute {
+		cpu[c.ID] = append(cpu[c.ID], c)
+	}
+	// activity returns how many compute samples lie inside (from, to] and whether any
+	// of them is above 0.
+	activity := func(id metrics.ContainerID, from, to time.Time) (n int, busy bool) {
+		for _, c := range cpu[id] {
+			for _, p := range c.Samples {
+				if !p.Time.Add(-c.Window).Before(from) && !p.Time.After(to) {
+					n++
+					busy = busy || p.Value > 0
+				}
+			}
+		}
+		return n, busy
+	}
+	out := memory[:0:0]
+	for _, s := range memory {
+		kept := s.Samples[:0:0]
+		stale := 0
+		for _, p := range s.Samples {
+			sd, ok := flatAt[s.ID][p.Time]
+			n, busy := activity(s.ID, p.Time.Add(-s.Window), p.Time)
+			switch {
+			case !ok || sd != 0 || p.Value <= 0 || busy:
+				delete(r.staleMem, s.ID)
+			case s.Window >= StaleMinWindow && n > 0, s.Window < StaleMinWindow && r.staleMem[s.ID] == p.Value:
+				r.staleMem[s.ID] = p.Value
+				stale++
+				continue
+			}
+			kept = append(kept, p)
+		}
+		if stale > 0 {
+			metrics.SamplesDropped.WithLabelValues(string(metrics.SignalMemory), metrics.DropStale).Add(float64(stale))
+			if ref, method := attr.Attribute(s.ID.Namespace, s.ID.Pod); method != workload.MethodNone {
+				if t := r.tracked[history.WorkloadKey(ref)]; t != nil && t.bootstrapped == bootstrapped && t.gaps.stale != nil {
+					t.gaps.stale[s.ID.Pod] = fmt.Sprintf("%s of pod %s container %s stayed flat at %.0f MiB while its GPU activity read 0, in %d windows: a value left by an exited process (stale series), used neither as a peak nor as a lower bound",
+						s.Source, s.ID.Pod, s.ID.Container, kept0(s.Samples)/metrics.MiB, stale)
+				}
+			}
+		}
+		s.Samples = kept
+		out = append(out, s)
+	}
+	return out
+}
+
+// kept0 is the last sample's value, 0 without samples.
+func kept0(samples []metrics.Sample) float64 {
+	if len(samples) == 0 {
+		return 0
+	}
+	return samples[len(samples)-1].Value
+}
+
+// withWindow records the window each sample of the series aggregates (Series.Window).
+func withWindow(series []metrics.Series, window time.Duration) []metrics.Series {
+	for i := range series {
+		series[i].Window = window
+	}
+	return series
 }
 
 // feed attributes each series to a tracked workload and adds it to the model. Series of
@@ -162,8 +270,8 @@ func (r *Recommender) feed(signal metrics.Signal, series []metrics.Series, attr 
 		if pod := r.livePods[[2]string{s.ID.Namespace, s.ID.Pod}]; pod != nil {
 			kept := s.Samples[:0:0]
 			for _, p := range s.Samples {
-				if workload.SampleInLife(pod, s.ID.Container, p.Time, p.Value) {
-					kept = append(kept, p)
+				if at, ok := workload.StampInLife(pod, s.ID.Container, p.Time, s.Window, p.Value); ok {
+					kept = append(kept, metrics.Sample{Time: at, Value: p.Value})
 				}
 			}
 			if dropped := len(s.Samples) - len(kept); dropped > 0 {
@@ -215,7 +323,9 @@ type dataGaps struct {
 	// unattributed: pods whose pod-level usage (no container label) had no single GPU
 	// container to go to, with why; their samples were not fed.
 	unattributed map[string]string
-	empty        int // consecutive cycles with running pods and no sample
+	// stale: pods whose memory series stayed flat with no activity (dropStale), with why.
+	stale map[string]string
+	empty int // consecutive cycles with running pods and no sample
 	// seenCompute: compute samples were fed once; from then on a cycle without any is a
 	// gap (memory is re-read over the running interval, so it cannot show one).
 	seenCompute bool

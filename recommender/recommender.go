@@ -157,10 +157,12 @@ type Recommender struct {
 	trigger        chan struct{}
 	failures       int
 	livePods       map[[2]string]*corev1.Pod
-	templates      map[history.WorkloadKey]*corev1.Pod // a live pod of each workload, for its spec
-	latency        map[types.NamespacedName]float64    // guardrail latency read this cycle, seconds
-	dupNoted       map[types.UID]string                // the DuplicateTarget event last recorded on each autoscaler in charge
-	exported       *snapshot                           // per-autoscaler metrics being built this cycle
+	// staleMem: the memory value last judged stale per container (load.go dropStale).
+	staleMem  map[metrics.ContainerID]float64
+	templates map[history.WorkloadKey]*corev1.Pod // a live pod of each workload, for its spec
+	latency   map[types.NamespacedName]float64    // guardrail latency read this cycle, seconds
+	dupNoted  map[types.UID]string                // the DuplicateTarget event last recorded on each autoscaler in charge
+	exported  *snapshot                           // per-autoscaler metrics being built this cycle
 
 	// cappedNoted: the containers/resources of the last CappedBelowNeed event per autoscaler.
 	cappedNoted map[types.UID]string

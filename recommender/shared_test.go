@@ -94,3 +94,38 @@ func TestEqualAgentValuesAreNotShared(t *testing.T) {
 func containerKey(ns, deployment, container string) history.ContainerKey {
 	return history.ContainerKey{WorkloadKey: history.WorkloadKey{Namespace: ns, Kind: "Deployment", Name: deployment}, Container: container}
 }
+
+// Kind 14 (issue 13): with MPS, two pods in two namespaces both carry the device's
+// DCGM_FI_DEV_FB_USED 15866 MiB on one UUID; only the first namespace has an
+// autoscaler, so the data queries never read the second. The copy is still found (a
+// companion query over every namespace, grouped by device): the pod's memory is a
+// device-wide upper bound, LowConfidence=True (SharedDeviceValues) and confidence at
+// most 40 %, so the admission webhook does not apply it as the pod's own.
+func TestCopiesInOtherNamespacesAreShared(t *testing.T) {
+	mine := deployment("ml", "sd", 1)
+	other := deployment("team-b", "infer", 1)
+	objs := append(append(append([]client.Object{}, mine...), other...), gfa("ml", "sd", "sd"))
+	h := newEngineHarness(t, objs, metrics.DCGM{})
+	n := 48 * 120
+	// Per-pod activity differs (no compute copy); FB_USED is the device's, copied.
+	addDCGM(t, h.prom, podsOf(mine)[0], "GPU-mps", h.now, n, 15866, 0.3)
+	addDCGM(t, h.prom, podsOf(other)[0], "GPU-mps", h.now, n, 15866, 0.45)
+	h.runCycles(t, 1, nil)
+	st := h.gfr(t, "ml", "sd").Status
+	if len(st.ContainerRecommendations) != 1 {
+		t.Fatalf("no recommendation: %+v", st.Conditions)
+	}
+	if s := h.rec.model.Container(containerKey("ml", "sd", "main")); s == nil || s.SharedSamples == 0 {
+		t.Errorf("the copy in namespace team-b was not compared: %+v", s)
+	}
+	if lc := condition(st, gpufracv1.ConditionLowConfidence); lc == nil || lc.Status != metav1.ConditionTrue || lc.Reason != ReasonSharedDevice {
+		t.Errorf("want LowConfidence=True %s, got %+v", ReasonSharedDevice, lc)
+	}
+	if st.ConfidencePercent == nil || *st.ConfidencePercent > 40 {
+		t.Errorf("confidence %v, want at most 40 (a device-wide value is not the pod's own)", st.ConfidencePercent)
+	}
+	// Its own compute (0.3, not a copy) is not split.
+	if c := st.ContainerRecommendations[0].Target.Compute.AsApproximateFloat64(); c < 0.3*1.15-0.001 {
+		t.Errorf("compute %v: the pod's own activity was split as if copied", c)
+	}
+}

@@ -63,6 +63,9 @@ const (
 	// pod without a container label (KAI's gpu_fractioning_*) for pods with several GPU
 	// containers (or none), so it was not attributed to any container.
 	ReasonAmbiguousContainer = "AmbiguousGPUContainer"
+	// ReasonStaleSeries: a memory series stayed flat while the container's GPU activity
+	// read 0 (a value left by an exited process); its samples were not used.
+	ReasonStaleSeries = "StaleSeries"
 )
 
 // reconcile computes and writes the recommendation of one autoscaler. primary is false
@@ -195,6 +198,8 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 		set(gpufracv1.ConditionMetricsUnavailable, true, gapReason, gapMsg) // first recommendation, from what was valid
 	case unattributed != "":
 		set(gpufracv1.ConditionMetricsUnavailable, true, ReasonAmbiguousContainer, unattributed) // from the pods that could be attributed
+	case r.staleSeries(w) != "":
+		set(gpufracv1.ConditionMetricsUnavailable, true, ReasonStaleSeries, r.staleSeries(w)) // from the samples that were live
 	default:
 		set(gpufracv1.ConditionMetricsUnavailable, false, ReasonSamplesPresent, "samples read")
 	}
@@ -321,6 +326,25 @@ func busyFromGPUUtil(recs []gpufracv1.ContainerRecommendation, threshold float64
 
 // unattributed returns why pod-level usage of some of the workload's pods was not
 // attributed to a container in this cycle's loads, or "".
+// staleSeries names the pods whose memory series were stale this cycle (dropStale), or
+// "" when none was.
+func (r *Recommender) staleSeries(w history.WorkloadKey) string {
+	t := r.tracked[w]
+	if t == nil || len(t.gaps.stale) == 0 {
+		return ""
+	}
+	pods := make([]string, 0, len(t.gaps.stale))
+	for p := range t.gaps.stale {
+		pods = append(pods, p)
+	}
+	sort.Strings(pods)
+	msg := t.gaps.stale[pods[0]]
+	if len(pods) > 1 {
+		msg += fmt.Sprintf(" (and %d more pods)", len(pods)-1)
+	}
+	return msg
+}
+
 func (r *Recommender) unattributed(w history.WorkloadKey) string {
 	t := r.tracked[w]
 	if t == nil || len(t.gaps.unattributed) == 0 {

@@ -154,7 +154,7 @@ func backendFields(pod *corev1.Pod, i int, backend gpufracv1.BackendType, cfg ad
 		if n, err := strconv.ParseInt(pod.Annotations[cfg.KAI.MemoryAnnotation], 10, 64); err == nil && n > 0 {
 			a.Memory = n * mib
 		} else if f, err := strconv.ParseFloat(pod.Annotations[cfg.KAI.FractionAnnotation], 64); err == nil && f > 0 && f < 1 {
-			a.Memory = int64(f * float64(cfg.GPUMemoryBytes))
+			a.Memory = int64(f * float64(cfg.UsableGPUMemoryBytes()))
 		}
 	case gpufracv1.BackendKAINVFractions:
 		if q, err := resource.ParseQuantity(pod.Annotations[cfg.NVFractions.Prefix+c.Name+".gpu-memory.request"]); err == nil {

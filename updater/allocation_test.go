@@ -1,6 +1,7 @@
 package updater
 
 import (
+	"strconv"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -68,5 +69,35 @@ func TestReadAllocation(t *testing.T) {
 				t.Fatalf("got %+v (ok %v), want memory %d compute %d source %s", c, ok, tc.mem, tc.cpu, tc.src)
 			}
 		})
+	}
+}
+
+// TestReadAllocationKAIReserved: a gpu-fraction reads back as a share of the usable memory
+// (--gpu-memory less --kai-reserved-memory), the same denominator the webhook divides by,
+// so the 0.41 written for 5980 MiB on a 15 GiB GPU with 512 MiB reserved reads back as at
+// least 5980 MiB, where the total would make it 6297 MiB.
+func TestReadAllocationKAIReserved(t *testing.T) {
+	mib := int64(1 << 20)
+	for _, reserved := range []int64{0, 512 * mib} {
+		cfg := admission.Config{GPUMemoryBytes: 15 << 30, KAI: admission.KAIConfig{Mode: admission.KAIModeFraction, ReservedMemoryBytes: reserved}}.WithDefaults()
+		// What the webhook writes for 5980 MiB.
+		pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Resources: corev1.ResourceRequirements{
+			Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}}}}}}
+		tg := &admission.Target{Container: "main", Index: 0, HasMemory: true, MemoryBytes: 5980 * mib, WrittenComputeMilli: -1}
+		if _, err := admission.NewBackends(cfg)[gpufracv1.BackendKAI].Apply(pod, []*admission.Target{tg}); err != nil {
+			t.Fatal(err)
+		}
+		got := ReadAllocation(pod, gpufracv1.BackendKAI, cfg, 0).Containers["main"].Memory
+		f, _ := strconv.ParseFloat(pod.Annotations["gpu-fraction"], 64)
+		want := int64(f * float64(15<<30-reserved))
+		if got != want {
+			t.Errorf("reserved %d MiB: read %d bytes, want %s × usable = %d", reserved/mib, got, pod.Annotations["gpu-fraction"], want)
+		}
+		if got < 5980*mib-mib {
+			t.Errorf("reserved %d MiB: read %d MiB, below the 5980 MiB written", reserved/mib, got/mib)
+		}
+		if reserved > 0 && got > 5980*mib*103/100 {
+			t.Errorf("reserved %d MiB: read %d MiB, more than 3%% above what was written (total memory as denominator?)", reserved/mib, got/mib)
+		}
 	}
 }

@@ -90,6 +90,9 @@ type Config struct {
 	// MaxReported is the most pods listed in status.updater.updates. Default 20 (the
 	// CRD's limit).
 	MaxReported int
+	// NoPlacementCheck turns off the check, before each eviction, that the replacement
+	// can be placed (Placeable). Default false: the check runs.
+	NoPlacementCheck bool
 	// Admission is the webhook's configuration (the same flags as cmd/admission), so the
 	// updater reads backend fields, overheads and the minimum confidence as the webhook
 	// writes and applies them.

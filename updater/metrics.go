@@ -70,6 +70,9 @@ const (
 	// SkipDuplicateTarget: an older autoscaler (admission.Precedes) targets the same
 	// workload and is in charge; this one is ignored.
 	SkipDuplicateTarget = "duplicate-target"
+	// SkipNoCapacity: the replacement could not be placed (no node with the GPU resource
+	// free, or no shared GPU with the memory free): the pod is kept (Placeable).
+	SkipNoCapacity = "no-capacity"
 )
 
 // Results: the result label of gpufrac_updater_evictions_total and

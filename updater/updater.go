@@ -51,6 +51,9 @@ const (
 	// EventComputeShrinkHeld (Normal, autoscaler): a horizontal autoscaler scales the
 	// workload on GPU utilisation; compute is not shrunk.
 	EventComputeShrinkHeld = "ComputeShrinkHeld"
+	// EventReplacementUnplaceable (Warning, autoscaler): a pod is kept because its
+	// replacement could not be placed (Placeable); the note says what is missing.
+	EventReplacementUnplaceable = "ReplacementUnplaceable"
 )
 
 // Condition reasons of status.updater.conditions.
@@ -108,6 +111,10 @@ type Updater struct {
 	noted          map[types.UID]map[string]string
 	kedaAbsentTill time.Time
 	hyst           *Hysteresis
+	// capacity is this cycle's free GPU capacity per node (read at the first eviction
+	// gate that needs it; nil: unknown, nothing held).
+	capacity     []NodeGPUs
+	capacityRead bool
 }
 
 // retryState is a pod whose eviction failed: not retried before until.
@@ -188,6 +195,11 @@ type plan struct {
 	window   WindowState
 	rollback string // event note when a rollback happened this cycle
 	held     []HorizontalScaler
+	targets  map[string]Target
+	overhead int64 // memory overhead the webhook adds, bytes
+	// unplaceable is set when a pod was kept this cycle because its replacement could
+	// not be placed.
+	unplaceable bool
 }
 
 // workloadCycle is one workload's state in a cycle, shared by every autoscaler that
@@ -235,6 +247,7 @@ func (u *Updater) RunOnce(ctx context.Context) error {
 		return fmt.Errorf("listing GPUFractionAutoscalers: %w", err)
 	}
 	u.owners.Reset()
+	u.capacity, u.capacityRead = nil, false
 	fresh, leaseMsg := u.admissionFresh(ctx)
 	podsByNS := map[string][]corev1.Pod{}
 	var plans []*plan
@@ -625,6 +638,7 @@ func (u *Updater) plan(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler
 		}
 	}
 	targets := TargetsOf(gfa, gfr)
+	p.targets, p.overhead = targets, overhead
 	// While compute is held, publish the most compute each container of the running
 	// pods holds: the webhook gives every new or replacement pod at least that
 	// (admission.HeldCompute). Until the published value covers it, nothing is replaced.
@@ -1050,6 +1064,32 @@ func (u *Updater) act(ctx context.Context, c *candidate, now time.Time, fresh bo
 		c.skip(SkipPDB, p.wl.refused)
 		return
 	}
+	// The replacement must have somewhere to go: the ReplicaSet creates it while this
+	// pod still holds its GPU, and a replacement left Pending serves nothing.
+	placeAt, repl := -1, Replacement{}
+	if !u.Config.NoPlacementCheck {
+		if !u.capacityRead {
+			var r client.Reader = u.Client
+			if u.APIReader != nil {
+				r = u.APIReader
+			}
+			u.capacity, u.capacityRead = nodeCapacity(ctx, r, u.Config.Admission), true
+		}
+		if u.capacity != nil {
+			repl = replacementNeed(c.pod, c.alloc, p.targets, p.backend, u.Config.Admission, p.overhead)
+			var why string
+			if placeAt, why = Placeable(repl, u.capacity); placeAt < 0 && why != "" {
+				msg := fmt.Sprintf("the replacement of pod %s could not be placed: %s; the pod is kept", c.pod.Name, why)
+				c.skip(SkipNoCapacity, msg)
+				p.unplaceable = true
+				// One note per autoscaler while the cause stays the same, whichever pod.
+				u.eventOnce(p.gfa, "unplaceable", corev1.EventTypeWarning, EventReplacementUnplaceable, "Evict",
+					"replacements could not be placed: "+why+"; out-of-date pods are kept until there is room")
+				log.Info("Replacement cannot be placed; pod kept", "reason", why)
+				return
+			}
+		}
+	}
 	if !u.limiter.Allow() {
 		c.skip(SkipRateLimited, fmt.Sprintf("cluster-wide eviction rate limit (%v/s, burst %d) reached", u.Config.EvictionRate, u.Config.EvictionBurst))
 		return
@@ -1089,6 +1129,7 @@ func (u *Updater) act(ctx context.Context, c *candidate, now time.Time, fresh bo
 		return
 	}
 	evictionsTotal.WithLabelValues(ResultEvicted).Inc()
+	reserve(u.capacity, placeAt, repl)
 	if fallback {
 		inPlaceTotal.WithLabelValues(ResultFallback).Inc()
 	}
@@ -1220,6 +1261,9 @@ func (u *Updater) finish(ctx context.Context, p *plan, now time.Time) error {
 		u.eventOnce(gfa, "blocked", corev1.EventTypeWarning, EventUpdatesBlocked, "Update", "updates blocked ("+st.BlockedReason+"): "+st.BlockedMessage)
 	default:
 		u.forget(gfa, "blocked")
+	}
+	if !p.unplaceable {
+		u.forget(gfa, "unplaceable")
 	}
 	if len(p.held) > 0 {
 		note := joinScalers(p.held) + " scales the workload on GPU utilisation: compute is not shrunk; replacements (for memory too) and new pods get at least the compute their siblings hold"

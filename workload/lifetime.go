@@ -44,6 +44,41 @@ func SampleInLife(pod *corev1.Pod, container string, t time.Time, v float64) boo
 	return true
 }
 
+// LifeEnd returns when a container of a live pod stopped being able to use a GPU: the
+// earlier of its current termination (FinishedAt) and the pod's deletion, and false
+// while it runs.
+func LifeEnd(pod *corev1.Pod, container string) (time.Time, bool) {
+	var end time.Time
+	if st := containerStatus(pod, container); st != nil {
+		if term := st.State.Terminated; term != nil && !term.FinishedAt.IsZero() {
+			end = term.FinishedAt.Time
+		}
+	}
+	if d := pod.DeletionTimestamp; d != nil && (end.IsZero() || d.Time.Before(end)) {
+		end = d.Time
+	}
+	return end, !end.IsZero()
+}
+
+// StampInLife returns the time an aggregated sample of a container of a live pod is
+// kept at, and false when it is not the container's usage. A sample aggregates the
+// window (t-window, t] (max_over_time, avg_over_time), and Prometheus stamps it at the
+// evaluation time t, which for the window in which the container finished lies after
+// its end: such a sample, whose window still covers the container's life, is stamped at
+// the end of that life (LifeEnd), so the finished container's last peak is kept (and
+// survives a recommender restart) instead of being dropped as outside its life. Every
+// other sample is kept at t where SampleInLife accepts it.
+func StampInLife(pod *corev1.Pod, container string, t time.Time, window time.Duration, v float64) (time.Time, bool) {
+	if SampleInLife(pod, container, t, v) {
+		return t, true
+	}
+	end, ok := LifeEnd(pod, container)
+	if !ok || window <= 0 || !t.After(end) || !t.Add(-window).Before(end) {
+		return t, false
+	}
+	return end, SampleInLife(pod, container, end, v)
+}
+
 func containerStatus(pod *corev1.Pod, name string) *corev1.ContainerStatus {
 	for _, list := range [][]corev1.ContainerStatus{pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses} {
 		for i := range list {

@@ -76,11 +76,13 @@ func run() error {
 	flag.StringVar(&cfg.LeaseNamespace, "admission-namespace", os.Getenv("POD_NAMESPACE"), "Namespace of the admission webhook's status Lease (gpufrac's namespace; default $POD_NAMESPACE).")
 	flag.StringVar(&cfg.LeaseName, "admission-status-lease-name", d.LeaseName, "Name of the admission webhook's status Lease; no evictions while it is stale.")
 	flag.DurationVar(&cfg.LeaseMaxAge, "admission-lease-max-age", d.LeaseMaxAge, "Oldest renewal of the status Lease that counts as fresh (well above the webhook's renew interval).")
+	placementCheck := flag.Bool("placement-check", true, "Before evicting, check that the replacement can be placed: a node with the GPU resource free (allocatable minus the requests of the pods bound to it) and, for HAMi, a shared GPU with its memory free; otherwise keep the pod (no-capacity). Needs get/list of nodes and pods cluster-wide; without them (or when no node advertises the GPU resource) nothing is held.")
 	// The webhook's own flags, so backend fields, overheads and the minimum confidence are
 	// read exactly as the webhook writes and applies them. Pass the same values.
 	cfg.Admission.AddFlags(flag.CommandLine)
 	klog.InitFlags(flag.CommandLine)
 	flag.Parse()
+	cfg.NoPlacementCheck = !*placementCheck
 
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -51,6 +52,10 @@ const (
 	// DropOutsidePodLife: a sample of a live pod from before it was created, after it or
 	// its container ended, or a crash-loop zero (workload.SampleInLife).
 	DropOutsidePodLife = "outside_pod_life"
+	// DropStale: a memory sample of a series that stayed flat while the container's
+	// activity read 0 over its window: a value left behind by an exited process (HAMi's
+	// hami_vgpu_memory_used_bytes), neither a live peak nor a lower bound.
+	DropStale = "stale"
 )
 
 // SamplesDropped counts samples that were read from Prometheus and thrown away because
@@ -178,11 +183,7 @@ func (r *Reader) Instant(ctx context.Context, signal Signal, query string, ts ti
 	if err != nil {
 		return nil, err
 	}
-	m := make(model.Matrix, 0, len(vec))
-	for _, s := range vec {
-		m = append(m, &model.SampleStream{Metric: s.Metric, Values: []model.SamplePair{{Timestamp: s.Timestamp, Value: s.Value}}})
-	}
-	return r.decode(signal, m), nil
+	return r.decode(signal, toMatrix(vec), nil), nil
 }
 
 // Range runs query over [start, end] at step, split into chunks of at most
@@ -191,6 +192,94 @@ func (r *Reader) Instant(ctx context.Context, signal Signal, query string, ts ti
 // answer carried warnings; a failed history load is retried by the caller, never read as
 // zero and never read in part.
 func (r *Reader) Range(ctx context.Context, signal Signal, query string, start, end time.Time, step time.Duration) ([]Series, error) {
+	m, err := r.rangeMatrix(ctx, query, start, end, step)
+	if err != nil {
+		return nil, err
+	}
+	return r.decode(signal, m, nil), nil
+}
+
+// RangeShared is Range with shared-device detection across every namespace: copies is
+// CopiesQuery's PromQL for the same signal and window (or "" for none), run over the same
+// steps; a value that it says several pods reported on one device at one time is a copied
+// device value (Series.SharedSamples), even where the other pods are in namespaces the
+// data query does not read.
+func (r *Reader) RangeShared(ctx context.Context, signal Signal, query, copies string, start, end time.Time, step time.Duration) ([]Series, error) {
+	m, err := r.rangeMatrix(ctx, query, start, end, step)
+	if err != nil {
+		return nil, err
+	}
+	var c model.Matrix
+	if copies != "" {
+		if c, err = r.rangeMatrix(ctx, copies, start, end, step); err != nil {
+			return nil, err
+		}
+	}
+	return r.decode(signal, m, r.copiesOf(c)), nil
+}
+
+// InstantShared is Instant with shared-device detection across every namespace (see
+// RangeShared).
+func (r *Reader) InstantShared(ctx context.Context, signal Signal, query, copies string, ts time.Time) ([]Series, error) {
+	vec, err := r.Vector(ctx, query, ts)
+	if err != nil {
+		return nil, err
+	}
+	var c model.Vector
+	if copies != "" {
+		if c, err = r.Vector(ctx, copies, ts); err != nil {
+			return nil, err
+		}
+	}
+	return r.decode(signal, toMatrix(vec), r.copiesOf(toMatrix(c))), nil
+}
+
+func toMatrix(vec model.Vector) model.Matrix {
+	m := make(model.Matrix, 0, len(vec))
+	for _, s := range vec {
+		m = append(m, &model.SampleStream{Metric: s.Metric, Values: []model.SamplePair{{Timestamp: s.Timestamp, Value: s.Value}}})
+	}
+	return m
+}
+
+// copyKey is one value of one source field.
+type copyKey struct {
+	source string
+	v      float64
+}
+
+// deviceCopies[device][t][(source, value)] is how many pods, in any namespace, reported
+// that value of that field on that device at t (only counts of 2 or more).
+type deviceCopies map[string]map[model.Time]map[copyKey]int
+
+// copiesOf decodes CopiesQuery's answer.
+func (r *Reader) copiesOf(m model.Matrix) deviceCopies {
+	out := deviceCopies{}
+	for _, s := range m {
+		dev := r.deviceKey(s.Metric)
+		v, err := strconv.ParseFloat(string(s.Metric[CopyValueLabel]), 64)
+		if dev == "" || err != nil {
+			continue
+		}
+		k := copyKey{source: string(s.Metric[SourceLabel]), v: v}
+		for _, p := range s.Values {
+			if p.Value < 2 {
+				continue
+			}
+			if out[dev] == nil {
+				out[dev] = map[model.Time]map[copyKey]int{}
+			}
+			if out[dev][p.Timestamp] == nil {
+				out[dev][p.Timestamp] = map[copyKey]int{}
+			}
+			out[dev][p.Timestamp][k] = max(out[dev][p.Timestamp][k], int(p.Value))
+		}
+	}
+	return out
+}
+
+// rangeMatrix runs a range query in chunks of at most MaxPointsPerSeries points.
+func (r *Reader) rangeMatrix(ctx context.Context, query string, start, end time.Time, step time.Duration) (model.Matrix, error) {
 	if step <= 0 {
 		return nil, fmt.Errorf("range query step must be positive, got %s", step)
 	}
@@ -218,16 +307,17 @@ func (r *Reader) Range(ctx context.Context, signal Signal, query string, start, 
 		}
 		all = append(all, m...)
 	}
-	return r.decode(signal, all), nil
+	return all, nil
 }
 
 // decode groups streams by container and device, drops impossible values (counting
 // them), marks device-wide values copied to several pods of a shared GPU, and merges the
 // devices and duplicate series of one container with max, never a sum.
-func (r *Reader) decode(signal Signal, m model.Matrix) []Series {
+func (r *Reader) decode(signal Signal, m model.Matrix, copies deviceCopies) []Series {
 	type devSample struct {
-		id ContainerID
-		v  float64
+		id  ContainerID
+		src string
+		v   float64
 	}
 	type point struct {
 		v      float64
@@ -281,10 +371,29 @@ func (r *Reader) decode(signal Signal, m model.Matrix) []Series {
 				if byDevice[dev] == nil {
 					byDevice[dev] = map[model.Time][]devSample{}
 				}
-				byDevice[dev][p.Timestamp] = append(byDevice[dev][p.Timestamp], devSample{id, v})
+				byDevice[dev][p.Timestamp] = append(byDevice[dev][p.Timestamp], devSample{id, src, v})
 			}
 			if old, ok := merged[id][p.Timestamp]; !ok || v > old.v {
 				merged[id][p.Timestamp] = point{v: v}
+			}
+		}
+	}
+	// Copies seen across every namespace (CopiesQuery): a value that n pods, wherever
+	// they run, reported on the device at t is the device's, shared by n pods.
+	for dev, byTime := range byDevice {
+		for t, samples := range byTime {
+			for _, d := range samples {
+				n := copies[dev][t][copyKey{d.src, d.v}]
+				if n < 2 || d.v == 0 {
+					continue
+				}
+				if p, ok := merged[d.id][t]; ok && p.v == d.v && !p.shared {
+					p.shared = true
+					if signal == SignalCompute {
+						p.v = d.v / float64(n)
+					}
+					merged[d.id][t] = p
+				}
 			}
 		}
 	}

@@ -45,6 +45,11 @@ type Series struct {
 	// one time: above 1 for a multi-GPU container, whose per-device values were merged
 	// with max here.
 	Devices int
+	// Window is the span each sample aggregates, ending at its time (a max_over_time
+	// or avg_over_time window); 0 for raw samples. A sample stamped after its
+	// container ended whose window still covers the container's life is restamped at
+	// the end of that life (workload.StampInLife), never dropped.
+	Window time.Duration
 }
 
 // Labels maps the workload labels of a metric. Defaults are dcgm-exporter's Kubernetes
@@ -93,6 +98,8 @@ type Selector struct {
 	Device []string
 	// Direct disables reading exported_* labels: only Labels are used.
 	Direct bool
+	// AllNamespaces ignores Namespaces and reads every namespace (CopiesQuery).
+	AllNamespaces bool
 	// SubqueryResolution is the step of the filtering subquery (see Series); 0 means
 	// DefaultSubqueryResolution.
 	SubqueryResolution time.Duration
@@ -121,6 +128,9 @@ const exportedPrefix = "exported_"
 func (s Selector) Series(fn, metric string, max float64, window time.Duration) string {
 	ns, pod, ctr := s.Labels.Namespace, s.Labels.Pod, s.Labels.Container
 	nsRe := NamespaceRegex(s.Namespaces)
+	if s.AllNamespaces {
+		nsRe = ".+"
+	}
 	res := s.SubqueryResolution
 	if res <= 0 {
 		res = DefaultSubqueryResolution
@@ -285,6 +295,53 @@ func (g gauges) ComputeQuery(sel Selector, window time.Duration) string {
 		parts = append(parts, fmt.Sprintf(`label_replace(%s, %q, %q, "", "")`, f.query(sel, "avg_over_time", window), SourceLabel, f.Metric))
 	}
 	return strings.Join(parts, " or on ("+strings.Join(sel.keys(), ", ")+") ")
+}
+
+// FlatQuery returns PromQL whose result, per (namespace, pod, container, device), is the
+// standard deviation (bytes) of the memory fields' valid samples over the window: 0 where
+// the series stayed flat (a stale series repeats its last value). Read next to the
+// memory peak query over the same steps to tell stale memory (issue 13 kind 8).
+func FlatQuery(src Source, sel Selector, window time.Duration) string {
+	keys := strings.Join(sel.keys(), ", ")
+	var parts []string
+	for _, f := range src.Fields(SignalMemory) {
+		parts = append(parts, f.query(sel, "stddev_over_time", window))
+	}
+	return strings.Join(parts, " or on ("+keys+") ")
+}
+
+// CopyValueLabel carries the copied value in CopiesQuery's answer (count_values).
+const CopyValueLabel = "gpufrac_value"
+
+// CopiesQuery returns PromQL that finds device values copied to several pods, in every
+// namespace: for each field of the signal that is not measured per process, the same
+// aggregation as the data query (max_over_time for memory, avg_over_time for compute,
+// over window, in bytes or a ratio) over all namespaces, reduced to one value per pod
+// and device, then count_values by device: one series per (device, value, field) that
+// two or more pods carried, valued with how many. The answer is small (only copied
+// values). Data queries are scoped to the namespaces with autoscalers, so without it a
+// copy held by a pod in another namespace would never be compared (issue 13 kind 14).
+// It returns "" when every field is per process (the agent).
+func CopiesQuery(src Source, sel Selector, signal Signal, window time.Duration) string {
+	fn := "max_over_time"
+	if signal == SignalCompute {
+		fn = "avg_over_time"
+	}
+	if len(sel.Device) == 0 {
+		return "" // no device to compare on
+	}
+	all := sel
+	all.AllNamespaces = true
+	dev := strings.Join(sel.Device, ", ")
+	var parts []string
+	for _, f := range src.Fields(signal) {
+		if f.PerProcess {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf(`label_replace(count_values by (%s) (%q, max by (%s, %s, %s) (%s)) > 1, %q, %q, "", "")`,
+			dev, CopyValueLabel, sel.Labels.Namespace, sel.Labels.Pod, dev, f.query(all, fn, window), SourceLabel, f.Metric))
+	}
+	return strings.Join(parts, " or ")
 }
 
 // NamespaceRegex renders namespaces as an anchored PromQL regex alternative ("a|b"),

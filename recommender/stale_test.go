@@ -1,0 +1,97 @@
+package recommender
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/recommender/metrics"
+	"github.com/gpufrac/gpufrac/recommender/metrics/promtest"
+)
+
+// Kind 8 (issue 13): HAMi's hami_vgpu_memory_used_bytes stays flat after the process
+// exited while its utilisation reads 0. A pod used 10 GiB at 50 % for a day; then its
+// process exited and the series stayed at 30 GiB (the exited process's accounting) with
+// utilisation 0 for a day. The flat, idle hours are stale: dropped and counted (reason
+// stale), used neither as a peak nor as a lower bound (the recent peak is the live
+// 10 GiB), and MetricsUnavailable=True (StaleSeries) names the pod.
+func TestStaleFlatMemoryIsNotAPeak(t *testing.T) {
+	objs := append(deployment("ml", "nb", 1), gfa("ml", "nb", "nb"))
+	h := newEngineHarness(t, objs, metrics.HAMi)
+	p := podsOf(objs)[0]
+	n := 48 * 120
+	start := h.now.Add(-time.Duration(n-1) * 30 * time.Second) // 12:01:00 two days before
+	// Live until 12:00:00 the day before (index 2878, an interval boundary), stale after.
+	live := 2879
+	mem, util := make([]float64, n), make([]float64, n)
+	for i := range mem {
+		mem[i], util[i] = 10*gib, 50
+		if i >= live {
+			mem[i], util[i] = 30*gib, 0
+		}
+	}
+	mem[100] = 11 * gib // the live peak
+	lbl := func(metric string) map[string]string {
+		return map[string]string{"__name__": metric, "namespace": p.Namespace, "pod": p.Name, "container": "main",
+			"device_uuid": "GPU-0a1b", "vdevice_index": "0", "zone": "vGPU", "instance": "10.0.0.5:9394", "job": "hami-device-plugin"}
+	}
+	h.prom.Add(t, lbl(metrics.HAMiMemory), start, 30*time.Second, mem...)
+	h.prom.Add(t, lbl(metrics.HAMiUtilization), start, 30*time.Second, util...)
+
+	before := dropped(metrics.SignalMemory, metrics.DropStale)
+	end := h.now
+	h.runCycles(t, 2, func(now time.Time) {
+		if now.After(end) { // the second cycle, a minute later: still flat and idle
+			h.prom.Add(t, lbl(metrics.HAMiMemory), now.Add(-30*time.Second), 30*time.Second, 30*gib, 30*gib)
+			h.prom.Add(t, lbl(metrics.HAMiUtilization), now.Add(-30*time.Second), 30*time.Second, 0, 0)
+		}
+	})
+	// 24 stale hours, and the running interval's peak in each of the two cycles.
+	if d := dropped(metrics.SignalMemory, metrics.DropStale) - before; d < 24 {
+		t.Errorf("%v stale memory samples dropped, want at least the 24 flat idle hours", d)
+	}
+	s := h.rec.model.Container(containerKey("ml", "nb", "main"))
+	if s == nil {
+		t.Fatal("no history")
+	}
+	if peak, ok := s.RecentPeak(h.now); !ok || peak != 11*gib {
+		t.Errorf("recent peak %.1f GiB, want the live 11 GiB (the stale 30 GiB is no peak)", peak/gib)
+	}
+	st := h.gfr(t, "ml", "nb").Status
+	if len(st.ContainerRecommendations) != 1 {
+		t.Fatalf("no recommendation: %+v", st.Conditions)
+	}
+	if m := st.ContainerRecommendations[0].Target.Memory.AsApproximateFloat64(); m >= 30*gib {
+		t.Errorf("memory target %.1f GiB from the stale 30 GiB", m/gib)
+	}
+	mu := condition(st, gpufracv1.ConditionMetricsUnavailable)
+	if mu == nil || mu.Status != metav1.ConditionTrue || mu.Reason != ReasonStaleSeries || !strings.Contains(mu.Message, p.Name) {
+		t.Errorf("MetricsUnavailable %+v, want True %s naming %s", mu, ReasonStaleSeries, p.Name)
+	}
+}
+
+// Kind 8 (issue 13): a pod that holds a flat amount of memory while its GPU is busy is
+// live, not stale: nothing is dropped.
+func TestFlatMemoryWhileBusyIsLive(t *testing.T) {
+	objs := append(deployment("ml", "srv", 1), gfa("ml", "srv", "srv"))
+	h := newEngineHarness(t, objs, metrics.HAMi)
+	p := podsOf(objs)[0]
+	n := 48 * 120
+	start := h.now.Add(-time.Duration(n-1) * 30 * time.Second)
+	lbl := func(metric string) map[string]string {
+		return map[string]string{"__name__": metric, "namespace": p.Namespace, "pod": p.Name, "container": "main", "device_uuid": "GPU-0a1b"}
+	}
+	h.prom.Add(t, lbl(metrics.HAMiMemory), start, 30*time.Second, promtest.Repeat(30*gib, n)...)
+	h.prom.Add(t, lbl(metrics.HAMiUtilization), start, 30*time.Second, promtest.Repeat(5, n)...)
+	before := dropped(metrics.SignalMemory, metrics.DropStale)
+	h.runCycles(t, 1, nil)
+	if d := dropped(metrics.SignalMemory, metrics.DropStale) - before; d != 0 {
+		t.Errorf("%v samples of a busy pod's flat memory dropped as stale", d)
+	}
+	if s := h.rec.model.Container(containerKey("ml", "srv", "main")); s == nil || s.MemoryPeaks < 48 {
+		t.Errorf("memory peaks %+v, want every hour", s)
+	}
+}

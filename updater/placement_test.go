@@ -1,0 +1,229 @@
+package updater
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/gpufrac/gpufrac/admission"
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+)
+
+const gib = int64(1 << 30)
+
+func TestPlaceable(t *testing.T) {
+	full := NodeGPUs{Name: "full", FreeGPUs: 0}
+	one := NodeGPUs{Name: "one", FreeGPUs: 1}
+	shared := NodeGPUs{Name: "shared", FreeGPUs: 5, Shared: []SharedGPU{
+		{ID: "GPU-a", FreeMemory: 4 * gib, FreeSlots: 2},
+		{ID: "GPU-b", FreeMemory: 20 * gib, FreeSlots: 0}, // memory but no slot
+	}}
+	for _, tc := range []struct {
+		name   string
+		r      Replacement
+		nodes  []NodeGPUs
+		want   int    // node index, -1 none
+		reason string // substring of the reason when -1
+	}{
+		{"whole GPU, none free anywhere", Replacement{GPUs: 1}, []NodeGPUs{full, full}, -1, "no node has 1 of the GPU resource free"},
+		{"whole GPU, second node has one", Replacement{GPUs: 1}, []NodeGPUs{full, one}, 1, ""},
+		{"two GPUs, one free", Replacement{GPUs: 2}, []NodeGPUs{one}, -1, "no node has 2"},
+		{"shared: fits on a GPU with a slot", Replacement{GPUs: 1, SharedMemory: 3 * gib}, []NodeGPUs{full, shared}, 1, ""},
+		{"shared: more than any GPU with a slot has", Replacement{GPUs: 1, SharedMemory: 6 * gib}, []NodeGPUs{shared}, -1, "no shared GPU has 6Gi free (most: 4Gi on shared/GPU-a)"},
+		{"shared: node without a device list, slot check only", Replacement{GPUs: 1, SharedMemory: 60 * gib}, []NodeGPUs{one}, 0, ""},
+		{"shared: slots free but no device slot", Replacement{GPUs: 1, SharedMemory: gib}, []NodeGPUs{{Name: "n", FreeGPUs: 3, Shared: []SharedGPU{{ID: "g", FreeMemory: 8 * gib}}}}, -1, "no shared GPU has a free slot"},
+		{"needs nothing (KAI: no GPU request)", Replacement{}, []NodeGPUs{full}, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, why := Placeable(tc.r, tc.nodes)
+			if got != tc.want {
+				t.Fatalf("Placeable = %d (%q), want %d", got, why, tc.want)
+			}
+			if tc.want < 0 && !strings.Contains(why, tc.reason) {
+				t.Errorf("reason %q, want it to contain %q", why, tc.reason)
+			}
+			if tc.want >= 0 && why != "" {
+				t.Errorf("reason %q on a placeable replacement", why)
+			}
+		})
+	}
+	// Reserving the replacement makes the next one of the same size fail where only one
+	// fitted.
+	nodes := []NodeGPUs{{Name: "n", FreeGPUs: 2, Shared: []SharedGPU{{ID: "g", FreeMemory: 5 * gib, FreeSlots: 4}}}}
+	r := Replacement{GPUs: 1, SharedMemory: 3 * gib}
+	i, _ := Placeable(r, nodes)
+	reserve(nodes, i, r)
+	if j, why := Placeable(r, nodes); j != -1 || !strings.Contains(why, "2Gi") {
+		t.Errorf("after reserving 3Gi of 5Gi: Placeable = %d %q, want none with 2Gi left", j, why)
+	}
+}
+
+func gpuNode(name string, gpus int64, ann map[string]string, mod func(*corev1.Node)) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: ann},
+		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(gpus, resource.DecimalSI)},
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	if mod != nil {
+		mod(n)
+	}
+	return n
+}
+
+func boundPod(name, node string, gpus int64, phase corev1.PodPhase, ann map[string]string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: name, Annotations: ann},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+			Limits: corev1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(gpus, resource.DecimalSI)}}}}},
+		Status: corev1.PodStatus{Phase: phase}}
+}
+
+// TestNodeCapacity: free GPUs are allocatable minus the requests of non-terminal bound
+// pods; cordoned and NotReady nodes offer nothing; HAMi devices (JSON and legacy
+// registrations) lose the memory and a slot per allocation; no node with the resource
+// means unknown (nil).
+func TestNodeCapacity(t *testing.T) {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	cfg := admission.Config{}.WithDefaults()
+	objs := []client.Object{
+		gpuNode("a", 4, nil, nil),
+		gpuNode("b-hami-json", 20, map[string]string{AnnotationHAMiNodeRegister: `[{"id":"GPU-1","count":10,"devmem":16384,"devcore":100,"type":"NVIDIA-T4","health":true},{"id":"GPU-2","count":10,"devmem":16384,"health":false}]`}, nil),
+		gpuNode("c-hami-legacy", 10, map[string]string{AnnotationHAMiNodeRegister: "GPU-3,10,15360,100,NVIDIA-T4,0,true:"}, nil),
+		gpuNode("d-cordoned", 8, nil, func(n *corev1.Node) { n.Spec.Unschedulable = true }),
+		gpuNode("e-notready", 8, nil, func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionFalse }),
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "f-cpu"}},
+		boundPod("p1", "a", 1, corev1.PodRunning, nil),
+		boundPod("p2", "a", 2, corev1.PodPending, nil),
+		boundPod("done", "a", 1, corev1.PodSucceeded, nil),
+		boundPod("p3", "b-hami-json", 1, corev1.PodRunning, map[string]string{AnnotationHAMiAllocated: "GPU-1,NVIDIA,3000,30:;"}),
+		boundPod("p4", "b-hami-json", 1, corev1.PodRunning, map[string]string{AnnotationHAMiAllocated: "GPU-1,NVIDIA,5000,0:;"}),
+		boundPod("p5", "c-hami-legacy", 1, corev1.PodRunning, map[string]string{AnnotationHAMiAllocated: "GPU-3,NVIDIA,15000,0:;"}),
+		boundPod("unbound", "", 1, corev1.PodPending, nil),
+	}
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).Build()
+	nodes := nodeCapacity(context.Background(), c, cfg)
+	mib := int64(admission.MiB)
+	want := []NodeGPUs{
+		{Name: "a", FreeGPUs: 1},
+		{Name: "b-hami-json", FreeGPUs: 18, Shared: []SharedGPU{{ID: "GPU-1", FreeMemory: (16384 - 8000) * mib, FreeSlots: 8}}},
+		{Name: "c-hami-legacy", FreeGPUs: 9, Shared: []SharedGPU{{ID: "GPU-3", FreeMemory: 360 * mib, FreeSlots: 9}}},
+	}
+	if len(nodes) != len(want) {
+		t.Fatalf("nodes %+v, want %+v", nodes, want)
+	}
+	for i := range want {
+		g, w := nodes[i], want[i]
+		if g.Name != w.Name || g.FreeGPUs != w.FreeGPUs || len(g.Shared) != len(w.Shared) {
+			t.Errorf("node %d = %+v, want %+v", i, g, w)
+			continue
+		}
+		for j := range w.Shared {
+			if g.Shared[j] != w.Shared[j] {
+				t.Errorf("node %s device %d = %+v, want %+v", g.Name, j, g.Shared[j], w.Shared[j])
+			}
+		}
+	}
+	// Nothing advertises the GPU resource: unknown, nil.
+	c = fake.NewClientBuilder().WithScheme(s).WithObjects(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cpu"}}, boundPod("p", "cpu", 1, corev1.PodRunning, nil)).Build()
+	if got := nodeCapacity(context.Background(), c, cfg); got != nil {
+		t.Errorf("no GPU node: %+v, want nil (unknown)", got)
+	}
+}
+
+func TestPodRequest(t *testing.T) {
+	c := func(n int64, req bool) corev1.Container {
+		l := corev1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(n, resource.DecimalSI)}
+		if req {
+			return corev1.Container{Resources: corev1.ResourceRequirements{Requests: l, Limits: l}}
+		}
+		return corev1.Container{Resources: corev1.ResourceRequirements{Limits: l}}
+	}
+	sidecar := c(1, true)
+	sidecar.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
+	for _, tc := range []struct {
+		name string
+		pod  corev1.PodSpec
+		want int64
+	}{
+		{"limit only", corev1.PodSpec{Containers: []corev1.Container{c(1, false)}}, 1},
+		{"two containers", corev1.PodSpec{Containers: []corev1.Container{c(1, true), c(2, false)}}, 3},
+		{"larger init container", corev1.PodSpec{InitContainers: []corev1.Container{c(4, true)}, Containers: []corev1.Container{c(1, true)}}, 4},
+		{"native sidecar adds", corev1.PodSpec{InitContainers: []corev1.Container{sidecar}, Containers: []corev1.Container{c(1, true)}}, 2},
+		{"none", corev1.PodSpec{Containers: []corev1.Container{{}}}, 0},
+	} {
+		if got := podRequest(&corev1.Pod{Spec: tc.pod}, "nvidia.com/gpu"); got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestEvictionHeldWithoutRoom: three HAMi pods (3Gi, target 1Gi) on a node whose GPUs
+// are all requested are kept with no-capacity and one ReplacementUnplaceable event; a free
+// GPU, or the check turned off, lets the oldest be evicted; a HAMi node whose GPU lacks
+// the replacement's memory keeps them too (issue 14 kind 9).
+func TestEvictionHeldWithoutRoom(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		gpus    int64
+		ann     map[string]string
+		off     bool
+		evicted bool
+		msg     string
+	}{
+		{"no free GPU", 3, nil, false, false, "no node has 1 of the GPU resource free"},
+		{"a free GPU", 4, nil, false, true, ""},
+		{"no free GPU, check off", 3, nil, true, true, ""},
+		{"free slots, shared GPU too full for 1Gi", 30, map[string]string{AnnotationHAMiNodeRegister: "GPU-1,10,10000,100,NVIDIA,0,true:"}, false, false, "no shared GPU has 1Gi free"},
+		{"free slots, shared GPU with room", 30, map[string]string{AnnotationHAMiNodeRegister: "GPU-1,10,16384,100,NVIDIA,0,true:"}, false, true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 3, 3)
+			for _, p := range f.pods {
+				p.Spec.NodeName = "n1"
+				p.Annotations[AnnotationHAMiAllocated] = "GPU-1,NVIDIA,3072,25:;"
+			}
+			f.objs = append(f.objs, gpuNode("n1", tc.gpus, tc.ann, nil))
+			f.cfg.NoPlacementCheck = tc.off
+			f.build()
+			f.run()
+			live := f.livePods()
+			if got := !live["web-abc-0"]; got != tc.evicted {
+				t.Fatalf("oldest pod evicted %v, want %v (pods %v)", got, tc.evicted, live)
+			}
+			evs := f.events()
+			if tc.evicted {
+				if hasEvent(evs, EventReplacementUnplaceable) {
+					t.Errorf("events %v: unplaceable although evicted", evs)
+				}
+				return
+			}
+			st := f.status()
+			if st.BlockedReason != SkipNoCapacity || !strings.Contains(st.BlockedMessage, tc.msg) {
+				t.Errorf("blocked %s %q, want %s naming %q", st.BlockedReason, st.BlockedMessage, SkipNoCapacity, tc.msg)
+			}
+			n := 0
+			for _, e := range evs {
+				if strings.Contains(e, EventReplacementUnplaceable) {
+					n++
+				}
+			}
+			if n != 1 {
+				t.Errorf("%d %s events, want one for the autoscaler: %v", n, EventReplacementUnplaceable, evs)
+			}
+			// The next cycle keeps the pod again without repeating the event.
+			f.run()
+			if len(f.livePods()) != 3 || hasEvent(f.events(), EventReplacementUnplaceable) {
+				t.Error("second cycle evicted or repeated the event")
+			}
+		})
+	}
+}
