@@ -1,6 +1,8 @@
 package admission
 
 import (
+	"time"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -36,4 +38,28 @@ func HeldCompute(gfa *gpufracv1.GPUFractionAutoscaler, container string, recomme
 		}
 	}
 	return recommended, false
+}
+
+// Floor is the rollback floor of container in gfa's status.updater.floor while it has
+// not expired at now: memory in bytes and compute in milli-GPU, -1 where none. The
+// webhook gives every new and replacement pod at least the floor (max(recommendation,
+// floor)), and the updater compares pods with the same maximum, so a rollback reaches
+// the pods whether or not the recommender has caught up.
+func Floor(gfa *gpufracv1.GPUFractionAutoscaler, container string, now time.Time) (memory, milli int64) {
+	memory, milli = -1, -1
+	if gfa == nil || gfa.Status.Updater == nil || gfa.Status.Updater.Floor == nil || !now.Before(gfa.Status.Updater.Floor.Until.Time) {
+		return memory, milli
+	}
+	for _, c := range gfa.Status.Updater.Floor.Containers {
+		if c.ContainerName != container {
+			continue
+		}
+		if c.Memory != nil {
+			memory = c.Memory.Value()
+		}
+		if c.Compute != nil {
+			milli = c.Compute.MilliValue()
+		}
+	}
+	return memory, milli
 }

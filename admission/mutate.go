@@ -73,6 +73,8 @@ type Mutator struct {
 	// Events records warnings on the autoscaler when a pod could not be patched; nil
 	// records none. Events are never recorded for dry-run requests.
 	Events events.EventRecorder
+	// Now returns the current time (rollback floors expire); nil means time.Now.
+	Now func() time.Time
 	// Synced reports whether the informer caches have synced; until then pods are
 	// admitted unchanged. Nil means always synced.
 	Synced func() bool
@@ -85,6 +87,13 @@ type Mutator struct {
 func NewMutator(r client.Reader, scheme *runtime.Scheme, cfg Config) *Mutator {
 	cfg = cfg.WithDefaults()
 	return &Mutator{Reader: r, Config: cfg, Backends: NewBackends(cfg), decoder: admission.NewDecoder(scheme)}
+}
+
+func (m *Mutator) now() time.Time {
+	if m.Now != nil {
+		return m.Now()
+	}
+	return time.Now()
 }
 
 // outcome is the result of one pod decision.
@@ -361,9 +370,19 @@ func (m *Mutator) targets(pod *corev1.Pod, gfa *gpufracv1.GPUFractionAutoscaler,
 				return nil, nil, unsafe(UnsafeRecommendationSize, "memory target %s of container %s exceeds one GPU (%s)", q.String(), c.Name, gpuMem.String())
 			}
 			t.HasMemory = true
-			t.MemoryBytes = q.Value() + overhead
+			qc := q.DeepCopy()
+			mem := q.Value()
+			if fm, _ := Floor(gfa, c.Name, m.now()); fm > mem {
+				// A rollback floor is in force (status.updater.floor): at least the floor,
+				// whether or not the recommender has caught up. The record says what the
+				// pod holds.
+				mem = min(fm, m.Config.GPUMemoryBytes)
+				qc = *resource.NewQuantity(mem, resource.BinarySI)
+				warnings = append(warnings, fmt.Sprintf("gpufrac: container %s: memory %s instead of the recommended %s: rollback floor (status.updater.floor, %s)", c.Name, qc.String(), q.String(), gfa.Status.Updater.Floor.Reason))
+			}
+			t.MemoryBytes = mem + overhead
 			if t.MemoryBytes > m.Config.GPUMemoryBytes {
-				t.CappedNote = fmt.Sprintf("gpufrac: container %s: memory %s plus overhead exceeds one GPU; capped to %s", c.Name, q.String(), gpuMem.String())
+				t.CappedNote = fmt.Sprintf("gpufrac: container %s: memory %s plus overhead exceeds one GPU; capped to %s", c.Name, qc.String(), gpuMem.String())
 				warnings = append(warnings, t.CappedNote)
 				t.MemoryBytes = m.Config.GPUMemoryBytes
 			}
@@ -374,7 +393,6 @@ func (m *Mutator) targets(pod *corev1.Pod, gfa *gpufracv1.GPUFractionAutoscaler,
 					t.UpperMemoryBytes = min(u.Value()+overhead, m.Config.GPUMemoryBytes)
 				}
 			}
-			qc := q.DeepCopy()
 			t.RecommendedMemory = &qc
 		}
 		if q := rec.Target.Compute; q != nil && pol.Controls(gpufracv1.ResourceCompute) && rec.PartitionsCompute() {
@@ -384,6 +402,11 @@ func (m *Mutator) targets(pod *corev1.Pod, gfa *gpufracv1.GPUFractionAutoscaler,
 			t.HasCompute = true
 			t.ComputeMilli = q.MilliValue()
 			qc := q.DeepCopy()
+			if _, fc := Floor(gfa, c.Name, m.now()); fc > t.ComputeMilli {
+				warnings = append(warnings, fmt.Sprintf("gpufrac: container %s: compute %dm instead of the recommended %s: rollback floor (status.updater.floor)", c.Name, min(fc, 1000), q.String()))
+				t.ComputeMilli = min(fc, 1000)
+				qc = *resource.NewMilliQuantity(t.ComputeMilli, resource.DecimalSI)
+			}
 			if v, raised := HeldCompute(gfa, c.Name, t.ComputeMilli); raised {
 				// A horizontal autoscaler scales on GPU utilisation: never less compute
 				// than the workload's pods hold. The record says what the pod holds.

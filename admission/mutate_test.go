@@ -452,3 +452,43 @@ func TestMutateCapEventOnAutoscaler(t *testing.T) {
 		})
 	}
 }
+
+// TestMutateRollbackFloor: a rollback floor in status.updater.floor reaches new pods
+// whatever the recommendation says: memory and compute are max(recommendation, floor),
+// the applied record says what the pod holds; an expired floor is ignored (issue 14
+// kind 6).
+func TestMutateRollbackFloor(t *testing.T) {
+	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name           string
+		until          time.Time
+		wantMiB, wantP int64 // gpumem MiB, gpucores percent
+		wantRecMem     string
+	}{
+		{"floor in force", now.Add(time.Hour), 6144, 40, "6Gi"},
+		{"floor expired", now.Add(-time.Second), 4096, 25, "4Gi"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gfa := autoscaler("web", gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi)
+			gfa.Status.Updater = &gpufracv1.UpdaterStatus{Floor: &gpufracv1.UpdaterFloor{
+				Containers: []gpufracv1.ContainerAllocation{{ContainerName: "main", Memory: q("6Gi"), Compute: q("400m")}},
+				Until:      metav1.NewTime(tc.until), Reason: "pod web-abc-x: CUDA out of memory"}}
+			m := mutator(t, Config{}, gfa, recommendation("web", 80, containerRec("main", "4Gi", "250m")))
+			m.Now = func() time.Time { return now }
+			o, _, got := handle(t, m, podOf(gpuContainer("main", 1)))
+			if o.skip != "" {
+				t.Fatalf("skipped %s %v", o.skip, o.warnings)
+			}
+			c := &got.Spec.Containers[0]
+			if v, _ := resourceValue(c, "limits", "nvidia.com/gpumem"); v != tc.wantMiB {
+				t.Errorf("gpumem %d MiB, want %d", v, tc.wantMiB)
+			}
+			if v, _ := resourceValue(c, "limits", "nvidia.com/gpucores"); v != tc.wantP {
+				t.Errorf("gpucores %d, want %d", v, tc.wantP)
+			}
+			if rec, _ := gpufracv1.ParseApplied(got.Annotations); rec == nil || rec.Container("main").Memory.String() != tc.wantRecMem {
+				t.Errorf("applied record %+v, want memory %s", rec, tc.wantRecMem)
+			}
+		})
+	}
+}

@@ -98,7 +98,8 @@ type Rules struct {
 	// Breached makes growth urgent.
 	Guardrail Guardrail
 	// Floor, when not nil, is the rollback floor per container: never shrink below it,
-	// and grow pods below it urgently once the target reaches it.
+	// compare with max(target, floor) (what the webhook writes, admission.Floor), and
+	// grow pods below it urgently (a rollback) whatever the recommendation says.
 	Floor map[string]Alloc
 }
 
@@ -119,7 +120,7 @@ type Need struct {
 	// Reasons say, per container and resource, what is out of date.
 	Reasons []string
 	// HeldReason and HeldMessage are set when the pod is out of date but nothing may be
-	// done about it (guardrail-active, below-floor, awaiting-floor, compute-held).
+	// done about it (guardrail-active, below-floor, compute-held).
 	HeldReason, HeldMessage string
 }
 
@@ -156,8 +157,9 @@ type PodFacts struct {
 //   - above the upper bound, or (older than MinPodAge) above the target by Threshold
 //     or more → shrink, unless the guardrail holds or is breached, the floor is above the
 //     target, or (compute) a GPU horizontal autoscaler holds compute;
-//   - below the rollback floor while the target reaches the floor → grow (rollback);
-//     while the target is still below the floor → held (awaiting-floor);
+//   - below the rollback floor → grow (rollback), whatever the recommendation says: the
+//     target compared (and written by the webhook, admission.Floor) is max(target,
+//     floor);
 //   - growth is urgent when UrgentGrowth and: the guardrail is breached, the pod had an
 //     out-of-memory exit (memory), its observed memory peak is at least NearLimit of
 //     its memory (memory), or it is a rollback.
@@ -212,6 +214,13 @@ func Evaluate(alloc PodAllocation, targets map[string]Target, facts PodFacts, r 
 			if !x.controlled || x.applied < 0 || x.tgt < 0 {
 				continue
 			}
+			// The webhook writes max(recommendation, rollback floor) into new pods
+			// (admission.Floor): compare with the same, so a floor reaches the pods
+			// whether or not the recommendation has caught up.
+			recommended := x.tgt
+			if x.floor > x.tgt {
+				x.tgt = x.floor
+			}
 			// Protective growth does not wait for MinPodAge: an out-of-memory exit or a
 			// peak near the limit (memory), or a breached latency objective.
 			oom := x.isMemory && facts.OOM != nil
@@ -238,20 +247,20 @@ func Evaluate(alloc PodAllocation, targets map[string]Target, facts PodFacts, r 
 			}
 			rollback := false
 			if x.floor >= 0 && x.applied < x.floor {
-				if x.tgt >= x.floor {
-					grow = append(grow, fmt.Sprintf("%s: %s %s below rollback floor %s", name, x.name, x.format(x.applied), x.format(x.floor)))
-					rollback, outOfBounds = true, true
-				} else {
-					hold(SkipAwaitingFloor, fmt.Sprintf("%s: %s %s below rollback floor %s; waiting for the recommendation (target %s) to reach the floor", name, x.name, x.format(x.applied), x.format(x.floor), x.format(x.tgt)))
+				msg := fmt.Sprintf("%s: %s %s below rollback floor %s", name, x.name, x.format(x.applied), x.format(x.floor))
+				if recommended < x.floor {
+					msg += fmt.Sprintf(" (recommendation %s not there yet: the replacement gets the floor)", x.format(recommended))
 				}
+				grow = append(grow, msg)
+				rollback, outOfBounds = true, true
 			}
 			if len(shrink) > 0 {
 				switch {
 				case r.Guardrail != GuardrailNone:
 					hold(SkipGuardrail, shrink[0]+" (latency guardrail active: no shrinking)")
 					shrink = nil
-				case x.floor >= 0 && x.tgt < x.floor:
-					hold(SkipBelowFloor, shrink[0]+fmt.Sprintf(" (target %s is below the rollback floor %s)", x.format(x.tgt), x.format(x.floor)))
+				case x.floor >= 0 && recommended < x.floor:
+					hold(SkipBelowFloor, shrink[0]+fmt.Sprintf(" (target %s is below the rollback floor %s)", x.format(recommended), x.format(x.floor)))
 					shrink = nil
 				case x.holdShrinkCompute:
 					hold(SkipComputeHeld, shrink[0]+" (a horizontal autoscaler scales on GPU utilisation: compute is not shrunk)")

@@ -38,8 +38,9 @@ const (
 	SkipGuardrail = "guardrail-active"
 	// SkipBelowFloor: shrinking to the target would go below the rollback floor.
 	SkipBelowFloor = "below-floor"
-	// SkipAwaitingFloor: the pod is below the rollback floor but the recommendation's
-	// target is not yet at the floor (the recommender honours it within a cycle).
+	// SkipAwaitingFloor: a rollback floor was raised this cycle and is not yet in the
+	// published status.updater.floor, which the webhook reads to give the replacement at
+	// least the floor; the pod is replaced in a later cycle.
 	SkipAwaitingFloor = "awaiting-floor"
 	// SkipComputeHeld: only compute would shrink, and a horizontal autoscaler scales the
 	// workload on GPU utilisation.

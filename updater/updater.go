@@ -651,6 +651,14 @@ func (u *Updater) plan(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler
 		}
 	}
 
+	// A floor raised this cycle reaches a replacement only once the webhook can read it
+	// (status.updater.floor, admission.Floor): until the published one covers it, nothing
+	// is replaced.
+	var floorPending string
+	if st.Floor != nil && !floorPublished(gfa, st.Floor, now) {
+		floorPending = fmt.Sprintf("the rollback floor (%s) is being published in status.updater.floor, which the webhook writes into the replacement; next cycle", describeAllocs(st.Floor.Containers))
+	}
+
 	// Replacements of earlier evictions.
 	awaited, replacements, expired := settle(u.expect[ref], pods, now, cfg.ReplacementTimeout)
 	u.expect[ref] = awaited
@@ -755,6 +763,8 @@ func (u *Updater) plan(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler
 			c.skip(SkipWindowClosed, "no resize window is open; next opens at "+p.window.NextStart.UTC().Format(time.RFC3339))
 		case heldPending != "":
 			c.skip(SkipHeldComputePending, heldPending)
+		case floorPending != "":
+			c.skip(SkipAwaitingFloor, floorPending)
 		default:
 			if ok, reason, msg := u.hyst.Allow(hkey, now, need); !ok {
 				c.skip(reason, msg)
@@ -801,6 +811,18 @@ func covers(published, want []gpufracv1.ContainerAllocation) bool {
 			}
 		}
 		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// floorPublished reports whether gfa's published floor (what the webhook reads) is at
+// least floor for every container and resource.
+func floorPublished(gfa *gpufracv1.GPUFractionAutoscaler, floor *gpufracv1.UpdaterFloor, now time.Time) bool {
+	for _, c := range floor.Containers {
+		mem, milli := admission.Floor(gfa, c.ContainerName, now)
+		if (c.Memory != nil && mem < c.Memory.Value()) || (c.Compute != nil && milli < c.Compute.MilliValue()) {
 			return false
 		}
 	}
