@@ -90,6 +90,10 @@ type Config struct {
 	// MaxReported is the most pods listed in status.updater.updates. Default 20 (the
 	// CRD's limit).
 	MaxReported int
+	// MaxUnreadyBackoff bounds the backoff between replacements of not-Ready pods of one
+	// workload (AnnotationReplaceUnready): RetryBackoff, doubled after each, at most
+	// this. Default 30m.
+	MaxUnreadyBackoff time.Duration
 	// NoPlacementCheck turns off the check, before each eviction, that the replacement
 	// can be placed (Placeable). Default false: the check runs.
 	NoPlacementCheck bool
@@ -115,6 +119,7 @@ func (c Config) WithDefaults() Config {
 	def(&c.StuckBackoff, 30*time.Minute)
 	def(&c.VerificationPeriod, 15*time.Minute)
 	def(&c.FloorDuration, 24*time.Hour)
+	def(&c.MaxUnreadyBackoff, 30*time.Minute)
 	def(&c.LeaseMaxAge, 30*time.Second)
 	if c.MinPodAge < 0 {
 		c.MinPodAge = 0

@@ -115,6 +115,7 @@ type Updater struct {
 	// gate that needs it; nil: unknown, nothing held).
 	capacity     []NodeGPUs
 	capacityRead bool
+	unready      map[workload.Ref]unreadyState
 }
 
 // retryState is a pod whose eviction failed: not retried before until.
@@ -146,6 +147,7 @@ func New(c client.Client, apiReader client.Reader, cfg Config) *Updater {
 		expect:    map[workload.Ref][]*expectation{},
 		retry:     map[types.UID]retryState{},
 		stuck:     map[workload.Ref]stuckState{},
+		unready:   map[workload.Ref]unreadyState{},
 		written:   map[types.UID]*gpufracv1.UpdaterStatus{},
 		noted:     map[types.UID]map[string]string{},
 		hyst:      NewHysteresis(cfg.PersistCycles, cfg.PersistFor, cfg.MinReplacementInterval),
@@ -200,6 +202,9 @@ type plan struct {
 	// unplaceable is set when a pod was kept this cycle because its replacement could
 	// not be placed.
 	unplaceable bool
+	// replaceUnready: the autoscaler lets the updater delete not-Ready pods
+	// (AnnotationReplaceUnready).
+	replaceUnready bool
 }
 
 // workloadCycle is one workload's state in a cycle, shared by every autoscaler that
@@ -332,6 +337,11 @@ func (u *Updater) RunOnce(ctx context.Context) error {
 		}
 	}
 	u.hyst.Forget(now.Add(-24 * time.Hour))
+	for r := range u.unready {
+		if !refs[r] {
+			delete(u.unready, r)
+		}
+	}
 	for r, s := range u.stuck {
 		if !refs[r] || now.After(s.until) {
 			delete(u.stuck, r)
@@ -477,7 +487,7 @@ func (u *Updater) plan(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler
 	target resolved, winner *gpufracv1.GPUFractionAutoscaler, wl *workloadCycle) (*plan, error) {
 	log := klog.FromContext(ctx).WithValues("autoscaler", klog.KObj(gfa))
 	cfg := u.Config
-	p := &plan{gfa: gfa, mode: gfa.Spec.EffectiveUpdateMode()}
+	p := &plan{gfa: gfa, mode: gfa.Spec.EffectiveUpdateMode(), replaceUnready: gfa.Annotations[AnnotationReplaceUnready] == "true"}
 	p.prev = u.written[gfa.UID]
 	if p.prev == nil {
 		p.prev = gfa.Status.Updater
@@ -537,6 +547,14 @@ func (u *Updater) plan(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler
 		return nil, err
 	}
 	gfr, recSkip, recMsg := u.recommendation(ctx, gfa)
+	// The backoff of not-Ready replacements starts over once every pod is Ready.
+	allReady := true
+	for _, pod := range pods {
+		allReady = allReady && IsReady(pod)
+	}
+	if allReady {
+		delete(u.unready, ref)
+	}
 
 	// Horizontal autoscalers on GPU utilisation hold compute.
 	soReader := u.APIReader
@@ -1077,6 +1095,12 @@ func (u *Updater) act(ctx context.Context, c *candidate, now time.Time, fresh bo
 		c.skip(r.reason, r.msg+fmt.Sprintf(" (retry at %s)", r.until.UTC().Format(time.RFC3339)))
 		return
 	}
+	if u.unreadyCandidate(c, now) {
+		// Not Ready: it serves nothing, and the budget would count it as unavailable
+		// forever (a crash loop behind a PodDisruptionBudget).
+		u.replaceUnready(ctx, c, now)
+		return
+	}
 	if reason, msg := p.wl.budget.Allow(); reason != "" {
 		c.skip(reason, msg)
 		return
@@ -1286,6 +1310,9 @@ func (u *Updater) finish(ctx context.Context, p *plan, now time.Time) error {
 	}
 	if !p.unplaceable {
 		u.forget(gfa, "unplaceable")
+	}
+	if p.blockR == "" {
+		u.deadlock(p, pending)
 	}
 	if len(p.held) > 0 {
 		note := joinScalers(p.held) + " scales the workload on GPU utilisation: compute is not shrunk; replacements (for memory too) and new pods get at least the compute their siblings hold"

@@ -72,6 +72,7 @@ func run() error {
 	flag.DurationVar(&cfg.ReplacementTimeout, "replacement-timeout", d.ReplacementTimeout, "How long an evicted pod's replacement is awaited (counted in flight).")
 	flag.DurationVar(&cfg.StuckBackoff, "stuck-backoff", d.StuckBackoff, "Pause of a workload's evictions after a replacement came back without its fraction.")
 	flag.DurationVar(&cfg.VerificationPeriod, "verification-period", d.VerificationPeriod, "How long after a shrink the latency guardrail and restarts are watched for a rollback.")
+	flag.DurationVar(&cfg.MaxUnreadyBackoff, "max-unready-backoff", d.MaxUnreadyBackoff, "Most time between two replacements of not-Ready pods of one workload (autoscalers annotated gpufrac.io/replace-unready-pods=true); the backoff starts at --retry-backoff and doubles.")
 	flag.DurationVar(&cfg.FloorDuration, "rollback-floor-duration", d.FloorDuration, "How long a rollback floor (status.updater.floor) holds.")
 	flag.StringVar(&cfg.LeaseNamespace, "admission-namespace", os.Getenv("POD_NAMESPACE"), "Namespace of the admission webhook's status Lease (gpufrac's namespace; default $POD_NAMESPACE).")
 	flag.StringVar(&cfg.LeaseName, "admission-status-lease-name", d.LeaseName, "Name of the admission webhook's status Lease; no evictions while it is stale.")
