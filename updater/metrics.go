@@ -95,7 +95,7 @@ const (
 var (
 	evictionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gpufrac_updater_evictions_total",
-		Help: "Eviction API calls by result (evicted, refused, error).",
+		Help: "Eviction API calls by result (evicted, refused, error), and deletions of not-Ready pods (deleted-unready).",
 	}, []string{"result"})
 	inPlaceTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gpufrac_updater_in_place_updates_total",
