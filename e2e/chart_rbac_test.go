@@ -182,7 +182,10 @@ func TestChartRBAC(t *testing.T) {
 			{"get", "leases/gpufrac-admission-status", "", ns, true},
 			{"update", "leases/gpufrac-updater.autoscaling.gpufrac.io", "", ns, true},
 			{"create", "events", "", other, true},
-			// Not beyond its role: evictions only (never delete), no writes to recommendations.
+			{"list", "nodes", "", "", true}, // the placement check before an eviction
+			// Not beyond its role: evictions only (never delete, unless
+			// updater.replaceUnreadyPods), no writes to recommendations.
+			{"delete", "pods", "", other, false},
 			{"update", "gpufractionrecommendations", "", other, false},
 			{"update", "leases/gpufrac-admission-status", "", ns, false},
 			{"delete", "poddisruptionbudgets", "", other, false},
