@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -240,4 +241,34 @@ func waitRunning(t testing.TB, ns, name string, n int) {
 		}
 		return running == n, nil
 	})
+}
+
+// Packing-aware memory sizing, as the recommender runs in these tests (default
+// --gpu-memory 80Gi, --fit-memory-headroom 2Gi, --memory-peak-window 7 days): a memory
+// target just above a whole share of one GPU (½, ⅓, …) is rounded down to that share
+// when the recent peak plus the headroom still fits it (docs/recommender.md).
+const (
+	e2eGPUMemoryBytes   = float64(80 << 30)
+	e2eFitHeadroomBytes = float64(2 << 30)
+	e2ePeakWindow       = 7 * 24 * time.Hour
+)
+
+// expectedShare is the memory target (bytes) the recommender should write for an
+// unrounded target and the recent peak (bytes), computed here independently of
+// policy.FitShare: the largest share gpu/n (n ≥ 2, whole MiB) that is below the target
+// and at least peak + headroom; the target itself when there is none (or when it is a
+// whole GPU).
+func expectedShare(target, peak float64) float64 {
+	if target >= e2eGPUMemoryBytes {
+		return target
+	}
+	for n := 2; ; n++ {
+		share := math.Floor(e2eGPUMemoryBytes/float64(n)/(1<<20)) * (1 << 20)
+		if share < peak+e2eFitHeadroomBytes {
+			return target // this share and every smaller one leave too little room
+		}
+		if share < target {
+			return share // the largest share below the target
+		}
+	}
 }

@@ -121,7 +121,8 @@ func TestWholeProduct(t *testing.T) {
 				return false, fmt.Errorf("%s: no recommendation yet", w.Name)
 			}
 			recs[w.Name] = r
-			target := r.Status.ContainerRecommendations[0].Target
+			cr := r.Status.ContainerRecommendations[0]
+			target := cr.Target
 			pods := updPods(t, ns, w.Name)
 			if len(pods) != replicas {
 				return false, fmt.Errorf("%s: %d pods", w.Name, len(pods))
@@ -138,11 +139,21 @@ func TestWholeProduct(t *testing.T) {
 					return false, err
 				}
 				c := rec.Container("inference")
-				if c == nil || c.Memory == nil || c.Compute == nil || target.Memory == nil || target.Compute == nil {
+				if c == nil || c.Memory == nil || target.Memory == nil || target.Compute == nil {
 					return false, fmt.Errorf("%s: pod %s applied %+v", w.Name, p.Name, rec)
 				}
-				if c.Memory.Cmp(*target.Memory) != 0 || c.Compute.Cmp(*target.Compute) != 0 {
-					return false, fmt.Errorf("%s: pod %s applied %s/%s, target %s/%s", w.Name, p.Name, c.Memory, c.Compute, target.Memory, target.Compute)
+				if c.Memory.Cmp(*target.Memory) != 0 {
+					return false, fmt.Errorf("%s: pod %s applied memory %s, target %s", w.Name, p.Name, c.Memory, target.Memory)
+				}
+				// A TimeSlicing recommendation reserves no compute (deliberate: the webhook
+				// writes no compute limit, the updater compares none); Exclusive and MPS
+				// ones apply the compute target.
+				if cr.PartitionsCompute() {
+					if c.Compute == nil || c.Compute.Cmp(*target.Compute) != 0 {
+						return false, fmt.Errorf("%s: pod %s (%s) applied compute %v, target %s", w.Name, p.Name, cr.SharingMode, c.Compute, target.Compute)
+					}
+				} else if c.Compute != nil {
+					return false, fmt.Errorf("%s: pod %s (%s) applied compute %s, want none", w.Name, p.Name, cr.SharingMode, c.Compute)
 				}
 			}
 		}
@@ -184,7 +195,11 @@ func TestWholeProduct(t *testing.T) {
 				t.Fatalf("pod %s: applied %v (%v)", p.Name, rec, err)
 			}
 			c := rec.Container("inference")
-			pk.Place(n, packing.Alloc{MemoryBytes: c.Memory.Value(), ComputeMilli: c.Compute.MilliValue()})
+			a := packing.Alloc{MemoryBytes: c.Memory.Value()}
+			if c.Compute != nil { // none for TimeSlicing: it shares the GPU's time (as the simulator packs it)
+				a.ComputeMilli = c.Compute.MilliValue()
+			}
+			pk.Place(n, a)
 			n++
 		}
 	}

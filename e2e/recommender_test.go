@@ -52,9 +52,12 @@ func writeOpenMetrics(dir, name string, tr trace.Trace) (string, error) {
 
 // Independent expectations, computed here from the backfilled samples without the
 // product's estimator: memory = max(decayed p90 of per-pod hourly peaks, highest peak of
-// the last 24 h) × 1.15; compute = decayed p90 of per-minute activity × 1.15. Decay
-// halves a sample's weight every 24 h (weights are relative, so the reference time does
-// not matter).
+// the peak window) × 1.15, rounded down to a whole share of the GPU when the peak plus
+// headroom fits it (expectedShare); compute = decayed p90 of per-minute activity × 1.15.
+// Decay halves a sample's weight every 24 h (weights are relative, so the reference time
+// does not matter). The peak window is 7 days since the recommender's default changed
+// from 24 h (rare spikes stay in the target for a week), and packing-aware sizing rounds
+// a target a little above ½ or ⅓ of a GPU down to it: both deliberate.
 func expectedTargets(pods []trace.Pod, now time.Time) (memBytes, compute float64) {
 	type ws struct{ v, w float64 }
 	weight := func(t time.Time) float64 { return math.Exp2(t.Sub(now).Hours() / 24) }
@@ -72,7 +75,7 @@ func expectedTargets(pods []trace.Pod, now time.Time) (memBytes, compute float64
 		}
 		for i, v := range peaks {
 			mem = append(mem, ws{v, weight(i)})
-			if !i.Before(intervalStart(now.Add(-24 * time.Hour))) {
+			if !i.Before(intervalStart(now.Add(-e2ePeakWindow))) {
 				recent = math.Max(recent, v)
 			}
 		}
@@ -96,7 +99,7 @@ func expectedTargets(pods []trace.Pod, now time.Time) (memBytes, compute float64
 		}
 		return s[len(s)-1].v
 	}
-	return math.Max(p90(mem), recent) * 1.15, math.Max(0.01, p90(cpu)*1.15)
+	return expectedShare(math.Max(p90(mem), recent)*1.15, recent), math.Max(0.01, p90(cpu)*1.15)
 }
 
 func podsOf(tr trace.Trace, workload string) []trace.Pod {
@@ -133,6 +136,7 @@ func checkAgainstIndependent(t *testing.T, gfr *gpufracv1.GPUFractionRecommendat
 // testExporter serves gauges that Prometheus scrapes every second.
 type testExporter struct {
 	memMiB  *prometheus.GaugeVec
+	utilPct *prometheus.GaugeVec
 	latency *prometheus.GaugeVec
 	addr    string
 }
@@ -141,9 +145,10 @@ func startExporter(t *testing.T) *testExporter {
 	reg := prometheus.NewRegistry()
 	e := &testExporter{
 		memMiB:  prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "DCGM_FI_DEV_FB_USED", Help: "MiB"}, []string{"gpu", "UUID", "Hostname", "namespace", "pod", "container"}),
+		utilPct: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "DCGM_FI_DEV_GPU_UTIL", Help: "percent"}, []string{"gpu", "UUID", "Hostname", "namespace", "pod", "container"}),
 		latency: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "e2e_latency_seconds", Help: "seconds"}, []string{"namespace"}),
 	}
-	reg.MustRegister(e.memMiB, e.latency)
+	reg.MustRegister(e.memMiB, e.utilPct, e.latency)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -246,11 +251,21 @@ func TestRecommender(t *testing.T) {
 		}
 		before := recommendation(t, foundationNS, beta).Status.ContainerRecommendations[0]
 		const liveMiB = 60 * 1024 // above anything in the history
-		exp.memMiB.WithLabelValues("0", "GPU-e2e-live", "node-0", foundationNS, pods.Items[0].Name, "inference").Set(liveMiB)
+		labels := []string{"0", "GPU-e2e-live", "node-0", foundationNS, pods.Items[0].Name, "inference"}
+		exp.memMiB.WithLabelValues(labels...).Set(liveMiB)
+		// A dcgm-exporter exports utilisation next to memory. Without it the recommender
+		// (deliberately, since the data-integrity conditions) reads a running pod whose
+		// compute series stopped as an exporter gap (MetricsUnavailable
+		// NoSamplesWhileRunning) and keeps the written recommendation.
+		exp.utilPct.WithLabelValues(labels...).Set(20)
 		exp.latency.WithLabelValues(foundationNS).Set(2) // objective 1s: breached
 		waitFor(t, 90*time.Second, "memory target to follow the live peak", func() (bool, error) {
-			cr := recommendation(t, foundationNS, beta).Status.ContainerRecommendations[0]
-			return cr.Target.Memory.AsApproximateFloat64() >= liveMiB*(1<<20)*1.15, nil
+			r := recommendation(t, foundationNS, beta)
+			cr := r.Status.ContainerRecommendations[0]
+			if got := cr.Target.Memory.AsApproximateFloat64(); got < liveMiB*(1<<20)*1.15 {
+				return false, fmt.Errorf("memory target %s, MetricsUnavailable %+v", cr.Target.Memory, condition(r, gpufracv1.ConditionMetricsUnavailable))
+			}
+			return true, nil
 		})
 		waitFor(t, 60*time.Second, "LatencyGuardrailActive", func() (bool, error) {
 			c := condition(recommendation(t, foundationNS, beta), gpufracv1.ConditionLatencyGuardrailActive)
@@ -270,7 +285,17 @@ func TestRecommender(t *testing.T) {
 	})
 
 	t.Run("Prometheus outage keeps the last recommendation and sets MetricsUnavailable", func(t *testing.T) {
-		before := recommendation(t, foundationNS, alpha).Status.ContainerRecommendations
+		// alpha's running pod has no live samples (only its replaced pods' history was
+		// backfilled), so since the data-integrity conditions its MetricsUnavailable is
+		// True with reason NoSamplesWhileRunning before the outage (deliberate): recovery
+		// is the condition going back to what it was, not to False.
+		beforeGFR := recommendation(t, foundationNS, alpha)
+		before := beforeGFR.Status.ContainerRecommendations
+		pre := condition(beforeGFR, gpufracv1.ConditionMetricsUnavailable)
+		if pre == nil || pre.Reason == "PrometheusError" {
+			t.Fatalf("MetricsUnavailable before the outage: %+v", pre)
+		}
+		t.Logf("MetricsUnavailable before the outage: %s %s: %s", pre.Status, pre.Reason, pre.Message)
 		if err := testCluster.StopPrometheus(); err != nil {
 			t.Fatal(err)
 		}
@@ -296,7 +321,7 @@ func TestRecommender(t *testing.T) {
 		restarted = true
 		waitFor(t, 120*time.Second, "recovery", func() (bool, error) {
 			c := condition(recommendation(t, foundationNS, alpha), gpufracv1.ConditionMetricsUnavailable)
-			return c != nil && c.Status == metav1.ConditionFalse, nil
+			return c != nil && c.Status == pre.Status && c.Reason == pre.Reason, fmt.Errorf("MetricsUnavailable %+v", c)
 		})
 	})
 }

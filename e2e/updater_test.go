@@ -705,7 +705,12 @@ func TestUpdater(t *testing.T) {
 	storm := &updScenario{ns: "e2e-upd-storm"}
 	updNamespace(t, storm.ns, true)
 	t.Run("six pods out of bounds", func(t *testing.T) {
-		storm.setup(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendMPS, 6, alwaysOpen)
+		// No resize windows (replacements at any time): the hysteresis allows one round
+		// of replacements per window opening (deliberate), and alwaysOpen's opening
+		// covering now started up to an hour ago, so the growth below ("webhook
+		// stopped") would wait for the next opening. Without windows only
+		// --min-replacement-interval (0s here) spaces the rounds.
+		storm.setup(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendMPS, 6, nil)
 		storm.shrink(t)
 	})
 	if t.Failed() {
@@ -759,7 +764,7 @@ func TestUpdater(t *testing.T) {
 			return !fresh, err
 		})
 		old := uids(updPods(t, storm.ns, "app"))
-		// Growth back to 3Gi (1Gi is now below the lower bound), window open.
+		// Growth back to 3Gi (1Gi is now below the lower bound), a second round.
 		updRecommend(t, storm.gfa, "3Gi", "2Gi", "4Gi")
 		st := storm.waitStatus(t, 20*time.Second, "admission-unavailable reported", func(st *gpufracv1.UpdaterStatus) bool {
 			return st.BlockedReason == updater.SkipAdmissionUnavailable
