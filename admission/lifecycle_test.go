@@ -175,3 +175,28 @@ func TestCleanUpAfterFailure(t *testing.T) {
 		})
 	}
 }
+
+// Registrations at the same moment (registerWhenServing and the certificate check's
+// reconcile) are serialised: none fails with a conflict on the existing configurations,
+// and readiness records success, not a loser's conflict.
+func TestRegisterConcurrently(t *testing.T) {
+	c := newFakeReader(t)
+	s := &Server{Registration: &Registration{Client: c, Namespace: "gpufrac-system", URL: "https://127.0.0.1:9443"}}
+	s.serving.Store(true)
+	ctx := context.Background()
+	if err := s.reconcile(ctx, []byte("CA1")); err != nil { // the configurations exist
+		t.Fatal(err)
+	}
+	errs := make(chan error, 40)
+	for i := range cap(errs) {
+		go func() { errs <- s.reconcile(ctx, []byte("CA"+strconv.Itoa(i%2+2))) }()
+	}
+	for range cap(errs) {
+		if err := <-errs; err != nil {
+			t.Errorf("concurrent registration: %v", err)
+		}
+	}
+	if p := s.regErr.Load(); p == nil || *p != nil {
+		t.Errorf("readiness records %v, want success", p)
+	}
+}

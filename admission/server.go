@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -106,6 +107,11 @@ type Server struct {
 	regErr  atomic.Pointer[error]
 	serving atomic.Bool            // the webhook server listens: registration may start
 	bundle  atomic.Pointer[[]byte] // the CA bundle to register, latest first
+	// regMu serialises registrations: registerWhenServing and the certificate check's
+	// reconcile may register at the same moment, and two concurrent read-modify-writes
+	// of one configuration conflict; the loser's error, recorded for readiness, kept
+	// the process unready until the next check (--cert-check-interval, 1m).
+	regMu sync.Mutex
 }
 
 // NewServer builds the manager and everything the admission server runs, and loads (or
@@ -380,6 +386,8 @@ func (s *Server) reconcile(ctx context.Context, bundle []byte) error {
 
 // register creates or updates the configurations with the latest recorded bundle.
 func (s *Server) register(ctx context.Context) error {
+	s.regMu.Lock()
+	defer s.regMu.Unlock()
 	var bundle []byte
 	if p := s.bundle.Load(); p != nil {
 		bundle = *p
