@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -392,7 +393,10 @@ func (s *Server) register(ctx context.Context) error {
 	if p := s.bundle.Load(); p != nil {
 		bundle = *p
 	}
-	err := s.Registration.Reconcile(ctx, bundle)
+	// Another writer of the same configurations (a replica, or a webhook process being
+	// replaced) makes the read-modify-write conflict: read again and retry (client-go's
+	// DefaultRetry backoff) rather than stay unready until the next certificate check.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error { return s.Registration.Reconcile(ctx, bundle) })
 	if err != nil {
 		errorsTotal.WithLabelValues("registration").Inc()
 	}
