@@ -324,42 +324,41 @@ func busyFromGPUUtil(recs []gpufracv1.ContainerRecommendation, threshold float64
 	return ""
 }
 
-// unattributed returns why pod-level usage of some of the workload's pods was not
-// attributed to a container in this cycle's loads, or "".
 // staleSeries names the pods whose memory series were stale this cycle (dropStale), or
 // "" when none was.
 func (r *Recommender) staleSeries(w history.WorkloadKey) string {
-	t := r.tracked[w]
-	if t == nil || len(t.gaps.stale) == 0 {
-		return ""
+	if t := r.tracked[w]; t != nil {
+		return firstOfPods(t.gaps.stale)
 	}
-	pods := make([]string, 0, len(t.gaps.stale))
-	for p := range t.gaps.stale {
-		pods = append(pods, p)
-	}
-	sort.Strings(pods)
-	msg := t.gaps.stale[pods[0]]
-	if len(pods) > 1 {
-		msg += fmt.Sprintf(" (and %d more pods)", len(pods)-1)
-	}
-	return msg
+	return ""
 }
 
+// unattributed returns why pod-level usage of some of the workload's pods was not
+// attributed to a container in this cycle's loads, or "".
 func (r *Recommender) unattributed(w history.WorkloadKey) string {
 	t := r.tracked[w]
 	if t == nil || len(t.gaps.unattributed) == 0 {
 		return ""
 	}
-	pods := make([]string, 0, len(t.gaps.unattributed))
-	for p := range t.gaps.unattributed {
+	return firstOfPods(t.gaps.unattributed) + "; set a container label in the exporter, or give one container the GPU"
+}
+
+// firstOfPods returns the message of the first pod by name, with how many more pods
+// there are, or "" for none.
+func firstOfPods(byPod map[string]string) string {
+	if len(byPod) == 0 {
+		return ""
+	}
+	pods := make([]string, 0, len(byPod))
+	for p := range byPod {
 		pods = append(pods, p)
 	}
 	sort.Strings(pods)
-	msg := t.gaps.unattributed[pods[0]]
+	msg := byPod[pods[0]]
 	if len(pods) > 1 {
 		msg += fmt.Sprintf(" (and %d more pods)", len(pods)-1)
 	}
-	return msg + "; set a container label in the exporter, or give one container the GPU"
+	return msg
 }
 
 // Recommend computes the container recommendations of one workload from the model,
