@@ -106,12 +106,7 @@ func (u *Updater) replaceUnready(ctx context.Context, c *candidate, now time.Tim
 			s.n, s.next.UTC().Format(time.RFC3339), UnreadyBackoff(s.n, u.Config.RetryBackoff, u.Config.MaxUnreadyBackoff), u.Config.MaxUnreadyBackoff))
 		return
 	}
-	if !u.limiter.Allow() {
-		c.skip(SkipRateLimited, fmt.Sprintf("cluster-wide eviction rate limit (%v/s, burst %d) reached", u.Config.EvictionRate, u.Config.EvictionBurst))
-		return
-	}
-	if ok, msg := u.admissionFresh(ctx); !ok {
-		c.skip(SkipAdmissionUnavailable, msg)
+	if !u.mayReplaceNow(ctx, c) {
 		return
 	}
 	uid := c.pod.UID

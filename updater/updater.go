@@ -1136,13 +1136,7 @@ func (u *Updater) act(ctx context.Context, c *candidate, now time.Time, fresh bo
 			}
 		}
 	}
-	if !u.limiter.Allow() {
-		c.skip(SkipRateLimited, fmt.Sprintf("cluster-wide eviction rate limit (%v/s, burst %d) reached", u.Config.EvictionRate, u.Config.EvictionBurst))
-		return
-	}
-	// The Lease again right before evicting: the cycle may have taken a while.
-	if ok, msg := u.admissionFresh(ctx); !ok {
-		c.skip(SkipAdmissionUnavailable, msg)
+	if !u.mayReplaceNow(ctx, c) {
 		return
 	}
 	uid := c.pod.UID
@@ -1385,3 +1379,18 @@ func truncate(s string, n int) string {
 }
 
 func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
+
+// mayReplaceNow takes a token from the cluster-wide eviction rate limit and checks the
+// admission webhook's Lease again right before a pod is replaced (the cycle may have
+// taken a while); when either says no it records the skip on c and returns false.
+func (u *Updater) mayReplaceNow(ctx context.Context, c *candidate) bool {
+	if !u.limiter.Allow() {
+		c.skip(SkipRateLimited, fmt.Sprintf("cluster-wide eviction rate limit (%v/s, burst %d) reached", u.Config.EvictionRate, u.Config.EvictionBurst))
+		return false
+	}
+	if ok, msg := u.admissionFresh(ctx); !ok {
+		c.skip(SkipAdmissionUnavailable, msg)
+		return false
+	}
+	return true
+}
