@@ -35,8 +35,13 @@ fi
 pods=$(grep -A3 '^kind: Deployment' "$out/workloads.yaml" | grep -c '^kind: Deployment' || true)
 nodes=$(( pods / 8 + 1 ))
 
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# Prometheus scrapes the recommender's metrics (the before/after series) on this port.
+rport=$(free_port)
+
 say "Starting the local cluster ($nodes KWOK nodes × 8 GPUs) and Prometheus with the trace backfilled"
-"$bin/gpufrac-cluster" up --dir "$out/cluster" --gpu-nodes "$nodes" --backfill "$out/trace.om" | tee "$out/cluster.txt"
+"$bin/gpufrac-cluster" up --dir "$out/cluster" --gpu-nodes "$nodes" --backfill "$out/trace.om" \
+  --scrape-target "127.0.0.1:$rport" | tee "$out/cluster.txt"
 export KUBECONFIG=$out/cluster/kubeconfig
 prom=$(grep -o 'PROMETHEUS_URL=[^ ]*' "$out/cluster.txt" | head -1 | cut -d= -f2)
 
@@ -49,9 +54,10 @@ want=$(kubectl get gfa -A --no-headers | wc -l)
 
 say "Starting the recommender (history bootstrap from Prometheus, then a cycle every 15s)"
 nohup "$bin/recommender" --kubeconfig "$KUBECONFIG" --prometheus-url "$prom" --interval 15s \
-  --history-length 72h --leader-elect=false --metrics-bind-address 127.0.0.1:0 \
+  --history-length 72h --leader-elect=false --metrics-bind-address "127.0.0.1:$rport" \
   --health-probe-bind-address 127.0.0.1:0 >"$out/recommender.log" 2>&1 &
 echo $! >"$out/recommender.pid"
+rec_start=$(date +%s)
 
 for _ in $(seq 1 120); do
   got=$(kubectl get gfr -A -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="RecommendationProvided")].status}{"\n"}{end}' 2>/dev/null | grep -c True || true)
@@ -68,7 +74,6 @@ if [ "$mode" = "apply" ]; then
   sysns=gpufrac-system
   nss=$(kubectl get gfa -A -o jsonpath='{range .items[*]}{.metadata.namespace}{"\n"}{end}' | sort -u)
   pods_before=$(for ns in $nss; do kubectl get pods -n "$ns" --no-headers 2>/dev/null; done | wc -l)
-  free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
   wport=$(free_port); wprobe=$(free_port); uprobe=$(free_port)
 
   say "MODE=apply: starting the admission webhook (127.0.0.1:$wport, registered by URL, self-managed CA) and the updater"
@@ -117,7 +122,11 @@ if [ "$mode" = "apply" ]; then
   sleep 6 # one updater cycle, so status.updater reflects the replacements
   say "bin/gpufrac status -A"
   "$bin/gpufrac" status -A --kubeconfig "$KUBECONFIG"
-  say "Before/after"
+  sleep 20 # a recommender cycle and a scrape, so Prometheus has the replaced pods
+  say "Before/after, live: GPUs at one per pod against what gpufrac wrote, since the recommender started (from Prometheus)"
+  "$bin/gpufrac" report --kubeconfig "$KUBECONFIG" --gpu-memory "$gpu_memory" \
+    --since "$(( $(date +%s) - rec_start + 30 ))s" --prometheus-url "$prom" | sed -n '/^Before and after/,$p'
+  say "Packed snapshot"
   "$bin/gpufrac" report --kubeconfig "$KUBECONFIG" --gpu-memory "$gpu_memory" | tail -n 4
   echo "Pods now running with an applied fraction: $applied of $pods_before (the rest keep a whole GPU: confidence < 50% or not yet replaced)"
   echo "  webhook log: $out/admission.log    updater log: $out/updater.log"

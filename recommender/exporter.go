@@ -36,6 +36,14 @@ var (
 		[]string{"namespace", "autoscaler"}, nil)
 	descNeeded = prometheus.NewDesc("gpufrac_autoscaler_gpus_needed", "GPUs the live pods need by the recommendation: pods × max(memory target / GPU memory, compute target).",
 		[]string{"namespace", "autoscaler"}, nil)
+	descAllocated = prometheus.NewDesc("gpufrac_autoscaler_gpus_allocated",
+		"Whole-GPU equivalents the workload's live pods hold now: per pod the larger of the GPU memory share and the compute share gpufrac wrote into it (gpufrac.io/applied), 1 for a pod gpufrac has not written. With gpufrac_autoscaler_gpus_held (one per pod) it is the before and after of GPUs held.",
+		[]string{"namespace", "autoscaler"}, nil)
+	descPeakMemory = prometheus.NewDesc("gpufrac_autoscaler_gpu_memory_peak_bytes",
+		"GPU memory the workload's live pods use at their recent peak: live pods × the sum over containers of the recommendation's observedPeakMemory, bytes.",
+		[]string{"namespace", "autoscaler"}, nil)
+	descGPUMemory = prometheus.NewDesc("gpufrac_recommender_gpu_memory_bytes",
+		"Memory of one GPU the recommender sizes against (--gpu-memory), bytes.", nil, nil)
 	descAllocMem = prometheus.NewDesc("gpufrac_pod_gpu_memory_allocated_bytes", "GPU memory the admission webhook wrote into a pod's container (gpufrac.io/applied), bytes.",
 		[]string{"namespace", "pod", "container", "autoscaler", "backend"}, nil)
 	descAllocCPU = prometheus.NewDesc("gpufrac_pod_gpu_compute_allocated_ratio", "GPU compute the admission webhook wrote into a pod's container, share of one GPU.",
@@ -105,6 +113,15 @@ func (s *snapshot) add(gfa *gpufracv1.GPUFractionAutoscaler, st *gpufracv1.GPUFr
 		}
 	}
 	s.gauge(descHeld, float64(pods), ns, name)
+	var peak float64
+	for _, c := range st.ContainerRecommendations {
+		if c.ObservedPeakMemory != nil {
+			peak += c.ObservedPeakMemory.AsApproximateFloat64()
+		}
+	}
+	if peak > 0 {
+		s.gauge(descPeakMemory, float64(pods)*peak, ns, name)
+	}
 	if mem := st.Memory; mem != nil && gpuMemory > 0 {
 		share := mem.AsApproximateFloat64() / gpuMemory
 		if st.Compute != nil {
@@ -114,9 +131,15 @@ func (s *snapshot) add(gfa *gpufracv1.GPUFractionAutoscaler, st *gpufracv1.GPUFr
 	}
 }
 
-// addPods records which live pods belong to which autoscaler and what was applied to them.
-func (s *snapshot) addPods(pods map[[2]string]*corev1.Pod, byRef map[workload.Ref]*entry) {
+// addPods records which live pods belong to which autoscaler, what was applied to them,
+// and the whole-GPU equivalents they hold (AllocatedShare) against GPUs of gpuMemory
+// bytes.
+func (s *snapshot) addPods(pods map[[2]string]*corev1.Pod, byRef map[workload.Ref]*entry, gpuMemory float64) {
+	if gpuMemory > 0 {
+		s.gauge(descGPUMemory, gpuMemory)
+	}
 	for ref, e := range byRef {
+		var allocated float64
 		for podName := range e.podNames {
 			p := pods[[2]string{ref.Namespace, podName}]
 			if p == nil {
@@ -124,7 +147,11 @@ func (s *snapshot) addPods(pods map[[2]string]*corev1.Pod, byRef map[workload.Re
 			}
 			s.gauge(descPodInfo, 1, p.Namespace, e.gfa.Name, p.Name)
 			rec, err := gpufracv1.ParseApplied(p.Annotations)
-			if err != nil || rec == nil {
+			if err != nil {
+				rec = nil
+			}
+			allocated += AllocatedShare(rec, gpuMemory)
+			if rec == nil {
 				continue
 			}
 			for _, c := range rec.Containers {
@@ -136,5 +163,35 @@ func (s *snapshot) addPods(pods map[[2]string]*corev1.Pod, byRef map[workload.Re
 				}
 			}
 		}
+		if gpuMemory > 0 {
+			s.gauge(descAllocated, allocated, ref.Namespace, e.gfa.Name)
+		}
 	}
+}
+
+// AllocatedShare is the share of one GPU (0–1) a pod holds by what gpufrac wrote into it:
+// the larger of the written memory over gpuMemory (bytes) and the written compute (share
+// of one GPU), summed over the record's containers and capped at 1. A pod without a
+// record (nil), or whose record wrote nothing, holds a whole GPU: 1. So does any pod when
+// gpuMemory is not positive.
+func AllocatedShare(rec *gpufracv1.AppliedRecord, gpuMemory float64) float64 {
+	if rec == nil || gpuMemory <= 0 {
+		return 1
+	}
+	var mem, compute float64
+	wrote := false
+	for _, c := range rec.Containers {
+		if c.WrittenMemory != nil {
+			mem += c.WrittenMemory.AsApproximateFloat64()
+			wrote = true
+		}
+		if c.WrittenCompute != nil {
+			compute += c.WrittenCompute.AsApproximateFloat64()
+			wrote = true
+		}
+	}
+	if !wrote {
+		return 1
+	}
+	return math.Min(1, math.Max(mem/gpuMemory, compute))
 }

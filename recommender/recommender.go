@@ -454,7 +454,7 @@ func (r *Recommender) RunOnce(ctx context.Context) (err error) {
 	if len(writeErrs) > 0 {
 		cycleErrors.WithLabelValues("write").Inc()
 	}
-	r.exported.addPods(r.livePods, byRef)
+	r.exported.addPods(r.livePods, byRef, r.Config.Policy.GPUMemoryBytes)
 	Autoscalers.set(r.exported)
 	return errors.Join(append([]error{loadErr}, writeErrs...)...)
 }

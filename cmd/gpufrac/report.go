@@ -8,7 +8,9 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -68,6 +70,7 @@ type reportTotals struct {
 func newReportCmd() *cobra.Command {
 	var (
 		kubeconfig, namespace, gpuMemory, output string
+		promURL, since                           string
 		minConfidence                            int32
 	)
 	cmd := &cobra.Command{
@@ -76,11 +79,22 @@ func newReportCmd() *cobra.Command {
 		Long: `report reads every GPUFractionRecommendation (of one namespace with -n) and prints, per
 workload: pods, observed peak GPU memory, recommended memory and compute, sharing mode
 with its reason, and confidence; then the totals: GPUs held today at one per pod versus
-GPUs needed if the pods were packed by their recommendations onto GPUs of --gpu-memory.`,
+GPUs needed if the pods were packed by their recommendations onto GPUs of --gpu-memory.
+
+With --since (7d, 12h) and --prometheus-url it then prints the before and after over that
+window from the recommender's series in Prometheus: GPUs held at one per pod against the
+whole-GPU equivalents gpufrac wrote into the pods, the GPUs saved, the pods' recent peak
+memory over the memory of each, and when gpufrac started applying.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			q, err := resource.ParseQuantity(gpuMemory)
 			if err != nil || q.Sign() <= 0 {
 				return fmt.Errorf("--gpu-memory %q: want a positive quantity such as 80Gi", gpuMemory)
+			}
+			var window model.Duration
+			if since != "" {
+				if window, err = model.ParseDuration(since); err != nil || window <= 0 {
+					return fmt.Errorf("--since %q: want a positive duration such as 7d or 12h", since)
+				}
 			}
 			c, err := newClient(kubeconfig)
 			if err != nil {
@@ -94,13 +108,23 @@ GPUs needed if the pods were packed by their recommendations onto GPUs of --gpu-
 			if totals.Oversized > 0 {
 				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %d workloads need more than one %s GPU; they were counted as one whole GPU per pod\n", totals.Oversized, gpuMemory)
 			}
+			var history *beforeAfter
+			if window > 0 {
+				if history, err = queryBeforeAfter(cmd.Context(), promURL, namespace, time.Duration(window), time.Now(), cmd.ErrOrStderr()); err != nil {
+					return err
+				}
+			}
 			switch output {
 			case "json":
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
-				return enc.Encode(map[string]any{"workloads": rows, "totals": totals})
+				return enc.Encode(map[string]any{"workloads": rows, "totals": totals, "beforeAfter": history})
 			case "text", "markdown":
-				return writeReport(cmd.OutOrStdout(), rows, totals, output == "markdown")
+				if err := writeReport(cmd.OutOrStdout(), rows, totals, output == "markdown"); err != nil || history == nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "\nBefore and after over the last %s (from %s):\n", since, promURL)
+				return writeBeforeAfter(cmd.OutOrStdout(), history, output == "markdown")
 			}
 			return fmt.Errorf("--output %q: want text, markdown or json", output)
 		},
@@ -109,6 +133,8 @@ GPUs needed if the pods were packed by their recommendations onto GPUs of --gpu-
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "Namespace to report on (default: all).")
 	cmd.Flags().StringVar(&gpuMemory, "gpu-memory", "80Gi", "Memory of one GPU the pods are packed onto (quantity, bytes).")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "Output format: text, markdown or json.")
+	cmd.Flags().StringVar(&since, "since", "", "Also print the before and after over this window (7d, 12h; Prometheus duration) from --prometheus-url.")
+	cmd.Flags().StringVar(&promURL, "prometheus-url", "", "Prometheus that scrapes the recommender's metrics, for --since.")
 	cmd.Flags().Int32Var(&minConfidence, "min-confidence", 50, "Recommendations under this confidence (percent) keep a whole GPU per pod, as the admission webhook's --min-confidence does not apply them.")
 	return cmd
 }

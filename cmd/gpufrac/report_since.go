@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+)
+
+// The recommender's per-autoscaler series the before/after report reads (see
+// recommender/exporter.go and docs/recommender.md). Raw series, not the recording rules,
+// so the report works against a Prometheus that does not load rules/gpufrac.rules.yaml.
+const (
+	seriesHeld      = "gpufrac_autoscaler_gpus_held"
+	seriesAllocated = "gpufrac_autoscaler_gpus_allocated"
+	seriesPeak      = "gpufrac_autoscaler_gpu_memory_peak_bytes"
+	seriesGPUMemory = "gpufrac_recommender_gpu_memory_bytes"
+)
+
+// historyRows is how many rows the before/after table prints (plus the latest).
+const historyRows = 12
+
+// historyPoint is the fleet at one instant: GPUs held at one per pod against the
+// whole-GPU equivalents gpufrac wrote into the pods, and the pods' recent peak memory
+// over the memory of each (NaN where a series is missing).
+type historyPoint struct {
+	Time time.Time `json:"time"`
+	// GPUsOnePerPod is one GPU per live pod of the managed workloads: the before.
+	GPUsOnePerPod float64 `json:"gpusOnePerPod"`
+	// GPUsAllocated is the whole-GPU equivalents the pods hold by what gpufrac wrote
+	// into them (a pod it has not written counts 1): the after.
+	GPUsAllocated float64 `json:"gpusAllocated"`
+	// MemoryUtilisationOnePerPod and MemoryUtilisationAllocated are the pods' recent
+	// peak memory over the memory of GPUsOnePerPod and of GPUsAllocated, ratio 0–1.
+	MemoryUtilisationOnePerPod float64 `json:"memoryUtilisationOnePerPod"`
+	MemoryUtilisationAllocated float64 `json:"memoryUtilisationAllocated"`
+}
+
+// beforeAfter is the report's --since part.
+type beforeAfter struct {
+	Since time.Time     `json:"since"`
+	Until time.Time     `json:"until"`
+	Step  time.Duration `json:"step"`
+	// ApplyingSince is the first instant at which the pods held less than one GPU each
+	// (gpufrac started applying), nil when that never happened in the window.
+	ApplyingSince *time.Time `json:"applyingSince,omitempty"`
+	// MeanOnePerPod and MeanAllocated are the means of the two GPU counts from
+	// ApplyingSince (the whole window when nil); SavedGPUHours integrates their
+	// difference over the window, GPU-hours.
+	MeanOnePerPod float64        `json:"meanGPUsOnePerPod"`
+	MeanAllocated float64        `json:"meanGPUsAllocated"`
+	SavedGPUHours float64        `json:"savedGPUHours"`
+	Points        []historyPoint `json:"points"`
+}
+
+// queryBeforeAfter reads the before/after of the last `since` up to until from the
+// Prometheus at promURL, optionally for one namespace. It returns an error when
+// Prometheus cannot be reached or answers with an error, and when it holds no
+// gpufrac_autoscaler_gpus_held sample in the window (the recommender's metrics are not
+// scraped, or it did not run then): no data is not zero GPUs. Warnings (a partial
+// answer) are written to warn.
+func queryBeforeAfter(ctx context.Context, promURL, namespace string, since time.Duration, until time.Time, warn io.Writer) (*beforeAfter, error) {
+	if promURL == "" {
+		return nil, fmt.Errorf("--since needs --prometheus-url: the before/after history is read from the recommender's series in Prometheus")
+	}
+	c, err := api.NewClient(api.Config{Address: promURL})
+	if err != nil {
+		return nil, fmt.Errorf("--prometheus-url %q: %w", promURL, err)
+	}
+	step := max((since / (historyRows * 20)).Truncate(time.Second), 15*time.Second)
+	r := promv1.Range{Start: until.Add(-since), End: until, Step: step}
+	sel := ""
+	if namespace != "" {
+		sel = fmt.Sprintf("{namespace=%q}", namespace)
+	}
+	queries := []string{
+		"sum(" + seriesHeld + sel + ")",
+		"sum(" + seriesAllocated + sel + ")",
+		"sum(" + seriesPeak + sel + ")",
+		"max(" + seriesGPUMemory + ")",
+	}
+	prom := promv1.NewAPI(c)
+	series := make([]map[int64]float64, len(queries))
+	for i, q := range queries {
+		v, warnings, _, err := prom.QueryRange(ctx, q, r, promv1.WithTimeout(30*time.Second))
+		if err != nil {
+			return nil, fmt.Errorf("querying Prometheus at %s for %s: %w", promURL, q, err)
+		}
+		for _, w := range warnings {
+			fmt.Fprintf(warn, "warning: Prometheus answered %s with a warning (the answer may be partial): %s\n", q, w)
+		}
+		series[i] = map[int64]float64{}
+		if m, ok := v.(model.Matrix); ok {
+			for _, s := range m {
+				for _, p := range s.Values {
+					series[i][p.Timestamp.Unix()] = float64(p.Value)
+				}
+			}
+		}
+	}
+	if len(series[0]) == 0 {
+		return nil, fmt.Errorf("no %s in Prometheus at %s over the last %s: is it scraping the recommender's metrics endpoint (--metrics-bind-address)?", seriesHeld, promURL, since)
+	}
+	return foldBeforeAfter(r, series[0], series[1], series[2], series[3]), nil
+}
+
+// foldBeforeAfter turns the four range answers (by Unix second) into points, the date
+// gpufrac started applying, the means and the GPU-hours saved. An instant without a held
+// sample is skipped; one without an allocated sample counts the pods as whole GPUs.
+func foldBeforeAfter(r promv1.Range, held, allocated, peak, gpuMemory map[int64]float64) *beforeAfter {
+	out := &beforeAfter{Since: r.Start, Until: r.End, Step: r.Step}
+	var sumHeld, sumAlloc float64
+	n := 0
+	for t := r.Start; !t.After(r.End); t = t.Add(r.Step) {
+		h, ok := held[t.Unix()]
+		if !ok {
+			continue
+		}
+		a, ok := allocated[t.Unix()]
+		if !ok {
+			a = h
+		}
+		p := historyPoint{Time: t.UTC(), GPUsOnePerPod: h, GPUsAllocated: a,
+			MemoryUtilisationOnePerPod: math.NaN(), MemoryUtilisationAllocated: math.NaN()}
+		if pk, ok := peak[t.Unix()]; ok {
+			if mem := gpuMemory[t.Unix()]; mem > 0 {
+				p.MemoryUtilisationOnePerPod = ratio(pk, h*mem)
+				p.MemoryUtilisationAllocated = ratio(pk, a*mem)
+			}
+		}
+		if out.ApplyingSince == nil && a < h-1e-9 {
+			at := p.Time
+			out.ApplyingSince = &at
+			sumHeld, sumAlloc, n = 0, 0, 0
+		}
+		sumHeld += h
+		sumAlloc += a
+		n++
+		out.SavedGPUHours += (h - a) * r.Step.Hours()
+		out.Points = append(out.Points, p)
+	}
+	if n > 0 {
+		out.MeanOnePerPod, out.MeanAllocated = sumHeld/float64(n), sumAlloc/float64(n)
+	}
+	return out
+}
+
+func ratio(a, b float64) float64 {
+	if b <= 0 {
+		return math.NaN()
+	}
+	return a / b
+}
+
+// writeBeforeAfter prints about historyRows evenly spaced points and the latest, then the
+// summary line.
+func writeBeforeAfter(w io.Writer, ba *beforeAfter, markdown bool) error {
+	header := []string{"TIME (UTC)", "GPUs AT ONE PER POD", "GPUs ALLOCATED", "SAVED", "PEAK MEMORY / HELD: BEFORE", "AFTER"}
+	pct := func(v float64) string {
+		if math.IsNaN(v) {
+			return "-"
+		}
+		return fmt.Sprintf("%.0f%%", v*100)
+	}
+	every := max(1, len(ba.Points)/historyRows)
+	var lines [][]string
+	for i, p := range ba.Points {
+		if i%every != 0 && i != len(ba.Points)-1 {
+			continue
+		}
+		lines = append(lines, []string{p.Time.Format("2006-01-02 15:04"), fmt.Sprintf("%.1f", p.GPUsOnePerPod), fmt.Sprintf("%.1f", p.GPUsAllocated),
+			fmt.Sprintf("%.1f", p.GPUsOnePerPod-p.GPUsAllocated), pct(p.MemoryUtilisationOnePerPod), pct(p.MemoryUtilisationAllocated)})
+	}
+	if markdown {
+		fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(header, " | "), strings.Repeat("---|", len(header)))
+		for _, l := range lines {
+			fmt.Fprintf(w, "| %s |\n", strings.Join(l, " | "))
+		}
+	} else {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, strings.Join(header, "\t"))
+		for _, l := range lines {
+			fmt.Fprintln(tw, strings.Join(l, "\t"))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	from := "gpufrac wrote no fraction into these pods in this window: every pod held a whole GPU. Mean over the window"
+	if ba.ApplyingSince != nil {
+		from = "gpufrac applying since " + ba.ApplyingSince.Format(time.RFC3339) + ". Mean since then"
+	}
+	_, err := fmt.Fprintf(w, "\n%s: %.1f GPUs at one per pod → %.1f allocated; %.1f GPU-hours saved from %s to %s.\n",
+		from, ba.MeanOnePerPod, ba.MeanAllocated, ba.SavedGPUHours, ba.Since.UTC().Format(time.RFC3339), ba.Until.UTC().Format(time.RFC3339))
+	return err
+}
