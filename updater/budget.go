@@ -3,7 +3,6 @@ package updater
 import (
 	"fmt"
 	"math"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -79,43 +78,4 @@ func (b *Budget) Allow() (reason, msg string) {
 func (b *Budget) Took() {
 	b.Running--
 	b.InFlight++
-}
-
-// expectation is a replacement the updater waits for after evicting a pod.
-type expectation struct {
-	// at is when the pod was evicted.
-	at time.Time
-	// evicted is the evicted pod's UID; before lists the workload's pods at that time
-	// (a replacement is a pod not among them).
-	evicted types.UID
-	before  map[types.UID]bool
-	// pod is the evicted pod's name, for messages.
-	pod string
-}
-
-// settle matches ready new pods to expectations, oldest first, each pod to one
-// expectation. It returns the expectations still awaited (younger than timeout) and
-// the matched replacement pods, and the expectations that timed out.
-func settle(exps []*expectation, pods []*corev1.Pod, now time.Time, timeout time.Duration) (awaited []*expectation, replacements []*corev1.Pod, expired []*expectation) {
-	used := map[types.UID]bool{}
-	for _, e := range exps {
-		var match *corev1.Pod
-		for _, p := range pods {
-			if e.before[p.UID] || used[p.UID] || p.DeletionTimestamp != nil || !IsReady(p) {
-				continue
-			}
-			match = p
-			break
-		}
-		switch {
-		case match != nil:
-			used[match.UID] = true
-			replacements = append(replacements, match)
-		case now.Sub(e.at) > timeout:
-			expired = append(expired, e)
-		default:
-			awaited = append(awaited, e)
-		}
-	}
-	return awaited, replacements, expired
 }

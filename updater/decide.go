@@ -168,125 +168,176 @@ type PodFacts struct {
 // recommendation lacks are not compared.
 func Evaluate(alloc PodAllocation, targets map[string]Target, facts PodFacts, r Rules) Need {
 	var n Need
+	var h holds
 	names := make([]string, 0, len(alloc.Containers))
 	for name := range alloc.Containers {
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	old := facts.Age >= r.MinPodAge
-	var holds []string
-	var holdReason string
-	hold := func(reason, msg string) {
-		if holdReason == "" {
-			holdReason = reason
-		}
-		holds = append(holds, msg)
-	}
 	for _, name := range names {
-		a := alloc.Containers[name]
 		t, ok := targets[name]
 		if !ok {
 			continue
 		}
-		var floor Alloc
-		floorSet := false
-		if r.Floor != nil {
-			floor, floorSet = r.Floor[name]
-		}
-		type res struct {
-			name                 string
-			applied, tgt, lo, hi int64
-			floor                int64
-			controlled, isMemory bool
-			format               func(int64) string
-			holdShrinkCompute    bool
-		}
-		rs := []res{
-			{name: "memory", applied: a.Memory, tgt: t.Memory, lo: t.LowerMemory, hi: t.UpperMemory, floor: -1,
-				controlled: t.ControlsMemory, isMemory: true, format: fmtBytes},
-			{name: "compute", applied: a.Compute, tgt: t.Compute, lo: t.LowerCompute, hi: t.UpperCompute, floor: -1,
-				controlled: t.ControlsCompute, format: fmtMilli, holdShrinkCompute: r.ComputeShrinkHeld},
-		}
-		if floorSet {
-			rs[0].floor, rs[1].floor = floor.Memory, floor.Compute
-		}
-		for _, x := range rs {
-			if !x.controlled || x.applied < 0 || x.tgt < 0 {
-				continue
-			}
-			// The webhook writes max(recommendation, rollback floor) into new pods
-			// (admission.Floor): compare with the same, so a floor reaches the pods
-			// whether or not the recommendation has caught up.
-			recommended := x.tgt
-			if x.floor > x.tgt {
-				x.tgt = x.floor
-			}
-			// Protective growth does not wait for MinPodAge: an out-of-memory exit or a
-			// peak near the limit (memory), or a breached latency objective.
-			oom := x.isMemory && facts.OOM != nil
-			near := x.isMemory && t.PeakMemory >= 0 && x.applied > 0 && float64(t.PeakMemory) >= r.NearLimit*float64(x.applied)
-			protective := oom || near || r.Guardrail == GuardrailBreached
-			// Memory already used up to (or past) the allocation: any larger target
-			// grows, however small the step, since the next byte is a crash.
-			over := oom || (x.isMemory && t.PeakMemory >= 0 && t.PeakMemory >= x.applied)
-			var grow, shrink []string
-			outOfBounds := false
-			if x.lo >= 0 && x.applied < x.lo {
-				grow = append(grow, fmt.Sprintf("%s: %s %s below lower bound %s", name, x.name, x.format(x.applied), x.format(x.lo)))
-				outOfBounds = true
-			} else if over && x.tgt > x.applied {
-				grow = append(grow, fmt.Sprintf("%s: %s %s used up (observed peak %s) below target %s", name, x.name, x.format(x.applied), x.format(max(t.PeakMemory, x.applied)), x.format(x.tgt)))
-			} else if (old || protective) && x.tgt > x.applied && float64(x.tgt-x.applied) >= r.Threshold*float64(x.tgt) {
-				grow = append(grow, fmt.Sprintf("%s: %s %s below target %s by %s", name, x.name, x.format(x.applied), x.format(x.tgt), pct(x.tgt-x.applied, x.tgt)))
-			}
-			if x.hi >= 0 && x.applied > x.hi {
-				shrink = append(shrink, fmt.Sprintf("%s: %s %s above upper bound %s", name, x.name, x.format(x.applied), x.format(x.hi)))
-				outOfBounds = true
-			} else if old && x.applied > x.tgt && float64(x.applied-x.tgt) >= r.Threshold*float64(x.tgt) {
-				shrink = append(shrink, fmt.Sprintf("%s: %s %s above target %s by %s", name, x.name, x.format(x.applied), x.format(x.tgt), pct(x.applied-x.tgt, x.tgt)))
-			}
-			rollback := false
-			if x.floor >= 0 && x.applied < x.floor {
-				msg := fmt.Sprintf("%s: %s %s below rollback floor %s", name, x.name, x.format(x.applied), x.format(x.floor))
-				if recommended < x.floor {
-					msg += fmt.Sprintf(" (recommendation %s not there yet: the replacement gets the floor)", x.format(recommended))
-				}
-				grow = append(grow, msg)
-				rollback, outOfBounds = true, true
-			}
-			if len(shrink) > 0 {
-				switch {
-				case r.Guardrail != GuardrailNone:
-					hold(SkipGuardrail, shrink[0]+" (latency guardrail active: no shrinking)")
-					shrink = nil
-				case x.floor >= 0 && recommended < x.floor:
-					hold(SkipBelowFloor, shrink[0]+fmt.Sprintf(" (target %s is below the rollback floor %s)", x.format(recommended), x.format(x.floor)))
-					shrink = nil
-				case x.holdShrinkCompute:
-					hold(SkipComputeHeld, shrink[0]+" (a horizontal autoscaler scales on GPU utilisation: compute is not shrunk)")
-					shrink = nil
-				}
-			}
-			if len(grow) > 0 {
-				n.Grow = true
-				n.Reasons = append(n.Reasons, grow...)
-				if (rollback || protective) && r.UrgentGrowth {
-					n.Urgent = true
-				}
-				n.Rollback = n.Rollback || rollback
-				n.OutOfBounds = n.OutOfBounds || outOfBounds
-			}
-			if len(shrink) > 0 {
-				n.Shrink = true
-				n.OutOfBounds = n.OutOfBounds || outOfBounds
-				n.Reasons = append(n.Reasons, shrink...)
+		for _, x := range resourcesOf(name, alloc.Containers[name], t, r) {
+			if x.controlled && x.applied >= 0 && x.tgt >= 0 {
+				n.add(x.compare(t, facts, r, &h), r.UrgentGrowth)
 			}
 		}
 	}
-	if !n.Needed() && holdReason != "" {
-		n.HeldReason, n.HeldMessage = holdReason, strings.Join(holds, "; ")
+	if !n.Needed() && h.reason != "" {
+		n.HeldReason, n.HeldMessage = h.reason, strings.Join(h.msgs, "; ")
 	}
 	return n
+}
+
+// holds collects the shrinks the decision holds: the first reason and every message.
+type holds struct {
+	reason string
+	msgs   []string
+}
+
+func (h *holds) hold(reason, msg string) {
+	if h.reason == "" {
+		h.reason = reason
+	}
+	h.msgs = append(h.msgs, msg)
+}
+
+// resourceCheck is one resource of one container in Evaluate: what the pod holds and
+// what the recommendation (and the floor) say.
+type resourceCheck struct {
+	container, name      string
+	applied, tgt, lo, hi int64
+	// floor is the rollback floor (-1: none).
+	floor                int64
+	controlled, isMemory bool
+	format               func(int64) string
+	// holdShrink holds a shrink (compute while a GPU horizontal autoscaler scales).
+	holdShrink bool
+}
+
+// resourcesOf returns the memory and compute checks of container name.
+func resourcesOf(name string, a Alloc, t Target, r Rules) []resourceCheck {
+	rs := []resourceCheck{
+		{container: name, name: "memory", applied: a.Memory, tgt: t.Memory, lo: t.LowerMemory, hi: t.UpperMemory, floor: -1,
+			controlled: t.ControlsMemory, isMemory: true, format: fmtBytes},
+		{container: name, name: "compute", applied: a.Compute, tgt: t.Compute, lo: t.LowerCompute, hi: t.UpperCompute, floor: -1,
+			controlled: t.ControlsCompute, format: fmtMilli, holdShrink: r.ComputeShrinkHeld},
+	}
+	if floor, ok := r.Floor[name]; ok {
+		rs[0].floor, rs[1].floor = floor.Memory, floor.Compute
+	}
+	return rs
+}
+
+// verdict is the decision for one resource of one container.
+type verdict struct {
+	grow, shrink                      []string
+	protective, rollback, outOfBounds bool
+}
+
+// add merges one resource's verdict into the pod's Need.
+func (n *Need) add(v verdict, urgentGrowth bool) {
+	if len(v.grow) > 0 {
+		n.Grow = true
+		n.Reasons = append(n.Reasons, v.grow...)
+		if (v.rollback || v.protective) && urgentGrowth {
+			n.Urgent = true
+		}
+		n.Rollback = n.Rollback || v.rollback
+		n.OutOfBounds = n.OutOfBounds || v.outOfBounds
+	}
+	if len(v.shrink) > 0 {
+		n.Shrink = true
+		n.OutOfBounds = n.OutOfBounds || v.outOfBounds
+		n.Reasons = append(n.Reasons, v.shrink...)
+	}
+}
+
+// compare decides one resource (the rows of Evaluate's table); shrinks it may not make
+// go to h.
+func (x resourceCheck) compare(t Target, facts PodFacts, r Rules, h *holds) verdict {
+	// The webhook writes max(recommendation, rollback floor) into new pods
+	// (admission.Floor): compare with the same, so a floor reaches the pods whether or
+	// not the recommendation has caught up.
+	recommended := x.tgt
+	if x.floor > x.tgt {
+		x.tgt = x.floor
+	}
+	// Protective growth does not wait for MinPodAge: an out-of-memory exit or a peak
+	// near the limit (memory), or a breached latency objective.
+	oom := x.isMemory && facts.OOM != nil
+	near := x.isMemory && t.PeakMemory >= 0 && x.applied > 0 && float64(t.PeakMemory) >= r.NearLimit*float64(x.applied)
+	v := verdict{protective: oom || near || r.Guardrail == GuardrailBreached}
+	// Memory already used up to (or past) the allocation: any larger target grows,
+	// however small the step, since the next byte is a crash.
+	over := oom || (x.isMemory && t.PeakMemory >= 0 && t.PeakMemory >= x.applied)
+	old := facts.Age >= r.MinPodAge
+	x.growth(&v, t, over, old || v.protective, r.Threshold)
+	x.shrinkage(&v, old, r.Threshold)
+	x.belowFloor(&v, recommended)
+	if len(v.shrink) > 0 {
+		if reason, why := x.shrinkHeld(r, recommended); reason != "" {
+			h.hold(reason, v.shrink[0]+why)
+			v.shrink = nil
+		}
+	}
+	return v
+}
+
+// growth adds a growth below the lower bound, of used-up memory below the target, or
+// below the target by the threshold (when old enough or protective).
+func (x resourceCheck) growth(v *verdict, t Target, over, due bool, threshold float64) {
+	switch {
+	case x.lo >= 0 && x.applied < x.lo:
+		v.grow = append(v.grow, fmt.Sprintf("%s: %s %s below lower bound %s", x.container, x.name, x.format(x.applied), x.format(x.lo)))
+		v.outOfBounds = true
+	case over && x.tgt > x.applied:
+		v.grow = append(v.grow, fmt.Sprintf("%s: %s %s used up (observed peak %s) below target %s", x.container, x.name, x.format(x.applied), x.format(max(t.PeakMemory, x.applied)), x.format(x.tgt)))
+	case due && x.tgt > x.applied && float64(x.tgt-x.applied) >= threshold*float64(x.tgt):
+		v.grow = append(v.grow, fmt.Sprintf("%s: %s %s below target %s by %s", x.container, x.name, x.format(x.applied), x.format(x.tgt), pct(x.tgt-x.applied, x.tgt)))
+	}
+}
+
+// shrinkage adds a shrink above the upper bound, or above the target by the threshold
+// when old enough.
+func (x resourceCheck) shrinkage(v *verdict, old bool, threshold float64) {
+	switch {
+	case x.hi >= 0 && x.applied > x.hi:
+		v.shrink = append(v.shrink, fmt.Sprintf("%s: %s %s above upper bound %s", x.container, x.name, x.format(x.applied), x.format(x.hi)))
+		v.outOfBounds = true
+	case old && x.applied > x.tgt && float64(x.applied-x.tgt) >= threshold*float64(x.tgt):
+		v.shrink = append(v.shrink, fmt.Sprintf("%s: %s %s above target %s by %s", x.container, x.name, x.format(x.applied), x.format(x.tgt), pct(x.applied-x.tgt, x.tgt)))
+	}
+}
+
+// belowFloor adds a rollback growth when the pod is below the floor, whatever the
+// recommendation says.
+func (x resourceCheck) belowFloor(v *verdict, recommended int64) {
+	if x.floor < 0 || x.applied >= x.floor {
+		return
+	}
+	msg := fmt.Sprintf("%s: %s %s below rollback floor %s", x.container, x.name, x.format(x.applied), x.format(x.floor))
+	if recommended < x.floor {
+		msg += fmt.Sprintf(" (recommendation %s not there yet: the replacement gets the floor)", x.format(recommended))
+	}
+	v.grow = append(v.grow, msg)
+	v.rollback, v.outOfBounds = true, true
+}
+
+// shrinkHeld returns the skip reason and the note of a shrink that is held: the
+// guardrail, a target below the floor, or compute held; "" when it may go ahead.
+func (x resourceCheck) shrinkHeld(r Rules, recommended int64) (string, string) {
+	switch {
+	case r.Guardrail != GuardrailNone:
+		return SkipGuardrail, " (latency guardrail active: no shrinking)"
+	case x.floor >= 0 && recommended < x.floor:
+		return SkipBelowFloor, fmt.Sprintf(" (target %s is below the rollback floor %s)", x.format(recommended), x.format(x.floor))
+	case x.holdShrink:
+		return SkipComputeHeld, " (a horizontal autoscaler scales on GPU utilisation: compute is not shrunk)"
+	}
+	return "", ""
 }
 
 // Admissible reports whether a needed change may be made now under the autoscaler's

@@ -6,13 +6,21 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/gpufrac/gpufrac/admission"
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/workload"
 )
 
@@ -20,6 +28,20 @@ import (
 // updater shrink compute even while a horizontal autoscaler scales the same workload on
 // GPU utilisation (ComputeShrinkHeld is then False with reason OptedIn).
 const AnnotationAllowComputeShrink = "gpufrac.io/allow-compute-shrink-with-horizontal-autoscaler"
+
+// Reasons of the ComputeShrinkHeld condition (status.updater.conditions).
+const (
+	// ReasonGPUHorizontalAutoscaler: ComputeShrinkHeld True.
+	ReasonGPUHorizontalAutoscaler = "GPUHorizontalAutoscaler"
+	// ReasonOptedIn: ComputeShrinkHeld False although a GPU horizontal autoscaler
+	// exists (AnnotationAllowComputeShrink).
+	ReasonOptedIn = "OptedIn"
+	// ReasonNoGPUHorizontalAutoscaler: ComputeShrinkHeld False.
+	ReasonNoGPUHorizontalAutoscaler = "NoGPUHorizontalAutoscaler"
+)
+
+// kedaRecheck is how long the updater trusts that KEDA's CRD is absent.
+const kedaRecheck = 5 * time.Minute
 
 // gpuMetricPattern matches metric names (and KEDA trigger metadata) that measure GPU
 // utilisation: DCGM fields (DCGM_FI_DEV_GPU_UTIL, DCGM_FI_PROF_GR_ENGINE_ACTIVE, …) and
@@ -178,4 +200,100 @@ func FindGPUHorizontalScalers(ctx context.Context, hpaReader, soReader client.Re
 // but the RESTMapper still knew it).
 func isNotServed(err error) bool {
 	return strings.Contains(err.Error(), "the server could not find the requested resource")
+}
+
+// holdCompute is the plan's horizontal-scaler step: it looks for horizontal autoscalers
+// that scale the workload on GPU utilisation, sets the ComputeShrinkHeld condition and
+// p.held, and reports whether compute shrinking is held (also when the search failed).
+func (u *Updater) holdCompute(ctx context.Context, p *plan, now time.Time) bool {
+	soReader := u.APIReader
+	if soReader == nil || now.Before(u.kedaAbsentTill) {
+		soReader = nil
+	}
+	hs, kedaAbsent, err := FindGPUHorizontalScalers(ctx, u.Client, soReader, p.ref)
+	if kedaAbsent {
+		u.kedaAbsentTill = now.Add(kedaRecheck)
+	}
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Looking for horizontal autoscalers; compute shrinking held this cycle", "autoscaler", klog.KObj(p.gfa))
+	}
+	gfa := p.gfa
+	cond := metav1.Condition{Type: gpufracv1.UpdaterConditionComputeShrinkHeld, Status: metav1.ConditionFalse, ObservedGeneration: gfa.Generation}
+	switch {
+	case len(hs) > 0 && gfa.Annotations[AnnotationAllowComputeShrink] == "true":
+		cond.Reason = ReasonOptedIn
+		cond.Message = fmt.Sprintf("%s scales on GPU utilisation; compute is shrunk anyway (%s=true)", joinScalers(hs), AnnotationAllowComputeShrink)
+	case len(hs) > 0:
+		p.held = hs
+		cond.Status, cond.Reason = metav1.ConditionTrue, ReasonGPUHorizontalAutoscaler
+		cond.Message = fmt.Sprintf("%s scales the workload on GPU utilisation: shrinking compute would raise utilisation and add replicas, so pods are replaced for memory and compute growth only (annotate the autoscaler %s=true to allow compute shrinking)", joinScalers(hs), AnnotationAllowComputeShrink)
+	default:
+		cond.Reason, cond.Message = ReasonNoGPUHorizontalAutoscaler, "no HorizontalPodAutoscaler or ScaledObject scales the workload on a GPU metric"
+	}
+	cond.Message = truncate(cond.Message, 1000)
+	meta.SetStatusCondition(&p.st.Conditions, cond)
+	return err != nil || len(p.held) > 0
+}
+
+// publishHeldCompute publishes, while compute is held, the most compute each container
+// of the running pods holds (status.updater.heldCompute): the webhook gives every new or
+// replacement pod at least that (admission.HeldCompute). Until the published value
+// covers it, nothing is replaced: it returns why, or "".
+func (p *plan) publishHeldCompute() string {
+	if len(p.held) == 0 {
+		return ""
+	}
+	p.st.HeldCompute = heldCompute(p.pods, p.allocs)
+	if admission.ComputeShrinkHeld(p.gfa) && covers(p.gfa.Status.Updater.HeldCompute, p.st.HeldCompute) {
+		return ""
+	}
+	return fmt.Sprintf("compute is held (%s scales on GPU utilisation) and status.updater.heldCompute (%s) is being published: the webhook must know what a replacement gets at least; next cycle",
+		joinScalers(p.held), describeAllocs(p.st.HeldCompute))
+}
+
+// heldCompute returns, per container, the most compute any of pods holds (known values
+// only), sorted by container name.
+func heldCompute(pods []*corev1.Pod, allocs map[types.UID]PodAllocation) []gpufracv1.ContainerAllocation {
+	most := map[string]int64{}
+	for _, pod := range pods {
+		if pod.DeletionTimestamp != nil {
+			continue
+		}
+		for name, a := range allocs[pod.UID].Containers {
+			if cur, ok := most[name]; a.Compute >= 0 && (!ok || a.Compute > cur) {
+				most[name] = a.Compute
+			}
+		}
+	}
+	out := make([]gpufracv1.ContainerAllocation, 0, len(most))
+	for name, m := range most {
+		out = append(out, gpufracv1.ContainerAllocation{ContainerName: name, Compute: resource.NewMilliQuantity(m, resource.DecimalSI)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ContainerName < out[j].ContainerName })
+	return out
+}
+
+// covers reports whether the published held compute is at least want for every container.
+func covers(published, want []gpufracv1.ContainerAllocation) bool {
+	for _, w := range want {
+		ok := false
+		for _, p := range published {
+			if p.ContainerName == w.ContainerName && p.Compute != nil && p.Compute.Cmp(*w.Compute) >= 0 {
+				ok = true
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// joinScalers lists horizontal autoscalers for messages.
+func joinScalers(hs []HorizontalScaler) string {
+	parts := make([]string, len(hs))
+	for i, h := range hs {
+		parts[i] = h.String()
+	}
+	return strings.Join(parts, ", ")
 }

@@ -6,17 +6,21 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/gpufrac/gpufrac/admission"
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 )
 
 // ErrNotInPlace is returned (wrapped) when the change a pod needs touches more than its
@@ -136,3 +140,48 @@ func unescapePointer(s string) string {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// changeInPlace is the in-place action: it writes c's change into the running pod
+// (InPlacer). It returns true when c is done with — changed, or skipped with the reason
+// on c — and false when the pod cannot be changed in place (ErrNotInPlace) and is to be
+// recreated: c's action is then Evict.
+func (u *Updater) changeInPlace(ctx context.Context, now time.Time, c *candidate) bool {
+	log := klog.FromContext(ctx).WithValues("autoscaler", klog.KObj(c.p.gfa), "pod", klog.KObj(c.pod))
+	changed, err := u.InPlace.Apply(ctx, c.pod)
+	switch {
+	case errors.Is(err, ErrNotInPlace):
+		log.Info("Cannot change the pod in place; recreating it", "reason", err.Error())
+		c.action = gpufracv1.PodUpdateEvict
+		c.upd.Action = c.action
+		return false
+	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+		// The pod changed (or went) since the cache saw it; next cycle decides again.
+		c.skip(SkipInPlaceError, "the pod changed meanwhile: "+err.Error())
+	case err != nil:
+		inPlaceTotal.WithLabelValues(ResultError).Inc()
+		c.skip(SkipInPlaceError, err.Error())
+		log.Error(err, "In-place update failed")
+	case !changed:
+		c.skip(SkipInPlaceError, "the webhook logic would write nothing into this pod")
+	default:
+		u.changedInPlace(c, now)
+		log.Info("Changed pod in place", "reason", c.need.Reason())
+	}
+	return true
+}
+
+// changedInPlace records an in-place change of c's pod at now: the hysteresis round,
+// status.updater.lastInPlaceUpdateTime, a shrink to verify, and the events.
+func (u *Updater) changedInPlace(c *candidate, now time.Time) {
+	p := c.p
+	inPlaceTotal.WithLabelValues(ResultApplied).Inc()
+	u.hyst.Replaced(p.ref.String(), now, c.need)
+	p.acted = true
+	p.st.LastInPlaceUpdateTime = secs(now)
+	if c.need.Shrink {
+		p.recordShrink(c.alloc, now, u.Config.VerificationPeriod)
+	}
+	u.podEvent(c, corev1.EventTypeNormal, EventInPlace, "UpdateInPlace", "changed in place: "+truncate(c.need.Reason(), 600))
+	// Applied: not listed as pending any more.
+	c.done()
+}

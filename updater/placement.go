@@ -105,6 +105,42 @@ func Placeable(r Replacement, nodes []NodeGPUs) (int, string) {
 	return -1, fmt.Sprintf("no shared GPU has %s free (most: %s on %s)", fmtBytes(r.SharedMemory), fmtBytes(bestFree), bestGPU)
 }
 
+// placementGate checks, before c's pod is evicted, that its replacement can be placed
+// (Placeable) on the cycle's free capacity (nodeCapacity, read once per cycle): the
+// ReplicaSet creates the replacement while the pod still holds its GPU, and a
+// replacement left Pending serves nothing. It returns the node index and the need to
+// reserve after the eviction, and false when the pod is kept (SkipNoCapacity on c, a
+// ReplacementUnplaceable event once per autoscaler while the cause stays the same).
+// With Config.NoPlacementCheck, or when the capacity is unknown, every pod passes.
+func (u *Updater) placementGate(ctx context.Context, cy *cycle, c *candidate) (int, Replacement, bool) {
+	if u.Config.NoPlacementCheck {
+		return -1, Replacement{}, true
+	}
+	if !cy.capacityRead {
+		var r client.Reader = u.Client
+		if u.APIReader != nil {
+			r = u.APIReader
+		}
+		cy.capacity, cy.capacityRead = nodeCapacity(ctx, r, u.Config.Admission), true
+	}
+	if cy.capacity == nil {
+		return -1, Replacement{}, true
+	}
+	p := c.p
+	repl := replacementNeed(c.pod, c.alloc, p.targets, p.backend, u.Config.Admission, p.overhead)
+	at, why := Placeable(repl, cy.capacity)
+	if at >= 0 || why == "" {
+		return at, repl, true
+	}
+	c.skip(SkipNoCapacity, fmt.Sprintf("the replacement of pod %s could not be placed: %s; the pod is kept", c.pod.Name, why))
+	p.unplaceable = true
+	// One note per autoscaler while the cause stays the same, whichever pod.
+	u.eventOnce(p.gfa, "unplaceable", corev1.EventTypeWarning, EventReplacementUnplaceable, "Evict",
+		"replacements could not be placed: "+why+"; out-of-date pods are kept until there is room")
+	klog.FromContext(ctx).Info("Replacement cannot be placed; pod kept", "autoscaler", klog.KObj(p.gfa), "pod", klog.KObj(c.pod), "reason", why)
+	return -1, repl, false
+}
+
 // reserve takes what r needs from node i of nodes (after an eviction, so that the next
 // check in the same cycle sees it gone).
 func reserve(nodes []NodeGPUs, i int, r Replacement) {

@@ -68,6 +68,17 @@ func UnreadyBackoff(n int, base, limit time.Duration) time.Duration {
 	return min(d, limit)
 }
 
+// resetUnreadyBackoff starts the workload's backoff of not-Ready replacements over once
+// every pod of the plan is Ready.
+func (u *Updater) resetUnreadyBackoff(p *plan) {
+	for _, pod := range p.pods {
+		if !IsReady(pod) {
+			return
+		}
+	}
+	delete(u.unready, p.ref)
+}
+
 // notReadyFor is how long pod has not been Ready: since its Ready condition turned
 // False, else since it was created.
 func notReadyFor(pod *corev1.Pod, now time.Time) time.Duration {
@@ -128,17 +139,12 @@ func (u *Updater) replaceUnready(ctx context.Context, c *candidate, now time.Tim
 	s.n++
 	s.next = now.Add(UnreadyBackoff(s.n, u.Config.RetryBackoff, u.Config.MaxUnreadyBackoff))
 	u.unready[p.ref] = s
-	u.hyst.Replaced(p.ref.String(), now, c.need)
-	p.wl.budget.Took()
-	p.acted = true
-	p.st.LastEvictionTime = secs(now)
-	u.expect[p.ref] = append(u.expect[p.ref], &expectation{at: now, evicted: uid, before: u.knownPods(ctx, p), pod: c.pod.Name})
+	u.replaced(ctx, c, now)
 	note := fmt.Sprintf("deleted while not Ready for %v (%s=true: it serves nothing, and the disruption budget would never let it go) to be replaced: %s; next not-Ready replacement of the workload not before %s",
 		notReadyFor(c.pod, now).Round(time.Second), AnnotationReplaceUnready, truncate(c.need.Reason(), 500), s.next.UTC().Format(time.RFC3339))
-	u.event(c.pod, p.gfa, corev1.EventTypeNormal, EventReplacedUnready, "Delete", note)
-	u.event(p.gfa, c.pod, corev1.EventTypeNormal, EventReplacedUnready, "Delete", "pod "+c.pod.Name+" "+note)
+	u.podEvent(c, corev1.EventTypeNormal, EventReplacedUnready, "Delete", note)
 	log.Info("Deleted a not-Ready pod to replace it", "reason", c.need.Reason(), "next", s.next)
-	c.upd.SkipReason, c.upd.SkipMessage, c.upd.Reason = "", "", ""
+	c.done()
 }
 
 // deadlock sets the ReplacementDeadlock condition (and its event) from this cycle's

@@ -236,3 +236,21 @@ func (ws Windows) State(t time.Time) WindowState {
 	}
 	return st
 }
+
+// windowState is the plan's window-state step: it evaluates the autoscaler's resize
+// windows at now into p.window (p.werr when one does not parse) and status.updater's
+// resizeWindowOpen, windowEnd and nextWindowStart.
+func (p *plan) windowState(now time.Time) {
+	windows, err := ParseWindows(p.gfa.Spec.UpdatePolicy)
+	p.werr = err
+	if err == nil {
+		p.window = windows.State(now)
+	}
+	p.st.ResizeWindowOpen = err == nil && p.window.Open
+	if !p.window.End.IsZero() {
+		p.st.WindowEnd = secs(p.window.End)
+	}
+	if !p.window.NextStart.IsZero() {
+		p.st.NextWindowStart = secs(p.window.NextStart)
+	}
+}

@@ -1,0 +1,274 @@
+package updater
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/workload"
+)
+
+// cycle is what one RunOnce shares between the plans of its autoscalers and the actions
+// on their pods. It is created by newCycle and dropped at the end of the cycle.
+type cycle struct {
+	// now is the cycle's time (Updater.Now at its start).
+	now time.Time
+	// fresh and leaseMsg are the admission webhook's status Lease at the start of the
+	// cycle (admissionFresh).
+	fresh    bool
+	leaseMsg string
+	// podsByNS holds each namespace's pods, listed once per cycle (podsOf).
+	podsByNS map[string][]corev1.Pod
+	// targets is each autoscaler's resolved target; inCharge the autoscaler in charge of
+	// each workload (resolveTargets).
+	targets  map[types.UID]resolved
+	inCharge map[workload.Ref]*gpufracv1.GPUFractionAutoscaler
+	// workloads is each workload's state, shared by every autoscaler that targets it.
+	workloads map[workload.Ref]*workloadCycle
+	// plans are the autoscalers evaluated; cands the pods that passed the plan's gates.
+	plans []*plan
+	cands []*candidate
+	// seen are the autoscalers listed and refs the workloads planned (to forget the
+	// others).
+	seen map[types.UID]bool
+	refs map[workload.Ref]bool
+	// capacity is the free GPU capacity per node, read at the first placement gate that
+	// needs it (nil: unknown, nothing held); capacityRead says it was read.
+	capacity     []NodeGPUs
+	capacityRead bool
+}
+
+// newCycle starts a cycle at now and reads the admission webhook's status Lease.
+func (u *Updater) newCycle(ctx context.Context, now time.Time) *cycle {
+	cy := &cycle{
+		now:       now,
+		podsByNS:  map[string][]corev1.Pod{},
+		targets:   map[types.UID]resolved{},
+		inCharge:  map[workload.Ref]*gpufracv1.GPUFractionAutoscaler{},
+		workloads: map[workload.Ref]*workloadCycle{},
+		seen:      map[types.UID]bool{},
+		refs:      map[workload.Ref]bool{},
+	}
+	cy.fresh, cy.leaseMsg = u.admissionFresh(ctx)
+	return cy
+}
+
+// planAll plans every autoscaler that is not being deleted and collects the candidates
+// and the pods out of date. It returns the first listing error.
+func (u *Updater) planAll(ctx context.Context, cy *cycle, gfas []gpufracv1.GPUFractionAutoscaler) error {
+	outOfDate := 0
+	for i := range gfas {
+		gfa := &gfas[i]
+		cy.seen[gfa.UID] = true
+		if gfa.DeletionTimestamp != nil {
+			continue // being deleted (with its namespace, often): nothing to apply
+		}
+		t := cy.targets[gfa.UID]
+		var winner *gpufracv1.GPUFractionAutoscaler
+		if t.err == nil {
+			winner = cy.inCharge[t.ref]
+			if cy.workloads[t.ref] == nil {
+				cy.workloads[t.ref] = &workloadCycle{}
+			}
+		}
+		p, err := u.plan(ctx, cy, gfa, t, winner, cy.workloads[t.ref])
+		if err != nil {
+			return err
+		}
+		cy.plans = append(cy.plans, p)
+		cy.refs[p.ref] = true
+		cy.cands = append(cy.cands, p.cands...)
+		outOfDate += int(p.st.PodsOutOfDate)
+	}
+	podsOutOfDate.Set(float64(outOfDate))
+	return nil
+}
+
+// plan is one autoscaler in a cycle: what its steps found and decided.
+type plan struct {
+	gfa      *gpufracv1.GPUFractionAutoscaler
+	prev     *gpufracv1.UpdaterStatus
+	st       *gpufracv1.UpdaterStatus
+	ref      workload.Ref
+	mode     gpufracv1.UpdateMode
+	backend  gpufracv1.BackendType
+	wl       *workloadCycle // shared by every autoscaler of the workload
+	cands    []*candidate
+	updates  []*candidate
+	acted    bool
+	blockR   string
+	blockMsg string
+	window   WindowState
+	// werr is the error of a resize window that does not parse.
+	werr     error
+	rollback string // event note when a rollback happened this cycle
+	held     []HorizontalScaler
+	targets  map[string]Target
+	overhead int64 // memory overhead the webhook adds, bytes
+	// pods are the workload's pods (not Succeeded or Failed), oldest first, and allocs
+	// their applied fractions (and those of its Failed pods).
+	pods   []*corev1.Pod
+	allocs map[types.UID]PodAllocation
+	// gfr is the recommendation; recSkip and recMsg say why the webhook would not apply
+	// it ("" when it would).
+	gfr             *gpufracv1.GPUFractionRecommendation
+	recSkip, recMsg string
+	// guard and guardMsg are the latency guardrail's state.
+	guard    Guardrail
+	guardMsg string
+	// heldPending and floorPending hold every replacement while the held compute or a
+	// new floor is being published (why, or "").
+	heldPending, floorPending string
+	// evicted are the pods evicted by this updater whose replacement is awaited.
+	evicted map[types.UID]bool
+	// unplaceable is set when a pod was kept this cycle because its replacement could
+	// not be placed.
+	unplaceable bool
+	// replaceUnready: the autoscaler lets the updater delete not-Ready pods
+	// (AnnotationReplaceUnready).
+	replaceUnready bool
+}
+
+// workloadCycle is one workload's state in a cycle, shared by every autoscaler that
+// targets it, so the disruption budget is the workload's, not the autoscaler's.
+type workloadCycle struct {
+	budget  Budget
+	counted bool   // budget computed
+	refused string // the Eviction API's refusal of another pod this cycle
+}
+
+// resolved is an autoscaler's target, resolved once per cycle.
+type resolved struct {
+	ref workload.Ref
+	err error
+}
+
+// candidate is one out-of-date pod.
+type candidate struct {
+	p      *plan
+	pod    *corev1.Pod
+	alloc  PodAllocation
+	need   Need
+	action gpufracv1.PodUpdateAction
+	upd    gpufracv1.PodUpdate
+}
+
+// skip records why the candidate was not changed this cycle.
+func (c *candidate) skip(reason, msg string) {
+	c.upd.SkipReason, c.upd.SkipMessage = reason, truncate(msg, 400)
+	skipsTotal.WithLabelValues(reason).Inc()
+}
+
+// done records that the candidate was changed or replaced: it is no longer pending.
+func (c *candidate) done() { c.upd.SkipReason, c.upd.SkipMessage, c.upd.Reason = "", "", "" }
+
+// plan runs one autoscaler's steps: status carried over, window state, target
+// resolution, recommendation, horizontal-scaler hold, rollback verification and
+// out-of-memory floors, settling earlier replacements, then the per-pod decision and
+// gates; pods that pass them become candidates.
+//
+// target is the autoscaler's resolved target; winner is the autoscaler in charge of the
+// workload (nil when the target did not resolve): when it is another one, this autoscaler
+// is ignored (SkipDuplicateTarget). wl is the workload's shared state in this cycle.
+func (u *Updater) plan(ctx context.Context, cy *cycle, gfa *gpufracv1.GPUFractionAutoscaler,
+	target resolved, winner *gpufracv1.GPUFractionAutoscaler, wl *workloadCycle) (*plan, error) {
+	now := cy.now
+	p := u.newPlan(ctx, gfa, now)
+	p.windowState(now)
+	if !p.takeTarget(target, winner, wl) {
+		return p, nil
+	}
+	pods, err := u.podsOf(ctx, p.ref, cy.podsByNS)
+	if err != nil {
+		return nil, err
+	}
+	p.pods = pods
+	p.gfr, p.recSkip, p.recMsg = u.recommendation(ctx, gfa)
+	u.resetUnreadyBackoff(p)
+	computeHeld := u.holdCompute(ctx, p, now)
+	p.guard, p.guardMsg = GuardrailState(p.gfr)
+	p.readAllocations(u.Config.Admission)
+	u.verifyShrink(ctx, p, now)
+	if p.mode != gpufracv1.UpdateModeOff && p.mode != "" {
+		u.oomFloors(ctx, p, cy.podsByNS, now)
+	}
+	p.noFloorCondition()
+	rules := p.rules(u.Config, computeHeld)
+	p.targets = TargetsOf(gfa, p.gfr)
+	p.heldPending = p.publishHeldCompute()
+	p.floorPending = p.publishFloor(now)
+	u.settleReplacements(ctx, p, now)
+	u.selectCandidates(p, u.evaluate(p, rules, now), now)
+	if p.werr != nil && p.mode != gpufracv1.UpdateModeOff && p.mode != gpufracv1.UpdateModeInitial {
+		p.blockR, p.blockMsg = SkipWindowInvalid, p.werr.Error()
+	}
+	return p, nil
+}
+
+// newPlan starts an autoscaler's plan: status.updater carried over from the last one
+// written (or read), without an expired floor or verification.
+func (u *Updater) newPlan(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler, now time.Time) *plan {
+	p := &plan{gfa: gfa, mode: gfa.Spec.EffectiveUpdateMode(), replaceUnready: gfa.Annotations[AnnotationReplaceUnready] == "true"}
+	p.prev = u.written[gfa.UID]
+	if p.prev == nil {
+		p.prev = gfa.Status.Updater
+	}
+	st := &gpufracv1.UpdaterStatus{ObservedGeneration: gfa.Generation}
+	p.st = st
+	if pr := p.prev; pr != nil {
+		st.LastEvictionTime = pr.LastEvictionTime.DeepCopy()
+		st.LastInPlaceUpdateTime = pr.LastInPlaceUpdateTime.DeepCopy()
+		st.Verification = pr.Verification.DeepCopy()
+		st.Floor = pr.Floor.DeepCopy()
+		for _, c := range pr.Conditions {
+			st.Conditions = append(st.Conditions, *c.DeepCopy())
+		}
+	}
+	if st.Floor != nil && !now.Before(st.Floor.Until.Time) {
+		klog.FromContext(ctx).Info("Rollback floor expired", "autoscaler", klog.KObj(gfa), "until", st.Floor.Until.Time)
+		st.Floor = nil
+	}
+	if st.Verification != nil && !now.Before(st.Verification.Until.Time) {
+		st.Verification = nil
+	}
+	var specOverhead int64
+	p.backend, specOverhead = backendOf(gfa)
+	p.overhead = u.Config.Admission.MemoryOverhead[p.backend] + specOverhead
+	return p
+}
+
+// minReplicas returns spec.updatePolicy.minReplicas (default 2).
+func minReplicas(gfa *gpufracv1.GPUFractionAutoscaler) int32 {
+	if p := gfa.Spec.UpdatePolicy; p != nil && p.MinReplicas != nil && *p.MinReplicas >= 1 {
+		return *p.MinReplicas
+	}
+	return 2
+}
+
+// urgentGrowth returns spec.updatePolicy.urgentGrowth (default true).
+func urgentGrowth(gfa *gpufracv1.GPUFractionAutoscaler) bool {
+	if p := gfa.Spec.UpdatePolicy; p != nil && p.UrgentGrowth != nil {
+		return *p.UrgentGrowth
+	}
+	return true
+}
+
+// backendOf returns the autoscaler's backend and its spec.backend.memoryOverhead, bytes.
+func backendOf(gfa *gpufracv1.GPUFractionAutoscaler) (gpufracv1.BackendType, int64) {
+	var overhead int64
+	if b := gfa.Spec.Backend; b != nil && b.MemoryOverhead != nil && b.MemoryOverhead.Sign() > 0 {
+		overhead = b.MemoryOverhead.Value()
+	}
+	return gfa.Spec.EffectiveBackend(), overhead
+}
+
+// secs truncates t to whole seconds, as the API server stores metav1.Time.
+func secs(t time.Time) *metav1.Time {
+	mt := metav1.NewTime(t.Truncate(time.Second))
+	return &mt
+}

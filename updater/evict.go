@@ -1,0 +1,110 @@
+package updater
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+)
+
+// evict is the eviction action: it evicts c's pod through the Eviction API (the pod's
+// UID as precondition, so PodDisruptionBudgets hold) and records the result. placeAt and
+// repl are the node and need the placement check found (reserved once evicted).
+func (u *Updater) evict(ctx context.Context, cy *cycle, c *candidate, placeAt int, repl Replacement) {
+	uid := c.pod.UID
+	ev := &policyv1.Eviction{
+		ObjectMeta:    metav1.ObjectMeta{Namespace: c.pod.Namespace, Name: c.pod.Name},
+		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}},
+	}
+	if err := u.Client.SubResource("eviction").Create(ctx, c.pod, ev); err != nil {
+		u.evictionFailed(ctx, c, err, cy.now)
+		return
+	}
+	evictionsTotal.WithLabelValues(ResultEvicted).Inc()
+	reserve(cy.capacity, placeAt, repl)
+	u.evicted(ctx, c, cy.now)
+}
+
+// evictionFailed records a failed eviction on c: a pod that changed or is going away is
+// left to the next cycle; a refusal (HTTP 429, a PodDisruptionBudget) and other errors
+// wait RetryBackoff, and a refusal holds the workload's other pods for this cycle.
+func (u *Updater) evictionFailed(ctx context.Context, c *candidate, err error, now time.Time) {
+	log := klog.FromContext(ctx).WithValues("autoscaler", klog.KObj(c.p.gfa), "pod", klog.KObj(c.pod))
+	p := c.p
+	switch {
+	case apierrors.IsNotFound(err) || apierrors.IsConflict(err) || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+		// Gone, replaced meanwhile, or its namespace is being deleted.
+		c.skip(SkipEvictionError, "the pod changed or is going away: "+err.Error())
+	case apierrors.IsTooManyRequests(err):
+		evictionsTotal.WithLabelValues(ResultRefused).Inc()
+		msg := "eviction refused: " + evictionRefusal(err)
+		u.retry[c.pod.UID] = retryState{until: now.Add(u.Config.RetryBackoff), reason: SkipPDB, msg: msg}
+		p.wl.refused = msg
+		c.skip(SkipPDB, msg)
+		u.event(p.gfa, c.pod, corev1.EventTypeWarning, EventEvictionRefused, "Evict", "pod "+c.pod.Name+": "+msg)
+		log.Info("Eviction refused", "reason", msg)
+	default:
+		evictionsTotal.WithLabelValues(ResultError).Inc()
+		msg := "eviction failed: " + err.Error()
+		u.retry[c.pod.UID] = retryState{until: now.Add(u.Config.RetryBackoff), reason: SkipEvictionError, msg: msg}
+		c.skip(SkipEvictionError, msg)
+		log.Error(err, "Eviction failed")
+	}
+}
+
+// evicted records an accepted eviction of c's pod at now: the replacement to await, a
+// shrink to verify, the in-place fallback counter, and the events, whose note says why
+// (and whether urgent, a rollback, or with compute held).
+func (u *Updater) evicted(ctx context.Context, c *candidate, now time.Time) {
+	p := c.p
+	// Counted as a fallback only when the pod is actually recreated (evicted), not for
+	// each cycle a recreate waits at a gate.
+	if p.mode == gpufracv1.UpdateModeInPlaceOrRecreate {
+		inPlaceTotal.WithLabelValues(ResultFallback).Inc()
+	}
+	u.replaced(ctx, c, now)
+	if c.need.Shrink {
+		p.recordShrink(c.alloc, now, u.Config.VerificationPeriod)
+	}
+	kind := "to apply the recommendation"
+	switch {
+	case c.need.Rollback:
+		kind = "to roll back to the floor"
+	case c.need.Urgent:
+		kind = "urgently (protective growth)"
+	}
+	note := fmt.Sprintf("evicted %s: %s", kind, truncate(c.need.Reason(), 600))
+	if len(p.held) > 0 {
+		note += "; compute not shrunk (" + joinScalers(p.held) + " scales on GPU utilisation): the replacement gets at least " + describeAllocs(p.st.HeldCompute)
+	}
+	u.podEvent(c, corev1.EventTypeNormal, EventEvicted, "Evict", note)
+	klog.FromContext(ctx).Info("Evicted pod", "autoscaler", klog.KObj(p.gfa), "pod", klog.KObj(c.pod),
+		"urgent", c.need.Urgent, "rollback", c.need.Rollback, "reason", c.need.Reason())
+	c.done()
+}
+
+// evictionRefusal extracts the PodDisruptionBudget's message from a 429 eviction error.
+func evictionRefusal(err error) string {
+	var se apierrors.APIStatus
+	if errors.As(err, &se) {
+		s := se.Status()
+		msg := s.Message
+		if s.Details != nil {
+			for _, c := range s.Details.Causes {
+				if c.Message != "" {
+					msg += " " + c.Message
+				}
+			}
+		}
+		return msg
+	}
+	return err.Error()
+}

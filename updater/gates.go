@@ -1,0 +1,209 @@
+package updater
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/gpufrac/gpufrac/admission"
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+)
+
+// A gate is one check an out-of-date pod passes before it is changed, as VPA's
+// PodEvictionAdmission: it returns "" to let the pod through, else a skip reason (the
+// Skip* constants, status.updater.updates[].skipReason) and a message.
+type gate func(c *candidate) (reason, msg string)
+
+// admit runs gates in order; the first that refuses records its skip on c, and admit
+// returns false.
+func admit(c *candidate, gates ...gate) bool {
+	for _, g := range gates {
+		if reason, msg := g(c); reason != "" {
+			c.skip(reason, msg)
+			return false
+		}
+	}
+	return true
+}
+
+// planGates are the gates of the plan, in order: a pod that passes them is a candidate
+// of this cycle.
+func (u *Updater) planGates(now time.Time) []gate {
+	return []gate{pendingGate, heldGate, modeGate, recommendationGate, windowGate, publishingGate, u.hysteresisGate(now)}
+}
+
+// replacementGates are the gates a candidate passes before it is replaced (evicted or
+// deleted), in order; the disruption budget (budgetGate) and the placement check
+// (placementGate) follow for pods that are Ready.
+func (u *Updater) replacementGates(cy *cycle) []gate {
+	return []gate{u.warmUpGate(cy.now), cy.admissionGate, u.stuckGate(cy.now), u.retryGate(cy.now)}
+}
+
+// pendingGate: a pod that is not running yet (SkipPending).
+func pendingGate(c *candidate) (string, string) {
+	if c.pod.Status.Phase == corev1.PodPending {
+		return SkipPending, "pod is not running yet"
+	}
+	return "", ""
+}
+
+// heldGate: a change the decision holds (guardrail, floor, compute held).
+func heldGate(c *candidate) (string, string) {
+	return c.need.HeldReason, c.need.HeldMessage
+}
+
+// modeGate: updateMode Off (what would be done, and when), Initial, or unknown.
+func modeGate(c *candidate) (string, string) {
+	p := c.p
+	switch p.mode {
+	case gpufracv1.UpdateModeRecreate, gpufracv1.UpdateModeInPlaceOrRecreate:
+		return "", ""
+	case gpufracv1.UpdateModeOff:
+		verb := "evict"
+		if c.action == gpufracv1.PodUpdateInPlace {
+			verb = "change in place"
+		}
+		when := "now"
+		if p.werr != nil {
+			when = "once the resize windows are fixed"
+		} else if !p.window.Open && !c.need.Urgent {
+			when = "in the resize window opening at " + p.window.NextStart.UTC().Format(time.RFC3339)
+		}
+		return SkipModeOff, fmt.Sprintf("updateMode Off (recommendation only): would %s %s", verb, when)
+	case gpufracv1.UpdateModeInitial:
+		return SkipModeInitial, "updateMode Initial: fractions apply only when pods are created"
+	}
+	return SkipModeOff, fmt.Sprintf("unknown updateMode %q: nothing is applied", p.mode)
+}
+
+// recommendationGate: a recommendation the webhook would not apply.
+func recommendationGate(c *candidate) (string, string) { return c.p.recSkip, c.p.recMsg }
+
+// windowGate: a resize window that does not parse, or none open for a change that is
+// not urgent (Admissible).
+func windowGate(c *candidate) (string, string) {
+	p := c.p
+	switch {
+	case p.werr != nil:
+		return SkipWindowInvalid, p.werr.Error()
+	case !Admissible(c.need, p.window.Open):
+		return SkipWindowClosed, "no resize window is open; next opens at " + p.window.NextStart.UTC().Format(time.RFC3339)
+	}
+	return "", ""
+}
+
+// publishingGate: the held compute or a new floor is not yet published for the webhook.
+func publishingGate(c *candidate) (string, string) {
+	switch {
+	case c.p.heldPending != "":
+		return SkipHeldComputePending, c.p.heldPending
+	case c.p.floorPending != "":
+		return SkipAwaitingFloor, c.p.floorPending
+	}
+	return "", ""
+}
+
+// hysteresisGate: a change inside the bounds that has not persisted, or a round of
+// replacements too soon after the last (Hysteresis.Allow).
+func (u *Updater) hysteresisGate(now time.Time) gate {
+	return func(c *candidate) (string, string) {
+		if ok, reason, msg := u.hyst.Allow(c.p.ref.String(), now, c.need); !ok {
+			return reason, msg
+		}
+		return "", ""
+	}
+}
+
+// warmUpGate: nothing is replaced for Config.WarmUp after the updater started.
+func (u *Updater) warmUpGate(now time.Time) gate {
+	return func(*candidate) (string, string) {
+		if since := now.Sub(u.started); since < u.Config.WarmUp {
+			return SkipWarmUp, fmt.Sprintf("the updater started %v ago; no evictions for the first %v", since.Round(time.Second), u.Config.WarmUp)
+		}
+		return "", ""
+	}
+}
+
+// admissionGate: the admission webhook's status Lease was stale at the start of the
+// cycle (a replacement would not get its fraction).
+func (cy *cycle) admissionGate(*candidate) (string, string) {
+	if !cy.fresh {
+		return SkipAdmissionUnavailable, cy.leaseMsg
+	}
+	return "", ""
+}
+
+// stuckGate: the workload's replacements are paused (a replacement came back without
+// its fraction).
+func (u *Updater) stuckGate(now time.Time) gate {
+	return func(c *candidate) (string, string) {
+		if s, ok := u.stuck[c.p.ref]; ok && now.Before(s.until) {
+			return SkipReplacementUnchanged, s.msg
+		}
+		return "", ""
+	}
+}
+
+// retryGate: the pod's last eviction was refused or failed less than RetryBackoff ago.
+func (u *Updater) retryGate(now time.Time) gate {
+	return func(c *candidate) (string, string) {
+		if r, ok := u.retry[c.pod.UID]; ok && now.Before(r.until) {
+			return r.reason, r.msg + fmt.Sprintf(" (retry at %s)", r.until.UTC().Format(time.RFC3339))
+		}
+		return "", ""
+	}
+}
+
+// budgetGate: the workload's disruption budget (Budget.Allow), or a refusal of the
+// Eviction API for another of its pods this cycle (it would refuse this one too).
+func budgetGate(c *candidate) (string, string) {
+	wl := c.p.wl
+	if reason, msg := wl.budget.Allow(); reason != "" {
+		return reason, msg
+	}
+	if wl.refused != "" {
+		return SkipPDB, wl.refused
+	}
+	return "", ""
+}
+
+// admissionFresh reads the admission webhook's status Lease and sets the
+// admission-available gauge. The message says why it is not fresh.
+func (u *Updater) admissionFresh(ctx context.Context) (bool, string) {
+	r := u.APIReader
+	if r == nil {
+		r = u.Client
+	}
+	fresh, err := admission.LeaseFresh(ctx, r, u.Config.LeaseNamespace, u.Config.LeaseName, u.Config.LeaseMaxAge)
+	msg := ""
+	switch {
+	case err != nil:
+		fresh = false
+		msg = fmt.Sprintf("cannot read the admission webhook's status Lease %s/%s: %v", u.Config.LeaseNamespace, u.Config.LeaseName, err)
+	case !fresh:
+		msg = fmt.Sprintf("the admission webhook's status Lease %s/%s was not renewed in the last %v (webhook down or not ready): a replaced pod would not get its fraction", u.Config.LeaseNamespace, u.Config.LeaseName, u.Config.LeaseMaxAge)
+	}
+	if fresh {
+		admissionAvailable.Set(1)
+	} else {
+		admissionAvailable.Set(0)
+	}
+	return fresh, msg
+}
+
+// mayReplaceNow takes a token from the cluster-wide eviction rate limit and checks the
+// admission webhook's Lease again right before a pod is replaced (the cycle may have
+// taken a while); when either says no it records the skip on c and returns false.
+func (u *Updater) mayReplaceNow(ctx context.Context, c *candidate) bool {
+	if !u.limiter.Allow() {
+		c.skip(SkipRateLimited, fmt.Sprintf("cluster-wide eviction rate limit (%v/s, burst %d) reached", u.Config.EvictionRate, u.Config.EvictionBurst))
+		return false
+	}
+	if ok, msg := u.admissionFresh(ctx); !ok {
+		c.skip(SkipAdmissionUnavailable, msg)
+		return false
+	}
+	return true
+}

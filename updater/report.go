@@ -1,0 +1,147 @@
+package updater
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+)
+
+// finish is the plan's report: it completes status.updater (the pending updates and why
+// the autoscaler is blocked), records the autoscaler's events and writes the status when
+// it changed.
+func (u *Updater) finish(ctx context.Context, p *plan) error {
+	pending := p.pending()
+	p.report(pending, u.Config.MaxReported)
+	u.recordEvents(p, pending)
+	return u.writeStatus(ctx, p)
+}
+
+// pending returns the plan's updates still pending (not applied this cycle), urgent
+// first, then by pod name.
+func (p *plan) pending() []*candidate {
+	var pending []*candidate
+	for _, c := range p.updates {
+		if c.upd.Reason != "" {
+			pending = append(pending, c)
+		}
+	}
+	sort.SliceStable(pending, func(i, j int) bool {
+		a, b := pending[i], pending[j]
+		if a.need.Urgent != b.need.Urgent {
+			return a.need.Urgent
+		}
+		return a.pod.Name < b.pod.Name
+	})
+	return pending
+}
+
+// report lists at most limit pending updates in status.updater.updates and sets the
+// blocked reason: the autoscaler's own, or, when nothing was applied, the first pending
+// pod's skip reason.
+func (p *plan) report(pending []*candidate, limit int) {
+	st := p.st
+	for i, c := range pending {
+		if i >= limit {
+			break
+		}
+		st.Updates = append(st.Updates, c.upd)
+	}
+	switch {
+	case p.blockR != "":
+		st.BlockedReason, st.BlockedMessage = p.blockR, truncate(p.blockMsg, 1000)
+	case !p.acted && len(pending) > 0:
+		for _, c := range pending {
+			if c.upd.SkipReason != "" {
+				st.BlockedReason, st.BlockedMessage = c.upd.SkipReason, c.upd.SkipMessage
+				break
+			}
+		}
+	}
+}
+
+// recordEvents records the autoscaler's events of the cycle: a rollback, and, once
+// while the note stays the same, Off's would-do report, updates blocked, the crash-loop
+// deadlock and compute held (replacements unplaceable are noted by placementGate).
+func (u *Updater) recordEvents(p *plan, pending []*candidate) {
+	gfa, st := p.gfa, p.st
+	if p.rollback != "" {
+		u.event(gfa, nil, corev1.EventTypeWarning, EventRolledBack, "Rollback", p.rollback)
+	}
+	if p.mode == gpufracv1.UpdateModeOff {
+		u.wouldUpdate(p, pending)
+	}
+	switch st.BlockedReason {
+	case SkipAdmissionUnavailable, SkipWindowInvalid, SkipTargetUnresolved, SkipReplacementUnchanged, SkipDuplicateTarget:
+		u.eventOnce(gfa, "blocked", corev1.EventTypeWarning, EventUpdatesBlocked, "Update", "updates blocked ("+st.BlockedReason+"): "+st.BlockedMessage)
+	default:
+		u.forget(gfa, "blocked")
+	}
+	if !p.unplaceable {
+		u.forget(gfa, "unplaceable")
+	}
+	if p.blockR == "" {
+		u.deadlock(p, pending)
+	}
+	if len(p.held) > 0 {
+		note := joinScalers(p.held) + " scales the workload on GPU utilisation: compute is not shrunk; replacements (for memory too) and new pods get at least the compute their siblings hold"
+		if len(st.HeldCompute) > 0 {
+			note += " (" + describeAllocs(st.HeldCompute) + ")"
+		}
+		u.eventOnce(gfa, "held", corev1.EventTypeNormal, EventComputeShrinkHeld, "Update", note)
+	} else {
+		u.forget(gfa, "held")
+	}
+}
+
+// wouldUpdate records updateMode Off's WouldUpdate event: the pods it would change, how
+// and when (at most five named).
+func (u *Updater) wouldUpdate(p *plan, pending []*candidate) {
+	if len(pending) == 0 {
+		u.forget(p.gfa, "would")
+		return
+	}
+	var parts []string
+	for i, c := range pending {
+		if i == 5 {
+			parts = append(parts, fmt.Sprintf("and %d more", len(pending)-5))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s (%s)", c.pod.Name, c.upd.Reason))
+	}
+	when := "now"
+	if !p.window.Open {
+		when = "in the resize window opening at " + p.window.NextStart.UTC().Format(time.RFC3339)
+	}
+	note := fmt.Sprintf("updateMode Off: would %s %d pod(s) %s: %s", strings.ToLower(string(pending[0].action)), len(pending), when, strings.Join(parts, "; "))
+	u.eventOnce(p.gfa, "would", corev1.EventTypeNormal, EventWouldUpdate, "DryRun", note)
+}
+
+// writeStatus writes status.updater with a JSON merge patch when it differs from the
+// last one written (or read); an autoscaler gone meanwhile is not an error.
+func (u *Updater) writeStatus(ctx context.Context, p *plan) error {
+	gfa, st := p.gfa, p.st
+	if equality.Semantic.DeepEqual(p.prev, st) {
+		return nil
+	}
+	base := gfa.DeepCopy()
+	base.Status.Updater = p.prev.DeepCopy()
+	mod := gfa.DeepCopy()
+	mod.Status.Updater = st
+	if err := u.Client.Status().Patch(ctx, mod, client.MergeFrom(base)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("writing status.updater: %w", err)
+	}
+	u.written[gfa.UID] = st.DeepCopy()
+	return nil
+}

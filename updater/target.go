@@ -1,0 +1,167 @@
+package updater
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gpufrac/gpufrac/admission"
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/workload"
+)
+
+// Target resolution: which workload each autoscaler targets, which autoscaler is in
+// charge of it, its pods, its recommendation and what the pods hold.
+
+// resolveTargets resolves every autoscaler's target first: of several autoscalers on one
+// workload the oldest is in charge (admission.Precedes, as in the recommender and the
+// webhook). Autoscalers being deleted are left out.
+func (cy *cycle) resolveTargets(ctx context.Context, u *Updater, gfas []gpufracv1.GPUFractionAutoscaler) {
+	for i := range gfas {
+		gfa := &gfas[i]
+		if gfa.DeletionTimestamp != nil {
+			continue
+		}
+		ref, err := workload.Resolve(ctx, u.Client, u.Scale, gfa.Namespace, gfa.Spec.TargetRef)
+		cy.targets[gfa.UID] = resolved{ref: ref, err: err}
+		if err != nil {
+			continue
+		}
+		if cur := cy.inCharge[ref]; cur == nil || admission.Precedes(gfa, cur) {
+			cy.inCharge[ref] = gfa
+		}
+	}
+}
+
+// takeTarget records the autoscaler's resolved target and workload state in p. It
+// returns false, with the autoscaler blocked, when the target did not resolve
+// (SkipTargetUnresolved, except in Off mode) or another autoscaler is in charge of the
+// workload (SkipDuplicateTarget): nothing of this one is applied or reported as pending
+// then, whatever its recommendation says.
+func (p *plan) takeTarget(t resolved, winner *gpufracv1.GPUFractionAutoscaler, wl *workloadCycle) bool {
+	p.ref = t.ref
+	if t.err != nil {
+		if p.mode != gpufracv1.UpdateModeOff {
+			p.blockR, p.blockMsg = SkipTargetUnresolved, t.err.Error()
+		}
+		return false
+	}
+	p.wl = wl
+	if winner != nil && winner.UID != p.gfa.UID {
+		p.blockR, p.blockMsg = SkipDuplicateTarget, admission.DuplicateMessage(p.gfa, winner, p.gfa.Spec.TargetRef.Kind, p.gfa.Spec.TargetRef.Name)
+		return false
+	}
+	return true
+}
+
+// podsOf returns the workload's pods that are not Succeeded or Failed, from the cache,
+// listing each namespace once per cycle.
+func (u *Updater) podsOf(ctx context.Context, ref workload.Ref, byNS map[string][]corev1.Pod) ([]*corev1.Pod, error) {
+	pods, ok := byNS[ref.Namespace]
+	if !ok {
+		var list corev1.PodList
+		if err := u.Client.List(ctx, &list, client.InNamespace(ref.Namespace)); err != nil {
+			return nil, fmt.Errorf("listing pods in %s: %w", ref.Namespace, err)
+		}
+		pods = list.Items
+		byNS[ref.Namespace] = pods
+	}
+	var out []*corev1.Pod
+	for i := range pods {
+		p := &pods[i]
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		if r, ok := u.owners.TopController(ctx, p); ok && r == ref {
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		ti, tj := out[i].CreationTimestamp.Time, out[j].CreationTimestamp.Time
+		if !ti.Equal(tj) {
+			return ti.Before(tj)
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out, nil
+}
+
+// failedPodsOf returns the workload's pods that ended Failed (from the namespace's pod
+// list of this cycle, which podsOf read).
+func (u *Updater) failedPodsOf(ctx context.Context, ref workload.Ref, byNS map[string][]corev1.Pod) []*corev1.Pod {
+	var out []*corev1.Pod
+	pods := byNS[ref.Namespace]
+	for i := range pods {
+		p := &pods[i]
+		if p.Status.Phase != corev1.PodFailed {
+			continue
+		}
+		if r, ok := u.owners.TopController(ctx, p); ok && r == ref {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// recommendation reads the autoscaler's GPUFractionRecommendation from the cache and
+// says whether the webhook would apply it; when not, it returns a skip reason and message.
+func (u *Updater) recommendation(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler) (*gpufracv1.GPUFractionRecommendation, string, string) {
+	gfr := &gpufracv1.GPUFractionRecommendation{}
+	if err := u.Client.Get(ctx, types.NamespacedName{Namespace: gfa.Namespace, Name: gfa.Name}, gfr); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, SkipNoRecommendation, "no GPUFractionRecommendation yet"
+		}
+		return nil, SkipNoRecommendation, fmt.Sprintf("reading the recommendation: %v", err)
+	}
+	for _, or := range gfr.OwnerReferences {
+		if or.Kind == "GPUFractionAutoscaler" && or.UID != gfa.UID {
+			return nil, SkipNoRecommendation, "the recommendation belongs to an earlier autoscaler of the same name"
+		}
+	}
+	if c := meta.FindStatusCondition(gfr.Status.Conditions, gpufracv1.ConditionRecommendationProvided); len(gfr.Status.ContainerRecommendations) == 0 || (c != nil && c.Status != metav1.ConditionTrue) {
+		return gfr, SkipNoRecommendation, "RecommendationProvided is not True"
+	}
+	minConf := int32(50)
+	if u.Config.Admission.MinConfidence != nil {
+		minConf = *u.Config.Admission.MinConfidence
+	}
+	if conf := gfr.Status.ConfidencePercent; (conf == nil && minConf > 0) || (conf != nil && *conf < minConf) {
+		c := int32(0)
+		if conf != nil {
+			c = *conf
+		}
+		return gfr, SkipLowConfidence, fmt.Sprintf("confidence %d%% is below the webhook's minimum %d%%: a replacement would not get the recommendation", c, minConf)
+	}
+	return gfr, "", ""
+}
+
+// readAllocations reads the applied fraction of each of the plan's pods (ReadAllocation).
+func (p *plan) readAllocations(cfg admission.Config) {
+	p.allocs = make(map[types.UID]PodAllocation, len(p.pods))
+	for _, pod := range p.pods {
+		p.allocs[pod.UID] = ReadAllocation(pod, p.backend, cfg, p.overhead)
+	}
+}
+
+// rules returns the settings of the per-pod decision for the plan: the configuration,
+// the autoscaler's urgentGrowth, the compute hold, the guardrail and the floor in force.
+func (p *plan) rules(cfg Config, computeHeld bool) Rules {
+	r := Rules{
+		Threshold: cfg.Threshold, MinPodAge: cfg.MinPodAge, NearLimit: cfg.NearLimit,
+		UrgentGrowth: urgentGrowth(p.gfa), ComputeShrinkHeld: computeHeld, Guardrail: p.guard,
+	}
+	if f := p.st.Floor; f != nil {
+		r.Floor = map[string]Alloc{}
+		for _, c := range f.Containers {
+			r.Floor[c.ContainerName] = Alloc{Memory: bytesOf(c.Memory), Compute: milliOf(c.Compute)}
+		}
+	}
+	return r
+}
