@@ -423,11 +423,12 @@ func (m *Mutator) targets(pod *corev1.Pod, gfa *gpufracv1.GPUFractionAutoscaler,
 	return targets, warnings, nil
 }
 
-// requestsGPU mirrors the webhook's match condition: a container request or limit name
-// with the GPU prefix, or a KAI fraction annotation.
+// requestsGPU mirrors the webhook's match condition (Registration.MatchConditions): a
+// request or limit name with the GPU prefix in a regular container or a native sidecar,
+// or a KAI fraction annotation.
 func (m *Mutator) requestsGPU(pod *corev1.Pod) bool {
-	for i := range pod.Spec.Containers {
-		if isGPUContainer(&pod.Spec.Containers[i], m.Config.GPUResourcePrefix) {
+	for _, c := range workload.Containers(pod) {
+		if c.Type != gpufracv1.ContainerTypeInit && isGPUContainer(c.Container, m.Config.GPUResourcePrefix) {
 			return true
 		}
 	}

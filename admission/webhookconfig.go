@@ -165,14 +165,19 @@ func celString(s string) string {
 }
 
 // MatchConditions are the CEL conditions of the pod webhook: the pod asks for a GPU
-// resource (a container request or limit name with GPUResourcePrefix) or carries a KAI
-// fraction annotation, and is not excluded with gpufrac.io/exclude=true.
+// resource (a request or limit name with GPUResourcePrefix) in a regular container or a
+// native sidecar (an init container with restartPolicy Always), or carries a KAI
+// fraction annotation, and is not excluded with gpufrac.io/exclude=true. An init
+// container that runs to completion is not written (docs/admission.md), so it alone
+// does not send the pod.
 func (r *Registration) MatchConditions() []admissionregistrationv1.MatchCondition {
 	r.defaults()
 	p := celString(r.GPUResourcePrefix)
-	gpu := fmt.Sprintf("object.spec.containers.exists(c, has(c.resources) && "+
+	asks := fmt.Sprintf("has(c.resources) && "+
 		"((has(c.resources.limits) && c.resources.limits.exists(k, k.startsWith(%s))) || "+
-		"(has(c.resources.requests) && c.resources.requests.exists(k, k.startsWith(%s)))))", p, p)
+		"(has(c.resources.requests) && c.resources.requests.exists(k, k.startsWith(%s))))", p, p)
+	gpu := fmt.Sprintf("object.spec.containers.exists(c, %s) || "+
+		"(has(object.spec.initContainers) && object.spec.initContainers.exists(c, has(c.restartPolicy) && c.restartPolicy == 'Always' && %s))", asks, asks)
 	if len(r.KAIAnnotations) > 0 {
 		var keys []string
 		for _, k := range r.KAIAnnotations {

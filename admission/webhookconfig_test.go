@@ -34,6 +34,12 @@ func TestRegistration(t *testing.T) {
 	if len(w.MatchConditions) != 2 || !strings.Contains(w.MatchConditions[0].Expression, "startsWith('nvidia.com/')") || !strings.Contains(w.MatchConditions[0].Expression, "'gpu-fraction' in object.metadata.annotations") {
 		t.Errorf("match conditions %+v", w.MatchConditions)
 	}
+	// A GPU held by a native sidecar (an init container with restartPolicy Always)
+	// sends the pod too; the prefix is checked there as in spec.containers.
+	sidecars := "object.spec.initContainers.exists(c, has(c.restartPolicy) && c.restartPolicy == 'Always' && has(c.resources) && "
+	if e := w.MatchConditions[0].Expression; !strings.Contains(e, sidecars) || strings.Count(e, "startsWith('nvidia.com/')") != 4 {
+		t.Errorf("match condition without native sidecars: %s", e)
+	}
 	rv := mw.ResourceVersion
 	// Unchanged: no write. New CA bundle: updated.
 	if err := r.Reconcile(ctx, []byte("CA1")); err != nil {

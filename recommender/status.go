@@ -157,7 +157,7 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 		set(gpufracv1.ConditionLatencyGuardrailActive, guard != policy.GuardrailOK, guardReason, guardMsg)
 	}
 
-	recs, off, known := r.Config.Recommend(r.model, w, &gfa.Spec, old.Status.ContainerRecommendations, guard, now)
+	recs, off, known := r.Config.Recommend(r.model, w, &gfa.Spec, r.templates[w], old.Status.ContainerRecommendations, guard, now)
 	if u := gfa.Status.Updater; u != nil && u.Floor != nil && now.Before(u.Floor.Until.Time) {
 		// A rollback floor from the updater: never below the allocation that worked.
 		for i := range recs {
@@ -205,10 +205,13 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 	}
 	st.ContainerRecommendations = recs
 	st.Attribution = attributionMethod(r.methods[w])
-	summarise(st)
+	summarise(st, startOrder(r.templates[w]))
 	conf := float64(*st.ConfidencePercent) / 100
+	// The pod's confidence and what explains it leave init containers out: their few
+	// minutes per pod start are short history whatever the workload's age.
+	counted := confidenceSet(recs)
 	shared := false
-	for _, c := range recs {
+	for _, c := range counted {
 		if s := r.model.Container(history.ContainerKey{WorkloadKey: w, Container: c.ContainerName}); s != nil && s.SharedSamples > 0 {
 			shared = true
 		}
@@ -217,13 +220,13 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 	case conf < r.Config.LowConfidence && shared:
 		set(gpufracv1.ConditionLowConfidence, true, ReasonSharedDevice,
 			fmt.Sprintf("confidence %d%%: samples were a shared GPU's device-wide value copied to each pod (an upper bound, not per-pod usage); enable per-pod attribution (dcgm-exporter virtual-GPU mode, HAMi, KAI or the gpufrac agent)", *st.ConfidencePercent))
-	case conf < r.Config.LowConfidence && busyFromGPUUtil(recs, r.Config.Policy.ExclusiveThreshold) != "":
+	case conf < r.Config.LowConfidence && busyFromGPUUtil(counted, r.Config.Policy.ExclusiveThreshold) != "":
 		set(gpufracv1.ConditionLowConfidence, true, ReasonLowFidelityCompute,
 			fmt.Sprintf("confidence %d%%: container %s reads busy from %s alone, which says a kernel ran, not how much of the GPU it used; not a whole GPU or Exclusive from it. Enable DCGM_FI_PROF_SM_ACTIVE (dcgm-exporter's profiling counters) or use the gpufrac agent",
-				*st.ConfidencePercent, busyFromGPUUtil(recs, r.Config.Policy.ExclusiveThreshold), metrics.DCGMGPUUtil))
+				*st.ConfidencePercent, busyFromGPUUtil(counted, r.Config.Policy.ExclusiveThreshold), metrics.DCGMGPUUtil))
 	case conf < r.Config.LowConfidence:
 		set(gpufracv1.ConditionLowConfidence, true, ReasonShortHistory,
-			fmt.Sprintf("confidence %d%% under %.0f%%: history %dh of %.0fh needed", *st.ConfidencePercent, r.Config.LowConfidence*100, minHistory(recs), r.Config.Estimator.FullConfidenceHistory.Hours()))
+			fmt.Sprintf("confidence %d%% under %.0f%%: history %dh of %.0fh needed", *st.ConfidencePercent, r.Config.LowConfidence*100, minHistory(counted), r.Config.Estimator.FullConfidenceHistory.Hours()))
 	default:
 		set(gpufracv1.ConditionLowConfidence, false, ReasonEnoughHistory, fmt.Sprintf("confidence %d%%", *st.ConfidencePercent))
 	}
@@ -253,11 +256,12 @@ func (r *Recommender) multiGPU(w history.WorkloadKey, recs []gpufracv1.Container
 
 // missingMemory says which containers got a recommendation without memory although
 // their policy controls memory (e.g. a MIG instance for which dcgm-exporter emits no
-// DCGM_FI_DEV_FB_USED), or "".
+// DCGM_FI_DEV_FB_USED), or "". Init containers are not named: nothing is written into
+// them, so they hold up no pod.
 func missingMemory(recs []gpufracv1.ContainerRecommendation, spec *gpufracv1.GPUFractionAutoscalerSpec) string {
 	var names []string
 	for _, c := range recs {
-		if c.Target.Memory == nil && spec.ContainerPolicy(c.ContainerName).Controls(gpufracv1.ResourceMemory) {
+		if c.Target.Memory == nil && c.ContainerType != gpufracv1.ContainerTypeInit && spec.ContainerPolicy(c.ContainerName).Controls(gpufracv1.ResourceMemory) {
 			names = append(names, c.ContainerName)
 		}
 	}
@@ -363,10 +367,12 @@ func firstOfPods(byPod map[string]string) string {
 
 // Recommend computes the container recommendations of one workload from the model,
 // without I/O: estimate (package estimate), then policy and guardrail (package policy),
-// then noise suppression against prev, the recommendations written last time. The
-// recommender and the what-if simulator both call it. It also returns how many
-// containers have state and how many of them the policy turns off.
-func (c Config) Recommend(model *history.Model, w history.WorkloadKey, spec *gpufracv1.GPUFractionAutoscalerSpec,
+// then noise suppression against prev, the recommendations written last time. Each
+// says where its container sits (ContainerType) in pod, the workload's current pod
+// (nil when none exists: prev's type, else Regular). The recommender and the what-if
+// simulator both call it. It also returns how many containers have state and how many
+// of them the policy turns off.
+func (c Config) Recommend(model *history.Model, w history.WorkloadKey, spec *gpufracv1.GPUFractionAutoscalerSpec, pod *corev1.Pod,
 	prev []gpufracv1.ContainerRecommendation, guard policy.Guardrail, now time.Time) (recs []gpufracv1.ContainerRecommendation, off, known int) {
 	byName := map[string]*gpufracv1.ContainerRecommendation{}
 	for i := range prev {
@@ -396,6 +402,7 @@ func (c Config) Recommend(model *history.Model, w history.WorkloadKey, spec *gpu
 				rec.UncappedTarget = uncapped
 			}
 		}
+		rec.ContainerType = containerType(pod, name, byName[name])
 		recs = append(recs, rec)
 	}
 	return recs, off, len(names)
@@ -469,38 +476,6 @@ func withinNoise(old, cur *gpufracv1.ContainerRecommendation, c Config) bool {
 		}
 	}
 	return true
-}
-
-// summarise fills the pod-level totals from the container recommendations.
-func summarise(st *gpufracv1.GPUFractionRecommendationStatus) {
-	var mem, cpu resource.Quantity
-	hasMem, hasCPU := false, false
-	conf := int32(100)
-	mode := gpufracv1.SharingModeTimeSlicing
-	rank := map[gpufracv1.SharingMode]int{gpufracv1.SharingModeTimeSlicing: 0, gpufracv1.SharingModeMPS: 1, gpufracv1.SharingModeExclusive: 2}
-	for _, c := range st.ContainerRecommendations {
-		if c.Target.Memory != nil {
-			mem.Add(*c.Target.Memory)
-			hasMem = true
-		}
-		if c.Target.Compute != nil {
-			cpu.Add(*c.Target.Compute)
-			hasCPU = true
-		}
-		conf = min(conf, c.ConfidencePercent)
-		if rank[c.SharingMode] > rank[mode] {
-			mode = c.SharingMode
-		}
-	}
-	st.Memory, st.Compute = nil, nil
-	if hasMem {
-		st.Memory = resource.NewQuantity(mem.Value(), resource.BinarySI)
-	}
-	if hasCPU {
-		st.Compute = resource.NewMilliQuantity(cpu.MilliValue(), resource.DecimalSI)
-	}
-	st.SharingMode = mode
-	st.ConfidencePercent = ptr.To(conf)
 }
 
 // write creates or updates the recommendation and mirrors its summary onto the autoscaler.

@@ -206,7 +206,7 @@ func feedModel(model *history.Model, buf *[1]metrics.Sample, tl *timeline, alive
 
 func (s *gpufracSizer) decide(tl *timeline, now time.Time) {
 	for w := range tl.workloads {
-		recs, _, _ := s.cfg.Recommend(s.model, tl.workloads[w].key, &s.spec[w], s.prev[w], policy.GuardrailOK, now)
+		recs, _, _ := s.cfg.Recommend(s.model, tl.workloads[w].key, &s.spec[w], nil, s.prev[w], policy.GuardrailOK, now)
 		if len(recs) > 0 {
 			s.prev[w] = recs
 		}

@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 )
 
 // GPUResourcePrefix marks a container as a GPU container when one of its request or limit
@@ -22,17 +24,22 @@ var kaiFractionAnnotations = []string{"gpu-fraction", "gpu-memory"}
 
 // GPUContainers returns the containers of a pod that use its GPU, for attributing usage
 // that an exporter reports per pod without a container label (KAI's gpu_fractioning_*
-// metrics): the containers that request or limit a resource starting with
-// GPUResourcePrefix; else, for a KAI fraction (pod annotation gpu-fraction or
-// gpu-memory), the container KAIContainerNameAnnotation names, or the first one; else
-// the pod's only container. Several names mean the attribution is ambiguous; none means
-// the pod shows no GPU container.
+// metrics): the regular containers and native sidecars that request or limit a resource
+// starting with GPUResourcePrefix; else, for a KAI fraction (pod annotation
+// gpu-fraction or gpu-memory), the container KAIContainerNameAnnotation names (KAI
+// looks in spec.containers, then spec.initContainers), or the first regular one; else
+// the pod's only regular container or sidecar. Init containers that run to completion are never chosen:
+// the pod's usage over its life is its running containers'. Several names mean the
+// attribution is ambiguous; none means the pod shows no GPU container.
 func GPUContainers(pod *corev1.Pod) []string {
-	var out []string
-	for i := range pod.Spec.Containers {
-		c := &pod.Spec.Containers[i]
-		if requestsPrefix(c, GPUResourcePrefix) {
-			out = append(out, c.Name)
+	var out, running []string
+	for _, c := range Containers(pod) {
+		if c.Type == gpufracv1.ContainerTypeInit {
+			continue
+		}
+		running = append(running, c.Container.Name)
+		if requestsPrefix(c.Container, GPUResourcePrefix) {
+			out = append(out, c.Container.Name)
 		}
 	}
 	if len(out) > 0 || len(pod.Spec.Containers) == 0 {
@@ -43,16 +50,14 @@ func GPUContainers(pod *corev1.Pod) []string {
 			continue
 		}
 		if name := pod.Annotations[KAIContainerNameAnnotation]; name != "" {
-			for _, c := range pod.Spec.Containers {
-				if c.Name == name {
-					return []string{name}
-				}
+			if _, ok := ContainerTypeOf(pod, name); ok {
+				return []string{name}
 			}
 		}
 		return []string{pod.Spec.Containers[0].Name}
 	}
-	if len(pod.Spec.Containers) == 1 {
-		return []string{pod.Spec.Containers[0].Name}
+	if len(running) == 1 {
+		return running
 	}
 	return nil
 }

@@ -243,16 +243,19 @@ type GPUFractionAutoscalerStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// Memory is the recommended GPU memory of the pod (sum over containers), bytes.
+	// Memory is the recommended GPU memory of the pod, bytes: max(largest init
+	// container, sum of regular containers and native sidecars) (PodNeed).
 	// +optional
 	Memory *resource.Quantity `json:"memory,omitempty"`
-	// Compute is the recommended compute of the pod (sum over containers), share of one GPU.
+	// Compute is the recommended compute of the pod, share of one GPU, added up like
+	// Memory.
 	// +optional
 	Compute *resource.Quantity `json:"compute,omitempty"`
 	// SharingMode is the recommended sharing mode.
 	// +optional
 	SharingMode SharingMode `json:"sharingMode,omitempty"`
-	// ConfidencePercent is the recommendation's confidence, 0–100.
+	// ConfidencePercent is the recommendation's confidence, 0–100 (the
+	// recommendation's ConfidencePercent: init containers do not lower it).
 	// +optional
 	ConfidencePercent *int32 `json:"confidencePercent,omitempty"`
 

@@ -1,6 +1,9 @@
 package v1alpha1
 
 import (
+	"math"
+	"sort"
+
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -76,6 +79,102 @@ type ContainerRecommendation struct {
 	ConfidencePercent int32 `json:"confidencePercent"`
 	// HistoryHours is the span of history the recommendation is based on, hours.
 	HistoryHours int32 `json:"historyHours"`
+	// ContainerType is where the container sits in the pod: Regular (spec.containers),
+	// Sidecar (a native sidecar: an init container with restartPolicy Always) or Init
+	// (an init container that runs to completion). It decides how the container counts
+	// in the pod's totals (PodNeed) and confidence (CountsInConfidence), and whether the
+	// admission webhook writes it (Regular and Sidecar only). Empty, in statuses
+	// written before the field existed, means Regular.
+	// +optional
+	ContainerType ContainerType `json:"containerType,omitempty"`
+}
+
+// ContainerType is where a container sits in the pod spec, which decides how its GPU
+// use adds up with the others' (PodNeed).
+// +kubebuilder:validation:Enum=Regular;Sidecar;Init
+type ContainerType string
+
+const (
+	// ContainerTypeRegular is a container of spec.containers.
+	ContainerTypeRegular ContainerType = "Regular"
+	// ContainerTypeSidecar is a native sidecar: a container of spec.initContainers with
+	// restartPolicy Always, which starts in init order and keeps running next to the
+	// regular containers (Kubernetes 1.29+).
+	ContainerTypeSidecar ContainerType = "Sidecar"
+	// ContainerTypeInit is a container of spec.initContainers without restartPolicy
+	// Always: it runs to completion, one at a time, before the regular containers start.
+	ContainerTypeInit ContainerType = "Init"
+)
+
+// CountsInConfidence reports whether the recommendation counts in the pod's confidence
+// and sharing mode: regular containers and native sidecars run for the pod's whole
+// life, while an init container runs for minutes per pod start, so its history stays
+// short whatever the workload's age and its confidence says nothing about the pod's.
+func (c *ContainerRecommendation) CountsInConfidence() bool {
+	return c.ContainerType != ContainerTypeInit
+}
+
+// PodNeed adds up one resource's per-container amounts into the pod's need the way the
+// Kubernetes scheduler computes a pod's effective request
+// (k8s.io/component-helpers/resource.PodRequests): regular containers and native
+// sidecars run together, so their amounts add up; init containers run one at a time
+// before the regular containers, next to the sidecars started before them. The pod
+// needs the larger of the two. Add init containers and sidecars in spec order. The
+// zero value is an empty need.
+// +kubebuilder:object:generate=false
+type PodNeed struct {
+	regular, sidecars, initMax int64
+	set                        bool
+}
+
+// Add counts one container's amount (any unit, the same for every call).
+func (n *PodNeed) Add(t ContainerType, amount int64) {
+	n.set = true
+	switch t {
+	case ContainerTypeInit:
+		n.initMax = max(n.initMax, n.sidecars+amount)
+	case ContainerTypeSidecar:
+		n.sidecars += amount
+		n.initMax = max(n.initMax, n.sidecars)
+	default:
+		n.regular += amount
+	}
+}
+
+// Total returns the pod's need: max(largest init container plus the sidecars started
+// before it, regular containers plus sidecars); false when nothing was added.
+func (n PodNeed) Total() (int64, bool) {
+	return max(n.initMax, n.regular+n.sidecars), n.set
+}
+
+// PodTotal adds up one amount of recs into the pod's need (PodNeed). start is each
+// container's position in the kubelet's start order (init containers, then regular
+// ones); containers without one (start nil, or a container the pod spec lacks) come
+// after the known ones, init containers last, so an init container of unknown place
+// counts next to every sidecar: the larger need. amount returns false for a container
+// without the resource. PodTotal returns false when no container has it.
+func PodTotal(recs []ContainerRecommendation, start map[string]int, amount func(*ContainerRecommendation) (int64, bool)) (int64, bool) {
+	pos := func(c *ContainerRecommendation) int {
+		if i, ok := start[c.ContainerName]; ok {
+			return i
+		}
+		if c.ContainerType == ContainerTypeInit {
+			return math.MaxInt
+		}
+		return math.MaxInt - 1
+	}
+	order := make([]*ContainerRecommendation, len(recs))
+	for i := range recs {
+		order[i] = &recs[i]
+	}
+	sort.SliceStable(order, func(i, j int) bool { return pos(order[i]) < pos(order[j]) })
+	var n PodNeed
+	for _, c := range order {
+		if v, ok := amount(c); ok {
+			n.Add(c.ContainerType, v)
+		}
+	}
+	return n.Total()
 }
 
 // GPUFractionRecommendationSpec identifies what the recommendation is for.
@@ -94,16 +193,22 @@ type GPUFractionRecommendationStatus struct {
 	// +listMapKey=containerName
 	// +optional
 	ContainerRecommendations []ContainerRecommendation `json:"containerRecommendations,omitempty"`
-	// Memory is the pod's total recommended GPU memory (sum of container targets), bytes.
+	// Memory is the pod's total recommended GPU memory, bytes: the container targets
+	// added up as the scheduler adds up requests (PodNeed): max(largest init container,
+	// sum of regular containers and native sidecars).
 	// +optional
 	Memory *resource.Quantity `json:"memory,omitempty"`
-	// Compute is the pod's total recommended compute, share of one GPU.
+	// Compute is the pod's total recommended compute, share of one GPU, added up like
+	// Memory.
 	// +optional
 	Compute *resource.Quantity `json:"compute,omitempty"`
-	// SharingMode is the pod's recommended sharing mode (the most isolated of its containers').
+	// SharingMode is the pod's recommended sharing mode: the most isolated of its regular
+	// containers' and native sidecars' (of its init containers' when it has no other).
 	// +optional
 	SharingMode SharingMode `json:"sharingMode,omitempty"`
-	// ConfidencePercent is the lowest container confidence, 0–100.
+	// ConfidencePercent is the lowest confidence of the regular containers and native
+	// sidecars, 0–100 (of the init containers when there is no other): an init
+	// container's few minutes per pod start never lower it.
 	// +optional
 	ConfidencePercent *int32 `json:"confidencePercent,omitempty"`
 	// Attribution says how samples of pods that no longer exist were mapped to the workload.

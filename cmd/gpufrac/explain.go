@@ -73,7 +73,10 @@ func explain(w io.Writer, gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.G
 	for _, c := range gfr.Status.ContainerRecommendations {
 		cp := gfa.Spec.ContainerPolicy(c.ContainerName)
 		headroom := policy.MemoryHeadroom(cp) * 100
-		fmt.Fprintf(w, "\ncontainer %s (confidence %d%%, %dh of history):\n", c.ContainerName, c.ConfidencePercent, c.HistoryHours)
+		fmt.Fprintf(w, "\n%s %s (confidence %d%%, %dh of history):\n", containerWord(c.ContainerType), c.ContainerName, c.ConfidencePercent, c.HistoryHours)
+		if c.ContainerType == gpufracv1.ContainerTypeInit {
+			fmt.Fprintln(w, "  runs before the others: counts in the pod's total as max(this, the running containers' sum), not in its confidence; the webhook leaves it as the pod asks")
+		}
 		fmt.Fprintf(w, "  memory  target %s = max(p90 of hourly per-pod peaks, recent peak %s) + %.0f%% headroom", q(c.Target.Memory), q(c.ObservedPeakMemory), headroom)
 		if c.UncappedTarget.Memory != nil && c.Target.Memory != nil && c.UncappedTarget.Memory.Cmp(*c.Target.Memory) != 0 {
 			fmt.Fprintf(w, "; from %s by the policy, the GPU size or rounding down to a share of the GPU", q(c.UncappedTarget.Memory))
@@ -125,4 +128,16 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// containerWord names where a container sits: "container", "sidecar container" (a
+// native sidecar) or "init container".
+func containerWord(t gpufracv1.ContainerType) string {
+	switch t {
+	case gpufracv1.ContainerTypeSidecar:
+		return "sidecar container"
+	case gpufracv1.ContainerTypeInit:
+		return "init container"
+	}
+	return "container"
 }

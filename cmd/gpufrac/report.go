@@ -195,11 +195,18 @@ func summarise(items []gpufracv1.GPUFractionRecommendation, gpuMemory int64, min
 		if r.Status.ConfidencePercent != nil {
 			row.ConfidencePercent = *r.Status.ConfidencePercent
 		}
-		for _, c := range r.Status.ContainerRecommendations {
-			if c.ObservedPeakMemory != nil {
-				row.ObservedPeakBytes += c.ObservedPeakMemory.Value()
+		// The pod's peak adds up like its target: init containers count as the
+		// largest of them, not on top of the others (gpufracv1.PodTotal).
+		row.ObservedPeakBytes, _ = gpufracv1.PodTotal(r.Status.ContainerRecommendations, nil, func(c *gpufracv1.ContainerRecommendation) (int64, bool) {
+			if c.ObservedPeakMemory == nil {
+				return 0, false
 			}
-			row.Reason = c.SharingModeReason
+			return c.ObservedPeakMemory.Value(), true
+		})
+		for _, c := range r.Status.ContainerRecommendations {
+			if c.CountsInConfidence() || row.Reason == "" {
+				row.Reason = c.SharingModeReason // the pod's mode comes from these
+			}
 		}
 		if r.Status.Memory != nil {
 			row.MemoryBytes = r.Status.Memory.Value()

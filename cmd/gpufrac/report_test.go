@@ -45,3 +45,22 @@ func TestSummarise(t *testing.T) {
 		t.Errorf("report:\n%s", b.String())
 	}
 }
+
+// The pod's observed peak adds up like its target: an init container counts as the
+// largest of itself and the running containers, not on top of them.
+func TestSummarisePeakWithInitContainer(t *testing.T) {
+	r := rec("a", 1, "20Gi", "300m", gpufracv1.SharingModeTimeSlicing, true)
+	peak := func(name string, typ gpufracv1.ContainerType, q string) gpufracv1.ContainerRecommendation {
+		return gpufracv1.ContainerRecommendation{ContainerName: name, ContainerType: typ, ObservedPeakMemory: ptr.To(resource.MustParse(q)), SharingModeReason: name}
+	}
+	r.Status.ContainerRecommendations = []gpufracv1.ContainerRecommendation{
+		peak("main", gpufracv1.ContainerTypeRegular, "12Gi"), peak("tokenizer", gpufracv1.ContainerTypeSidecar, "4Gi"), peak("warmup", gpufracv1.ContainerTypeInit, "6Gi"),
+	}
+	rows, _ := summarise([]gpufracv1.GPUFractionRecommendation{r}, 80<<30, 50)
+	if rows[0].ObservedPeakBytes != 16<<30 {
+		t.Errorf("peak %d GiB, want 16 (main + tokenizer; the 6Gi init container runs before them)", rows[0].ObservedPeakBytes>>30)
+	}
+	if rows[0].Reason != "tokenizer" {
+		t.Errorf("reason from %q, want a running container's", rows[0].Reason)
+	}
+}
