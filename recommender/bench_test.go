@@ -15,12 +15,20 @@ import (
 // BenchmarkCycle measures one steady-state recommender cycle over 10,000 pods in 2,000
 // workloads (20 namespaces), with a fake API client and canned Prometheus responses.
 // It reports Prometheus queries per cycle, which must not depend on the workload count.
+//
+// The shards=2 case splits the same 2,000 autoscalers between two recommender shards
+// (spec.recommenders: the even namespaces name shard "b") and measures one shard's cycle;
+// the fake Prometheus answers only for the namespaces a query selects, as Prometheus does.
 func BenchmarkCycle(b *testing.B) {
-	for _, workloads := range []int{200, 2000} {
-		b.Run(fmt.Sprintf("workloads=%d/pods=%d", workloads, workloads*5), func(b *testing.B) {
+	for _, c := range []struct{ workloads, shards int }{{200, 1}, {2000, 1}, {2000, 2}} {
+		name := fmt.Sprintf("workloads=%d/pods=%d", c.workloads, c.workloads*5)
+		if c.shards > 1 {
+			name += fmt.Sprintf("/shards=%d", c.shards)
+		}
+		b.Run(name, func(b *testing.B) {
 			var objs []client.Object
 			prom := &fakeProm{mem: map[string]float64{}, cpu: map[string]float64{}}
-			for i := 0; i < workloads; i++ {
+			for i := 0; i < c.workloads; i++ {
 				ns, name := fmt.Sprintf("ns-%02d", i%20), fmt.Sprintf("wl-%04d", i)
 				for _, o := range deployment(ns, name, 5) {
 					objs = append(objs, o)
@@ -30,7 +38,11 @@ func BenchmarkCycle(b *testing.B) {
 						prom.cpu[p.Name] = float64(i%90) / 100
 					}
 				}
-				objs = append(objs, gfa(ns, name, name))
+				g := gfa(ns, name, name)
+				if c.shards > 1 && i%20%2 == 0 {
+					g = inShard(g, "b")
+				}
+				objs = append(objs, g)
 			}
 			h := newHarness(b, objs, prom)
 			h.rec.Config.HistoryLength = time.Hour // keep the one-off bootstrap small
@@ -55,6 +67,7 @@ func BenchmarkCycle(b *testing.B) {
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(prom.queries.Load())/float64(b.N), "queries/cycle")
+			b.ReportMetric(float64(len(h.rec.tracked)), "workloads/shard")
 		})
 	}
 }

@@ -139,6 +139,9 @@ func (s *snapshot) addPods(pods map[[2]string]*corev1.Pod, byRef map[workload.Re
 		s.gauge(descGPUMemory, gpuMemory)
 	}
 	for ref, e := range byRef {
+		if e.foreign {
+			continue // another shard exports it
+		}
 		var allocated float64
 		for podName := range e.podNames {
 			p := pods[[2]string{ref.Namespace, podName}]

@@ -60,6 +60,10 @@ type Config struct {
 	// scraped without honor_labels their exported_* copies) or "direct" (Reader.Labels
 	// only). Default auto.
 	LabelMode string
+	// Shard limits this instance to the autoscalers it owns (spec.recommenders and a
+	// namespace selector). The zero value owns every autoscaler that names no
+	// recommender or names "default".
+	Shard Shard
 
 	History   history.Options
 	Estimator estimate.Config
@@ -290,6 +294,7 @@ type entry struct {
 	pods      int
 	podNames  map[string]bool                  // live pods of the workload
 	winner    *gpufracv1.GPUFractionAutoscaler // the autoscaler in charge when this one is a duplicate
+	foreign   bool                             // owned by another recommender shard (Config.Shard)
 }
 
 // RunOnce runs one cycle at r.Now(). It returns an error when listing objects or reading
@@ -333,7 +338,12 @@ func (r *Recommender) RunOnce(ctx context.Context) (err error) {
 		targets[e.ref.Namespace] = append(targets[e.ref.Namespace], e.ref)
 		seen[history.WorkloadKey(e.ref)] = true
 	}
-	// Forget workloads whose autoscaler is gone.
+	entries, err = r.ownedOnly(ctx, entries, byRef, targets, seen)
+	if err != nil {
+		cycleErrors.WithLabelValues("list").Inc()
+		return err
+	}
+	// Forget workloads whose autoscaler is gone (or belongs to another shard).
 	for w := range r.tracked {
 		if !seen[w] {
 			delete(r.tracked, w)

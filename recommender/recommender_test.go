@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -92,10 +94,19 @@ func (f *fakeProm) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeResult(w, "scalar", []any{times[0], fmt.Sprint(*f.latency)})
 		return
 	}
+	// Like Prometheus, answer only for the namespaces the query selects.
+	var nsRe *regexp.Regexp
+	if i := strings.Index(q, `namespace=~"`); i >= 0 {
+		if re, err := strconv.QuotedPrefix(q[i+len(`namespace=~`):]); err == nil {
+			if re, err = strconv.Unquote(re); err == nil {
+				nsRe = regexp.MustCompile("^(?:" + re + ")$")
+			}
+		}
+	}
 	var result []any
 	for _, id := range f.pods {
 		v, ok := values[id.Pod]
-		if !ok {
+		if !ok || (nsRe != nil && !nsRe.MatchString(id.Namespace)) {
 			continue
 		}
 		metric := map[string]string{"namespace": id.Namespace, "pod": id.Pod, "container": id.Container}

@@ -107,6 +107,36 @@ type GPUFractionAutoscalerSpec struct {
 	// shrinks the workload and raises its compute step by step.
 	// +optional
 	LatencyGuardrail *LatencyGuardrail `json:"latencyGuardrail,omitempty"`
+
+	// Recommenders names the recommender instance (shard) in charge of this autoscaler,
+	// as VPA's spec.recommenders does: the recommender started with that
+	// --recommender-name. Omitted means the recommender named "default". One entry
+	// at most; a recommender that is not named here ignores the autoscaler.
+	// +kubebuilder:validation:MaxItems=1
+	// +listType=atomic
+	// +optional
+	Recommenders []RecommenderName `json:"recommenders,omitempty"`
+}
+
+// DefaultRecommenderName is the recommender that owns autoscalers that name none
+// (VPA's default recommender name).
+const DefaultRecommenderName = "default"
+
+// RecommenderName names one recommender instance.
+type RecommenderName struct {
+	// Name is the instance's --recommender-name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+}
+
+// RecommenderOf returns the name of the recommender in charge of the autoscaler: the
+// first of spec.recommenders, else DefaultRecommenderName.
+func (s *GPUFractionAutoscalerSpec) RecommenderOf() string {
+	if len(s.Recommenders) > 0 && s.Recommenders[0].Name != "" {
+		return s.Recommenders[0].Name
+	}
+	return DefaultRecommenderName
 }
 
 // UpdatePolicy says whether and when recommendations are applied.

@@ -8,9 +8,12 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -65,6 +68,8 @@ func run() error {
 	flag.Float64Var(&cfg.Estimator.ComputeMargin, "compute-margin", 0, "Safety margin on compute, ratio (default 0.15, VPA's).")
 	flag.Float64Var(&cfg.Policy.GuardrailComputeStep, "guardrail-compute-step", 0, "Compute added per cycle while the latency guardrail is breached, share of one GPU (default 0.1).")
 	fitHeadroom := flag.String("fit-memory-headroom", resource.NewQuantity(policy.DefaultFitMemoryHeadroomBytes, resource.BinarySI).String(), "Least room above the recent memory peak for rounding a memory target down to a whole share of one GPU (½, ⅓, …), a quantity; 0 turns packing-aware sizing off.")
+	flag.StringVar(&cfg.Shard.Name, "recommender-name", gpufracv1.DefaultRecommenderName, "This instance's name (shard): it owns the autoscalers whose spec.recommenders names it; \"default\" also owns those naming none. Each name elects its own leader.")
+	shardNS := flag.String("shard-namespace-selector", "", "Label selector on namespaces (team=a,tier!=batch): this instance owns only autoscalers in matching namespaces (default: every namespace).")
 	flag.StringVar(&cfg.LabelMode, "label-mode", "auto", "How workload labels are read: auto (the --*-label labels, and for series scraped without honor_labels their exported_* copies) or direct (the --*-label labels only).")
 	flag.StringVar(&labels.Namespace, "namespace-label", labels.Namespace, "Label naming a sample's pod namespace.")
 	flag.StringVar(&labels.Pod, "pod-label", labels.Pod, "Label naming a sample's pod.")
@@ -91,6 +96,18 @@ func run() error {
 	q, err := resource.ParseQuantity(*gpuMemory)
 	if err != nil || q.Sign() <= 0 {
 		return fmt.Errorf("--gpu-memory %q: want a positive quantity such as 80Gi", *gpuMemory)
+	}
+	if errs := validation.IsDNS1123Label(cfg.Shard.Name); len(errs) > 0 {
+		return fmt.Errorf("--recommender-name %q: %s", cfg.Shard.Name, strings.Join(errs, "; "))
+	}
+	if *shardNS != "" {
+		if cfg.Shard.Namespaces, err = k8slabels.Parse(*shardNS); err != nil {
+			return fmt.Errorf("--shard-namespace-selector %q: %w", *shardNS, err)
+		}
+	}
+	electionID := leaderElectID
+	if cfg.Shard.Name != gpufracv1.DefaultRecommenderName {
+		electionID = leaderElectID + "-" + cfg.Shard.Name // one leader per shard
 	}
 	cfg.Policy.GPUMemoryBytes = q.AsApproximateFloat64()
 	var src metrics.Source // nil: detected at the first cycle
@@ -121,7 +138,7 @@ func run() error {
 		Metrics:                 metricsserver.Options{BindAddress: *metricsAddr},
 		HealthProbeBindAddress:  *probeAddr,
 		LeaderElection:          *leaderElect,
-		LeaderElectionID:        leaderElectID,
+		LeaderElectionID:        electionID,
 		LeaderElectionNamespace: *leaderNS,
 	})
 	if err != nil {

@@ -158,7 +158,7 @@ gpufrac-admission-status
 
 {{/* The recommender's leader-election Lease (fixed in the recommender binary). */}}
 {{- define "gpufrac.recommender.leaseName" -}}
-gpufrac-recommender.autoscaling.gpufrac.io
+gpufrac-recommender.autoscaling.gpufrac.io{{ if ne (.Values.recommender.name | default "default") "default" }}-{{ .Values.recommender.name }}{{ end }}
 {{- end -}}
 
 {{/* Whether the admission webhook uses the self-managed certificate. */}}
