@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/backend"
 )
 
 func TestFlags(t *testing.T) {
@@ -20,10 +21,10 @@ func TestFlags(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if c.minConfidence() != 0 || c.MemoryOverhead[gpufracv1.BackendHAMi] != 256*MiB || c.MemoryOverhead[gpufracv1.BackendMPS] != 1<<30 ||
-		c.GPUMemoryBytes != 141<<30 || c.KAI.Mode != KAIModeFraction || c.HAMi.MemoryResource != "example.com/vmem" ||
+	if c.minConfidence() != 0 || c.MemoryOverhead[gpufracv1.BackendHAMi] != 256*backend.MiB || c.MemoryOverhead[gpufracv1.BackendMPS] != 1<<30 ||
+		c.GPUMemoryBytes != 141<<30 || c.KAI.Mode != backend.KAIModeFraction || c.HAMi.MemoryResource != "example.com/vmem" ||
 		c.HAMi.CoresResource != "nvidia.com/gpucores" || c.MPS.ReplicaMemoryBytes != 10<<30 ||
-		c.KAI.ReservedMemoryBytes != 512*MiB || c.UsableGPUMemoryBytes() != 141<<30-512*MiB {
+		c.KAI.ReservedMemoryBytes != 512*backend.MiB || c.UsableGPUMemoryBytes() != 141<<30-512*backend.MiB {
 		t.Errorf("parsed %+v", c)
 	}
 	if (Config{}).WithDefaults().minConfidence() != 50 {
@@ -38,14 +39,14 @@ func TestFlags(t *testing.T) {
 			t.Errorf("%v accepted", bad)
 		}
 	}
-	bad := Config{MinConfidence: ptr[int32](101), KAI: KAIConfig{Mode: "x"}, NVFractions: NVFractionsConfig{Limit: "y"}}.WithDefaults()
+	bad := Config{MinConfidence: ptr[int32](101), Config: backend.Config{KAI: backend.KAIConfig{Mode: "x"}, NVFractions: backend.NVFractionsConfig{Limit: "y"}}}.WithDefaults()
 	if err := bad.Validate(); err == nil {
 		t.Error("invalid config accepted")
 	}
 	if (Config{}).WithDefaults().KAI.ReservedMemoryBytes != 0 {
 		t.Error("default KAI reserve not 0")
 	}
-	if err := (Config{GPUMemoryBytes: 16 << 30, KAI: KAIConfig{ReservedMemoryBytes: 16 << 30}}).WithDefaults().Validate(); err == nil {
+	if err := (Config{Config: backend.Config{GPUMemoryBytes: 16 << 30, KAI: backend.KAIConfig{ReservedMemoryBytes: 16 << 30}}}).WithDefaults().Validate(); err == nil {
 		t.Error("a reserve of the whole GPU accepted")
 	}
 }

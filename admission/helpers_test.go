@@ -150,3 +150,21 @@ func autoscalingRef(kind, name string) autoscalingv1.CrossVersionObjectReference
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func resourceValue(c *corev1.Container, list string, name corev1.ResourceName) (int64, bool) {
+	l := c.Resources.Limits
+	if list == "requests" {
+		l = c.Resources.Requests
+	}
+	q, ok := l[name]
+	return q.Value(), ok
+}
+
+func env(c *corev1.Container, name string) (string, bool) {
+	for _, e := range c.Env {
+		if e.Name == name {
+			return e.Value, true
+		}
+	}
+	return "", false
+}

@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/gpufrac/gpufrac/statuslease"
 )
 
 func registered(t *testing.T, c client.Client) (*admissionregistrationv1.MutatingWebhookConfiguration, bool) {
@@ -122,7 +124,7 @@ func TestRegisterOnlyOnceServing(t *testing.T) {
 func TestCleanUpAfterFailure(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	lease := func(holder string, renewed time.Time) *coordinationv1.Lease {
-		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "gpufrac-system", Name: DefaultStatusLeaseName},
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "gpufrac-system", Name: statuslease.DefaultName},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr(holder), RenewTime: &metav1.MicroTime{Time: renewed}}}
 	}
 	for _, tc := range []struct {
@@ -155,7 +157,7 @@ func TestCleanUpAfterFailure(t *testing.T) {
 			}
 			s := &Server{Registration: &Registration{Client: c, Namespace: "gpufrac-system", URL: url}}
 			if !tc.disabled {
-				s.Lease = &StatusLease{Client: c, Namespace: "gpufrac-system", Identity: "admission-a", RenewInterval: 10 * time.Second, Now: func() time.Time { return now }}
+				s.Lease = &statuslease.Renewer{Client: c, Namespace: "gpufrac-system", Identity: "admission-a", RenewInterval: 10 * time.Second, Now: func() time.Time { return now }}
 			}
 			s.serving.Store(true)
 			if err := s.reconcile(ctx, []byte("CA")); err != nil {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gpufrac/gpufrac/statuslease"
 )
 
 // Webhook names used as the "webhook" label of the metrics.
@@ -113,4 +115,12 @@ func instrument(webhook string, h http.Handler) http.Handler {
 		h.ServeHTTP(w, r)
 		obs.Observe(time.Since(start).Seconds())
 	})
+}
+
+// observeLease counts a status Lease renewal attempt (statuslease.Renewer.Observe).
+func observeLease(result string) {
+	leaseRenewals.WithLabelValues(result).Inc()
+	if result == statuslease.ResultError {
+		errorsTotal.WithLabelValues("lease").Inc()
+	}
 }

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/backend"
 	"github.com/gpufrac/gpufrac/workload"
 )
 
@@ -68,8 +69,8 @@ type Mutator struct {
 	Reader client.Reader
 	// Config is the webhook configuration (with defaults applied by NewMutator).
 	Config Config
-	// Backends maps spec.backend.type to its backend (NewBackends).
-	Backends map[gpufracv1.BackendType]Backend
+	// Backends maps spec.backend.type to its backend (backend.New).
+	Backends map[gpufracv1.BackendType]backend.Codec
 	// Events records warnings on the autoscaler when a pod could not be patched; nil
 	// records none. Events are never recorded for dry-run requests.
 	Events events.EventRecorder
@@ -86,7 +87,7 @@ type Mutator struct {
 // know core/v1 (it decodes pods).
 func NewMutator(r client.Reader, scheme *runtime.Scheme, cfg Config) *Mutator {
 	cfg = cfg.WithDefaults()
-	return &Mutator{Reader: r, Config: cfg, Backends: NewBackends(cfg), decoder: admission.NewDecoder(scheme)}
+	return &Mutator{Reader: r, Config: cfg, Backends: backend.New(cfg.Config), decoder: admission.NewDecoder(scheme)}
 }
 
 func (m *Mutator) now() time.Time {
@@ -263,14 +264,14 @@ func (m *Mutator) decideFor(ctx context.Context, pod *corev1.Pod, gfa *gpufracv1
 			specOverhead = b.MemoryOverhead.Value()
 		}
 	}
-	backend := m.Backends[bt]
-	if backend == nil {
+	codec := m.Backends[bt]
+	if codec == nil {
 		msg := fmt.Sprintf("gpufrac: backend %q of autoscaler %s is unknown; pod admitted unchanged", bt, gfa.Name)
 		return outcome{skip: SkipUnknownBackend, warnings: []string{msg}, gfa: gfa, event: msg}
 	}
 	unsafeOutcome := func(err error) outcome {
 		reason := SkipInternalError
-		var ue *UnsafeError
+		var ue *backend.UnsafeError
 		if errors.As(err, &ue) {
 			reason = ue.Reason
 		}
@@ -278,7 +279,7 @@ func (m *Mutator) decideFor(ctx context.Context, pod *corev1.Pod, gfa *gpufracv1
 		return outcome{skip: reason, warnings: []string{msg}, gfa: gfa, event: msg}
 	}
 	if specOverhead < 0 {
-		return unsafeOutcome(unsafe(UnsafeInvalidValue, "spec.backend.memoryOverhead of autoscaler %s is negative", gfa.Name))
+		return unsafeOutcome(backend.Unsafe(backend.UnsafeInvalidValue, "spec.backend.memoryOverhead of autoscaler %s is negative", gfa.Name))
 	}
 	targets, warnings, err := m.targets(pod, gfa, gfr, m.Config.MemoryOverhead[bt]+specOverhead)
 	if err != nil {
@@ -289,7 +290,7 @@ func (m *Mutator) decideFor(ctx context.Context, pod *corev1.Pod, gfa *gpufracv1
 	}
 
 	mod := pod.DeepCopy()
-	bw, err := backend.Apply(mod, targets)
+	bw, err := codec.Apply(mod, targets)
 	if err != nil {
 		return unsafeOutcome(err)
 	}
@@ -303,7 +304,7 @@ func (m *Mutator) decideFor(ctx context.Context, pod *corev1.Pod, gfa *gpufracv1
 		ConfidencePercent:             ptrOr(gfr.Status.ConfidencePercent, 0),
 	}
 	for _, t := range targets {
-		if !t.wrote() {
+		if !t.Wrote() {
 			continue
 		}
 		ac := gpufracv1.AppliedContainer{Name: t.Container}
@@ -313,7 +314,7 @@ func (m *Mutator) decideFor(ctx context.Context, pod *corev1.Pod, gfa *gpufracv1
 		}
 		if t.WrittenComputeMilli >= 0 {
 			ac.Compute = t.RecommendedCompute
-			ac.WrittenCompute = milliQuantity(t.WrittenComputeMilli)
+			ac.WrittenCompute = backend.MilliQuantity(t.WrittenComputeMilli)
 		}
 		rec.Containers = append(rec.Containers, ac)
 	}
@@ -325,7 +326,7 @@ func (m *Mutator) decideFor(ctx context.Context, pod *corev1.Pod, gfa *gpufracv1
 		errorsTotal.WithLabelValues("encode").Inc()
 		return outcome{skip: SkipInternalError}
 	}
-	setAnnotation(mod, gpufracv1.AnnotationApplied, string(b))
+	backend.SetAnnotation(mod, gpufracv1.AnnotationApplied, string(b))
 	o := outcome{ops: diffPod(pod, mod), warnings: warnings, backend: bt}
 	for _, t := range targets {
 		// The pod's creator (a ReplicaSet controller) reads no warning: the autoscaler's
@@ -340,8 +341,8 @@ func (m *Mutator) decideFor(ctx context.Context, pod *corev1.Pod, gfa *gpufracv1
 // targets builds one Target per container that has a recommendation and a controlled
 // resource. Out-of-range recommendations make the pod unsafe; memory above one GPU after
 // adding overhead is capped with a warning.
-func (m *Mutator) targets(pod *corev1.Pod, gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionRecommendation, overhead int64) ([]*Target, []string, error) {
-	var targets []*Target
+func (m *Mutator) targets(pod *corev1.Pod, gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionRecommendation, overhead int64) ([]*backend.Target, []string, error) {
+	var targets []*backend.Target
 	var warnings []string
 	gpuMem := resource.NewQuantity(m.Config.GPUMemoryBytes, resource.BinarySI)
 	one := resource.MustParse("1")
@@ -361,13 +362,13 @@ func (m *Mutator) targets(pod *corev1.Pod, gfa *gpufracv1.GPUFractionAutoscaler,
 		if !pol.Enabled() {
 			continue
 		}
-		t := &Target{Container: c.Name, Index: i, WrittenComputeMilli: -1}
+		t := &backend.Target{Container: c.Name, Index: i, WrittenComputeMilli: -1}
 		if q := rec.Target.Memory; q != nil && pol.Controls(gpufracv1.ResourceMemory) {
 			if q.Sign() <= 0 {
-				return nil, nil, unsafe(UnsafeInvalidValue, "memory target %s of container %s is not positive", q.String(), c.Name)
+				return nil, nil, backend.Unsafe(backend.UnsafeInvalidValue, "memory target %s of container %s is not positive", q.String(), c.Name)
 			}
 			if q.Cmp(*gpuMem) > 0 {
-				return nil, nil, unsafe(UnsafeRecommendationSize, "memory target %s of container %s exceeds one GPU (%s)", q.String(), c.Name, gpuMem.String())
+				return nil, nil, backend.Unsafe(backend.UnsafeRecommendationSize, "memory target %s of container %s exceeds one GPU (%s)", q.String(), c.Name, gpuMem.String())
 			}
 			t.HasMemory = true
 			qc := q.DeepCopy()
@@ -397,7 +398,7 @@ func (m *Mutator) targets(pod *corev1.Pod, gfa *gpufracv1.GPUFractionAutoscaler,
 		}
 		if q := rec.Target.Compute; q != nil && pol.Controls(gpufracv1.ResourceCompute) && rec.PartitionsCompute() {
 			if q.Sign() < 0 || q.Cmp(one) > 0 {
-				return nil, nil, unsafe(UnsafeInvalidValue, "compute target %s of container %s is outside 0–1 GPU", q.String(), c.Name)
+				return nil, nil, backend.Unsafe(backend.UnsafeInvalidValue, "compute target %s of container %s is outside 0–1 GPU", q.String(), c.Name)
 			}
 			t.HasCompute = true
 			t.ComputeMilli = q.MilliValue()
@@ -428,7 +429,7 @@ func (m *Mutator) targets(pod *corev1.Pod, gfa *gpufracv1.GPUFractionAutoscaler,
 // or a KAI fraction annotation.
 func (m *Mutator) requestsGPU(pod *corev1.Pod) bool {
 	for _, c := range workload.Containers(pod) {
-		if c.Type != gpufracv1.ContainerTypeInit && isGPUContainer(c.Container, m.Config.GPUResourcePrefix) {
+		if c.Type != gpufracv1.ContainerTypeInit && backend.IsGPUContainer(c.Container, m.Config.GPUResourcePrefix) {
 			return true
 		}
 	}

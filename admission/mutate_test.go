@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/backend"
 )
 
 // mutator returns a Mutator over a fake cache holding the Deployment web, its
@@ -40,7 +41,7 @@ func TestMutateHAMiThroughDeployment(t *testing.T) {
 	gfa := autoscaler("web", gpufracv1.UpdateModeInitial, gpufracv1.BackendHAMi)
 	gfa.Spec.Backend.MemoryOverhead = q("256Mi")
 	gfr := recommendation("web", 80, containerRec("main", "4Gi", "350m"))
-	m := mutator(t, Config{MemoryOverhead: map[gpufracv1.BackendType]int64{gpufracv1.BackendHAMi: 256 * MiB}}, gfa, gfr)
+	m := mutator(t, Config{Config: backend.Config{MemoryOverhead: map[gpufracv1.BackendType]int64{gpufracv1.BackendHAMi: 256 * backend.MiB}}}, gfa, gfr)
 	o, resp, got := handle(t, m, podOf(gpuContainer("main", 1)))
 	if o.skip != "" {
 		t.Fatalf("skipped: %s %v", o.skip, o.warnings)
@@ -169,10 +170,10 @@ func TestMutateSkips(t *testing.T) {
 		{"no GPU", base(), Config{}, podOf(corev1.Container{Name: "main"}), SkipNoGPU, false},
 		{"bare pod", base(), Config{}, orphan, SkipNoController, false},
 		{"owner not cached", base(), Config{OwnerWait: 20 * time.Millisecond}, wrongRS, SkipOwnerNotCached, true},
-		{"compute out of range", []client.Object{base()[0], recommendation("web", 80, containerRec("main", "4Gi", "2"))}, Config{}, nil, UnsafeInvalidValue, true},
-		{"memory above one GPU", []client.Object{base()[0], recommendation("web", 80, containerRec("main", "100Gi", ""))}, Config{}, nil, UnsafeRecommendationSize, true},
-		{"negative memory", []client.Object{base()[0], recommendation("web", 80, containerRec("main", "-1Gi", ""))}, Config{}, nil, UnsafeInvalidValue, true},
-		{"unsafe multi-gpu", base(), Config{}, podOf(gpuContainer("main", 2)), UnsafeMultiGPU, true},
+		{"compute out of range", []client.Object{base()[0], recommendation("web", 80, containerRec("main", "4Gi", "2"))}, Config{}, nil, backend.UnsafeInvalidValue, true},
+		{"memory above one GPU", []client.Object{base()[0], recommendation("web", 80, containerRec("main", "100Gi", ""))}, Config{}, nil, backend.UnsafeRecommendationSize, true},
+		{"negative memory", []client.Object{base()[0], recommendation("web", 80, containerRec("main", "-1Gi", ""))}, Config{}, nil, backend.UnsafeInvalidValue, true},
+		{"unsafe multi-gpu", base(), Config{}, podOf(gpuContainer("main", 2)), backend.UnsafeMultiGPU, true},
 		{"nothing written", base(), Config{}, podOf(corev1.Container{Name: "main", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/mig-1g.10gb": *q("1")}}}), SkipNothingWritten, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -231,7 +232,7 @@ func TestMutateSeveralAutoscalersOldestWins(t *testing.T) {
 				t.Fatalf("skipped %s %v", o.skip, o.warnings)
 			}
 			if v, _ := resourceValue(&got.Spec.Containers[0], "limits", "nvidia.com/gpumem"); v != tc.winnerMem {
-				t.Errorf("gpumem %d MiB, want %d (the recommendation of %s)", v, tc.winnerMem, tc.winner)
+				t.Errorf("gpumem %d backend.MiB, want %d (the recommendation of %s)", v, tc.winnerMem, tc.winner)
 			}
 			if r, _ := gpufracv1.ParseApplied(got.Annotations); r == nil || r.Autoscaler != tc.winner {
 				t.Errorf("applied record %+v, want autoscaler %s", r, tc.winner)
@@ -302,7 +303,7 @@ func TestMutatePolicies(t *testing.T) {
 func TestMutateMemoryCappedToOneGPU(t *testing.T) {
 	gfa := autoscaler("web", gpufracv1.UpdateModeInitial, gpufracv1.BackendHAMi)
 	gfa.Spec.Backend.MemoryOverhead = q("2Gi")
-	m := mutator(t, Config{GPUMemoryBytes: 80 << 30}, gfa, recommendation("web", 80, containerRec("main", "79Gi", "")))
+	m := mutator(t, Config{Config: backend.Config{GPUMemoryBytes: 80 << 30}}, gfa, recommendation("web", 80, containerRec("main", "79Gi", "")))
 	o, resp, got := handle(t, m, podOf(gpuContainer("main", 1)))
 	if o.skip != "" {
 		t.Fatal(o.skip)
@@ -416,10 +417,10 @@ func TestMutateCapEventOnAutoscaler(t *testing.T) {
 		dryRun  bool
 		want    string // substring of the event note; "" = no MemoryCapped event
 	}{
-		{"mps above the replica share", gpufracv1.BackendMPS, Config{MPS: MPSConfig{ReplicaMemoryBytes: 10 << 30}}, "12Gi", false, "recommended 12288MiB exceeds the MPS replica share 10240MiB"},
-		{"mps within the share", gpufracv1.BackendMPS, Config{MPS: MPSConfig{ReplicaMemoryBytes: 10 << 30}}, "8Gi", false, ""},
-		{"mps above the share, dry run", gpufracv1.BackendMPS, Config{MPS: MPSConfig{ReplicaMemoryBytes: 10 << 30}}, "12Gi", true, ""},
-		{"hami above one GPU after overhead", gpufracv1.BackendHAMi, Config{GPUMemoryBytes: 16 << 30, MemoryOverhead: map[gpufracv1.BackendType]int64{gpufracv1.BackendHAMi: 1 << 30}}, "16Gi", false, "plus overhead exceeds one GPU"},
+		{"mps above the replica share", gpufracv1.BackendMPS, Config{Config: backend.Config{MPS: backend.MPSConfig{ReplicaMemoryBytes: 10 << 30}}}, "12Gi", false, "recommended 12288MiB exceeds the MPS replica share 10240MiB"},
+		{"mps within the share", gpufracv1.BackendMPS, Config{Config: backend.Config{MPS: backend.MPSConfig{ReplicaMemoryBytes: 10 << 30}}}, "8Gi", false, ""},
+		{"mps above the share, dry run", gpufracv1.BackendMPS, Config{Config: backend.Config{MPS: backend.MPSConfig{ReplicaMemoryBytes: 10 << 30}}}, "12Gi", true, ""},
+		{"hami above one GPU after overhead", gpufracv1.BackendHAMi, Config{Config: backend.Config{GPUMemoryBytes: 16 << 30, MemoryOverhead: map[gpufracv1.BackendType]int64{gpufracv1.BackendHAMi: 1 << 30}}}, "16Gi", false, "plus overhead exceeds one GPU"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := mutator(t, tc.cfg, autoscaler("web", gpufracv1.UpdateModeInitial, tc.backend), recommendation("web", 80, containerRec("main", tc.mem, "")))
@@ -462,7 +463,7 @@ func TestMutateRollbackFloor(t *testing.T) {
 	for _, tc := range []struct {
 		name           string
 		until          time.Time
-		wantMiB, wantP int64 // gpumem MiB, gpucores percent
+		wantMiB, wantP int64 // gpumem backend.MiB, gpucores percent
 		wantRecMem     string
 	}{
 		{"floor in force", now.Add(time.Hour), 6144, 40, "6Gi"},
@@ -481,7 +482,7 @@ func TestMutateRollbackFloor(t *testing.T) {
 			}
 			c := &got.Spec.Containers[0]
 			if v, _ := resourceValue(c, "limits", "nvidia.com/gpumem"); v != tc.wantMiB {
-				t.Errorf("gpumem %d MiB, want %d", v, tc.wantMiB)
+				t.Errorf("gpumem %d backend.MiB, want %d", v, tc.wantMiB)
 			}
 			if v, _ := resourceValue(c, "limits", "nvidia.com/gpucores"); v != tc.wantP {
 				t.Errorf("gpucores %d, want %d", v, tc.wantP)

@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/gpufrac/gpufrac/backend"
 )
 
 func TestDiffPod(t *testing.T) {
@@ -18,8 +20,8 @@ func TestDiffPod(t *testing.T) {
 		mod  func(*corev1.Pod)
 	}{
 		"annotations from nil, escaped keys": {podOf(gpuContainer("a", 1)), func(p *corev1.Pod) {
-			setAnnotation(p, "nvidia.com/container.a.gpu-memory.request", "1Gi")
-			setAnnotation(p, "we~ird/key", "")
+			backend.SetAnnotation(p, "nvidia.com/container.a.gpu-memory.request", "1Gi")
+			backend.SetAnnotation(p, "we~ird/key", "")
 		}},
 		"annotations changed and removed": {func() *corev1.Pod {
 			p := podOf(gpuContainer("a", 1))
@@ -30,18 +32,18 @@ func TestDiffPod(t *testing.T) {
 			p.Labels["kai.scheduler/queue"] = "q"
 			p.Spec.SchedulerName = "kai-scheduler"
 		}},
-		"resources of an empty container": {podOf(corev1.Container{Name: "a"}), func(p *corev1.Pod) { setResource(&p.Spec.Containers[0], "nvidia.com/gpumem", 10) }},
+		"resources of an empty container": {podOf(corev1.Container{Name: "a"}), func(p *corev1.Pod) { backend.SetResource(&p.Spec.Containers[0], "nvidia.com/gpumem", 10) }},
 		"resources replaced, gpu removed": {podOf(corev1.Container{Name: "s"}, gpuContainer("a", 1)), func(p *corev1.Pod) {
-			setResource(&p.Spec.Containers[1], "nvidia.com/gpumem", 10)
-			removeResource(&p.Spec.Containers[1], "nvidia.com/gpu")
+			backend.SetResource(&p.Spec.Containers[1], "nvidia.com/gpumem", 10)
+			backend.RemoveResource(&p.Spec.Containers[1], "nvidia.com/gpu")
 		}},
 		"only limits before": {podOf(corev1.Container{Name: "a", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}}}), func(p *corev1.Pod) {
-			setResource(&p.Spec.Containers[0], "nvidia.com/gpucores", 30)
+			backend.SetResource(&p.Spec.Containers[0], "nvidia.com/gpucores", 30)
 		}},
-		"env from nil": {podOf(gpuContainer("a", 1)), func(p *corev1.Pod) { setEnv(&p.Spec.Containers[0], "A", "1") }},
+		"env from nil": {podOf(gpuContainer("a", 1)), func(p *corev1.Pod) { backend.SetEnv(&p.Spec.Containers[0], "A", "1") }},
 		"env replaced in place and appended": {podOf(withEnv), func(p *corev1.Pod) {
-			setEnv(&p.Spec.Containers[0], "Y", "2")
-			setEnv(&p.Spec.Containers[0], "Z", "3")
+			backend.SetEnv(&p.Spec.Containers[0], "Y", "2")
+			backend.SetEnv(&p.Spec.Containers[0], "Z", "3")
 		}},
 		"no change": {podOf(gpuContainer("a", 1)), func(*corev1.Pod) {}},
 	} {

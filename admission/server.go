@@ -13,11 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
@@ -31,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/statuslease"
 )
 
 // Options configures a whole admission server (NewServer).
@@ -77,7 +75,7 @@ type Options struct {
 	// certificate, every CertCheckInterval).
 	RegistrationInterval time.Duration
 
-	// LeaseName is the status Lease's name. Default DefaultStatusLeaseName.
+	// LeaseName is the status Lease's name. Default statuslease.DefaultName.
 	LeaseName string
 	// LeaseRenewInterval is the status Lease's renewal period. Default 10s.
 	LeaseRenewInterval time.Duration
@@ -102,7 +100,7 @@ type Server struct {
 	// Registration is the webhook registration, nil unless Options.Register.
 	Registration *Registration
 	// Lease is the status Lease, nil when disabled.
-	Lease *StatusLease
+	Lease *statuslease.Renewer
 
 	synced  atomic.Bool
 	regErr  atomic.Pointer[error]
@@ -291,9 +289,9 @@ func NewServer(ctx context.Context, restCfg *rest.Config, o Options) (*Server, e
 		return nil, err
 	}
 	if !o.DisableLease {
-		s.Lease = &StatusLease{
+		s.Lease = &statuslease.Renewer{
 			Client: direct, Namespace: o.Namespace, Name: o.LeaseName, Identity: o.Identity,
-			RenewInterval: o.LeaseRenewInterval, Ready: ready,
+			RenewInterval: o.LeaseRenewInterval, Ready: ready, Observe: observeLease,
 		}
 		if err := mgr.Add(s.Lease); err != nil {
 			return nil, err
@@ -336,17 +334,8 @@ func (s *Server) CleanUp(ctx context.Context) (bool, error) {
 		}
 		return true, s.Registration.Delete(ctx)
 	}
-	l := *s.Lease
-	l.defaults()
-	lease := &coordinationv1.Lease{}
-	err := l.Client.Get(ctx, types.NamespacedName{Namespace: l.Namespace, Name: l.Name}, lease)
-	switch {
-	case apierrors.IsNotFound(err):
-	case err != nil:
-		return false, fmt.Errorf("reading the status Lease: %w", err)
-	case lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != l.Identity && lease.Spec.RenewTime != nil &&
-		l.Now().Sub(lease.Spec.RenewTime.Time) <= 3*l.RenewInterval:
-		return false, nil // another replica serves
+	if other, err := s.Lease.HeldByOther(ctx); err != nil || other {
+		return false, err // another replica serves, or we cannot tell
 	}
 	return true, s.Registration.Delete(ctx)
 }

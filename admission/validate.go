@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/backend"
 	"github.com/gpufrac/gpufrac/workload"
 )
 
@@ -193,11 +194,11 @@ func ValidateAutoscaler(gfa *gpufracv1.GPUFractionAutoscaler) field.ErrorList {
 	}
 	if b := gfa.Spec.Backend; b != nil {
 		p := spec.Child("backend")
-		names := make([]string, len(BackendTypes))
-		for i, t := range BackendTypes {
+		names := make([]string, len(backend.Types))
+		for i, t := range backend.Types {
 			names[i] = string(t)
 		}
-		if b.Type != "" && !slices.Contains(BackendTypes, b.Type) {
+		if b.Type != "" && !slices.Contains(backend.Types, b.Type) {
 			errs = append(errs, field.NotSupported(p.Child("type"), b.Type, names))
 		}
 		if b.MemoryOverhead != nil && b.MemoryOverhead.Sign() < 0 {

@@ -34,6 +34,7 @@ import (
 
 	"github.com/gpufrac/gpufrac/admission"
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/statuslease"
 )
 
 const (
@@ -364,7 +365,7 @@ func TestAdmission(t *testing.T) {
 
 	t.Run("status lease", func(t *testing.T) {
 		waitFor(t, 15*time.Second, "status Lease fresh", func() (bool, error) {
-			return admission.LeaseFresh(ctx, c, admSystemNS, admission.DefaultStatusLeaseName, 5*time.Second)
+			return statuslease.Fresh(ctx, c, admSystemNS, statuslease.DefaultName, 5*time.Second)
 		})
 	})
 
@@ -383,7 +384,7 @@ func TestAdmission(t *testing.T) {
 		if code := wh.cmd.ProcessState.ExitCode(); code != 0 {
 			t.Errorf("exit code %d after SIGTERM, want 0", code)
 		}
-		if fresh, err := admission.LeaseFresh(ctx, c, admSystemNS, admission.DefaultStatusLeaseName, time.Minute); err != nil || fresh {
+		if fresh, err := statuslease.Fresh(ctx, c, admSystemNS, statuslease.DefaultName, time.Minute); err != nil || fresh {
 			t.Errorf("status Lease fresh=%v (%v) right after a graceful stop, want released", fresh, err)
 		}
 	})
@@ -466,7 +467,7 @@ func TestAdmission(t *testing.T) {
 		waitFor(t, 60*time.Second, "3 pods of annotations", func() (bool, error) { return len(admPods(t, admNS, "annotations")) == 3, nil })
 		// Without renewals the Lease goes stale, so the updater stops evicting.
 		waitFor(t, 15*time.Second, "status Lease stale", func() (bool, error) {
-			fresh, err := admission.LeaseFresh(ctx, c, admSystemNS, admission.DefaultStatusLeaseName, 3*time.Second)
+			fresh, err := statuslease.Fresh(ctx, c, admSystemNS, statuslease.DefaultName, 3*time.Second)
 			return !fresh, err
 		})
 	})

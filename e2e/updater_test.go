@@ -28,9 +28,9 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/gpufrac/gpufrac/admission"
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/recommender"
+	"github.com/gpufrac/gpufrac/statuslease"
 	"github.com/gpufrac/gpufrac/updater"
 )
 
@@ -772,7 +772,7 @@ func TestUpdater(t *testing.T) {
 	t.Run("webhook stopped", func(t *testing.T) {
 		wh.stop() // graceful: the Lease is released at once
 		waitFor(t, 15*time.Second, "status Lease stale", func() (bool, error) {
-			fresh, err := admission.LeaseFresh(ctx, c, updSystemNS, admission.DefaultStatusLeaseName, 5*time.Second)
+			fresh, err := statuslease.Fresh(ctx, c, updSystemNS, statuslease.DefaultName, 5*time.Second)
 			return !fresh, err
 		})
 		old := uids(updPods(t, storm.ns, "app"))

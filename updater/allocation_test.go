@@ -8,12 +8,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/gpufrac/gpufrac/admission"
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/backend"
 )
 
 func TestReadAllocation(t *testing.T) {
-	cfg := admission.Config{}.WithDefaults()
+	cfg := backend.Config{}.WithDefaults()
 	mib := int64(1 << 20)
 	container := func(limits corev1.ResourceList, env ...corev1.EnvVar) corev1.Container {
 		return corev1.Container{Name: "main", Resources: corev1.ResourceRequirements{Limits: limits}, Env: env}
@@ -79,12 +79,12 @@ func TestReadAllocation(t *testing.T) {
 func TestReadAllocationKAIReserved(t *testing.T) {
 	mib := int64(1 << 20)
 	for _, reserved := range []int64{0, 512 * mib} {
-		cfg := admission.Config{GPUMemoryBytes: 15 << 30, KAI: admission.KAIConfig{Mode: admission.KAIModeFraction, ReservedMemoryBytes: reserved}}.WithDefaults()
+		cfg := backend.Config{GPUMemoryBytes: 15 << 30, KAI: backend.KAIConfig{Mode: backend.KAIModeFraction, ReservedMemoryBytes: reserved}}.WithDefaults()
 		// What the webhook writes for 5980 MiB.
 		pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Resources: corev1.ResourceRequirements{
 			Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}}}}}}
-		tg := &admission.Target{Container: "main", Index: 0, HasMemory: true, MemoryBytes: 5980 * mib, WrittenComputeMilli: -1}
-		if _, err := admission.NewBackends(cfg)[gpufracv1.BackendKAI].Apply(pod, []*admission.Target{tg}); err != nil {
+		tg := &backend.Target{Container: "main", Index: 0, HasMemory: true, MemoryBytes: 5980 * mib, WrittenComputeMilli: -1}
+		if _, err := backend.New(cfg)[gpufracv1.BackendKAI].Apply(pod, []*backend.Target{tg}); err != nil {
 			t.Fatal(err)
 		}
 		got := ReadAllocation(pod, gpufracv1.BackendKAI, cfg, 0).Containers["main"].Memory

@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gpufrac/gpufrac/admission"
+	"github.com/gpufrac/gpufrac/backend"
+	"github.com/gpufrac/gpufrac/statuslease"
 )
 
 // Defaults of Config, shared with cmd/updater's flags and the simulator.
@@ -73,7 +74,7 @@ type Config struct {
 	// FloorDuration is how long a rollback floor holds. Default 24h.
 	FloorDuration time.Duration
 	// LeaseNamespace and LeaseName locate the admission webhook's status Lease (name
-	// default admission.DefaultStatusLeaseName). LeaseNamespace is required.
+	// default statuslease.DefaultName). LeaseNamespace is required.
 	LeaseNamespace, LeaseName string
 	// LeaseMaxAge is the oldest renewal of the Lease that counts as fresh. Default 30s.
 	LeaseMaxAge time.Duration
@@ -97,10 +98,13 @@ type Config struct {
 	// NoPlacementCheck turns off the check, before each eviction, that the replacement
 	// can be placed (Placeable). Default false: the check runs.
 	NoPlacementCheck bool
-	// Admission is the webhook's configuration (the same flags as cmd/admission), so the
-	// updater reads backend fields, overheads and the minimum confidence as the webhook
-	// writes and applies them.
-	Admission admission.Config
+	// Backend is the webhook's backend configuration (the same flags as cmd/admission),
+	// so the updater reads backend fields and overheads as the webhook writes them.
+	Backend backend.Config
+	// MinConfidence is the webhook's --min-confidence, percent 0–100: recommendations
+	// below it are not applied to replacements, so no pod is replaced for them. Nil
+	// means the webhook's default, 50.
+	MinConfidence *int32
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -140,7 +144,7 @@ func (c Config) WithDefaults() Config {
 		c.EvictionBurst = 1
 	}
 	if c.LeaseName == "" {
-		c.LeaseName = admission.DefaultStatusLeaseName
+		c.LeaseName = statuslease.DefaultName
 	}
 	if c.PersistCycles <= 0 {
 		c.PersistCycles = DefaultPersistCycles
@@ -154,7 +158,7 @@ func (c Config) WithDefaults() Config {
 	if c.MaxReported <= 0 || c.MaxReported > 20 {
 		c.MaxReported = 20
 	}
-	c.Admission = c.Admission.WithDefaults()
+	c.Backend = c.Backend.WithDefaults()
 	return c
 }
 
@@ -170,7 +174,10 @@ func (c Config) Validate() error {
 	if c.NearLimit > 1 {
 		errs = append(errs, fmt.Errorf("near-limit %v: want a ratio ≤ 1", c.NearLimit))
 	}
-	if err := c.Admission.Validate(); err != nil {
+	if c.MinConfidence != nil && (*c.MinConfidence < 0 || *c.MinConfidence > 100) {
+		errs = append(errs, fmt.Errorf("min-confidence %d: want 0–100", *c.MinConfidence))
+	}
+	if err := c.Backend.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

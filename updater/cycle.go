@@ -192,7 +192,7 @@ func (u *Updater) plan(ctx context.Context, cy *cycle, gfa *gpufracv1.GPUFractio
 	u.resetUnreadyBackoff(p)
 	computeHeld := u.holdCompute(ctx, p, now)
 	p.guard, p.guardMsg = GuardrailState(p.gfr)
-	p.readAllocations(u.Config.Admission)
+	p.readAllocations(u.Config.Backend)
 	u.verifyShrink(ctx, p, now)
 	if p.mode != gpufracv1.UpdateModeOff && p.mode != "" {
 		u.oomFloors(ctx, p, cy.podsByNS, now)
@@ -238,7 +238,7 @@ func (u *Updater) newPlan(ctx context.Context, gfa *gpufracv1.GPUFractionAutosca
 	}
 	var specOverhead int64
 	p.backend, specOverhead = backendOf(gfa)
-	p.overhead = u.Config.Admission.MemoryOverhead[p.backend] + specOverhead
+	p.overhead = u.Config.Backend.MemoryOverhead[p.backend] + specOverhead
 	return p
 }
 

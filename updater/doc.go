@@ -19,7 +19,7 @@
 // as reason pdb), minReplicas running pods (default 2; 1 is an explicit opt-in), at
 // most a share of a workload's pods in flight (Budget), a cluster-wide token-bucket rate
 // limit, a warm-up period after start, no evictions while the admission webhook's
-// status Lease is stale (admission.LeaseFresh), pending pods skipped, and a pause when a
+// status Lease is stale (statuslease.Fresh), pending pods skipped, and a pause when a
 // replacement comes back without its fraction.
 //
 // Guardrails: for a verification period after a shrink the recommendation's

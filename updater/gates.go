@@ -7,8 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/gpufrac/gpufrac/admission"
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/statuslease"
 )
 
 // A gate is one check an out-of-date pod passes before it is changed, as VPA's
@@ -176,7 +176,7 @@ func (u *Updater) admissionFresh(ctx context.Context) (bool, string) {
 	if r == nil {
 		r = u.Client
 	}
-	fresh, err := admission.LeaseFresh(ctx, r, u.Config.LeaseNamespace, u.Config.LeaseName, u.Config.LeaseMaxAge)
+	fresh, err := statuslease.Fresh(ctx, r, u.Config.LeaseNamespace, u.Config.LeaseName, u.Config.LeaseMaxAge)
 	msg := ""
 	switch {
 	case err != nil:

@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/gpufrac/gpufrac/admission"
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 )
 
@@ -37,15 +36,15 @@ type InPlacer interface {
 	Apply(ctx context.Context, pod *corev1.Pod) (bool, error)
 }
 
-// MutatorInPlacer runs the admission webhook's own decision (admission.Mutator, the
-// same backends, overheads and rounding) on a copy of a running pod, as if it were being
-// created, and writes the resulting annotation changes — the annotations backend's
-// gpufrac.io/* keys and the gpufrac.io/applied record — with a merge patch of
-// metadata.annotations, guarded by the pod's resourceVersion.
+// MutatorInPlacer runs the admission webhook's own decision (its pod handler,
+// admission.Mutator: the same backends, overheads and rounding) on a copy of a running
+// pod, as if it were being created, and writes the resulting annotation changes — the
+// annotations backend's gpufrac.io/* keys and the gpufrac.io/applied record — with a
+// merge patch of metadata.annotations, guarded by the pod's resourceVersion.
 type MutatorInPlacer struct {
-	// Mutator decides what the webhook would write; its Reader must be indexed with
-	// admission.AddIndexes.
-	Mutator *admission.Mutator
+	// Mutator decides what the webhook would write: admission.Mutator, whose Reader
+	// must be indexed with admission.AddIndexes.
+	Mutator ctrladmission.Handler
 	// Client patches pods.
 	Client client.Client
 }

@@ -12,8 +12,8 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/gpufrac/gpufrac/admission"
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/backend"
 )
 
 // HAMi's annotations (Project-HAMi/HAMi, pkg/device/nvidia): the node's devices as the
@@ -42,7 +42,7 @@ type SharedGPU struct {
 type NodeGPUs struct {
 	// Name is the node's name.
 	Name string
-	// FreeGPUs is the node's allocatable GPU resource (Config.Admission.GPUResource:
+	// FreeGPUs is the node's allocatable GPU resource (Config.Backend.GPUResource:
 	// whole GPUs, or the device plugin's shares) minus what the non-terminal pods bound
 	// to it request, the pod to be replaced included.
 	FreeGPUs int64
@@ -121,13 +121,13 @@ func (u *Updater) placementGate(ctx context.Context, cy *cycle, c *candidate) (i
 		if u.APIReader != nil {
 			r = u.APIReader
 		}
-		cy.capacity, cy.capacityRead = nodeCapacity(ctx, r, u.Config.Admission), true
+		cy.capacity, cy.capacityRead = nodeCapacity(ctx, r, u.Config.Backend), true
 	}
 	if cy.capacity == nil {
 		return -1, Replacement{}, true
 	}
 	p := c.p
-	repl := replacementNeed(c.pod, c.alloc, p.targets, p.backend, u.Config.Admission, p.overhead)
+	repl := replacementNeed(c.pod, c.alloc, p.targets, p.backend, u.Config.Backend, p.overhead)
 	at, why := Placeable(repl, cy.capacity)
 	if at >= 0 || why == "" {
 		return at, repl, true
@@ -194,9 +194,9 @@ func podRequest(pod *corev1.Pod, res corev1.ResourceName) int64 {
 // webhook keeps or removes it alike) and, for HAMi, the largest memory one of its
 // containers will get on a shared GPU (the target plus overhead where memory is
 // controlled, else what it has now).
-func replacementNeed(pod *corev1.Pod, alloc PodAllocation, targets map[string]Target, backend gpufracv1.BackendType, cfg admission.Config, overhead int64) Replacement {
+func replacementNeed(pod *corev1.Pod, alloc PodAllocation, targets map[string]Target, bt gpufracv1.BackendType, cfg backend.Config, overhead int64) Replacement {
 	r := Replacement{GPUs: podRequest(pod, cfg.GPUResource)}
-	if backend != gpufracv1.BackendHAMi {
+	if bt != gpufracv1.BackendHAMi {
 		return r
 	}
 	for name, a := range alloc.Containers {
@@ -216,7 +216,7 @@ func replacementNeed(pod *corev1.Pod, alloc PodAllocation, targets map[string]Ta
 // non-terminal pods bound to each request. It returns nil when no node advertises the GPU
 // resource (the capacity is unknown: nothing is held then) or when nodes or pods cannot
 // be listed (the error is logged).
-func nodeCapacity(ctx context.Context, r client.Reader, cfg admission.Config) []NodeGPUs {
+func nodeCapacity(ctx context.Context, r client.Reader, cfg backend.Config) []NodeGPUs {
 	log := klog.FromContext(ctx)
 	var nodes corev1.NodeList
 	if err := r.List(ctx, &nodes); err != nil {
@@ -307,7 +307,7 @@ func parseHAMiNode(s string) []SharedGPU {
 			if d.ID == "" || (d.Health != nil && !*d.Health) {
 				continue
 			}
-			out = append(out, SharedGPU{ID: d.ID, FreeMemory: d.Devmem * admission.MiB, FreeSlots: d.Count})
+			out = append(out, SharedGPU{ID: d.ID, FreeMemory: d.Devmem * backend.MiB, FreeSlots: d.Count})
 		}
 		return out
 	}
@@ -324,7 +324,7 @@ func parseHAMiNode(s string) []SharedGPU {
 		if len(f) >= 7 && f[6] == "false" {
 			continue
 		}
-		out = append(out, SharedGPU{ID: f[0], FreeMemory: mem * admission.MiB, FreeSlots: count})
+		out = append(out, SharedGPU{ID: f[0], FreeMemory: mem * backend.MiB, FreeSlots: count})
 	}
 	if out == nil {
 		return nil
@@ -350,7 +350,7 @@ func parseHAMiAllocated(s string) []hamiAllocation {
 			if err != nil {
 				continue
 			}
-			out = append(out, hamiAllocation{id: f[0], memory: mem * admission.MiB})
+			out = append(out, hamiAllocation{id: f[0], memory: mem * backend.MiB})
 		}
 	}
 	return out

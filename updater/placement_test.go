@@ -14,8 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	"github.com/gpufrac/gpufrac/admission"
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/backend"
 )
 
 const gib = int64(1 << 30)
@@ -93,7 +93,7 @@ func TestNodeCapacity(t *testing.T) {
 	if err := clientgoscheme.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
-	cfg := admission.Config{}.WithDefaults()
+	cfg := backend.Config{}.WithDefaults()
 	objs := []client.Object{
 		gpuNode("a", 4, nil, nil),
 		gpuNode("b-hami-json", 20, map[string]string{AnnotationHAMiNodeRegister: `[{"id":"GPU-1","count":10,"devmem":16384,"devcore":100,"type":"NVIDIA-T4","health":true},{"id":"GPU-2","count":10,"devmem":16384,"health":false}]`}, nil),
@@ -111,7 +111,7 @@ func TestNodeCapacity(t *testing.T) {
 	}
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).Build()
 	nodes := nodeCapacity(context.Background(), c, cfg)
-	mib := int64(admission.MiB)
+	mib := int64(backend.MiB)
 	want := []NodeGPUs{
 		{Name: "a", FreeGPUs: 1},
 		{Name: "b-hami-json", FreeGPUs: 18, Shared: []SharedGPU{{ID: "GPU-1", FreeMemory: (16384 - 8000) * mib, FreeSlots: 8}}},

@@ -81,7 +81,7 @@ func (p *plan) noFloorCondition() {
 func (u *Updater) oomFloors(ctx context.Context, p *plan, byNS map[string][]corev1.Pod, now time.Time) {
 	failed := u.failedPodsOf(ctx, p.ref, byNS)
 	for _, pod := range failed {
-		p.allocs[pod.UID] = ReadAllocation(pod, p.backend, u.Config.Admission, p.overhead)
+		p.allocs[pod.UID] = ReadAllocation(pod, p.backend, u.Config.Backend, p.overhead)
 	}
 	for _, pod := range append(append([]*corev1.Pod(nil), p.pods...), failed...) {
 		for _, t := range Terminations(pod) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpufrac/gpufrac/admission"
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/backend"
 	"github.com/gpufrac/gpufrac/workload"
 )
 
@@ -129,8 +130,8 @@ func (u *Updater) recommendation(ctx context.Context, gfa *gpufracv1.GPUFraction
 		return gfr, SkipNoRecommendation, "RecommendationProvided is not True"
 	}
 	minConf := int32(50)
-	if u.Config.Admission.MinConfidence != nil {
-		minConf = *u.Config.Admission.MinConfidence
+	if u.Config.MinConfidence != nil {
+		minConf = *u.Config.MinConfidence
 	}
 	if conf := gfr.Status.ConfidencePercent; (conf == nil && minConf > 0) || (conf != nil && *conf < minConf) {
 		c := int32(0)
@@ -143,7 +144,7 @@ func (u *Updater) recommendation(ctx context.Context, gfa *gpufracv1.GPUFraction
 }
 
 // readAllocations reads the applied fraction of each of the plan's pods (ReadAllocation).
-func (p *plan) readAllocations(cfg admission.Config) {
+func (p *plan) readAllocations(cfg backend.Config) {
 	p.allocs = make(map[types.UID]PodAllocation, len(p.pods))
 	for _, pod := range p.pods {
 		p.allocs[pod.UID] = ReadAllocation(pod, p.backend, cfg, p.overhead)

@@ -28,6 +28,7 @@ import (
 	"github.com/gpufrac/gpufrac/admission"
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/recommender"
+	"github.com/gpufrac/gpufrac/statuslease"
 )
 
 const (
@@ -75,7 +76,7 @@ func newFixture(t *testing.T, mode gpufracv1.UpdateMode, backend gpufracv1.Backe
 	f.gfr = &gpufracv1.GPUFractionRecommendation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", ResourceVersion: "10",
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: gpufracv1.GroupVersion.String(), Kind: "GPUFractionAutoscaler", Name: "web", UID: f.gfa.UID, Controller: ptr.To(true)}}}}
 	f.setTarget("1Gi", "768Mi", "1536Mi")
-	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: sysNS, Name: admission.DefaultStatusLeaseName},
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: sysNS, Name: statuslease.DefaultName},
 		Spec: coordinationv1.LeaseSpec{RenewTime: ptr.To(metav1.NewMicroTime(time.Now()))}}
 	f.objs = append(f.objs, dep, rs, f.gfa, lease)
 	for i := range n {

@@ -19,6 +19,7 @@ import (
 	_ "time/tzdata"
 
 	"github.com/gpufrac/gpufrac/admission"
+	"github.com/gpufrac/gpufrac/statuslease"
 )
 
 func main() {
@@ -57,7 +58,7 @@ func run() error {
 	flag.StringVar(&o.Registration.URL, "webhook-url", "", "Base URL the API server calls when --service is empty, e.g. https://127.0.0.1:9443.")
 	flag.StringVar(&o.Registration.NamespaceLabelSelector, "namespace-label-selector", "", "Only namespaces matching this label selector (e.g. gpufrac.io/enabled=true) are sent to the webhooks; empty means all but the excluded ones.")
 	flag.StringVar(&o.Registration.InjectCAFrom, "cert-manager-inject-ca-from", "", "namespace/certificate for cert-manager's CA injector annotation on the webhook configurations.")
-	flag.StringVar(&o.LeaseName, "status-lease-name", admission.DefaultStatusLeaseName, "Name of the status Lease in --namespace that the updater requires fresh before evicting.")
+	flag.StringVar(&o.LeaseName, "status-lease-name", statuslease.DefaultName, "Name of the status Lease in --namespace that the updater requires fresh before evicting.")
 	flag.DurationVar(&o.LeaseRenewInterval, "status-lease-renew-interval", 10*time.Second, "Renewal period of the status Lease.")
 	flag.BoolVar(&o.DisableLease, "disable-status-lease", false, "Do not keep the status Lease (the updater then never evicts).")
 	flag.DurationVar(&o.GracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long shutdown waits for in-flight requests and runnables.")

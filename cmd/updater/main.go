@@ -80,10 +80,16 @@ func run() error {
 	placementCheck := flag.Bool("placement-check", true, "Before evicting, check that the replacement can be placed: a node with the GPU resource free (allocatable minus the requests of the pods bound to it) and, for HAMi, a shared GPU with its memory free; otherwise keep the pod (no-capacity). Needs get/list of nodes and pods cluster-wide; without them (or when no node advertises the GPU resource) nothing is held.")
 	// The webhook's own flags, so backend fields, overheads and the minimum confidence are
 	// read exactly as the webhook writes and applies them. Pass the same values.
-	cfg.Admission.AddFlags(flag.CommandLine)
+	var adm admission.Config
+	adm.AddFlags(flag.CommandLine)
 	klog.InitFlags(flag.CommandLine)
 	flag.Parse()
 	cfg.NoPlacementCheck = !*placementCheck
+	adm = adm.WithDefaults()
+	if err := adm.Validate(); err != nil {
+		return fmt.Errorf("flags: %w", err)
+	}
+	cfg.Backend, cfg.MinConfidence = adm.Config, adm.MinConfidence
 
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -140,7 +146,7 @@ func run() error {
 		if err := admission.AddIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 			return err
 		}
-		u.InPlace = &updater.MutatorInPlacer{Mutator: admission.NewMutator(mgr.GetClient(), scheme, cfg.Admission), Client: mgr.GetClient()}
+		u.InPlace = &updater.MutatorInPlacer{Mutator: admission.NewMutator(mgr.GetClient(), scheme, adm), Client: mgr.GetClient()}
 	}
 	if err := mgr.Add(u); err != nil {
 		return err

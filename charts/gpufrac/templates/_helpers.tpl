@@ -147,7 +147,7 @@ topologySpreadConstraints:
 {{- end -}}
 
 {{/* The admission webhook's status Lease: the binaries' default name
-(admission.DefaultStatusLeaseName), which the updater reads in its own namespace. */}}
+(statuslease.DefaultName), which the updater reads in its own namespace. */}}
 {{- define "gpufrac.admission.statusLeaseName" -}}
 gpufrac-admission-status
 {{- end -}}
@@ -289,7 +289,7 @@ kube-system, the release namespace, then excludeNamespaces without duplicates. *
       fieldPath: metadata.name
 {{- end -}}
 
-{{/* The webhook's configuration flags (admission.Config). The updater takes the same
+{{/* The webhook's configuration flags (admission.Config, backend.Config). The updater takes the same
 ones, so it reads backend fields, overheads and the minimum confidence exactly as the
 webhook writes and applies them. */}}
 {{- define "gpufrac.admissionConfigArgs" -}}

@@ -1,4 +1,18 @@
-package admission
+// Package backend holds gpufrac's backends: the sharing mechanisms a GPU fraction is
+// written through (hami, kai, kai-nvfractions, mps, annotations), one file per backend.
+// Each backend is a two-way codec (Codec): Apply writes per-container targets into a pod
+// (the admission webhook calls it on pod creation) and Read reads back what a pod holds
+// (the updater compares it with the recommendation). Reading back what Apply wrote
+// returns the targets after the backend's documented rounding (whole MiB, whole percent,
+// KAI's hundredths of a GPU).
+//
+// Config holds the settings every backend reads (GPU resource names, the memory of one
+// GPU, the per-backend memory overheads) and each backend's own section; the webhook and
+// the updater share it through the same flags (Config.AddFlags).
+//
+// Adding a backend: one file implementing Codec, one line in registry (backend.go), and
+// its BackendType in api/v1alpha1.
+package backend
 
 import (
 	"fmt"
@@ -17,9 +31,13 @@ const MiB = 1 << 20
 // Target is what the webhook asks a backend to write into one container. The webhook
 // fills the inputs; the backend records what it actually wrote.
 type Target struct {
-	// Container is the container's name and Index its position in pod.spec.containers.
+	// Container is the container's name.
 	Container string
-	// Index is the container's position in pod.spec.containers.
+	// Init is true when the container is in pod.spec.initContainers (a native sidecar),
+	// false for pod.spec.containers.
+	Init bool
+	// Index is the container's position in pod.spec.containers (pod.spec.initContainers
+	// when Init).
 	Index int
 
 	// HasMemory is true when memory is controlled and recommended; MemoryBytes is then
@@ -54,11 +72,36 @@ type Target struct {
 
 func (t *Target) wroteMemory(bytes int64)  { t.WrittenMemoryBytes = bytes }
 func (t *Target) wroteCompute(milli int64) { t.WrittenComputeMilli = milli }
-func (t *Target) wrote() bool              { return t.WrittenMemoryBytes > 0 || t.WrittenComputeMilli >= 0 }
 
-// Backend writes GPU fractions into a pod through one sharing mechanism. One file per
-// backend implements it.
-type Backend interface {
+// Wrote reports whether the backend wrote memory or compute for the container.
+func (t *Target) Wrote() bool { return t.WrittenMemoryBytes > 0 || t.WrittenComputeMilli >= 0 }
+
+// container returns the container of pod that t addresses.
+func (t *Target) container(pod *corev1.Pod) *corev1.Container {
+	if t.Init {
+		return &pod.Spec.InitContainers[t.Index]
+	}
+	return &pod.Spec.Containers[t.Index]
+}
+
+// Allocation is what a backend's fields give one container. A negative value was not
+// found (the backend does not write it, or nothing was written).
+type Allocation struct {
+	// Memory is GPU memory, bytes; -1 when not found.
+	Memory int64
+	// Compute is thousandths of one GPU; -1 when not found.
+	Compute int64
+}
+
+// none is an Allocation with nothing found.
+var none = Allocation{Memory: -1, Compute: -1}
+
+// found reports whether a holds a value.
+func (a Allocation) found() bool { return a.Memory >= 0 || a.Compute >= 0 }
+
+// Codec writes GPU fractions into a pod through one sharing mechanism and reads them
+// back. One file per backend implements it.
+type Codec interface {
 	// Type is the spec.backend.type this backend serves.
 	Type() gpufracv1.BackendType
 	// Apply writes the targets into pod, a copy the caller owns, and records in each
@@ -67,6 +110,42 @@ type Backend interface {
 	// error (an *UnsafeError) means the pod cannot be patched safely; the caller then
 	// discards pod and admits the original unchanged.
 	Apply(pod *corev1.Pod, targets []*Target) (warnings []string, err error)
+	// Read returns, per container name, the values this backend's fields hold in pod
+	// (before subtracting memory overheads): the written values after the backend's
+	// rounding. Containers where no field is found are absent.
+	Read(pod *corev1.Pod) map[string]Allocation
+	// WritesCompute reports whether the backend writes a compute limit (KAI fractions
+	// are memory fractions: kai and kai-nvfractions write none).
+	WritesCompute() bool
+}
+
+// registry lists every backend's constructor, in documentation order.
+var registry = []func(Config) Codec{
+	func(c Config) Codec { return &hamiBackend{cfg: c} },
+	func(c Config) Codec { return &kaiBackend{cfg: c} },
+	func(c Config) Codec { return &nvFractionsBackend{cfg: c} },
+	func(c Config) Codec { return &mpsBackend{cfg: c} },
+	func(c Config) Codec { return &annotationsBackend{cfg: c} },
+}
+
+// Types lists every backend type, in documentation order.
+var Types = func() []gpufracv1.BackendType {
+	out := make([]gpufracv1.BackendType, len(registry))
+	for i, f := range registry {
+		out[i] = f(Config{}).Type()
+	}
+	return out
+}()
+
+// New returns one backend per BackendType, configured by cfg (with defaults).
+func New(cfg Config) map[gpufracv1.BackendType]Codec {
+	cfg = cfg.WithDefaults()
+	out := make(map[gpufracv1.BackendType]Codec, len(registry))
+	for _, f := range registry {
+		b := f(cfg)
+		out[b.Type()] = b
+	}
+	return out
 }
 
 // UnsafeError says why a pod cannot be patched safely. Reason is a short constant used
@@ -109,20 +188,9 @@ const (
 	UnsafeRecommendationSize = "exceeds-gpu"
 )
 
-func unsafe(reason, format string, args ...any) *UnsafeError {
+// Unsafe returns an UnsafeError with reason and a formatted message.
+func Unsafe(reason, format string, args ...any) *UnsafeError {
 	return &UnsafeError{Reason: reason, Message: fmt.Sprintf(format, args...)}
-}
-
-// NewBackends returns one backend per BackendType, configured by cfg (with defaults).
-func NewBackends(cfg Config) map[gpufracv1.BackendType]Backend {
-	cfg = cfg.WithDefaults()
-	return map[gpufracv1.BackendType]Backend{
-		gpufracv1.BackendHAMi:           &hamiBackend{cfg: cfg},
-		gpufracv1.BackendKAI:            &kaiBackend{cfg: cfg},
-		gpufracv1.BackendKAINVFractions: &nvFractionsBackend{cfg: cfg},
-		gpufracv1.BackendMPS:            &mpsBackend{cfg: cfg},
-		gpufracv1.BackendAnnotations:    &annotationsBackend{cfg: cfg},
-	}
 }
 
 // ceilMiB rounds bytes up to whole MiB (at least 1).
@@ -152,9 +220,9 @@ func GPUCount(c *corev1.Container, res corev1.ResourceName) int64 {
 	return 0
 }
 
-// isGPUContainer reports whether one of the container's request or limit names starts
-// with prefix.
-func isGPUContainer(c *corev1.Container, prefix string) bool {
+// IsGPUContainer reports whether one of the container's request or limit names starts
+// with prefix (Config.GPUResourcePrefix).
+func IsGPUContainer(c *corev1.Container, prefix string) bool {
 	for n := range c.Resources.Limits {
 		if strings.HasPrefix(string(n), prefix) {
 			return true
@@ -168,9 +236,32 @@ func isGPUContainer(c *corev1.Container, prefix string) bool {
 	return false
 }
 
-// setResource writes v into both the limits and the requests of the container (extended
+// containers returns the containers a backend reads: pod.spec.containers, in order.
+func containers(pod *corev1.Pod) []*corev1.Container {
+	out := make([]*corev1.Container, len(pod.Spec.Containers))
+	for i := range pod.Spec.Containers {
+		out[i] = &pod.Spec.Containers[i]
+	}
+	return out
+}
+
+// readEach reads every container of pod (container i of containers(pod)) with read,
+// which sets what it finds in a (nothing found to start with), and keeps those where a
+// value was found.
+func readEach(pod *corev1.Pod, read func(i int, c *corev1.Container, a *Allocation)) map[string]Allocation {
+	out := map[string]Allocation{}
+	for i, c := range containers(pod) {
+		a := none
+		if read(i, c, &a); a.found() {
+			out[c.Name] = a
+		}
+	}
+	return out
+}
+
+// SetResource writes v into both the limits and the requests of the container (extended
 // resources must have equal requests and limits).
-func setResource(c *corev1.Container, name corev1.ResourceName, v int64) {
+func SetResource(c *corev1.Container, name corev1.ResourceName, v int64) {
 	if c.Resources.Limits == nil {
 		c.Resources.Limits = corev1.ResourceList{}
 	}
@@ -181,15 +272,15 @@ func setResource(c *corev1.Container, name corev1.ResourceName, v int64) {
 	c.Resources.Requests[name] = *resource.NewQuantity(v, resource.DecimalSI)
 }
 
-// removeResource deletes name from the container's limits and requests.
-func removeResource(c *corev1.Container, name corev1.ResourceName) {
+// RemoveResource deletes name from the container's limits and requests.
+func RemoveResource(c *corev1.Container, name corev1.ResourceName) {
 	delete(c.Resources.Limits, name)
 	delete(c.Resources.Requests, name)
 }
 
-// setEnv sets a plain value for name in the container's env, replacing an entry of the
+// SetEnv sets a plain value for name in the container's env, replacing an entry of the
 // same name in place (valueFrom included) or appending one.
-func setEnv(c *corev1.Container, name, value string) {
+func SetEnv(c *corev1.Container, name, value string) {
 	for i := range c.Env {
 		if c.Env[i].Name == name {
 			c.Env[i] = corev1.EnvVar{Name: name, Value: value}
@@ -199,7 +290,8 @@ func setEnv(c *corev1.Container, name, value string) {
 	c.Env = append(c.Env, corev1.EnvVar{Name: name, Value: value})
 }
 
-func setAnnotation(pod *corev1.Pod, k, v string) {
+// SetAnnotation sets annotation k to v on pod, creating the map when needed.
+func SetAnnotation(pod *corev1.Pod, k, v string) {
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
 	}
@@ -209,13 +301,13 @@ func setAnnotation(pod *corev1.Pod, k, v string) {
 // checkAnnotationKey returns an UnsafeError when key is not a valid annotation key.
 func checkAnnotationKey(key string) error {
 	if errs := validation.IsQualifiedName(key); len(errs) > 0 {
-		return unsafe(UnsafeAnnotationKey, "annotation key %q is invalid: %s", key, strings.Join(errs, "; "))
+		return Unsafe(UnsafeAnnotationKey, "annotation key %q is invalid: %s", key, strings.Join(errs, "; "))
 	}
 	return nil
 }
 
-// milliQuantity renders thousandths of a GPU as a quantity ("350m", "1").
-func milliQuantity(milli int64) *resource.Quantity {
+// MilliQuantity renders thousandths of a GPU as a quantity ("350m", "1").
+func MilliQuantity(milli int64) *resource.Quantity {
 	return resource.NewMilliQuantity(milli, resource.DecimalSI)
 }
 

@@ -1,4 +1,8 @@
-package admission
+// Package statuslease is the admission webhook's status Lease (coordination.k8s.io/v1):
+// every ready webhook replica renews it (Renewer), and the updater evicts only while it
+// is fresh (Fresh), since a pod evicted while the webhook is down would come back
+// without its fraction.
+package statuslease
 
 import (
 	"context"
@@ -13,24 +17,35 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// DefaultStatusLeaseName is the name of the admission webhook's status Lease.
-const DefaultStatusLeaseName = "gpufrac-admission-status"
+// DefaultName is the name of the admission webhook's status Lease.
+const DefaultName = "gpufrac-admission-status"
 
-// StatusLease renews a coordination.k8s.io/v1 Lease every RenewInterval while the
+// Results of a renewal attempt, passed to Renewer.Observe (the "result" label of
+// gpufrac_admission_status_lease_renewals_total).
+const (
+	// ResultRenewed: the Lease was created or renewed.
+	ResultRenewed = "renewed"
+	// ResultNotReady: the webhook was not ready; the Lease was left to go stale.
+	ResultNotReady = "not-ready"
+	// ResultError: the API request failed.
+	ResultError = "error"
+)
+
+// Renewer renews a coordination.k8s.io/v1 Lease every RenewInterval while the
 // webhook is ready, so other components can tell that new pods will get their fractions
-// (the updater evicts only while the Lease is fresh: LeaseFresh). Every replica renews
+// (the updater evicts only while the Lease is fresh: Fresh). Every replica renews
 // the same Lease; holderIdentity names the last one. It is a manager.Runnable that does
 // not need leader election.
-type StatusLease struct {
+type Renewer struct {
 	// Client reads and writes the Lease (not a cache).
 	Client client.Client
-	// Namespace and Name locate the Lease. Name defaults to DefaultStatusLeaseName.
+	// Namespace and Name locate the Lease. Name defaults to DefaultName.
 	Namespace, Name string
 	// Identity is written into holderIdentity (the pod name).
 	Identity string
 	// RenewInterval is the renewal period. Default 10s.
 	RenewInterval time.Duration
-	// Duration is written into leaseDurationSeconds for readers; LeaseFresh callers pass
+	// Duration is written into leaseDurationSeconds for readers; Fresh callers pass
 	// their own maxAge. Default 3 × RenewInterval.
 	Duration time.Duration
 	// Ready gates renewal: the Lease is renewed only while it returns nil. Nil means
@@ -38,11 +53,14 @@ type StatusLease struct {
 	Ready func() error
 	// Now returns the current time; tests replace it. Default time.Now.
 	Now func() time.Time
+	// Observe, when set, is called after every renewal attempt of Start with its result
+	// (ResultRenewed, ResultNotReady, ResultError), for metrics.
+	Observe func(result string)
 }
 
-func (l *StatusLease) defaults() {
+func (l *Renewer) defaults() {
 	if l.Name == "" {
-		l.Name = DefaultStatusLeaseName
+		l.Name = DefaultName
 	}
 	if l.RenewInterval <= 0 {
 		l.RenewInterval = 10 * time.Second
@@ -56,12 +74,12 @@ func (l *StatusLease) defaults() {
 }
 
 // NeedLeaderElection is false: every serving replica renews.
-func (l *StatusLease) NeedLeaderElection() bool { return false }
+func (l *Renewer) NeedLeaderElection() bool { return false }
 
 // Start renews the Lease every RenewInterval until ctx ends, then, if this replica was
 // the last to renew it, clears renewTime so readers see the webhook gone at once (other
 // replicas renew it again within RenewInterval). Errors are logged and counted.
-func (l *StatusLease) Start(ctx context.Context) error {
+func (l *Renewer) Start(ctx context.Context) error {
 	l.defaults()
 	log := klog.FromContext(ctx).WithName("status-lease")
 	t := time.NewTicker(l.RenewInterval)
@@ -81,29 +99,34 @@ func (l *StatusLease) Start(ctx context.Context) error {
 	}
 }
 
-// tick renews once when ready, counting the result.
-func (l *StatusLease) tick(ctx context.Context, log klog.Logger) {
+// tick renews once when ready, observing the result.
+func (l *Renewer) tick(ctx context.Context, log klog.Logger) {
 	if l.Ready != nil {
 		if err := l.Ready(); err != nil {
-			leaseRenewals.WithLabelValues("not-ready").Inc()
+			l.observe(ResultNotReady)
 			log.V(2).Info("Not renewing the status Lease: webhook not ready", "reason", err.Error())
 			return
 		}
 	}
 	if err := l.Renew(ctx); err != nil {
 		if ctx.Err() == nil {
-			leaseRenewals.WithLabelValues("error").Inc()
-			errorsTotal.WithLabelValues("lease").Inc()
+			l.observe(ResultError)
 			log.Error(err, "Renewing the status Lease", "lease", l.Namespace+"/"+l.Name)
 		}
 		return
 	}
-	leaseRenewals.WithLabelValues("renewed").Inc()
+	l.observe(ResultRenewed)
+}
+
+func (l *Renewer) observe(result string) {
+	if l.Observe != nil {
+		l.Observe(result)
+	}
 }
 
 // Renew creates the Lease or sets its renewTime to now and holderIdentity to Identity.
 // It returns API errors.
-func (l *StatusLease) Renew(ctx context.Context) error {
+func (l *Renewer) Renew(ctx context.Context) error {
 	l.defaults()
 	now := metav1.NewMicroTime(l.Now())
 	secs := int32(l.Duration / time.Second)
@@ -130,7 +153,7 @@ func (l *StatusLease) Renew(ctx context.Context) error {
 
 // Release clears renewTime when this replica is the Lease's holder. It returns API
 // errors other than NotFound and Conflict (another replica renewed meanwhile).
-func (l *StatusLease) Release(ctx context.Context) error {
+func (l *Renewer) Release(ctx context.Context) error {
 	l.defaults()
 	lease := &coordinationv1.Lease{}
 	if err := l.Client.Get(ctx, types.NamespacedName{Namespace: l.Namespace, Name: l.Name}, lease); err != nil {
@@ -146,16 +169,34 @@ func (l *StatusLease) Release(ctx context.Context) error {
 	return nil
 }
 
-// leaseNow is LeaseFresh's clock; tests replace it.
-var leaseNow = time.Now
+// HeldByOther reports whether another replica serves: the Lease is held by another
+// identity and was renewed within 3 × RenewInterval of Now. A missing Lease is not held.
+// It returns the client's other errors.
+func (l *Renewer) HeldByOther(ctx context.Context) (bool, error) {
+	c := *l
+	c.defaults()
+	lease := &coordinationv1.Lease{}
+	err := c.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: c.Name}, lease)
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("reading the status Lease: %w", err)
+	}
+	return lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != c.Identity && lease.Spec.RenewTime != nil &&
+		c.Now().Sub(lease.Spec.RenewTime.Time) <= 3*c.RenewInterval, nil
+}
 
-// LeaseFresh reports whether the admission webhook's status Lease ns/name was renewed
+// clock is Fresh's clock; tests replace it.
+var clock = time.Now
+
+// Fresh reports whether the admission webhook's status Lease ns/name was renewed
 // within maxAge of now (this process's clock; keep maxAge well above the renewal period
 // plus clock skew, e.g. 30s). A missing Lease or one without renewTime is not fresh and
 // not an error. It returns the reader's errors otherwise. The updater calls it before
 // every eviction: a pod evicted while the webhook is down would come back without its
 // fraction.
-func LeaseFresh(ctx context.Context, c client.Reader, ns, name string, maxAge time.Duration) (bool, error) {
+func Fresh(ctx context.Context, c client.Reader, ns, name string, maxAge time.Duration) (bool, error) {
 	if maxAge <= 0 {
 		return false, fmt.Errorf("maxAge %v: want a positive duration", maxAge)
 	}
@@ -169,6 +210,6 @@ func LeaseFresh(ctx context.Context, c client.Reader, ns, name string, maxAge ti
 	if lease.Spec.RenewTime == nil {
 		return false, nil
 	}
-	age := leaseNow().Sub(lease.Spec.RenewTime.Time)
+	age := clock().Sub(lease.Spec.RenewTime.Time)
 	return age <= maxAge && age >= -maxAge, nil
 }

@@ -1,4 +1,4 @@
-package admission
+package statuslease
 
 import (
 	"context"
@@ -8,44 +8,47 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
 
 func TestStatusLease(t *testing.T) {
 	ctx := context.Background()
-	c := newFakeReader(t)
+	c := newFakeClient(t)
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	leaseNow = func() time.Time { return now }
-	defer func() { leaseNow = time.Now }()
+	clock = func() time.Time { return now }
+	defer func() { clock = time.Now }()
 
-	fresh, err := LeaseFresh(ctx, c, "gpufrac-system", DefaultStatusLeaseName, 30*time.Second)
+	fresh, err := Fresh(ctx, c, "gpufrac-system", DefaultName, 30*time.Second)
 	if err != nil || fresh {
 		t.Fatalf("missing lease: fresh=%v err=%v", fresh, err)
 	}
-	a := &StatusLease{Client: c, Namespace: "gpufrac-system", Identity: "a", Now: func() time.Time { return now }}
+	a := &Renewer{Client: c, Namespace: "gpufrac-system", Identity: "a", Now: func() time.Time { return now }}
 	if err := a.Renew(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if fresh, _ := LeaseFresh(ctx, c, "gpufrac-system", DefaultStatusLeaseName, 30*time.Second); !fresh {
+	if fresh, _ := Fresh(ctx, c, "gpufrac-system", DefaultName, 30*time.Second); !fresh {
 		t.Fatal("just renewed, not fresh")
 	}
 	now = now.Add(31 * time.Second)
-	if fresh, _ := LeaseFresh(ctx, c, "gpufrac-system", DefaultStatusLeaseName, 30*time.Second); fresh {
+	if fresh, _ := Fresh(ctx, c, "gpufrac-system", DefaultName, 30*time.Second); fresh {
 		t.Fatal("31s old, still fresh with maxAge 30s")
 	}
 	// Another replica renews; the first one's release then leaves it alone.
-	b := &StatusLease{Client: c, Namespace: "gpufrac-system", Identity: "b", Now: func() time.Time { return now }}
+	b := &Renewer{Client: c, Namespace: "gpufrac-system", Identity: "b", Now: func() time.Time { return now }}
 	if err := b.Renew(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if fresh, _ := LeaseFresh(ctx, c, "gpufrac-system", DefaultStatusLeaseName, 30*time.Second); !fresh {
+	if fresh, _ := Fresh(ctx, c, "gpufrac-system", DefaultName, 30*time.Second); !fresh {
 		t.Fatal("released by a replica that is not the holder")
 	}
 	l := &coordinationv1.Lease{}
-	if err := c.Get(ctx, types.NamespacedName{Namespace: "gpufrac-system", Name: DefaultStatusLeaseName}, l); err != nil {
+	if err := c.Get(ctx, types.NamespacedName{Namespace: "gpufrac-system", Name: DefaultName}, l); err != nil {
 		t.Fatal(err)
 	}
 	if *l.Spec.HolderIdentity != "b" || *l.Spec.LeaseDurationSeconds != 30 {
@@ -54,18 +57,18 @@ func TestStatusLease(t *testing.T) {
 	if err := b.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if fresh, _ := LeaseFresh(ctx, c, "gpufrac-system", DefaultStatusLeaseName, 30*time.Second); fresh {
+	if fresh, _ := Fresh(ctx, c, "gpufrac-system", DefaultName, 30*time.Second); fresh {
 		t.Fatal("fresh after the holder released it")
 	}
-	if _, err := LeaseFresh(ctx, c, "gpufrac-system", DefaultStatusLeaseName, 0); err == nil {
+	if _, err := Fresh(ctx, c, "gpufrac-system", DefaultName, 0); err == nil {
 		t.Error("maxAge 0 accepted")
 	}
 }
 
 func TestStatusLeaseRenewsOnlyWhenReady(t *testing.T) {
-	c := newFakeReader(t)
+	c := newFakeClient(t)
 	var ok atomic.Bool
-	l := &StatusLease{Client: c, Namespace: "ns", Identity: "a", RenewInterval: 10 * time.Millisecond, Ready: func() error {
+	l := &Renewer{Client: c, Namespace: "ns", Identity: "a", RenewInterval: 10 * time.Millisecond, Ready: func() error {
 		if !ok.Load() {
 			return errors.New("not ready")
 		}
@@ -75,13 +78,13 @@ func TestStatusLeaseRenewsOnlyWhenReady(t *testing.T) {
 	done := make(chan struct{})
 	go func() { _ = l.Start(ctx); close(done) }()
 	time.Sleep(50 * time.Millisecond)
-	if fresh, _ := LeaseFresh(context.Background(), c, "ns", DefaultStatusLeaseName, time.Minute); fresh {
+	if fresh, _ := Fresh(context.Background(), c, "ns", DefaultName, time.Minute); fresh {
 		t.Fatal("renewed while not ready")
 	}
 	ok.Store(true)
 	deadline := time.Now().Add(2 * time.Second)
 	for {
-		if fresh, _ := LeaseFresh(context.Background(), c, "ns", DefaultStatusLeaseName, time.Minute); fresh {
+		if fresh, _ := Fresh(context.Background(), c, "ns", DefaultName, time.Minute); fresh {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -91,7 +94,16 @@ func TestStatusLeaseRenewsOnlyWhenReady(t *testing.T) {
 	}
 	cancel()
 	<-done
-	if fresh, _ := LeaseFresh(context.Background(), c, "ns", DefaultStatusLeaseName, time.Minute); fresh {
+	if fresh, _ := Fresh(context.Background(), c, "ns", DefaultName, time.Minute); fresh {
 		t.Fatal("still fresh after shutdown: not released")
 	}
+}
+
+func newFakeClient(t *testing.T) client.Client {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := coordinationv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	return fake.NewClientBuilder().WithScheme(scheme).Build()
 }

@@ -1,19 +1,33 @@
-package admission
+package backend
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 )
 
-func backend(t *testing.T, cfg Config, b gpufracv1.BackendType) Backend {
+func backend(t *testing.T, cfg Config, b gpufracv1.BackendType) Codec {
 	t.Helper()
-	return NewBackends(cfg)[b]
+	return New(cfg)[b]
+}
+
+// gpuContainer is a container asking for n nvidia.com/gpu.
+func gpuContainer(name string, n int64) corev1.Container {
+	l := corev1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(n, resource.DecimalSI)}
+	return corev1.Container{Name: name, Image: "img", Resources: corev1.ResourceRequirements{Limits: l, Requests: l.DeepCopy()}}
+}
+
+// podOf is a labelled pod of the default scheduler with containers.
+func podOf(containers ...corev1.Container) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
+		Spec: corev1.PodSpec{Containers: containers, SchedulerName: corev1.DefaultSchedulerName}}
 }
 
 // target of container index i: memory in MiB (0 = none), compute in milli (-1 = none).
@@ -40,21 +54,17 @@ func wantUnsafe(t *testing.T, err error, reason string) {
 }
 
 func resourceValue(c *corev1.Container, list string, name corev1.ResourceName) (int64, bool) {
-	l := c.Resources.Limits
-	if list == "requests" {
-		l = c.Resources.Requests
-	}
+	l := map[string]corev1.ResourceList{"limits": c.Resources.Limits, "requests": c.Resources.Requests}[list]
 	q, ok := l[name]
 	return q.Value(), ok
 }
 
 func env(c *corev1.Container, name string) (string, bool) {
-	for _, e := range c.Env {
-		if e.Name == name {
-			return e.Value, true
-		}
+	i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == name })
+	if i < 0 {
+		return "", false
 	}
-	return "", false
+	return c.Env[i].Value, true
 }
 
 func TestHAMi(t *testing.T) {
@@ -91,7 +101,7 @@ func TestHAMi(t *testing.T) {
 	if main.WrittenMemoryBytes != 4097*MiB || main.WrittenComputeMilli != 360 {
 		t.Errorf("written %d/%d", main.WrittenMemoryBytes, main.WrittenComputeMilli)
 	}
-	if len(pod.Spec.Containers[1].Resources.Limits) != 0 || side.wrote() {
+	if len(pod.Spec.Containers[1].Resources.Limits) != 0 || side.Wrote() {
 		t.Error("container without nvidia.com/gpu was changed")
 	}
 	a := &pod.Spec.Containers[2]

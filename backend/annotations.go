@@ -1,0 +1,105 @@
+package backend
+
+import (
+	"flag"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+)
+
+// annotationsBackend writes neutral gpufrac.io/* annotations for clusters that enforce
+// fractions themselves: the pod's totals gpufrac.io/gpu-memory (MiB quantity, "4096Mi",
+// rounded up per container) and gpufrac.io/gpu-compute (milli share of one GPU, "350m"),
+// and per container gpufrac.io/container.<container>.gpu-memory and .gpu-compute. A
+// per-container key that would be invalid (container name over 41 characters) is not
+// written, with a warning. Nothing else in the pod changes.
+type annotationsBackend struct{ cfg Config }
+
+// Type implements Codec.
+func (b *annotationsBackend) Type() gpufracv1.BackendType { return gpufracv1.BackendAnnotations }
+
+// Apply implements Codec.
+func (b *annotationsBackend) Apply(pod *corev1.Pod, targets []*Target) ([]string, error) {
+	ac := b.cfg.Annotations
+	for _, k := range []string{ac.MemoryKey, ac.ComputeKey} {
+		if err := checkAnnotationKey(k); err != nil {
+			return nil, err
+		}
+	}
+	var warnings []string
+	var memMiB, milli int64
+	var anyMem, anyCompute bool
+	for _, t := range targets {
+		memKey := ac.ContainerPrefix + t.Container + gpufracv1.AnnotationContainerMemorySuffix
+		cpuKey := ac.ContainerPrefix + t.Container + gpufracv1.AnnotationContainerComputeSuffix
+		perContainer := checkAnnotationKey(memKey) == nil && checkAnnotationKey(cpuKey) == nil
+		if !perContainer {
+			warnings = append(warnings, fmt.Sprintf("gpufrac: container name %s is too long for per-container annotations; only pod totals written", t.Container))
+		}
+		if t.HasMemory {
+			mib := ceilMiB(t.MemoryBytes)
+			memMiB += mib
+			anyMem = true
+			if perContainer {
+				SetAnnotation(pod, memKey, mibQuantity(mib).String())
+			}
+			t.wroteMemory(mib * MiB)
+		}
+		if t.HasCompute {
+			milli += t.ComputeMilli
+			anyCompute = true
+			if perContainer {
+				SetAnnotation(pod, cpuKey, MilliQuantity(t.ComputeMilli).String())
+			}
+			t.wroteCompute(t.ComputeMilli)
+		}
+	}
+	if anyMem {
+		SetAnnotation(pod, ac.MemoryKey, mibQuantity(memMiB).String())
+	}
+	if anyCompute {
+		SetAnnotation(pod, ac.ComputeKey, MilliQuantity(milli).String())
+	}
+	return warnings, nil
+}
+
+// WritesCompute implements Codec: the per-container gpu-compute key.
+func (b *annotationsBackend) WritesCompute() bool { return true }
+
+// Read implements Codec: the per-container keys (the pod totals are not per container).
+func (b *annotationsBackend) Read(pod *corev1.Pod) map[string]Allocation {
+	return readEach(pod, func(_ int, c *corev1.Container, a *Allocation) {
+		prefix := b.cfg.Annotations.ContainerPrefix + c.Name
+		if q, err := resource.ParseQuantity(pod.Annotations[prefix+gpufracv1.AnnotationContainerMemorySuffix]); err == nil {
+			a.Memory = q.Value()
+		}
+		if q, err := resource.ParseQuantity(pod.Annotations[prefix+gpufracv1.AnnotationContainerComputeSuffix]); err == nil {
+			a.Compute = q.MilliValue()
+		}
+	})
+}
+
+// AnnotationsConfig names the keys of the neutral annotations backend.
+type AnnotationsConfig struct {
+	// MemoryKey is the pod's total memory. Default gpufrac.io/gpu-memory.
+	MemoryKey string
+	// ComputeKey is the pod's total compute. Default gpufrac.io/gpu-compute.
+	ComputeKey string
+	// ContainerPrefix starts the per-container keys. Default gpufrac.io/container.
+	ContainerPrefix string
+}
+
+func (a *AnnotationsConfig) withDefaults() {
+	defaultString(&a.MemoryKey, gpufracv1.AnnotationGPUMemory)
+	defaultString(&a.ComputeKey, gpufracv1.AnnotationGPUCompute)
+	defaultString(&a.ContainerPrefix, gpufracv1.AnnotationContainerPrefix)
+}
+
+func (a *AnnotationsConfig) addFlags(fs *flag.FlagSet, d AnnotationsConfig) {
+	fs.StringVar(&a.MemoryKey, "annotation-memory-key", d.MemoryKey, "Pod total memory key of the annotations backend.")
+	fs.StringVar(&a.ComputeKey, "annotation-compute-key", d.ComputeKey, "Pod total compute key of the annotations backend.")
+	fs.StringVar(&a.ContainerPrefix, "annotation-container-prefix", d.ContainerPrefix, "Prefix of the per-container keys of the annotations backend.")
+}

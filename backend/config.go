@@ -1,0 +1,171 @@
+package backend
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+)
+
+// Config holds what the backends need to write and read a fraction: the settings every
+// backend reads and each backend's own section. The zero value plus WithDefaults is a
+// usable configuration; cmd/admission and cmd/updater map the same flags onto it with
+// AddFlags.
+type Config struct {
+	// GPUResource is the extended resource that asks for whole GPUs. Default
+	// nvidia.com/gpu.
+	GPUResource corev1.ResourceName
+	// GPUResourcePrefix marks a container as a GPU container when one of its request or
+	// limit names starts with it. Default "nvidia.com/".
+	GPUResourcePrefix string
+	// GPUMemoryBytes is the memory of one GPU, bytes. No larger memory is ever written,
+	// and the KAI gpu-fraction is memory divided by it. Default 80Gi.
+	GPUMemoryBytes int64
+	// MemoryOverhead is added per backend to the recommended memory of each container
+	// before it is written, bytes (spec.backend.memoryOverhead of the autoscaler is added
+	// on top). Default 0 for every backend.
+	MemoryOverhead map[gpufracv1.BackendType]int64
+
+	// HAMi configures the hami backend.
+	HAMi HAMiConfig
+	// KAI configures the kai backend (and the KAI settings kai-nvfractions shares).
+	KAI KAIConfig
+	// NVFractions configures the kai-nvfractions backend.
+	NVFractions NVFractionsConfig
+	// MPS configures the mps backend.
+	MPS MPSConfig
+	// Annotations configures the annotations backend.
+	Annotations AnnotationsConfig
+}
+
+// UsableGPUMemoryBytes is the memory of one GPU a KAI fraction is a share of:
+// GPUMemoryBytes minus KAI.ReservedMemoryBytes, bytes.
+func (c Config) UsableGPUMemoryBytes() int64 {
+	return c.GPUMemoryBytes - max(c.KAI.ReservedMemoryBytes, 0)
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	defaultResource(&c.GPUResource, "nvidia.com/gpu")
+	defaultString(&c.GPUResourcePrefix, "nvidia.com/")
+	if c.GPUMemoryBytes <= 0 {
+		c.GPUMemoryBytes = 80 << 30
+	}
+	c.HAMi.withDefaults()
+	c.KAI.withDefaults()
+	c.NVFractions.withDefaults()
+	c.MPS.withDefaults()
+	c.Annotations.withDefaults()
+	return c
+}
+
+// Validate reports every setting that cannot work, joined.
+func (c Config) Validate() error {
+	errs := c.KAI.validate(c.GPUMemoryBytes)
+	errs = append(errs, c.NVFractions.validate()...)
+	errs = append(errs, c.MPS.validate()...)
+	for b, v := range c.MemoryOverhead {
+		if !slices.Contains(Types, b) {
+			errs = append(errs, fmt.Errorf("memory-overhead: unknown backend %q", b))
+		}
+		if v < 0 {
+			errs = append(errs, fmt.Errorf("memory-overhead %s: must not be negative", b))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// AddFlags registers the backends' flags on fs, writing into c. Call WithDefaults after
+// parsing for the fields left empty.
+func (c *Config) AddFlags(fs *flag.FlagSet) {
+	d := Config{}.WithDefaults()
+	fs.Func("gpu-resource", fmt.Sprintf("Extended resource that asks for whole GPUs (default %s).", d.GPUResource), func(s string) error { c.GPUResource = corev1.ResourceName(s); return nil })
+	fs.StringVar(&c.GPUResourcePrefix, "gpu-resource-prefix", d.GPUResourcePrefix, "A container is a GPU container when a request or limit name starts with this prefix.")
+	fs.Func("gpu-memory", "Memory of one GPU (quantity, bytes): no larger memory is written, and the KAI gpu-fraction is memory divided by it (default 80Gi).", quantityFlag(&c.GPUMemoryBytes, true))
+	fs.Func("memory-overhead", "Memory added per backend before writing, comma-separated backend=quantity pairs, e.g. hami=256Mi,mps=128Mi (default 0 for every backend); spec.backend.memoryOverhead is added on top.", func(s string) error {
+		m, err := parseOverheads(s)
+		if err != nil {
+			return err
+		}
+		c.MemoryOverhead = m
+		return nil
+	})
+	c.HAMi.addFlags(fs, d.HAMi)
+	c.KAI.addFlags(fs, d.KAI)
+	c.NVFractions.addFlags(fs, d.NVFractions)
+	c.MPS.addFlags(fs, d.MPS)
+	c.Annotations.addFlags(fs, d.Annotations)
+}
+
+func defaultString(s *string, v string) {
+	if *s == "" {
+		*s = v
+	}
+}
+
+func defaultResource(s *corev1.ResourceName, v corev1.ResourceName) {
+	if *s == "" {
+		*s = v
+	}
+}
+
+// resourceFlag registers a flag that sets a resource name.
+func resourceFlag(fs *flag.FlagSet, p *corev1.ResourceName, name string, def corev1.ResourceName, usage string) {
+	fs.Func(name, fmt.Sprintf("%s (default %s).", usage, def), func(s string) error { *p = corev1.ResourceName(s); return nil })
+}
+
+// quantityFlag parses a quantity flag into bytes: not negative, and positive when
+// positive is set.
+func quantityFlag(p *int64, positive bool) func(string) error {
+	return func(s string) error {
+		q, err := resource.ParseQuantity(s)
+		if err != nil {
+			return err
+		}
+		if q.Sign() < 0 || (positive && q.Sign() == 0) {
+			return fmt.Errorf("%q: want a positive quantity", s)
+		}
+		*p = q.Value()
+		return nil
+	}
+}
+
+// parseOverheads parses "hami=256Mi,mps=0".
+func parseOverheads(s string) (map[gpufracv1.BackendType]int64, error) {
+	m := map[gpufracv1.BackendType]int64{}
+	for part := range strings.SplitSeq(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(part, "=")
+		if !ok {
+			return nil, fmt.Errorf("%q: want backend=quantity", part)
+		}
+		b := gpufracv1.BackendType(strings.TrimSpace(k))
+		if !slices.Contains(Types, b) {
+			names := make([]string, len(Types))
+			for i, t := range Types {
+				names[i] = string(t)
+			}
+			sort.Strings(names)
+			return nil, fmt.Errorf("%q: unknown backend, want one of %s", k, strings.Join(names, ", "))
+		}
+		q, err := resource.ParseQuantity(strings.TrimSpace(v))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", k, err)
+		}
+		if q.Sign() < 0 {
+			return nil, fmt.Errorf("%s: overhead must not be negative", k)
+		}
+		m[b] = q.Value()
+	}
+	return m, nil
+}

@@ -1,0 +1,126 @@
+package backend
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+)
+
+// mpsBackend writes CUDA MPS client limits as environment variables of each GPU
+// container: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (compute, percent 1–100, rounded up) and
+// CUDA_MPS_PINNED_DEVICE_MEM_LIMIT ("<device>=<MiB>M", rounded up). Both act per client
+// process, when the process starts, and can only tighten what the MPS control daemon
+// already sets as defaults (for example the equal per-replica share the NVIDIA device
+// plugin gives with MPS sharing). So when the share is known (MPSConfig.
+// ReplicaMemoryBytes) no memory limit above it is written: it is capped with a warning
+// to the pod's creator and a MemoryCapped event on the autoscaler (Target.CappedNote).
+// An entry of the same name (valueFrom included) is replaced in place. A container with
+// a recommendation but no GPU resource is skipped with a warning; one with more than one
+// GPU makes the pod unsafe.
+type mpsBackend struct{ cfg Config }
+
+// Type implements Codec.
+func (b *mpsBackend) Type() gpufracv1.BackendType { return gpufracv1.BackendMPS }
+
+// Apply implements Codec.
+func (b *mpsBackend) Apply(pod *corev1.Pod, targets []*Target) ([]string, error) {
+	var warnings []string
+	shareMiB := b.cfg.MPS.ReplicaMemoryBytes / MiB
+	for _, t := range targets {
+		c := t.container(pod)
+		if !IsGPUContainer(c, b.cfg.GPUResourcePrefix) {
+			warnings = append(warnings, fmt.Sprintf("gpufrac: container %s asks for no %s* resource; mps limits not written for it", c.Name, b.cfg.GPUResourcePrefix))
+			continue
+		}
+		if n := GPUCount(c, b.cfg.GPUResource); n > 1 {
+			return nil, Unsafe(UnsafeMultiGPU, "container %s asks for %d %s; gpufrac writes fractions of one GPU only", c.Name, n, b.cfg.GPUResource)
+		}
+		if t.HasCompute {
+			p := ceilPercent(t.ComputeMilli)
+			SetEnv(c, b.cfg.MPS.ThreadPercentageEnv, strconv.FormatInt(p, 10))
+			t.wroteCompute(p * 10)
+		}
+		if t.HasMemory {
+			mib := ceilMiB(t.MemoryBytes)
+			if shareMiB > 0 && mib > shareMiB {
+				t.CappedNote = fmt.Sprintf("gpufrac: container %s: recommended %dMiB exceeds the MPS replica share %dMiB; limit capped to the share", c.Name, mib, shareMiB)
+				warnings = append(warnings, t.CappedNote)
+				mib = shareMiB
+			}
+			SetEnv(c, b.cfg.MPS.PinnedMemoryEnv, fmt.Sprintf("%s=%dM", b.cfg.MPS.Device, mib))
+			t.wroteMemory(mib * MiB)
+		}
+	}
+	return warnings, nil
+}
+
+// WritesCompute implements Codec: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE.
+func (b *mpsBackend) WritesCompute() bool { return true }
+
+// Read implements Codec: PinnedMemoryEnv ("<device>=<MiB>M", possibly several devices;
+// the configured Device counts) and ThreadPercentageEnv (percent).
+func (b *mpsBackend) Read(pod *corev1.Pod) map[string]Allocation {
+	return readEach(pod, func(_ int, c *corev1.Container, a *Allocation) {
+		for _, e := range c.Env {
+			switch e.Name {
+			case b.cfg.MPS.PinnedMemoryEnv:
+				for part := range strings.SplitSeq(e.Value, ",") {
+					dev, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+					if !ok || dev != b.cfg.MPS.Device {
+						continue
+					}
+					if n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSuffix(v, "M"), "m"), 10, 64); err == nil && n >= 0 {
+						a.Memory = n * MiB
+					}
+				}
+			case b.cfg.MPS.ThreadPercentageEnv:
+				if n, err := strconv.ParseInt(strings.TrimSpace(e.Value), 10, 64); err == nil && n >= 0 {
+					a.Compute = n * 10
+				}
+			}
+		}
+	})
+}
+
+// MPSConfig configures the mps backend.
+type MPSConfig struct {
+	// ThreadPercentageEnv is the compute limit variable, percent 1–100. Default
+	// CUDA_MPS_ACTIVE_THREAD_PERCENTAGE.
+	ThreadPercentageEnv string
+	// PinnedMemoryEnv is the memory limit variable, "<device>=<MiB>M". Default
+	// CUDA_MPS_PINNED_DEVICE_MEM_LIMIT.
+	PinnedMemoryEnv string
+	// Device is the device index (as the client process sees it) the memory limit is
+	// for. Default "0": a pod with one GPU sees it as device 0.
+	Device string
+	// ReplicaMemoryBytes, when positive, is the memory share the device plugin already
+	// gives each MPS replica (GPU memory / replicas), bytes. No limit above it is ever
+	// written: the MPS daemon enforces the share anyway. Default 0 (no share known).
+	ReplicaMemoryBytes int64
+}
+
+func (m *MPSConfig) withDefaults() {
+	defaultString(&m.ThreadPercentageEnv, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE")
+	defaultString(&m.PinnedMemoryEnv, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT")
+	defaultString(&m.Device, "0")
+}
+
+func (m MPSConfig) validate() []error {
+	if m.ReplicaMemoryBytes < 0 {
+		return []error{errors.New("mps-replica-memory must not be negative")}
+	}
+	return nil
+}
+
+func (m *MPSConfig) addFlags(fs *flag.FlagSet, d MPSConfig) {
+	fs.StringVar(&m.ThreadPercentageEnv, "mps-thread-percentage-env", d.ThreadPercentageEnv, "MPS compute limit variable (percent).")
+	fs.StringVar(&m.PinnedMemoryEnv, "mps-pinned-memory-env", d.PinnedMemoryEnv, "MPS memory limit variable (<device>=<MiB>M).")
+	fs.StringVar(&m.Device, "mps-device", d.Device, "Device index of the MPS memory limit as the client sees it.")
+	fs.Func("mps-replica-memory", "Memory share the device plugin gives each MPS replica (quantity, bytes); no larger MPS limit is written (default 0: unknown).", quantityFlag(&m.ReplicaMemoryBytes, false))
+}
