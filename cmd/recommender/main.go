@@ -69,6 +69,7 @@ func run() error {
 	flag.Float64Var(&cfg.Policy.GuardrailComputeStep, "guardrail-compute-step", 0, "Compute added per cycle while the latency guardrail is breached, share of one GPU (default 0.1).")
 	fitHeadroom := flag.String("fit-memory-headroom", resource.NewQuantity(policy.DefaultFitMemoryHeadroomBytes, resource.BinarySI).String(), "Least room above the recent memory peak for rounding a memory target down to a whole share of one GPU (½, ⅓, …), a quantity; 0 turns packing-aware sizing off.")
 	flag.StringVar(&cfg.Shard.Name, "recommender-name", gpufracv1.DefaultRecommenderName, "This instance's name (shard): it owns the autoscalers whose spec.recommenders names it; \"default\" also owns those naming none. Each name elects its own leader.")
+	maxSamples := flag.Int("max-samples-per-query", 0, "Most samples (series × points) one range query asks for; set it under the backend's limit (Prometheus --query.max-samples, Mimir -querier.max-fetched-samples-per-query). 0: only Prometheus' 11,000 points per series; a chunk refused as too large is halved either way.")
 	shardNS := flag.String("shard-namespace-selector", "", "Label selector on namespaces (team=a,tier!=batch): this instance owns only autoscalers in matching namespaces (default: every namespace).")
 	flag.StringVar(&cfg.LabelMode, "label-mode", "auto", "How workload labels are read: auto (the --*-label labels, and for series scraped without honor_labels their exported_* copies) or direct (the --*-label labels only).")
 	flag.StringVar(&labels.Namespace, "namespace-label", labels.Namespace, "Label naming a sample's pod namespace.")
@@ -151,7 +152,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	rec := recommender.New(mgr.GetClient(), &metrics.Reader{API: api, Labels: labels, Timeout: promCfg.Timeout}, src, cfg)
+	rec := recommender.New(mgr.GetClient(), &metrics.Reader{API: api, Labels: labels, Timeout: promCfg.Timeout, MaxSamplesPerQuery: *maxSamples}, src, cfg)
 	rec.Scale = workload.NewScaleChecker(mgr.GetAPIReader(), mgr.GetRESTMapper(), scales)
 	rec.Events = mgr.GetEventRecorder("gpufrac-recommender")
 	if err := mgr.Add(rec); err != nil {

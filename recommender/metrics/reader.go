@@ -138,6 +138,13 @@ type Reader struct {
 	Device []string
 	// Timeout bounds each query; 0 means 30s.
 	Timeout time.Duration
+	// MaxSamplesPerQuery bounds the samples (series × points) one range query may ask
+	// for, for backends that refuse larger answers: Prometheus' --query.max-samples
+	// (default 50,000,000 loaded at once), Thanos' and Cortex's limits, Mimir's
+	// -querier.max-fetched-samples-per-query. 0 means no bound beyond
+	// MaxPointsPerSeries. Chunks are sized from the series count of the previous chunk;
+	// a chunk that a backend still refuses as too large is halved and retried.
+	MaxSamplesPerQuery int
 }
 
 func (r *Reader) timeout() time.Duration {
@@ -278,21 +285,31 @@ func (r *Reader) copiesOf(m model.Matrix) deviceCopies {
 	return out
 }
 
-// rangeMatrix runs a range query in chunks of at most MaxPointsPerSeries points.
+// rangeMatrix runs a range query in chunks of at most MaxPointsPerSeries points, and
+// with MaxSamplesPerQuery of at most that many samples (chunkPoints). A chunk refused
+// as too large (TooManySamples) is halved and retried down to one step; any other
+// error, or a chunk of one step still refused, fails the query.
 func (r *Reader) rangeMatrix(ctx context.Context, query string, start, end time.Time, step time.Duration) (model.Matrix, error) {
 	if step <= 0 {
 		return nil, fmt.Errorf("range query step must be positive, got %s", step)
 	}
 	var all model.Matrix
-	chunk := step * (MaxPointsPerSeries - 1)
-	for from := start; !from.After(end); from = from.Add(chunk + step) {
-		to := from.Add(chunk)
+	points := r.chunkPoints(r.seriesAt(ctx, query, end))
+	ceiling := points // lowered by each chunk a backend refuses as too large
+	for from := start; !from.After(end); {
+		to := from.Add(step * time.Duration(points-1))
 		if to.After(end) {
 			to = end
 		}
 		cctx, cancel := context.WithTimeout(ctx, r.timeout())
 		v, warnings, _, err := r.API.QueryRange(cctx, query, promv1.Range{Start: from, End: to, Step: step})
 		cancel()
+		if err != nil && TooManySamples(err) && points > 1 {
+			Queries.WithLabelValues("range", "too_many_samples").Inc()
+			points /= 2 // the backend's limit is below the estimate: retry a smaller chunk
+			ceiling = points
+			continue
+		}
 		if err != nil {
 			Queries.WithLabelValues("range", "error").Inc()
 			return nil, fmt.Errorf("prometheus range query %q [%s, %s]: %w", query, from.Format(time.RFC3339), to.Format(time.RFC3339), err)
@@ -306,8 +323,47 @@ func (r *Reader) rangeMatrix(ctx context.Context, query string, start, end time.
 			return nil, fmt.Errorf("prometheus range query %q: want a matrix, got %s", query, typeOf(v))
 		}
 		all = append(all, m...)
+		points = min(ceiling, r.chunkPoints(len(m)))
+		from = to.Add(step)
 	}
 	return all, nil
+}
+
+// seriesAt estimates the series a range query returns, for sizing its first chunk under
+// MaxSamplesPerQuery: count(query) at ts, or 1 when no bound is set or the count fails
+// (a chunk still too large is then halved).
+func (r *Reader) seriesAt(ctx context.Context, query string, ts time.Time) int {
+	if r.MaxSamplesPerQuery <= 0 {
+		return 1
+	}
+	vec, err := r.Vector(ctx, "count("+query+")", ts)
+	if err != nil || len(vec) == 0 {
+		return 1
+	}
+	return max(1, int(vec[0].Value))
+}
+
+// chunkPoints is the most points per series one range query asks for when the answer
+// has series series: MaxPointsPerSeries, or fewer so that series × points stays within
+// MaxSamplesPerQuery (at least one point).
+func (r *Reader) chunkPoints(series int) int {
+	if r.MaxSamplesPerQuery <= 0 {
+		return MaxPointsPerSeries
+	}
+	return max(1, min(MaxPointsPerSeries, r.MaxSamplesPerQuery/max(series, 1)))
+}
+
+// TooManySamples reports whether err is a backend refusing a query as too large:
+// Prometheus' and Thanos' "query processing would load too many samples into memory",
+// Cortex's and Mimir's limits on samples fetched per query.
+func TooManySamples(err error) bool {
+	msg := strings.ToLower(err.Error())
+	for _, s := range []string{"too many samples", "maximum number of samples", "max-fetched-samples-per-query", "max_fetched_samples_per_query"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // decode groups streams by container and device, drops impossible values (counting

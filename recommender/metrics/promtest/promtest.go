@@ -44,9 +44,17 @@ type Server struct {
 // within 60 days, so a test may add history after live samples.
 func New(t testing.TB) *Server {
 	t.Helper()
+	return NewMaxSamples(t, 50_000_000) // Prometheus' default --query.max-samples
+}
+
+// NewMaxSamples is New with an engine that refuses a query loading more than maxSamples
+// samples at once ("query processing would load too many samples into memory"), as
+// Prometheus' --query.max-samples does.
+func NewMaxSamples(t testing.TB, maxSamples int) *Server {
+	t.Helper()
 	st := teststorage.New(t, func(o *tsdb.Options) { o.OutOfOrderTimeWindow = int64(60 * 24 * time.Hour / time.Millisecond) })
 	ng := promql.NewEngine(promql.EngineOpts{
-		MaxSamples:               50_000_000, // Prometheus' default --query.max-samples
+		MaxSamples:               maxSamples,
 		Timeout:                  time.Minute,
 		LookbackDelta:            5 * time.Minute,
 		EnableAtModifier:         true,

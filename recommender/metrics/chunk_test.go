@@ -1,0 +1,76 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/gpufrac/gpufrac/recommender/metrics/promtest"
+)
+
+// A bootstrap larger than the backend's sample limit (40 series × 601 points against an
+// engine that loads at most 2,000 samples at once, as --query.max-samples does): with
+// MaxSamplesPerQuery the reader sizes its chunks to fit, without it the reader halves
+// the chunks the engine refuses; either way every point of every series arrives once.
+// An error that is not about size is not retried.
+func TestRangeRespectsSampleLimit(t *testing.T) {
+	const series, limit = 40, 2000
+	s := promtest.NewMaxSamples(t, limit)
+	end := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	start := end.Add(-10 * time.Hour)
+	for i := range series {
+		s.Add(t, map[string]string{"__name__": DCGMFBUsed, "namespace": "ml", "pod": fmt.Sprintf("p%02d", i), "container": "c", "UUID": fmt.Sprintf("GPU-%d", i)},
+			start, time.Minute, promtest.Repeat(float64(1000+i), 601)...)
+	}
+	for _, maxSamples := range []int{limit * 8 / 10, 0} {
+		t.Run(fmt.Sprintf("MaxSamplesPerQuery=%d", maxSamples), func(t *testing.T) {
+			r := &Reader{API: s.API(t), Labels: DefaultLabels, MaxSamplesPerQuery: maxSamples}
+			refusedBefore := testutil.ToFloat64(Queries.WithLabelValues("range", "too_many_samples"))
+			m, err := r.rangeMatrix(context.Background(), DCGMFBUsed, start, end, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			points := map[string]int{}
+			for _, st := range m {
+				points[string(st.Metric["pod"])] += len(st.Values)
+			}
+			if len(points) != series {
+				t.Fatalf("%d series, want %d", len(points), series)
+			}
+			for pod, n := range points {
+				if n != 601 {
+					t.Errorf("%s: %d points, want 601 (each once)", pod, n)
+				}
+			}
+			refused := testutil.ToFloat64(Queries.WithLabelValues("range", "too_many_samples")) - refusedBefore
+			if maxSamples > 0 && refused != 0 {
+				t.Errorf("%v chunks refused although sized within the limit", refused)
+			}
+			if maxSamples == 0 && refused == 0 {
+				t.Errorf("no chunk refused: the test does not exercise the halving")
+			}
+		})
+	}
+	s.SetFailure(errors.New("store gateway unavailable"))
+	r := &Reader{API: s.API(t), Labels: DefaultLabels}
+	if _, err := r.rangeMatrix(context.Background(), DCGMFBUsed, start, end, time.Minute); err == nil || !strings.Contains(err.Error(), "prometheus range query") {
+		t.Errorf("failing backend: %v", err)
+	}
+}
+
+func TestTooManySamples(t *testing.T) {
+	for msg, want := range map[string]bool{
+		"execution: query processing would load too many samples into memory in query execution":                       true,  // Prometheus, Thanos
+		"expanding series: the query exceeded the maximum number of samples (err-mimir-max-fetched-samples-per-query)": true,  // Mimir
+		"server error: 503 store gateway unavailable":                                                                  false, // retried as a failure, not smaller
+	} {
+		if got := TooManySamples(errors.New(msg)); got != want {
+			t.Errorf("%q: %v, want %v", msg, got, want)
+		}
+	}
+}
