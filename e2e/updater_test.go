@@ -402,6 +402,42 @@ func (s *updScenario) setWindows(t *testing.T, ws ...gpufracv1.ResizeWindow) {
 	}
 }
 
+// watchReady counts the ready pods of ns that are not terminating every 20ms until the
+// returned function is called; it returns the fewest seen (at most initial).
+func watchReady(ctx context.Context, ns string, initial int) (fewest func() int) {
+	var mu sync.Mutex
+	least := initial
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			var pods corev1.PodList
+			if err := testCluster.Client.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+				continue
+			}
+			n := 0
+			for _, p := range pods.Items {
+				if p.DeletionTimestamp == nil && updater.IsReady(&p) {
+					n++
+				}
+			}
+			mu.Lock()
+			least = min(least, n)
+			mu.Unlock()
+		}
+	}()
+	return func() int {
+		close(done)
+		mu.Lock()
+		defer mu.Unlock()
+		return least
+	}
+}
+
 func alwaysOpen(g *gpufracv1.GPUFractionAutoscaler) {
 	g.Spec.UpdatePolicy.ResizeWindows = []gpufracv1.ResizeWindow{{Schedule: "* * * * *", Duration: metav1.Duration{Duration: time.Hour}}}
 }
@@ -413,7 +449,7 @@ func TestUpdater(t *testing.T) {
 	ctx := t.Context()
 	c := testCluster.Client
 	updNamespace(t, updSystemNS, false)
-	scenarios := []string{"open", "closed", "off", "initial", "pdb", "single", "single-optin", "inplace-ann", "inplace-mps", "rollback"}
+	scenarios := []string{"open", "closed", "off", "initial", "pdb", "single", "single-optin", "inplace-ann", "inplace-mps", "rollback", "device", "mismatch"}
 	var nss []string
 	for _, s := range scenarios {
 		nss = append(nss, "e2e-upd-"+s)
@@ -441,35 +477,11 @@ func TestUpdater(t *testing.T) {
 			updNamespace(t, s.ns, true)
 			s.setup(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendMPS, 3, alwaysOpen)
 			// Watch the ready pods while they are replaced: one at a time (50% of 3 → 1).
-			var mu sync.Mutex
-			minReady := 3
-			done := make(chan struct{})
-			go func() {
-				for {
-					select {
-					case <-done:
-						return
-					case <-time.After(20 * time.Millisecond):
-					}
-					var pods corev1.PodList
-					if err := c.List(ctx, &pods, client.InNamespace(s.ns)); err != nil {
-						continue
-					}
-					n := 0
-					for _, p := range pods.Items {
-						if p.DeletionTimestamp == nil && updater.IsReady(&p) {
-							n++
-						}
-					}
-					mu.Lock()
-					minReady = min(minReady, n)
-					mu.Unlock()
-				}
-			}()
+			fewestReady := watchReady(ctx, s.ns, 3)
 			old := uids(updPods(t, s.ns, "app"))
 			s.shrink(t)
 			pods := waitApplied(t, s.ns, "app", 3, "1Gi", 90*time.Second)
-			close(done)
+			minReady := fewestReady()
 			for _, p := range pods {
 				if slices.Contains(old, string(p.UID)) {
 					t.Errorf("pod %s was not replaced", p.Name)
@@ -478,8 +490,6 @@ func TestUpdater(t *testing.T) {
 					t.Errorf("replacement %s CUDA_MPS_PINNED_DEVICE_MEM_LIMIT %q, want 0=1024M", p.Name, env)
 				}
 			}
-			mu.Lock()
-			defer mu.Unlock()
 			t.Logf("fewest ready pods while replacing: %d of 3", minReady)
 			if minReady < 2 {
 				t.Errorf("%d ready pods at one point: more than one pod in flight", minReady)
@@ -661,6 +671,9 @@ func TestUpdater(t *testing.T) {
 			}
 		})
 
+		run("device never over-committed", func(t *testing.T) { updDeviceOverCommit(t, upd) })
+		run("admitted fraction overridden", func(t *testing.T) { updAdmittedMismatch(t, upd) })
+
 		run("rollback after a latency breach", func(t *testing.T) {
 			s := &updScenario{ns: "e2e-upd-rollback"}
 			updNamespace(t, s.ns, true)
@@ -806,4 +819,176 @@ func TestUpdater(t *testing.T) {
 	})
 	upd.stop()
 	upd.checkLog(t)
+}
+
+// updHAMiNode is the KWOK node of the device scenario: one HAMi GPU (devMiB MiB, ten
+// slots) registered in hami.io/node-nvidia-register, HAMi's memory and cores resources
+// allocatable so the default scheduler binds HAMi pods, and a taint that keeps other
+// scenarios' pods off it.
+const (
+	updHAMiNode   = "e2e-upd-hami"
+	updHAMiGPU    = "GPU-e2e-hami"
+	updHAMiTaint  = "e2e.gpufrac.io/hami"
+	updHAMiDevMiB = 8192
+)
+
+func hamiRegistration(devMiB int) string {
+	return fmt.Sprintf("%s,10,%d,100,NVIDIA,0,true:", updHAMiGPU, devMiB)
+}
+
+// fakeHAMiScheduler writes what HAMi's scheduler writes on the pods of ns bound to the
+// HAMi node: hami.io/vgpu-devices-allocated with their nvidia.com/gpumem (MiB) and
+// nvidia.com/gpucores, until ctx ends.
+func fakeHAMiScheduler(ctx context.Context, ns string) {
+	c := testCluster.Client
+	for ctx.Err() == nil {
+		var pods corev1.PodList
+		if err := c.List(ctx, &pods, client.InNamespace(ns)); err == nil {
+			for i := range pods.Items {
+				p := &pods.Items[i]
+				if p.Spec.NodeName != updHAMiNode || p.Annotations[updater.AnnotationHAMiAllocated] != "" || p.DeletionTimestamp != nil {
+					continue
+				}
+				lim := p.Spec.Containers[0].Resources.Limits
+				mem, cores := lim["nvidia.com/gpumem"], lim["nvidia.com/gpucores"]
+				patch := client.MergeFrom(p.DeepCopy())
+				if p.Annotations == nil {
+					p.Annotations = map[string]string{}
+				}
+				p.Annotations[updater.AnnotationHAMiAllocated] = fmt.Sprintf("%s,NVIDIA,%d,%d:;", updHAMiGPU, mem.Value(), cores.Value())
+				_ = c.Patch(ctx, p, patch)
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// updDeviceOverCommit (issue 14 kind 10): four HAMi pods of 2Gi fill an 8Gi GPU. Raised to
+// 3Gi, none is evicted (PlacementHeld NoCapacity, a ReplacementUnplaceable event naming
+// the GPU) however long; once the GPU holds 16Gi, they are replaced one at a time — one
+// replacement in flight per device, where the workload's budget would allow two — and
+// all end at 3Gi.
+func updDeviceOverCommit(t *testing.T, upd *updProcess) {
+	ctx, c := t.Context(), testCluster.Client
+	err := testCluster.CreateGPUNodeWith(ctx, updHAMiNode, 10, func(n *corev1.Node) {
+		n.Annotations[updater.AnnotationHAMiNodeRegister] = hamiRegistration(updHAMiDevMiB)
+		for _, r := range []corev1.ResourceList{n.Status.Capacity, n.Status.Allocatable} {
+			r["nvidia.com/gpumem"], r["nvidia.com/gpucores"] = resource.MustParse("100000"), resource.MustParse("1000")
+		}
+		n.Spec.Taints = []corev1.Taint{{Key: updHAMiTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule}}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: updHAMiNode}})
+	})
+	s := &updScenario{ns: "e2e-upd-device"}
+	updNamespace(t, s.ns, true)
+	sched, stop := context.WithCancel(ctx)
+	defer stop()
+	go fakeHAMiScheduler(sched, s.ns)
+	s.dep = gpuDeployment(s.ns, "app", "main", 0)
+	s.dep.Spec.Template.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": updHAMiNode}
+	s.dep.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: updHAMiTaint, Operator: corev1.TolerationOpExists}}
+	create(t, s.dep)
+	s.gfa = admAutoscaler(s.ns, "app", gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi)
+	alwaysOpen(s.gfa)
+	create(t, s.gfa)
+	updRecommend(t, s.gfa, "2Gi", "1536Mi", "2560Mi")
+	waitFor(t, 30*time.Second, "webhook cache has "+s.ns, func() (bool, error) {
+		p, err := dryRunPod(ctx, s.dep)
+		return err == nil && appliedMemory(p) == "2Gi", err
+	})
+	scale(t, s.dep, 4)
+	waitApplied(t, s.ns, "app", 4, "2Gi", 90*time.Second)
+
+	// 3Gi is above what the full GPU has free: held, not evicted.
+	updRecommend(t, s.gfa, "3Gi", "2560Mi", "3584Mi")
+	want := "no shared GPU has 3Gi free (most: 0 on " + updHAMiNode + "/" + updHAMiGPU + ")"
+	st := s.waitStatus(t, 30*time.Second, "PlacementHeld NoCapacity", func(st *gpufracv1.UpdaterStatus) bool {
+		cnd := meta.FindStatusCondition(st.Conditions, updater.ConditionPlacementHeld)
+		return st.BlockedReason == updater.SkipNoCapacity && cnd != nil && cnd.Status == metav1.ConditionTrue &&
+			cnd.Reason == updater.ReasonNoCapacity && strings.Contains(cnd.Message, want)
+	})
+	t.Logf("held: %s", meta.FindStatusCondition(st.Conditions, updater.ConditionPlacementHeld).Message)
+	s.waitEvent(t, updater.EventReplacementUnplaceable, "GPUFractionAutoscaler", want)
+	s.unchangedFor(t, 4*time.Second)
+
+	// A 16Gi GPU: replaced one at a time (the budget of 4 pods allows 2 in flight).
+	fewestReady := watchReady(ctx, s.ns, 4)
+	node := &corev1.Node{}
+	if err := c.Get(ctx, types.NamespacedName{Name: updHAMiNode}, node); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(node.DeepCopy())
+	node.Annotations[updater.AnnotationHAMiNodeRegister] = hamiRegistration(2 * updHAMiDevMiB)
+	if err := c.Patch(ctx, node, patch); err != nil {
+		t.Fatal(err)
+	}
+	waitApplied(t, s.ns, "app", 4, "3Gi", 90*time.Second)
+	minReady := fewestReady()
+	t.Logf("fewest ready pods while replacing on one GPU: %d of 4", minReady)
+	if minReady < 3 {
+		t.Errorf("%d ready pods at one point: more than one replacement from the GPU in flight", minReady)
+	}
+	if n := upd.counter(t, "gpufrac_updater_skips_total", "reason", updater.SkipDeviceInFlight); n == 0 {
+		t.Error("gpufrac_updater_skips_total{reason=device-in-flight} is 0: nothing waited for the device")
+	}
+	s.waitStatus(t, 30*time.Second, "PlacementHeld False", func(st *gpufracv1.UpdaterStatus) bool {
+		cnd := meta.FindStatusCondition(st.Conditions, updater.ConditionPlacementHeld)
+		return cnd != nil && cnd.Status == metav1.ConditionFalse && cnd.Reason == updater.ReasonPlaceable
+	})
+}
+
+// updAdmittedMismatch (issue 14 kind 15): a user overrides the memory annotation the
+// webhook wrote into a running pod (annotations backend). The updater reports it —
+// FractionMismatch True with both values, one FractionMismatch event, the gauge — and
+// replaces nothing; restored, the condition turns False.
+func updAdmittedMismatch(t *testing.T, upd *updProcess) {
+	ctx, c := t.Context(), testCluster.Client
+	s := &updScenario{ns: "e2e-upd-mismatch"}
+	updNamespace(t, s.ns, true)
+	s.setup(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendAnnotations, 2, alwaysOpen)
+	pods := updPods(t, s.ns, "app")
+	old := uids(pods)
+	const key = "gpufrac.io/container.main.gpu-memory"
+	setAnn := func(v string) {
+		p := &corev1.Pod{}
+		if err := c.Get(ctx, types.NamespacedName{Namespace: s.ns, Name: pods[0].Name}, p); err != nil {
+			t.Fatal(err)
+		}
+		patch := client.MergeFrom(p.DeepCopy())
+		p.Annotations[key] = v
+		if err := c.Patch(ctx, p, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	written := pods[0].Annotations[key]
+	setAnn("8Gi")
+	want := "pod " + pods[0].Name + " (main: memory written 3Gi, carried 8Gi)"
+	st := s.waitStatus(t, 30*time.Second, "FractionMismatch True", func(st *gpufracv1.UpdaterStatus) bool {
+		cnd := meta.FindStatusCondition(st.Conditions, updater.ConditionFractionMismatch)
+		return cnd != nil && cnd.Status == metav1.ConditionTrue && cnd.Reason == updater.ReasonBackendFieldsDiffer && strings.Contains(cnd.Message, want)
+	})
+	t.Logf("mismatch: %s", meta.FindStatusCondition(st.Conditions, updater.ConditionFractionMismatch).Message)
+	s.waitEvent(t, updater.EventFractionMismatch, "GPUFractionAutoscaler", want)
+	if v := upd.counter(t, "gpufrac_updater_pods_fraction_mismatch", "", ""); v != 1 {
+		t.Errorf("gpufrac_updater_pods_fraction_mismatch = %v, want 1", v)
+	}
+	s.unchangedFor(t, 5*time.Second)
+	if now := uids(updPods(t, s.ns, "app")); !slices.Equal(now, old) {
+		t.Fatalf("pods replaced for a mismatch: %v → %v", old, now)
+	}
+	if n := len(s.events(t, updater.EventFractionMismatch, "")); n != 1 {
+		t.Errorf("%d FractionMismatch events, want 1", n)
+	}
+	setAnn(written)
+	s.waitStatus(t, 30*time.Second, "FractionMismatch False", func(st *gpufracv1.UpdaterStatus) bool {
+		cnd := meta.FindStatusCondition(st.Conditions, updater.ConditionFractionMismatch)
+		return cnd != nil && cnd.Status == metav1.ConditionFalse && cnd.Reason == updater.ReasonFractionsMatch
+	})
 }

@@ -95,6 +95,10 @@ type Config struct {
 	// workload (AnnotationReplaceUnready): RetryBackoff, doubled after each, at most
 	// this. Default 30m.
 	MaxUnreadyBackoff time.Duration
+	// MaxInFlightPerDevice is the most replacements in flight at once of pods from one
+	// device (a HAMi GPU or a KAI GPU group, where the placement is known). Zero means
+	// the default 1; negative means no limit.
+	MaxInFlightPerDevice int
 	// NoPlacementCheck turns off the check, before each eviction, that the replacement
 	// can be placed (Placeable). Default false: the check runs.
 	NoPlacementCheck bool
@@ -154,6 +158,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MinReplacementInterval < 0 {
 		c.MinReplacementInterval = 0
+	}
+	if c.MaxInFlightPerDevice == 0 {
+		c.MaxInFlightPerDevice = 1
 	}
 	if c.MaxReported <= 0 || c.MaxReported > 20 {
 		c.MaxReported = 20

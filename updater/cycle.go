@@ -61,7 +61,7 @@ func (u *Updater) newCycle(ctx context.Context, now time.Time) *cycle {
 // planAll plans every autoscaler that is not being deleted and collects the candidates
 // and the pods out of date. It returns the first listing error.
 func (u *Updater) planAll(ctx context.Context, cy *cycle, gfas []gpufracv1.GPUFractionAutoscaler) error {
-	outOfDate := 0
+	outOfDate, mismatched := 0, 0
 	for i := range gfas {
 		gfa := &gfas[i]
 		cy.seen[gfa.UID] = true
@@ -84,8 +84,10 @@ func (u *Updater) planAll(ctx context.Context, cy *cycle, gfas []gpufracv1.GPUFr
 		cy.refs[p.ref] = true
 		cy.cands = append(cy.cands, p.cands...)
 		outOfDate += int(p.st.PodsOutOfDate)
+		mismatched += p.mismatched
 	}
 	podsOutOfDate.Set(float64(outOfDate))
+	podsMismatched.Set(float64(mismatched))
 	return nil
 }
 
@@ -126,6 +128,10 @@ type plan struct {
 	heldPending, floorPending string
 	// evicted are the pods evicted by this updater whose replacement is awaited.
 	evicted map[types.UID]bool
+	// mismatched counts the pods that carry other values than the webhook wrote, and
+	// mismatchMsg says which (checkAdmitted; "" when none).
+	mismatched  int
+	mismatchMsg string
 	// unplaceable is set when a pod was kept this cycle because its replacement could
 	// not be placed.
 	unplaceable bool
@@ -168,9 +174,9 @@ func (c *candidate) skip(reason, msg string) {
 func (c *candidate) done() { c.upd.SkipReason, c.upd.SkipMessage, c.upd.Reason = "", "", "" }
 
 // plan runs one autoscaler's steps: status carried over, window state, target
-// resolution, recommendation, horizontal-scaler hold, rollback verification and
-// out-of-memory floors, settling earlier replacements, then the per-pod decision and
-// gates; pods that pass them become candidates.
+// resolution, recommendation, the admission check, horizontal-scaler hold, rollback
+// verification and out-of-memory floors, settling earlier replacements, then the per-pod
+// decision and gates; pods that pass them become candidates.
 //
 // target is the autoscaler's resolved target; winner is the autoscaler in charge of the
 // workload (nil when the target did not resolve): when it is another one, this autoscaler
@@ -193,6 +199,7 @@ func (u *Updater) plan(ctx context.Context, cy *cycle, gfa *gpufracv1.GPUFractio
 	computeHeld := u.holdCompute(ctx, p, now)
 	p.guard, p.guardMsg = GuardrailState(p.gfr)
 	p.readAllocations(u.Config.Backend)
+	p.mismatchMsg = p.checkAdmitted(u.Config.Backend)
 	u.verifyShrink(ctx, p, now)
 	if p.mode != gpufracv1.UpdateModeOff && p.mode != "" {
 		u.oomFloors(ctx, p, cy.podsByNS, now)

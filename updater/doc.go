@@ -31,6 +31,12 @@
 // A HorizontalPodAutoscaler or KEDA ScaledObject that scales the same workload on GPU
 // utilisation holds compute shrinking (condition ComputeShrinkHeld).
 //
+// Where the placement is known (HAMi devices, KAI GPU groups) a fraction is never raised
+// past what a device holds, and replacements from one device are limited in flight
+// (condition PlacementHeld). What the webhook wrote is read back from every pod; a value
+// rewritten after admission is reported (condition FractionMismatch), never a reason to
+// replace the pod.
+//
 // The updater writes only status.updater of each autoscaler, with JSON merge patches.
 // Metrics: gpufrac_updater_evictions_total{result}, _in_place_updates_total{result},
 // _skips_total{reason}, _rollbacks_total{trigger}, _cycle_duration_seconds,

@@ -74,6 +74,10 @@ const (
 	// SkipNoCapacity: the replacement could not be placed (no node with the GPU resource
 	// free, or no shared GPU with the memory free): the pod is kept (Placeable).
 	SkipNoCapacity = "no-capacity"
+	// SkipDeviceInFlight: a replacement of another pod from the same device (HAMi GPU,
+	// KAI GPU group) is in flight, and --max-in-flight-per-device of them at once is the
+	// most.
+	SkipDeviceInFlight = "device-in-flight"
 )
 
 // Results: the result label of gpufrac_updater_evictions_total and
@@ -118,6 +122,10 @@ var (
 		Name: "gpufrac_updater_pods_out_of_date",
 		Help: "Pods whose applied fraction is outside the recommendation's bounds or too far from its target, at the last cycle.",
 	})
+	podsMismatched = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "gpufrac_updater_pods_fraction_mismatch",
+		Help: "Pods that carry other GPU fraction values than the admission webhook wrote (gpufrac.io/applied), at the last cycle.",
+	})
 	admissionAvailable = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "gpufrac_updater_admission_available",
 		Help: "1 when the admission webhook's status Lease was fresh at the last cycle, else 0 (no evictions).",
@@ -127,7 +135,7 @@ var (
 // Register adds the updater's metrics to a registry (controller-runtime's
 // metrics.Registry in cmd/updater). It returns the first registration error.
 func Register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{evictionsTotal, inPlaceTotal, skipsTotal, rollbacksTotal, cycleDuration, podsOutOfDate, admissionAvailable} {
+	for _, c := range []prometheus.Collector{evictionsTotal, inPlaceTotal, skipsTotal, rollbacksTotal, cycleDuration, podsOutOfDate, podsMismatched, admissionAvailable} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

@@ -2,11 +2,9 @@ package updater
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"sort"
-	"strconv"
-	"strings"
+	"math"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -16,27 +14,20 @@ import (
 	"github.com/gpufrac/gpufrac/backend"
 )
 
-// HAMi's annotations (Project-HAMi/HAMi, pkg/device/nvidia): the node's devices as the
-// device plugin registered them, and each pod's devices as the scheduler allocated them.
-const (
-	// AnnotationHAMiNodeRegister lists a node's GPUs: a JSON array of {id, count, devmem
-	// (MiB), …} (HAMi ≥ 2.5), or "id,count,devmem,devcore,type,numa,health:" entries.
-	AnnotationHAMiNodeRegister = "hami.io/node-nvidia-register"
-	// AnnotationHAMiAllocated lists a pod's devices: "uuid,type,usedmem(MiB),usedcores:"
-	// per device, ";" after each container.
-	AnnotationHAMiAllocated = "hami.io/vgpu-devices-allocated"
-)
-
-// SharedGPU is one GPU of a node that pods share (HAMi), with what is left of it.
+// SharedGPU is one GPU of a node that pods share (a HAMi device, or a KAI GPU group),
+// with what is left of it.
 type SharedGPU struct {
-	// ID is the device's UUID.
+	// ID is the device's UUID (HAMi) or the GPU group (KAI's runai-gpu-group label).
 	ID string
 	// FreeMemory is the device's memory minus the memory allocated to pods on it, bytes.
 	FreeMemory int64
 	// FreeSlots is how many more pods the device takes (HAMi's split count minus its
-	// allocations).
+	// allocations; KAI limits a shared GPU by memory only: unlimitedSlots).
 	FreeSlots int64
 }
+
+// unlimitedSlots are the FreeSlots of a device that limits its pods by memory only.
+const unlimitedSlots = math.MaxInt32
 
 // NodeGPUs is what one node has left for a replacement pod.
 type NodeGPUs struct {
@@ -46,9 +37,13 @@ type NodeGPUs struct {
 	// whole GPUs, or the device plugin's shares) minus what the non-terminal pods bound
 	// to it request, the pod to be replaced included.
 	FreeGPUs int64
-	// Shared are the node's shared GPUs; nil when the node does not say (no HAMi
-	// registration).
+	// Shared are the node's shared GPUs: HAMi's registered devices, or the GPU groups of
+	// the KAI fractions bound to the node; nil when the node does not say.
 	Shared []SharedGPU
+	// GPUMemory is the memory of one of the node's GPUs, bytes: NVIDIA GPU feature
+	// discovery's nvidia.com/gpu.memory label (MiB), else the webhook's --gpu-memory. A
+	// replacement that opens a new shared GPU must fit it.
+	GPUMemory int64
 }
 
 // Replacement is what a replacement pod needs on one node.
@@ -56,16 +51,25 @@ type Replacement struct {
 	// GPUs is how much of the GPU resource it requests (0: none, e.g. KAI fractions).
 	GPUs int64
 	// SharedMemory is the memory it needs on one shared GPU, bytes (0: the backend
-	// writes no shared-GPU size). Only HAMi's gpumem is such a size.
+	// writes no shared-GPU size). HAMi's gpumem and KAI's gpu-memory or gpu-fraction are
+	// such sizes.
 	SharedMemory int64
+	// OpensDevice is true when a free GPU of the resource can also take the replacement
+	// as a new shared GPU (KAI puts a fraction on a whole GPU no fraction uses yet); a
+	// node then needs a shared GPU with SharedMemory free or one GPU free with at least
+	// GPUMemory. Otherwise (HAMi) a replacement needing SharedMemory goes only to a
+	// registered device, and to nodes that list none only when no node lists any.
+	OpensDevice bool
 }
 
 // Placeable returns the index of the first node of nodes that can hold a replacement
 // needing r, or -1 and why none can: the node must have r.GPUs of the GPU resource free
-// and, where r.SharedMemory is set and the node lists its shared GPUs, one shared GPU
-// with that much memory and a slot free. A replacement that needs nothing is placeable
-// anywhere (index 0, or -1 with no message when nodes is empty). It is a necessary
-// condition, not the scheduler: node selectors, affinities and taints are not checked.
+// and, where r.SharedMemory is set, one shared GPU with that much memory and a slot free
+// (Replacement.OpensDevice: or a free GPU that large). Where no node lists shared GPUs
+// (no HAMi registration, no KAI fraction) the GPU resource alone decides for HAMi. A
+// replacement that needs nothing is placeable anywhere (index 0, or -1 with no message
+// when nodes is empty). It is a necessary condition, not the scheduler: node selectors,
+// affinities and taints are not checked.
 func Placeable(r Replacement, nodes []NodeGPUs) (int, string) {
 	if r.GPUs <= 0 && r.SharedMemory <= 0 {
 		if len(nodes) == 0 {
@@ -73,40 +77,77 @@ func Placeable(r Replacement, nodes []NodeGPUs) (int, string) {
 		}
 		return 0, ""
 	}
-	var bestFree int64 = -1
-	bestGPU := ""
+	listed := slices.ContainsFunc(nodes, func(n NodeGPUs) bool { return n.Shared != nil })
+	var most mostFree
 	gpusFree := false
 	for i, n := range nodes {
 		if r.GPUs > 0 && n.FreeGPUs < r.GPUs {
 			continue
 		}
 		gpusFree = true
-		if r.SharedMemory <= 0 || n.Shared == nil {
+		if r.fits(n, listed, &most) {
 			return i, ""
 		}
-		for _, d := range n.Shared {
-			if d.FreeSlots < 1 {
-				continue
-			}
-			if d.FreeMemory >= r.SharedMemory {
-				return i, ""
-			}
-			if d.FreeMemory > bestFree {
-				bestFree, bestGPU = d.FreeMemory, n.Name+"/"+d.ID
-			}
-		}
 	}
-	if !gpusFree {
+	switch {
+	case !gpusFree:
 		return -1, fmt.Sprintf("no node has %d of the GPU resource free (allocatable minus the requests of the pods bound to it)", r.GPUs)
-	}
-	if bestGPU == "" {
+	case r.OpensDevice:
+		return -1, fmt.Sprintf("no shared GPU has %s free (%s) and no node has a free GPU that large to share", fmtBytes(r.SharedMemory), most)
+	case most.gpu == "":
 		return -1, fmt.Sprintf("no shared GPU has a free slot for %s", fmtBytes(r.SharedMemory))
 	}
-	return -1, fmt.Sprintf("no shared GPU has %s free (most: %s on %s)", fmtBytes(r.SharedMemory), fmtBytes(bestFree), bestGPU)
+	return -1, fmt.Sprintf("no shared GPU has %s free (%s)", fmtBytes(r.SharedMemory), most)
+}
+
+// mostFree is the shared GPU with the most memory free among those with a slot.
+type mostFree struct {
+	memory int64
+	gpu    string // "node/ID"; "" none
+}
+
+// String renders "most: 2Gi on node/GPU-1" (or "none with a free slot").
+func (m mostFree) String() string {
+	if m.gpu == "" {
+		return "none with a free slot"
+	}
+	return "most: " + fmtBytes(m.memory) + " on " + m.gpu
+}
+
+// fits reports whether node n, whose GPU resource was checked, can hold r; listed says
+// whether any node lists shared GPUs. It notes n's emptiest shared GPU in most.
+func (r Replacement) fits(n NodeGPUs, listed bool, most *mostFree) bool {
+	if r.SharedMemory <= 0 || (n.Shared == nil && !listed && !r.OpensDevice) {
+		return true
+	}
+	if fittingDevice(n.Shared, r.SharedMemory) >= 0 {
+		return true
+	}
+	if r.OpensDevice && n.FreeGPUs >= 1 && n.GPUMemory >= r.SharedMemory {
+		return true
+	}
+	for _, d := range n.Shared {
+		if d.FreeSlots >= 1 && (most.gpu == "" || d.FreeMemory > most.memory) {
+			most.memory, most.gpu = d.FreeMemory, n.Name+"/"+d.ID
+		}
+	}
+	return false
+}
+
+// fittingDevice returns the index of the first shared GPU with a slot and memory bytes
+// free, or -1.
+func fittingDevice(shared []SharedGPU, memory int64) int {
+	for j, d := range shared {
+		if d.FreeSlots >= 1 && d.FreeMemory >= memory {
+			return j
+		}
+	}
+	return -1
 }
 
 // placementGate checks, before c's pod is evicted, that its replacement can be placed
-// (Placeable) on the cycle's free capacity (nodeCapacity, read once per cycle): the
+// (Placeable) on the cycle's free capacity (nodeCapacity, read once per cycle, less the
+// replacements awaited that are not bound yet: reservePending): the
 // ReplicaSet creates the replacement while the pod still holds its GPU, and a
 // replacement left Pending serves nothing. It returns the node index and the need to
 // reserve after the eviction, and false when the pod is kept (SkipNoCapacity on c, a
@@ -122,6 +163,9 @@ func (u *Updater) placementGate(ctx context.Context, cy *cycle, c *candidate) (i
 			r = u.APIReader
 		}
 		cy.capacity, cy.capacityRead = nodeCapacity(ctx, r, u.Config.Backend), true
+		if cy.capacity != nil {
+			u.reservePending(ctx, cy)
+		}
 	}
 	if cy.capacity == nil {
 		return -1, Replacement{}, true
@@ -142,7 +186,8 @@ func (u *Updater) placementGate(ctx context.Context, cy *cycle, c *candidate) (i
 }
 
 // reserve takes what r needs from node i of nodes (after an eviction, so that the next
-// check in the same cycle sees it gone).
+// check in the same cycle sees it gone), as Placeable placed it: a shared GPU with room,
+// else (OpensDevice) a free GPU that becomes a shared one.
 func reserve(nodes []NodeGPUs, i int, r Replacement) {
 	if i < 0 || i >= len(nodes) {
 		return
@@ -152,12 +197,14 @@ func reserve(nodes []NodeGPUs, i int, r Replacement) {
 	if r.SharedMemory <= 0 {
 		return
 	}
-	for j := range n.Shared {
-		if d := &n.Shared[j]; d.FreeSlots >= 1 && d.FreeMemory >= r.SharedMemory {
-			d.FreeSlots--
-			d.FreeMemory -= r.SharedMemory
-			return
-		}
+	if j := fittingDevice(n.Shared, r.SharedMemory); j >= 0 {
+		n.Shared[j].FreeSlots--
+		n.Shared[j].FreeMemory -= r.SharedMemory
+		return
+	}
+	if r.OpensDevice && n.FreeGPUs >= 1 {
+		n.FreeGPUs--
+		n.Shared = append(n.Shared, SharedGPU{ID: "new", FreeMemory: n.GPUMemory - r.SharedMemory, FreeSlots: unlimitedSlots})
 	}
 }
 
@@ -191,12 +238,12 @@ func podRequest(pod *corev1.Pod, res corev1.ResourceName) int64 {
 
 // replacementNeed is what the replacement of pod (allocation alloc) needs: the pod's own
 // request of the GPU resource (the replacement comes from the same template and the
-// webhook keeps or removes it alike) and, for HAMi, the largest memory one of its
-// containers will get on a shared GPU (the target plus overhead where memory is
-// controlled, else what it has now).
+// webhook keeps or removes it alike) and, for HAMi and KAI, the largest memory one of
+// its containers will get on a shared GPU (the target plus overhead where memory is
+// controlled, else what it has now; for KAI as the fraction the webhook writes).
 func replacementNeed(pod *corev1.Pod, alloc PodAllocation, targets map[string]Target, bt gpufracv1.BackendType, cfg backend.Config, overhead int64) Replacement {
-	r := Replacement{GPUs: podRequest(pod, cfg.GPUResource)}
-	if bt != gpufracv1.BackendHAMi {
+	r := Replacement{GPUs: podRequest(pod, cfg.GPUResource), OpensDevice: bt == gpufracv1.BackendKAI}
+	if bt != gpufracv1.BackendHAMi && bt != gpufracv1.BackendKAI {
 		return r
 	}
 	for name, a := range alloc.Containers {
@@ -207,151 +254,22 @@ func replacementNeed(pod *corev1.Pod, alloc PodAllocation, targets map[string]Ta
 		if t, ok := targets[name]; ok && t.ControlsMemory && t.Memory > 0 {
 			m = min(t.Memory+overhead, cfg.GPUMemoryBytes)
 		}
+		if bt == gpufracv1.BackendKAI {
+			m = kaiShare(m, cfg)
+		}
 		r.SharedMemory = max(r.SharedMemory, m)
 	}
 	return r
 }
 
-// nodeCapacity reads every node's GPU resource and HAMi devices and subtracts what the
-// non-terminal pods bound to each request. It returns nil when no node advertises the GPU
-// resource (the capacity is unknown: nothing is held then) or when nodes or pods cannot
-// be listed (the error is logged).
-func nodeCapacity(ctx context.Context, r client.Reader, cfg backend.Config) []NodeGPUs {
-	log := klog.FromContext(ctx)
-	var nodes corev1.NodeList
-	if err := r.List(ctx, &nodes); err != nil {
-		log.Error(err, "Listing nodes for the placement check; evicting without it this cycle")
-		return nil
-	}
-	byName := map[string]*NodeGPUs{}
-	devIndex := map[string]map[string]int{} // node -> device ID -> index in Shared
-	var out []*NodeGPUs
-	for i := range nodes.Items {
-		n := &nodes.Items[i]
-		q, ok := n.Status.Allocatable[cfg.GPUResource]
-		if !ok || q.Value() <= 0 || n.Spec.Unschedulable || !nodeReady(n) {
-			continue
-		}
-		ng := &NodeGPUs{Name: n.Name, FreeGPUs: q.Value(), Shared: parseHAMiNode(n.Annotations[AnnotationHAMiNodeRegister])}
-		if ng.Shared != nil {
-			devIndex[n.Name] = map[string]int{}
-			for j, d := range ng.Shared {
-				devIndex[n.Name][d.ID] = j
-			}
-		}
-		byName[n.Name] = ng
-		out = append(out, ng)
-	}
-	if len(out) == 0 {
-		return nil
-	}
-	var pods corev1.PodList
-	if err := r.List(ctx, &pods); err != nil {
-		log.Error(err, "Listing pods for the placement check; evicting without it this cycle")
-		return nil
-	}
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		ng := byName[p.Spec.NodeName]
-		if ng == nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		ng.FreeGPUs -= podRequest(p, cfg.GPUResource)
-		idx := devIndex[ng.Name]
-		if idx == nil {
-			continue
-		}
-		for _, a := range parseHAMiAllocated(p.Annotations[AnnotationHAMiAllocated]) {
-			if j, ok := idx[a.id]; ok {
-				ng.Shared[j].FreeMemory -= a.memory
-				ng.Shared[j].FreeSlots--
-			}
+// kaiShare is the memory of one GPU, bytes, that a KAI fraction for memory bytes takes:
+// whole MiB (gpu-memory), or the hundredths of usable memory the webhook writes
+// (gpu-fraction) times the GPU's memory, as KAI reserves it.
+func kaiShare(memory int64, cfg backend.Config) int64 {
+	if cfg.KAI.Mode == backend.KAIModeFraction {
+		if usable := cfg.UsableGPUMemoryBytes(); usable > 0 {
+			return (memory*100 + usable - 1) / usable * cfg.GPUMemoryBytes / 100
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	res := make([]NodeGPUs, len(out))
-	for i, n := range out {
-		res[i] = *n
-	}
-	return res
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return true // no Ready condition reported (yet): not known to be down
-}
-
-// parseHAMiNode reads HAMi's node registration: the JSON form of HAMi ≥ 2.5 or the
-// legacy "id,count,devmem,devcore,type,numa,health:" list. Nil when absent or unreadable.
-func parseHAMiNode(s string) []SharedGPU {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return nil
-	}
-	var out []SharedGPU
-	if strings.HasPrefix(s, "[") {
-		var devs []struct {
-			ID     string `json:"id"`
-			Count  int64  `json:"count"`
-			Devmem int64  `json:"devmem"`
-			Health *bool  `json:"health"`
-		}
-		if json.Unmarshal([]byte(s), &devs) != nil {
-			return nil
-		}
-		for _, d := range devs {
-			if d.ID == "" || (d.Health != nil && !*d.Health) {
-				continue
-			}
-			out = append(out, SharedGPU{ID: d.ID, FreeMemory: d.Devmem * backend.MiB, FreeSlots: d.Count})
-		}
-		return out
-	}
-	for entry := range strings.SplitSeq(s, ":") {
-		f := strings.Split(strings.TrimSpace(entry), ",")
-		if len(f) < 3 || f[0] == "" {
-			continue
-		}
-		count, err1 := strconv.ParseInt(f[1], 10, 64)
-		mem, err2 := strconv.ParseInt(f[2], 10, 64)
-		if err1 != nil || err2 != nil {
-			continue
-		}
-		if len(f) >= 7 && f[6] == "false" {
-			continue
-		}
-		out = append(out, SharedGPU{ID: f[0], FreeMemory: mem * backend.MiB, FreeSlots: count})
-	}
-	if out == nil {
-		return nil
-	}
-	return out
-}
-
-type hamiAllocation struct {
-	id     string
-	memory int64 // bytes
-}
-
-// parseHAMiAllocated reads a pod's "uuid,type,usedmem,usedcores:" devices ("MiB").
-func parseHAMiAllocated(s string) []hamiAllocation {
-	var out []hamiAllocation
-	for ctr := range strings.SplitSeq(s, ";") {
-		for dev := range strings.SplitSeq(ctr, ":") {
-			f := strings.Split(strings.TrimSpace(dev), ",")
-			if len(f) < 3 || f[0] == "" {
-				continue
-			}
-			mem, err := strconv.ParseInt(f[2], 10, 64)
-			if err != nil {
-				continue
-			}
-			out = append(out, hamiAllocation{id: f[0], memory: mem * backend.MiB})
-		}
-	}
-	return out
+	return (memory + backend.MiB - 1) / backend.MiB * backend.MiB
 }

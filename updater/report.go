@@ -69,8 +69,9 @@ func (p *plan) report(pending []*candidate, limit int) {
 }
 
 // recordEvents records the autoscaler's events of the cycle: a rollback, and, once
-// while the note stays the same, Off's would-do report, updates blocked, the crash-loop
-// deadlock and compute held (replacements unplaceable are noted by placementGate).
+// while the note stays the same, Off's would-do report, updates blocked, pods that carry
+// other values than admitted (checkAdmitted), the crash-loop deadlock and compute held
+// (replacements unplaceable are noted by placementGate).
 func (u *Updater) recordEvents(p *plan, pending []*candidate) {
 	gfa, st := p.gfa, p.st
 	if p.rollback != "" {
@@ -88,8 +89,14 @@ func (u *Updater) recordEvents(p *plan, pending []*candidate) {
 	if !p.unplaceable {
 		u.forget(gfa, "unplaceable")
 	}
+	if p.mismatchMsg != "" {
+		u.eventOnce(gfa, "mismatch", corev1.EventTypeWarning, EventFractionMismatch, "Update", truncate(p.mismatchMsg, 1000))
+	} else {
+		u.forget(gfa, "mismatch")
+	}
 	if p.blockR == "" {
 		u.deadlock(p, pending)
+		u.placementHeld(p, pending)
 	}
 	if len(p.held) > 0 {
 		note := joinScalers(p.held) + " scales the workload on GPU utilisation: compute is not shrunk; replacements (for memory too) and new pods get at least the compute their siblings hold"

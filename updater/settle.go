@@ -33,6 +33,9 @@ type expectation struct {
 	before  map[types.UID]bool
 	// pod is the evicted pod's name, for messages.
 	pod string
+	// devices are the devices the evicted pod was on (podDevices), each with one
+	// replacement in flight.
+	devices []string
 }
 
 // settle matches ready new pods to expectations, oldest first, each pod to one
@@ -100,7 +103,7 @@ func (u *Updater) replaced(ctx context.Context, c *candidate, now time.Time) {
 	p.wl.budget.Took()
 	p.acted = true
 	p.st.LastEvictionTime = secs(now)
-	u.expect[p.ref] = append(u.expect[p.ref], &expectation{at: now, evicted: c.pod.UID, before: u.knownPods(ctx, p), pod: c.pod.Name})
+	u.expect[p.ref] = append(u.expect[p.ref], &expectation{at: now, evicted: c.pod.UID, before: u.knownPods(ctx, p), pod: c.pod.Name, devices: podDevices(c.pod)})
 }
 
 // knownPods returns the UIDs of the workload's pods in the cache now (a replacement is

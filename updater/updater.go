@@ -186,7 +186,7 @@ func (u *Updater) act(ctx context.Context, cy *cycle, c *candidate) {
 		u.replaceUnready(ctx, c, cy.now)
 		return
 	}
-	if !admit(c, budgetGate) {
+	if !admit(c, budgetGate, u.deviceGate) {
 		return
 	}
 	placeAt, repl, ok := u.placementGate(ctx, cy, c)

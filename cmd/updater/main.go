@@ -66,6 +66,7 @@ func run() error {
 	flag.DurationVar(&cfg.MinReplacementInterval, "min-replacement-interval", updater.DefaultMinReplacementInterval, "Least time between the starts of two rounds of non-urgent replacements of one workload (also one round per resize window opening).")
 	flag.Float64Var(&cfg.NearLimit, "near-limit", d.NearLimit, "Observed memory peak ÷ applied memory (ratio) at which memory growth is urgent (may apply outside resize windows).")
 	flag.Float64Var(&cfg.MaxInFlight, "max-in-flight", d.MaxInFlight, "Share of a workload's pods (ratio 0–1, at least one pod) that may be being replaced at once.")
+	flag.IntVar(&cfg.MaxInFlightPerDevice, "max-in-flight-per-device", d.MaxInFlightPerDevice, "Most replacements in flight at once of pods from one GPU where the placement is known (HAMi devices, KAI GPU groups); negative: no limit.")
 	flag.Float64Var(&cfg.EvictionRate, "eviction-rate", d.EvictionRate, "Cluster-wide eviction rate limit, evictions per second (negative: unlimited).")
 	flag.IntVar(&cfg.EvictionBurst, "eviction-burst", d.EvictionBurst, "Burst of the eviction rate limit.")
 	flag.DurationVar(&cfg.RetryBackoff, "retry-backoff", d.RetryBackoff, "Wait before retrying a pod whose eviction was refused (PodDisruptionBudget) or failed.")

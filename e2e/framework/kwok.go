@@ -38,6 +38,12 @@ const (
 // 64 CPUs, 512Gi memory, 110 pods) and the NVIDIA labels, untainted. KWOK then marks
 // it Ready within about a second. It errors if the node exists.
 func (c *Cluster) CreateGPUNode(ctx context.Context, name string, gpus int) error {
+	return c.CreateGPUNodeWith(ctx, name, gpus, nil)
+}
+
+// CreateGPUNodeWith is CreateGPUNode with mod applied to the node before it is created
+// (extra allocatable resources, annotations, taints); nil changes nothing.
+func (c *Cluster) CreateGPUNodeWith(ctx context.Context, name string, gpus int, mod func(*corev1.Node)) error {
 	capacity := corev1.ResourceList{
 		corev1.ResourceCPU:    resource.MustParse("64"),
 		corev1.ResourceMemory: resource.MustParse("512Gi"),
@@ -71,6 +77,9 @@ func (c *Cluster) CreateGPUNode(ctx context.Context, name string, gpus int) erro
 				{Type: corev1.NodeHostName, Address: name},
 			},
 		},
+	}
+	if mod != nil {
+		mod(node)
 	}
 	if err := c.Client.Create(ctx, node); err != nil {
 		return fmt.Errorf("create node %s: %w", name, err)

@@ -1,0 +1,231 @@
+package updater
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gpufrac/gpufrac/backend"
+)
+
+// The cluster's free GPU capacity for the placement check: every node's GPU resource,
+// and the shared GPUs that HAMi registers or KAI's fractions use, less what the pods
+// bound to them take.
+
+// HAMi's annotations (Project-HAMi/HAMi, pkg/device/nvidia): the node's devices as the
+// device plugin registered them, and each pod's devices as the scheduler allocated them.
+const (
+	// AnnotationHAMiNodeRegister lists a node's GPUs: a JSON array of {id, count, devmem
+	// (MiB), …} (HAMi ≥ 2.5), or "id,count,devmem,devcore,type,numa,health:" entries.
+	AnnotationHAMiNodeRegister = "hami.io/node-nvidia-register"
+	// AnnotationHAMiAllocated lists a pod's devices: "uuid,type,usedmem(MiB),usedcores:"
+	// per device, ";" after each container.
+	AnnotationHAMiAllocated = "hami.io/vgpu-devices-allocated"
+)
+
+// Labels the capacity is read from besides HAMi's annotations.
+const (
+	// LabelKAIGPUGroup is the label KAI's scheduler puts on a pod with a GPU fraction
+	// (and on the reservation pod that holds the GPU): the shared GPU it is on, one group
+	// per device (kai-scheduler, pkg/common/constants GPUGroup).
+	LabelKAIGPUGroup = "runai-gpu-group"
+	// LabelGPUMemory is NVIDIA GPU feature discovery's label of a node: the memory of
+	// one of its GPUs, MiB.
+	LabelGPUMemory = "nvidia.com/gpu.memory"
+)
+
+// capacity indexes the nodes being read by nodeCapacity.
+type capacity struct {
+	cfg    backend.Config
+	nodes  []*NodeGPUs
+	byName map[string]*NodeGPUs
+	// hami maps a HAMi node's device IDs to their index in Shared; kai maps a node's KAI
+	// GPU groups likewise.
+	hami, kai map[string]map[string]int
+}
+
+// nodeCapacity reads every node's GPU resource, HAMi devices and KAI GPU groups, and
+// subtracts what the non-terminal pods bound to each take. It returns nil when no node
+// advertises the GPU resource (the capacity is unknown: nothing is held then) or when
+// nodes or pods cannot be listed (the error is logged).
+func nodeCapacity(ctx context.Context, r client.Reader, cfg backend.Config) []NodeGPUs {
+	log := klog.FromContext(ctx)
+	var nodes corev1.NodeList
+	if err := r.List(ctx, &nodes); err != nil {
+		log.Error(err, "Listing nodes for the placement check; evicting without it this cycle")
+		return nil
+	}
+	c := &capacity{cfg: cfg, byName: map[string]*NodeGPUs{}, hami: map[string]map[string]int{}, kai: map[string]map[string]int{}}
+	for i := range nodes.Items {
+		c.addNode(&nodes.Items[i])
+	}
+	if len(c.nodes) == 0 {
+		return nil
+	}
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods); err != nil {
+		log.Error(err, "Listing pods for the placement check; evicting without it this cycle")
+		return nil
+	}
+	for i := range pods.Items {
+		c.take(&pods.Items[i])
+	}
+	sort.SliceStable(c.nodes, func(i, j int) bool { return c.nodes[i].Name < c.nodes[j].Name })
+	res := make([]NodeGPUs, len(c.nodes))
+	for i, n := range c.nodes {
+		res[i] = *n
+	}
+	return res
+}
+
+// addNode adds a Ready, schedulable node that advertises the GPU resource.
+func (c *capacity) addNode(n *corev1.Node) {
+	q, ok := n.Status.Allocatable[c.cfg.GPUResource]
+	if !ok || q.Value() <= 0 || n.Spec.Unschedulable || !nodeReady(n) {
+		return
+	}
+	ng := &NodeGPUs{Name: n.Name, FreeGPUs: q.Value(), Shared: parseHAMiNode(n.Annotations[AnnotationHAMiNodeRegister]), GPUMemory: c.cfg.GPUMemoryBytes}
+	if mib, err := strconv.ParseInt(n.Labels[LabelGPUMemory], 10, 64); err == nil && mib > 0 {
+		ng.GPUMemory = mib * backend.MiB
+	}
+	if ng.Shared != nil {
+		c.hami[n.Name] = map[string]int{}
+		for j, d := range ng.Shared {
+			c.hami[n.Name][d.ID] = j
+		}
+	}
+	c.byName[n.Name] = ng
+	c.nodes = append(c.nodes, ng)
+}
+
+// take subtracts what a pod bound to one of the nodes takes: its request of the GPU
+// resource, and its memory and a slot of the HAMi devices it was allocated, or its
+// memory of the KAI GPU group it is on.
+func (c *capacity) take(p *corev1.Pod) {
+	ng := c.byName[p.Spec.NodeName]
+	if ng == nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		return
+	}
+	ng.FreeGPUs -= podRequest(p, c.cfg.GPUResource)
+	if idx := c.hami[ng.Name]; idx != nil {
+		for _, a := range parseHAMiAllocated(p.Annotations[AnnotationHAMiAllocated]) {
+			if j, ok := idx[a.id]; ok {
+				ng.Shared[j].FreeMemory -= a.memory
+				ng.Shared[j].FreeSlots--
+			}
+		}
+		return
+	}
+	if g := p.Labels[LabelKAIGPUGroup]; g != "" {
+		if c.kai[ng.Name] == nil {
+			c.kai[ng.Name] = map[string]int{}
+		}
+		j, ok := c.kai[ng.Name][g]
+		if !ok {
+			j = len(ng.Shared)
+			c.kai[ng.Name][g] = j
+			ng.Shared = append(ng.Shared, SharedGPU{ID: g, FreeMemory: ng.GPUMemory, FreeSlots: unlimitedSlots})
+		}
+		ng.Shared[j].FreeMemory -= kaiPodMemory(p, c.cfg, ng.GPUMemory)
+	}
+}
+
+// kaiPodMemory is the memory of its GPU, bytes, that a KAI fraction pod takes: its
+// gpu-memory annotation (MiB), else its gpu-fraction of gpuMemory; 0 for a pod with
+// neither (KAI's reservation pod).
+func kaiPodMemory(p *corev1.Pod, cfg backend.Config, gpuMemory int64) int64 {
+	if n, err := strconv.ParseInt(p.Annotations[cfg.KAI.MemoryAnnotation], 10, 64); err == nil && n > 0 {
+		return n * backend.MiB
+	}
+	if f, err := strconv.ParseFloat(p.Annotations[cfg.KAI.FractionAnnotation], 64); err == nil && f > 0 && f <= 1 {
+		return int64(f * float64(gpuMemory))
+	}
+	return 0
+}
+
+// nodeReady reports whether a node is not known to be down.
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return true // no Ready condition reported (yet): not known to be down
+}
+
+// parseHAMiNode reads HAMi's node registration: the JSON form of HAMi ≥ 2.5 or the
+// legacy "id,count,devmem,devcore,type,numa,health:" list. Nil when absent or unreadable.
+func parseHAMiNode(s string) []SharedGPU {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil
+	}
+	var out []SharedGPU
+	if strings.HasPrefix(s, "[") {
+		var devs []struct {
+			ID     string `json:"id"`
+			Count  int64  `json:"count"`
+			Devmem int64  `json:"devmem"`
+			Health *bool  `json:"health"`
+		}
+		if json.Unmarshal([]byte(s), &devs) != nil {
+			return nil
+		}
+		for _, d := range devs {
+			if d.ID == "" || (d.Health != nil && !*d.Health) {
+				continue
+			}
+			out = append(out, SharedGPU{ID: d.ID, FreeMemory: d.Devmem * backend.MiB, FreeSlots: d.Count})
+		}
+		return out
+	}
+	for entry := range strings.SplitSeq(s, ":") {
+		f := strings.Split(strings.TrimSpace(entry), ",")
+		if len(f) < 3 || f[0] == "" {
+			continue
+		}
+		count, err1 := strconv.ParseInt(f[1], 10, 64)
+		mem, err2 := strconv.ParseInt(f[2], 10, 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		if len(f) >= 7 && f[6] == "false" {
+			continue
+		}
+		out = append(out, SharedGPU{ID: f[0], FreeMemory: mem * backend.MiB, FreeSlots: count})
+	}
+	if out == nil {
+		return nil
+	}
+	return out
+}
+
+type hamiAllocation struct {
+	id     string
+	memory int64 // bytes
+}
+
+// parseHAMiAllocated reads a pod's "uuid,type,usedmem,usedcores:" devices ("MiB").
+func parseHAMiAllocated(s string) []hamiAllocation {
+	var out []hamiAllocation
+	for ctr := range strings.SplitSeq(s, ";") {
+		for dev := range strings.SplitSeq(ctr, ":") {
+			f := strings.Split(strings.TrimSpace(dev), ",")
+			if len(f) < 3 || f[0] == "" {
+				continue
+			}
+			mem, err := strconv.ParseInt(f[2], 10, 64)
+			if err != nil {
+				continue
+			}
+			out = append(out, hamiAllocation{id: f[0], memory: mem * backend.MiB})
+		}
+	}
+	return out
+}

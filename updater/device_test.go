@@ -1,0 +1,196 @@
+package updater
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/backend"
+)
+
+// TestPlaceableSharedDevices: a KAI fraction fits a GPU group with the memory free or
+// opens a free GPU at least that large; a HAMi fraction goes only to registered devices
+// once any node registers some (issue 14 kind 10).
+func TestPlaceableSharedDevices(t *testing.T) {
+	kaiNode := func(free int64, groups ...SharedGPU) NodeGPUs {
+		return NodeGPUs{Name: "k", FreeGPUs: free, Shared: groups, GPUMemory: 16 * gib}
+	}
+	kai := Replacement{SharedMemory: 6 * gib, OpensDevice: true}
+	for _, tc := range []struct {
+		name   string
+		r      Replacement
+		nodes  []NodeGPUs
+		want   int
+		reason string
+	}{
+		{"kai: a group with room", kai, []NodeGPUs{kaiNode(0, SharedGPU{ID: "g1", FreeMemory: 8 * gib, FreeSlots: unlimitedSlots})}, 0, ""},
+		{"kai: groups full, a free GPU opens", kai, []NodeGPUs{kaiNode(1, SharedGPU{ID: "g1", FreeMemory: 2 * gib, FreeSlots: unlimitedSlots})}, 0, ""},
+		{"kai: groups full, no free GPU", kai, []NodeGPUs{kaiNode(0, SharedGPU{ID: "g1", FreeMemory: 2 * gib, FreeSlots: unlimitedSlots})}, -1,
+			"no shared GPU has 6Gi free (most: 2Gi on k/g1) and no node has a free GPU that large"},
+		{"kai: free GPU smaller than the fraction", Replacement{SharedMemory: 20 * gib, OpensDevice: true}, []NodeGPUs{kaiNode(2)}, -1, "no shared GPU has 20Gi free (none with a free slot)"},
+		{"hami: unregistered node skipped once devices are registered", Replacement{GPUs: 1, SharedMemory: 6 * gib},
+			[]NodeGPUs{{Name: "plain", FreeGPUs: 8}, {Name: "hami", FreeGPUs: 8, Shared: []SharedGPU{{ID: "GPU-1", FreeMemory: 4 * gib, FreeSlots: 5}}}}, -1,
+			"no shared GPU has 6Gi free (most: 4Gi on hami/GPU-1)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, why := Placeable(tc.r, tc.nodes)
+			if got != tc.want || (tc.want < 0 && !strings.Contains(why, tc.reason)) {
+				t.Errorf("Placeable = %d %q, want %d naming %q", got, why, tc.want, tc.reason)
+			}
+		})
+	}
+	// Opening a GPU takes it: its rest is shared by the next fraction, then nothing is left.
+	nodes := []NodeGPUs{kaiNode(1)}
+	for i, want := range []int{0, 0, -1} {
+		at, why := Placeable(kai, nodes)
+		if at != want {
+			t.Fatalf("fraction %d: Placeable = %d %q, want %d (nodes %+v)", i, at, why, want, nodes)
+		}
+		reserve(nodes, at, kai)
+	}
+}
+
+// TestNodeCapacityKAI: KAI's GPU groups on a node are shared GPUs of the node's GPU
+// memory (its nvidia.com/gpu.memory label) less the fractions on them, by gpu-memory or
+// gpu-fraction; the reservation pod holds the GPU (issue 14 kind 10).
+func TestNodeCapacityKAI(t *testing.T) {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	cfg := backend.Config{}.WithDefaults()
+	node := gpuNode("k", 2, nil, func(n *corev1.Node) { n.Labels = map[string]string{LabelGPUMemory: "16384"} })
+	group := func(p *corev1.Pod, g string) *corev1.Pod {
+		p.Labels = map[string]string{LabelKAIGPUGroup: g}
+		return p
+	}
+	mem := boundPod("a", "k", 0, corev1.PodRunning, map[string]string{cfg.KAI.MemoryAnnotation: "4000"})
+	frac := boundPod("b", "k", 0, corev1.PodRunning, map[string]string{cfg.KAI.FractionAnnotation: "0.25"})
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(node,
+		group(boundPod("reservation", "k", 1, corev1.PodRunning, nil), "g1"), group(mem, "g1"), group(frac, "g1")).Build()
+	nodes := nodeCapacity(context.Background(), c, cfg)
+	want := SharedGPU{ID: "g1", FreeMemory: (16384 - 4000 - 4096) * backend.MiB, FreeSlots: unlimitedSlots}
+	if len(nodes) != 1 || nodes[0].FreeGPUs != 1 || nodes[0].GPUMemory != 16384*backend.MiB || len(nodes[0].Shared) != 1 || nodes[0].Shared[0] != want {
+		t.Fatalf("nodes %+v, want one free GPU of 16Gi and group %+v", nodes, want)
+	}
+}
+
+// hamiFixture is n HAMi pods with 2Gi applied, on node n1, spread over the devices
+// GPU-0 … GPU-(devices−1) of devMiB each (pod i on GPU-(i mod devices)), and a
+// recommendation raising them to 3Gi (2Gi is below its lower bound 2560Mi).
+func hamiFixture(t *testing.T, n, devices int, devMiB int64) *fixture {
+	f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, n, 2)
+	f.setTarget("3Gi", "2560Mi", "3584Mi")
+	var reg []string
+	for d := range devices {
+		reg = append(reg, fmt.Sprintf("GPU-%d,10,%d,100,NVIDIA,0,true", d, devMiB))
+	}
+	f.objs = append(f.objs, gpuNode("n1", 40, map[string]string{AnnotationHAMiNodeRegister: strings.Join(reg, ":") + ":"}, nil))
+	for i, p := range f.pods {
+		p.Spec.NodeName = "n1"
+		p.Annotations[AnnotationHAMiAllocated] = fmt.Sprintf("GPU-%d,NVIDIA,2048,25:;", i%devices)
+	}
+	f.cfg.MaxInFlight = 1
+	return f
+}
+
+// evictedDevices returns the devices of the fixture's pods that are gone.
+func (f *fixture) evictedDevices() []string {
+	live := f.livePods()
+	var out []string
+	for _, p := range f.pods {
+		if !live[p.Name] {
+			out = append(out, strings.Split(p.Annotations[AnnotationHAMiAllocated], ",")[0])
+		}
+	}
+	return out
+}
+
+// TestDeviceOverCommit: raising twelve HAMi pods from 2Gi to 3Gi (issue 14 kind 10).
+// Devices with room: one replacement per device in flight (two evictions, one from each
+// GPU, where the budget allows twelve), PlacementHeld DeviceReplacementInFlight and its
+// event. Devices without room for 3Gi more: nothing evicted, PlacementHeld NoCapacity,
+// a ReplacementUnplaceable event.
+func TestDeviceOverCommit(t *testing.T) {
+	t.Run("one in flight per device", func(t *testing.T) {
+		f := hamiFixture(t, 12, 2, 24576)
+		f.build()
+		f.run()
+		if got := f.evictedDevices(); len(got) != 2 || got[0] == got[1] {
+			t.Fatalf("evicted from devices %v, want one from each of the two", got)
+		}
+		st := f.status()
+		c := meta.FindStatusCondition(st.Conditions, ConditionPlacementHeld)
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonDeviceInFlight || !strings.Contains(c.Message, "10 out-of-date pod(s) wait") {
+			t.Errorf("condition %+v", c)
+		}
+		if !hasEvent(f.events(), EventDeviceInFlight) {
+			t.Error("no DeviceReplacementInFlight event")
+		}
+	})
+	t.Run("no device holds 3Gi more", func(t *testing.T) {
+		f := hamiFixture(t, 12, 2, 14336) // 6 × 2Gi = 12Gi of 14Gi used on each
+		f.build()
+		f.run()
+		if got := f.evictedDevices(); len(got) != 0 {
+			t.Fatalf("evicted from %v with 2Gi free per device for 3Gi replacements", got)
+		}
+		st := f.status()
+		c := meta.FindStatusCondition(st.Conditions, ConditionPlacementHeld)
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonNoCapacity || !strings.Contains(c.Message, "no shared GPU has 3Gi free (most: 2Gi on n1/GPU-0)") {
+			t.Errorf("condition %+v", c)
+		}
+		if st.BlockedReason != SkipNoCapacity || !hasEvent(f.events(), EventReplacementUnplaceable) {
+			t.Errorf("blocked %s, events: want no-capacity and a ReplacementUnplaceable event", st.BlockedReason)
+		}
+	})
+}
+
+// TestPendingReplacementReserved: a replacement not yet bound takes its memory before
+// the next eviction is placed, so two cycles never send more replacements to a device
+// than it holds (issue 14 kind 10).
+func TestPendingReplacementReserved(t *testing.T) {
+	f := hamiFixture(t, 4, 1, 12288) // 4 × 2Gi of 12Gi: 4Gi free, room for one 3Gi
+	f.cfg.MaxInFlightPerDevice = -1  // the capacity alone decides here
+	f.build()
+	f.run()
+	if got := f.evictedDevices(); len(got) != 1 {
+		t.Fatalf("first cycle evicted %d, want 1", len(got))
+	}
+	// The ReplicaSet's replacement, not scheduled yet (the old pod's 2Gi is free now).
+	rs := types.UID("rs-uid")
+	repl := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-abc-new", UID: "uid-new",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-abc", UID: rs, Controller: ptr.To(true)}}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "x", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
+			"nvidia.com/gpu": resource.MustParse("1"), "nvidia.com/gpumem": resource.MustParse("3072")}}}}},
+		Status: corev1.PodStatus{Phase: corev1.PodPending}}
+	if err := f.c.Create(context.Background(), repl); err != nil {
+		t.Fatal(err)
+	}
+	f.run()
+	// 6Gi free less the pending 3Gi: room for one more, not two.
+	if got := f.evictedDevices(); len(got) != 2 {
+		t.Fatalf("after the second cycle %d evicted, want 2 (the pending replacement's 3Gi counted)", len(got))
+	}
+	if st := f.status(); st.BlockedReason != "" && st.BlockedReason != SkipNoCapacity {
+		t.Errorf("blocked %s", st.BlockedReason)
+	}
+	var l corev1.PodList
+	if err := f.c.List(context.Background(), &l, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d pods left", len(l.Items))
+}
