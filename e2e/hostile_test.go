@@ -19,7 +19,8 @@ const hostileNS = "e2e-hostile"
 // Deployment per kind of bad data, as OpenMetrics for the backfill:
 //   - exported: scraped without honor_labels (workload labels in exported_*, pod names
 //     the exporter), plus the exporter's own series for an idle GPU;
-//   - mig, mig-util: MIG instances (UUID + GPU_I_ID), where GPU_UTIL reads 0;
+//   - mig, mig-util: MIG instances (UUID + GPU_I_ID, profile 3g.40gb), where GPU_UTIL
+//     reads 0 and GR_ENGINE_ACTIVE is a ratio of the instance;
 //   - shared: two pods on one GPU, each given the device's value;
 //   - nan: NaN and DCGM blank sentinels among valid samples.
 //
@@ -69,7 +70,7 @@ func hostileHistory(dir string, end time.Time) (string, error) {
 		}, 3},
 	}
 	gr := []series{
-		{l("namespace", hostileNS, "pod", pod("mig", "bcdfg"), "container", "inference", "UUID", "GPU-m", "GPU_I_ID", "1"), constant("0.3"), 3},
+		{l("namespace", hostileNS, "pod", pod("mig", "bcdfg"), "container", "inference", "UUID", "GPU-m", "GPU_I_ID", "1", "GPU_I_PROFILE", "3g.40gb"), constant("0.3"), 3},
 	}
 	var b strings.Builder
 	family := func(name string, ss []series) {
@@ -124,15 +125,22 @@ func TestHostileMetrics(t *testing.T) {
 			t.Errorf("attribution %q, want PodNamingConvention", r.Status.Attribution)
 		}
 	})
-	t.Run("MIG: memory per instance; GPU_UTIL 0 is unsupported, not idle", func(t *testing.T) {
+	t.Run("MIG: memory per instance; GPU_UTIL 0 is unsupported, not idle; activity is of the instance", func(t *testing.T) {
 		mig, util := recs["mig"].Status.ContainerRecommendations[0], recs["mig-util"].Status.ContainerRecommendations[0]
 		within("mig", mib(recs["mig"]), 5000*1.15)
 		within("mig-util", mib(recs["mig-util"]), 5000*1.15)
-		if mig.ComputeSource != "DCGM_FI_PROF_GR_ENGINE_ACTIVE" || mig.Target.Compute == nil || mig.Target.Compute.MilliValue() != 357 {
-			t.Errorf("mig: compute %v from %q, want 357m from DCGM_FI_PROF_GR_ENGINE_ACTIVE (0.31 bucket end × 1.15)", mig.Target.Compute, mig.ComputeSource)
+		// GR_ENGINE_ACTIVE 0.3 of a 3g.40gb is 3/7 × 0.3 = 0.129 of the GPU (issue 13 kind 5).
+		if mig.ComputeSource != "DCGM_FI_PROF_GR_ENGINE_ACTIVE" || mig.Target.Compute == nil || mig.Target.Compute.MilliValue() != 150 {
+			t.Errorf("mig: compute %v from %q, want 150m from DCGM_FI_PROF_GR_ENGINE_ACTIVE (0.13 bucket end × 1.15)", mig.Target.Compute, mig.ComputeSource)
+		}
+		if m := mig.MIG; m == nil || m.MeasuredProfile != "3g.40gb" || m.ComputeOfProfile == nil || m.ComputeOfProfile.MilliValue() != 350 || m.SmallestProfile != "2g.20gb" {
+			t.Errorf("mig: MIG status %+v, want measured on 3g.40gb, 350m of it, smallest profile 2g.20gb", m)
 		}
 		if util.Target.Compute != nil {
 			t.Errorf("mig-util: compute %s recommended from GPU_UTIL zeros on a MIG instance, want none", util.Target.Compute)
+		}
+		if m := util.MIG; m == nil || m.MeasuredProfile != "3g.40gb" || m.ComputeOfProfile != nil || m.SmallestProfile != "1g.10gb" {
+			t.Errorf("mig-util: MIG status %+v, want measured on 3g.40gb, no compute, smallest profile 1g.10gb for the memory", m)
 		}
 	})
 	t.Run("shared GPU with the device value copied to each pod: upper bound, low confidence", func(t *testing.T) {

@@ -127,7 +127,7 @@ var (
 // Register adds the recommender's metrics to a registry (controller-runtime's
 // metrics.Registry in cmd/recommender). It returns the first registration error.
 func Register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{cycleDuration, cycleErrors, workloadsTracked, recommendationsWritten, metrics.Queries, metrics.SamplesDropped, metrics.Incomplete, Autoscalers} {
+	for _, c := range []prometheus.Collector{cycleDuration, cycleErrors, workloadsTracked, recommendationsWritten, metrics.Queries, metrics.SamplesDropped, metrics.SamplesClamped, metrics.Incomplete, Autoscalers} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

@@ -403,6 +403,7 @@ func (c Config) Recommend(model *history.Model, w history.WorkloadKey, spec *gpu
 			}
 		}
 		rec.ContainerType = containerType(pod, name, byName[name])
+		rec.MIG = c.Policy.MIG(rec, est.MIGProfile)
 		recs = append(recs, rec)
 	}
 	return recs, off, len(names)

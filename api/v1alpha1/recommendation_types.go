@@ -87,6 +87,11 @@ type ContainerRecommendation struct {
 	// written before the field existed, means Regular.
 	// +optional
 	ContainerType ContainerType `json:"containerType,omitempty"`
+	// MIG relates the recommendation to NVIDIA Multi-Instance GPU profiles: the target
+	// against the profile its samples were read on, and the smallest profile that holds
+	// it, as an alternative to time-slicing. Advice only: gpufrac never reconfigures MIG.
+	// +optional
+	MIG *MIGRecommendation `json:"mig,omitempty"`
 }
 
 // ContainerType is where a container sits in the pod spec, which decides how its GPU
@@ -175,6 +180,38 @@ func PodTotal(recs []ContainerRecommendation, start map[string]int, amount func(
 		}
 	}
 	return n.Total()
+}
+
+// MIGRecommendation relates a container's recommendation to NVIDIA Multi-Instance GPU
+// (MIG) GPU instance profiles, named Ng.MMgb (N of the GPU's 7 compute slices, 4 on
+// A30; MM GB of memory), from NVIDIA's MIG user guide.
+type MIGRecommendation struct {
+	// MeasuredProfile is the MIG profile the container's samples were read on
+	// (dcgm-exporter's GPU_I_PROFILE), e.g. "1g.10gb"; empty when they were not read on
+	// a MIG instance.
+	// +optional
+	MeasuredProfile string `json:"measuredProfile,omitempty"`
+	// ComputeOfProfile is the compute target as a share of the measured profile's
+	// compute ("900m" = 0.9 of the instance; above 1 the instance is too small). The
+	// target itself stays a share of the whole GPU: 0.9 of a 1g.10gb is 129m.
+	// +optional
+	ComputeOfProfile *resource.Quantity `json:"computeOfProfile,omitempty"`
+	// MemoryPercentOfProfile is the memory target as a percentage of the measured
+	// profile's memory (95 % of the GB in its name; above 100 the instance is too small).
+	// +optional
+	MemoryPercentOfProfile *int32 `json:"memoryPercentOfProfile,omitempty"`
+	// GPU names the GPU whose profiles were considered, e.g. "A100/H100 80GB": the one
+	// that lists the measured profile, else the one whose memory is the recommender's
+	// --gpu-memory.
+	// +optional
+	GPU string `json:"gpu,omitempty"`
+	// SmallestProfile is the smallest MIG profile of the GPU whose memory and share of
+	// the GPU's compute hold the target, e.g. "2g.20gb"; empty when none does.
+	// +optional
+	SmallestProfile string `json:"smallestProfile,omitempty"`
+	// Reason says in one line why SmallestProfile holds the target, or why no profile is
+	// named.
+	Reason string `json:"reason"`
 }
 
 // GPUFractionRecommendationSpec identifies what the recommendation is for.

@@ -91,6 +91,9 @@ func explain(w io.Writer, gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.G
 		}
 		fmt.Fprintf(w, "\n          bounds [%s, %s]\n", q(c.LowerBound.Compute), q(c.UpperBound.Compute))
 		fmt.Fprintf(w, "  sharing %s: %s\n", c.SharingMode, c.SharingModeReason)
+		if line := migLines(c); line != "" {
+			fmt.Fprint(w, line)
+		}
 	}
 	fmt.Fprintln(w, "\nconditions:")
 	for _, c := range gfr.Status.Conditions {
@@ -121,6 +124,33 @@ func packingLine(target, peak *resource.Quantity, gpuBytes float64) string {
 		}
 	}
 	return s
+}
+
+// migLines says how the recommendation reads against the MIG instance its samples were
+// measured on, and which MIG profile would hold it instead of time-slicing; "" without
+// MIG advice.
+func migLines(c gpufracv1.ContainerRecommendation) string {
+	m := c.MIG
+	if m == nil {
+		return ""
+	}
+	var b strings.Builder
+	if m.MeasuredProfile != "" {
+		fmt.Fprintf(&b, "  MIG     measured on a %s instance: compute is read against the instance and converted to a share of the GPU", m.MeasuredProfile)
+		if m.ComputeOfProfile != nil {
+			fmt.Fprintf(&b, "; compute target %s of the instance (%s of the GPU)", m.ComputeOfProfile, q(c.Target.Compute))
+		}
+		if m.MemoryPercentOfProfile != nil {
+			fmt.Fprintf(&b, "; memory target %d%% of the instance's memory", *m.MemoryPercentOfProfile)
+		}
+		b.WriteString("\n")
+	}
+	label := "  MIG    "
+	if m.MeasuredProfile != "" {
+		label = "         "
+	}
+	fmt.Fprintf(&b, "%s %s\n", label, m.Reason)
+	return b.String()
 }
 
 func orDash(s string) string {

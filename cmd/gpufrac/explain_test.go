@@ -5,6 +5,10 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/recommender/policy"
 )
 
 func TestPackingLine(t *testing.T) {
@@ -28,5 +32,42 @@ func TestPackingLine(t *testing.T) {
 	}
 	if got := packingLine(nil, qp("1Gi"), gpu80); got != "" {
 		t.Errorf("no target: %q, want empty", got)
+	}
+}
+
+// Issue 16 item 3 and issue 13 kind 5: explain names the smallest MIG profile that holds
+// the recommendation and, for samples read on a MIG instance, the target against it.
+func TestExplainMIG(t *testing.T) {
+	qp := func(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
+	gfa := &gpufracv1.GPUFractionAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "small"}}
+	gfa.Spec.TargetRef.Kind, gfa.Spec.TargetRef.Name = "Deployment", "small"
+	cfg := policy.Config{}
+	rec := gpufracv1.ContainerRecommendation{ContainerName: "main", SharingMode: gpufracv1.SharingModeTimeSlicing,
+		Target: gpufracv1.GPUResources{Memory: qp("10652Mi"), Compute: qp("165m")}}
+	onMIG, advice := rec, rec
+	onMIG.MIG = cfg.MIG(rec, "1g.10gb")
+	advice.ContainerName = "side"
+	advice.MIG = cfg.MIG(rec, "")
+	gfr := &gpufracv1.GPUFractionRecommendation{}
+	gfr.Status.ContainerRecommendations = []gpufracv1.ContainerRecommendation{onMIG, advice}
+	var out strings.Builder
+	if err := explain(&out, gfa, gfr, 80<<30); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, want := range []string{
+		"MIG     measured on a 1g.10gb instance",
+		"compute target 1155m of the instance (165m of the GPU)",
+		"memory target 118% of the instance's memory",
+		"         2g.20gb is the smallest A100/H100 80GB MIG profile that holds the target of 10652Mi and 165m of the GPU",
+		"  MIG     2g.20gb is the smallest",
+		"alternative to time-slicing",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("explain lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Count(got, "2g.20gb is the smallest") != 2 || strings.Count(got, "measured on a") != 1 {
+		t.Errorf("want advice for both containers and the instance line for the MIG one only:\n%s", got)
 	}
 }

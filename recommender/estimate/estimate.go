@@ -99,6 +99,9 @@ type Estimate struct {
 	// SharedDevice is true when some samples were a shared GPU's device-wide value
 	// copied to each pod; confidence is then capped at SharedDeviceConfidence.
 	SharedDevice bool
+	// MIGProfile is the MIG GPU instance profile the samples were read on, e.g.
+	// "1g.10gb"; "" off MIG. Compute is a share of the whole GPU all the same.
+	MIGProfile string
 }
 
 // SharedDeviceConfidence caps the confidence of an estimate built from device-wide
@@ -129,7 +132,7 @@ func (c Config) Estimate(s *history.ContainerState, memoryHeadroom float64, now 
 		return Estimate{}, false
 	}
 	span := s.Span()
-	e := Estimate{History: span, ComputeSource: s.ComputeSource}
+	e := Estimate{History: span, ComputeSource: s.ComputeSource, MIGProfile: s.MIGProfile}
 	e.Confidence = math.Min(1, span.Hours()/c.FullConfidenceHistory.Hours())
 	if s.SharedSamples > 0 {
 		e.SharedDevice = true

@@ -113,6 +113,9 @@ type ContainerState struct {
 	// Devices is the most GPUs (or MIG instances) one pod of the container used at
 	// once (metrics.Series.Devices); above 1, its samples are per-device maxima.
 	Devices int
+	// MIGProfile is the MIG GPU instance profile the latest samples were read on
+	// (metrics.Series.MIGProfile, e.g. "1g.10gb"); "" when none was seen.
+	MIGProfile string
 
 	opts    Options
 	windows map[string]*podWindow // by pod name: the current interval's peak
@@ -300,6 +303,9 @@ func (m *Model) Add(w WorkloadKey, signal metrics.Signal, s metrics.Series) {
 	m.lastSeen[sk] = last
 	st.SharedSamples += s.SharedSamples
 	st.Devices = max(st.Devices, s.Devices)
+	if s.MIGProfile != "" && len(s.Samples) > 0 {
+		st.MIGProfile = s.MIGProfile
+	}
 }
 
 // Forget drops everything known about a workload (its autoscaler was deleted).

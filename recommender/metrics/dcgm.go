@@ -32,22 +32,30 @@ func (DCGM) Name() string { return "dcgm" }
 // MemoryMetric returns DCGM_FI_DEV_FB_USED.
 func (DCGM) MemoryMetric() string { return DCGMFBUsed }
 
-// DeviceLabels are UUID and, on MIG, GPU_I_ID: a MIG instance is keyed by both.
-func (DCGM) DeviceLabels() []string { return []string{"UUID", MIGInstanceLabel} }
+// DeviceLabels are UUID and, on MIG, GPU_I_ID and GPU_I_PROFILE: a MIG instance is keyed
+// by the first two; its profile says what share of the GPU it is.
+func (DCGM) DeviceLabels() []string { return dcgm.device }
 
-// MIGInstanceLabel is dcgm-exporter's MIG GPU instance ID label.
-const MIGInstanceLabel = "GPU_I_ID"
+// MIG labels of dcgm-exporter (and of gpufrac's agent device series).
+const (
+	// MIGInstanceLabel is the MIG GPU instance ID label.
+	MIGInstanceLabel = "GPU_I_ID"
+	// MIGProfileLabel is the MIG GPU instance profile label, e.g. "1g.10gb".
+	MIGProfileLabel = "GPU_I_PROFILE"
+)
 
 // dcgm are dcgm-exporter's fields with their published units.
 var dcgm = gauges{
 	name:   "dcgm",
 	memory: []Field{{Metric: DCGMFBUsed, Unit: UnitMiB}},
+	// The profiling fields are ratios of the GPU instance on MIG (NVIDIA/DCGM#138: a
+	// saturated 1g.10gb reads 1); GPU_UTIL is not supported there (DropMIGUnsupported).
 	compute: []Field{
-		{Metric: DCGMSMActive, Unit: UnitRatio},
-		{Metric: DCGMGREngineActive, Unit: UnitRatio},
+		{Metric: DCGMSMActive, Unit: UnitRatio, InstanceRelative: true},
+		{Metric: DCGMGREngineActive, Unit: UnitRatio, InstanceRelative: true},
 		{Metric: DCGMGPUUtil, Unit: UnitPercent},
 	},
-	device: []string{"UUID", MIGInstanceLabel},
+	device: []string{"UUID", MIGInstanceLabel, MIGProfileLabel},
 }
 
 // Fields returns FB_USED (MiB) for memory; SM_ACTIVE (ratio), GR_ENGINE_ACTIVE (ratio)

@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/model"
 	"k8s.io/klog/v2"
+
+	"github.com/gpufrac/gpufrac/recommender/mig"
 )
 
 // Signal is a quantity gpufrac reads, with the range of values that can be true.
@@ -57,6 +59,18 @@ const (
 	// hami_vgpu_memory_used_bytes), neither a live peak nor a lower bound.
 	DropStale = "stale"
 )
+
+// ClampMIGOvershoot is the reason of gpufrac_recommender_samples_clamped_total for a MIG
+// instance's activity ratio above 1 (up to mig.MaxOvershoot) read as 1, a saturated
+// instance (Field.InstanceRelative).
+const ClampMIGOvershoot = "mig_overshoot"
+
+// SamplesClamped counts samples that were read from Prometheus out of range but kept at
+// the range's end, because the exporter is known to overshoot there (ClampMIGOvershoot).
+var SamplesClamped = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "gpufrac_recommender_samples_clamped_total",
+	Help: "Samples read from Prometheus above their range and kept at its end (a MIG instance's activity above 1 read as 1), by signal and reason.",
+}, []string{"signal", "reason"})
 
 // SamplesDropped counts samples that were read from Prometheus and thrown away because
 // they cannot be true; they are never aggregated and never count as zero.
@@ -367,13 +381,14 @@ func TooManySamples(err error) bool {
 }
 
 // decode groups streams by container and device, drops impossible values (counting
-// them), marks device-wide values copied to several pods of a shared GPU, and merges the
+// them), converts a MIG instance's activity to a share of the whole GPU (gpuShare),
+// marks device-wide values copied to several pods of a shared GPU, and merges the
 // devices and duplicate series of one container with max, never a sum.
 func (r *Reader) decode(signal Signal, m model.Matrix, copies deviceCopies) []Series {
 	type devSample struct {
-		id  ContainerID
-		src string
-		v   float64
+		id     ContainerID
+		src    string
+		v, raw float64 // v: a share of the whole GPU (gpuShare); raw: as read
 	}
 	type point struct {
 		v      float64
@@ -383,6 +398,7 @@ func (r *Reader) decode(signal Signal, m model.Matrix, copies deviceCopies) []Se
 	// devices[id][t] lists the distinct devices a container reported on at t.
 	devices := map[ContainerID]map[model.Time][]string{}
 	sources := map[ContainerID]string{}
+	profiles := map[ContainerID]string{} // MIG profile of the container's series
 	// byDevice[device][t] lists the pods that reported a value on one device at t.
 	byDevice := map[string]map[model.Time][]devSample{}
 	for _, s := range m {
@@ -396,19 +412,21 @@ func (r *Reader) decode(signal Signal, m model.Matrix, copies deviceCopies) []Se
 			continue
 		}
 		src := string(s.Metric[SourceLabel])
-		if src != "" {
-			sources[id] = src
-		}
 		own := PerProcess(src) // a per-process measurement is never a copy, equal or not
-		mig := s.Metric[MIGInstanceLabel] != ""
+		onMIG := s.Metric[MIGInstanceLabel] != ""
+		if p := string(s.Metric[MIGProfileLabel]); p != "" {
+			profiles[id] = p
+		}
+		share := gpuShare(signal, src, s.Metric)
 		dev := r.deviceKey(s.Metric)
 		if merged[id] == nil {
 			merged[id] = map[model.Time]point{}
 		}
 		for _, p := range s.Values {
-			v := float64(p.Value)
-			reason := Invalid(signal, v)
-			if reason == "" && mig && src == DCGMGPUUtil {
+			raw := float64(p.Value)
+			v := raw * share
+			reason := Invalid(signal, raw)
+			if reason == "" && onMIG && src == DCGMGPUUtil {
 				reason = DropMIGUnsupported // GPU_UTIL is not supported on MIG: 0 there is not idle
 			}
 			if reason != "" {
@@ -427,7 +445,10 @@ func (r *Reader) decode(signal Signal, m model.Matrix, copies deviceCopies) []Se
 				if byDevice[dev] == nil {
 					byDevice[dev] = map[model.Time][]devSample{}
 				}
-				byDevice[dev][p.Timestamp] = append(byDevice[dev][p.Timestamp], devSample{id, src, v})
+				byDevice[dev][p.Timestamp] = append(byDevice[dev][p.Timestamp], devSample{id, src, v, raw})
+			}
+			if src != "" {
+				sources[id] = src // a field whose samples were all dropped names no source
 			}
 			if old, ok := merged[id][p.Timestamp]; !ok || v > old.v {
 				merged[id][p.Timestamp] = point{v: v}
@@ -439,7 +460,7 @@ func (r *Reader) decode(signal Signal, m model.Matrix, copies deviceCopies) []Se
 	for dev, byTime := range byDevice {
 		for t, samples := range byTime {
 			for _, d := range samples {
-				n := copies[dev][t][copyKey{d.src, d.v}]
+				n := copies[dev][t][copyKey{d.src, d.raw}]
 				if n < 2 || d.v == 0 {
 					continue
 				}
@@ -493,7 +514,7 @@ func (r *Reader) decode(signal Signal, m model.Matrix, copies deviceCopies) []Se
 		if len(byTime) == 0 {
 			continue
 		}
-		s := Series{ID: id, Source: sources[id], Samples: make([]Sample, 0, len(byTime))}
+		s := Series{ID: id, Source: sources[id], MIGProfile: profiles[id], Samples: make([]Sample, 0, len(byTime))}
 		for _, devs := range devices[id] {
 			s.Devices = max(s.Devices, len(devs))
 		}
@@ -513,20 +534,47 @@ func (r *Reader) decode(signal Signal, m model.Matrix, copies deviceCopies) []Se
 // PerProcess reports whether the published metric is measured per process (gpufrac's
 // agent: NVML per-process memory and SM utilisation), so that equal values of two pods
 // on one GPU are two measurements that happen to agree, never a device value copied.
-func PerProcess(metric string) bool {
+func PerProcess(metric string) bool { return fieldOf(metric).PerProcess }
+
+// InstanceRelative reports whether the published metric is, on a MIG instance, a ratio
+// of the instance rather than of the whole GPU (Field.InstanceRelative).
+func InstanceRelative(metric string) bool { return fieldOf(metric).InstanceRelative }
+
+// fieldOf returns the field a known source publishes under the metric name, or the zero
+// Field.
+func fieldOf(metric string) Field {
 	if metric == "" {
-		return false
+		return Field{}
 	}
 	for _, src := range Sources {
 		for _, sig := range []Signal{SignalMemory, SignalCompute} {
 			for _, f := range src.Fields(sig) {
 				if f.Metric == metric {
-					return f.PerProcess
+					return f
 				}
 			}
 		}
 	}
-	return false
+	return Field{}
+}
+
+// gpuShare is the factor converting a value of the stream to a share of the whole GPU:
+// for the compute signal of an instance-relative field on a MIG instance whose profile
+// NVIDIA's tables know, the profile's share of the GPU's compute (1/7 for 1g.10gb);
+// otherwise 1 (a MIG instance of unknown profile is then read as if it were the whole
+// GPU: an upper bound).
+func gpuShare(signal Signal, src string, m model.Metric) float64 {
+	if signal != SignalCompute || m[MIGInstanceLabel] == "" || !InstanceRelative(src) {
+		return 1
+	}
+	p, err := mig.Parse(string(m[MIGProfileLabel]))
+	if err != nil {
+		return 1
+	}
+	if share, ok := p.ComputeShare(); ok {
+		return share
+	}
+	return 1
 }
 
 // DeviceUUIDLabels are the spellings of a GPU's UUID label across exporters:
@@ -540,7 +588,7 @@ var DeviceUUIDLabels = []string{"UUID", "gpu_uuid", "device_uuid", "deviceuuid"}
 func (r *Reader) deviceKey(m model.Metric) string {
 	uuid := ""
 	for _, l := range append(append([]string(nil), r.Device...), DeviceUUIDLabels...) {
-		if l == MIGInstanceLabel {
+		if l == MIGInstanceLabel || l == MIGProfileLabel {
 			continue
 		}
 		if v := m[model.LabelName(l)]; v != "" {
@@ -554,23 +602,32 @@ func (r *Reader) deviceKey(m model.Metric) string {
 	return uuid + "\x00" + string(m[MIGInstanceLabel])
 }
 
-// PodDrops counts impossible samples per pod (namespace, pod) and drop reason.
+// PodDrops counts impossible samples per pod (namespace, pod) and drop reason, and the
+// samples clamped into range (ClampMIGOvershoot).
 type PodDrops map[[2]string]map[string]float64
 
-// Total returns the samples dropped for one pod, all reasons.
+// Total returns the samples dropped for one pod, all reasons; clamped samples
+// (ClampMIGOvershoot) were kept and are not counted.
 func (d PodDrops) Total(namespace, pod string) float64 {
 	var n float64
-	for _, v := range d[[2]string{namespace, pod}] {
-		n += v
+	for reason, v := range d[[2]string{namespace, pod}] {
+		if reason != ClampMIGOvershoot {
+			n += v
+		}
 	}
 	return n
 }
 
-// Record adds the counts to SamplesDropped{signal, reason}.
+// Record adds the counts to SamplesDropped{signal, reason}, and those of clamped samples
+// to SamplesClamped{signal, reason}.
 func (d PodDrops) Record(signal Signal) {
 	for _, byReason := range d {
 		for reason, n := range byReason {
-			SamplesDropped.WithLabelValues(string(signal), reason).Add(n)
+			c := SamplesDropped
+			if reason == ClampMIGOvershoot {
+				c = SamplesClamped
+			}
+			c.WithLabelValues(string(signal), reason).Add(n)
 		}
 	}
 }

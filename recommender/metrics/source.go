@@ -14,6 +14,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/gpufrac/gpufrac/recommender/mig"
 )
 
 // ContainerID identifies one container of one pod.
@@ -45,6 +47,11 @@ type Series struct {
 	// one time: above 1 for a multi-GPU container, whose per-device values were merged
 	// with max here.
 	Devices int
+	// MIGProfile is the MIG GPU instance profile the container's series carried
+	// (GPU_I_PROFILE, e.g. "1g.10gb"); "" off MIG or where the exporter gives none.
+	// Compute is always a share of the whole GPU: an instance-relative field's values
+	// were converted with the profile's slice count (Field.InstanceRelative).
+	MIGProfile string
 	// Window is the span each sample aggregates, ending at its time (a max_over_time
 	// or avg_over_time window); 0 for raw samples. A sample stamped after its
 	// container ended whose window still covers the container's life is restamped at
@@ -126,6 +133,14 @@ const exportedPrefix = "exported_"
 // namespace, pod and container (which name the exporter's own pod there), so usage is
 // never attributed to the exporter, and a cluster that mixes both scrape styles works.
 func (s Selector) Series(fn, metric string, max float64, window time.Duration) string {
+	return s.series(fn, metric, "", max, max, window)
+}
+
+// series is Series over the series of metric that also match extra (label matchers
+// starting with a comma, e.g. `,GPU_I_ID!=""`), whose raw samples in (max, keep] count
+// as max instead of being dropped (keep > max: a MIG instance's activity above 1, see
+// Field.InstanceRelative).
+func (s Selector) series(fn, metric, extra string, max, keep float64, window time.Duration) string {
 	ns, pod, ctr := s.Labels.Namespace, s.Labels.Pod, s.Labels.Container
 	nsRe := NamespaceRegex(s.Namespaces)
 	if s.AllNamespaces {
@@ -149,13 +164,17 @@ func (s Selector) Series(fn, metric string, max float64, window time.Duration) s
 			fn, sel, w, bounds, sel, w, max, sel, w, sel, w, sel, w)
 		// The fallback only where the window has raw samples: a subquery would otherwise
 		// carry the last sample into empty windows through Prometheus' lookback.
-		return fmt.Sprintf("((%s) or (%s((%s%s)[%s:%s]) and count_over_time(%s[%s])))", clean, fn, sel, bounds, w, promDuration(res), sel, w)
+		valid := sel + bounds
+		if keep > max {
+			valid = fmt.Sprintf("clamp_max(%s >= 0 <= %g, %g)", sel, keep, max)
+		}
+		return fmt.Sprintf("((%s) or (%s((%s)[%s:%s]) and count_over_time(%s[%s])))", clean, fn, valid, w, promDuration(res), sel, w)
 	}
 	if s.Direct {
-		return robust(fmt.Sprintf(`%s{%s=~%q,%s!=""}`, metric, ns, nsRe, pod))
+		return robust(fmt.Sprintf(`%s{%s=~%q,%s!=""%s}`, metric, ns, nsRe, pod, extra))
 	}
-	direct := robust(fmt.Sprintf(`%s{%s=~%q,%s!="",%s=""}`, metric, ns, nsRe, pod, exportedPrefix+pod))
-	exported := robust(fmt.Sprintf(`%s{%s=~%q,%s!=""}`, metric, exportedPrefix+ns, nsRe, exportedPrefix+pod))
+	direct := robust(fmt.Sprintf(`%s{%s=~%q,%s!="",%s=""%s}`, metric, ns, nsRe, pod, exportedPrefix+pod, extra))
+	exported := robust(fmt.Sprintf(`%s{%s=~%q,%s!=""%s}`, metric, exportedPrefix+ns, nsRe, exportedPrefix+pod, extra))
 	for _, l := range []string{ns, pod, ctr} {
 		exported = fmt.Sprintf(`label_replace(%s, %q, "$1", %q, "(.*)")`, exported, l, exportedPrefix+l)
 	}
@@ -176,6 +195,19 @@ func (s Selector) by() string {
 
 func (s Selector) keys() []string {
 	return append([]string{s.Labels.Namespace, s.Labels.Pod, s.Labels.Container}, s.Device...)
+}
+
+// orOn renders " or on (<keys>) " joining the fields of one signal in order of
+// preference. A MIG profile label is kept in the results but not matched on: a field
+// whose series lack it (an older exporter) must still give way to a preferred one.
+func (s Selector) orOn() string {
+	var keys []string
+	for _, k := range s.keys() {
+		if k != MIGProfileLabel {
+			keys = append(keys, k)
+		}
+	}
+	return " or on (" + strings.Join(keys, ", ") + ") "
 }
 
 // Unit is the unit a metric is published in.
@@ -234,6 +266,34 @@ type Field struct {
 	// PerProcess: the exporter measures each pod's own processes (gpufrac's agent), so
 	// equal values of pods on one GPU are never a device value copied to each.
 	PerProcess bool
+	// InstanceRelative: on a MIG instance (a series with GPU_I_ID) the metric is a ratio
+	// of the instance, not of the whole GPU (dcgm-exporter's profiling fields). Its raw
+	// samples there in (1, mig.MaxOvershoot] are clamped to 1 (a saturated instance)
+	// and counted (ClampMIGOvershoot) instead of being dropped, and decoded values are
+	// converted to a share of the whole GPU with the instance profile's slice count
+	// (Reader.decode, mig.Profile.ComputeShare).
+	InstanceRelative bool
+}
+
+// migPart is one subset of a field's series, selected by extra label matchers, whose raw
+// samples up to keep (in the field's unit) are kept, those above the unit's maximum
+// clamped to it.
+type migPart struct {
+	extra string
+	keep  float64
+}
+
+// migParts split a field's series: for an instance-relative field, off MIG (no
+// GPU_I_ID) and on a MIG instance, where samples up to mig.MaxOvershoot times the unit's
+// maximum are kept; other fields are one part.
+func (f Field) migParts() []migPart {
+	if !f.InstanceRelative {
+		return []migPart{{"", f.Unit.max()}}
+	}
+	return []migPart{
+		{fmt.Sprintf(`,%s=""`, MIGInstanceLabel), f.Unit.max()},
+		{fmt.Sprintf(`,%s!=""`, MIGInstanceLabel), f.Unit.max() * mig.MaxOvershoot},
+	}
 }
 
 // query renders fn over the field's valid samples in the window, aggregated with max by
@@ -246,7 +306,11 @@ func (f Field) query(sel Selector, fn string, window time.Duration) string {
 	if f.Device != nil {
 		fs.Device = f.Device
 	}
-	q := fmt.Sprintf("max %s (%s)%s", fs.by(), fs.Series(fn, f.Metric, f.Unit.max(), window), f.Unit.scale())
+	var inner []string
+	for _, p := range f.migParts() {
+		inner = append(inner, fs.series(fn, f.Metric, p.extra, f.Unit.max(), p.keep, window))
+	}
+	q := fmt.Sprintf("max %s (%s)%s", fs.by(), strings.Join(inner, " or "), f.Unit.scale())
 	from, to := fs.keys(), sel.keys()
 	renamed := false
 	for i := range from {
@@ -286,7 +350,7 @@ func (g gauges) MemoryPeakQuery(sel Selector, window time.Duration) string {
 	for _, f := range g.memory {
 		parts = append(parts, fmt.Sprintf(`label_replace(%s, %q, %q, "", "")`, f.query(sel, "max_over_time", window), SourceLabel, f.Metric))
 	}
-	return strings.Join(parts, " or on ("+strings.Join(sel.keys(), ", ")+") ")
+	return strings.Join(parts, sel.orOn())
 }
 
 func (g gauges) ComputeQuery(sel Selector, window time.Duration) string {
@@ -294,7 +358,7 @@ func (g gauges) ComputeQuery(sel Selector, window time.Duration) string {
 	for _, f := range g.compute {
 		parts = append(parts, fmt.Sprintf(`label_replace(%s, %q, %q, "", "")`, f.query(sel, "avg_over_time", window), SourceLabel, f.Metric))
 	}
-	return strings.Join(parts, " or on ("+strings.Join(sel.keys(), ", ")+") ")
+	return strings.Join(parts, sel.orOn())
 }
 
 // FlatQuery returns PromQL whose result, per (namespace, pod, container, device), is the
@@ -302,12 +366,11 @@ func (g gauges) ComputeQuery(sel Selector, window time.Duration) string {
 // the series stayed flat (a stale series repeats its last value). Read next to the
 // memory peak query over the same steps to tell stale memory (issue 13 kind 8).
 func FlatQuery(src Source, sel Selector, window time.Duration) string {
-	keys := strings.Join(sel.keys(), ", ")
 	var parts []string
 	for _, f := range src.Fields(SignalMemory) {
 		parts = append(parts, f.query(sel, "stddev_over_time", window))
 	}
-	return strings.Join(parts, " or on ("+keys+") ")
+	return strings.Join(parts, sel.orOn())
 }
 
 // CopyValueLabel carries the copied value in CopiesQuery's answer (count_values).
@@ -392,7 +455,10 @@ var dropFilters = []struct{ reason, filter string }{
 // DropCountQuery returns an instant query, to evaluate at the returned time, whose
 // result counts the raw samples of the fields in the window (from, to] that cannot be
 // true — NaN, ±Inf, negative, above the unit's maximum — per (namespace, pod) in the
-// selector's label names and "reason" (DropNaN, DropInf, DropNegative, DropOutOfRange).
+// selector's label names and "reason" (DropNaN, DropInf, DropNegative, DropOutOfRange),
+// and, for instance-relative fields on a MIG instance, those above the maximum that were
+// clamped to it (ClampMIGOvershoot; above mig.MaxOvershoot times it they are out of
+// range).
 // These samples are filtered out inside the memory and compute queries, so this
 // companion query is how they are counted.
 //
@@ -412,32 +478,41 @@ func (s Selector) DropCountQuery(fields []Field, from, to time.Time) (string, ti
 	ns, pod := s.Labels.Namespace, s.Labels.Pod
 	nsRe := NamespaceRegex(s.Namespaces)
 	var parts []string
-	add := func(sel string, labels Labels, metric string, max float64) {
+	count := func(sel string, labels Labels, reason, filter string) {
+		q := fmt.Sprintf(`sum by (%s, %s) (changes((timestamp(%s) > %s and %s)[%s:%s]) + 1)`,
+			labels.Namespace, labels.Pod, sel, after, filter, w, promDuration(res))
+		if labels.Namespace != ns {
+			q = fmt.Sprintf(`label_replace(%s, %q, "$1", %q, "(.*)")`, q, ns, labels.Namespace)
+		}
+		if labels.Pod != pod {
+			q = fmt.Sprintf(`label_replace(%s, %q, "$1", %q, "(.*)")`, q, pod, labels.Pod)
+		}
+		parts = append(parts, fmt.Sprintf(`label_replace(label_replace(%s, "reason", %q, "", ""), "gpufrac_part", "%d", "", "")`, q, reason, len(parts)))
+	}
+	// add counts the impossible samples of sel (above keep is out of range) and, where
+	// keep > max, those clamped to max.
+	add := func(sel string, labels Labels, max, keep float64) {
 		for _, d := range dropFilters {
-			filter := fmt.Sprintf(d.filter, sel, fmt.Sprintf("%g", max))
-			q := fmt.Sprintf(`sum by (%s, %s) (changes((timestamp(%s) > %s and %s)[%s:%s]) + 1)`,
-				labels.Namespace, labels.Pod, sel, after, filter, w, promDuration(res))
-			if labels.Namespace != ns {
-				q = fmt.Sprintf(`label_replace(%s, %q, "$1", %q, "(.*)")`, q, ns, labels.Namespace)
-			}
-			if labels.Pod != pod {
-				q = fmt.Sprintf(`label_replace(%s, %q, "$1", %q, "(.*)")`, q, pod, labels.Pod)
-			}
-			parts = append(parts, fmt.Sprintf(`label_replace(label_replace(%s, "reason", %q, "", ""), "gpufrac_part", "%d", "", "")`, q, d.reason, len(parts)))
+			count(sel, labels, d.reason, fmt.Sprintf(d.filter, sel, fmt.Sprintf("%g", keep)))
+		}
+		if keep > max {
+			count(sel, labels, ClampMIGOvershoot, fmt.Sprintf("(%s > %g <= %g)", sel, max, keep))
 		}
 	}
 	for _, f := range fields {
 		max := f.Unit.max()
-		switch {
-		case f.Labels != nil:
-			l := *f.Labels
-			add(fmt.Sprintf(`%s{%s=~%q,%s!=""}`, f.Metric, l.Namespace, nsRe, l.Pod), l, f.Metric, max)
-		case s.Direct:
-			add(fmt.Sprintf(`%s{%s=~%q,%s!=""}`, f.Metric, ns, nsRe, pod), s.Labels, f.Metric, max)
-		default:
-			add(fmt.Sprintf(`%s{%s=~%q,%s!="",%s=""}`, f.Metric, ns, nsRe, pod, exportedPrefix+pod), s.Labels, f.Metric, max)
-			add(fmt.Sprintf(`%s{%s=~%q,%s!=""}`, f.Metric, exportedPrefix+ns, nsRe, exportedPrefix+pod),
-				Labels{Namespace: exportedPrefix + ns, Pod: exportedPrefix + pod}, f.Metric, max)
+		for _, p := range f.migParts() {
+			switch {
+			case f.Labels != nil:
+				l := *f.Labels
+				add(fmt.Sprintf(`%s{%s=~%q,%s!=""%s}`, f.Metric, l.Namespace, nsRe, l.Pod, p.extra), l, max, p.keep)
+			case s.Direct:
+				add(fmt.Sprintf(`%s{%s=~%q,%s!=""%s}`, f.Metric, ns, nsRe, pod, p.extra), s.Labels, max, p.keep)
+			default:
+				add(fmt.Sprintf(`%s{%s=~%q,%s!="",%s=""%s}`, f.Metric, ns, nsRe, pod, exportedPrefix+pod, p.extra), s.Labels, max, p.keep)
+				add(fmt.Sprintf(`%s{%s=~%q,%s!=""%s}`, f.Metric, exportedPrefix+ns, nsRe, exportedPrefix+pod, p.extra),
+					Labels{Namespace: exportedPrefix + ns, Pod: exportedPrefix + pod}, max, p.keep)
+			}
 		}
 	}
 	return fmt.Sprintf("sum by (%s, %s, reason) (%s)", ns, pod, strings.Join(parts, " or ")), toA
