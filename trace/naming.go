@@ -6,37 +6,37 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+
+	"github.com/gpufrac/gpufrac/workload"
 )
 
-// SafeAlphabet is the alphabet of Kubernetes' generated name parts
-// (k8s.io/apimachinery/pkg/util/rand.SafeEncodeString, used for pod-template-hash
-// and pod name suffixes): no vowels and no 0, 1 or 3, so names cannot spell words.
-const SafeAlphabet = "bcdfghjklmnpqrstvwxz2456789"
-
-// TemplateHash returns a 10-character pod-template-hash in SafeAlphabet derived
+// TemplateHash returns a 10-character pod-template-hash in workload.SafeAlphabet derived
 // deterministically from seed (for example the sorted source IDs of a Deployment's
 // trace pods).
 func TemplateHash(seed string) string { return safeEncode("template-hash/"+seed, 10) }
 
-// PodSuffix returns the 5-character random-looking pod name suffix in SafeAlphabet
+// PodSuffix returns the 5-character random-looking pod name suffix in workload.SafeAlphabet
 // that a ReplicaSet appends to its pods' names, derived deterministically from seed
 // (for example the trace pod's container_ip).
 func PodSuffix(seed string) string { return safeEncode("pod-suffix/"+seed, 5) }
 
+// safeEncode maps the first n bytes of seed's SHA-256 into workload.SafeAlphabet, byte
+// by byte as Kubernetes' rand.SafeEncodeString does rune by rune (that function reads
+// its input as UTF-8, so it cannot take raw hash bytes).
 func safeEncode(seed string, n int) string {
 	sum := sha256.Sum256([]byte(seed))
 	b := make([]byte, n)
 	for i := range b {
-		b[i] = SafeAlphabet[int(sum[i])%len(SafeAlphabet)]
+		b[i] = workload.SafeAlphabet[int(sum[i])%len(workload.SafeAlphabet)]
 	}
 	return string(b)
 }
 
-var deploymentPodName = regexp.MustCompile(`^(.+)-([` + SafeAlphabet + `]{1,10})-([` + SafeAlphabet + `]{5})$`)
+var deploymentPodName = regexp.MustCompile(`^(.+)-([` + workload.SafeAlphabet + `]{1,10})-([` + workload.SafeAlphabet + `]{5})$`)
 
 // SplitDeploymentPodName splits a pod name made by the Deployment controller,
 // "<deployment>-<pod-template-hash>-<suffix>" (hash 1–10 and suffix 5 characters of
-// SafeAlphabet), into the Deployment and ReplicaSet names. ok is false when the name
+// workload.SafeAlphabet), into the Deployment and ReplicaSet names. ok is false when the name
 // does not follow the convention.
 func SplitDeploymentPodName(pod string) (deployment, replicaSet string, ok bool) {
 	m := deploymentPodName.FindStringSubmatch(pod)

@@ -4,9 +4,11 @@ import (
 	"strings"
 )
 
-// safeAlphabet is the alphabet of Kubernetes' generated name suffixes and pod-template
-// hashes (k8s.io/apimachinery/pkg/util/rand.SafeEncodeString): no vowels, no 0/1/3.
-const safeAlphabet = "bcdfghjklmnpqrstvwxz2456789"
+// SafeAlphabet is the alphabet of Kubernetes' generated name parts, pod-template hashes
+// and pod name suffixes (k8s.io/apimachinery/pkg/util/rand.SafeEncodeString, whose
+// constant is unexported): no vowels and no 0, 1 or 3, so names cannot spell words. The
+// trace package generates names in it and this package recognises them.
+const SafeAlphabet = "bcdfghjklmnpqrstvwxz2456789"
 
 func allIn(s, alphabet string) bool {
 	if s == "" {
@@ -95,7 +97,7 @@ func (a *Attributor) Attribute(namespace, pod string) (Ref, Method) {
 // deploymentOfReplicaSet strips a pod-template hash: "<deployment>-<hash>".
 func deploymentOfReplicaSet(rs string) (string, bool) {
 	i := strings.LastIndexByte(rs, '-')
-	if i <= 0 || !allIn(rs[i+1:], safeAlphabet) {
+	if i <= 0 || !allIn(rs[i+1:], SafeAlphabet) {
 		return "", false
 	}
 	return rs[:i], true
@@ -115,11 +117,11 @@ func MatchesNamingConvention(kind, name, pod string) bool {
 	switch kind {
 	case "Deployment":
 		hash, suffix, ok := strings.Cut(rest, "-")
-		return ok && allIn(hash, safeAlphabet) && len(suffix) == 5 && allIn(suffix, safeAlphabet)
+		return ok && allIn(hash, SafeAlphabet) && len(suffix) == 5 && allIn(suffix, SafeAlphabet)
 	case "StatefulSet":
 		return allIn(rest, "0123456789")
 	case "DaemonSet", "ReplicaSet", "Job":
-		return len(rest) == 5 && allIn(rest, safeAlphabet)
+		return len(rest) == 5 && allIn(rest, SafeAlphabet)
 	}
 	return false
 }

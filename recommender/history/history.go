@@ -15,17 +15,12 @@ import (
 	vpautil "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/util"
 
 	"github.com/gpufrac/gpufrac/recommender/metrics"
+	"github.com/gpufrac/gpufrac/workload"
 )
 
-// WorkloadKey identifies a workload: the top-most controller of its pods.
-type WorkloadKey struct {
-	Namespace string
-	Kind      string
-	Name      string
-}
-
-// String renders the key as namespace/Kind/name.
-func (w WorkloadKey) String() string { return w.Namespace + "/" + w.Kind + "/" + w.Name }
+// WorkloadKey identifies a workload: the top-most controller of its pods, the same
+// reference the recommender resolves autoscalers' targets to.
+type WorkloadKey = workload.Ref
 
 // ContainerKey identifies one container name of a workload's pod template.
 type ContainerKey struct {
