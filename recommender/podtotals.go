@@ -9,21 +9,6 @@ import (
 	"github.com/gpufrac/gpufrac/workload"
 )
 
-// containerType is where a container sits in pod, the workload's current template (its
-// newest live pod), else where the recommendation written last time (prev) said (a
-// workload without pods now), else Regular.
-func containerType(pod *corev1.Pod, name string, prev *gpufracv1.ContainerRecommendation) gpufracv1.ContainerType {
-	if pod != nil {
-		if t, ok := workload.ContainerTypeOf(pod, name); ok {
-			return t
-		}
-	}
-	if prev != nil && prev.ContainerType != "" {
-		return prev.ContainerType
-	}
-	return gpufracv1.ContainerTypeRegular
-}
-
 // startOrder returns each container's position in the order the kubelet starts the
 // containers of pod (workload.Containers), for adding up the pod's totals; nil for a nil
 // pod.

@@ -28,32 +28,21 @@ import (
 
 	"github.com/gpufrac/gpufrac/admission"
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
-	"github.com/gpufrac/gpufrac/recommender/estimate"
 	"github.com/gpufrac/gpufrac/recommender/history"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
-	"github.com/gpufrac/gpufrac/recommender/policy"
+	"github.com/gpufrac/gpufrac/recommender/recommend"
 	"github.com/gpufrac/gpufrac/workload"
 )
 
-// Config holds the recommender's settings; cmd/recommender maps flags onto it.
+// Config holds the recommender's settings; cmd/recommender maps flags onto it. The
+// embedded recommend.Config is the pure part (estimator, policy, noise), shared with
+// the simulator.
 type Config struct {
 	// Interval is the cycle period and the compute sample step. Default 1m.
 	Interval time.Duration
 	// HistoryLength is how much history is loaded at bootstrap. Default 8 days (VPA's
 	// Prometheus history provider default).
 	HistoryLength time.Duration
-	// LowConfidence is the confidence (0–1) under which LowConfidence is True. Default 0.5.
-	LowConfidence float64
-	// MemoryNoise is the relative memory change (ratio) below which a new target does
-	// not replace the written one. Default 0.02.
-	MemoryNoise float64
-	// ComputeNoise is the absolute compute change (share of one GPU) below which a new
-	// target does not replace the written one. Default 0.01 (one histogram bucket).
-	ComputeNoise float64
-	// BoundsNoise is the relative change of a lowerBound or upperBound below which the
-	// written one is kept. Default 0.1: bounds move with confidence every cycle while
-	// history is young, and the updater acts on a target far outside them.
-	BoundsNoise float64
 	// MaxBackoff bounds the wait between cycles while Prometheus fails. Default 5m.
 	MaxBackoff time.Duration
 	// LabelMode is how workload labels are read: "auto" (Reader.Labels, and for series
@@ -65,9 +54,7 @@ type Config struct {
 	// recommender or names "default".
 	Shard Shard
 
-	History   history.Options
-	Estimator estimate.Config
-	Policy    policy.Config
+	recommend.Config
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -76,30 +63,16 @@ func (c Config) WithDefaults() Config {
 		c.Interval = time.Minute
 	}
 	if c.HistoryLength <= 0 {
-		c.HistoryLength = 8 * 24 * time.Hour
-	}
-	if c.LowConfidence <= 0 {
-		c.LowConfidence = 0.5
-	}
-	if c.MemoryNoise <= 0 {
-		c.MemoryNoise = 0.02
-	}
-	if c.ComputeNoise <= 0 {
-		c.ComputeNoise = 0.01
+		c.HistoryLength = recommend.DefaultHistoryLength
 	}
 	if c.MaxBackoff <= 0 {
 		c.MaxBackoff = 5 * time.Minute
-	}
-	if c.BoundsNoise <= 0 {
-		c.BoundsNoise = 0.1
 	}
 	if c.LabelMode == "" {
 		c.LabelMode = "auto"
 	}
 	c.History.SampleInterval = c.Interval
-	c.Estimator = c.Estimator.WithDefaults()
-	c.Policy = c.Policy.WithDefaults()
-	c.Policy.MinCompute = c.Estimator.MinCompute
+	c.Config = c.Config.WithDefaults()
 	return c
 }
 

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -304,19 +303,6 @@ func (r *Recommender) cappedBelowNeed(gfa *gpufracv1.GPUFractionAutoscaler, prev
 	set(gpufracv1.ConditionCappedBelowNeed, true, gpufracv1.ReasonPolicyMaximum, msg)
 }
 
-// needNear reports whether two uncapped needs are within the target noise (MemoryNoise
-// relative, ComputeNoise absolute).
-func needNear(a, b gpufracv1.GPUResources, c Config) bool {
-	q := func(x, y *resource.Quantity, tol func(x, y float64) bool) bool {
-		if (x == nil) != (y == nil) {
-			return false
-		}
-		return x == nil || tol(x.AsApproximateFloat64(), y.AsApproximateFloat64())
-	}
-	return q(a.Memory, b.Memory, func(x, y float64) bool { return math.Abs(x-y) <= c.MemoryNoise*math.Max(x, y) }) &&
-		q(a.Compute, b.Compute, func(x, y float64) bool { return math.Abs(x-y) < c.ComputeNoise+1e-9 })
-}
-
 // busyFromGPUUtil names the first container whose compute came from DCGM_FI_DEV_GPU_UTIL
 // alone and reads as needing the whole GPU (uncapped target at threshold or more), or "".
 func busyFromGPUUtil(recs []gpufracv1.ContainerRecommendation, threshold float64) string {
@@ -365,50 +351,6 @@ func firstOfPods(byPod map[string]string) string {
 	return msg
 }
 
-// Recommend computes the container recommendations of one workload from the model,
-// without I/O: estimate (package estimate), then policy and guardrail (package policy),
-// then noise suppression against prev, the recommendations written last time. Each
-// says where its container sits (ContainerType) in pod, the workload's current pod
-// (nil when none exists: prev's type, else Regular). The recommender and the what-if
-// simulator both call it. It also returns how many containers have state and how many
-// of them the policy turns off.
-func (c Config) Recommend(model *history.Model, w history.WorkloadKey, spec *gpufracv1.GPUFractionAutoscalerSpec, pod *corev1.Pod,
-	prev []gpufracv1.ContainerRecommendation, guard policy.Guardrail, now time.Time) (recs []gpufracv1.ContainerRecommendation, off, known int) {
-	byName := map[string]*gpufracv1.ContainerRecommendation{}
-	for i := range prev {
-		byName[prev[i].ContainerName] = &prev[i]
-	}
-	names := model.Containers(w)
-	sort.Strings(names)
-	for _, name := range names {
-		cp := spec.ContainerPolicy(name)
-		if !cp.Enabled() {
-			off++
-			continue
-		}
-		est, ok := c.Estimator.Estimate(model.Container(history.ContainerKey{WorkloadKey: w, Container: name}), policy.MemoryHeadroom(cp), now)
-		if !ok {
-			continue
-		}
-		rec := c.Policy.Recommend(name, est, cp, byName[name], guard)
-		if p := byName[name]; p != nil && withinNoise(p, &rec, c) {
-			// Keep the written sizes, but report the fresh confidence and history.
-			conf, hours, uncapped := rec.ConfidencePercent, rec.HistoryHours, rec.UncappedTarget
-			rec = *p
-			rec.ConfidencePercent, rec.HistoryHours = conf, hours
-			// The uncapped need is a fresh measurement, not held at an old value: a
-			// capped target stays within noise forever, the need behind it may not.
-			if !needNear(p.UncappedTarget, uncapped, c) {
-				rec.UncappedTarget = uncapped
-			}
-		}
-		rec.ContainerType = containerType(pod, name, byName[name])
-		rec.MIG = c.Policy.MIG(rec, est.MIGProfile)
-		recs = append(recs, rec)
-	}
-	return recs, off, len(names)
-}
-
 // guardrail evaluates the autoscaler's latency query. A failed or empty query is read
 // as near the objective: shrinking stops, nothing grows.
 func (r *Recommender) guardrail(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler, now time.Time) (policy.Guardrail, string, string) {
@@ -448,35 +390,6 @@ func (r *Recommender) guardrail(ctx context.Context, gfa *gpufracv1.GPUFractionA
 		return policy.GuardrailNear, ReasonLatencyNear, fmt.Sprintf("latency %.3gs within %.0f%% of objective %s: not shrinking", latency, near*100, g.Objective.Duration)
 	}
 	return policy.GuardrailOK, ReasonLatencyOK, fmt.Sprintf("latency %.3gs under objective %s", latency, g.Objective.Duration)
-}
-
-// withinNoise reports whether a new recommendation is close enough to the written one to
-// keep the written one (avoids status churn and flapping): targets within MemoryNoise
-// (relative) and ComputeNoise (absolute), bounds within BoundsNoise (relative), since
-// bounds move with confidence every cycle while history is young.
-func withinNoise(old, cur *gpufracv1.ContainerRecommendation, c Config) bool {
-	if old.SharingMode != cur.SharingMode {
-		return false
-	}
-	near := func(a, b *resource.Quantity, tol func(x, y float64) bool) bool {
-		if (a == nil) != (b == nil) {
-			return false
-		}
-		return a == nil || tol(a.AsApproximateFloat64(), b.AsApproximateFloat64())
-	}
-	relative := func(r float64) func(x, y float64) bool {
-		return func(x, y float64) bool { return math.Abs(x-y) <= r*math.Max(x, y) }
-	}
-	cpu := func(x, y float64) bool { return math.Abs(x-y) < c.ComputeNoise+1e-9 }
-	if !near(old.Target.Memory, cur.Target.Memory, relative(c.MemoryNoise)) || !near(old.Target.Compute, cur.Target.Compute, cpu) {
-		return false
-	}
-	for _, p := range [][2]gpufracv1.GPUResources{{old.LowerBound, cur.LowerBound}, {old.UpperBound, cur.UpperBound}} {
-		if !near(p[0].Memory, p[1].Memory, relative(c.BoundsNoise)) || !near(p[0].Compute, p[1].Compute, relative(c.BoundsNoise)) {
-			return false
-		}
-	}
-	return true
 }
 
 // write creates or updates the recommendation and mirrors its summary onto the autoscaler.

@@ -198,15 +198,15 @@ func TestSameRecommendationAsRecommender(t *testing.T) {
 	rec.Now = func() time.Time { return now }
 
 	// The simulator's path.
-	o, err := Options{GPUMemoryBytes: 80 * gib, Recommender: cfg}.withDefaults()
+	o, err := Options{GPUMemoryBytes: 80 * gib, HistoryLength: cfg.HistoryLength, Recommender: cfg.Config}.withDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}
-	tl, err := newTimeline(&tr, o.Recommender.Interval, o.Lookback)
+	tl, err := newTimeline(&tr, o.Interval, o.Lookback)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sz := newGPUFracSizer(tl, o.Recommender, nil, o.GPUMemoryBytes)
+	sz := newGPUFracSizer(tl, o.Recommender, o.HistoryLength, nil, o.GPUMemoryBytes)
 
 	ctx := context.Background()
 	var alive []int

@@ -9,10 +9,10 @@ import (
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/packing"
-	"github.com/gpufrac/gpufrac/recommender"
 	"github.com/gpufrac/gpufrac/recommender/history"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
 	"github.com/gpufrac/gpufrac/recommender/policy"
+	"github.com/gpufrac/gpufrac/recommender/recommend"
 	"github.com/gpufrac/gpufrac/updater"
 )
 
@@ -26,7 +26,7 @@ const (
 	// partitioned. Pods are resized by the same updater as gpufrac.
 	PolicyVPAMemory = "vpa-memory"
 	// PolicyGPUFrac is gpufrac's default policy: the recommender's estimate and policy
-	// (recommender.Config.Recommend) with the updater's rules.
+	// (recommend.Config.Recommend) with the updater's rules.
 	PolicyGPUFrac = "gpufrac"
 	// PolicyClairvoyant knows each pod's true peak memory and peak compute (per-step
 	// mean) over its lifetime and reserves both as hard limits when the pod starts. It
@@ -141,10 +141,11 @@ type sizer interface {
 }
 
 // gpufracSizer runs the recommender's own code: history.Model fed per step, and
-// recommender.Config.Recommend per workload with the previous recommendations, as
+// recommend.Config.Recommend per workload with the previous recommendations, as
 // RunOnce does.
 type gpufracSizer struct {
-	cfg       recommender.Config
+	cfg       recommend.Config
+	keep      time.Duration // history kept (the recommender's --history-length)
 	capacity  int64
 	model     *history.Model
 	spec      []gpufracv1.GPUFractionAutoscalerSpec
@@ -154,8 +155,8 @@ type gpufracSizer struct {
 	buf       [1]metrics.Sample
 }
 
-func newGPUFracSizer(tl *timeline, cfg recommender.Config, headroom *int32, capacity int64) *gpufracSizer {
-	s := &gpufracSizer{cfg: cfg, capacity: capacity, model: history.NewModel(cfg.History),
+func newGPUFracSizer(tl *timeline, cfg recommend.Config, keep time.Duration, headroom *int32, capacity int64) *gpufracSizer {
+	s := &gpufracSizer{cfg: cfg, keep: keep, capacity: capacity, model: history.NewModel(cfg.History),
 		prev: make([][]gpufracv1.ContainerRecommendation, len(tl.workloads)), decisions: make([]decision, len(tl.containers))}
 	for _, w := range tl.workloads {
 		s.spec = append(s.spec, AutoscalerSpec(w.key, headroom))
@@ -220,7 +221,7 @@ func (s *gpufracSizer) decide(tl *timeline, now time.Time) {
 		}
 	}
 	if now.Sub(s.lastGC) >= time.Hour {
-		s.model.GC(now, s.cfg.HistoryLength)
+		s.model.GC(now, s.keep)
 		s.lastGC = now
 	}
 }

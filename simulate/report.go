@@ -215,7 +215,7 @@ const markdownDefinitions = "**Policies.**\n\n" +
 	"- `one-per-pod`: a whole GPU per pod (today's practice).\n" +
 	"- `time-slicing-N`: the device plugin's N equal replicas per GPU, each pod 1/N of memory and compute, no sizing.\n" +
 	"- `vpa-memory`: GPU memory sized as VPA sizes container memory (p90 of per-pod daily peaks × 1.15 in VPA's decaying histogram, k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/util), compute not partitioned, the updater's decision (updater.Evaluate) without the near-limit rule VPA lacks, same cold start as gpufrac.\n" +
-	"- `gpufrac`: the recommender's own estimator and policy (history.Model fed at every cycle, recommender.Config.Recommend), the updater's own decision (updater.Evaluate, updater.Admissible) and what the admission webhook writes.\n" +
+	"- `gpufrac`: the recommender's own estimator and policy (history.Model fed at every cycle, recommend.Config.Recommend), the updater's own decision (updater.Evaluate, updater.Admissible) and what the admission webhook writes.\n" +
 	"- `clairvoyant-peak`: each pod gets its true future peak memory and peak compute (per-minute mean) as hard limits when it starts; same packer, no migration. Forbidding contention makes it no lower bound.\n" +
 	"- `clairvoyant-memory`: true peak memory, compute not partitioned: the fewest GPUs that sizing pods once at start can hold without a memory overrun.\n\n" +
 	"A policy that resizes pods during their life can hold fewer GPU-minutes than these start-time bounds.\n\n" +

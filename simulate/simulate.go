@@ -4,7 +4,7 @@
 //
 // The gpufrac policy runs the recommender's own code, not a copy: the samples a live
 // recommender would read at each cycle (per-step memory peaks and mean activity, which
-// its max_over_time and avg_over_time queries return) go into a history.Model, and recommender.Config.Recommend turns the model into
+// its max_over_time and avg_over_time queries return) go into a history.Model, and recommend.Config.Recommend turns the model into
 // recommendations exactly as Recommender.RunOnce does. Around it the simulator plays the
 // updater's rules (Options.Updater): a fraction changes only by replacing the pod; pods
 // of a workload without a confident recommendation get a whole GPU; replacements wait
@@ -31,9 +31,9 @@ import (
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/packing"
-	"github.com/gpufrac/gpufrac/recommender"
 	"github.com/gpufrac/gpufrac/recommender/estimate"
 	"github.com/gpufrac/gpufrac/recommender/history"
+	"github.com/gpufrac/gpufrac/recommender/recommend"
 	"github.com/gpufrac/gpufrac/trace"
 	"github.com/gpufrac/gpufrac/updater"
 )
@@ -59,12 +59,16 @@ type Options struct {
 	// Policies are the policy names to simulate, in report order (DefaultPolicies when
 	// empty): the Policy* constants and TimeSlicing(n).
 	Policies []string
+	// Interval is the simulation step and the recommender's cycle. Default 1m.
+	Interval time.Duration
+	// HistoryLength is the history the recommender keeps (its --history-length).
+	// Default recommend.DefaultHistoryLength.
+	HistoryLength time.Duration
 	// Recommender configures the gpufrac policy as cmd/recommender configures the live
-	// recommender; zero fields take recommender.Config's defaults. Its Interval (default
-	// 1m) is the simulation step, and Policy.GPUMemoryBytes is set to GPUMemoryBytes.
-	// LowConfidence (default 0.5) gates every adaptive policy: below it pods get a whole
-	// GPU.
-	Recommender recommender.Config
+	// recommender; zero fields take recommend.Config's defaults, and Policy.GPUMemoryBytes
+	// is set to GPUMemoryBytes. LowConfidence (default 0.5) gates every adaptive
+	// policy: below it pods get a whole GPU.
+	Recommender recommend.Config
 	// MemoryHeadroomPercent, when set, is every autoscaler's "*" container policy
 	// memoryHeadroomPercent, percent (nil: the recommender's default, 15).
 	MemoryHeadroomPercent *int32
@@ -124,6 +128,13 @@ func (o Options) withDefaults() (Options, error) {
 	if len(o.Policies) == 0 {
 		o.Policies = DefaultPolicies
 	}
+	if o.Interval <= 0 {
+		o.Interval = time.Minute
+	}
+	if o.HistoryLength <= 0 {
+		o.HistoryLength = recommend.DefaultHistoryLength
+	}
+	o.Recommender.History.SampleInterval = o.Interval
 	o.Recommender.Policy.GPUMemoryBytes = float64(o.GPUMemoryBytes)
 	o.Recommender = o.Recommender.WithDefaults()
 	if o.Lookback <= 0 {
@@ -334,7 +345,7 @@ func Run(tr *trace.Trace, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	step := opts.Recommender.Interval
+	step := opts.Interval
 	// The updater's own window code: same cron parsing, time zones and DST handling.
 	windows, err := updater.ParseWindows(&gpufracv1.UpdatePolicy{ResizeWindows: opts.Updater.ResizeWindows})
 	if err != nil {
@@ -371,7 +382,7 @@ func Run(tr *trace.Trace, opts Options) (*Result, error) {
 		switch name {
 		case PolicyGPUFrac:
 			if gf == nil {
-				gf = newGPUFracSizer(tl, opts.Recommender, opts.MemoryHeadroomPercent, capacity)
+				gf = newGPUFracSizer(tl, opts.Recommender, opts.HistoryLength, opts.MemoryHeadroomPercent, capacity)
 			}
 			spec.sizer = gf
 		case PolicyVPAMemory:
@@ -714,7 +725,7 @@ func settings(o Options) Settings {
 	}
 	u := o.Updater
 	return Settings{
-		Step:                      o.Recommender.Interval.String(),
+		Step:                      o.Interval.String(),
 		WarmUp:                    o.WarmUp.String(),
 		Lookback:                  o.Lookback.String(),
 		LowConfidence:             o.Recommender.LowConfidence,

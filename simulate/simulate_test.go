@@ -9,8 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
-	"github.com/gpufrac/gpufrac/recommender"
 	"github.com/gpufrac/gpufrac/recommender/estimate"
+	"github.com/gpufrac/gpufrac/recommender/recommend"
 	"github.com/gpufrac/gpufrac/trace"
 	"github.com/gpufrac/gpufrac/updater"
 )
@@ -179,7 +179,7 @@ func TestGapSplitsPod(t *testing.T) {
 // 1h instead of the updater's 12h, and no hysteresis (TestHysteresis covers it).
 func gpufracOptions() Options {
 	return Options{GPUMemoryBytes: 80 * gib, Policies: []string{PolicyGPUFrac},
-		Recommender: recommender.Config{Estimator: estimate.Config{FullConfidenceHistory: 2 * time.Hour}},
+		Recommender: recommend.Config{Estimator: estimate.Config{FullConfidenceHistory: 2 * time.Hour}},
 		Updater:     UpdaterOptions{MinLifetime: time.Hour, PersistCycles: 1, PersistFor: -1, MinReplacementInterval: -1}}
 }
 

@@ -99,7 +99,7 @@ memory headroom (SVG and/or PNG).`,
 
 	fl.StringSliceVar(&f.gpuMemory, "gpu-memory", []string{"80Gi"}, "memory of one GPU, a quantity in bytes (48Gi, 80Gi, 141Gi); several sizes run one simulation each")
 	fl.StringSliceVar(&f.policies, "policies", simulate.DefaultPolicies, "policies to compare, in report order: one-per-pod, time-slicing-N, vpa-memory, gpufrac, clairvoyant-peak, clairvoyant-memory")
-	fl.DurationVar(&f.opts.Recommender.Interval, "interval", time.Minute, "recommender cycle and simulation step")
+	fl.DurationVar(&f.opts.Interval, "interval", time.Minute, "recommender cycle and simulation step")
 	fl.DurationSliceVar(&f.warmUps, "warm-up", []time.Duration{0}, "history the recommenders read before placing and counting start (as if gpufrac were installed this long after the trace starts); several values run one simulation each")
 	fl.DurationVar(&f.opts.Lookback, "lookback", simulate.DefaultLookback, "a pod without samples for longer has ended (Prometheus' lookback delta)")
 	fl.Float64Var(&f.opts.Recommender.LowConfidence, "low-confidence", 0.5, "confidence (0-1) below which pods get a whole GPU (recommender --low-confidence)")
@@ -168,8 +168,8 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	if f.opts.Recommender.LowConfidence < 0 || f.opts.Recommender.LowConfidence > 1 {
 		return fmt.Errorf("--low-confidence %v: want 0-1", f.opts.Recommender.LowConfidence)
 	}
-	if f.opts.Recommender.Interval <= 0 {
-		return fmt.Errorf("--interval %s: must be positive", f.opts.Recommender.Interval)
+	if f.opts.Interval <= 0 {
+		return fmt.Errorf("--interval %s: must be positive", f.opts.Interval)
 	}
 	if f.opts.Updater.ReplacementsPerMinute == 0 {
 		return fmt.Errorf("--replacements-per-minute 0 would never replace a pod; give a positive rate, or a negative one for no limit")

@@ -1,0 +1,167 @@
+// Package recommend is the pure step from a workload's history to its container
+// recommendations: the estimator (package estimate) under the autoscaler's policy
+// (package policy), with the written values kept while a new one is within noise. It
+// reads no cluster and no Prometheus: the recommender controller calls it every cycle,
+// and the simulator calls the same code, so the simulator's figures are the product's.
+package recommend
+
+import (
+	"math"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/recommender/estimate"
+	"github.com/gpufrac/gpufrac/recommender/history"
+	"github.com/gpufrac/gpufrac/recommender/policy"
+	"github.com/gpufrac/gpufrac/workload"
+)
+
+// DefaultHistoryLength is how much history the recommender loads at bootstrap and keeps:
+// 8 days (VPA's Prometheus history provider default).
+const DefaultHistoryLength = 8 * 24 * time.Hour
+
+// Config holds the settings of the recommendation step. Zero values take the defaults
+// (WithDefaults).
+type Config struct {
+	// LowConfidence is the confidence (0–1) under which LowConfidence is True. Default 0.5.
+	LowConfidence float64
+	// MemoryNoise is the relative memory change (ratio) below which a new target does
+	// not replace the written one. Default 0.02.
+	MemoryNoise float64
+	// ComputeNoise is the absolute compute change (share of one GPU) below which a new
+	// target does not replace the written one. Default 0.01 (one histogram bucket).
+	ComputeNoise float64
+	// BoundsNoise is the relative change of a lowerBound or upperBound below which the
+	// written one is kept. Default 0.1: bounds move with confidence every cycle while
+	// history is young, and the updater acts on a target far outside them.
+	BoundsNoise float64
+
+	History   history.Options
+	Estimator estimate.Config
+	Policy    policy.Config
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.LowConfidence <= 0 {
+		c.LowConfidence = 0.5
+	}
+	if c.MemoryNoise <= 0 {
+		c.MemoryNoise = 0.02
+	}
+	if c.ComputeNoise <= 0 {
+		c.ComputeNoise = 0.01
+	}
+	if c.BoundsNoise <= 0 {
+		c.BoundsNoise = 0.1
+	}
+	c.Estimator = c.Estimator.WithDefaults()
+	c.Policy = c.Policy.WithDefaults()
+	c.Policy.MinCompute = c.Estimator.MinCompute
+	return c
+}
+
+// Recommend computes the container recommendations of one workload from the model,
+// without I/O: estimate (package estimate), then policy and guardrail (package policy),
+// then noise suppression against prev, the recommendations written last time. Each
+// says where its container sits (ContainerType) in pod, the workload's current pod
+// (nil when none exists: prev's type, else Regular). The recommender and the what-if
+// simulator both call it. It also returns how many containers have state and how many
+// of them the policy turns off.
+func (c Config) Recommend(model *history.Model, w history.WorkloadKey, spec *gpufracv1.GPUFractionAutoscalerSpec, pod *corev1.Pod,
+	prev []gpufracv1.ContainerRecommendation, guard policy.Guardrail, now time.Time) (recs []gpufracv1.ContainerRecommendation, off, known int) {
+	byName := map[string]*gpufracv1.ContainerRecommendation{}
+	for i := range prev {
+		byName[prev[i].ContainerName] = &prev[i]
+	}
+	names := model.Containers(w)
+	sort.Strings(names)
+	for _, name := range names {
+		cp := spec.ContainerPolicy(name)
+		if !cp.Enabled() {
+			off++
+			continue
+		}
+		est, ok := c.Estimator.Estimate(model.Container(history.ContainerKey{WorkloadKey: w, Container: name}), policy.MemoryHeadroom(cp), now)
+		if !ok {
+			continue
+		}
+		rec := c.Policy.Recommend(name, est, cp, byName[name], guard)
+		if p := byName[name]; p != nil && withinNoise(p, &rec, c) {
+			// Keep the written sizes, but report the fresh confidence and history.
+			conf, hours, uncapped := rec.ConfidencePercent, rec.HistoryHours, rec.UncappedTarget
+			rec = *p
+			rec.ConfidencePercent, rec.HistoryHours = conf, hours
+			// The uncapped need is a fresh measurement, not held at an old value: a
+			// capped target stays within noise forever, the need behind it may not.
+			if !needNear(p.UncappedTarget, uncapped, c) {
+				rec.UncappedTarget = uncapped
+			}
+		}
+		rec.ContainerType = containerType(pod, name, byName[name])
+		rec.MIG = c.Policy.MIG(rec, est.MIGProfile)
+		recs = append(recs, rec)
+	}
+	return recs, off, len(names)
+}
+
+// needNear reports whether two uncapped needs are within the target noise (MemoryNoise
+// relative, ComputeNoise absolute).
+func needNear(a, b gpufracv1.GPUResources, c Config) bool {
+	q := func(x, y *resource.Quantity, tol func(x, y float64) bool) bool {
+		if (x == nil) != (y == nil) {
+			return false
+		}
+		return x == nil || tol(x.AsApproximateFloat64(), y.AsApproximateFloat64())
+	}
+	return q(a.Memory, b.Memory, func(x, y float64) bool { return math.Abs(x-y) <= c.MemoryNoise*math.Max(x, y) }) &&
+		q(a.Compute, b.Compute, func(x, y float64) bool { return math.Abs(x-y) < c.ComputeNoise+1e-9 })
+}
+
+// withinNoise reports whether a new recommendation is close enough to the written one to
+// keep the written one (avoids status churn and flapping): targets within MemoryNoise
+// (relative) and ComputeNoise (absolute), bounds within BoundsNoise (relative), since
+// bounds move with confidence every cycle while history is young.
+func withinNoise(old, cur *gpufracv1.ContainerRecommendation, c Config) bool {
+	if old.SharingMode != cur.SharingMode {
+		return false
+	}
+	near := func(a, b *resource.Quantity, tol func(x, y float64) bool) bool {
+		if (a == nil) != (b == nil) {
+			return false
+		}
+		return a == nil || tol(a.AsApproximateFloat64(), b.AsApproximateFloat64())
+	}
+	relative := func(r float64) func(x, y float64) bool {
+		return func(x, y float64) bool { return math.Abs(x-y) <= r*math.Max(x, y) }
+	}
+	cpu := func(x, y float64) bool { return math.Abs(x-y) < c.ComputeNoise+1e-9 }
+	if !near(old.Target.Memory, cur.Target.Memory, relative(c.MemoryNoise)) || !near(old.Target.Compute, cur.Target.Compute, cpu) {
+		return false
+	}
+	for _, p := range [][2]gpufracv1.GPUResources{{old.LowerBound, cur.LowerBound}, {old.UpperBound, cur.UpperBound}} {
+		if !near(p[0].Memory, p[1].Memory, relative(c.BoundsNoise)) || !near(p[0].Compute, p[1].Compute, relative(c.BoundsNoise)) {
+			return false
+		}
+	}
+	return true
+}
+
+// containerType is where a container sits in pod, the workload's current template (its
+// newest live pod), else where the recommendation written last time (prev) said (a
+// workload without pods now), else Regular.
+func containerType(pod *corev1.Pod, name string, prev *gpufracv1.ContainerRecommendation) gpufracv1.ContainerType {
+	if pod != nil {
+		if t, ok := workload.ContainerTypeOf(pod, name); ok {
+			return t
+		}
+	}
+	if prev != nil && prev.ContainerType != "" {
+		return prev.ContainerType
+	}
+	return gpufracv1.ContainerTypeRegular
+}
