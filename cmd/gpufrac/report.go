@@ -266,20 +266,8 @@ func writeReport(w io.Writer, rows []reportRow, t reportTotals, markdown bool) e
 		lines = append(lines, []string{r.Namespace, r.Name, fmt.Sprint(r.Pods), gib(r.ObservedPeakBytes), gib(r.MemoryBytes),
 			fmt.Sprintf("%dm", r.ComputeMilli), r.SharingMode, fmt.Sprintf("%d%%", r.ConfidencePercent), r.Reason})
 	}
-	if markdown {
-		fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(header, " | "), strings.Repeat("---|", len(header)))
-		for _, l := range lines {
-			fmt.Fprintf(w, "| %s |\n", strings.Join(l, " | "))
-		}
-	} else {
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, strings.Join(header, "\t"))
-		for _, l := range lines {
-			fmt.Fprintln(tw, strings.Join(l, "\t"))
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
+	if err := writeTable(w, header, lines, markdown); err != nil {
+		return err
 	}
 	saved := 0.0
 	if t.GPUsToday > 0 {
@@ -291,4 +279,24 @@ func writeReport(w io.Writer, rows []reportRow, t reportTotals, markdown bool) e
 		t.Workloads, t.Pods, t.LowConfidence, resource.NewQuantity(t.GPUMemoryBytes, resource.BinarySI), t.GPUsToday, t.GPUsNeeded, math.Round(saved*100),
 		t.GPUsNeededConfident, t.MemoryUtilisationToday*100, t.ComputeUtilisationToday*100, t.MemoryUtilisationPacked*100, t.ComputeUtilisationPacked*100)
 	return err
+}
+
+// writeTable writes a header and rows as a Markdown table, or as aligned text columns.
+// It returns the writer's error.
+func writeTable(w io.Writer, header []string, rows [][]string, markdown bool) error {
+	if markdown {
+		fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(header, " | "), strings.Repeat("---|", len(header)))
+		for _, l := range rows {
+			if _, err := fmt.Fprintf(w, "| %s |\n", strings.Join(l, " | ")); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	for _, l := range rows {
+		fmt.Fprintln(tw, strings.Join(l, "\t"))
+	}
+	return tw.Flush()
 }

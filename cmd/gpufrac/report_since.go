@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/prometheus/client_golang/api"
@@ -178,20 +176,8 @@ func writeBeforeAfter(w io.Writer, ba *beforeAfter, markdown bool) error {
 		lines = append(lines, []string{p.Time.Format("2006-01-02 15:04"), fmt.Sprintf("%.1f", p.GPUsOnePerPod), fmt.Sprintf("%.1f", p.GPUsAllocated),
 			fmt.Sprintf("%.1f", p.GPUsOnePerPod-p.GPUsAllocated), pct(p.MemoryUtilisationOnePerPod), pct(p.MemoryUtilisationAllocated)})
 	}
-	if markdown {
-		fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(header, " | "), strings.Repeat("---|", len(header)))
-		for _, l := range lines {
-			fmt.Fprintf(w, "| %s |\n", strings.Join(l, " | "))
-		}
-	} else {
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, strings.Join(header, "\t"))
-		for _, l := range lines {
-			fmt.Fprintln(tw, strings.Join(l, "\t"))
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
+	if err := writeTable(w, header, lines, markdown); err != nil {
+		return err
 	}
 	from := "gpufrac wrote no fraction into these pods in this window: every pod held a whole GPU. Mean over the window"
 	if ba.ApplyingSince != nil {
