@@ -158,7 +158,12 @@ func TestChartRBAC(t *testing.T) {
 			{"create", "events.events.k8s.io", "", other, true},
 			{"get", "leases/gpufrac-recommender.autoscaling.gpufrac.io", "", ns, true},
 			{"update", "leases/gpufrac-recommender.autoscaling.gpufrac.io", "", ns, true},
+			{"watch", "gpusharingpolicies", "", "", true}, // the sharing planner
+			{"update", "gpusharingpolicies", "status", "", true},
+			{"patch", "nodes", "", "", true}, // nvidia.com/device-plugin.config labels
 			// Not beyond its role:
+			{"update", "gpusharingpolicies", "", "", false},
+			{"delete", "nodes", "", "", false},
 			{"update", "gpufractionautoscalers", "", other, false},
 			{"delete", "gpufractionautoscalers", "", other, false},
 			{"patch", "pods", "", other, false},

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	k8slabels "k8s.io/apimachinery/pkg/labels"
@@ -33,6 +34,7 @@ import (
 	"github.com/gpufrac/gpufrac/recommender"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
 	"github.com/gpufrac/gpufrac/recommender/policy"
+	sharingctl "github.com/gpufrac/gpufrac/sharingplan/controller"
 	"github.com/gpufrac/gpufrac/workload"
 )
 
@@ -70,6 +72,8 @@ func run() error {
 	fitHeadroom := flag.String("fit-memory-headroom", resource.NewQuantity(policy.DefaultFitMemoryHeadroomBytes, resource.BinarySI).String(), "Least room above the recent memory peak for rounding a memory target down to a whole share of one GPU (½, ⅓, …), a quantity; 0 turns packing-aware sizing off.")
 	flag.StringVar(&cfg.Shard.Name, "recommender-name", gpufracv1.DefaultRecommenderName, "This instance's name (shard): it owns the autoscalers whose spec.recommenders names it; \"default\" also owns those naming none. Each name elects its own leader.")
 	maxSamples := flag.Int("max-samples-per-query", 0, "Most samples (series × points) one range query asks for; set it under the backend's limit (Prometheus --query.max-samples, Mimir -querier.max-fetched-samples-per-query). 0: only Prometheus' 11,000 points per series; a chunk refused as too large is halved either way.")
+	planner := flag.Bool("sharing-planner", true, "Run the GPUSharingPolicy controller (NVIDIA device-plugin time-slicing/MPS planner, docs/sharing-planner.md) on the leader.")
+	planInterval := flag.Duration("sharing-plan-interval", time.Minute, "How often each GPUSharingPolicy is planned again from the current recommendations.")
 	shardNS := flag.String("shard-namespace-selector", "", "Label selector on namespaces (team=a,tier!=batch): this instance owns only autoscalers in matching namespaces (default: every namespace).")
 	flag.StringVar(&cfg.LabelMode, "label-mode", "auto", "How workload labels are read: auto (the --*-label labels, and for series scraped without honor_labels their exported_* copies) or direct (the --*-label labels only).")
 	flag.StringVar(&labels.Namespace, "namespace-label", labels.Namespace, "Label naming a sample's pod namespace.")
@@ -157,6 +161,15 @@ func run() error {
 	rec.Events = mgr.GetEventRecorder("gpufrac-recommender")
 	if err := mgr.Add(rec); err != nil {
 		return err
+	}
+	if *planner {
+		if err := sharingctl.Register(ctrlmetrics.Registry); err != nil {
+			return err
+		}
+		pc := &sharingctl.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Events: mgr.GetEventRecorder("gpufrac-sharing-planner"), Interval: *planInterval}
+		if err := pc.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("sharing planner: %w", err)
+		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err

@@ -1,0 +1,37 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+)
+
+func TestWritePlan(t *testing.T) {
+	mps := gpufracv1.GPUSharingPolicy{ObjectMeta: metav1.ObjectMeta{Name: "a100"}, Spec: gpufracv1.GPUSharingPolicySpec{Mode: gpufracv1.PlanModeApply}}
+	mps.Status = gpufracv1.GPUSharingPolicyStatus{Nodes: 2, GPUs: 8, SharingMode: gpufracv1.SharingModeMPS, Replicas: 3, Pods: 7, GPUsHeld: 7, GPUsNeeded: 3, GPUsFreed: 4,
+		Reason: "compute: 3 × 300m (x/y) fit the 1000m budget",
+		MPS:    &gpufracv1.MPSPlan{PinnedDeviceMemoryLimit: resource.MustParse("27306Mi"), ActiveThreadPercentage: 33},
+		Conditions: []metav1.Condition{{Type: gpufracv1.ConditionPlanned, Status: "True", Reason: gpufracv1.ReasonPlanned},
+			{Type: gpufracv1.ConditionApplied, Status: "True", Reason: gpufracv1.ReasonApplied}}}
+	none := gpufracv1.GPUSharingPolicy{ObjectMeta: metav1.ObjectMeta{Name: "empty"}}
+	none.Status.Conditions = []metav1.Condition{{Type: gpufracv1.ConditionPlanned, Status: "False", Reason: gpufracv1.ReasonNoNodes, Message: "the nodeSelector matches no node"}}
+	var b bytes.Buffer
+	if err := writePlan(&b, []gpufracv1.GPUSharingPolicy{mps, none}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"a100    Apply   2      8     MPS      3         27306Mi/33%         7     7          3       4      Applied",
+		"empty   DryRun  0      0     -        0         -                   0     0          0       0      NoNodes: the nodeSelector matches no node",
+		"a100: compute: 3 × 300m (x/y) fit the 1000m budget",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}

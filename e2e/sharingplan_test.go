@@ -1,0 +1,321 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/e2e/framework"
+)
+
+// TestSharingPlanner runs the NVIDIA device-plugin sharing planner (GPUSharingPolicy,
+// in the recommender) on a pool of two KWOK nodes with one GPU each. A stand-in for the
+// device plugin, written here from NVIDIA's config format, reads the ConfigMap entry
+// each node's nvidia.com/device-plugin.config label names and sets the node's
+// nvidia.com/gpu to GPUs × replicas. The workload's recommendation is a fixture (its
+// autoscaler names another recommender, so the running one leaves it alone): 18Gi and
+// 300m per pod, six pods. Dry run must plan N = min(memory 4, compute 3) = 3 and change
+// nothing (two pods run, one per GPU); Apply must write the entry and the labels, and
+// the six pods then run three per GPU.
+func TestSharingPlanner(t *testing.T) {
+	ctx := context.Background()
+	c := testCluster.Client
+	const (
+		ns, poolLabel, taint = "e2e-planner", "gpufrac.io/e2e-pool", "gpufrac.io/e2e-planner"
+		memTarget, cpuMilli  = int64(18 << 30), int64(300)
+		pods                 = 6
+	)
+	nodes := []string{"planner-gpu-0", "planner-gpu-1"}
+	for _, n := range nodes {
+		if err := testCluster.CreateGPUNode(ctx, n, 1); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}) })
+		patchNode(t, n, func(node *corev1.Node) {
+			node.Labels[poolLabel] = "a"
+			node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: taint, Effect: corev1.TaintEffectNoSchedule})
+		})
+	}
+	createNamespace(t, ns)
+	stopPlugin := standInDevicePlugin(t, ns, poolLabel)
+	defer stopPlugin()
+
+	// The opted-in workload and its recommendation (fixture).
+	gfa := autoscaler(ns, "inf", "inf")
+	gfa.Labels = map[string]string{"gpufrac.io/share": "yes"}
+	gfa.Spec.Recommenders = []gpufracv1.RecommenderName{{Name: "e2e-fixture"}}
+	rec := &gpufracv1.GPUFractionRecommendation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "inf"}, Spec: gpufracv1.GPUFractionRecommendationSpec{TargetRef: gfa.Spec.TargetRef}}
+	create(t, gfa, rec)
+	rec.Status.Memory = resource.NewQuantity(memTarget, resource.BinarySI)
+	rec.Status.Compute = resource.NewMilliQuantity(cpuMilli, resource.DecimalSI)
+	rec.Status.SharingMode, rec.Status.MatchedPods = gpufracv1.SharingModeTimeSlicing, pods
+	if err := c.Status().Update(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	d := gpuDeployment(ns, "inf", "main", pods)
+	d.Spec.Template.Spec.NodeSelector = map[string]string{poolLabel: "a"}
+	d.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: taint, Operator: corev1.TolerationOpExists}}
+	create(t, d)
+	waitRunning(t, ns, "inf", 2) // one per GPU before sharing
+
+	startRecommender(t, "--sharing-plan-interval=2s")
+	pol := &gpufracv1.GPUSharingPolicy{ObjectMeta: metav1.ObjectMeta{Name: "e2e-planner"}, Spec: gpufracv1.GPUSharingPolicySpec{
+		NodeSelector:       metav1.LabelSelector{MatchLabels: map[string]string{poolLabel: "a"}},
+		AutoscalerSelector: metav1.LabelSelector{MatchLabels: map[string]string{"gpufrac.io/share": "yes"}},
+		ConfigMap:          gpufracv1.ConfigMapReference{Namespace: ns, Name: "device-plugin-config"},
+	}}
+	create(t, pol)
+	t.Cleanup(func() { _ = c.Delete(context.Background(), pol) })
+
+	// Expected independently: memory first, then compute, then the default maxReplicas 8.
+	wantN := min(int32(int64(framework.GPUMemoryMiB)<<20/memTarget), int32(1000/cpuMilli), 8)
+	if wantN != 3 {
+		t.Fatalf("fixture: expected N %d, want 3 (compute-bound) for this test to mean anything", wantN)
+	}
+	got := waitPlan(t, pol.Name, func(s *gpufracv1.GPUSharingPolicyStatus) bool {
+		return s.Replicas > 0 && meta.IsStatusConditionFalse(s.Conditions, gpufracv1.ConditionApplied)
+	})
+	st := got.Status
+	if got.Spec.Mode != gpufracv1.PlanModeDryRun || st.Replicas != wantN || st.SharingMode != gpufracv1.SharingModeTimeSlicing || st.Nodes != 2 || st.GPUs != 2 {
+		t.Fatalf("mode %s, plan %+v, want the default DryRun, TimeSlicing × %d on 2 nodes, 2 GPUs", got.Spec.Mode, st, wantN)
+	}
+	if st.Pods != pods || st.GPUsNeeded != 2 || st.GPUsFreed != 4 {
+		t.Errorf("pods %d needed %d freed %d, want 6 2 4", st.Pods, st.GPUsNeeded, st.GPUsFreed)
+	}
+	if c := meta.FindStatusCondition(st.Conditions, gpufracv1.ConditionApplied); c == nil || c.Reason != gpufracv1.ReasonDryRun {
+		t.Errorf("Applied %+v, want reason DryRun", c)
+	}
+	// Dry run changed nothing: no ConfigMap, no label, one GPU per node, two pods.
+	var cm corev1.ConfigMap
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "device-plugin-config"}, &cm); !apierrors.IsNotFound(err) {
+		t.Fatalf("dry run: ConfigMap exists (err %v)", err)
+	}
+	for _, n := range nodes {
+		node := getNode(t, n)
+		if v, ok := node.Labels[gpufracv1.DevicePluginConfigLabel]; ok {
+			t.Errorf("dry run labeled %s %q", n, v)
+		}
+		if a := node.Status.Allocatable[framework.GPUResource]; a.Value() != 1 {
+			t.Errorf("dry run: %s allocatable %s", n, a.String())
+		}
+	}
+	if got := podsPerNode(t, ns, "inf"); len(got) != 2 || got[nodes[0]] != 1 || got[nodes[1]] != 1 {
+		t.Errorf("dry run: running pods per node %v, want one on each", got)
+	}
+
+	// Apply: the entry and the labels are written; pods then land N per GPU.
+	patchPolicyMode(t, pol.Name, gpufracv1.PlanModeApply)
+	waitPlan(t, pol.Name, func(s *gpufracv1.GPUSharingPolicyStatus) bool {
+		return meta.IsStatusConditionTrue(s.Conditions, gpufracv1.ConditionApplied)
+	})
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "device-plugin-config"}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := replicasOf(cm.Data["gpufrac-e2e-planner"]); err != nil || n != int64(wantN) {
+		t.Fatalf("ConfigMap entry %q: replicas %d (%v), want %d", cm.Data["gpufrac-e2e-planner"], n, err, wantN)
+	}
+	for _, n := range nodes {
+		if v := getNode(t, n).Labels[gpufracv1.DevicePluginConfigLabel]; v != "gpufrac-e2e-planner" {
+			t.Errorf("node %s label %q", n, v)
+		}
+	}
+	waitRunning(t, ns, "inf", pods)
+	if got := podsPerNode(t, ns, "inf"); got[nodes[0]] != int(wantN) || got[nodes[1]] != int(wantN) {
+		t.Errorf("running pods per node %v, want %d on each GPU", got, wantN)
+	}
+	out, err := exec.Command(filepath.Join(repoRoot, "bin", "gpufrac"), "plan", "--kubeconfig="+testCluster.Kubeconfig).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "e2e-planner") || !regexpLine(string(out), "e2e-planner", "Apply", "TimeSlicing", strconv.Itoa(int(wantN)), "Applied") {
+		t.Errorf("gpufrac plan (%v):\n%s", err, out)
+	}
+}
+
+// waitPlan waits until the policy's status satisfies ok and returns the policy.
+func waitPlan(t *testing.T, name string, ok func(*gpufracv1.GPUSharingPolicyStatus) bool) *gpufracv1.GPUSharingPolicy {
+	t.Helper()
+	var pol gpufracv1.GPUSharingPolicy
+	waitFor(t, 90*time.Second, "GPUSharingPolicy "+name+" plan", func() (bool, error) {
+		if err := testCluster.Client.Get(context.Background(), types.NamespacedName{Name: name}, &pol); err != nil {
+			return false, err
+		}
+		return ok(&pol.Status), fmt.Errorf("status %+v", pol.Status)
+	})
+	return &pol
+}
+
+func patchPolicyMode(t *testing.T, name string, mode gpufracv1.PlanMode) {
+	t.Helper()
+	var pol gpufracv1.GPUSharingPolicy
+	if err := testCluster.Client.Get(context.Background(), types.NamespacedName{Name: name}, &pol); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(pol.DeepCopy())
+	pol.Spec.Mode = mode
+	if err := testCluster.Client.Patch(context.Background(), &pol, patch); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func getNode(t *testing.T, name string) *corev1.Node {
+	t.Helper()
+	var n corev1.Node
+	if err := testCluster.Client.Get(context.Background(), types.NamespacedName{Name: name}, &n); err != nil {
+		t.Fatal(err)
+	}
+	return &n
+}
+
+func patchNode(t *testing.T, name string, edit func(*corev1.Node)) {
+	t.Helper()
+	n := getNode(t, name)
+	patch := client.MergeFrom(n.DeepCopy())
+	edit(n)
+	if err := testCluster.Client.Patch(context.Background(), n, patch); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// podsPerNode counts the running pods with app=name per node.
+func podsPerNode(t *testing.T, ns, name string) map[string]int {
+	t.Helper()
+	var pods corev1.PodList
+	if err := testCluster.Client.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{"app": name}); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodRunning {
+			out[p.Spec.NodeName]++
+		}
+	}
+	return out
+}
+
+// regexpLine reports whether one line of out holds every field, in order.
+func regexpLine(out string, fields ...string) bool {
+	for line := range strings.SplitSeq(out, "\n") {
+		rest, ok := line, true
+		for _, f := range fields {
+			i := strings.Index(rest, f)
+			if i < 0 {
+				ok = false
+				break
+			}
+			rest = rest[i+len(f):]
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// replicasOf reads nvidia.com/gpu's replicas from a device-plugin config entry, as the
+// NVIDIA device plugin does (config format v1: sharing.timeSlicing or sharing.mps
+// resources); 1 when the entry shares nothing.
+func replicasOf(entry string) (int64, error) {
+	type res struct {
+		Resources []struct {
+			Name     string `json:"name"`
+			Replicas int64  `json:"replicas"`
+		} `json:"resources"`
+	}
+	var cfg struct {
+		Version string `json:"version"`
+		Sharing struct {
+			TimeSlicing *res `json:"timeSlicing"`
+			MPS         *res `json:"mps"`
+		} `json:"sharing"`
+	}
+	if err := yaml.Unmarshal([]byte(entry), &cfg); err != nil {
+		return 0, err
+	}
+	if cfg.Version != "v1" {
+		return 0, fmt.Errorf("config version %q, want v1", cfg.Version)
+	}
+	for _, r := range []*res{cfg.Sharing.TimeSlicing, cfg.Sharing.MPS} {
+		if r == nil {
+			continue
+		}
+		for _, x := range r.Resources {
+			if x.Name == string(framework.GPUResource) {
+				return x.Replicas, nil
+			}
+		}
+	}
+	return 1, nil
+}
+
+// standInDevicePlugin stands in for NVIDIA's device plugin on the KWOK nodes labelled
+// poolLabel: every 500ms, for each node whose nvidia.com/device-plugin.config label names
+// an entry of ConfigMap ns/device-plugin-config, it sets the node's nvidia.com/gpu
+// capacity and allocatable to nvidia.com/gpu.count × replicas.
+func standInDevicePlugin(t *testing.T, ns, poolLabel string) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			if err := syncDevicePlugin(ctx, ns, poolLabel); err != nil && ctx.Err() == nil {
+				t.Logf("stand-in device plugin: %v", err)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+func syncDevicePlugin(ctx context.Context, ns, poolLabel string) error {
+	c := testCluster.Client
+	var nodes corev1.NodeList
+	if err := c.List(ctx, &nodes, client.HasLabels{poolLabel}); err != nil {
+		return err
+	}
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		key, ok := n.Labels[gpufracv1.DevicePluginConfigLabel]
+		if !ok {
+			continue
+		}
+		var cm corev1.ConfigMap
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "device-plugin-config"}, &cm); err != nil {
+			return err
+		}
+		replicas, err := replicasOf(cm.Data[key])
+		if err != nil {
+			return fmt.Errorf("node %s config %s: %w", n.Name, key, err)
+		}
+		gpus, err := strconv.ParseInt(n.Labels[framework.GPUCountLabel], 10, 64)
+		if err != nil {
+			return err
+		}
+		want := *resource.NewQuantity(gpus*replicas, resource.DecimalSI)
+		if q := n.Status.Allocatable[framework.GPUResource]; q.Cmp(want) == 0 {
+			continue
+		}
+		patch := client.MergeFrom(n.DeepCopy())
+		n.Status.Capacity[framework.GPUResource] = want
+		n.Status.Allocatable[framework.GPUResource] = want
+		if err := c.Status().Patch(ctx, n, patch); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,101 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+)
+
+// apply sets the Applied condition. In DryRun mode (or without a plan: nodes nil) it
+// writes nothing; in Apply mode it writes the config entry, then the node labels, so a
+// node never names an entry that does not exist yet. A write that fails sets
+// Applied=False (ApplyFailed) and returns the error, so the reconcile is retried.
+func (r *Reconciler) apply(ctx context.Context, pol *gpufracv1.GPUSharingPolicy, nodes []corev1.Node) error {
+	if pol.Spec.Mode != gpufracv1.PlanModeApply {
+		r.setCondition(pol, gpufracv1.ConditionApplied, metav1.ConditionFalse, gpufracv1.ReasonDryRun, "dry run: the plan is in status; set spec.mode Apply to write it")
+		return nil
+	}
+	if nodes == nil {
+		return nil // no plan: keep what was applied before
+	}
+	changed, err := r.writeConfig(ctx, pol)
+	if err == nil {
+		var labeled int
+		labeled, err = r.labelNodes(ctx, pol, nodes)
+		changed += labeled
+	}
+	if err != nil {
+		r.setCondition(pol, gpufracv1.ConditionApplied, metav1.ConditionFalse, gpufracv1.ReasonApplyFailed, err.Error())
+		r.event(pol, corev1.EventTypeWarning, gpufracv1.ReasonApplyFailed, "%v", err)
+		return err
+	}
+	pol.Status.LabeledNodes = int32(len(nodes))
+	msg := fmt.Sprintf("config %s in ConfigMap %s/%s, %d node(s) labeled", pol.Status.ConfigName, pol.Spec.ConfigMap.Namespace, pol.Spec.ConfigMap.Name, len(nodes))
+	r.setCondition(pol, gpufracv1.ConditionApplied, metav1.ConditionTrue, gpufracv1.ReasonApplied, msg)
+	if changed > 0 {
+		r.event(pol, corev1.EventTypeNormal, gpufracv1.ReasonApplied, "%s (%d write(s))", msg, changed)
+	}
+	return nil
+}
+
+// writeConfig creates the ConfigMap with the plan's entry, or sets the entry in the
+// existing one keeping its other keys. It returns 1 when it wrote, 0 when the entry was
+// already current.
+func (r *Reconciler) writeConfig(ctx context.Context, pol *gpufracv1.GPUSharingPolicy) (int, error) {
+	ref, key, want := pol.Spec.ConfigMap, pol.Status.ConfigName, pol.Status.Config
+	var cm corev1.ConfigMap
+	err := r.reader().Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &cm)
+	if apierrors.IsNotFound(err) {
+		cm = corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ref.Namespace, Name: ref.Name, Labels: map[string]string{"app.kubernetes.io/managed-by": "gpufrac"}},
+			Data:       map[string]string{key: want},
+		}
+		if err := r.Client.Create(ctx, &cm); err != nil {
+			return 0, fmt.Errorf("creating ConfigMap %s/%s: %w", ref.Namespace, ref.Name, err)
+		}
+		return 1, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("reading ConfigMap %s/%s: %w", ref.Namespace, ref.Name, err)
+	}
+	if cm.Data[key] == want {
+		return 0, nil
+	}
+	patch := client.MergeFrom(cm.DeepCopy())
+	if cm.Data == nil {
+		cm.Data = map[string]string{}
+	}
+	cm.Data[key] = want
+	if err := r.Client.Patch(ctx, &cm, patch); err != nil {
+		return 0, fmt.Errorf("writing key %s of ConfigMap %s/%s: %w", key, ref.Namespace, ref.Name, err)
+	}
+	return 1, nil
+}
+
+// labelNodes sets nvidia.com/device-plugin.config to the plan's config name on every
+// node that lacks it (a merge patch of that one label) and returns how many it wrote.
+func (r *Reconciler) labelNodes(ctx context.Context, pol *gpufracv1.GPUSharingPolicy, nodes []corev1.Node) (int, error) {
+	n := 0
+	for i := range nodes {
+		node := &nodes[i]
+		if node.Labels[gpufracv1.DevicePluginConfigLabel] == pol.Status.ConfigName {
+			continue
+		}
+		patch := client.MergeFrom(node.DeepCopy())
+		if node.Labels == nil {
+			node.Labels = map[string]string{}
+		}
+		node.Labels[gpufracv1.DevicePluginConfigLabel] = pol.Status.ConfigName
+		if err := r.Client.Patch(ctx, node, patch); err != nil {
+			return n, fmt.Errorf("labeling node %s: %w", node.Name, err)
+		}
+		n++
+	}
+	return n, nil
+}

@@ -1,0 +1,299 @@
+// Package controller reconciles GPUSharingPolicies: it reads the node pool and the
+// recommendations of the opted-in autoscalers, computes the plan (sharingplan.Compute)
+// into the policy's status, and in Apply mode writes the NVIDIA device-plugin config
+// entry into the policy's ConfigMap and labels the pool's nodes
+// nvidia.com/device-plugin.config with it. It never touches a pod: the device plugin
+// advertises the new replica count and the scheduler places new pods on it; running pods
+// move only when the updater replaces them inside their resize windows.
+//
+// It runs in the recommender's manager, so only the elected leader writes.
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/sharingplan"
+)
+
+// Node labels set by NVIDIA GPU feature discovery that the planner reads.
+const (
+	// GPUCountLabel is the number of physical GPUs of a node.
+	GPUCountLabel = "nvidia.com/gpu.count"
+	// GPUMemoryLabel is the memory of one GPU, MiB.
+	GPUMemoryLabel = "nvidia.com/gpu.memory"
+)
+
+// Metrics of the planner (registered by Register).
+var (
+	planReplicas = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "gpufrac_sharing_plan_replicas",
+		Help: "Replicas per GPU planned by each GPUSharingPolicy (1: no sharing).",
+	}, []string{"policy"})
+	planGPUsFreed = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "gpufrac_sharing_plan_gpus_freed",
+		Help: "GPUs each GPUSharingPolicy's plan frees: the opted-in pods at one GPU each minus at the planned replicas per GPU.",
+	}, []string{"policy"})
+)
+
+// Register adds the planner's metrics to reg; it returns the first registration error.
+func Register(reg prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{planReplicas, planGPUsFreed} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Reconciler plans and applies one GPUSharingPolicy per reconcile.
+type Reconciler struct {
+	// Client writes statuses, the ConfigMap and node labels.
+	Client client.Client
+	// Reader reads nodes, autoscalers, recommendations and the ConfigMap; nil reads
+	// through Client. cmd/recommender passes the manager's uncached API reader, so no
+	// cluster-wide node or ConfigMap informer is kept for a once-a-minute read.
+	Reader client.Reader
+	// Events records events on policies; nil records none.
+	Events events.EventRecorder
+	// Interval is how often a policy is planned again (recommendations change without
+	// the policy changing); default one minute.
+	Interval time.Duration
+}
+
+func (r *Reconciler) reader() client.Reader {
+	if r.Reader != nil {
+		return r.Reader
+	}
+	return r.Client
+}
+
+// SetupWithManager registers the reconciler with mgr; it runs only on the leader.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Interval <= 0 {
+		r.Interval = time.Minute
+	}
+	return ctrl.NewControllerManagedBy(mgr).Named("sharingplan").
+		For(&gpufracv1.GPUSharingPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Complete(r)
+}
+
+// Reconcile implements reconcile.Reconciler: plan, apply in Apply mode, write status.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var pol gpufracv1.GPUSharingPolicy
+	if err := r.reader().Get(ctx, req.NamespacedName, &pol); err != nil {
+		if apierrors.IsNotFound(err) {
+			planReplicas.DeleteLabelValues(req.Name)
+			planGPUsFreed.DeleteLabelValues(req.Name)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	old := pol.Status.DeepCopy()
+	nodes, err := r.plan(ctx, &pol)
+	if err == nil {
+		err = r.apply(ctx, &pol, nodes)
+	}
+	if err != nil {
+		log.FromContext(ctx).Error(err, "sharing plan", "policy", pol.Name)
+	}
+	pol.Status.ObservedGeneration = pol.Generation
+	if err := r.Client.Status().Update(ctx, &pol); err != nil {
+		return ctrl.Result{}, fmt.Errorf("writing status of GPUSharingPolicy %s: %w", pol.Name, err)
+	}
+	if old.Replicas != pol.Status.Replicas && pol.Status.Replicas > 0 {
+		r.event(&pol, corev1.EventTypeNormal, "PlanChanged", "%s × %d per GPU (%s); frees %d GPU(s)", pol.Status.SharingMode, pol.Status.Replicas, pol.Status.Reason, pol.Status.GPUsFreed)
+	}
+	return ctrl.Result{RequeueAfter: r.Interval}, nil
+}
+
+// plan computes the plan into pol.Status and returns the pool's nodes. A problem with
+// the input sets Planned=False with its reason and keeps the last plan; it returns an
+// error only when reading the cluster fails.
+func (r *Reconciler) plan(ctx context.Context, pol *gpufracv1.GPUSharingPolicy) ([]corev1.Node, error) {
+	nodes, err := r.nodes(ctx, pol)
+	if err != nil {
+		return nil, err
+	}
+	in, reason, msg, err := r.input(ctx, pol, nodes)
+	if err != nil || reason != "" {
+		r.setCondition(pol, gpufracv1.ConditionPlanned, metav1.ConditionFalse, reason, msg)
+		return nil, err
+	}
+	p, err := sharingplan.Compute(in)
+	if err != nil {
+		r.setCondition(pol, gpufracv1.ConditionPlanned, metav1.ConditionFalse, gpufracv1.ReasonInvalidSpec, err.Error())
+		return nil, nil
+	}
+	cfg, err := sharingplan.DevicePluginConfig(p)
+	if err != nil {
+		return nil, err
+	}
+	setStatus(pol, in, p, cfg)
+	r.setCondition(pol, gpufracv1.ConditionPlanned, metav1.ConditionTrue, gpufracv1.ReasonPlanned, p.Reason)
+	planReplicas.WithLabelValues(pol.Name).Set(float64(p.Replicas))
+	planGPUsFreed.WithLabelValues(pol.Name).Set(float64(p.GPUsFreed))
+	return nodes, nil
+}
+
+// nodes lists the pool's nodes and records their count and physical GPUs.
+func (r *Reconciler) nodes(ctx context.Context, pol *gpufracv1.GPUSharingPolicy) ([]corev1.Node, error) {
+	sel, err := metav1.LabelSelectorAsSelector(&pol.Spec.NodeSelector)
+	if err != nil {
+		r.setCondition(pol, gpufracv1.ConditionPlanned, metav1.ConditionFalse, gpufracv1.ReasonInvalidSpec, "nodeSelector: "+err.Error())
+		return nil, nil
+	}
+	var list corev1.NodeList
+	if err := r.reader().List(ctx, &list, client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	pol.Status.Nodes, pol.Status.GPUs, pol.Status.LabeledNodes = int32(len(list.Items)), 0, 0
+	for _, n := range list.Items {
+		pol.Status.GPUs += int32(physicalGPUs(&n))
+		if pol.Status.ConfigName != "" && n.Labels[gpufracv1.DevicePluginConfigLabel] == pol.Status.ConfigName {
+			pol.Status.LabeledNodes++
+		}
+	}
+	return list.Items, nil
+}
+
+// physicalGPUs is the node's nvidia.com/gpu.count label, else its nvidia.com/gpu
+// capacity (which counts replicas once sharing is on: hence the label first).
+func physicalGPUs(n *corev1.Node) int64 {
+	if v, err := strconv.ParseInt(n.Labels[GPUCountLabel], 10, 64); err == nil && v >= 0 {
+		return v
+	}
+	q := n.Status.Capacity[corev1.ResourceName(sharingplan.GPUResource)]
+	return q.Value()
+}
+
+// input builds the planner's input. A non-empty reason (with msg) says why there is
+// nothing to plan; err is a failure to read the cluster.
+func (r *Reconciler) input(ctx context.Context, pol *gpufracv1.GPUSharingPolicy, nodes []corev1.Node) (in sharingplan.Input, reason, msg string, err error) {
+	if len(nodes) == 0 {
+		return in, gpufracv1.ReasonNoNodes, "the nodeSelector matches no node", nil
+	}
+	if in.GPUMemoryBytes = gpuMemory(pol, nodes); in.GPUMemoryBytes <= 0 {
+		return in, gpufracv1.ReasonNoGPUMemory, "set spec.gpuMemory: no selected node has the " + GPUMemoryLabel + " label", nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(&pol.Spec.AutoscalerSelector)
+	if err != nil {
+		return in, gpufracv1.ReasonInvalidSpec, "autoscalerSelector: " + err.Error(), nil
+	}
+	if in.Workloads, err = r.workloads(ctx, sel); err != nil {
+		return in, "", "", err
+	}
+	if len(in.Workloads) == 0 {
+		return in, gpufracv1.ReasonNoRecommendations, "no selected GPUFractionAutoscaler has a recommendation with a memory target yet", nil
+	}
+	in.Mode = pol.Spec.SharingMode
+	in.MaxReplicas = int(pol.Spec.MaxReplicas)
+	if in.MaxReplicas == 0 {
+		in.MaxReplicas = 8
+	}
+	in.ComputeBudgetMilli = 1000
+	if pol.Spec.ComputeBudget != nil {
+		in.ComputeBudgetMilli = pol.Spec.ComputeBudget.MilliValue()
+	}
+	return in, "", "", nil
+}
+
+// gpuMemory is spec.gpuMemory, else the smallest nvidia.com/gpu.memory label of the
+// nodes (MiB → bytes), else 0.
+func gpuMemory(pol *gpufracv1.GPUSharingPolicy, nodes []corev1.Node) int64 {
+	if pol.Spec.GPUMemory != nil {
+		return pol.Spec.GPUMemory.Value()
+	}
+	var least int64
+	for _, n := range nodes {
+		if v, err := strconv.ParseInt(n.Labels[GPUMemoryLabel], 10, 64); err == nil && v > 0 && (least == 0 || v < least) {
+			least = v
+		}
+	}
+	return least * sharingplan.MiB
+}
+
+// workloads reads the recommendations of the autoscalers sel selects, in every
+// namespace; autoscalers without a recommendation with a memory target are left out.
+func (r *Reconciler) workloads(ctx context.Context, sel labels.Selector) ([]sharingplan.Workload, error) {
+	var gfas gpufracv1.GPUFractionAutoscalerList
+	if err := r.reader().List(ctx, &gfas, client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return nil, fmt.Errorf("listing GPUFractionAutoscalers: %w", err)
+	}
+	var out []sharingplan.Workload
+	for _, g := range gfas.Items {
+		var rec gpufracv1.GPUFractionRecommendation
+		if err := r.reader().Get(ctx, client.ObjectKeyFromObject(&g), &rec); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return nil, fmt.Errorf("reading GPUFractionRecommendation %s/%s: %w", g.Namespace, g.Name, err)
+		}
+		st := rec.Status
+		if st.Memory == nil || st.Memory.Sign() <= 0 {
+			continue
+		}
+		w := sharingplan.Workload{Name: g.Namespace + "/" + g.Name, MemoryBytes: st.Memory.Value(), ComputeMilli: -1, Mode: st.SharingMode, Pods: int(st.MatchedPods)}
+		if st.Compute != nil {
+			w.ComputeMilli = st.Compute.MilliValue()
+		}
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+// setStatus writes the plan into pol.Status.
+func setStatus(pol *gpufracv1.GPUSharingPolicy, in sharingplan.Input, p sharingplan.Plan, cfg string) {
+	s := &pol.Status
+	s.GPUMemory = resource.NewQuantity(in.GPUMemoryBytes, resource.BinarySI)
+	s.SharingMode, s.Replicas, s.Reason = p.Mode, int32(p.Replicas), p.Reason
+	s.MemoryReplicas, s.ComputeReplicas = int32(p.MemoryReplicas), int32(p.ComputeReplicas)
+	s.LargestMemory = resource.NewQuantity(p.LargestMemoryBytes, resource.BinarySI)
+	s.LargestCompute = nil
+	if p.LargestComputeMilli >= 0 {
+		s.LargestCompute = resource.NewMilliQuantity(p.LargestComputeMilli, resource.DecimalSI)
+	}
+	s.MPS = nil
+	if p.Mode == gpufracv1.SharingModeMPS {
+		s.MPS = &gpufracv1.MPSPlan{
+			PinnedDeviceMemoryLimit: *resource.NewQuantity(p.PinnedMemoryBytes, resource.BinarySI),
+			ActiveThreadPercentage:  int32(p.ActiveThreadPercentage),
+		}
+	}
+	s.Workloads, s.Pods = int32(len(in.Workloads)), int32(p.Pods)
+	s.GPUsHeld, s.GPUsNeeded, s.GPUsFreed = int32(p.GPUsHeld), int32(p.GPUsNeeded), int32(p.GPUsFreed)
+	s.ConfigName, s.Config = ConfigName(pol), cfg
+	now := metav1.Now()
+	s.LastPlanTime = &now
+}
+
+// ConfigName is the device-plugin config key and node label value of pol's plan:
+// gpufrac-<policy name>.
+func ConfigName(pol *gpufracv1.GPUSharingPolicy) string { return "gpufrac-" + pol.Name }
+
+func (r *Reconciler) setCondition(pol *gpufracv1.GPUSharingPolicy, typ string, st metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&pol.Status.Conditions, metav1.Condition{Type: typ, Status: st, Reason: reason, Message: msg, ObservedGeneration: pol.Generation})
+}
+
+func (r *Reconciler) event(pol *gpufracv1.GPUSharingPolicy, typ, reason, format string, args ...any) {
+	if r.Events != nil {
+		r.Events.Eventf(pol, nil, typ, reason, "Plan", format, args...)
+	}
+}

@@ -1,0 +1,156 @@
+package controller
+
+import (
+	"context"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/sharingplan"
+)
+
+func node(name string, gpus, memMiB string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+		"pool": "a", GPUCountLabel: gpus, GPUMemoryLabel: memMiB,
+	}}}
+}
+
+func workload(ns, name, mem, compute string, mode gpufracv1.SharingMode, pods int32) []client.Object {
+	g := &gpufracv1.GPUFractionAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"share": "yes"}}}
+	r := &gpufracv1.GPUFractionRecommendation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	m := resource.MustParse(mem)
+	r.Status.Memory, r.Status.SharingMode, r.Status.MatchedPods = &m, mode, pods
+	if compute != "" {
+		c := resource.MustParse(compute)
+		r.Status.Compute = &c
+	}
+	return []client.Object{g, r}
+}
+
+func setup(t *testing.T, mode gpufracv1.PlanMode, objs ...client.Object) (*Reconciler, client.Client) {
+	t.Helper()
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := gpufracv1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	pol := &gpufracv1.GPUSharingPolicy{ObjectMeta: metav1.ObjectMeta{Name: "pool-a"}, Spec: gpufracv1.GPUSharingPolicySpec{
+		NodeSelector:       metav1.LabelSelector{MatchLabels: map[string]string{"pool": "a"}},
+		AutoscalerSelector: metav1.LabelSelector{MatchLabels: map[string]string{"share": "yes"}},
+		Mode:               mode,
+		MaxReplicas:        8,
+		ConfigMap:          gpufracv1.ConfigMapReference{Namespace: "gpu-operator", Name: "device-plugin-config"},
+	}}
+	c := fake.NewClientBuilder().WithScheme(s).WithStatusSubresource(&gpufracv1.GPUSharingPolicy{}).WithObjects(append(objs, pol)...).Build()
+	return &Reconciler{Client: c}, c
+}
+
+func reconcile(t *testing.T, r *Reconciler, c client.Client) *gpufracv1.GPUSharingPolicy {
+	t.Helper()
+	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "pool-a"}}); err != nil {
+		t.Fatal(err)
+	}
+	var pol gpufracv1.GPUSharingPolicy
+	if err := c.Get(context.Background(), types.NamespacedName{Name: "pool-a"}, &pol); err != nil {
+		t.Fatal(err)
+	}
+	return &pol
+}
+
+func pool() []client.Object {
+	objs := []client.Object{node("n1", "2", "81920"), node("n2", "2", "40960")}
+	other := node("n3", "4", "81920")
+	other.Labels["pool"] = "b"
+	objs = append(objs, other)
+	objs = append(objs, workload("x", "big", "9Gi", "200m", gpufracv1.SharingModeTimeSlicing, 4)...)
+	objs = append(objs, workload("y", "small", "2Gi", "100m", gpufracv1.SharingModeTimeSlicing, 3)...)
+	notOpted := workload("y", "huge", "39Gi", "900m", gpufracv1.SharingModeTimeSlicing, 1)
+	notOpted[0].SetLabels(nil)
+	return append(objs, notOpted...)
+}
+
+func TestDryRunPlansAndWritesNothing(t *testing.T) {
+	r, c := setup(t, gpufracv1.PlanModeDryRun, pool()...)
+	pol := reconcile(t, r, c)
+	s := pol.Status
+	// Smallest GPU of the pool 40Gi: 4 × 9Gi fit; compute 5 × 200m fit 1 GPU → N = 4.
+	if s.Nodes != 2 || s.GPUs != 4 || s.Replicas != 4 || s.MemoryReplicas != 4 || s.ComputeReplicas != 5 || s.SharingMode != gpufracv1.SharingModeTimeSlicing {
+		t.Fatalf("status %+v", s)
+	}
+	if s.Workloads != 2 || s.Pods != 7 || s.GPUsNeeded != 2 || s.GPUsFreed != 5 {
+		t.Errorf("workloads %d pods %d needed %d freed %d, want 2 7 2 5", s.Workloads, s.Pods, s.GPUsNeeded, s.GPUsFreed)
+	}
+	if n, _, err := sharingplan.Replicas(s.Config); err != nil || n != 4 {
+		t.Errorf("config %q: replicas %d %v", s.Config, n, err)
+	}
+	if cond := meta.FindStatusCondition(s.Conditions, gpufracv1.ConditionApplied); cond == nil || cond.Reason != gpufracv1.ReasonDryRun {
+		t.Errorf("Applied condition %+v, want reason DryRun", cond)
+	}
+	var cm corev1.ConfigMap
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: "gpu-operator", Name: "device-plugin-config"}, &cm); !apierrors.IsNotFound(err) {
+		t.Errorf("dry run wrote the ConfigMap (err %v)", err)
+	}
+	var nodes corev1.NodeList
+	_ = c.List(context.Background(), &nodes)
+	for _, n := range nodes.Items {
+		if _, ok := n.Labels[gpufracv1.DevicePluginConfigLabel]; ok {
+			t.Errorf("dry run labeled node %s", n.Name)
+		}
+	}
+}
+
+func TestApplyWritesConfigAndLabelsKeepingOtherKeys(t *testing.T) {
+	existing := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "gpu-operator", Name: "device-plugin-config"}, Data: map[string]string{"default": "version: v1\n"}}
+	r, c := setup(t, gpufracv1.PlanModeApply, append(pool(), existing)...)
+	pol := reconcile(t, r, c)
+	var cm corev1.ConfigMap
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: "gpu-operator", Name: "device-plugin-config"}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	if cm.Data["default"] != "version: v1\n" {
+		t.Errorf("other key lost: %v", cm.Data)
+	}
+	if n, mode, err := sharingplan.Replicas(cm.Data["gpufrac-pool-a"]); err != nil || n != 4 || mode != gpufracv1.SharingModeTimeSlicing {
+		t.Errorf("entry %q: %s ×%d %v", cm.Data["gpufrac-pool-a"], mode, n, err)
+	}
+	var nodes corev1.NodeList
+	_ = c.List(context.Background(), &nodes)
+	for _, n := range nodes.Items {
+		want := map[string]string{"n1": "gpufrac-pool-a", "n2": "gpufrac-pool-a", "n3": ""}[n.Name]
+		if got := n.Labels[gpufracv1.DevicePluginConfigLabel]; got != want {
+			t.Errorf("node %s label %q, want %q", n.Name, got, want)
+		}
+	}
+	if cond := meta.FindStatusCondition(pol.Status.Conditions, gpufracv1.ConditionApplied); cond == nil || cond.Status != metav1.ConditionTrue || pol.Status.LabeledNodes != 2 {
+		t.Errorf("Applied %+v, labeled %d", cond, pol.Status.LabeledNodes)
+	}
+}
+
+func TestNoRecommendationKeepsLastPlan(t *testing.T) {
+	r, c := setup(t, gpufracv1.PlanModeApply, node("n1", "1", "81920"))
+	pol := reconcile(t, r, c)
+	cond := meta.FindStatusCondition(pol.Status.Conditions, gpufracv1.ConditionPlanned)
+	if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != gpufracv1.ReasonNoRecommendations {
+		t.Fatalf("Planned %+v, want False NoRecommendations", cond)
+	}
+	if pol.Status.Replicas != 0 {
+		t.Errorf("replicas %d without recommendations", pol.Status.Replicas)
+	}
+	var cm corev1.ConfigMap
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: "gpu-operator", Name: "device-plugin-config"}, &cm); !apierrors.IsNotFound(err) {
+		t.Errorf("wrote a ConfigMap without a plan (err %v)", err)
+	}
+}

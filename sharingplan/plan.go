@@ -1,0 +1,197 @@
+// Package sharingplan sizes NVIDIA device-plugin GPU sharing for one node pool: the
+// sharing mode (time-slicing or MPS) and the replica count N each GPU is advertised as,
+// from the recommendations of the workloads that run there. It is a pure function of its
+// input (Compute) plus the device-plugin config entry that carries the plan
+// (DevicePluginConfig); the controller in sharingplan/controller reads the cluster and
+// writes the result.
+//
+// The rules (docs/sharing-planner.md):
+//   - memory first: N copies of the largest pod memory target fit one GPU,
+//     N ≤ floor(GPU memory / largest memory);
+//   - then compute: N copies of the largest pod compute target fit the compute budget,
+//     N ≤ floor(budget / largest compute); the budget is at most one GPU for MPS, which
+//     partitions SMs, and may exceed it for time-slicing, which only adds contention;
+//   - N ≤ the policy's maxReplicas, and N ≥ 1; N = 1 means no sharing (Exclusive);
+//   - MPS gives each client GPU memory / N (whole MiB) and 100 / N percent of the SMs,
+//     as NVIDIA's device plugin does;
+//   - the pods hold one GPU each now; at N per GPU they need ceil(pods / N).
+package sharingplan
+
+import (
+	"errors"
+	"fmt"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+)
+
+// MiB is one mebibyte, bytes.
+const MiB = 1 << 20
+
+// Workload is one opted-in workload's recommendation, per pod.
+type Workload struct {
+	// Name identifies the workload in messages (namespace/name).
+	Name string
+	// MemoryBytes is the pod's memory target, bytes; > 0.
+	MemoryBytes int64
+	// ComputeMilli is the pod's compute target, thousandths of one GPU; < 0 when the
+	// recommendation has none (compute not controlled), which is not zero: the reason
+	// then says that compute did not bound N.
+	ComputeMilli int64
+	// Mode is the recommended sharing mode.
+	Mode gpufracv1.SharingMode
+	// Pods is the number of the workload's pods that exist now.
+	Pods int
+}
+
+// Input is everything Compute reads.
+type Input struct {
+	// GPUMemoryBytes is the memory of one GPU of the pool, bytes; > 0.
+	GPUMemoryBytes int64
+	// Mode forces TimeSlicing or MPS; empty follows the recommendations (MPS when any
+	// workload recommends it, else TimeSlicing).
+	Mode gpufracv1.SharingMode
+	// MaxReplicas is the largest N; ≥ 1.
+	MaxReplicas int
+	// ComputeBudgetMilli is the compute N replicas may ask for together, thousandths of
+	// one GPU; > 0. MPS uses at most 1000.
+	ComputeBudgetMilli int64
+	// Workloads are the opted-in workloads; at least one.
+	Workloads []Workload
+}
+
+// Plan is the sharing plan for the pool.
+type Plan struct {
+	// Mode is TimeSlicing, MPS, or Exclusive when Replicas is 1.
+	Mode gpufracv1.SharingMode
+	// Replicas is N, the replicas each GPU is advertised as (≥ 1).
+	Replicas int
+	// MemoryReplicas is the memory bound on N; ComputeReplicas the compute bound (0 when
+	// no workload has a positive compute target, or when the largest exceeds the budget).
+	MemoryReplicas, ComputeReplicas int
+	// Reason says in one line what limits Replicas.
+	Reason string
+	// LargestMemoryBytes is the largest pod memory target, bytes; LargestComputeMilli
+	// the largest pod compute target, thousandths of one GPU (-1: none).
+	LargestMemoryBytes, LargestComputeMilli int64
+	// PinnedMemoryBytes is each MPS client's memory limit, bytes (whole MiB); 0 unless
+	// Mode is MPS.
+	PinnedMemoryBytes int64
+	// ActiveThreadPercentage is each MPS client's share of the SMs, percent; 0 unless
+	// Mode is MPS.
+	ActiveThreadPercentage int
+	// Pods is the workloads' pods; GPUsHeld what they hold at one GPU each; GPUsNeeded
+	// what they need at Replicas per GPU; GPUsFreed the difference.
+	Pods, GPUsHeld, GPUsNeeded, GPUsFreed int
+}
+
+// Errors of Compute.
+var (
+	// ErrNoWorkloads: no workload to size from.
+	ErrNoWorkloads = errors.New("no opted-in workload has a memory recommendation")
+	// ErrInvalidInput: a size or bound is not positive.
+	ErrInvalidInput = errors.New("invalid planner input")
+)
+
+// Compute returns the plan for in. It returns ErrNoWorkloads when in has no workload and
+// an error wrapping ErrInvalidInput when GPUMemoryBytes, MaxReplicas, ComputeBudgetMilli
+// or a workload's MemoryBytes is not positive, or Mode is Exclusive.
+func Compute(in Input) (Plan, error) {
+	if err := validate(in); err != nil {
+		return Plan{}, err
+	}
+	p := Plan{Mode: mode(in), LargestComputeMilli: -1}
+	var memName, cpuName string
+	computeUnknown := 0
+	for _, w := range in.Workloads {
+		if w.MemoryBytes > p.LargestMemoryBytes {
+			p.LargestMemoryBytes, memName = w.MemoryBytes, w.Name
+		}
+		if w.ComputeMilli < 0 {
+			computeUnknown++
+		} else if w.ComputeMilli > p.LargestComputeMilli {
+			p.LargestComputeMilli, cpuName = w.ComputeMilli, w.Name
+		}
+		p.Pods += w.Pods
+	}
+	budget := in.ComputeBudgetMilli
+	if p.Mode == gpufracv1.SharingModeMPS {
+		budget = min(budget, 1000)
+	}
+	p.MemoryReplicas = int(in.GPUMemoryBytes / p.LargestMemoryBytes)
+	if p.LargestComputeMilli > 0 {
+		p.ComputeReplicas = int(budget / p.LargestComputeMilli)
+	}
+	p.Replicas, p.Reason = limit(p, in.MaxReplicas, memName, cpuName, budget)
+	if computeUnknown > 0 {
+		p.Reason += fmt.Sprintf("; %d workload(s) without a compute target did not bound it", computeUnknown)
+	}
+	if p.Replicas == 1 {
+		p.Mode = gpufracv1.SharingModeExclusive
+	}
+	if p.Mode == gpufracv1.SharingModeMPS {
+		p.PinnedMemoryBytes = in.GPUMemoryBytes / int64(p.Replicas) / MiB * MiB
+		p.ActiveThreadPercentage = 100 / p.Replicas
+	}
+	p.GPUsHeld = p.Pods
+	p.GPUsNeeded = (p.Pods + p.Replicas - 1) / p.Replicas
+	p.GPUsFreed = p.GPUsHeld - p.GPUsNeeded
+	return p, nil
+}
+
+func validate(in Input) error {
+	switch {
+	case len(in.Workloads) == 0:
+		return ErrNoWorkloads
+	case in.GPUMemoryBytes <= 0:
+		return fmt.Errorf("%w: GPU memory %d bytes", ErrInvalidInput, in.GPUMemoryBytes)
+	case in.MaxReplicas < 1:
+		return fmt.Errorf("%w: maxReplicas %d", ErrInvalidInput, in.MaxReplicas)
+	case in.ComputeBudgetMilli <= 0:
+		return fmt.Errorf("%w: compute budget %dm", ErrInvalidInput, in.ComputeBudgetMilli)
+	case in.Mode == gpufracv1.SharingModeExclusive:
+		return fmt.Errorf("%w: sharing mode Exclusive (want MPS, TimeSlicing or empty)", ErrInvalidInput)
+	}
+	for _, w := range in.Workloads {
+		if w.MemoryBytes <= 0 {
+			return fmt.Errorf("%w: workload %s memory target %d bytes", ErrInvalidInput, w.Name, w.MemoryBytes)
+		}
+	}
+	return nil
+}
+
+// mode is the forced mode, else MPS when any workload recommends it, else TimeSlicing.
+func mode(in Input) gpufracv1.SharingMode {
+	if in.Mode != "" {
+		return in.Mode
+	}
+	for _, w := range in.Workloads {
+		if w.Mode == gpufracv1.SharingModeMPS {
+			return gpufracv1.SharingModeMPS
+		}
+	}
+	return gpufracv1.SharingModeTimeSlicing
+}
+
+// limit returns N, the smallest bound, at least 1, and the reason naming it.
+func limit(p Plan, maxReplicas int, memName, cpuName string, budget int64) (int, string) {
+	n := p.MemoryReplicas
+	reason := fmt.Sprintf("memory: %d × %dMiB (%s) fit one GPU", n, p.LargestMemoryBytes/MiB, memName)
+	if p.LargestComputeMilli > 0 && p.ComputeReplicas < n {
+		n = p.ComputeReplicas
+		reason = fmt.Sprintf("compute: %d × %dm (%s) fit the %dm budget", n, p.LargestComputeMilli, cpuName, budget)
+		if n == 0 {
+			reason = fmt.Sprintf("compute: %dm (%s) exceeds the %dm budget", p.LargestComputeMilli, cpuName, budget)
+		}
+	}
+	if maxReplicas < n {
+		n = maxReplicas
+		reason = fmt.Sprintf("maxReplicas %d", maxReplicas)
+	}
+	if n < 1 {
+		return 1, "no sharing: " + reason
+	}
+	if n == 1 {
+		reason = "no sharing: " + reason
+	}
+	return n, reason
+}
