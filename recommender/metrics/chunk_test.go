@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/model"
 
 	"github.com/gpufrac/gpufrac/recommender/metrics/promtest"
 )
@@ -72,5 +74,50 @@ func TestTooManySamples(t *testing.T) {
 		if got := TooManySamples(errors.New(msg)); got != want {
 			t.Errorf("%q: %v, want %v", msg, got, want)
 		}
+	}
+}
+
+// slowAPI times out every range query longer than limit, as a loaded Prometheus does
+// with a heavy query over days of history.
+type slowAPI struct {
+	promv1.API
+	limit time.Duration
+}
+
+func (s slowAPI) QueryRange(ctx context.Context, q string, r promv1.Range, opts ...promv1.Option) (model.Value, promv1.Warnings, promv1.Infos, error) {
+	if r.End.Sub(r.Start) > s.limit {
+		return nil, nil, nil, fmt.Errorf("Post \"http://prometheus/api/v1/query_range\": %w", context.DeadlineExceeded)
+	}
+	return s.API.QueryRange(ctx, q, r, opts...)
+}
+
+// A chunk that times out is halved and retried, so a bootstrap whose full chunks are
+// too slow still arrives whole; a cancelled caller is not retried.
+func TestRangeHalvesOnTimeout(t *testing.T) {
+	s := promtest.New(t)
+	end := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	start := end.Add(-10 * time.Hour)
+	s.Add(t, map[string]string{"__name__": DCGMFBUsed, "namespace": "ml", "pod": "p", "container": "c", "UUID": "GPU-1"},
+		start, time.Minute, promtest.Repeat(1000, 601)...)
+	r := &Reader{API: slowAPI{API: s.API(t), limit: 90 * time.Minute}, Labels: DefaultLabels}
+	before := testutil.ToFloat64(Queries.WithLabelValues("range", "timeout"))
+	m, err := r.rangeMatrix(context.Background(), DCGMFBUsed, start, end, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, st := range m {
+		n += len(st.Values)
+	}
+	if n != 601 {
+		t.Errorf("%d points, want 601", n)
+	}
+	if testutil.ToFloat64(Queries.WithLabelValues("range", "timeout")) == before {
+		t.Error("no timeout counted")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := r.rangeMatrix(ctx, DCGMFBUsed, start, end, time.Minute); err == nil {
+		t.Error("a cancelled caller got an answer")
 	}
 }

@@ -301,8 +301,8 @@ func (r *Reader) copiesOf(m model.Matrix) deviceCopies {
 
 // rangeMatrix runs a range query in chunks of at most MaxPointsPerSeries points, and
 // with MaxSamplesPerQuery of at most that many samples (chunkPoints). A chunk refused
-// as too large (TooManySamples) is halved and retried down to one step; any other
-// error, or a chunk of one step still refused, fails the query.
+// as too large (TooManySamples) or timed out (timedOut) is halved and retried down to
+// one step; any other error, or a chunk of one step still failing, fails the query.
 func (r *Reader) rangeMatrix(ctx context.Context, query string, start, end time.Time, step time.Duration) (model.Matrix, error) {
 	if step <= 0 {
 		return nil, fmt.Errorf("range query step must be positive, got %s", step)
@@ -318,9 +318,13 @@ func (r *Reader) rangeMatrix(ctx context.Context, query string, start, end time.
 		cctx, cancel := context.WithTimeout(ctx, r.timeout())
 		v, warnings, _, err := r.API.QueryRange(cctx, query, promv1.Range{Start: from, End: to, Step: step})
 		cancel()
-		if err != nil && TooManySamples(err) && points > 1 {
-			Queries.WithLabelValues("range", "too_many_samples").Inc()
-			points /= 2 // the backend's limit is below the estimate: retry a smaller chunk
+		if err != nil && points > 1 && ctx.Err() == nil && (TooManySamples(err) || timedOut(err)) {
+			result := "too_many_samples"
+			if timedOut(err) {
+				result = "timeout"
+			}
+			Queries.WithLabelValues("range", result).Inc()
+			points /= 2 // the backend's limit or our timeout is below this chunk: retry a smaller one
 			ceiling = points
 			continue
 		}
@@ -365,6 +369,15 @@ func (r *Reader) chunkPoints(series int) int {
 		return MaxPointsPerSeries
 	}
 	return max(1, min(MaxPointsPerSeries, r.MaxSamplesPerQuery/max(series, 1)))
+}
+
+// timedOut reports whether one chunk's query ran out of time: the per-query Timeout
+// (context.DeadlineExceeded) or Prometheus' own --query.timeout (errorType "timeout").
+// A history bootstrap over days of a heavy query (the cross-namespace shared-device
+// copies) can exceed it on a loaded Prometheus; smaller chunks then get through.
+func timedOut(err error) bool {
+	var pe *promv1.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &pe) && pe.Type == promv1.ErrTimeout)
 }
 
 // TooManySamples reports whether err is a backend refusing a query as too large:
