@@ -11,6 +11,7 @@ import (
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -216,7 +217,7 @@ func (m *Mutator) decide(ctx context.Context, req admission.Request) outcome {
 	// Several autoscalers (admitted while the validating webhook was down, or created
 	// concurrently): the oldest is in charge, as in the recommender and the updater.
 	gfa, losers := InCharge(all)
-	o := m.decideFor(ctx, pod, gfa)
+	o := m.decideFor(ctx, pod, gfa, req.DryRun != nil && *req.DryRun)
 	if len(losers) > 0 {
 		msg := "gpufrac: " + WinnerMessage(gfa, losers, ref.Kind, ref.Name)
 		o.warnings = append([]string{msg}, o.warnings...)
@@ -228,8 +229,9 @@ func (m *Mutator) decide(ctx context.Context, req admission.Request) outcome {
 	return o
 }
 
-// decideFor is the decision for a pod whose workload's autoscaler in charge is gfa.
-func (m *Mutator) decideFor(ctx context.Context, pod *corev1.Pod, gfa *gpufracv1.GPUFractionAutoscaler) outcome {
+// decideFor is the decision for a pod whose workload's autoscaler in charge is gfa;
+// dryRun is set for dry-run requests (a backend's other writes are then dry runs too).
+func (m *Mutator) decideFor(ctx context.Context, pod *corev1.Pod, gfa *gpufracv1.GPUFractionAutoscaler, dryRun bool) outcome {
 	if mode := gfa.Spec.EffectiveUpdateMode(); mode == gpufracv1.UpdateModeOff || !slices.Contains([]gpufracv1.UpdateMode{gpufracv1.UpdateModeInitial, gpufracv1.UpdateModeRecreate, gpufracv1.UpdateModeInPlaceOrRecreate}, mode) {
 		return outcome{skip: SkipModeOff}
 	}
@@ -268,6 +270,9 @@ func (m *Mutator) decideFor(ctx context.Context, pod *corev1.Pod, gfa *gpufracv1
 	if codec == nil {
 		msg := fmt.Sprintf("gpufrac: backend %q of autoscaler %s is unknown; pod admitted unchanged", bt, gfa.Name)
 		return outcome{skip: SkipUnknownBackend, warnings: []string{msg}, gfa: gfa, event: msg}
+	}
+	if dr, ok := codec.(backend.DryRunner); ok && dryRun {
+		codec = dr.DryRun()
 	}
 	unsafeOutcome := func(err error) outcome {
 		reason := SkipInternalError
@@ -318,7 +323,8 @@ func (m *Mutator) decideFor(ctx context.Context, pod *corev1.Pod, gfa *gpufracv1
 		}
 		rec.Containers = append(rec.Containers, ac)
 	}
-	if len(rec.Containers) == 0 {
+	// A claim moved to a TimeSlicing template (dra) is a change with no limit written.
+	if len(rec.Containers) == 0 && equality.Semantic.DeepEqual(pod.Spec.ResourceClaims, mod.Spec.ResourceClaims) {
 		return outcome{skip: SkipNothingWritten, warnings: warnings}
 	}
 	b, err := json.Marshal(rec)
@@ -362,7 +368,7 @@ func (m *Mutator) targets(pod *corev1.Pod, gfa *gpufracv1.GPUFractionAutoscaler,
 		if !pol.Enabled() {
 			continue
 		}
-		t := &backend.Target{Container: c.Name, Index: i, WrittenComputeMilli: -1}
+		t := &backend.Target{Container: c.Name, Index: i, WrittenComputeMilli: -1, SharingMode: rec.SharingMode}
 		if q := rec.Target.Memory; q != nil && pol.Controls(gpufracv1.ResourceMemory) {
 			if q.Sign() <= 0 {
 				return nil, nil, backend.Unsafe(backend.UnsafeInvalidValue, "memory target %s of container %s is not positive", q.String(), c.Name)
@@ -426,7 +432,7 @@ func (m *Mutator) targets(pod *corev1.Pod, gfa *gpufracv1.GPUFractionAutoscaler,
 
 // requestsGPU mirrors the webhook's match condition (Registration.MatchConditions): a
 // request or limit name with the GPU prefix in a regular container or a native sidecar,
-// or a KAI fraction annotation.
+// a KAI fraction annotation, or a DRA claim (spec.resourceClaims).
 func (m *Mutator) requestsGPU(pod *corev1.Pod) bool {
 	for _, c := range workload.Containers(pod) {
 		if c.Type != gpufracv1.ContainerTypeInit && backend.IsGPUContainer(c.Container, m.Config.GPUResourcePrefix) {
@@ -435,7 +441,7 @@ func (m *Mutator) requestsGPU(pod *corev1.Pod) bool {
 	}
 	_, mem := pod.Annotations[m.Config.KAI.MemoryAnnotation]
 	_, frac := pod.Annotations[m.Config.KAI.FractionAnnotation]
-	return mem || frac
+	return mem || frac || len(pod.Spec.ResourceClaims) > 0
 }
 
 // waitOwner polls the cache (never the API server) until a ReplicaSet or Job owner of a

@@ -13,7 +13,8 @@ import (
 
 // diffPod returns the JSON patch (RFC 6902) that turns orig into mod, covering only the
 // fields a backend may change: metadata.annotations, metadata.labels,
-// spec.schedulerName, and each container's resources.limits, resources.requests and env.
+// spec.schedulerName, each pod claim's resourceClaimTemplateName, and each container's
+// resources.limits, resources.requests and env.
 // Patching only these paths, rather than re-serialising the whole decoded pod, never
 // drops fields that this binary's API types do not know (a newer cluster's).
 func diffPod(orig, mod *corev1.Pod) []jsonpatch.Operation {
@@ -22,6 +23,12 @@ func diffPod(orig, mod *corev1.Pod) []jsonpatch.Operation {
 	ops = diffStringMap(ops, "/metadata/labels", orig.Labels, mod.Labels)
 	if orig.Spec.SchedulerName != mod.Spec.SchedulerName {
 		ops = append(ops, jsonpatch.NewOperation("add", "/spec/schedulerName", jsonString(mod.Spec.SchedulerName)))
+	}
+	for i := range mod.Spec.ResourceClaims {
+		// The dra backend points a pod claim at another ResourceClaimTemplate.
+		if o, m := orig.Spec.ResourceClaims[i].ResourceClaimTemplateName, mod.Spec.ResourceClaims[i].ResourceClaimTemplateName; m != nil && (o == nil || *o != *m) {
+			ops = append(ops, jsonpatch.NewOperation("add", "/spec/resourceClaims/"+strconv.Itoa(i)+"/resourceClaimTemplateName", jsonString(*m)))
+		}
 	}
 	for i := range mod.Spec.Containers {
 		oc, mc := &orig.Spec.Containers[i], &mod.Spec.Containers[i]

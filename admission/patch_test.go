@@ -45,6 +45,11 @@ func TestDiffPod(t *testing.T) {
 			backend.SetEnv(&p.Spec.Containers[0], "Y", "2")
 			backend.SetEnv(&p.Spec.Containers[0], "Z", "3")
 		}},
+		"claim template": {func() *corev1.Pod {
+			p := podOf(gpuContainer("a", 1))
+			p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "other", ResourceClaimName: ptr("shared")}, {Name: "gpu", ResourceClaimTemplateName: ptr("gpu")}}
+			return p
+		}(), func(p *corev1.Pod) { p.Spec.ResourceClaims[1].ResourceClaimTemplateName = ptr("gpu-gpufrac-0a1b2c3d") }},
 		"no change": {podOf(gpuContainer("a", 1)), func(*corev1.Pod) {}},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/backend"
 	"github.com/gpufrac/gpufrac/statuslease"
 )
 
@@ -218,6 +219,9 @@ func NewServer(ctx context.Context, restCfg *rest.Config, o Options) (*Server, e
 		return nil, err
 	}
 
+	// The dra backend reads templates from the API server (no informer over every
+	// template of the cluster) and creates them (RBAC: get, create resourceclaimtemplates).
+	o.Config.DRA.Templates = backend.ClientClaimTemplates{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()}
 	s.Mutator = NewMutator(mgr.GetCache(), scheme, o.Config)
 	s.Mutator.Events = mgr.GetEventRecorder("gpufrac-admission")
 	s.Mutator.Synced = s.synced.Load

@@ -167,7 +167,8 @@ func celString(s string) string {
 // MatchConditions are the CEL conditions of the pod webhook: the pod asks for a GPU
 // resource (a request or limit name with GPUResourcePrefix) in a regular container or a
 // native sidecar (an init container with restartPolicy Always), or carries a KAI
-// fraction annotation, and is not excluded with gpufrac.io/exclude=true. An init
+// fraction annotation, or uses a Dynamic Resource Allocation claim (spec.resourceClaims:
+// the dra backend), and is not excluded with gpufrac.io/exclude=true. An init
 // container that runs to completion is not written (docs/admission.md), so it alone
 // does not send the pod.
 func (r *Registration) MatchConditions() []admissionregistrationv1.MatchCondition {
@@ -178,6 +179,7 @@ func (r *Registration) MatchConditions() []admissionregistrationv1.MatchConditio
 		"(has(c.resources.requests) && c.resources.requests.exists(k, k.startsWith(%s))))", p, p)
 	gpu := fmt.Sprintf("object.spec.containers.exists(c, %s) || "+
 		"(has(object.spec.initContainers) && object.spec.initContainers.exists(c, has(c.restartPolicy) && c.restartPolicy == 'Always' && %s))", asks, asks)
+	gpu += " || (has(object.spec.resourceClaims) && size(object.spec.resourceClaims) > 0)"
 	if len(r.KAIAnnotations) > 0 {
 		var keys []string
 		for _, k := range r.KAIAnnotations {

@@ -31,7 +31,7 @@ func TestRegistration(t *testing.T) {
 	if ns.Key != "kubernetes.io/metadata.name" || strings.Join(ns.Values, ",") != "kube-system,gpufrac-system,monitoring" {
 		t.Errorf("namespace selector %+v", ns)
 	}
-	if len(w.MatchConditions) != 2 || !strings.Contains(w.MatchConditions[0].Expression, "startsWith('nvidia.com/')") || !strings.Contains(w.MatchConditions[0].Expression, "'gpu-fraction' in object.metadata.annotations") {
+	if len(w.MatchConditions) != 2 || !strings.Contains(w.MatchConditions[0].Expression, "startsWith('nvidia.com/')") || !strings.Contains(w.MatchConditions[0].Expression, "'gpu-fraction' in object.metadata.annotations") || !strings.Contains(w.MatchConditions[0].Expression, "size(object.spec.resourceClaims) > 0") {
 		t.Errorf("match conditions %+v", w.MatchConditions)
 	}
 	// A GPU held by a native sidecar (an init container with restartPolicy Always)

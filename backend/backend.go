@@ -1,5 +1,5 @@
 // Package backend holds gpufrac's backends: the sharing mechanisms a GPU fraction is
-// written through (hami, kai, kai-nvfractions, mps, annotations), one file per backend.
+// written through (hami, kai, kai-nvfractions, mps, annotations, dra), one file per backend.
 // Each backend is a two-way codec (Codec): Apply writes per-container targets into a pod
 // (the admission webhook calls it on pod creation) and Read reads back what a pod holds
 // (the updater compares it with the recommendation). Reading back what Apply wrote
@@ -54,6 +54,10 @@ type Target struct {
 	// ComputeMilli is the compute to write before the backend's rounding, thousandths
 	// of one GPU.
 	ComputeMilli int64
+
+	// SharingMode is the container's recommended sharing mode ("" when the
+	// recommendation names none). Only dra reads it (MPS or TimeSlicing GpuConfig).
+	SharingMode gpufracv1.SharingMode
 
 	// Recommended are the recommendation's target quantities as read (before overheads),
 	// for the applied record. Nil for resources that are not written.
@@ -119,6 +123,13 @@ type Codec interface {
 	WritesCompute() bool
 }
 
+// DryRunner is implemented by backends whose Apply writes objects besides the pod (dra
+// writes ResourceClaimTemplates). DryRun returns the backend for a dry-run admission
+// request: its writes are server-side dry runs.
+type DryRunner interface {
+	DryRun() Codec
+}
+
 // registry lists every backend's constructor, in documentation order.
 var registry = []func(Config) Codec{
 	func(c Config) Codec { return &hamiBackend{cfg: c} },
@@ -126,6 +137,7 @@ var registry = []func(Config) Codec{
 	func(c Config) Codec { return &nvFractionsBackend{cfg: c} },
 	func(c Config) Codec { return &mpsBackend{cfg: c} },
 	func(c Config) Codec { return &annotationsBackend{cfg: c} },
+	func(c Config) Codec { return &draBackend{cfg: c} },
 }
 
 // Types lists every backend type, in documentation order.

@@ -43,6 +43,8 @@ type Config struct {
 	MPS MPSConfig
 	// Annotations configures the annotations backend.
 	Annotations AnnotationsConfig
+	// DRA configures the dra backend.
+	DRA DRAConfig
 }
 
 // UsableGPUMemoryBytes is the memory of one GPU a KAI fraction is a share of:
@@ -63,6 +65,7 @@ func (c Config) WithDefaults() Config {
 	c.NVFractions.withDefaults()
 	c.MPS.withDefaults()
 	c.Annotations.withDefaults()
+	c.DRA.withDefaults()
 	return c
 }
 
@@ -71,6 +74,7 @@ func (c Config) Validate() error {
 	errs := c.KAI.validate(c.GPUMemoryBytes)
 	errs = append(errs, c.NVFractions.validate()...)
 	errs = append(errs, c.MPS.validate()...)
+	errs = append(errs, c.DRA.validate()...)
 	for b, v := range c.MemoryOverhead {
 		if !slices.Contains(Types, b) {
 			errs = append(errs, fmt.Errorf("memory-overhead: unknown backend %q", b))
@@ -102,6 +106,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	c.NVFractions.addFlags(fs, d.NVFractions)
 	c.MPS.addFlags(fs, d.MPS)
 	c.Annotations.addFlags(fs, d.Annotations)
+	c.DRA.addFlags(fs, d.DRA)
 }
 
 func defaultString(s *string, v string) {

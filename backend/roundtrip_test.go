@@ -1,9 +1,14 @@
 package backend
 
 import (
+	"context"
+	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 )
@@ -81,5 +86,77 @@ func TestRoundTrip(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDRARoundTrip: the dra backend writes a ResourceClaimTemplate whose GpuConfig holds
+// the MPS limits (largest target of the containers on the claim, whole MiB and percent
+// rounded up), points the pod's claim at it, and Read of the pod returns those limits for
+// every container on the claim; the same recommendation reuses the same template, and a
+// template of that name with another spec is never reused.
+func TestDRARoundTrip(t *testing.T) {
+	cl := draClient(t, draSource("gpu-tmpl", "gpu.nvidia.com"))
+	cfg := Config{DRA: DRAConfig{Templates: ClientClaimTemplates{Reader: cl, Writer: cl}}}
+	codec := backend(t, cfg, gpufracv1.BackendDRA)
+
+	apply := func(targets ...*Target) (*corev1.Pod, []*Target) {
+		t.Helper()
+		pod := draPod("gpu-tmpl", "a", "b")
+		for _, tg := range targets {
+			tg.MemoryBytes += MiB / 2 // not a whole MiB: rounds up
+		}
+		if _, err := codec.Apply(pod, targets); err != nil {
+			t.Fatal(err)
+		}
+		return pod, targets
+	}
+	pod, targets := apply(target("a", 0, 4096, 251), target("b", 1, 1024, -1))
+	name := *pod.Spec.ResourceClaims[0].ResourceClaimTemplateName
+	if name == "gpu-tmpl" || !strings.HasPrefix(name, "gpu-tmpl-gpufrac-") {
+		t.Fatalf("claim template %q, want a gpufrac template derived from gpu-tmpl", name)
+	}
+	want := Allocation{Memory: 4097 * MiB, Compute: 260}
+	got := codec.Read(pod)
+	for _, tg := range targets {
+		if got[tg.Container] != want {
+			t.Errorf("%s: read %+v, want %+v (the claim's limits)", tg.Container, got[tg.Container], want)
+		}
+		if tg.WrittenMemoryBytes != want.Memory {
+			t.Errorf("%s: recorded %d bytes written, want %d", tg.Container, tg.WrittenMemoryBytes, want.Memory)
+		}
+	}
+	if targets[0].WrittenComputeMilli != 260 || targets[1].WrittenComputeMilli != -1 {
+		t.Errorf("compute recorded %d, %d; want 260 for a, none for b (no compute target)", targets[0].WrittenComputeMilli, targets[1].WrittenComputeMilli)
+	}
+	// The written template: the driver's GpuConfig for the GPU request, as NVIDIA's API reads it.
+	var tmpl resourcev1.ResourceClaimTemplate
+	if err := cl.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: name}, &tmpl); err != nil {
+		t.Fatal(err)
+	}
+	cfgs := tmpl.Spec.Spec.Devices.Config
+	if len(cfgs) != 1 || cfgs[0].Opaque == nil || cfgs[0].Opaque.Driver != "gpu.nvidia.com" || !slices.Equal(cfgs[0].Requests, []string{"gpu"}) {
+		t.Fatalf("config %+v, want one opaque gpu.nvidia.com config for request gpu (the source's old one replaced)", cfgs)
+	}
+	wantJSON := `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"GpuConfig","sharing":{"strategy":"MPS","mpsConfig":{"defaultActiveThreadPercentage":26,"defaultPinnedDeviceMemoryLimit":"4097Mi"}}}`
+	if string(cfgs[0].Opaque.Parameters.Raw) != wantJSON {
+		t.Errorf("parameters %s\nwant %s", cfgs[0].Opaque.Parameters.Raw, wantJSON)
+	}
+
+	// The same recommendation: the same template, reused.
+	again, _ := apply(target("a", 0, 4096, 251), target("b", 1, 1024, -1))
+	if n := *again.Spec.ResourceClaims[0].ResourceClaimTemplateName; n != name {
+		t.Errorf("same recommendation wrote template %s, want %s reused", n, name)
+	}
+	// Another recommendation: another template; a pod already on a gpufrac template is
+	// re-derived from the workload's own.
+	other := draPod(name, "a", "b")
+	if _, err := codec.Apply(other, []*Target{target("a", 0, 2048, -1)}); err != nil {
+		t.Fatal(err)
+	}
+	if n := *other.Spec.ResourceClaims[0].ResourceClaimTemplateName; n == name || !strings.HasPrefix(n, "gpu-tmpl-gpufrac-") {
+		t.Errorf("new recommendation wrote template %s, want another one derived from gpu-tmpl", n)
+	}
+	if got := codec.Read(other)["a"]; got != (Allocation{Memory: 2048 * MiB, Compute: -1}) {
+		t.Errorf("read %+v, want 2048MiB and no compute", got)
 	}
 }

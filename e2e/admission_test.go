@@ -61,13 +61,16 @@ type admWebhook struct {
 // startAdmission runs bin/admission against the test cluster on 127.0.0.1 with its
 // self-managed CA, registering its webhooks by URL, limited to namespaces labelled
 // admLabel=admission so other tests sharing the cluster are not affected.
-func startAdmission(t *testing.T) *admWebhook {
+func startAdmission(t *testing.T) *admWebhook { t.Helper(); return startAdmissionIn(t, admSystemNS) }
+
+// startAdmissionIn is startAdmission with systemNS as the webhook's own namespace.
+func startAdmissionIn(t *testing.T, systemNS string) *admWebhook {
 	t.Helper()
 	w := &admWebhook{port: freePort(t), metricsPort: freePort(t)}
 	probe := freePort(t)
 	cmd, _, stop := startProcess(t, "admission",
 		"--kubeconfig="+testCluster.Kubeconfig,
-		"--namespace="+admSystemNS,
+		"--namespace="+systemNS,
 		"--identity=e2e-admission",
 		"--webhook-host=127.0.0.1",
 		fmt.Sprintf("--webhook-port=%d", w.port),

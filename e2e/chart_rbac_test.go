@@ -187,7 +187,9 @@ func TestChartRBAC(t *testing.T) {
 			{"get", "leases/gpufrac-admission-status", "", ns, true},
 			{"update", "leases/gpufrac-updater.autoscaling.gpufrac.io", "", ns, true},
 			{"create", "events", "", other, true},
-			{"list", "nodes", "", "", true}, // the placement check before an eviction
+			{"list", "nodes", "", "", true},                                    // the placement check before an eviction
+			{"get", "resourceclaimtemplates.resource.k8s.io", "", other, true}, // dra backend: Read
+			{"create", "resourceclaimtemplates.resource.k8s.io", "", other, false},
 			// Not beyond its role: evictions only (never delete, unless
 			// updater.replaceUnreadyPods), no writes to recommendations.
 			{"delete", "pods", "", other, false},
@@ -210,7 +212,11 @@ func TestChartRBAC(t *testing.T) {
 			{"update", "validatingwebhookconfigurations/rbac-gpufrac-admission", "", "", true},
 			{"update", "leases/gpufrac-admission-status", "", ns, true},
 			{"create", "events", "", other, true},
+			{"get", "resourceclaimtemplates.resource.k8s.io", "", other, true}, // dra backend
+			{"create", "resourceclaimtemplates.resource.k8s.io", "", other, true},
 			// Not beyond its role:
+			{"update", "resourceclaimtemplates.resource.k8s.io", "", other, false},
+			{"delete", "resourceclaimtemplates.resource.k8s.io", "", other, false},
 			{"get", "secrets/" + secret, "", other, false},
 			{"delete", "mutatingwebhookconfigurations/rbac-gpufrac-admission", "", "", false},
 			{"update", "validatingwebhookconfigurations/someone-elses", "", "", false},

@@ -24,7 +24,7 @@ const (
 )
 
 // BackendType names the GPU sharing mechanism through which a fraction is written into a pod.
-// +kubebuilder:validation:Enum=hami;kai;kai-nvfractions;mps;annotations
+// +kubebuilder:validation:Enum=hami;kai;kai-nvfractions;mps;annotations;dra
 type BackendType string
 
 const (
@@ -38,6 +38,9 @@ const (
 	BackendMPS BackendType = "mps"
 	// BackendAnnotations writes neutral gpufrac.io/* annotations for clusters with their own enforcement.
 	BackendAnnotations BackendType = "annotations"
+	// BackendDRA writes a ResourceClaimTemplate with NVIDIA's DRA driver GpuConfig
+	// sharing parameters (MPS limits or TimeSlicing) and points the pod's GPU claim at it.
+	BackendDRA BackendType = "dra"
 )
 
 // SharingMode is how a GPU is shared between the workloads placed on it.

@@ -34,6 +34,7 @@ import (
 
 	"github.com/gpufrac/gpufrac/admission"
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/backend"
 	"github.com/gpufrac/gpufrac/updater"
 	"github.com/gpufrac/gpufrac/workload"
 )
@@ -138,6 +139,9 @@ func run() error {
 		return err
 	}
 	ctx := ctrl.SetupSignalHandler()
+	// The dra backend reads a pod's allocation from its claim template (RBAC: get
+	// resourceclaimtemplates); the updater never creates one.
+	cfg.Backend.DRA.Templates = backend.ClientClaimTemplates{Reader: mgr.GetAPIReader()}
 	u := updater.New(mgr.GetClient(), mgr.GetAPIReader(), cfg)
 	u.Scale = workload.NewScaleChecker(mgr.GetAPIReader(), mgr.GetRESTMapper(), scales)
 	u.Events = mgr.GetEventRecorder("gpufrac-updater")
