@@ -88,11 +88,12 @@ if [ "$mode" = "apply" ]; then
   for _ in $(seq 1 60); do curl -fs "http://127.0.0.1:$wprobe/readyz" >/dev/null 2>&1 && break; sleep 1; done
   curl -fs "http://127.0.0.1:$wprobe/readyz" >/dev/null || { echo "admission webhook not ready: see $out/admission.log"; exit 1; }
   # Short timings so the demo shows replacements in minutes (chart defaults: 1m interval,
-  # 2m warm-up, 12h min pod age); whole-GPU pods are above their upper bound, which
-  # applies at any age anyway.
+  # 2m warm-up, 12h min pod age, a change inside the bounds must persist 5m); whole-GPU
+  # pods above their upper bound are replaced at any age anyway.
   nohup "$bin/updater" --kubeconfig "$KUBECONFIG" --leader-elect=false --admission-namespace "$sysns" \
     --watch-namespaces "$(echo $nss | tr ' ' ',')" --gpu-memory "$gpu_memory" --interval 5s --warm-up 10s \
-    --min-pod-age 1m --eviction-rate 2 --eviction-burst 10 --metrics-bind-address 127.0.0.1:0 \
+    --min-pod-age 1m --persist-for 20s --min-replacement-interval 1m \
+    --eviction-rate 2 --eviction-burst 10 --metrics-bind-address 127.0.0.1:0 \
     --health-probe-bind-address "127.0.0.1:$uprobe" >"$out/updater.log" 2>&1 &
   echo $! >"$out/updater.pid"
   for _ in $(seq 1 60); do curl -fs "http://127.0.0.1:$uprobe/readyz" >/dev/null 2>&1 && break; sleep 1; done
