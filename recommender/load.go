@@ -26,8 +26,11 @@ const (
 // (one instant query), compute activity (one range query at the cycle interval), for
 // each of these its companion copies query over every namespace (metrics.CopiesQuery,
 // shared-device detection; none for the agent), for memory its flatness companion
-// (metrics.FlatQuery, stale series) and the two kube-state-metrics
-// ownership series. Any query error aborts the load before the
+// (metrics.FlatQuery, stale series), the two kube-state-metrics ownership series and,
+// unless the source is the agent, the GPUs the agent saw each pod on
+// (metrics.AllocationQuery; with the backends' annotations, the authority that series
+// naming another GPU contradict) and, only in a load where a pod's series did, the
+// agent's own data queries (agentWins). Any query error aborts the load before the
 // model changes, so a failed cycle leaves everything as it was.
 //
 // Only samples of workloads whose bootstrapped state equals bootstrapped are fed: a
@@ -36,8 +39,6 @@ const (
 // workloads that already have their history.
 func (r *Recommender) load(ctx context.Context, namespaces []string, from, to time.Time, attr *workload.Attributor, bootstrapped bool) error {
 	sel := metrics.Selector{Labels: r.Reader.Labels, Namespaces: namespaces, Device: r.Source.DeviceLabels(), Direct: r.Config.LabelMode == "direct"}
-	opts := r.model.Options()
-	agg := opts.MemoryAggregationInterval
 
 	// Ownership first: it decides attribution of the samples below.
 	own, err := r.loadOwnership(ctx, sel, to.Sub(from), to)
@@ -45,44 +46,21 @@ func (r *Recommender) load(ctx context.Context, namespaces []string, from, to ti
 		return err
 	}
 
-	var memory, flat []metrics.Series
-	firstBoundary := opts.IntervalStart(from).Add(agg)
-	lastBoundary := to.Truncate(agg)
-	if !lastBoundary.Before(firstBoundary) {
-		s, err := r.Reader.RangeShared(ctx, metrics.SignalMemory, r.Source.MemoryPeakQuery(sel, agg), metrics.CopiesQuery(r.Source, sel, metrics.SignalMemory, agg), firstBoundary, lastBoundary, agg)
-		if err != nil {
-			return err
-		}
-		memory = append(memory, withWindow(s, agg)...)
-		f, err := r.Reader.Range(ctx, metrics.SignalMemory, metrics.FlatQuery(r.Source, sel, agg), firstBoundary, lastBoundary, agg)
-		if err != nil {
-			return err
-		}
-		flat = append(flat, f...)
-	}
-	if partial := to.Sub(to.Truncate(agg)); partial >= time.Second {
-		s, err := r.Reader.InstantShared(ctx, metrics.SignalMemory, r.Source.MemoryPeakQuery(sel, partial), metrics.CopiesQuery(r.Source, sel, metrics.SignalMemory, partial), to)
-		if err != nil {
-			return err
-		}
-		memory = append(memory, withWindow(s, partial)...)
-		f, err := r.Reader.Instant(ctx, metrics.SignalMemory, metrics.FlatQuery(r.Source, sel, partial), to)
-		if err != nil {
-			return err
-		}
-		flat = append(flat, f...)
-	}
-
-	step := r.Config.Interval
-	n := int(to.Sub(from) / step)
-	if n < 1 {
-		n = 1
-	}
-	compute, err := r.Reader.RangeShared(ctx, metrics.SignalCompute, r.Source.ComputeQuery(sel, step), metrics.CopiesQuery(r.Source, sel, metrics.SignalCompute, step), to.Add(-time.Duration(n-1)*step), to, step)
+	// The GPUs each pod was seen on by an authority other than the source: series that
+	// name another GPU are not used (issue 13 kind 10), and the agent's own replace them.
+	alloc, err := r.allocation(ctx, sel, from, to)
 	if err != nil {
 		return err
 	}
-	compute = withWindow(compute, step)
+	r.Reader.Allocation = alloc
+	memory, flat, compute, err := r.readData(ctx, r.Source, sel, from, to)
+	r.Reader.Allocation = nil
+	if err != nil {
+		return err
+	}
+	if memory, flat, compute, err = r.agentWins(ctx, alloc, sel, from, to, memory, flat, compute); err != nil {
+		return err
+	}
 
 	// Impossible samples were filtered inside PromQL; count them. A history load counts
 	// only its last MaxDropCountWindow: counting costs about three times the data
@@ -133,6 +111,7 @@ func (r *Recommender) load(ctx context.Context, namespaces []string, from, to ti
 			t.gaps.kept, t.gaps.dropped = map[metrics.Signal]int{}, map[metrics.Signal]float64{}
 			t.gaps.unattributed = map[string]string{}
 			t.gaps.stale = map[string]string{}
+			t.gaps.wrongDevice = map[string]string{}
 			t.gaps.loaded = true
 		}
 	}
@@ -148,6 +127,53 @@ func (r *Recommender) load(ctx context.Context, namespaces []string, from, to ti
 	r.feed(metrics.SignalMemory, memory, attr, bootstrapped)
 	r.feed(metrics.SignalCompute, compute, attr, bootstrapped)
 	return nil
+}
+
+// readData runs the data queries of one source for the load (from, to]: memory peaks of
+// whole aggregation intervals (range) and of the running one (instant), each with its
+// copies companion (metrics.CopiesQuery) and its flatness companion
+// (metrics.FlatQuery), and compute at the cycle interval (range) with its copies
+// companion. It returns the first query error.
+func (r *Recommender) readData(ctx context.Context, src metrics.Source, sel metrics.Selector, from, to time.Time) (memory, flat, compute []metrics.Series, err error) {
+	opts := r.model.Options()
+	agg := opts.MemoryAggregationInterval
+	firstBoundary := opts.IntervalStart(from).Add(agg)
+	lastBoundary := to.Truncate(agg)
+	if !lastBoundary.Before(firstBoundary) {
+		s, err := r.Reader.RangeShared(ctx, metrics.SignalMemory, src.MemoryPeakQuery(sel, agg), metrics.CopiesQuery(src, sel, metrics.SignalMemory, agg), firstBoundary, lastBoundary, agg)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		memory = append(memory, withWindow(s, agg)...)
+		f, err := r.Reader.Range(ctx, metrics.SignalMemory, metrics.FlatQuery(src, sel, agg), firstBoundary, lastBoundary, agg)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		flat = append(flat, f...)
+	}
+	if partial := to.Sub(to.Truncate(agg)); partial >= time.Second {
+		s, err := r.Reader.InstantShared(ctx, metrics.SignalMemory, src.MemoryPeakQuery(sel, partial), metrics.CopiesQuery(src, sel, metrics.SignalMemory, partial), to)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		memory = append(memory, withWindow(s, partial)...)
+		f, err := r.Reader.Instant(ctx, metrics.SignalMemory, metrics.FlatQuery(src, sel, partial), to)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		flat = append(flat, f...)
+	}
+
+	step := r.Config.Interval
+	n := int(to.Sub(from) / step)
+	if n < 1 {
+		n = 1
+	}
+	compute, err = r.Reader.RangeShared(ctx, metrics.SignalCompute, src.ComputeQuery(sel, step), metrics.CopiesQuery(src, sel, metrics.SignalCompute, step), to.Add(-time.Duration(n-1)*step), to, step)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return memory, flat, withWindow(compute, step), nil
 }
 
 // StaleMinWindow is the shortest window over which a flat memory series with zero
@@ -254,6 +280,12 @@ func (r *Recommender) feed(signal metrics.Signal, series []metrics.Series, attr 
 		if t := r.tracked[w]; t == nil || t.bootstrapped != bootstrapped {
 			continue
 		}
+		if s.WrongDevice != "" && r.tracked[w].gaps.wrongDevice != nil {
+			r.tracked[w].gaps.wrongDevice[s.ID.Pod] = s.WrongDevice
+		}
+		if len(s.Samples) == 0 {
+			continue // only says what was not used (WrongDevice)
+		}
 		if s.ID.Container == "" {
 			// Pod-level usage (KAI's gpu_fractioning_* have no container label): the
 			// pod's GPU container, never "".
@@ -325,7 +357,10 @@ type dataGaps struct {
 	unattributed map[string]string
 	// stale: pods whose memory series stayed flat with no activity (dropStale), with why.
 	stale map[string]string
-	empty int // consecutive cycles with running pods and no sample
+	// wrongDevice: pods whose series named a GPU they were not on (ReasonWrongDevice),
+	// with why.
+	wrongDevice map[string]string
+	empty       int // consecutive cycles with running pods and no sample
 	// seenCompute: compute samples were fed once; from then on a cycle without any is a
 	// gap (memory is re-read over the running interval, so it cannot show one).
 	seenCompute bool
@@ -364,7 +399,7 @@ func (r *Recommender) dataGap(w history.WorkloadKey, pods int) (reason, msg stri
 		g.seenCompute = true
 	}
 	none := g.kept[metrics.SignalCompute] == 0 && (g.seenCompute || g.kept[metrics.SignalMemory] == 0)
-	if pods > 0 && none && g.dropped[metrics.SignalMemory]+g.dropped[metrics.SignalCompute] == 0 && len(g.unattributed) == 0 {
+	if pods > 0 && none && g.dropped[metrics.SignalMemory]+g.dropped[metrics.SignalCompute] == 0 && len(g.unattributed) == 0 && len(g.wrongDevice) == 0 {
 		g.empty++
 	} else {
 		g.empty = 0

@@ -180,6 +180,9 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 		if unattributed != "" {
 			reason, msg = ReasonAmbiguousContainer, unattributed
 		}
+		if wrong := r.wrongDevice(w); wrong != "" {
+			reason, msg = ReasonWrongDevice, wrong
+		}
 		if off > 0 && off == known {
 			reason, msg = ReasonAllContainersOff, "every container's policy mode is Off"
 		}
@@ -197,6 +200,8 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 		set(gpufracv1.ConditionMetricsUnavailable, true, gapReason, gapMsg) // first recommendation, from what was valid
 	case unattributed != "":
 		set(gpufracv1.ConditionMetricsUnavailable, true, ReasonAmbiguousContainer, unattributed) // from the pods that could be attributed
+	case r.wrongDevice(w) != "":
+		set(gpufracv1.ConditionMetricsUnavailable, true, ReasonWrongDevice, r.wrongDevice(w)) // from the samples on the pods' own GPUs
 	case r.staleSeries(w) != "":
 		set(gpufracv1.ConditionMetricsUnavailable, true, ReasonStaleSeries, r.staleSeries(w)) // from the samples that were live
 	default:

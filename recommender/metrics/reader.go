@@ -54,6 +54,9 @@ const (
 	// DropOutsidePodLife: a sample of a live pod from before it was created, after it or
 	// its container ended, or a crash-loop zero (workload.SampleInLife).
 	DropOutsidePodLife = "outside_pod_life"
+	// DropWrongDevice: a sample of a series that names a GPU the pod was not on, as
+	// gpufrac's agent or the sharing backend's annotation saw it (Allocation).
+	DropWrongDevice = "wrong_device"
 	// DropStale: a memory sample of a series that stayed flat while the container's
 	// activity read 0 over its window: a value left behind by an exited process (HAMi's
 	// hami_vgpu_memory_used_bytes), neither a live peak nor a lower bound.
@@ -159,6 +162,9 @@ type Reader struct {
 	// MaxPointsPerSeries. Chunks are sized from the series count of the previous chunk;
 	// a chunk that a backend still refuses as too large is halved and retried.
 	MaxSamplesPerQuery int
+	// Allocation, when set, is checked by every decoded query: a series that names a GPU
+	// its pod was not on is dropped (DropWrongDevice) and named in Series.WrongDevice.
+	Allocation Allocation
 }
 
 func (r *Reader) timeout() time.Duration {
@@ -412,6 +418,7 @@ func (r *Reader) decode(signal Signal, m model.Matrix, copies deviceCopies) []Se
 	devices := map[ContainerID]map[model.Time][]string{}
 	sources := map[ContainerID]string{}
 	profiles := map[ContainerID]string{} // MIG profile of the container's series
+	wrong := map[ContainerID]string{}    // why series of the container were not used
 	// byDevice[device][t] lists the pods that reported a value on one device at t.
 	byDevice := map[string]map[model.Time][]devSample{}
 	for _, s := range m {
@@ -425,6 +432,15 @@ func (r *Reader) decode(signal Signal, m model.Matrix, copies deviceCopies) []Se
 			continue
 		}
 		src := string(s.Metric[SourceLabel])
+		if al, dev, bad := r.Allocation.contradicts(id, s.Metric); bad {
+			SamplesDropped.WithLabelValues(string(signal), DropWrongDevice).Add(float64(len(s.Values)))
+			what := src
+			if what == "" {
+				what = "the " + string(signal) + " series"
+			}
+			wrong[id] = fmt.Sprintf("%s of pod %s container %s names GPU %s, but %s saw the pod on %s: not used", what, id.Pod, id.Container, dev, al.By, al)
+			continue
+		}
 		own := PerProcess(src) // a per-process measurement is never a copy, equal or not
 		onMIG := s.Metric[MIGInstanceLabel] != ""
 		if p := string(s.Metric[MIGProfileLabel]); p != "" {
@@ -523,11 +539,16 @@ func (r *Reader) decode(signal Signal, m model.Matrix, copies deviceCopies) []Se
 		}
 	}
 	out := make([]Series, 0, len(merged))
+	for id := range wrong {
+		if len(merged[id]) == 0 {
+			out = append(out, Series{ID: id, WrongDevice: wrong[id]}) // nothing else of it: still said
+		}
+	}
 	for id, byTime := range merged {
 		if len(byTime) == 0 {
 			continue
 		}
-		s := Series{ID: id, Source: sources[id], MIGProfile: profiles[id], Samples: make([]Sample, 0, len(byTime))}
+		s := Series{ID: id, Source: sources[id], MIGProfile: profiles[id], WrongDevice: wrong[id], Samples: make([]Sample, 0, len(byTime))}
 		for _, devs := range devices[id] {
 			s.Devices = max(s.Devices, len(devs))
 		}

@@ -52,6 +52,10 @@ type Series struct {
 	// Compute is always a share of the whole GPU: an instance-relative field's values
 	// were converted with the profile's slice count (Field.InstanceRelative).
 	MIGProfile string
+	// WrongDevice says why series of the container were not used: they named a GPU its
+	// pod was not on (Reader.Allocation); "" when none did. A Series may then have no
+	// samples.
+	WrongDevice string
 	// Window is the span each sample aggregates, ending at its time (a max_over_time
 	// or avg_over_time window); 0 for raw samples. A sample stamped after its
 	// container ended whose window still covers the container's life is restamped at

@@ -1,0 +1,93 @@
+package recommender
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/recommender/metrics"
+	"github.com/gpufrac/gpufrac/recommender/metrics/promtest"
+	"github.com/gpufrac/gpufrac/workload"
+)
+
+// addAgent writes n samples every 30 s ending at end of gpufrac's agent for pod on the
+// GPU uuid: memory in bytes and SM utilisation as a ratio, per process.
+func addAgent(t testing.TB, prom *promtest.Server, p *corev1.Pod, uuid string, end time.Time, n int, memMiB, sm float64) {
+	start := end.Add(-time.Duration(n-1) * 30 * time.Second)
+	lbl := func(metric string) map[string]string {
+		return map[string]string{"__name__": metric, "namespace": p.Namespace, "pod": p.Name, "container": "main",
+			"UUID": uuid, "gpu": "0", "node": "node-1", "instance": "10.0.0.9:9400"}
+	}
+	prom.Add(t, lbl(metrics.Agent.Fields(metrics.SignalMemory)[0].Metric), start, 30*time.Second, promtest.Repeat(memMiB*(1<<20), n)...)
+	prom.Add(t, lbl(metrics.Agent.Fields(metrics.SignalCompute)[0].Metric), start, 30*time.Second, promtest.Repeat(sm, n)...)
+}
+
+// Kind 10 (issue 13): with MPS on two GPUs, dcgm-exporter labels some pods with the other
+// GPU, where they read 0. A series that contradicts the GPU the pod was allocated — as
+// gpufrac's agent saw its processes, or as HAMi's hami.io/vgpu-devices-allocated records
+// it — is not used, so it never shrinks anything: where the agent has the pod, its own
+// series win; where only the annotation says, the pod's wrong series are dropped and
+// counted. MetricsUnavailable=True (WrongDevice) names the pod and both GPUs. A pod whose
+// series agree with the agent is read from the source as before.
+func TestWrongDeviceLabelsAreNotUsed(t *testing.T) {
+	objs := append(deployment("ml", "right", 1), deployment("ml", "relabelled", 1)...)
+	objs = append(objs, deployment("ml", "hami", 1)...)
+	objs = append(objs, gfa("ml", "right", "right"), gfa("ml", "relabelled", "relabelled"), gfa("ml", "hami", "hami"))
+	pods := podsOf(objs)
+	pods[2].Annotations = map[string]string{workload.HAMiAllocatedAnnotation: "GPU-b,NVIDIA,20000,30:;"}
+	h := newEngineHarness(t, objs, metrics.DCGM{})
+	n := 48 * 120
+	addDCGM(t, h.prom, pods[0], "GPU-a", h.now, n, 20000, 0.6)
+	addAgent(t, h.prom, pods[0], "GPU-a", h.now, n, 19000, 0.55) // agrees with dcgm-exporter
+	addDCGM(t, h.prom, pods[1], "GPU-a", h.now, n, 0, 0)         // the other GPU's zeros
+	addAgent(t, h.prom, pods[1], "GPU-b", h.now, n, 20000, 0.5)  // where its processes run
+	addDCGM(t, h.prom, pods[2], "GPU-a", h.now, n, 0, 0)         // HAMi allocated GPU-b
+	before := dropped(metrics.SignalMemory, metrics.DropWrongDevice) + dropped(metrics.SignalCompute, metrics.DropWrongDevice)
+	h.runCycles(t, 1, nil)
+
+	rec := func(name string) gpufracv1.GPUFractionRecommendationStatus { return h.gfr(t, "ml", name).Status }
+	right := rec("right")
+	if len(right.ContainerRecommendations) != 1 || right.ContainerRecommendations[0].ComputeSource != metrics.DCGMSMActive {
+		t.Fatalf("right: %+v, want a recommendation from %s", right, metrics.DCGMSMActive)
+	}
+	if c := condition(right, gpufracv1.ConditionMetricsUnavailable); c == nil || c.Status != metav1.ConditionFalse {
+		t.Errorf("right: MetricsUnavailable %+v, want False", c)
+	}
+
+	relabelled := rec("relabelled")
+	if len(relabelled.ContainerRecommendations) != 1 {
+		t.Fatalf("relabelled: no recommendation: %+v", relabelled.Conditions)
+	}
+	cr := relabelled.ContainerRecommendations[0]
+	agentCompute := metrics.Agent.Fields(metrics.SignalCompute)[0].Metric
+	if mib := cr.Target.Memory.AsApproximateFloat64() / (1 << 20); mib < 20000*1.15 || cr.ComputeSource != agentCompute || cr.Target.Compute.MilliValue() < 500 {
+		t.Errorf("relabelled: target %s / %s from %q, want ≥ %.0fMi and ≥ 500m from the agent (%s), never the other GPU's zeros",
+			cr.Target.Memory, cr.Target.Compute, cr.ComputeSource, 20000*1.15, agentCompute)
+	}
+	c := condition(relabelled, gpufracv1.ConditionMetricsUnavailable)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonWrongDevice ||
+		!strings.Contains(c.Message, "names GPU GPU-a") || !strings.Contains(c.Message, "saw the pod on GPU-b") || !strings.Contains(c.Message, "agent's own series were used") {
+		t.Errorf("relabelled: want MetricsUnavailable=True %s naming GPU-a, GPU-b and the agent, got %+v", ReasonWrongDevice, c)
+	}
+
+	hami := rec("hami")
+	if len(hami.ContainerRecommendations) != 0 {
+		t.Errorf("hami: recommendation %+v from the other GPU's zeros", hami.ContainerRecommendations)
+	}
+	c = condition(hami, gpufracv1.ConditionMetricsUnavailable)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonWrongDevice || !strings.Contains(c.Message, workload.HAMiAllocatedAnnotation) {
+		t.Errorf("hami: want MetricsUnavailable=True %s naming the annotation, got %+v", ReasonWrongDevice, c)
+	}
+	if c := condition(hami, gpufracv1.ConditionRecommendationProvided); c == nil || c.Status != metav1.ConditionFalse {
+		t.Errorf("hami: RecommendationProvided %+v, want False", c)
+	}
+	// Every sample of the two relabelled pods: memory peaks (47 whole hours and the
+	// running one) and compute (one per minute over 48 h), of both pods.
+	if d := dropped(metrics.SignalMemory, metrics.DropWrongDevice) + dropped(metrics.SignalCompute, metrics.DropWrongDevice) - before; d < 2*48*60 {
+		t.Errorf("samples_dropped_total{wrong_device} += %v, want every sample of the two relabelled pods (≥ %d)", d, 2*48*60)
+	}
+}

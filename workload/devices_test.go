@@ -1,0 +1,33 @@
+package workload
+
+import (
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestAllocatedGPUs(t *testing.T) {
+	pod := func(v string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{HAMiAllocatedAnnotation: v}}}
+	}
+	for _, c := range []struct {
+		in   string
+		want []string
+	}{
+		{"GPU-1,NVIDIA,3000,30:;", []string{"GPU-1"}},
+		{"GPU-1,NVIDIA,3000,30:GPU-2,NVIDIA,3000,30:;GPU-1,NVIDIA,1000,0:;", []string{"GPU-1", "GPU-2"}}, // two containers
+		{"", nil},
+		{";;", nil},
+		{"garbage", nil},
+	} {
+		got, by := AllocatedGPUs(pod(c.in))
+		if !slices.Equal(got, c.want) || (by != "") != (c.want != nil) {
+			t.Errorf("%q: %v by %q, want %v", c.in, got, by, c.want)
+		}
+	}
+	if got, by := AllocatedGPUs(&corev1.Pod{}); got != nil || by != "" {
+		t.Errorf("no annotation: %v %q", got, by)
+	}
+}
