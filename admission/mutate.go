@@ -344,16 +344,21 @@ func (m *Mutator) decideFor(ctx context.Context, pod *corev1.Pod, gfa *gpufracv1
 	return o
 }
 
-// targets builds one Target per container that has a recommendation and a controlled
-// resource. Out-of-range recommendations make the pod unsafe; memory above one GPU after
-// adding overhead is capped with a warning.
+// targets builds one Target per regular container and native sidecar of the pod that
+// has a recommendation and a controlled resource; init containers that run to
+// completion are never written (where a container sits is read from the pod itself).
+// Out-of-range recommendations make the pod unsafe; memory above one GPU after adding
+// overhead is capped with a warning.
 func (m *Mutator) targets(pod *corev1.Pod, gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionRecommendation, overhead int64) ([]*backend.Target, []string, error) {
 	var targets []*backend.Target
 	var warnings []string
 	gpuMem := resource.NewQuantity(m.Config.GPUMemoryBytes, resource.BinarySI)
 	one := resource.MustParse("1")
-	for i := range pod.Spec.Containers {
-		c := &pod.Spec.Containers[i]
+	for _, pc := range workload.Containers(pod) {
+		if pc.Type == gpufracv1.ContainerTypeInit {
+			continue
+		}
+		c := pc.Container
 		var rec *gpufracv1.ContainerRecommendation
 		for j := range gfr.Status.ContainerRecommendations {
 			if gfr.Status.ContainerRecommendations[j].ContainerName == c.Name {
@@ -368,7 +373,7 @@ func (m *Mutator) targets(pod *corev1.Pod, gfa *gpufracv1.GPUFractionAutoscaler,
 		if !pol.Enabled() {
 			continue
 		}
-		t := &backend.Target{Container: c.Name, Index: i, WrittenComputeMilli: -1, SharingMode: rec.SharingMode}
+		t := &backend.Target{Container: c.Name, Init: pc.InitList(), Index: pc.Index, WrittenComputeMilli: -1, SharingMode: rec.SharingMode}
 		if q := rec.Target.Memory; q != nil && pol.Controls(gpufracv1.ResourceMemory) {
 			if q.Sign() <= 0 {
 				return nil, nil, backend.Unsafe(backend.UnsafeInvalidValue, "memory target %s of container %s is not positive", q.String(), c.Name)

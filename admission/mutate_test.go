@@ -493,3 +493,83 @@ func TestMutateRollbackFloor(t *testing.T) {
 		})
 	}
 }
+
+// Issue 14 kind 4: a GPU native sidecar next to a regular container without a GPU is
+// matched and written like a regular container, by every backend, into
+// spec.initContainers through the JSON patch; an init container that runs to completion
+// is never written: its GPU alone does not match the pod, and next to a regular GPU
+// container (hami) it is left as the pod asks while the regular container is patched.
+func TestMutateInitContainersAndNativeSidecars(t *testing.T) {
+	sidecarPod := func() *corev1.Pod {
+		side := gpuContainer("gpu-server", 1)
+		side.RestartPolicy = ptr(corev1.ContainerRestartPolicyAlways)
+		p := podOf(corev1.Container{Name: "app", Image: "img"})
+		p.Spec.InitContainers = []corev1.Container{{Name: "wait", Image: "img"}, side}
+		return p
+	}
+	side := containerRec("gpu-server", "2Gi", "200m")
+	side.ContainerType, side.SharingMode = gpufracv1.ContainerTypeSidecar, gpufracv1.SharingModeMPS
+	for _, b := range backend.Types {
+		if b == gpufracv1.BackendDRA {
+			continue // writes a claim template through the API: backend.TestRoundTripNativeSidecar
+		}
+		t.Run(string(b), func(t *testing.T) {
+			m := mutator(t, Config{}, autoscaler("web", gpufracv1.UpdateModeInitial, b), recommendation("web", 80, side))
+			o, _, got := handle(t, m, sidecarPod())
+			if o.skip != "" {
+				t.Fatalf("skipped %s %v", o.skip, o.warnings)
+			}
+			rec, err := gpufracv1.ParseApplied(got.Annotations)
+			if err != nil || rec == nil || len(rec.Containers) != 1 || rec.Containers[0].Name != "gpu-server" || rec.Containers[0].Memory.String() != "2Gi" {
+				t.Fatalf("applied %+v (%v), want the sidecar at 2Gi", rec, err)
+			}
+			s := &got.Spec.InitContainers[1]
+			switch b {
+			case gpufracv1.BackendHAMi:
+				if v, _ := resourceValue(s, "limits", "nvidia.com/gpumem"); v != 2048 {
+					t.Errorf("sidecar gpumem %d", v)
+				}
+			case gpufracv1.BackendMPS:
+				if v, _ := env(s, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"); v != "0=2048M" {
+					t.Errorf("sidecar env %v", s.Env)
+				}
+			case gpufracv1.BackendKAI, gpufracv1.BackendKAINVFractions:
+				if _, ok := s.Resources.Limits["nvidia.com/gpu"]; ok || got.Annotations["gpu-fraction-container-name"] != "gpu-server" {
+					t.Errorf("sidecar limits %v, container name %q", s.Resources.Limits, got.Annotations["gpu-fraction-container-name"])
+				}
+			case gpufracv1.BackendAnnotations:
+				if got.Annotations["gpufrac.io/container.gpu-server.gpu-memory"] != "2Gi" {
+					t.Errorf("annotations %v", got.Annotations)
+				}
+			}
+			if app, wait := got.Spec.Containers[0], got.Spec.InitContainers[0]; len(app.Resources.Limits)+len(app.Env)+len(wait.Resources.Limits)+len(wait.Env) != 0 {
+				t.Errorf("other containers changed: %+v %+v", app, wait)
+			}
+		})
+	}
+
+	warm := containerRec("warmup", "6Gi", "900m")
+	warm.ContainerType = gpufracv1.ContainerTypeInit
+	initPod := func(main corev1.Container) *corev1.Pod {
+		p := podOf(main)
+		p.Spec.InitContainers = []corev1.Container{gpuContainer("warmup", 1)}
+		return p
+	}
+	m := mutator(t, Config{}, autoscaler("web", gpufracv1.UpdateModeInitial, gpufracv1.BackendHAMi), recommendation("web", 80, containerRec("main", "2Gi", ""), warm))
+	if o, _, _ := handle(t, m, initPod(corev1.Container{Name: "main", Image: "img"})); o.skip != SkipNoGPU {
+		t.Errorf("a GPU only in an init container: %q, want %s", o.skip, SkipNoGPU)
+	}
+	o, _, got := handle(t, m, initPod(gpuContainer("main", 1)))
+	if o.skip != "" {
+		t.Fatalf("pod with a GPU init container skipped: %s %v", o.skip, o.warnings)
+	}
+	if v, _ := resourceValue(&got.Spec.Containers[0], "limits", "nvidia.com/gpumem"); v != 2048 {
+		t.Errorf("main gpumem %d, want 2048", v)
+	}
+	if l := got.Spec.InitContainers[0].Resources.Limits; len(l) != 1 {
+		t.Errorf("init container written: %v", l)
+	}
+	if rec, _ := gpufracv1.ParseApplied(got.Annotations); rec == nil || len(rec.Containers) != 1 || rec.Containers[0].Name != "main" {
+		t.Errorf("applied %+v, want main only", rec)
+	}
+}

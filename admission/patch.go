@@ -14,7 +14,7 @@ import (
 // diffPod returns the JSON patch (RFC 6902) that turns orig into mod, covering only the
 // fields a backend may change: metadata.annotations, metadata.labels,
 // spec.schedulerName, each pod claim's resourceClaimTemplateName, and each container's
-// resources.limits, resources.requests and env.
+// and init container's resources.limits, resources.requests and env.
 // Patching only these paths, rather than re-serialising the whole decoded pod, never
 // drops fields that this binary's API types do not know (a newer cluster's).
 func diffPod(orig, mod *corev1.Pod) []jsonpatch.Operation {
@@ -30,11 +30,17 @@ func diffPod(orig, mod *corev1.Pod) []jsonpatch.Operation {
 			ops = append(ops, jsonpatch.NewOperation("add", "/spec/resourceClaims/"+strconv.Itoa(i)+"/resourceClaimTemplateName", jsonString(*m)))
 		}
 	}
-	for i := range mod.Spec.Containers {
-		oc, mc := &orig.Spec.Containers[i], &mod.Spec.Containers[i]
-		base := "/spec/containers/" + strconv.Itoa(i)
-		ops = diffResources(ops, base+"/resources", &oc.Resources, &mc.Resources)
-		ops = diffEnv(ops, base+"/env", oc.Env, mc.Env)
+	ops = diffContainers(ops, "/spec/initContainers/", orig.Spec.InitContainers, mod.Spec.InitContainers)
+	return diffContainers(ops, "/spec/containers/", orig.Spec.Containers, mod.Spec.Containers)
+}
+
+// diffContainers patches the resources and env of each container of a list (native
+// sidecars are written in spec.initContainers, the others in spec.containers).
+func diffContainers(ops []jsonpatch.Operation, path string, orig, mod []corev1.Container) []jsonpatch.Operation {
+	for i := range mod {
+		base := path + strconv.Itoa(i)
+		ops = diffResources(ops, base+"/resources", &orig[i].Resources, &mod[i].Resources)
+		ops = diffEnv(ops, base+"/env", orig[i].Env, mod[i].Env)
 	}
 	return ops
 }

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
@@ -51,6 +52,17 @@ func TestDiffPod(t *testing.T) {
 			return p
 		}(), func(p *corev1.Pod) { p.Spec.ResourceClaims[1].ResourceClaimTemplateName = ptr("gpu-gpufrac-0a1b2c3d") }},
 		"no change": {podOf(gpuContainer("a", 1)), func(*corev1.Pod) {}},
+		"native sidecar resources and env, regular container untouched": {func() *corev1.Pod {
+			p := podOf(corev1.Container{Name: "app"})
+			side := gpuContainer("gpu-server", 1)
+			always := corev1.ContainerRestartPolicyAlways
+			side.RestartPolicy = &always
+			p.Spec.InitContainers = []corev1.Container{{Name: "wait"}, side}
+			return p
+		}(), func(p *corev1.Pod) {
+			backend.SetResource(&p.Spec.InitContainers[1], "nvidia.com/gpumem", 3072)
+			backend.SetEnv(&p.Spec.InitContainers[1], "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "25")
+		}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			mod := tc.orig.DeepCopy()
@@ -69,6 +81,11 @@ func TestDiffPod(t *testing.T) {
 			got := &corev1.Pod{}
 			if err := json.Unmarshal(out, got); err != nil {
 				t.Fatal(err)
+			}
+			for _, op := range ops {
+				if name == "native sidecar resources and env, regular container untouched" && !strings.HasPrefix(op.Path, "/spec/initContainers/1/") {
+					t.Errorf("operation outside the sidecar: %s", op.Path)
+				}
 			}
 			if !equality.Semantic.DeepEqual(got, mod) {
 				t.Errorf("patched pod differs\npatch %s\ngot  %s", pb, out)

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/workload"
 )
 
 // annotationsBackend writes neutral gpufrac.io/* annotations for clusters that enforce
@@ -71,7 +72,8 @@ func (b *annotationsBackend) WritesCompute() bool { return true }
 
 // Read implements Codec: the per-container keys (the pod totals are not per container).
 func (b *annotationsBackend) Read(pod *corev1.Pod) map[string]Allocation {
-	return readEach(pod, func(_ int, c *corev1.Container, a *Allocation) {
+	return readEach(pod, func(pc workload.PodContainer, a *Allocation) {
+		c := pc.Container
 		prefix := b.cfg.Annotations.ContainerPrefix + c.Name
 		if q, err := resource.ParseQuantity(pod.Annotations[prefix+gpufracv1.AnnotationContainerMemorySuffix]); err == nil {
 			a.Memory = q.Value()

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/workload"
 )
 
 // MiB is one mebibyte, bytes.
@@ -248,24 +249,28 @@ func IsGPUContainer(c *corev1.Container, prefix string) bool {
 	return false
 }
 
-// containers returns the containers a backend reads: pod.spec.containers, in order.
-func containers(pod *corev1.Pod) []*corev1.Container {
-	out := make([]*corev1.Container, len(pod.Spec.Containers))
-	for i := range pod.Spec.Containers {
-		out[i] = &pod.Spec.Containers[i]
+// containers returns the containers a backend writes and reads: the regular containers
+// and the native sidecars (init containers with restartPolicy Always, which run for the
+// pod's life), in start order (workload.Containers). Init containers that run to
+// completion are never written.
+func containers(pod *corev1.Pod) []workload.PodContainer {
+	var out []workload.PodContainer
+	for _, c := range workload.Containers(pod) {
+		if c.Type != gpufracv1.ContainerTypeInit {
+			out = append(out, c)
+		}
 	}
 	return out
 }
 
-// readEach reads every container of pod (container i of containers(pod)) with read,
-// which sets what it finds in a (nothing found to start with), and keeps those where a
-// value was found.
-func readEach(pod *corev1.Pod, read func(i int, c *corev1.Container, a *Allocation)) map[string]Allocation {
+// readEach reads every container of containers(pod) with read, which sets what it
+// finds in a (nothing found to start with), and keeps those where a value was found.
+func readEach(pod *corev1.Pod, read func(c workload.PodContainer, a *Allocation)) map[string]Allocation {
 	out := map[string]Allocation{}
-	for i, c := range containers(pod) {
+	for _, c := range containers(pod) {
 		a := none
-		if read(i, c, &a); a.found() {
-			out[c.Name] = a
+		if read(c, &a); a.found() {
+			out[c.Container.Name] = a
 		}
 	}
 	return out

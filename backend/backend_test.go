@@ -236,6 +236,25 @@ func TestKAIRules(t *testing.T) {
 	_, err = b.Apply(podOf(gpuContainer("a", 2)), []*Target{target("a", 0, 100, -1)})
 	wantUnsafe(t, err, UnsafeMultiGPU)
 
+	// Native sidecars: a GPU sidecar next to a regular target is an init container's
+	// whole GPU; a regular container's next to a sidecar target is a neighbour's; a
+	// sidecar target asks for one GPU at most.
+	always := corev1.ContainerRestartPolicyAlways
+	sidecarPod := func(regular corev1.Container, n int64) *corev1.Pod {
+		side := gpuContainer("side", n)
+		side.RestartPolicy = &always
+		p := podOf(regular)
+		p.Spec.InitContainers = []corev1.Container{side}
+		return p
+	}
+	sideTarget := func() *Target { t := target("side", 0, 100, -1); t.Init = true; return t }
+	_, err = b.Apply(sidecarPod(gpuContainer("a", 1), 1), []*Target{target("a", 0, 100, -1)})
+	wantUnsafe(t, err, UnsafeInitContainerGPU)
+	_, err = b.Apply(sidecarPod(gpuContainer("a", 1), 1), []*Target{sideTarget()})
+	wantUnsafe(t, err, UnsafeWholeGPUNeighbour)
+	_, err = b.Apply(sidecarPod(corev1.Container{Name: "a"}, 2), []*Target{sideTarget()})
+	wantUnsafe(t, err, UnsafeMultiGPU)
+
 	// Second container gets the fraction: named by annotation; sidecar untouched; queue set.
 	p = podOf(corev1.Container{Name: "proxy"}, gpuContainer("model", 1))
 	if _, err := b.Apply(p, []*Target{target("model", 1, 2048, -1)}); err != nil {

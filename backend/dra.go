@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/workload"
 )
 
 // The opaque parameters of NVIDIA's DRA driver for GPUs (github.com/NVIDIA/k8s-dra-driver-gpu,
@@ -391,8 +392,8 @@ func (b *draBackend) Read(pod *corev1.Pod) map[string]Allocation {
 			perClaim[p.Name] = b.readTemplate(t)
 		}
 	}
-	return readEach(pod, func(_ int, c *corev1.Container, a *Allocation) {
-		for _, rc := range c.Resources.Claims {
+	return readEach(pod, func(c workload.PodContainer, a *Allocation) {
+		for _, rc := range c.Container.Resources.Claims {
 			if v, ok := perClaim[rc.Name]; ok && v.found() {
 				*a = v
 			}

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/workload"
 )
 
 // hamiBackend writes HAMi's per-container extended resources next to nvidia.com/gpu:
@@ -54,7 +55,8 @@ func (b *hamiBackend) WritesCompute() bool { return true }
 
 // Read implements Codec: the limits MemoryResource (MiB) and CoresResource (percent).
 func (b *hamiBackend) Read(pod *corev1.Pod) map[string]Allocation {
-	return readEach(pod, func(_ int, c *corev1.Container, a *Allocation) {
+	return readEach(pod, func(pc workload.PodContainer, a *Allocation) {
+		c := pc.Container
 		if q, ok := c.Resources.Limits[b.cfg.HAMi.MemoryResource]; ok {
 			a.Memory = q.Value() * MiB
 		}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/workload"
 )
 
 // kaiBackend writes KAI scheduler's pod-level fraction annotations: gpu-memory (MiB,
@@ -71,8 +72,8 @@ func (b *kaiBackend) WritesCompute() bool { return false }
 // memory (truncated to bytes).
 func (b *kaiBackend) Read(pod *corev1.Pod) map[string]Allocation {
 	kc := b.cfg.KAI
-	return readEach(pod, func(i int, c *corev1.Container, a *Allocation) {
-		if !isKAIContainer(pod, i, c, kc) {
+	return readEach(pod, func(c workload.PodContainer, a *Allocation) {
+		if !isKAIContainer(pod, c, kc) {
 			return
 		}
 		if n, err := strconv.ParseInt(pod.Annotations[kc.MemoryAnnotation], 10, 64); err == nil && n > 0 {
@@ -83,20 +84,22 @@ func (b *kaiBackend) Read(pod *corev1.Pod) map[string]Allocation {
 	})
 }
 
-// isKAIContainer reports whether c, container i of pod.spec.containers, receives a
-// pod's KAI fraction: the one named by the container-name annotation, else the first
+// isKAIContainer reports whether c receives a pod's KAI fraction: the container (regular
+// or native sidecar) named by the container-name annotation, else the first regular
 // container.
-func isKAIContainer(pod *corev1.Pod, i int, c *corev1.Container, kc KAIConfig) bool {
+func isKAIContainer(pod *corev1.Pod, c workload.PodContainer, kc KAIConfig) bool {
 	if name, ok := pod.Annotations[kc.ContainerNameAnnotation]; ok && name != "" {
-		return c.Name == name
+		return c.Container.Name == name
 	}
-	return i == 0
+	return c.Type == gpufracv1.ContainerTypeRegular && c.Index == 0
 }
 
 // prepareKAI checks and applies what the kai and kai-nvfractions backends share: one
-// target container with memory, no whole-GPU request anywhere else, no multi-device
-// fraction, the KAI scheduler, the optional queue label, and the container name
-// annotation when the target is not the first container. It returns the one target.
+// target container (a regular container or a native sidecar) with memory, no whole-GPU
+// request anywhere else (init containers included), no multi-device fraction, the KAI
+// scheduler, the optional queue label, and the container name annotation when the
+// target is not the first regular container (KAI looks the name up in spec.containers,
+// then spec.initContainers). It returns the one target.
 func prepareKAI(pod *corev1.Pod, targets []*Target, cfg Config, backend string) (*Target, error) {
 	kc := cfg.KAI
 	if len(targets) != 1 {
@@ -110,19 +113,17 @@ func prepareKAI(pod *corev1.Pod, targets []*Target, cfg Config, backend string) 
 	if !t.HasMemory {
 		return nil, Unsafe(UnsafeNeedsMemory, "%s fractions are memory fractions, but memory is not controlled for container %s", backend, t.Container)
 	}
-	for i := range pod.Spec.InitContainers {
-		if GPUCount(&pod.Spec.InitContainers[i], cfg.GPUResource) > 0 {
-			return nil, Unsafe(UnsafeInitContainerGPU, "init container %s asks for %s, which KAI rejects next to a fraction", pod.Spec.InitContainers[i].Name, cfg.GPUResource)
-		}
-	}
-	for i := range pod.Spec.Containers {
-		c := &pod.Spec.Containers[i]
+	for _, pc := range workload.Containers(pod) {
+		c := pc.Container
 		n := GPUCount(c, cfg.GPUResource)
+		target := pc.InitList() == t.Init && pc.Index == t.Index
 		switch {
-		case i == t.Index && n > 1:
+		case target && n > 1:
 			return nil, Unsafe(UnsafeMultiGPU, "container %s asks for %d %s; gpufrac writes fractions of one GPU only", c.Name, n, cfg.GPUResource)
-		case i == t.Index:
+		case target:
 			RemoveResource(c, cfg.GPUResource)
+		case n > 0 && pc.InitList():
+			return nil, Unsafe(UnsafeInitContainerGPU, "init container %s asks for %s, which KAI rejects next to a fraction", c.Name, cfg.GPUResource)
 		case n > 0:
 			return nil, Unsafe(UnsafeWholeGPUNeighbour, "container %s asks for whole GPUs (%s), which KAI rejects next to a fraction", c.Name, cfg.GPUResource)
 		}
@@ -147,7 +148,7 @@ func prepareKAI(pod *corev1.Pod, targets []*Target, cfg Config, backend string) 
 			pod.Labels[kc.QueueLabel] = kc.Queue
 		}
 	}
-	if _, ok := pod.Annotations[kc.ContainerNameAnnotation]; ok || t.Index != 0 {
+	if _, ok := pod.Annotations[kc.ContainerNameAnnotation]; ok || t.Init || t.Index != 0 {
 		SetAnnotation(pod, kc.ContainerNameAnnotation, t.Container)
 	}
 	return t, nil

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/workload"
 )
 
 // nvFractionsBackend writes KAI's NvFractions per-container annotations
@@ -75,7 +76,8 @@ func (b *nvFractionsBackend) WritesCompute() bool { return false }
 // Read implements Codec: each container's gpu-memory.request key (the limit is not what
 // the container is sized to).
 func (b *nvFractionsBackend) Read(pod *corev1.Pod) map[string]Allocation {
-	return readEach(pod, func(_ int, c *corev1.Container, a *Allocation) {
+	return readEach(pod, func(pc workload.PodContainer, a *Allocation) {
+		c := pc.Container
 		if q, err := resource.ParseQuantity(pod.Annotations[b.cfg.NVFractions.Prefix+c.Name+nvRequestSuffix]); err == nil {
 			a.Memory = q.Value()
 		}

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/workload"
 )
 
 // mpsBackend writes CUDA MPS client limits as environment variables of each GPU
@@ -66,7 +67,8 @@ func (b *mpsBackend) WritesCompute() bool { return true }
 // Read implements Codec: PinnedMemoryEnv ("<device>=<MiB>M", possibly several devices;
 // the configured Device counts) and ThreadPercentageEnv (percent).
 func (b *mpsBackend) Read(pod *corev1.Pod) map[string]Allocation {
-	return readEach(pod, func(_ int, c *corev1.Container, a *Allocation) {
+	return readEach(pod, func(pc workload.PodContainer, a *Allocation) {
+		c := pc.Container
 		for _, e := range c.Env {
 			switch e.Name {
 			case b.cfg.MPS.PinnedMemoryEnv:

@@ -160,3 +160,58 @@ func TestDRARoundTrip(t *testing.T) {
 		t.Errorf("read %+v, want 2048MiB and no compute", got)
 	}
 }
+
+// Native sidecars (issue 14 kind 4): every backend writes a fraction into a GPU native
+// sidecar (spec.initContainers, restartPolicy Always) as into a regular container and
+// reads it back; an init container that runs to completion is never read, even with the
+// keys a backend writes; the regular container without a GPU is untouched. KAI names the
+// sidecar (it is never the first regular container) and removes its whole GPU; dra
+// writes the claim the sidecar uses.
+func TestRoundTripNativeSidecar(t *testing.T) {
+	for _, b := range Types {
+		t.Run(string(b), func(t *testing.T) {
+			cl := draClient(t, draSource("gpu-tmpl", "gpu.nvidia.com"))
+			codec := backend(t, Config{DRA: DRAConfig{Templates: ClientClaimTemplates{Reader: cl, Writer: cl}}}, b)
+			claim := []corev1.ResourceClaim{{Name: "gpu"}} // dra: the sidecar's and the init container's
+			side := gpuContainer("gpu-server", 1)
+			always := corev1.ContainerRestartPolicyAlways
+			side.RestartPolicy, side.Resources.Claims = &always, claim
+			warm := corev1.Container{Name: "warmup", Env: []corev1.EnvVar{{Name: "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", Value: "50"}}, Resources: corev1.ResourceRequirements{Claims: claim}}
+			pod := podOf(corev1.Container{Name: "app", Image: "img"})
+			pod.Namespace = "ns"
+			tmpl := "gpu-tmpl"
+			pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: &tmpl}}
+			pod.Spec.InitContainers = []corev1.Container{warm, side}
+			pod.Annotations = map[string]string{"gpufrac.io/container.warmup.gpu-compute": "500m"}
+			tg := target("gpu-server", 1, 3072, 250)
+			tg.Init = true
+			if _, err := codec.Apply(pod, []*Target{tg}); err != nil {
+				t.Fatal(err)
+			}
+			if !tg.Wrote() {
+				t.Fatal("nothing written for the sidecar")
+			}
+			got := codec.Read(pod)
+			want := Allocation{Memory: 3072 * MiB, Compute: -1}
+			if codec.WritesCompute() {
+				want.Compute = 250
+			}
+			if len(got) != 1 || got["gpu-server"] != want {
+				t.Errorf("read %v, want only gpu-server %+v", got, want)
+			}
+			if app := pod.Spec.Containers[0]; len(app.Resources.Limits) != 0 || len(app.Env) != 0 {
+				t.Errorf("regular container changed: %+v", app)
+			}
+			switch b {
+			case gpufracv1.BackendKAI, gpufracv1.BackendKAINVFractions:
+				if _, ok := pod.Spec.InitContainers[1].Resources.Limits["nvidia.com/gpu"]; ok || pod.Annotations["gpu-fraction-container-name"] != "gpu-server" {
+					t.Errorf("KAI: sidecar limits %v, container name %q", pod.Spec.InitContainers[1].Resources.Limits, pod.Annotations["gpu-fraction-container-name"])
+				}
+			case gpufracv1.BackendAnnotations:
+				if pod.Annotations["gpufrac.io/gpu-memory"] != "3Gi" {
+					t.Errorf("pod total %q, want the sidecar's 3Gi", pod.Annotations["gpufrac.io/gpu-memory"])
+				}
+			}
+		})
+	}
+}

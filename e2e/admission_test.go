@@ -355,6 +355,8 @@ func TestAdmission(t *testing.T) {
 		})
 	})
 
+	t.Run("init containers and native sidecars", func(t *testing.T) { admInitAndSidecars(t) })
+
 	t.Run("namespace without autoscalers", func(t *testing.T) {
 		dep := gpuDeployment(admNoneNS, "plain", "main", 2)
 		create(t, dep)
@@ -771,4 +773,111 @@ func apiserverWebhookHistogram(ctx context.Context) (histogram, error) {
 		return histogram{}, fmt.Errorf("GET /metrics: %s", resp.Status)
 	}
 	return parseHistogram(resp.Body, "apiserver_admission_webhook_admission_duration_seconds", "name", admission.MutatingWebhookName)
+}
+
+// admInitAndSidecars (issue 14 kind 4): a GPU held by a native sidecar (an init container
+// with restartPolicy Always, next to a regular container without a GPU) reaches the
+// webhook through its matchConditions and gets its fraction written, with hami
+// (resources of spec.initContainers) and mps (env of spec.initContainers); a pod with a
+// GPU init container that runs to completion is not skipped: its regular container gets
+// the fraction, the init container is left as the pod asks. The recommendations are
+// written as the recommender writes them: each says where its container sits, and the
+// pod's confidence leaves the init container's 3 % out.
+func admInitAndSidecars(t *testing.T) {
+	ctx := t.Context()
+	gpu := func(name string) corev1.Container {
+		return corev1.Container{Name: name, Image: "registry.k8s.io/pause:3.10",
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}}}
+	}
+	limit := func(c *corev1.Container, n corev1.ResourceName) string { q := c.Resources.Limits[n]; return q.String() }
+	sidecar := gpu("gpu-server")
+	sidecar.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
+	cpuOnly := corev1.Container{Name: "app", Image: "registry.k8s.io/pause:3.10"}
+	mem, cpu, big := resource.MustParse("3Gi"), resource.MustParse("250m"), resource.MustParse("6Gi")
+	rec := func(name string, typ gpufracv1.ContainerType, m *resource.Quantity, conf int32) gpufracv1.ContainerRecommendation {
+		return gpufracv1.ContainerRecommendation{ContainerName: name, ContainerType: typ, Target: gpufracv1.GPUResources{Memory: m, Compute: &cpu},
+			SharingMode: gpufracv1.SharingModeMPS, SharingModeReason: "written by the e2e test", ConfidencePercent: conf, HistoryHours: 48}
+	}
+	cases := []struct {
+		name    string
+		backend gpufracv1.BackendType
+		init    []corev1.Container
+		main    corev1.Container
+		recs    []gpufracv1.ContainerRecommendation
+		written string                     // the one container in the applied record
+		check   func(p *corev1.Pod) string // what is wrong with the pod, or ""
+	}{
+		{"sidecar-hami", gpufracv1.BackendHAMi, []corev1.Container{sidecar}, cpuOnly,
+			[]gpufracv1.ContainerRecommendation{rec("gpu-server", gpufracv1.ContainerTypeSidecar, &mem, 90)}, "gpu-server",
+			func(p *corev1.Pod) string {
+				if c := &p.Spec.InitContainers[0]; limit(c, "nvidia.com/gpumem") != "3328" || limit(c, "nvidia.com/gpucores") != "25" || limit(c, "nvidia.com/gpu") != "1" {
+					return fmt.Sprintf("sidecar limits %v", c.Resources.Limits)
+				}
+				return ""
+			}},
+		{"sidecar-mps", gpufracv1.BackendMPS, []corev1.Container{sidecar}, cpuOnly,
+			[]gpufracv1.ContainerRecommendation{rec("gpu-server", gpufracv1.ContainerTypeSidecar, &mem, 90)}, "gpu-server",
+			func(p *corev1.Pod) string {
+				env := map[string]string{}
+				for _, e := range p.Spec.InitContainers[0].Env {
+					env[e.Name] = e.Value
+				}
+				if env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] != "25" || env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] != "0=3072M" || len(p.Spec.Containers[0].Env) != 0 {
+					return fmt.Sprintf("sidecar env %v, app env %v", p.Spec.InitContainers[0].Env, p.Spec.Containers[0].Env)
+				}
+				return ""
+			}},
+		{"init-hami", gpufracv1.BackendHAMi, []corev1.Container{gpu("warmup")}, gpu("main"),
+			[]gpufracv1.ContainerRecommendation{rec("main", gpufracv1.ContainerTypeRegular, &mem, 90), rec("warmup", gpufracv1.ContainerTypeInit, &big, 3)}, "main",
+			func(p *corev1.Pod) string {
+				if c := &p.Spec.Containers[0]; limit(c, "nvidia.com/gpumem") != "3328" {
+					return fmt.Sprintf("main limits %v", c.Resources.Limits)
+				}
+				if c := &p.Spec.InitContainers[0]; len(c.Resources.Limits) != 1 || limit(c, "nvidia.com/gpu") != "1" {
+					return fmt.Sprintf("init container changed: %v", c.Resources.Limits)
+				}
+				return ""
+			}},
+	}
+	deps := map[string]*appsv1.Deployment{}
+	for _, tc := range cases {
+		dep := gpuDeployment(admNS, tc.name, "x", 0)
+		dep.Spec.Template.Spec.InitContainers = tc.init
+		dep.Spec.Template.Spec.Containers = []corev1.Container{tc.main}
+		create(t, dep)
+		deps[tc.name] = dep
+		gfa := admAutoscaler(admNS, tc.name, gpufracv1.UpdateModeInitial, tc.backend)
+		create(t, gfa)
+		r := admRecommendation(t, gfa)
+		r.Status.ContainerRecommendations = tc.recs
+		if err := testCluster.Client.Status().Update(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range cases {
+		waitFor(t, 30*time.Second, "webhook cache has "+tc.name, func() (bool, error) {
+			p, err := dryRunPod(ctx, deps[tc.name])
+			if err != nil {
+				return false, err
+			}
+			rec, err := gpufracv1.ParseApplied(p.Annotations)
+			return err == nil && rec != nil && rec.Container(tc.written) != nil, err
+		})
+		scale(t, deps[tc.name], 1)
+	}
+	for _, tc := range cases {
+		waitFor(t, 60*time.Second, "pod of "+tc.name, func() (bool, error) { return len(admPods(t, admNS, tc.name)) == 1, nil })
+		p := admPods(t, admNS, tc.name)[0]
+		applied, err := gpufracv1.ParseApplied(p.Annotations)
+		if err != nil || applied == nil {
+			t.Errorf("%s: pod %s not patched: applied record %v (%v)", tc.name, p.Name, applied, err)
+			continue
+		}
+		if len(applied.Containers) != 1 || applied.Containers[0].Name != tc.written || applied.Containers[0].Memory.String() != "3Gi" {
+			t.Errorf("%s: applied %+v, want only %s at 3Gi", tc.name, applied.Containers, tc.written)
+		}
+		if msg := tc.check(&p); msg != "" {
+			t.Errorf("%s: pod %s: %s", tc.name, p.Name, msg)
+		}
+	}
 }

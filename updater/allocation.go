@@ -5,6 +5,7 @@ import (
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/backend"
+	"github.com/gpufrac/gpufrac/workload"
 )
 
 // AllocationSource says where a pod's applied fraction was read from.
@@ -48,7 +49,8 @@ type PodAllocation struct {
 // present and valid, else from the backend's fields (backend.Codec.Read) minus
 // memoryOverhead (bytes: the webhook's per-backend overhead plus
 // spec.backend.memoryOverhead), else, for containers asking for exactly one
-// cfg.GPUResource, a whole GPU (cfg.GPUMemoryBytes, and 1000 milli of compute where the
+// cfg.GPUResource, a whole GPU. Containers are the regular ones and the native sidecars;
+// init containers that run to completion are never read (cfg.GPUMemoryBytes, and 1000 milli of compute where the
 // backend writes compute). cfg must have defaults applied; an unknown backend type reads
 // no fields.
 func ReadAllocation(pod *corev1.Pod, bt gpufracv1.BackendType, cfg backend.Config, memoryOverhead int64) PodAllocation {
@@ -76,8 +78,11 @@ func ReadAllocation(pod *corev1.Pod, bt gpufracv1.BackendType, cfg backend.Confi
 	if codec != nil {
 		fields = codec.Read(pod)
 	}
-	for i := range pod.Spec.Containers {
-		c := &pod.Spec.Containers[i]
+	for _, pc := range workload.Containers(pod) {
+		if pc.Type == gpufracv1.ContainerTypeInit {
+			continue // never written: the webhook writes regular containers and native sidecars
+		}
+		c := pc.Container
 		if f, ok := fields[c.Name]; ok {
 			a := Alloc{Memory: f.Memory, Compute: f.Compute, Source: SourceBackendFields}
 			if a.Memory >= 0 {

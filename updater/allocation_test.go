@@ -2,7 +2,9 @@ package updater
 
 import (
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -99,5 +101,64 @@ func TestReadAllocationKAIReserved(t *testing.T) {
 		if reserved > 0 && got > 5980*mib*103/100 {
 			t.Errorf("reserved %d MiB: read %d MiB, more than 3%% above what was written (total memory as denominator?)", reserved/mib, got/mib)
 		}
+	}
+}
+
+// A pod without an applied record (created before gpufrac, or by another writer) is
+// read in its native sidecars as in its regular containers: backend fields, else a
+// whole GPU. An init container that runs to completion is never read, whatever it asks.
+func TestReadAllocationNativeSidecar(t *testing.T) {
+	cfg := backend.Config{}.WithDefaults()
+	always := corev1.ContainerRestartPolicyAlways
+	gpu := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
+	hami := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1"), "nvidia.com/gpumem": resource.MustParse("2048"), "nvidia.com/gpucores": resource.MustParse("30")}
+	pod := &corev1.Pod{Spec: corev1.PodSpec{
+		InitContainers: []corev1.Container{
+			{Name: "warmup", Resources: corev1.ResourceRequirements{Limits: gpu}},
+			{Name: "fractioned", RestartPolicy: &always, Resources: corev1.ResourceRequirements{Limits: hami}},
+			{Name: "whole", RestartPolicy: &always, Resources: corev1.ResourceRequirements{Limits: gpu}},
+		},
+		Containers: []corev1.Container{{Name: "app"}},
+	}}
+	a := ReadAllocation(pod, gpufracv1.BackendHAMi, cfg, 0)
+	want := map[string]Alloc{
+		"fractioned": {Memory: 2048 << 20, Compute: 300, Source: SourceBackendFields},
+		"whole":      {Memory: cfg.GPUMemoryBytes, Compute: 1000, Source: SourceWholeGPU},
+	}
+	if len(a.Containers) != len(want) {
+		t.Errorf("read %+v, want %+v", a.Containers, want)
+	}
+	for name, w := range want {
+		if got := a.Containers[name]; got != w {
+			t.Errorf("%s: %+v, want %+v", name, got, w)
+		}
+	}
+}
+
+// A pod created before gpufrac whose native sidecar holds a whole GPU is out of date
+// with the sidecar's recommendation (shrink); its GPU init container, recommended 6Gi,
+// is never compared, so it neither grows nor holds the pod.
+func TestSidecarComparedInitContainerNot(t *testing.T) {
+	cfg := backend.Config{}.WithDefaults()
+	always := corev1.ContainerRestartPolicyAlways
+	gpu := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
+	pod := &corev1.Pod{Spec: corev1.PodSpec{
+		InitContainers: []corev1.Container{
+			{Name: "warmup", Resources: corev1.ResourceRequirements{Limits: gpu}},
+			{Name: "gpu-server", RestartPolicy: &always, Resources: corev1.ResourceRequirements{Limits: gpu}},
+		},
+		Containers: []corev1.Container{{Name: "app"}},
+	}}
+	mem := func(s string) gpufracv1.GPUResources {
+		q := resource.MustParse(s)
+		return gpufracv1.GPUResources{Memory: &q}
+	}
+	gfr := &gpufracv1.GPUFractionRecommendation{Status: gpufracv1.GPUFractionRecommendationStatus{ContainerRecommendations: []gpufracv1.ContainerRecommendation{
+		{ContainerName: "gpu-server", ContainerType: gpufracv1.ContainerTypeSidecar, Target: mem("2Gi"), LowerBound: mem("1Gi"), UpperBound: mem("4Gi")},
+		{ContainerName: "warmup", ContainerType: gpufracv1.ContainerTypeInit, Target: mem("200Gi"), LowerBound: mem("200Gi"), UpperBound: mem("200Gi")},
+	}}}
+	n := Evaluate(ReadAllocation(pod, gpufracv1.BackendHAMi, cfg, 0), TargetsOf(&gpufracv1.GPUFractionAutoscaler{}, gfr), PodFacts{Age: time.Hour}, Rules{Threshold: 0.1, NearLimit: 0.9})
+	if !n.Shrink || n.Grow || !strings.Contains(n.Reason(), "gpu-server: memory 80Gi above upper bound 4Gi") || strings.Contains(n.Reason(), "warmup") {
+		t.Errorf("need %+v (%s), want the sidecar shrunk and the init container left alone", n, n.Reason())
 	}
 }

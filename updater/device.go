@@ -120,13 +120,14 @@ func (u *Updater) reservePending(ctx context.Context, cy *cycle) {
 }
 
 // podNeed is what a pod not yet bound will take on a node: its request of the GPU
-// resource and, for HAMi, its largest container's memory resource (MiB), or, for a KAI
+// resource and, for HAMi, its largest container's memory resource (MiB; any container,
+// init containers and native sidecars included), or, for a KAI
 // fraction (its scheduler, or its gpu-memory or gpu-fraction annotation), that memory
 // of one GPU.
 func podNeed(pod *corev1.Pod, cfg backend.Config) Replacement {
 	r := Replacement{GPUs: podRequest(pod, cfg.GPUResource)}
-	for i := range pod.Spec.Containers {
-		if q, ok := pod.Spec.Containers[i].Resources.Limits[cfg.HAMi.MemoryResource]; ok {
+	for _, c := range workload.Containers(pod) { // native sidecars and init containers too
+		if q, ok := c.Container.Resources.Limits[cfg.HAMi.MemoryResource]; ok {
 			r.SharedMemory = max(r.SharedMemory, q.Value()*backend.MiB)
 		}
 	}

@@ -194,3 +194,17 @@ func TestPendingReplacementReserved(t *testing.T) {
 	}
 	t.Logf("%d pods left", len(l.Items))
 }
+
+// A pending HAMi pod whose native sidecar holds the GPU takes the sidecar's memory on a
+// shared device, and its GPU counts once.
+func TestPodNeedNativeSidecar(t *testing.T) {
+	cfg := backend.Config{}.WithDefaults()
+	l := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1"), "nvidia.com/gpumem": resource.MustParse("3072")}
+	pod := &corev1.Pod{Spec: corev1.PodSpec{
+		InitContainers: []corev1.Container{{Name: "gpu-server", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways), Resources: corev1.ResourceRequirements{Limits: l}}},
+		Containers:     []corev1.Container{{Name: "app"}},
+	}}
+	if r := podNeed(pod, cfg); r.GPUs != 1 || r.SharedMemory != 3072*backend.MiB {
+		t.Errorf("need %+v, want 1 GPU with 3072 MiB", r)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/workload"
 )
 
 // ReasonLatencyBreached is the reason the recommender gives the LatencyGuardrailActive
@@ -175,12 +176,20 @@ func IsOOM(reason, message string) bool {
 	return false
 }
 
-// Terminations returns the ended runs of a pod's containers that restarted or are
-// terminated with a failure: each container's lastState.terminated, and its current
-// terminated state when it failed (exit code ≠ 0). Init containers are ignored.
+// Terminations returns the ended runs of a pod's regular containers and native
+// sidecars (whose fractions the webhook writes alike) that restarted or are terminated
+// with a failure: each container's lastState.terminated, and its current terminated
+// state when it failed (exit code ≠ 0). Init containers that run to completion are
+// ignored: the webhook writes nothing into them.
 func Terminations(pod *corev1.Pod) []Termination {
 	var out []Termination
-	for _, cs := range pod.Status.ContainerStatuses {
+	statuses := pod.Status.ContainerStatuses
+	for _, cs := range pod.Status.InitContainerStatuses {
+		if t, ok := workload.ContainerTypeOf(pod, cs.Name); ok && t == gpufracv1.ContainerTypeSidecar {
+			statuses = append(statuses[:len(statuses):len(statuses)], cs)
+		}
+	}
+	for _, cs := range statuses {
 		add := func(t *corev1.ContainerStateTerminated) {
 			if t == nil {
 				return

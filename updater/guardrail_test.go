@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/recommender"
@@ -50,8 +51,17 @@ func TestTerminations(t *testing.T) {
 		{Name: "crashed", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled", FinishedAt: fin}}},
 		{Name: "done", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}},
 	}}}
+	// A native sidecar's run counts like a regular container's; an init container that
+	// ran to completion (or failed: not gpufrac's fraction) does not.
+	pod.Spec.InitContainers = []corev1.Container{{Name: "warmup"}, {Name: "gpu-proxy", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)}}
+	pod.Status.InitContainerStatuses = []corev1.ContainerStatus{
+		{Name: "warmup", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled", FinishedAt: fin}}},
+		{Name: "gpu-proxy", RestartCount: 1, LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			ExitCode: 1, Message: "Device 0 OOM 4096 / 4000", FinishedAt: fin}}},
+	}
 	ts := Terminations(pod)
-	if len(ts) != 2 || ts[0].Container != "main" || !ts[0].OOM || ts[0].Restarts != 2 || ts[1].Container != "crashed" || !ts[1].OOM {
+	if len(ts) != 3 || ts[0].Container != "main" || !ts[0].OOM || ts[0].Restarts != 2 || ts[1].Container != "crashed" || !ts[1].OOM ||
+		ts[2].Container != "gpu-proxy" || !ts[2].OOM || ts[2].Restarts != 1 {
 		t.Fatalf("terminations %+v", ts)
 	}
 	if s := ts[0].String(); !strings.Contains(s, "exited 1 (Error)") || !strings.Contains(s, "out of memory") {

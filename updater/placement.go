@@ -12,6 +12,7 @@ import (
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/backend"
+	"github.com/gpufrac/gpufrac/workload"
 )
 
 // SharedGPU is one GPU of a node that pods share (a HAMi device, or a KAI GPU group),
@@ -208,32 +209,21 @@ func reserve(nodes []NodeGPUs, i int, r Replacement) {
 	}
 }
 
-// podRequest is a pod's effective request of res: the larger of its regular containers'
-// (and native sidecars') sum and its largest init container, as the scheduler counts it.
-// For extended resources a limit without a request is the request.
+// podRequest is a pod's effective request of res as the scheduler counts it
+// (gpufracv1.PodNeed): the larger of its regular containers' and native sidecars' sum
+// and its largest init container plus the sidecars started before it. For extended
+// resources a limit without a request is the request.
 func podRequest(pod *corev1.Pod, res corev1.ResourceName) int64 {
-	get := func(c *corev1.Container) int64 {
-		if q, ok := c.Resources.Requests[res]; ok {
-			return q.Value()
+	var need gpufracv1.PodNeed
+	for _, c := range workload.Containers(pod) {
+		q, ok := c.Container.Resources.Requests[res]
+		if !ok {
+			q = c.Container.Resources.Limits[res]
 		}
-		if q, ok := c.Resources.Limits[res]; ok {
-			return q.Value()
-		}
-		return 0
+		need.Add(c.Type, q.Value())
 	}
-	var sum, initMax int64
-	for i := range pod.Spec.Containers {
-		sum += get(&pod.Spec.Containers[i])
-	}
-	for i := range pod.Spec.InitContainers {
-		c := &pod.Spec.InitContainers[i]
-		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
-			sum += get(c)
-		} else {
-			initMax = max(initMax, get(c))
-		}
-	}
-	return max(sum, initMax)
+	total, _ := need.Total()
+	return total
 }
 
 // replacementNeed is what the replacement of pod (allocation alloc) needs: the pod's own

@@ -158,6 +158,8 @@ func TestPodRequest(t *testing.T) {
 		{"two containers", corev1.PodSpec{Containers: []corev1.Container{c(1, true), c(2, false)}}, 3},
 		{"larger init container", corev1.PodSpec{InitContainers: []corev1.Container{c(4, true)}, Containers: []corev1.Container{c(1, true)}}, 4},
 		{"native sidecar adds", corev1.PodSpec{InitContainers: []corev1.Container{sidecar}, Containers: []corev1.Container{c(1, true)}}, 2},
+		{"an init container after a sidecar runs next to it", corev1.PodSpec{InitContainers: []corev1.Container{sidecar, c(2, true)}, Containers: []corev1.Container{c(1, true)}}, 3},
+		{"an init container before a sidecar does not", corev1.PodSpec{InitContainers: []corev1.Container{c(2, true), sidecar}, Containers: []corev1.Container{c(1, true)}}, 2},
 		{"none", corev1.PodSpec{Containers: []corev1.Container{{}}}, 0},
 	} {
 		if got := podRequest(&corev1.Pod{Spec: tc.pod}, "nvidia.com/gpu"); got != tc.want {
