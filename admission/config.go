@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpufrac/gpufrac/backend"
+	"github.com/gpufrac/gpufrac/contract"
 )
 
 // Config holds what the mutating webhook needs to decide and write a fraction: its own
@@ -16,7 +17,8 @@ import (
 // AddFlags.
 type Config struct {
 	// MinConfidence is the lowest recommendation confidence (status.confidencePercent,
-	// 0–100) that is applied; 0 applies any recommendation. Nil means 50.
+	// 0–100) that is applied (contract.Applies); 0 applies any recommendation. Nil means
+	// contract.DefaultMinConfidence (50).
 	MinConfidence *int32
 	// OwnerWait is how long the mutating webhook waits for a pod's ReplicaSet or Job to
 	// appear in the informer cache (it may have been created a moment before the pod).
@@ -30,8 +32,7 @@ type Config struct {
 // WithDefaults returns c with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
 	if c.MinConfidence == nil {
-		v := int32(50)
-		c.MinConfidence = &v
+		c.MinConfidence = ptrTo(contract.DefaultMinConfidence)
 	}
 	if c.OwnerWait == 0 {
 		c.OwnerWait = 200 * time.Millisecond
@@ -41,19 +42,11 @@ func (c Config) WithDefaults() Config {
 }
 
 // minConfidence is MinConfidence or its default.
-func (c Config) minConfidence() int32 {
-	if c.MinConfidence == nil {
-		return 50
-	}
-	return *c.MinConfidence
-}
+func (c Config) minConfidence() int32 { return contract.MinConfidence(c.MinConfidence) }
 
 // Validate reports every setting that cannot work, joined.
 func (c Config) Validate() error {
-	var errs []error
-	if c.MinConfidence != nil && (*c.MinConfidence < 0 || *c.MinConfidence > 100) {
-		errs = append(errs, fmt.Errorf("min-confidence %d: want 0–100", *c.MinConfidence))
-	}
+	errs := []error{contract.ValidateMinConfidence(c.MinConfidence)}
 	if c.OwnerWait < 0 {
 		errs = append(errs, fmt.Errorf("owner-wait %v: want ≥ 0", c.OwnerWait))
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gpufrac/gpufrac/contract"
 	"github.com/gpufrac/gpufrac/statuslease"
 )
 
@@ -38,12 +39,15 @@ const (
 	SkipNoAutoscaler = "no-autoscaler"
 	// SkipModeOff: the autoscaler's updateMode is Off (or unset).
 	SkipModeOff = "mode-off"
-	// SkipNoRecommendation: no recommendation, or RecommendationProvided is not True.
-	SkipNoRecommendation = "no-recommendation"
-	// SkipStale: the recommendation is owned by an earlier autoscaler of the same name.
-	SkipStale = "stale-recommendation"
-	// SkipLowConfidence: confidencePercent is below Config.MinConfidence.
-	SkipLowConfidence = "low-confidence"
+	// SkipNoRecommendation: no recommendation, or RecommendationProvided is not True
+	// (contract.ReasonNotProvided).
+	SkipNoRecommendation = string(contract.ReasonNotProvided)
+	// SkipStale: the recommendation is owned by an earlier autoscaler of the same name
+	// (contract.ReasonStale).
+	SkipStale = string(contract.ReasonStale)
+	// SkipLowConfidence: confidencePercent is below Config.MinConfidence
+	// (contract.ReasonLowConfidence).
+	SkipLowConfidence = string(contract.ReasonLowConfidence)
 	// SkipNoContainer: no container of the pod has a controlled recommendation.
 	SkipNoContainer = "no-matching-container"
 	// SkipUnknownBackend: spec.backend.type is not a known backend (warning and event).

@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -26,6 +25,7 @@ import (
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/backend"
+	"github.com/gpufrac/gpufrac/contract"
 	"github.com/gpufrac/gpufrac/workload"
 )
 
@@ -216,14 +216,14 @@ func (m *Mutator) decide(ctx context.Context, req admission.Request) outcome {
 	}
 	// Several autoscalers (admitted while the validating webhook was down, or created
 	// concurrently): the oldest is in charge, as in the recommender and the updater.
-	gfa, losers := InCharge(all)
+	gfa, losers := contract.InCharge(all)
 	o := m.decideFor(ctx, pod, gfa, req.DryRun != nil && *req.DryRun)
 	if len(losers) > 0 {
-		msg := "gpufrac: " + WinnerMessage(gfa, losers, ref.Kind, ref.Name)
+		msg := "gpufrac: " + contract.WinnerMessage(gfa, losers, ref.Kind, ref.Name)
 		o.warnings = append([]string{msg}, o.warnings...)
 		o.events = append(o.events, autoscalerEvent{gfa: gfa, reason: EventDuplicateTarget, note: msg})
 		for _, l := range losers {
-			o.events = append(o.events, autoscalerEvent{gfa: l, reason: EventDuplicateTarget, note: "gpufrac: " + DuplicateMessage(l, gfa, ref.Kind, ref.Name)})
+			o.events = append(o.events, autoscalerEvent{gfa: l, reason: EventDuplicateTarget, note: "gpufrac: " + contract.DuplicateMessage(l, gfa, ref.Kind, ref.Name)})
 		}
 	}
 	return o
@@ -244,16 +244,8 @@ func (m *Mutator) decideFor(ctx context.Context, pod *corev1.Pod, gfa *gpufracv1
 		klog.FromContext(ctx).Error(err, "Reading a recommendation from the cache", "namespace", gfa.Namespace, "name", gfa.Name)
 		return outcome{skip: SkipInternalError}
 	}
-	for _, or := range gfr.OwnerReferences {
-		if or.Kind == "GPUFractionAutoscaler" && or.UID != gfa.UID {
-			return outcome{skip: SkipStale}
-		}
-	}
-	if c := meta.FindStatusCondition(gfr.Status.Conditions, gpufracv1.ConditionRecommendationProvided); len(gfr.Status.ContainerRecommendations) == 0 || (c != nil && c.Status != metav1.ConditionTrue) {
-		return outcome{skip: SkipNoRecommendation}
-	}
-	if minConf, conf := m.Config.minConfidence(), gfr.Status.ConfidencePercent; (conf == nil && minConf > 0) || (conf != nil && *conf < minConf) {
-		return outcome{skip: SkipLowConfidence}
+	if reason, _ := contract.Applies(gfa, gfr, contract.MinConfidence(m.Config.MinConfidence)); reason != "" {
+		return outcome{skip: string(reason)}
 	}
 
 	bt := gpufracv1.BackendAnnotations
@@ -300,6 +292,32 @@ func (m *Mutator) decideFor(ctx context.Context, pod *corev1.Pod, gfa *gpufracv1
 		return unsafeOutcome(err)
 	}
 	warnings = append(warnings, bw...)
+	rec := appliedRecord(bt, gfa, gfr, targets)
+	// A claim moved to a TimeSlicing template (dra) is a change with no limit written.
+	if len(rec.Containers) == 0 && equality.Semantic.DeepEqual(pod.Spec.ResourceClaims, mod.Spec.ResourceClaims) {
+		return outcome{skip: SkipNothingWritten, warnings: warnings}
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		errorsTotal.WithLabelValues("encode").Inc()
+		return outcome{skip: SkipInternalError}
+	}
+	backend.SetAnnotation(mod, gpufracv1.AnnotationApplied, string(b))
+	o := outcome{ops: diffPod(pod, mod), warnings: warnings, backend: bt}
+	for _, t := range targets {
+		// The pod's creator (a ReplicaSet controller) reads no warning: the autoscaler's
+		// owner gets each cap as an event too.
+		if t.CappedNote != "" {
+			o.events = append(o.events, autoscalerEvent{gfa: gfa, reason: EventMemoryCapped, note: t.CappedNote})
+		}
+	}
+	return o
+}
+
+// appliedRecord is the gpufrac.io/applied record of what the backend bt wrote for
+// targets from gfa's recommendation gfr; containers where nothing was written are left
+// out.
+func appliedRecord(bt gpufracv1.BackendType, gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionRecommendation, targets []*backend.Target) gpufracv1.AppliedRecord {
 	rec := gpufracv1.AppliedRecord{
 		Backend:                       bt,
 		Autoscaler:                    gfa.Name,
@@ -323,116 +341,112 @@ func (m *Mutator) decideFor(ctx context.Context, pod *corev1.Pod, gfa *gpufracv1
 		}
 		rec.Containers = append(rec.Containers, ac)
 	}
-	// A claim moved to a TimeSlicing template (dra) is a change with no limit written.
-	if len(rec.Containers) == 0 && equality.Semantic.DeepEqual(pod.Spec.ResourceClaims, mod.Spec.ResourceClaims) {
-		return outcome{skip: SkipNothingWritten, warnings: warnings}
-	}
-	b, err := json.Marshal(rec)
-	if err != nil {
-		errorsTotal.WithLabelValues("encode").Inc()
-		return outcome{skip: SkipInternalError}
-	}
-	backend.SetAnnotation(mod, gpufracv1.AnnotationApplied, string(b))
-	o := outcome{ops: diffPod(pod, mod), warnings: warnings, backend: bt}
-	for _, t := range targets {
-		// The pod's creator (a ReplicaSet controller) reads no warning: the autoscaler's
-		// owner gets each cap as an event too.
-		if t.CappedNote != "" {
-			o.events = append(o.events, autoscalerEvent{gfa: gfa, reason: EventMemoryCapped, note: t.CappedNote})
-		}
-	}
-	return o
+	return rec
 }
 
-// targets builds one Target per regular container and native sidecar of the pod that
-// has a recommendation and a controlled resource; init containers that run to
-// completion are never written (where a container sits is read from the pod itself).
-// Out-of-range recommendations make the pod unsafe; memory above one GPU after adding
-// overhead is capped with a warning.
+// targets builds one backend.Target per regular container and native sidecar of the pod
+// that has a target (contract.TargetsOf) with a controlled resource; init containers
+// that run to completion are never written (where a container sits is read from the pod
+// itself). Out-of-range recommendations make the pod unsafe; memory above one GPU after
+// adding overhead is capped with a warning.
 func (m *Mutator) targets(pod *corev1.Pod, gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionRecommendation, overhead int64) ([]*backend.Target, []string, error) {
+	recs := contract.TargetsOf(gfa, gfr)
 	var targets []*backend.Target
 	var warnings []string
-	gpuMem := resource.NewQuantity(m.Config.GPUMemoryBytes, resource.BinarySI)
-	one := resource.MustParse("1")
 	for _, pc := range workload.Containers(pod) {
-		if pc.Type == gpufracv1.ContainerTypeInit {
+		r, ok := recs[pc.Container.Name]
+		if !ok || pc.Type == gpufracv1.ContainerTypeInit {
 			continue
 		}
-		c := pc.Container
-		var rec *gpufracv1.ContainerRecommendation
-		for j := range gfr.Status.ContainerRecommendations {
-			if gfr.Status.ContainerRecommendations[j].ContainerName == c.Name {
-				rec = &gfr.Status.ContainerRecommendations[j]
-				break
-			}
+		t := &backend.Target{Container: r.Container, Init: pc.InitList(), Index: pc.Index, WrittenComputeMilli: -1, SharingMode: r.Recommendation.SharingMode}
+		mw, err := m.memoryTarget(t, r, gfa, overhead)
+		if err != nil {
+			return nil, nil, err
 		}
-		if rec == nil {
-			continue
+		cw, err := m.computeTarget(t, r, gfa)
+		if err != nil {
+			return nil, nil, err
 		}
-		pol := gfa.Spec.ContainerPolicy(c.Name)
-		if !pol.Enabled() {
-			continue
-		}
-		t := &backend.Target{Container: c.Name, Init: pc.InitList(), Index: pc.Index, WrittenComputeMilli: -1, SharingMode: rec.SharingMode}
-		if q := rec.Target.Memory; q != nil && pol.Controls(gpufracv1.ResourceMemory) {
-			if q.Sign() <= 0 {
-				return nil, nil, backend.Unsafe(backend.UnsafeInvalidValue, "memory target %s of container %s is not positive", q.String(), c.Name)
-			}
-			if q.Cmp(*gpuMem) > 0 {
-				return nil, nil, backend.Unsafe(backend.UnsafeRecommendationSize, "memory target %s of container %s exceeds one GPU (%s)", q.String(), c.Name, gpuMem.String())
-			}
-			t.HasMemory = true
-			qc := q.DeepCopy()
-			mem := q.Value()
-			if fm, _ := Floor(gfa, c.Name, m.now()); fm > mem {
-				// A rollback floor is in force (status.updater.floor): at least the floor,
-				// whether or not the recommender has caught up. The record says what the
-				// pod holds.
-				mem = min(fm, m.Config.GPUMemoryBytes)
-				qc = *resource.NewQuantity(mem, resource.BinarySI)
-				warnings = append(warnings, fmt.Sprintf("gpufrac: container %s: memory %s instead of the recommended %s: rollback floor (status.updater.floor, %s)", c.Name, qc.String(), q.String(), gfa.Status.Updater.Floor.Reason))
-			}
-			t.MemoryBytes = mem + overhead
-			if t.MemoryBytes > m.Config.GPUMemoryBytes {
-				t.CappedNote = fmt.Sprintf("gpufrac: container %s: memory %s plus overhead exceeds one GPU; capped to %s", c.Name, qc.String(), gpuMem.String())
-				warnings = append(warnings, t.CappedNote)
-				t.MemoryBytes = m.Config.GPUMemoryBytes
-			}
-			if u := rec.UpperBound.Memory; u != nil && u.Sign() > 0 {
-				if u.Cmp(*gpuMem) > 0 {
-					t.UpperMemoryBytes = m.Config.GPUMemoryBytes
-				} else {
-					t.UpperMemoryBytes = min(u.Value()+overhead, m.Config.GPUMemoryBytes)
-				}
-			}
-			t.RecommendedMemory = &qc
-		}
-		if q := rec.Target.Compute; q != nil && pol.Controls(gpufracv1.ResourceCompute) && rec.PartitionsCompute() {
-			if q.Sign() < 0 || q.Cmp(one) > 0 {
-				return nil, nil, backend.Unsafe(backend.UnsafeInvalidValue, "compute target %s of container %s is outside 0–1 GPU", q.String(), c.Name)
-			}
-			t.HasCompute = true
-			t.ComputeMilli = q.MilliValue()
-			qc := q.DeepCopy()
-			if _, fc := Floor(gfa, c.Name, m.now()); fc > t.ComputeMilli {
-				warnings = append(warnings, fmt.Sprintf("gpufrac: container %s: compute %dm instead of the recommended %s: rollback floor (status.updater.floor)", c.Name, min(fc, 1000), q.String()))
-				t.ComputeMilli = min(fc, 1000)
-				qc = *resource.NewMilliQuantity(t.ComputeMilli, resource.DecimalSI)
-			}
-			if v, raised := HeldCompute(gfa, c.Name, t.ComputeMilli); raised {
-				// A horizontal autoscaler scales on GPU utilisation: never less compute
-				// than the workload's pods hold. The record says what the pod holds.
-				warnings = append(warnings, fmt.Sprintf("gpufrac: container %s: compute %dm instead of the recommended %s: a horizontal autoscaler scales the workload on GPU utilisation and its pods hold %dm (ComputeShrinkHeld)", c.Name, v, q.String(), v))
-				t.ComputeMilli = v
-				qc = *resource.NewMilliQuantity(v, resource.DecimalSI)
-			}
-			t.RecommendedCompute = &qc
-		}
+		warnings = append(append(warnings, mw...), cw...)
 		if t.HasMemory || t.HasCompute {
 			targets = append(targets, t)
 		}
 	}
 	return targets, warnings, nil
+}
+
+// memoryTarget sets t's memory from r when memory is recommended and controlled: the
+// recommendation, at least the rollback floor in force (contract.Floor), plus overhead,
+// at most one GPU (with a warning and t.CappedNote); the upper bound likewise. A target
+// that is not positive or above one GPU is unsafe.
+func (m *Mutator) memoryTarget(t *backend.Target, r contract.Target, gfa *gpufracv1.GPUFractionAutoscaler, overhead int64) ([]string, error) {
+	q := r.Recommendation.Target.Memory
+	if q == nil || !r.ControlsMemory {
+		return nil, nil
+	}
+	gpuMem := resource.NewQuantity(m.Config.GPUMemoryBytes, resource.BinarySI)
+	if q.Sign() <= 0 {
+		return nil, backend.Unsafe(backend.UnsafeInvalidValue, "memory target %s of container %s is not positive", q.String(), t.Container)
+	}
+	if q.Cmp(*gpuMem) > 0 {
+		return nil, backend.Unsafe(backend.UnsafeRecommendationSize, "memory target %s of container %s exceeds one GPU (%s)", q.String(), t.Container, gpuMem.String())
+	}
+	var warnings []string
+	t.HasMemory = true
+	qc := q.DeepCopy()
+	mem := q.Value()
+	if fm, _ := contract.Floor(gfa, t.Container, m.now()); fm > mem {
+		// A rollback floor is in force (status.updater.floor): at least the floor,
+		// whether or not the recommender has caught up. The record says what the pod
+		// holds.
+		mem = min(fm, m.Config.GPUMemoryBytes)
+		qc = *resource.NewQuantity(mem, resource.BinarySI)
+		warnings = append(warnings, fmt.Sprintf("gpufrac: container %s: memory %s instead of the recommended %s: rollback floor (status.updater.floor, %s)", t.Container, qc.String(), q.String(), gfa.Status.Updater.Floor.Reason))
+	}
+	t.MemoryBytes = mem + overhead
+	if t.MemoryBytes > m.Config.GPUMemoryBytes {
+		t.CappedNote = fmt.Sprintf("gpufrac: container %s: memory %s plus overhead exceeds one GPU; capped to %s", t.Container, qc.String(), gpuMem.String())
+		warnings = append(warnings, t.CappedNote)
+		t.MemoryBytes = m.Config.GPUMemoryBytes
+	}
+	if r.UpperMemory > 0 {
+		t.UpperMemoryBytes = min(r.UpperMemory+overhead, m.Config.GPUMemoryBytes)
+	}
+	t.RecommendedMemory = &qc
+	return warnings, nil
+}
+
+// computeTarget sets t's compute from r when compute is recommended and controlled: the
+// recommendation, at least the rollback floor in force (contract.Floor) and, while a
+// horizontal autoscaler holds compute, what the workload's pods hold (r.Compute,
+// contract.HeldCompute), with a warning for each. A target outside 0–1 GPU is unsafe.
+func (m *Mutator) computeTarget(t *backend.Target, r contract.Target, gfa *gpufracv1.GPUFractionAutoscaler) ([]string, error) {
+	q := r.Recommendation.Target.Compute
+	if q == nil || !r.ControlsCompute {
+		return nil, nil
+	}
+	if q.Sign() < 0 || q.Cmp(resource.MustParse("1")) > 0 {
+		return nil, backend.Unsafe(backend.UnsafeInvalidValue, "compute target %s of container %s is outside 0–1 GPU", q.String(), t.Container)
+	}
+	var warnings []string
+	t.HasCompute = true
+	t.ComputeMilli = q.MilliValue()
+	qc := q.DeepCopy()
+	if _, fc := contract.Floor(gfa, t.Container, m.now()); fc > t.ComputeMilli {
+		warnings = append(warnings, fmt.Sprintf("gpufrac: container %s: compute %dm instead of the recommended %s: rollback floor (status.updater.floor)", t.Container, min(fc, 1000), q.String()))
+		t.ComputeMilli = min(fc, 1000)
+		qc = *resource.NewMilliQuantity(t.ComputeMilli, resource.DecimalSI)
+	}
+	if v := r.Compute; v > t.ComputeMilli {
+		// r.Compute is above the recommendation only while a horizontal autoscaler
+		// scales on GPU utilisation (contract.HeldCompute): never less compute than the
+		// workload's pods hold. The record says what the pod holds.
+		warnings = append(warnings, fmt.Sprintf("gpufrac: container %s: compute %dm instead of the recommended %s: a horizontal autoscaler scales the workload on GPU utilisation and its pods hold %dm (ComputeShrinkHeld)", t.Container, v, q.String(), v))
+		t.ComputeMilli = v
+		qc = *resource.NewMilliQuantity(v, resource.DecimalSI)
+	}
+	t.RecommendedCompute = &qc
+	return warnings, nil
 }
 
 // requestsGPU mirrors the webhook's match condition (Registration.MatchConditions): a

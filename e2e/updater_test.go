@@ -29,7 +29,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
-	"github.com/gpufrac/gpufrac/recommender"
 	"github.com/gpufrac/gpufrac/statuslease"
 	"github.com/gpufrac/gpufrac/updater"
 )
@@ -690,7 +689,7 @@ func TestUpdater(t *testing.T) {
 			// Close the window: the rollback must not wait for it.
 			s.setWindows(t, gpufracv1.ResizeWindow{Schedule: "0 0 1 1 *", Duration: metav1.Duration{Duration: time.Minute}})
 			breach := metav1.Condition{Type: gpufracv1.ConditionLatencyGuardrailActive, Status: metav1.ConditionTrue,
-				Reason: recommender.ReasonLatencyBreached, Message: "p95 latency 2.6s above the objective 2s"}
+				Reason: gpufracv1.ReasonLatencyBreached, Message: "p95 latency 2.6s above the objective 2s"}
 			updRecommend(t, s.gfa, "1Gi", "768Mi", "1536Mi", breach)
 			st := s.waitStatus(t, 30*time.Second, "rollback floor", func(st *gpufracv1.UpdaterStatus) bool { return st.Floor != nil })
 			t.Logf("floor: memory %v compute %v until %v: %s", st.Floor.Memory, st.Floor.Compute, st.Floor.Until.UTC(), st.Floor.Reason)

@@ -26,8 +26,8 @@ import (
 	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/gpufrac/gpufrac/admission"
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/contract"
 	"github.com/gpufrac/gpufrac/recommender/history"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
 	"github.com/gpufrac/gpufrac/recommender/recommend"
@@ -298,10 +298,10 @@ func (r *Recommender) RunOnce(ctx context.Context) (err error) {
 			continue
 		}
 		// The admission webhook rejects a second autoscaler, but one admitted while it
-		// was down can exist: the oldest is in charge (admission.Precedes, the same
+		// was down can exist: the oldest is in charge (contract.Precedes, the same
 		// order the webhook and the updater use); the others get no recommendation.
 		cur, dup := byRef[e.ref]
-		if dup && !admission.Precedes(gfa, cur.gfa) {
+		if dup && !contract.Precedes(gfa, cur.gfa) {
 			continue
 		}
 		byRef[e.ref] = e
@@ -422,10 +422,10 @@ func (r *Recommender) RunOnce(ctx context.Context) (err error) {
 	noted := map[types.UID]string{}
 	for ref, ls := range losers {
 		w := byRef[ref].gfa
-		msg := admission.WinnerMessage(w, ls, w.Spec.TargetRef.Kind, w.Spec.TargetRef.Name)
+		msg := contract.WinnerMessage(w, ls, w.Spec.TargetRef.Kind, w.Spec.TargetRef.Name)
 		noted[w.UID] = msg
 		if r.dupNoted[w.UID] != msg && r.Events != nil {
-			r.Events.Eventf(w, nil, corev1.EventTypeWarning, ReasonDuplicateTarget, "Recommend", "%s", msg)
+			r.Events.Eventf(w, nil, corev1.EventTypeWarning, gpufracv1.ReasonDuplicateTarget, "Recommend", "%s", msg)
 		}
 	}
 	r.dupNoted = noted

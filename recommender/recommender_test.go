@@ -456,11 +456,11 @@ func TestDuplicateTargetOldestWins(t *testing.T) {
 	if len(lose.Status.ContainerRecommendations) != 0 || lose.Status.Memory != nil {
 		t.Errorf("the newer autoscaler a-sd kept recommendations: %+v", lose.Status.ContainerRecommendations)
 	}
-	if c := meta.FindStatusCondition(lose.Status.Conditions, gpufracv1.ConditionRecommendationProvided); c == nil || c.Status != metav1.ConditionFalse || c.Reason != ReasonDuplicateTarget {
-		t.Errorf("loser RecommendationProvided %+v, want False/%s", c, ReasonDuplicateTarget)
+	if c := meta.FindStatusCondition(lose.Status.Conditions, gpufracv1.ConditionRecommendationProvided); c == nil || c.Status != metav1.ConditionFalse || c.Reason != gpufracv1.ReasonDuplicateTarget {
+		t.Errorf("loser RecommendationProvided %+v, want False/%s", c, gpufracv1.ReasonDuplicateTarget)
 	}
-	if c := meta.FindStatusCondition(lose.Status.Conditions, gpufracv1.ConditionConfigUnsupported); c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonDuplicateTarget || !strings.Contains(c.Message, "z-sd") {
-		t.Errorf("loser ConfigUnsupported %+v, want True/%s naming z-sd", c, ReasonDuplicateTarget)
+	if c := meta.FindStatusCondition(lose.Status.Conditions, gpufracv1.ConditionConfigUnsupported); c == nil || c.Status != metav1.ConditionTrue || c.Reason != gpufracv1.ReasonDuplicateTarget || !strings.Contains(c.Message, "z-sd") {
+		t.Errorf("loser ConfigUnsupported %+v, want True/%s naming z-sd", c, gpufracv1.ReasonDuplicateTarget)
 	}
 	var evs []string
 	for len(rec.Events) > 0 {
@@ -468,10 +468,10 @@ func TestDuplicateTargetOldestWins(t *testing.T) {
 	}
 	onWinner, onLoser := 0, 0
 	for _, e := range evs {
-		if strings.Contains(e, ReasonDuplicateTarget) && strings.Contains(e, "also target") {
+		if strings.Contains(e, gpufracv1.ReasonDuplicateTarget) && strings.Contains(e, "also target") {
 			onWinner++
 		}
-		if strings.Contains(e, ReasonDuplicateTarget) && strings.Contains(e, "is ignored") {
+		if strings.Contains(e, gpufracv1.ReasonDuplicateTarget) && strings.Contains(e, "is ignored") {
 			onLoser++
 		}
 	}

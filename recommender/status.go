@@ -18,8 +18,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/gpufrac/gpufrac/admission"
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/contract"
 	"github.com/gpufrac/gpufrac/recommender/history"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
 	"github.com/gpufrac/gpufrac/recommender/policy"
@@ -49,14 +49,7 @@ const (
 	ReasonNoPods           = "NoPods"
 	ReasonTargetUnusable   = "TargetUnsupported"
 	ReasonTargetNotFound   = "TargetNotFound"
-	ReasonDuplicateTarget  = "DuplicateTarget"
 	ReasonConfigOK         = "ConfigSupported"
-	ReasonLatencyBreached  = "ObjectiveBreached"
-	ReasonLatencyNear      = "ObjectiveNear"
-	ReasonLatencyOK        = "ObjectiveMet"
-	ReasonLatencyUnknown   = "QueryFailed"
-	ReasonLatencyNoData    = "NoData"
-	ReasonNoGuardrail      = "NoGuardrail"
 	ReasonAllContainersOff = "AllContainersOff"
 	// ReasonAmbiguousContainer: MetricsUnavailable True; an exporter reported usage per
 	// pod without a container label (KAI's gpu_fractioning_*) for pods with several GPU
@@ -102,15 +95,15 @@ func (r *Recommender) reconcile(ctx context.Context, e *entry, primary bool, loa
 	case !primary:
 		msg := fmt.Sprintf("another GPUFractionAutoscaler already targets %s %s", gfa.Spec.TargetRef.Kind, gfa.Spec.TargetRef.Name)
 		if e.winner != nil {
-			msg = admission.DuplicateMessage(gfa, e.winner, gfa.Spec.TargetRef.Kind, gfa.Spec.TargetRef.Name)
+			msg = contract.DuplicateMessage(gfa, e.winner, gfa.Spec.TargetRef.Kind, gfa.Spec.TargetRef.Name)
 		}
-		r.eventOnChange(old.Status.Conditions, gfa, ReasonDuplicateTarget, msg)
-		set(gpufracv1.ConditionConfigUnsupported, true, ReasonDuplicateTarget, msg)
+		r.eventOnChange(old.Status.Conditions, gfa, gpufracv1.ReasonDuplicateTarget, msg)
+		set(gpufracv1.ConditionConfigUnsupported, true, gpufracv1.ReasonDuplicateTarget, msg)
 		// Nothing of the duplicate may be applied: no container recommendations (the
 		// webhook and the updater also ignore it, in case an old status is read).
 		st.ContainerRecommendations = nil
 		st.Memory, st.Compute, st.SharingMode, st.ConfidencePercent = nil, nil, "", nil
-		set(gpufracv1.ConditionRecommendationProvided, false, ReasonDuplicateTarget, msg)
+		set(gpufracv1.ConditionRecommendationProvided, false, gpufracv1.ReasonDuplicateTarget, msg)
 	default:
 		set(gpufracv1.ConditionConfigUnsupported, false, ReasonConfigOK, "target resolved")
 		if e.pods == 0 {
@@ -146,14 +139,14 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 	guard, guardReason, guardMsg := r.guardrail(ctx, gfa, now)
 	switch {
 	case gfa.Spec.LatencyGuardrail == nil:
-		set(gpufracv1.ConditionLatencyGuardrailActive, false, ReasonNoGuardrail, "no latency guardrail set")
-	case guardReason == ReasonLatencyUnknown || guardReason == ReasonLatencyNoData:
+		set(gpufracv1.ConditionLatencyGuardrailActive, false, gpufracv1.ReasonNoGuardrail, "no latency guardrail set")
+	case guardReason == gpufracv1.ReasonLatencyUnknown || guardReason == gpufracv1.ReasonLatencyNoData:
 		// Latency unknown: a failed query is treated as near the objective (no shrink),
 		// an empty result as no pressure.
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: gpufracv1.ConditionLatencyGuardrailActive,
 			Status: metav1.ConditionUnknown, Reason: guardReason, Message: guardMsg, ObservedGeneration: gfa.Generation})
 	default:
-		set(gpufracv1.ConditionLatencyGuardrailActive, guard != policy.GuardrailOK, guardReason, guardMsg)
+		set(gpufracv1.ConditionLatencyGuardrailActive, guard != gpufracv1.GuardrailNone, guardReason, guardMsg)
 	}
 
 	recs, off, known := r.Config.Recommend(r.model, w, &gfa.Spec, r.templates[w], old.Status.ContainerRecommendations, guard, now)
@@ -358,19 +351,19 @@ func firstOfPods(byPod map[string]string) string {
 
 // guardrail evaluates the autoscaler's latency query. A failed or empty query is read
 // as near the objective: shrinking stops, nothing grows.
-func (r *Recommender) guardrail(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler, now time.Time) (policy.Guardrail, string, string) {
+func (r *Recommender) guardrail(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler, now time.Time) (gpufracv1.Guardrail, string, string) {
 	g := gfa.Spec.LatencyGuardrail
 	if g == nil {
-		return policy.GuardrailOK, ReasonNoGuardrail, ""
+		return gpufracv1.GuardrailNone, gpufracv1.ReasonNoGuardrail, ""
 	}
 	vec, err := r.Reader.Vector(ctx, g.Query, now)
 	if err != nil {
 		// A broken metric never shrinks an allocation.
-		return policy.GuardrailNear, ReasonLatencyUnknown, "latency query failed, not shrinking: " + truncate(err.Error(), 400)
+		return gpufracv1.GuardrailHold, gpufracv1.ReasonLatencyUnknown, "latency query failed, not shrinking: " + truncate(err.Error(), 400)
 	}
 	if len(vec) == 0 {
 		// No latency series now (no requests, or a sparse metric): nothing to guard.
-		return policy.GuardrailOK, ReasonLatencyNoData, "latency query returned no data: guardrail not evaluated this cycle"
+		return gpufracv1.GuardrailNone, gpufracv1.ReasonLatencyNoData, "latency query returned no data: guardrail not evaluated this cycle"
 	}
 	latency := math.Inf(-1)
 	for _, s := range vec {
@@ -388,13 +381,13 @@ func (r *Recommender) guardrail(ctx context.Context, gfa *gpufracv1.GPUFractionA
 	}
 	switch {
 	case math.IsInf(latency, -1):
-		return policy.GuardrailNear, ReasonLatencyUnknown, "latency query returned only NaN: not shrinking"
+		return gpufracv1.GuardrailHold, gpufracv1.ReasonLatencyUnknown, "latency query returned only NaN: not shrinking"
 	case latency > obj:
-		return policy.GuardrailBreached, ReasonLatencyBreached, fmt.Sprintf("latency %.3gs above objective %s: growing compute, never shrinking", latency, g.Objective.Duration)
+		return gpufracv1.GuardrailBreached, gpufracv1.ReasonLatencyBreached, fmt.Sprintf("latency %.3gs above objective %s: growing compute, never shrinking", latency, g.Objective.Duration)
 	case latency > obj*(1-near):
-		return policy.GuardrailNear, ReasonLatencyNear, fmt.Sprintf("latency %.3gs within %.0f%% of objective %s: not shrinking", latency, near*100, g.Objective.Duration)
+		return gpufracv1.GuardrailHold, gpufracv1.ReasonLatencyNear, fmt.Sprintf("latency %.3gs within %.0f%% of objective %s: not shrinking", latency, near*100, g.Objective.Duration)
 	}
-	return policy.GuardrailOK, ReasonLatencyOK, fmt.Sprintf("latency %.3gs under objective %s", latency, g.Objective.Duration)
+	return gpufracv1.GuardrailNone, gpufracv1.ReasonLatencyOK, fmt.Sprintf("latency %.3gs under objective %s", latency, g.Objective.Duration)
 }
 
 // write creates or updates the recommendation and mirrors its summary onto the autoscaler.

@@ -8,12 +8,11 @@ import (
 	"time"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/contract"
 	"github.com/gpufrac/gpufrac/packing"
 	"github.com/gpufrac/gpufrac/recommender/history"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
-	"github.com/gpufrac/gpufrac/recommender/policy"
 	"github.com/gpufrac/gpufrac/recommender/recommend"
-	"github.com/gpufrac/gpufrac/updater"
 )
 
 // Policy names accepted in Options.Policies. Time-slicing takes any replica count N ≥ 2
@@ -120,7 +119,7 @@ type decision struct {
 	want packing.Alloc
 	// target is the recommendation in the updater's units, as updater.Evaluate compares
 	// it with a running pod's allocation.
-	target updater.Target
+	target contract.Target
 	// full: the recommendation rests on a full history (at least the estimator's
 	// FullConfidenceHistory, default 24h; VPA: one day); below it the workload is warming
 	// up. It is the history length, not the confidence: confidence stays below 100 %
@@ -207,7 +206,7 @@ func feedModel(model *history.Model, buf *[1]metrics.Sample, tl *timeline, alive
 
 func (s *gpufracSizer) decide(tl *timeline, now time.Time) {
 	for w := range tl.workloads {
-		recs, _, _ := s.cfg.Recommend(s.model, tl.workloads[w].key, &s.spec[w], nil, s.prev[w], policy.GuardrailOK, now)
+		recs, _, _ := s.cfg.Recommend(s.model, tl.workloads[w].key, &s.spec[w], nil, s.prev[w], gpufracv1.GuardrailNone, now)
 		if len(recs) > 0 {
 			s.prev[w] = recs
 		}
@@ -229,11 +228,11 @@ func (s *gpufracSizer) decide(tl *timeline, now time.Time) {
 func (s *gpufracSizer) decision(wc int) decision { return s.decisions[wc] }
 
 // recDecision turns a container recommendation into a decision the way the product
-// does: the updater's TargetsOf reads the recommendation (gfa and gfr as the simulator's
-// autoscaler holds them), and the pod gets what the admission webhook writes: the memory
-// target (at most one GPU) and the compute target where the recommendation partitions
-// compute (none otherwise: the pod then reserves no compute and the evaluator measures
-// contention). None below the LowConfidence threshold (lowConfidence, 0–1) or without a
+// does: contract.TargetsOf reads the recommendation, as the webhook and the updater do
+// (gfa and gfr as the simulator's autoscaler holds them), and the pod gets what the
+// admission webhook writes: the memory target (at most one GPU) and the compute target
+// where the recommendation partitions compute (none otherwise: the pod then reserves no
+// compute and the evaluator measures contention). None below the LowConfidence threshold (lowConfidence, 0–1) or without a
 // memory target.
 func recDecision(spec *gpufracv1.GPUFractionAutoscalerSpec, rec *gpufracv1.ContainerRecommendation, lowConfidence float64, fullHistory time.Duration, capacity int64) decision {
 	if float64(rec.ConfidencePercent)/100 < lowConfidence || rec.Target.Memory == nil {
@@ -242,7 +241,7 @@ func recDecision(spec *gpufracv1.GPUFractionAutoscalerSpec, rec *gpufracv1.Conta
 	gfa := &gpufracv1.GPUFractionAutoscaler{Spec: *spec}
 	gfr := &gpufracv1.GPUFractionRecommendation{}
 	gfr.Status.ContainerRecommendations = []gpufracv1.ContainerRecommendation{*rec}
-	t, ok := updater.TargetsOf(gfa, gfr)[rec.ContainerName]
+	t, ok := contract.TargetsOf(gfa, gfr)[rec.ContainerName]
 	if !ok || t.Memory < 0 || !t.ControlsMemory {
 		return decision{}
 	}
@@ -301,7 +300,7 @@ func (s *vpaSizer) decide(tl *timeline, now time.Time) {
 		// VPA's updater has no near-limit rule (PeakMemory unknown) and does not
 		// partition compute (Compute −1).
 		s.decisions[c] = decision{ok: true, want: packing.Alloc{MemoryBytes: target},
-			target: updater.Target{Memory: target, LowerMemory: lower, UpperMemory: upper, Compute: -1, LowerCompute: -1, UpperCompute: -1,
+			target: contract.Target{Memory: target, LowerMemory: lower, UpperMemory: upper, Compute: -1, LowerCompute: -1, UpperCompute: -1,
 				PeakMemory: -1, ControlsMemory: true},
 			full: days >= 1}
 	}

@@ -20,7 +20,7 @@
 //
 // Not modelled: usage changes caused by co-location (the trace was recorded with one
 // GPU per pod), restart cost and downtime of a replaced pod, out-of-memory restarts,
-// latency, and the recommender's latency guardrail (always GuardrailOK).
+// latency, and the recommender's latency guardrail (always gpufracv1.GuardrailNone).
 package simulate
 
 import (
@@ -30,6 +30,7 @@ import (
 	"time"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/contract"
 	"github.com/gpufrac/gpufrac/packing"
 	"github.com/gpufrac/gpufrac/recommender/estimate"
 	"github.com/gpufrac/gpufrac/recommender/history"
@@ -658,7 +659,7 @@ func candidates(ps *polState, tl *timeline, alive, replicas []int, k int, window
 		if ps.oomAt[i] >= ps.placedAt[i] {
 			facts.OOM = &updater.Termination{Container: name, Reason: "OOMKilled", OOM: true, FinishedAt: tl.stepEnd(ps.oomAt[i])}
 		}
-		need := updater.Evaluate(alloc, map[string]updater.Target{name: dec.target}, facts, rules)
+		need := updater.Evaluate(alloc, map[string]contract.Target{name: dec.target}, facts, rules)
 		if !need.Needed() {
 			continue
 		}

@@ -12,6 +12,7 @@ import (
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/backend"
+	"github.com/gpufrac/gpufrac/contract"
 )
 
 func TestReadAllocation(t *testing.T) {
@@ -157,7 +158,7 @@ func TestSidecarComparedInitContainerNot(t *testing.T) {
 		{ContainerName: "gpu-server", ContainerType: gpufracv1.ContainerTypeSidecar, Target: mem("2Gi"), LowerBound: mem("1Gi"), UpperBound: mem("4Gi")},
 		{ContainerName: "warmup", ContainerType: gpufracv1.ContainerTypeInit, Target: mem("200Gi"), LowerBound: mem("200Gi"), UpperBound: mem("200Gi")},
 	}}}
-	n := Evaluate(ReadAllocation(pod, gpufracv1.BackendHAMi, cfg, 0), TargetsOf(&gpufracv1.GPUFractionAutoscaler{}, gfr), PodFacts{Age: time.Hour}, Rules{Threshold: 0.1, NearLimit: 0.9})
+	n := Evaluate(ReadAllocation(pod, gpufracv1.BackendHAMi, cfg, 0), contract.TargetsOf(&gpufracv1.GPUFractionAutoscaler{}, gfr), PodFacts{Age: time.Hour}, Rules{Threshold: 0.1, NearLimit: 0.9})
 	if !n.Shrink || n.Grow || !strings.Contains(n.Reason(), "gpu-server: memory 80Gi above upper bound 4Gi") || strings.Contains(n.Reason(), "warmup") {
 		t.Errorf("need %+v (%s), want the sidecar shrunk and the init container left alone", n, n.Reason())
 	}

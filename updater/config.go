@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gpufrac/gpufrac/backend"
+	"github.com/gpufrac/gpufrac/contract"
 	"github.com/gpufrac/gpufrac/statuslease"
 )
 
@@ -107,7 +108,7 @@ type Config struct {
 	Backend backend.Config
 	// MinConfidence is the webhook's --min-confidence, percent 0–100: recommendations
 	// below it are not applied to replacements, so no pod is replaced for them. Nil
-	// means the webhook's default, 50.
+	// means contract.DefaultMinConfidence, the webhook's default.
 	MinConfidence *int32
 }
 
@@ -181,8 +182,8 @@ func (c Config) Validate() error {
 	if c.NearLimit > 1 {
 		errs = append(errs, fmt.Errorf("near-limit %v: want a ratio ≤ 1", c.NearLimit))
 	}
-	if c.MinConfidence != nil && (*c.MinConfidence < 0 || *c.MinConfidence > 100) {
-		errs = append(errs, fmt.Errorf("min-confidence %d: want 0–100", *c.MinConfidence))
+	if err := contract.ValidateMinConfidence(c.MinConfidence); err != nil {
+		errs = append(errs, err)
 	}
 	if err := c.Backend.Validate(); err != nil {
 		errs = append(errs, err)

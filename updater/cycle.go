@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/contract"
 	"github.com/gpufrac/gpufrac/workload"
 )
 
@@ -110,7 +111,7 @@ type plan struct {
 	werr     error
 	rollback string // event note when a rollback happened this cycle
 	held     []HorizontalScaler
-	targets  map[string]Target
+	targets  map[string]contract.Target
 	overhead int64 // memory overhead the webhook adds, bytes
 	// pods are the workload's pods (not Succeeded or Failed), oldest first, and allocs
 	// their applied fractions (and those of its Failed pods).
@@ -121,7 +122,7 @@ type plan struct {
 	gfr             *gpufracv1.GPUFractionRecommendation
 	recSkip, recMsg string
 	// guard and guardMsg are the latency guardrail's state.
-	guard    Guardrail
+	guard    gpufracv1.Guardrail
 	guardMsg string
 	// heldPending and floorPending hold every replacement while the held compute or a
 	// new floor is being published (why, or "").
@@ -197,7 +198,7 @@ func (u *Updater) plan(ctx context.Context, cy *cycle, gfa *gpufracv1.GPUFractio
 	p.gfr, p.recSkip, p.recMsg = u.recommendation(ctx, gfa)
 	u.resetUnreadyBackoff(p)
 	computeHeld := u.holdCompute(ctx, p, now)
-	p.guard, p.guardMsg = GuardrailState(p.gfr)
+	p.guard, p.guardMsg = gpufracv1.GuardrailOf(p.gfr)
 	p.readAllocations(u.Config.Backend)
 	p.mismatchMsg = p.checkAdmitted(u.Config.Backend)
 	u.verifyShrink(ctx, p, now)
@@ -206,7 +207,7 @@ func (u *Updater) plan(ctx context.Context, cy *cycle, gfa *gpufracv1.GPUFractio
 	}
 	p.noFloorCondition()
 	rules := p.rules(u.Config, computeHeld)
-	p.targets = TargetsOf(gfa, p.gfr)
+	p.targets = contract.TargetsOf(gfa, p.gfr)
 	p.heldPending = p.publishHeldCompute()
 	p.floorPending = p.publishFloor(now)
 	u.settleReplacements(ctx, p, now)

@@ -8,74 +8,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/gpufrac/gpufrac/admission"
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/contract"
 )
-
-// Target is the recommendation for one container in the units the updater compares:
-// memory in bytes and compute in thousandths of one GPU; -1 means absent.
-type Target struct {
-	// Memory, LowerMemory and UpperMemory are the target and bounds of GPU memory, bytes.
-	Memory, LowerMemory, UpperMemory int64
-	// Compute, LowerCompute and UpperCompute are the target and bounds of compute,
-	// thousandths of one GPU.
-	Compute, LowerCompute, UpperCompute int64
-	// PeakMemory is the recent observed memory peak, bytes (-1: unknown).
-	PeakMemory int64
-	// ControlsMemory and ControlsCompute say whether the container's policy lets
-	// gpufrac write the resource (controlledResources, mode).
-	ControlsMemory, ControlsCompute bool
-}
-
-// TargetsOf converts a recommendation's container recommendations into Targets, keeping
-// only containers whose policy mode is not Off, and the resources each policy controls
-// (as the admission webhook does); compute only where the recommendation partitions it
-// (ContainerRecommendation.PartitionsCompute).
-func TargetsOf(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionRecommendation) map[string]Target {
-	out := map[string]Target{}
-	if gfr == nil {
-		return out
-	}
-	for _, r := range gfr.Status.ContainerRecommendations {
-		var pol *gpufracv1.ContainerPolicy
-		if gfa != nil {
-			pol = gfa.Spec.ContainerPolicy(r.ContainerName)
-		}
-		if !pol.Enabled() {
-			continue
-		}
-		t := Target{
-			Memory: bytesOf(r.Target.Memory), LowerMemory: bytesOf(r.LowerBound.Memory), UpperMemory: bytesOf(r.UpperBound.Memory),
-			Compute: milliOf(r.Target.Compute), LowerCompute: milliOf(r.LowerBound.Compute), UpperCompute: milliOf(r.UpperBound.Compute),
-			PeakMemory:     bytesOf(r.ObservedPeakMemory),
-			ControlsMemory: pol.Controls(gpufracv1.ResourceMemory), ControlsCompute: pol.Controls(gpufracv1.ResourceCompute) && r.PartitionsCompute(),
-		}
-		if t.Compute >= 0 {
-			// While a horizontal autoscaler scales on GPU utilisation, what the webhook
-			// writes is at least what the pods hold (admission.HeldCompute): compare
-			// with that, so nothing is replaced towards less compute.
-			if v, raised := admission.HeldCompute(gfa, r.ContainerName, t.Compute); raised {
-				t.Compute, t.UpperCompute = v, max(t.UpperCompute, v)
-			}
-		}
-		out[r.ContainerName] = t
-	}
-	return out
-}
-
-func bytesOf(q *resource.Quantity) int64 {
-	if q == nil {
-		return -1
-	}
-	return q.Value()
-}
-
-func milliOf(q *resource.Quantity) int64 {
-	if q == nil {
-		return -1
-	}
-	return q.MilliValue()
-}
 
 // Rules are the settings of the per-pod decision.
 type Rules struct {
@@ -96,9 +31,9 @@ type Rules struct {
 	ComputeShrinkHeld bool
 	// Guardrail is the latency guardrail state: Hold and Breached stop shrinking;
 	// Breached makes growth urgent.
-	Guardrail Guardrail
+	Guardrail gpufracv1.Guardrail
 	// Floor, when not nil, is the rollback floor per container: never shrink below it,
-	// compare with max(target, floor) (what the webhook writes, admission.Floor), and
+	// compare with max(target, floor) (what the webhook writes, contract.Floor), and
 	// grow pods below it urgently (a rollback) whatever the recommendation says.
 	Floor map[string]Alloc
 }
@@ -148,7 +83,7 @@ type PodFacts struct {
 }
 
 // Evaluate decides whether a pod with allocation alloc is out of date with targets
-// (TargetsOf) under rules; it is the decision table of docs/updater.md:
+// (contract.TargetsOf) under rules; it is the decision table of docs/updater.md:
 //
 //   - memory or compute below the lower bound, or below the target by Threshold or more
 //     when the pod is older than MinPodAge or the growth is protective → grow;
@@ -158,7 +93,7 @@ type PodFacts struct {
 //     or more → shrink, unless the guardrail holds or is breached, the floor is above the
 //     target, or (compute) a GPU horizontal autoscaler holds compute;
 //   - below the rollback floor → grow (rollback), whatever the recommendation says: the
-//     target compared (and written by the webhook, admission.Floor) is max(target,
+//     target compared (and written by the webhook, contract.Floor) is max(target,
 //     floor);
 //   - growth is urgent when UrgentGrowth and: the guardrail is breached, the pod had an
 //     out-of-memory exit (memory), its observed memory peak is at least NearLimit of
@@ -166,7 +101,7 @@ type PodFacts struct {
 //
 // Resources the backend did not write (Alloc −1), the policy does not control, or the
 // recommendation lacks are not compared.
-func Evaluate(alloc PodAllocation, targets map[string]Target, facts PodFacts, r Rules) Need {
+func Evaluate(alloc PodAllocation, targets map[string]contract.Target, facts PodFacts, r Rules) Need {
 	var n Need
 	var h holds
 	names := make([]string, 0, len(alloc.Containers))
@@ -218,7 +153,7 @@ type resourceCheck struct {
 }
 
 // resourcesOf returns the memory and compute checks of container name.
-func resourcesOf(name string, a Alloc, t Target, r Rules) []resourceCheck {
+func resourcesOf(name string, a Alloc, t contract.Target, r Rules) []resourceCheck {
 	rs := []resourceCheck{
 		{container: name, name: "memory", applied: a.Memory, tgt: t.Memory, lo: t.LowerMemory, hi: t.UpperMemory, floor: -1,
 			controlled: t.ControlsMemory, isMemory: true, format: fmtBytes},
@@ -257,9 +192,9 @@ func (n *Need) add(v verdict, urgentGrowth bool) {
 
 // compare decides one resource (the rows of Evaluate's table); shrinks it may not make
 // go to h.
-func (x resourceCheck) compare(t Target, facts PodFacts, r Rules, h *holds) verdict {
+func (x resourceCheck) compare(t contract.Target, facts PodFacts, r Rules, h *holds) verdict {
 	// The webhook writes max(recommendation, rollback floor) into new pods
-	// (admission.Floor): compare with the same, so a floor reaches the pods whether or
+	// (contract.Floor): compare with the same, so a floor reaches the pods whether or
 	// not the recommendation has caught up.
 	recommended := x.tgt
 	if x.floor > x.tgt {
@@ -269,7 +204,7 @@ func (x resourceCheck) compare(t Target, facts PodFacts, r Rules, h *holds) verd
 	// near the limit (memory), or a breached latency objective.
 	oom := x.isMemory && facts.OOM != nil
 	near := x.isMemory && t.PeakMemory >= 0 && x.applied > 0 && float64(t.PeakMemory) >= r.NearLimit*float64(x.applied)
-	v := verdict{protective: oom || near || r.Guardrail == GuardrailBreached}
+	v := verdict{protective: oom || near || r.Guardrail == gpufracv1.GuardrailBreached}
 	// Memory already used up to (or past) the allocation: any larger target grows,
 	// however small the step, since the next byte is a crash.
 	over := oom || (x.isMemory && t.PeakMemory >= 0 && t.PeakMemory >= x.applied)
@@ -288,7 +223,7 @@ func (x resourceCheck) compare(t Target, facts PodFacts, r Rules, h *holds) verd
 
 // growth adds a growth below the lower bound, of used-up memory below the target, or
 // below the target by the threshold (when old enough or protective).
-func (x resourceCheck) growth(v *verdict, t Target, over, due bool, threshold float64) {
+func (x resourceCheck) growth(v *verdict, t contract.Target, over, due bool, threshold float64) {
 	switch {
 	case x.lo >= 0 && x.applied < x.lo:
 		v.grow = append(v.grow, fmt.Sprintf("%s: %s %s below lower bound %s", x.container, x.name, x.format(x.applied), x.format(x.lo)))
@@ -330,7 +265,7 @@ func (x resourceCheck) belowFloor(v *verdict, recommended int64) {
 // guardrail, a target below the floor, or compute held; "" when it may go ahead.
 func (x resourceCheck) shrinkHeld(r Rules, recommended int64) (string, string) {
 	switch {
-	case r.Guardrail != GuardrailNone:
+	case r.Guardrail != gpufracv1.GuardrailNone:
 		return SkipGuardrail, " (latency guardrail active: no shrinking)"
 	case x.floor >= 0 && recommended < x.floor:
 		return SkipBelowFloor, fmt.Sprintf(" (target %s is below the rollback floor %s)", x.format(recommended), x.format(x.floor))

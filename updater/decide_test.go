@@ -4,6 +4,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/contract"
 )
 
 const gi = int64(1) << 30
@@ -13,8 +16,8 @@ func podAlloc(mem, milli int64) PodAllocation {
 }
 
 // tgt is a recommendation of 2Gi / 300m with bounds [1.5Gi, 3Gi] and [200m, 500m].
-func tgt() map[string]Target {
-	return map[string]Target{"main": {
+func tgt() map[string]contract.Target {
+	return map[string]contract.Target{"main": {
 		Memory: 2 * gi, LowerMemory: 3 * gi / 2, UpperMemory: 3 * gi,
 		Compute: 300, LowerCompute: 200, UpperCompute: 500,
 		PeakMemory: -1, ControlsMemory: true, ControlsCompute: true,
@@ -27,7 +30,7 @@ func TestEvaluateDecisionTable(t *testing.T) {
 	base := Rules{Threshold: 0.1, MinPodAge: 12 * time.Hour, NearLimit: 0.9, UrgentGrowth: true}
 	oom := &Termination{Container: "main", ExitCode: 1, Message: "CUDA out of memory", OOM: true}
 	with := func(f func(*Rules)) Rules { r := base; f(&r); return r }
-	withTarget := func(f func(*Target)) map[string]Target {
+	withTarget := func(f func(*contract.Target)) map[string]contract.Target {
 		m := tgt()
 		x := m["main"]
 		f(&x)
@@ -37,7 +40,7 @@ func TestEvaluateDecisionTable(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		alloc   PodAllocation
-		targets map[string]Target
+		targets map[string]contract.Target
 		facts   PodFacts
 		rules   Rules
 		// want
@@ -54,22 +57,22 @@ func TestEvaluateDecisionTable(t *testing.T) {
 		{name: "compute below lower bound", alloc: podAlloc(2*gi, 100), facts: young, rules: base, grow: true, reason: "compute 100m below lower bound 200m"},
 		{name: "whole GPU without fraction: shrink", alloc: PodAllocation{Containers: map[string]Alloc{"main": {Memory: 80 * gi, Compute: 1000, Source: SourceWholeGPU}}}, facts: young, rules: base, shrink: true},
 		{name: "grow and shrink at once", alloc: podAlloc(gi, 900), facts: young, rules: base, grow: true, shrink: true},
-		{name: "guardrail near: shrink held", alloc: podAlloc(4*gi, 300), facts: young, rules: with(func(r *Rules) { r.Guardrail = GuardrailHold }), held: SkipGuardrail},
-		{name: "guardrail breached: growth urgent", alloc: podAlloc(2*gi, 100), facts: young, rules: with(func(r *Rules) { r.Guardrail = GuardrailBreached }), grow: true, urgent: true},
-		{name: "guardrail breached, young pod, compute 20% below target: protective growth ignores MinPodAge", alloc: podAlloc(2*gi, 240), facts: young, rules: with(func(r *Rules) { r.Guardrail = GuardrailBreached }), grow: true, urgent: true},
-		{name: "guardrail breached but urgentGrowth false: not urgent", alloc: podAlloc(2*gi, 100), facts: young, rules: with(func(r *Rules) { r.Guardrail = GuardrailBreached; r.UrgentGrowth = false }), grow: true},
+		{name: "guardrail near: shrink held", alloc: podAlloc(4*gi, 300), facts: young, rules: with(func(r *Rules) { r.Guardrail = gpufracv1.GuardrailHold }), held: SkipGuardrail},
+		{name: "guardrail breached: growth urgent", alloc: podAlloc(2*gi, 100), facts: young, rules: with(func(r *Rules) { r.Guardrail = gpufracv1.GuardrailBreached }), grow: true, urgent: true},
+		{name: "guardrail breached, young pod, compute 20% below target: protective growth ignores MinPodAge", alloc: podAlloc(2*gi, 240), facts: young, rules: with(func(r *Rules) { r.Guardrail = gpufracv1.GuardrailBreached }), grow: true, urgent: true},
+		{name: "guardrail breached but urgentGrowth false: not urgent", alloc: podAlloc(2*gi, 100), facts: young, rules: with(func(r *Rules) { r.Guardrail = gpufracv1.GuardrailBreached; r.UrgentGrowth = false }), grow: true},
 		{name: "OOM exit, memory below target: urgent", alloc: podAlloc(gi*7/4, 300), facts: PodFacts{Age: time.Minute, OOM: oom}, rules: base, grow: true, urgent: true},
 		{name: "OOM exit but memory at target: nothing to grow", alloc: podAlloc(2*gi, 300), facts: PodFacts{Age: time.Minute, OOM: oom}, rules: base},
-		{name: "memory near limit: growth urgent", alloc: podAlloc(gi*7/4, 300), targets: withTarget(func(x *Target) { x.PeakMemory = gi * 17 / 10 }), facts: young, rules: base, grow: true, urgent: true},
+		{name: "memory near limit: growth urgent", alloc: podAlloc(gi*7/4, 300), targets: withTarget(func(x *contract.Target) { x.PeakMemory = gi * 17 / 10 }), facts: young, rules: base, grow: true, urgent: true},
 		{name: "OOM exit, target 5% above memory (under Threshold): used up, grows urgently", alloc: podAlloc(gi*19/10, 300), facts: PodFacts{Age: time.Minute, OOM: oom}, rules: base, grow: true, urgent: true, reason: "used up"},
-		{name: "observed peak at the allocation, target 5% above: used up, grows urgently", alloc: podAlloc(gi*19/10, 300), targets: withTarget(func(x *Target) { x.PeakMemory = gi * 19 / 10 }), facts: young, rules: base, grow: true, urgent: true, reason: "used up"},
-		{name: "observed peak just under the allocation, target 5% above: under Threshold, nothing", alloc: podAlloc(gi*19/10, 300), targets: withTarget(func(x *Target) { x.PeakMemory = gi*19/10 - 1 }), facts: old, rules: base},
-		{name: "memory peak far from limit: growth waits for MinPodAge", alloc: podAlloc(gi*7/4, 300), targets: withTarget(func(x *Target) { x.PeakMemory = gi }), facts: young, rules: base},
+		{name: "observed peak at the allocation, target 5% above: used up, grows urgently", alloc: podAlloc(gi*19/10, 300), targets: withTarget(func(x *contract.Target) { x.PeakMemory = gi * 19 / 10 }), facts: young, rules: base, grow: true, urgent: true, reason: "used up"},
+		{name: "observed peak just under the allocation, target 5% above: under Threshold, nothing", alloc: podAlloc(gi*19/10, 300), targets: withTarget(func(x *contract.Target) { x.PeakMemory = gi*19/10 - 1 }), facts: old, rules: base},
+		{name: "memory peak far from limit: growth waits for MinPodAge", alloc: podAlloc(gi*7/4, 300), targets: withTarget(func(x *contract.Target) { x.PeakMemory = gi }), facts: young, rules: base},
 		{name: "compute shrink held by a GPU HPA", alloc: podAlloc(2*gi, 900), facts: young, rules: with(func(r *Rules) { r.ComputeShrinkHeld = true }), held: SkipComputeHeld},
 		{name: "compute held but memory shrinks", alloc: podAlloc(4*gi, 900), facts: young, rules: with(func(r *Rules) { r.ComputeShrinkHeld = true }), shrink: true, reason: "memory 4Gi above upper bound"},
 		{name: "compute held, compute grows", alloc: podAlloc(2*gi, 100), facts: young, rules: with(func(r *Rules) { r.ComputeShrinkHeld = true }), grow: true},
 		{name: "below floor, target reaches floor: urgent rollback", alloc: podAlloc(gi*7/4, 300),
-			targets: withTarget(func(x *Target) { x.Memory = 3 * gi; x.LowerMemory = gi; x.UpperMemory = 4 * gi }), facts: young,
+			targets: withTarget(func(x *contract.Target) { x.Memory = 3 * gi; x.LowerMemory = gi; x.UpperMemory = 4 * gi }), facts: young,
 			rules: with(func(r *Rules) { r.Floor = map[string]Alloc{"main": {Memory: 3 * gi, Compute: -1}} }), grow: true, urgent: true, rollback: true, reason: "below rollback floor 3Gi"},
 		{name: "below floor, recommendation not yet at floor: rollback to the floor anyway", alloc: podAlloc(2*gi, 300), facts: young,
 			rules: with(func(r *Rules) { r.Floor = map[string]Alloc{"main": {Memory: 3 * gi, Compute: -1}} }), grow: true, urgent: true, rollback: true,
@@ -83,13 +86,13 @@ func TestEvaluateDecisionTable(t *testing.T) {
 		{name: "shrink below floor refused", alloc: podAlloc(4*gi, 300), facts: young,
 			rules: with(func(r *Rules) { r.Floor = map[string]Alloc{"main": {Memory: 4 * gi, Compute: -1}} }), held: SkipBelowFloor},
 		{name: "rollback with urgentGrowth false waits for a window", alloc: podAlloc(gi*7/4, 300),
-			targets: withTarget(func(x *Target) { x.Memory = 3 * gi; x.LowerMemory = gi; x.UpperMemory = 4 * gi }), facts: young,
+			targets: withTarget(func(x *contract.Target) { x.Memory = 3 * gi; x.LowerMemory = gi; x.UpperMemory = 4 * gi }), facts: young,
 			rules: with(func(r *Rules) {
 				r.UrgentGrowth = false
 				r.Floor = map[string]Alloc{"main": {Memory: 3 * gi, Compute: -1}}
 			}), grow: true, rollback: true},
 		{name: "compute not written (KAI): only memory compared", alloc: podAlloc(2*gi, -1), facts: old, rules: base},
-		{name: "compute not controlled", alloc: podAlloc(2*gi, 900), targets: withTarget(func(x *Target) { x.ControlsCompute = false }), facts: old, rules: base},
+		{name: "compute not controlled", alloc: podAlloc(2*gi, 900), targets: withTarget(func(x *contract.Target) { x.ControlsCompute = false }), facts: old, rules: base},
 		{name: "container without recommendation", alloc: PodAllocation{Containers: map[string]Alloc{"sidecar": {Memory: 80 * gi, Compute: 1000}}}, facts: old, rules: base},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

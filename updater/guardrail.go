@@ -8,57 +8,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/workload"
 )
-
-// ReasonLatencyBreached is the reason the recommender gives the LatencyGuardrailActive
-// condition while the latency objective is breached (recommender.ReasonLatencyBreached;
-// a test keeps the two equal). Near the objective the condition is True with another
-// reason: shrinking stops, but nothing is rolled back.
-const ReasonLatencyBreached = "ObjectiveBreached"
-
-// ReasonLatencyNoData is the reason of an Unknown LatencyGuardrailActive condition when
-// the latency query returned no data (recommender.ReasonLatencyNoData): the recommender
-// treats it as no pressure, and so does the updater. Unknown with any other reason (the
-// query failed) holds shrinking.
-const ReasonLatencyNoData = "NoData"
-
-// Guardrail is the latency guardrail's state as the recommendation reports it.
-type Guardrail int
-
-const (
-	// GuardrailNone: no guardrail condition, or False (objective met, or none set).
-	GuardrailNone Guardrail = iota
-	// GuardrailHold: True near the objective, or Unknown because the latency query
-	// failed: no shrinking.
-	GuardrailHold
-	// GuardrailBreached: True with reason ObjectiveBreached: no shrinking, growth is
-	// urgent, and a shrink under verification is rolled back.
-	GuardrailBreached
-)
-
-// GuardrailState reads the LatencyGuardrailActive condition of a recommendation (nil:
-// GuardrailNone) and returns it with the condition's message.
-func GuardrailState(gfr *gpufracv1.GPUFractionRecommendation) (Guardrail, string) {
-	if gfr == nil {
-		return GuardrailNone, ""
-	}
-	c := meta.FindStatusCondition(gfr.Status.Conditions, gpufracv1.ConditionLatencyGuardrailActive)
-	switch {
-	case c == nil || c.Status == metav1.ConditionFalse:
-		return GuardrailNone, ""
-	case c.Status == metav1.ConditionUnknown && c.Reason == ReasonLatencyNoData:
-		return GuardrailNone, ""
-	case c.Status == metav1.ConditionTrue && c.Reason == ReasonLatencyBreached:
-		return GuardrailBreached, c.Message
-	default:
-		return GuardrailHold, c.Message
-	}
-}
 
 // oomPatterns are lower-case fragments of termination messages that mean a GPU (or
 // host) out-of-memory error. GPU out-of-memory errors end the process with an

@@ -8,16 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-
-	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
-	"github.com/gpufrac/gpufrac/recommender"
 )
-
-func TestReasonLatencyBreachedMatchesRecommender(t *testing.T) {
-	if ReasonLatencyBreached != recommender.ReasonLatencyBreached || ReasonLatencyNoData != recommender.ReasonLatencyNoData {
-		t.Fatalf("reasons %q/%q, recommender writes %q/%q", ReasonLatencyBreached, ReasonLatencyNoData, recommender.ReasonLatencyBreached, recommender.ReasonLatencyNoData)
-	}
-}
 
 func TestIsOOM(t *testing.T) {
 	for _, tc := range []struct {
@@ -66,29 +57,5 @@ func TestTerminations(t *testing.T) {
 	}
 	if s := ts[0].String(); !strings.Contains(s, "exited 1 (Error)") || !strings.Contains(s, "out of memory") {
 		t.Errorf("String() = %q", s)
-	}
-}
-
-func TestGuardrailState(t *testing.T) {
-	gfr := func(status metav1.ConditionStatus, reason string) *gpufracv1.GPUFractionRecommendation {
-		r := &gpufracv1.GPUFractionRecommendation{}
-		r.Status.Conditions = []metav1.Condition{{Type: gpufracv1.ConditionLatencyGuardrailActive, Status: status, Reason: reason, Message: "p95 2.4s > 2s"}}
-		return r
-	}
-	for _, tc := range []struct {
-		r    *gpufracv1.GPUFractionRecommendation
-		want Guardrail
-	}{
-		{nil, GuardrailNone},
-		{&gpufracv1.GPUFractionRecommendation{}, GuardrailNone},
-		{gfr(metav1.ConditionFalse, recommender.ReasonLatencyOK), GuardrailNone},
-		{gfr(metav1.ConditionTrue, recommender.ReasonLatencyNear), GuardrailHold},
-		{gfr(metav1.ConditionUnknown, recommender.ReasonLatencyUnknown), GuardrailHold},
-		{gfr(metav1.ConditionUnknown, recommender.ReasonLatencyNoData), GuardrailNone},
-		{gfr(metav1.ConditionTrue, recommender.ReasonLatencyBreached), GuardrailBreached},
-	} {
-		if got, _ := GuardrailState(tc.r); got != tc.want {
-			t.Errorf("%v: got %v, want %v", tc.r, got, tc.want)
-		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gpufrac/gpufrac/admission"
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/contract"
 )
 
 // Issue 14 kind 3: a GPU HPA scales the workload; the recommendation shrinks memory
@@ -65,11 +66,11 @@ func TestComputeHeldInReplacements(t *testing.T) {
 	if err := f.c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: "web"}, gfa); err != nil {
 		t.Fatal(err)
 	}
-	if got := TargetsOf(gfa, f.gfr)["main"].Compute; got != 250 {
+	if got := contract.TargetsOf(gfa, f.gfr)["main"].Compute; got != 250 {
 		t.Errorf("TargetsOf compute %dm, want 250m while held", got)
 	}
 
-	// The webhook (same rule, admission.HeldCompute) gives the replacement 250m.
+	// The webhook (same rule, contract.HeldCompute) gives the replacement 250m.
 	m := admission.NewMutator(f.c, f.scheme, admission.Config{})
 	if got := gpucores(t, m, f.pods[0].Spec.Containers[0]); got != "25" {
 		t.Errorf("replacement gpucores %q, want 25 (the held 250m, not the recommended 100m)", got)

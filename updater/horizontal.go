@@ -19,8 +19,8 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/gpufrac/gpufrac/admission"
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/contract"
 	"github.com/gpufrac/gpufrac/workload"
 )
 
@@ -237,14 +237,14 @@ func (u *Updater) holdCompute(ctx context.Context, p *plan, now time.Time) bool 
 
 // publishHeldCompute publishes, while compute is held, the most compute each container
 // of the running pods holds (status.updater.heldCompute): the webhook gives every new or
-// replacement pod at least that (admission.HeldCompute). Until the published value
+// replacement pod at least that (contract.HeldCompute). Until the published value
 // covers it, nothing is replaced: it returns why, or "".
 func (p *plan) publishHeldCompute() string {
 	if len(p.held) == 0 {
 		return ""
 	}
 	p.st.HeldCompute = heldCompute(p.pods, p.allocs)
-	if admission.ComputeShrinkHeld(p.gfa) && covers(p.gfa.Status.Updater.HeldCompute, p.st.HeldCompute) {
+	if contract.ComputeShrinkHeld(p.gfa) && covers(p.gfa.Status.Updater.HeldCompute, p.st.HeldCompute) {
 		return ""
 	}
 	return fmt.Sprintf("compute is held (%s scales on GPU utilisation) and status.updater.heldCompute (%s) is being published: the webhook must know what a replacement gets at least; next cycle",

@@ -68,7 +68,7 @@ const (
 	// SkipMinInterval: the workload's last round of replacements started less than
 	// --min-replacement-interval ago, or in the same resize window opening.
 	SkipMinInterval = "min-interval"
-	// SkipDuplicateTarget: an older autoscaler (admission.Precedes) targets the same
+	// SkipDuplicateTarget: an older autoscaler (contract.Precedes) targets the same
 	// workload and is in charge; this one is ignored.
 	SkipDuplicateTarget = "duplicate-target"
 	// SkipNoCapacity: the replacement could not be placed (no node with the GPU resource

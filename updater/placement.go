@@ -12,6 +12,7 @@ import (
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/backend"
+	"github.com/gpufrac/gpufrac/contract"
 	"github.com/gpufrac/gpufrac/workload"
 )
 
@@ -231,7 +232,7 @@ func podRequest(pod *corev1.Pod, res corev1.ResourceName) int64 {
 // webhook keeps or removes it alike) and, for HAMi and KAI, the largest memory one of
 // its containers will get on a shared GPU (the target plus overhead where memory is
 // controlled, else what it has now; for KAI as the fraction the webhook writes).
-func replacementNeed(pod *corev1.Pod, alloc PodAllocation, targets map[string]Target, bt gpufracv1.BackendType, cfg backend.Config, overhead int64) Replacement {
+func replacementNeed(pod *corev1.Pod, alloc PodAllocation, targets map[string]contract.Target, bt gpufracv1.BackendType, cfg backend.Config, overhead int64) Replacement {
 	r := Replacement{GPUs: podRequest(pod, cfg.GPUResource), OpensDevice: bt == gpufracv1.BackendKAI}
 	if bt != gpufracv1.BackendHAMi && bt != gpufracv1.BackendKAI {
 		return r

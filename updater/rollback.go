@@ -14,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
-	"github.com/gpufrac/gpufrac/admission"
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/contract"
 )
 
 // Rollback verification: after a shrink the guardrails are watched for
@@ -114,7 +114,7 @@ func (u *Updater) oomFloor(ctx context.Context, p *plan, pod *corev1.Pod, t Term
 }
 
 // publishFloor holds every replacement while a floor raised this cycle is not yet in
-// the published status.updater.floor, which the webhook reads (admission.Floor) to give
+// the published status.updater.floor, which the webhook reads (contract.Floor) to give
 // the replacement at least the floor: it returns why, or "".
 func (p *plan) publishFloor(now time.Time) string {
 	if p.st.Floor == nil || floorPublished(p.gfa, p.st.Floor, now) {
@@ -127,7 +127,7 @@ func (p *plan) publishFloor(now time.Time) string {
 // least floor for every container and resource.
 func floorPublished(gfa *gpufracv1.GPUFractionAutoscaler, floor *gpufracv1.UpdaterFloor, now time.Time) bool {
 	for _, c := range floor.Containers {
-		mem, milli := admission.Floor(gfa, c.ContainerName, now)
+		mem, milli := contract.Floor(gfa, c.ContainerName, now)
 		if (c.Memory != nil && mem < c.Memory.Value()) || (c.Compute != nil && milli < c.Compute.MilliValue()) {
 			return false
 		}
@@ -151,8 +151,8 @@ func floorMemory(f *gpufracv1.UpdaterFloor, container string) int64 {
 // breach checks a shrink under verification: the latency guardrail breached, or a
 // container of a pod running with a smaller fraction than before the shrink ended after
 // it started. It returns the trigger (latency, restart) and a message, or "".
-func breach(v *gpufracv1.ShrinkVerification, guard Guardrail, guardMsg string, pods []*corev1.Pod, allocs map[types.UID]PodAllocation) (string, string) {
-	if guard == GuardrailBreached {
+func breach(v *gpufracv1.ShrinkVerification, guard gpufracv1.Guardrail, guardMsg string, pods []*corev1.Pod, allocs map[types.UID]PodAllocation) (string, string) {
+	if guard == gpufracv1.GuardrailBreached {
 		msg := "latency objective breached"
 		if guardMsg != "" {
 			msg += " (" + guardMsg + ")"
@@ -161,7 +161,7 @@ func breach(v *gpufracv1.ShrinkVerification, guard Guardrail, guardMsg string, p
 	}
 	prev := map[string]Alloc{}
 	for _, c := range v.Previous {
-		prev[c.ContainerName] = Alloc{Memory: bytesOf(c.Memory), Compute: milliOf(c.Compute)}
+		prev[c.ContainerName] = Alloc{Memory: contract.BytesOf(c.Memory), Compute: contract.MilliOf(c.Compute)}
 	}
 	for _, pod := range pods {
 		a := allocs[pod.UID]

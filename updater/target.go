@@ -7,14 +7,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/gpufrac/gpufrac/admission"
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/backend"
+	"github.com/gpufrac/gpufrac/contract"
 	"github.com/gpufrac/gpufrac/workload"
 )
 
@@ -22,7 +20,7 @@ import (
 // charge of it, its pods, its recommendation and what the pods hold.
 
 // resolveTargets resolves every autoscaler's target first: of several autoscalers on one
-// workload the oldest is in charge (admission.Precedes, as in the recommender and the
+// workload the oldest is in charge (contract.Precedes, as in the recommender and the
 // webhook). Autoscalers being deleted are left out.
 func (cy *cycle) resolveTargets(ctx context.Context, u *Updater, gfas []gpufracv1.GPUFractionAutoscaler) {
 	for i := range gfas {
@@ -35,7 +33,7 @@ func (cy *cycle) resolveTargets(ctx context.Context, u *Updater, gfas []gpufracv
 		if err != nil {
 			continue
 		}
-		if cur := cy.inCharge[ref]; cur == nil || admission.Precedes(gfa, cur) {
+		if cur := cy.inCharge[ref]; cur == nil || contract.Precedes(gfa, cur) {
 			cy.inCharge[ref] = gfa
 		}
 	}
@@ -56,7 +54,7 @@ func (p *plan) takeTarget(t resolved, winner *gpufracv1.GPUFractionAutoscaler, w
 	}
 	p.wl = wl
 	if winner != nil && winner.UID != p.gfa.UID {
-		p.blockR, p.blockMsg = SkipDuplicateTarget, admission.DuplicateMessage(p.gfa, winner, p.gfa.Spec.TargetRef.Kind, p.gfa.Spec.TargetRef.Name)
+		p.blockR, p.blockMsg = SkipDuplicateTarget, contract.DuplicateMessage(p.gfa, winner, p.gfa.Spec.TargetRef.Kind, p.gfa.Spec.TargetRef.Name)
 		return false
 	}
 	return true
@@ -112,7 +110,8 @@ func (u *Updater) failedPodsOf(ctx context.Context, ref workload.Ref, byNS map[s
 }
 
 // recommendation reads the autoscaler's GPUFractionRecommendation from the cache and
-// says whether the webhook would apply it; when not, it returns a skip reason and message.
+// says whether the webhook would apply it (contract.Applies); when not, it returns a skip
+// reason and message.
 func (u *Updater) recommendation(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler) (*gpufracv1.GPUFractionRecommendation, string, string) {
 	gfr := &gpufracv1.GPUFractionRecommendation{}
 	if err := u.Client.Get(ctx, types.NamespacedName{Namespace: gfa.Namespace, Name: gfa.Name}, gfr); err != nil {
@@ -121,24 +120,16 @@ func (u *Updater) recommendation(ctx context.Context, gfa *gpufracv1.GPUFraction
 		}
 		return nil, SkipNoRecommendation, fmt.Sprintf("reading the recommendation: %v", err)
 	}
-	for _, or := range gfr.OwnerReferences {
-		if or.Kind == "GPUFractionAutoscaler" && or.UID != gfa.UID {
-			return nil, SkipNoRecommendation, "the recommendation belongs to an earlier autoscaler of the same name"
-		}
-	}
-	if c := meta.FindStatusCondition(gfr.Status.Conditions, gpufracv1.ConditionRecommendationProvided); len(gfr.Status.ContainerRecommendations) == 0 || (c != nil && c.Status != metav1.ConditionTrue) {
-		return gfr, SkipNoRecommendation, "RecommendationProvided is not True"
-	}
-	minConf := int32(50)
-	if u.Config.MinConfidence != nil {
-		minConf = *u.Config.MinConfidence
-	}
-	if conf := gfr.Status.ConfidencePercent; (conf == nil && minConf > 0) || (conf != nil && *conf < minConf) {
-		c := int32(0)
-		if conf != nil {
-			c = *conf
-		}
-		return gfr, SkipLowConfidence, fmt.Sprintf("confidence %d%% is below the webhook's minimum %d%%: a replacement would not get the recommendation", c, minConf)
+	// The webhook's gates (contract.Applies): a replacement would not get a
+	// recommendation the webhook does not apply.
+	switch reason, msg := contract.Applies(gfa, gfr, contract.MinConfidence(u.Config.MinConfidence)); reason {
+	case "":
+	case contract.ReasonStale:
+		return nil, SkipNoRecommendation, msg
+	case contract.ReasonLowConfidence:
+		return gfr, SkipLowConfidence, msg + ": a replacement would not get the recommendation"
+	default:
+		return gfr, SkipNoRecommendation, msg
 	}
 	return gfr, "", ""
 }
@@ -161,7 +152,7 @@ func (p *plan) rules(cfg Config, computeHeld bool) Rules {
 	if f := p.st.Floor; f != nil {
 		r.Floor = map[string]Alloc{}
 		for _, c := range f.Containers {
-			r.Floor[c.ContainerName] = Alloc{Memory: bytesOf(c.Memory), Compute: milliOf(c.Compute)}
+			r.Floor[c.ContainerName] = Alloc{Memory: contract.BytesOf(c.Memory), Compute: contract.MilliOf(c.Compute)}
 		}
 	}
 	return r

@@ -27,7 +27,6 @@ import (
 
 	"github.com/gpufrac/gpufrac/admission"
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
-	"github.com/gpufrac/gpufrac/recommender"
 	"github.com/gpufrac/gpufrac/statuslease"
 )
 
@@ -96,7 +95,7 @@ func (f *fixture) setTarget(target, lower, upper string) {
 		}},
 		ConfidencePercent: ptr.To[int32](90),
 		Conditions: []metav1.Condition{{Type: gpufracv1.ConditionRecommendationProvided, Status: metav1.ConditionTrue, Reason: "R", LastTransitionTime: metav1.Now()},
-			{Type: gpufracv1.ConditionLatencyGuardrailActive, Status: metav1.ConditionFalse, Reason: recommender.ReasonLatencyOK, LastTransitionTime: metav1.Now()}},
+			{Type: gpufracv1.ConditionLatencyGuardrailActive, Status: metav1.ConditionFalse, Reason: gpufracv1.ReasonLatencyOK, LastTransitionTime: metav1.Now()}},
 	}
 }
 
@@ -280,7 +279,7 @@ func TestGates(t *testing.T) {
 		}, reason: SkipPDB},
 		{name: "low confidence", setup: func(f *fixture) { f.gfr.Status.ConfidencePercent = ptr.To[int32](20) }, reason: SkipLowConfidence},
 		{name: "guardrail near: no shrink", setup: func(f *fixture) {
-			meta.SetStatusCondition(&f.gfr.Status.Conditions, metav1.Condition{Type: gpufracv1.ConditionLatencyGuardrailActive, Status: metav1.ConditionTrue, Reason: recommender.ReasonLatencyNear})
+			meta.SetStatusCondition(&f.gfr.Status.Conditions, metav1.Condition{Type: gpufracv1.ConditionLatencyGuardrailActive, Status: metav1.ConditionTrue, Reason: gpufracv1.ReasonLatencyNear})
 		}, reason: SkipGuardrail},
 		{name: "GPU HPA holds compute", setup: func(f *fixture) {
 			f.setTarget("3Gi", "2Gi", "4Gi")
@@ -374,7 +373,7 @@ func TestRollbackAfterLatencyBreach(t *testing.T) {
 		t.Fatal(err)
 	}
 	meta.SetStatusCondition(&gfr.Status.Conditions, metav1.Condition{Type: gpufracv1.ConditionLatencyGuardrailActive, Status: metav1.ConditionTrue,
-		Reason: recommender.ReasonLatencyBreached, Message: "p95 latency 2.4s above the objective 2s"})
+		Reason: gpufracv1.ReasonLatencyBreached, Message: "p95 latency 2.4s above the objective 2s"})
 	if err := f.c.Status().Update(ctx, gfr); err != nil {
 		t.Fatal(err)
 	}

@@ -391,7 +391,7 @@ type UpdaterStatus struct {
 	// compute (share of one GPU) the workload's running pods hold. The admission webhook
 	// writes at least this into every new or replacement pod, so a horizontal
 	// autoscaler scaling on GPU utilisation never sees compute shrink
-	// (admission.HeldCompute). Memory is not set.
+	// (contract.HeldCompute). Memory is not set.
 	// +listType=map
 	// +listMapKey=containerName
 	// +optional

@@ -34,3 +34,9 @@ const (
 	// maximum applies).
 	ReasonWithinPolicy = "WithinPolicy"
 )
+
+// ReasonDuplicateTarget: several autoscalers target one workload; the oldest is in
+// charge (contract.InCharge) and the others are ignored. The reason of the recommender's
+// ConfigUnsupported and RecommendationProvided conditions and of the recommender's and
+// the webhook's warning events.
+const ReasonDuplicateTarget = "DuplicateTarget"

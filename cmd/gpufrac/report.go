@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/contract"
 	"github.com/gpufrac/gpufrac/packing"
 )
 
@@ -135,7 +136,7 @@ memory over the memory of each, and when gpufrac started applying.`,
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "Output format: text, markdown or json.")
 	cmd.Flags().StringVar(&since, "since", "", "Also print the before and after over this window (7d, 12h; Prometheus duration) from --prometheus-url.")
 	cmd.Flags().StringVar(&promURL, "prometheus-url", "", "Prometheus that scrapes the recommender's metrics, for --since.")
-	cmd.Flags().Int32Var(&minConfidence, "min-confidence", 50, "Recommendations under this confidence (percent) keep a whole GPU per pod, as the admission webhook's --min-confidence does not apply them.")
+	cmd.Flags().Int32Var(&minConfidence, "min-confidence", contract.DefaultMinConfidence, "Recommendations under this confidence (percent) keep a whole GPU per pod, as the admission webhook's --min-confidence does not apply them.")
 	return cmd
 }
 
@@ -218,7 +219,9 @@ func summarise(items []gpufracv1.GPUFractionRecommendation, gpuMemory int64, min
 		if row.MemoryBytes > gpuMemory {
 			t.Oversized++
 		}
-		if row.Provided && row.ConfidencePercent < minConfidence {
+		// The webhook's confidence gate (contract.ConfidentEnough).
+		confident := contract.ConfidentEnough(r.Status.ConfidencePercent, minConfidence)
+		if row.Provided && !confident {
 			t.LowConfidence++
 		}
 		t.Workloads++
@@ -226,7 +229,7 @@ func summarise(items []gpufracv1.GPUFractionRecommendation, gpuMemory int64, min
 		for i := 0; i < row.Pods; i++ {
 			id++
 			a := packing.Alloc{MemoryBytes: row.MemoryBytes, ComputeMilli: row.ComputeMilli}
-			if !row.Provided || row.ConfidencePercent < minConfidence || row.SharingMode == string(gpufracv1.SharingModeExclusive) || row.MemoryBytes > gpuMemory {
+			if !row.Provided || !confident || row.SharingMode == string(gpufracv1.SharingModeExclusive) || row.MemoryBytes > gpuMemory {
 				// Not applied (none yet, or too little confidence), exclusive, or larger
 				// than one GPU: keeps a whole GPU.
 				a = packing.Alloc{MemoryBytes: gpuMemory, ComputeMilli: 1000}
@@ -234,7 +237,7 @@ func summarise(items []gpufracv1.GPUFractionRecommendation, gpuMemory int64, min
 			recommended += min(a.MemoryBytes, gpuMemory)
 			computeMilli += min(a.ComputeMilli, 1000)
 			p.Place(id, a)
-			if row.Provided && row.ConfidencePercent < minConfidence && row.MemoryBytes <= gpuMemory && row.SharingMode != string(gpufracv1.SharingModeExclusive) {
+			if row.Provided && !confident && row.MemoryBytes <= gpuMemory && row.SharingMode != string(gpufracv1.SharingModeExclusive) {
 				a = packing.Alloc{MemoryBytes: row.MemoryBytes, ComputeMilli: row.ComputeMilli}
 			}
 			all.Place(id, a)

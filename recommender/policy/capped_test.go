@@ -22,7 +22,7 @@ func TestCappedBelowNeed(t *testing.T) {
 		UpperBound: estimate.Resources{MemoryBytes: 7 * gib, Compute: 0.8},
 		HasMemory:  true, HasCompute: true, Confidence: 1, RecentPeakBytes: 5 * gib,
 	}
-	rec := Config{FitMemoryHeadroomBytes: -1}.Recommend("main", est, cp, nil, GuardrailOK)
+	rec := Config{FitMemoryHeadroomBytes: -1}.Recommend("main", est, cp, nil, gpufracv1.GuardrailNone)
 	if rec.Target.Memory.Value() != 4*gib || rec.Target.Compute.MilliValue() != 500 {
 		t.Fatalf("target %v/%v, want the caps 4Gi/500m", rec.Target.Memory, rec.Target.Compute)
 	}
@@ -36,7 +36,7 @@ func TestCappedBelowNeed(t *testing.T) {
 
 	// No maximum: the same estimate is not capped.
 	free := &gpufracv1.ContainerPolicy{ContainerName: "main"}
-	if s := CappedBelowNeed(Config{FitMemoryHeadroomBytes: -1}.Recommend("main", est, free, nil, GuardrailOK), free); s.Capped() {
+	if s := CappedBelowNeed(Config{FitMemoryHeadroomBytes: -1}.Recommend("main", est, free, nil, gpufracv1.GuardrailNone), free); s.Capped() {
 		t.Errorf("no maximum, shortfall %+v", s)
 	}
 	if s := CappedBelowNeed(rec, nil); s.Capped() {
@@ -48,7 +48,7 @@ func TestCappedBelowNeed(t *testing.T) {
 	big := &gpufracv1.ContainerPolicy{ContainerName: "main", MaxMemory: ptr.To(resource.MustParse("60Gi"))}
 	fit := est
 	fit.Target.MemoryBytes, fit.RecentPeakBytes = 42*gib, 30*gib
-	r := Config{}.Recommend("main", fit, big, nil, GuardrailOK)
+	r := Config{}.Recommend("main", fit, big, nil, gpufracv1.GuardrailNone)
 	if r.Target.Memory.Cmp(*r.UncappedTarget.Memory) >= 0 {
 		t.Fatalf("FitShare did not round 42Gi down: %v", r.Target.Memory)
 	}

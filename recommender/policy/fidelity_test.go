@@ -30,7 +30,7 @@ func TestGPUUtilBusyIsNotExclusive(t *testing.T) {
 		{"SM_ACTIVE busy, 9000 MiB", est(metrics.DCGMSMActive, 9000<<20), gpufracv1.SharingModeExclusive, 80},
 		{"GPU_UTIL busy, 70 GiB", est(metrics.DCGMGPUUtil, 70<<30), gpufracv1.SharingModeExclusive, int32(estimate.LowFidelityBusyConfidence * 100)},
 	} {
-		rec := c.Recommend("main", tc.est, nil, nil, GuardrailOK)
+		rec := c.Recommend("main", tc.est, nil, nil, gpufracv1.GuardrailNone)
 		if rec.SharingMode != tc.want || rec.ConfidencePercent != tc.wantConf {
 			t.Errorf("%s: %s at %d%%, want %s at %d%% (%s)", tc.name, rec.SharingMode, rec.ConfidencePercent, tc.want, tc.wantConf, rec.SharingModeReason)
 		}

@@ -89,18 +89,6 @@ func FitShare(target, peak, minRoom, gpuBytes float64) float64 {
 	return target
 }
 
-// Guardrail is the state of the workload's latency objective.
-type Guardrail int
-
-const (
-	// GuardrailOK: no guardrail, or latency well under the objective.
-	GuardrailOK Guardrail = iota
-	// GuardrailNear: latency within the near band under the objective: stop shrinking.
-	GuardrailNear
-	// GuardrailBreached: latency above the objective: never shrink, grow compute.
-	GuardrailBreached
-)
-
 // MemoryHeadroom returns the policy's memory headroom as a ratio (15 % → 0.15).
 func MemoryHeadroom(cp *gpufracv1.ContainerPolicy) float64 {
 	if cp == nil || cp.MemoryHeadroomPercent == nil {
@@ -112,7 +100,7 @@ func MemoryHeadroom(cp *gpufracv1.ContainerPolicy) float64 {
 // Recommend builds the recommendation of one container from its estimate, its policy
 // (nil: none), its previous recommendation (nil: none) and the guardrail state.
 func (c Config) Recommend(name string, est estimate.Estimate, cp *gpufracv1.ContainerPolicy,
-	prev *gpufracv1.ContainerRecommendation, g Guardrail) gpufracv1.ContainerRecommendation {
+	prev *gpufracv1.ContainerRecommendation, g gpufracv1.Guardrail) gpufracv1.ContainerRecommendation {
 	c = c.WithDefaults()
 	target, lower, upper := est.Target, est.LowerBound, est.UpperBound
 	uncapped := estimate.Resources{MemoryBytes: target.MemoryBytes, Compute: math.Min(1, target.Compute)}
@@ -144,12 +132,12 @@ func (c Config) Recommend(name string, est estimate.Estimate, cp *gpufracv1.Cont
 		lower.MemoryBytes = math.Min(lower.MemoryBytes, target.MemoryBytes)
 	}
 
-	if prev != nil && g != GuardrailOK {
+	if prev != nil && g != gpufracv1.GuardrailNone {
 		// Never shrink while the latency objective is breached or near.
 		pt := fromAPI(prev.Target)
 		target.MemoryBytes = math.Max(target.MemoryBytes, pt.MemoryBytes)
 		target.Compute = math.Max(target.Compute, pt.Compute)
-		if g == GuardrailBreached {
+		if g == gpufracv1.GuardrailBreached {
 			target.Compute = math.Min(cpuMax, math.Max(target.Compute, pt.Compute+c.GuardrailComputeStep))
 		}
 		lower.MemoryBytes = math.Min(lower.MemoryBytes, target.MemoryBytes)

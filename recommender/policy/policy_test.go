@@ -47,7 +47,7 @@ func TestRecommendCaps(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := c.Recommend("main", tc.e, tc.cp, nil, GuardrailOK)
+			r := c.Recommend("main", tc.e, tc.cp, nil, gpufracv1.GuardrailNone)
 			str := func(q *resource.Quantity) string {
 				if q == nil {
 					return ""
@@ -77,17 +77,17 @@ func TestGuardrail(t *testing.T) {
 	c := Config{GPUMemoryBytes: 80 * gib}
 	prev := &gpufracv1.ContainerRecommendation{Target: gpufracv1.GPUResources{Memory: q("30Gi"), Compute: q("400m")}}
 	shrink := est(20*gib, 0.2, 0.1, 0.2)
-	if r := c.Recommend("main", shrink, nil, prev, GuardrailOK); r.Target.Memory.String() != "20Gi" || r.Target.Compute.String() != "200m" {
+	if r := c.Recommend("main", shrink, nil, prev, gpufracv1.GuardrailNone); r.Target.Memory.String() != "20Gi" || r.Target.Compute.String() != "200m" {
 		t.Errorf("without guardrail the target shrinks: got %s %s", r.Target.Memory, r.Target.Compute)
 	}
-	if r := c.Recommend("main", shrink, nil, prev, GuardrailNear); r.Target.Memory.String() != "30Gi" || r.Target.Compute.String() != "400m" {
+	if r := c.Recommend("main", shrink, nil, prev, gpufracv1.GuardrailHold); r.Target.Memory.String() != "30Gi" || r.Target.Compute.String() != "400m" {
 		t.Errorf("near the objective nothing shrinks or grows: got %s %s", r.Target.Memory, r.Target.Compute)
 	}
-	if r := c.Recommend("main", shrink, nil, prev, GuardrailBreached); r.Target.Memory.String() != "30Gi" || r.Target.Compute.String() != "500m" {
+	if r := c.Recommend("main", shrink, nil, prev, gpufracv1.GuardrailBreached); r.Target.Memory.String() != "30Gi" || r.Target.Compute.String() != "500m" {
 		t.Errorf("breached: memory kept, compute +100m: got %s %s", r.Target.Memory, r.Target.Compute)
 	}
 	capped := &gpufracv1.ContainerPolicy{ContainerName: "*", MaxCompute: q("450m")}
-	if r := c.Recommend("main", shrink, capped, prev, GuardrailBreached); r.Target.Compute.String() != "450m" {
+	if r := c.Recommend("main", shrink, capped, prev, gpufracv1.GuardrailBreached); r.Target.Compute.String() != "450m" {
 		t.Errorf("breached growth stops at maxCompute: got %s", r.Target.Compute)
 	}
 }

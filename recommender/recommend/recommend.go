@@ -73,7 +73,7 @@ func (c Config) WithDefaults() Config {
 // simulator both call it. It also returns how many containers have state and how many
 // of them the policy turns off.
 func (c Config) Recommend(model *history.Model, w history.WorkloadKey, spec *gpufracv1.GPUFractionAutoscalerSpec, pod *corev1.Pod,
-	prev []gpufracv1.ContainerRecommendation, guard policy.Guardrail, now time.Time) (recs []gpufracv1.ContainerRecommendation, off, known int) {
+	prev []gpufracv1.ContainerRecommendation, guard gpufracv1.Guardrail, now time.Time) (recs []gpufracv1.ContainerRecommendation, off, known int) {
 	byName := map[string]*gpufracv1.ContainerRecommendation{}
 	for i := range prev {
 		byName[prev[i].ContainerName] = &prev[i]

@@ -1,0 +1,93 @@
+// Package contract is the contract between a GPUFractionAutoscaler, its
+// GPUFractionRecommendation and the autoscaler's pods, in one place so that every
+// component reads a recommendation the same way:
+//
+//   - which autoscaler of a workload is in charge (Precedes, InCharge; the others are
+//     ignored: DuplicateMessage, WinnerMessage);
+//   - whether its recommendation applies to pods, and why not (Applies: owner
+//     staleness, RecommendationProvided, the minimum confidence);
+//   - what each container should get (TargetsOf: one Target per container, memory in
+//     bytes and compute in thousandths of one GPU, after the autoscaler's container
+//     policies and HeldCompute; Floor, the rollback floor in force).
+//
+// The admission webhook writes it into new pods (through package backend), the updater
+// compares running pods with it, and gpufrac report and the simulator count with it.
+package contract
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+)
+
+// DefaultMinConfidence is the default lowest recommendation confidence applied to pods,
+// percent (the webhook's --min-confidence).
+const DefaultMinConfidence int32 = 50
+
+// MinConfidence returns *p, or DefaultMinConfidence when p is nil.
+func MinConfidence(p *int32) int32 {
+	if p == nil {
+		return DefaultMinConfidence
+	}
+	return *p
+}
+
+// ValidateMinConfidence returns an error when p is set outside 0–100.
+func ValidateMinConfidence(p *int32) error {
+	if p != nil && (*p < 0 || *p > 100) {
+		return fmt.Errorf("min-confidence %d: want 0–100", *p)
+	}
+	return nil
+}
+
+// Reason says why a recommendation does not apply to pods. Its values are also the
+// "reason" label of gpufrac_admission_skipped_total.
+type Reason string
+
+const (
+	// ReasonStale: the recommendation belongs to an earlier autoscaler of the same name
+	// (a GPUFractionAutoscaler owner of another UID); the recommender replaces it.
+	ReasonStale Reason = "stale-recommendation"
+	// ReasonNotProvided: the recommendation has no container recommendations, or its
+	// RecommendationProvided condition is False or Unknown.
+	ReasonNotProvided Reason = "no-recommendation"
+	// ReasonLowConfidence: status.confidencePercent is below the minimum confidence (or
+	// absent while the minimum is above 0).
+	ReasonLowConfidence Reason = "low-confidence"
+)
+
+// Applies reports whether gfr, the recommendation of the same name as gfa, applies to
+// gfa's pods at minConfidence percent: it belongs to gfa, it is provided, and it is
+// confident enough (ConfidentEnough). When it does not, it returns the reason and a
+// message for people; otherwise "" and "".
+func Applies(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionRecommendation, minConfidence int32) (Reason, string) {
+	for _, or := range gfr.OwnerReferences {
+		if or.Kind == "GPUFractionAutoscaler" && or.UID != gfa.UID {
+			return ReasonStale, "the recommendation belongs to an earlier autoscaler of the same name"
+		}
+	}
+	if c := meta.FindStatusCondition(gfr.Status.Conditions, gpufracv1.ConditionRecommendationProvided); len(gfr.Status.ContainerRecommendations) == 0 || (c != nil && c.Status != metav1.ConditionTrue) {
+		return ReasonNotProvided, "RecommendationProvided is not True"
+	}
+	if conf := gfr.Status.ConfidencePercent; !ConfidentEnough(conf, minConfidence) {
+		c := int32(0)
+		if conf != nil {
+			c = *conf
+		}
+		return ReasonLowConfidence, fmt.Sprintf("confidence %d%% is below the webhook's minimum %d%%", c, minConfidence)
+	}
+	return "", ""
+}
+
+// ConfidentEnough reports whether a recommendation's status.confidencePercent (nil:
+// none) reaches minConfidence percent; without a confidence only a minimum of 0 or less
+// is reached.
+func ConfidentEnough(confidencePercent *int32, minConfidence int32) bool {
+	if confidencePercent == nil {
+		return minConfidence <= 0
+	}
+	return *confidencePercent >= minConfidence
+}

@@ -1,0 +1,125 @@
+package contract
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+)
+
+func autoscaler(name string) *gpufracv1.GPUFractionAutoscaler {
+	return &gpufracv1.GPUFractionAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name)}}
+}
+
+func q(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
+
+// recommendation is a provided recommendation of gfa at confidence (nil: none) for one
+// container main of 4Gi and 350m.
+func recommendation(gfa *gpufracv1.GPUFractionAutoscaler, confidence *int32) *gpufracv1.GPUFractionRecommendation {
+	r := &gpufracv1.GPUFractionRecommendation{ObjectMeta: metav1.ObjectMeta{Namespace: gfa.Namespace, Name: gfa.Name,
+		OwnerReferences: []metav1.OwnerReference{{Kind: "GPUFractionAutoscaler", Name: gfa.Name, UID: gfa.UID}}}}
+	r.Status.ConfidencePercent = confidence
+	r.Status.ContainerRecommendations = []gpufracv1.ContainerRecommendation{{ContainerName: "main",
+		Target: gpufracv1.GPUResources{Memory: q("4Gi"), Compute: q("350m")}}}
+	meta.SetStatusCondition(&r.Status.Conditions, metav1.Condition{Type: gpufracv1.ConditionRecommendationProvided, Status: metav1.ConditionTrue, Reason: "x"})
+	return r
+}
+
+// TestApplies: every reason a recommendation does not apply to pods, in the order the
+// webhook and the updater check them, and the boundary of the minimum confidence.
+func TestApplies(t *testing.T) {
+	gfa := autoscaler("web")
+	for _, tc := range []struct {
+		name    string
+		gfr     func() *gpufracv1.GPUFractionRecommendation
+		min     int32
+		want    Reason
+		message string
+	}{
+		{"applies", func() *gpufracv1.GPUFractionRecommendation { return recommendation(gfa, ptr.To[int32](80)) }, 50, "", ""},
+		{"at the minimum", func() *gpufracv1.GPUFractionRecommendation { return recommendation(gfa, ptr.To[int32](50)) }, 50, "", ""},
+		{"below the minimum", func() *gpufracv1.GPUFractionRecommendation { return recommendation(gfa, ptr.To[int32](49)) }, 50, ReasonLowConfidence, "confidence 49% is below the webhook's minimum 50%"},
+		{"no confidence, minimum 0", func() *gpufracv1.GPUFractionRecommendation { return recommendation(gfa, nil) }, 0, "", ""},
+		{"no confidence, minimum 1", func() *gpufracv1.GPUFractionRecommendation { return recommendation(gfa, nil) }, 1, ReasonLowConfidence, "confidence 0%"},
+		{"owned by an earlier autoscaler", func() *gpufracv1.GPUFractionRecommendation {
+			r := recommendation(gfa, ptr.To[int32](10))
+			r.OwnerReferences[0].UID = "earlier"
+			return r
+		}, 50, ReasonStale, "earlier autoscaler"},
+		{"not provided", func() *gpufracv1.GPUFractionRecommendation {
+			r := recommendation(gfa, ptr.To[int32](10))
+			meta.SetStatusCondition(&r.Status.Conditions, metav1.Condition{Type: gpufracv1.ConditionRecommendationProvided, Status: metav1.ConditionFalse, Reason: "x"})
+			return r
+		}, 50, ReasonNotProvided, "RecommendationProvided"},
+		{"no containers", func() *gpufracv1.GPUFractionRecommendation {
+			r := recommendation(gfa, ptr.To[int32](80))
+			r.Status.ContainerRecommendations = nil
+			return r
+		}, 50, ReasonNotProvided, "RecommendationProvided"},
+		{"no condition yet but containers", func() *gpufracv1.GPUFractionRecommendation {
+			r := recommendation(gfa, ptr.To[int32](80))
+			r.Status.Conditions = nil
+			return r
+		}, 50, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, msg := Applies(gfa, tc.gfr(), tc.min)
+			if got != tc.want || !strings.Contains(msg, tc.message) || (tc.want == "") != (msg == "") {
+				t.Errorf("Applies = %q, %q; want %q with %q", got, msg, tc.want, tc.message)
+			}
+		})
+	}
+	if MinConfidence(nil) != DefaultMinConfidence || MinConfidence(ptr.To[int32](0)) != 0 {
+		t.Error("MinConfidence")
+	}
+	if ValidateMinConfidence(ptr.To[int32](101)) == nil || ValidateMinConfidence(ptr.To[int32](-1)) == nil || ValidateMinConfidence(nil) != nil {
+		t.Error("ValidateMinConfidence")
+	}
+}
+
+// TestTargetsOf: units, absent values, container policies (Off, controlled resources,
+// compute only where partitioned), the first of duplicate names, and held compute.
+func TestTargetsOf(t *testing.T) {
+	gfa := autoscaler("web")
+	off := gpufracv1.ContainerScalingModeOff
+	gfa.Spec.ResourcePolicy = &gpufracv1.ResourcePolicy{ContainerPolicies: []gpufracv1.ContainerPolicy{
+		{ContainerName: "sidecar", Mode: &off},
+		{ContainerName: "memonly", ControlledResources: []gpufracv1.GPUResourceName{gpufracv1.ResourceMemory}},
+	}}
+	gfr := recommendation(gfa, ptr.To[int32](80))
+	gfr.Status.ContainerRecommendations = append(gfr.Status.ContainerRecommendations,
+		gpufracv1.ContainerRecommendation{ContainerName: "main", Target: gpufracv1.GPUResources{Memory: q("1Gi")}}, // duplicate: ignored
+		gpufracv1.ContainerRecommendation{ContainerName: "sidecar", Target: gpufracv1.GPUResources{Memory: q("1Gi")}},
+		gpufracv1.ContainerRecommendation{ContainerName: "memonly", Target: gpufracv1.GPUResources{Memory: q("2Gi"), Compute: q("100m")},
+			LowerBound: gpufracv1.GPUResources{Memory: q("1Gi")}, UpperBound: gpufracv1.GPUResources{Memory: q("3Gi")}, ObservedPeakMemory: q("1536Mi")})
+	got := TargetsOf(gfa, gfr)
+	if len(got) != 2 {
+		t.Fatalf("targets %v, want main and memonly (sidecar is Off)", got)
+	}
+	m := got["main"]
+	if m.Container != "main" || m.Memory != 4<<30 || m.Compute != 350 || m.LowerMemory != -1 || m.UpperCompute != -1 || m.PeakMemory != -1 ||
+		!m.ControlsMemory || !m.ControlsCompute || m.Recommendation != &gfr.Status.ContainerRecommendations[0] {
+		t.Errorf("main %+v", m)
+	}
+	mo := got["memonly"]
+	if mo.Memory != 2<<30 || mo.LowerMemory != 1<<30 || mo.UpperMemory != 3<<30 || mo.PeakMemory != 1536<<20 || !mo.ControlsMemory || mo.ControlsCompute {
+		t.Errorf("memonly %+v", mo)
+	}
+	// A horizontal autoscaler holds compute: at least what the pods hold.
+	gfa.Status.Updater = &gpufracv1.UpdaterStatus{
+		Conditions:  []metav1.Condition{{Type: gpufracv1.UpdaterConditionComputeShrinkHeld, Status: metav1.ConditionTrue, Reason: "x"}},
+		HeldCompute: []gpufracv1.ContainerAllocation{{ContainerName: "main", Compute: q("500m")}},
+	}
+	if m := TargetsOf(gfa, gfr)["main"]; m.Compute != 500 || m.UpperCompute != 500 {
+		t.Errorf("held: compute %d upper %d, want 500 500", m.Compute, m.UpperCompute)
+	}
+	if len(TargetsOf(gfa, nil)) != 0 {
+		t.Error("nil recommendation has targets")
+	}
+}

@@ -1,0 +1,83 @@
+package contract
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+)
+
+// Target is what one container of an autoscaler's pods should get, in the units the
+// components compare and write: memory in bytes and compute in thousandths of one GPU;
+// -1 means absent. The rollback floor (Floor) is not included: the webhook and the
+// updater each take max(target, floor).
+type Target struct {
+	// Container is the container's name.
+	Container string
+	// Recommendation is the container's recommendation as read, for the quantities
+	// exactly as written (the webhook's validation and applied record). Nil for Targets
+	// not made by TargetsOf.
+	Recommendation *gpufracv1.ContainerRecommendation
+	// Memory, LowerMemory and UpperMemory are the target and bounds of GPU memory, bytes.
+	Memory, LowerMemory, UpperMemory int64
+	// Compute, LowerCompute and UpperCompute are the target and bounds of compute,
+	// thousandths of one GPU. While compute is held (HeldCompute), Compute is at least
+	// what the workload's pods hold and UpperCompute at least Compute.
+	Compute, LowerCompute, UpperCompute int64
+	// PeakMemory is the recent observed memory peak, bytes (-1: unknown).
+	PeakMemory int64
+	// ControlsMemory and ControlsCompute say whether the container's policy lets
+	// gpufrac write the resource (controlledResources, mode); compute only where the
+	// recommendation partitions it (ContainerRecommendation.PartitionsCompute).
+	ControlsMemory, ControlsCompute bool
+}
+
+// TargetsOf converts a recommendation's container recommendations into Targets by
+// container name, keeping only containers whose policy mode is not Off (gfa nil: no
+// policies) and, of several recommendations of one name, the first. It returns an empty
+// map for a nil gfr.
+func TargetsOf(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionRecommendation) map[string]Target {
+	out := map[string]Target{}
+	if gfr == nil {
+		return out
+	}
+	for i := range gfr.Status.ContainerRecommendations {
+		r := &gfr.Status.ContainerRecommendations[i]
+		var pol *gpufracv1.ContainerPolicy
+		if gfa != nil {
+			pol = gfa.Spec.ContainerPolicy(r.ContainerName)
+		}
+		if _, dup := out[r.ContainerName]; dup || !pol.Enabled() {
+			continue
+		}
+		t := Target{
+			Container: r.ContainerName, Recommendation: r,
+			Memory: BytesOf(r.Target.Memory), LowerMemory: BytesOf(r.LowerBound.Memory), UpperMemory: BytesOf(r.UpperBound.Memory),
+			Compute: MilliOf(r.Target.Compute), LowerCompute: MilliOf(r.LowerBound.Compute), UpperCompute: MilliOf(r.UpperBound.Compute),
+			PeakMemory:     BytesOf(r.ObservedPeakMemory),
+			ControlsMemory: pol.Controls(gpufracv1.ResourceMemory), ControlsCompute: pol.Controls(gpufracv1.ResourceCompute) && r.PartitionsCompute(),
+		}
+		// While a horizontal autoscaler scales on GPU utilisation, a pod gets at least
+		// what the workload's pods hold: nothing is replaced towards less compute.
+		if v, raised := HeldCompute(gfa, r.ContainerName, t.Compute); raised {
+			t.Compute, t.UpperCompute = v, max(t.UpperCompute, v)
+		}
+		out[r.ContainerName] = t
+	}
+	return out
+}
+
+// BytesOf returns q in bytes (rounded up), or -1 for nil.
+func BytesOf(q *resource.Quantity) int64 {
+	if q == nil {
+		return -1
+	}
+	return q.Value()
+}
+
+// MilliOf returns q in thousandths (rounded up), or -1 for nil.
+func MilliOf(q *resource.Quantity) int64 {
+	if q == nil {
+		return -1
+	}
+	return q.MilliValue()
+}
