@@ -248,15 +248,9 @@ func (m *Mutator) decideFor(ctx context.Context, pod *corev1.Pod, gfa *gpufracv1
 		return outcome{skip: string(reason)}
 	}
 
-	bt := gpufracv1.BackendAnnotations
-	var specOverhead int64
-	if b := gfa.Spec.Backend; b != nil {
-		if b.Type != "" {
-			bt = b.Type
-		}
-		if b.MemoryOverhead != nil {
-			specOverhead = b.MemoryOverhead.Value()
-		}
+	bt, specOverhead := gfa.Spec.EffectiveBackend(), int64(0)
+	if b := gfa.Spec.Backend; b != nil && b.MemoryOverhead != nil {
+		specOverhead = b.MemoryOverhead.Value()
 	}
 	codec := m.Backends[bt]
 	if codec == nil {
@@ -297,13 +291,20 @@ func (m *Mutator) decideFor(ctx context.Context, pod *corev1.Pod, gfa *gpufracv1
 	if len(rec.Containers) == 0 && equality.Semantic.DeepEqual(pod.Spec.ResourceClaims, mod.Spec.ResourceClaims) {
 		return outcome{skip: SkipNothingWritten, warnings: warnings}
 	}
+	return patchedOutcome(pod, mod, rec, gfa, targets, warnings)
+}
+
+// patchedOutcome is the outcome of patching pod into mod, which the backend wrote for
+// gfa's targets: mod gets the applied record rec, and each memory cap becomes a
+// MemoryCapped event on gfa besides its warning.
+func patchedOutcome(pod, mod *corev1.Pod, rec gpufracv1.AppliedRecord, gfa *gpufracv1.GPUFractionAutoscaler, targets []*backend.Target, warnings []string) outcome {
 	b, err := json.Marshal(rec)
 	if err != nil {
 		errorsTotal.WithLabelValues("encode").Inc()
 		return outcome{skip: SkipInternalError}
 	}
 	backend.SetAnnotation(mod, gpufracv1.AnnotationApplied, string(b))
-	o := outcome{ops: diffPod(pod, mod), warnings: warnings, backend: bt}
+	o := outcome{ops: diffPod(pod, mod), warnings: warnings, backend: rec.Backend}
 	for _, t := range targets {
 		// The pod's creator (a ReplicaSet controller) reads no warning: the autoscaler's
 		// owner gets each cap as an event too.
