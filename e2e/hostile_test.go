@@ -22,7 +22,8 @@ const hostileNS = "e2e-hostile"
 //   - mig, mig-util: MIG instances (UUID + GPU_I_ID, profile 3g.40gb), where GPU_UTIL
 //     reads 0 and GR_ENGINE_ACTIVE is a ratio of the instance;
 //   - shared: two pods on one GPU, each given the device's value;
-//   - nan: NaN and DCGM blank sentinels among valid samples.
+//   - nan: NaN and DCGM blank sentinels among valid samples;
+//   - and one gpufrac agent series of a pod in another namespace.
 //
 // Pods are named by the Deployment convention and have no kube-state-metrics series, so
 // they are attributed by naming convention.
@@ -86,6 +87,11 @@ func hostileHistory(dir string, end time.Time) (string, error) {
 	family("DCGM_FI_DEV_FB_USED", fb)
 	family("DCGM_FI_DEV_GPU_UTIL", util)
 	family("DCGM_FI_PROF_GR_ENGINE_ACTIVE", gr)
+	// One agent series elsewhere: with --metric-source auto it must not switch the
+	// DCGM-only workloads above to the agent (issue 13 kind 2).
+	family("gpufrac_pod_gpu_memory_used_bytes", []series{
+		{l("namespace", "e2e-agent-elsewhere", "pod", "other-0", "container", "main", "UUID", "GPU-x"), constant("1073741824"), 3},
+	})
 	b.WriteString("# EOF\n")
 	path := filepath.Join(dir, "hostile.om")
 	return path, os.WriteFile(path, []byte(b.String()), 0o644)
@@ -99,7 +105,7 @@ func TestHostileMetrics(t *testing.T) {
 	for _, n := range names {
 		create(t, gpuDeployment(hostileNS, n, "inference", 1), autoscaler(hostileNS, n, n))
 	}
-	startRecommender(t, "--metric-source=dcgm")
+	startRecommender(t) // --metric-source auto: every source present, chosen per pod
 	recs := map[string]*gpufracv1.GPUFractionRecommendation{}
 	for _, n := range names {
 		waitFor(t, 90*time.Second, "recommendation of "+n, func() (bool, error) {
@@ -118,6 +124,13 @@ func TestHostileMetrics(t *testing.T) {
 		}
 	}
 
+	t.Run("an agent series elsewhere: each workload is still read from dcgm", func(t *testing.T) {
+		for _, n := range names {
+			if ms := recs[n].Status.MetricSources; len(ms) != 1 || ms[0].Name != "dcgm" || ms[0].Pods < 1 {
+				t.Errorf("%s: metricSources %v, want dcgm alone", n, ms)
+			}
+		}
+	})
 	t.Run("exported_* labels: the workload's usage, never the exporter's", func(t *testing.T) {
 		r := recs["exported"]
 		within("exported", mib(r), 10240*1.15)

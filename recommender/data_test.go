@@ -2,6 +2,7 @@ package recommender
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -284,11 +285,75 @@ func TestDetectionSeesHistoryThroughALiveGap(t *testing.T) {
 	if err := h.rec.RunOnce(context.Background()); err != nil {
 		t.Fatalf("a live gap failed the cycle: %v", err)
 	}
-	if h.rec.Source == nil || h.rec.Source.Name() != "dcgm" {
-		t.Fatalf("source %v, want dcgm from history", h.rec.Source)
-	}
 	st := h.gfr(t, "ml", "sd").Status
 	if len(st.ContainerRecommendations) != 1 || st.ContainerRecommendations[0].Target.Memory == nil {
 		t.Fatalf("no recommendation from history: %+v", st.Conditions)
+	}
+	if fmt.Sprint(st.MetricSources) != "[{dcgm 1}]" {
+		t.Errorf("metricSources %v, want dcgm for the one pod, from history", st.MetricSources)
+	}
+}
+
+// Kind 9 (issue 13): the exporter-health cross-check. The dcgm-exporter target that
+// scrapes one workload's pod fails its scrapes (up 0) and its series stop; the other
+// workload's exporter is up. From the first cycle the target is down, the first
+// workload's MetricsUnavailable says ExporterDown, naming the target and the pod, its
+// targets stay, and the counter moves; the other workload is untouched; once the
+// target is up and its series are back, the condition clears.
+func TestExporterDownIsNamed(t *testing.T) {
+	objs := append(deployment("ml", "a", 1), deployment("ml", "b", 1)...)
+	objs = append(objs, gfa("ml", "a", "a"), gfa("ml", "b", "b"))
+	h := newEngineHarness(t, objs, metrics.DCGM{})
+	pods := podsOf(objs)
+	n := 48 * 120
+	start := h.now.Add(-time.Duration(n-1) * 30 * time.Second)
+	instances := []string{"10.0.0.5:9400", "10.0.0.6:9400"}
+	add := func(i int, from time.Time, n int, up float64) {
+		p := pods[i]
+		for metric, v := range map[string]float64{metrics.DCGMFBUsed: 20000, metrics.DCGMSMActive: 0.5} {
+			l := dcgmLabels(metric, p, fmt.Sprintf("GPU-%d", i))
+			l["job"], l["instance"] = "dcgm-exporter", instances[i]
+			if up == 1 {
+				h.prom.Add(t, l, from, 30*time.Second, promtest.Repeat(v, n)...)
+			}
+		}
+		h.prom.Add(t, map[string]string{"__name__": "up", "job": "dcgm-exporter", "instance": instances[i]}, from, 30*time.Second, promtest.Repeat(up, n)...)
+	}
+	add(0, start, n, 1)
+	add(1, start, n, 1)
+	h.runCycles(t, 1, nil)
+	want := h.gfr(t, "ml", "a").Status.ContainerRecommendations[0]
+	downs := testutil.ToFloat64(metrics.Incomplete.WithLabelValues(metrics.IncompleteExporterDown))
+
+	// Target 0 goes down; target 1 stays up.
+	for i := 0; i < 2; i++ {
+		h.now = h.now.Add(time.Minute)
+		add(0, h.now.Add(-30*time.Second), 2, 0)
+		add(1, h.now.Add(-30*time.Second), 2, 1)
+		h.runCycles(t, 1, nil)
+		st := h.gfr(t, "ml", "a").Status
+		got := st.ContainerRecommendations[0]
+		if got.Target.Memory.Cmp(*want.Target.Memory) != 0 || got.Target.Compute.Cmp(*want.Target.Compute) != 0 {
+			t.Fatalf("cycle %d: targets changed with the exporter down", i)
+		}
+		c := condition(st, gpufracv1.ConditionMetricsUnavailable)
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != gpufracv1.ReasonExporterDown ||
+			!strings.Contains(c.Message, "dcgm-exporter/"+instances[0]) || !strings.Contains(c.Message, pods[0].Name) {
+			t.Fatalf("cycle %d: MetricsUnavailable %+v, want ExporterDown naming the target and the pod", i, c)
+		}
+		if c := condition(h.gfr(t, "ml", "b").Status, gpufracv1.ConditionMetricsUnavailable); c == nil || c.Status != metav1.ConditionFalse {
+			t.Fatalf("cycle %d: the other workload: %+v", i, c)
+		}
+	}
+	if d := testutil.ToFloat64(metrics.Incomplete.WithLabelValues(metrics.IncompleteExporterDown)) - downs; d != 2 {
+		t.Errorf("incomplete_data_total{exporter_down} += %v, want 2 (one per cycle of the one autoscaler)", d)
+	}
+	// Up again, with its series.
+	h.now = h.now.Add(time.Minute)
+	add(0, h.now.Add(-30*time.Second), 2, 1)
+	add(1, h.now.Add(-30*time.Second), 2, 1)
+	h.runCycles(t, 1, nil)
+	if c := condition(h.gfr(t, "ml", "a").Status, gpufracv1.ConditionMetricsUnavailable); c == nil || c.Status != metav1.ConditionFalse {
+		t.Errorf("the condition must clear with the target up: %+v", c)
 	}
 }

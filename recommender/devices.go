@@ -20,9 +20,13 @@ const ReasonWrongDevice = "WrongDevice"
 // source, for the load (from, to]: the live pods' sharing-backend annotations
 // (workload.AllocatedGPUs), replaced by what gpufrac's agent saw where it saw the pod
 // (metrics.AllocationQuery, one range query at the memory aggregation interval). Nil
-// when the source is the agent itself: it measures the pods' own processes.
+// when every source read is the agent itself: it measures the pods' own processes.
 func (r *Recommender) allocation(ctx context.Context, sel metrics.Selector, from, to time.Time) (metrics.Allocation, error) {
-	if metrics.PerProcess(r.Source.MemoryMetric()) {
+	needed := false
+	for _, s := range r.order() {
+		needed = needed || !metrics.PerProcess(s.MemoryMetric())
+	}
+	if !needed {
 		return nil, nil
 	}
 	alloc := metrics.Allocation{}
@@ -51,7 +55,8 @@ func (r *Recommender) allocation(ctx context.Context, sel metrics.Selector, from
 // agentWins replaces the series of pods that named a GPU the agent did not see them on
 // (metrics.Series.WrongDevice, with the agent as the pod's authority) by the agent's own
 // series of those pods, read with readData over the same load: for them the agent source
-// wins. The source's series of those pods are kept without samples, to say what was not
+// wins. (Where the agent is read as a source too, the per-pod choice does this already:
+// sources.go.) The source's series of those pods are kept without samples, to say what was not
 // used. Pods whose authority is an annotation keep what was left of them. It returns
 // the series unchanged, without a query, when no pod needs the agent.
 func (r *Recommender) agentWins(ctx context.Context, alloc metrics.Allocation, sel metrics.Selector, from, to time.Time,
@@ -70,10 +75,13 @@ func (r *Recommender) agentWins(ctx context.Context, alloc metrics.Allocation, s
 	}
 	asel := sel
 	asel.Device = metrics.Agent.DeviceLabels()
-	am, af, ac, err := r.readData(ctx, metrics.Agent, asel, from, to)
+	ard := *r.Reader
+	ard.Device = asel.Device
+	a, err := r.readData(ctx, &ard, metrics.Agent, asel, from, to)
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	am, af, ac := a.memory, a.flat, a.compute
 	replace := func(src, agent []metrics.Series) []metrics.Series {
 		out := make([]metrics.Series, 0, len(src))
 		for _, s := range src {

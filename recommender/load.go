@@ -3,10 +3,12 @@ package recommender
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/prometheus/common/model"
+	corev1 "k8s.io/api/core/v1"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/recommender/history"
@@ -21,82 +23,66 @@ const (
 )
 
 // load reads the samples of (from, to] for the given namespaces and feeds them to the
-// model. It issues a fixed set of queries whatever the number of pods: memory peaks of
-// whole aggregation intervals (one range query), the running peak of the current interval
-// (one instant query), compute activity (one range query at the cycle interval), for
-// each of these its companion copies query over every namespace (metrics.CopiesQuery,
-// shared-device detection; none for the agent), for memory its flatness companion
-// (metrics.FlatQuery, stale series), the two kube-state-metrics ownership series and,
-// unless the source is the agent, the GPUs the agent saw each pod on
-// (metrics.AllocationQuery; with the backends' annotations, the authority that series
-// naming another GPU contradict) and, only in a load where a pod's series did, the
-// agent's own data queries (agentWins). Any query error aborts the load before the
-// model changes, so a failed cycle leaves everything as it was.
+// model. For each source read this cycle (order) it issues a fixed set of queries
+// whatever the number of pods (read); before them, the two kube-state-metrics ownership
+// series, the scrape targets that are down and, unless every source read is the agent,
+// the GPUs the agent saw each pod on (metrics.AllocationQuery; with the backends'
+// annotations, the authority that series naming another GPU contradict). Any query
+// error aborts the load before the model changes, so a failed cycle leaves everything
+// as it was. Each pod's samples are then taken from the source chosen for it
+// (sources.go).
 //
 // Only samples of workloads whose bootstrapped state equals bootstrapped are fed: a
 // live load must not feed a workload whose history load is still to come (its
 // samples would then count as already seen), and a history load must not feed
 // workloads that already have their history.
 func (r *Recommender) load(ctx context.Context, namespaces []string, from, to time.Time, attr *workload.Attributor, bootstrapped bool) error {
-	sel := metrics.Selector{Labels: r.Reader.Labels, Namespaces: namespaces, Device: r.Source.DeviceLabels(), Direct: r.Config.LabelMode == "direct"}
-
+	sel := metrics.Selector{Labels: r.Reader.Labels, Namespaces: namespaces, Direct: r.Config.LabelMode == "direct"}
 	// Ownership first: it decides attribution of the samples below.
 	own, err := r.loadOwnership(ctx, sel, to.Sub(from), to)
 	if err != nil {
 		return err
 	}
-
+	down, err := r.Reader.DownTargets(ctx, to)
+	if err != nil {
+		return err
+	}
 	// The GPUs each pod was seen on by an authority other than the source: series that
 	// name another GPU are not used (issue 13 kind 10), and the agent's own replace them.
 	alloc, err := r.allocation(ctx, sel, from, to)
 	if err != nil {
 		return err
 	}
-	r.Reader.Allocation = alloc
-	memory, flat, compute, err := r.readData(ctx, r.Source, sel, from, to)
-	r.Reader.Allocation = nil
-	if err != nil {
-		return err
-	}
-	if memory, flat, compute, err = r.agentWins(ctx, alloc, sel, from, to, memory, flat, compute); err != nil {
-		return err
-	}
-
-	// Impossible samples were filtered inside PromQL; count them. A history load counts
-	// only its last MaxDropCountWindow: counting costs about three times the data
-	// queries over the same window (measured: 48 h of 50 pods, 8 s against 3 s).
+	// Impossible samples are filtered inside PromQL and counted by companion queries. A
+	// history load counts only its last MaxDropCountWindow: counting costs about three
+	// times the data queries over the same window (measured: 48 h of 50 pods, 8 s
+	// against 3 s). Samples of series without a pod label are counted once per window
+	// however many loads a cycle makes (they belong to no namespace).
 	dropFrom := from
 	if to.Sub(from) > MaxDropCountWindow {
 		dropFrom = to.Add(-MaxDropCountWindow)
 	}
-	memDrops, err := r.Reader.CountDropped(ctx, metrics.SignalMemory, sel, r.Source.Fields(metrics.SignalMemory), dropFrom, to)
-	if err != nil {
-		return err
-	}
-	cpuDrops, err := r.Reader.CountDropped(ctx, metrics.SignalCompute, sel, r.Source.Fields(metrics.SignalCompute), dropFrom, to)
-	if err != nil {
-		return err
-	}
-
-	// Samples of series without a pod label are excluded in PromQL; count them, once
-	// per window however many loads a cycle makes (they belong to no namespace).
 	missFrom := dropFrom
 	if missFrom.Before(r.missingCounted) {
 		missFrom = r.missingCounted
 	}
-	var missing [2]float64
-	var missTo time.Time
-	for i, sig := range []metrics.Signal{metrics.SignalMemory, metrics.SignalCompute} {
-		n, at, err := r.Reader.CountMissingLabels(ctx, sel, r.Source.Fields(sig), missFrom, to)
+	var data []*sourceData
+	for _, src := range r.order() {
+		d, err := r.read(ctx, src, sel, from, to, dropFrom, missFrom, down, alloc)
 		if err != nil {
 			return err
 		}
-		missing[i], missTo = n, at
+		data = append(data, d)
 	}
 
 	// All reads succeeded: now change state.
-	memDrops.Record(metrics.SignalMemory)
-	cpuDrops.Record(metrics.SignalCompute)
+	var missing [2]float64
+	var missTo time.Time
+	for _, d := range data {
+		d.memDrops.Record(metrics.SignalMemory)
+		d.cpuDrops.Record(metrics.SignalCompute)
+		missing[0], missing[1], missTo = missing[0]+d.missing[0], missing[1]+d.missing[1], d.missTo
+	}
 	if missTo.After(r.missingCounted) {
 		metrics.SamplesDropped.WithLabelValues(string(metrics.SignalMemory), metrics.DropNoLabels).Add(missing[0])
 		metrics.SamplesDropped.WithLabelValues(string(metrics.SignalCompute), metrics.DropNoLabels).Add(missing[1])
@@ -111,69 +97,146 @@ func (r *Recommender) load(ctx context.Context, namespaces []string, from, to ti
 			t.gaps.kept, t.gaps.dropped = map[metrics.Signal]int{}, map[metrics.Signal]float64{}
 			t.gaps.unattributed = map[string]string{}
 			t.gaps.stale = map[string]string{}
+			t.gaps.down = map[string]string{}
 			t.gaps.wrongDevice = map[string]string{}
 			t.gaps.loaded = true
 		}
 	}
-	r.countDrops(metrics.SignalMemory, memDrops, attr, bootstrapped)
-	r.countDrops(metrics.SignalCompute, cpuDrops, attr, bootstrapped)
+	for _, d := range data {
+		r.countDrops(metrics.SignalMemory, d.memDrops, attr, bootstrapped)
+		r.countDrops(metrics.SignalCompute, d.cpuDrops, attr, bootstrapped)
+	}
 	for k, o := range own.Pods {
 		r.ownership.Pods[k] = o
 	}
 	for k, o := range own.ReplicaSets {
 		r.ownership.ReplicaSets[k] = o
 	}
-	memory = r.dropStale(memory, flat, compute, attr, bootstrapped)
-	r.feed(metrics.SignalMemory, memory, attr, bootstrapped)
-	r.feed(metrics.SignalCompute, compute, attr, bootstrapped)
+	r.observe(data, attr, bootstrapped)
+	// Least precise first: a pod's samples of each source cover one span of time, the
+	// less precise ones earlier, and the model takes each pod's samples in time order.
+	for i := len(data) - 1; i >= 0; i-- {
+		d := data[i]
+		r.downTargets(d, attr, bootstrapped)
+		memory := r.dropStale(d.memory, d.flat, d.contradicted, d.compute, attr, bootstrapped)
+		r.feed(metrics.SignalMemory, r.choose(d.src, metrics.SignalMemory, memory), attr, bootstrapped)
+		r.feed(metrics.SignalCompute, r.choose(d.src, metrics.SignalCompute, d.compute), attr, bootstrapped)
+	}
 	return nil
 }
 
-// readData runs the data queries of one source for the load (from, to]: memory peaks of
-// whole aggregation intervals (range) and of the running one (instant), each with its
-// copies companion (metrics.CopiesQuery) and its flatness companion
-// (metrics.FlatQuery), and compute at the cycle interval (range) with its copies
-// companion. It returns the first query error.
-func (r *Recommender) readData(ctx context.Context, src metrics.Source, sel metrics.Selector, from, to time.Time) (memory, flat, compute []metrics.Series, err error) {
+// sourceData is what one source's queries returned in one load.
+type sourceData struct {
+	src metrics.Source
+	// memory: peaks; flat: their standard deviation (FlatQuery); contradicted: 1 where
+	// the agent contradicts them (ContradictedQuery); compute: means.
+	memory, flat, contradicted, compute []metrics.Series
+	memDrops, cpuDrops                  metrics.PodDrops
+	missing                             [2]float64 // samples without a pod label: memory, compute
+	missTo                              time.Time  // end of the window missing counts
+	onDown                              []metrics.PodTarget
+}
+
+// read runs one source's queries for a load of (from, to]: its data queries
+// (readData), for a source other than the agent with alloc checked (and, where the agent
+// is not read as a source too, the agent's own data for the pods whose series named a
+// GPU it did not see them on: agentWins); the impossible samples and those without a
+// pod label (counted, not fed); and, when scrape targets are down, which pods they
+// served. It returns the first query error.
+func (r *Recommender) read(ctx context.Context, src metrics.Source, sel metrics.Selector, from, to, dropFrom, missFrom time.Time,
+	down []metrics.Target, alloc metrics.Allocation) (*sourceData, error) {
+	rd := *r.Reader
+	rd.Device = src.DeviceLabels()
+	sel.Device = src.DeviceLabels()
+	if !metrics.PerProcess(src.MemoryMetric()) {
+		rd.Allocation = alloc
+	}
+	d, err := r.readData(ctx, &rd, src, sel, from, to)
+	if err != nil {
+		return nil, err
+	}
+	if rd.Allocation != nil && !r.reads(metrics.Agent) {
+		if d.memory, d.flat, d.compute, err = r.agentWins(ctx, alloc, sel, from, to, d.memory, d.flat, d.compute); err != nil {
+			return nil, err
+		}
+	}
+	if d.memDrops, err = rd.CountDropped(ctx, metrics.SignalMemory, sel, src.Fields(metrics.SignalMemory), dropFrom, to); err != nil {
+		return nil, err
+	}
+	if d.cpuDrops, err = rd.CountDropped(ctx, metrics.SignalCompute, sel, src.Fields(metrics.SignalCompute), dropFrom, to); err != nil {
+		return nil, err
+	}
+	for i, sig := range []metrics.Signal{metrics.SignalMemory, metrics.SignalCompute} {
+		if d.missing[i], d.missTo, err = rd.CountMissingLabels(ctx, sel, src.Fields(sig), missFrom, to); err != nil {
+			return nil, err
+		}
+	}
+	if d.onDown, err = rd.PodsOnTargets(ctx, src, sel, down, r.Config.HistoryLength, to); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// readData runs the data queries of one source for the load (from, to] with rd: memory
+// peaks of whole aggregation intervals (range) and of the running one (instant), each
+// with its companions (readMemory), and compute at the cycle interval (range) with its
+// copies companion (metrics.CopiesQuery). It returns the first query error.
+func (r *Recommender) readData(ctx context.Context, rd *metrics.Reader, src metrics.Source, sel metrics.Selector, from, to time.Time) (*sourceData, error) {
+	d := &sourceData{src: src}
 	opts := r.model.Options()
 	agg := opts.MemoryAggregationInterval
-	firstBoundary := opts.IntervalStart(from).Add(agg)
-	lastBoundary := to.Truncate(agg)
+	firstBoundary, lastBoundary := opts.IntervalStart(from).Add(agg), to.Truncate(agg)
 	if !lastBoundary.Before(firstBoundary) {
-		s, err := r.Reader.RangeShared(ctx, metrics.SignalMemory, src.MemoryPeakQuery(sel, agg), metrics.CopiesQuery(src, sel, metrics.SignalMemory, agg), firstBoundary, lastBoundary, agg)
-		if err != nil {
-			return nil, nil, nil, err
+		if err := d.readMemory(ctx, rd, sel, agg, firstBoundary, lastBoundary, r.agentSeen()); err != nil {
+			return nil, err
 		}
-		memory = append(memory, withWindow(s, agg)...)
-		f, err := r.Reader.Range(ctx, metrics.SignalMemory, metrics.FlatQuery(src, sel, agg), firstBoundary, lastBoundary, agg)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		flat = append(flat, f...)
 	}
-	if partial := to.Sub(to.Truncate(agg)); partial >= time.Second {
-		s, err := r.Reader.InstantShared(ctx, metrics.SignalMemory, src.MemoryPeakQuery(sel, partial), metrics.CopiesQuery(src, sel, metrics.SignalMemory, partial), to)
-		if err != nil {
-			return nil, nil, nil, err
+	if partial := to.Sub(lastBoundary); partial >= time.Second {
+		if err := d.readMemory(ctx, rd, sel, partial, to, to, r.agentSeen()); err != nil {
+			return nil, err
 		}
-		memory = append(memory, withWindow(s, partial)...)
-		f, err := r.Reader.Instant(ctx, metrics.SignalMemory, metrics.FlatQuery(src, sel, partial), to)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		flat = append(flat, f...)
 	}
-
 	step := r.Config.Interval
 	n := int(to.Sub(from) / step)
 	if n < 1 {
 		n = 1
 	}
-	compute, err = r.Reader.RangeShared(ctx, metrics.SignalCompute, src.ComputeQuery(sel, step), metrics.CopiesQuery(src, sel, metrics.SignalCompute, step), to.Add(-time.Duration(n-1)*step), to, step)
+	compute, err := rd.RangeShared(ctx, metrics.SignalCompute, src.ComputeQuery(sel, step), metrics.CopiesQuery(src, sel, metrics.SignalCompute, step), to.Add(-time.Duration(n-1)*step), to, step)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
-	return memory, flat, withWindow(compute, step), nil
+	d.compute = withWindow(compute, step)
+	return d, nil
+}
+
+// readMemory reads the source's memory peaks of the windows ending at each step of
+// [from, to] (one window: an instant query at to when from equals to), with their copies,
+// flatness and, with contradict, contradiction companions. It returns the first error.
+func (d *sourceData) readMemory(ctx context.Context, rd *metrics.Reader, sel metrics.Selector, window time.Duration, from, to time.Time, contradict bool) error {
+	read := func(q, copies string) ([]metrics.Series, error) {
+		if from.Equal(to) {
+			return rd.InstantShared(ctx, metrics.SignalMemory, q, copies, to)
+		}
+		return rd.RangeShared(ctx, metrics.SignalMemory, q, copies, from, to, window)
+	}
+	s, err := read(d.src.MemoryPeakQuery(sel, window), metrics.CopiesQuery(d.src, sel, metrics.SignalMemory, window))
+	if err != nil {
+		return err
+	}
+	d.memory = append(d.memory, withWindow(s, window)...)
+	f, err := read(metrics.FlatQuery(d.src, sel, window), "")
+	if err != nil {
+		return err
+	}
+	d.flat = append(d.flat, f...)
+	if q := metrics.ContradictedQuery(d.src, sel, window); q != "" && contradict {
+		c, err := read(q, "")
+		if err != nil {
+			return err
+		}
+		d.contradicted = append(d.contradicted, c...)
+	}
+	return nil
 }
 
 // StaleMinWindow is the shortest window over which a flat memory series with zero
@@ -182,27 +245,37 @@ func (r *Recommender) readData(ctx context.Context, src metrics.Source, sel metr
 // it repeats the value last judged stale.
 const StaleMinWindow = 15 * time.Minute
 
-// dropStale removes stale memory samples: the series stayed flat over the sample's window
-// (FlatQuery: standard deviation 0), the value is above 0, and every compute sample of
-// the same container whose own window lies inside it reads 0 (at least one, for a
-// window of StaleMinWindow or more). That is a value left behind by a process that
-// exited (HAMi's hami_vgpu_memory_used_bytes stays at the last value while its
-// utilisation reads 0): used neither as a live peak nor as a lower bound. Each is
-// counted (samples_dropped_total{reason="stale"}) and its pod named in the workload's
-// MetricsUnavailable=True (reason StaleSeries) condition.
-func (r *Recommender) dropStale(memory, flat, compute []metrics.Series, attr *workload.Attributor, bootstrapped bool) []metrics.Series {
+// dropStale removes stale memory samples: a value left behind by a process that exited
+// (HAMi's hami_vgpu_memory_used_bytes stays at the last value while its utilisation
+// reads 0), used neither as a live peak nor as a lower bound. A sample is stale when
+//   - the gpufrac agent contradicts it (contradicted, metrics.ContradictedQuery: the
+//     agent watched the GPU through the sample's window and saw no process of the pod
+//     on it), or
+//   - the series stayed flat over the sample's window (flat, metrics.FlatQuery:
+//     standard deviation 0), the value is above 0, and every compute sample of the same
+//     container whose own window lies inside it reads 0 (at least one, for a window of
+//     StaleMinWindow or more; a shorter window only where it repeats the value last
+//     judged stale).
+//
+// Each is counted (samples_dropped_total{reason="stale"}) and its pod named in the
+// workload's MetricsUnavailable=True (reason StaleSeries) condition.
+func (r *Recommender) dropStale(memory, flat, contradicted, compute []metrics.Series, attr *workload.Attributor, bootstrapped bool) []metrics.Series {
 	if r.staleMem == nil {
 		r.staleMem = map[metrics.ContainerID]float64{}
 	}
-	flatAt := map[metrics.ContainerID]map[time.Time]float64{}
-	for _, f := range flat {
-		if flatAt[f.ID] == nil {
-			flatAt[f.ID] = map[time.Time]float64{}
+	at := func(series []metrics.Series) map[metrics.ContainerID]map[time.Time]float64 {
+		out := map[metrics.ContainerID]map[time.Time]float64{}
+		for _, f := range series {
+			if out[f.ID] == nil {
+				out[f.ID] = map[time.Time]float64{}
+			}
+			for _, p := range f.Samples {
+				out[f.ID][p.Time] = max(out[f.ID][p.Time], p.Value)
+			}
 		}
-		for _, p := range f.Samples {
-			flatAt[f.ID][p.Time] = max(flatAt[f.ID][p.Time], p.Value)
-		}
+		return out
 	}
+	flatAt, againstAt := at(flat), at(contradicted)
 	cpu := map[metrics.ContainerID][]metrics.Series{}
 	for _, c := range compute {
 		cpu[c.ID] = append(cpu[c.ID], c)
@@ -223,8 +296,12 @@ func (r *Recommender) dropStale(memory, flat, compute []metrics.Series, attr *wo
 	out := memory[:0:0]
 	for _, s := range memory {
 		kept := s.Samples[:0:0]
-		stale := 0
+		stale, against := 0, 0
 		for _, p := range s.Samples {
+			if _, ok := againstAt[s.ID][p.Time]; ok {
+				against++
+				continue
+			}
 			sd, ok := flatAt[s.ID][p.Time]
 			n, busy := activity(s.ID, p.Time.Add(-s.Window), p.Time)
 			switch {
@@ -237,19 +314,39 @@ func (r *Recommender) dropStale(memory, flat, compute []metrics.Series, attr *wo
 			}
 			kept = append(kept, p)
 		}
-		if stale > 0 {
-			metrics.SamplesDropped.WithLabelValues(string(metrics.SignalMemory), metrics.DropStale).Add(float64(stale))
-			if ref, method := attr.Attribute(s.ID.Namespace, s.ID.Pod); method != workload.MethodNone {
-				if t := r.tracked[history.WorkloadKey(ref)]; t != nil && t.bootstrapped == bootstrapped && t.gaps.stale != nil {
-					t.gaps.stale[s.ID.Pod] = fmt.Sprintf("%s of pod %s container %s stayed flat at %.0f MiB while its GPU activity read 0, in %d windows: a value left by an exited process (stale series), used neither as a peak nor as a lower bound",
-						s.Source, s.ID.Pod, s.ID.Container, kept0(s.Samples)/metrics.MiB, stale)
-				}
+		if stale+against > 0 {
+			metrics.SamplesDropped.WithLabelValues(string(metrics.SignalMemory), metrics.DropStale).Add(float64(stale + against))
+			why := fmt.Sprintf("stayed flat at %.0f MiB while its GPU activity read 0", kept0(s.Samples)/metrics.MiB)
+			if against > 0 {
+				why = "was contradicted by the gpufrac agent, which watched the GPU and saw no process of the pod on it"
+			}
+			if w, ok := r.fedBy(attr, s.ID, bootstrapped); ok && r.tracked[w].gaps.stale != nil {
+				r.tracked[w].gaps.stale[s.ID.Pod] = fmt.Sprintf("%s of pod %s container %s %s, in %d windows: a value left by an exited process (stale series), used neither as a peak nor as a lower bound",
+					s.Source, s.ID.Pod, s.ID.Container, why, stale+against)
 			}
 		}
 		s.Samples = kept
 		out = append(out, s)
 	}
 	return out
+}
+
+// downTargets notes, for the running pods of the workloads this load feeds, the scrape
+// targets that are down now and served the series of the source the pod is read from
+// (or of any source, for a pod none is chosen for yet).
+func (r *Recommender) downTargets(d *sourceData, attr *workload.Attributor, bootstrapped bool) {
+	for _, p := range d.onDown {
+		w, ok := r.fedBy(attr, metrics.ContainerID{Namespace: p.Namespace, Pod: p.Pod}, bootstrapped)
+		pod := r.livePods[[2]string{p.Namespace, p.Pod}]
+		if !ok || pod == nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || r.tracked[w].gaps.down == nil {
+			continue
+		}
+		if ps := r.pods[[2]string{p.Namespace, p.Pod}]; ps != nil && !slices.Contains(ps.current(r.order()), d.src.Name()) {
+			continue // the pod is read from another source
+		}
+		r.tracked[w].gaps.down[p.Pod] = fmt.Sprintf("scrape target %s is down (up == 0): it served %s of running pod %s (%s source)",
+			p.Target, p.Metric, p.Pod, d.src.Name())
+	}
 }
 
 // kept0 is the last sample's value, 0 without samples.
@@ -355,8 +452,10 @@ type dataGaps struct {
 	// unattributed: pods whose pod-level usage (no container label) had no single GPU
 	// container to go to, with why; their samples were not fed.
 	unattributed map[string]string
-	// stale: pods whose memory series stayed flat with no activity (dropStale), with why.
+	// stale: pods whose memory series were stale (dropStale), with why.
 	stale map[string]string
+	// down: running pods whose series' scrape target is down now, with which.
+	down map[string]string
 	// wrongDevice: pods whose series named a GPU they were not on (ReasonWrongDevice),
 	// with why.
 	wrongDevice map[string]string
@@ -407,18 +506,18 @@ func (r *Recommender) dataGap(w history.WorkloadKey, pods int) (reason, msg stri
 	for _, sig := range []metrics.Signal{metrics.SignalMemory, metrics.SignalCompute} {
 		if g.dropped[sig] > 0 && g.kept[sig] == 0 {
 			metrics.Incomplete.WithLabelValues(metrics.IncompleteAllFiltered).Inc()
-			var names []string
-			for _, f := range r.Source.Fields(sig) {
-				names = append(names, fmt.Sprintf("%s (%s)", f.Metric, f.Unit))
-			}
 			return gpufracv1.ReasonAllSamplesFiltered, fmt.Sprintf("all %.0f %s samples of the workload's pods read this cycle were impossible (out of range, NaN or negative) and dropped; check the exporter's unit: read as %s; last recommendation kept for %s",
-				g.dropped[sig], sig, strings.Join(names, ", "), sig)
+				g.dropped[sig], sig, fieldsOf(r.workloadSources(w), sig), sig)
 		}
+	}
+	if msg := firstOfPods(g.down); msg != "" {
+		metrics.Incomplete.WithLabelValues(metrics.IncompleteExporterDown).Inc()
+		return gpufracv1.ReasonExporterDown, msg + "; last recommendation kept"
 	}
 	if g.empty >= EmptyCyclesWhileRunning {
 		metrics.Incomplete.WithLabelValues(metrics.IncompleteNoSamplesWhileRunning).Inc()
 		return gpufracv1.ReasonNoSamplesWhileRunning, fmt.Sprintf("%d running pods but no GPU sample (%s source) for %d cycles: an exporter or scrape gap; last recommendation kept",
-			pods, r.Source.Name(), g.empty)
+			pods, names(r.workloadSources(w)), g.empty)
 	}
 	return "", ""
 }

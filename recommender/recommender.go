@@ -112,7 +112,9 @@ func Register(reg prometheus.Registerer) error {
 type Recommender struct {
 	Client client.Client
 	Reader *metrics.Reader
-	// Source is the metric source; nil detects it from what Prometheus holds.
+	// Source is the metric source (--metric-source); nil (auto) reads every source
+	// Prometheus holds over the history window and chooses one per pod and signal
+	// (sources.go).
 	Source metrics.Source
 	// Scale checks targets of non-native kinds; nil rejects them as unsupported.
 	Scale  workload.ScaleChecker
@@ -135,7 +137,12 @@ type Recommender struct {
 	failures       int
 	livePods       map[[2]string]*corev1.Pod
 	// staleMem: the memory value last judged stale per container (load.go dropStale).
-	staleMem  map[metrics.ContainerID]float64
+	staleMem map[metrics.ContainerID]float64
+	// detected: with auto, the sources Prometheus holds over the history window, in
+	// order of preference (detect).
+	detected []metrics.Source
+	// pods: per pod, when each source reported each signal (sources.go).
+	pods      map[[2]string]*podSources
 	templates map[history.WorkloadKey]*corev1.Pod // a live pod of each workload, for its spec
 	latency   map[types.NamespacedName]float64    // guardrail latency read this cycle, seconds
 	dupNoted  map[types.UID]string                // the DuplicateTarget event last recorded on each autoscaler in charge
@@ -237,22 +244,6 @@ func backoff(base, max time.Duration, failures int) time.Duration {
 		d = max
 	}
 	return d
-}
-
-// detect resolves the metric source once, from what Prometheus holds; until it
-// succeeds every cycle fails with MetricsUnavailable.
-func (r *Recommender) detect(ctx context.Context, now time.Time) error {
-	log := klog.FromContext(ctx)
-	if r.Source == nil {
-		src, err := metrics.DetectSourceOver(ctx, r.Reader, now.Add(-r.Config.HistoryLength), now)
-		if err != nil {
-			return err
-		}
-		r.Source = src
-		log.Info("Detected metric source", "source", src.Name(), "memoryMetric", src.MemoryMetric())
-	}
-	r.Reader.Device = r.Source.DeviceLabels()
-	return nil
 }
 
 // ErrMetricsUnavailable wraps errors of a cycle that could not read Prometheus; the
@@ -402,6 +393,7 @@ func (r *Recommender) RunOnce(ctx context.Context) (err error) {
 	if loadErr == nil && len(seen) > 0 {
 		r.lastLoad = now
 		r.model.GC(now, r.Config.HistoryLength)
+		r.gcSources(now)
 	}
 	if loadErr != nil {
 		cycleErrors.WithLabelValues("prometheus").Inc()

@@ -1,10 +1,12 @@
 package recommender
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
@@ -22,22 +24,9 @@ func TestStaleFlatMemoryIsNotAPeak(t *testing.T) {
 	objs := append(deployment("ml", "nb", 1), gfa("ml", "nb", "nb"))
 	h := newEngineHarness(t, objs, metrics.HAMi)
 	p := podsOf(objs)[0]
-	n := 48 * 120
-	start := h.now.Add(-time.Duration(n-1) * 30 * time.Second) // 12:01:00 two days before
-	// Live until 12:00:00 the day before (index 2878, an interval boundary), stale after.
-	live := 2879
-	mem, util := make([]float64, n), make([]float64, n)
-	for i := range mem {
-		mem[i], util[i] = 10*gib, 50
-		if i >= live {
-			mem[i], util[i] = 30*gib, 0
-		}
-	}
-	mem[100] = 11 * gib // the live peak
-	lbl := func(metric string) map[string]string {
-		return map[string]string{"__name__": metric, "namespace": p.Namespace, "pod": p.Name, "container": "main",
-			"device_uuid": "GPU-0a1b", "vdevice_index": "0", "zone": "vGPU", "instance": "10.0.0.5:9394", "job": "hami-device-plugin"}
-	}
+	mem, util, _ := liveThenStale(0)
+	start := h.now.Add(-time.Duration(len(mem)-1) * 30 * time.Second) // 12:01:00 two days before
+	lbl := func(metric string) map[string]string { return hamiLabels(metric, p, "GPU-0a1b") }
 	h.prom.Add(t, lbl(metrics.HAMiMemory), start, 30*time.Second, mem...)
 	h.prom.Add(t, lbl(metrics.HAMiUtilization), start, 30*time.Second, util...)
 
@@ -94,4 +83,82 @@ func TestFlatMemoryWhileBusyIsLive(t *testing.T) {
 	if s := h.rec.model.Container(containerKey("ml", "srv", "main")); s == nil || s.MemoryPeaks < 48 {
 		t.Errorf("memory peaks %+v, want every hour", s)
 	}
+}
+
+// Kind 8 (issue 13): a memory series contradicted by another source is stale. A HAMi pod
+// used 10–11 GiB for a day; its process then exited, and HAMi kept reporting 30 GiB with
+// a utilisation of 40 (not flat-and-idle, so only the contradiction can tell). The
+// gpufrac agent, deployed on the node since, watches the GPU and reports no process of
+// the pod on it: those hours are stale (dropped, counted, StaleSeries naming the pod and
+// the agent), neither a peak nor a lower bound. The same series on a GPU the agent does
+// not watch is kept: silence where the agent does not look contradicts nothing.
+func TestAgentContradictsStaleMemory(t *testing.T) {
+	objs := append(deployment("ml", "nb", 1), deployment("ml", "far", 1)...)
+	objs = append(objs, gfa("ml", "nb", "nb"), gfa("ml", "far", "far"))
+	h := newEngineHarness(t, objs, nil)
+	pods := podsOf(objs)
+	mem, util, live := liveThenStale(40)
+	start := h.now.Add(-time.Duration(len(mem)-1) * 30 * time.Second)
+	for i, uuid := range []string{"GPU-0a1b", "GPU-far"} {
+		h.prom.Add(t, hamiLabels(metrics.HAMiMemory, pods[i], uuid), start, 30*time.Second, mem...)
+		h.prom.Add(t, hamiLabels(metrics.HAMiUtilization, pods[i], uuid), start, 30*time.Second, util...)
+	}
+	// The agent watches GPU-0a1b from the exit on, and reports another pod there.
+	other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "batch", Name: "other-0"}}
+	addAgent(t, h.prom, other, "GPU-0a1b", h.now, len(mem)-live, 2048, 0.1)
+	addAgentDevice(t, h.prom, "GPU-0a1b", start.Add(time.Duration(live)*30*time.Second), len(mem)-live)
+
+	before := dropped(metrics.SignalMemory, metrics.DropStale)
+	h.runCycles(t, 1, nil)
+	if d := dropped(metrics.SignalMemory, metrics.DropStale) - before; d < 23 || d > 25 {
+		t.Errorf("%v stale memory samples dropped, want the 23 whole hours the agent watched and the running one", d)
+	}
+	for _, tc := range []struct {
+		name  string
+		peak  float64
+		stale bool
+	}{{"nb", 11 * gib, true}, {"far", 30 * gib, false}} {
+		s := h.rec.model.Container(containerKey("ml", tc.name, "main"))
+		if s == nil {
+			t.Fatalf("%s: no history", tc.name)
+		}
+		if peak, ok := s.RecentPeak(h.now); !ok || peak != tc.peak {
+			t.Errorf("%s: recent peak %.1f GiB, want %.0f GiB", tc.name, peak/gib, tc.peak/gib)
+		}
+		st := h.gfr(t, "ml", tc.name).Status
+		mu := condition(st, gpufracv1.ConditionMetricsUnavailable)
+		if tc.stale && (mu == nil || mu.Reason != ReasonStaleSeries || !strings.Contains(mu.Message, "contradicted by the gpufrac agent") || !strings.Contains(mu.Message, pods[0].Name)) {
+			t.Errorf("%s: MetricsUnavailable %+v, want StaleSeries naming the pod and the agent", tc.name, mu)
+		}
+		if !tc.stale && (mu == nil || mu.Status != metav1.ConditionFalse) {
+			t.Errorf("%s: MetricsUnavailable %+v, want False", tc.name, mu)
+		}
+		if got := fmt.Sprint(st.MetricSources); got != "[{hami 1}]" {
+			t.Errorf("%s: metricSources %s, want hami", tc.name, got)
+		}
+	}
+}
+
+// liveThenStale returns 48 h of HAMi samples at 30 s ending at an engine harness's now:
+// 10 GiB (11 GiB once, the live peak) at 50 % until 12:00:00 the day before (index
+// live, an interval boundary), then 30 GiB at utilisation after: what HAMi keeps
+// reporting once the process exited.
+func liveThenStale(after float64) (mem, util []float64, live int) {
+	n := 48 * 120
+	live = 2879
+	mem, util = make([]float64, n), make([]float64, n)
+	for i := range mem {
+		mem[i], util[i] = 10*gib, 50
+		if i >= live {
+			mem[i], util[i] = 30*gib, after
+		}
+	}
+	mem[100] = 11 * gib
+	return mem, util, live
+}
+
+// hamiLabels are a HAMi ≥ 2.9 series' labels as published.
+func hamiLabels(metric string, p *corev1.Pod, uuid string) map[string]string {
+	return map[string]string{"__name__": metric, "namespace": p.Namespace, "pod": p.Name, "container": "main",
+		"device_uuid": uuid, "vdevice_index": "0", "zone": "vGPU", "instance": "10.0.0.5:9394", "job": "hami-device-plugin"}
 }

@@ -118,6 +118,7 @@ func (r *Recommender) reconcile(ctx context.Context, e *entry, primary bool, loa
 				reason = gpufracv1.ReasonPartialResponse // an incomplete answer is a failed read
 			}
 			set(gpufracv1.ConditionMetricsUnavailable, true, reason, truncate(loadErr.Error(), 512))
+			keepWithFloor(gfa, &st, startOrder(r.templates[history.WorkloadKey(e.ref)]), now)
 			break
 		}
 		r.recommend(ctx, e, &old, &st, set, now)
@@ -150,26 +151,21 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 	}
 
 	recs, off, known := r.Config.Recommend(r.model, w, &gfa.Spec, r.templates[w], old.Status.ContainerRecommendations, guard, now)
-	if u := gfa.Status.Updater; u != nil && u.Floor != nil && now.Before(u.Floor.Until.Time) {
-		// A rollback floor from the updater: never below the allocation that worked.
-		for i := range recs {
-			for _, f := range u.Floor.Containers {
-				if f.ContainerName == recs[i].ContainerName {
-					policy.ApplyFloor(&recs[i], f)
-				}
-			}
-		}
-	}
-	// A gap in this cycle's data (every sample filtered, or none while pods run): the
-	// written recommendation is kept exactly as it was, as for a failed read.
+	applyFloor(gfa, recs, now)
+	// A gap in this cycle's data (every sample filtered, none while pods run, an
+	// exporter down): the written recommendation is kept as it was, as for a failed read.
 	gapReason, gapMsg := r.dataGap(w, e.pods)
 	if gapReason != "" && (len(recs) == 0 || len(old.Status.ContainerRecommendations) > 0) {
 		set(gpufracv1.ConditionMetricsUnavailable, true, gapReason, gapMsg)
+		keepWithFloor(gfa, st, startOrder(r.templates[w]), now)
 		return
 	}
 	unattributed := r.unattributed(w)
 	if len(recs) == 0 {
 		reason, msg := ReasonNoSamples, "no GPU samples in Prometheus for the workload's pods"
+		if len(r.order()) == 0 {
+			msg = noSourceMessage(r.Config.HistoryLength)
+		}
 		if unattributed != "" {
 			reason, msg = ReasonAmbiguousContainer, unattributed
 		}
@@ -202,6 +198,7 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 	}
 	st.ContainerRecommendations = recs
 	st.Attribution = attributionMethod(r.methods[w])
+	st.MetricSources = r.metricSources(w)
 	summarise(st, startOrder(r.templates[w]))
 	conf := float64(*st.ConfidencePercent) / 100
 	// The pod's confidence and what explains it leave init containers out: their few
@@ -233,6 +230,37 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 		set(gpufracv1.ConditionRecommendationProvided, true, ReasonRecommended, fmt.Sprintf("%d containers", len(recs)))
 	}
 	r.cappedBelowNeed(gfa, old.Status.Conditions, recs, set)
+}
+
+// applyFloor raises recs to the updater's rollback floor while it holds
+// (status.updater.floor): never below the allocation that worked, whatever the metrics.
+func applyFloor(gfa *gpufracv1.GPUFractionAutoscaler, recs []gpufracv1.ContainerRecommendation, now time.Time) {
+	u := gfa.Status.Updater
+	if u == nil || u.Floor == nil || !now.Before(u.Floor.Until.Time) {
+		return
+	}
+	for i := range recs {
+		for _, f := range u.Floor.Containers {
+			if f.ContainerName == recs[i].ContainerName {
+				policy.ApplyFloor(&recs[i], f)
+			}
+		}
+	}
+}
+
+// keepWithFloor keeps the written recommendation of a cycle that read nothing new (a
+// failed read, a gap in the data), raised to the updater's rollback floor where that is
+// higher: the floor is the updater's, not a measurement, so a cycle without data does
+// not hold it back. start is the containers' start order (startOrder) for the pod totals.
+func keepWithFloor(gfa *gpufracv1.GPUFractionAutoscaler, st *gpufracv1.GPUFractionRecommendationStatus, start map[string]int, now time.Time) {
+	if len(st.ContainerRecommendations) == 0 {
+		return
+	}
+	before := st.DeepCopy().ContainerRecommendations
+	applyFloor(gfa, st.ContainerRecommendations, now)
+	if !equality.Semantic.DeepEqual(before, st.ContainerRecommendations) {
+		summarise(st, start)
+	}
 }
 
 // multiGPU says which containers of the workload used several GPUs (or MIG instances)

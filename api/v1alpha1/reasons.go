@@ -17,6 +17,11 @@ const (
 	// workload's pods was dropped as impossible (out of range, NaN, negative), which
 	// usually means a unit was misread; the message names the signal and the metric.
 	ReasonAllSamplesFiltered = "AllSamplesFiltered"
+	// ReasonExporterDown: a scrape target (job, instance) that served the series of a
+	// running pod of the workload, from the source read for that pod, is down now
+	// (up == 0); the message names the target and the pod. Counted in
+	// gpufrac_recommender_incomplete_data_total{reason="exporter_down"}.
+	ReasonExporterDown = "ExporterDown"
 )
 
 // CappedBelowNeed: a condition of a GPUFractionRecommendation (mirrored on its

@@ -214,6 +214,15 @@ type MIGRecommendation struct {
 	Reason string `json:"reason"`
 }
 
+// MetricSourceUsage is one metric source a recommendation was read from.
+type MetricSourceUsage struct {
+	// Name is the source as --metric-source names it: agent, hami, kai or dcgm.
+	Name string `json:"name"`
+	// Pods counts the workload's pods seen over the history window (running or gone)
+	// whose samples of at least one signal (memory, compute) are read from this source.
+	Pods int32 `json:"pods"`
+}
+
 // GPUFractionRecommendationSpec identifies what the recommendation is for.
 type GPUFractionRecommendationSpec struct {
 	// TargetRef is a copy of the autoscaler's target.
@@ -251,6 +260,15 @@ type GPUFractionRecommendationStatus struct {
 	// Attribution says how samples of pods that no longer exist were mapped to the workload.
 	// +optional
 	Attribution AttributionMethod `json:"attribution,omitempty"`
+	// MetricSources are the metric sources the recommendation was read from, most
+	// precise first (agent, hami, kai, dcgm). With --metric-source auto each pod's
+	// samples of a signal come from the most precise source that has reported that
+	// signal for it within the history window, from the time it first did; with a
+	// named source, from that one (docs/metric-sources.md).
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	MetricSources []MetricSourceUsage `json:"metricSources,omitempty"`
 	// MatchedPods is the number of the workload's pods that exist now.
 	// +optional
 	MatchedPods int32 `json:"matchedPods,omitempty"`

@@ -49,7 +49,7 @@ func run() error {
 	var (
 		cfg           recommender.Config
 		promCfg       prom.Config
-		source        = flag.String("metric-source", "auto", "Metric source: auto (detect from what Prometheus holds: agent, hami, kai, dcgm in that order), agent, hami, kai or dcgm.")
+		source        = flag.String("metric-source", "auto", "Metric source: auto (read every source Prometheus holds over the history window, each pod from the most precise one that reports it: agent, hami, kai, dcgm), agent, hami, kai or dcgm.")
 		labels        = metrics.DefaultLabels
 		gpuMemory     = flag.String("gpu-memory", "80Gi", "Memory of one GPU (quantity, bytes): no recommendation exceeds it, and sharing modes are chosen against it.")
 		minMemory     = flag.String("min-memory", "", "Smallest memory recommended (quantity, bytes; default 512Mi: a CUDA context and allocator pools).")
@@ -115,7 +115,7 @@ func run() error {
 		electionID = leaderElectID + "-" + cfg.Shard.Name // one leader per shard
 	}
 	cfg.Policy.GPUMemoryBytes = q.AsApproximateFloat64()
-	var src metrics.Source // nil: detected at the first cycle
+	var src metrics.Source // nil (auto): every source present, chosen per pod
 	if *source != "auto" {
 		if src, err = metrics.NewSource(*source); err != nil {
 			return err

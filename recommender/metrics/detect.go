@@ -3,67 +3,71 @@ package metrics
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
-	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 )
 
-// DetectSource returns the first of Sources whose memory metric Prometheus holds at ts,
-// or an error naming the metrics looked for.
-func DetectSource(ctx context.Context, r *Reader, ts time.Time) (Source, error) {
-	return DetectSourceOver(ctx, r, ts, ts)
-}
-
-// DetectStep is the step at which DetectSourceOver looks back over the history window
-// when nothing is scraped now: each step sees the samples of the lookback delta (5 m)
-// before it, so a probe costs a few samples per series and step, not the window's.
-const DetectStep = time.Hour
-
-// DetectSourceOver returns the first of Sources whose memory metric Prometheus holds at
-// to or, when none is scraped now (an exporter restart, a scrape gap), at any
-// DetectStep of [from, to]: a live gap never hides days of history, and the choice does
-// not depend on when the recommender restarted within the gap. It returns an error
-// naming the metrics looked for when neither finds one.
-func DetectSourceOver(ctx context.Context, r *Reader, from, to time.Time) (Source, error) {
-	var names []string
-	for _, s := range Sources {
-		names = append(names, s.MemoryMetric())
-	}
-	vec, err := r.Vector(ctx, fmt.Sprintf(`count by (__name__) ({__name__=~%q})`, strings.Join(names, "|")), to)
+// DetectSources returns the sources, in Sources' order (most precise per-pod attribution
+// first), that have a series of any of their fields (memory or compute, every
+// generation) in Prometheus between from and to: the history window. It asks the
+// label-values API (/api/v1/label/__name__/values with match[]), which reads the index
+// and no sample, so it costs the same over 8 days as over 5 minutes, sees a Job that
+// ran between two scrapes of a probe, and gives the same answer whenever the
+// recommender (re)starts within the window. Finding none is not an error: a workload
+// then has no samples (a condition says so), and history found later is read.
+//
+// It returns Prometheus' error, or a *PartialResponseError (ErrPartialResponse) when
+// the answer carried warnings: a source missing from a partial answer is not absent.
+func DetectSources(ctx context.Context, r *Reader, from, to time.Time) ([]Source, error) {
+	names := SourceMetrics(Sources...)
+	match := fmt.Sprintf(`{__name__=~%q}`, strings.Join(quoteAll(names), "|"))
+	cctx, cancel := context.WithTimeout(ctx, r.timeout())
+	defer cancel()
+	values, warnings, _, err := r.API.LabelValues(cctx, model.MetricNameLabel, []string{match}, from, to)
 	if err != nil {
+		Queries.WithLabelValues("labels", "error").Inc()
+		return nil, fmt.Errorf("prometheus label values %s %s: %w", model.MetricNameLabel, match, err)
+	}
+	if err := partial("labels", match, warnings); err != nil {
 		return nil, err
 	}
+	Queries.WithLabelValues("labels", "ok").Inc()
 	have := map[string]bool{}
-	for _, s := range vec {
-		have[string(s.Metric[model.MetricNameLabel])] = true
+	for _, v := range values {
+		have[string(v)] = true
 	}
-	if len(have) == 0 && to.Sub(from) > DetectStep {
-		q := fmt.Sprintf(`count by (__name__) ({__name__=~%q})`, strings.Join(names, "|"))
-		cctx, cancel := context.WithTimeout(ctx, r.timeout())
-		v, warnings, _, err := r.API.QueryRange(cctx, q, promv1.Range{Start: from, End: to, Step: DetectStep})
-		cancel()
-		if err != nil {
-			Queries.WithLabelValues("range", "error").Inc()
-			return nil, fmt.Errorf("prometheus range query %q: %w", q, err)
-		}
-		if err := partial("range", q, warnings); err != nil {
-			return nil, err
-		}
-		Queries.WithLabelValues("range", "ok").Inc()
-		if m, ok := v.(model.Matrix); ok {
-			for _, s := range m {
-				if len(s.Values) > 0 {
-					have[string(s.Metric[model.MetricNameLabel])] = true
-				}
+	var out []Source
+	for _, s := range Sources {
+		for _, m := range SourceMetrics(s) {
+			if have[m] {
+				out = append(out, s)
+				break
 			}
 		}
 	}
-	for _, s := range Sources {
-		if have[s.MemoryMetric()] {
-			return s, nil
+	return out, nil
+}
+
+// SourceMetrics lists the published metric names the sources read, memory fields first.
+func SourceMetrics(sources ...Source) []string {
+	var out []string
+	for _, s := range sources {
+		for _, sig := range []Signal{SignalMemory, SignalCompute} {
+			for _, f := range s.Fields(sig) {
+				out = append(out, f.Metric)
+			}
 		}
 	}
-	return nil, fmt.Errorf("no GPU metric source found in Prometheus (looked for %s)", strings.Join(names, ", "))
+	return out
+}
+
+func quoteAll(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = regexp.QuoteMeta(n)
+	}
+	return out
 }

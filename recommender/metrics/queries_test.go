@@ -25,6 +25,12 @@ func TestEverySourceQueryParses(t *testing.T) {
 					"memory peak": src.MemoryPeakQuery(sel, time.Hour),
 					"compute":     src.ComputeQuery(sel, time.Minute),
 				}
+				if q := ContradictedQuery(src, sel, time.Hour); q != "" {
+					grouped["contradicted"] = q
+				}
+				if q := ContradictedQuery(src, sel, time.Minute); q != "" {
+					grouped["contradicted (short window)"] = q
+				}
 				others := map[string]string{"flat": FlatQuery(src, sel, time.Hour),
 					"copies memory": CopiesQuery(src, sel, SignalMemory, time.Hour), "copies compute": CopiesQuery(src, sel, SignalCompute, time.Minute)}
 				for _, signal := range []Signal{SignalMemory, SignalCompute} {
@@ -33,6 +39,7 @@ func TestEverySourceQueryParses(t *testing.T) {
 					q, _ = sel.MissingLabelsQuery(src.Fields(signal), from.Add(-time.Hour), from)
 					others["missing labels "+string(signal)] = q
 				}
+				others["targets"] = TargetsQuery(src, sel, []Target{{Job: "dcgm-exporter", Instance: "10.0.0.5:9400"}, {Job: "gpu.metrics", Instance: "[fd00::1]:9400"}}, 8*24*time.Hour)
 				for what, q := range grouped {
 					expr, err := parser.NewParser(parser.Options{}).ParseExpr(q)
 					if err != nil {

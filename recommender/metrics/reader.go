@@ -75,11 +75,16 @@ var SamplesClamped = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Samples read from Prometheus above their range and kept at its end (a MIG instance's activity above 1 read as 1), by signal and reason.",
 }, []string{"signal", "reason"})
 
+// SamplesDroppedName is SamplesDropped's name. Every reason has an alert in
+// rules/gpufrac.rules.yaml except outside_pod_life (normal).
+const SamplesDroppedName = "gpufrac_recommender_samples_dropped_total"
+
 // SamplesDropped counts samples that were read from Prometheus and thrown away because
-// they cannot be true; they are never aggregated and never count as zero.
+// they cannot be true or cannot be attributed; they are never aggregated and never count
+// as zero.
 var SamplesDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
-	Name: "gpufrac_recommender_samples_dropped_total",
-	Help: "Samples read from Prometheus and dropped as impossible (NaN, Inf, negative, out of range, missing workload labels), by signal and reason.",
+	Name: SamplesDroppedName,
+	Help: "Samples read from Prometheus and dropped (NaN, Inf, negative, out of range, missing workload labels, ambiguous container, unsupported on MIG, outside the pod's life, stale), by signal and reason.",
 }, []string{"signal", "reason"})
 
 // Queries counts PromQL queries sent, by kind (instant, range) and result (ok, error,
@@ -102,6 +107,9 @@ const (
 	// dropped as impossible in a load (e.g. a unit misread); counted per autoscaler,
 	// signal and cycle.
 	IncompleteAllFiltered = "all_samples_filtered"
+	// IncompleteExporterDown: a scrape target that served the series of a running pod
+	// of an autoscaler is down (up == 0); counted per autoscaler and cycle.
+	IncompleteExporterDown = "exporter_down"
 )
 
 // Incomplete counts data the recommender refused to decide from, by reason (the
@@ -109,7 +117,7 @@ const (
 // affects.
 var Incomplete = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "gpufrac_recommender_incomplete_data_total",
-	Help: "Prometheus data the recommender did not decide from, by reason (partial_response per answer; no_samples_while_running and all_samples_filtered per autoscaler and cycle).",
+	Help: "Prometheus data the recommender did not decide from, by reason (partial_response per answer; no_samples_while_running, all_samples_filtered and exporter_down per autoscaler and cycle).",
 }, []string{"reason"})
 
 // ErrPartialResponse is matched (errors.Is) by the error a query returns when

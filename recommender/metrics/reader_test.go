@@ -3,6 +3,7 @@ package metrics
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -273,14 +274,42 @@ func TestHostileData(t *testing.T) {
 	}
 }
 
-func TestDetect(t *testing.T) {
-	r, _ := reader(t, 200, `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"__name__":"hami_vgpu_memory_used_bytes"},"value":[1,"3"]},{"metric":{"__name__":"DCGM_FI_DEV_FB_USED"},"value":[1,"8"]}]}}`)
-	src, err := DetectSource(context.Background(), r, time.Unix(1, 0))
-	if err != nil || src.Name() != "hami" {
-		t.Fatalf("want hami (per-pod attribution beats dcgm), got %v %v", src, err)
+// Kind 2 (issue 13): detection lists every source with a series of any of its fields
+// (HAMi ≤ 2.8's legacy names, a compute field alone) over the window, in order of
+// preference, through the label-values API over the window; none found is no error.
+func TestDetectSources(t *testing.T) {
+	for _, tc := range []struct {
+		body, want string
+	}{
+		{`["hami_vgpu_memory_used_bytes","DCGM_FI_DEV_FB_USED"]`, "hami,dcgm"},
+		{`["DCGM_FI_PROF_SM_ACTIVE","Device_utilization_desc_of_container","gpufrac_pod_gpu_memory_used_bytes"]`, "agent,hami,dcgm"},
+		{`["vGPU_device_memory_usage_in_bytes"]`, "hami"},
+		{`[]`, ""},
+	} {
+		r, tr := reader(t, 200, `{"status":"success","data":`+tc.body+`}`)
+		from, to := time.Unix(1000, 0), time.Unix(1000+8*86400, 0)
+		src, err := DetectSources(context.Background(), r, from, to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, s := range src {
+			got = append(got, s.Name())
+		}
+		if strings.Join(got, ",") != tc.want {
+			t.Errorf("%s: got %v, want %s", tc.body, got, tc.want)
+		}
+		req := tr.reqs[len(tr.reqs)-1]
+		if err := req.ParseForm(); err != nil {
+			t.Fatal(err)
+		}
+		if req.URL.Path != "/api/v1/label/__name__/values" || req.Form.Get("start") != "1000" || req.Form.Get("end") != "692200" ||
+			!strings.Contains(req.Form.Get("match[]"), "vGPU_device_memory_usage_in_bytes") || !strings.Contains(req.Form.Get("match[]"), "gpu_fractioning_gpu_sm_utilization_percent") {
+			t.Errorf("request %s %v: want the label values of __name__ over the window matching every field", req.URL.Path, req.Form)
+		}
 	}
-	r, _ = reader(t, 200, `{"status":"success","data":{"resultType":"vector","result":[]}}`)
-	if _, err := DetectSource(context.Background(), r, time.Unix(1, 0)); err == nil || !strings.Contains(err.Error(), "DCGM_FI_DEV_FB_USED") {
-		t.Fatalf("want an error naming the metrics looked for, got %v", err)
+	r, _ := reader(t, 200, `{"status":"success","warnings":["store down"],"data":["DCGM_FI_DEV_FB_USED"]}`)
+	if _, err := DetectSources(context.Background(), r, time.Unix(1, 0), time.Unix(2, 0)); !errors.Is(err, ErrPartialResponse) {
+		t.Errorf("a partial answer: got %v, want ErrPartialResponse", err)
 	}
 }

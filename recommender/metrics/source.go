@@ -114,6 +114,20 @@ type Selector struct {
 	// SubqueryResolution is the step of the filtering subquery (see Series); 0 means
 	// DefaultSubqueryResolution.
 	SubqueryResolution time.Duration
+	// Matchers, when set, are label matchers added to every series selector of Series,
+	// e.g. `job="dcgm-exporter",instance=~"10.0.0.5:9400"` (TargetsQuery).
+	Matchers string
+	// Raw makes Series apply its function to the raw samples, none filtered: for
+	// queries that ask whether series exist, not what they say (TargetsQuery).
+	Raw bool
+}
+
+// extra renders Matchers as a suffix of a selector's matcher list.
+func (s Selector) extra() string {
+	if s.Matchers == "" {
+		return ""
+	}
+	return "," + s.Matchers
 }
 
 // exportedPrefix is what Prometheus prepends to a scraped label that clashes with a
@@ -130,7 +144,7 @@ const exportedPrefix = "exported_"
 // has samples) replaced by the same function over a subquery at SubqueryResolution
 // whose samples outside [0, max] were filtered out: the bad samples are dropped, the
 // window's valid samples still count. The dropped samples are counted by
-// DropCountQuery.
+// DropCountQuery. With Raw, fn is applied to the raw samples, unfiltered.
 //
 // Unless Direct is set, series scraped without honor_labels are read too: their
 // exported_namespace, exported_pod and exported_container labels are copied over
@@ -146,6 +160,7 @@ func (s Selector) Series(fn, metric string, max float64, window time.Duration) s
 // Field.InstanceRelative).
 func (s Selector) series(fn, metric, extra string, max, keep float64, window time.Duration) string {
 	ns, pod, ctr := s.Labels.Namespace, s.Labels.Pod, s.Labels.Container
+	extra += s.extra()
 	nsRe := NamespaceRegex(s.Namespaces)
 	if s.AllNamespaces {
 		nsRe = ".+"
@@ -160,6 +175,9 @@ func (s Selector) series(fn, metric, extra string, max, keep float64, window tim
 	robust := func(sel string) string {
 		bounds := fmt.Sprintf(" >= 0 <= %g", max)
 		w := promDuration(window)
+		if s.Raw {
+			return fmt.Sprintf("%s(%s[%s])", fn, sel, w)
+		}
 		// The raw result only where every raw sample of the window is valid: no sample
 		// above max (max_over_time), none negative (min_over_time), no NaN or ±Inf (a
 		// sum that equals itself). A mean poisoned by one 1.37 among 0.5s is still in

@@ -92,10 +92,11 @@ func (c Config) Recommend(model *history.Model, w history.WorkloadKey, spec *gpu
 		}
 		rec := c.Policy.Recommend(name, est, cp, byName[name], guard)
 		if p := byName[name]; p != nil && withinNoise(p, &rec, c) {
-			// Keep the written sizes, but report the fresh confidence and history.
-			conf, hours, uncapped := rec.ConfidencePercent, rec.HistoryHours, rec.UncappedTarget
+			// Keep the written sizes, but report the fresh confidence, history and
+			// compute source (a pod's metric source can change: recommender/sources.go).
+			conf, hours, uncapped, src := rec.ConfidencePercent, rec.HistoryHours, rec.UncappedTarget, rec.ComputeSource
 			rec = *p
-			rec.ConfidencePercent, rec.HistoryHours = conf, hours
+			rec.ConfidencePercent, rec.HistoryHours, rec.ComputeSource = conf, hours, src
 			// The uncapped need is a fresh measurement, not held at an old value: a
 			// capped target stays within noise forever, the need behind it may not.
 			if !needNear(p.UncappedTarget, uncapped, c) {

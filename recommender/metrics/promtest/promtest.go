@@ -1,5 +1,5 @@
-// Package promtest serves the Prometheus HTTP query API (/api/v1/query and
-// /api/v1/query_range) from the real PromQL engine (github.com/prometheus/prometheus/promql)
+// Package promtest serves the Prometheus HTTP query API (/api/v1/query,
+// /api/v1/query_range and /api/v1/label/<name>/values) from the real PromQL engine (github.com/prometheus/prometheus/promql)
 // over an in-process TSDB (util/teststorage), so tests of the recommender's queries run
 // them exactly as Prometheus would, on samples the test writes with their exporter's
 // published names, labels and units. It is for tests only (it imports testing helpers).
@@ -12,7 +12,9 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -154,6 +156,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "unavailable", fail)
 		return
 	}
+	if name, ok := strings.CutPrefix(r.URL.Path, "/api/v1/label/"); ok && strings.HasSuffix(name, "/values") {
+		s.labelValues(w, r, strings.TrimSuffix(name, "/values"), warnings)
+		return
+	}
 	ctx := r.Context()
 	var (
 		qry promql.Query
@@ -206,6 +212,58 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body := map[string]any{"status": "success", "data": map[string]any{"resultType": typ, "result": data}}
+	if len(warnings) > 0 {
+		body["warnings"] = warnings
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+// labelValues answers /api/v1/label/<name>/values like Prometheus: the values of the
+// label among the series matching any match[] selector with samples in [start, end]
+// (the TSDB's index, as Prometheus answers it: no sample is read). A start or end that
+// does not parse leaves that side open.
+func (s *Server) labelValues(w http.ResponseWriter, r *http.Request, name string, warnings []string) {
+	bound := func(key string, def int64) int64 {
+		if v := r.Form.Get(key); v != "" {
+			if t, err := parseTime(v); err == nil {
+				return t.UnixMilli()
+			}
+		}
+		return def
+	}
+	mint, maxt := bound("start", math.MinInt64), bound("end", math.MaxInt64)
+	sets, err := parser.NewParser(parser.Options{}).ParseMetricSelectors(r.Form["match[]"])
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_data", err)
+		return
+	}
+	if len(sets) == 0 {
+		sets = [][]*labels.Matcher{nil}
+	}
+	q, err := s.Storage.Querier(mint, maxt)
+	if err != nil {
+		writeError(w, 500, "internal", err)
+		return
+	}
+	defer q.Close()
+	seen := map[string]bool{}
+	values := []string{}
+	for _, ms := range sets {
+		vs, _, err := q.LabelValues(r.Context(), name, nil, ms...)
+		if err != nil {
+			writeError(w, 422, "execution", err)
+			return
+		}
+		for _, v := range vs {
+			if !seen[v] {
+				seen[v] = true
+				values = append(values, v)
+			}
+		}
+	}
+	sort.Strings(values)
+	body := map[string]any{"status": "success", "data": values}
 	if len(warnings) > 0 {
 		body["warnings"] = warnings
 	}

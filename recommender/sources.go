@@ -1,0 +1,279 @@
+package recommender
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/recommender/history"
+	"github.com/gpufrac/gpufrac/recommender/metrics"
+	"github.com/gpufrac/gpufrac/workload"
+)
+
+// Metric-source choice per pod (issue 13 kind 2). With --metric-source auto every
+// source Prometheus holds over the history window is read, and each pod's samples of a
+// signal come from the most precise source (metrics.Sources' order: agent, hami, kai,
+// dcgm) that had reported that signal for the pod at or before the sample's time. A
+// workload whose pods only dcgm-exporter sees is read from dcgm however many other pods
+// the agent sees; a pod the agent starts reporting keeps its earlier dcgm history and is
+// read from the agent from then on; and since the rule is a function of what Prometheus
+// holds over the window, a recommender that restarts makes the same choice.
+
+// span bounds the times a source reported a signal for a pod.
+type span struct{ first, last time.Time }
+
+// podSources is what the recommender knows of one pod's metric sources.
+type podSources struct {
+	workload history.WorkloadKey
+	// seen[signal][source name] bounds the samples the source had for the pod.
+	seen map[metrics.Signal]map[string]span
+}
+
+// sourceFor returns the name of the source a sample of the signal at t is read from:
+// the first of order that had reported the signal for the pod at or before t; "" when
+// none had.
+func (p *podSources) sourceFor(signal metrics.Signal, t time.Time, order []metrics.Source) string {
+	for _, s := range order {
+		if sp, ok := p.seen[signal][s.Name()]; ok && !sp.first.After(t) {
+			return s.Name()
+		}
+	}
+	return ""
+}
+
+// current returns the names of the sources the pod's latest samples are read from (one
+// per signal that has any), in order.
+func (p *podSources) current(order []metrics.Source) []string {
+	var out []string
+	for _, s := range order {
+		for _, sig := range []metrics.Signal{metrics.SignalMemory, metrics.SignalCompute} {
+			if p.sourceFor(sig, farFuture, order) == s.Name() {
+				out = append(out, s.Name())
+				break
+			}
+		}
+	}
+	return out
+}
+
+var farFuture = time.Unix(1<<40, 0)
+
+// order returns the sources a cycle reads, most precise first: the configured one, or
+// with auto those detected.
+func (r *Recommender) order() []metrics.Source {
+	if r.Source != nil {
+		return []metrics.Source{r.Source}
+	}
+	return r.detected
+}
+
+// detect finds the sources Prometheus holds over the history window
+// (metrics.DetectSources). With auto they are the sources read, so a live gap (an
+// exporter restart) never hides days of history and never fails the cycle; none found
+// is not an error either (workloads get NoSamples naming the metrics looked for). With a
+// configured source, only that one is read, and detection only tells whether the agent
+// can contradict it (ContradictedQuery), so its failure is logged, not fatal.
+func (r *Recommender) detect(ctx context.Context, now time.Time) error {
+	found, err := metrics.DetectSources(ctx, r.Reader, now.Add(-r.Config.HistoryLength), now)
+	if err != nil && r.Source != nil {
+		klog.FromContext(ctx).V(2).Info("Metric source detection failed; the agent is not used to tell stale series", "err", err)
+		found, err = nil, nil
+	}
+	if err != nil {
+		return err
+	}
+	if names(found) != names(r.detected) {
+		klog.FromContext(ctx).Info("Metric sources in Prometheus over the history window", "sources", names(found), "historyLength", r.Config.HistoryLength)
+	}
+	r.detected = found
+	return nil
+}
+
+// reads reports whether the source is read this cycle.
+func (r *Recommender) reads(src metrics.Source) bool {
+	for _, s := range r.order() {
+		if s.Name() == src.Name() {
+			return true
+		}
+	}
+	return false
+}
+
+// agentSeen reports whether the gpufrac agent's series are in Prometheus over the
+// history window: only then can it contradict another source (ContradictedQuery).
+func (r *Recommender) agentSeen() bool {
+	for _, s := range r.detected {
+		if s.Name() == metrics.Agent.Name() {
+			return true
+		}
+	}
+	return false
+}
+
+// names joins the sources' names with commas.
+func names(sources []metrics.Source) string {
+	var out []string
+	for _, s := range sources {
+		out = append(out, s.Name())
+	}
+	return strings.Join(out, ",")
+}
+
+// observe records, for the pods of the workloads this load feeds, when each source
+// reported each signal.
+func (r *Recommender) observe(data []*sourceData, attr *workload.Attributor, bootstrapped bool) {
+	if r.pods == nil {
+		r.pods = map[[2]string]*podSources{}
+	}
+	for _, d := range data {
+		for sig, series := range map[metrics.Signal][]metrics.Series{metrics.SignalMemory: d.memory, metrics.SignalCompute: d.compute} {
+			for _, s := range series {
+				w, ok := r.fedBy(attr, s.ID, bootstrapped)
+				if !ok || len(s.Samples) == 0 {
+					continue
+				}
+				k := [2]string{s.ID.Namespace, s.ID.Pod}
+				p := r.pods[k]
+				if p == nil {
+					p = &podSources{seen: map[metrics.Signal]map[string]span{}}
+					r.pods[k] = p
+				}
+				p.workload = w
+				if p.seen[sig] == nil {
+					p.seen[sig] = map[string]span{}
+				}
+				sp, ok := p.seen[sig][d.src.Name()]
+				for _, x := range s.Samples {
+					if !ok || x.Time.Before(sp.first) {
+						sp.first = x.Time
+					}
+					if !ok || x.Time.After(sp.last) {
+						sp.last = x.Time
+					}
+					ok = true
+				}
+				p.seen[sig][d.src.Name()] = sp
+			}
+		}
+	}
+}
+
+// fedBy returns the workload a series is fed to by a load of the given kind, and false
+// when it is fed to none.
+func (r *Recommender) fedBy(attr *workload.Attributor, id metrics.ContainerID, bootstrapped bool) (history.WorkloadKey, bool) {
+	ref, method := attr.Attribute(id.Namespace, id.Pod)
+	if method == workload.MethodNone {
+		return history.WorkloadKey{}, false
+	}
+	w := history.WorkloadKey(ref)
+	t := r.tracked[w]
+	return w, t != nil && t.bootstrapped == bootstrapped
+}
+
+// choose keeps, of each series of the source, the samples read from it (sourceFor).
+// Shared samples (copied device values) are counted at most once per kept sample. A
+// series that says why it was not used (WrongDevice) is kept, to say it.
+func (r *Recommender) choose(src metrics.Source, signal metrics.Signal, series []metrics.Series) []metrics.Series {
+	order := r.order()
+	out := series[:0:0]
+	for _, s := range series {
+		p := r.pods[[2]string{s.ID.Namespace, s.ID.Pod}]
+		kept := s.Samples[:0:0]
+		for _, x := range s.Samples {
+			if p != nil && p.sourceFor(signal, x.Time, order) == src.Name() {
+				kept = append(kept, x)
+			}
+		}
+		if len(kept) == 0 && s.WrongDevice == "" {
+			continue
+		}
+		if len(kept) < len(s.Samples) {
+			s.SharedSamples = min(s.SharedSamples, len(kept))
+		}
+		s.Samples = kept
+		out = append(out, s)
+	}
+	return out
+}
+
+// gcSources forgets what a source reported for a pod once its last sample left the
+// history window, as a restarted recommender would never have seen it.
+func (r *Recommender) gcSources(now time.Time) {
+	horizon := now.Add(-r.Config.HistoryLength)
+	for k, p := range r.pods {
+		for sig, bySource := range p.seen {
+			for name, sp := range bySource {
+				if sp.last.Before(horizon) {
+					delete(bySource, name)
+				}
+			}
+			if len(bySource) == 0 {
+				delete(p.seen, sig)
+			}
+		}
+		if len(p.seen) == 0 || r.tracked[p.workload] == nil {
+			delete(r.pods, k)
+		}
+	}
+}
+
+// metricSources counts, per source, the workload's pods read from it (for status).
+func (r *Recommender) metricSources(w history.WorkloadKey) []gpufracv1.MetricSourceUsage {
+	order := r.order()
+	count := map[string]int32{}
+	for _, p := range r.pods {
+		if p.workload != w {
+			continue
+		}
+		for _, name := range p.current(order) {
+			count[name]++
+		}
+	}
+	var out []gpufracv1.MetricSourceUsage
+	for _, s := range order {
+		if n := count[s.Name()]; n > 0 {
+			out = append(out, gpufracv1.MetricSourceUsage{Name: s.Name(), Pods: n})
+		}
+	}
+	return out
+}
+
+// workloadSources returns the sources the workload's pods are read from, or every source
+// read this cycle when none is known yet.
+func (r *Recommender) workloadSources(w history.WorkloadKey) []metrics.Source {
+	used := map[string]bool{}
+	for _, u := range r.metricSources(w) {
+		used[u.Name] = true
+	}
+	var out []metrics.Source
+	for _, s := range r.order() {
+		if used[s.Name()] || len(used) == 0 {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// fieldsOf names the fields of a signal of the sources with their units, e.g.
+// "DCGM_FI_PROF_SM_ACTIVE (ratio)".
+func fieldsOf(sources []metrics.Source, sig metrics.Signal) string {
+	var out []string
+	for _, s := range sources {
+		for _, f := range s.Fields(sig) {
+			out = append(out, fmt.Sprintf("%s (%s)", f.Metric, f.Unit))
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// noSourceMessage says that no source was found, naming the metrics looked for.
+func noSourceMessage(history time.Duration) string {
+	all := metrics.SourceMetrics(metrics.Sources...)
+	sort.Strings(all)
+	return fmt.Sprintf("no series of any supported GPU metric source in Prometheus over the history window (%s): looked for %s", history, strings.Join(all, ", "))
+}
