@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -162,6 +163,11 @@ func run() error {
 	if err := mgr.Add(rec); err != nil {
 		return err
 	}
+	if *planner && !served(mgr, gpufracv1.GroupVersion.WithKind("GPUSharingPolicy")) {
+		// An optional controller whose CRD is not installed must not stop the recommender.
+		klog.InfoS("GPUSharingPolicy CRD not installed: sharing planner off", "crd", "gpusharingpolicies.autoscaling.gpufrac.io")
+		*planner = false
+	}
 	if *planner {
 		if err := sharingctl.Register(ctrlmetrics.Registry); err != nil {
 			return err
@@ -197,4 +203,10 @@ func scaleGetter(cfg *rest.Config) (scale.ScalesGetter, error) {
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
 	return scale.New(dc.RESTClient(), mapper, dynamic.LegacyAPIPathResolverFunc, scale.NewDiscoveryScaleKindResolver(dc)), nil
+}
+
+// served reports whether the API server serves gvk (its CRD is installed).
+func served(mgr ctrl.Manager, gvk schema.GroupVersionKind) bool {
+	_, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+	return err == nil
 }
