@@ -19,15 +19,11 @@ import (
 	_ "time/tzdata"
 
 	"github.com/gpufrac/gpufrac/admission"
+	"github.com/gpufrac/gpufrac/cmd/internal/bootstrap"
 	"github.com/gpufrac/gpufrac/statuslease"
 )
 
-func main() {
-	if err := run(); err != nil {
-		klog.ErrorS(err, "admission failed")
-		os.Exit(1)
-	}
-}
+func main() { bootstrap.Main("admission", run) }
 
 func run() error {
 	var (
@@ -68,8 +64,8 @@ func run() error {
 	if o.Namespace == "" {
 		return fmt.Errorf("--namespace (or $POD_NAMESPACE) is required")
 	}
-	o.CertDNSNames = splitList(*certDNS)
-	for _, s := range splitList(*certIPs) {
+	o.CertDNSNames = bootstrap.SplitList(*certDNS)
+	for _, s := range bootstrap.SplitList(*certIPs) {
 		ip := net.ParseIP(s)
 		if ip == nil {
 			return fmt.Errorf("--cert-ip-addresses: %q is not an IP address", s)
@@ -88,7 +84,7 @@ func run() error {
 	}
 	o.Registration.TimeoutSeconds = int32(*timeout)
 	o.Registration.ValidatingFailurePolicy = admissionregistrationv1.FailurePolicyType(*validateFail)
-	o.Registration.ExcludeNamespaces = splitList(*excludeNS)
+	o.Registration.ExcludeNamespaces = bootstrap.SplitList(*excludeNS)
 	o.Config = o.Config.WithDefaults()
 	// The match conditions send exactly the pods the handler treats as GPU pods.
 	o.Registration.GPUResourcePrefix = o.Config.GPUResourcePrefix
@@ -105,14 +101,4 @@ func run() error {
 		return err
 	}
 	return srv.Start(ctx)
-}
-
-func splitList(s string) []string {
-	var out []string
-	for p := range strings.SplitSeq(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }

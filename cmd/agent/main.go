@@ -28,16 +28,11 @@ import (
 
 	"github.com/gpufrac/gpufrac/agent"
 	"github.com/gpufrac/gpufrac/agent/fakenvml"
+	"github.com/gpufrac/gpufrac/cmd/internal/bootstrap"
 	"github.com/gpufrac/gpufrac/trace"
 )
 
-func main() {
-	if err := run(); err != nil {
-		klog.ErrorS(err, "agent failed")
-		klog.Flush()
-		os.Exit(1)
-	}
-}
+func main() { bootstrap.Main("agent", run) }
 
 type options struct {
 	listen, kubeconfig, nodeName, procRoot, nvmlLibrary string

@@ -3,61 +3,39 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
-	"net/http"
-	"os"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	k8slabels "k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
-	"k8s.io/client-go/scale"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/cmd/internal/bootstrap"
+	"github.com/gpufrac/gpufrac/cmd/internal/manager"
 	"github.com/gpufrac/gpufrac/prom"
 	"github.com/gpufrac/gpufrac/recommender"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
 	"github.com/gpufrac/gpufrac/recommender/policy"
 	sharingctl "github.com/gpufrac/gpufrac/sharingplan/controller"
-	"github.com/gpufrac/gpufrac/workload"
 )
 
-func main() {
-	if err := run(); err != nil {
-		klog.ErrorS(err, "recommender failed")
-		os.Exit(1)
-	}
-}
+func main() { bootstrap.Main("recommender", run) }
 
 func run() error {
 	var (
 		cfg           recommender.Config
 		promCfg       prom.Config
+		mgrFlags      manager.Flags
 		source        = flag.String("metric-source", "auto", "Metric source: auto (read every source Prometheus holds over the history window, each pod from the most precise one that reports it: agent, hami, kai, dcgm), agent, hami, kai or dcgm.")
 		labels        = metrics.DefaultLabels
 		gpuMemory     = flag.String("gpu-memory", "80Gi", "Memory of one GPU (quantity, bytes): no recommendation exceeds it, and sharing modes are chosen against it.")
 		minMemory     = flag.String("min-memory", "", "Smallest memory recommended (quantity, bytes; default 512Mi: a CUDA context and allocator pools).")
-		metricsAddr   = flag.String("metrics-bind-address", ":8080", "Address of the /metrics endpoint (\"0\" disables it).")
-		probeAddr     = flag.String("health-probe-bind-address", ":8081", "Address of /healthz and /readyz.")
-		leaderElect   = flag.Bool("leader-elect", true, "Elect a leader through a Lease so only one replica runs cycles.")
-		leaderNS      = flag.String("leader-election-namespace", "", "Namespace of the leader-election Lease (default: the pod's namespace).")
 		leaderElectID = "gpufrac-recommender.autoscaling.gpufrac.io"
 	)
 	flag.DurationVar(&cfg.Interval, "interval", recommender.Config{}.WithDefaults().Interval, "Cycle period, and the step of compute samples.")
@@ -81,6 +59,7 @@ func run() error {
 	flag.StringVar(&labels.Pod, "pod-label", labels.Pod, "Label naming a sample's pod.")
 	flag.StringVar(&labels.Container, "container-label", labels.Container, "Label naming a sample's container.")
 	promCfg.AddFlags(flag.CommandLine)
+	mgrFlags.AddFlags(flag.CommandLine, "runs cycles")
 	klog.InitFlags(flag.CommandLine)
 	flag.Parse()
 
@@ -126,87 +105,39 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	ctrl.SetLogger(klog.NewKlogr())
-
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := gpufracv1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	restCfg, err := ctrl.GetConfig()
+	mgr, err := manager.New(manager.Options{Flags: mgrFlags, LeaderElectionID: electionID})
 	if err != nil {
-		return fmt.Errorf("kubeconfig: %w", err)
-	}
-	mgr, err := ctrl.NewManager(restCfg, manager.Options{
-		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: *metricsAddr},
-		HealthProbeBindAddress:  *probeAddr,
-		LeaderElection:          *leaderElect,
-		LeaderElectionID:        electionID,
-		LeaderElectionNamespace: *leaderNS,
-	})
-	if err != nil {
-		return fmt.Errorf("creating manager: %w", err)
+		return err
 	}
 	if err := recommender.Register(ctrlmetrics.Registry); err != nil {
 		return err
 	}
-	scales, err := scaleGetter(restCfg)
-	if err != nil {
+	rec := recommender.New(mgr.GetClient(), &metrics.Reader{API: api, Labels: labels, Timeout: promCfg.Timeout, MaxSamplesPerQuery: *maxSamples}, src, cfg)
+	if rec.Scale, err = manager.ScaleChecker(mgr); err != nil {
 		return err
 	}
-	rec := recommender.New(mgr.GetClient(), &metrics.Reader{API: api, Labels: labels, Timeout: promCfg.Timeout, MaxSamplesPerQuery: *maxSamples}, src, cfg)
-	rec.Scale = workload.NewScaleChecker(mgr.GetAPIReader(), mgr.GetRESTMapper(), scales)
 	rec.Events = mgr.GetEventRecorder("gpufrac-recommender")
 	if err := mgr.Add(rec); err != nil {
 		return err
 	}
-	if *planner && !served(mgr, gpufracv1.GroupVersion.WithKind("GPUSharingPolicy")) {
-		// An optional controller whose CRD is not installed must not stop the recommender.
-		klog.InfoS("GPUSharingPolicy CRD not installed: sharing planner off", "crd", "gpusharingpolicies.autoscaling.gpufrac.io")
-		*planner = false
-	}
 	if *planner {
-		if err := sharingctl.Register(ctrlmetrics.Registry); err != nil {
+		if _, err := manager.AddOptional(mgr, mgr.GetRESTMapper(), manager.Optional{
+			Name: "sharing planner",
+			Kind: gpufracv1.GroupVersion.WithKind("GPUSharingPolicy"),
+			Setup: func(mgr ctrl.Manager) error {
+				if err := sharingctl.Register(ctrlmetrics.Registry); err != nil {
+					return err
+				}
+				pc := &sharingctl.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Events: mgr.GetEventRecorder("gpufrac-sharing-planner"), Interval: *planInterval}
+				return pc.SetupWithManager(mgr)
+			},
+		}); err != nil {
 			return err
 		}
-		pc := &sharingctl.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Events: mgr.GetEventRecorder("gpufrac-sharing-planner"), Interval: *planInterval}
-		if err := pc.SetupWithManager(mgr); err != nil {
-			return fmt.Errorf("sharing planner: %w", err)
-		}
-	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return err
-	}
-	if err := mgr.AddReadyzCheck("readyz", func(req *http.Request) error {
-		if !mgr.GetCache().WaitForCacheSync(req.Context()) {
-			return errors.New("informer caches not synced")
-		}
-		return nil
-	}); err != nil {
-		return err
 	}
 	ctx := ctrl.SetupSignalHandler()
 	if err := rec.WatchAutoscalers(ctx, mgr.GetCache()); err != nil {
 		return err
 	}
 	return mgr.Start(ctx)
-}
-
-// scaleGetter builds a client for scale subresources of any kind.
-func scaleGetter(cfg *rest.Config) (scale.ScalesGetter, error) {
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	return scale.New(dc.RESTClient(), mapper, dynamic.LegacyAPIPathResolverFunc, scale.NewDiscoveryScaleKindResolver(dc)), nil
-}
-
-// served reports whether the API server serves gvk (its CRD is installed).
-func served(mgr ctrl.Manager, gvk schema.GroupVersionKind) bool {
-	_, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
-	return err == nil
 }

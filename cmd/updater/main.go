@@ -5,54 +5,31 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
-	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
-	"k8s.io/client-go/scale"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	// Time zones of resize windows must load in minimal images without /usr/share/zoneinfo.
 	_ "time/tzdata"
 
 	"github.com/gpufrac/gpufrac/admission"
-	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/backend"
+	"github.com/gpufrac/gpufrac/cmd/internal/bootstrap"
+	"github.com/gpufrac/gpufrac/cmd/internal/manager"
 	"github.com/gpufrac/gpufrac/updater"
-	"github.com/gpufrac/gpufrac/workload"
 )
 
-func main() {
-	if err := run(); err != nil {
-		klog.ErrorS(err, "updater failed")
-		os.Exit(1)
-	}
-}
+func main() { bootstrap.Main("updater", run) }
 
 func run() error {
 	var (
 		cfg           updater.Config
-		metricsAddr   = flag.String("metrics-bind-address", ":8080", "Address of the /metrics endpoint (\"0\" disables it).")
-		probeAddr     = flag.String("health-probe-bind-address", ":8081", "Address of /healthz and /readyz.")
-		leaderElect   = flag.Bool("leader-elect", true, "Elect a leader through a Lease so only one replica evicts.")
-		leaderNS      = flag.String("leader-election-namespace", "", "Namespace of the leader-election Lease (default: the pod's namespace).")
+		mgrFlags      manager.Flags
 		watchNS       = flag.String("watch-namespaces", "", "Only these namespaces (comma-separated) are watched; empty watches all.")
 		inPlace       = flag.Bool("in-place", true, "Change pods of the annotations backend in place under updateMode InPlaceOrRecreate (false recreates them too).")
 		leaderElectID = "gpufrac-updater.autoscaling.gpufrac.io"
@@ -84,6 +61,7 @@ func run() error {
 	// read exactly as the webhook writes and applies them. Pass the same values.
 	var adm admission.Config
 	adm.AddFlags(flag.CommandLine)
+	mgrFlags.AddFlags(flag.CommandLine, "evicts")
 	klog.InitFlags(flag.CommandLine)
 	flag.Parse()
 	cfg.NoPlacementCheck = !*placementCheck
@@ -97,45 +75,18 @@ func run() error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("flags: %w", err)
 	}
-	ctrl.SetLogger(klog.NewKlogr())
-
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := gpufracv1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	restCfg, err := ctrl.GetConfig()
-	if err != nil {
-		return fmt.Errorf("kubeconfig: %w", err)
-	}
-	opts := manager.Options{
-		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: *metricsAddr},
-		HealthProbeBindAddress:  *probeAddr,
-		LeaderElection:          *leaderElect,
-		LeaderElectionID:        leaderElectID,
-		LeaderElectionNamespace: *leaderNS,
+	mgr, err := manager.New(manager.Options{
+		Flags:            mgrFlags,
+		LeaderElectionID: leaderElectID,
 		// Leader election hands over cleanly on SIGTERM; the new leader's warm-up
 		// still holds evictions back.
 		LeaderElectionReleaseOnCancel: true,
-	}
-	if ns := splitList(*watchNS); len(ns) > 0 {
-		opts.Cache.DefaultNamespaces = map[string]cache.Config{}
-		for _, n := range ns {
-			opts.Cache.DefaultNamespaces[n] = cache.Config{}
-		}
-	}
-	mgr, err := ctrl.NewManager(restCfg, opts)
+		Namespaces:                    bootstrap.SplitList(*watchNS),
+	})
 	if err != nil {
-		return fmt.Errorf("creating manager: %w", err)
-	}
-	if err := updater.Register(ctrlmetrics.Registry); err != nil {
 		return err
 	}
-	scales, err := scaleGetter(restCfg)
-	if err != nil {
+	if err := updater.Register(ctrlmetrics.Registry); err != nil {
 		return err
 	}
 	ctx := ctrl.SetupSignalHandler()
@@ -143,7 +94,9 @@ func run() error {
 	// resourceclaimtemplates); the updater never creates one.
 	cfg.Backend.DRA.Templates = backend.ClientClaimTemplates{Reader: mgr.GetAPIReader()}
 	u := updater.New(mgr.GetClient(), mgr.GetAPIReader(), cfg)
-	u.Scale = workload.NewScaleChecker(mgr.GetAPIReader(), mgr.GetRESTMapper(), scales)
+	if u.Scale, err = manager.ScaleChecker(mgr); err != nil {
+		return err
+	}
 	u.Events = mgr.GetEventRecorder("gpufrac-updater")
 	if *inPlace {
 		// The webhook's decision, run on running pods: it reads autoscalers through the
@@ -151,41 +104,10 @@ func run() error {
 		if err := admission.AddIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 			return err
 		}
-		u.InPlace = &updater.MutatorInPlacer{Mutator: admission.NewMutator(mgr.GetClient(), scheme, adm), Client: mgr.GetClient()}
+		u.InPlace = &updater.MutatorInPlacer{Mutator: admission.NewMutator(mgr.GetClient(), mgr.GetScheme(), adm), Client: mgr.GetClient()}
 	}
 	if err := mgr.Add(u); err != nil {
 		return err
 	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return err
-	}
-	if err := mgr.AddReadyzCheck("readyz", func(req *http.Request) error {
-		if !mgr.GetCache().WaitForCacheSync(req.Context()) {
-			return errors.New("informer caches not synced")
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
 	return mgr.Start(ctx)
-}
-
-// scaleGetter builds a client for scale subresources of any kind.
-func scaleGetter(cfg *rest.Config) (scale.ScalesGetter, error) {
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	return scale.New(dc.RESTClient(), mapper, dynamic.LegacyAPIPathResolverFunc, scale.NewDiscoveryScaleKindResolver(dc)), nil
-}
-
-func splitList(s string) []string {
-	var out []string
-	for p := range strings.SplitSeq(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }

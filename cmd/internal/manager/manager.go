@@ -1,0 +1,135 @@
+// Package manager builds the controller-runtime manager of gpufrac's controller
+// binaries (cmd/recommender, cmd/updater): their shared flags, the scheme, klog as the
+// logger, the metrics and health endpoints, leader election, and optional controllers
+// that run only when the API server serves their kind.
+package manager
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/scale"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/workload"
+)
+
+// Flags are the command-line flags every controller binary shares.
+type Flags struct {
+	// MetricsAddr is --metrics-bind-address, the address of /metrics; "0" disables it.
+	MetricsAddr string
+	// ProbeAddr is --health-probe-bind-address, the address of /healthz and /readyz.
+	ProbeAddr string
+	// LeaderElect is --leader-elect: elect a leader through a Lease.
+	LeaderElect bool
+	// LeaderElectionNamespace is --leader-election-namespace, the namespace of the
+	// Lease; empty is the pod's namespace.
+	LeaderElectionNamespace string
+}
+
+// AddFlags registers the flags on fs with their defaults (":8080", ":8081", true, "").
+// leaderRole ends the help of --leader-elect: "so only one replica <leaderRole>".
+func (f *Flags) AddFlags(fs *flag.FlagSet, leaderRole string) {
+	fs.StringVar(&f.MetricsAddr, "metrics-bind-address", ":8080", "Address of the /metrics endpoint (\"0\" disables it).")
+	fs.StringVar(&f.ProbeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz.")
+	fs.BoolVar(&f.LeaderElect, "leader-elect", true, "Elect a leader through a Lease so only one replica "+leaderRole+".")
+	fs.StringVar(&f.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader-election Lease (default: the pod's namespace).")
+}
+
+// Options configure New.
+type Options struct {
+	Flags
+	// LeaderElectionID names the leader-election Lease.
+	LeaderElectionID string
+	// LeaderElectionReleaseOnCancel hands the Lease over on shutdown instead of letting
+	// it expire.
+	LeaderElectionReleaseOnCancel bool
+	// Namespaces limits the informer caches to these namespaces; empty caches all.
+	Namespaces []string
+}
+
+// NewScheme returns a scheme with Kubernetes' built-in types and gpufrac's API. Its
+// error is a registration conflict, a programming error.
+func NewScheme() (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := gpufracv1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	return scheme, nil
+}
+
+// New makes klog controller-runtime's logger, loads the kubeconfig (--kubeconfig,
+// $KUBECONFIG, in-cluster, ~/.kube/config) and builds the manager with NewScheme, the
+// options, a /healthz ping and a /readyz check that the informer caches have synced.
+// Errors are the kubeconfig's, the manager's and the checks' registration.
+func New(o Options) (ctrl.Manager, error) {
+	ctrl.SetLogger(klog.NewKlogr())
+	scheme, err := NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	restCfg, err := ctrl.GetConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	opts := ctrl.Options{
+		Scheme:                        scheme,
+		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress:        o.ProbeAddr,
+		LeaderElection:                o.LeaderElect,
+		LeaderElectionID:              o.LeaderElectionID,
+		LeaderElectionNamespace:       o.LeaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: o.LeaderElectionReleaseOnCancel,
+	}
+	if len(o.Namespaces) > 0 {
+		opts.Cache.DefaultNamespaces = map[string]cache.Config{}
+		for _, n := range o.Namespaces {
+			opts.Cache.DefaultNamespaces[n] = cache.Config{}
+		}
+	}
+	mgr, err := ctrl.NewManager(restCfg, opts)
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("readyz", func(req *http.Request) error {
+		if !mgr.GetCache().WaitForCacheSync(req.Context()) {
+			return errors.New("informer caches not synced")
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+// ScaleChecker returns a workload.ScaleChecker over mgr's API reader and RESTMapper and
+// a client of the scale subresource of any kind (discovered through mgr's config). Its
+// error is the discovery client's.
+func ScaleChecker(mgr ctrl.Manager) (workload.ScaleChecker, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+	if err != nil {
+		return nil, err
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	scales := scale.New(dc.RESTClient(), mapper, dynamic.LegacyAPIPathResolverFunc, scale.NewDiscoveryScaleKindResolver(dc))
+	return workload.NewScaleChecker(mgr.GetAPIReader(), mgr.GetRESTMapper(), scales), nil
+}

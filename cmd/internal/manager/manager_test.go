@@ -1,0 +1,46 @@
+package manager
+
+import (
+	"flag"
+	"testing"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+)
+
+// The shared flags keep the names and defaults the charts and docs use.
+func TestFlags(t *testing.T) {
+	fs := flag.NewFlagSet("recommender", flag.ContinueOnError)
+	var f Flags
+	f.AddFlags(fs, "runs cycles")
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if want := (Flags{MetricsAddr: ":8080", ProbeAddr: ":8081", LeaderElect: true}); f != want {
+		t.Errorf("defaults %+v, want %+v", f, want)
+	}
+	if err := fs.Parse([]string{"--metrics-bind-address=0", "--health-probe-bind-address=:9000", "--leader-elect=false", "--leader-election-namespace=gpufrac"}); err != nil {
+		t.Fatal(err)
+	}
+	if want := (Flags{MetricsAddr: "0", ProbeAddr: ":9000", LeaderElectionNamespace: "gpufrac"}); f != want {
+		t.Errorf("parsed %+v, want %+v", f, want)
+	}
+	if u := fs.Lookup("leader-elect").Usage; u != "Elect a leader through a Lease so only one replica runs cycles." {
+		t.Errorf("--leader-elect usage %q", u)
+	}
+}
+
+func TestNewSchemeKnowsBothAPIs(t *testing.T) {
+	s, err := NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{"Pod", "GPUFractionAutoscaler", "GPUSharingPolicy"} {
+		gv := gpufracv1.GroupVersion
+		if kind == "Pod" {
+			gv.Group, gv.Version = "", "v1"
+		}
+		if !s.Recognizes(gv.WithKind(kind)) {
+			t.Errorf("scheme does not know %s", gv.WithKind(kind))
+		}
+	}
+}
