@@ -164,6 +164,8 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) (resp admis
 	return admission.Patched("", o.ops...).WithWarnings(o.warnings...)
 }
 
+// decide is the decision for one admission request: only a Pod CREATE that decodes,
+// once the informer caches have synced, goes on to decidePod.
 func (m *Mutator) decide(ctx context.Context, req admission.Request) outcome {
 	if req.Operation != admissionv1.Create || req.Kind.Kind != "Pod" || req.SubResource != "" {
 		return outcome{skip: SkipNotPodCreate}
@@ -181,43 +183,27 @@ func (m *Mutator) decide(ctx context.Context, req admission.Request) outcome {
 	if pod.Namespace == "" {
 		pod.Namespace = req.Namespace
 	}
+	return m.decidePod(ctx, pod, req.DryRun != nil && *req.DryRun)
+}
+
+// decidePod is the decision for a decoded pod at CREATE: the autoscaler in charge of its
+// workload decides (decideFor), and several autoscalers on the workload add a
+// DuplicateTarget warning and events.
+func (m *Mutator) decidePod(ctx context.Context, pod *corev1.Pod, dryRun bool) outcome {
 	if pod.Annotations[gpufracv1.AnnotationExclude] == "true" {
 		return outcome{skip: SkipExcluded}
 	}
 	if !m.requestsGPU(pod) {
 		return outcome{skip: SkipNoGPU}
 	}
-	owner := metav1.GetControllerOf(pod)
-	if owner == nil {
-		return outcome{skip: SkipNoController}
-	}
-	if ok, err := m.waitOwner(ctx, pod.Namespace, owner); err != nil {
-		errorsTotal.WithLabelValues("cache").Inc()
-		klog.FromContext(ctx).Error(err, "Reading a pod's owner from the cache", "namespace", pod.Namespace, "owner", owner.Kind+"/"+owner.Name)
-		return outcome{skip: SkipInternalError}
-	} else if !ok {
-		return outcome{skip: SkipOwnerNotCached, warnings: []string{fmt.Sprintf("gpufrac: %s %s not in the cache after %v; pod admitted unchanged", owner.Kind, owner.Name, m.Config.OwnerWait)}}
-	}
-	owners := workload.Owners{Reader: m.Reader}
-	ref, _ := owners.TopController(ctx, pod)
-
-	var list gpufracv1.GPUFractionAutoscalerList
-	if err := m.Reader.List(ctx, &list, client.InNamespace(pod.Namespace), client.MatchingFields{TargetIndexField: TargetIndexValue(ref.Kind, ref.Name)}); err != nil {
-		errorsTotal.WithLabelValues("cache").Inc()
-		klog.FromContext(ctx).Error(err, "Listing autoscalers from the cache", "namespace", pod.Namespace)
-		return outcome{skip: SkipInternalError}
-	}
-	if len(list.Items) == 0 {
-		return outcome{skip: SkipNoAutoscaler}
-	}
-	all := make([]*gpufracv1.GPUFractionAutoscaler, len(list.Items))
-	for i := range list.Items {
-		all[i] = &list.Items[i]
+	ref, all, skip := m.autoscalersOf(ctx, pod)
+	if skip != nil {
+		return *skip
 	}
 	// Several autoscalers (admitted while the validating webhook was down, or created
 	// concurrently): the oldest is in charge, as in the recommender and the updater.
 	gfa, losers := contract.InCharge(all)
-	o := m.decideFor(ctx, pod, gfa, req.DryRun != nil && *req.DryRun)
+	o := m.decideFor(ctx, pod, gfa, dryRun)
 	if len(losers) > 0 {
 		msg := "gpufrac: " + contract.WinnerMessage(gfa, losers, ref.Kind, ref.Name)
 		o.warnings = append([]string{msg}, o.warnings...)
@@ -229,25 +215,47 @@ func (m *Mutator) decide(ctx context.Context, req admission.Request) outcome {
 	return o
 }
 
+// autoscalersOf returns pod's workload (its top-most controller, read from the cache
+// once the pod's owner is there) and the autoscalers targeting it. When there is none,
+// or the cache cannot answer, it returns the skip outcome instead.
+func (m *Mutator) autoscalersOf(ctx context.Context, pod *corev1.Pod) (workload.Ref, []*gpufracv1.GPUFractionAutoscaler, *outcome) {
+	owner := metav1.GetControllerOf(pod)
+	if owner == nil {
+		return workload.Ref{}, nil, &outcome{skip: SkipNoController}
+	}
+	if ok, err := m.waitOwner(ctx, pod.Namespace, owner); err != nil {
+		errorsTotal.WithLabelValues("cache").Inc()
+		klog.FromContext(ctx).Error(err, "Reading a pod's owner from the cache", "namespace", pod.Namespace, "owner", owner.Kind+"/"+owner.Name)
+		return workload.Ref{}, nil, &outcome{skip: SkipInternalError}
+	} else if !ok {
+		return workload.Ref{}, nil, &outcome{skip: SkipOwnerNotCached, warnings: []string{fmt.Sprintf("gpufrac: %s %s not in the cache after %v; pod admitted unchanged", owner.Kind, owner.Name, m.Config.OwnerWait)}}
+	}
+	owners := workload.Owners{Reader: m.Reader}
+	ref, _ := owners.TopController(ctx, pod)
+
+	var list gpufracv1.GPUFractionAutoscalerList
+	if err := m.Reader.List(ctx, &list, client.InNamespace(pod.Namespace), client.MatchingFields{TargetIndexField: TargetIndexValue(ref.Kind, ref.Name)}); err != nil {
+		errorsTotal.WithLabelValues("cache").Inc()
+		klog.FromContext(ctx).Error(err, "Listing autoscalers from the cache", "namespace", pod.Namespace)
+		return ref, nil, &outcome{skip: SkipInternalError}
+	}
+	if len(list.Items) == 0 {
+		return ref, nil, &outcome{skip: SkipNoAutoscaler}
+	}
+	all := make([]*gpufracv1.GPUFractionAutoscaler, len(list.Items))
+	for i := range list.Items {
+		all[i] = &list.Items[i]
+	}
+	return ref, all, nil
+}
+
 // decideFor is the decision for a pod whose workload's autoscaler in charge is gfa;
 // dryRun is set for dry-run requests (a backend's other writes are then dry runs too).
 func (m *Mutator) decideFor(ctx context.Context, pod *corev1.Pod, gfa *gpufracv1.GPUFractionAutoscaler, dryRun bool) outcome {
-	if mode := gfa.Spec.EffectiveUpdateMode(); mode == gpufracv1.UpdateModeOff || !slices.Contains([]gpufracv1.UpdateMode{gpufracv1.UpdateModeInitial, gpufracv1.UpdateModeRecreate, gpufracv1.UpdateModeInPlaceOrRecreate}, mode) {
-		return outcome{skip: SkipModeOff}
+	gfr, skip := m.recommendationFor(ctx, gfa)
+	if skip != nil {
+		return *skip
 	}
-	gfr := &gpufracv1.GPUFractionRecommendation{}
-	if err := m.Reader.Get(ctx, types.NamespacedName{Namespace: gfa.Namespace, Name: gfa.Name}, gfr); err != nil {
-		if apierrors.IsNotFound(err) {
-			return outcome{skip: SkipNoRecommendation}
-		}
-		errorsTotal.WithLabelValues("cache").Inc()
-		klog.FromContext(ctx).Error(err, "Reading a recommendation from the cache", "namespace", gfa.Namespace, "name", gfa.Name)
-		return outcome{skip: SkipInternalError}
-	}
-	if reason, _ := contract.Applies(gfa, gfr, contract.MinConfidence(m.Config.MinConfidence)); reason != "" {
-		return outcome{skip: string(reason)}
-	}
-
 	bt, specOverhead := gfa.Spec.EffectiveBackend(), int64(0)
 	if b := gfa.Spec.Backend; b != nil && b.MemoryOverhead != nil {
 		specOverhead = b.MemoryOverhead.Value()
@@ -260,21 +268,12 @@ func (m *Mutator) decideFor(ctx context.Context, pod *corev1.Pod, gfa *gpufracv1
 	if dr, ok := codec.(backend.DryRunner); ok && dryRun {
 		codec = dr.DryRun()
 	}
-	unsafeOutcome := func(err error) outcome {
-		reason := SkipInternalError
-		var ue *backend.UnsafeError
-		if errors.As(err, &ue) {
-			reason = ue.Reason
-		}
-		msg := fmt.Sprintf("gpufrac: pod %s not patched (%s backend): %v", podName(pod), bt, err)
-		return outcome{skip: reason, warnings: []string{msg}, gfa: gfa, event: msg}
-	}
 	if specOverhead < 0 {
-		return unsafeOutcome(backend.Unsafe(backend.UnsafeInvalidValue, "spec.backend.memoryOverhead of autoscaler %s is negative", gfa.Name))
+		return unsafeOutcome(pod, gfa, backend.Unsafe(backend.UnsafeInvalidValue, "spec.backend.memoryOverhead of autoscaler %s is negative", gfa.Name))
 	}
 	targets, warnings, err := m.targets(pod, gfa, gfr, m.Config.MemoryOverhead[bt]+specOverhead)
 	if err != nil {
-		return unsafeOutcome(err)
+		return unsafeOutcome(pod, gfa, err)
 	}
 	if len(targets) == 0 {
 		return outcome{skip: SkipNoContainer}
@@ -283,7 +282,7 @@ func (m *Mutator) decideFor(ctx context.Context, pod *corev1.Pod, gfa *gpufracv1
 	mod := pod.DeepCopy()
 	bw, err := codec.Apply(mod, targets)
 	if err != nil {
-		return unsafeOutcome(err)
+		return unsafeOutcome(pod, gfa, err)
 	}
 	warnings = append(warnings, bw...)
 	rec := appliedRecord(bt, gfa, gfr, targets)
@@ -292,6 +291,41 @@ func (m *Mutator) decideFor(ctx context.Context, pod *corev1.Pod, gfa *gpufracv1
 		return outcome{skip: SkipNothingWritten, warnings: warnings}
 	}
 	return patchedOutcome(pod, mod, rec, gfa, targets, warnings)
+}
+
+// recommendationFor returns gfa's recommendation when gfa's update mode writes pods at
+// creation and the recommendation applies (contract.Applies at the webhook's minimum
+// confidence); otherwise, or when the cache cannot answer, it returns the skip outcome.
+func (m *Mutator) recommendationFor(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler) (*gpufracv1.GPUFractionRecommendation, *outcome) {
+	if mode := gfa.Spec.EffectiveUpdateMode(); mode == gpufracv1.UpdateModeOff || !slices.Contains([]gpufracv1.UpdateMode{gpufracv1.UpdateModeInitial, gpufracv1.UpdateModeRecreate, gpufracv1.UpdateModeInPlaceOrRecreate}, mode) {
+		return nil, &outcome{skip: SkipModeOff}
+	}
+	gfr := &gpufracv1.GPUFractionRecommendation{}
+	if err := m.Reader.Get(ctx, types.NamespacedName{Namespace: gfa.Namespace, Name: gfa.Name}, gfr); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, &outcome{skip: SkipNoRecommendation}
+		}
+		errorsTotal.WithLabelValues("cache").Inc()
+		klog.FromContext(ctx).Error(err, "Reading a recommendation from the cache", "namespace", gfa.Namespace, "name", gfa.Name)
+		return nil, &outcome{skip: SkipInternalError}
+	}
+	if reason, _ := contract.Applies(gfa, gfr, contract.MinConfidence(m.Config.MinConfidence)); reason != "" {
+		return nil, &outcome{skip: string(reason)}
+	}
+	return gfr, nil
+}
+
+// unsafeOutcome is the outcome of a pod the backend of gfa cannot patch safely: the
+// skip reason of a backend.UnsafeError (else an internal error), and a warning and a
+// FractionNotApplied event that name the pod, the backend and err.
+func unsafeOutcome(pod *corev1.Pod, gfa *gpufracv1.GPUFractionAutoscaler, err error) outcome {
+	reason := SkipInternalError
+	var ue *backend.UnsafeError
+	if errors.As(err, &ue) {
+		reason = ue.Reason
+	}
+	msg := fmt.Sprintf("gpufrac: pod %s not patched (%s backend): %v", podName(pod), gfa.Spec.EffectiveBackend(), err)
+	return outcome{skip: reason, warnings: []string{msg}, gfa: gfa, event: msg}
 }
 
 // patchedOutcome is the outcome of patching pod into mod, which the backend wrote for
