@@ -30,7 +30,7 @@ func (r *Recommender) allocation(ctx context.Context, sel metrics.Selector, from
 		return nil, nil
 	}
 	alloc := metrics.Allocation{}
-	for k, p := range r.livePods {
+	for k, p := range r.cur.livePods {
 		gpus, by := workload.AllocatedGPUs(p)
 		for _, uuid := range gpus {
 			alloc.Add(k[0], k[1], by, uuid, "")

@@ -337,7 +337,7 @@ func (r *Recommender) dropStale(memory, flat, contradicted, compute []metrics.Se
 func (r *Recommender) downTargets(d *sourceData, attr *workload.Attributor, bootstrapped bool) {
 	for _, p := range d.onDown {
 		w, ok := r.fedBy(attr, metrics.ContainerID{Namespace: p.Namespace, Pod: p.Pod}, bootstrapped)
-		pod := r.livePods[[2]string{p.Namespace, p.Pod}]
+		pod := r.cur.livePods[[2]string{p.Namespace, p.Pod}]
 		if !ok || pod == nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || r.tracked[w].gaps.down == nil {
 			continue
 		}
@@ -396,7 +396,7 @@ func (r *Recommender) feed(signal metrics.Signal, series []metrics.Series, attr 
 			}
 			s.ID.Container = name
 		}
-		if pod := r.livePods[[2]string{s.ID.Namespace, s.ID.Pod}]; pod != nil {
+		if pod := r.cur.livePods[[2]string{s.ID.Namespace, s.ID.Pod}]; pod != nil {
 			kept := s.Samples[:0:0]
 			for _, p := range s.Samples {
 				if at, ok := workload.StampInLife(pod, s.ID.Container, p.Time, s.Window, p.Value); ok {
@@ -423,9 +423,9 @@ func (r *Recommender) feed(signal metrics.Signal, series []metrics.Series, attr 
 // for a pod that no longer exists, from a live pod of the same workload (same
 // template). It returns "" and why when there is no single one.
 func (r *Recommender) gpuContainer(w history.WorkloadKey, namespace, pod string) (string, string) {
-	p := r.livePods[[2]string{namespace, pod}]
+	p := r.cur.livePods[[2]string{namespace, pod}]
 	if p == nil {
-		p = r.templates[w]
+		p = r.cur.templates[w]
 	}
 	if p == nil {
 		return "", fmt.Sprintf("pod %s reports GPU usage without a container label and neither it nor another pod of the workload exists to tell its GPU container", pod)

@@ -13,12 +13,9 @@ package recommender
 import (
 	"context"
 	"errors"
-	"fmt"
-	"sort"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
@@ -27,7 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
-	"github.com/gpufrac/gpufrac/contract"
 	"github.com/gpufrac/gpufrac/recommender/history"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
 	"github.com/gpufrac/gpufrac/recommender/recommend"
@@ -83,6 +79,11 @@ var (
 		Help:    "Duration of one recommender cycle, seconds.",
 		Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
 	})
+	cycleStepDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "gpufrac_recommender_cycle_step_duration_seconds",
+		Help:    "Duration of each step of a recommender cycle, seconds, by step (load_autoscalers, load_pods, load_metrics, garbage_collect, update_recommendations, export_metrics).",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 18),
+	}, []string{"step"})
 	cycleErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gpufrac_recommender_cycle_errors_total",
 		Help: "Recommender cycles that failed, by stage (list, prometheus, write).",
@@ -100,7 +101,7 @@ var (
 // Register adds the recommender's metrics to a registry (controller-runtime's
 // metrics.Registry in cmd/recommender). It returns the first registration error.
 func Register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{cycleDuration, cycleErrors, workloadsTracked, recommendationsWritten, metrics.Queries, metrics.SamplesDropped, metrics.SamplesClamped, metrics.Incomplete, Autoscalers} {
+	for _, c := range []prometheus.Collector{cycleDuration, cycleStepDuration, cycleErrors, workloadsTracked, recommendationsWritten, metrics.Queries, metrics.SamplesDropped, metrics.SamplesClamped, metrics.Incomplete, Autoscalers} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
@@ -135,18 +136,16 @@ type Recommender struct {
 	missingCounted time.Time
 	trigger        chan struct{}
 	failures       int
-	livePods       map[[2]string]*corev1.Pod
+	// cur is the cycle being run (or last run): its per-cycle state (cycle.go).
+	cur *cycle
 	// staleMem: the memory value last judged stale per container (load.go dropStale).
 	staleMem map[metrics.ContainerID]float64
 	// detected: with auto, the sources Prometheus holds over the history window, in
 	// order of preference (detect).
 	detected []metrics.Source
 	// pods: per pod, when each source reported each signal (sources.go).
-	pods      map[[2]string]*podSources
-	templates map[history.WorkloadKey]*corev1.Pod // a live pod of each workload, for its spec
-	latency   map[types.NamespacedName]float64    // guardrail latency read this cycle, seconds
-	dupNoted  map[types.UID]string                // the DuplicateTarget event last recorded on each autoscaler in charge
-	exported  *snapshot                           // per-autoscaler metrics being built this cycle
+	pods     map[[2]string]*podSources
+	dupNoted map[types.UID]string // the DuplicateTarget event last recorded on each autoscaler in charge
 
 	// cappedNoted: the containers/resources of the last CappedBelowNeed event per autoscaler.
 	cappedNoted map[types.UID]string
@@ -249,187 +248,3 @@ func backoff(base, max time.Duration, failures int) time.Duration {
 // ErrMetricsUnavailable wraps errors of a cycle that could not read Prometheus; the
 // loop then backs off exponentially.
 var ErrMetricsUnavailable = errors.New("metrics unavailable")
-
-// entry is one autoscaler in a cycle.
-type entry struct {
-	gfa       *gpufracv1.GPUFractionAutoscaler
-	ref       workload.Ref
-	targetErr error
-	pods      int
-	podNames  map[string]bool                  // live pods of the workload
-	winner    *gpufracv1.GPUFractionAutoscaler // the autoscaler in charge when this one is a duplicate
-	foreign   bool                             // owned by another recommender shard (Config.Shard)
-}
-
-// RunOnce runs one cycle at r.Now(). It returns an error when listing objects or reading
-// Prometheus failed; recommendations are then left unchanged except for the
-// MetricsUnavailable condition.
-func (r *Recommender) RunOnce(ctx context.Context) (err error) {
-	start := time.Now()
-	defer func() { cycleDuration.Observe(time.Since(start).Seconds()) }()
-	now := r.Now()
-	log := klog.FromContext(ctx)
-
-	var list gpufracv1.GPUFractionAutoscalerList
-	if err := r.Client.List(ctx, &list); err != nil {
-		cycleErrors.WithLabelValues("list").Inc()
-		return fmt.Errorf("listing GPUFractionAutoscalers: %w", err)
-	}
-	r.owners.Reset()
-	entries := make([]*entry, 0, len(list.Items))
-	byRef := map[workload.Ref]*entry{}
-	targets := map[string][]workload.Ref{}
-	seen := map[history.WorkloadKey]bool{}
-	for i := range list.Items {
-		gfa := &list.Items[i]
-		e := &entry{gfa: gfa}
-		e.ref, e.targetErr = workload.Resolve(ctx, r.Client, r.Scale, gfa.Namespace, gfa.Spec.TargetRef)
-		entries = append(entries, e)
-		if e.targetErr != nil {
-			continue
-		}
-		// The admission webhook rejects a second autoscaler, but one admitted while it
-		// was down can exist: the oldest is in charge (contract.Precedes, the same
-		// order the webhook and the updater use); the others get no recommendation.
-		cur, dup := byRef[e.ref]
-		if dup && !contract.Precedes(gfa, cur.gfa) {
-			continue
-		}
-		byRef[e.ref] = e
-		if dup {
-			continue // the workload is tracked already; only its autoscaler changed
-		}
-		targets[e.ref.Namespace] = append(targets[e.ref.Namespace], e.ref)
-		seen[history.WorkloadKey(e.ref)] = true
-	}
-	entries, err = r.ownedOnly(ctx, entries, byRef, targets, seen)
-	if err != nil {
-		cycleErrors.WithLabelValues("list").Inc()
-		return err
-	}
-	// Forget workloads whose autoscaler is gone (or belongs to another shard).
-	for w := range r.tracked {
-		if !seen[w] {
-			delete(r.tracked, w)
-			delete(r.methods, w)
-			r.model.Forget(w)
-		}
-	}
-	var newNS, oldNS []string
-	nsNew, nsOld := map[string]bool{}, map[string]bool{}
-	for w := range seen {
-		t := r.tracked[w]
-		if t == nil {
-			t = &tracking{}
-			r.tracked[w] = t
-		}
-		if !t.bootstrapped {
-			nsNew[w.Namespace] = true
-		} else {
-			nsOld[w.Namespace] = true
-		}
-	}
-	workloadsTracked.Set(float64(len(r.tracked)))
-
-	// Pods that exist now, by their top-most controller.
-	attr := &workload.Attributor{Live: map[[2]string]workload.Ref{}, KSM: r.ownership, Targets: targets}
-	r.livePods = map[[2]string]*corev1.Pod{}
-	r.templates = map[history.WorkloadKey]*corev1.Pod{}
-	for ns := range targets {
-		var pods corev1.PodList
-		if err := r.Client.List(ctx, &pods, client.InNamespace(ns)); err != nil {
-			cycleErrors.WithLabelValues("list").Inc()
-			return fmt.Errorf("listing pods in %s: %w", ns, err)
-		}
-		for i := range pods.Items {
-			p := &pods.Items[i]
-			ref, ok := r.owners.TopController(ctx, p)
-			if !ok {
-				continue
-			}
-			attr.Live[[2]string{p.Namespace, p.Name}] = ref
-			r.livePods[[2]string{p.Namespace, p.Name}] = p
-			if old := r.templates[history.WorkloadKey(ref)]; old == nil || old.CreationTimestamp.Before(&p.CreationTimestamp) {
-				r.templates[history.WorkloadKey(ref)] = p // the newest: the current template
-			}
-			if e := byRef[ref]; e != nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
-				e.pods++
-				if e.podNames == nil {
-					e.podNames = map[string]bool{}
-				}
-				e.podNames[p.Name] = true
-			}
-		}
-	}
-
-	// Read Prometheus: history for new workloads, the last cycle for the others.
-	for ns := range nsNew {
-		newNS = append(newNS, ns)
-	}
-	for ns := range nsOld {
-		oldNS = append(oldNS, ns)
-	}
-	sort.Strings(newNS)
-	sort.Strings(oldNS)
-	var loadErr error
-	if len(seen) > 0 {
-		loadErr = r.detect(ctx, now)
-	}
-	if loadErr == nil && len(oldNS) > 0 {
-		from := r.lastLoad
-		if from.IsZero() || now.Sub(from) > r.Config.HistoryLength {
-			from = now.Add(-r.Config.HistoryLength)
-		}
-		loadErr = r.load(ctx, oldNS, from, now, attr, true)
-	}
-	if loadErr == nil && len(newNS) > 0 {
-		if loadErr = r.load(ctx, newNS, now.Add(-r.Config.HistoryLength), now, attr, false); loadErr == nil {
-			for _, t := range r.tracked {
-				t.bootstrapped = true
-			}
-			log.Info("Loaded history", "namespaces", newNS, "length", r.Config.HistoryLength)
-		}
-	}
-	if loadErr == nil && len(seen) > 0 {
-		r.lastLoad = now
-		r.model.GC(now, r.Config.HistoryLength)
-		r.gcSources(now)
-	}
-	if loadErr != nil {
-		cycleErrors.WithLabelValues("prometheus").Inc()
-		loadErr = fmt.Errorf("%w: %w", ErrMetricsUnavailable, loadErr)
-	}
-
-	r.latency = map[types.NamespacedName]float64{}
-	r.exported = &snapshot{}
-	var writeErrs []error
-	// Several autoscalers on one workload: the winner hears about the others too.
-	losers := map[workload.Ref][]*gpufracv1.GPUFractionAutoscaler{}
-	for _, e := range entries {
-		if e.targetErr == nil && byRef[e.ref] != e {
-			e.winner = byRef[e.ref].gfa
-			losers[e.ref] = append(losers[e.ref], e.gfa)
-		}
-	}
-	noted := map[types.UID]string{}
-	for ref, ls := range losers {
-		w := byRef[ref].gfa
-		msg := contract.WinnerMessage(w, ls, w.Spec.TargetRef.Kind, w.Spec.TargetRef.Name)
-		noted[w.UID] = msg
-		if r.dupNoted[w.UID] != msg && r.Events != nil {
-			r.Events.Eventf(w, nil, corev1.EventTypeWarning, gpufracv1.ReasonDuplicateTarget, "Recommend", "%s", msg)
-		}
-	}
-	r.dupNoted = noted
-	for _, e := range entries {
-		if err := r.reconcile(ctx, e, byRef[e.ref] == e, loadErr, now); err != nil {
-			writeErrs = append(writeErrs, fmt.Errorf("%s/%s: %w", e.gfa.Namespace, e.gfa.Name, err))
-		}
-	}
-	if len(writeErrs) > 0 {
-		cycleErrors.WithLabelValues("write").Inc()
-	}
-	r.exported.addPods(r.livePods, byRef, r.Config.Policy.GPUMemoryBytes)
-	Autoscalers.set(r.exported)
-	return errors.Join(append([]error{loadErr}, writeErrs...)...)
-}

@@ -118,7 +118,7 @@ func (r *Recommender) reconcile(ctx context.Context, e *entry, primary bool, loa
 				reason = gpufracv1.ReasonPartialResponse // an incomplete answer is a failed read
 			}
 			set(gpufracv1.ConditionMetricsUnavailable, true, reason, truncate(loadErr.Error(), 512))
-			keepWithFloor(gfa, &st, startOrder(r.templates[history.WorkloadKey(e.ref)]), now)
+			keepWithFloor(gfa, &st, startOrder(r.cur.templates[history.WorkloadKey(e.ref)]), now)
 			break
 		}
 		r.recommend(ctx, e, &old, &st, set, now)
@@ -127,7 +127,7 @@ func (r *Recommender) reconcile(ctx context.Context, e *entry, primary bool, loa
 	if meta.FindStatusCondition(st.Conditions, gpufracv1.ConditionRecommendationProvided) == nil {
 		set(gpufracv1.ConditionRecommendationProvided, false, ReasonNoHistory, "no recommendation yet")
 	}
-	r.exported.add(gfa, &st, e.pods, r.latency[types.NamespacedName{Namespace: gfa.Namespace, Name: gfa.Name}], r.Config.Policy.GPUMemoryBytes)
+	r.cur.exported.add(gfa, &st, e.pods, r.cur.latency[types.NamespacedName{Namespace: gfa.Namespace, Name: gfa.Name}], r.Config.Policy.GPUMemoryBytes)
 	return r.write(ctx, gfa, &old, exists, &st, now)
 }
 
@@ -150,14 +150,14 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 		set(gpufracv1.ConditionLatencyGuardrailActive, guard != gpufracv1.GuardrailNone, guardReason, guardMsg)
 	}
 
-	recs, off, known := r.Config.Recommend(r.model, w, &gfa.Spec, r.templates[w], old.Status.ContainerRecommendations, guard, now)
+	recs, off, known := r.Config.Recommend(r.model, w, &gfa.Spec, r.cur.templates[w], old.Status.ContainerRecommendations, guard, now)
 	applyFloor(gfa, recs, now)
 	// A gap in this cycle's data (every sample filtered, none while pods run, an
 	// exporter down): the written recommendation is kept as it was, as for a failed read.
 	gapReason, gapMsg := r.dataGap(w, e.pods)
 	if gapReason != "" && (len(recs) == 0 || len(old.Status.ContainerRecommendations) > 0) {
 		set(gpufracv1.ConditionMetricsUnavailable, true, gapReason, gapMsg)
-		keepWithFloor(gfa, st, startOrder(r.templates[w]), now)
+		keepWithFloor(gfa, st, startOrder(r.cur.templates[w]), now)
 		return
 	}
 	unattributed := r.unattributed(w)
@@ -199,7 +199,7 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 	st.ContainerRecommendations = recs
 	st.Attribution = attributionMethod(r.methods[w])
 	st.MetricSources = r.metricSources(w)
-	summarise(st, startOrder(r.templates[w]))
+	summarise(st, startOrder(r.cur.templates[w]))
 	conf := float64(*st.ConfidencePercent) / 100
 	// The pod's confidence and what explains it leave init containers out: their few
 	// minutes per pod start are short history whatever the workload's age.
@@ -400,7 +400,7 @@ func (r *Recommender) guardrail(ctx context.Context, gfa *gpufracv1.GPUFractionA
 		}
 	}
 	if !math.IsInf(latency, -1) {
-		r.latency[types.NamespacedName{Namespace: gfa.Namespace, Name: gfa.Name}] = latency
+		r.cur.latency[types.NamespacedName{Namespace: gfa.Namespace, Name: gfa.Name}] = latency
 	}
 	obj := g.Objective.Seconds()
 	near := 0.1

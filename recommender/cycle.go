@@ -1,0 +1,298 @@
+package recommender
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/contract"
+	"github.com/gpufrac/gpufrac/recommender/history"
+	"github.com/gpufrac/gpufrac/workload"
+)
+
+// cycle is the state of one RunOnce, built by its steps in order.
+type cycle struct {
+	now time.Time
+	// entries are the autoscalers this shard owns; byRef the one in charge of each
+	// workload (over every shard's autoscalers).
+	entries []*entry
+	byRef   map[workload.Ref]*entry
+	// targets are the workloads this shard recommends for, per namespace; seen the same
+	// as a set.
+	targets map[string][]workload.Ref
+	seen    map[history.WorkloadKey]bool
+	// newNS are the namespaces, sorted, with a workload whose history is not loaded yet
+	// (bootstrap from HistoryLength ago); oldNS those of the other workloads.
+	newNS, oldNS []string
+	// attr attributes samples to workloads: the live pods and their top-most controller.
+	attr *workload.Attributor
+	// livePods are the pods that exist now, by namespace and name.
+	livePods map[[2]string]*corev1.Pod
+	// templates holds the newest live pod of each workload, for its spec.
+	templates map[history.WorkloadKey]*corev1.Pod
+	// latency is the guardrail latency read this cycle per autoscaler, seconds.
+	latency map[types.NamespacedName]float64
+	// exported holds the per-autoscaler metrics being built (exporter.go).
+	exported *snapshot
+	// loadErr is the failed read of Prometheus (wrapping ErrMetricsUnavailable): every
+	// recommendation is then kept and marked MetricsUnavailable.
+	loadErr error
+	// writeErrs are the autoscalers whose status could not be written.
+	writeErrs []error
+}
+
+// entry is one autoscaler in a cycle.
+type entry struct {
+	gfa       *gpufracv1.GPUFractionAutoscaler
+	ref       workload.Ref
+	targetErr error
+	pods      int
+	podNames  map[string]bool                  // live pods of the workload
+	winner    *gpufracv1.GPUFractionAutoscaler // the autoscaler in charge when this one is a duplicate
+	foreign   bool                             // owned by another recommender shard (Config.Shard)
+}
+
+// step is one timed step of RunOnce; its error ends the cycle.
+type step struct {
+	name string // the step label of gpufrac_recommender_cycle_step_duration_seconds
+	run  func(context.Context, *cycle) error
+}
+
+// steps are the steps of a cycle, in order (as VPA's recommender RunOnce).
+func (r *Recommender) steps() []step {
+	return []step{
+		{"load_autoscalers", r.loadAutoscalers},
+		{"load_pods", r.loadPods},
+		{"load_metrics", r.loadMetrics},
+		{"garbage_collect", r.garbageCollect},
+		{"update_recommendations", r.updateRecommendations},
+		{"export_metrics", r.exportMetrics},
+	}
+}
+
+// RunOnce runs one cycle at r.Now(): its steps, each timed into
+// gpufrac_recommender_cycle_step_duration_seconds. It returns an error when listing
+// objects or reading Prometheus failed; recommendations are then left unchanged except
+// for the MetricsUnavailable condition.
+func (r *Recommender) RunOnce(ctx context.Context) error {
+	start := time.Now()
+	defer func() { cycleDuration.Observe(time.Since(start).Seconds()) }()
+	c := &cycle{now: r.Now(), latency: map[types.NamespacedName]float64{}, exported: &snapshot{}}
+	r.cur = c
+	for _, s := range r.steps() {
+		t := time.Now()
+		err := s.run(ctx, c)
+		cycleStepDuration.WithLabelValues(s.name).Observe(time.Since(t).Seconds())
+		if err != nil {
+			return err
+		}
+	}
+	return errors.Join(append([]error{c.loadErr}, c.writeErrs...)...)
+}
+
+// loadAutoscalers lists the autoscalers, resolves their targets, picks the one in charge
+// of each workload, keeps those this shard owns and tracks their workloads. Its errors
+// are listing errors.
+func (r *Recommender) loadAutoscalers(ctx context.Context, c *cycle) error {
+	var list gpufracv1.GPUFractionAutoscalerList
+	if err := r.Client.List(ctx, &list); err != nil {
+		cycleErrors.WithLabelValues("list").Inc()
+		return fmt.Errorf("listing GPUFractionAutoscalers: %w", err)
+	}
+	r.owners.Reset()
+	c.entries = make([]*entry, 0, len(list.Items))
+	c.byRef, c.targets, c.seen = map[workload.Ref]*entry{}, map[string][]workload.Ref{}, map[history.WorkloadKey]bool{}
+	for i := range list.Items {
+		gfa := &list.Items[i]
+		e := &entry{gfa: gfa}
+		e.ref, e.targetErr = workload.Resolve(ctx, r.Client, r.Scale, gfa.Namespace, gfa.Spec.TargetRef)
+		c.entries = append(c.entries, e)
+		if e.targetErr != nil {
+			continue
+		}
+		// The admission webhook rejects a second autoscaler, but one admitted while it
+		// was down can exist: the oldest is in charge (contract.Precedes, the same
+		// order the webhook and the updater use); the others get no recommendation.
+		cur, dup := c.byRef[e.ref]
+		if dup && !contract.Precedes(gfa, cur.gfa) {
+			continue
+		}
+		c.byRef[e.ref] = e
+		if dup {
+			continue // the workload is tracked already; only its autoscaler changed
+		}
+		c.targets[e.ref.Namespace] = append(c.targets[e.ref.Namespace], e.ref)
+		c.seen[history.WorkloadKey(e.ref)] = true
+	}
+	var err error
+	if c.entries, err = r.ownedOnly(ctx, c.entries, c.byRef, c.targets, c.seen); err != nil {
+		cycleErrors.WithLabelValues("list").Inc()
+		return err
+	}
+	r.track(c)
+	return nil
+}
+
+// track forgets the workloads whose autoscaler is gone (or belongs to another shard),
+// starts tracking new ones, and splits their namespaces into c.newNS and c.oldNS.
+func (r *Recommender) track(c *cycle) {
+	for w := range r.tracked {
+		if !c.seen[w] {
+			delete(r.tracked, w)
+			delete(r.methods, w)
+			r.model.Forget(w)
+		}
+	}
+	nsNew, nsOld := map[string]bool{}, map[string]bool{}
+	for w := range c.seen {
+		t := r.tracked[w]
+		if t == nil {
+			t = &tracking{}
+			r.tracked[w] = t
+		}
+		if !t.bootstrapped {
+			nsNew[w.Namespace] = true
+		} else {
+			nsOld[w.Namespace] = true
+		}
+	}
+	c.newNS, c.oldNS = slices.Sorted(maps.Keys(nsNew)), slices.Sorted(maps.Keys(nsOld))
+	workloadsTracked.Set(float64(len(r.tracked)))
+}
+
+// loadPods lists the pods of the targets' namespaces and attributes each to its
+// top-most controller: c.attr, c.livePods, c.templates and each entry's pod count. Its
+// errors are listing errors.
+func (r *Recommender) loadPods(ctx context.Context, c *cycle) error {
+	c.attr = &workload.Attributor{Live: map[[2]string]workload.Ref{}, KSM: r.ownership, Targets: c.targets}
+	c.livePods = map[[2]string]*corev1.Pod{}
+	c.templates = map[history.WorkloadKey]*corev1.Pod{}
+	for ns := range c.targets {
+		var pods corev1.PodList
+		if err := r.Client.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+			cycleErrors.WithLabelValues("list").Inc()
+			return fmt.Errorf("listing pods in %s: %w", ns, err)
+		}
+		for i := range pods.Items {
+			r.addPod(ctx, c, &pods.Items[i])
+		}
+	}
+	return nil
+}
+
+// addPod attributes one live pod (loadPods).
+func (r *Recommender) addPod(ctx context.Context, c *cycle, p *corev1.Pod) {
+	ref, ok := r.owners.TopController(ctx, p)
+	if !ok {
+		return
+	}
+	c.attr.Live[[2]string{p.Namespace, p.Name}] = ref
+	c.livePods[[2]string{p.Namespace, p.Name}] = p
+	if old := c.templates[history.WorkloadKey(ref)]; old == nil || old.CreationTimestamp.Before(&p.CreationTimestamp) {
+		c.templates[history.WorkloadKey(ref)] = p // the newest: the current template
+	}
+	if e := c.byRef[ref]; e != nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+		e.pods++
+		if e.podNames == nil {
+			e.podNames = map[string]bool{}
+		}
+		e.podNames[p.Name] = true
+	}
+}
+
+// loadMetrics reads Prometheus into the history model: the sources present, then the
+// samples since the last load for tracked workloads and HistoryLength of history for
+// new ones. A failed read is c.loadErr, not an error of the step: the cycle goes on and
+// keeps every recommendation.
+func (r *Recommender) loadMetrics(ctx context.Context, c *cycle) error {
+	var err error
+	if len(c.seen) > 0 {
+		err = r.detect(ctx, c.now)
+	}
+	if err == nil && len(c.oldNS) > 0 {
+		from := r.lastLoad
+		if from.IsZero() || c.now.Sub(from) > r.Config.HistoryLength {
+			from = c.now.Add(-r.Config.HistoryLength)
+		}
+		err = r.load(ctx, c.oldNS, from, c.now, c.attr, true)
+	}
+	if err == nil && len(c.newNS) > 0 {
+		if err = r.load(ctx, c.newNS, c.now.Add(-r.Config.HistoryLength), c.now, c.attr, false); err == nil {
+			for _, t := range r.tracked {
+				t.bootstrapped = true
+			}
+			klog.FromContext(ctx).Info("Loaded history", "namespaces", c.newNS, "length", r.Config.HistoryLength)
+		}
+	}
+	if err != nil {
+		cycleErrors.WithLabelValues("prometheus").Inc()
+		c.loadErr = fmt.Errorf("%w: %w", ErrMetricsUnavailable, err)
+	} else if len(c.seen) > 0 {
+		r.lastLoad = c.now
+	}
+	return nil
+}
+
+// garbageCollect drops, after a successful load, the history and the per-pod source
+// records that left the history window.
+func (r *Recommender) garbageCollect(_ context.Context, c *cycle) error {
+	if c.loadErr == nil && len(c.seen) > 0 {
+		r.model.GC(c.now, r.Config.HistoryLength)
+		r.gcSources(c.now)
+	}
+	return nil
+}
+
+// updateRecommendations records DuplicateTarget events and computes and writes the
+// recommendation of every owned autoscaler (status.go reconcile); a failed write is
+// one of c.writeErrs and the others go on.
+func (r *Recommender) updateRecommendations(ctx context.Context, c *cycle) error {
+	r.noteDuplicates(c)
+	for _, e := range c.entries {
+		if err := r.reconcile(ctx, e, c.byRef[e.ref] == e, c.loadErr, c.now); err != nil {
+			c.writeErrs = append(c.writeErrs, fmt.Errorf("%s/%s: %w", e.gfa.Namespace, e.gfa.Name, err))
+		}
+	}
+	if len(c.writeErrs) > 0 {
+		cycleErrors.WithLabelValues("write").Inc()
+	}
+	return nil
+}
+
+// noteDuplicates marks each autoscaler that is not in charge of its workload with the
+// winner, and records a DuplicateTarget event on the winner when its message changed.
+func (r *Recommender) noteDuplicates(c *cycle) {
+	losers := map[workload.Ref][]*gpufracv1.GPUFractionAutoscaler{}
+	for _, e := range c.entries {
+		if e.targetErr == nil && c.byRef[e.ref] != e {
+			e.winner = c.byRef[e.ref].gfa
+			losers[e.ref] = append(losers[e.ref], e.gfa)
+		}
+	}
+	noted := map[types.UID]string{}
+	for ref, ls := range losers {
+		w := c.byRef[ref].gfa
+		msg := contract.WinnerMessage(w, ls, w.Spec.TargetRef.Kind, w.Spec.TargetRef.Name)
+		noted[w.UID] = msg
+		if r.dupNoted[w.UID] != msg && r.Events != nil {
+			r.Events.Eventf(w, nil, corev1.EventTypeWarning, gpufracv1.ReasonDuplicateTarget, "Recommend", "%s", msg)
+		}
+	}
+	r.dupNoted = noted
+}
+
+// exportMetrics publishes the per-autoscaler and per-pod metrics built this cycle.
+func (r *Recommender) exportMetrics(_ context.Context, c *cycle) error {
+	c.exported.addPods(c.livePods, c.byRef, r.Config.Policy.GPUMemoryBytes)
+	Autoscalers.set(c.exported)
+	return nil
+}

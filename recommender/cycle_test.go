@@ -1,0 +1,102 @@
+package recommender
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+)
+
+// stepCounts returns how many times each step of a cycle has been observed in
+// gpufrac_recommender_cycle_step_duration_seconds.
+func stepCounts(t *testing.T, r *Recommender) map[string]uint64 {
+	out := map[string]uint64{}
+	for _, s := range r.steps() {
+		var m dto.Metric
+		if err := cycleStepDuration.WithLabelValues(s.name).(prometheus.Metric).Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		out[s.name] = m.GetHistogram().GetSampleCount()
+	}
+	return out
+}
+
+// Each step of a cycle is timed once per cycle that reaches it: all of them when the
+// cycle completes (Prometheus failing included: the cycle goes on and keeps the
+// recommendations), only those up to the failing one when a listing fails.
+func TestCycleStepsTimed(t *testing.T) {
+	objs := append(deployment("ml", "sd", 2), gfa("ml", "sd", "sd"))
+	prom := promFor(objs, 20*gib, 0.3)
+	h := newHarness(t, objs, prom)
+	ctx := context.Background()
+	podsFail := false
+	h.rec.Client = fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).
+		WithStatusSubresource(&gpufracv1.GPUFractionAutoscaler{}, &gpufracv1.GPUFractionRecommendation{}).
+		WithInterceptorFuncs(interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if _, ok := list.(*corev1.PodList); ok && podsFail {
+				return errors.New("injected pod list failure")
+			}
+			return c.List(ctx, list, opts...)
+		}}).Build()
+	h.rec.owners.Reader = h.rec.Client
+
+	for _, tc := range []struct {
+		name        string
+		promFails   bool
+		podsFail    bool
+		wantErr     bool
+		wantStepsTo string // the last step observed
+	}{
+		{name: "complete", wantStepsTo: "export_metrics"},
+		{name: "prometheus failing", promFails: true, wantErr: true, wantStepsTo: "export_metrics"},
+		{name: "pods not listed", podsFail: true, wantErr: true, wantStepsTo: "load_pods"},
+	} {
+		prom.fail.Store(tc.promFails)
+		podsFail = tc.podsFail
+		before := stepCounts(t, h.rec)
+		err := h.rec.RunOnce(ctx)
+		if (err != nil) != tc.wantErr {
+			t.Fatalf("%s: error %v, want one: %v", tc.name, err, tc.wantErr)
+		}
+		after := stepCounts(t, h.rec)
+		reached := true
+		for _, s := range h.rec.steps() {
+			want := uint64(0)
+			if reached {
+				want = 1
+			}
+			if got := after[s.name] - before[s.name]; got != want {
+				t.Errorf("%s: step %s observed %d times, want %d", tc.name, s.name, got, want)
+			}
+			if s.name == tc.wantStepsTo {
+				reached = false
+			}
+		}
+	}
+}
+
+// docs/recommender.md names every step label of the cycle-step histogram.
+func TestCycleStepsDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../docs/recommender.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range New(nil, nil, nil, Config{}).steps() {
+		if !strings.Contains(string(doc), "`"+s.name+"`") {
+			t.Errorf("step %s is not in docs/recommender.md", s.name)
+		}
+	}
+	if !strings.Contains(string(doc), "`gpufrac_recommender_cycle_step_duration_seconds`") {
+		t.Error("gpufrac_recommender_cycle_step_duration_seconds is not in docs/recommender.md")
+	}
+}
