@@ -265,6 +265,9 @@ func (m *Mutator) decideFor(ctx context.Context, pod *corev1.Pod, gfa *gpufracv1
 		msg := fmt.Sprintf("gpufrac: backend %q of autoscaler %s is unknown; pod admitted unchanged", bt, gfa.Name)
 		return outcome{skip: SkipUnknownBackend, warnings: []string{msg}, gfa: gfa, event: msg}
 	}
+	if s, ok := codec.(backend.AutoscalerScoped); ok {
+		codec = s.ForAutoscaler(gfa)
+	}
 	if dr, ok := codec.(backend.DryRunner); ok && dryRun {
 		codec = dr.DryRun()
 	}

@@ -500,6 +500,9 @@ func TestMutateInitContainersAndNativeSidecars(t *testing.T) {
 		}
 		t.Run(string(b), func(t *testing.T) {
 			m := mutator(t, Config{}, autoscaler("web", gpufracv1.UpdateModeInitial, b), recommendation("web", 80, side))
+			if mode, ok := backend.DevicePluginMode(b); ok {
+				m = planMutator(t, autoscaler("web", gpufracv1.UpdateModeInitial, b), recommendation("web", 80, side), appliedPolicy(mode))
+			}
 			o, _, got := handle(t, m, sidecarPod())
 			if o.skip != "" {
 				t.Fatalf("skipped %s %v", o.skip, o.warnings)
@@ -525,6 +528,10 @@ func TestMutateInitContainersAndNativeSidecars(t *testing.T) {
 			case gpufracv1.BackendAnnotations:
 				if got.Annotations["gpufrac.io/container.gpu-server.gpu-memory"] != "2Gi" {
 					t.Errorf("annotations %v", got.Annotations)
+				}
+			case gpufracv1.BackendNVIDIATimeSlicing, gpufracv1.BackendNVIDIAMPS:
+				if v, _ := resourceValue(s, "limits", "nvidia.com/gpu"); v != 1 || got.Spec.NodeSelector[gpufracv1.DevicePluginConfigLabel] != "gpufrac-pool" {
+					t.Errorf("sidecar gpu %d, nodeSelector %v", v, got.Spec.NodeSelector)
 				}
 			}
 			if app, wait := got.Spec.Containers[0], got.Spec.InitContainers[0]; len(app.Resources.Limits)+len(app.Env)+len(wait.Resources.Limits)+len(wait.Env) != 0 {

@@ -13,7 +13,7 @@ import (
 
 // diffPod returns the JSON patch (RFC 6902) that turns orig into mod, covering only the
 // fields a backend may change: metadata.annotations, metadata.labels,
-// spec.schedulerName, each pod claim's resourceClaimTemplateName, and each container's
+// spec.schedulerName, spec.nodeSelector, each pod claim's resourceClaimTemplateName, and each container's
 // and init container's resources.limits, resources.requests and env.
 // Patching only these paths, rather than re-serialising the whole decoded pod, never
 // drops fields that this binary's API types do not know (a newer cluster's).
@@ -21,6 +21,8 @@ func diffPod(orig, mod *corev1.Pod) []jsonpatch.Operation {
 	var ops []jsonpatch.Operation
 	ops = diffStringMap(ops, "/metadata/annotations", orig.Annotations, mod.Annotations)
 	ops = diffStringMap(ops, "/metadata/labels", orig.Labels, mod.Labels)
+	// The device-plugin backends select the plan's node pool.
+	ops = diffStringMap(ops, "/spec/nodeSelector", orig.Spec.NodeSelector, mod.Spec.NodeSelector)
 	if orig.Spec.SchedulerName != mod.Spec.SchedulerName {
 		ops = append(ops, jsonpatch.NewOperation("add", "/spec/schedulerName", jsonString(mod.Spec.SchedulerName)))
 	}

@@ -222,6 +222,10 @@ func NewServer(ctx context.Context, restCfg *rest.Config, o Options) (*Server, e
 	// The dra backend reads templates from the API server (no informer over every
 	// template of the cluster) and creates them (RBAC: get, create resourceclaimtemplates).
 	o.Config.DRA.Templates = backend.ClientClaimTemplates{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()}
+	// nvidia-timeslicing and nvidia-mps list GPUSharingPolicies from the API server (a
+	// few cluster-scoped objects; no informer, so a cluster without the CRD still starts;
+	// RBAC: list gpusharingpolicies).
+	o.Config.DevicePlugin.Policies = mgr.GetAPIReader()
 	s.Mutator = NewMutator(mgr.GetCache(), scheme, o.Config)
 	s.Mutator.Events = mgr.GetEventRecorder("gpufrac-admission")
 	s.Mutator.Synced = s.synced.Load

@@ -1,10 +1,12 @@
 // Package backend holds gpufrac's backends: the sharing mechanisms a GPU fraction is
-// written through (hami, kai, kai-nvfractions, mps, annotations, dra), one file per backend.
+// written through (hami, kai, kai-nvfractions, mps, annotations, dra, nvidia-timeslicing,
+// nvidia-mps), one file per backend.
 // Each backend is a two-way codec (Codec): Apply writes per-container targets into a pod
 // (the admission webhook calls it on pod creation) and Read reads back what a pod holds
 // (the updater compares it with the recommendation). Reading back what Apply wrote
 // returns the targets after the backend's documented rounding (whole MiB, whole percent,
-// KAI's hundredths of a GPU).
+// KAI's hundredths of a GPU); the device-plugin backends, which place a pod on one
+// replica of a shared GPU, read back that replica's share.
 //
 // Config holds the settings every backend reads (GPU resource names, the memory of one
 // GPU, the per-backend memory overheads) and each backend's own section; the webhook and
@@ -131,6 +133,14 @@ type DryRunner interface {
 	DryRun() Codec
 }
 
+// AutoscalerScoped is implemented by backends whose Apply depends on the autoscaler in
+// charge of the pod (nvidia-timeslicing and nvidia-mps place the pod on the plan of the
+// GPUSharingPolicy that selects it). ForAutoscaler returns the backend bound to gfa; the
+// unbound one only reads.
+type AutoscalerScoped interface {
+	ForAutoscaler(gfa *gpufracv1.GPUFractionAutoscaler) Codec
+}
+
 // registry lists every backend's constructor, in documentation order.
 var registry = []func(Config) Codec{
 	func(c Config) Codec { return &hamiBackend{cfg: c} },
@@ -139,6 +149,8 @@ var registry = []func(Config) Codec{
 	func(c Config) Codec { return &mpsBackend{cfg: c} },
 	func(c Config) Codec { return &annotationsBackend{cfg: c} },
 	func(c Config) Codec { return &draBackend{cfg: c} },
+	newNVIDIATimeSlicing,
+	newNVIDIAMPS,
 }
 
 // Types lists every backend type, in documentation order.

@@ -45,6 +45,8 @@ type Config struct {
 	Annotations AnnotationsConfig
 	// DRA configures the dra backend.
 	DRA DRAConfig
+	// DevicePlugin configures the nvidia-timeslicing and nvidia-mps backends.
+	DevicePlugin DevicePluginConfig
 }
 
 // UsableGPUMemoryBytes is the memory of one GPU a KAI fraction is a share of:
@@ -66,6 +68,7 @@ func (c Config) WithDefaults() Config {
 	c.MPS.withDefaults()
 	c.Annotations.withDefaults()
 	c.DRA.withDefaults()
+	c.DevicePlugin.withDefaults()
 	return c
 }
 
@@ -75,6 +78,7 @@ func (c Config) Validate() error {
 	errs = append(errs, c.NVFractions.validate()...)
 	errs = append(errs, c.MPS.validate()...)
 	errs = append(errs, c.DRA.validate()...)
+	errs = append(errs, c.DevicePlugin.validate()...)
 	for b, v := range c.MemoryOverhead {
 		if !slices.Contains(Types, b) {
 			errs = append(errs, fmt.Errorf("memory-overhead: unknown backend %q", b))
@@ -107,6 +111,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	c.MPS.addFlags(fs, d.MPS)
 	c.Annotations.addFlags(fs, d.Annotations)
 	c.DRA.addFlags(fs, d.DRA)
+	c.DevicePlugin.addFlags(fs, d.DevicePlugin)
 }
 
 func defaultString(s *string, v string) {

@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -166,12 +167,17 @@ func TestDRARoundTrip(t *testing.T) {
 // reads it back; an init container that runs to completion is never read, even with the
 // keys a backend writes; the regular container without a GPU is untouched. KAI names the
 // sidecar (it is never the first regular container) and removes its whole GPU; dra
-// writes the claim the sidecar uses.
+// writes the claim the sidecar uses; nvidia-timeslicing and nvidia-mps place it on one
+// replica of the plan (the replica's share read back).
 func TestRoundTripNativeSidecar(t *testing.T) {
 	for _, b := range Types {
 		t.Run(string(b), func(t *testing.T) {
 			cl := draClient(t, draSource("gpu-tmpl", "gpu.nvidia.com"))
 			codec := backend(t, Config{DRA: DRAConfig{Templates: ClientClaimTemplates{Reader: cl, Writer: cl}}}, b)
+			mode, onPlan := DevicePluginMode(b)
+			if onPlan {
+				codec = sharedBackend(t, b, "pool", sharingPolicy("pool", mode, 4, true))
+			}
 			claim := []corev1.ResourceClaim{{Name: "gpu"}} // dra: the sidecar's and the init container's
 			side := gpuContainer("gpu-server", 1)
 			always := corev1.ContainerRestartPolicyAlways
@@ -196,6 +202,9 @@ func TestRoundTripNativeSidecar(t *testing.T) {
 			if codec.WritesCompute() {
 				want.Compute = 250
 			}
+			if onPlan { // one replica of 4 of an 80Gi GPU (MPS compute 25 %, as the target)
+				want.Memory = 20 << 30
+			}
 			if len(got) != 1 || got["gpu-server"] != want {
 				t.Errorf("read %v, want only gpu-server %+v", got, want)
 			}
@@ -210,6 +219,43 @@ func TestRoundTripNativeSidecar(t *testing.T) {
 			case gpufracv1.BackendAnnotations:
 				if pod.Annotations["gpufrac.io/gpu-memory"] != "3Gi" {
 					t.Errorf("pod total %q, want the sidecar's 3Gi", pod.Annotations["gpufrac.io/gpu-memory"])
+				}
+			}
+		})
+	}
+}
+
+// TestDevicePluginRoundTrip: nvidia-timeslicing and nvidia-mps read back, for every GPU
+// container Apply placed on the plan, one replica's share of the plan's GPU — memory
+// GPU memory / N in whole MiB down; compute 100 / N percent down for MPS (the device
+// plugin's per-client limits), none for time-slicing — whatever the targets were, and
+// exactly what Apply recorded as written. Read needs no policy (the pod's annotations
+// carry the plan): the unbound codec without a client reads it.
+func TestDevicePluginRoundTrip(t *testing.T) {
+	for _, tc := range []struct {
+		bt   gpufracv1.BackendType
+		n    int32
+		want Allocation
+	}{
+		{gpufracv1.BackendNVIDIATimeSlicing, 3, Allocation{Memory: 27306 * MiB, Compute: -1}},
+		{gpufracv1.BackendNVIDIAMPS, 3, Allocation{Memory: 27306 * MiB, Compute: 330}},
+		{gpufracv1.BackendNVIDIAMPS, 7, Allocation{Memory: 11702 * MiB, Compute: 140}},
+	} {
+		t.Run(fmt.Sprintf("%s×%d", tc.bt, tc.n), func(t *testing.T) {
+			mode, _ := DevicePluginMode(tc.bt)
+			codec := sharedBackend(t, tc.bt, "pool", sharingPolicy("pool", mode, tc.n, true))
+			pod := podOf(gpuContainer("a", 1), gpuContainer("b", 1))
+			targets := []*Target{target("a", 0, 4096, 251), target("b", 1, -1, 1000)}
+			if _, err := codec.Apply(pod, targets); err != nil {
+				t.Fatal(err)
+			}
+			got := backend(t, Config{}, tc.bt).Read(pod) // the unbound codec reads
+			if len(got) != 2 || got["a"] != tc.want || got["b"] != tc.want {
+				t.Errorf("read %v, want %+v for a and b", got, tc.want)
+			}
+			for _, tg := range targets {
+				if tg.WrittenMemoryBytes != tc.want.Memory || tg.WrittenComputeMilli != tc.want.Compute {
+					t.Errorf("%s: recorded %d bytes %dm written, want %+v", tg.Container, tg.WrittenMemoryBytes, tg.WrittenComputeMilli, tc.want)
 				}
 			}
 		})

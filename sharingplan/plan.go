@@ -129,14 +129,27 @@ func Compute(in Input) (Plan, error) {
 		p.Mode = gpufracv1.SharingModeExclusive
 	}
 	if p.Mode == gpufracv1.SharingModeMPS {
-		p.PinnedMemoryBytes = in.GPUMemoryBytes / int64(p.Replicas) / MiB * MiB
-		p.ActiveThreadPercentage = 100 / p.Replicas
+		p.PinnedMemoryBytes = ReplicaMemoryBytes(in.GPUMemoryBytes, p.Replicas)
+		p.ActiveThreadPercentage = ReplicaThreadPercentage(p.Replicas)
 	}
 	p.GPUsHeld = p.Pods
 	p.GPUsNeeded = (p.Pods + p.Replicas - 1) / p.Replicas
 	p.GPUsFreed = p.GPUsHeld - p.GPUsNeeded
 	return p, nil
 }
+
+// ReplicaMemoryBytes is one replica's share of a GPU of gpuMemoryBytes shared by
+// replicas (≥ 1): gpuMemoryBytes / replicas, rounded down to whole MiB, bytes. It is the
+// per-client pinned memory limit NVIDIA's device plugin sets with MPS sharing, and the
+// memory budget of one time-slicing replica.
+func ReplicaMemoryBytes(gpuMemoryBytes int64, replicas int) int64 {
+	return gpuMemoryBytes / int64(max(replicas, 1)) / MiB * MiB
+}
+
+// ReplicaThreadPercentage is one MPS client's share of the SMs when a GPU is shared by
+// replicas (≥ 1): 100 / replicas, rounded down, percent (the device plugin's
+// active-thread percentage).
+func ReplicaThreadPercentage(replicas int) int { return 100 / max(replicas, 1) }
 
 func validate(in Input) error {
 	switch {

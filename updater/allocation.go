@@ -51,15 +51,17 @@ type PodAllocation struct {
 // spec.backend.memoryOverhead), else, for containers asking for exactly one
 // cfg.GPUResource, a whole GPU. Containers are the regular ones and the native sidecars;
 // init containers that run to completion are never read (cfg.GPUMemoryBytes, and 1000 milli of compute where the
-// backend writes compute). cfg must have defaults applied; an unknown backend type reads
-// no fields.
+// backend writes compute). For the device-plugin backends (nvidia-timeslicing,
+// nvidia-mps) a record of another backend is ignored: that pod is not on the plan's shared
+// GPUs, so it holds a whole GPU unless bt's own fields say otherwise. cfg must have
+// defaults applied; an unknown backend type reads no fields.
 func ReadAllocation(pod *corev1.Pod, bt gpufracv1.BackendType, cfg backend.Config, memoryOverhead int64) PodAllocation {
 	out := PodAllocation{Containers: map[string]Alloc{}}
 	rec, err := gpufracv1.ParseApplied(pod.Annotations)
 	if err != nil {
 		out.RecordError = err
 	}
-	if rec != nil && err == nil {
+	if rec != nil && err == nil && !onOtherBackend(rec, bt) {
 		out.Record = rec
 		for _, c := range rec.Containers {
 			a := Alloc{Memory: -1, Compute: -1, Source: SourceAppliedRecord}

@@ -196,6 +196,9 @@ func (u *Updater) plan(ctx context.Context, cy *cycle, gfa *gpufracv1.GPUFractio
 	}
 	p.pods = pods
 	p.gfr, p.recSkip, p.recMsg = u.recommendation(ctx, gfa)
+	if p.recSkip == "" {
+		p.recSkip, p.recMsg = u.sharingPlanGate(ctx, p)
+	}
 	u.resetUnreadyBackoff(p)
 	computeHeld := u.holdCompute(ctx, p, now)
 	p.guard, p.guardMsg = gpufracv1.GuardrailOf(p.gfr)

@@ -24,7 +24,7 @@ const (
 )
 
 // BackendType names the GPU sharing mechanism through which a fraction is written into a pod.
-// +kubebuilder:validation:Enum=hami;kai;kai-nvfractions;mps;annotations;dra
+// +kubebuilder:validation:Enum=hami;kai;kai-nvfractions;mps;annotations;dra;nvidia-timeslicing;nvidia-mps
 type BackendType string
 
 const (
@@ -41,6 +41,14 @@ const (
 	// BackendDRA writes a ResourceClaimTemplate with NVIDIA's DRA driver GpuConfig
 	// sharing parameters (MPS limits or TimeSlicing) and points the pod's GPU claim at it.
 	BackendDRA BackendType = "dra"
+	// BackendNVIDIATimeSlicing places the pod on a replica (one nvidia.com/gpu) of the
+	// time-sliced GPUs of the node pool whose GPUSharingPolicy selects the autoscaler
+	// (NVIDIA device plugin sharing.timeSlicing; docs/sharing-planner.md).
+	BackendNVIDIATimeSlicing BackendType = "nvidia-timeslicing"
+	// BackendNVIDIAMPS places the pod on a replica (one nvidia.com/gpu) of the MPS-shared
+	// GPUs of the node pool whose GPUSharingPolicy selects the autoscaler (NVIDIA device
+	// plugin sharing.mps, which sets every client's limits to 1/N of the GPU).
+	BackendNVIDIAMPS BackendType = "nvidia-mps"
 )
 
 // SharingMode is how a GPU is shared between the workloads placed on it.
@@ -186,7 +194,8 @@ type ResizeWindow struct {
 
 // Backend is the sharing mechanism that writes a fraction into a pod.
 type Backend struct {
-	// Type is hami, kai, kai-nvfractions, mps or annotations.
+	// Type is hami, kai, kai-nvfractions, mps, annotations, dra, nvidia-timeslicing or
+	// nvidia-mps (docs/admission.md).
 	// +kubebuilder:default=annotations
 	// +optional
 	Type BackendType `json:"type,omitempty"`

@@ -93,6 +93,9 @@ func run() error {
 	// The dra backend reads a pod's allocation from its claim template (RBAC: get
 	// resourceclaimtemplates); the updater never creates one.
 	cfg.Backend.DRA.Templates = backend.ClientClaimTemplates{Reader: mgr.GetAPIReader()}
+	// nvidia-timeslicing and nvidia-mps: the updater moves pods onto shared capacity only
+	// while the webhook would place them there (RBAC: list gpusharingpolicies).
+	cfg.Backend.DevicePlugin.Policies = mgr.GetAPIReader()
 	u := updater.New(mgr.GetClient(), mgr.GetAPIReader(), cfg)
 	if u.Scale, err = manager.ScaleChecker(mgr); err != nil {
 		return err
