@@ -226,7 +226,11 @@ func TestRecommender(t *testing.T) {
 			"missing":   {gpufracv1.ConditionConfigUnsupported, "TargetNotFound"},
 			"configmap": {gpufracv1.ConditionConfigUnsupported, "TargetUnsupported"},
 		} {
-			waitFor(t, 30*time.Second, name+" "+want[0], func() (bool, error) {
+			// Within a cycle, but a cycle that meets a new workload ("empty") first
+			// loads its namespace's whole history (72 h; at this suite's 5 s interval
+			// the compute reads are 51,840 steps per series, about 35 s on the loaded
+			// 2-core machine), so the wait covers two such cycles.
+			waitFor(t, 2*time.Minute, name+" "+want[0], func() (bool, error) {
 				c := condition(recommendation(t, foundationNS, name), want[0])
 				return c != nil && c.Status == metav1.ConditionTrue && c.Reason == want[1], nil
 			})

@@ -190,7 +190,9 @@ func (r *Reader) timeout() time.Duration {
 func (r *Reader) Vector(ctx context.Context, query string, ts time.Time) (model.Vector, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout())
 	defer cancel()
+	began := time.Now()
 	v, warnings, infos, err := r.API.Query(ctx, query, ts)
+	klog.FromContext(ctx).V(4).Info("Prometheus query", "kind", "instant", "query", query, "took", time.Since(began), "err", err)
 	if err != nil {
 		Queries.WithLabelValues("instant", "error").Inc()
 		return nil, fmt.Errorf("prometheus query %q: %w", query, err)
@@ -330,8 +332,10 @@ func (r *Reader) rangeMatrix(ctx context.Context, query string, start, end time.
 			to = end
 		}
 		cctx, cancel := context.WithTimeout(ctx, r.timeout())
+		began := time.Now()
 		v, warnings, _, err := r.API.QueryRange(cctx, query, promv1.Range{Start: from, End: to, Step: step})
 		cancel()
+		klog.FromContext(ctx).V(4).Info("Prometheus query", "kind", "range", "query", query, "start", from, "end", to, "step", step, "took", time.Since(began), "err", err)
 		if err != nil && points > 1 && ctx.Err() == nil && (TooManySamples(err) || timedOut(err)) {
 			result := "too_many_samples"
 			if timedOut(err) {
