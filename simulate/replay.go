@@ -1,0 +1,329 @@
+package simulate
+
+import (
+	"fmt"
+	"math"
+	"sort"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/packing"
+	"github.com/gpufrac/gpufrac/trace"
+	"github.com/gpufrac/gpufrac/updater"
+)
+
+// replay is the state of one Run: the trace's timeline, each policy's state, and the
+// per-step detail kept for plots.
+type replay struct {
+	opts     Options
+	tl       *timeline
+	first    int   // first evaluated step (after the warm-up)
+	capacity int64 // memory of one GPU, bytes
+	whole    packing.Alloc
+	stepMin  float64 // minutes per step
+	// windows and rules are the updater's resize windows and per-pod rules.
+	windows updater.Windows
+	rules   updater.Rules
+	states  []*polState // per policy, in Options.Policies order
+	sizers  []sizer     // the recommenders the adaptive policies share
+	d       *detail
+	// alive are the runs alive at the current step (next is the spare buffer);
+	// replicas counts the live pods per workload.
+	alive, next []int
+	replicas    []int
+}
+
+// Run replays tr through the policies on GPUs of opts.GPUMemoryBytes. It returns an error
+// for invalid options, an unknown policy, a trace without samples, or a warm-up that
+// covers the whole trace.
+func Run(tr *trace.Trace, opts Options) (*Result, error) {
+	rp, err := newReplay(tr, opts)
+	if err != nil {
+		return nil, err
+	}
+	for k := 0; k < rp.tl.steps; k++ {
+		rp.step(k)
+	}
+	return rp.result(tr), nil
+}
+
+// newReplay validates opts and builds the timeline, the policies and the detail. Its
+// errors are Run's.
+func newReplay(tr *trace.Trace, opts Options) (*replay, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	step := opts.Interval
+	// The updater's own window code: same cron parsing, time zones and DST handling.
+	windows, err := updater.ParseWindows(&gpufracv1.UpdatePolicy{ResizeWindows: opts.Updater.ResizeWindows})
+	if err != nil {
+		return nil, fmt.Errorf("resize window schedule: %w", err)
+	}
+	tl, err := newTimeline(tr, step, opts.Lookback)
+	if err != nil {
+		return nil, err
+	}
+	first := int((opts.WarmUp + step - 1) / step)
+	if first >= tl.steps {
+		return nil, fmt.Errorf("warm-up %s covers the whole trace (%d steps of %s)", opts.WarmUp, tl.steps, step)
+	}
+	rp := &replay{
+		opts: opts, tl: tl, first: first, capacity: opts.GPUMemoryBytes,
+		whole:   packing.Alloc{MemoryBytes: opts.GPUMemoryBytes, ComputeMilli: 1000},
+		stepMin: step.Minutes(), windows: windows,
+		// The updater's per-pod rules, as cmd/updater sets them from its flags.
+		rules: updater.Rules{Threshold: opts.Updater.ChangeThreshold, MinPodAge: opts.Updater.MinLifetime,
+			NearLimit: opts.Updater.NearLimit, UrgentGrowth: *opts.Updater.UrgentGrowth},
+		replicas: make([]int, len(tl.workloads)),
+	}
+	if err := rp.addPolicies(); err != nil {
+		return nil, err
+	}
+	rp.d = rp.newDetail()
+	return rp, nil
+}
+
+// addPolicies builds the state of each of opts.Policies; the adaptive ones share one
+// sizer of each kind. Its errors are an unknown policy and one given twice.
+func (rp *replay) addPolicies() error {
+	var gf *gpufracSizer
+	var vpa *vpaSizer
+	seen := map[string]bool{}
+	for _, name := range rp.opts.Policies {
+		spec, err := parsePolicy(name)
+		if err != nil {
+			return err
+		}
+		if seen[name] {
+			return fmt.Errorf("policy %q given twice", name)
+		}
+		seen[name] = true
+		switch name {
+		case PolicyGPUFrac:
+			if gf == nil {
+				gf = newGPUFracSizer(rp.tl, rp.opts.Recommender, rp.opts.HistoryLength, rp.opts.MemoryHeadroomPercent, rp.capacity)
+			}
+			spec.sizer = gf
+		case PolicyVPAMemory:
+			if vpa == nil {
+				vpa = newVPASizer(rp.tl, rp.opts.Interval, rp.opts.Recommender.LowConfidence, rp.capacity)
+			}
+			spec.sizer = vpa
+		}
+		rp.states = append(rp.states, rp.newPolState(name, spec))
+	}
+	if gf != nil {
+		rp.sizers = append(rp.sizers, gf)
+	}
+	if vpa != nil {
+		rp.sizers = append(rp.sizers, vpa)
+	}
+	return nil
+}
+
+// newPolState is the empty state of one policy over the timeline's runs.
+func (rp *replay) newPolState(name string, spec policySpec) *polState {
+	n := len(rp.tl.runs)
+	u := rp.opts.Updater
+	ps := &polState{spec: spec, res: &PolicyResult{Policy: name}, pk: packing.New(rp.capacity),
+		applied: make([]packing.Alloc, n), on: make([]int, n), placedAt: make([]int, n), cold: make([]bool, n), partial: make([]bool, n), oomAt: make([]int, n),
+		hyst: updater.NewHysteresis(u.PersistCycles, u.PersistFor, u.MinReplacementInterval)}
+	for i := range ps.on {
+		ps.on[i], ps.oomAt[i] = -1, -1
+	}
+	return ps
+}
+
+// newDetail sizes the per-step detail for the policies and the runs.
+func (rp *replay) newDetail() *detail {
+	tl := rp.tl
+	d := &detail{stepMinutes: rp.stepMin, origin: tl.origin, first: rp.first, binBytes: 256 << 20}
+	nbins := int(2*float64(rp.capacity)/d.binBytes) + 2
+	for range rp.states {
+		d.gpus = append(d.gpus, make([]int32, 0, tl.steps-rp.first))
+		d.changes = append(d.changes, make([][]change, len(tl.runs)))
+		d.headroom = append(d.headroom, make([]int64, nbins))
+		d.overrun = append(d.overrun, make([]int32, len(tl.runs)))
+	}
+	for i := range tl.runs {
+		r := &tl.runs[i]
+		d.runs = append(d.runs, runInfo{name: r.name, start: r.start, end: r.end, mem: r.mem, peakMem: r.peakMem})
+	}
+	return d
+}
+
+// step replays step k: pods leave and arrive, arriving pods are placed and every
+// policy is charged (from the first evaluated step), the recommenders run at the step's
+// end, then the updater.
+func (rp *replay) step(k int) {
+	arriving := rp.turnover(k)
+	if k >= rp.first {
+		for pi, ps := range rp.states {
+			for _, i := range arriving {
+				a, cold, partial := rp.initial(ps, i)
+				rp.place(pi, i, k, a, cold, partial)
+				ps.placedAt[i] = rp.tl.runs[i].start
+			}
+			evaluate(ps, rp.tl, rp.d, pi, k, rp.capacity)
+		}
+	}
+	// The recommender's cycle at the end of the step.
+	now := rp.tl.stepEnd(k)
+	for _, s := range rp.sizers {
+		s.feed(rp.tl, rp.alive, k)
+		s.decide(rp.tl, now)
+	}
+	if k >= rp.first {
+		rp.update(k)
+	}
+}
+
+// turnover removes the pods that ended with the previous step and adds those starting
+// at k; it returns the pods to place at k (at the first evaluated step, every live pod,
+// in run order).
+func (rp *replay) turnover(k int) []int {
+	tl := rp.tl
+	rp.next = rp.next[:0]
+	for _, i := range rp.alive {
+		if tl.runs[i].end >= k {
+			rp.next = append(rp.next, i)
+			continue
+		}
+		rp.replicas[tl.runs[i].workload]--
+		if k > rp.first {
+			for _, ps := range rp.states {
+				ps.pk.Remove(i, ps.on[i], ps.applied[i])
+				ps.on[i] = -1
+			}
+		}
+	}
+	rp.alive, rp.next = rp.next, rp.alive
+	arriving := tl.arrivals[k]
+	for _, i := range arriving {
+		rp.replicas[tl.runs[i].workload]++
+	}
+	rp.alive = append(rp.alive, arriving...)
+	if k == rp.first {
+		arriving = append([]int(nil), rp.alive...)
+		sort.Ints(arriving)
+	}
+	return arriving
+}
+
+// update is the updater at step k for each adaptive policy: it replaces the candidates
+// (candidates) while the replacement rate allows, from step k+1.
+func (rp *replay) update(k int) {
+	u := rp.opts.Updater
+	for pi, ps := range rp.states {
+		if ps.spec.kind != kindAdaptive {
+			continue
+		}
+		ps.refillTokens(u.ReplacementsPerMinute, rp.stepMin)
+		for _, c := range candidates(ps, rp.tl, rp.alive, rp.replicas, k, rp.windows, rp.rules, u.MinReplicas) {
+			if !ps.takeToken(u.ReplacementsPerMinute) {
+				break
+			}
+			i := c.run
+			ps.pk.Remove(i, ps.on[i], ps.applied[i])
+			rp.place(pi, i, k+1, c.want, false, c.partial)
+			ps.placedAt[i] = k + 1
+			ps.res.Replacements++
+			ps.hyst.Replaced(rp.tl.workloads[rp.tl.runs[i].workload].key.String(), rp.tl.stepEnd(k), c.need)
+		}
+	}
+}
+
+// peak returns run r's true peak memory (bytes) and compute (milli) over the evaluated
+// part of its life.
+func (rp *replay) peak(r *run) packing.Alloc {
+	var m, c float64
+	for k := max(r.start, rp.first); k <= r.end; k++ {
+		mm, cc := r.at(k)
+		m, c = math.Max(m, mm), math.Max(c, cc)
+	}
+	return packing.Alloc{MemoryBytes: min(rp.capacity, int64(math.Ceil(m))), ComputeMilli: min(1000, int64(math.Ceil(c*1000-1e-9)))}
+}
+
+// initial returns the allocation of run i when it is created, whether it is the
+// cold-start allocation, and whether it comes from a partly confident recommendation.
+func (rp *replay) initial(ps *polState, i int) (a packing.Alloc, cold, partial bool) {
+	r := &rp.tl.runs[i]
+	switch ps.spec.kind {
+	case kindTimeSlicing:
+		n := int64(ps.spec.replicas)
+		return packing.Alloc{MemoryBytes: rp.capacity / n, ComputeMilli: 1000 / n}, false, false
+	case kindClairvoyant:
+		return rp.peak(r), false, false
+	case kindClairvoyantMemory:
+		a := rp.peak(r)
+		a.ComputeMilli = 0
+		return a, false, false
+	case kindAdaptive:
+		if dec := ps.spec.sizer.decision(r.wc); dec.ok {
+			return dec.want, false, !dec.full
+		}
+		return rp.whole, true, false
+	}
+	return rp.whole, false, false
+}
+
+// place gives run i allocation a under policy pi from step k.
+func (rp *replay) place(pi, i, k int, a packing.Alloc, cold, partial bool) {
+	ps := rp.states[pi]
+	ps.applied[i], ps.cold[i], ps.partial[i] = a, cold, partial
+	ps.on[i] = ps.pk.Place(i, a)
+	rp.d.changes[pi][i] = append(rp.d.changes[pi][i], change{step: k, alloc: a})
+}
+
+// result sums the replay of tr into a Result, one PolicyResult per policy.
+func (rp *replay) result(tr *trace.Trace) *Result {
+	tl := rp.tl
+	res := &Result{
+		GPUMemoryBytes: rp.capacity,
+		Trace: TraceInfo{TracePods: len(tr.Pods), Pods: len(tl.runs), Workloads: len(tl.workloads),
+			Start: tl.origin, End: tl.stepEnd(tl.steps - 1), EvaluatedFrom: tl.stepEnd(rp.first - 1), Steps: tl.steps},
+		Settings: settings(rp.opts),
+		detail:   rp.d,
+	}
+	var clair float64
+	for _, ps := range rp.states {
+		if ps.spec.kind == kindClairvoyantMemory {
+			clair = float64(ps.steps.gpu)
+		}
+	}
+	for pi, ps := range rp.states {
+		res.Policies = append(res.Policies, *rp.policyResult(pi, ps, clair))
+	}
+	return res
+}
+
+// policyResult fills policy pi's result from its step counts; clair is the GPU-steps
+// of the clairvoyant-memory policy (0 when it did not run).
+func (rp *replay) policyResult(pi int, ps *polState, clair float64) *PolicyResult {
+	r, s, stepMin := ps.res, ps.steps, rp.stepMin
+	r.GPUMinutes = float64(s.gpu) * stepMin
+	r.PodMinutes = float64(s.pod) * stepMin
+	r.PeakGPUs = ps.pk.Peak()
+	r.PodLimitOverrunMinutes = float64(s.podOver) * stepMin
+	r.WarmUpOverrunMinutes = float64(s.warmOver) * stepMin
+	r.GPUOverrunMinutes = float64(s.gpuOver) * stepMin
+	r.ContentionPodMinutes = float64(s.contention) * stepMin
+	r.ColdStartPodMinutes = float64(s.cold) * stepMin
+	for _, n := range rp.d.overrun[pi] {
+		if n > 0 {
+			r.PodsWithOverrun++
+		}
+	}
+	if s.pod > 0 {
+		r.GPUsPerPod = float64(s.gpu) / float64(s.pod)
+		r.ContentionShare = float64(s.contention) / float64(s.pod)
+	}
+	if s.gpu > 0 {
+		r.MemoryUtilisation = ps.memUtil / float64(s.gpu)
+		r.ComputeUtilisation = ps.cpuUtil / float64(s.gpu)
+	}
+	if clair > 0 {
+		r.VsClairvoyant = float64(s.gpu) / clair
+	}
+	return r
+}
