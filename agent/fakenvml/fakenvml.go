@@ -277,8 +277,14 @@ func (s *Simulator) Advance(now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.replay = s.replayTimeLocked(now)
+	running := runningPods(live)
+	s.assignLocked(running)
+	s.frameLocked(now, running)
+}
 
-	// Running pods, in a stable order for first assignments.
+// runningPods returns the running pods of live in a stable order for first
+// assignments: by creation time, then namespace and name.
+func runningPods(live []*corev1.Pod) []*corev1.Pod {
 	var running []*corev1.Pod
 	for _, p := range live {
 		if p.Status.Phase == corev1.PodRunning {
@@ -295,6 +301,12 @@ func (s *Simulator) Advance(now time.Time) {
 		}
 		return a.Name < b.Name
 	})
+	return running
+}
+
+// assignLocked keeps the assignment of the running pods that stay, forgets the others,
+// assigns a trace pod to each new one (pick) and counts mapped and unmapped pods.
+func (s *Simulator) assignLocked(running []*corev1.Pod) {
 	present := make(map[types.UID]bool, len(running))
 	for _, p := range running {
 		present[p.UID] = true
@@ -331,8 +343,12 @@ func (s *Simulator) Advance(now time.Time) {
 			s.unmappedTP++
 		}
 	}
+}
 
-	// Processes and their values.
+// frameLocked computes every fake GPU's processes and utilisation samples at the replay
+// time for the assigned running pods, stamped now (strictly after the last frame), and
+// forgets the processes of containers no longer running.
+func (s *Simulator) frameLocked(now time.Time, running []*corev1.Pod) {
 	for g := range s.frame {
 		s.frame[g].procs, s.frame[g].samples, s.frame[g].used = s.frame[g].procs[:0], s.frame[g].samples[:0], 0
 	}
@@ -353,28 +369,7 @@ func (s *Simulator) Advance(now time.Time) {
 			tc := &s.cfg.Trace.Pods[e]
 			k := procKey{p.UID, tc.Container}
 			alive[k] = true
-			pr, ok := s.procs[k]
-			if !ok {
-				pr = proc{pid: s.nextPID, gpu: s.nextGPU}
-				s.nextPID++
-				s.nextGPU = (s.nextGPU + 1) % len(s.frame)
-				s.procs[k] = pr
-			}
-			mem, ok := valueAt(tc.Memory, s.replay, s.cfg.Hold)
-			if !ok {
-				continue // not running at this point of the trace
-			}
-			f := &s.frame[pr.gpu]
-			b := uint64(math.Round(mem))
-			f.procs = append(f.procs, nvml.ProcessInfo{Pid: pr.pid, UsedGpuMemory: b})
-			f.used += b
-			if c, ok := valueAt(tc.Compute, s.replay, s.cfg.Hold); ok {
-				if pct := uint32(math.Round(c * 100)); pct > 0 {
-					f.samples = append(f.samples, nvml.ProcessUtilizationSample{Pid: pr.pid, TimeStamp: ts, SmUtil: min(pct, 100)})
-				}
-			}
-			s.owners[pr.pid] = agent.Owner{Namespace: p.Namespace, Pod: p.Name, Container: containerFor(p, tc.Container)}
-			s.activeProcs++
+			s.addProcLocked(p, tc, k, ts)
 		}
 	}
 	for k := range s.procs {
@@ -382,6 +377,35 @@ func (s *Simulator) Advance(now time.Time) {
 			delete(s.procs, k)
 		}
 	}
+}
+
+// addProcLocked puts the process of live pod p's container k (trace container tc) on
+// its GPU of the frame stamped ts, with its memory and SM utilisation at the replay
+// time; a process gets its PID and GPU (round robin) the first time it is seen. A
+// container whose trace has no memory value then is not running: no process.
+func (s *Simulator) addProcLocked(p *corev1.Pod, tc *trace.Pod, k procKey, ts uint64) {
+	pr, ok := s.procs[k]
+	if !ok {
+		pr = proc{pid: s.nextPID, gpu: s.nextGPU}
+		s.nextPID++
+		s.nextGPU = (s.nextGPU + 1) % len(s.frame)
+		s.procs[k] = pr
+	}
+	mem, ok := valueAt(tc.Memory, s.replay, s.cfg.Hold)
+	if !ok {
+		return // not running at this point of the trace
+	}
+	f := &s.frame[pr.gpu]
+	b := uint64(math.Round(mem))
+	f.procs = append(f.procs, nvml.ProcessInfo{Pid: pr.pid, UsedGpuMemory: b})
+	f.used += b
+	if c, ok := valueAt(tc.Compute, s.replay, s.cfg.Hold); ok {
+		if pct := uint32(math.Round(c * 100)); pct > 0 {
+			f.samples = append(f.samples, nvml.ProcessUtilizationSample{Pid: pr.pid, TimeStamp: ts, SmUtil: min(pct, 100)})
+		}
+	}
+	s.owners[pr.pid] = agent.Owner{Namespace: p.Namespace, Pod: p.Name, Container: containerFor(p, tc.Container)}
+	s.activeProcs++
 }
 
 // pick chooses the trace pod for a new live pod: the one of the same name, else the
