@@ -1,0 +1,47 @@
+package main
+
+import (
+	"flag"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpufrac/gpufrac/recommender/metrics"
+)
+
+func TestParseFlags(t *testing.T) {
+	o, err := parseFlags(flag.NewFlagSet("recommender", flag.ContinueOnError), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.src != nil || o.cfg.Policy.GPUMemoryBytes != 80<<30 || o.cfg.Policy.MinMemoryBytes != 0 || o.cfg.Policy.FitMemoryHeadroomBytes != 2<<30 ||
+		o.electionID != leaderElectID || !o.planner || o.planInterval != time.Minute || o.labels != metrics.DefaultLabels ||
+		o.mgr.MetricsAddr != ":8080" || !o.mgr.LeaderElect {
+		t.Errorf("defaults %+v", o)
+	}
+	o, err = parseFlags(flag.NewFlagSet("recommender", flag.ContinueOnError), []string{
+		"--metric-source", "dcgm", "--gpu-memory", "40Gi", "--min-memory", "1Gi", "--fit-memory-headroom", "0",
+		"--recommender-name", "team-a", "--shard-namespace-selector", "team=a", "--pod-label", "exported_pod"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.src == nil || o.src.Name() != "dcgm" || o.cfg.Policy.GPUMemoryBytes != 40<<30 || o.cfg.Policy.MinMemoryBytes != 1<<30 ||
+		o.cfg.Policy.FitMemoryHeadroomBytes != -1 || o.electionID != leaderElectID+"-team-a" || o.labels.Pod != "exported_pod" ||
+		o.cfg.Shard.Namespaces == nil || o.cfg.Shard.Namespaces.String() != "team=a" {
+		t.Errorf("parsed %+v", o)
+	}
+	for _, bad := range []struct{ args, wantErr string }{
+		{"--gpu-memory 0", "--gpu-memory"},
+		{"--gpu-memory lots", "--gpu-memory"},
+		{"--min-memory -1Gi", "--min-memory"},
+		{"--fit-memory-headroom x", "--fit-memory-headroom"},
+		{"--recommender-name Team_A", "--recommender-name"},
+		{"--shard-namespace-selector team=(a", "--shard-namespace-selector"},
+		{"--metric-source nvml", "nvml"},
+	} {
+		_, err := parseFlags(flag.NewFlagSet("recommender", flag.ContinueOnError), strings.Fields(bad.args))
+		if err == nil || !strings.Contains(err.Error(), bad.wantErr) {
+			t.Errorf("%s: error %v, want one naming %s", bad.args, err, bad.wantErr)
+		}
+	}
+}
