@@ -31,6 +31,7 @@ import (
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/statuslease"
 	"github.com/gpufrac/gpufrac/updater"
+	"github.com/gpufrac/gpufrac/workload"
 )
 
 const (
@@ -845,7 +846,7 @@ func fakeHAMiScheduler(ctx context.Context, ns string) {
 		if err := c.List(ctx, &pods, client.InNamespace(ns)); err == nil {
 			for i := range pods.Items {
 				p := &pods.Items[i]
-				if p.Spec.NodeName != updHAMiNode || p.Annotations[updater.AnnotationHAMiAllocated] != "" || p.DeletionTimestamp != nil {
+				if p.Spec.NodeName != updHAMiNode || p.Annotations[workload.HAMiAllocatedAnnotation] != "" || p.DeletionTimestamp != nil {
 					continue
 				}
 				lim := p.Spec.Containers[0].Resources.Limits
@@ -854,7 +855,7 @@ func fakeHAMiScheduler(ctx context.Context, ns string) {
 				if p.Annotations == nil {
 					p.Annotations = map[string]string{}
 				}
-				p.Annotations[updater.AnnotationHAMiAllocated] = fmt.Sprintf("%s,NVIDIA,%d,%d:;", updHAMiGPU, mem.Value(), cores.Value())
+				p.Annotations[workload.HAMiAllocatedAnnotation] = fmt.Sprintf("%s,NVIDIA,%d,%d:;", updHAMiGPU, mem.Value(), cores.Value())
 				_ = c.Patch(ctx, p, patch)
 			}
 		}

@@ -12,22 +12,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gpufrac/gpufrac/backend"
+	"github.com/gpufrac/gpufrac/workload"
 )
 
 // The cluster's free GPU capacity for the placement check: every node's GPU resource,
 // and the shared GPUs that HAMi registers or KAI's fractions use, less what the pods
 // bound to them take.
 
-// HAMi's annotations (Project-HAMi/HAMi, pkg/device/nvidia): the node's devices as the
-// device plugin registered them, and each pod's devices as the scheduler allocated them.
-const (
-	// AnnotationHAMiNodeRegister lists a node's GPUs: a JSON array of {id, count, devmem
-	// (MiB), …} (HAMi ≥ 2.5), or "id,count,devmem,devcore,type,numa,health:" entries.
-	AnnotationHAMiNodeRegister = "hami.io/node-nvidia-register"
-	// AnnotationHAMiAllocated lists a pod's devices: "uuid,type,usedmem(MiB),usedcores:"
-	// per device, ";" after each container.
-	AnnotationHAMiAllocated = "hami.io/vgpu-devices-allocated"
-)
+// AnnotationHAMiNodeRegister lists a node's GPUs as HAMi's device plugin registered
+// them (Project-HAMi/HAMi, pkg/device/nvidia): a JSON array of {id, count, devmem (MiB),
+// …} (HAMi ≥ 2.5), or "id,count,devmem,devcore,type,numa,health:" entries. Each pod's
+// devices, as the scheduler allocated them, are workload.HAMiDevices.
+const AnnotationHAMiNodeRegister = "hami.io/node-nvidia-register"
 
 // Labels the capacity is read from besides HAMi's annotations.
 const (
@@ -114,9 +110,9 @@ func (c *capacity) take(p *corev1.Pod) {
 	}
 	ng.FreeGPUs -= podRequest(p, c.cfg.GPUResource)
 	if idx := c.hami[ng.Name]; idx != nil {
-		for _, a := range parseHAMiAllocated(p.Annotations[AnnotationHAMiAllocated]) {
-			if j, ok := idx[a.id]; ok {
-				ng.Shared[j].FreeMemory -= a.memory
+		for _, a := range workload.HAMiDevices(p) {
+			if j, ok := idx[a.UUID]; ok && a.MemoryMiB >= 0 {
+				ng.Shared[j].FreeMemory -= a.MemoryMiB * backend.MiB
 				ng.Shared[j].FreeSlots--
 			}
 		}
@@ -202,30 +198,6 @@ func parseHAMiNode(s string) []SharedGPU {
 	}
 	if out == nil {
 		return nil
-	}
-	return out
-}
-
-type hamiAllocation struct {
-	id     string
-	memory int64 // bytes
-}
-
-// parseHAMiAllocated reads a pod's "uuid,type,usedmem,usedcores:" devices ("MiB").
-func parseHAMiAllocated(s string) []hamiAllocation {
-	var out []hamiAllocation
-	for ctr := range strings.SplitSeq(s, ";") {
-		for dev := range strings.SplitSeq(ctr, ":") {
-			f := strings.Split(strings.TrimSpace(dev), ",")
-			if len(f) < 3 || f[0] == "" {
-				continue
-			}
-			mem, err := strconv.ParseInt(f[2], 10, 64)
-			if err != nil {
-				continue
-			}
-			out = append(out, hamiAllocation{id: f[0], memory: mem * backend.MiB})
-		}
 	}
 	return out
 }

@@ -48,11 +48,10 @@ func podDevices(pod *corev1.Pod) []string {
 	if node == "" {
 		return nil
 	}
+	gpus, _ := workload.AllocatedGPUs(pod)
 	var out []string
-	for _, a := range parseHAMiAllocated(pod.Annotations[AnnotationHAMiAllocated]) {
-		if d := node + "/" + a.id; !slices.Contains(out, d) {
-			out = append(out, d)
-		}
+	for _, id := range gpus {
+		out = append(out, node+"/"+id)
 	}
 	if g := pod.Labels[LabelKAIGPUGroup]; g != "" && out == nil {
 		out = []string{node + "/" + g}

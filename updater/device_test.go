@@ -19,6 +19,7 @@ import (
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/backend"
+	"github.com/gpufrac/gpufrac/workload"
 )
 
 // TestPlaceableSharedDevices: a KAI fraction fits a GPU group with the memory free or
@@ -101,7 +102,7 @@ func hamiFixture(t *testing.T, n, devices int, devMiB int64) *fixture {
 	f.objs = append(f.objs, gpuNode("n1", 40, map[string]string{AnnotationHAMiNodeRegister: strings.Join(reg, ":") + ":"}, nil))
 	for i, p := range f.pods {
 		p.Spec.NodeName = "n1"
-		p.Annotations[AnnotationHAMiAllocated] = fmt.Sprintf("GPU-%d,NVIDIA,2048,25:;", i%devices)
+		p.Annotations[workload.HAMiAllocatedAnnotation] = fmt.Sprintf("GPU-%d,NVIDIA,2048,25:;", i%devices)
 	}
 	f.cfg.MaxInFlight = 1
 	return f
@@ -113,7 +114,7 @@ func (f *fixture) evictedDevices() []string {
 	var out []string
 	for _, p := range f.pods {
 		if !live[p.Name] {
-			out = append(out, strings.Split(p.Annotations[AnnotationHAMiAllocated], ",")[0])
+			out = append(out, strings.Split(p.Annotations[workload.HAMiAllocatedAnnotation], ",")[0])
 		}
 	}
 	return out

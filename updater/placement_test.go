@@ -16,6 +16,7 @@ import (
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/backend"
+	"github.com/gpufrac/gpufrac/workload"
 )
 
 const gib = int64(1 << 30)
@@ -104,9 +105,9 @@ func TestNodeCapacity(t *testing.T) {
 		boundPod("p1", "a", 1, corev1.PodRunning, nil),
 		boundPod("p2", "a", 2, corev1.PodPending, nil),
 		boundPod("done", "a", 1, corev1.PodSucceeded, nil),
-		boundPod("p3", "b-hami-json", 1, corev1.PodRunning, map[string]string{AnnotationHAMiAllocated: "GPU-1,NVIDIA,3000,30:;"}),
-		boundPod("p4", "b-hami-json", 1, corev1.PodRunning, map[string]string{AnnotationHAMiAllocated: "GPU-1,NVIDIA,5000,0:;"}),
-		boundPod("p5", "c-hami-legacy", 1, corev1.PodRunning, map[string]string{AnnotationHAMiAllocated: "GPU-3,NVIDIA,15000,0:;"}),
+		boundPod("p3", "b-hami-json", 1, corev1.PodRunning, map[string]string{workload.HAMiAllocatedAnnotation: "GPU-1,NVIDIA,3000,30:;"}),
+		boundPod("p4", "b-hami-json", 1, corev1.PodRunning, map[string]string{workload.HAMiAllocatedAnnotation: "GPU-1,NVIDIA,5000,0:;"}),
+		boundPod("p5", "c-hami-legacy", 1, corev1.PodRunning, map[string]string{workload.HAMiAllocatedAnnotation: "GPU-3,NVIDIA,15000,0:;"}),
 		boundPod("unbound", "", 1, corev1.PodPending, nil),
 	}
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).Build()
@@ -191,7 +192,7 @@ func TestEvictionHeldWithoutRoom(t *testing.T) {
 			f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 3, 3)
 			for _, p := range f.pods {
 				p.Spec.NodeName = "n1"
-				p.Annotations[AnnotationHAMiAllocated] = "GPU-1,NVIDIA,3072,25:;"
+				p.Annotations[workload.HAMiAllocatedAnnotation] = "GPU-1,NVIDIA,3072,25:;"
 			}
 			f.objs = append(f.objs, gpuNode("n1", tc.gpus, tc.ann, nil))
 			f.cfg.NoPlacementCheck = tc.off

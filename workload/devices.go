@@ -1,6 +1,8 @@
 package workload
 
 import (
+	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,21 +13,46 @@ import (
 // "uuid,type,usedmem(MiB),usedcores:" per device, ";" after each container.
 const HAMiAllocatedAnnotation = "hami.io/vgpu-devices-allocated"
 
+// HAMiDevice is one device entry of HAMiAllocatedAnnotation.
+type HAMiDevice struct {
+	// UUID is the device's UUID.
+	UUID string
+	// MemoryMiB is the device memory allocated to the container, MiB (the entry's
+	// usedmem); -1 when the entry has none or it is not a whole number of MiB ≥ 0.
+	MemoryMiB int64
+}
+
+// HAMiDevices returns the device entries of the pod's HAMiAllocatedAnnotation in order,
+// one per container and device (a device two containers share stands twice); an entry
+// without a UUID is passed over. Nil when there is none.
+func HAMiDevices(pod *corev1.Pod) []HAMiDevice {
+	var out []HAMiDevice
+	for ctr := range strings.SplitSeq(pod.Annotations[HAMiAllocatedAnnotation], ";") {
+		for dev := range strings.SplitSeq(ctr, ":") {
+			f := strings.Split(strings.TrimSpace(dev), ",")
+			if len(f) < 2 || f[0] == "" {
+				continue
+			}
+			d := HAMiDevice{UUID: f[0], MemoryMiB: -1}
+			if len(f) >= 3 {
+				if mem, err := strconv.ParseInt(f[2], 10, 64); err == nil && mem >= 0 {
+					d.MemoryMiB = mem
+				}
+			}
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
 // AllocatedGPUs returns the UUIDs of the GPUs a sharing backend allocated to the pod, as
 // its annotation records them (HAMiAllocatedAnnotation), in order and without repeats,
 // and the annotation's name; nil and "" when no annotation says.
 func AllocatedGPUs(pod *corev1.Pod) ([]string, string) {
-	s := pod.Annotations[HAMiAllocatedAnnotation]
 	var out []string
-	seen := map[string]bool{}
-	for ctr := range strings.SplitSeq(s, ";") {
-		for dev := range strings.SplitSeq(ctr, ":") {
-			uuid, _, ok := strings.Cut(strings.TrimSpace(dev), ",")
-			if !ok || uuid == "" || seen[uuid] {
-				continue
-			}
-			seen[uuid] = true
-			out = append(out, uuid)
+	for _, d := range HAMiDevices(pod) {
+		if !slices.Contains(out, d.UUID) {
+			out = append(out, d.UUID)
 		}
 	}
 	if len(out) == 0 {
