@@ -1,14 +1,12 @@
 package recommender
 
 import (
-	"go/ast"
-	"go/parser"
-	"go/token"
+	"maps"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/gpufrac/gpufrac/internal/goconst"
 )
 
 // Every condition reason the recommender writes (the Reason* string constants of
@@ -20,32 +18,11 @@ func TestEveryConditionReasonIsDocumented(t *testing.T) {
 	}
 	reasons := map[string]string{}
 	for _, dir := range []string{"../api/v1alpha1", "."} {
-		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
-		for _, f := range files {
-			if strings.HasSuffix(f, "_test.go") {
-				continue
-			}
-			file, err := parser.ParseFile(token.NewFileSet(), f, nil, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ast.Inspect(file, func(n ast.Node) bool {
-				vs, ok := n.(*ast.ValueSpec)
-				if !ok {
-					return true
-				}
-				for i, name := range vs.Names {
-					if !strings.HasPrefix(name.Name, "Reason") || i >= len(vs.Values) {
-						continue
-					}
-					if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
-						v, _ := strconv.Unquote(lit.Value)
-						reasons[name.Name] = v
-					}
-				}
-				return true
-			})
+		found, err := goconst.Strings(dir, "Reason")
+		if err != nil {
+			t.Fatal(err)
 		}
+		maps.Copy(reasons, found)
 	}
 	if len(reasons) < 20 {
 		t.Fatalf("found %d reasons: %v", len(reasons), reasons)

@@ -1,18 +1,16 @@
 package metrics
 
 import (
-	"go/ast"
-	"go/parser"
-	"go/token"
+	"maps"
 	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
+	"slices"
 	"testing"
 
 	"github.com/prometheus/prometheus/model/labels"
 	promparser "github.com/prometheus/prometheus/promql/parser"
 	"sigs.k8s.io/yaml"
+
+	"github.com/gpufrac/gpufrac/internal/goconst"
 )
 
 // quietDropReasons are the drop reasons that deliberately raise no alert, with why.
@@ -84,39 +82,13 @@ func matchesAll(ms []*labels.Matcher, name, value string) bool {
 
 // dropReasons returns the values of the package's Drop* string constants.
 func dropReasons(t *testing.T) []string {
-	files, _ := filepath.Glob("*.go")
-	var out []string
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		file, err := parser.ParseFile(token.NewFileSet(), f, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ast.Inspect(file, func(n ast.Node) bool {
-			vs, ok := n.(*ast.ValueSpec)
-			if !ok {
-				return true
-			}
-			for i, name := range vs.Names {
-				if lit, ok := valueAt(vs, i).(*ast.BasicLit); ok && strings.HasPrefix(name.Name, "Drop") && lit.Kind == token.STRING {
-					v, _ := strconv.Unquote(lit.Value)
-					out = append(out, v)
-				}
-			}
-			return true
-		})
+	found, err := goconst.Strings(".", "Drop")
+	if err != nil {
+		t.Fatal(err)
 	}
+	out := slices.Sorted(maps.Values(found))
 	if len(out) < 9 {
 		t.Fatalf("found %d drop reasons: %v", len(out), out)
 	}
 	return out
-}
-
-func valueAt(vs *ast.ValueSpec, i int) ast.Expr {
-	if i < len(vs.Values) {
-		return vs.Values[i]
-	}
-	return nil
 }
