@@ -16,6 +16,7 @@ import (
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/contract"
 	"github.com/gpufrac/gpufrac/recommender/history"
+	"github.com/gpufrac/gpufrac/recommender/metrics"
 	"github.com/gpufrac/gpufrac/workload"
 )
 
@@ -33,6 +34,9 @@ type cycle struct {
 	// newNS are the namespaces, sorted, with a workload whose history is not loaded yet
 	// (bootstrap from HistoryLength ago); oldNS those of the other workloads.
 	newNS, oldNS []string
+	// down are the scrape targets down at now (metrics.Reader.DownTargets), read once
+	// for every load of the cycle.
+	down []metrics.Target
 	// attr attributes samples to workloads: the live pods and their top-most controller.
 	attr *workload.Attributor
 	// livePods are the pods that exist now, by namespace and name.
@@ -209,24 +213,27 @@ func (r *Recommender) addPod(ctx context.Context, c *cycle, p *corev1.Pod) {
 	}
 }
 
-// loadMetrics reads Prometheus into the history model: the sources present, then the
-// samples since the last load for tracked workloads and HistoryLength of history for
-// new ones. A failed read is c.loadErr, not an error of the step: the cycle goes on and
+// loadMetrics reads Prometheus into the history model: the sources present (detect),
+// the scrape targets down (once for both loads), then the samples since the
+// last load for tracked workloads and HistoryLength of history for new ones. A failed read is c.loadErr, not an error of the step: the cycle goes on and
 // keeps every recommendation.
 func (r *Recommender) loadMetrics(ctx context.Context, c *cycle) error {
 	var err error
 	if len(c.seen) > 0 {
 		err = r.detect(ctx, c.now)
 	}
+	if err == nil && len(c.oldNS)+len(c.newNS) > 0 {
+		c.down, err = r.Reader.DownTargets(ctx, c.now)
+	}
 	if err == nil && len(c.oldNS) > 0 {
 		from := r.lastLoad
 		if from.IsZero() || c.now.Sub(from) > r.Config.HistoryLength {
 			from = c.now.Add(-r.Config.HistoryLength)
 		}
-		err = r.load(ctx, c.oldNS, from, c.now, c.attr, true)
+		err = r.load(ctx, c.oldNS, from, c.now, c.down, c.attr, true)
 	}
 	if err == nil && len(c.newNS) > 0 {
-		if err = r.load(ctx, c.newNS, c.now.Add(-r.Config.HistoryLength), c.now, c.attr, false); err == nil {
+		if err = r.load(ctx, c.newNS, c.now.Add(-r.Config.HistoryLength), c.now, c.down, c.attr, false); err == nil {
 			for _, t := range r.tracked {
 				t.bootstrapped = true
 			}

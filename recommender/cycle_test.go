@@ -3,10 +3,16 @@ package recommender
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/recommender/metrics"
 )
 
 // stepCounts returns how many times each step of a cycle has been observed in
@@ -98,5 +105,60 @@ func TestCycleStepsDocumented(t *testing.T) {
 	}
 	if !strings.Contains(string(doc), "`gpufrac_recommender_cycle_step_duration_seconds`") {
 		t.Error("gpufrac_recommender_cycle_step_duration_seconds is not in docs/recommender.md")
+	}
+}
+
+// A cycle asks which scrape targets are down once, also when it loads a new workload's
+// history besides the tracked workloads' new samples (two loads), and detects the
+// sources once.
+func TestCycleQueriesDownTargetsOnce(t *testing.T) {
+	objs := append(deployment("ml", "sd", 2), gfa("ml", "sd", "sd"))
+	prom := promFor(objs, 20*gib, 0.3)
+	h := newHarness(t, objs, prom)
+	var down, detect atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		if r.Form.Get("query") == metrics.DownTargetsQuery {
+			down.Add(1)
+		}
+		if strings.HasPrefix(r.URL.Path, "/api/v1/label/") {
+			detect.Add(1)
+		}
+		prom.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	pc, err := api.NewClient(api.Config{Address: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.rec.Reader = &metrics.Reader{API: promv1.NewAPI(pc), Labels: metrics.DefaultLabels}
+	ctx := context.Background()
+
+	for cycle, add := range [][]client.Object{
+		nil, // the first workload's history
+		append(deployment("batch", "train", 1), gfa("batch", "train", "train")), // new samples of ml, history of batch
+		nil, // new samples of both
+	} {
+		create(t, h.c, add...)
+		for _, o := range add {
+			if p, ok := o.(*corev1.Pod); ok {
+				prom.mu.Lock()
+				prom.pods = append(prom.pods, metrics.ContainerID{Namespace: p.Namespace, Pod: p.Name, Container: "main"})
+				prom.mem[p.Name], prom.cpu[p.Name] = 10*gib, 0.2
+				prom.mu.Unlock()
+			}
+		}
+		down.Store(0)
+		detect.Store(0)
+		if err := h.rec.RunOnce(ctx); err != nil {
+			t.Fatalf("cycle %d: %v", cycle, err)
+		}
+		if down.Load() != 1 || detect.Load() != 1 {
+			t.Errorf("cycle %d: %d down-targets queries and %d detection calls, want 1 each", cycle, down.Load(), detect.Load())
+		}
+		h.now = h.now.Add(time.Minute)
+	}
+	if gfr := h.gfr(t, "batch", "train"); len(gfr.Status.ContainerRecommendations) == 0 {
+		t.Errorf("batch/train got no recommendation: %+v", gfr.Status.Conditions)
 	}
 }

@@ -25,25 +25,21 @@ const (
 // load reads the samples of (from, to] for the given namespaces and feeds them to the
 // model. For each source read this cycle (order) it issues a fixed set of queries
 // whatever the number of pods (read); before them, the two kube-state-metrics ownership
-// series, the scrape targets that are down and, unless every source read is the agent,
+// series and, unless every source read is the agent,
 // the GPUs the agent saw each pod on (metrics.AllocationQuery; with the backends'
 // annotations, the authority that series naming another GPU contradict). Any query
 // error aborts the load before the model changes, so a failed cycle leaves everything
 // as it was. Each pod's samples are then taken from the source chosen for it
-// (sources.go).
+// (sources.go). down are the scrape targets down at to, read once per cycle.
 //
 // Only samples of workloads whose bootstrapped state equals bootstrapped are fed: a
 // live load must not feed a workload whose history load is still to come (its
 // samples would then count as already seen), and a history load must not feed
 // workloads that already have their history.
-func (r *Recommender) load(ctx context.Context, namespaces []string, from, to time.Time, attr *workload.Attributor, bootstrapped bool) error {
+func (r *Recommender) load(ctx context.Context, namespaces []string, from, to time.Time, down []metrics.Target, attr *workload.Attributor, bootstrapped bool) error {
 	sel := metrics.Selector{Labels: r.Reader.Labels, Namespaces: namespaces, Direct: r.Config.LabelMode == "direct"}
 	// Ownership first: it decides attribution of the samples below.
 	own, err := r.loadOwnership(ctx, sel, to.Sub(from), to)
-	if err != nil {
-		return err
-	}
-	down, err := r.Reader.DownTargets(ctx, to)
 	if err != nil {
 		return err
 	}
