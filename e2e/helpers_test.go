@@ -19,14 +19,12 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 )
@@ -34,39 +32,7 @@ import (
 // installCRDs creates gpufrac's CRDs from charts/gpufrac/crds and waits until the API
 // server serves them.
 func installCRDs(ctx context.Context) error {
-	if err := gpufracv1.AddToScheme(testCluster.Scheme); err != nil {
-		return err
-	}
-	if err := apiextensionsv1.AddToScheme(testCluster.Scheme); err != nil {
-		return err
-	}
-	files, err := filepath.Glob(filepath.Join(repoRoot, "charts", "gpufrac", "crds", "*.yaml"))
-	if err != nil || len(files) == 0 {
-		return fmt.Errorf("no CRDs in charts/gpufrac/crds: %v", err)
-	}
-	for _, f := range files {
-		raw, err := os.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		var crd apiextensionsv1.CustomResourceDefinition
-		if err := yaml.UnmarshalStrict(raw, &crd); err != nil {
-			return fmt.Errorf("%s: %w", f, err)
-		}
-		if err := testCluster.Client.Create(ctx, &crd); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating CRD %s: %w", crd.Name, err)
-		}
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		var l gpufracv1.GPUFractionAutoscalerList
-		var r gpufracv1.GPUFractionRecommendationList
-		if testCluster.Client.List(ctx, &l) == nil && testCluster.Client.List(ctx, &r) == nil {
-			return nil
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	return fmt.Errorf("CRDs not served after 30s")
+	return testCluster.InstallCRDs(ctx, filepath.Join(repoRoot, "charts", "gpufrac", "crds"))
 }
 
 var (

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"iter"
 	"strconv"
 	"strings"
 )
@@ -45,7 +46,53 @@ type OpenMetricsOptions struct {
 
 // WriteOpenMetrics writes the trace as OpenMetrics text with timestamps, in the form
 // dcgm-exporter (with Kubernetes pod mapping) and kube-state-metrics expose it, for
-// `promtool tsdb create-blocks-from openmetrics`:
+// `promtool tsdb create-blocks-from openmetrics`: the series of EachSeries, each
+// family with one "# HELP" and "# TYPE name gauge" and all its samples together,
+// every series in time order; timestamps are Unix seconds with millisecond
+// precision; the text ends with "# EOF". It returns EachSeries' errors and the
+// writer's.
+func WriteOpenMetrics(w io.Writer, t Trace, opts OpenMetricsOptions) error {
+	ow := &omWriter{w: bufio.NewWriterSize(w, 1<<16)}
+	family := ""
+	err := EachSeries(t, opts, func(s Series) error {
+		if s.Name != family {
+			family = s.Name
+			ow.family(s.Name, s.Help)
+		}
+		l := labels(s.Labels...)
+		for ms, v := range s.Samples {
+			ow.sample(s.Name, l, v, ms)
+		}
+		return ow.err
+	})
+	if err != nil {
+		return err
+	}
+	ow.buf = append(ow.buf[:0], "# EOF\n"...)
+	ow.write()
+	if ow.err != nil {
+		return ow.err
+	}
+	return ow.w.Flush()
+}
+
+// Series is one series of a trace in the form dcgm-exporter and kube-state-metrics
+// expose it (see EachSeries).
+type Series struct {
+	// Name is the metric name, e.g. MetricFBUsed.
+	Name string
+	// Help is the family's help text.
+	Help string
+	// Labels are label name/value pairs in the order they are written (without
+	// __name__).
+	Labels []string
+	// Samples yields (Unix milliseconds, value) in strictly increasing time order, in
+	// the series' unit (MiB, percent, seconds, or 1 for ownership series).
+	Samples iter.Seq2[int64, float64]
+}
+
+// EachSeries calls fn with every series of the trace, family by family in this order
+// (a family's series are consecutive), and stops at fn's first error, which it returns:
 //
 //   - DCGM_FI_DEV_FB_USED and DCGM_FI_DEV_FB_FREE (MiB, not rounded; free =
 //     capacity − used) and DCGM_FI_DEV_GPU_UTIL (percent 0–100 = compute × 100),
@@ -60,11 +107,11 @@ type OpenMetricsOptions struct {
 //     every memory or compute sample time of the pod (of any pod of the ReplicaSet),
 //     so ownership exists for the whole history.
 //
-// Each family has one "# HELP" and "# TYPE name gauge" and all its samples together,
-// every series in time order; timestamps are Unix seconds with millisecond
-// precision; the text ends with "# EOF". The trace must pass Validate; a memory
-// sample above the GPU capacity is an error.
-func WriteOpenMetrics(w io.Writer, t Trace, opts OpenMetricsOptions) error {
+// The trace must pass Validate; a memory sample above the GPU capacity, a negative
+// capacity and a ReplicaSet of two workloads are errors, returned before fn is called.
+// The same trace and options give the same series, which is what lets a backfill
+// written straight into TSDB blocks match the OpenMetrics text sample for sample.
+func EachSeries(t Trace, opts OpenMetricsOptions, fn func(Series) error) error {
 	if opts.GPUMemoryBytes == 0 {
 		opts.GPUMemoryBytes = DefaultGPUMemoryBytes
 	}
@@ -85,46 +132,69 @@ func WriteOpenMetrics(w io.Writer, t Trace, opts OpenMetricsOptions) error {
 			}
 		}
 	}
-	ow := &omWriter{w: bufio.NewWriterSize(w, 1<<16)}
+	own, err := ownership(t)
+	if err != nil {
+		return err
+	}
 
-	dcgm := make([]string, len(t.Pods))
-	podLabels := make([]string, len(t.Pods))
+	dcgm := make([][]string, len(t.Pods))
+	podLabels := make([][]string, len(t.Pods))
 	for i := range t.Pods {
 		p := &t.Pods[i]
-		dcgm[i] = labels(
+		dcgm[i] = []string{
 			"gpu", "0",
-			"UUID", "GPU-"+stableUUID("gpu", p.key()),
+			"UUID", "GPU-" + stableUUID("gpu", p.key()),
 			"device", "nvidia0",
 			"modelName", opts.ModelName,
-			"Hostname", "gpunode-"+stableUUID("node", p.key())[:8],
+			"Hostname", "gpunode-" + stableUUID("node", p.key())[:8],
 			"container", p.Container,
 			"namespace", p.Namespace,
-			"pod", p.Pod)
-		podLabels[i] = labels("namespace", p.Namespace, "pod", p.Pod, "container", p.Container)
+			"pod", p.Pod}
+		podLabels[i] = []string{"namespace", p.Namespace, "pod", p.Pod, "container", p.Container}
 	}
 	capMiB := opts.GPUMemoryBytes / mib
-
-	ow.family(MetricFBUsed, "Framebuffer memory used (in MiB).")
-	for i, p := range t.Pods {
-		ow.series(MetricFBUsed, dcgm[i], p.Memory, func(v float64) float64 { return v / mib })
+	type family struct {
+		name, help string
+		labels     [][]string
+		points     func(p *Pod) []Point
+		conv       func(float64) float64
 	}
-	ow.family(MetricFBFree, "Framebuffer memory free (in MiB).")
-	for i, p := range t.Pods {
-		ow.series(MetricFBFree, dcgm[i], p.Memory, func(v float64) float64 { return capMiB - v/mib })
-	}
-	ow.family(MetricGPUUtil, "GPU utilization (in %).")
-	for i, p := range t.Pods {
-		ow.series(MetricGPUUtil, dcgm[i], p.Compute, func(v float64) float64 { return v * 100 })
+	families := []family{
+		{MetricFBUsed, "Framebuffer memory used (in MiB).", dcgm, func(p *Pod) []Point { return p.Memory }, func(v float64) float64 { return v / mib }},
+		{MetricFBFree, "Framebuffer memory free (in MiB).", dcgm, func(p *Pod) []Point { return p.Memory }, func(v float64) float64 { return capMiB - v/mib }},
+		{MetricGPUUtil, "GPU utilization (in %).", dcgm, func(p *Pod) []Point { return p.Compute }, func(v float64) float64 { return v * 100 }},
 	}
 	if t.Summarize().LatencySamples > 0 {
-		ow.family(MetricLatencyP95, "Per-minute p95 model inference latency in seconds, replayed from a trace.")
-		for i, p := range t.Pods {
-			ow.series(MetricLatencyP95, podLabels[i], p.LatencyP95, nil)
+		families = append(families, family{MetricLatencyP95, "Per-minute p95 model inference latency in seconds, replayed from a trace.",
+			podLabels, func(p *Pod) []Point { return p.LatencyP95 }, func(v float64) float64 { return v }})
+	}
+	for _, f := range families {
+		for i := range t.Pods {
+			ps, conv := f.points(&t.Pods[i]), f.conv
+			err := fn(Series{Name: f.name, Help: f.help, Labels: f.labels[i], Samples: func(yield func(int64, float64) bool) {
+				for _, pt := range ps {
+					if !yield(pt.T.UnixMilli(), conv(pt.V)) {
+						return
+					}
+				}
+			}})
+			if err != nil {
+				return err
+			}
 		}
 	}
+	for _, o := range own {
+		if err := fn(o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
-	// Ownership: one kube_pod_owner series per pod, one kube_replicaset_owner
-	// series per ReplicaSet, each at the union of its pods' sample times.
+// ownership returns one kube_pod_owner series per pod and one kube_replicaset_owner
+// series per ReplicaSet, each at the union of its pods' sample times. It errors when a
+// ReplicaSet belongs to two workloads.
+func ownership(t Trace) ([]Series, error) {
 	type podKey struct{ ns, pod string }
 	type rsKey struct{ ns, rs string }
 	var podOrder []podKey
@@ -142,30 +212,38 @@ func WriteOpenMetrics(w io.Writer, t Trace, opts OpenMetricsOptions) error {
 		if _, ok := rsPods[rk]; !ok {
 			rsOrder = append(rsOrder, rk)
 		} else if rsOwner[rk] != p.Workload {
-			return fmt.Errorf("ReplicaSet %s/%s belongs to two workloads: %s and %s", p.Namespace, p.ReplicaSet, rsOwner[rk], p.Workload)
+			return nil, fmt.Errorf("ReplicaSet %s/%s belongs to two workloads: %s and %s", p.Namespace, p.ReplicaSet, rsOwner[rk], p.Workload)
 		}
 		rsPods[rk] = append(rsPods[rk], p)
 		rsOwner[rk] = p.Workload
 	}
-	ow.family(MetricPodOwner, "Information about the Pod's owner.")
+	var out []Series
 	for _, pk := range podOrder {
 		p := podsOf[pk][0]
-		l := labels("namespace", p.Namespace, "pod", p.Pod, "uid", stableUUID("pod", p.Namespace+"/"+p.Pod),
-			"owner_kind", "ReplicaSet", "owner_name", p.ReplicaSet, "owner_is_controller", "true")
-		ow.ones(MetricPodOwner, l, sortedPodTimes(podsOf[pk]))
+		out = append(out, Series{Name: MetricPodOwner, Help: "Information about the Pod's owner.",
+			Labels: []string{"namespace", p.Namespace, "pod", p.Pod, "uid", stableUUID("pod", p.Namespace+"/"+p.Pod),
+				"owner_kind", "ReplicaSet", "owner_name", p.ReplicaSet, "owner_is_controller", "true"},
+			Samples: ones(podsOf[pk])})
 	}
-	ow.family(MetricReplicaSetOwner, "Information about the ReplicaSet's owner.")
 	for _, rk := range rsOrder {
-		l := labels("namespace", rk.ns, "replicaset", rk.rs,
-			"owner_kind", "Deployment", "owner_name", rsOwner[rk], "owner_is_controller", "true")
-		ow.ones(MetricReplicaSetOwner, l, sortedPodTimes(rsPods[rk]))
+		out = append(out, Series{Name: MetricReplicaSetOwner, Help: "Information about the ReplicaSet's owner.",
+			Labels: []string{"namespace", rk.ns, "replicaset", rk.rs,
+				"owner_kind", "Deployment", "owner_name", rsOwner[rk], "owner_is_controller", "true"},
+			Samples: ones(rsPods[rk])})
 	}
-	ow.buf = append(ow.buf[:0], "# EOF\n"...)
-	ow.write()
-	if ow.err != nil {
-		return ow.err
+	return out, nil
+}
+
+// ones yields value 1 at each memory or compute sample time of pods (Unix
+// milliseconds), computed when iterated.
+func ones(pods []*Pod) iter.Seq2[int64, float64] {
+	return func(yield func(int64, float64) bool) {
+		for _, m := range sortedPodTimes(pods) {
+			if !yield(m, 1) {
+				return
+			}
+		}
 	}
-	return ow.w.Flush()
 }
 
 const mib = 1 << 20
@@ -196,22 +274,6 @@ func (o *omWriter) sample(name, labels string, v float64, ms int64) {
 	o.buf = appendUnixSeconds(o.buf, ms)
 	o.buf = append(o.buf, '\n')
 	o.write()
-}
-
-func (o *omWriter) series(name, labels string, ps []Point, conv func(float64) float64) {
-	for _, pt := range ps {
-		v := pt.V
-		if conv != nil {
-			v = conv(v)
-		}
-		o.sample(name, labels, v, pt.T.UnixMilli())
-	}
-}
-
-func (o *omWriter) ones(name, labels string, ms []int64) {
-	for _, m := range ms {
-		o.sample(name, labels, 1, m)
-	}
 }
 
 // labels renders name/value pairs as an OpenMetrics label set.

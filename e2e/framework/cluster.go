@@ -71,6 +71,14 @@ type Options struct {
 	ScrapeTargets []string
 	// RuleFiles are Prometheus rule files (recording/alerting rules) to load.
 	RuleFiles []string
+	// WriteTSDB, if set, is called with Prometheus' data directory after Backfill and
+	// before Prometheus starts, to write TSDB blocks there directly (a backfill too large
+	// for OpenMetrics text and promtool); its error stops Start.
+	WriteTSDB func(ctx context.Context, dataDir string) error
+	// ClientQPS, if positive, is the API client rate (queries per second, burst twice
+	// that) of kube-controller-manager and kube-scheduler, for clusters of thousands of
+	// pods; 0 keeps their defaults (20 and 50 QPS).
+	ClientQPS int
 	// Detach starts every process in its own session so it outlives this process
 	// (for `go run ./e2e/cluster up` and the demo). Otherwise processes get SIGKILL
 	// when this process dies.
@@ -214,6 +222,12 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 		}
 	}
 	step("backfilled %d file(s)", len(o.Backfill))
+	if o.WriteTSDB != nil {
+		if err := o.WriteTSDB(ctx, c.prometheusData()); err != nil {
+			return nil, fmt.Errorf("writing TSDB blocks: %w", err)
+		}
+		step("wrote TSDB blocks")
+	}
 	prom, err := c.startPrometheusProcess(bins[Prometheus])
 	if err != nil {
 		return nil, err
@@ -288,7 +302,11 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	}
 	step("kube-apiserver ready")
 
-	kcm, err := c.start(ControllerManager, bins[ControllerManager], nil,
+	var qps []string
+	if o.ClientQPS > 0 {
+		qps = []string{fmt.Sprintf("--kube-api-qps=%d", o.ClientQPS), fmt.Sprintf("--kube-api-burst=%d", 2*o.ClientQPS)}
+	}
+	kcm, err := c.start(ControllerManager, bins[ControllerManager], nil, append(qps,
 		"--kubeconfig="+pki.ControllerManagerKubeconf,
 		"--authentication-kubeconfig="+pki.ControllerManagerKubeconf,
 		"--authorization-kubeconfig="+pki.ControllerManagerKubeconf,
@@ -306,11 +324,11 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 		// nodes are never tainted not-ready or evicted.
 		"--controllers=*,-node-ipam-controller,-node-lifecycle-controller",
 		"--profiling=false",
-	)
+	)...)
 	if err != nil {
 		return nil, err
 	}
-	sched, err := c.start(Scheduler, bins[Scheduler], nil,
+	sched, err := c.start(Scheduler, bins[Scheduler], nil, append(qps,
 		"--kubeconfig="+pki.SchedulerKubeconfig,
 		"--authentication-kubeconfig="+pki.SchedulerKubeconfig,
 		"--authorization-kubeconfig="+pki.SchedulerKubeconfig,
@@ -319,7 +337,7 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 		"--cert-dir="+filepath.Join(o.Dir, "pki", "scheduler"),
 		"--leader-elect=false",
 		"--profiling=false",
-	)
+	)...)
 	if err != nil {
 		return nil, err
 	}

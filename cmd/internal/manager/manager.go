@@ -38,15 +38,19 @@ type Flags struct {
 	// LeaderElectionNamespace is --leader-election-namespace, the namespace of the
 	// Lease; empty is the pod's namespace.
 	LeaderElectionNamespace string
+	// PprofAddr is --pprof-bind-address, the address of Go's /debug/pprof/ profiles;
+	// "0" (the default) disables them.
+	PprofAddr string
 }
 
-// AddFlags registers the flags on fs with their defaults (":8080", ":8081", true, "").
+// AddFlags registers the flags on fs with their defaults (":8080", ":8081", true, "", "0").
 // leaderRole ends the help of --leader-elect: "so only one replica <leaderRole>".
 func (f *Flags) AddFlags(fs *flag.FlagSet, leaderRole string) {
 	fs.StringVar(&f.MetricsAddr, "metrics-bind-address", ":8080", "Address of the /metrics endpoint (\"0\" disables it).")
 	fs.StringVar(&f.ProbeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz.")
 	fs.BoolVar(&f.LeaderElect, "leader-elect", true, "Elect a leader through a Lease so only one replica "+leaderRole+".")
 	fs.StringVar(&f.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader-election Lease (default: the pod's namespace).")
+	fs.StringVar(&f.PprofAddr, "pprof-bind-address", "0", "Address of Go's /debug/pprof/ profiles (\"0\" disables them; keep it on loopback: profiles expose memory contents).")
 }
 
 // Options configure New.
@@ -92,6 +96,7 @@ func New(o Options) (ctrl.Manager, error) {
 		Scheme:                        scheme,
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:        o.ProbeAddr,
+		PprofBindAddress:              o.PprofAddr,
 		LeaderElection:                o.LeaderElect,
 		LeaderElectionID:              o.LeaderElectionID,
 		LeaderElectionNamespace:       o.LeaderElectionNamespace,

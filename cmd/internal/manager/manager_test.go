@@ -15,13 +15,13 @@ func TestFlags(t *testing.T) {
 	if err := fs.Parse(nil); err != nil {
 		t.Fatal(err)
 	}
-	if want := (Flags{MetricsAddr: ":8080", ProbeAddr: ":8081", LeaderElect: true}); f != want {
+	if want := (Flags{MetricsAddr: ":8080", ProbeAddr: ":8081", LeaderElect: true, PprofAddr: "0"}); f != want {
 		t.Errorf("defaults %+v, want %+v", f, want)
 	}
-	if err := fs.Parse([]string{"--metrics-bind-address=0", "--health-probe-bind-address=:9000", "--leader-elect=false", "--leader-election-namespace=gpufrac"}); err != nil {
+	if err := fs.Parse([]string{"--metrics-bind-address=0", "--health-probe-bind-address=:9000", "--leader-elect=false", "--leader-election-namespace=gpufrac", "--pprof-bind-address=127.0.0.1:6060"}); err != nil {
 		t.Fatal(err)
 	}
-	if want := (Flags{MetricsAddr: "0", ProbeAddr: ":9000", LeaderElectionNamespace: "gpufrac"}); f != want {
+	if want := (Flags{MetricsAddr: "0", ProbeAddr: ":9000", LeaderElectionNamespace: "gpufrac", PprofAddr: "127.0.0.1:6060"}); f != want {
 		t.Errorf("parsed %+v, want %+v", f, want)
 	}
 	if u := fs.Lookup("leader-elect").Usage; u != "Elect a leader through a Lease so only one replica runs cycles." {

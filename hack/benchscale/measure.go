@@ -1,0 +1,197 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// clockTicks is USER_HZ, the unit of utime and stime in /proc/PID/stat: 100 on every
+// Linux architecture Go supports (the kernel's ABI, whatever CONFIG_HZ is).
+const clockTicks = 100
+
+// procCPU returns the user+system CPU time of a process, seconds, from /proc/PID/stat.
+func procCPU(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) may hold spaces: fields are counted after its ")".
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	utime, err1 := strconv.ParseFloat(f[11], 64) // field 14
+	stime, err2 := strconv.ParseFloat(f[12], 64) // field 15
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: utime %q stime %q", pid, f[11], f[12])
+	}
+	return (utime + stime) / clockTicks, nil
+}
+
+// procMemory returns VmRSS and VmHWM (peak RSS) of a process, bytes.
+func procMemory(pid int) (rss, hwm float64, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 || f[2] != "kB" {
+			continue
+		}
+		v, _ := strconv.ParseFloat(f[1], 64)
+		switch f[0] {
+		case "VmRSS:":
+			rss = v * 1024
+		case "VmHWM:":
+			hwm = v * 1024
+		}
+	}
+	return rss, hwm, nil
+}
+
+// families is one scrape of a /metrics endpoint.
+type families map[string]*dto.MetricFamily
+
+var scrapeClient = &http.Client{Timeout: 10 * time.Second}
+
+// scrape reads and parses a Prometheus text endpoint.
+func scrape(url string) (families, error) {
+	resp, err := scrapeClient.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("parse %s: %w", url, err)
+	}
+	return fams, nil
+}
+
+// sum adds the values of name's samples whose labels pass keep (nil keeps all):
+// counter and gauge values, a histogram's sample sum (suffix "_sum" of name) or count
+// ("_count"), a summary's sum or count likewise.
+func (f families) sum(name string, keep func(map[string]string) bool) float64 {
+	base, part := name, ""
+	for _, suf := range []string{"_sum", "_count"} {
+		if _, ok := f[name]; !ok && strings.HasSuffix(name, suf) {
+			base, part = strings.TrimSuffix(name, suf), suf
+		}
+	}
+	fam := f[base]
+	if fam == nil {
+		return 0
+	}
+	total := 0.0
+	for _, m := range fam.Metric {
+		if keep != nil {
+			l := map[string]string{}
+			for _, lp := range m.Label {
+				l[lp.GetName()] = lp.GetValue()
+			}
+			if !keep(l) {
+				continue
+			}
+		}
+		switch {
+		case m.Counter != nil:
+			total += m.Counter.GetValue()
+		case m.Gauge != nil:
+			total += m.Gauge.GetValue()
+		case m.Histogram != nil && part == "_sum":
+			total += m.Histogram.GetSampleSum()
+		case m.Histogram != nil && part == "_count":
+			total += float64(m.Histogram.GetSampleCount())
+		case m.Summary != nil && part == "_sum":
+			total += m.Summary.GetSampleSum()
+		case m.Summary != nil && part == "_count":
+			total += float64(m.Summary.GetSampleCount())
+		case m.Untyped != nil:
+			total += m.Untyped.GetValue()
+		}
+	}
+	return total
+}
+
+// snapshot is a recommender's counters at one moment; the difference of two is the
+// cost of what happened between them.
+type snapshot struct {
+	At time.Time
+	// Cycles and CycleSeconds: gpufrac_recommender_cycle_duration_seconds count and sum.
+	Cycles, CycleSeconds float64
+	// CPUSeconds: the process' user+system CPU (/proc/PID/stat).
+	CPUSeconds float64
+	// Queries: gpufrac_recommender_prometheus_queries_total, every result.
+	Queries float64
+	// APIWrites: client-go requests other than GET (rest_client_requests_total):
+	// status patches, recommendation creates and updates, events.
+	APIWrites float64
+	// Written: gpufrac_recommender_recommendations_written_total.
+	Written float64
+	// Tracked: gpufrac_recommender_workloads_tracked.
+	Tracked float64
+	// RSS and HWM (peak RSS), bytes (/proc/PID/status).
+	RSS, HWM float64
+	// PromBytes: Prometheus' response bytes, every API handler
+	// (prometheus_http_response_size_bytes_sum without /metrics), whoever asked.
+	PromBytes float64
+	// PromCPUSeconds: Prometheus' user+system CPU.
+	PromCPUSeconds float64
+}
+
+// takeSnapshot reads a recommender's /metrics and /proc and Prometheus' /metrics and
+// /proc.
+func takeSnapshot(pid int, metricsURL string, promPID int, promURL string) (snapshot, error) {
+	s := snapshot{At: time.Now()}
+	m, err := scrape(metricsURL)
+	if err != nil {
+		return s, err
+	}
+	s.Cycles = m.sum("gpufrac_recommender_cycle_duration_seconds_count", nil)
+	s.CycleSeconds = m.sum("gpufrac_recommender_cycle_duration_seconds_sum", nil)
+	s.Queries = m.sum("gpufrac_recommender_prometheus_queries_total", nil)
+	s.APIWrites = m.sum("rest_client_requests_total", func(l map[string]string) bool { return l["method"] != "GET" })
+	s.Written = m.sum("gpufrac_recommender_recommendations_written_total", nil)
+	s.Tracked = m.sum("gpufrac_recommender_workloads_tracked", nil)
+	if s.CPUSeconds, err = procCPU(pid); err != nil {
+		return s, err
+	}
+	if s.RSS, s.HWM, err = procMemory(pid); err != nil {
+		return s, err
+	}
+	p, err := scrape(promURL + "/metrics")
+	if err != nil {
+		return s, err
+	}
+	s.PromBytes = p.sum("prometheus_http_response_size_bytes_sum", func(l map[string]string) bool { return l["handler"] != "/metrics" })
+	s.PromCPUSeconds, err = procCPU(promPID)
+	return s, err
+}
+
+// delta is b − a for the counters; RSS and HWM are b's.
+func delta(a, b snapshot) snapshot {
+	return snapshot{
+		At: b.At, Cycles: b.Cycles - a.Cycles, CycleSeconds: b.CycleSeconds - a.CycleSeconds,
+		CPUSeconds: b.CPUSeconds - a.CPUSeconds, Queries: b.Queries - a.Queries,
+		APIWrites: b.APIWrites - a.APIWrites, Written: b.Written - a.Written, Tracked: b.Tracked,
+		RSS: b.RSS, HWM: b.HWM, PromBytes: b.PromBytes - a.PromBytes, PromCPUSeconds: b.PromCPUSeconds - a.PromCPUSeconds,
+	}
+}

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/gpufrac/gpufrac/e2e/framework"
+)
+
+// metricNames are the recommender metrics a snapshot reads: the /metrics handler
+// (client_golang's promhttp) encodes only these, so polling does not pay for the
+// per-autoscaler series (tens of thousands at 2,000 autoscalers).
+var metricNames = url.Values{"name[]": {
+	"gpufrac_recommender_cycle_duration_seconds", "gpufrac_recommender_prometheus_queries_total",
+	"rest_client_requests_total", "gpufrac_recommender_recommendations_written_total",
+	"gpufrac_recommender_workloads_tracked",
+}}
+
+// proc is one recommender process (a shard).
+type proc struct {
+	Name       string // shard: "all", or the ShardLabel value it owns
+	cmd        *exec.Cmd
+	done       chan struct{}
+	metricsURL string
+	pprofURL   string
+	started    time.Time
+}
+
+// freePort returns a free TCP port on 127.0.0.1 (closed again: the recommender binds it).
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// startRecommender starts bin/recommender against the cluster; selector, when not
+// empty, is its --shard-namespace-selector. Its log is <out>/recommender-<name>.log.
+func startRecommender(o options, c *framework.Cluster, name, selector string) (*proc, error) {
+	var ports [3]int
+	for i := range ports {
+		p, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		ports[i] = p
+	}
+	args := []string{
+		"--kubeconfig=" + c.Kubeconfig,
+		"--prometheus-url=" + c.PrometheusURL,
+		"--interval=" + o.Interval.String(),
+		"--history-length=" + (time.Duration(o.Days) * 24 * time.Hour).String(),
+		"--leader-elect=false",
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", ports[0]),
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", ports[1]),
+		fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", ports[2]),
+	}
+	if selector != "" {
+		args = append(args, "--shard-namespace-selector="+selector)
+	}
+	log, err := os.Create(filepath.Join(o.Out, "recommender-"+name+".log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(filepath.Join(o.BinDir, "recommender"), args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	// Dies with the bench even when the deferred stop is never reached.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return nil, fmt.Errorf("start recommender: %w", err)
+	}
+	p := &proc{Name: name, cmd: cmd, done: make(chan struct{}), started: time.Now(),
+		metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics?%s", ports[0], metricNames.Encode()),
+		pprofURL:   fmt.Sprintf("http://127.0.0.1:%d/debug/pprof", ports[2])}
+	go func() { _ = cmd.Wait(); log.Close(); close(p.done) }()
+	logf("started recommender %s (pid %d): %v", name, cmd.Process.Pid, args)
+	return p, nil
+}
+
+// stop sends SIGTERM to the process (by PID) and SIGKILL after 15 seconds.
+func (p *proc) stop() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(15 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+func (p *proc) pid() int { return p.cmd.Process.Pid }
+
+// snapshot reads the process' counters and Prometheus'.
+func (p *proc) snapshot(c *framework.Cluster) (snapshot, error) {
+	select {
+	case <-p.done:
+		return snapshot{}, fmt.Errorf("recommender %s exited: %s", p.Name, p.cmd.ProcessState)
+	default:
+	}
+	return takeSnapshot(p.pid(), p.metricsURL, c.PIDs()[framework.Prometheus], c.PrometheusURL)
+}
+
+// waitCycles polls every second until the process has completed at least n cycles and
+// returns the snapshot taken then, up to timeout. Metrics not served yet (the process
+// starting) are retried.
+func (p *proc) waitCycles(ctx context.Context, c *framework.Cluster, n float64, timeout time.Duration) (snapshot, error) {
+	deadline := time.Now().Add(timeout)
+	var last error
+	for {
+		s, err := p.snapshot(c)
+		if err == nil && s.Cycles >= n {
+			return s, nil
+		}
+		if err != nil {
+			last = err
+			select {
+			case <-p.done:
+				return s, err
+			default:
+			}
+		}
+		if time.Now().After(deadline) {
+			return s, fmt.Errorf("recommender %s: %v cycles after %s, want %v (last error: %v)", p.Name, s.Cycles, timeout, n, last)
+		}
+		select {
+		case <-ctx.Done():
+			return s, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// saveProfile writes <out>/<kind>-<name>.pprof from the pprof endpoint (kind "profile"
+// with seconds for CPU, "heap").
+func (p *proc) saveProfile(ctx context.Context, o options, kind string, seconds int) error {
+	u := p.pprofURL + "/" + kind
+	if seconds > 0 {
+		u += "?seconds=" + strconv.Itoa(seconds)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", u, resp.Status)
+	}
+	f, err := os.Create(filepath.Join(o.Out, kind+"-"+p.Name+".pprof"))
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, resp.Body)
+	return errors.Join(err, f.Close())
+}

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpufrac/gpufrac/e2e/framework"
+)
+
+// Goals of issue 17 on the project's 2-core machine.
+const (
+	goalCycleCPUSeconds = 2.0
+	goalRSSBytes        = 300 << 20
+	goalBootstrap       = 2 * time.Minute
+)
+
+// shardResult is what one recommender process cost.
+type shardResult struct {
+	Name    string
+	Tracked float64
+	// Bootstrap: from the process start to the end of its first cycle (informer sync,
+	// history load of every autoscaler, first statuses). Its PromBytes and
+	// PromCPUSeconds are Prometheus' over that time (with two shards the second
+	// bootstraps while the first runs steady cycles).
+	Bootstrap     time.Duration
+	BootstrapCost snapshot
+	// Cycles are the steady-state cycles, one delta each.
+	Cycles []snapshot
+	// HWM is the peak RSS at the end, bytes.
+	HWM, RSS float64
+}
+
+// results are a run's figures.
+type results struct {
+	Shards []*shardResult
+}
+
+// measure runs the recommender shards one after the other up to their first cycle,
+// then measures o.Cycles steady cycles of every shard at once.
+func measure(ctx context.Context, o options, c *framework.Cluster) (*results, error) {
+	type spec struct{ name, selector string }
+	specs := []spec{{"all", ""}}
+	if o.Shards == 2 {
+		specs = []spec{{"a", ShardLabel + "=a"}, {"b", ShardLabel + "=b"}}
+	}
+	var procs []*proc
+	defer func() {
+		for _, p := range procs {
+			p.stop()
+		}
+	}()
+	res := &results{}
+	boots := map[*proc]snapshot{}
+	for _, s := range specs {
+		before, err := promSnapshot(c)
+		if err != nil {
+			return nil, err
+		}
+		p, err := startRecommender(o, c, s.name, s.selector)
+		if err != nil {
+			return nil, err
+		}
+		procs = append(procs, p)
+		boot, err := p.waitCycles(ctx, c, 1, 30*time.Minute)
+		if err != nil {
+			return nil, err
+		}
+		boots[p] = boot
+		cost := boot
+		cost.PromBytes -= before.PromBytes
+		cost.PromCPUSeconds -= before.PromCPUSeconds
+		r := &shardResult{Name: s.name, Tracked: boot.Tracked, Bootstrap: boot.At.Sub(p.started), BootstrapCost: cost}
+		res.Shards = append(res.Shards, r)
+		logf("recommender %s: bootstrap %.1fs, %.1f s CPU, %s from Prometheus, %.0f queries, %.0f API writes, peak RSS %s",
+			s.name, r.Bootstrap.Seconds(), cost.CPUSeconds, mib(cost.PromBytes), cost.Queries, cost.APIWrites, mib(cost.HWM))
+	}
+
+	var wg sync.WaitGroup
+	errs := make([]error, len(procs))
+	for i, p := range procs {
+		wg.Go(func() { errs[i] = steady(ctx, o, c, p, boots[p], res.Shards[i]) })
+	}
+	wg.Wait()
+	return res, errors.Join(errs...)
+}
+
+// steady waits out the warm-up cycles, then records one delta per cycle for o.Cycles
+// cycles, with a CPU profile of the first measured cycle.
+func steady(ctx context.Context, o options, c *framework.Cluster, p *proc, boot snapshot, r *shardResult) error {
+	wait := 3*o.Interval + 10*time.Minute
+	prev, err := p.waitCycles(ctx, c, boot.Cycles+float64(o.WarmUp), time.Duration(o.WarmUp+1)*wait)
+	if err != nil {
+		return err
+	}
+	var prof sync.WaitGroup
+	var profErr error
+	if o.Profile {
+		prof.Go(func() { profErr = p.saveProfile(ctx, o, "profile", int(max(o.Interval.Seconds(), 1))) })
+	}
+	for range o.Cycles {
+		s, err := p.waitCycles(ctx, c, prev.Cycles+1, wait)
+		if err != nil {
+			return err
+		}
+		d := delta(prev, s)
+		r.Cycles = append(r.Cycles, d)
+		logf("recommender %s: cycle %.1fs wall, %.2f s CPU, %.0f queries, %.0f API writes, %.0f recommendations written, RSS %s",
+			p.Name, d.CycleSeconds/d.Cycles, d.CPUSeconds/d.Cycles, d.Queries, d.APIWrites, d.Written, mib(d.RSS))
+		prev = s
+	}
+	prof.Wait()
+	r.HWM, r.RSS = prev.HWM, prev.RSS
+	if o.Profile {
+		profErr = errors.Join(profErr, p.saveProfile(ctx, o, "heap", 0))
+	}
+	return profErr
+}
+
+// promSnapshot reads Prometheus' response bytes and CPU.
+func promSnapshot(c *framework.Cluster) (snapshot, error) {
+	s := snapshot{At: time.Now()}
+	p, err := scrape(c.PrometheusURL + "/metrics")
+	if err != nil {
+		return s, err
+	}
+	s.PromBytes = p.sum("prometheus_http_response_size_bytes_sum", func(l map[string]string) bool { return l["handler"] != "/metrics" })
+	s.PromCPUSeconds, err = procCPU(c.PIDs()[framework.Prometheus])
+	return s, err
+}
+
+func mib(b float64) string { return fmt.Sprintf("%.0f MiB", b/(1<<20)) }
+
+func seconds(v float64) string { return fmt.Sprintf("%.2f s", v) }
+
+// perCycle returns mean and max of f over the steady cycles.
+func (r *shardResult) perCycle(f func(snapshot) float64) (mean, maxV float64) {
+	var vs []float64
+	for _, c := range r.Cycles {
+		vs = append(vs, f(c)/c.Cycles)
+		mean += f(c)
+	}
+	n := 0.0
+	for _, c := range r.Cycles {
+		n += c.Cycles
+	}
+	if n == 0 {
+		return 0, 0
+	}
+	return mean / n, slices.Max(vs)
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "**missed**"
+}
+
+// markdown renders the report: the run, a table per goal and shard, and per cycle.
+func (res *results) markdown(o options, took time.Duration) string {
+	var b strings.Builder
+	commit, _ := exec.Command("git", "describe", "--always", "--dirty").Output()
+	fmt.Fprintf(&b, "## bench-scale: %d pods, %d autoscalers, %d days, %d shard(s)\n\n", o.Pods, o.Workloads, o.Days, o.Shards)
+	fmt.Fprintf(&b, "Commit %s, %s, %d CPUs, %s, interval %s, run took %s.\n\n",
+		strings.TrimSpace(string(commit)), runtime.Version(), runtime.NumCPU(), time.Now().UTC().Format(time.RFC3339), o.Interval, took.Round(time.Second))
+	fmt.Fprintf(&b, "| Figure | Goal |")
+	for _, r := range res.Shards {
+		fmt.Fprintf(&b, " %s |", r.Name)
+	}
+	b.WriteString("\n|---|---|")
+	for range res.Shards {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	row := func(name, goal string, cell func(*shardResult) string) {
+		fmt.Fprintf(&b, "| %s | %s |", name, goal)
+		for _, r := range res.Shards {
+			fmt.Fprintf(&b, " %s |", cell(r))
+		}
+		b.WriteString("\n")
+	}
+	row("autoscalers tracked", "", func(r *shardResult) string { return fmt.Sprintf("%.0f", r.Tracked) })
+	row("bootstrap (start to first cycle done)", "≤ 2 min", func(r *shardResult) string {
+		return fmt.Sprintf("%.0f s (%s)", r.Bootstrap.Seconds(), verdict(r.Bootstrap <= goalBootstrap))
+	})
+	row("bootstrap CPU, recommender", "", func(r *shardResult) string { return seconds(r.BootstrapCost.CPUSeconds) })
+	row("bootstrap: Prometheus bytes sent", "", func(r *shardResult) string { return mib(r.BootstrapCost.PromBytes) })
+	row("bootstrap: Prometheus CPU", "", func(r *shardResult) string { return seconds(r.BootstrapCost.PromCPUSeconds) })
+	row("bootstrap: queries", "", func(r *shardResult) string { return fmt.Sprintf("%.0f", r.BootstrapCost.Queries) })
+	row("steady cycle wall, mean (max)", "", func(r *shardResult) string {
+		m, x := r.perCycle(func(s snapshot) float64 { return s.CycleSeconds })
+		return fmt.Sprintf("%.2f s (%.2f)", m, x)
+	})
+	row("steady cycle CPU, mean (max)", "≤ 2 s", func(r *shardResult) string {
+		m, x := r.perCycle(func(s snapshot) float64 { return s.CPUSeconds })
+		return fmt.Sprintf("%.2f s (%.2f) (%s)", m, x, verdict(x <= goalCycleCPUSeconds))
+	})
+	row("peak RSS (VmHWM)", "≤ 300 MiB", func(r *shardResult) string {
+		return fmt.Sprintf("%s (%s)", mib(r.HWM), verdict(r.HWM <= goalRSSBytes))
+	})
+	row("RSS at the end", "", func(r *shardResult) string { return mib(r.RSS) })
+	row("queries per cycle, mean (max)", "independent of workloads", func(r *shardResult) string {
+		m, x := r.perCycle(func(s snapshot) float64 { return s.Queries })
+		return fmt.Sprintf("%.1f (%.0f)", m, x)
+	})
+	row("API writes per cycle, mean (max)", "0 when nothing changed", func(r *shardResult) string {
+		m, x := r.perCycle(func(s snapshot) float64 { return s.APIWrites })
+		return fmt.Sprintf("%.1f (%.0f)", m, x)
+	})
+	row("recommendations written per cycle, mean (max)", "", func(r *shardResult) string {
+		m, x := r.perCycle(func(s snapshot) float64 { return s.Written })
+		return fmt.Sprintf("%.1f (%.0f)", m, x)
+	})
+	row("Prometheus bytes sent per cycle (all shards)", "", func(r *shardResult) string {
+		m, _ := r.perCycle(func(s snapshot) float64 { return s.PromBytes })
+		return mib(m)
+	})
+	row("Prometheus CPU per cycle (all shards)", "", func(r *shardResult) string {
+		m, _ := r.perCycle(func(s snapshot) float64 { return s.PromCPUSeconds })
+		return seconds(m)
+	})
+	b.WriteString("\nSteady cycles, one row each:\n\n| Shard | Cycle | Wall | CPU | Queries | API writes | Recommendations written | RSS |\n|---|---|---|---|---|---|---|---|\n")
+	for _, r := range res.Shards {
+		for i, c := range r.Cycles {
+			fmt.Fprintf(&b, "| %s | %d | %.2f s | %.2f s | %.0f | %.0f | %.0f | %s |\n", r.Name, i+1, c.CycleSeconds/c.Cycles,
+				c.CPUSeconds/c.Cycles, c.Queries/c.Cycles, c.APIWrites/c.Cycles, c.Written/c.Cycles, mib(c.RSS))
+		}
+	}
+	return b.String()
+}

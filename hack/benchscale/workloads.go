@@ -1,0 +1,197 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gpufrac/gpufrac/e2e/framework"
+	"github.com/gpufrac/gpufrac/trace"
+)
+
+// Namespaces are labelled ShardLabel=a or b alternately; --shards 2 runs one
+// recommender per value (--shard-namespace-selector ShardLabel=a).
+const ShardLabel = "gpufrac.io/bench-shard"
+
+// batchWorkloads bounds the workloads synthesized at once: a trace holds its samples as
+// time.Time points (32 bytes each), 50 workloads × 5 pods × 8 days ≈ 0.3 GB.
+const batchWorkloads = 50
+
+// plan is what the bench creates: namespaces bench-00, bench-01, ... with the workloads
+// spread evenly, each namespace synthesized in batches of batchWorkloads workloads named
+// w<batch>-NNN.
+type plan struct {
+	o   options
+	end time.Time
+	// series and samples count what the backfill wrote.
+	series, samples int
+}
+
+func newPlan(o options, begin time.Time) *plan {
+	return &plan{o: o, end: begin.Add(o.Lead)}
+}
+
+func (p *plan) namespace(i int) string { return fmt.Sprintf("bench-%02d", i) }
+
+// shard is the ShardLabel value of namespace i.
+func shard(i int) string { return string(rune('a' + i%2)) }
+
+// batches calls fn with the synthesis options of every batch.
+func (p *plan) batches(fn func(trace.SynthOptions) error) error {
+	perPod := p.o.Pods / p.o.Workloads
+	for i := range p.o.Namespaces {
+		n := p.o.Workloads / p.o.Namespaces
+		if i < p.o.Workloads%p.o.Namespaces {
+			n++
+		}
+		for b := 0; b*batchWorkloads < n; b++ {
+			err := fn(trace.SynthOptions{
+				Workloads: min(batchWorkloads, n-b*batchWorkloads), PodsPerWorkload: perPod,
+				Duration: time.Duration(p.o.Days) * 24 * time.Hour, Step: time.Minute,
+				Seed: uint64(1000*i + b + 1), End: p.end, Namespace: p.namespace(i),
+				WorkloadPrefix: fmt.Sprintf("w%02d", b),
+			})
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// backfill synthesizes every batch, appends its series into one TSDB block in dataDir
+// and returns each batch's manifests (trace.WriteManifests).
+func (p *plan) backfill(ctx context.Context, dataDir string) ([][]byte, error) {
+	// The block spans the history plus the lead, and the bootstrap reads the history
+	// before the start too, so a day is added for the time the bench itself takes.
+	bw, err := newBlockWriter(ctx, dataDir, time.Duration(p.o.Days+1)*24*time.Hour+p.o.Lead)
+	if err != nil {
+		return nil, err
+	}
+	var manifests [][]byte
+	err = p.batches(func(so trace.SynthOptions) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		t := trace.Synthesize(so)
+		var buf bytes.Buffer
+		if err := trace.WriteManifests(&buf, t, trace.ManifestOptions{}); err != nil {
+			return err
+		}
+		manifests = append(manifests, buf.Bytes())
+		return bw.add(ctx, t, trace.OpenMetricsOptions{})
+	})
+	p.series, p.samples = bw.Series, bw.Samples
+	if err != nil {
+		bw.w.Close()
+		return nil, err
+	}
+	return manifests, bw.flush(ctx)
+}
+
+// create makes the labelled namespaces and the Deployments and autoscalers of the
+// manifests (without their latency guardrail unless --guardrail), with 8 parallel
+// writers.
+func (p *plan) create(ctx context.Context, c *framework.Cluster, manifests [][]byte) error {
+	for i := range p.o.Namespaces {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.namespace(i), Labels: map[string]string{ShardLabel: shard(i)}}}
+		if err := c.Client.Create(ctx, ns); err != nil {
+			return fmt.Errorf("create namespace %s: %w", ns.Name, err)
+		}
+	}
+	var objs []*unstructured.Unstructured
+	for _, m := range manifests {
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(m), 1<<16)
+		for {
+			u := &unstructured.Unstructured{}
+			if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				return err
+			}
+			switch u.GetKind() {
+			case "Namespace": // made above, with the shard label
+				continue
+			case "GPUFractionAutoscaler":
+				if !p.o.Guardrail {
+					unstructured.RemoveNestedField(u.Object, "spec", "latencyGuardrail")
+				}
+			}
+			objs = append(objs, u)
+		}
+	}
+	cfg := *c.RESTConfig
+	cfg.QPS, cfg.Burst = 500, 1000
+	cl, err := client.New(&cfg, client.Options{Scheme: c.Scheme})
+	if err != nil {
+		return err
+	}
+	work := make(chan *unstructured.Unstructured)
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for u := range work {
+				if err := cl.Create(ctx, u); err != nil {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("create %s %s/%s: %w", u.GetKind(), u.GetNamespace(), u.GetName(), err))
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for _, u := range objs {
+		work <- u
+	}
+	close(work)
+	wg.Wait()
+	logf("created %d objects", len(objs))
+	return errors.Join(errs...)
+}
+
+// waitRunning waits until --pods pods are Running (KWOK reports them so once
+// scheduled), up to 30 minutes.
+func (p *plan) waitRunning(ctx context.Context, c *framework.Cluster) error {
+	deadline := time.Now().Add(30 * time.Minute)
+	last := -1
+	for {
+		running := 0
+		for i := range p.o.Namespaces {
+			var pods corev1.PodList
+			if err := c.Client.List(ctx, &pods, client.InNamespace(p.namespace(i))); err != nil {
+				return err
+			}
+			for _, pod := range pods.Items {
+				if pod.Status.Phase == corev1.PodRunning {
+					running++
+				}
+			}
+		}
+		if running >= p.o.Pods {
+			return nil
+		}
+		if running != last {
+			logf("%d of %d pods Running", running, p.o.Pods)
+			last = running
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("only %d of %d pods Running after 30 minutes", running, p.o.Pods)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Second):
+		}
+	}
+}
