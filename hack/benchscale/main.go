@@ -35,10 +35,10 @@ import (
 // options are the bench's knobs.
 type options struct {
 	Pods, Workloads, Namespaces, Days, Shards int
-	Cycles, WarmUp, GPUsPerNode             int
-	Interval, Lead                          time.Duration
-	Guardrail, Profile, Keep                bool
-	Out, BinDir                             string
+	Cycles, WarmUp, GPUsPerNode               int
+	Interval, Lead                            time.Duration
+	Guardrail, Profile, Keep                  bool
+	Out, BinDir                               string
 }
 
 func envInt(name string, def int) int {
