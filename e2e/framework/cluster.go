@@ -71,6 +71,9 @@ type Options struct {
 	ScrapeTargets []string
 	// RuleFiles are Prometheus rule files (recording/alerting rules) to load.
 	RuleFiles []string
+	// QueryLog makes Prometheus log every query with its timings to
+	// <Dir>/logs/prometheus-queries.log (JSON lines), to find slow queries.
+	QueryLog bool
 	// WriteTSDB, if set, is called with Prometheus' data directory after Backfill and
 	// before Prometheus starts, to write TSDB blocks there directly (a backfill too large
 	// for OpenMetrics text and promtool); its error stops Start.
@@ -113,6 +116,7 @@ type state struct {
 	Nodes         []string      `json:"nodes"`
 	ScrapeTargets []string      `json:"scrapeTargets"`
 	RuleFiles     []string      `json:"ruleFiles"`
+	QueryLog      bool          `json:"queryLog,omitempty"`
 	StopGrace     time.Duration `json:"stopGrace"`
 	ReadyTimeout  time.Duration `json:"readyTimeout"`
 	Processes     []*process    `json:"processes"`
@@ -182,7 +186,7 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 		st: state{
 			Dir: o.Dir, BinDir: o.BinDir, Detach: o.Detach,
 			Ports:       ports{pp[0], pp[1], pp[2], pp[3], pp[4], pp[5], pp[6]},
-			GPUsPerNode: o.GPUsPerNode, ScrapeTargets: o.ScrapeTargets, RuleFiles: o.RuleFiles,
+			GPUsPerNode: o.GPUsPerNode, ScrapeTargets: o.ScrapeTargets, RuleFiles: o.RuleFiles, QueryLog: o.QueryLog,
 			StopGrace: o.StopGrace, ReadyTimeout: o.ReadyTimeout,
 		},
 	}

@@ -24,9 +24,13 @@ func (c *Cluster) writePrometheusConfig() error {
 	c.mu.Lock()
 	targets := append([]string(nil), c.st.ScrapeTargets...)
 	rules := append([]string(nil), c.st.RuleFiles...)
+	queryLog := c.st.QueryLog
 	c.mu.Unlock()
 	var b strings.Builder
 	b.WriteString("# Written by github.com/gpufrac/gpufrac/e2e/framework.\nglobal:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n")
+	if queryLog {
+		fmt.Fprintf(&b, "  query_log_file: %s\n", strconv.Quote(c.LogPath("prometheus-queries")))
+	}
 	if len(rules) > 0 {
 		b.WriteString("rule_files:\n")
 		for _, r := range rules {

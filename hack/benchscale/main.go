@@ -3,7 +3,7 @@
 // kube-controller-manager, kube-scheduler, KWOK fake GPU nodes, Prometheus), creates
 // --workloads Deployments of --pods pods in all with one GPUFractionAutoscaler each
 // (the manifests `gpufrac trace synth --manifests` writes), backfills Prometheus with
-// --days of per-minute synthetic DCGM and kube-state-metrics series of those workloads
+// --history of per-minute synthetic DCGM and kube-state-metrics series of those workloads
 // (the series `gpufrac trace synth --output` writes, appended straight into a TSDB
 // block), runs bin/recommender (one process, or --shards 2 processes that split the
 // namespaces with --shard-namespace-selector) and reports, per process: history
@@ -11,7 +11,7 @@
 // peak RSS; API writes, recommendations written and Prometheus queries per cycle.
 //
 // Every flag defaults to an environment variable of the same name in capitals (PODS,
-// WORKLOADS, DAYS, SHARDS, ...), so `make bench-scale PODS=1000 WORKLOADS=200 DAYS=1`
+// WORKLOADS, HISTORY or DAYS, SHARDS, ...), so `make bench-scale PODS=1000 WORKLOADS=200 DAYS=1`
 // runs it small. Processes are stopped by PID, ports are free loopback ports, and the
 // cluster's data (etcd, Prometheus' TSDB) is removed at the end; logs, profiles and
 // report.md stay in --out.
@@ -25,7 +25,9 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -34,11 +36,16 @@ import (
 
 // options are the bench's knobs.
 type options struct {
-	Pods, Workloads, Namespaces, Days, Shards int
-	Cycles, WarmUp, GPUsPerNode               int
-	Interval, Lead                            time.Duration
-	Guardrail, Profile, Keep                  bool
-	Out, BinDir                               string
+	Pods, Workloads, Namespaces int
+	// History is the backfilled history before the start and the recommender's
+	// --history-length.
+	History time.Duration
+	// Modes are the shard counts run one after the other on the same cluster.
+	Modes                       []int
+	Cycles, WarmUp, GPUsPerNode int
+	Interval, Lead              time.Duration
+	Guardrail, Profile, Keep    bool
+	Out, BinDir                 string
 }
 
 func envInt(name string, def int) int {
@@ -74,8 +81,8 @@ func parseOptions() (options, error) {
 	flag.IntVar(&o.Pods, "pods", envInt("PODS", 10000), "GPU pods in all (env PODS); a multiple of --workloads")
 	flag.IntVar(&o.Workloads, "workloads", envInt("WORKLOADS", 2000), "Deployments, one GPUFractionAutoscaler each (env WORKLOADS)")
 	flag.IntVar(&o.Namespaces, "namespaces", envInt("NAMESPACES", 10), "namespaces the workloads are spread over (env NAMESPACES)")
-	flag.IntVar(&o.Days, "days", envInt("DAYS", 8), "days of per-minute history backfilled, and the recommender's --history-length (env DAYS)")
-	flag.IntVar(&o.Shards, "shards", envInt("SHARDS", 1), "recommender processes: 1, or 2 splitting the namespaces by label (env SHARDS)")
+	flag.DurationVar(&o.History, "history", envDuration("HISTORY", time.Duration(envInt("DAYS", 8))*24*time.Hour), "per-minute history backfilled before the start, and the recommender's --history-length (env HISTORY, or DAYS in days)")
+	modes := flag.String("shards", envString("SHARDS", "1"), "recommender processes: 1, 2 (splitting the namespaces by label), or 1,2 (one, then two, on the same cluster) (env SHARDS)")
 	flag.IntVar(&o.Cycles, "cycles", envInt("CYCLES", 3), "steady-state cycles measured (env CYCLES)")
 	flag.IntVar(&o.WarmUp, "warm-up", envInt("WARM_UP", 1), "cycles after the bootstrap left out of the steady state (env WARM_UP)")
 	flag.IntVar(&o.GPUsPerNode, "gpus-per-node", envInt("GPUS_PER_NODE", 64), "nvidia.com/gpu per KWOK node, at most 110 (the nodes' pod capacity) (env GPUS_PER_NODE)")
@@ -87,17 +94,22 @@ func parseOptions() (options, error) {
 	flag.StringVar(&o.Out, "out", envString("OUT", "_out/bench-scale"), "directory of the cluster, logs, profiles and report.md (env OUT)")
 	flag.StringVar(&o.BinDir, "bin-dir", envString("BIN_DIR", ""), "directory of recommender and the cluster's binaries (default <repo>/bin) (env BIN_DIR)")
 	flag.Parse()
+	for _, m := range strings.Split(*modes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(m))
+		if err != nil || (n != 1 && n != 2) {
+			return o, fmt.Errorf("--shards %q: want 1, 2 or 1,2", *modes)
+		}
+		o.Modes = append(o.Modes, n)
+	}
 	switch {
 	case o.Workloads < 1 || o.Pods < o.Workloads || o.Pods%o.Workloads != 0:
 		return o, fmt.Errorf("--pods %d must be a positive multiple of --workloads %d", o.Pods, o.Workloads)
 	case o.Namespaces < 1 || o.Namespaces > o.Workloads:
 		return o, fmt.Errorf("--namespaces %d: want 1 to --workloads", o.Namespaces)
-	case o.Shards != 1 && o.Shards != 2:
-		return o, fmt.Errorf("--shards %d: want 1 or 2", o.Shards)
-	case o.Shards == 2 && o.Namespaces < 2:
+	case slices.Contains(o.Modes, 2) && o.Namespaces < 2:
 		return o, errors.New("--shards 2 needs at least 2 namespaces")
-	case o.Days < 1 || o.Cycles < 1 || o.WarmUp < 0 || o.Interval < time.Second || o.Lead < 0:
-		return o, errors.New("--days and --cycles must be positive, --warm-up and --lead not negative, --interval at least 1s")
+	case o.History < time.Hour || o.Cycles < 1 || o.WarmUp < 0 || o.Interval < time.Second || o.Lead < 0:
+		return o, errors.New("--history must be at least 1h, --cycles positive, --warm-up and --lead not negative, --interval at least 1s")
 	case o.GPUsPerNode < 1 || o.GPUsPerNode > 110:
 		return o, fmt.Errorf("--gpus-per-node %d: want 1 to 110", o.GPUsPerNode)
 	}
@@ -144,13 +156,13 @@ func run(ctx context.Context, o options) (err error) {
 	}
 	begin := time.Now()
 	plan := newPlan(o, begin)
-	logf("bench-scale: %d pods in %d Deployments over %d namespaces, %d days of per-minute history, %d recommender shard(s)",
-		o.Pods, o.Workloads, o.Namespaces, o.Days, o.Shards)
+	logf("bench-scale: %d pods in %d Deployments over %d namespaces, %s of per-minute history, recommender shards %v",
+		o.Pods, o.Workloads, o.Namespaces, o.History, o.Modes)
 
 	var manifests [][]byte
 	c, err := framework.Start(ctx, framework.Options{
 		Dir: clusterDir, BinDir: o.BinDir, GPUNodes: (o.Pods+o.GPUsPerNode-1)/o.GPUsPerNode + 1, GPUsPerNode: o.GPUsPerNode,
-		ClientQPS: 200, ReadyTimeout: 5 * time.Minute,
+		ClientQPS: 200, ReadyTimeout: 5 * time.Minute, QueryLog: true,
 		WriteTSDB: func(ctx context.Context, dataDir string) error {
 			t0 := time.Now()
 			var err error
@@ -190,9 +202,11 @@ func run(ctx context.Context, o options) (err error) {
 	}
 	logf("%d pods Running in %.0fs", o.Pods, time.Since(t0).Seconds())
 
-	res, err := measure(ctx, o, c)
-	if err != nil {
-		return err
+	res := &results{}
+	for _, n := range o.Modes {
+		if err := measure(ctx, o, c, n, res); err != nil {
+			return err
+		}
 	}
 	report := res.markdown(o, time.Since(begin))
 	fmt.Print(report)

@@ -62,7 +62,7 @@ func startRecommender(o options, c *framework.Cluster, name, selector string) (*
 		"--kubeconfig=" + c.Kubeconfig,
 		"--prometheus-url=" + c.PrometheusURL,
 		"--interval=" + o.Interval.String(),
-		"--history-length=" + (time.Duration(o.Days) * 24 * time.Hour).String(),
+		"--history-length=" + o.History.String(),
 		"--leader-elect=false",
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", ports[0]),
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", ports[1]),

@@ -33,8 +33,12 @@ type shardResult struct {
 	BootstrapCost snapshot
 	// Cycles are the steady-state cycles, one delta each.
 	Cycles []snapshot
+	// Changes are the status changes of each steady cycle (statusdiff.go).
+	Changes []statusChange
 	// HWM is the peak RSS at the end, bytes.
 	HWM, RSS float64
+
+	namespaces []string
 }
 
 // results are a run's figures.
@@ -44,11 +48,11 @@ type results struct {
 
 // measure runs the recommender shards one after the other up to their first cycle,
 // then measures o.Cycles steady cycles of every shard at once.
-func measure(ctx context.Context, o options, c *framework.Cluster) (*results, error) {
-	type spec struct{ name, selector string }
-	specs := []spec{{"all", ""}}
-	if o.Shards == 2 {
-		specs = []spec{{"a", ShardLabel + "=a"}, {"b", ShardLabel + "=b"}}
+func measure(ctx context.Context, o options, c *framework.Cluster, shards int, res *results) error {
+	type spec struct{ name, label string }
+	specs := []spec{{"one", ""}}
+	if shards == 2 {
+		specs = []spec{{"shard-a", "a"}, {"shard-b", "b"}}
 	}
 	var procs []*proc
 	defer func() {
@@ -56,27 +60,31 @@ func measure(ctx context.Context, o options, c *framework.Cluster) (*results, er
 			p.stop()
 		}
 	}()
-	res := &results{}
+	first := len(res.Shards)
 	boots := map[*proc]snapshot{}
 	for _, s := range specs {
 		before, err := promSnapshot(c)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		p, err := startRecommender(o, c, s.name, s.selector)
+		selector := ""
+		if s.label != "" {
+			selector = ShardLabel + "=" + s.label
+		}
+		p, err := startRecommender(o, c, s.name, selector)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		procs = append(procs, p)
-		boot, err := p.waitCycles(ctx, c, 1, 30*time.Minute)
+		boot, err := p.waitCycles(ctx, c, 1, 60*time.Minute)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		boots[p] = boot
 		cost := boot
 		cost.PromBytes -= before.PromBytes
 		cost.PromCPUSeconds -= before.PromCPUSeconds
-		r := &shardResult{Name: s.name, Tracked: boot.Tracked, Bootstrap: boot.At.Sub(p.started), BootstrapCost: cost}
+		r := &shardResult{Name: s.name, namespaces: shardNamespaces(o, s.label), Tracked: boot.Tracked, Bootstrap: boot.At.Sub(p.started), BootstrapCost: cost}
 		res.Shards = append(res.Shards, r)
 		logf("recommender %s: bootstrap %.1fs, %.1f s CPU, %s from Prometheus, %.0f queries, %.0f API writes, peak RSS %s",
 			s.name, r.Bootstrap.Seconds(), cost.CPUSeconds, mib(cost.PromBytes), cost.Queries, cost.APIWrites, mib(cost.HWM))
@@ -85,10 +93,10 @@ func measure(ctx context.Context, o options, c *framework.Cluster) (*results, er
 	var wg sync.WaitGroup
 	errs := make([]error, len(procs))
 	for i, p := range procs {
-		wg.Go(func() { errs[i] = steady(ctx, o, c, p, boots[p], res.Shards[i]) })
+		wg.Go(func() { errs[i] = steady(ctx, o, c, p, boots[p], res.Shards[first+i]) })
 	}
 	wg.Wait()
-	return res, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // steady waits out the warm-up cycles, then records one delta per cycle for o.Cycles
@@ -96,6 +104,10 @@ func measure(ctx context.Context, o options, c *framework.Cluster) (*results, er
 func steady(ctx context.Context, o options, c *framework.Cluster, p *proc, boot snapshot, r *shardResult) error {
 	wait := 3*o.Interval + 10*time.Minute
 	prev, err := p.waitCycles(ctx, c, boot.Cycles+float64(o.WarmUp), time.Duration(o.WarmUp+1)*wait)
+	if err != nil {
+		return err
+	}
+	before, err := readStatuses(ctx, c, r.namespaces)
 	if err != nil {
 		return err
 	}
@@ -111,8 +123,15 @@ func steady(ctx context.Context, o options, c *framework.Cluster, p *proc, boot 
 		}
 		d := delta(prev, s)
 		r.Cycles = append(r.Cycles, d)
-		logf("recommender %s: cycle %.1fs wall, %.2f s CPU, %.0f queries, %.0f API writes, %.0f recommendations written, RSS %s",
-			p.Name, d.CycleSeconds/d.Cycles, d.CPUSeconds/d.Cycles, d.Queries, d.APIWrites, d.Written, mib(d.RSS))
+		after, err := readStatuses(ctx, c, r.namespaces)
+		if err != nil {
+			return err
+		}
+		ch := diff(before, after)
+		r.Changes = append(r.Changes, ch)
+		before = after
+		logf("recommender %s: cycle %.1fs wall, %.2f s CPU, %.0f queries, %.0f API writes, %.0f recommendations written, %d statuses changed (%s), RSS %s",
+			p.Name, d.CycleSeconds/d.Cycles, d.CPUSeconds/d.Cycles, d.Queries, d.APIWrites, d.Written, ch.Objects, ch, mib(d.RSS))
 		prev = s
 	}
 	prof.Wait()
@@ -167,7 +186,7 @@ func verdict(ok bool) string {
 func (res *results) markdown(o options, took time.Duration) string {
 	var b strings.Builder
 	commit, _ := exec.Command("git", "describe", "--always", "--dirty").Output()
-	fmt.Fprintf(&b, "## bench-scale: %d pods, %d autoscalers, %d days, %d shard(s)\n\n", o.Pods, o.Workloads, o.Days, o.Shards)
+	fmt.Fprintf(&b, "## bench-scale: %d pods, %d autoscalers, %s of history, shards %v\n\n", o.Pods, o.Workloads, o.History, o.Modes)
 	fmt.Fprintf(&b, "Commit %s, %s, %d CPUs, %s, interval %s, run took %s.\n\n",
 		strings.TrimSpace(string(commit)), runtime.Version(), runtime.NumCPU(), time.Now().UTC().Format(time.RFC3339), o.Interval, took.Round(time.Second))
 	fmt.Fprintf(&b, "| Figure | Goal |")
@@ -226,11 +245,12 @@ func (res *results) markdown(o options, took time.Duration) string {
 		m, _ := r.perCycle(func(s snapshot) float64 { return s.PromCPUSeconds })
 		return seconds(m)
 	})
-	b.WriteString("\nSteady cycles, one row each:\n\n| Shard | Cycle | Wall | CPU | Queries | API writes | Recommendations written | RSS |\n|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("\nSteady cycles, one row each (statuses changed: objects whose status differs between the cycle's ends, and the fields that changed):\n\n" +
+		"| Shard | Cycle | Wall | CPU | Queries | API writes | Recommendations written | Statuses changed | Fields changed | RSS |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range res.Shards {
 		for i, c := range r.Cycles {
-			fmt.Fprintf(&b, "| %s | %d | %.2f s | %.2f s | %.0f | %.0f | %.0f | %s |\n", r.Name, i+1, c.CycleSeconds/c.Cycles,
-				c.CPUSeconds/c.Cycles, c.Queries/c.Cycles, c.APIWrites/c.Cycles, c.Written/c.Cycles, mib(c.RSS))
+			fmt.Fprintf(&b, "| %s | %d | %.2f s | %.2f s | %.0f | %.0f | %.0f | %d | %s | %s |\n", r.Name, i+1, c.CycleSeconds/c.Cycles,
+				c.CPUSeconds/c.Cycles, c.Queries, c.APIWrites, c.Written, r.Changes[i].Objects, r.Changes[i], mib(c.RSS))
 		}
 	}
 	return b.String()

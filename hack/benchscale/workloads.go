@@ -41,7 +41,26 @@ func newPlan(o options, begin time.Time) *plan {
 	return &plan{o: o, end: begin.Add(o.Lead)}
 }
 
-func (p *plan) namespace(i int) string { return fmt.Sprintf("bench-%02d", i) }
+// span is the length of the synthesized series: the history before the start, the
+// lead after it, and an hour for the setup before the recommender starts (the
+// bootstrap reads the history before its own start).
+func (p *plan) span() time.Duration { return p.o.History + p.o.Lead + time.Hour }
+
+func (p *plan) namespace(i int) string { return namespaceName(i) }
+
+// namespaceName is the name of the i-th namespace.
+func namespaceName(i int) string { return fmt.Sprintf("bench-%02d", i) }
+
+// shardNamespaces returns the namespaces of a shard ("" for all).
+func shardNamespaces(o options, label string) []string {
+	var out []string
+	for i := range o.Namespaces {
+		if label == "" || shard(i) == label {
+			out = append(out, namespaceName(i))
+		}
+	}
+	return out
+}
 
 // shard is the ShardLabel value of namespace i.
 func shard(i int) string { return string(rune('a' + i%2)) }
@@ -57,7 +76,7 @@ func (p *plan) batches(fn func(trace.SynthOptions) error) error {
 		for b := 0; b*batchWorkloads < n; b++ {
 			err := fn(trace.SynthOptions{
 				Workloads: min(batchWorkloads, n-b*batchWorkloads), PodsPerWorkload: perPod,
-				Duration: time.Duration(p.o.Days) * 24 * time.Hour, Step: time.Minute,
+				Duration: p.span(), Step: time.Minute,
 				Seed: uint64(1000*i + b + 1), End: p.end, Namespace: p.namespace(i),
 				WorkloadPrefix: fmt.Sprintf("w%02d", b),
 			})
@@ -72,9 +91,7 @@ func (p *plan) batches(fn func(trace.SynthOptions) error) error {
 // backfill synthesizes every batch, appends its series into one TSDB block in dataDir
 // and returns each batch's manifests (trace.WriteManifests).
 func (p *plan) backfill(ctx context.Context, dataDir string) ([][]byte, error) {
-	// The block spans the history plus the lead, and the bootstrap reads the history
-	// before the start too, so a day is added for the time the bench itself takes.
-	bw, err := newBlockWriter(ctx, dataDir, time.Duration(p.o.Days+1)*24*time.Hour+p.o.Lead)
+	bw, err := newBlockWriter(ctx, dataDir, p.span())
 	if err != nil {
 		return nil, err
 	}
