@@ -31,6 +31,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/gpufrac/gpufrac/e2e/framework"
 )
 
@@ -43,7 +46,7 @@ type options struct {
 	// Modes are the shard counts run one after the other on the same cluster.
 	Modes                       []int
 	Cycles, WarmUp, GPUsPerNode int
-	Interval, Lead              time.Duration
+	Interval, Lead, Scrape      time.Duration
 	Guardrail, Profile, Keep    bool
 	Out, BinDir                 string
 }
@@ -87,6 +90,7 @@ func parseOptions() (options, error) {
 	flag.IntVar(&o.WarmUp, "warm-up", envInt("WARM_UP", 1), "cycles after the bootstrap left out of the steady state (env WARM_UP)")
 	flag.IntVar(&o.GPUsPerNode, "gpus-per-node", envInt("GPUS_PER_NODE", 64), "nvidia.com/gpu per KWOK node, at most 110 (the nodes' pod capacity) (env GPUS_PER_NODE)")
 	flag.DurationVar(&o.Interval, "interval", envDuration("INTERVAL", time.Minute), "the recommender's --interval (env INTERVAL)")
+	flag.DurationVar(&o.Scrape, "scrape-interval", envDuration("SCRAPE_INTERVAL", 15*time.Second), "how often the recommender's /metrics is read in the steady state, as a Prometheus would scrape it: each read gathers every per-autoscaler series, a cost inside the measured cycle CPU (env SCRAPE_INTERVAL)")
 	flag.DurationVar(&o.Lead, "lead", envDuration("LEAD", 3*time.Hour), "how far past the start the synthetic series run, so each cycle reads a new minute of samples as a live Prometheus would hold (env LEAD)")
 	flag.BoolVar(&o.Guardrail, "guardrail", envBool("GUARDRAIL", false), "keep the latency guardrail of the synthesized autoscalers: one more query per autoscaler per cycle (env GUARDRAIL)")
 	flag.BoolVar(&o.Profile, "profile", envBool("PROFILE", true), "save a CPU profile of one steady cycle and a heap profile per recommender (env PROFILE)")
@@ -108,8 +112,8 @@ func parseOptions() (options, error) {
 		return o, fmt.Errorf("--namespaces %d: want 1 to --workloads", o.Namespaces)
 	case slices.Contains(o.Modes, 2) && o.Namespaces < 2:
 		return o, errors.New("--shards 2 needs at least 2 namespaces")
-	case o.History < time.Hour || o.Cycles < 1 || o.WarmUp < 0 || o.Interval < time.Second || o.Lead < 0:
-		return o, errors.New("--history must be at least 1h, --cycles positive, --warm-up and --lead not negative, --interval at least 1s")
+	case o.History < time.Hour || o.Cycles < 1 || o.WarmUp < 0 || o.Interval < time.Second || o.Lead < 0 || o.Scrape < time.Second:
+		return o, errors.New("--history must be at least 1h, --cycles positive, --warm-up and --lead not negative, --interval and --scrape-interval at least 1s")
 	case o.GPUsPerNode < 1 || o.GPUsPerNode > 110:
 		return o, fmt.Errorf("--gpus-per-node %d: want 1 to 110", o.GPUsPerNode)
 	}
@@ -117,6 +121,7 @@ func parseOptions() (options, error) {
 }
 
 func main() {
+	ctrllog.SetLogger(logr.Discard()) // the bench's clients log nothing worth reading
 	o, err := parseOptions()
 	if err == nil {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -119,10 +119,10 @@ func (p *proc) snapshot(c *framework.Cluster) (snapshot, error) {
 	return takeSnapshot(p.pid(), p.metricsURL, c.PIDs()[framework.Prometheus], c.PrometheusURL)
 }
 
-// waitCycles polls every second until the process has completed at least n cycles and
+// waitCycles polls every poll until the process has completed at least n cycles and
 // returns the snapshot taken then, up to timeout. Metrics not served yet (the process
 // starting) are retried.
-func (p *proc) waitCycles(ctx context.Context, c *framework.Cluster, n float64, timeout time.Duration) (snapshot, error) {
+func (p *proc) waitCycles(ctx context.Context, c *framework.Cluster, n float64, poll, timeout time.Duration) (snapshot, error) {
 	deadline := time.Now().Add(timeout)
 	var last error
 	for {
@@ -144,7 +144,7 @@ func (p *proc) waitCycles(ctx context.Context, c *framework.Cluster, n float64, 
 		select {
 		case <-ctx.Done():
 			return s, ctx.Err()
-		case <-time.After(time.Second):
+		case <-time.After(poll):
 		}
 	}
 }

@@ -76,7 +76,9 @@ func measure(ctx context.Context, o options, c *framework.Cluster, shards int, r
 			return err
 		}
 		procs = append(procs, p)
-		boot, err := p.waitCycles(ctx, c, 1, 60*time.Minute)
+		// Polled every second: until the first cycle ends there are no per-autoscaler
+		// metrics, so a scrape costs the recommender next to nothing.
+		boot, err := p.waitCycles(ctx, c, 1, time.Second, 60*time.Minute)
 		if err != nil {
 			return err
 		}
@@ -103,7 +105,7 @@ func measure(ctx context.Context, o options, c *framework.Cluster, shards int, r
 // cycles, with a CPU profile of the first measured cycle.
 func steady(ctx context.Context, o options, c *framework.Cluster, p *proc, boot snapshot, r *shardResult) error {
 	wait := 3*o.Interval + 10*time.Minute
-	prev, err := p.waitCycles(ctx, c, boot.Cycles+float64(o.WarmUp), time.Duration(o.WarmUp+1)*wait)
+	prev, err := p.waitCycles(ctx, c, boot.Cycles+float64(o.WarmUp), o.Scrape, time.Duration(o.WarmUp+1)*wait)
 	if err != nil {
 		return err
 	}
@@ -117,7 +119,7 @@ func steady(ctx context.Context, o options, c *framework.Cluster, p *proc, boot 
 		prof.Go(func() { profErr = p.saveProfile(ctx, o, "profile", int(max(o.Interval.Seconds(), 1))) })
 	}
 	for range o.Cycles {
-		s, err := p.waitCycles(ctx, c, prev.Cycles+1, wait)
+		s, err := p.waitCycles(ctx, c, prev.Cycles+1, o.Scrape, wait)
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/tsdb"
+
+	"github.com/gpufrac/gpufrac/trace"
+)
+
+// readDB returns every sample of a TSDB directory by series (labels as text), then
+// timestamp (ms).
+func readDB(t *testing.T, dir string) map[string]map[int64]float64 {
+	t.Helper()
+	ctx := context.Background()
+	// A read-only DB reads the WAL too; backfilled directories have none.
+	if err := os.MkdirAll(filepath.Join(dir, "wal"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	db, err := tsdb.OpenDBReadOnly(dir, t.TempDir(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	q, err := db.Querier(math.MinInt64, math.MaxInt64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	out := map[string]map[int64]float64{}
+	ss := q.Select(ctx, false, nil, labels.MustNewMatcher(labels.MatchRegexp, labels.MetricName, ".+"))
+	for ss.Next() {
+		s := ss.At()
+		m := map[int64]float64{}
+		it := s.Iterator(nil)
+		for it.Next() != 0 {
+			ts, v := it.At()
+			m[ts] = v
+		}
+		out[s.Labels().String()] = m
+	}
+	if err := ss.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestBlockMatchesPromtool checks that the block the bench writes holds exactly what
+// promtool backfills from the OpenMetrics text of the same trace (the demo's path):
+// same series (labels), same timestamps and values.
+func TestBlockMatchesPromtool(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("promtool not installed")
+	}
+	tr := trace.Synthesize(trace.SynthOptions{Workloads: 3, PodsPerWorkload: 2, Duration: 3 * time.Hour,
+		Seed: 7, End: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC), Namespace: "bench-00", WorkloadPrefix: "w00"})
+	dir := t.TempDir()
+	var om bytes.Buffer
+	if err := trace.WriteOpenMetrics(&om, tr, trace.OpenMetricsOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "in.om"), om.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(promtool, "tsdb", "create-blocks-from", "openmetrics", filepath.Join(dir, "in.om"), filepath.Join(dir, "promtool")).CombinedOutput(); err != nil {
+		t.Fatalf("promtool: %v\n%s", err, out)
+	}
+	want := readDB(t, filepath.Join(dir, "promtool"))
+
+	ctx := context.Background()
+	bw, err := newBlockWriter(ctx, filepath.Join(dir, "bench"), 4*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bw.add(ctx, tr, trace.OpenMetricsOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := bw.flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := readDB(t, filepath.Join(dir, "bench"))
+
+	if len(want) == 0 || len(got) != len(want) || bw.Series != len(want) {
+		t.Fatalf("block has %d series (writer counted %d), promtool's %d", len(got), bw.Series, len(want))
+	}
+	samples := 0
+	for l, ws := range want {
+		gs, ok := got[l]
+		if !ok {
+			t.Errorf("series %s missing from the block", l)
+			continue
+		}
+		if len(gs) != len(ws) {
+			t.Errorf("series %s: %d samples in the block, %d in promtool's", l, len(gs), len(ws))
+		}
+		for ts, v := range ws {
+			if gv, ok := gs[ts]; !ok || gv != v {
+				t.Errorf("series %s at %d: block %v (present %v), promtool %v", l, ts, gv, ok, v)
+				break
+			}
+		}
+		samples += len(ws)
+	}
+	if bw.Samples != samples {
+		t.Errorf("writer counted %d samples, promtool's block has %d", bw.Samples, samples)
+	}
+}
