@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb"
@@ -43,7 +44,7 @@ func newBlockWriter(ctx context.Context, dir string, span time.Duration) (*block
 // add appends every series of t (trace.EachSeries, the series WriteOpenMetrics writes).
 func (b *blockWriter) add(ctx context.Context, t trace.Trace, opts trace.OpenMetricsOptions) error {
 	return trace.EachSeries(t, opts, func(s trace.Series) error {
-		lset := labels.FromStrings(append([]string{labels.MetricName, s.Name}, s.Labels...)...)
+		lset := labels.FromStrings(append([]string{model.MetricNameLabel, s.Name}, s.Labels...)...)
 		var ref storage.SeriesRef
 		var err error
 		for ms, v := range s.Samples {

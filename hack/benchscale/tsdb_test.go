@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/tsdb"
 
@@ -37,7 +38,7 @@ func readDB(t *testing.T, dir string) map[string]map[int64]float64 {
 	}
 	defer q.Close()
 	out := map[string]map[int64]float64{}
-	ss := q.Select(ctx, false, nil, labels.MustNewMatcher(labels.MatchRegexp, labels.MetricName, ".+"))
+	ss := q.Select(ctx, false, nil, labels.MustNewMatcher(labels.MatchRegexp, model.MetricNameLabel, ".+"))
 	for ss.Next() {
 		s := ss.At()
 		m := map[int64]float64{}
