@@ -288,6 +288,57 @@ func readEach(pod *corev1.Pod, read func(c workload.PodContainer, a *Allocation)
 	return out
 }
 
+// perGPUContainers is how a backend whose limits are per GPU, while a recommendation is
+// per container (hami, mps, the device plugin's sharing), walks the targets' containers.
+type perGPUContainers struct {
+	// res is the GPU resource counted (Config.GPUResource).
+	res corev1.ResourceName
+	// prefix, when set, makes a container a GPU container when one of its resource names
+	// starts with it (IsGPUContainer); when empty, when it asks for res.
+	prefix string
+	// skipped ends the warning for a container without a GPU, which is left alone.
+	skipped string
+	// multiGPU ends the UnsafeMultiGPU message for a container asking for more than one res.
+	multiGPU string
+}
+
+// each calls write with every target and its container in pod that has a GPU, and
+// returns the warnings: one for each container without a GPU (skipped) and those write
+// returns ("" none). A container asking for more than one res makes the pod unsafe
+// (UnsafeMultiGPU): each returns that error, leaving the containers before it written.
+func (g perGPUContainers) each(pod *corev1.Pod, targets []*Target, write func(t *Target, c *corev1.Container) string) ([]string, error) {
+	var warnings []string
+	for _, t := range targets {
+		c := t.container(pod)
+		if !g.hasGPU(c) {
+			want := string(g.res)
+			if g.prefix != "" {
+				want = g.prefix + "* resource"
+			}
+			warnings = append(warnings, fmt.Sprintf("gpufrac: container %s asks for no %s; %s", c.Name, want, g.skipped))
+			continue
+		}
+		if n := GPUCount(c, g.res); n > 1 {
+			return nil, Unsafe(UnsafeMultiGPU, "container %s asks for %d %s; %s", c.Name, n, g.res, g.multiGPU)
+		}
+		if w := write(t, c); w != "" {
+			warnings = append(warnings, w)
+		}
+	}
+	return warnings, nil
+}
+
+// hasGPU reports whether c has a GPU as g counts it.
+func (g perGPUContainers) hasGPU(c *corev1.Container) bool {
+	if g.prefix != "" {
+		return IsGPUContainer(c, g.prefix)
+	}
+	return GPUCount(c, g.res) != 0
+}
+
+// oneGPUOnly ends the UnsafeMultiGPU message of the backends that write fractions.
+const oneGPUOnly = "gpufrac writes fractions of one GPU only"
+
 // SetResource writes v into both the limits and the requests of the container (extended
 // resources must have equal requests and limits).
 func SetResource(c *corev1.Container, name corev1.ResourceName, v int64) {

@@ -481,3 +481,36 @@ func TestKAIReservedMemory(t *testing.T) {
 		})
 	}
 }
+
+// The per-GPU backends leave a container without a GPU alone with a warning naming what
+// it lacks, write the others, and refuse a container with more than one GPU.
+func TestPerGPUContainers(t *testing.T) {
+	for _, tc := range []struct {
+		bt   gpufracv1.BackendType
+		warn string
+	}{
+		{gpufracv1.BackendHAMi, "gpufrac: container side asks for no nvidia.com/gpu; hami fraction not written for it"},
+		{gpufracv1.BackendMPS, "gpufrac: container side asks for no nvidia.com/* resource; mps limits not written for it"},
+	} {
+		t.Run(string(tc.bt), func(t *testing.T) {
+			b := backend(t, Config{}, tc.bt)
+			pod := podOf(gpuContainer("main", 1), corev1.Container{Name: "side", Image: "img"})
+			main, side := target("main", 0, 1024, 250), target("side", 1, 1024, 250)
+			warnings, err := b.Apply(pod, []*Target{main, side})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(warnings, []string{tc.warn}) {
+				t.Errorf("warnings %q, want %q", warnings, tc.warn)
+			}
+			if main.WrittenMemoryBytes != 1024*MiB || main.WrittenComputeMilli != 250 || side.Wrote() {
+				t.Errorf("main wrote %d bytes %dm, side wrote %v; want 1Gi 250m and nothing", main.WrittenMemoryBytes, main.WrittenComputeMilli, side.Wrote())
+			}
+			_, err = b.Apply(podOf(gpuContainer("main", 1), gpuContainer("two", 2)), []*Target{target("main", 0, 1024, 250), target("two", 1, 1024, 250)})
+			wantUnsafe(t, err, UnsafeMultiGPU)
+			if !strings.Contains(err.Error(), "container two asks for 2 nvidia.com/gpu; gpufrac writes fractions of one GPU only") {
+				t.Errorf("unsafe message %q", err)
+			}
+		})
+	}
+}

@@ -191,17 +191,10 @@ func (b *devicePluginBackend) Apply(pod *corev1.Pod, targets []*Target) ([]strin
 		return nil, Unsafe(UnsafeNodeSelectorConflict, "the pod's nodeSelector %s=%s is not the plan's %s (GPUSharingPolicy %s)", gpufracv1.DevicePluginConfigLabel, v, plan.ConfigName, plan.Policy)
 	}
 	share := b.share(plan.GPUMemoryBytes, plan.Replicas)
-	var warnings []string
 	wrote := false
-	for _, t := range targets {
-		c := t.container(pod)
-		switch n := GPUCount(c, b.cfg.GPUResource); {
-		case n == 0:
-			warnings = append(warnings, fmt.Sprintf("gpufrac: container %s asks for no %s; not placed on shared GPUs", c.Name, b.cfg.GPUResource))
-			continue
-		case n > 1:
-			return nil, Unsafe(UnsafeMultiGPU, "container %s asks for %d %s; a replica of a shared GPU is one", c.Name, n, b.cfg.GPUResource)
-		}
+	g := perGPUContainers{res: b.cfg.GPUResource, skipped: "not placed on shared GPUs", multiGPU: "a replica of a shared GPU is one"}
+	warnings, err := g.each(pod, targets, func(t *Target, c *corev1.Container) string {
+		wrote = true
 		SetResource(c, b.cfg.GPUResource, 1)
 		t.wroteMemory(share.Memory)
 		if share.Compute >= 0 {
@@ -209,9 +202,12 @@ func (b *devicePluginBackend) Apply(pod *corev1.Pod, targets []*Target) ([]strin
 		}
 		if t.HasMemory && t.MemoryBytes > share.Memory {
 			t.CappedNote = fmt.Sprintf("gpufrac: container %s: recommended %dMiB exceeds the %s replica share %dMiB of GPUSharingPolicy %s (%d per GPU); the planner re-sizes N from the recommendations", c.Name, ceilMiB(t.MemoryBytes), plan.Mode, share.Memory/MiB, plan.Policy, plan.Replicas)
-			warnings = append(warnings, t.CappedNote)
+			return t.CappedNote
 		}
-		wrote = true
+		return ""
+	})
+	if err != nil {
+		return nil, err
 	}
 	if !wrote {
 		return warnings, nil

@@ -2,7 +2,6 @@ package backend
 
 import (
 	"flag"
-	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -25,16 +24,8 @@ func (b *hamiBackend) Type() gpufracv1.BackendType { return gpufracv1.BackendHAM
 
 // Apply implements Codec.
 func (b *hamiBackend) Apply(pod *corev1.Pod, targets []*Target) ([]string, error) {
-	var warnings []string
-	for _, t := range targets {
-		c := t.container(pod)
-		switch n := GPUCount(c, b.cfg.GPUResource); {
-		case n == 0:
-			warnings = append(warnings, fmt.Sprintf("gpufrac: container %s asks for no %s; hami fraction not written for it", c.Name, b.cfg.GPUResource))
-			continue
-		case n > 1:
-			return nil, Unsafe(UnsafeMultiGPU, "container %s asks for %d %s; gpufrac writes fractions of one GPU only", c.Name, n, b.cfg.GPUResource)
-		}
+	g := perGPUContainers{res: b.cfg.GPUResource, skipped: "hami fraction not written for it", multiGPU: oneGPUOnly}
+	return g.each(pod, targets, func(t *Target, c *corev1.Container) string {
 		if t.HasMemory {
 			mib := ceilMiB(t.MemoryBytes)
 			SetResource(c, b.cfg.HAMi.MemoryResource, mib)
@@ -46,8 +37,8 @@ func (b *hamiBackend) Apply(pod *corev1.Pod, targets []*Target) ([]string, error
 			SetResource(c, b.cfg.HAMi.CoresResource, p)
 			t.wroteCompute(p * 10)
 		}
-	}
-	return warnings, nil
+		return ""
+	})
 }
 
 // WritesCompute implements Codec: nvidia.com/gpucores.

@@ -119,7 +119,7 @@ func prepareKAI(pod *corev1.Pod, targets []*Target, cfg Config, backend string) 
 		target := pc.InitList() == t.Init && pc.Index == t.Index
 		switch {
 		case target && n > 1:
-			return nil, Unsafe(UnsafeMultiGPU, "container %s asks for %d %s; gpufrac writes fractions of one GPU only", c.Name, n, cfg.GPUResource)
+			return nil, Unsafe(UnsafeMultiGPU, "container %s asks for %d %s; %s", c.Name, n, cfg.GPUResource, oneGPUOnly)
 		case target:
 			RemoveResource(c, cfg.GPUResource)
 		case n > 0 && pc.InitList():

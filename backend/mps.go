@@ -31,34 +31,26 @@ func (b *mpsBackend) Type() gpufracv1.BackendType { return gpufracv1.BackendMPS 
 
 // Apply implements Codec.
 func (b *mpsBackend) Apply(pod *corev1.Pod, targets []*Target) ([]string, error) {
-	var warnings []string
 	shareMiB := b.cfg.MPS.ReplicaMemoryBytes / MiB
-	for _, t := range targets {
-		c := t.container(pod)
-		if !IsGPUContainer(c, b.cfg.GPUResourcePrefix) {
-			warnings = append(warnings, fmt.Sprintf("gpufrac: container %s asks for no %s* resource; mps limits not written for it", c.Name, b.cfg.GPUResourcePrefix))
-			continue
-		}
-		if n := GPUCount(c, b.cfg.GPUResource); n > 1 {
-			return nil, Unsafe(UnsafeMultiGPU, "container %s asks for %d %s; gpufrac writes fractions of one GPU only", c.Name, n, b.cfg.GPUResource)
-		}
+	g := perGPUContainers{res: b.cfg.GPUResource, prefix: b.cfg.GPUResourcePrefix, skipped: "mps limits not written for it", multiGPU: oneGPUOnly}
+	return g.each(pod, targets, func(t *Target, c *corev1.Container) string {
 		if t.HasCompute {
 			p := ceilPercent(t.ComputeMilli)
 			SetEnv(c, b.cfg.MPS.ThreadPercentageEnv, strconv.FormatInt(p, 10))
 			t.wroteCompute(p * 10)
 		}
-		if t.HasMemory {
-			mib := ceilMiB(t.MemoryBytes)
-			if shareMiB > 0 && mib > shareMiB {
-				t.CappedNote = fmt.Sprintf("gpufrac: container %s: recommended %dMiB exceeds the MPS replica share %dMiB; limit capped to the share", c.Name, mib, shareMiB)
-				warnings = append(warnings, t.CappedNote)
-				mib = shareMiB
-			}
-			SetEnv(c, b.cfg.MPS.PinnedMemoryEnv, fmt.Sprintf("%s=%dM", b.cfg.MPS.Device, mib))
-			t.wroteMemory(mib * MiB)
+		if !t.HasMemory {
+			return ""
 		}
-	}
-	return warnings, nil
+		mib, note := ceilMiB(t.MemoryBytes), ""
+		if shareMiB > 0 && mib > shareMiB {
+			note = fmt.Sprintf("gpufrac: container %s: recommended %dMiB exceeds the MPS replica share %dMiB; limit capped to the share", c.Name, mib, shareMiB)
+			t.CappedNote, mib = note, shareMiB
+		}
+		SetEnv(c, b.cfg.MPS.PinnedMemoryEnv, fmt.Sprintf("%s=%dM", b.cfg.MPS.Device, mib))
+		t.wroteMemory(mib * MiB)
+		return note
+	})
 }
 
 // WritesCompute implements Codec: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE.
