@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -151,6 +152,11 @@ func TestHostileMetrics(t *testing.T) {
 		}
 		if util.Target.Compute != nil {
 			t.Errorf("mig-util: compute %s recommended from GPU_UTIL zeros on a MIG instance, want none", util.Target.Compute)
+		}
+		// Issue 16 item 3: gpufrac explain names the instance and the smallest profile.
+		out, err := exec.Command(filepath.Join(repoRoot, "bin", "gpufrac"), "explain", "mig", "-n", hostileNS, "--kubeconfig="+testCluster.Kubeconfig).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "MIG     measured on a 3g.40gb instance") || !strings.Contains(string(out), "2g.20gb is the smallest A100/H100 80GB MIG profile that holds") {
+			t.Errorf("gpufrac explain mig (%v): want the 3g.40gb instance line and the 2g.20gb advice:\n%s", err, out)
 		}
 		if m := util.MIG; m == nil || m.MeasuredProfile != "3g.40gb" || m.ComputeOfProfile != nil || m.SmallestProfile != "1g.10gb" {
 			t.Errorf("mig-util: MIG status %+v, want measured on 3g.40gb, no compute, smallest profile 1g.10gb for the memory", m)

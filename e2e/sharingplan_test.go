@@ -10,12 +10,14 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -141,6 +143,94 @@ func TestSharingPlanner(t *testing.T) {
 	out, err := exec.Command(filepath.Join(repoRoot, "bin", "gpufrac"), "plan", "--kubeconfig="+testCluster.Kubeconfig).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "e2e-planner") || !regexpLine(string(out), "e2e-planner", "Apply", "TimeSlicing", strconv.Itoa(int(wantN)), "Applied") {
 		t.Errorf("gpufrac plan (%v):\n%s", err, out)
+	}
+
+	t.Run("the updater moves the workload onto the shared GPUs inside its window", func(t *testing.T) {
+		moveOntoSharedGPUs(t, d, gfa, nodes, int(wantN))
+	})
+}
+
+// moveOntoSharedGPUs (issue 16 items 1 and 2): the workload's pods run on the applied
+// plan's replicas but were created before gpufrac placed them (no record: each holds a
+// whole GPU for the updater). The autoscaler switches to nvidia-timeslicing under
+// Recreate with an open resize window and an 18Gi recommendation ([16Gi, 20Gi]); with the
+// real webhook and updater, every pod is replaced and its replacement carries one
+// nvidia.com/gpu, the nodeSelector on the plan's config, and the record of the replica's
+// share (GPU memory / N). The deployment first drops to 2N − 1 pods so a replacement has
+// a free replica, then returns to 2N: the webhook's pods then run N per GPU.
+func moveOntoSharedGPUs(t *testing.T, d *appsv1.Deployment, gfa *gpufracv1.GPUFractionAutoscaler, nodes []string, n int) {
+	ctx := context.Background()
+	c := testCluster.Client
+	ns := d.Namespace
+	var namespace corev1.Namespace
+	if err := c.Get(ctx, types.NamespacedName{Name: ns}, &namespace); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(namespace.DeepCopy())
+	namespace.Labels = map[string]string{admLabel: updLabelValue}
+	if err := c.Patch(ctx, &namespace, patch); err != nil {
+		t.Fatal(err)
+	}
+	startUpdaterWebhook(t)
+	if err := c.Get(ctx, client.ObjectKeyFromObject(gfa), gfa); err != nil {
+		t.Fatal(err)
+	}
+	gfa.Spec.Backend = &gpufracv1.Backend{Type: gpufracv1.BackendNVIDIATimeSlicing}
+	gfa.Spec.UpdatePolicy = &gpufracv1.UpdatePolicy{UpdateMode: ptr.To(gpufracv1.UpdateModeRecreate)}
+	alwaysOpen(gfa)
+	if err := c.Update(ctx, gfa); err != nil {
+		t.Fatal(err)
+	}
+	updRecommend(t, gfa, "18Gi", "16Gi", "20Gi")
+	share := fmt.Sprintf("%dMi", framework.GPUMemoryMiB/n) // whole MiB down
+	waitFor(t, 30*time.Second, "webhook places "+ns+" pods on the plan", func() (bool, error) {
+		p, err := dryRunPod(ctx, d)
+		if err != nil {
+			return false, err
+		}
+		return p.Spec.NodeSelector[gpufracv1.DevicePluginConfigLabel] == "gpufrac-e2e-planner", fmt.Errorf("nodeSelector %v", p.Spec.NodeSelector)
+	})
+	scale(t, d, int32(2*n-1))
+	upd := startUpdater(t, []string{ns})
+	defer upd.stop()
+	onPlan := func(p *corev1.Pod) error {
+		rec, err := gpufracv1.ParseApplied(p.Annotations)
+		switch {
+		case err != nil || rec == nil || rec.Backend != gpufracv1.BackendNVIDIATimeSlicing || rec.Container("main") == nil:
+			return fmt.Errorf("pod %s: record %+v (%v)", p.Name, rec, err)
+		case rec.Container("main").WrittenMemory.String() != share || rec.Container("main").Memory.String() != "18Gi":
+			return fmt.Errorf("pod %s: record %+v, want memory 18Gi written as the %s share", p.Name, rec.Container("main"), share)
+		case p.Spec.NodeSelector[gpufracv1.DevicePluginConfigLabel] != "gpufrac-e2e-planner" || p.Annotations["gpufrac.io/sharing-replicas"] != strconv.Itoa(n):
+			return fmt.Errorf("pod %s: nodeSelector %v, annotations %v", p.Name, p.Spec.NodeSelector, p.Annotations)
+		}
+		if l := p.Spec.Containers[0].Resources.Limits[framework.GPUResource]; l.Value() != 1 {
+			return fmt.Errorf("pod %s: nvidia.com/gpu %s", p.Name, l.String())
+		}
+		return nil
+	}
+	allOnPlan := func(want int) func() (bool, error) {
+		return func() (bool, error) {
+			pods := updPods(t, ns, "inf")
+			if len(pods) != want {
+				return false, fmt.Errorf("%d pods", len(pods))
+			}
+			for i := range pods {
+				if err := onPlan(&pods[i]); err != nil || pods[i].Status.Phase != corev1.PodRunning {
+					return false, fmt.Errorf("%v (phase %s)", err, pods[i].Status.Phase)
+				}
+			}
+			return true, nil
+		}
+	}
+	waitFor(t, 3*time.Minute, "every pod replaced onto the plan", allOnPlan(2*n-1))
+	if got := upd.counter(t, "gpufrac_updater_evictions_total", "result", "evicted"); got < float64(2*n-1) {
+		t.Errorf("%v evictions, want at least %d (every pod off the plan)", got, 2*n-1)
+	}
+	upd.stop() // the rest is the webhook's and the scheduler's
+	scale(t, d, int32(2*n))
+	waitFor(t, time.Minute, "a new pod on the plan", allOnPlan(2*n))
+	if got := podsPerNode(t, ns, "inf"); got[nodes[0]] != n || got[nodes[1]] != n {
+		t.Errorf("pods per node %v, want %d per GPU", got, n)
 	}
 }
 
