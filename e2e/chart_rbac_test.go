@@ -190,6 +190,8 @@ func TestChartRBAC(t *testing.T) {
 			{"list", "nodes", "", "", true},                                    // the placement check before an eviction
 			{"get", "resourceclaimtemplates.resource.k8s.io", "", other, true}, // dra backend: Read
 			{"create", "resourceclaimtemplates.resource.k8s.io", "", other, false},
+			{"list", "gpusharingpolicies", "", "", true}, // nvidia-timeslicing, nvidia-mps: a plan applies
+			{"update", "gpusharingpolicies", "", "", false},
 			// Not beyond its role: evictions only (never delete, unless
 			// updater.replaceUnreadyPods), no writes to recommendations.
 			{"delete", "pods", "", other, false},
@@ -214,7 +216,9 @@ func TestChartRBAC(t *testing.T) {
 			{"create", "events", "", other, true},
 			{"get", "resourceclaimtemplates.resource.k8s.io", "", other, true}, // dra backend
 			{"create", "resourceclaimtemplates.resource.k8s.io", "", other, true},
+			{"list", "gpusharingpolicies", "", "", true}, // nvidia-timeslicing, nvidia-mps: the plan
 			// Not beyond its role:
+			{"update", "gpusharingpolicies", "", "", false},
 			{"update", "resourceclaimtemplates.resource.k8s.io", "", other, false},
 			{"delete", "resourceclaimtemplates.resource.k8s.io", "", other, false},
 			{"get", "secrets/" + secret, "", other, false},

@@ -171,7 +171,7 @@ func moveOntoSharedGPUs(t *testing.T, d *appsv1.Deployment, gfa *gpufracv1.GPUFr
 	if err := c.Patch(ctx, &namespace, patch); err != nil {
 		t.Fatal(err)
 	}
-	startUpdaterWebhook(t)
+	startUpdaterWebhookIn(t, ns) // its Secret and status Lease go with the test's namespace
 	if err := c.Get(ctx, client.ObjectKeyFromObject(gfa), gfa); err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +191,7 @@ func moveOntoSharedGPUs(t *testing.T, d *appsv1.Deployment, gfa *gpufracv1.GPUFr
 		return p.Spec.NodeSelector[gpufracv1.DevicePluginConfigLabel] == "gpufrac-e2e-planner", fmt.Errorf("nodeSelector %v", p.Spec.NodeSelector)
 	})
 	scale(t, d, int32(2*n-1))
-	upd := startUpdater(t, []string{ns})
+	upd := startUpdater(t, []string{ns}, "--admission-namespace="+ns)
 	defer upd.stop()
 	onPlan := func(p *corev1.Pod) error {
 		rec, err := gpufracv1.ParseApplied(p.Annotations)

@@ -48,10 +48,17 @@ type updWebhook struct {
 
 func startUpdaterWebhook(t *testing.T) *updWebhook {
 	t.Helper()
+	return startUpdaterWebhookIn(t, updSystemNS)
+}
+
+// startUpdaterWebhookIn is startUpdaterWebhook with systemNS (which must exist) as the
+// webhook's own namespace: its certificate Secret and status Lease.
+func startUpdaterWebhookIn(t *testing.T, systemNS string) *updWebhook {
+	t.Helper()
 	port, probe := freePort(t), freePort(t)
 	_, _, stop := startProcess(t, "admission",
 		"--kubeconfig="+testCluster.Kubeconfig,
-		"--namespace="+updSystemNS,
+		"--namespace="+systemNS,
 		"--identity=e2e-upd-admission",
 		"--webhook-host=127.0.0.1",
 		fmt.Sprintf("--webhook-port=%d", port),

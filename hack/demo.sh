@@ -8,6 +8,9 @@
 # MODE=apply    then also apply the recommendations: admission webhook + updater, autoscalers
 #               switched to updateMode Recreate (annotations backend), pods replaced
 # APPLY_WAIT    seconds to wait for replacements in apply mode (default 180)
+#
+# Both modes also show the sharing planner in dry run: a GPUSharingPolicy over the KWOK
+# pool for the workloads that fit two per GPU, and `gpufrac plan` (GPUs freed).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$root/bin
@@ -47,7 +50,7 @@ prom=$(grep -o 'PROMETHEUS_URL=[^ ]*' "$out/cluster.txt" | head -1 | cut -d= -f2
 
 say "Installing the CRDs and one Deployment + recommendation-only GPUFractionAutoscaler per workload"
 kubectl apply -f "$root/charts/gpufrac/crds" >/dev/null
-kubectl wait --for condition=established --timeout=60s crd/gpufractionautoscalers.autoscaling.gpufrac.io crd/gpufractionrecommendations.autoscaling.gpufrac.io >/dev/null
+kubectl wait --for condition=established --timeout=60s crd/gpufractionautoscalers.autoscaling.gpufrac.io crd/gpufractionrecommendations.autoscaling.gpufrac.io crd/gpusharingpolicies.autoscaling.gpufrac.io >/dev/null
 kubectl apply -f "$out/workloads.yaml" >/dev/null
 kubectl wait --for condition=Available --timeout=120s deployment --all -A >/dev/null
 want=$(kubectl get gfa -A --no-headers | wc -l)
@@ -55,6 +58,7 @@ want=$(kubectl get gfa -A --no-headers | wc -l)
 say "Starting the recommender (history bootstrap from Prometheus, then a cycle every 15s)"
 nohup "$bin/recommender" --kubeconfig "$KUBECONFIG" --prometheus-url "$prom" --interval 15s \
   --history-length 72h --leader-elect=false --metrics-bind-address "127.0.0.1:$rport" \
+  --sharing-plan-interval 10s \
   --health-probe-bind-address 127.0.0.1:0 >"$out/recommender.log" 2>&1 &
 echo $! >"$out/recommender.pid"
 rec_start=$(date +%s)
@@ -69,6 +73,40 @@ say "kubectl get gfa,gfr -A"
 kubectl get gfa,gfr -A
 say "Savings report (data: $data; GPUs of $gpu_memory)"
 "$bin/gpufrac" report --kubeconfig "$KUBECONFIG" --gpu-memory "$gpu_memory"
+
+# The sharing planner, dry run: the workloads whose recommendation fits two per GPU
+# (memory at most half a GPU, compute at most half) opt in with a label; one
+# GPUSharingPolicy over the KWOK pool sizes NVIDIA device-plugin time-slicing for them.
+say "Sharing planner (dry run): NVIDIA device-plugin time-slicing for the workloads that fit two per GPU"
+kubectl get gfr -A -o json | python3 -c '
+import json, re, sys
+units = {"": 1, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 1e3, "M": 1e6, "G": 1e9, "m": 1e-3}
+def q(s):
+    n, u = re.fullmatch(r"([0-9.]+)([A-Za-z]*)", s).groups()
+    return float(n) * units[u]
+gpu = q(sys.argv[1])
+for r in json.load(sys.stdin)["items"]:
+    st = r.get("status", {})
+    if "memory" in st and q(st["memory"]) <= gpu / 2 and q(st.get("compute", "0")) <= 0.5:
+        print(r["metadata"]["namespace"], r["metadata"]["name"])
+' "$gpu_memory" | while read -r ns name; do kubectl label gfa -n "$ns" "$name" gpufrac.io/share=demo --overwrite >/dev/null; done
+echo "$(kubectl get gfa -A -l gpufrac.io/share=demo --no-headers | wc -l) of $want autoscalers opted in (label gpufrac.io/share=demo)"
+kubectl apply -f - >/dev/null <<EOF
+apiVersion: autoscaling.gpufrac.io/v1alpha1
+kind: GPUSharingPolicy
+metadata: {name: demo-pool}
+spec:
+  nodeSelector: {matchLabels: {type: kwok}}
+  autoscalerSelector: {matchLabels: {gpufrac.io/share: demo}}
+  mode: DryRun
+  gpuMemory: $gpu_memory
+  configMap: {namespace: gpu-operator, name: device-plugin-config}
+EOF
+for _ in $(seq 1 30); do
+  [ -n "$(kubectl get gsp demo-pool -o jsonpath='{.status.replicas}' 2>/dev/null)" ] && break
+  sleep 1
+done
+"$bin/gpufrac" plan --kubeconfig "$KUBECONFIG"
 
 if [ "$mode" = "apply" ]; then
   sysns=gpufrac-system
