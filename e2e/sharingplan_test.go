@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -171,7 +173,9 @@ func moveOntoSharedGPUs(t *testing.T, d *appsv1.Deployment, gfa *gpufracv1.GPUFr
 	if err := c.Patch(ctx, &namespace, patch); err != nil {
 		t.Fatal(err)
 	}
-	startUpdaterWebhookIn(t, ns) // its Secret and status Lease go with the test's namespace
+	sysNS := ns + "-system" // the webhook's Secret and status Lease (never its own pods' namespace)
+	createNamespace(t, sysNS)
+	startUpdaterWebhookIn(t, sysNS)
 	if err := c.Get(ctx, client.ObjectKeyFromObject(gfa), gfa); err != nil {
 		t.Fatal(err)
 	}
@@ -183,15 +187,24 @@ func moveOntoSharedGPUs(t *testing.T, d *appsv1.Deployment, gfa *gpufracv1.GPUFr
 	}
 	updRecommend(t, gfa, "18Gi", "16Gi", "20Gi")
 	share := fmt.Sprintf("%dMi", framework.GPUMemoryMiB/n) // whole MiB down
+	// The webhook's admission warnings say why a pod was left alone.
+	warned := &warnings{}
+	cfg := rest.CopyConfig(testCluster.RESTConfig)
+	cfg.WarningHandler = warned
+	wc, err := client.New(cfg, client.Options{Scheme: c.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	waitFor(t, 30*time.Second, "webhook places "+ns+" pods on the plan", func() (bool, error) {
-		p, err := dryRunPod(ctx, d)
-		if err != nil {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "probe-", OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: "apps/v1", Kind: "Deployment", Name: d.Name, UID: d.UID, Controller: ptr.To(true)}}}, Spec: *d.Spec.Template.Spec.DeepCopy()}
+		if err := wc.Create(ctx, p, client.DryRunAll); err != nil {
 			return false, err
 		}
-		return p.Spec.NodeSelector[gpufracv1.DevicePluginConfigLabel] == "gpufrac-e2e-planner", fmt.Errorf("nodeSelector %v", p.Spec.NodeSelector)
+		return p.Spec.NodeSelector[gpufracv1.DevicePluginConfigLabel] == "gpufrac-e2e-planner", fmt.Errorf("nodeSelector %v, warnings %q", p.Spec.NodeSelector, warned.last())
 	})
 	scale(t, d, int32(2*n-1))
-	upd := startUpdater(t, []string{ns}, "--admission-namespace="+ns)
+	upd := startUpdater(t, []string{ns}, "--admission-namespace="+sysNS)
 	defer upd.stop()
 	onPlan := func(p *corev1.Pod) error {
 		rec, err := gpufracv1.ParseApplied(p.Annotations)
@@ -408,4 +421,22 @@ func syncDevicePlugin(ctx context.Context, ns, poolLabel string) error {
 		}
 	}
 	return nil
+}
+
+// warnings keeps the API server's warnings (rest.WarningHandler).
+type warnings struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.msgs = append(w.msgs, text)
+}
+
+func (w *warnings) last() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.msgs[max(0, len(w.msgs)-3):]
 }
