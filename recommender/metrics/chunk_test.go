@@ -121,3 +121,36 @@ func TestRangeHalvesOnTimeout(t *testing.T) {
 		t.Error("a cancelled caller got an answer")
 	}
 }
+
+// A timed-out chunk is retried at half the points it asked for, not half of the
+// chunk ceiling: a range shorter than MaxPointsPerSeries (601 points here, against
+// 11,000) gets a smaller query at the first retry instead of the same range again until
+// the ceiling drops below it. With queries over 90 minutes timing out: 601 → 300 → 150 →
+// 75 points, three timeouts, then every chunk fits.
+func TestRangeHalvesTheChunkAsked(t *testing.T) {
+	s := promtest.New(t)
+	end := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	start := end.Add(-10 * time.Hour)
+	s.Add(t, map[string]string{"__name__": DCGMFBUsed, "namespace": "ml", "pod": "p", "container": "c", "UUID": "GPU-1"},
+		start, time.Minute, promtest.Repeat(1000, 601)...)
+	r := &Reader{API: slowAPI{API: s.API(t), limit: 90 * time.Minute}, Labels: DefaultLabels}
+	timeouts := testutil.ToFloat64(Queries.WithLabelValues("range", "timeout"))
+	ok := testutil.ToFloat64(Queries.WithLabelValues("range", "ok"))
+	m, err := r.rangeMatrix(context.Background(), DCGMFBUsed, start, end, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, st := range m {
+		n += len(st.Values)
+	}
+	if n != 601 {
+		t.Errorf("%d points, want 601", n)
+	}
+	if got := testutil.ToFloat64(Queries.WithLabelValues("range", "timeout")) - timeouts; got != 3 {
+		t.Errorf("%v timed-out queries, want 3 (601, 300 and 150 points)", got)
+	}
+	if got := testutil.ToFloat64(Queries.WithLabelValues("range", "ok")) - ok; got != 9 {
+		t.Errorf("%v answered queries, want 9 (601 points in chunks of 75)", got)
+	}
+}

@@ -331,18 +331,24 @@ func (r *Reader) rangeMatrix(ctx context.Context, query string, start, end time.
 		if to.After(end) {
 			to = end
 		}
+		// The points this chunk asks for: fewer than points when the range ends first.
+		asked := int(to.Sub(from)/step) + 1
 		cctx, cancel := context.WithTimeout(ctx, r.timeout())
 		began := time.Now()
 		v, warnings, _, err := r.API.QueryRange(cctx, query, promv1.Range{Start: from, End: to, Step: step})
 		cancel()
 		klog.FromContext(ctx).V(4).Info("Prometheus query", "kind", "range", "query", query, "start", from, "end", to, "step", step, "took", time.Since(began), "err", err)
-		if err != nil && points > 1 && ctx.Err() == nil && (TooManySamples(err) || timedOut(err)) {
+		if err != nil && asked > 1 && ctx.Err() == nil && (TooManySamples(err) || timedOut(err)) {
 			result := "too_many_samples"
 			if timedOut(err) {
 				result = "timeout"
 			}
 			Queries.WithLabelValues("range", result).Inc()
-			points /= 2 // the backend's limit or our timeout is below this chunk: retry a smaller one
+			// The backend's limit or our timeout is below this chunk: retry one half its
+			// size. Halving points instead would resend the same range while points is
+			// still above what the range holds (11,000 against 120 for 2 hours at 1m:
+			// seven identical timeouts).
+			points = asked / 2
 			ceiling = points
 			continue
 		}
