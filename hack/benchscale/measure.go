@@ -137,6 +137,9 @@ type snapshot struct {
 	At time.Time
 	// Cycles and CycleSeconds: gpufrac_recommender_cycle_duration_seconds count and sum.
 	Cycles, CycleSeconds float64
+	// Failed: cycles that could not read Prometheus
+	// (gpufrac_recommender_cycle_errors_total{stage="prometheus"}, once per such cycle).
+	Failed float64
 	// CPUSeconds: the process' user+system CPU (/proc/PID/stat).
 	CPUSeconds float64
 	// Queries: gpufrac_recommender_prometheus_queries_total, every result.
@@ -167,6 +170,7 @@ func takeSnapshot(pid int, metricsURL string, promPID int, promURL string) (snap
 	}
 	s.Cycles = m.sum("gpufrac_recommender_cycle_duration_seconds_count", nil)
 	s.CycleSeconds = m.sum("gpufrac_recommender_cycle_duration_seconds_sum", nil)
+	s.Failed = m.sum("gpufrac_recommender_cycle_errors_total", func(l map[string]string) bool { return l["stage"] == "prometheus" })
 	s.Queries = m.sum("gpufrac_recommender_prometheus_queries_total", nil)
 	s.APIWrites = m.sum("rest_client_requests_total", func(l map[string]string) bool { return l["method"] != "GET" })
 	s.Written = m.sum("gpufrac_recommender_recommendations_written_total", nil)
@@ -189,7 +193,7 @@ func takeSnapshot(pid int, metricsURL string, promPID int, promURL string) (snap
 // delta is b − a for the counters; RSS and HWM are b's.
 func delta(a, b snapshot) snapshot {
 	return snapshot{
-		At: b.At, Cycles: b.Cycles - a.Cycles, CycleSeconds: b.CycleSeconds - a.CycleSeconds,
+		At: b.At, Cycles: b.Cycles - a.Cycles, CycleSeconds: b.CycleSeconds - a.CycleSeconds, Failed: b.Failed - a.Failed,
 		CPUSeconds: b.CPUSeconds - a.CPUSeconds, Queries: b.Queries - a.Queries,
 		APIWrites: b.APIWrites - a.APIWrites, Written: b.Written - a.Written, Tracked: b.Tracked,
 		RSS: b.RSS, HWM: b.HWM, PromBytes: b.PromBytes - a.PromBytes, PromCPUSeconds: b.PromCPUSeconds - a.PromCPUSeconds,

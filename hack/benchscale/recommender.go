@@ -23,7 +23,7 @@ import (
 // per-autoscaler series (tens of thousands at 2,000 autoscalers).
 var metricNames = url.Values{"name[]": {
 	"gpufrac_recommender_cycle_duration_seconds", "gpufrac_recommender_prometheus_queries_total",
-	"rest_client_requests_total", "gpufrac_recommender_recommendations_written_total",
+	"rest_client_requests_total", "gpufrac_recommender_recommendations_written_total", "gpufrac_recommender_cycle_errors_total",
 	"gpufrac_recommender_workloads_tracked",
 }}
 
@@ -119,15 +119,16 @@ func (p *proc) snapshot(c *framework.Cluster) (snapshot, error) {
 	return takeSnapshot(p.pid(), p.metricsURL, c.PIDs()[framework.Prometheus], c.PrometheusURL)
 }
 
-// waitCycles polls every poll until the process has completed at least n cycles and
-// returns the snapshot taken then, up to timeout. Metrics not served yet (the process
+// waitCycles polls every poll until the process has completed at least n cycles that
+// read Prometheus (a cycle that could not is retried and not counted) and returns the
+// snapshot taken then, up to timeout. Metrics not served yet (the process
 // starting) are retried.
 func (p *proc) waitCycles(ctx context.Context, c *framework.Cluster, n float64, poll, timeout time.Duration) (snapshot, error) {
 	deadline := time.Now().Add(timeout)
 	var last error
 	for {
 		s, err := p.snapshot(c)
-		if err == nil && s.Cycles >= n {
+		if err == nil && s.Cycles-s.Failed >= n {
 			return s, nil
 		}
 		if err != nil {
