@@ -31,7 +31,7 @@ CONTAINER_ENGINE ?= docker
 IMAGES           := recommender admission updater agent gpufrac
 TEST_FLAGS ?= -timeout 40m
 
-.PHONY: help deps build generate verify-generated tools test verify unit e2e vet staticcheck bench bench-sim bench-scale fuzz chart-rules chart-lint rules-test images install-plugin demo demo-down cluster-up cluster-down clean clean-tools
+.PHONY: help deps build generate verify-generated tools test verify unit e2e vet staticcheck bench bench-sim bench-scale bench-webhook fuzz chart-rules chart-lint rules-test images install-plugin demo demo-down cluster-up cluster-down clean clean-tools
 
 help: ## Show this help.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -137,6 +137,22 @@ bench-sim: ## What-if simulation on the GenTD26 trace: docs/benchmarks/simulatio
 	  --gpu-memory 48Gi,80Gi,141Gi --warm-up 0,12h --markdown \
 	  --plots docs/benchmarks/simulation --output docs/benchmarks/simulation.md
 
+# VPA's admission controller, built from the module proxy at the version the product's
+# go.mod requires (tools/vpa must name the same one), for bench-webhook to measure against.
+VPA_MODULE := k8s.io/autoscaler/vertical-pod-autoscaler
+$(BIN)/vpa-admission-controller: tools/vpa/go.mod tools/vpa/go.sum go.mod
+	@want=$$($(GO) list -m -f '{{.Version}}' $(VPA_MODULE)); have=$$(cd tools/vpa && $(GO) list -m -f '{{.Version}}' $(VPA_MODULE)); \
+	  test "$$want" = "$$have" || { echo "tools/vpa builds VPA $$have but go.mod requires $$want: update tools/vpa/go.mod"; exit 1; }
+	cd tools/vpa && $(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/vpa-admission-controller $(VPA_MODULE)/pkg/admission-controller
+
+# Flags of hack/benchwebhook, e.g. BENCH_WEBHOOK_FLAGS='--rates 50 --pods 200 --repeats 1'.
+BENCH_WEBHOOK_FLAGS ?=
+bench-webhook: tools build $(BIN)/vpa-admission-controller ## gpufrac's pod webhook vs VPA's admission controller on the local cluster (figures: docs/benchmarks.md; needs make deps).
+	mkdir -p _out/benchwebhook
+	$(GO) run ./hack/benchwebhook --bin $(BIN) --dir _out/benchwebhook \
+	  --vpa-crds "$$(cd tools/vpa && $(GO) list -m -f '{{.Dir}}' $(VPA_MODULE))/deploy/vpa-v1-crd-gen.yaml" \
+	  --output _out/benchwebhook/report.md $(BENCH_WEBHOOK_FLAGS)
+
 cluster-up: tools build ## Start a local cluster (KWOK GPU nodes) and Prometheus in _out/cluster; prints the kubeconfig.
 	$(BIN)/gpufrac-cluster up --dir $(CURDIR)/_out/cluster
 
@@ -149,8 +165,8 @@ demo: deps tools build ## The main job: local cluster, Prometheus with a GPU tra
 demo-down: ## Stop what make demo started.
 	hack/demo-down.sh
 
-clean: ## Remove build outputs: _out/ and every gpufrac binary in bin/ (keeps the cached tools).
-	rm -rf _out $(GPUFRAC_BINS)
+clean: ## Remove build outputs: _out/, every gpufrac binary in bin/ and bench-webhook's VPA admission controller (keeps the cached tools).
+	rm -rf _out $(GPUFRAC_BINS) $(BIN)/vpa-admission-controller
 
 clean-tools: ## Remove the cached tools from bin/ (the next make tools rebuilds Kubernetes: minutes).
 	rm -f $(TOOLS) $(BIN)/staticcheck

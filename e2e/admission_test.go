@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"os/exec"
@@ -15,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -30,10 +27,9 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	dto "github.com/prometheus/client_model/go"
-
 	"github.com/gpufrac/gpufrac/admission"
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/e2e/framework"
 	"github.com/gpufrac/gpufrac/statuslease"
 )
 
@@ -557,7 +553,7 @@ func admLoad(t *testing.T, wh *admWebhook) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before, err := scrapeHistogram(fmt.Sprintf("http://127.0.0.1:%d/metrics", wh.metricsPort), "gpufrac_admission_request_duration_seconds", "webhook", admission.WebhookMutatePods)
+	before, err := framework.ScrapeHistogram(ctx, nil, fmt.Sprintf("http://127.0.0.1:%d/metrics", wh.metricsPort), "gpufrac_admission_request_duration_seconds", "webhook", admission.WebhookMutatePods)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -602,7 +598,7 @@ func admLoad(t *testing.T, wh *admWebhook) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	after, err := scrapeHistogram(fmt.Sprintf("http://127.0.0.1:%d/metrics", wh.metricsPort), "gpufrac_admission_request_duration_seconds", "webhook", admission.WebhookMutatePods)
+	after, err := framework.ScrapeHistogram(ctx, nil, fmt.Sprintf("http://127.0.0.1:%d/metrics", wh.metricsPort), "gpufrac_admission_request_duration_seconds", "webhook", admission.WebhookMutatePods)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -613,16 +609,16 @@ func admLoad(t *testing.T, wh *admWebhook) {
 		}
 		return lat[min(len(lat)-1, int(q*float64(len(lat))))]
 	}
-	delta := after.sub(before)
+	delta := after.Sub(before)
 	t.Logf("load: %d pods in %v (%.0f/s, target %d/s), %d failed; client-side create p50 %v p99 %v",
 		len(lat), elapsed.Round(time.Millisecond), float64(len(lat))/elapsed.Seconds(), *admLoadRate, failures, pct(0.5).Round(time.Microsecond), pct(0.99).Round(time.Microsecond))
 	t.Logf("load: webhook server-side (gpufrac_admission_request_duration_seconds): %d requests, p50 %s, p99 %s (interpolated in buckets), %.2f%% ≤ 5ms (target p99 ≤ 5ms)",
-		delta.count, fmtSeconds(delta.quantile(0.5)), fmtSeconds(delta.quantile(0.99)), 100*delta.fractionBelow(0.005))
+		delta.Count, fmtSeconds(delta.Quantile(0.5)), fmtSeconds(delta.Quantile(0.99)), 100*delta.FractionBelow(0.005))
 	if apiErr == nil {
 		if apiAfter, err := apiserverWebhookHistogram(ctx); err == nil {
-			d := apiAfter.sub(apiBefore)
+			d := apiAfter.Sub(apiBefore)
 			t.Logf("load: API server's webhook call (apiserver_admission_webhook_admission_duration_seconds): %d calls, p50 %s, p99 %s (interpolated)",
-				d.count, fmtSeconds(d.quantile(0.5)), fmtSeconds(d.quantile(0.99)))
+				d.Count, fmtSeconds(d.Quantile(0.5)), fmtSeconds(d.Quantile(0.99)))
 		}
 	} else {
 		t.Logf("load: API server metrics unavailable: %v", apiErr)
@@ -630,8 +626,8 @@ func admLoad(t *testing.T, wh *admWebhook) {
 	if failures > 0 {
 		t.Errorf("%d pod creations failed under load", failures)
 	}
-	if delta.count < uint64(len(lat)) {
-		t.Errorf("webhook saw %d requests for %d pods", delta.count, len(lat))
+	if delta.Count < uint64(len(lat)) {
+		t.Errorf("webhook saw %d requests for %d pods", delta.Count, len(lat))
 	}
 	var pods corev1.PodList
 	if err := testCluster.Client.List(ctx, &pods, client.InNamespace(admNS), client.MatchingLabels{"app": "load-pods"}, client.Limit(5)); err == nil {
@@ -646,60 +642,6 @@ func admLoad(t *testing.T, wh *admWebhook) {
 	}
 }
 
-// histogram is a cumulative Prometheus histogram.
-type histogram struct {
-	count   uint64
-	bounds  []float64
-	buckets []uint64 // cumulative counts per bound
-}
-
-func (h histogram) sub(o histogram) histogram {
-	out := histogram{count: h.count - o.count, bounds: h.bounds}
-	for i := range h.buckets {
-		var ob uint64
-		if i < len(o.buckets) {
-			ob = o.buckets[i]
-		}
-		out.buckets = append(out.buckets, h.buckets[i]-ob)
-	}
-	return out
-}
-
-// quantile estimates quantile q by linear interpolation inside the bucket holding it,
-// as PromQL's histogram_quantile does (+Inf past the last bucket).
-func (h histogram) quantile(q float64) float64 {
-	if h.count == 0 {
-		return math.NaN()
-	}
-	rank := q * float64(h.count)
-	lower, below := 0.0, 0.0
-	for i, b := range h.buckets {
-		if float64(b) >= rank {
-			in := float64(b) - below
-			if in == 0 {
-				return h.bounds[i]
-			}
-			return lower + (h.bounds[i]-lower)*(rank-below)/in
-		}
-		lower, below = h.bounds[i], float64(b)
-	}
-	return math.Inf(1)
-}
-
-// fractionBelow is the share of observations in buckets with upper bound ≤ bound.
-func (h histogram) fractionBelow(bound float64) float64 {
-	if h.count == 0 {
-		return math.NaN()
-	}
-	var n uint64
-	for i, b := range h.buckets {
-		if h.bounds[i] <= bound {
-			n = b
-		}
-	}
-	return float64(n) / float64(h.count)
-}
-
 func fmtSeconds(s float64) string {
 	if math.IsNaN(s) || math.IsInf(s, 0) {
 		return fmt.Sprint(s)
@@ -707,72 +649,10 @@ func fmtSeconds(s float64) string {
 	return time.Duration(s * float64(time.Second)).String()
 }
 
-func parseHistogram(r io.Reader, name, label, value string) (histogram, error) {
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(r)
-	if err != nil {
-		return histogram{}, err
-	}
-	fam := fams[name]
-	if fam == nil {
-		return histogram{}, nil // not observed yet
-	}
-	var h histogram
-	for _, m := range fam.GetMetric() {
-		if !hasLabel(m, label, value) {
-			continue
-		}
-		hg := m.GetHistogram()
-		h.count += hg.GetSampleCount()
-		for i, b := range hg.GetBucket() {
-			if len(h.bounds) <= i {
-				h.bounds = append(h.bounds, b.GetUpperBound())
-				h.buckets = append(h.buckets, 0)
-			}
-			h.buckets[i] += b.GetCumulativeCount()
-		}
-	}
-	return h, nil
-}
-
-func hasLabel(m *dto.Metric, name, value string) bool {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name && l.GetValue() == value {
-			return true
-		}
-	}
-	return false
-}
-
-func scrapeHistogram(url, name, label, value string) (histogram, error) {
-	resp, err := http.Get(url)
-	if err != nil {
-		return histogram{}, err
-	}
-	defer resp.Body.Close()
-	return parseHistogram(resp.Body, name, label, value)
-}
-
 // apiserverWebhookHistogram reads the API server's own latency histogram of calls to
 // the pod webhook.
-func apiserverWebhookHistogram(ctx context.Context) (histogram, error) {
-	hc, err := rest.HTTPClientFor(testCluster.RESTConfig)
-	if err != nil {
-		return histogram{}, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, testCluster.APIServerURL+"/metrics", nil)
-	if err != nil {
-		return histogram{}, err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return histogram{}, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return histogram{}, fmt.Errorf("GET /metrics: %s", resp.Status)
-	}
-	return parseHistogram(resp.Body, "apiserver_admission_webhook_admission_duration_seconds", "name", admission.MutatingWebhookName)
+func apiserverWebhookHistogram(ctx context.Context) (framework.Histogram, error) {
+	return testCluster.APIServerHistogram(ctx, "apiserver_admission_webhook_admission_duration_seconds", "name", admission.MutatingWebhookName)
 }
 
 // admInitAndSidecars (issue 14 kind 4): a GPU held by a native sidecar (an init container

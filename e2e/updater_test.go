@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/e2e/framework"
 	"github.com/gpufrac/gpufrac/statuslease"
 	"github.com/gpufrac/gpufrac/updater"
 	"github.com/gpufrac/gpufrac/workload"
@@ -172,7 +173,7 @@ func (p *updProcess) counter(t *testing.T, name, label, value string) float64 {
 	}
 	var sum float64
 	for _, m := range fams[name].GetMetric() {
-		if label != "" && !hasLabel(m, label, value) {
+		if label != "" && !framework.HasLabel(m, label, value) {
 			continue
 		}
 		sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()

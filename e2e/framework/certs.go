@@ -239,3 +239,34 @@ func writeKubeconfig(file, server string, caPEM []byte, kp *keyPair, user string
 	cfg.CurrentContext = name
 	return clientcmd.WriteToFile(*cfg, file)
 }
+
+// ServingCert is a CA and a serving certificate it signed, written as PEM files.
+type ServingCert struct {
+	// CAFile, CertFile and KeyFile are the paths of the PEM files.
+	CAFile, CertFile, KeyFile string
+	// CAPEM is the CA certificate, e.g. for a webhook configuration's caBundle.
+	CAPEM []byte
+}
+
+// WriteServingCert generates a new CA and a serving certificate for 127.0.0.1 and
+// localhost signed by it (EC P-256, valid for a year) and writes ca.crt, tls.crt and
+// tls.key into dir, created if missing. Errors are from key generation or file writes.
+func WriteServingCert(dir, cn string) (ServingCert, error) {
+	s := ServingCert{CAFile: filepath.Join(dir, "ca.crt"), CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key")}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return s, err
+	}
+	ca, err := newCA(cn + "-ca")
+	if err != nil {
+		return s, err
+	}
+	leaf, err := ca.issue(cn, nil, []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		return s, err
+	}
+	if err := os.WriteFile(s.CAFile, ca.certPEM, 0o644); err != nil {
+		return s, err
+	}
+	s.CAPEM = ca.certPEM
+	return s, leaf.write(s.CertFile, s.KeyFile)
+}

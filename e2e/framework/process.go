@@ -217,3 +217,31 @@ func freePorts(n int) ([]int, error) {
 	}
 	return ports, nil
 }
+
+// FreePorts returns n distinct free TCP ports on 127.0.0.1 for processes started next
+// (e.g. with StartProcess). Errors come from listening.
+func FreePorts(n int) ([]int, error) { return freePorts(n) }
+
+// StartProcess starts bin with args as one more process of the cluster (a webhook under
+// test, say), its output in LogPath(name), and records it so that Stop stops it first.
+// It returns the PID; it does not wait for readiness.
+func (c *Cluster) StartProcess(name, bin string, args ...string) (int, error) {
+	p, err := c.start(name, bin, nil, args...)
+	if err != nil {
+		return 0, err
+	}
+	return p.PID, nil
+}
+
+// ProcessError returns nil while the named process (the last one started with that name)
+// runs, else an error with the tail of its log.
+func (c *Cluster) ProcessError(name string) error {
+	p := c.findProcess(name)
+	if p == nil {
+		return fmt.Errorf("no process %s", name)
+	}
+	if err := p.exited(); err != nil {
+		return componentError(p, err)
+	}
+	return nil
+}
