@@ -198,7 +198,9 @@ func TestRecommender(t *testing.T) {
 	t.Run("history bootstrap gives a recommendation equal to an independent computation", func(t *testing.T) {
 		for _, w := range workloads {
 			var gfr *gpufracv1.GPUFractionRecommendation
-			waitFor(t, 60*time.Second, "recommendation of "+w.Name, func() (bool, error) {
+			// Each autoscaler the recommender meets in a later cycle than the other
+			// reloads the namespace's 72 h history (see the wait below): up to two loads.
+			waitFor(t, 3*time.Minute, "recommendation of "+w.Name, func() (bool, error) {
 				gfr = recommendation(t, foundationNS, w.Name)
 				c := condition(gfr, gpufracv1.ConditionRecommendationProvided)
 				return c != nil && c.Status == metav1.ConditionTrue, nil
