@@ -315,56 +315,73 @@ func (r *Registration) objectMeta() metav1.ObjectMeta {
 // by hand). It returns the first API error.
 func (r *Registration) Reconcile(ctx context.Context, caBundle []byte) error {
 	r.defaults()
-	log := klog.FromContext(ctx).WithName("registration")
-	// CreateOrUpdate reads the configuration, applies the wanted state and writes only
-	// when something changed. A nil caBundle keeps what is there (external certs).
 	mw := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: r.Name}}
-	res, err := controllerutil.CreateOrUpdate(ctx, r.Client, mw, func() error {
+	err := r.createOrUpdate(ctx, mw, "MutatingWebhookConfiguration", func() {
 		want := r.Mutating(caBundle)
-		for i := range want.Webhooks {
-			for _, w := range mw.Webhooks {
-				if caBundle == nil && w.Name == want.Webhooks[i].Name {
-					want.Webhooks[i].ClientConfig.CABundle = w.ClientConfig.CABundle
-				}
-			}
+		if caBundle == nil {
+			keepCABundles(want.Webhooks, mw.Webhooks, mutatingClientConfig)
 		}
 		mw.Webhooks = want.Webhooks
 		mergeMeta(&mw.ObjectMeta, want.ObjectMeta)
-		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("MutatingWebhookConfiguration %s: %w", r.Name, err)
-	}
-	if res == controllerutil.OperationResultCreated {
-		atomic.StoreInt32(&r.created, 1)
-	}
-	if res != controllerutil.OperationResultNone {
-		log.Info("MutatingWebhookConfiguration "+string(res), "name", r.Name)
+		return err
 	}
 	vw := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: r.Name}}
-	res, err = controllerutil.CreateOrUpdate(ctx, r.Client, vw, func() error {
+	return r.createOrUpdate(ctx, vw, "ValidatingWebhookConfiguration", func() {
 		want := r.Validating(caBundle)
-		for i := range want.Webhooks {
-			for _, w := range vw.Webhooks {
-				if caBundle == nil && w.Name == want.Webhooks[i].Name {
-					want.Webhooks[i].ClientConfig.CABundle = w.ClientConfig.CABundle
-				}
-			}
+		if caBundle == nil {
+			keepCABundles(want.Webhooks, vw.Webhooks, validatingClientConfig)
 		}
 		vw.Webhooks = want.Webhooks
 		mergeMeta(&vw.ObjectMeta, want.ObjectMeta)
+	})
+}
+
+// createOrUpdate reads obj (a webhook configuration of kind named r.Name), applies the
+// wanted state with update and writes only when something changed
+// (controllerutil.CreateOrUpdate), noting a creation (Created) and logging a change. It
+// returns the API error, naming kind and r.Name.
+func (r *Registration) createOrUpdate(ctx context.Context, obj client.Object, kind string, update func()) error {
+	res, err := controllerutil.CreateOrUpdate(ctx, r.Client, obj, func() error {
+		update()
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("ValidatingWebhookConfiguration %s: %w", r.Name, err)
+		return fmt.Errorf("%s %s: %w", kind, r.Name, err)
 	}
 	if res == controllerutil.OperationResultCreated {
 		atomic.StoreInt32(&r.created, 1)
 	}
 	if res != controllerutil.OperationResultNone {
-		log.Info("ValidatingWebhookConfiguration "+string(res), "name", r.Name)
+		klog.FromContext(ctx).WithName("registration").Info(kind+" "+string(res), "name", r.Name)
 	}
 	return nil
+}
+
+// keepCABundles gives each webhook of want the caBundle of the webhook of the same name
+// in cur (certificates managed outside gpufrac: a nil caBundle keeps what is there);
+// clientConfig returns a webhook's name and client configuration.
+func keepCABundles[W any](want, cur []W, clientConfig func(*W) (string, *admissionregistrationv1.WebhookClientConfig)) {
+	have := map[string][]byte{}
+	for i := range cur {
+		name, cc := clientConfig(&cur[i])
+		have[name] = cc.CABundle
+	}
+	for i := range want {
+		name, cc := clientConfig(&want[i])
+		if b, ok := have[name]; ok {
+			cc.CABundle = b
+		}
+	}
+}
+
+func mutatingClientConfig(w *admissionregistrationv1.MutatingWebhook) (string, *admissionregistrationv1.WebhookClientConfig) {
+	return w.Name, &w.ClientConfig
+}
+
+func validatingClientConfig(w *admissionregistrationv1.ValidatingWebhook) (string, *admissionregistrationv1.WebhookClientConfig) {
+	return w.Name, &w.ClientConfig
 }
 
 func mergeMeta(cur *metav1.ObjectMeta, want metav1.ObjectMeta) {
