@@ -50,61 +50,47 @@ func newECKey() (*ecdsa.PrivateKey, []byte, error) {
 
 // newCA creates a self-signed certificate authority.
 func newCA(cn string) (*keyPair, error) {
-	key, keyPEM, err := newECKey()
-	if err != nil {
-		return nil, err
-	}
-	serial, err := newSerial()
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
+	return newKeyPair(&x509.Certificate{
 		Subject:               pkix.Name{CommonName: cn},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(certValidity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		return nil, err
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, err
-	}
-	return &keyPair{cert: cert, key: key, certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPEM: keyPEM}, nil
+	}, nil)
 }
 
 // issue signs a leaf certificate. A cert with DNS names or IPs is a serving cert, one
 // without is a client cert.
 func (ca *keyPair) issue(cn string, orgs []string, dns []string, ips []net.IP) (*keyPair, error) {
-	key, keyPEM, err := newECKey()
-	if err != nil {
-		return nil, err
-	}
-	serial, err := newSerial()
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now()
 	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: cn, Organization: orgs},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(certValidity),
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-		DNSNames:     dns,
-		IPAddresses:  ips,
+		Subject:     pkix.Name{CommonName: cn, Organization: orgs},
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		DNSNames:    dns,
+		IPAddresses: ips,
 	}
 	if len(dns) > 0 || len(ips) > 0 {
 		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, key.Public(), ca.key)
+	return newKeyPair(tmpl, ca)
+}
+
+// newKeyPair creates a key and a certificate of tmpl (given a new serial number, valid
+// from an hour ago for certValidity) signed by issuer, or self-signed when issuer is nil.
+func newKeyPair(tmpl *x509.Certificate, issuer *keyPair) (*keyPair, error) {
+	key, keyPEM, err := newECKey()
+	if err != nil {
+		return nil, err
+	}
+	if tmpl.SerialNumber, err = newSerial(); err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	tmpl.NotBefore, tmpl.NotAfter = now.Add(-time.Hour), now.Add(certValidity)
+	parent, signer := tmpl, crypto.Signer(key)
+	if issuer != nil {
+		parent, signer = issuer.cert, issuer.key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, key.Public(), signer)
 	if err != nil {
 		return nil, err
 	}

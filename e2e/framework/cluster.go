@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -310,38 +311,24 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	if o.ClientQPS > 0 {
 		qps = []string{fmt.Sprintf("--kube-api-qps=%d", o.ClientQPS), fmt.Sprintf("--kube-api-burst=%d", 2*o.ClientQPS)}
 	}
-	kcm, err := c.start(ControllerManager, bins[ControllerManager], nil, append(qps,
-		"--kubeconfig="+pki.ControllerManagerKubeconf,
-		"--authentication-kubeconfig="+pki.ControllerManagerKubeconf,
-		"--authorization-kubeconfig="+pki.ControllerManagerKubeconf,
-		"--bind-address=127.0.0.1",
-		fmt.Sprintf("--secure-port=%d", p.ControllerManager),
-		"--cert-dir="+filepath.Join(o.Dir, "pki", "controller-manager"),
-		"--leader-elect=false",
-		"--use-service-account-credentials=true",
-		"--service-account-private-key-file="+pki.SAKey,
-		"--root-ca-file="+pki.CACert,
-		"--cluster-signing-cert-file="+pki.CACert,
-		"--cluster-signing-key-file="+pki.CAKey,
-		"--service-cluster-ip-range="+serviceCIDR,
-		// No node IPAM (KWOK assigns pod IPs) and no node lifecycle controller, so fake
-		// nodes are never tainted not-ready or evicted.
-		"--controllers=*,-node-ipam-controller,-node-lifecycle-controller",
-		"--profiling=false",
-	)...)
+	kcm, err := c.start(ControllerManager, bins[ControllerManager], nil, slices.Concat(qps,
+		componentFlags(pki.ControllerManagerKubeconf, p.ControllerManager, filepath.Join(o.Dir, "pki", "controller-manager")),
+		[]string{
+			"--use-service-account-credentials=true",
+			"--service-account-private-key-file=" + pki.SAKey,
+			"--root-ca-file=" + pki.CACert,
+			"--cluster-signing-cert-file=" + pki.CACert,
+			"--cluster-signing-key-file=" + pki.CAKey,
+			"--service-cluster-ip-range=" + serviceCIDR,
+			// No node IPAM (KWOK assigns pod IPs) and no node lifecycle controller, so fake
+			// nodes are never tainted not-ready or evicted.
+			"--controllers=*,-node-ipam-controller,-node-lifecycle-controller",
+		})...)
 	if err != nil {
 		return nil, err
 	}
-	sched, err := c.start(Scheduler, bins[Scheduler], nil, append(qps,
-		"--kubeconfig="+pki.SchedulerKubeconfig,
-		"--authentication-kubeconfig="+pki.SchedulerKubeconfig,
-		"--authorization-kubeconfig="+pki.SchedulerKubeconfig,
-		"--bind-address=127.0.0.1",
-		fmt.Sprintf("--secure-port=%d", p.Scheduler),
-		"--cert-dir="+filepath.Join(o.Dir, "pki", "scheduler"),
-		"--leader-elect=false",
-		"--profiling=false",
-	)...)
+	sched, err := c.start(Scheduler, bins[Scheduler], nil, slices.Concat(qps,
+		componentFlags(pki.SchedulerKubeconfig, p.Scheduler, filepath.Join(o.Dir, "pki", "scheduler")))...)
 	if err != nil {
 		return nil, err
 	}
@@ -668,5 +655,22 @@ func httpCheck(hc *http.Client, url, want string) func(context.Context) error {
 			return fmt.Errorf("GET %s: body %q lacks %q", url, body, want)
 		}
 		return nil
+	}
+}
+
+// componentFlags are the flags kube-controller-manager and kube-scheduler share: their
+// kubeconfig for the API server, authentication and authorization; serving on
+// 127.0.0.1:port with the self-signed certificates they write to certDir; no leader
+// election and no profiling.
+func componentFlags(kubeconfig string, port int, certDir string) []string {
+	return []string{
+		"--kubeconfig=" + kubeconfig,
+		"--authentication-kubeconfig=" + kubeconfig,
+		"--authorization-kubeconfig=" + kubeconfig,
+		"--bind-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", port),
+		"--cert-dir=" + certDir,
+		"--leader-elect=false",
+		"--profiling=false",
 	}
 }
