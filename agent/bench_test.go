@@ -54,10 +54,7 @@ func BenchmarkSampleCycle(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		b.StopTimer()
-		now = now.Add(time.Second)
-		refreshSamples(gs, us(now))
-		b.StartTimer()
+		now = nextSecond(b, gs, now)
 		s.SampleOnce(now)
 	}
 	b.StopTimer()
@@ -78,16 +75,7 @@ func BenchmarkScrape(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		mfs, err := reg.Gather()
-		if err != nil {
-			b.Fatal(err)
-		}
-		enc := expfmt.NewEncoder(io.Discard, expfmt.NewFormat(expfmt.TypeTextPlain))
-		for _, mf := range mfs {
-			if err := enc.Encode(mf); err != nil {
-				b.Fatal(err)
-			}
-		}
+		scrape(b, reg)
 	}
 }
 
@@ -101,20 +89,32 @@ func BenchmarkCycleAndScrape(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		b.StopTimer()
-		now = now.Add(time.Second)
-		refreshSamples(gs, us(now))
-		b.StartTimer()
+		now = nextSecond(b, gs, now)
 		s.SampleOnce(now)
-		mfs, err := reg.Gather()
-		if err != nil {
+		scrape(b, reg)
+	}
+}
+
+// nextSecond refreshes the GPUs' process samples to one second after now, outside the
+// timer, and returns that time.
+func nextSecond(b *testing.B, gs []*fakeGPU, now time.Time) time.Time {
+	b.StopTimer()
+	defer b.StartTimer()
+	now = now.Add(time.Second)
+	refreshSamples(gs, us(now))
+	return now
+}
+
+// scrape gathers reg and encodes it as Prometheus text, as one scrape does.
+func scrape(b *testing.B, reg *prometheus.Registry) {
+	mfs, err := reg.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	enc := expfmt.NewEncoder(io.Discard, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, mf := range mfs {
+		if err := enc.Encode(mf); err != nil {
 			b.Fatal(err)
-		}
-		enc := expfmt.NewEncoder(io.Discard, expfmt.NewFormat(expfmt.TypeTextPlain))
-		for _, mf := range mfs {
-			if err := enc.Encode(mf); err != nil {
-				b.Fatal(err)
-			}
 		}
 	}
 }
