@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"math"
-	"net/http"
 	"os/exec"
 	"slices"
 	"strings"
@@ -87,14 +86,7 @@ func startAdmissionIn(t *testing.T, systemNS string) *admWebhook {
 		_ = testCluster.Client.Delete(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: admConfigName}})
 		_ = testCluster.Client.Delete(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: admConfigName}})
 	})
-	waitFor(t, time.Minute, "admission ready", func() (bool, error) {
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", probe))
-		if err != nil {
-			return false, err
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	})
+	waitHTTPOK(t, "admission ready", fmt.Sprintf("http://127.0.0.1:%d/readyz", probe))
 	return w
 }
 

@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -108,19 +107,6 @@ func chartContainerArgs(t *testing.T, objs []*unstructured.Unstructured, name st
 	}
 	t.Fatalf("no workload %s rendered", name)
 	return nil
-}
-
-// waitHTTPOK waits until url answers 200.
-func waitHTTPOK(t *testing.T, what, url string) {
-	t.Helper()
-	waitFor(t, time.Minute, what, func() (bool, error) {
-		resp, err := http.Get(url)
-		if err != nil {
-			return false, err
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	})
 }
 
 // noForbidden fails the test if a component's log shows an RBAC denial.

@@ -152,14 +152,7 @@ func startRecommender(t testing.TB, extra ...string) (stop func()) {
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probe),
 	}, extra...)
 	_, _, stop = startProcess(t, "recommender", args...)
-	waitFor(t, time.Minute, "recommender ready", func() (bool, error) {
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", probe))
-		if err != nil {
-			return false, nil
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	})
+	waitHTTPOK(t, "recommender ready", fmt.Sprintf("http://127.0.0.1:%d/readyz", probe))
 	return stop
 }
 
@@ -177,6 +170,19 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool
 		time.Sleep(500 * time.Millisecond)
 	}
 	t.Fatalf("timed out after %s waiting for %s (last error: %v)", timeout, what, lastErr)
+}
+
+// waitHTTPOK waits until url answers 200.
+func waitHTTPOK(t testing.TB, what, url string) {
+	t.Helper()
+	waitFor(t, time.Minute, what, func() (bool, error) {
+		resp, err := http.Get(url)
+		if err != nil {
+			return false, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
 }
 
 // createNamespace creates a namespace deleted when the test ends.

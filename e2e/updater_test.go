@@ -72,14 +72,7 @@ func startUpdaterWebhookIn(t *testing.T, systemNS string) *updWebhook {
 		"--status-lease-renew-interval=1s",
 		"--owner-wait=1s",
 	)
-	waitFor(t, time.Minute, "admission ready", func() (bool, error) {
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", probe))
-		if err != nil {
-			return false, err
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	})
+	waitHTTPOK(t, "admission ready", fmt.Sprintf("http://127.0.0.1:%d/readyz", probe))
 	return &updWebhook{stop: stop}
 }
 
@@ -146,14 +139,7 @@ func startUpdater(t *testing.T, namespaces []string, extra ...string) *updProces
 	}, extra...)
 	p := &updProcess{metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", mport), started: time.Now()}
 	_, p.log, p.stop = startProcess(t, "updater", args...)
-	waitFor(t, time.Minute, "updater ready", func() (bool, error) {
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", probe))
-		if err != nil {
-			return false, nil
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	})
+	waitHTTPOK(t, "updater ready", fmt.Sprintf("http://127.0.0.1:%d/readyz", probe))
 	return p
 }
 
