@@ -4,6 +4,9 @@ import (
 	"flag"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 )
 
@@ -42,5 +45,25 @@ func TestNewSchemeKnowsBothAPIs(t *testing.T) {
 		if !s.Recognizes(gv.WithKind(kind)) {
 			t.Errorf("scheme does not know %s", gv.WithKind(kind))
 		}
+	}
+}
+
+func TestCacheOptionsStripManagedFields(t *testing.T) {
+	c := cacheOptions([]string{"a", "b"})
+	if len(c.DefaultNamespaces) != 2 {
+		t.Errorf("namespaces %v, want a and b", c.DefaultNamespaces)
+	}
+	if all := cacheOptions(nil); all.DefaultNamespaces != nil {
+		t.Errorf("no namespaces given, cache limited to %v", all.DefaultNamespaces)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Labels: map[string]string{"app": "x"},
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate}}}}
+	out, err := c.DefaultTransform(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*corev1.Pod)
+	if got.ManagedFields != nil || got.Labels["app"] != "x" || got.Name != "p" {
+		t.Errorf("transformed pod %+v: want managedFields gone, the rest kept", got.ObjectMeta)
 	}
 }
