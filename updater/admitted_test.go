@@ -139,12 +139,7 @@ func TestFractionMismatchReported(t *testing.T) {
 	if n := testutil.ToFloat64(podsMismatched); n != 1 {
 		t.Errorf("gpufrac_updater_pods_fraction_mismatch = %v, want 1", n)
 	}
-	n := 0
-	for _, e := range f.events() {
-		if strings.Contains(e, EventFractionMismatch) {
-			n++
-		}
-	}
+	n := countEvents(f.events(), EventFractionMismatch)
 	if n != 1 {
 		t.Errorf("%d %s events over three cycles, want 1", n, EventFractionMismatch)
 	}

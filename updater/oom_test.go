@@ -1,7 +1,6 @@
 package updater
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -62,12 +61,7 @@ func TestOOMExitsRaiseTheFloor(t *testing.T) {
 			if got := floorMemory(st.Floor, "main"); got != tc.wantFloor {
 				t.Fatalf("floor %d bytes, want %d (floor %+v)", got, tc.wantFloor, st.Floor)
 			}
-			n := 0
-			for _, e := range f.events() {
-				if strings.Contains(e, EventOOMBump) {
-					n++
-				}
-			}
+			n := countEvents(f.events(), EventOOMBump)
 			if n != 1 {
 				t.Errorf("%d %s events over two cycles, want 1", n, EventOOMBump)
 			}

@@ -213,12 +213,7 @@ func TestEvictionHeldWithoutRoom(t *testing.T) {
 			if st.BlockedReason != SkipNoCapacity || !strings.Contains(st.BlockedMessage, tc.msg) {
 				t.Errorf("blocked %s %q, want %s naming %q", st.BlockedReason, st.BlockedMessage, SkipNoCapacity, tc.msg)
 			}
-			n := 0
-			for _, e := range evs {
-				if strings.Contains(e, EventReplacementUnplaceable) {
-					n++
-				}
-			}
+			n := countEvents(evs, EventReplacementUnplaceable)
 			if n != 1 {
 				t.Errorf("%d %s events, want one for the autoscaler: %v", n, EventReplacementUnplaceable, evs)
 			}

@@ -61,12 +61,7 @@ func TestCrashLoopBehindBudget(t *testing.T) {
 			!strings.Contains(c.Message, "web-abc-0") || !strings.Contains(c.Message, "web-abc-1") || !strings.Contains(c.Message, AnnotationReplaceUnready) {
 			t.Fatalf("condition %+v, want ReplacementDeadlock True naming both pods and %s", c, AnnotationReplaceUnready)
 		}
-		n := 0
-		for _, e := range f.events() {
-			if strings.Contains(e, EventReplacementDeadlock) {
-				n++
-			}
-		}
+		n := countEvents(f.events(), EventReplacementDeadlock)
 		if n != 1 {
 			t.Errorf("%d %s events over two cycles, want 1", n, EventReplacementDeadlock)
 		}

@@ -177,6 +177,17 @@ func (f *fixture) events() []string {
 	}
 }
 
+// countEvents is how many of evs contain sub.
+func countEvents(evs []string, sub string) int {
+	n := 0
+	for _, e := range evs {
+		if strings.Contains(e, sub) {
+			n++
+		}
+	}
+	return n
+}
+
 func hasEvent(evs []string, sub string) bool {
 	for _, e := range evs {
 		if strings.Contains(e, sub) {
