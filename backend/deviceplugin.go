@@ -85,20 +85,38 @@ func DevicePluginMode(bt gpufracv1.BackendType) (gpufracv1.SharingMode, bool) {
 // bt's (DevicePluginMode) with N ≥ 2. Otherwise, or when r is nil or the list fails, it
 // returns an *UnsafeError (UnsafeNoSharingPlan) saying why.
 func FindSharingPlan(ctx context.Context, r client.Reader, gfa *gpufracv1.GPUFractionAutoscaler, bt gpufracv1.BackendType) (SharingPlan, error) {
-	mode, ok := DevicePluginMode(bt)
-	switch {
-	case !ok:
-		return SharingPlan{}, Unsafe(UnsafeNoSharingPlan, "backend %s places no pod on device-plugin sharing", bt)
-	case r == nil:
-		return SharingPlan{}, Unsafe(UnsafeNoSharingPlan, "no client to read GPUSharingPolicies")
+	policies, err := ListSharingPolicies(ctx, r)
+	if err != nil {
+		return SharingPlan{}, err
+	}
+	return SelectSharingPlan(policies, gfa, bt)
+}
+
+// ListSharingPolicies lists every GPUSharingPolicy through r. No reader or a failed list
+// returns an *UnsafeError (UnsafeNoSharingPlan): without the policies no pod is placed
+// on a plan.
+func ListSharingPolicies(ctx context.Context, r client.Reader) ([]gpufracv1.GPUSharingPolicy, error) {
+	if r == nil {
+		return nil, Unsafe(UnsafeNoSharingPlan, "no client to read GPUSharingPolicies")
 	}
 	var list gpufracv1.GPUSharingPolicyList
 	if err := r.List(ctx, &list); err != nil {
-		return SharingPlan{}, Unsafe(UnsafeNoSharingPlan, "listing GPUSharingPolicies: %v", err)
+		return nil, Unsafe(UnsafeNoSharingPlan, "listing GPUSharingPolicies: %v", err)
+	}
+	return list.Items, nil
+}
+
+// SelectSharingPlan is FindSharingPlan over policies already listed (one list serves a
+// whole updater cycle); it returns an *UnsafeError (UnsafeNoSharingPlan) as
+// FindSharingPlan does.
+func SelectSharingPlan(policies []gpufracv1.GPUSharingPolicy, gfa *gpufracv1.GPUFractionAutoscaler, bt gpufracv1.BackendType) (SharingPlan, error) {
+	mode, ok := DevicePluginMode(bt)
+	if !ok {
+		return SharingPlan{}, Unsafe(UnsafeNoSharingPlan, "backend %s places no pod on device-plugin sharing", bt)
 	}
 	var selected []*gpufracv1.GPUSharingPolicy
-	for i := range list.Items {
-		pol := &list.Items[i]
+	for i := range policies {
+		pol := &policies[i]
 		sel, err := metav1.LabelSelectorAsSelector(&pol.Spec.AutoscalerSelector)
 		if err == nil && pol.DeletionTimestamp == nil && sel.Matches(labels.Set(gfa.Labels)) {
 			selected = append(selected, pol)

@@ -42,6 +42,11 @@ type cycle struct {
 	// needs it (nil: unknown, nothing held); capacityRead says it was read.
 	capacity     []NodeGPUs
 	capacityRead bool
+	// policies are the GPUSharingPolicies, listed at the first autoscaler on a
+	// device-plugin backend (sharingPlanGate); policiesErr why they could not be.
+	policies     []gpufracv1.GPUSharingPolicy
+	policiesErr  error
+	policiesRead bool
 }
 
 // newCycle starts a cycle at now and reads the admission webhook's status Lease.
@@ -197,7 +202,7 @@ func (u *Updater) plan(ctx context.Context, cy *cycle, gfa *gpufracv1.GPUFractio
 	p.pods = pods
 	p.gfr, p.recSkip, p.recMsg = u.recommendation(ctx, gfa)
 	if p.recSkip == "" {
-		p.recSkip, p.recMsg = u.sharingPlanGate(ctx, p)
+		p.recSkip, p.recMsg = u.sharingPlanGate(ctx, cy, p)
 	}
 	u.resetUnreadyBackoff(p)
 	computeHeld := u.holdCompute(ctx, p, now)

@@ -25,13 +25,20 @@ const SkipNoSharingPlan = "no-sharing-plan"
 
 // sharingPlanGate returns SkipNoSharingPlan and why when the plan's backend places pods
 // on a device-plugin sharing plan and none applies to its autoscaler; "" otherwise (and
-// for every other backend). It reads the policies through the backend configuration's
-// reader (cmd/updater: the API server).
-func (u *Updater) sharingPlanGate(ctx context.Context, p *plan) (string, string) {
+// for every other backend). It lists the policies once per cycle through the backend
+// configuration's reader (cmd/updater: the API server).
+func (u *Updater) sharingPlanGate(ctx context.Context, cy *cycle, p *plan) (string, string) {
 	if _, ok := backend.DevicePluginMode(p.backend); !ok {
 		return "", ""
 	}
-	_, err := backend.FindSharingPlan(ctx, u.Config.Backend.DevicePlugin.Policies, p.gfa, p.backend)
+	if !cy.policiesRead {
+		cy.policiesRead = true
+		cy.policies, cy.policiesErr = backend.ListSharingPolicies(ctx, u.Config.Backend.DevicePlugin.Policies)
+	}
+	err := cy.policiesErr
+	if err == nil {
+		_, err = backend.SelectSharingPlan(cy.policies, p.gfa, p.backend)
+	}
 	if err == nil {
 		return "", ""
 	}

@@ -1,6 +1,7 @@
 package updater
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/backend"
@@ -101,5 +103,37 @@ func TestMoveOntoSharedCapacity(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// listCounter counts the List calls made through a client.Reader.
+type listCounter struct {
+	client.Reader
+	lists int
+}
+
+func (l *listCounter) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	l.lists++
+	return l.Reader.List(ctx, list, opts...)
+}
+
+// The policies are listed once per cycle, however many autoscalers on a device-plugin
+// backend the cycle plans, and every one of them still finds its plan.
+func TestSharingPoliciesListedOncePerCycle(t *testing.T) {
+	f := sharingFixture(t, true)
+	lc := &listCounter{Reader: f.c}
+	f.u.Config.Backend.DevicePlugin.Policies = lc
+	cy := &cycle{}
+	for i := 0; i < 3; i++ {
+		p := &plan{gfa: f.gfa, backend: gpufracv1.BackendNVIDIATimeSlicing}
+		if skip, msg := f.u.sharingPlanGate(t.Context(), cy, p); skip != "" {
+			t.Fatalf("autoscaler %d skipped %s: %s", i, skip, msg)
+		}
+	}
+	if lc.lists != 1 {
+		t.Errorf("%d policy lists in one cycle, want 1", lc.lists)
+	}
+	if skip, _ := f.u.sharingPlanGate(t.Context(), &cycle{}, &plan{gfa: f.gfa, backend: gpufracv1.BackendHAMi}); skip != "" || lc.lists != 1 {
+		t.Errorf("a hami autoscaler: skip %q, lists %d: want no skip and no list", skip, lc.lists)
 	}
 }
