@@ -91,16 +91,20 @@ func (s slowAPI) QueryRange(ctx context.Context, q string, r promv1.Range, opts 
 	return s.API.QueryRange(ctx, q, r, opts...)
 }
 
-// A chunk that times out is halved and retried, so a bootstrap whose full chunks are
-// too slow still arrives whole; a cancelled caller is not retried.
-func TestRangeHalvesOnTimeout(t *testing.T) {
+// slowReader is a Reader over one memory series of 601 per-minute points ending at end,
+// whose API times out every range query longer than 90 minutes.
+func slowReader(t *testing.T) (r *Reader, start, end time.Time) {
 	s := promtest.New(t)
-	end := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	start := end.Add(-10 * time.Hour)
+	end = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	start = end.Add(-10 * time.Hour)
 	s.Add(t, map[string]string{"__name__": DCGMFBUsed, "namespace": "ml", "pod": "p", "container": "c", "UUID": "GPU-1"},
 		start, time.Minute, promtest.Repeat(1000, 601)...)
-	r := &Reader{API: slowAPI{API: s.API(t), limit: 90 * time.Minute}, Labels: DefaultLabels}
-	before := testutil.ToFloat64(Queries.WithLabelValues("range", "timeout"))
+	return &Reader{API: slowAPI{API: s.API(t), limit: 90 * time.Minute}, Labels: DefaultLabels}, start, end
+}
+
+// readsAll checks that r's range read of [start, end] returns all 601 points.
+func readsAll(t *testing.T, r *Reader, start, end time.Time) {
+	t.Helper()
 	m, err := r.rangeMatrix(context.Background(), DCGMFBUsed, start, end, time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -112,6 +116,14 @@ func TestRangeHalvesOnTimeout(t *testing.T) {
 	if n != 601 {
 		t.Errorf("%d points, want 601", n)
 	}
+}
+
+// A chunk that times out is halved and retried, so a bootstrap whose full chunks are
+// too slow still arrives whole; a cancelled caller is not retried.
+func TestRangeHalvesOnTimeout(t *testing.T) {
+	r, start, end := slowReader(t)
+	before := testutil.ToFloat64(Queries.WithLabelValues("range", "timeout"))
+	readsAll(t, r, start, end)
 	if testutil.ToFloat64(Queries.WithLabelValues("range", "timeout")) == before {
 		t.Error("no timeout counted")
 	}
@@ -128,25 +140,10 @@ func TestRangeHalvesOnTimeout(t *testing.T) {
 // the ceiling drops below it. With queries over 90 minutes timing out: 601 → 300 → 150 →
 // 75 points, three timeouts, then every chunk fits.
 func TestRangeHalvesTheChunkAsked(t *testing.T) {
-	s := promtest.New(t)
-	end := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	start := end.Add(-10 * time.Hour)
-	s.Add(t, map[string]string{"__name__": DCGMFBUsed, "namespace": "ml", "pod": "p", "container": "c", "UUID": "GPU-1"},
-		start, time.Minute, promtest.Repeat(1000, 601)...)
-	r := &Reader{API: slowAPI{API: s.API(t), limit: 90 * time.Minute}, Labels: DefaultLabels}
+	r, start, end := slowReader(t)
 	timeouts := testutil.ToFloat64(Queries.WithLabelValues("range", "timeout"))
 	ok := testutil.ToFloat64(Queries.WithLabelValues("range", "ok"))
-	m, err := r.rangeMatrix(context.Background(), DCGMFBUsed, start, end, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, st := range m {
-		n += len(st.Values)
-	}
-	if n != 601 {
-		t.Errorf("%d points, want 601", n)
-	}
+	readsAll(t, r, start, end)
 	if got := testutil.ToFloat64(Queries.WithLabelValues("range", "timeout")) - timeouts; got != 3 {
 		t.Errorf("%v timed-out queries, want 3 (601, 300 and 150 points)", got)
 	}
