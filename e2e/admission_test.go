@@ -112,28 +112,8 @@ func admAutoscaler(ns, name string, mode gpufracv1.UpdateMode, backend gpufracv1
 // would: 3Gi and 250m per container "main", upper bound 4Gi, confidence 90.
 func admRecommendation(t *testing.T, gfa *gpufracv1.GPUFractionAutoscaler) *gpufracv1.GPUFractionRecommendation {
 	t.Helper()
-	ctx := context.Background()
-	r := &gpufracv1.GPUFractionRecommendation{
-		ObjectMeta: metav1.ObjectMeta{Namespace: gfa.Namespace, Name: gfa.Name, OwnerReferences: []metav1.OwnerReference{{
-			APIVersion: gpufracv1.GroupVersion.String(), Kind: "GPUFractionAutoscaler", Name: gfa.Name, UID: gfa.UID, Controller: ptr.To(true),
-		}}},
-		Spec: gpufracv1.GPUFractionRecommendationSpec{TargetRef: gfa.Spec.TargetRef},
-	}
-	create(t, r)
-	mem, cpu, upper := resource.MustParse("3Gi"), resource.MustParse("250m"), resource.MustParse("4Gi")
-	r.Status = gpufracv1.GPUFractionRecommendationStatus{
-		ContainerRecommendations: []gpufracv1.ContainerRecommendation{{
-			ContainerName: "main",
-			Target:        gpufracv1.GPUResources{Memory: &mem, Compute: &cpu},
-			UpperBound:    gpufracv1.GPUResources{Memory: &upper},
-			SharingMode:   gpufracv1.SharingModeMPS, SharingModeReason: "written by the e2e test",
-			ConfidencePercent: 90, HistoryHours: 48,
-		}},
-		ConfidencePercent: ptr.To[int32](90),
-		Conditions: []metav1.Condition{{Type: gpufracv1.ConditionRecommendationProvided, Status: metav1.ConditionTrue,
-			Reason: "E2E", Message: "written by the e2e test", LastTransitionTime: metav1.Now()}},
-	}
-	if err := testCluster.Client.Status().Update(ctx, r); err != nil {
+	r, err := testCluster.WriteRecommendation(context.Background(), gfa, "main", "the e2e test")
+	if err != nil {
 		t.Fatal(err)
 	}
 	return r

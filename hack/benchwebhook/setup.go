@@ -186,29 +186,7 @@ func startGPUFrac(ctx context.Context, c *framework.Cluster, o options, t *targe
 	if err := c.Client.Create(ctx, gfa); err != nil {
 		return err
 	}
-	rec := &gpufracv1.GPUFractionRecommendation{
-		ObjectMeta: metav1.ObjectMeta{Namespace: t.namespace, Name: deployment, OwnerReferences: []metav1.OwnerReference{{
-			APIVersion: gpufracv1.GroupVersion.String(), Kind: "GPUFractionAutoscaler", Name: gfa.Name, UID: gfa.UID, Controller: ptr.To(true),
-		}}},
-		Spec: gpufracv1.GPUFractionRecommendationSpec{TargetRef: gfa.Spec.TargetRef},
-	}
-	if err := c.Client.Create(ctx, rec); err != nil {
-		return err
-	}
-	mem, compute, upper := resource.MustParse("3Gi"), resource.MustParse("250m"), resource.MustParse("4Gi")
-	rec.Status = gpufracv1.GPUFractionRecommendationStatus{
-		ContainerRecommendations: []gpufracv1.ContainerRecommendation{{
-			ContainerName: container,
-			Target:        gpufracv1.GPUResources{Memory: &mem, Compute: &compute},
-			UpperBound:    gpufracv1.GPUResources{Memory: &upper},
-			SharingMode:   gpufracv1.SharingModeMPS, SharingModeReason: "written by benchwebhook",
-			ConfidencePercent: 90, HistoryHours: 48,
-		}},
-		ConfidencePercent: ptr.To[int32](90),
-		Conditions: []metav1.Condition{{Type: gpufracv1.ConditionRecommendationProvided, Status: metav1.ConditionTrue,
-			Reason: "Bench", Message: "written by benchwebhook", LastTransitionTime: metav1.Now()}},
-	}
-	if err := c.Client.Status().Update(ctx, rec); err != nil {
+	if _, err := c.WriteRecommendation(ctx, gfa, container, "benchwebhook"); err != nil {
 		return err
 	}
 	ports, err := framework.FreePorts(3)
