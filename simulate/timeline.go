@@ -77,110 +77,25 @@ func newTimeline(tr *trace.Trace, step, lookback time.Duration) (*timeline, erro
 	if step <= 0 {
 		return nil, fmt.Errorf("step %s: must be positive", step)
 	}
-	var first time.Time
-	for _, p := range tr.Pods {
-		for _, s := range [][]trace.Point{p.Memory, p.Compute} {
-			if len(s) > 0 && (first.IsZero() || s[0].T.Before(first)) {
-				first = s[0].T
-			}
-		}
-	}
+	first := firstSample(tr)
 	if first.IsZero() {
 		return nil, fmt.Errorf("trace has no GPU memory or compute samples")
 	}
 	tl := &timeline{origin: first.Add(-time.Nanosecond).Truncate(step).UTC(), step: step}
-	stepOf := func(t time.Time) int {
-		d := t.Sub(tl.origin)
-		return int((d+step-1)/step) - 1
-	}
-	wIndex := map[[2]string]int{}
-	cIndex := map[containerInfo]int{}
+	ix := timelineIndex{workloads: map[[2]string]int{}, containers: map[containerInfo]int{}}
 	for pi := range tr.Pods {
 		p := &tr.Pods[pi]
-		wk := [2]string{p.Namespace, p.Workload}
-		w, ok := wIndex[wk]
-		if !ok {
-			w = len(tl.workloads)
-			wIndex[wk] = w
-			tl.workloads = append(tl.workloads, workloadInfo{key: history.WorkloadKey{Namespace: p.Namespace, Kind: "Deployment", Name: p.Workload}})
-		}
-		ci := containerInfo{workload: w, container: p.Container}
-		c, ok := cIndex[ci]
-		if !ok {
-			c = len(tl.containers)
-			cIndex[ci] = c
-			tl.containers = append(tl.containers, ci)
-		}
-		// Lifetimes: split the union of sample times at gaps longer than the lookback.
-		var times []time.Time
-		for _, s := range [][]trace.Point{p.Memory, p.Compute} {
-			for _, pt := range s {
-				times = append(times, pt.T)
-			}
-		}
-		if len(times) == 0 {
-			continue
-		}
-		sort.Slice(times, func(i, j int) bool { return times[i].Before(times[j]) })
-		var bounds [][2]time.Time
-		from := times[0]
-		for i := 1; i < len(times); i++ {
-			if times[i].Sub(times[i-1]) > lookback {
-				bounds = append(bounds, [2]time.Time{from, times[i-1]})
-				from = times[i]
-			}
-		}
-		bounds = append(bounds, [2]time.Time{from, times[len(times)-1]})
+		w, c := ix.add(tl, p)
+		bounds := lifetimes(p, lookback)
 		for n, b := range bounds {
-			r := run{
-				name:     p.Namespace + "/" + p.Pod,
-				tracePod: pi,
-				workload: w,
-				wc:       c,
-				id:       metrics.ContainerID{Namespace: p.Namespace, Pod: p.Pod, Container: p.Container},
-				start:    stepOf(b[0]),
-				end:      stepOf(b[1]),
-			}
+			r := tl.newRun(p, b, lookback)
+			r.tracePod, r.workload, r.wc = pi, w, c
 			if len(bounds) > 1 {
 				r.name += fmt.Sprintf("#%d", n+1)
 			}
-			n := r.end - r.start + 1
-			r.memRaw, r.cpuRaw = nanSlice(n), nanSlice(n)
-			cpuN := make([]int, n)
-			for _, pt := range p.Memory {
-				if pt.T.Before(b[0]) || pt.T.After(b[1]) {
-					continue
-				}
-				i := stepOf(pt.T) - r.start
-				if math.IsNaN(r.memRaw[i]) || pt.V > r.memRaw[i] {
-					r.memRaw[i] = pt.V
-				}
-			}
-			for _, pt := range p.Compute {
-				if pt.T.Before(b[0]) || pt.T.After(b[1]) {
-					continue
-				}
-				i := stepOf(pt.T) - r.start
-				if cpuN[i] == 0 {
-					r.cpuRaw[i] = 0
-				}
-				r.cpuRaw[i] += pt.V
-				cpuN[i]++
-			}
-			for i := range cpuN {
-				if cpuN[i] > 0 {
-					r.cpuRaw[i] /= float64(cpuN[i])
-				}
-			}
-			hold := int(lookback / step)
-			r.mem, r.peakMem = fill(r.memRaw, hold)
-			r.cpu, r.peakCPU = fill(r.cpuRaw, hold)
-			idx := len(tl.runs)
+			tl.workloads[w].runs = append(tl.workloads[w].runs, len(tl.runs))
 			tl.runs = append(tl.runs, r)
-			tl.workloads[w].runs = append(tl.workloads[w].runs, idx)
-			if r.end+1 > tl.steps {
-				tl.steps = r.end + 1
-			}
+			tl.steps = max(tl.steps, r.end+1)
 		}
 	}
 	tl.arrivals = make([][]int, tl.steps)
@@ -189,6 +104,121 @@ func newTimeline(tr *trace.Trace, step, lookback time.Duration) (*timeline, erro
 		tl.arrivals[s] = append(tl.arrivals[s], i)
 	}
 	return tl, nil
+}
+
+// firstSample returns the time of the trace's earliest memory or compute sample, or the
+// zero time when it has none.
+func firstSample(tr *trace.Trace) time.Time {
+	var first time.Time
+	for _, p := range tr.Pods {
+		for _, s := range [][]trace.Point{p.Memory, p.Compute} {
+			if len(s) > 0 && (first.IsZero() || s[0].T.Before(first)) {
+				first = s[0].T
+			}
+		}
+	}
+	return first
+}
+
+// stepOf returns the step whose interval (origin + k·step, origin + (k+1)·step] holds t.
+func (tl *timeline) stepOf(t time.Time) int {
+	d := t.Sub(tl.origin)
+	return int((d+tl.step-1)/tl.step) - 1
+}
+
+// timelineIndex numbers the workloads and containers of a timeline in trace order.
+type timelineIndex struct {
+	workloads  map[[2]string]int
+	containers map[containerInfo]int
+}
+
+// add returns the indexes of the pod's workload and container in tl, appending them to
+// tl.workloads and tl.containers the first time they are seen.
+func (ix timelineIndex) add(tl *timeline, p *trace.Pod) (workload, container int) {
+	wk := [2]string{p.Namespace, p.Workload}
+	w, ok := ix.workloads[wk]
+	if !ok {
+		w = len(tl.workloads)
+		ix.workloads[wk] = w
+		tl.workloads = append(tl.workloads, workloadInfo{key: history.WorkloadKey{Namespace: p.Namespace, Kind: "Deployment", Name: p.Workload}})
+	}
+	ci := containerInfo{workload: w, container: p.Container}
+	c, ok := ix.containers[ci]
+	if !ok {
+		c = len(tl.containers)
+		ix.containers[ci] = c
+		tl.containers = append(tl.containers, ci)
+	}
+	return w, c
+}
+
+// lifetimes splits the union of the pod's memory and compute sample times at gaps longer
+// than lookback and returns the first and last sample time of each part, in order; none
+// when the pod has no sample.
+func lifetimes(p *trace.Pod, lookback time.Duration) [][2]time.Time {
+	var times []time.Time
+	for _, s := range [][]trace.Point{p.Memory, p.Compute} {
+		for _, pt := range s {
+			times = append(times, pt.T)
+		}
+	}
+	if len(times) == 0 {
+		return nil
+	}
+	sort.Slice(times, func(i, j int) bool { return times[i].Before(times[j]) })
+	var bounds [][2]time.Time
+	from := times[0]
+	for i := 1; i < len(times); i++ {
+		if times[i].Sub(times[i-1]) > lookback {
+			bounds = append(bounds, [2]time.Time{from, times[i-1]})
+			from = times[i]
+		}
+	}
+	return append(bounds, [2]time.Time{from, times[len(times)-1]})
+}
+
+// newRun returns the run of pod p between the sample times b[0] and b[1] (inclusive):
+// per step the peak memory and the mean compute of its samples, and both filled for up
+// to lookback over steps without a sample. The caller sets tracePod, workload and wc.
+func (tl *timeline) newRun(p *trace.Pod, b [2]time.Time, lookback time.Duration) run {
+	r := run{
+		name:  p.Namespace + "/" + p.Pod,
+		id:    metrics.ContainerID{Namespace: p.Namespace, Pod: p.Pod, Container: p.Container},
+		start: tl.stepOf(b[0]),
+		end:   tl.stepOf(b[1]),
+	}
+	n := r.end - r.start + 1
+	r.memRaw, r.cpuRaw = nanSlice(n), nanSlice(n)
+	cpuN := make([]int, n)
+	for _, pt := range p.Memory {
+		if pt.T.Before(b[0]) || pt.T.After(b[1]) {
+			continue
+		}
+		i := tl.stepOf(pt.T) - r.start
+		if math.IsNaN(r.memRaw[i]) || pt.V > r.memRaw[i] {
+			r.memRaw[i] = pt.V
+		}
+	}
+	for _, pt := range p.Compute {
+		if pt.T.Before(b[0]) || pt.T.After(b[1]) {
+			continue
+		}
+		i := tl.stepOf(pt.T) - r.start
+		if cpuN[i] == 0 {
+			r.cpuRaw[i] = 0
+		}
+		r.cpuRaw[i] += pt.V
+		cpuN[i]++
+	}
+	for i := range cpuN {
+		if cpuN[i] > 0 {
+			r.cpuRaw[i] /= float64(cpuN[i])
+		}
+	}
+	hold := int(lookback / tl.step)
+	r.mem, r.peakMem = fill(r.memRaw, hold)
+	r.cpu, r.peakCPU = fill(r.cpuRaw, hold)
+	return r
 }
 
 func nanSlice(n int) []float64 {
