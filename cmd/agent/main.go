@@ -102,61 +102,92 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	restCfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-		&clientcmd.ClientConfigLoadingRules{ExplicitPath: o.kubeconfig, Precedence: clientcmd.NewDefaultClientConfigLoadingRules().Precedence},
-		&clientcmd.ConfigOverrides{}).ClientConfig()
-	if err != nil {
-		return fmt.Errorf("kubeconfig: %w", err)
-	}
-	restCfg.UserAgent = "gpufrac-agent"
-	client, err := kubernetes.NewForConfig(restCfg)
-	if err != nil {
-		return fmt.Errorf("kubernetes client: %w", err)
-	}
-	pods, err := agent.NewPodIndex(client, o.nodeName)
+	pods, err := newPodIndex(o)
 	if err != nil {
 		return err
 	}
-	if o.nodeName == "" {
-		klog.InfoS("no --node-name or $NODE_NAME: watching the pods of every node")
-	}
-
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	var (
-		lib  nvml.Interface
-		attr agent.Attributor
-	)
-	if o.simulate {
-		f, err := os.Open(o.tracePath)
-		if err != nil {
-			return err
-		}
-		tr, _, err := trace.ReadLongCSV(f, o.tracePath)
-		f.Close()
-		if err != nil {
-			return err
-		}
-		o.sim.Trace = tr
-		sim, err := fakenvml.New(o.sim, pods)
-		if err != nil {
-			return err
-		}
-		klog.InfoS("simulating GPUs", "trace", o.tracePath, "summary", tr.Summarize().String(), "gpus", o.sim.GPUs, "speed", o.sim.Speed, "loop", o.sim.Loop)
-		lib, attr = sim.NVML(), sim
-		o.cfg.BeforeCycle = sim.Advance
-		reg.MustRegister(sim)
-	} else {
-		var libOpts []nvml.LibraryOption
-		if o.nvmlLibrary != "" {
-			libOpts = append(libOpts, nvml.WithLibraryPath(o.nvmlLibrary))
-		}
-		lib = nvml.New(libOpts...)
-		attr = &agent.ProcAttributor{ProcRoot: o.procRoot, Pods: pods}
+	lib, attr, err := newGPUs(o, pods, reg)
+	if err != nil {
+		return err
 	}
 	sampler := agent.NewSampler(lib, attr, o.cfg)
 	reg.MustRegister(sampler)
 
+	srv := &http.Server{Addr: o.listen, Handler: newMux(o, reg, pods, sampler), ReadHeaderTimeout: 10 * time.Second}
+	srvErr := make(chan error, 1)
+	go func() {
+		klog.InfoS("serving", "address", o.listen)
+		if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+			srvErr <- err
+		}
+	}()
+	err = sample(ctx, stop, o, pods, sampler, srvErr)
+	shCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shCtx)
+	return err
+}
+
+// newPodIndex returns the index of the pods of --node-name (every node's when empty),
+// read through --kubeconfig; it is not started.
+func newPodIndex(o *options) (*agent.PodIndex, error) {
+	restCfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: o.kubeconfig, Precedence: clientcmd.NewDefaultClientConfigLoadingRules().Precedence},
+		&clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	restCfg.UserAgent = "gpufrac-agent"
+	client, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	pods, err := agent.NewPodIndex(client, o.nodeName)
+	if err != nil {
+		return nil, err
+	}
+	if o.nodeName == "" {
+		klog.InfoS("no --node-name or $NODE_NAME: watching the pods of every node")
+	}
+	return pods, nil
+}
+
+// newGPUs returns the NVML library the sampler reads and the attribution of its
+// processes to pods: with --simulate, fake GPUs replaying --trace (registered on reg,
+// advanced before each cycle); otherwise the real NVML and the host's /proc.
+func newGPUs(o *options, pods *agent.PodIndex, reg prometheus.Registerer) (nvml.Interface, agent.Attributor, error) {
+	if !o.simulate {
+		var libOpts []nvml.LibraryOption
+		if o.nvmlLibrary != "" {
+			libOpts = append(libOpts, nvml.WithLibraryPath(o.nvmlLibrary))
+		}
+		return nvml.New(libOpts...), &agent.ProcAttributor{ProcRoot: o.procRoot, Pods: pods}, nil
+	}
+	f, err := os.Open(o.tracePath)
+	if err != nil {
+		return nil, nil, err
+	}
+	tr, _, err := trace.ReadLongCSV(f, o.tracePath)
+	f.Close()
+	if err != nil {
+		return nil, nil, err
+	}
+	o.sim.Trace = tr
+	sim, err := fakenvml.New(o.sim, pods)
+	if err != nil {
+		return nil, nil, err
+	}
+	klog.InfoS("simulating GPUs", "trace", o.tracePath, "summary", tr.Summarize().String(), "gpus", o.sim.GPUs, "speed", o.sim.Speed, "loop", o.sim.Loop)
+	o.cfg.BeforeCycle = sim.Advance
+	reg.MustRegister(sim)
+	return sim.NVML(), sim, nil
+}
+
+// newMux serves /metrics from reg, /healthz, and /readyz: ready once the pod informer
+// has synced and, with --nvml-required, a sampling cycle has succeeded.
+func newMux(o *options, reg *prometheus.Registry, pods *agent.PodIndex, sampler *agent.Sampler) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
@@ -170,17 +201,14 @@ func run() error {
 			fmt.Fprintln(w, "ok")
 		}
 	})
-	srv := &http.Server{Addr: o.listen, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	srvErr := make(chan error, 1)
-	go func() {
-		klog.InfoS("serving", "address", o.listen)
-		if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
-			srvErr <- err
-		}
-	}()
+	return mux
+}
 
+// sample starts the pod informer and runs the sampler until ctx ends, the sampler fails
+// or the HTTP server fails (srvErr; then stop ends ctx). With --nvml-required it fails
+// fast when NVML cannot be initialised, before waiting for the API server.
+func sample(ctx context.Context, stop context.CancelFunc, o *options, pods *agent.PodIndex, sampler *agent.Sampler, srvErr <-chan error) error {
 	if o.cfg.NVMLRequired {
-		// Fail fast, before waiting for the API server.
 		if err := sampler.Init(); err != nil {
 			return err
 		}
@@ -191,18 +219,15 @@ func run() error {
 	}
 	runErr := make(chan error, 1)
 	go func() { runErr <- sampler.Run(ctx) }()
-
 	select {
-	case err = <-srvErr:
+	case err := <-srvErr:
 		stop()
 		<-runErr
-	case err = <-runErr:
+		return err
+	case err := <-runErr:
 		stop()
+		return err
 	case <-ctx.Done():
-		err = <-runErr
+		return <-runErr
 	}
-	shCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = srv.Shutdown(shCtx)
-	return err
 }

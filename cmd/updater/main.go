@@ -5,6 +5,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -26,62 +27,93 @@ import (
 
 func main() { bootstrap.Main("updater", run) }
 
-func run() error {
-	var (
-		cfg           updater.Config
-		mgrFlags      manager.Flags
-		watchNS       = flag.String("watch-namespaces", "", "Only these namespaces (comma-separated) are watched; empty watches all.")
-		inPlace       = flag.Bool("in-place", true, "Change pods of the annotations backend in place under updateMode InPlaceOrRecreate (false recreates them too).")
-		leaderElectID = "gpufrac-updater.autoscaling.gpufrac.io"
-	)
-	d := updater.Config{}.WithDefaults()
-	flag.DurationVar(&cfg.Interval, "interval", d.Interval, "Cycle period.")
-	flag.DurationVar(&cfg.WarmUp, "warm-up", 2*time.Minute, "No evictions for this long after start (after winning leader election), so a restart never causes an eviction storm.")
-	flag.DurationVar(&cfg.MinPodAge, "min-pod-age", updater.DefaultMinPodAge, "Age a pod inside its bounds must reach before it is replaced for being --threshold or more from its target (bounds apply at any age).")
-	flag.Float64Var(&cfg.Threshold, "threshold", d.Threshold, "Relative difference from the target (ratio) that makes a pod older than --min-pod-age out of date.")
-	flag.IntVar(&cfg.PersistCycles, "persist-cycles", d.PersistCycles, "Consecutive cycles a change inside the recommendation's bounds must be seen in before a pod is replaced for it (hysteresis; 1 disables).")
-	flag.DurationVar(&cfg.PersistFor, "persist-for", updater.DefaultPersistFor, "How long a change inside the bounds must have persisted before a pod is replaced for it (hysteresis).")
-	flag.DurationVar(&cfg.MinReplacementInterval, "min-replacement-interval", updater.DefaultMinReplacementInterval, "Least time between the starts of two rounds of non-urgent replacements of one workload (also one round per resize window opening).")
-	flag.Float64Var(&cfg.NearLimit, "near-limit", d.NearLimit, "Observed memory peak ÷ applied memory (ratio) at which memory growth is urgent (may apply outside resize windows).")
-	flag.Float64Var(&cfg.MaxInFlight, "max-in-flight", d.MaxInFlight, "Share of a workload's pods (ratio 0–1, at least one pod) that may be being replaced at once.")
-	flag.IntVar(&cfg.MaxInFlightPerDevice, "max-in-flight-per-device", d.MaxInFlightPerDevice, "Most replacements in flight at once of pods from one GPU where the placement is known (HAMi devices, KAI GPU groups); negative: no limit.")
-	flag.Float64Var(&cfg.EvictionRate, "eviction-rate", d.EvictionRate, "Cluster-wide eviction rate limit, evictions per second (negative: unlimited).")
-	flag.IntVar(&cfg.EvictionBurst, "eviction-burst", d.EvictionBurst, "Burst of the eviction rate limit.")
-	flag.DurationVar(&cfg.RetryBackoff, "retry-backoff", d.RetryBackoff, "Wait before retrying a pod whose eviction was refused (PodDisruptionBudget) or failed.")
-	flag.DurationVar(&cfg.ReplacementTimeout, "replacement-timeout", d.ReplacementTimeout, "How long an evicted pod's replacement is awaited (counted in flight).")
-	flag.DurationVar(&cfg.StuckBackoff, "stuck-backoff", d.StuckBackoff, "Pause of a workload's evictions after a replacement came back without its fraction.")
-	flag.DurationVar(&cfg.VerificationPeriod, "verification-period", d.VerificationPeriod, "How long after a shrink the latency guardrail and restarts are watched for a rollback.")
-	flag.DurationVar(&cfg.MaxUnreadyBackoff, "max-unready-backoff", d.MaxUnreadyBackoff, "Most time between two replacements of not-Ready pods of one workload (autoscalers annotated gpufrac.io/replace-unready-pods=true); the backoff starts at --retry-backoff and doubles.")
-	flag.DurationVar(&cfg.FloorDuration, "rollback-floor-duration", d.FloorDuration, "How long a rollback floor (status.updater.floor) holds.")
-	flag.StringVar(&cfg.LeaseNamespace, "admission-namespace", os.Getenv("POD_NAMESPACE"), "Namespace of the admission webhook's status Lease (gpufrac's namespace; default $POD_NAMESPACE).")
-	flag.StringVar(&cfg.LeaseName, "admission-status-lease-name", d.LeaseName, "Name of the admission webhook's status Lease; no evictions while it is stale.")
-	flag.DurationVar(&cfg.LeaseMaxAge, "admission-lease-max-age", d.LeaseMaxAge, "Oldest renewal of the status Lease that counts as fresh (well above the webhook's renew interval).")
-	placementCheck := flag.Bool("placement-check", true, "Before evicting, check that the replacement can be placed: a node with the GPU resource free (allocatable minus the requests of the pods bound to it) and, for HAMi, a shared GPU with its memory free; otherwise keep the pod (no-capacity). Needs get/list of nodes and pods cluster-wide; without them (or when no node advertises the GPU resource) nothing is held.")
-	// The webhook's own flags, so backend fields, overheads and the minimum confidence are
-	// read exactly as the webhook writes and applies them. Pass the same values.
-	var adm admission.Config
-	adm.AddFlags(flag.CommandLine)
-	mgrFlags.AddFlags(flag.CommandLine, "evicts")
-	klog.InitFlags(flag.CommandLine)
-	flag.Parse()
-	cfg.NoPlacementCheck = !*placementCheck
-	adm = adm.WithDefaults()
-	if err := adm.Validate(); err != nil {
-		return fmt.Errorf("flags: %w", err)
-	}
-	cfg.Backend, cfg.MinConfidence = adm.Config, adm.MinConfidence
+// leaderElectID names the updater's leader-election Lease.
+const leaderElectID = "gpufrac-updater.autoscaling.gpufrac.io"
 
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
-		return fmt.Errorf("flags: %w", err)
+// options are the updater's flags, parsed by parseFlags.
+type options struct {
+	cfg updater.Config
+	// adm is the webhook's configuration, read from the webhook's own flags so backend
+	// fields, overheads and the minimum confidence are read exactly as the webhook writes
+	// and applies them.
+	adm                     admission.Config
+	mgr                     manager.Flags
+	watchNS                 string
+	inPlace, placementCheck bool
+}
+
+// parseFlags registers the updater's flags on fs, parses args and checks them. Its
+// errors name the flag.
+func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
+	o := &options{}
+	o.addFlags(fs)
+	klog.InitFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if err := o.complete(); err != nil {
+		return nil, fmt.Errorf("flags: %w", err)
+	}
+	return o, nil
+}
+
+func (o *options) addFlags(fs *flag.FlagSet) {
+	cfg := &o.cfg
+	d := updater.Config{}.WithDefaults()
+	fs.StringVar(&o.watchNS, "watch-namespaces", "", "Only these namespaces (comma-separated) are watched; empty watches all.")
+	fs.BoolVar(&o.inPlace, "in-place", true, "Change pods of the annotations backend in place under updateMode InPlaceOrRecreate (false recreates them too).")
+	fs.DurationVar(&cfg.Interval, "interval", d.Interval, "Cycle period.")
+	fs.DurationVar(&cfg.WarmUp, "warm-up", 2*time.Minute, "No evictions for this long after start (after winning leader election), so a restart never causes an eviction storm.")
+	fs.DurationVar(&cfg.MinPodAge, "min-pod-age", updater.DefaultMinPodAge, "Age a pod inside its bounds must reach before it is replaced for being --threshold or more from its target (bounds apply at any age).")
+	fs.Float64Var(&cfg.Threshold, "threshold", d.Threshold, "Relative difference from the target (ratio) that makes a pod older than --min-pod-age out of date.")
+	fs.IntVar(&cfg.PersistCycles, "persist-cycles", d.PersistCycles, "Consecutive cycles a change inside the recommendation's bounds must be seen in before a pod is replaced for it (hysteresis; 1 disables).")
+	fs.DurationVar(&cfg.PersistFor, "persist-for", updater.DefaultPersistFor, "How long a change inside the bounds must have persisted before a pod is replaced for it (hysteresis).")
+	fs.DurationVar(&cfg.MinReplacementInterval, "min-replacement-interval", updater.DefaultMinReplacementInterval, "Least time between the starts of two rounds of non-urgent replacements of one workload (also one round per resize window opening).")
+	fs.Float64Var(&cfg.NearLimit, "near-limit", d.NearLimit, "Observed memory peak ÷ applied memory (ratio) at which memory growth is urgent (may apply outside resize windows).")
+	fs.Float64Var(&cfg.MaxInFlight, "max-in-flight", d.MaxInFlight, "Share of a workload's pods (ratio 0–1, at least one pod) that may be being replaced at once.")
+	fs.IntVar(&cfg.MaxInFlightPerDevice, "max-in-flight-per-device", d.MaxInFlightPerDevice, "Most replacements in flight at once of pods from one GPU where the placement is known (HAMi devices, KAI GPU groups); negative: no limit.")
+	fs.Float64Var(&cfg.EvictionRate, "eviction-rate", d.EvictionRate, "Cluster-wide eviction rate limit, evictions per second (negative: unlimited).")
+	fs.IntVar(&cfg.EvictionBurst, "eviction-burst", d.EvictionBurst, "Burst of the eviction rate limit.")
+	fs.DurationVar(&cfg.RetryBackoff, "retry-backoff", d.RetryBackoff, "Wait before retrying a pod whose eviction was refused (PodDisruptionBudget) or failed.")
+	fs.DurationVar(&cfg.ReplacementTimeout, "replacement-timeout", d.ReplacementTimeout, "How long an evicted pod's replacement is awaited (counted in flight).")
+	fs.DurationVar(&cfg.StuckBackoff, "stuck-backoff", d.StuckBackoff, "Pause of a workload's evictions after a replacement came back without its fraction.")
+	fs.DurationVar(&cfg.VerificationPeriod, "verification-period", d.VerificationPeriod, "How long after a shrink the latency guardrail and restarts are watched for a rollback.")
+	fs.DurationVar(&cfg.MaxUnreadyBackoff, "max-unready-backoff", d.MaxUnreadyBackoff, "Most time between two replacements of not-Ready pods of one workload (autoscalers annotated gpufrac.io/replace-unready-pods=true); the backoff starts at --retry-backoff and doubles.")
+	fs.DurationVar(&cfg.FloorDuration, "rollback-floor-duration", d.FloorDuration, "How long a rollback floor (status.updater.floor) holds.")
+	fs.StringVar(&cfg.LeaseNamespace, "admission-namespace", os.Getenv("POD_NAMESPACE"), "Namespace of the admission webhook's status Lease (gpufrac's namespace; default $POD_NAMESPACE).")
+	fs.StringVar(&cfg.LeaseName, "admission-status-lease-name", d.LeaseName, "Name of the admission webhook's status Lease; no evictions while it is stale.")
+	fs.DurationVar(&cfg.LeaseMaxAge, "admission-lease-max-age", d.LeaseMaxAge, "Oldest renewal of the status Lease that counts as fresh (well above the webhook's renew interval).")
+	fs.BoolVar(&o.placementCheck, "placement-check", true, "Before evicting, check that the replacement can be placed: a node with the GPU resource free (allocatable minus the requests of the pods bound to it) and, for HAMi, a shared GPU with its memory free; otherwise keep the pod (no-capacity). Needs get/list of nodes and pods cluster-wide; without them (or when no node advertises the GPU resource) nothing is held.")
+	// The webhook's own flags: pass the same values as to the webhook.
+	o.adm.AddFlags(fs)
+	o.mgr.AddFlags(fs, "evicts")
+}
+
+// complete checks the webhook's and the updater's configurations and fills their
+// defaults.
+func (o *options) complete() error {
+	o.cfg.NoPlacementCheck = !o.placementCheck
+	o.adm = o.adm.WithDefaults()
+	if err := o.adm.Validate(); err != nil {
+		return err
+	}
+	o.cfg.Backend, o.cfg.MinConfidence = o.adm.Config, o.adm.MinConfidence
+	o.cfg = o.cfg.WithDefaults()
+	return o.cfg.Validate()
+}
+
+func run() error {
+	o, err := parseFlags(flag.CommandLine, os.Args[1:])
+	if err != nil {
+		return err
 	}
 	mgr, err := manager.New(manager.Options{
-		Flags:            mgrFlags,
+		Flags:            o.mgr,
 		LeaderElectionID: leaderElectID,
 		// Leader election hands over cleanly on SIGTERM; the new leader's warm-up
 		// still holds evictions back.
 		LeaderElectionReleaseOnCancel: true,
-		Namespaces:                    bootstrap.SplitList(*watchNS),
+		Namespaces:                    bootstrap.SplitList(o.watchNS),
 	})
 	if err != nil {
 		return err
@@ -90,6 +122,20 @@ func run() error {
 		return err
 	}
 	ctx := ctrl.SetupSignalHandler()
+	u, err := newUpdater(ctx, mgr, o)
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(u); err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}
+
+// newUpdater returns the updater of o.cfg on mgr's clients, with the in-place path when
+// --in-place is set.
+func newUpdater(ctx context.Context, mgr ctrl.Manager, o *options) (*updater.Updater, error) {
+	cfg := o.cfg
 	// The dra backend reads a pod's allocation from its claim template (RBAC: get
 	// resourceclaimtemplates); the updater never creates one.
 	cfg.Backend.DRA.Templates = backend.ClientClaimTemplates{Reader: mgr.GetAPIReader()}
@@ -97,20 +143,18 @@ func run() error {
 	// while the webhook would place them there (RBAC: list gpusharingpolicies).
 	cfg.Backend.DevicePlugin.Policies = mgr.GetAPIReader()
 	u := updater.New(mgr.GetClient(), mgr.GetAPIReader(), cfg)
+	var err error
 	if u.Scale, err = manager.ScaleChecker(mgr); err != nil {
-		return err
+		return nil, err
 	}
 	u.Events = mgr.GetEventRecorder("gpufrac-updater")
-	if *inPlace {
+	if o.inPlace {
 		// The webhook's decision, run on running pods: it reads autoscalers through the
 		// same field index as the webhook.
 		if err := admission.AddIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
-			return err
+			return nil, err
 		}
-		u.InPlace = &updater.MutatorInPlacer{Mutator: admission.NewMutator(mgr.GetClient(), mgr.GetScheme(), adm), Client: mgr.GetClient()}
+		u.InPlace = &updater.MutatorInPlacer{Mutator: admission.NewMutator(mgr.GetClient(), mgr.GetScheme(), o.adm), Client: mgr.GetClient()}
 	}
-	if err := mgr.Add(u); err != nil {
-		return err
-	}
-	return mgr.Start(ctx)
+	return u, nil
 }
