@@ -114,30 +114,20 @@ type Config struct {
 
 // WithDefaults returns c with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
-	def := func(d *time.Duration, v time.Duration) {
-		if *d <= 0 {
-			*d = v
-		}
-	}
-	def(&c.Interval, time.Minute)
-	if c.WarmUp < 0 {
-		c.WarmUp = 0
-	}
-	def(&c.RetryBackoff, time.Minute)
-	def(&c.ReplacementTimeout, 10*time.Minute)
-	def(&c.StuckBackoff, 30*time.Minute)
-	def(&c.VerificationPeriod, 15*time.Minute)
-	def(&c.FloorDuration, 24*time.Hour)
-	def(&c.MaxUnreadyBackoff, 30*time.Minute)
-	def(&c.LeaseMaxAge, 30*time.Second)
-	if c.MinPodAge < 0 {
-		c.MinPodAge = 0
-	}
-	if c.Threshold <= 0 {
-		c.Threshold = DefaultThreshold
-	}
-	if c.NearLimit <= 0 {
-		c.NearLimit = DefaultNearLimit
+	positiveOr(&c.Interval, time.Minute)
+	positiveOr(&c.RetryBackoff, time.Minute)
+	positiveOr(&c.ReplacementTimeout, 10*time.Minute)
+	positiveOr(&c.StuckBackoff, 30*time.Minute)
+	positiveOr(&c.VerificationPeriod, 15*time.Minute)
+	positiveOr(&c.FloorDuration, 24*time.Hour)
+	positiveOr(&c.MaxUnreadyBackoff, 30*time.Minute)
+	positiveOr(&c.LeaseMaxAge, 30*time.Second)
+	positiveOr(&c.Threshold, DefaultThreshold)
+	positiveOr(&c.NearLimit, DefaultNearLimit)
+	positiveOr(&c.EvictionBurst, 1)
+	positiveOr(&c.PersistCycles, DefaultPersistCycles)
+	for _, d := range []*time.Duration{&c.WarmUp, &c.MinPodAge, &c.PersistFor, &c.MinReplacementInterval} {
+		*d = max(*d, 0)
 	}
 	if c.MaxInFlight <= 0 || c.MaxInFlight > 1 {
 		c.MaxInFlight = 0.5
@@ -145,20 +135,8 @@ func (c Config) WithDefaults() Config {
 	if c.EvictionRate == 0 {
 		c.EvictionRate = DefaultEvictionRate
 	}
-	if c.EvictionBurst <= 0 {
-		c.EvictionBurst = 1
-	}
 	if c.LeaseName == "" {
 		c.LeaseName = statuslease.DefaultName
-	}
-	if c.PersistCycles <= 0 {
-		c.PersistCycles = DefaultPersistCycles
-	}
-	if c.PersistFor < 0 {
-		c.PersistFor = 0
-	}
-	if c.MinReplacementInterval < 0 {
-		c.MinReplacementInterval = 0
 	}
 	if c.MaxInFlightPerDevice == 0 {
 		c.MaxInFlightPerDevice = 1
@@ -168,6 +146,13 @@ func (c Config) WithDefaults() Config {
 	}
 	c.Backend = c.Backend.WithDefaults()
 	return c
+}
+
+// positiveOr sets *v to d when *v is zero or negative.
+func positiveOr[T int | float64 | time.Duration](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
 }
 
 // Validate reports settings that cannot work.
