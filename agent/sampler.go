@@ -271,16 +271,22 @@ func (s *Sampler) SampleOnce(now time.Time) {
 		s.cfg.BeforeCycle(now)
 	}
 	snap := Snapshot{Time: now, Unattributed: map[string]int{}}
-	if !s.read(now, &s.rd) {
-		snap.Duration = time.Since(start)
-		s.duration.Observe(snap.Duration.Seconds())
-		s.publish(snap)
-		return
+	if s.read(now, &s.rd) {
+		snap.OK = true
+		snap.Devices = append([]Device(nil), s.rd.devices...)
+		procs := s.attribute(&snap)
+		s.checkVanished(snap.Vanished, procs)
 	}
-	snap.OK = true
-	snap.Devices = append([]Device(nil), s.rd.devices...)
+	snap.Duration = time.Since(start)
+	s.duration.Observe(snap.Duration.Seconds())
+	s.publish(snap)
+}
 
-	// Attribute each PID once per cycle (a process may use several GPUs).
+// attribute attributes each process read this cycle to its owner (each PID once: a
+// process may use several GPUs), sums the attributed ones into snap.Usage per owner and
+// device, sorted, and counts the others in snap.Vanished and snap.Unattributed. It
+// returns the number of distinct PIDs.
+func (s *Sampler) attribute(snap *Snapshot) int {
 	attrs := make(map[uint32]Attribution, len(s.rd.procs))
 	agg := make(map[usageKey]int, len(s.rd.procs))
 	for i := range s.rd.procs {
@@ -307,40 +313,52 @@ func (s *Sampler) SampleOnce(now time.Time) {
 			agg[k] = j
 			snap.Usage = append(snap.Usage, Usage{Owner: a.Owner, Device: snap.Devices[p.dev].DeviceKey, MemoryKnown: true, SMKnown: true})
 		}
-		u := &snap.Usage[j]
-		u.Processes++
-		u.MemoryBytes += p.mem
-		u.MemoryKnown = u.MemoryKnown && p.memKnown
-		if p.smN > 0 {
-			u.SMRatio += p.smSum / float64(p.smN) / 100
-		}
-		u.SMKnown = u.SMKnown && p.smKnown
+		snap.Usage[j].add(p)
 	}
 	for i := range snap.Usage {
-		u := &snap.Usage[i]
-		u.SMRatio = min(u.SMRatio, 1)
-		if !u.MemoryKnown {
-			u.MemoryBytes = 0
-		}
-		if !u.SMKnown {
-			u.SMRatio = 0
-		}
+		snap.Usage[i].settle()
 	}
 	sort.Slice(snap.Usage, func(i, j int) bool { return usageLess(&snap.Usage[i], &snap.Usage[j]) })
-	if snap.Vanished > 0 {
-		s.vanished.Add(float64(snap.Vanished))
+	return len(attrs)
+}
+
+// add adds process p's memory and SM utilisation to u.
+func (u *Usage) add(p *procSample) {
+	u.Processes++
+	u.MemoryBytes += p.mem
+	u.MemoryKnown = u.MemoryKnown && p.memKnown
+	if p.smN > 0 {
+		u.SMRatio += p.smSum / float64(p.smN) / 100
 	}
-	if n := len(attrs); n > 0 && snap.Vanished == n {
+	u.SMKnown = u.SMKnown && p.smKnown
+}
+
+// settle caps u's SM ratio at 1 and zeroes what is not known for every process of u.
+func (u *Usage) settle() {
+	u.SMRatio = min(u.SMRatio, 1)
+	if !u.MemoryKnown {
+		u.MemoryBytes = 0
+	}
+	if !u.SMKnown {
+		u.SMRatio = 0
+	}
+}
+
+// checkVanished counts the processes whose PID was gone in
+// gpufrac_agent_vanished_processes_total and logs an error once all procs processes of
+// the node have been gone for 3 cycles in a row (the agent does not see the host's PIDs).
+func (s *Sampler) checkVanished(vanished, procs int) {
+	if vanished > 0 {
+		s.vanished.Add(float64(vanished))
+	}
+	if procs > 0 && vanished == procs {
 		s.allGoneCycles++
 		if s.allGoneCycles == 3 {
-			klog.ErrorS(nil, "no GPU process PID is visible under the proc root for 3 cycles: run the agent with hostPID: true and the host's /proc as --proc-root", "processes", n)
+			klog.ErrorS(nil, "no GPU process PID is visible under the proc root for 3 cycles: run the agent with hostPID: true and the host's /proc as --proc-root", "processes", procs)
 		}
 	} else {
 		s.allGoneCycles = 0
 	}
-	snap.Duration = time.Since(start)
-	s.duration.Observe(snap.Duration.Seconds())
-	s.publish(snap)
 }
 
 func usageLess(a, b *Usage) bool {
