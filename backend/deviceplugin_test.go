@@ -8,12 +8,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/internal/scheme"
 )
 
 // sharingPolicy is a GPUSharingPolicy selecting autoscalers labelled share=<name> with a
@@ -39,11 +38,8 @@ func sharingPolicy(name string, mode gpufracv1.SharingMode, n int32, applied boo
 // planClient is a fake client holding the policies.
 func planClient(t *testing.T, pols ...*gpufracv1.GPUSharingPolicy) client.Client {
 	t.Helper()
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
-	if err := gpufracv1.AddToScheme(s); err != nil {
+	s, err := scheme.New()
+	if err != nil {
 		t.Fatal(err)
 	}
 	b := fake.NewClientBuilder().WithScheme(s)

@@ -10,9 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -68,10 +66,6 @@ func TestPlaceableSharedDevices(t *testing.T) {
 // memory (its nvidia.com/gpu.memory label) less the fractions on them, by gpu-memory or
 // gpu-fraction; the reservation pod holds the GPU (issue 14 kind 10).
 func TestNodeCapacityKAI(t *testing.T) {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
 	cfg := backend.Config{}.WithDefaults()
 	node := gpuNode("k", 2, nil, func(n *corev1.Node) { n.Labels = map[string]string{LabelGPUMemory: "16384"} })
 	group := func(p *corev1.Pod, g string) *corev1.Pod {
@@ -80,7 +74,7 @@ func TestNodeCapacityKAI(t *testing.T) {
 	}
 	mem := boundPod("a", "k", 0, corev1.PodRunning, map[string]string{cfg.KAI.MemoryAnnotation: "4000"})
 	frac := boundPod("b", "k", 0, corev1.PodRunning, map[string]string{cfg.KAI.FractionAnnotation: "0.25"})
-	c := fake.NewClientBuilder().WithScheme(s).WithObjects(node,
+	c := fake.NewClientBuilder().WithObjects(node,
 		group(boundPod("reservation", "k", 1, corev1.PodRunning, nil), "g1"), group(mem, "g1"), group(frac, "g1")).Build()
 	nodes := nodeCapacity(context.Background(), c, cfg)
 	want := SharedGPU{ID: "g1", FreeMemory: (16384 - 4000 - 4096) * backend.MiB, FreeSlots: unlimitedSlots}

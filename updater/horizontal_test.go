@@ -8,8 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -62,11 +60,9 @@ func scaledObject(name, kind, target string, triggers ...map[string]any) *unstru
 }
 
 func TestFindGPUHorizontalScalers(t *testing.T) {
-	s := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(s)
 	promGPU := map[string]any{"type": "prometheus", "metadata": map[string]any{"serverAddress": "http://prom:9090", "query": "avg(DCGM_FI_DEV_GPU_UTIL{namespace=\"ml\"})", "threshold": "60"}}
 	promRPS := map[string]any{"type": "prometheus", "metadata": map[string]any{"serverAddress": "http://prom:9090", "query": "sum(rate(http_requests_total[1m]))"}}
-	c := fake.NewClientBuilder().WithScheme(s).WithObjects(
+	c := fake.NewClientBuilder().WithObjects(
 		hpa("gpu-hpa", "Deployment", "web", podsMetric("DCGM_FI_DEV_GPU_UTIL")),
 		hpa("other-target", "Deployment", "api", podsMetric("DCGM_FI_DEV_GPU_UTIL")),
 		hpa("statefulset-same-name", "StatefulSet", "web", podsMetric("DCGM_FI_DEV_GPU_UTIL")),
@@ -74,7 +70,7 @@ func TestFindGPUHorizontalScalers(t *testing.T) {
 	).Build()
 	ref := workload.Ref{Namespace: "ml", Kind: "Deployment", Name: "web"}
 
-	keda := fake.NewClientBuilder().WithScheme(s).WithObjects(
+	keda := fake.NewClientBuilder().WithObjects(
 		scaledObject("so-gpu", "", "web", promGPU), // kind defaults to Deployment
 		scaledObject("so-rps", "Deployment", "web", promRPS),
 		scaledObject("so-other", "Deployment", "api", promGPU),

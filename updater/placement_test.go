@@ -8,8 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -90,10 +88,6 @@ func boundPod(name, node string, gpus int64, phase corev1.PodPhase, ann map[stri
 // registrations) lose the memory and a slot per allocation; no node with the resource
 // means unknown (nil).
 func TestNodeCapacity(t *testing.T) {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
 	cfg := backend.Config{}.WithDefaults()
 	objs := []client.Object{
 		gpuNode("a", 4, nil, nil),
@@ -110,7 +104,7 @@ func TestNodeCapacity(t *testing.T) {
 		boundPod("p5", "c-hami-legacy", 1, corev1.PodRunning, map[string]string{workload.HAMiAllocatedAnnotation: "GPU-3,NVIDIA,15000,0:;"}),
 		boundPod("unbound", "", 1, corev1.PodPending, nil),
 	}
-	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).Build()
+	c := fake.NewClientBuilder().WithObjects(objs...).Build()
 	nodes := nodeCapacity(context.Background(), c, cfg)
 	mib := int64(backend.MiB)
 	want := []NodeGPUs{
@@ -134,7 +128,7 @@ func TestNodeCapacity(t *testing.T) {
 		}
 	}
 	// Nothing advertises the GPU resource: unknown, nil.
-	c = fake.NewClientBuilder().WithScheme(s).WithObjects(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cpu"}}, boundPod("p", "cpu", 1, corev1.PodRunning, nil)).Build()
+	c = fake.NewClientBuilder().WithObjects(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cpu"}}, boundPod("p", "cpu", 1, corev1.PodRunning, nil)).Build()
 	if got := nodeCapacity(context.Background(), c, cfg); got != nil {
 		t.Errorf("no GPU node: %+v, want nil (unknown)", got)
 	}

@@ -18,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,6 +26,7 @@ import (
 
 	"github.com/gpufrac/gpufrac/admission"
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/internal/scheme"
 	"github.com/gpufrac/gpufrac/statuslease"
 )
 
@@ -55,11 +55,8 @@ type fixture struct {
 
 func newFixture(t *testing.T, mode gpufracv1.UpdateMode, backend gpufracv1.BackendType, n int, memGi int64) *fixture {
 	t.Helper()
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
-	if err := gpufracv1.AddToScheme(s); err != nil {
+	s, err := scheme.New()
+	if err != nil {
 		t.Fatal(err)
 	}
 	f := &fixture{t: t, scheme: s, now: time.Now()}

@@ -14,13 +14,12 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/contract"
+	"github.com/gpufrac/gpufrac/internal/scheme"
 	"github.com/gpufrac/gpufrac/packing"
 )
 
@@ -165,14 +164,11 @@ func newClientNamespace(kubeconfig, namespace string) (client.Client, string, er
 			return nil, "", err
 		}
 	}
-	scheme := runtime.NewScheme()
-	if err := gpufracv1.AddToScheme(scheme); err != nil {
+	s, err := scheme.New()
+	if err != nil {
 		return nil, "", err
 	}
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, "", err
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := client.New(cfg, client.Options{Scheme: s})
 	return c, namespace, err
 }
 

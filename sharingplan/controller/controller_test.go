@@ -9,14 +9,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/internal/scheme"
 	"github.com/gpufrac/gpufrac/sharingplan"
 )
 
@@ -40,11 +39,8 @@ func workload(ns, name, mem, compute string, mode gpufracv1.SharingMode, pods in
 
 func setup(t *testing.T, mode gpufracv1.PlanMode, objs ...client.Object) (*Reconciler, client.Client) {
 	t.Helper()
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
-	if err := gpufracv1.AddToScheme(s); err != nil {
+	s, err := scheme.New()
+	if err != nil {
 		t.Fatal(err)
 	}
 	pol := &gpufracv1.GPUSharingPolicy{ObjectMeta: metav1.ObjectMeta{Name: "pool-a"}, Spec: gpufracv1.GPUSharingPolicySpec{

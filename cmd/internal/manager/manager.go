@@ -10,11 +10,9 @@ import (
 	"fmt"
 	"net/http"
 
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/scale"
 	"k8s.io/klog/v2"
@@ -23,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/internal/scheme"
 	"github.com/gpufrac/gpufrac/workload"
 )
 
@@ -65,26 +63,13 @@ type Options struct {
 	Namespaces []string
 }
 
-// NewScheme returns a scheme with Kubernetes' built-in types and gpufrac's API. Its
-// error is a registration conflict, a programming error.
-func NewScheme() (*runtime.Scheme, error) {
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	if err := gpufracv1.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	return scheme, nil
-}
-
 // New makes klog controller-runtime's logger, loads the kubeconfig (--kubeconfig,
-// $KUBECONFIG, in-cluster, ~/.kube/config) and builds the manager with NewScheme, the
+// $KUBECONFIG, in-cluster, ~/.kube/config) and builds the manager with scheme.New, the
 // options, a /healthz ping and a /readyz check that the informer caches have synced.
 // Errors are the kubeconfig's, the manager's and the checks' registration.
 func New(o Options) (ctrl.Manager, error) {
 	ctrl.SetLogger(klog.NewKlogr())
-	scheme, err := NewScheme()
+	s, err := scheme.New()
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +78,7 @@ func New(o Options) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
 	opts := ctrl.Options{
-		Scheme:                        scheme,
+		Scheme:                        s,
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:        o.ProbeAddr,
 		PprofBindAddress:              o.PprofAddr,

@@ -6,8 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 )
 
 // The shared flags keep the names and defaults the charts and docs use.
@@ -29,22 +27,6 @@ func TestFlags(t *testing.T) {
 	}
 	if u := fs.Lookup("leader-elect").Usage; u != "Elect a leader through a Lease so only one replica runs cycles." {
 		t.Errorf("--leader-elect usage %q", u)
-	}
-}
-
-func TestNewSchemeKnowsBothAPIs(t *testing.T) {
-	s, err := NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, kind := range []string{"Pod", "GPUFractionAutoscaler", "GPUSharingPolicy"} {
-		gv := gpufracv1.GroupVersion
-		if kind == "Pod" {
-			gv.Group, gv.Version = "", "v1"
-		}
-		if !s.Recognizes(gv.WithKind(kind)) {
-			t.Errorf("scheme does not know %s", gv.WithKind(kind))
-		}
 	}
 }
 
