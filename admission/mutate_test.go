@@ -565,3 +565,51 @@ func TestMutateInitContainersAndNativeSidecars(t *testing.T) {
 		t.Errorf("applied %+v, want main only", rec)
 	}
 }
+
+// TestMutateNVFractionsObservedPeak: with --nvfractions-request=observed-peak the
+// request is the recommendation's observed memory peak plus the overhead, the limit the
+// upper bound plus the overhead, and the applied record keeps the target (what the
+// updater compares); under a rollback floor the request is the floor, not the peak.
+func TestMutateNVFractionsObservedPeak(t *testing.T) {
+	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name       string
+		floor      bool
+		wantReq    string
+		wantLimit  string
+		wantRecMem string
+	}{
+		{"peak below the target", false, "3584Mi", "8704Mi", "4Gi"},
+		{"rollback floor in force", true, "6656Mi", "8704Mi", "6Gi"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gfa := autoscaler("web", gpufracv1.UpdateModeRecreate, gpufracv1.BackendKAINVFractions)
+			if tc.floor {
+				gfa.Status.Updater = &gpufracv1.UpdaterStatus{Floor: &gpufracv1.UpdaterFloor{
+					Containers: []gpufracv1.ContainerAllocation{{ContainerName: "main", Memory: q("6Gi")}},
+					Until:      metav1.NewTime(now.Add(time.Hour)), Reason: "pod web-abc-x: CUDA out of memory"}}
+			}
+			rec := containerRec("main", "4Gi", "")
+			rec.ObservedPeakMemory, rec.UpperBound.Memory = q("3Gi"), q("8Gi")
+			cfg := Config{}
+			cfg.NVFractions.Request = backend.NVFractionsRequestObservedPeak
+			cfg.MemoryOverhead = map[gpufracv1.BackendType]int64{gpufracv1.BackendKAINVFractions: 512 << 20}
+			m := mutator(t, cfg.WithDefaults(), gfa, recommendation("web", 80, rec))
+			m.Now = func() time.Time { return now }
+			o, _, got := handle(t, m, podOf(gpuContainer("main", 1)))
+			if o.skip != "" {
+				t.Fatalf("skipped %s %v", o.skip, o.warnings)
+			}
+			if r, l := got.Annotations["nvidia.com/container.main.gpu-memory.request"], got.Annotations["nvidia.com/container.main.gpu-memory.limit"]; r != tc.wantReq || l != tc.wantLimit {
+				t.Errorf("request %q limit %q, want %s %s", r, l, tc.wantReq, tc.wantLimit)
+			}
+			ac := (*gpufracv1.AppliedContainer)(nil)
+			if r, _ := gpufracv1.ParseApplied(got.Annotations); r != nil {
+				ac = r.Container("main")
+			}
+			if ac == nil || ac.Memory.String() != tc.wantRecMem || ac.WrittenMemory.String() != tc.wantReq {
+				t.Errorf("applied record %+v, want memory %s written %s", ac, tc.wantRecMem, tc.wantReq)
+			}
+		})
+	}
+}

@@ -51,6 +51,10 @@ type Target struct {
 	// UpperMemoryBytes is the recommendation's upper bound plus the overheads, bytes, or 0
 	// when the recommendation has none. Only kai-nvfractions reads it (for its limit).
 	UpperMemoryBytes int64
+	// PeakMemoryBytes is the recommendation's observed memory peak plus the overheads,
+	// bytes, or 0 when unknown or when a rollback floor raised the memory. Only
+	// kai-nvfractions reads it (for its request, NVFractionsRequestObservedPeak).
+	PeakMemoryBytes int64
 	// HasCompute is true when compute is controlled and recommended; ComputeMilli is then
 	// the target in thousandths of one GPU, 0–1000.
 	HasCompute bool

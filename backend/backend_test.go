@@ -514,3 +514,55 @@ func TestPerGPUContainers(t *testing.T) {
 		})
 	}
 }
+
+// TestNVFractionsRequestLimit: the request and limit of every source combination, in
+// MiB rounded up, with the limit never below the request or the target and never above
+// one GPU; observed-peak applies only to a known peak below the target.
+func TestNVFractionsRequestLimit(t *testing.T) {
+	const gpu = 80 << 30
+	peak := NVFractionsConfig{Request: NVFractionsRequestObservedPeak, Limit: NVFractionsLimitUpperBound}
+	for _, tc := range []struct {
+		name               string
+		cfg                NVFractionsConfig
+		mem, upper, peakB  int64
+		wantReq, wantLimit int64
+	}{
+		{"target, upper bound", NVFractionsConfig{Request: NVFractionsRequestTarget, Limit: NVFractionsLimitUpperBound}, 4096 * MiB, 6000 * MiB, 3000 * MiB, 4096, 6000},
+		{"target, no upper bound", NVFractionsConfig{Request: NVFractionsRequestTarget, Limit: NVFractionsLimitUpperBound}, 4096 * MiB, 0, 0, 4096, 4096},
+		{"limit target", NVFractionsConfig{Request: NVFractionsRequestTarget, Limit: NVFractionsLimitTarget}, 4096 * MiB, 6000 * MiB, 0, 4096, 4096},
+		{"observed peak below the target", peak, 4096 * MiB, 6000 * MiB, 3000*MiB + 1, 3001, 6000},
+		{"observed peak, upper bound below the target: limit is the target", peak, 4096 * MiB, 3500 * MiB, 3000 * MiB, 3000, 4096},
+		{"observed peak above the target (a rollback floor): the target", peak, 4096 * MiB, 6000 * MiB, 5000 * MiB, 4096, 6000},
+		{"observed peak unknown: the target", peak, 4096 * MiB, 6000 * MiB, 0, 4096, 6000},
+		{"upper bound above one GPU: capped", peak, 40 << 30, 100 << 30, 30 << 30, 30 << 10, 80 << 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, limit := tc.cfg.RequestLimit(tc.mem, tc.upper, tc.peakB, gpu)
+			if req != tc.wantReq || limit != tc.wantLimit {
+				t.Errorf("RequestLimit = %d, %d MiB; want %d, %d", req, limit, tc.wantReq, tc.wantLimit)
+			}
+		})
+	}
+	// The webhook writes what RequestLimit says, and records the request as written.
+	b := backend(t, Config{NVFractions: peak}, gpufracv1.BackendKAINVFractions)
+	p := podOf(gpuContainer("m", 1))
+	tg := target("m", 0, 4096, -1)
+	tg.UpperMemoryBytes, tg.PeakMemoryBytes = 6000*MiB, 3000*MiB
+	if _, err := b.Apply(p, []*Target{tg}); err != nil {
+		t.Fatal(err)
+	}
+	if r, l := p.Annotations["nvidia.com/container.m.gpu-memory.request"], p.Annotations["nvidia.com/container.m.gpu-memory.limit"]; r != "3000Mi" || l != "6000Mi" {
+		t.Errorf("request %q limit %q, want 3000Mi 6000Mi", r, l)
+	}
+	if tg.WrittenMemoryBytes != 3000*MiB || b.Read(p)["m"].Memory != 3000*MiB {
+		t.Errorf("written %d, read back %d; want the request 3000Mi", tg.WrittenMemoryBytes, b.Read(p)["m"].Memory)
+	}
+	// observed-peak without the upper-bound limit would lose the headroom.
+	bad := Config{NVFractions: NVFractionsConfig{Request: NVFractionsRequestObservedPeak, Limit: NVFractionsLimitTarget}}.WithDefaults()
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "nvfractions-request observed-peak needs nvfractions-limit upper-bound") {
+		t.Errorf("Validate = %v", err)
+	}
+	if err := (Config{NVFractions: NVFractionsConfig{Request: "p50"}}).WithDefaults().Validate(); err == nil || !strings.Contains(err.Error(), `nvfractions-request "p50"`) {
+		t.Errorf("Validate = %v", err)
+	}
+}

@@ -14,9 +14,9 @@ import (
 
 // nvFractionsBackend writes KAI's NvFractions per-container annotations
 // nvidia.com/container.<container>.gpu-memory.request and .limit as MiB quantities
-// ("4096Mi", rounded up). The request is the target plus overheads; the limit is, by
-// default, the recommendation's upper bound plus overheads (at least the request, at
-// most one GPU), or the request itself with --nvfractions-limit=target. Like the kai
+// ("4096Mi", rounded up), as NVFractionsConfig.RequestLimit computes them: by default
+// the request is the target plus overheads and the limit the recommendation's upper
+// bound plus overheads (at least the target, at most one GPU). Like the kai
 // backend it needs the KAI scheduler, removes the container's nvidia.com/gpu, and serves
 // one container per pod; stale NvFractions keys of other containers and the legacy
 // gpu-memory/gpu-fraction annotations are removed so KAI sees exactly one request.
@@ -48,14 +48,10 @@ func (b *nvFractionsBackend) Apply(pod *corev1.Pod, targets []*Target) ([]string
 		return nil, err
 	}
 	gpuMiB := b.cfg.GPUMemoryBytes / MiB
-	req := ceilMiB(t.MemoryBytes)
-	if req >= gpuMiB {
-		return nil, Unsafe(UnsafeWholeGPU, "recommended memory %dMiB of container %s needs a whole GPU (%dMiB)", req, t.Container, gpuMiB)
+	if m := ceilMiB(t.MemoryBytes); m >= gpuMiB {
+		return nil, Unsafe(UnsafeWholeGPU, "recommended memory %dMiB of container %s needs a whole GPU (%dMiB)", m, t.Container, gpuMiB)
 	}
-	limit := req
-	if b.cfg.NVFractions.Limit == NVFractionsLimitUpperBound && t.UpperMemoryBytes > t.MemoryBytes {
-		limit = min(ceilMiB(t.UpperMemoryBytes), gpuMiB)
-	}
+	req, limit := b.cfg.NVFractions.RequestLimit(t.MemoryBytes, t.UpperMemoryBytes, t.PeakMemoryBytes, b.cfg.GPUMemoryBytes)
 	prefix := b.cfg.NVFractions.Prefix
 	for k := range pod.Annotations {
 		if rest, ok := strings.CutPrefix(k, prefix); ok && (strings.HasSuffix(rest, nvRequestSuffix) || strings.HasSuffix(rest, nvLimitSuffix)) {
@@ -84,6 +80,46 @@ func (b *nvFractionsBackend) Read(pod *corev1.Pod) map[string]Allocation {
 	})
 }
 
+// RequestLimit returns the request and the limit, MiB (rounded up), that the
+// kai-nvfractions backend writes for memoryBytes (the target plus overheads),
+// upperBytes (the upper bound plus overheads; 0: none) and peakBytes (the observed
+// memory peak plus overheads; 0: unknown) on a GPU of gpuBytes. KAI places a pod by its
+// request and lets it use memory up to its limit while the GPU has room (Run:ai's
+// dynamic GPU fractions: the request is guaranteed, the rest up to the limit is not).
+//
+//   - Request NVFractionsRequestTarget: the target. NVFractionsRequestObservedPeak: the
+//     observed peak when known and below the target, else the target; the headroom then
+//     sits between request and limit instead of being reserved.
+//   - Limit NVFractionsLimitUpperBound: the larger of the upper bound and the target (so
+//     never below what a hard-limit backend would give the pod), at most one GPU.
+//     NVFractionsLimitTarget: the target, at most one GPU.
+//
+// The limit is never below the request. The simulator calls it, so that a simulated pod
+// gets what this backend writes.
+func (n NVFractionsConfig) RequestLimit(memoryBytes, upperBytes, peakBytes, gpuBytes int64) (requestMiB, limitMiB int64) {
+	gpuMiB := max(gpuBytes/MiB, 1)
+	target := min(ceilMiB(memoryBytes), gpuMiB)
+	requestMiB, limitMiB = target, target
+	if n.Request == NVFractionsRequestObservedPeak && peakBytes > 0 {
+		requestMiB = min(ceilMiB(peakBytes), target)
+	}
+	if n.Limit != NVFractionsLimitTarget && upperBytes > memoryBytes {
+		limitMiB = min(ceilMiB(upperBytes), gpuMiB)
+	}
+	return requestMiB, max(limitMiB, requestMiB)
+}
+
+// NVFractions request sources.
+const (
+	// NVFractionsRequestTarget writes the target as the request (the default).
+	NVFractionsRequestTarget = "target"
+	// NVFractionsRequestObservedPeak writes the recommendation's observed memory peak
+	// (status observedPeakMemory, plus overhead) as the request when it is below the
+	// target: pods are packed by what they were seen to use, and the memory headroom is
+	// burst room up to the limit rather than reserved.
+	NVFractionsRequestObservedPeak = "observed-peak"
+)
+
 // NVFractions limit sources.
 const (
 	// NVFractionsLimitUpperBound writes the recommendation's upper bound (plus overhead,
@@ -100,21 +136,31 @@ type NVFractionsConfig struct {
 	Prefix string
 	// Limit is NVFractionsLimitUpperBound (default) or NVFractionsLimitTarget.
 	Limit string
+	// Request is NVFractionsRequestTarget (default) or NVFractionsRequestObservedPeak.
+	Request string
 }
 
 func (n *NVFractionsConfig) withDefaults() {
 	defaultString(&n.Prefix, "nvidia.com/container.")
 	defaultString(&n.Limit, NVFractionsLimitUpperBound)
+	defaultString(&n.Request, NVFractionsRequestTarget)
 }
 
 func (n NVFractionsConfig) validate() []error {
 	if n.Limit != NVFractionsLimitUpperBound && n.Limit != NVFractionsLimitTarget {
 		return []error{fmt.Errorf("nvfractions-limit %q: want %s or %s", n.Limit, NVFractionsLimitUpperBound, NVFractionsLimitTarget)}
 	}
+	if n.Request != NVFractionsRequestTarget && n.Request != NVFractionsRequestObservedPeak {
+		return []error{fmt.Errorf("nvfractions-request %q: want %s or %s", n.Request, NVFractionsRequestTarget, NVFractionsRequestObservedPeak)}
+	}
+	if n.Request == NVFractionsRequestObservedPeak && n.Limit == NVFractionsLimitTarget {
+		return []error{fmt.Errorf("nvfractions-request %s needs nvfractions-limit %s: the headroom the request leaves out must be in the limit", NVFractionsRequestObservedPeak, NVFractionsLimitUpperBound)}
+	}
 	return nil
 }
 
 func (n *NVFractionsConfig) addFlags(fs *flag.FlagSet, d NVFractionsConfig) {
 	fs.StringVar(&n.Prefix, "nvfractions-prefix", d.Prefix, "Prefix of the kai-nvfractions keys <prefix><container>.gpu-memory.request/.limit.")
-	fs.StringVar(&n.Limit, "nvfractions-limit", d.Limit, "kai-nvfractions limit: upper-bound (recommendation upper bound, capped to one GPU) or target (same as the request).")
+	fs.StringVar(&n.Limit, "nvfractions-limit", d.Limit, "kai-nvfractions limit: upper-bound (recommendation upper bound, at least the target, capped to one GPU) or target.")
+	fs.StringVar(&n.Request, "nvfractions-request", d.Request, "kai-nvfractions request: target, or observed-peak (the recommendation's observed memory peak when below the target; needs --nvfractions-limit=upper-bound).")
 }

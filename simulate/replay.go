@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/backend"
 	"github.com/gpufrac/gpufrac/packing"
 	"github.com/gpufrac/gpufrac/trace"
 	"github.com/gpufrac/gpufrac/updater"
@@ -126,7 +127,7 @@ func (rp *replay) newPolState(name string, spec policySpec) *polState {
 	n := len(rp.tl.runs)
 	u := rp.opts.Updater
 	ps := &polState{spec: spec, res: &PolicyResult{Policy: name}, pk: packing.New(rp.capacity),
-		applied: make([]packing.Alloc, n), on: make([]int, n), placedAt: make([]int, n), cold: make([]bool, n), partial: make([]bool, n), oomAt: make([]int, n),
+		applied: make([]grant, n), on: make([]int, n), placedAt: make([]int, n), cold: make([]bool, n), partial: make([]bool, n), oomAt: make([]int, n),
 		hyst: updater.NewHysteresis(u.PersistCycles, u.PersistFor, u.MinReplacementInterval)}
 	for i := range ps.on {
 		ps.on[i], ps.oomAt[i] = -1, -1
@@ -192,7 +193,7 @@ func (rp *replay) turnover(k int) []int {
 		rp.replicas[tl.runs[i].workload]--
 		if k > rp.first {
 			for _, ps := range rp.states {
-				ps.pk.Remove(i, ps.on[i], ps.applied[i])
+				ps.pk.Remove(i, ps.on[i], ps.applied[i].alloc)
 				ps.on[i] = -1
 			}
 		}
@@ -224,8 +225,8 @@ func (rp *replay) update(k int) {
 				break
 			}
 			i := c.run
-			ps.pk.Remove(i, ps.on[i], ps.applied[i])
-			rp.place(pi, i, k+1, c.want, false, c.partial)
+			ps.pk.Remove(i, ps.on[i], ps.applied[i].alloc)
+			rp.place(pi, i, k+1, rp.written(c.dec), false, c.partial)
 			ps.placedAt[i] = k + 1
 			ps.res.Replacements++
 			ps.hyst.Replaced(rp.tl.workloads[rp.tl.runs[i].workload].key.String(), rp.tl.stepEnd(k), c.need)
@@ -246,33 +247,66 @@ func (rp *replay) peak(r *run) packing.Alloc {
 
 // initial returns the allocation of run i when it is created, whether it is the
 // cold-start allocation, and whether it comes from a partly confident recommendation.
-func (rp *replay) initial(ps *polState, i int) (a packing.Alloc, cold, partial bool) {
+func (rp *replay) initial(ps *polState, i int) (a grant, cold, partial bool) {
 	r := &rp.tl.runs[i]
 	switch ps.spec.kind {
 	case kindTimeSlicing:
 		n := int64(ps.spec.replicas)
-		return packing.Alloc{MemoryBytes: rp.capacity / n, ComputeMilli: 1000 / n}, false, false
+		return hardGrant(packing.Alloc{MemoryBytes: rp.capacity / n, ComputeMilli: 1000 / n}), false, false
 	case kindClairvoyant:
-		return rp.peak(r), false, false
+		return hardGrant(rp.peak(r)), false, false
 	case kindClairvoyantMemory:
 		a := rp.peak(r)
 		a.ComputeMilli = 0
-		return a, false, false
+		return hardGrant(a), false, false
 	case kindAdaptive:
 		if dec := ps.spec.sizer.decision(r.wc); dec.ok {
-			return dec.want, false, !dec.full
+			return rp.written(dec), false, !dec.full
 		}
-		return rp.whole, true, false
+		return rp.coldStart(), true, false
 	}
-	return rp.whole, false, false
+	return hardGrant(rp.whole), false, false
 }
 
-// place gives run i allocation a under policy pi from step k.
-func (rp *replay) place(pi, i, k int, a packing.Alloc, cold, partial bool) {
+// coldStart is a pod the webhook leaves as it is: a whole GPU, with the whole GPU's
+// compute only where the backend writes compute (the updater reads none otherwise).
+func (rp *replay) coldStart() grant {
+	g := hardGrant(rp.whole)
+	if rp.opts.Backend == gpufracv1.BackendKAINVFractions {
+		g.compute = -1
+	}
+	return g
+}
+
+// written is what the backend writes into a pod for decision dec (dec.ok): with
+// kai-nvfractions, the request and limit of backend.NVFractionsConfig.RequestLimit (the
+// simulator adds no memory overhead), no compute (NvFractions time-slices compute), and
+// a whole GPU where the target needs one (the webhook leaves such pods unchanged);
+// otherwise the memory target as a hard limit.
+func (rp *replay) written(dec decision) grant {
+	if rp.opts.Backend != gpufracv1.BackendKAINVFractions {
+		return hardGrant(dec.want)
+	}
+	if (dec.want.MemoryBytes+backend.MiB-1)/backend.MiB >= rp.capacity/backend.MiB {
+		return rp.coldStart()
+	}
+	var peak, upper int64
+	if dec.target.PeakMemory > 0 {
+		peak = min(dec.target.PeakMemory, rp.capacity)
+	}
+	if dec.target.UpperMemory > 0 {
+		upper = min(dec.target.UpperMemory, rp.capacity)
+	}
+	req, limit := rp.opts.NVFractions.RequestLimit(dec.want.MemoryBytes, upper, peak, rp.capacity)
+	return grant{alloc: packing.Alloc{MemoryBytes: req * backend.MiB}, limit: limit * backend.MiB, record: dec.want.MemoryBytes, compute: -1}
+}
+
+// place gives run i grant a under policy pi from step k.
+func (rp *replay) place(pi, i, k int, a grant, cold, partial bool) {
 	ps := rp.states[pi]
 	ps.applied[i], ps.cold[i], ps.partial[i] = a, cold, partial
-	ps.on[i] = ps.pk.Place(i, a)
-	rp.d.changes[pi][i] = append(rp.d.changes[pi][i], change{step: k, alloc: a})
+	ps.on[i] = ps.pk.Place(i, a.alloc)
+	rp.d.changes[pi][i] = append(rp.d.changes[pi][i], change{step: k, alloc: a.alloc})
 }
 
 // result sums the replay of tr into a Result, one PolicyResult per policy.
@@ -307,6 +341,7 @@ func (rp *replay) policyResult(pi int, ps *polState, clair float64) *PolicyResul
 	r.PodLimitOverrunMinutes = float64(s.podOver) * stepMin
 	r.WarmUpOverrunMinutes = float64(s.warmOver) * stepMin
 	r.GPUOverrunMinutes = float64(s.gpuOver) * stepMin
+	r.GPUOverrunPodMinutes = float64(s.gpuOverPod) * stepMin
 	r.ContentionPodMinutes = float64(s.contention) * stepMin
 	r.ColdStartPodMinutes = float64(s.cold) * stepMin
 	for _, n := range rp.d.overrun[pi] {

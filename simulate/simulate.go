@@ -30,6 +30,7 @@ import (
 	"time"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/backend"
 	"github.com/gpufrac/gpufrac/contract"
 	"github.com/gpufrac/gpufrac/packing"
 	"github.com/gpufrac/gpufrac/recommender/estimate"
@@ -82,6 +83,17 @@ type Options struct {
 	// DefaultLookback); a longer gap ends the pod, and its next sample starts a new pod of
 	// the same workload. A signal without a sample for longer counts as 0.
 	Lookback time.Duration
+	// Backend is the backend that writes the adaptive policies' fractions (spec.backend.type).
+	// gpufracv1.BackendKAINVFractions writes a memory request and a limit
+	// (backend.NVFractionsConfig.RequestLimit with NVFractions): the packer places pods by
+	// the request, a pod is out of memory above its limit, and co-tenants whose actual
+	// memory sums above the GPU's are a GPU overrun. Any other value, and the default
+	// "" (the API's default backend, annotations), writes one memory value that is both:
+	// a hard limit packed as it is.
+	Backend gpufracv1.BackendType
+	// NVFractions configures the kai-nvfractions backend as the webhook's --nvfractions-*
+	// flags do (zero fields: their defaults).
+	NVFractions backend.NVFractionsConfig
 }
 
 // UpdaterOptions are the updater's rules in the simulation.
@@ -143,6 +155,13 @@ func (o Options) withDefaults() (Options, error) {
 	if o.WarmUp < 0 {
 		return o, fmt.Errorf("warm-up %s: must not be negative", o.WarmUp)
 	}
+	if o.Backend == gpufracv1.BackendKAINVFractions {
+		cfg := backend.Config{NVFractions: o.NVFractions, GPUMemoryBytes: o.GPUMemoryBytes}.WithDefaults()
+		if err := cfg.Validate(); err != nil {
+			return o, fmt.Errorf("backend %s: %w", o.Backend, err)
+		}
+		o.NVFractions = cfg.NVFractions
+	}
 	u := &o.Updater
 	if u.MinLifetime == 0 {
 		u.MinLifetime = DefaultMinLifetime
@@ -192,6 +211,11 @@ type Settings struct {
 	WarmUp string `json:"warmUp"`
 	// Lookback is Options.Lookback.
 	Lookback string `json:"lookback"`
+	// Backend is Options.Backend ("" for a hard limit); NVFractionsRequest and
+	// NVFractionsLimit its request and limit sources when it is kai-nvfractions.
+	Backend            gpufracv1.BackendType `json:"backend,omitempty"`
+	NVFractionsRequest string                `json:"nvfractionsRequest,omitempty"`
+	NVFractionsLimit   string                `json:"nvfractionsLimit,omitempty"`
 	// LowConfidence is the confidence (0–1) under which pods get a whole GPU.
 	LowConfidence float64 `json:"lowConfidence"`
 	// MemoryHeadroomPercent is the gpufrac memory headroom, percent.
@@ -250,7 +274,8 @@ type PolicyResult struct {
 	// PeakGPUs is the most GPUs held at once.
 	PeakGPUs int `json:"peakGPUs"`
 	// PodLimitOverrunMinutes counts pod-minutes in which the pod's actual memory exceeded
-	// its memory allocation: an out-of-memory crash under an enforcing backend.
+	// its memory limit (its allocation, where the backend writes one value): an
+	// out-of-memory crash under an enforcing backend.
 	PodLimitOverrunMinutes float64 `json:"podLimitOverrunMinutes"`
 	// WarmUpOverrunMinutes is the part of PodLimitOverrunMinutes whose allocation came
 	// from a recommendation on a history shorter than the estimator's
@@ -260,8 +285,12 @@ type PolicyResult struct {
 	// PodsWithOverrun counts pods with at least one such minute.
 	PodsWithOverrun int `json:"podsWithOverrun"`
 	// GPUOverrunMinutes counts GPU-minutes in which the co-tenants' actual memory summed
-	// above the GPU's memory: a crash without enforcement.
+	// above the GPU's memory: a crash without enforcement, or, where pods are packed by a
+	// request below their limit, a crash of whichever tenant the GPU runs out on.
 	GPUOverrunMinutes float64 `json:"gpuOverrunMinutes"`
+	// GPUOverrunPodMinutes counts the pod-minutes of every tenant of those GPU-minutes:
+	// each of them is at risk of an out-of-memory crash.
+	GPUOverrunPodMinutes float64 `json:"gpuOverrunPodMinutes"`
 	// ContentionPodMinutes counts pod-minutes on GPUs whose co-tenants' actual activity
 	// summed above 100 % of one GPU; ContentionShare is its share of PodMinutes.
 	ContentionPodMinutes float64 `json:"contentionPodMinutes"`
@@ -319,12 +348,27 @@ type change struct {
 	alloc packing.Alloc
 }
 
+// grant is what a pod holds: alloc is what the scheduler packs (the memory request and
+// the compute share), limit the memory above which the pod is out-of-memory killed,
+// bytes; record and compute are what the updater reads as the pod's allocation: the
+// memory of the webhook's applied record (the recommendation's target), bytes, and the
+// compute the backend wrote, milli-GPU (-1: none, never compared).
+type grant struct {
+	alloc                  packing.Alloc
+	limit, record, compute int64
+}
+
+// hardGrant is a grant whose memory is at once request, limit and record.
+func hardGrant(a packing.Alloc) grant {
+	return grant{alloc: a, limit: a.MemoryBytes, record: a.MemoryBytes, compute: a.ComputeMilli}
+}
+
 // polState is one policy's simulation state.
 type polState struct {
 	spec     policySpec
 	res      *PolicyResult
 	pk       *packing.Packer
-	applied  []packing.Alloc
+	applied  []grant
 	on       []int // GPU index per run, -1 when not placed
 	placedAt []int
 	cold     []bool
@@ -334,7 +378,7 @@ type polState struct {
 	tokens   float64
 	memUtil  float64
 	cpuUtil  float64
-	steps    struct{ gpu, pod, podOver, warmOver, gpuOver, contention, cold int }
+	steps    struct{ gpu, pod, podOver, warmOver, gpuOver, gpuOverPod, contention, cold int }
 }
 
 // evaluate charges step k of one policy against the actual usage.
@@ -350,8 +394,8 @@ func evaluate(ps *polState, tl *timeline, d *detail, pi, k int, capacity int64) 
 			m, c := tl.runs[i].at(k)
 			sm += m
 			sc += c
-			a := ps.applied[i].MemoryBytes
-			if m > float64(a) {
+			a := ps.applied[i].alloc.MemoryBytes
+			if m > float64(ps.applied[i].limit) {
 				ps.oomAt[i] = k
 				ps.steps.podOver++
 				d.overrun[pi][i]++
@@ -369,6 +413,14 @@ func evaluate(ps *polState, tl *timeline, d *detail, pi, k int, capacity int64) 
 		ps.steps.pod += len(g.Tenants)
 		if sm > capF {
 			ps.steps.gpuOver++
+			ps.steps.gpuOverPod += len(g.Tenants)
+			// The GPU runs out: the tenants above their request hold memory nothing
+			// guarantees, and the updater sees an out-of-memory exit of each.
+			for _, i := range g.Tenants {
+				if m, _ := tl.runs[i].at(k); m > float64(ps.applied[i].alloc.MemoryBytes) {
+					ps.oomAt[i] = k
+				}
+			}
 		}
 		if sc > 1+1e-9 {
 			ps.steps.contention += len(g.Tenants)
@@ -382,7 +434,7 @@ func evaluate(ps *polState, tl *timeline, d *detail, pi, k int, capacity int64) 
 // candidate is a pod the updater wants to replace.
 type candidate struct {
 	run       int
-	want      packing.Alloc
+	dec       decision
 	need      updater.Need
 	partial   bool
 	magnitude float64
@@ -417,7 +469,8 @@ func candidates(ps *polState, tl *timeline, alive, replicas []int, k int, window
 		}
 		a := ps.applied[i]
 		name := r.id.Container
-		alloc := updater.PodAllocation{Containers: map[string]updater.Alloc{name: {Memory: a.MemoryBytes, Compute: a.ComputeMilli}}}
+		// The updater reads the applied record: the target the pod was given.
+		alloc := updater.PodAllocation{Containers: map[string]updater.Alloc{name: {Memory: a.record, Compute: a.compute}}}
 		facts := updater.PodFacts{Age: time.Duration(k+1-ps.placedAt[i]) * tl.step}
 		if ps.oomAt[i] >= ps.placedAt[i] {
 			facts.OOM = &updater.Termination{Container: name, Reason: "OOMKilled", OOM: true, FinishedAt: tl.stepEnd(ps.oomAt[i])}
@@ -427,8 +480,8 @@ func candidates(ps *polState, tl *timeline, alive, replicas []int, k int, window
 			continue
 		}
 		byWorkload[r.workload] = append(byWorkload[r.workload], need)
-		mag := math.Abs(float64(a.MemoryBytes-dec.want.MemoryBytes)) / float64(max(dec.want.MemoryBytes, 1))
-		pending = append(pending, candidate{run: i, want: dec.want, need: need, partial: !dec.full, magnitude: mag})
+		mag := math.Abs(float64(a.record-dec.want.MemoryBytes)) / float64(max(dec.want.MemoryBytes, 1))
+		pending = append(pending, candidate{run: i, dec: dec, need: need, partial: !dec.full, magnitude: mag})
 	}
 	for w, needs := range byWorkload {
 		ps.hyst.Observe(tl.workloads[w].key.String(), now, needs, win.Start)
@@ -488,10 +541,17 @@ func settings(o Options) Settings {
 		agg = history.DefaultMemoryAggregationInterval
 	}
 	u := o.Updater
+	var nvReq, nvLimit string
+	if o.Backend == gpufracv1.BackendKAINVFractions {
+		nvReq, nvLimit = o.NVFractions.Request, o.NVFractions.Limit
+	}
 	return Settings{
+		NVFractionsRequest:        nvReq,
+		NVFractionsLimit:          nvLimit,
 		Step:                      o.Interval.String(),
 		WarmUp:                    o.WarmUp.String(),
 		Lookback:                  o.Lookback.String(),
+		Backend:                   o.Backend,
 		LowConfidence:             o.Recommender.LowConfidence,
 		MemoryHeadroomPercent:     h,
 		FullConfidenceHistory:     o.Recommender.Estimator.FullConfidenceHistory.String(),

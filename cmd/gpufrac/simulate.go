@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/backend"
 	"github.com/gpufrac/gpufrac/recommender/policy"
 	"github.com/gpufrac/gpufrac/simulate"
 	"github.com/gpufrac/gpufrac/trace"
@@ -117,6 +118,9 @@ memory headroom (SVG and/or PNG).`,
 	fl.StringVar(&f.windowZone, "resize-window-timezone", "UTC", "IANA time zone of the resize window schedule")
 	fl.BoolVar(&f.urgentGrowth, "urgent-growth", true, "memory growth skips the minimum lifetime and resize windows")
 	fl.IntVar(&f.opts.Updater.MinReplicas, "min-replicas", 1, "fewest running pods a workload needs for one to be replaced")
+	fl.StringVar((*string)(&f.opts.Backend), "backend", "", "backend that writes gpufrac's and vpa-memory's fractions: \"\" (one memory value, a hard limit packed as it is, as the default annotations backend) or kai-nvfractions (pods packed by a memory request and killed above a memory limit; co-tenants above the GPU's memory are a GPU overrun)")
+	fl.StringVar(&f.opts.NVFractions.Request, "nvfractions-request", backend.NVFractionsRequestTarget, "kai-nvfractions request, as the webhook's --nvfractions-request: target or observed-peak")
+	fl.StringVar(&f.opts.NVFractions.Limit, "nvfractions-limit", backend.NVFractionsLimitUpperBound, "kai-nvfractions limit, as the webhook's --nvfractions-limit: upper-bound or target")
 
 	fl.StringVar(&f.outputFormat, "output-format", "text", "report format: text, markdown or json")
 	fl.BoolVar(&f.markdown, "markdown", false, "shorthand for --output-format markdown")
@@ -184,6 +188,9 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	if f.windowSchedule != "" {
 		f.opts.Updater.ResizeWindows = []gpufracv1.ResizeWindow{{Schedule: f.windowSchedule,
 			Duration: metav1.Duration{Duration: f.windowDuration}, TimeZone: f.windowZone}}
+	}
+	if f.opts.Backend != "" && f.opts.Backend != gpufracv1.BackendKAINVFractions {
+		return fmt.Errorf("--backend %q: want \"\" or %s", f.opts.Backend, gpufracv1.BackendKAINVFractions)
 	}
 	f.opts.Policies = f.policies
 
