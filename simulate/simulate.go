@@ -14,9 +14,17 @@
 // Pods are placed on GPUs of one memory size the way a fraction-aware scheduler would:
 // best fit by memory among the GPUs in use whose free memory and compute (sum of
 // compute allocations ≤ 1 GPU) fit the pod, else a new GPU; pods never migrate. The evaluator charges, per step, the GPUs held, memory overruns of
-// the pod's allocation (a crash under an enforcing backend) and of the GPU (a crash
+// the pod's limit (a crash under an enforcing backend) and of the GPU (a crash
 // without enforcement), compute contention (co-tenants' activity above 100 %), GPU
 // utilisation and replacements (see PolicyResult).
+//
+// The backend (Options.Backend) decides what a pod of an adaptive policy holds, as the
+// product's backend writes it: by default one memory value, packed and enforced as a
+// hard limit; on kai-nvfractions a request the packer places by and a limit the pod is
+// killed above (backend.NVFractionsConfig.RequestLimit), so that co-tenants may burst
+// together above the GPU's memory: a GPU overrun, counted for every tenant
+// (GPUOverrunPodMinutes), and an out-of-memory exit for each tenant above its request.
+// The updater reads the applied record (the target) in either case.
 //
 // Not modelled: usage changes caused by co-location (the trace was recorded with one
 // GPU per pod), restart cost and downtime of a replaced pod, out-of-memory restarts,

@@ -163,3 +163,51 @@ func TestSidecarComparedInitContainerNot(t *testing.T) {
 		t.Errorf("need %+v (%s), want the sidecar shrunk and the init container left alone", n, n.Reason())
 	}
 }
+
+// TestNVFractionsRequestBelowTarget: a kai-nvfractions pod admitted with
+// --nvfractions-request=observed-peak carries a 3Gi request for a 4Gi target. With its
+// applied record the updater reads the target and finds nothing to do while the peak
+// stays at 3Gi, grows it urgently once the peak reaches the near-limit share of the
+// target, and (without the record) reads the request, where the peak is a used-up
+// allocation: an urgent growth.
+func TestNVFractionsRequestBelowTarget(t *testing.T) {
+	cfg := backend.Config{NVFractions: backend.NVFractionsConfig{Request: backend.NVFractionsRequestObservedPeak}}.WithDefaults()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
+		gpufracv1.AnnotationApplied: `{"backend":"kai-nvfractions","autoscaler":"a","recommendationGeneration":1,"recommendationResourceVersion":"1","confidencePercent":90,"containers":[{"name":"main","memory":"4Gi","writtenMemory":"3Gi"}]}`,
+		"nvidia.com/container.main.gpu-memory.request": "3Gi",
+		"nvidia.com/container.main.gpu-memory.limit":   "6Gi",
+	}}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main"}}}}
+	target := func(peak int64) map[string]contract.Target {
+		return map[string]contract.Target{"main": {Container: "main", Memory: 4 << 30, LowerMemory: 3 << 30, UpperMemory: 6 << 30,
+			Compute: -1, LowerCompute: -1, UpperCompute: -1, PeakMemory: peak, ControlsMemory: true}}
+	}
+	rules := Rules{Threshold: 0.1, MinPodAge: time.Hour, NearLimit: 0.9, UrgentGrowth: true}
+	facts := PodFacts{Age: 2 * time.Hour}
+
+	alloc := ReadAllocation(pod, gpufracv1.BackendKAINVFractions, cfg, 0)
+	if a := alloc.Containers["main"]; a.Memory != 4<<30 || a.Compute != -1 || a.Source != SourceAppliedRecord {
+		t.Fatalf("allocation %+v, want the record's 4Gi target and no compute", a)
+	}
+	if n := Evaluate(alloc, target(3<<30), facts, rules); n.Needed() {
+		t.Errorf("peak 3Gi under a 4Gi target: %+v, want nothing", n)
+	}
+	if n := Evaluate(alloc, target(3900<<20), facts, rules); n.Needed() {
+		t.Errorf("peak 3900Mi, target unchanged: %+v, want nothing (the target is already what the pod has)", n)
+	}
+	grown := target(3900 << 20)
+	m := grown["main"]
+	m.Memory = 4700 << 20
+	grown["main"] = m
+	if n := Evaluate(alloc, grown, facts, rules); !n.Grow || !n.Urgent {
+		t.Errorf("peak 3900Mi ≥ 90 %% of the 4Gi target, target 4700Mi: %+v, want an urgent growth", n)
+	}
+
+	delete(pod.Annotations, gpufracv1.AnnotationApplied)
+	alloc = ReadAllocation(pod, gpufracv1.BackendKAINVFractions, cfg, 0)
+	if a := alloc.Containers["main"]; a.Memory != 3<<30 || a.Source != SourceBackendFields {
+		t.Fatalf("allocation without a record %+v, want the 3Gi request", a)
+	}
+	if n := Evaluate(alloc, target(3<<30), facts, rules); !n.Grow || !n.Urgent {
+		t.Errorf("no record, peak at the request: %+v, want an urgent growth to the target", n)
+	}
+}
