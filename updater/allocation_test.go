@@ -173,7 +173,7 @@ func TestSidecarComparedInitContainerNot(t *testing.T) {
 func TestNVFractionsRequestBelowTarget(t *testing.T) {
 	cfg := backend.Config{NVFractions: backend.NVFractionsConfig{Request: backend.NVFractionsRequestObservedPeak}}.WithDefaults()
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
-		gpufracv1.AnnotationApplied: `{"backend":"kai-nvfractions","autoscaler":"a","recommendationGeneration":1,"recommendationResourceVersion":"1","confidencePercent":90,"containers":[{"name":"main","memory":"4Gi","writtenMemory":"3Gi"}]}`,
+		gpufracv1.AnnotationApplied:                    `{"backend":"kai-nvfractions","autoscaler":"a","recommendationGeneration":1,"recommendationResourceVersion":"1","confidencePercent":90,"containers":[{"name":"main","memory":"4Gi","writtenMemory":"3Gi"}]}`,
 		"nvidia.com/container.main.gpu-memory.request": "3Gi",
 		"nvidia.com/container.main.gpu-memory.limit":   "6Gi",
 	}}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main"}}}}
