@@ -2,7 +2,9 @@ package recommender
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -355,5 +357,74 @@ func TestExporterDownIsNamed(t *testing.T) {
 	h.runCycles(t, 1, nil)
 	if c := condition(h.gfr(t, "ml", "a").Status, gpufracv1.ConditionMetricsUnavailable); c == nil || c.Status != metav1.ConditionFalse {
 		t.Errorf("the condition must clear with the target up: %+v", c)
+	}
+}
+
+// isCountQuery matches the diagnostic counts of a load: impossible samples
+// (Selector.DropCountQuery) and samples without a pod label (MissingLabelsQuery).
+func isCountQuery(q string) bool {
+	return strings.Contains(q, "changes((timestamp(") || strings.Contains(q, "sum(count_over_time(")
+}
+
+// Issue 17: a diagnostic count that fails (at 10,000 pods the count of impossible
+// samples ran past Prometheus' timeout on every bootstrap, failed the whole cycle, and
+// the next cycle loaded the history again) degrades the cycle instead: the history is
+// loaded, the recommendation is written and equals the one made with the counts
+// working, the failure is counted in incomplete_data_total{count_failed}, and later
+// cycles whose counts fail while every new sample is impossible never shrink it.
+func TestFailedCountKeepsTheCycle(t *testing.T) {
+	run := func(failCounts bool) (*engineHarness, *corev1.Pod, gpufracv1.ContainerRecommendation) {
+		objs := append(deployment("ml", "sd", 1), gfa("ml", "sd", "sd"))
+		h := newEngineHarness(t, objs, metrics.DCGM{})
+		p := podsOf(objs)[0]
+		addDCGM(t, h.prom, p, "GPU-1", h.now, 48*120, 20000, 0.6)
+		if failCounts {
+			h.prom.SetFailureIf(isCountQuery, errors.New("query timed out in expression evaluation"))
+		}
+		before := testutil.ToFloat64(metrics.Incomplete.WithLabelValues(metrics.IncompleteCountFailed))
+		h.runCycles(t, 1, nil) // fails the test on a cycle error
+		st := h.gfr(t, "ml", "sd").Status
+		if len(st.ContainerRecommendations) != 1 || st.ContainerRecommendations[0].Target.Compute == nil {
+			t.Fatalf("failing counts %v: no recommendation: %+v", failCounts, st.Conditions)
+		}
+		if c := condition(st, gpufracv1.ConditionMetricsUnavailable); c != nil && c.Status == metav1.ConditionTrue {
+			t.Errorf("failing counts %v: MetricsUnavailable=True %s: %s; the data was complete", failCounts, c.Reason, c.Message)
+		}
+		// Per DCGM load: impossible memory and compute samples, the first unlabelled count.
+		want := 0.0
+		if failCounts {
+			want = 3
+		}
+		if d := testutil.ToFloat64(metrics.Incomplete.WithLabelValues(metrics.IncompleteCountFailed)) - before; d != want {
+			t.Errorf("failing counts %v: incomplete_data_total{count_failed} += %v, want %v", failCounts, d, want)
+		}
+		return h, p, st.ContainerRecommendations[0]
+	}
+	_, _, ok := run(false)
+	h, p, got := run(true)
+	if got.Target.Memory.Cmp(*ok.Target.Memory) != 0 || got.Target.Compute.Cmp(*ok.Target.Compute) != 0 ||
+		got.UpperBound.Memory.Cmp(*ok.UpperBound.Memory) != 0 || got.LowerBound.Compute.Cmp(*ok.LowerBound.Compute) != 0 {
+		t.Errorf("recommendation with failing counts %v/%v (upper memory %v) differs from the one with working counts %v/%v (%v)",
+			got.Target.Memory, got.Target.Compute, got.UpperBound.Memory, ok.Target.Memory, ok.Target.Compute, ok.UpperBound.Memory)
+	}
+	// Every new sample is impossible and the counts still fail: nothing shrinks. (The
+	// filtering subquery carries the last valid value through Prometheus' 5-minute
+	// lookback, so compute reads empty only from the sixth minute.)
+	cycles := 5 + EmptyCyclesWhileRunning
+	for i := 0; i < cycles; i++ {
+		h.runCycles(t, 1, func(now time.Time) {
+			h.now = now.Add(time.Minute)
+			addDCGM(t, h.prom, p, "GPU-1", h.now, 2, math.Inf(1), 1.37)
+		})
+		st := h.gfr(t, "ml", "sd").Status
+		now := st.ContainerRecommendations[0]
+		if now.Target.Memory.Cmp(*got.Target.Memory) < 0 || now.Target.Compute.Cmp(*got.Target.Compute) < 0 {
+			t.Fatalf("cycle %d: target shrank from %v/%v to %v/%v on impossible samples while their count failed",
+				i, got.Target.Memory, got.Target.Compute, now.Target.Memory, now.Target.Compute)
+		}
+		if c := condition(st, gpufracv1.ConditionMetricsUnavailable); i == cycles-1 &&
+			(c == nil || c.Reason != gpufracv1.ReasonNoSamplesWhileRunning || !strings.Contains(c.Message, "count failed")) {
+			t.Errorf("cycle %d: want NoSamplesWhileRunning saying the count failed, got %+v", i, c)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/recommender/history"
@@ -74,12 +75,15 @@ func (r *Recommender) load(ctx context.Context, namespaces []string, from, to ti
 	// All reads succeeded: now change state.
 	var missing [2]float64
 	var missTo time.Time
+	countFailed, missFailed := false, false
 	for _, d := range data {
 		d.memDrops.Record(metrics.SignalMemory)
 		d.cpuDrops.Record(metrics.SignalCompute)
 		missing[0], missing[1], missTo = missing[0]+d.missing[0], missing[1]+d.missing[1], d.missTo
+		countFailed, missFailed = countFailed || d.countFailed, missFailed || d.missFailed
 	}
-	if missTo.After(r.missingCounted) {
+	// A source whose count failed holds the window back for all.
+	if !missFailed && missTo.After(r.missingCounted) {
 		metrics.SamplesDropped.WithLabelValues(string(metrics.SignalMemory), metrics.DropNoLabels).Add(missing[0])
 		metrics.SamplesDropped.WithLabelValues(string(metrics.SignalCompute), metrics.DropNoLabels).Add(missing[1])
 		r.missingCounted = missTo
@@ -95,6 +99,7 @@ func (r *Recommender) load(ctx context.Context, namespaces []string, from, to ti
 			t.gaps.stale = map[string]string{}
 			t.gaps.down = map[string]string{}
 			t.gaps.wrongDevice = map[string]string{}
+			t.gaps.countFailed = countFailed
 			t.gaps.loaded = true
 		}
 	}
@@ -130,6 +135,9 @@ type sourceData struct {
 	memDrops, cpuDrops                  metrics.PodDrops
 	missing                             [2]float64 // samples without a pod label: memory, compute
 	missTo                              time.Time  // end of the window missing counts
+	// countFailed: a diagnostic query failed (diagnose); the drop counts are unknown.
+	// missFailed: the count of samples without a pod label failed (missing is 0).
+	countFailed, missFailed bool
 	onDown                              []metrics.PodTarget
 }
 
@@ -156,21 +164,44 @@ func (r *Recommender) read(ctx context.Context, src metrics.Source, sel metrics.
 			return nil, err
 		}
 	}
-	if d.memDrops, err = rd.CountDropped(ctx, metrics.SignalMemory, sel, src.Fields(metrics.SignalMemory), dropFrom, to); err != nil {
-		return nil, err
+	r.diagnose(ctx, d, &rd, sel, from, to, dropFrom, missFrom, down)
+	return d, ctx.Err()
+}
+
+// diagnose runs one source's diagnostic queries for a load: the impossible samples
+// (d.memDrops, d.cpuDrops) and those without a pod label (d.missing, d.missTo), and,
+// when scrape targets are down, which pods they served (d.onDown). They only explain
+// the data: the data queries filter impossible samples inside PromQL and every other
+// query succeeded. So a failed diagnostic (a count over 10,000 pods that times out)
+// never fails the load: it is logged, counted in
+// gpufrac_recommender_incomplete_data_total{reason="count_failed"}, its counts stay
+// unknown (d.countFailed: no workload of the load is told AllSamplesFiltered from it),
+// and the window of unlabelled samples counted is not advanced (d.missFailed: another
+// load of the cycle may count it).
+func (r *Recommender) diagnose(ctx context.Context, d *sourceData, rd *metrics.Reader, sel metrics.Selector, from, to, dropFrom, missFrom time.Time, down []metrics.Target) {
+	failed := func(what string, err error) {
+		d.countFailed = true
+		metrics.Incomplete.WithLabelValues(metrics.IncompleteCountFailed).Inc()
+		klog.FromContext(ctx).Error(err, "Diagnostic query failed; the cycle goes on without it", "query", what, "source", d.src.Name(),
+			"from", from, "to", to)
 	}
-	if d.cpuDrops, err = rd.CountDropped(ctx, metrics.SignalCompute, sel, src.Fields(metrics.SignalCompute), dropFrom, to); err != nil {
-		return nil, err
+	var err error
+	if d.memDrops, err = rd.CountDropped(ctx, metrics.SignalMemory, sel, d.src.Fields(metrics.SignalMemory), dropFrom, to); err != nil {
+		failed("impossible memory samples", err)
+	}
+	if d.cpuDrops, err = rd.CountDropped(ctx, metrics.SignalCompute, sel, d.src.Fields(metrics.SignalCompute), dropFrom, to); err != nil {
+		failed("impossible compute samples", err)
 	}
 	for i, sig := range []metrics.Signal{metrics.SignalMemory, metrics.SignalCompute} {
-		if d.missing[i], d.missTo, err = rd.CountMissingLabels(ctx, sel, src.Fields(sig), missFrom, to); err != nil {
-			return nil, err
+		if d.missing[i], d.missTo, err = rd.CountMissingLabels(ctx, sel, d.src.Fields(sig), missFrom, to); err != nil {
+			failed("samples without a pod label", err)
+			d.missing, d.missFailed = [2]float64{}, true
+			break
 		}
 	}
-	if d.onDown, err = rd.PodsOnTargets(ctx, src, sel, down, r.Config.HistoryLength, to); err != nil {
-		return nil, err
+	if d.onDown, err = rd.PodsOnTargets(ctx, d.src, sel, down, r.Config.HistoryLength, to); err != nil {
+		failed("pods on down scrape targets", err)
 	}
-	return d, nil
 }
 
 // readData runs the data queries of one source for the load (from, to] with rd: memory
@@ -456,6 +487,9 @@ type dataGaps struct {
 	// with why.
 	wrongDevice map[string]string
 	empty       int // consecutive cycles with running pods and no sample
+	// countFailed: a diagnostic query of the load failed (diagnose), so dropped is
+	// unknown, not 0.
+	countFailed bool
 	// seenCompute: compute samples were fed once; from then on a cycle without any is a
 	// gap (memory is re-read over the running interval, so it cannot show one).
 	seenCompute bool
@@ -512,8 +546,12 @@ func (r *Recommender) dataGap(w history.WorkloadKey, pods int) (reason, msg stri
 	}
 	if g.empty >= EmptyCyclesWhileRunning {
 		metrics.Incomplete.WithLabelValues(metrics.IncompleteNoSamplesWhileRunning).Inc()
-		return gpufracv1.ReasonNoSamplesWhileRunning, fmt.Sprintf("%d running pods but no GPU sample (%s source) for %d cycles: an exporter or scrape gap; last recommendation kept",
-			pods, names(r.workloadSources(w)), g.empty)
+		why := "an exporter or scrape gap"
+		if g.countFailed {
+			why = "an exporter or scrape gap, or impossible samples (their count failed this cycle)"
+		}
+		return gpufracv1.ReasonNoSamplesWhileRunning, fmt.Sprintf("%d running pods but no GPU sample (%s source) for %d cycles: %s; last recommendation kept",
+			pods, names(r.workloadSources(w)), g.empty, why)
 	}
 	return "", ""
 }

@@ -40,6 +40,7 @@ type Server struct {
 	warnings []string
 	queries  []string
 	fail     error
+	failIf   func(query string) bool
 }
 
 // New starts a server; it stops when the test ends. Out-of-order appends are accepted
@@ -129,8 +130,15 @@ func (s *Server) SetWarnings(w []string) {
 
 // SetFailure makes every query fail with err (HTTP 503); nil stops it.
 func (s *Server) SetFailure(err error) {
+	s.SetFailureIf(nil, err)
+}
+
+// SetFailureIf makes every query for which match returns true fail with err (HTTP 503),
+// as a query that runs past Prometheus' timeout does while the others are answered; nil
+// stops it.
+func (s *Server) SetFailureIf(match func(query string) bool, err error) {
 	s.mu.Lock()
-	s.fail = err
+	s.failIf, s.fail = match, err
 	s.mu.Unlock()
 }
 
@@ -151,6 +159,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.queries = append(s.queries, q)
 	warnings, fail := s.warnings, s.fail
+	if s.failIf != nil && !s.failIf(q) {
+		fail = nil
+	}
 	s.mu.Unlock()
 	if fail != nil {
 		writeError(w, http.StatusServiceUnavailable, "unavailable", fail)
