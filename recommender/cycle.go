@@ -176,13 +176,18 @@ func (r *Recommender) track(c *cycle) {
 // loadPods lists the pods of the targets' namespaces and attributes each to its
 // top-most controller: c.attr, c.livePods, c.templates and each entry's pod count. Its
 // errors are listing errors.
+//
+// The pods are the informer cache's own objects, listed without a deep copy
+// (client.UnsafeDisableDeepCopy): nothing in a cycle writes to a pod, and copying
+// 10,000 pods every minute was most of a steady cycle's allocations (make bench-scale,
+// docs/benchmarks.md). They must stay read-only.
 func (r *Recommender) loadPods(ctx context.Context, c *cycle) error {
 	c.attr = &workload.Attributor{Live: map[[2]string]workload.Ref{}, KSM: r.ownership, Targets: c.targets}
 	c.livePods = map[[2]string]*corev1.Pod{}
 	c.templates = map[history.WorkloadKey]*corev1.Pod{}
 	for ns := range c.targets {
 		var pods corev1.PodList
-		if err := r.Client.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+		if err := r.Client.List(ctx, &pods, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
 			cycleErrors.WithLabelValues("list").Inc()
 			return fmt.Errorf("listing pods in %s: %w", ns, err)
 		}

@@ -102,12 +102,16 @@ func slowReader(t *testing.T) (r *Reader, start, end time.Time) {
 	return &Reader{API: slowAPI{API: s.API(t), limit: 90 * time.Minute}, Labels: DefaultLabels}, start, end
 }
 
-// readsAll checks that r's range read of [start, end] returns all 601 points.
+// readsAll checks that r's range read of [start, end] returns all 601 points, in one
+// stream (the chunks of one series are joined).
 func readsAll(t *testing.T, r *Reader, start, end time.Time) {
 	t.Helper()
 	m, err := r.rangeMatrix(context.Background(), DCGMFBUsed, start, end, time.Minute)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(m) != 1 {
+		t.Errorf("%d streams of one series, want 1", len(m))
 	}
 	n := 0
 	for _, st := range m {
@@ -149,5 +153,28 @@ func TestRangeHalvesTheChunkAsked(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(Queries.WithLabelValues("range", "ok")) - ok; got != 9 {
 		t.Errorf("%v answered queries, want 9 (601 points in chunks of 75)", got)
+	}
+}
+
+// A chunk that took more than half the timeout is followed by one sized to take about
+// half (issue 17: on a loaded Prometheus the next chunk of the same size ran into the
+// timeout and was retried at half, wasting the whole timeout); a fast chunk is followed
+// by a larger one, never above MaxPointsPerSeries and never below one point.
+func TestRangePacesChunksToHalfTheTimeout(t *testing.T) {
+	r := &Reader{Timeout: 30 * time.Second}
+	for _, c := range []struct {
+		asked int
+		took  time.Duration
+		want  int
+	}{
+		{720, 25 * time.Second, 432},
+		{720, 15 * time.Second, 720},
+		{120, 5 * time.Second, 360},
+		{5000, time.Second, MaxPointsPerSeries},
+		{1, time.Hour, 1},
+	} {
+		if got := r.paced(c.asked, c.took); got != c.want {
+			t.Errorf("paced(%d points, took %s) = %d, want %d", c.asked, c.took, got, c.want)
+		}
 	}
 }

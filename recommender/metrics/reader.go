@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/model"
+	"golang.org/x/sync/errgroup"
 	"k8s.io/klog/v2"
 
 	"github.com/gpufrac/gpufrac/recommender/mig"
@@ -246,16 +248,24 @@ func (r *Reader) Range(ctx context.Context, signal Signal, query string, start, 
 // steps; a value that it says several pods reported on one device at one time is a copied
 // device value (Series.SharedSamples), even where the other pods are in namespaces the
 // data query does not read.
+//
+// The two queries run at once: each is one PromQL evaluation, which Prometheus runs on
+// one core, and the copies query costs about what the data query does.
 func (r *Reader) RangeShared(ctx context.Context, signal Signal, query, copies string, start, end time.Time, step time.Duration) ([]Series, error) {
-	m, err := r.rangeMatrix(ctx, query, start, end, step)
-	if err != nil {
-		return nil, err
-	}
-	var c model.Matrix
+	var m, c model.Matrix
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) {
+		m, err = r.rangeMatrix(gctx, query, start, end, step)
+		return err
+	})
 	if copies != "" {
-		if c, err = r.rangeMatrix(ctx, copies, start, end, step); err != nil {
-			return nil, err
-		}
+		g.Go(func() (err error) {
+			c, err = r.rangeMatrix(gctx, copies, start, end, step)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	return r.decode(signal, m, r.copiesOf(c)), nil
 }
@@ -329,6 +339,8 @@ func (r *Reader) rangeMatrix(ctx context.Context, query string, start, end time.
 		return nil, fmt.Errorf("range query step must be positive, got %s", step)
 	}
 	var all model.Matrix
+	// A series' later chunks are appended to its first stream: one stream per series.
+	bySeries := map[model.Fingerprint]*model.SampleStream{}
 	points := r.chunkPoints(r.seriesAt(ctx, query, end))
 	ceiling := points // lowered by each chunk a backend refuses as too large
 	for from := start; !from.After(end); {
@@ -369,11 +381,32 @@ func (r *Reader) rangeMatrix(ctx context.Context, query string, start, end time.
 		if !ok {
 			return nil, fmt.Errorf("prometheus range query %q: want a matrix, got %s", query, typeOf(v))
 		}
-		all = append(all, m...)
-		points = min(ceiling, r.chunkPoints(len(m)))
+		for _, st := range m {
+			if first := bySeries[st.Metric.Fingerprint()]; first != nil {
+				first.Values = append(first.Values, st.Values...)
+				continue
+			}
+			bySeries[st.Metric.Fingerprint()] = st
+			all = append(all, st)
+		}
+		points = min(ceiling, r.chunkPoints(len(m)), r.paced(asked, time.Since(began)))
 		from = to.Add(step)
 	}
 	return all, nil
+}
+
+// paced is how many points the next chunk of a range query asks for after a chunk of
+// asked points took took: asked scaled so that it takes about half the timeout (at most
+// MaxPointsPerSeries, at least one), so a chunk that nearly timed out is followed by a
+// smaller one instead of a timeout that wastes the whole timeout and is retried at half
+// (a 1-day bootstrap of 1,000 pods on a loaded Prometheus: 150 s of its 356 s of
+// queries were chunks that ran into the 30 s timeout).
+func (r *Reader) paced(asked int, took time.Duration) int {
+	if took <= 0 {
+		return MaxPointsPerSeries
+	}
+	n := float64(asked) * float64(r.timeout()/2) / float64(took)
+	return max(1, int(min(n, MaxPointsPerSeries)))
 }
 
 // seriesAt estimates the series a range query returns, for sizing its first chunk under
@@ -426,24 +459,17 @@ func TooManySamples(err error) bool {
 // them), converts a MIG instance's activity to a share of the whole GPU (gpuShare),
 // marks device-wide values copied to several pods of a shared GPU, and merges the
 // devices and duplicate series of one container with max, never a sum.
+//
+// It holds each stream's valid samples in one slice and groups samples by time only
+// where several streams meet (a container's devices or duplicates, a device's pods):
+// a history answer of 1,000 pods × 1 day at 1m is 1.4 M samples, and a map entry per
+// sample (by container, by device) was most of the recommender's peak memory.
 func (r *Reader) decode(signal Signal, m model.Matrix, copies deviceCopies) []Series {
-	type devSample struct {
-		id     ContainerID
-		src    string
-		v, raw float64 // v: a share of the whole GPU (gpuShare); raw: as read
-	}
-	type point struct {
-		v      float64
-		shared bool
-	}
-	merged := map[ContainerID]map[model.Time]point{}
-	// devices[id][t] lists the distinct devices a container reported on at t.
-	devices := map[ContainerID]map[model.Time][]string{}
+	byID := map[ContainerID][]*stream{}
+	byDevice := map[string][]*stream{} // streams that can carry a device value copied to pods
 	sources := map[ContainerID]string{}
 	profiles := map[ContainerID]string{} // MIG profile of the container's series
 	wrong := map[ContainerID]string{}    // why series of the container were not used
-	// byDevice[device][t] lists the pods that reported a value on one device at t.
-	byDevice := map[string]map[model.Time][]devSample{}
 	for _, s := range m {
 		id := ContainerID{
 			Namespace: string(s.Metric[model.LabelName(r.Labels.Namespace)]),
@@ -464,64 +490,49 @@ func (r *Reader) decode(signal Signal, m model.Matrix, copies deviceCopies) []Se
 			wrong[id] = fmt.Sprintf("%s of pod %s container %s names GPU %s, but %s saw the pod on %s: not used", what, id.Pod, id.Container, dev, al.By, al)
 			continue
 		}
-		own := PerProcess(src) // a per-process measurement is never a copy, equal or not
-		onMIG := s.Metric[MIGInstanceLabel] != ""
 		if p := string(s.Metric[MIGProfileLabel]); p != "" {
 			profiles[id] = p
 		}
-		share := gpuShare(signal, src, s.Metric)
-		dev := r.deviceKey(s.Metric)
-		if merged[id] == nil {
-			merged[id] = map[model.Time]point{}
+		st := &stream{id: id, src: src, dev: r.deviceKey(s.Metric), pts: validPoints(signal, src, s)}
+		if len(st.pts) == 0 {
+			continue
 		}
-		for _, p := range s.Values {
-			raw := float64(p.Value)
-			v := raw * share
-			reason := Invalid(signal, raw)
-			if reason == "" && onMIG && src == DCGMGPUUtil {
-				reason = DropMIGUnsupported // GPU_UTIL is not supported on MIG: 0 there is not idle
-			}
-			if reason != "" {
-				SamplesDropped.WithLabelValues(string(signal), reason).Inc()
-				continue
-			}
-			if dev != "" {
-				if devices[id] == nil {
-					devices[id] = map[model.Time][]string{}
-				}
-				if !slices.Contains(devices[id][p.Timestamp], dev) {
-					devices[id][p.Timestamp] = append(devices[id][p.Timestamp], dev)
-				}
-			}
-			if dev != "" && !own {
-				if byDevice[dev] == nil {
-					byDevice[dev] = map[model.Time][]devSample{}
-				}
-				byDevice[dev][p.Timestamp] = append(byDevice[dev][p.Timestamp], devSample{id, src, v, raw})
-			}
-			if src != "" {
-				sources[id] = src // a field whose samples were all dropped names no source
-			}
-			if old, ok := merged[id][p.Timestamp]; !ok || v > old.v {
-				merged[id][p.Timestamp] = point{v: v}
-			}
+		if src != "" {
+			sources[id] = src // a field whose samples were all dropped names no source
+		}
+		byID[id] = append(byID[id], st)
+		// A per-process measurement (the agent's) is never a copy, equal or not.
+		if st.dev != "" && !PerProcess(src) {
+			byDevice[st.dev] = append(byDevice[st.dev], st)
+		}
+	}
+	merged := make(map[ContainerID][]point, len(byID))
+	devices := make(map[ContainerID]int, len(byID))
+	for id, sts := range byID {
+		merged[id], devices[id] = mergeStreams(sts)
+	}
+	// share marks the container's merged sample at t as the device's value d copied to
+	// n pods (compute split evenly), unless it was marked already or is another value.
+	share := func(id ContainerID, t model.Time, v float64, n int) {
+		p := pointAt(merged[id], t)
+		if p == nil || p.v != v || p.shared {
+			return
+		}
+		p.shared = true
+		if signal == SignalCompute {
+			p.v = v / float64(n)
 		}
 	}
 	// Copies seen across every namespace (CopiesQuery): a value that n pods, wherever
 	// they run, reported on the device at t is the device's, shared by n pods.
-	for dev, byTime := range byDevice {
-		for t, samples := range byTime {
-			for _, d := range samples {
-				n := copies[dev][t][copyKey{d.src, d.raw}]
-				if n < 2 || d.v == 0 {
-					continue
-				}
-				if p, ok := merged[d.id][t]; ok && p.v == d.v && !p.shared {
-					p.shared = true
-					if signal == SignalCompute {
-						p.v = d.v / float64(n)
-					}
-					merged[d.id][t] = p
+	for dev, sts := range byDevice {
+		if copies[dev] == nil {
+			continue
+		}
+		for _, st := range sts {
+			for _, d := range st.pts {
+				if n := copies[dev][d.t][copyKey{st.src, d.raw}]; n >= 2 && d.v != 0 {
+					share(st.id, d.t, d.v, n)
 				}
 			}
 		}
@@ -532,34 +543,28 @@ func (r *Reader) decode(signal Signal, m model.Matrix, copies deviceCopies) []Se
 	// (compressible) is split evenly, so the co-tenants' sum is the device's value, not
 	// N times it; memory (incompressible: one tenant may hold most of it) stays the
 	// upper bound for each.
-	for _, byTime := range byDevice {
-		for t, samples := range byTime {
-			if len(samples) < 2 || samples[0].v == 0 {
-				continue
-			}
-			same := true
-			for _, d := range samples[1:] {
-				if d.v != samples[0].v || d.id.Pod == samples[0].id.Pod {
-					same = false
-					break
-				}
-			}
-			if same {
-				pods := map[string]bool{}
-				for _, d := range samples {
-					pods[d.id.Namespace+"/"+d.id.Pod] = true
-				}
-				for _, d := range samples {
-					if p, ok := merged[d.id][t]; ok && p.v == d.v && !p.shared {
-						p.shared = true
-						if signal == SignalCompute {
-							p.v = d.v / float64(len(pods))
-						}
-						merged[d.id][t] = p
-					}
-				}
-			}
+	for _, sts := range byDevice {
+		if len(sts) < 2 {
+			continue
 		}
+		eachTime(sts, func(at []timed) {
+			if len(at) < 2 || at[0].v == 0 {
+				return
+			}
+			pods := map[string]bool{}
+			for _, d := range at {
+				if d.v != at[0].v || (d.st != at[0].st && d.st.id.Pod == at[0].st.id.Pod) {
+					return
+				}
+				pods[d.st.id.Namespace+"/"+d.st.id.Pod] = true
+			}
+			if len(pods) < 2 {
+				return
+			}
+			for _, d := range at {
+				share(d.st.id, d.t, d.v, len(pods))
+			}
+		})
 	}
 	out := make([]Series, 0, len(merged))
 	for id := range wrong {
@@ -567,25 +572,135 @@ func (r *Reader) decode(signal Signal, m model.Matrix, copies deviceCopies) []Se
 			out = append(out, Series{ID: id, WrongDevice: wrong[id]}) // nothing else of it: still said
 		}
 	}
-	for id, byTime := range merged {
-		if len(byTime) == 0 {
-			continue
-		}
-		s := Series{ID: id, Source: sources[id], MIGProfile: profiles[id], WrongDevice: wrong[id], Samples: make([]Sample, 0, len(byTime))}
-		for _, devs := range devices[id] {
-			s.Devices = max(s.Devices, len(devs))
-		}
-		for t, p := range byTime {
-			s.Samples = append(s.Samples, Sample{Time: t.Time(), Value: p.v})
+	for id, pts := range merged {
+		s := Series{ID: id, Source: sources[id], MIGProfile: profiles[id], WrongDevice: wrong[id], Devices: devices[id], Samples: make([]Sample, len(pts))}
+		for i, p := range pts {
+			s.Samples[i] = Sample{Time: p.t.Time(), Value: p.v}
 			if p.shared {
 				s.SharedSamples++
 			}
 		}
-		sort.Slice(s.Samples, func(i, j int) bool { return s.Samples[i].Time.Before(s.Samples[j].Time) })
 		out = append(out, s)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID.String() < out[j].ID.String() })
 	return out
+}
+
+// stream is one answer series of a container on one device, its impossible values
+// dropped (decode).
+type stream struct {
+	id       ContainerID
+	src, dev string // the source field (SourceLabel) and deviceKey
+	pts      []devPoint
+}
+
+// devPoint is one valid sample of a stream: v a share of the whole GPU (gpuShare), raw
+// as read.
+type devPoint struct {
+	t      model.Time
+	v, raw float64
+}
+
+// point is one merged sample of a container (decode); shared: a device value copied to
+// several pods.
+type point struct {
+	t      model.Time
+	v      float64
+	shared bool
+}
+
+// validPoints returns the stream's samples that can be true for the signal, as shares
+// of the whole GPU, counting the others in SamplesDropped by reason.
+func validPoints(signal Signal, src string, s *model.SampleStream) []devPoint {
+	share := gpuShare(signal, src, s.Metric)
+	onMIG := s.Metric[MIGInstanceLabel] != ""
+	out := make([]devPoint, 0, len(s.Values))
+	for _, p := range s.Values {
+		raw := float64(p.Value)
+		reason := Invalid(signal, raw)
+		if reason == "" && onMIG && src == DCGMGPUUtil {
+			reason = DropMIGUnsupported // GPU_UTIL is not supported on MIG: 0 there is not idle
+		}
+		if reason != "" {
+			SamplesDropped.WithLabelValues(string(signal), reason).Inc()
+			continue
+		}
+		out = append(out, devPoint{t: p.Timestamp, v: raw * share, raw: raw})
+	}
+	return out
+}
+
+// timed is one stream's sample at a time (eachTime).
+type timed struct {
+	devPoint
+	st *stream
+}
+
+// eachTime calls fn with the samples of the streams at each time, in time order (the
+// streams' order within one time).
+func eachTime(sts []*stream, fn func([]timed)) {
+	var all []timed
+	for _, st := range sts {
+		for _, p := range st.pts {
+			all = append(all, timed{p, st})
+		}
+	}
+	slices.SortStableFunc(all, func(a, b timed) int { return cmp.Compare(a.t, b.t) })
+	for i := 0; i < len(all); {
+		j := i + 1
+		for j < len(all) && all[j].t == all[i].t {
+			j++
+		}
+		fn(all[i:j])
+		i = j
+	}
+}
+
+// mergeStreams merges a container's streams (its devices, duplicate series) into one
+// sample per time, the largest value (never a sum), in time order, and returns the most
+// devices it reported on at one time.
+func mergeStreams(sts []*stream) ([]point, int) {
+	if len(sts) == 1 && increasing(sts[0].pts) { // one series: nothing to merge
+		out := make([]point, len(sts[0].pts))
+		for i, p := range sts[0].pts {
+			out[i] = point{t: p.t, v: p.v}
+		}
+		return out, min(1, len(sts[0].dev))
+	}
+	var out []point
+	most := 0
+	eachTime(sts, func(at []timed) {
+		p := point{t: at[0].t, v: at[0].v}
+		var devs []string
+		for _, d := range at {
+			p.v = max(p.v, d.v)
+			if d.st.dev != "" && !slices.Contains(devs, d.st.dev) {
+				devs = append(devs, d.st.dev)
+			}
+		}
+		out = append(out, p)
+		most = max(most, len(devs))
+	})
+	return out, most
+}
+
+// increasing reports whether the points' times strictly increase.
+func increasing(pts []devPoint) bool {
+	for i := 1; i < len(pts); i++ {
+		if pts[i].t <= pts[i-1].t {
+			return false
+		}
+	}
+	return true
+}
+
+// pointAt returns the point at t of points in time order, or nil.
+func pointAt(points []point, t model.Time) *point {
+	i, ok := slices.BinarySearchFunc(points, t, func(p point, t model.Time) int { return cmp.Compare(p.t, t) })
+	if !ok {
+		return nil
+	}
+	return &points[i]
 }
 
 // PerProcess reports whether the published metric is measured per process (gpufrac's
