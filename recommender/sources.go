@@ -183,9 +183,15 @@ func (r *Recommender) choose(src metrics.Source, signal metrics.Signal, series [
 	out := series[:0:0]
 	for _, s := range series {
 		p := r.pods[[2]string{s.ID.Namespace, s.ID.Pod}]
-		kept := s.Samples[:0:0]
-		for _, x := range s.Samples {
-			if p != nil && p.sourceFor(signal, x.Time, order) == src.Name() {
+		// Copied only from the first sample left out: a load of days of history is
+		// millions of samples, most of them all kept.
+		kept, copied := s.Samples, false
+		for i, x := range s.Samples {
+			use := p != nil && p.sourceFor(signal, x.Time, order) == src.Name()
+			switch {
+			case !use && !copied:
+				kept, copied = append(s.Samples[:0:0], s.Samples[:i]...), true
+			case use && copied:
 				kept = append(kept, x)
 			}
 		}
