@@ -141,18 +141,19 @@ func TestRangeHalvesOnTimeout(t *testing.T) {
 // A timed-out chunk is retried at half the points it asked for, not half of the
 // chunk ceiling: a range shorter than MaxPointsPerSeries (601 points here, against
 // 11,000) gets a smaller query at the first retry instead of the same range again until
-// the ceiling drops below it. With queries over 90 minutes timing out: 601 → 300 → 150 →
-// 75 points, three timeouts, then every chunk fits.
+// the ceiling drops below it. With queries over 90 minutes timing out: a first chunk of
+// FirstChunkPoints (60), then the 541 points left → 270 → 135 → 67, three timeouts, then
+// every chunk fits.
 func TestRangeHalvesTheChunkAsked(t *testing.T) {
 	r, start, end := slowReader(t)
 	timeouts := testutil.ToFloat64(Queries.WithLabelValues("range", "timeout"))
 	ok := testutil.ToFloat64(Queries.WithLabelValues("range", "ok"))
 	readsAll(t, r, start, end)
 	if got := testutil.ToFloat64(Queries.WithLabelValues("range", "timeout")) - timeouts; got != 3 {
-		t.Errorf("%v timed-out queries, want 3 (601, 300 and 150 points)", got)
+		t.Errorf("%v timed-out queries, want 3 (541, 270 and 135 points)", got)
 	}
-	if got := testutil.ToFloat64(Queries.WithLabelValues("range", "ok")) - ok; got != 9 {
-		t.Errorf("%v answered queries, want 9 (601 points in chunks of 75)", got)
+	if got := testutil.ToFloat64(Queries.WithLabelValues("range", "ok")) - ok; got != 10 {
+		t.Errorf("%v answered queries, want 10 (60 points, then 541 in chunks of 67)", got)
 	}
 }
 

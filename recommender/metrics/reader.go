@@ -341,8 +341,8 @@ func (r *Reader) rangeMatrix(ctx context.Context, query string, start, end time.
 	var all model.Matrix
 	// A series' later chunks are appended to its first stream: one stream per series.
 	bySeries := map[model.Fingerprint]*model.SampleStream{}
-	points := r.chunkPoints(r.seriesAt(ctx, query, end))
-	ceiling := points // lowered by each chunk a backend refuses as too large
+	ceiling := r.chunkPoints(r.seriesAt(ctx, query, end)) // lowered by each chunk a backend refuses as too large
+	points := min(ceiling, FirstChunkPoints)
 	for from := start; !from.After(end); {
 		to := from.Add(step * time.Duration(points-1))
 		if to.After(end) {
@@ -394,6 +394,13 @@ func (r *Reader) rangeMatrix(ctx context.Context, query string, start, end time.
 	}
 	return all, nil
 }
+
+// FirstChunkPoints is the most points the first chunk of a range query asks for: an hour
+// at the 1-minute cycle interval. Later chunks are sized from how long it took (paced),
+// so a history load of 10,000 pods or of days starts small instead of with a chunk of
+// MaxPointsPerSeries that runs into the timeout; a live cycle's reads (one or two
+// points) are not affected.
+const FirstChunkPoints = 60
 
 // paced is how many points the next chunk of a range query asks for after a chunk of
 // asked points took took: asked scaled so that it takes about half the timeout (at most
