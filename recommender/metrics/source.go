@@ -407,6 +407,14 @@ const CopyValueLabel = "gpufrac_value"
 // values). Data queries are scoped to the namespaces with autoscalers, so without it a
 // copy held by a pod in another namespace would never be compared (issue 13 kind 14).
 // It returns "" when every field is per process (the agent).
+//
+// The aggregation is over the raw samples (Selector.Raw), not the robust expression of
+// the data queries: it is matched against the data's values, and wherever a window held
+// an impossible sample the two differ, so that value is not taken for a copy and stays
+// a per-pod value (an upper bound, never shrunk). The robust form cost five range
+// functions and a subquery per step over every namespace: the most expensive query of
+// a history bootstrap (make bench-scale: 191 s of Prometheus' 352 s for 1,000 pods × 1
+// day, docs/benchmarks.md).
 func CopiesQuery(src Source, sel Selector, signal Signal, window time.Duration) string {
 	fn := "max_over_time"
 	if signal == SignalCompute {
@@ -416,7 +424,7 @@ func CopiesQuery(src Source, sel Selector, signal Signal, window time.Duration) 
 		return "" // no device to compare on
 	}
 	all := sel
-	all.AllNamespaces = true
+	all.AllNamespaces, all.Raw = true, true
 	dev := strings.Join(sel.Device, ", ")
 	var parts []string
 	for _, f := range src.Fields(signal) {
