@@ -138,7 +138,7 @@ type sourceData struct {
 	// countFailed: a diagnostic query failed (diagnose); the drop counts are unknown.
 	// missFailed: the count of samples without a pod label failed (missing is 0).
 	countFailed, missFailed bool
-	onDown                              []metrics.PodTarget
+	onDown                  []metrics.PodTarget
 }
 
 // read runs one source's queries for a load of (from, to]: its data queries
