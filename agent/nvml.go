@@ -327,46 +327,33 @@ func (s *Sampler) readUtilization(d nvml.Device, uuid string, st *devState, now 
 	return true
 }
 
-// returnName is the NVML return code's constant name, stable across driver
-// versions (nvmlErrorString's text is not), for the "error" label.
+// returnNames are the NVML return codes' constant names, stable across driver versions
+// (nvmlErrorString's text is not), for the "error" label.
+var returnNames = map[nvml.Return]string{
+	nvml.SUCCESS:                       "SUCCESS",
+	nvml.ERROR_UNINITIALIZED:           "ERROR_UNINITIALIZED",
+	nvml.ERROR_INVALID_ARGUMENT:        "ERROR_INVALID_ARGUMENT",
+	nvml.ERROR_NOT_SUPPORTED:           "ERROR_NOT_SUPPORTED",
+	nvml.ERROR_NO_PERMISSION:           "ERROR_NO_PERMISSION",
+	nvml.ERROR_NOT_FOUND:               "ERROR_NOT_FOUND",
+	nvml.ERROR_INSUFFICIENT_SIZE:       "ERROR_INSUFFICIENT_SIZE",
+	nvml.ERROR_DRIVER_NOT_LOADED:       "ERROR_DRIVER_NOT_LOADED",
+	nvml.ERROR_TIMEOUT:                 "ERROR_TIMEOUT",
+	nvml.ERROR_LIBRARY_NOT_FOUND:       "ERROR_LIBRARY_NOT_FOUND",
+	nvml.ERROR_FUNCTION_NOT_FOUND:      "ERROR_FUNCTION_NOT_FOUND",
+	nvml.ERROR_GPU_IS_LOST:             "ERROR_GPU_IS_LOST",
+	nvml.ERROR_RESET_REQUIRED:          "ERROR_RESET_REQUIRED",
+	nvml.ERROR_OPERATING_SYSTEM:        "ERROR_OPERATING_SYSTEM",
+	nvml.ERROR_LIB_RM_VERSION_MISMATCH: "ERROR_LIB_RM_VERSION_MISMATCH",
+	nvml.ERROR_MEMORY:                  "ERROR_MEMORY",
+	nvml.ERROR_NO_DATA:                 "ERROR_NO_DATA",
+	nvml.ERROR_UNKNOWN:                 "ERROR_UNKNOWN",
+}
+
+// returnName is r's constant name (returnNames), or ERROR_<code> for a code not listed.
 func returnName(r nvml.Return) string {
-	switch r {
-	case nvml.SUCCESS:
-		return "SUCCESS"
-	case nvml.ERROR_UNINITIALIZED:
-		return "ERROR_UNINITIALIZED"
-	case nvml.ERROR_INVALID_ARGUMENT:
-		return "ERROR_INVALID_ARGUMENT"
-	case nvml.ERROR_NOT_SUPPORTED:
-		return "ERROR_NOT_SUPPORTED"
-	case nvml.ERROR_NO_PERMISSION:
-		return "ERROR_NO_PERMISSION"
-	case nvml.ERROR_NOT_FOUND:
-		return "ERROR_NOT_FOUND"
-	case nvml.ERROR_INSUFFICIENT_SIZE:
-		return "ERROR_INSUFFICIENT_SIZE"
-	case nvml.ERROR_DRIVER_NOT_LOADED:
-		return "ERROR_DRIVER_NOT_LOADED"
-	case nvml.ERROR_TIMEOUT:
-		return "ERROR_TIMEOUT"
-	case nvml.ERROR_LIBRARY_NOT_FOUND:
-		return "ERROR_LIBRARY_NOT_FOUND"
-	case nvml.ERROR_FUNCTION_NOT_FOUND:
-		return "ERROR_FUNCTION_NOT_FOUND"
-	case nvml.ERROR_GPU_IS_LOST:
-		return "ERROR_GPU_IS_LOST"
-	case nvml.ERROR_RESET_REQUIRED:
-		return "ERROR_RESET_REQUIRED"
-	case nvml.ERROR_OPERATING_SYSTEM:
-		return "ERROR_OPERATING_SYSTEM"
-	case nvml.ERROR_LIB_RM_VERSION_MISMATCH:
-		return "ERROR_LIB_RM_VERSION_MISMATCH"
-	case nvml.ERROR_MEMORY:
-		return "ERROR_MEMORY"
-	case nvml.ERROR_NO_DATA:
-		return "ERROR_NO_DATA"
-	case nvml.ERROR_UNKNOWN:
-		return "ERROR_UNKNOWN"
+	if n, ok := returnNames[r]; ok {
+		return n
 	}
 	return "ERROR_" + strconv.Itoa(int(r))
 }
