@@ -3,8 +3,6 @@ package e2e
 import (
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -23,15 +21,7 @@ func TestAgentSimulated(t *testing.T) {
 	createNamespace(t, ns)
 	tr := trace.Synthesize(trace.SynthOptions{Workloads: 2, PodsPerWorkload: 1, Duration: time.Hour, Step: time.Minute,
 		Seed: 11, End: time.Now(), Namespace: ns, WorkloadPrefix: "agt"})
-	csv := filepath.Join(t.TempDir(), "trace.csv")
-	f, err := os.Create(csv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := trace.WriteLongCSV(f, tr); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	csv := writeTraceCSV(t, tr)
 	for _, w := range tr.Workloads() {
 		create(t, gpuDeployment(ns, w.Name, "inference", 1), autoscaler(ns, w.Name, w.Name))
 		waitRunning(t, ns, w.Name, 1)

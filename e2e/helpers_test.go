@@ -27,7 +27,27 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/trace"
 )
+
+// writeTraceCSV writes tr as a long-format CSV (trace.WriteLongCSV) into the test's
+// temporary directory and returns the file's path.
+func writeTraceCSV(t *testing.T, tr trace.Trace) string {
+	t.Helper()
+	csv := filepath.Join(t.TempDir(), "trace.csv")
+	f, err := os.Create(csv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := trace.WriteLongCSV(f, tr); err != nil {
+		f.Close()
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return csv
+}
 
 // installCRDs creates gpufrac's CRDs from charts/gpufrac/crds and waits until the API
 // server serves them.

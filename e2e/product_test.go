@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -61,15 +59,7 @@ func TestWholeProduct(t *testing.T) {
 		// default, two pods rarely share an 80 GiB GPU and the packing check (c) would
 		// hinge on one pair; here memory leaves room and compute decides the packing.
 		Model: trace.SynthModel{PeakMemoryMedianBytes: 12 << 30, PeakMemoryMaxBytes: 16 << 30}})
-	csv := filepath.Join(t.TempDir(), "trace.csv")
-	f, err := os.Create(csv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := trace.WriteLongCSV(f, tr); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	csv := writeTraceCSV(t, tr)
 
 	// The webhook first, so the validating webhook checks the autoscalers; pods created
 	// now get nothing (no recommendation yet) and hold whole GPUs, like pods that ran
