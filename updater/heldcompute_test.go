@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -32,10 +31,7 @@ func TestComputeHeldInReplacements(t *testing.T) {
 	f.gfr.Status.ContainerRecommendations[0].Target.Compute = ptr.To(resource.MustParse("100m"))
 	f.gfr.Status.ContainerRecommendations[0].LowerBound.Compute = ptr.To(resource.MustParse("80m"))
 	f.gfr.Status.ContainerRecommendations[0].UpperBound.Compute = ptr.To(resource.MustParse("150m"))
-	f.objs = append(f.objs, &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
-		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{Kind: "Deployment", Name: "web", APIVersion: "apps/v1"},
-			MaxReplicas: 10, Metrics: []autoscalingv2.MetricSpec{{Type: autoscalingv2.PodsMetricSourceType, Pods: &autoscalingv2.PodsMetricSource{
-				Metric: autoscalingv2.MetricIdentifier{Name: "DCGM_FI_DEV_GPU_UTIL"}, Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType}}}}}})
+	f.addGPUHPA()
 	f.build()
 
 	// First cycle: held compute not published yet, nothing replaced.

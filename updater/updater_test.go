@@ -114,6 +114,15 @@ func (f *fixture) addPod(name string, memGi int64, rs *appsv1.ReplicaSet) *corev
 	return p
 }
 
+// addGPUHPA adds an HPA of the fixture's Deployment that scales on the GPU utilisation
+// metric DCGM_FI_DEV_GPU_UTIL (per-pod average), so the pods' compute is held.
+func (f *fixture) addGPUHPA() {
+	f.objs = append(f.objs, &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{Kind: "Deployment", Name: "web", APIVersion: "apps/v1"},
+			MaxReplicas: 10, Metrics: []autoscalingv2.MetricSpec{{Type: autoscalingv2.PodsMetricSourceType, Pods: &autoscalingv2.PodsMetricSource{
+				Metric: autoscalingv2.MetricIdentifier{Name: "DCGM_FI_DEV_GPU_UTIL"}, Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType}}}}}})
+}
+
 func (f *fixture) build() *Updater {
 	f.t.Helper()
 	f.c = fake.NewClientBuilder().WithScheme(f.scheme).
@@ -293,10 +302,7 @@ func TestGates(t *testing.T) {
 			f.setTarget("3Gi", "2Gi", "4Gi")
 			f.gfr.Status.ContainerRecommendations[0].Target.Compute = ptr.To(resource.MustParse("100m"))
 			f.gfr.Status.ContainerRecommendations[0].UpperBound.Compute = ptr.To(resource.MustParse("150m"))
-			f.objs = append(f.objs, &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
-				Spec: autoscalingv2.HorizontalPodAutoscalerSpec{ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{Kind: "Deployment", Name: "web", APIVersion: "apps/v1"},
-					MaxReplicas: 10, Metrics: []autoscalingv2.MetricSpec{{Type: autoscalingv2.PodsMetricSourceType, Pods: &autoscalingv2.PodsMetricSource{
-						Metric: autoscalingv2.MetricIdentifier{Name: "DCGM_FI_DEV_GPU_UTIL"}, Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType}}}}}})
+			f.addGPUHPA()
 		}, reason: SkipComputeHeld},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
