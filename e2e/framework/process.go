@@ -63,21 +63,31 @@ func startProcess(dir, name, bin string, args, env []string, detach bool) (*proc
 	return p, nil
 }
 
-// procStartTime reads the start time (clock ticks since boot) of pid from /proc.
-func procStartTime(pid int) (uint64, error) {
+// ProcStat returns the fields of /proc/<pid>/stat after the command name: f[0] is
+// field 3 (state) of proc(5), f[i] is field i+3. Errors: the file cannot be read, or it
+// has no command name or fewer than 20 fields after it (field 22, starttime, is f[19]).
+func ProcStat(pid int) ([]string, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	// The command name (field 2) may contain spaces; fields after it are plain.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
+		return nil, fmt.Errorf("/proc/%d/stat: no command name", pid)
 	}
 	f := strings.Fields(string(b[i+1:]))
-	// f[0] is field 3 (state); start time is field 22.
 	if len(f) < 20 {
-		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
+		return nil, fmt.Errorf("/proc/%d/stat: %d fields after the command name", pid, len(f))
+	}
+	return f, nil
+}
+
+// procStartTime reads the start time (clock ticks since boot) of pid from /proc.
+func procStartTime(pid int) (uint64, error) {
+	f, err := ProcStat(pid)
+	if err != nil {
+		return 0, err
 	}
 	if f[0] == "Z" || f[0] == "X" {
 		return 0, errors.New("zombie")

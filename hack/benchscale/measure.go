@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"net/http"
 	"os"
@@ -12,6 +11,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/gpufrac/gpufrac/e2e/framework"
 )
 
 // clockTicks is USER_HZ, the unit of utime and stime in /proc/PID/stat: 100 on every
@@ -20,18 +21,9 @@ const clockTicks = 100
 
 // procCPU returns the user+system CPU time of a process, seconds, from /proc/PID/stat.
 func procCPU(pid int) (float64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	f, err := framework.ProcStat(pid)
 	if err != nil {
 		return 0, err
-	}
-	// The command name (field 2) may hold spaces: fields are counted after its ")".
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
 	}
 	utime, err1 := strconv.ParseFloat(f[11], 64) // field 14
 	stime, err2 := strconv.ParseFloat(f[12], 64) // field 15
