@@ -93,73 +93,108 @@ func ReadGenTD26(dir string, opts GenTD26Options) (Trace, Stats, error) {
 	st.Compute.File = GenTD26DutyCycleFile
 	st.Latency.File = GenTD26LatencyFile
 
-	mem, err := readGenTD26File(dir, GenTD26MemoryFile, MaxMemoryBytes, &st.Memory)
+	g, err := readGenTD26Series(dir, &st)
 	if err != nil {
 		return Trace{}, st, err
 	}
-	duty, err := readGenTD26File(dir, GenTD26DutyCycleFile, 100, &st.Compute)
-	if err != nil {
+	if err := g.finish(&st); err != nil {
 		return Trace{}, st, err
 	}
-	lat, err := readGenTD26File(dir, GenTD26LatencyFile, math.Inf(1), &st.Latency)
+	// The trace ends at the last memory or duty-cycle sample.
+	endMs := g.endMs()
+	if endMs == math.MinInt64 {
+		return Trace{}, st, inputErr(GenTD26MemoryFile, 1, "no memory or duty-cycle samples in %s", dir)
+	}
+	if opts.Duration > 0 {
+		g.trim(endMs-opts.Duration.Milliseconds(), &st)
+	}
+	ips := g.pods(opts.MaxPods, &st)
+	shiftMs := opts.End.Truncate(time.Second).UnixMilli() - endMs
+	shiftMs -= shiftMs % 1000 // whole seconds, so second-aligned input stays aligned
+	return g.trace(ips, opts, shiftMs, &st), st, nil
+}
+
+// genTD26Series are the raw series of the three GenTD26 files, by container_ip.
+type genTD26Series struct {
+	mem, duty, lat map[string]*rawSeries
+}
+
+// readGenTD26Series reads the memory, duty-cycle and latency files of dir, counting in
+// st. A missing latency file is no latency (st.Latency.Missing); a missing memory or
+// duty-cycle file, or any bad row, is an error.
+func readGenTD26Series(dir string, st *Stats) (genTD26Series, error) {
+	var g genTD26Series
+	var err error
+	if g.mem, err = readGenTD26File(dir, GenTD26MemoryFile, MaxMemoryBytes, &st.Memory); err != nil {
+		return g, err
+	}
+	if g.duty, err = readGenTD26File(dir, GenTD26DutyCycleFile, 100, &st.Compute); err != nil {
+		return g, err
+	}
+	g.lat, err = readGenTD26File(dir, GenTD26LatencyFile, math.Inf(1), &st.Latency)
 	if errors.Is(err, fs.ErrNotExist) {
 		st.Latency.Missing = true
-		lat, err = map[string]*rawSeries{}, nil
+		g.lat, err = map[string]*rawSeries{}, nil
 	}
-	if err != nil {
-		return Trace{}, st, err
-	}
+	return g, err
+}
 
-	// Sort and deduplicate every series.
-	finish := func(m map[string]*rawSeries, file string, allowSameTime bool, s *SignalStats) error {
-		for ip, rs := range m {
-			if _, err := rs.finish(file, ip, allowSameTime, s); err != nil {
+// finish sorts and deduplicates every series (latency may repeat a timestamp).
+func (g genTD26Series) finish(st *Stats) error {
+	for _, f := range []struct {
+		m             map[string]*rawSeries
+		file          string
+		allowSameTime bool
+		s             *SignalStats
+	}{
+		{g.mem, GenTD26MemoryFile, false, &st.Memory},
+		{g.duty, GenTD26DutyCycleFile, false, &st.Compute},
+		{g.lat, GenTD26LatencyFile, true, &st.Latency},
+	} {
+		for ip, rs := range f.m {
+			if _, err := rs.finish(f.file, ip, f.allowSameTime, f.s); err != nil {
 				return err
 			}
 		}
-		return nil
 	}
-	if err := finish(mem, GenTD26MemoryFile, false, &st.Memory); err != nil {
-		return Trace{}, st, err
-	}
-	if err := finish(duty, GenTD26DutyCycleFile, false, &st.Compute); err != nil {
-		return Trace{}, st, err
-	}
-	if err := finish(lat, GenTD26LatencyFile, true, &st.Latency); err != nil {
-		return Trace{}, st, err
-	}
+	return nil
+}
 
-	// The trace ends at the last memory or duty-cycle sample.
+// endMs returns the time of the last memory or duty-cycle sample, Unix milliseconds, or
+// math.MinInt64 when there is none.
+func (g genTD26Series) endMs() int64 {
 	endMs := int64(math.MinInt64)
-	for _, m := range []map[string]*rawSeries{mem, duty} {
+	for _, m := range []map[string]*rawSeries{g.mem, g.duty} {
 		for _, rs := range m {
 			if n := len(rs.pts); n > 0 && rs.pts[n-1].ms > endMs {
 				endMs = rs.pts[n-1].ms
 			}
 		}
 	}
-	if endMs == math.MinInt64 {
-		return Trace{}, st, inputErr(GenTD26MemoryFile, 1, "no memory or duty-cycle samples in %s", dir)
-	}
+	return endMs
+}
 
-	// Apply the Duration window.
-	if opts.Duration > 0 {
-		from := endMs - opts.Duration.Milliseconds()
-		trim := func(m map[string]*rawSeries, s *SignalStats) {
-			for _, rs := range m {
-				i := sort.Search(len(rs.pts), func(i int) bool { return rs.pts[i].ms > from })
-				s.Trimmed += i
-				rs.pts = rs.pts[i:]
-			}
+// trim drops the samples at or before fromMs (the Duration window), counting them in
+// st's Trimmed.
+func (g genTD26Series) trim(fromMs int64, st *Stats) {
+	for _, t := range []struct {
+		m map[string]*rawSeries
+		s *SignalStats
+	}{{g.mem, &st.Memory}, {g.duty, &st.Compute}, {g.lat, &st.Latency}} {
+		for _, rs := range t.m {
+			i := sort.Search(len(rs.pts), func(i int) bool { return rs.pts[i].ms > fromMs })
+			t.s.Trimmed += i
+			rs.pts = rs.pts[i:]
 		}
-		trim(mem, &st.Memory)
-		trim(duty, &st.Compute)
-		trim(lat, &st.Latency)
 	}
+}
 
-	// Pods: every container_ip with memory or duty-cycle samples, sorted.
+// pods returns the trace's pods: every container_ip with memory or duty-cycle samples,
+// sorted, the first maxPods when maxPods > 0 (the samples of the others counted as
+// trimmed). Latency samples of no such pod count as orphans.
+func (g genTD26Series) pods(maxPods int, st *Stats) []string {
 	var ips []string
-	for _, m := range []map[string]*rawSeries{mem, duty} {
+	for _, m := range []map[string]*rawSeries{g.mem, g.duty} {
 		for ip, rs := range m {
 			if len(rs.pts) > 0 {
 				ips = append(ips, ip)
@@ -168,31 +203,35 @@ func ReadGenTD26(dir string, opts GenTD26Options) (Trace, Stats, error) {
 	}
 	sort.Strings(ips)
 	ips = uniqueSorted(ips)
-	if opts.MaxPods > 0 && len(ips) > opts.MaxPods {
-		for _, ip := range ips[opts.MaxPods:] {
-			st.Memory.Trimmed += lenPts(mem[ip])
-			st.Compute.Trimmed += lenPts(duty[ip])
-			st.Latency.Trimmed += lenPts(lat[ip])
-			delete(lat, ip)
+	if maxPods > 0 && len(ips) > maxPods {
+		for _, ip := range ips[maxPods:] {
+			st.Memory.Trimmed += lenPts(g.mem[ip])
+			st.Compute.Trimmed += lenPts(g.duty[ip])
+			st.Latency.Trimmed += lenPts(g.lat[ip])
+			delete(g.lat, ip)
 		}
-		ips = ips[:opts.MaxPods]
+		ips = ips[:maxPods]
 	}
 	inTrace := map[string]bool{}
 	for _, ip := range ips {
 		inTrace[ip] = true
 	}
-	for ip, rs := range lat {
+	for ip, rs := range g.lat {
 		if !inTrace[ip] {
 			st.Latency.Orphans += len(rs.pts)
 		}
 	}
+	return ips
+}
 
-	shiftMs := opts.End.Truncate(time.Second).UnixMilli() - endMs
-	shiftMs -= shiftMs % 1000 // whole seconds, so second-aligned input stays aligned
+// trace groups the pods ips into Deployments of opts.PodsPerDeployment, in order, and
+// returns their samples shifted by shiftMs (memory in bytes, duty cycle as a ratio,
+// latency as per-minute p95), counting kept samples in st.
+func (g genTD26Series) trace(ips []string, opts GenTD26Options, shiftMs int64, st *Stats) Trace {
 	var tr Trace
-	for g := 0; g*opts.PodsPerDeployment < len(ips); g++ {
-		group := ips[g*opts.PodsPerDeployment : min((g+1)*opts.PodsPerDeployment, len(ips))]
-		deploy := deploymentName(opts.DeploymentPrefix, g)
+	for d := 0; d*opts.PodsPerDeployment < len(ips); d++ {
+		group := ips[d*opts.PodsPerDeployment : min((d+1)*opts.PodsPerDeployment, len(ips))]
+		deploy := deploymentName(opts.DeploymentPrefix, d)
 		rs, names := namePods(deploy, strings.Join(group, ","), group)
 		for i, ip := range group {
 			p := Pod{
@@ -203,15 +242,15 @@ func ReadGenTD26(dir string, opts GenTD26Options) (Trace, Stats, error) {
 				Container:  opts.Container,
 				ID:         ip,
 			}
-			if s := mem[ip]; s != nil {
+			if s := g.mem[ip]; s != nil {
 				p.Memory = toPoints(s.pts, shiftMs, 1)
 				st.Memory.Kept += len(s.pts)
 			}
-			if s := duty[ip]; s != nil {
+			if s := g.duty[ip]; s != nil {
 				p.Compute = toPoints(s.pts, shiftMs, 100)
 				st.Compute.Kept += len(s.pts)
 			}
-			if s := lat[ip]; s != nil {
+			if s := g.lat[ip]; s != nil {
 				p.LatencyP95 = minuteP95(s.pts, shiftMs)
 				st.Latency.Kept += len(s.pts)
 			}
@@ -221,7 +260,7 @@ func ReadGenTD26(dir string, opts GenTD26Options) (Trace, Stats, error) {
 			tr.Pods = append(tr.Pods, p)
 		}
 	}
-	return tr, st, nil
+	return tr
 }
 
 func lenPts(rs *rawSeries) int {
