@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -16,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 )
@@ -25,6 +25,26 @@ import (
 // Deployments (each with a ReplicaSet, an autoscaler and a recommendation) in one
 // namespace, and the AdmissionReview body of a new pod of deployment 0.
 func benchServer(b *testing.B, n int, backend gpufracv1.BackendType, indexer bool) (http.Handler, []byte) {
+	m := benchMutator(b, n, backend, indexer)
+	pod := podOf(gpuContainer("main", 1), gpuContainer("sidecar", 0))
+	pod.OwnerReferences[0].Name = "web-0-abc"
+	raw, _ := json.Marshal(pod)
+	review := admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{
+			UID: "bench", Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}, Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
+			Namespace: testNS, Operation: admissionv1.Create, Object: rawExt(raw),
+		},
+	}
+	body, _ := json.Marshal(review)
+	return podWebhook(m), body
+}
+
+// benchMutator returns a Mutator over a cache holding n Deployments web-<i> (each with
+// a ReplicaSet web-<i>-abc, an autoscaler with backend and a recommendation for
+// container main: 4Gi, 350m) in one namespace: client-go indexers as the informer cache
+// (indexer), else controller-runtime's fake client.
+func benchMutator(b *testing.B, n int, backend gpufracv1.BackendType, indexer bool) *Mutator {
 	var objs []client.Object
 	ctrl := true
 	for i := range n {
@@ -42,19 +62,7 @@ func benchServer(b *testing.B, n int, backend gpufracv1.BackendType, indexer boo
 	if indexer {
 		r = newMemCache(objs...)
 	}
-	m := NewMutator(r, testScheme(b), Config{})
-	pod := podOf(gpuContainer("main", 1), gpuContainer("sidecar", 0))
-	pod.OwnerReferences[0].Name = "web-0-abc"
-	raw, _ := json.Marshal(pod)
-	review := admissionv1.AdmissionReview{
-		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
-		Request: &admissionv1.AdmissionRequest{
-			UID: "bench", Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}, Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
-			Namespace: testNS, Operation: admissionv1.Create, Object: rawExt(raw),
-		},
-	}
-	body, _ := json.Marshal(review)
-	return instrument(WebhookMutatePods, &webhook.Admission{Handler: m}), body
+	return NewMutator(r, testScheme(b), Config{})
 }
 
 // BenchmarkMutatePod measures the pod webhook's whole HTTP exchange (AdmissionReview
@@ -89,6 +97,58 @@ func BenchmarkMutatePod(b *testing.B) {
 				})
 			}
 		}
+	}
+}
+
+// BenchmarkServePod is the pod webhook's full request path as the server registers it
+// (podWebhook: instrument and the handler's ServeHTTP) on the AdmissionReview the API
+// server sends for a ReplicaSet's new pod after its built-in admission (defaults,
+// service-account volume, tolerations, managedFields: testdata/pod-create-review.json,
+// 4.9 KB), over 500 autoscalers in an indexer-backed cache. patched=false is a pod
+// whose workload has no autoscaler (admitted unchanged). It checks each response is
+// 200 with the request's UID and, when patched, a JSONPatch.
+func BenchmarkServePod(b *testing.B) {
+	body, err := os.ReadFile("testdata/pod-create-review.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		backend gpufracv1.BackendType
+		patched bool
+	}{{gpufracv1.BackendAnnotations, true}, {gpufracv1.BackendHAMi, true}, {gpufracv1.BackendKAI, true}, {gpufracv1.BackendAnnotations, false}} {
+		b.Run(fmt.Sprintf("%s/patched=%t", c.backend, c.patched), func(b *testing.B) {
+			body := body
+			if !c.patched {
+				body = bytes.ReplaceAll(body, []byte(`web-0-abc`), []byte(`web-none-abc`))
+			}
+			m := benchMutator(b, 500, c.backend, true)
+			if !c.patched {
+				ctrl := true
+				m.Reader = newMemCache(&metav1.PartialObjectMetadata{
+					TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "ReplicaSet"},
+					ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: "web-none-abc", OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web-none", Controller: &ctrl}}}})
+			}
+			h := podWebhook(m)
+			want := []byte(`"uid":"0b1d2c3e-4f50-4a61-8b72-93a4b5c6d7e8"`)
+			lat := make([]time.Duration, 0, b.N)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				req := httptest.NewRequest(http.MethodPost, MutatePodsPath, bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				w := httptest.NewRecorder()
+				start := time.Now()
+				h.ServeHTTP(w, req)
+				lat = append(lat, time.Since(start))
+				if out := w.Body.Bytes(); w.Code != http.StatusOK || !bytes.Contains(out, want) || bytes.Contains(out, []byte(`"patchType":"JSONPatch"`)) != c.patched {
+					b.Fatalf("status %d body %s", w.Code, out)
+				}
+			}
+			b.StopTimer()
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+		})
 	}
 }
 

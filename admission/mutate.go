@@ -22,6 +22,7 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	sigsjson "sigs.k8s.io/json"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/backend"
@@ -80,15 +81,14 @@ type Mutator struct {
 	// Synced reports whether the informer caches have synced; until then pods are
 	// admitted unchanged. Nil means always synced.
 	Synced func() bool
-
-	decoder admission.Decoder
 }
 
-// NewMutator returns a Mutator reading from r with the backends of cfg. scheme must
-// know core/v1 (it decodes pods).
-func NewMutator(r client.Reader, scheme *runtime.Scheme, cfg Config) *Mutator {
+// NewMutator returns a Mutator reading from r with the backends of cfg. Pods are
+// decoded straight into corev1.Pod: the scheme argument is not used (it is kept so
+// that callers building both handlers pass the same arguments as to NewValidator).
+func NewMutator(r client.Reader, _ *runtime.Scheme, cfg Config) *Mutator {
 	cfg = cfg.WithDefaults()
-	return &Mutator{Reader: r, Config: cfg, Backends: backend.New(cfg.Config), decoder: admission.NewDecoder(scheme)}
+	return &Mutator{Reader: r, Config: cfg, Backends: backend.New(cfg.Config)}
 }
 
 func (m *Mutator) now() time.Time {
@@ -173,8 +173,10 @@ func (m *Mutator) decide(ctx context.Context, req admission.Request) outcome {
 	if m.Synced != nil && !m.Synced() {
 		return outcome{skip: SkipNotReady}
 	}
+	// Straight into the typed pod, case-sensitive as the API server's decoders: no
+	// generic decoding through a scheme.
 	pod := &corev1.Pod{}
-	if err := m.decoder.Decode(req, pod); err != nil {
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(req.Object.Raw, pod); err != nil {
 		errorsTotal.WithLabelValues("decode").Inc()
 		return outcome{skip: SkipInvalidRequestObj, warnings: []string{"gpufrac: pod not decodable; admitted unchanged"}}
 	}
@@ -282,7 +284,7 @@ func (m *Mutator) decideFor(ctx context.Context, pod *corev1.Pod, gfa *gpufracv1
 		return outcome{skip: SkipNoContainer}
 	}
 
-	mod := pod.DeepCopy()
+	mod := patchableCopy(pod)
 	bw, err := codec.Apply(mod, targets)
 	if err != nil {
 		return unsafeOutcome(pod, gfa, err)

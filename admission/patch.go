@@ -2,6 +2,8 @@ package admission
 
 import (
 	"encoding/json"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,6 +36,45 @@ func diffPod(orig, mod *corev1.Pod) []jsonpatch.Operation {
 	}
 	ops = diffContainers(ops, "/spec/initContainers/", orig.Spec.InitContainers, mod.Spec.InitContainers)
 	return diffContainers(ops, "/spec/containers/", orig.Spec.Containers, mod.Spec.Containers)
+}
+
+// patchableCopy returns a copy of pod for a backend to write into: the fields diffPod
+// covers (annotations, labels, node selector, resource claims, each container's
+// resources and env) are deep copies, the rest is shared with pod and must not be
+// written (a write there would never reach the patch anyway). It saves deep-copying the
+// whole pod (volumes, managed fields, probes) on every request.
+func patchableCopy(pod *corev1.Pod) *corev1.Pod {
+	mod := *pod
+	mod.Annotations = maps.Clone(pod.Annotations)
+	mod.Labels = maps.Clone(pod.Labels)
+	mod.Spec.NodeSelector = maps.Clone(pod.Spec.NodeSelector)
+	if pod.Spec.ResourceClaims != nil {
+		mod.Spec.ResourceClaims = make([]corev1.PodResourceClaim, len(pod.Spec.ResourceClaims))
+		for i := range pod.Spec.ResourceClaims {
+			pod.Spec.ResourceClaims[i].DeepCopyInto(&mod.Spec.ResourceClaims[i])
+		}
+	}
+	mod.Spec.InitContainers = patchableContainers(pod.Spec.InitContainers)
+	mod.Spec.Containers = patchableContainers(pod.Spec.Containers)
+	return &mod
+}
+
+// patchableContainers copies cs with deep copies of each container's resources and env.
+func patchableContainers(cs []corev1.Container) []corev1.Container {
+	if cs == nil {
+		return nil
+	}
+	out := slices.Clone(cs)
+	for i := range cs {
+		cs[i].Resources.DeepCopyInto(&out[i].Resources)
+		if cs[i].Env != nil {
+			out[i].Env = make([]corev1.EnvVar, len(cs[i].Env))
+			for j := range cs[i].Env {
+				cs[i].Env[j].DeepCopyInto(&out[i].Env[j])
+			}
+		}
+	}
+	return out
 }
 
 // diffContainers patches the resources and env of each container of a list (native
@@ -83,8 +124,8 @@ func diffStringMap(ops []jsonpatch.Operation, path string, orig, mod map[string]
 // the resources object itself is added, so the patch applies whether or not the
 // serialised pod carried an empty "resources": {}.
 func diffResources(ops []jsonpatch.Operation, path string, orig, mod *corev1.ResourceRequirements) []jsonpatch.Operation {
-	limitsEq := equality.Semantic.DeepEqual(orig.Limits, mod.Limits)
-	requestsEq := equality.Semantic.DeepEqual(orig.Requests, mod.Requests)
+	limitsEq := resourceListsEqual(orig.Limits, mod.Limits)
+	requestsEq := resourceListsEqual(orig.Requests, mod.Requests)
 	if limitsEq && requestsEq {
 		return ops
 	}
@@ -98,6 +139,45 @@ func diffResources(ops []jsonpatch.Operation, path string, orig, mod *corev1.Res
 		ops = append(ops, jsonpatch.NewOperation("add", path+"/requests", nonNil(mod.Requests)))
 	}
 	return ops
+}
+
+// resourceListsEqual is equality.Semantic.DeepEqual for resource lists (nil equals
+// empty; quantities compare by value, Quantity.Cmp), without reflection.
+func resourceListsEqual(a, b corev1.ResourceList) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, qa := range a {
+		qb, ok := b[k]
+		if !ok || qa.Cmp(qb) != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// envEqual is equality.Semantic.DeepEqual for env lists (nil equals empty); entries
+// without valueFrom compare without reflection.
+func envEqual(a, b []corev1.EnvVar) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !envVarEqual(&a[i], &b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func envVarEqual(a, b *corev1.EnvVar) bool {
+	if a.Name != b.Name || a.Value != b.Value {
+		return false
+	}
+	if a.ValueFrom == nil || b.ValueFrom == nil {
+		return a.ValueFrom == b.ValueFrom
+	}
+	return equality.Semantic.DeepEqual(a.ValueFrom, b.ValueFrom)
 }
 
 func nonNil(l corev1.ResourceList) corev1.ResourceList {
@@ -121,7 +201,7 @@ func resourcesValue(r *corev1.ResourceRequirements) map[string]corev1.ResourceLi
 // diffEnv patches env entries by index: backends only replace entries in place or
 // append, never remove or reorder.
 func diffEnv(ops []jsonpatch.Operation, path string, orig, mod []corev1.EnvVar) []jsonpatch.Operation {
-	if equality.Semantic.DeepEqual(orig, mod) {
+	if envEqual(orig, mod) {
 		return ops
 	}
 	if len(orig) == 0 {
@@ -131,7 +211,7 @@ func diffEnv(ops []jsonpatch.Operation, path string, orig, mod []corev1.EnvVar) 
 		switch {
 		case j >= len(orig):
 			ops = append(ops, jsonpatch.NewOperation("add", path+"/-", mod[j]))
-		case !equality.Semantic.DeepEqual(orig[j], mod[j]):
+		case !envVarEqual(&orig[j], &mod[j]):
 			ops = append(ops, jsonpatch.NewOperation("replace", path+"/"+strconv.Itoa(j), mod[j]))
 		}
 	}
@@ -150,5 +230,9 @@ func escapePointer(s string) string {
 	if !strings.ContainsAny(s, "~/") {
 		return s
 	}
-	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
+	return pointerEscaper.Replace(s)
 }
+
+// pointerEscaper escapes "~" and "/" in JSON Pointer tokens; built once (a Replacer
+// builds its lookup tables on first use).
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")

@@ -7,6 +7,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/gpufrac/gpufrac/internal/served"
 )
 
 // Optional is a controller that runs only when the API server serves its kind: a
@@ -27,12 +29,13 @@ type Optional struct {
 // unknown, so the start fails and is retried rather than running without the
 // controller for the life of the process), and Setup's, both naming the controller.
 func AddOptional(mgr ctrl.Manager, mapper meta.RESTMapper, c Optional) (bool, error) {
-	if _, err := mapper.RESTMapping(c.Kind.GroupKind(), c.Kind.Version); err != nil {
-		if meta.IsNoMatchError(err) {
-			klog.InfoS("Kind not served (CRD not installed): optional controller off", "controller", c.Name, "kind", c.Kind.String())
-			return false, nil
-		}
-		return false, fmt.Errorf("%s: is %s served: %w", c.Name, c.Kind, err)
+	ok, err := served.Kind(mapper, c.Kind)
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", c.Name, err)
+	}
+	if !ok {
+		klog.InfoS("Kind not served (CRD not installed): optional controller off", "controller", c.Name, "kind", c.Kind.String())
+		return false, nil
 	}
 	if err := c.Setup(mgr); err != nil {
 		return false, fmt.Errorf("%s: %w", c.Name, err)
