@@ -115,8 +115,9 @@ var errTooLarge = fmt.Errorf("request entity is too large; limit is %d bytes", m
 // readReview reads r's body into b and decodes the review (case-sensitive field names,
 // as the API server's decoders). Errors: an empty or unreadable body, one over
 // maxReviewBytes (errTooLarge), a content type other than application/json, invalid
-// JSON, an apiVersion or kind other than an AdmissionReview's, no request. A review
-// without apiVersion and kind is taken as admission.k8s.io/v1.
+// JSON, an apiVersion or kind other than an AdmissionReview's. A review without
+// apiVersion and kind is taken as admission.k8s.io/v1; one without request is an empty
+// request (admitted, not a pod CREATE), as controller-runtime decodes it.
 func readReview(b *reviewBuffers, r *http.Request) (*podReview, error) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, errors.New("request body is empty")
@@ -144,9 +145,6 @@ func readReview(b *reviewBuffers, r *http.Request) (*podReview, error) {
 	}
 	if !reviewTypes[rv.APIVersion] || rv.Kind != "AdmissionReview" {
 		return nil, fmt.Errorf("%s, Kind=%s is not an AdmissionReview", rv.APIVersion, rv.Kind)
-	}
-	if rv.Request == nil {
-		return nil, errors.New("the AdmissionReview has no request")
 	}
 	return rv, nil
 }

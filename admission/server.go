@@ -29,6 +29,7 @@ import (
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/backend"
+	"github.com/gpufrac/gpufrac/internal/served"
 	"github.com/gpufrac/gpufrac/statuslease"
 )
 
@@ -48,6 +49,9 @@ type Options struct {
 	// MetricsAddr is the /metrics address ("0" disables). ProbeAddr serves /healthz and
 	// /readyz ("0" disables).
 	MetricsAddr, ProbeAddr string
+	// PprofAddr serves Go's /debug/pprof/ profiles; "" or "0" (the default) disables
+	// them.
+	PprofAddr string
 
 	// CertDir, when set, holds externally managed tls.crt and tls.key (for example a
 	// cert-manager Secret mounted as a volume), reloaded when they change; the
@@ -185,6 +189,7 @@ func NewServer(ctx context.Context, restCfg *rest.Config, o Options) (*Server, e
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: orDefault(o.MetricsAddr, ":8080")},
 		HealthProbeBindAddress:  orDefault(o.ProbeAddr, ":8081"),
+		PprofBindAddress:        o.PprofAddr,
 		WebhookServer:           webhook.NewServer(webhook.Options{Host: o.Host, Port: o.Port, CertDir: o.CertDir, TLSOpts: tlsOpts}),
 		Cache:                   cache.Options{ReaderFailOnMissingInformer: true},
 		GracefulShutdownTimeout: durationPtr(orDefaultDuration(o.GracefulShutdownTimeout, 30*time.Second)),
@@ -222,10 +227,13 @@ func NewServer(ctx context.Context, restCfg *rest.Config, o Options) (*Server, e
 	// The dra backend reads templates from the API server (no informer over every
 	// template of the cluster) and creates them (RBAC: get, create resourceclaimtemplates).
 	o.Config.DRA.Templates = backend.ClientClaimTemplates{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()}
-	// nvidia-timeslicing and nvidia-mps list GPUSharingPolicies from the API server (a
-	// few cluster-scoped objects; no informer, so a cluster without the CRD still starts;
-	// RBAC: list gpusharingpolicies).
-	o.Config.DevicePlugin.Policies = mgr.GetAPIReader()
+	// nvidia-timeslicing and nvidia-mps list GPUSharingPolicies: from an informer when
+	// the API server serves the kind (RBAC: get, list, watch gpusharingpolicies), else
+	// from the API server (a cluster without the CRD still starts; each list fails and
+	// device-plugin pods are admitted unchanged, as when no plan applies).
+	if o.Config.DevicePlugin.Policies, err = policyReader(ctx, mgr); err != nil {
+		return nil, err
+	}
 	s.Mutator = NewMutator(mgr.GetCache(), scheme, o.Config)
 	s.Mutator.Events = mgr.GetEventRecorder("gpufrac-admission")
 	s.Mutator.Synced = s.synced.Load
@@ -306,6 +314,26 @@ func NewServer(ctx context.Context, restCfg *rest.Config, o Options) (*Server, e
 		}
 	}
 	return s, nil
+}
+
+// policyReader is the reader of GPUSharingPolicies: the manager's cache, with the
+// informer created now, when the API server serves the kind (internal/served); else the
+// API reader. Errors: discovery's (whether the kind is served is unknown) and the
+// informer's.
+func policyReader(ctx context.Context, mgr manager.Manager) (client.Reader, error) {
+	gvk := gpufracv1.GroupVersion.WithKind("GPUSharingPolicy")
+	ok, err := served.Kind(mgr.GetRESTMapper(), gvk)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		klog.FromContext(ctx).Info("Kind not served (CRD not installed): GPUSharingPolicies are listed from the API server", "kind", gvk.String())
+		return mgr.GetAPIReader(), nil
+	}
+	if _, err := mgr.GetCache().GetInformer(ctx, &gpufracv1.GPUSharingPolicy{}); err != nil {
+		return nil, err
+	}
+	return mgr.GetCache(), nil
 }
 
 // podWebhook is the HTTP handler of MutatePodsPath: m's own ServeHTTP (typed decoding,

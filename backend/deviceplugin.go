@@ -262,9 +262,9 @@ func (b *devicePluginBackend) Read(pod *corev1.Pod) map[string]Allocation {
 
 // DevicePluginConfig configures the nvidia-timeslicing and nvidia-mps backends.
 type DevicePluginConfig struct {
-	// Policies reads GPUSharingPolicies (cluster-scoped; list). Set by cmd/admission and
-	// cmd/updater (no flag): an uncached reader, one list per pod admitted. Nil: no plan is
-	// ever found, pods are admitted unchanged.
+	// Policies reads GPUSharingPolicies (cluster-scoped; list). Set by cmd/admission (an
+	// informer cache, or the API reader when the CRD is not served) and cmd/updater (no
+	// flag). Nil: no plan is ever found, pods are admitted unchanged.
 	Policies client.Reader
 	// Timeout bounds the policy list of one Apply. Default 1s (inside the webhook's 2s
 	// timeout).

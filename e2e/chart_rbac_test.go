@@ -216,7 +216,8 @@ func TestChartRBAC(t *testing.T) {
 			{"create", "events", "", other, true},
 			{"get", "resourceclaimtemplates.resource.k8s.io", "", other, true}, // dra backend
 			{"create", "resourceclaimtemplates.resource.k8s.io", "", other, true},
-			{"list", "gpusharingpolicies", "", "", true}, // nvidia-timeslicing, nvidia-mps: the plan
+			{"list", "gpusharingpolicies", "", "", true},  // nvidia-timeslicing, nvidia-mps: the plan
+			{"watch", "gpusharingpolicies", "", "", true}, // from an informer
 			// Not beyond its role:
 			{"update", "gpusharingpolicies", "", "", false},
 			{"update", "resourceclaimtemplates.resource.k8s.io", "", other, false},

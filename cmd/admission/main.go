@@ -43,6 +43,7 @@ func run() error {
 	flag.IntVar(&o.Port, "webhook-port", 9443, "Port the webhook server listens on.")
 	flag.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "Address of /metrics (\"0\" disables it).")
 	flag.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz (\"0\" disables them).")
+	flag.StringVar(&o.PprofAddr, "pprof-bind-address", "0", "Address of Go's /debug/pprof/ profiles (\"0\" disables them; keep it on loopback: profiles expose memory contents).")
 	flag.StringVar(&o.CertDir, "cert-dir", "", "Directory with externally managed tls.crt and tls.key (e.g. from cert-manager); empty uses the self-managed CA in --cert-secret.")
 	flag.StringVar(&o.CAFile, "ca-file", "", "With --cert-dir: PEM CA written into the webhook configurations' caBundle (empty keeps theirs, e.g. cert-manager's injected one).")
 	flag.StringVar(&o.CertSecret, "cert-secret", "gpufrac-admission-tls", "Secret in --namespace holding the self-managed CA and serving certificate.")
