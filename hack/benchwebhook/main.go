@@ -15,6 +15,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -74,6 +76,38 @@ func main() {
 	}
 }
 
+// profile records t's CPU profile for the duration of one run at rate r (-pods ÷ r
+// seconds) into DIR/profile-<name>-<rate>.pprof (go tool pprof -top); the channel
+// reports the result once the profile is written.
+func profile(ctx context.Context, t *target, r float64, o options) <-chan error {
+	done := make(chan error, 1)
+	secs := max(1, int(float64(o.pods)/r))
+	path := filepath.Join(o.dir, fmt.Sprintf("profile-%s-%g.pprof", t.name, r))
+	go func() {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%sprofile?seconds=%d", t.pprofURL, secs), nil)
+		if err != nil {
+			done <- err
+			return
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			done <- err
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err == nil && resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("%s: %s", resp.Status, b)
+		}
+		if err == nil {
+			err = os.WriteFile(path, b, 0o644)
+			logf("CPU profile of %s at %g/s: %s", t.name, r, path)
+		}
+		done <- err
+	}()
+	return done
+}
+
 func parseRates(s string) ([]float64, error) {
 	var out []float64
 	for f := range strings.SplitSeq(s, ",") {
@@ -131,8 +165,17 @@ func run(ctx context.Context, o options) error {
 					byTarget[t.name] = res
 					results[r] = append(results[r], res)
 				}
+				var profiled <-chan error
+				if rep == 0 && t.pprofURL != "" {
+					profiled = profile(ctx, t, r, o)
+				}
 				if err := measure(ctx, c, t, r, o, res); err != nil {
 					return fmt.Errorf("%s at %g/s, run %d: %w", t.name, r, rep+1, err)
+				}
+				if profiled != nil {
+					if err := <-profiled; err != nil {
+						logf("CPU profile of %s at %g/s: %v", t.name, r, err)
+					}
 				}
 			}
 		}

@@ -51,6 +51,9 @@ type target struct {
 	metricsURL, histogram, label, value string
 	// webhookName is the webhook's name in the API server's metrics.
 	webhookName string
+	// pprofURL is the webhook's /debug/pprof/ base URL ("" when it serves none): the
+	// first run at each rate records its CPU profile.
+	pprofURL string
 	// mutated reports whether a created pod is as the webhook should leave it (changed,
 	// or for noGPU unchanged).
 	mutated func(*corev1.Pod) bool
@@ -189,7 +192,7 @@ func startGPUFrac(ctx context.Context, c *framework.Cluster, o options, t *targe
 	if _, err := c.WriteRecommendation(ctx, gfa, container, "benchwebhook"); err != nil {
 		return err
 	}
-	ports, err := framework.FreePorts(3)
+	ports, err := framework.FreePorts(4)
 	if err != nil {
 		return err
 	}
@@ -205,10 +208,12 @@ func startGPUFrac(ctx context.Context, c *framework.Cluster, o options, t *targe
 		"--namespace-label-selector="+benchLabel+"=gpufrac",
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", ports[1]),
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", ports[2]),
+		fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", ports[3]),
 	); err != nil {
 		return err
 	}
 	t.metricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[1])
+	t.pprofURL = fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/", ports[3])
 	t.histogram, t.label, t.value = "gpufrac_admission_request_duration_seconds", "webhook", admission.WebhookMutatePods
 	t.webhookName = admission.MutatingWebhookName
 	t.mutated = func(p *corev1.Pod) bool { _, ok := p.Annotations[gpufracv1.AnnotationApplied]; return ok }
