@@ -65,11 +65,15 @@ func (r *Report) WriteJSON(w io.Writer) error {
 	return enc.Encode(r)
 }
 
-// Heading names the run: GPU size, and the warm-up when there is one.
+// Heading names the run: GPU size, the warm-up when there is one, and the backend when
+// it writes a request and a limit.
 func (res *Result) Heading() string {
 	h := GiB(res.GPUMemoryBytes) + " GPUs"
 	if res.Settings.WarmUp != "0s" {
 		h += ", after " + ShortDuration(res.Settings.WarmUp) + " of history"
+	}
+	if s := res.Settings; s.Backend != "" {
+		h += fmt.Sprintf(", %s (request %s, limit %s)", s.Backend, s.NVFractionsRequest, s.NVFractionsLimit)
 	}
 	return h
 }

@@ -69,6 +69,17 @@ func TestRequestLimitEvaluation(t *testing.T) {
 				evaluate(ps, rp.tl, rp.d, 0, k, rp.capacity)
 			}
 			r := rp.policyResult(0, ps, 0)
+			want := GiB(capacity) + " GPUs"
+			if o.Backend != "" {
+				req := o.NVFractions.Request
+				if req == "" {
+					req = backend.NVFractionsRequestTarget
+				}
+				want += ", kai-nvfractions (request " + req + ", limit upper-bound)"
+			}
+			if h := rp.result(&tr).Heading(); h != want {
+				t.Errorf("heading %q, want %q", h, want)
+			}
 			if ps.pk.Peak() != tc.gpus || r.PodLimitOverrunMinutes != tc.podOver || r.GPUOverrunMinutes != tc.gpuOver || r.GPUOverrunPodMinutes != tc.gpuOverPod {
 				t.Errorf("GPUs %d, pod overrun %v, GPU overrun %v (%v pod-minutes); want %d, %v, %v (%v)",
 					ps.pk.Peak(), r.PodLimitOverrunMinutes, r.GPUOverrunMinutes, r.GPUOverrunPodMinutes, tc.gpus, tc.podOver, tc.gpuOver, tc.gpuOverPod)

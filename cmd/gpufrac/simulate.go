@@ -71,6 +71,11 @@ enforcement), pod-minutes in compute contention (co-tenants above 100 %), mean
 memory and compute utilisation of the GPUs held, replacements and cold-start
 pod-minutes.
 
+--backend kai-nvfractions replays the request/limit contract of KAI's NvFractions as
+the webhook writes it (--nvfractions-request, --nvfractions-limit): pods are packed by
+their memory request and over allocation only above their limit; co-tenants above the
+GPU's memory are GPU overruns, each tenant at risk (JSON gpuOverrunPodMinutes).
+
 Input: --format gentd26 reads an Alibaba GenTD26 directory (times kept as
 published unless --end is given); --format long reads a long CSV (see "gpufrac trace
 import"); --format synthetic generates a seeded trace in-process. Bad input fails
