@@ -42,6 +42,7 @@ type simulateFlags struct {
 	windowSchedule, windowZone  string
 	windowDuration              time.Duration
 	urgentGrowth                bool
+	youngEvidence               bool
 	outputFormat, output, plots string
 	markdown                    bool
 	plotFormats                 []string
@@ -122,6 +123,7 @@ memory headroom (SVG and/or PNG).`,
 	fl.DurationVar(&f.windowDuration, "resize-window-duration", 4*time.Hour, "length of the resize window")
 	fl.StringVar(&f.windowZone, "resize-window-timezone", "UTC", "IANA time zone of the resize window schedule")
 	fl.BoolVar(&f.urgentGrowth, "urgent-growth", true, "memory growth skips the minimum lifetime and resize windows")
+	fl.BoolVar(&f.youngEvidence, "young-evidence", true, "young workloads (confidence under --low-confidence) earn confidence from hours at their memory level and get a target with a 1/n margin, as the recommender's --young-evidence (false: a whole GPU until the clock's confidence)")
 	fl.IntVar(&f.opts.Updater.MinReplicas, "min-replicas", 1, "fewest running pods a workload needs for one to be replaced")
 	fl.StringVar((*string)(&f.opts.Backend), "backend", "", "backend that writes gpufrac's and vpa-memory's fractions: \"\" (one memory value, a hard limit packed as it is, as the default annotations backend) or kai-nvfractions (pods packed by a memory request and killed above a memory limit; co-tenants above the GPU's memory are a GPU overrun)")
 	fl.StringVar(&f.opts.NVFractions.Request, "nvfractions-request", backend.NVFractionsRequestTarget, "kai-nvfractions request, as the webhook's --nvfractions-request: target or observed-peak")
@@ -173,6 +175,9 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	f.opts.Recommender.Policy.FitMemoryHeadroomBytes = fitQ.AsApproximateFloat64()
 	if fitQ.IsZero() {
 		f.opts.Recommender.Policy.FitMemoryHeadroomBytes = -1 // off
+	}
+	if !f.youngEvidence {
+		f.opts.Recommender.Estimator.YoungConfidence = -1 // off
 	}
 	if f.opts.Recommender.LowConfidence < 0 || f.opts.Recommender.LowConfidence > 1 {
 		return fmt.Errorf("--low-confidence %v: want 0-1", f.opts.Recommender.LowConfidence)

@@ -42,6 +42,7 @@ type options struct {
 	src          metrics.Source
 	maxSamples   int
 	planner      bool
+	young        bool
 	planInterval time.Duration
 	electionID   string
 
@@ -81,6 +82,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.fitHeadroom, "fit-memory-headroom", resource.NewQuantity(policy.DefaultFitMemoryHeadroomBytes, resource.BinarySI).String(), "Least room above the recent memory peak for rounding a memory target down to a whole share of one GPU (½, ⅓, …), a quantity; 0 turns packing-aware sizing off.")
 	fs.StringVar(&cfg.Shard.Name, "recommender-name", gpufracv1.DefaultRecommenderName, "This instance's name (shard): it owns the autoscalers whose spec.recommenders names it; \"default\" also owns those naming none. Each name elects its own leader.")
 	fs.IntVar(&o.maxSamples, "max-samples-per-query", 0, "Most samples (series × points) one range query asks for; set it under the backend's limit (Prometheus --query.max-samples, Mimir -querier.max-fetched-samples-per-query). 0: only Prometheus' 11,000 points per series; a chunk refused as too large is halved either way.")
+	fs.BoolVar(&o.young, "young-evidence", true, "Young workloads (confidence under --low-confidence) earn confidence from the hours their memory stays at its level, with a 1/n margin on the memory target (docs/recommender.md); false: confidence from the history's length only.")
 	fs.BoolVar(&o.planner, "sharing-planner", true, "Run the GPUSharingPolicy controller (NVIDIA device-plugin time-slicing/MPS planner, docs/sharing-planner.md) on the leader.")
 	fs.DurationVar(&o.planInterval, "sharing-plan-interval", time.Minute, "How often each GPUSharingPolicy is planned again from the current recommendations.")
 	fs.StringVar(&o.shardNS, "shard-namespace-selector", "", "Label selector on namespaces (team=a,tier!=batch): this instance owns only autoscalers in matching namespaces (default: every namespace).")
@@ -109,6 +111,9 @@ func (o *options) complete() error {
 	cfg.Policy.FitMemoryHeadroomBytes = fit.AsApproximateFloat64()
 	if fit.IsZero() {
 		cfg.Policy.FitMemoryHeadroomBytes = -1 // off
+	}
+	if !o.young {
+		cfg.Estimator.YoungConfidence = -1 // off
 	}
 	q, err := resource.ParseQuantity(o.gpuMemory)
 	if err != nil || q.Sign() <= 0 {

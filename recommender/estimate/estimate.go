@@ -36,6 +36,11 @@ type Config struct {
 	// FullConfidenceHistory is the history length at which confidence reaches 1.
 	// Default 24h: one diurnal cycle of an inference service.
 	FullConfidenceHistory time.Duration
+	// YoungConfidence is the confidence (0–1) under which a workload is young and its
+	// confidence and memory target come from evidence (Estimate's young rule) rather
+	// than from the clock alone. recommend.Config sets it to its LowConfidence; 0
+	// turns the rule off (confidence from the clock only).
+	YoungConfidence float64
 }
 
 // Defaults, with their sources in Config's field docs.
@@ -102,6 +107,15 @@ type Estimate struct {
 	// MIGProfile is the MIG GPU instance profile the samples were read on, e.g.
 	// "1g.10gb"; "" off MIG. Compute is a share of the whole GPU all the same.
 	MIGProfile string
+	// YoungMargin is the extra memory margin, ratio, of a young workload's target
+	// (1/n for n intervals at the current memory level); 0 when the workload is not
+	// young or has no evidence yet. The target is then
+	// max(p90, recent peak) × (1 + headroom) × (1 + YoungMargin).
+	YoungMargin float64
+	// LevelIntervals is the number of memory aggregation intervals the memory has
+	// stayed at its highest level (history.ContainerState.LevelIntervals): the
+	// evidence behind YoungMargin.
+	LevelIntervals int
 }
 
 // SharedDeviceConfidence caps the confidence of an estimate built from device-wide
@@ -134,6 +148,7 @@ func (c Config) Estimate(s *history.ContainerState, memoryHeadroom float64, now 
 	span := s.Span()
 	e := Estimate{History: span, ComputeSource: s.ComputeSource, MIGProfile: s.MIGProfile}
 	e.Confidence = math.Min(1, span.Hours()/c.FullConfidenceHistory.Hours())
+	young := c.young(s, &e, now)
 	if s.SharedSamples > 0 {
 		e.SharedDevice = true
 		e.Confidence = math.Min(e.Confidence, SharedDeviceConfidence)
@@ -151,9 +166,17 @@ func (c Config) Estimate(s *history.ContainerState, memoryHeadroom float64, now 
 		peak, _ := s.RecentPeak(now)
 		e.RecentPeakBytes = peak
 		grow := 1 + memoryHeadroom
-		e.Target.MemoryBytes = math.Max(s.Memory.Percentile(c.MemoryTargetPercentile), peak) * grow
+		base := math.Max(s.Memory.Percentile(c.MemoryTargetPercentile), peak) * grow
+		e.Target.MemoryBytes = base
 		e.LowerBound.MemoryBytes = s.Memory.Percentile(c.MemoryLowerPercentile) * grow * lowerScale
 		e.UpperBound.MemoryBytes = s.Memory.Percentile(c.MemoryUpperPercentile) * grow * upperScale
+		if young {
+			// The evidence of n intervals at the current level: target with a 1/n
+			// margin, upperBound with the margin of half that evidence (2/n), so a pod
+			// sized on less evidence is replaced each time the evidence doubles.
+			e.Target.MemoryBytes = base * (1 + e.YoungMargin)
+			e.UpperBound.MemoryBytes = base * (1 + 2*e.YoungMargin)
+		}
 	}
 	if !s.Compute.IsEmpty() {
 		e.HasCompute = true
@@ -166,6 +189,33 @@ func (c Config) Estimate(s *history.ContainerState, memoryHeadroom float64, now 
 	}
 	e.LowerBound, e.UpperBound = order(e.LowerBound, e.Target, e.UpperBound)
 	return e, true
+}
+
+// young applies the young-workload rule to e and reports whether it applies: while the
+// clock's confidence is under YoungConfidence and at least one memory aggregation
+// interval of history exists, the workload's n intervals at its current memory level
+// (n ≥ 1; a level reached in the current interval counts as 1) lift the confidence to
+// min(n/(n+1), YoungConfidence) and set YoungMargin to 1/n.
+//
+// n/(n+1) is the distribution-free (order-statistics) probability that the next of
+// n+1 exchangeable per-interval peaks does not exceed the highest of the first n, and
+// the target sits above that highest peak. 1/n is VPA's upper-bound confidence
+// multiplier (1 + 1/confidence) with confidence counted in gpufrac's unit of memory
+// evidence, the per-interval peak, instead of VPA's (days: one daily peak each). An
+// upward trend or a leak keeps reaching new levels, keeps n small and the margin wide.
+func (c Config) young(s *history.ContainerState, e *Estimate, now time.Time) bool {
+	if c.YoungConfidence <= 0 || e.Confidence >= c.YoungConfidence || s.Memory.IsEmpty() || s.Span() < s.Interval() {
+		return false
+	}
+	n := max(1, s.LevelIntervals(now))
+	e.LevelIntervals = n
+	e.YoungMargin = 1 / float64(n)
+	// The lift stops at YoungConfidence in whole percent (as written in status), so a
+	// young recommendation with evidence is exactly at the threshold, never under it
+	// by rounding; past it the clock takes over.
+	lift := math.Min(float64(n)/float64(n+1), math.Ceil(c.YoungConfidence*100-1e-9)/100)
+	e.Confidence = math.Max(e.Confidence, lift)
+	return true
 }
 
 // confidenceMultiplier is VPA's bound scaling: (1 + multiplier/confidence)^exponent,

@@ -111,6 +111,12 @@ type ContainerState struct {
 	// MIGProfile is the MIG GPU instance profile the latest samples were read on
 	// (metrics.Series.MIGProfile, e.g. "1g.10gb"); "" when none was seen.
 	MIGProfile string
+	// LevelPeak is the highest memory sample ever seen, bytes, and LevelSince when the
+	// memory first reached its level: the sample that rose above the level before by
+	// more than LevelNoise (LevelSince is then that sample's time). A rise within
+	// LevelNoise raises LevelPeak and keeps LevelSince.
+	LevelPeak  float64
+	LevelSince time.Time
 
 	opts    Options
 	windows map[string]*podWindow // by pod name: the current interval's peak
@@ -171,8 +177,44 @@ func (s *ContainerState) AddMemory(pod string, t time.Time, bytes float64) {
 	if bytes > s.peaks[start.Unix()] {
 		s.peaks[start.Unix()] = bytes
 	}
+	s.level(t, bytes)
 	s.touch(t)
 }
+
+// LevelNoise is the relative rise of memory above its highest sample that counts as a
+// new level (AtLevel starts again): 0.05, one bucket of MemoryBuckets (VPA's 5 %
+// memory bucket step), the resolution the histogram itself keeps.
+const LevelNoise = 0.05
+
+func (s *ContainerState) level(t time.Time, bytes float64) {
+	switch {
+	case s.LevelSince.IsZero() || bytes > s.LevelPeak*(1+LevelNoise):
+		s.LevelPeak, s.LevelSince = bytes, t
+	case bytes > s.LevelPeak:
+		s.LevelPeak = bytes
+	}
+}
+
+// AtLevel returns how long memory has stayed at its level at now: the time since the
+// sample that first reached the current highest level (LevelSince), bounded by the
+// history span (gaps excluded); 0 without memory samples. It is the evidence behind a
+// young workload's recommendation (package estimate): an upward trend or a leak keeps
+// setting new levels and keeps it short.
+func (s *ContainerState) AtLevel(now time.Time) time.Duration {
+	if s.LevelSince.IsZero() || now.Before(s.LevelSince) {
+		return 0
+	}
+	return min(now.Sub(s.LevelSince), s.Span())
+}
+
+// LevelIntervals returns AtLevel(now) in whole memory aggregation intervals: the number
+// of per-interval peaks seen at the current level.
+func (s *ContainerState) LevelIntervals(now time.Time) int {
+	return int(s.AtLevel(now) / s.opts.MemoryAggregationInterval)
+}
+
+// Interval returns the memory aggregation interval (Options.MemoryAggregationInterval).
+func (s *ContainerState) Interval() time.Duration { return s.opts.MemoryAggregationInterval }
 
 // AddCompute records one activity sample, ratio 0–1.
 func (s *ContainerState) AddCompute(t time.Time, ratio float64, source string) {

@@ -89,6 +89,17 @@ func FitShare(target, peak, minRoom, gpuBytes float64) float64 {
 	return target
 }
 
+// ShareCeil returns the smallest whole share of one GPU (gpuBytes/n, n ≥ 1, in whole
+// MiB rounded up) that holds bytes; bytes itself when it is not positive or exceeds
+// the GPU.
+func ShareCeil(bytes, gpuBytes float64) float64 {
+	if bytes <= 0 || gpuBytes <= 0 || bytes > gpuBytes {
+		return bytes
+	}
+	n := math.Floor(gpuBytes / bytes)
+	return math.Ceil(gpuBytes/n/(1<<20)) * (1 << 20)
+}
+
 // MemoryHeadroom returns the policy's memory headroom as a ratio (15 % → 0.15).
 func MemoryHeadroom(cp *gpufracv1.ContainerPolicy) float64 {
 	if cp == nil || cp.MemoryHeadroomPercent == nil {
@@ -128,8 +139,15 @@ func (c Config) Recommend(name string, est estimate.Estimate, cp *gpufracv1.Cont
 	if est.HasMemory {
 		// Packing-aware size: round down to a whole share of the GPU when the peak
 		// leaves room, never under the policy's minimum.
-		target.MemoryBytes = math.Max(memMin, FitShare(target.MemoryBytes, est.RecentPeakBytes, c.FitMemoryHeadroomBytes, c.GPUMemoryBytes))
+		// A young workload's share must hold its peak with the young margin too.
+		target.MemoryBytes = math.Max(memMin, FitShare(target.MemoryBytes, est.RecentPeakBytes*(1+est.YoungMargin), c.FitMemoryHeadroomBytes, c.GPUMemoryBytes))
 		lower.MemoryBytes = math.Min(lower.MemoryBytes, target.MemoryBytes)
+		if est.YoungMargin > 0 {
+			// A young pod is replaced for a smaller allowance only when that moves it
+			// to a smaller whole share of the GPU: a shrink inside the same share
+			// frees nothing a co-tenant of that share could use.
+			upper.MemoryBytes = math.Min(memMax, ShareCeil(target.MemoryBytes, c.GPUMemoryBytes))
+		}
 	}
 
 	if prev != nil && g != gpufracv1.GuardrailNone {

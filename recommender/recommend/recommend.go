@@ -60,6 +60,11 @@ func (c Config) WithDefaults() Config {
 		c.BoundsNoise = 0.1
 	}
 	c.Estimator = c.Estimator.WithDefaults()
+	if c.Estimator.YoungConfidence == 0 {
+		// Young workloads earn their confidence from evidence up to the threshold
+		// under which the recommendation is not applied (estimate.Config.YoungConfidence).
+		c.Estimator.YoungConfidence = c.LowConfidence
+	}
 	c.Policy = c.Policy.WithDefaults()
 	c.Policy.MinCompute = c.Estimator.MinCompute
 	return c
