@@ -45,6 +45,11 @@ const (
 	// controls memory has compute samples but no memory sample.
 	ReasonNoMemorySamples  = "NoMemorySamples"
 	ReasonEnoughHistory    = "EnoughHistory"
+	// ReasonYoungEvidence: LowConfidence False; history is shorter than the low
+	// confidence needs, and the confidence comes from the hours memory stayed at its
+	// level (estimate.Config.YoungConfidence), with a margin on the memory target
+	// (ContainerRecommendation.YoungMarginPercent).
+	ReasonYoungEvidence = "YoungEvidence"
 	ReasonPodsMatched      = "PodsMatched"
 	ReasonNoPods           = "NoPods"
 	ReasonTargetUnusable   = "TargetUnsupported"
@@ -221,6 +226,10 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 	case conf < r.Config.LowConfidence:
 		set(gpufracv1.ConditionLowConfidence, true, ReasonShortHistory,
 			fmt.Sprintf("confidence %d%% under %.0f%%: history %dh of %.0fh needed", *st.ConfidencePercent, r.Config.LowConfidence*100, minHistory(counted), r.Config.Estimator.FullConfidenceHistory.Hours()))
+	case youngMargin(counted) > 0:
+		set(gpufracv1.ConditionLowConfidence, false, ReasonYoungEvidence,
+			fmt.Sprintf("confidence %d%% from evidence: history %dh of %.0fh, memory stayed at its level for n hours; memory target +%d%% (100/n) until the history is long enough",
+				*st.ConfidencePercent, minHistory(counted), r.Config.LowConfidence*r.Config.Estimator.FullConfidenceHistory.Hours(), youngMargin(counted)))
 	default:
 		set(gpufracv1.ConditionLowConfidence, false, ReasonEnoughHistory, fmt.Sprintf("confidence %d%%", *st.ConfidencePercent))
 	}
@@ -494,6 +503,15 @@ func minHistory(recs []gpufracv1.ContainerRecommendation) int32 {
 		h = min(h, r.HistoryHours)
 	}
 	return h
+}
+
+// youngMargin returns the largest YoungMarginPercent of recs (0: none is young).
+func youngMargin(recs []gpufracv1.ContainerRecommendation) int32 {
+	m := int32(0)
+	for _, r := range recs {
+		m = max(m, r.YoungMarginPercent)
+	}
+	return m
 }
 
 func truncate(s string, n int) string {

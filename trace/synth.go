@@ -110,6 +110,13 @@ type SynthModel struct {
 	LatencyMedianSeconds float64
 	// LatencySigma is the log-normal sigma of per-workload base latency (assumption: 0.4).
 	LatencySigma float64
+	// ArrivingWorkloads is the share of workloads (0–1) that are deployed while the
+	// trace runs instead of before it: their pods' samples start at a uniform time
+	// between 10 % and 75 % of the trace (their own draws are the same, cut before
+	// that time). Default 0 (every workload present from the start), so existing
+	// seeded traces are unchanged; gpufrac simulate --synth-arriving and gpufrac trace
+	// synth --arriving set it.
+	ArrivingWorkloads float64
 }
 
 // DefaultSynthModel is the model Synthesize uses for zero fields of SynthModel;
@@ -174,6 +181,7 @@ func (m *SynthModel) defaults() {
 	set(&m.RestartsPerDay, d.RestartsPerDay)
 	set(&m.LatencyMedianSeconds, d.LatencyMedianSeconds)
 	set(&m.LatencySigma, d.LatencySigma)
+	m.ArrivingWorkloads = math.Min(m.ArrivingWorkloads, 1)
 	m.MeanBusyMinutes = math.Max(m.MeanBusyMinutes, 1e-3)
 	m.ActiveFraction = math.Min(m.ActiveFraction, 0.95)
 	m.ActiveDutyMean = math.Min(m.ActiveDutyMean, 0.99)
@@ -246,6 +254,12 @@ func Synthesize(opts SynthOptions) Trace {
 		name := deploymentName(opts.WorkloadPrefix, w)
 		wr := rand.New(rand.NewPCG(opts.Seed, streamID("workload", w, 0)))
 		wp := drawWorkload(wr, m)
+		// Arrivals draw from their own stream, so every other draw stays the same.
+		ar := rand.New(rand.NewPCG(opts.Seed, streamID("arrival", w, 0)))
+		arrival := 0
+		if ar.Float64() < m.ArrivingWorkloads {
+			arrival = int(uniform(ar, 0.1, 0.75) * float64(n))
+		}
 		var ids []string
 		for r := 0; r < opts.PodsPerWorkload; r++ {
 			ids = append(ids, fmt.Sprintf("synth/%d/%s/%d", opts.Seed, name, r))
@@ -255,6 +269,9 @@ func Synthesize(opts SynthOptions) Trace {
 			pr := rand.New(rand.NewPCG(opts.Seed, streamID("pod", w, r)))
 			p := Pod{Namespace: opts.Namespace, Workload: name, ReplicaSet: rs, Pod: pods[r], Container: opts.Container, ID: ids[r]}
 			synthPod(&p, pr, m, wp, start, opts.Step, stepMin, n)
+			if arrival > 0 {
+				p.cut(start.Add(time.Duration(arrival) * opts.Step))
+			}
 			tr.Pods = append(tr.Pods, p)
 		}
 	}
@@ -364,6 +381,18 @@ func synthPod(p *Pod, r *rand.Rand, m SynthModel, wp workloadParams, start time.
 		}
 		p.Memory[i] = Point{T: p.Compute[i].T, V: math.Round(v)}
 	}
+}
+
+// cut drops the pod's samples before t (a workload deployed at t).
+func (p *Pod) cut(t time.Time) {
+	keep := func(pts []Point) []Point {
+		i := 0
+		for i < len(pts) && pts[i].T.Before(t) {
+			i++
+		}
+		return pts[i:]
+	}
+	p.Memory, p.Compute, p.LatencyP95 = keep(p.Memory), keep(p.Compute), keep(p.LatencyP95)
 }
 
 func uniform(r *rand.Rand, lo, hi float64) float64 { return lo + (hi-lo)*r.Float64() }

@@ -79,6 +79,13 @@ type ContainerRecommendation struct {
 	ConfidencePercent int32 `json:"confidencePercent"`
 	// HistoryHours is the span of history the recommendation is based on, hours.
 	HistoryHours int32 `json:"historyHours"`
+	// YoungMarginPercent is the extra margin, percent, on the memory target of a young
+	// workload (history too short for the configured low confidence): 100/n for the n
+	// hours (memory aggregation intervals) its memory has stayed at its highest level.
+	// Its confidencePercent then comes from that evidence (docs/recommender.md, "Young
+	// workloads"). 0 when the workload is not young.
+	// +optional
+	YoungMarginPercent int32 `json:"youngMarginPercent,omitempty"`
 	// ContainerType is where the container sits in the pod: Regular (spec.containers),
 	// Sidecar (a native sidecar: an init container with restartPolicy Always) or Init
 	// (an init container that runs to completion). It decides how the container counts

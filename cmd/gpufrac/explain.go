@@ -81,6 +81,10 @@ func explain(w io.Writer, gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.G
 		if c.UncappedTarget.Memory != nil && c.Target.Memory != nil && c.UncappedTarget.Memory.Cmp(*c.Target.Memory) != 0 {
 			fmt.Fprintf(w, "; from %s by the policy, the GPU size or rounding down to a share of the GPU", q(c.UncappedTarget.Memory))
 		}
+		if c.YoungMarginPercent > 0 {
+			fmt.Fprintf(w, "\n          young workload: + %d%% margin (100/n, n hours its memory stayed at its highest level); confidence from that evidence, not the history's length",
+				c.YoungMarginPercent)
+		}
 		fmt.Fprintf(w, "\n          bounds [%s, %s]: a pod outside them is worth replacing\n", q(c.LowerBound.Memory), q(c.UpperBound.Memory))
 		if line := packingLine(c.Target.Memory, c.ObservedPeakMemory, gpuBytes); line != "" {
 			fmt.Fprintf(w, "  packing %s\n", line)

@@ -103,6 +103,7 @@ memory headroom (SVG and/or PNG).`,
 	fl.IntVar(&f.synth.PodsPerWorkload, "synth-pods-per-workload", 2, "synthetic: replicas per Deployment")
 	fl.DurationVar(&f.synth.Duration, "synth-duration", 48*time.Hour, "synthetic: trace length")
 	fl.Uint64Var(&f.synth.Seed, "seed", 1, "synthetic: random seed")
+	fl.Float64Var(&f.synth.Model.ArrivingWorkloads, "synth-arriving", 0, "synthetic: share of workloads (0-1) deployed while the trace runs, between 10 % and 75 % of it")
 
 	fl.StringSliceVar(&f.gpuMemory, "gpu-memory", []string{"80Gi"}, "memory of one GPU, a quantity in bytes (48Gi, 80Gi, 141Gi); several sizes run one simulation each")
 	fl.StringSliceVar(&f.policies, "policies", simulate.DefaultPolicies, "policies to compare, in report order: one-per-pod, time-slicing-N, vpa-memory, gpufrac, clairvoyant-peak, clairvoyant-memory")
@@ -175,6 +176,9 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	f.opts.Recommender.Policy.FitMemoryHeadroomBytes = fitQ.AsApproximateFloat64()
 	if fitQ.IsZero() {
 		f.opts.Recommender.Policy.FitMemoryHeadroomBytes = -1 // off
+	}
+	if a := f.synth.Model.ArrivingWorkloads; a < 0 || a > 1 {
+		return fmt.Errorf("--synth-arriving %v: want 0-1", a)
 	}
 	if !f.youngEvidence {
 		f.opts.Recommender.Estimator.YoungConfidence = -1 // off

@@ -37,6 +37,9 @@ is sampled when busy. See trace.SynthModel for every default and its source.`,
 			if o.Workloads < 1 || o.PodsPerWorkload < 1 || o.Duration <= 0 || o.Step <= 0 {
 				return fmt.Errorf("--workloads, --pods-per-workload, --duration and --step must be positive")
 			}
+			if a := o.Model.ArrivingWorkloads; a < 0 || a > 1 {
+				return fmt.Errorf("--arriving %v: want 0-1", a)
+			}
 			if o.Step%time.Second != 0 {
 				return fmt.Errorf("--step %s: want whole seconds, e.g. 1m or 30s", o.Step)
 			}
@@ -58,6 +61,7 @@ is sampled when busy. See trace.SynthModel for every default and its source.`,
 	f.DurationVar(&o.Duration, "duration", trace.DefaultSynthDuration, "length of the trace, e.g. 24h")
 	f.DurationVar(&o.Step, "step", trace.DefaultSynthStep, "time between samples, whole seconds, e.g. 1m")
 	f.Uint64Var(&o.Seed, "seed", 1, "random seed")
+	f.Float64Var(&o.Model.ArrivingWorkloads, "arriving", 0, "share of workloads (0-1) deployed while the trace runs, between 10 % and 75 % of it (trace.SynthModel.ArrivingWorkloads)")
 	f.StringVar(&end, "end", "now", "time of the last sample: RFC 3339 or now (truncated to --step)")
 	f.StringVar(&o.Namespace, "namespace", "synth", "namespace of the pods")
 	f.StringVar(&o.Container, "container", "inference", "container name of the pods")

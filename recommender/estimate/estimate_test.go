@@ -136,3 +136,65 @@ func TestGapsLowerConfidence(t *testing.T) {
 		t.Errorf("history = %v, want about 5h (gaps excluded)", e.History)
 	}
 }
+
+// TestYoungEvidence checks the young-workload rule: under YoungConfidence, n hours at the
+// memory level lift the confidence to min(n/(n+1), YoungConfidence) and widen the memory
+// target by 1/n (the upper bound by 2/n); a rising memory keeps n at 1; too little
+// history, the rule off, or enough history leave the clock's confidence and no margin.
+func TestYoungEvidence(t *testing.T) {
+	w := history.WorkloadKey{Namespace: "ns", Kind: "Deployment", Name: "web"}
+	key := history.ContainerKey{WorkloadKey: w, Container: "main"}
+	base := func(v float64) float64 { // the estimate without the young margin
+		return history.MemoryBuckets.GetBucketStart(history.MemoryBuckets.FindBucket(v)+1) * 1.15
+	}
+	rising := func(m *history.Model) { // 10 % more every hour for 4 hours
+		for h := 0; h < 4; h++ {
+			feed(m, w, "p1", t0.Add(time.Duration(h)*time.Hour), time.Hour, 10*gib*math.Pow(1.1, float64(h)), 0.2)
+		}
+	}
+	tests := []struct {
+		name     string
+		young    float64
+		setup    func(m *history.Model)
+		now      time.Time
+		conf     float64
+		margin   float64
+		n        int
+		mem      float64 // memory target, bytes
+		upperMem float64 // memory upper bound, bytes (0: not checked)
+	}{
+		{name: "3h steady: n=3", young: 0.5, setup: func(m *history.Model) { feed(m, w, "p1", t0, 3*time.Hour, 10*gib, 0.2) },
+			now: t0.Add(3 * time.Hour), conf: 0.5, margin: 1.0 / 3, n: 3, mem: base(10*gib) * 4 / 3, upperMem: base(10*gib) * 5 / 3},
+		{name: "9h steady under a 0.8 threshold: 9/10 capped at 0.8", young: 0.8, setup: func(m *history.Model) { feed(m, w, "p1", t0, 9*time.Hour, 10*gib, 0.2) },
+			now: t0.Add(9 * time.Hour), conf: 0.8, margin: 1.0 / 9, n: 9, mem: base(10*gib) * 10 / 9},
+		{name: "3h under a 0.8 threshold: 3/4", young: 0.8, setup: func(m *history.Model) { feed(m, w, "p1", t0, 3*time.Hour, 10*gib, 0.2) },
+			now: t0.Add(3 * time.Hour), conf: 0.75, margin: 1.0 / 3, n: 3, mem: base(10*gib) * 4 / 3},
+		{name: "rising memory: n stays 1", young: 0.5, setup: rising,
+			now: t0.Add(4 * time.Hour), conf: 0.5, margin: 1, n: 1, mem: base(10*gib*math.Pow(1.1, 3)) * 2},
+		{name: "under one interval: the clock", young: 0.5, setup: func(m *history.Model) { feed(m, w, "p1", t0.Add(time.Minute), 30*time.Minute, 10*gib, 0.2) },
+			now: t0.Add(31 * time.Minute), conf: 0.5 / 24, mem: base(10 * gib)},
+		{name: "rule off: the clock", young: -1, setup: func(m *history.Model) { feed(m, w, "p1", t0, 3*time.Hour, 10*gib, 0.2) },
+			now: t0.Add(3 * time.Hour), conf: 3.0 / 24, mem: base(10 * gib)},
+		{name: "13h: old enough for the clock", young: 0.5, setup: func(m *history.Model) { feed(m, w, "p1", t0, 13*time.Hour, 10*gib, 0.2) },
+			now: t0.Add(13 * time.Hour), conf: 13.0 / 24, mem: base(10 * gib)},
+	}
+	for _, c := range tests {
+		t.Run(c.name, func(t *testing.T) {
+			m := history.NewModel(history.Options{})
+			c.setup(m)
+			e, ok := Config{YoungConfidence: c.young}.Estimate(m.Container(key), 0.15, c.now)
+			if !ok {
+				t.Fatal("no estimate")
+			}
+			if math.Abs(e.Confidence-c.conf) > 1e-3 || math.Abs(e.YoungMargin-c.margin) > 1e-9 || e.LevelIntervals != c.n {
+				t.Errorf("confidence, margin, n = %.4f, %.4f, %d; want %.4f, %.4f, %d", e.Confidence, e.YoungMargin, e.LevelIntervals, c.conf, c.margin, c.n)
+			}
+			if math.Abs(e.Target.MemoryBytes-c.mem) > 1e-6*c.mem {
+				t.Errorf("memory target %.4g GiB, want %.4g GiB", e.Target.MemoryBytes/gib, c.mem/gib)
+			}
+			if c.upperMem > 0 && math.Abs(e.UpperBound.MemoryBytes-c.upperMem) > 1e-6*c.upperMem {
+				t.Errorf("memory upper bound %.4g GiB, want %.4g GiB", e.UpperBound.MemoryBytes/gib, c.upperMem/gib)
+			}
+		})
+	}
+}

@@ -273,3 +273,63 @@ func TestGC(t *testing.T) {
 		t.Errorf("MemoryPeaks = %d after a same-interval sample, want %d", st.MemoryPeaks, peaksBefore)
 	}
 }
+
+// TestAtLevel checks the evidence of a young workload: the time memory has stayed at its
+// highest level. A rise within LevelNoise (5 %) keeps the level's start, a larger rise
+// (a trend, a leak, a model load) starts it again, and gaps never count.
+func TestAtLevel(t *testing.T) {
+	w := WorkloadKey{Namespace: "ns", Kind: "Deployment", Name: "web"}
+	k := ContainerKey{WorkloadKey: w, Container: "main"}
+	steady := func(n int, v float64) []float64 {
+		out := make([]float64, n)
+		for i := range out {
+			out[i] = v
+		}
+		return out
+	}
+	tests := []struct {
+		name      string
+		feed      func(m *Model)
+		now       time.Time
+		at        time.Duration
+		intervals int
+	}{
+		{name: "no memory", feed: func(m *Model) {
+			m.Add(w, metrics.SignalCompute, series("p", t0, time.Minute, 0.1, 0.2))
+		}, now: t0.Add(time.Hour)},
+		{name: "steady for 3h", feed: func(m *Model) {
+			m.Add(w, metrics.SignalMemory, series("p", t0, time.Minute, steady(180, 10*gib)...))
+		}, now: t0.Add(180 * time.Minute), at: 3 * time.Hour, intervals: 3},
+		{name: "a rise within 5 % keeps the level", feed: func(m *Model) {
+			m.Add(w, metrics.SignalMemory, series("p", t0, time.Minute, append(steady(120, 10*gib), steady(60, 10.4*gib)...)...))
+		}, now: t0.Add(180 * time.Minute), at: 3 * time.Hour, intervals: 3},
+		{name: "a rise of 10 % starts again", feed: func(m *Model) {
+			m.Add(w, metrics.SignalMemory, series("p", t0, time.Minute, append(steady(120, 10*gib), steady(60, 11*gib)...)...))
+		}, now: t0.Add(180 * time.Minute), at: time.Hour, intervals: 1},
+		{name: "a fall keeps the level", feed: func(m *Model) {
+			m.Add(w, metrics.SignalMemory, series("p", t0, time.Minute, append(steady(60, 10*gib), steady(120, 5*gib)...)...))
+		}, now: t0.Add(180 * time.Minute), at: 3 * time.Hour, intervals: 3},
+		{name: "a second pod's higher level starts again", feed: func(m *Model) {
+			m.Add(w, metrics.SignalMemory, series("p", t0, time.Minute, steady(180, 10*gib)...))
+			m.Add(w, metrics.SignalMemory, series("q", t0.Add(150*time.Minute), time.Minute, steady(30, 20*gib)...))
+		}, now: t0.Add(180 * time.Minute), at: 30 * time.Minute, intervals: 0},
+		{name: "a gap does not count", feed: func(m *Model) {
+			// Two hours of samples, each inside one interval, ten hours apart.
+			m.Add(w, metrics.SignalMemory, series("p", t0.Add(time.Minute), time.Minute, steady(60, 10*gib)...))
+			m.Add(w, metrics.SignalMemory, series("p", t0.Add(10*time.Hour+time.Minute), time.Minute, steady(60, 10*gib)...))
+		}, now: t0.Add(11 * time.Hour), at: 2 * time.Hour, intervals: 2},
+	}
+	for _, c := range tests {
+		t.Run(c.name, func(t *testing.T) {
+			m := NewModel(Options{})
+			c.feed(m)
+			st := m.Container(k)
+			if got := st.AtLevel(c.now); got != c.at {
+				t.Errorf("AtLevel = %s, want %s", got, c.at)
+			}
+			if got := st.LevelIntervals(c.now); got != c.intervals {
+				t.Errorf("LevelIntervals = %d, want %d", got, c.intervals)
+			}
+		})
+	}
+}

@@ -181,6 +181,9 @@ func (c Config) Recommend(name string, est estimate.Estimate, cp *gpufracv1.Cont
 		ConfidencePercent: int32(math.Round(est.Confidence * 100)),
 		HistoryHours:      int32(est.History.Hours()),
 	}
+	if est.HasMemory && cp.Controls(gpufracv1.ResourceMemory) {
+		rec.YoungMarginPercent = int32(math.Round(est.YoungMargin * 100))
+	}
 	withMem, withCPU := est.HasMemory && cp.Controls(gpufracv1.ResourceMemory), est.HasCompute && cp.Controls(gpufracv1.ResourceCompute)
 	rec.Target = toAPI(target, withMem, withCPU)
 	rec.LowerBound = toAPI(lower, withMem, withCPU)

@@ -169,3 +169,64 @@ func TestFitShare(t *testing.T) {
 		}
 	}
 }
+
+func TestShareCeil(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		bytes, gpu float64
+		want       float64
+	}{
+		{"a little above a third of 80Gi: half", 27 * gib, 80 * gib, 40 * gib},
+		{"exactly half: half", 40 * gib, 80 * gib, 40 * gib},
+		{"a third of 141Gi, rounded up to a whole MiB", 45 * gib, 141 * gib, math.Ceil(141*1024/3) * (1 << 20)},
+		{"above half: the whole GPU", 41 * gib, 80 * gib, 80 * gib},
+		{"more than the GPU: unchanged", 90 * gib, 80 * gib, 90 * gib},
+		{"nothing: unchanged", 0, 80 * gib, 0},
+	} {
+		if got := ShareCeil(tc.bytes, tc.gpu); got != tc.want {
+			t.Errorf("%s: ShareCeil = %.0f MiB, want %.0f MiB", tc.name, got/(1<<20), tc.want/(1<<20))
+		}
+	}
+}
+
+// TestYoungRecommendation checks what the policy makes of a young estimate: the share it
+// rounds down to must hold the peak with the young margin, the upper bound is the share
+// the target falls in (a young pod is replaced only to move to a smaller share), and the
+// margin is written as youngMarginPercent.
+func TestYoungRecommendation(t *testing.T) {
+	c := Config{GPUMemoryBytes: 80 * gib}
+	young := func(peak, margin float64) estimate.Estimate {
+		e := est(peak*1.15*(1+margin), 0.2, 0.05, 0.3)
+		e.RecentPeakBytes, e.YoungMargin, e.Confidence = peak, margin, 0.5
+		e.UpperBound.MemoryBytes = peak * 1.15 * (1 + 2*margin)
+		return e
+	}
+	for _, tc := range []struct {
+		name               string
+		e                  estimate.Estimate
+		target, upper      float64
+		youngMarginPercent int32
+	}{
+		// 30Gi × 1.15 × 1.1 = 37.95Gi: under half, upper bound half.
+		{"n=10, under half", young(30*gib, 0.1), 30 * 1.15 * 1.1 * gib, 40 * gib, 10},
+		// 16Gi × 1.15 × 1.5 = 27.6Gi, a little above a third (26.67Gi): the peak with the
+		// margin (24Gi) + 2Gi fits a third, so a third; upper bound a third.
+		{"n=2, rounded down to a third", young(16*gib, 0.5), math.Floor(80.0*1024/3) * (1 << 20), math.Ceil(80.0*1024/3) * (1 << 20), 50},
+		// 18Gi × 1.15 × 1.5 = 31Gi: the peak with the margin (27Gi) does not fit a third.
+		{"n=2, margin keeps it above a third", young(18*gib, 0.5), 18 * 1.15 * 1.5 * gib, 40 * gib, 50},
+		// Not young: the upper bound is the estimator's.
+		{"mature", est(30*gib, 0.2, 0.05, 0.3), 30 * gib, 60 * gib, 0},
+	} {
+		r := c.Recommend("main", tc.e, nil, nil, gpufracv1.GuardrailNone)
+		mib := func(v float64) int64 { return int64(math.Ceil(v / (1 << 20))) }
+		if got := r.Target.Memory.Value() >> 20; got != mib(tc.target) {
+			t.Errorf("%s: target %d MiB, want %d MiB", tc.name, got, mib(tc.target))
+		}
+		if got := r.UpperBound.Memory.Value() >> 20; got != mib(tc.upper) {
+			t.Errorf("%s: upper bound %d MiB, want %d MiB", tc.name, got, mib(tc.upper))
+		}
+		if r.YoungMarginPercent != tc.youngMarginPercent {
+			t.Errorf("%s: youngMarginPercent %d, want %d", tc.name, r.YoungMarginPercent, tc.youngMarginPercent)
+		}
+	}
+}

@@ -99,9 +99,9 @@ func (c Config) Recommend(model *history.Model, w history.WorkloadKey, spec *gpu
 		if p := byName[name]; p != nil && withinNoise(p, &rec, c) {
 			// Keep the written sizes, but report the fresh confidence, history and
 			// compute source (a pod's metric source can change: recommender/sources.go).
-			conf, hours, uncapped, src := rec.ConfidencePercent, rec.HistoryHours, rec.UncappedTarget, rec.ComputeSource
+			conf, hours, uncapped, src, young := rec.ConfidencePercent, rec.HistoryHours, rec.UncappedTarget, rec.ComputeSource, rec.YoungMarginPercent
 			rec = *p
-			rec.ConfidencePercent, rec.HistoryHours, rec.ComputeSource = conf, hours, src
+			rec.ConfidencePercent, rec.HistoryHours, rec.ComputeSource, rec.YoungMarginPercent = conf, hours, src, young
 			// The uncapped need is a fresh measurement, not held at an old value: a
 			// capped target stays within noise forever, the need behind it may not.
 			if !needNear(p.UncappedTarget, uncapped, c) {
