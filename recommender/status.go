@@ -43,13 +43,13 @@ const (
 	ReasonMultipleGPUs = "MultipleGPUs"
 	// ReasonNoMemorySamples: RecommendationProvided False; a container whose policy
 	// controls memory has compute samples but no memory sample.
-	ReasonNoMemorySamples  = "NoMemorySamples"
-	ReasonEnoughHistory    = "EnoughHistory"
+	ReasonNoMemorySamples = "NoMemorySamples"
+	ReasonEnoughHistory   = "EnoughHistory"
 	// ReasonYoungEvidence: LowConfidence False; history is shorter than the low
 	// confidence needs, and the confidence comes from the hours memory stayed at its
 	// level (estimate.Config.YoungConfidence), with a margin on the memory target
 	// (ContainerRecommendation.YoungMarginPercent).
-	ReasonYoungEvidence = "YoungEvidence"
+	ReasonYoungEvidence    = "YoungEvidence"
 	ReasonPodsMatched      = "PodsMatched"
 	ReasonNoPods           = "NoPods"
 	ReasonTargetUnusable   = "TargetUnsupported"
