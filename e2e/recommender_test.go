@@ -57,7 +57,9 @@ func writeOpenMetrics(dir, name string, tr trace.Trace) (string, error) {
 // Decay halves a sample's weight every 24 h (weights are relative, so the reference time
 // does not matter). The peak window is 7 days since the recommender's default changed
 // from 24 h (rare spikes stay in the target for a week), and packing-aware sizing rounds
-// a target a little above ½ or ⅓ of a GPU down to it: both deliberate.
+// a target a little above ½ or ⅓ of a GPU down to it: both deliberate. A young workload
+// (history under 12 h, the default low confidence × 24 h, and at least 1 h) gets the
+// margin 1/n for the n whole hours its memory stayed at its highest level (youngMargin).
 func expectedTargets(pods []trace.Pod, now time.Time) (memBytes, compute float64) {
 	type ws struct{ v, w float64 }
 	weight := func(t time.Time) float64 { return math.Exp2(t.Sub(now).Hours() / 24) }
@@ -99,7 +101,39 @@ func expectedTargets(pods []trace.Pod, now time.Time) (memBytes, compute float64
 		}
 		return s[len(s)-1].v
 	}
-	return expectedShare(math.Max(p90(mem), recent)*1.15, recent), math.Max(0.01, p90(cpu)*1.15)
+	m := 1 + youngMargin(pods, now)
+	return expectedShare(math.Max(p90(mem), recent)*1.15*m, recent*m), math.Max(0.01, p90(cpu)*1.15)
+}
+
+// youngMargin is the young-workload margin, computed here from the samples: 0 unless the
+// history spans at least 1 h and under 12 h; else 1/n, n = max(1, whole hours since the
+// memory sample that first rose more than 5 % above every earlier one).
+func youngMargin(pods []trace.Pod, now time.Time) float64 {
+	var pts []trace.Point
+	for _, p := range pods {
+		for _, pt := range p.Memory {
+			if !pt.T.After(now) {
+				pts = append(pts, pt)
+			}
+		}
+	}
+	if len(pts) == 0 {
+		return 0
+	}
+	sort.SliceStable(pts, func(i, j int) bool { return pts[i].T.Before(pts[j].T) })
+	span := pts[len(pts)-1].T.Sub(pts[0].T) + time.Minute
+	if span < time.Hour || span >= 12*time.Hour {
+		return 0
+	}
+	level, since := pts[0].V, pts[0].T
+	for _, pt := range pts[1:] {
+		if pt.V > level*1.05 {
+			since = pt.T
+		}
+		level = math.Max(level, pt.V)
+	}
+	n := max(1, int(min(now.Sub(since), span)/time.Hour))
+	return 1 / float64(n)
 }
 
 func podsOf(tr trace.Trace, workload string) []trace.Pod {
