@@ -136,3 +136,42 @@ func TestSynthesizeModelSwitches(t *testing.T) {
 		t.Error("no restarts (zero memory samples) with the default model over 20 pod-days x 2")
 	}
 }
+
+// TestSynthesizeArrivals checks ArrivingWorkloads: with 0.5, some but not all workloads
+// start late, each between 10 % and 75 % of the trace, all pods of a workload together,
+// and what is left of an arriving pod is the same series as without arrivals (its draws
+// are unchanged, only cut).
+func TestSynthesizeArrivals(t *testing.T) {
+	opts := SynthOptions{Workloads: 20, PodsPerWorkload: 2, Duration: 10 * time.Hour, Seed: 7, End: testEnd}
+	base := Synthesize(opts)
+	opts.Model.ArrivingWorkloads = 0.5
+	tr := Synthesize(opts)
+	if err := tr.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	start := base.Pods[0].Memory[0].T
+	late := map[string]time.Time{}
+	for i, p := range tr.Pods {
+		first := p.Memory[0].T
+		if first.Equal(start) {
+			if !reflect.DeepEqual(p, base.Pods[i]) {
+				t.Errorf("%s: present from the start but changed by arrivals", p.Pod)
+			}
+			continue
+		}
+		if d := first.Sub(start); d < time.Hour || d > 7*time.Hour+30*time.Minute {
+			t.Errorf("%s: arrives %s into a 10h trace, want 1h–7h30m", p.Pod, d)
+		}
+		if at, ok := late[p.Workload]; ok && !at.Equal(first) {
+			t.Errorf("%s: pods of one workload arrive at %s and %s", p.Workload, at, first)
+		}
+		late[p.Workload] = first
+		b := base.Pods[i]
+		if cut := b.Memory[len(b.Memory)-len(p.Memory):]; !reflect.DeepEqual(cut, p.Memory) || len(p.Compute) != len(p.Memory) {
+			t.Errorf("%s: the arriving pod's samples are not the tail of its series", p.Pod)
+		}
+	}
+	if len(late) == 0 || len(late) == 20 {
+		t.Errorf("%d of 20 workloads arrive late with ArrivingWorkloads 0.5", len(late))
+	}
+}

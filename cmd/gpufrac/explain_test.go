@@ -71,3 +71,29 @@ func TestExplainMIG(t *testing.T) {
 		t.Errorf("want advice for both containers and the instance line for the MIG one only:\n%s", got)
 	}
 }
+
+// TestExplainYoungWorkload checks that explain says where a young workload's margin and
+// confidence come from, and says nothing of it for a workload that is not young.
+func TestExplainYoungWorkload(t *testing.T) {
+	qp := func(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
+	gfa := &gpufracv1.GPUFractionAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "new"}}
+	gfa.Spec.TargetRef.Kind, gfa.Spec.TargetRef.Name = "Deployment", "new"
+	young := gpufracv1.ContainerRecommendation{ContainerName: "main", SharingMode: gpufracv1.SharingModeTimeSlicing,
+		ConfidencePercent: 50, HistoryHours: 3, YoungMarginPercent: 33,
+		Target: gpufracv1.GPUResources{Memory: qp("15Gi"), Compute: qp("100m")}}
+	old := young
+	old.ContainerName, old.YoungMarginPercent, old.HistoryHours = "side", 0, 30
+	gfr := &gpufracv1.GPUFractionRecommendation{}
+	gfr.Status.ContainerRecommendations = []gpufracv1.ContainerRecommendation{young, old}
+	var out strings.Builder
+	if err := explain(&out, gfa, gfr, 80<<30); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	if want := "young workload: + 33% margin (100/n, n hours its memory stayed at its highest level)"; !strings.Contains(got, want) {
+		t.Errorf("explain lacks %q:\n%s", want, got)
+	}
+	if strings.Count(got, "young workload") != 1 {
+		t.Errorf("want the young-workload line for main only:\n%s", got)
+	}
+}

@@ -2,10 +2,14 @@ package recommend
 
 import (
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/recommender/estimate"
+	"github.com/gpufrac/gpufrac/recommender/history"
+	"github.com/gpufrac/gpufrac/recommender/metrics"
 )
 
 func q(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
@@ -38,6 +42,44 @@ func TestWithinNoise(t *testing.T) {
 		tc.mod(cur)
 		if got := withinNoise(base(), cur, c); got != tc.want {
 			t.Errorf("%s: withinNoise %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestYoungWorkloadWiring checks that the recommendation step hands its LowConfidence to
+// the estimator's young rule: 3 h of steady memory give confidence min(3/4, LowConfidence)
+// and a 33 % margin, and the rule turned off (YoungConfidence −1) leaves the clock's
+// confidence (3 h of 24 h) and no margin.
+func TestYoungWorkloadWiring(t *testing.T) {
+	w := history.WorkloadKey{Namespace: "ns", Kind: "Deployment", Name: "web"}
+	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	m := history.NewModel(history.Options{})
+	var ms, cs metrics.Series
+	ms.ID = metrics.ContainerID{Namespace: "ns", Pod: "p1", Container: "main"}
+	cs.ID = ms.ID
+	for at := t0; at.Before(t0.Add(3 * time.Hour)); at = at.Add(time.Minute) {
+		ms.Samples = append(ms.Samples, metrics.Sample{Time: at, Value: 10 << 30})
+		cs.Samples = append(cs.Samples, metrics.Sample{Time: at, Value: 0.2})
+	}
+	m.Add(w, metrics.SignalMemory, ms)
+	m.Add(w, metrics.SignalCompute, cs)
+	now := t0.Add(3 * time.Hour)
+	spec := &gpufracv1.GPUFractionAutoscalerSpec{}
+	for _, tc := range []struct {
+		name          string
+		cfg           Config
+		conf, youngPc int32
+	}{
+		{"default threshold 0.5", Config{}, 50, 33},
+		{"threshold 0.8: 3/4", Config{LowConfidence: 0.8}, 75, 33},
+		{"rule off", Config{Estimator: estimate.Config{YoungConfidence: -1}}, 13, 0},
+	} {
+		recs, _, _ := tc.cfg.WithDefaults().Recommend(m, w, spec, nil, nil, gpufracv1.GuardrailNone, now)
+		if len(recs) != 1 {
+			t.Fatalf("%s: %d recommendations", tc.name, len(recs))
+		}
+		if r := recs[0]; r.ConfidencePercent != tc.conf || r.YoungMarginPercent != tc.youngPc {
+			t.Errorf("%s: confidence %d%%, young margin %d%%; want %d%%, %d%%", tc.name, r.ConfidencePercent, r.YoungMarginPercent, tc.conf, tc.youngPc)
 		}
 	}
 }
