@@ -452,9 +452,9 @@ func (m *Mutator) memoryTarget(t *backend.Target, r contract.Target, gfa *gpufra
 	if r.UpperMemory > 0 {
 		t.UpperMemoryBytes = min(r.UpperMemory+overhead, m.Config.GPUMemoryBytes)
 	}
-	if r.PeakMemory > 0 && mem == q.Value() {
+	if r.RequestPeakMemory > 0 && mem == q.Value() {
 		// Not under a rollback floor, which the request must hold whatever the peak.
-		t.PeakMemoryBytes = min(r.PeakMemory+overhead, m.Config.GPUMemoryBytes)
+		t.PeakMemoryBytes = min(r.RequestPeakMemory+overhead, m.Config.GPUMemoryBytes)
 	}
 	t.RecommendedMemory = &qc
 	return warnings, nil

@@ -51,7 +51,8 @@ type Target struct {
 	// UpperMemoryBytes is the recommendation's upper bound plus the overheads, bytes, or 0
 	// when the recommendation has none. Only kai-nvfractions reads it (for its limit).
 	UpperMemoryBytes int64
-	// PeakMemoryBytes is the recommendation's observed memory peak plus the overheads,
+	// PeakMemoryBytes is the recommendation's observed memory peak (contract.Target.RequestPeakMemory:
+	// with the young-workload margin while the workload is young) plus the overheads,
 	// bytes, or 0 when unknown or when a rollback floor raised the memory. Only
 	// kai-nvfractions reads it (for its request, NVFractionsRequestObservedPeak).
 	PeakMemoryBytes int64

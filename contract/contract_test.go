@@ -123,3 +123,28 @@ func TestTargetsOf(t *testing.T) {
 		t.Error("nil recommendation has targets")
 	}
 }
+
+// TestRequestPeakMemory checks the peak a request may be sized by: the observed peak,
+// widened by the young-workload margin while the workload is young, and unknown (-1)
+// without an observed peak.
+func TestRequestPeakMemory(t *testing.T) {
+	gfa := autoscaler("web")
+	for _, tc := range []struct {
+		name   string
+		peak   *resource.Quantity
+		margin int32
+		want   int64
+	}{
+		{"mature: the peak", q("10Gi"), 0, 10 << 30},
+		{"young, n=4: the peak + 25 %", q("10Gi"), 25, 12.5 * (1 << 30)},
+		{"no peak: unknown", nil, 50, -1},
+	} {
+		gfr := recommendation(gfa, ptr.To[int32](50))
+		gfr.Status.ContainerRecommendations[0].ObservedPeakMemory = tc.peak
+		gfr.Status.ContainerRecommendations[0].YoungMarginPercent = tc.margin
+		m := TargetsOf(gfa, gfr)["main"]
+		if m.RequestPeakMemory != tc.want || (tc.peak != nil && m.PeakMemory != 10<<30) {
+			t.Errorf("%s: RequestPeakMemory %d, PeakMemory %d; want %d, the observed peak", tc.name, m.RequestPeakMemory, m.PeakMemory, tc.want)
+		}
+	}
+}

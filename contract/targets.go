@@ -25,6 +25,11 @@ type Target struct {
 	Compute, LowerCompute, UpperCompute int64
 	// PeakMemory is the recent observed memory peak, bytes (-1: unknown).
 	PeakMemory int64
+	// RequestPeakMemory is the memory peak, bytes, a backend that packs by request may
+	// size the request by (kai-nvfractions' observed-peak request): PeakMemory, times
+	// (1 + youngMarginPercent/100) for a young workload, whose peak is the evidence of a
+	// few hours (-1: unknown).
+	RequestPeakMemory int64
 	// ControlsMemory and ControlsCompute say whether the container's policy lets
 	// gpufrac write the resource (controlledResources, mode); compute only where the
 	// recommendation partitions it (ContainerRecommendation.PartitionsCompute).
@@ -55,6 +60,10 @@ func TargetsOf(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionR
 			Compute: MilliOf(r.Target.Compute), LowerCompute: MilliOf(r.LowerBound.Compute), UpperCompute: MilliOf(r.UpperBound.Compute),
 			PeakMemory:     BytesOf(r.ObservedPeakMemory),
 			ControlsMemory: pol.Controls(gpufracv1.ResourceMemory), ControlsCompute: pol.Controls(gpufracv1.ResourceCompute) && r.PartitionsCompute(),
+		}
+		t.RequestPeakMemory = t.PeakMemory
+		if t.PeakMemory > 0 && r.YoungMarginPercent > 0 {
+			t.RequestPeakMemory = t.PeakMemory * (100 + int64(r.YoungMarginPercent)) / 100
 		}
 		// While a horizontal autoscaler scales on GPU utilisation, a pod gets at least
 		// what the workload's pods hold: nothing is replaced towards less compute.

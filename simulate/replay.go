@@ -291,8 +291,8 @@ func (rp *replay) written(dec decision) grant {
 		return rp.coldStart()
 	}
 	var peak, upper int64
-	if dec.target.PeakMemory > 0 {
-		peak = min(dec.target.PeakMemory, rp.capacity)
+	if dec.target.RequestPeakMemory > 0 {
+		peak = min(dec.target.RequestPeakMemory, rp.capacity)
 	}
 	if dec.target.UpperMemory > 0 {
 		upper = min(dec.target.UpperMemory, rp.capacity)

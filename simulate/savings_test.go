@@ -37,16 +37,7 @@ const emptyHistoryOverruns = 7
 // memory, and the overruns of young pods (all of them warm-up) no more than the whole-GPU
 // cold start had. It is skipped when the shared data folder is absent.
 func TestSavingsFromEmptyHistoryGenTD26(t *testing.T) {
-	if testing.Short() {
-		t.Skip("replays 22.8 hours of 90 pods")
-	}
-	if _, err := os.Stat(genTD26Dir); err != nil {
-		t.Skipf("GenTD26 data not found: %v", err)
-	}
-	tr, _, err := trace.ReadGenTD26(genTD26Dir, trace.GenTD26Options{End: time.Unix(1662940800, 0)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := readGenTD26(t)
 	for size, pin := range emptyHistoryPin {
 		res, err := Run(&tr, Options{GPUMemoryBytes: size,
 			Policies: []string{PolicyOnePerPod, TimeSlicing(2), PolicyVPAMemory, PolicyGPUFrac, PolicyClairvoyantMemory}})
@@ -109,16 +100,7 @@ func TestSavingsRegressionRequestLimit(t *testing.T) {
 // checkSavings replays the GenTD26 trace after 12h of history with base's backend at
 // each size of pins and checks the pins (see TestSavingsRegressionGenTD26).
 func checkSavings(t *testing.T, base Options, pins map[int64]float64) {
-	if testing.Short() {
-		t.Skip("replays 22.8 hours of 90 pods")
-	}
-	if _, err := os.Stat(genTD26Dir); err != nil {
-		t.Skipf("GenTD26 data not found: %v", err)
-	}
-	tr, _, err := trace.ReadGenTD26(genTD26Dir, trace.GenTD26Options{End: time.Unix(1662940800, 0)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := readGenTD26(t)
 	for size, pin := range pins {
 		o := base
 		o.GPUMemoryBytes, o.WarmUp = size, 12*time.Hour
@@ -152,4 +134,21 @@ func checkSavings(t *testing.T, base Options, pins map[int64]float64) {
 			t.Errorf("%s: %d replacements, min lifetime %q: the updater did not run", name, g.Replacements, res.Settings.MinLifetime)
 		}
 	}
+}
+
+// readGenTD26 reads the shared GenTD26 trace as gpufrac simulate does; it skips the
+// test in -short mode or when the shared data folder is absent.
+func readGenTD26(t *testing.T) trace.Trace {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("replays 22.8 hours of 90 pods")
+	}
+	if _, err := os.Stat(genTD26Dir); err != nil {
+		t.Skipf("GenTD26 data not found: %v", err)
+	}
+	tr, _, err := trace.ReadGenTD26(genTD26Dir, trace.GenTD26Options{End: time.Unix(1662940800, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
 }
