@@ -18,7 +18,7 @@ import (
 // 3.5 GiB and an upper bound of 6 GiB.
 func reqLimitDecision() decision {
 	return decision{ok: true, full: true, want: packing.Alloc{MemoryBytes: 4 * gib},
-		target: contract.Target{Memory: 4 * gib, UpperMemory: 6 * gib, PeakMemory: 7 * gib / 2, Compute: -1, LowerCompute: -1, UpperCompute: -1, LowerMemory: -1, ControlsMemory: true}}
+		target: contract.Target{Memory: 4 * gib, UpperMemory: 6 * gib, PeakMemory: 7 * gib / 2, RequestPeakMemory: 7 * gib / 2, Compute: -1, LowerCompute: -1, UpperCompute: -1, LowerMemory: -1, ControlsMemory: true}}
 }
 
 // TestRequestLimitEvaluation: on kai-nvfractions with observed-peak requests, two pods
@@ -100,7 +100,8 @@ func TestWrittenIsWhatTheBackendWrites(t *testing.T) {
 	for _, req := range []string{backend.NVFractionsRequestTarget, backend.NVFractionsRequestObservedPeak} {
 		for _, dec := range []decision{reqLimitDecision(), func() decision {
 			d := reqLimitDecision()
-			d.want.MemoryBytes, d.target.Memory, d.target.PeakMemory, d.target.UpperMemory = 41*gib+12345, 41*gib+12345, 30*gib+7, 100*gib
+			d.want.MemoryBytes, d.target.Memory, d.target.UpperMemory = 41*gib+12345, 41*gib+12345, 100*gib
+			d.target.PeakMemory, d.target.RequestPeakMemory = 30*gib+7, 30*gib+7
 			return d
 		}(), func() decision {
 			d := reqLimitDecision()
@@ -120,7 +121,7 @@ func TestWrittenIsWhatTheBackendWrites(t *testing.T) {
 			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main",
 				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}}}}}}
 			bt := &backend.Target{Container: "main", HasMemory: true, MemoryBytes: dec.target.Memory, UpperMemoryBytes: dec.target.UpperMemory,
-				PeakMemoryBytes: dec.target.PeakMemory, WrittenComputeMilli: -1}
+				PeakMemoryBytes: dec.target.RequestPeakMemory, WrittenComputeMilli: -1}
 			if _, err := codec.Apply(p, []*backend.Target{bt}); err != nil {
 				// The webhook leaves the pod's whole GPU.
 				if got != rp.coldStart() {
