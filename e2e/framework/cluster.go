@@ -155,28 +155,115 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	if err := o.setDefaults(); err != nil {
 		return nil, err
 	}
-	if old, lerr := loadState(o.Dir); lerr == nil {
-		if pids := (&Cluster{st: *old}).PIDs(); len(pids) > 0 {
-			return nil, fmt.Errorf("a cluster is already running in %s (pids %v); stop it first (go run ./e2e/cluster down --dir %s)", o.Dir, pids, o.Dir)
-		}
-	} else if entries, _ := os.ReadDir(o.Dir); len(entries) > 0 {
-		// Start deletes etcd/, pki/, logs/... below: only in its own directories.
-		return nil, fmt.Errorf("framework: %s is neither empty nor a cluster directory (no %s)", o.Dir, stateFile)
-	}
-	for _, sub := range []string{"etcd", "prometheus", "logs", "kwok", "pki", "kubeconfig", stateFile} {
-		if err := os.RemoveAll(filepath.Join(o.Dir, sub)); err != nil {
-			return nil, err
-		}
-	}
-	for _, sub := range []string{"logs", "prometheus/data", "kwok"} {
-		if err := os.MkdirAll(filepath.Join(o.Dir, sub), 0o755); err != nil {
-			return nil, err
-		}
+	if err := prepareDir(o.Dir); err != nil {
+		return nil, err
 	}
 	bins, err := findBinaries(o.BinDir)
 	if err != nil {
 		return nil, err
 	}
+	c, err := newCluster(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.save(); err != nil { // marks Dir as a cluster directory
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = c.Stop()
+		}
+	}()
+	step := func(format string, args ...any) {
+		c.logf("[%5.1fs] "+format, append([]any{time.Since(begin).Seconds()}, args...)...)
+	}
+
+	pki, err := c.writePKI()
+	if err != nil {
+		return nil, err
+	}
+
+	// Prometheus is independent of Kubernetes: backfill and start it first, wait last.
+	prom, err := c.startPrometheus(ctx, o, bins, step)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.startEtcd(ctx, bins[Etcd]); err != nil {
+		return nil, err
+	}
+	step("etcd ready")
+	if err := c.startAPIServer(ctx, bins[APIServer], pki); err != nil {
+		return nil, err
+	}
+	step("kube-apiserver ready")
+	kcm, sched, kwok, err := c.startNodeSide(ctx, o, bins, pki)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.createGPUNodes(ctx, o.GPUNodes); err != nil {
+		return nil, err
+	}
+	if err := c.waitNodeSide(ctx, kcm, sched, kwok, step); err != nil {
+		return nil, err
+	}
+	if err := waitReady(ctx, prom, o.ReadyTimeout, httpCheck(plainHTTP, c.PrometheusURL+"/-/ready", "")); err != nil {
+		return nil, err
+	}
+	if err := c.save(); err != nil {
+		return nil, err
+	}
+	step("prometheus ready; cluster up")
+	return c, nil
+}
+
+// writePKI writes the cluster's certificates and kubeconfigs and makes the admin clients.
+func (c *Cluster) writePKI() (pkiPaths, error) {
+	pki, err := writePKI(c.Dir, c.APIServerURL)
+	if err != nil {
+		return pki, fmt.Errorf("certificates: %w", err)
+	}
+	c.Kubeconfig = pki.AdminKubeconfig
+	c.st.Kubeconfig = pki.AdminKubeconfig
+	return pki, c.initClients()
+}
+
+// createGPUNodes creates the fake GPU nodes gpu-node-0 … gpu-node-<n-1>.
+func (c *Cluster) createGPUNodes(ctx context.Context, n int) error {
+	for i := range n {
+		if err := c.CreateGPUNode(ctx, fmt.Sprintf("gpu-node-%d", i), c.st.GPUsPerNode); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// prepareDir refuses a directory that holds a running cluster, or that is neither empty
+// nor a cluster directory, and otherwise removes a stopped cluster's data from it and
+// creates the directories Start writes to.
+func prepareDir(dir string) error {
+	if old, lerr := loadState(dir); lerr == nil {
+		if pids := (&Cluster{st: *old}).PIDs(); len(pids) > 0 {
+			return fmt.Errorf("a cluster is already running in %s (pids %v); stop it first (go run ./e2e/cluster down --dir %s)", dir, pids, dir)
+		}
+	} else if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+		// Start deletes etcd/, pki/, logs/... below: only in its own directories.
+		return fmt.Errorf("framework: %s is neither empty nor a cluster directory (no %s)", dir, stateFile)
+	}
+	for _, sub := range []string{"etcd", "prometheus", "logs", "kwok", "pki", "kubeconfig", stateFile} {
+		if err := os.RemoveAll(filepath.Join(dir, sub)); err != nil {
+			return err
+		}
+	}
+	for _, sub := range []string{"logs", "prometheus/data", "kwok"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// newCluster returns the not yet started Cluster of o, on free loopback ports.
+func newCluster(o Options) (*Cluster, error) {
 	pp, err := freePorts(7)
 	if err != nil {
 		return nil, err
@@ -195,29 +282,12 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 		c.logf = func(string, ...any) {}
 	}
 	c.setURLs()
-	if err := c.save(); err != nil { // marks Dir as a cluster directory
-		return nil, err
-	}
-	defer func() {
-		if err != nil {
-			_ = c.Stop()
-		}
-	}()
-	step := func(format string, args ...any) {
-		c.logf("[%5.1fs] "+format, append([]any{time.Since(begin).Seconds()}, args...)...)
-	}
+	return c, nil
+}
 
-	pki, err := writePKI(o.Dir, c.APIServerURL)
-	if err != nil {
-		return nil, fmt.Errorf("certificates: %w", err)
-	}
-	c.Kubeconfig = pki.AdminKubeconfig
-	c.st.Kubeconfig = pki.AdminKubeconfig
-	if err := c.initClients(); err != nil {
-		return nil, err
-	}
-
-	// Prometheus is independent of Kubernetes: backfill and start it first, wait last.
+// startPrometheus writes Prometheus' configuration, backfills o.Backfill with promtool,
+// calls o.WriteTSDB, and starts Prometheus without waiting for it to be ready.
+func (c *Cluster) startPrometheus(ctx context.Context, o Options, bins map[string]string, step func(string, ...any)) (*process, error) {
 	if err := c.writePrometheusConfig(); err != nil {
 		return nil, err
 	}
@@ -233,15 +303,15 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 		}
 		step("wrote TSDB blocks")
 	}
-	prom, err := c.startPrometheusProcess(bins[Prometheus])
-	if err != nil {
-		return nil, err
-	}
+	return c.startPrometheusProcess(bins[Prometheus])
+}
 
+// startEtcd starts a one-member etcd and waits until it is healthy.
+func (c *Cluster) startEtcd(ctx context.Context, bin string) error {
 	p := c.st.Ports
-	etcd, err := c.start(Etcd, bins[Etcd], nil,
+	etcd, err := c.start(Etcd, bin, nil,
 		"--name=e2e",
-		"--data-dir="+filepath.Join(o.Dir, "etcd"),
+		"--data-dir="+filepath.Join(c.Dir, "etcd"),
 		fmt.Sprintf("--listen-client-urls=http://127.0.0.1:%d", p.EtcdClient),
 		fmt.Sprintf("--advertise-client-urls=http://127.0.0.1:%d", p.EtcdClient),
 		fmt.Sprintf("--listen-peer-urls=http://127.0.0.1:%d", p.EtcdPeer),
@@ -251,22 +321,22 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 		"--logger=zap", "--log-outputs=stderr",
 	)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := waitReady(ctx, etcd, o.ReadyTimeout, httpCheck(plainHTTP, fmt.Sprintf("http://127.0.0.1:%d/health", p.EtcdClient), `"health":"true"`)); err != nil {
-		return nil, err
-	}
-	step("etcd ready")
+	return waitReady(ctx, etcd, c.st.ReadyTimeout, httpCheck(plainHTTP, fmt.Sprintf("http://127.0.0.1:%d/health", p.EtcdClient), `"health":"true"`))
+}
 
-	apiserver, err := c.start(APIServer, bins[APIServer], nil,
-		fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", p.EtcdClient),
+// startAPIServer starts kube-apiserver on etcd and waits until /readyz answers ok.
+func (c *Cluster) startAPIServer(ctx context.Context, bin string, pki pkiPaths) error {
+	apiserver, err := c.start(APIServer, bin, nil,
+		fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", c.st.Ports.EtcdClient),
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
 		// The endpoint reconciler refuses a loopback advertise address ("may not be in
 		// the loopback range"); nothing runs in-cluster, so the kubernetes Service needs
 		// no endpoints.
 		"--endpoint-reconciler-type=none",
-		fmt.Sprintf("--secure-port=%d", p.APIServer),
+		fmt.Sprintf("--secure-port=%d", c.st.Ports.APIServer),
 		"--tls-cert-file="+pki.ServingCert,
 		"--tls-private-key-file="+pki.ServingKey,
 		"--client-ca-file="+pki.CACert,
@@ -296,22 +366,24 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 		"--profiling=false",
 	)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	apiHTTP, err := rest.HTTPClientFor(c.RESTConfig)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := waitReady(ctx, apiserver, o.ReadyTimeout, httpCheck(apiHTTP, c.APIServerURL+"/readyz", "ok")); err != nil {
-		return nil, err
-	}
-	step("kube-apiserver ready")
+	return waitReady(ctx, apiserver, c.st.ReadyTimeout, httpCheck(apiHTTP, c.APIServerURL+"/readyz", "ok"))
+}
 
+// startNodeSide starts kube-controller-manager, kube-scheduler and KWOK, without waiting
+// for them.
+func (c *Cluster) startNodeSide(ctx context.Context, o Options, bins map[string]string, pki pkiPaths) (kcm, sched, kwok *process, err error) {
 	var qps []string
 	if o.ClientQPS > 0 {
 		qps = []string{fmt.Sprintf("--kube-api-qps=%d", o.ClientQPS), fmt.Sprintf("--kube-api-burst=%d", 2*o.ClientQPS)}
 	}
-	kcm, err := c.start(ControllerManager, bins[ControllerManager], nil, slices.Concat(qps,
+	p := c.st.Ports
+	kcm, err = c.start(ControllerManager, bins[ControllerManager], nil, slices.Concat(qps,
 		componentFlags(pki.ControllerManagerKubeconf, p.ControllerManager, filepath.Join(o.Dir, "pki", "controller-manager")),
 		[]string{
 			"--use-service-account-credentials=true",
@@ -325,66 +397,65 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 			"--controllers=*,-node-ipam-controller,-node-lifecycle-controller",
 		})...)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	sched, err := c.start(Scheduler, bins[Scheduler], nil, slices.Concat(qps,
+	sched, err = c.start(Scheduler, bins[Scheduler], nil, slices.Concat(qps,
 		componentFlags(pki.SchedulerKubeconfig, p.Scheduler, filepath.Join(o.Dir, "pki", "scheduler")))...)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	kwokConfig := filepath.Join(o.Dir, "kwok", "kwok.yaml")
+	kwok, err = c.startKWOK(bins[KWOK], pki)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return kcm, sched, kwok, nil
+}
+
+// startKWOK writes KWOK's stages and starts it on the nodes annotated as fake.
+func (c *Cluster) startKWOK(bin string, pki pkiPaths) (*process, error) {
+	kwokConfig := filepath.Join(c.Dir, "kwok", "kwok.yaml")
 	if err := os.WriteFile(kwokConfig, []byte(kwokStages), 0o644); err != nil {
 		return nil, err
 	}
-	kwok, err := c.start(KWOK, bins[KWOK],
+	return c.start(KWOK, bin,
 		// kwok also loads $HOME/.kwok/kwok.yaml when it exists: keep it out.
-		[]string{"HOME=" + filepath.Join(o.Dir, "kwok")},
+		[]string{"HOME=" + filepath.Join(c.Dir, "kwok")},
 		"--kubeconfig="+pki.AdminKubeconfig,
 		"--config="+kwokConfig,
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector="+kwokNodeAnnotation+"=fake",
-		fmt.Sprintf("--server-address=127.0.0.1:%d", p.KWOK),
-		fmt.Sprintf("--node-port=%d", p.KWOK),
+		fmt.Sprintf("--server-address=127.0.0.1:%d", c.st.Ports.KWOK),
+		fmt.Sprintf("--node-port=%d", c.st.Ports.KWOK),
 		"--cidr="+podCIDR,
 		"--node-lease-duration-seconds=40",
 	)
-	if err != nil {
-		return nil, err
-	}
+}
 
-	for i := range o.GPUNodes {
-		if err := c.CreateGPUNode(ctx, fmt.Sprintf("gpu-node-%d", i), o.GPUsPerNode); err != nil {
-			return nil, err
-		}
-	}
+// waitNodeSide waits until kube-controller-manager, kube-scheduler and KWOK are healthy,
+// the KWOK nodes are Ready and the service-account controller made default/default.
+func (c *Cluster) waitNodeSide(ctx context.Context, kcm, sched, kwok *process, step func(string, ...any)) error {
+	p, timeout := c.st.Ports, c.st.ReadyTimeout
 	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	if err := waitReady(ctx, kcm, o.ReadyTimeout, httpCheck(insecure, fmt.Sprintf("https://127.0.0.1:%d/healthz", p.ControllerManager), "ok")); err != nil {
-		return nil, err
+	if err := waitReady(ctx, kcm, timeout, httpCheck(insecure, fmt.Sprintf("https://127.0.0.1:%d/healthz", p.ControllerManager), "ok")); err != nil {
+		return err
 	}
-	if err := waitReady(ctx, sched, o.ReadyTimeout, httpCheck(insecure, fmt.Sprintf("https://127.0.0.1:%d/healthz", p.Scheduler), "ok")); err != nil {
-		return nil, err
+	if err := waitReady(ctx, sched, timeout, httpCheck(insecure, fmt.Sprintf("https://127.0.0.1:%d/healthz", p.Scheduler), "ok")); err != nil {
+		return err
 	}
-	if err := waitReady(ctx, kwok, o.ReadyTimeout, httpCheck(plainHTTP, fmt.Sprintf("http://127.0.0.1:%d/healthz", p.KWOK), "ok")); err != nil {
-		return nil, err
+	if err := waitReady(ctx, kwok, timeout, httpCheck(plainHTTP, fmt.Sprintf("http://127.0.0.1:%d/healthz", p.KWOK), "ok")); err != nil {
+		return err
 	}
 	step("controller-manager, scheduler and kwok healthy")
-	if err := waitReady(ctx, kwok, o.ReadyTimeout, c.nodesReady); err != nil {
-		return nil, err
+	if err := waitReady(ctx, kwok, timeout, c.nodesReady); err != nil {
+		return err
 	}
 	step("%d KWOK node(s) Ready", len(c.st.Nodes))
 	// Pods can only be created once the service-account controller made "default".
-	if err := waitReady(ctx, kcm, o.ReadyTimeout, c.defaultServiceAccount); err != nil {
-		return nil, err
+	if err := waitReady(ctx, kcm, timeout, c.defaultServiceAccount); err != nil {
+		return err
 	}
 	step("service account default/default exists")
-	if err := waitReady(ctx, prom, o.ReadyTimeout, httpCheck(plainHTTP, c.PrometheusURL+"/-/ready", "")); err != nil {
-		return nil, err
-	}
-	if err := c.save(); err != nil {
-		return nil, err
-	}
-	step("prometheus ready; cluster up")
-	return c, nil
+	return nil
 }
 
 func (o *Options) setDefaults() error {
