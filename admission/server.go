@@ -15,7 +15,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
@@ -29,6 +28,7 @@ import (
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/backend"
+	gpufracscheme "github.com/gpufrac/gpufrac/internal/scheme"
 	"github.com/gpufrac/gpufrac/internal/served"
 	"github.com/gpufrac/gpufrac/statuslease"
 )
@@ -123,30 +123,14 @@ type Server struct {
 // its first request. Errors are configuration, API (certificate Secret) and manager
 // errors.
 func NewServer(ctx context.Context, restCfg *rest.Config, o Options) (*Server, error) {
-	o.Config = o.Config.WithDefaults()
-	if err := o.Config.Validate(); err != nil {
+	if err := o.complete(); err != nil {
 		return nil, err
-	}
-	if o.Namespace == "" {
-		return nil, errors.New("admission: Options.Namespace is required")
-	}
-	if o.Port == 0 {
-		o.Port = 9443
-	}
-	if o.Identity == "" {
-		o.Identity, _ = os.Hostname()
-	}
-	if o.CertSecret == "" {
-		o.CertSecret = "gpufrac-admission-tls"
 	}
 	if err := Register(ctrlmetrics.Registry); err != nil {
 		return nil, err
 	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	if err := gpufracv1.AddToScheme(scheme); err != nil {
+	scheme, err := gpufracscheme.New()
+	if err != nil {
 		return nil, err
 	}
 	direct, err := client.New(restCfg, client.Options{Scheme: scheme})
@@ -154,8 +138,6 @@ func NewServer(ctx context.Context, restCfg *rest.Config, o Options) (*Server, e
 		return nil, fmt.Errorf("API client: %w", err)
 	}
 	s := &Server{}
-
-	var reg *Registration
 	if o.Register {
 		r := o.Registration
 		r.Client = direct
@@ -163,141 +145,28 @@ func NewServer(ctx context.Context, restCfg *rest.Config, o Options) (*Server, e
 		if err := r.Validate(); err != nil {
 			return nil, err
 		}
-		reg = &r
-		s.Registration = reg
+		s.Registration = &r
 	}
-
-	var tlsOpts []func(*tls.Config)
-	if o.CertDir == "" {
-		cm := &CertManager{
-			Client: direct, Namespace: o.Namespace, SecretName: o.CertSecret,
-			CAValidity: o.CAValidity, CertValidity: o.CertValidity, CheckInterval: o.CertCheckInterval,
-		}
-		cm.DNSNames, cm.IPAddresses = certNames(o)
-		if reg != nil {
-			cm.OnBundle = s.reconcile
-		}
-		if err := cm.Ensure(ctx); err != nil {
-			return nil, fmt.Errorf("webhook certificate: %w", err)
-		}
-		s.Certs = cm
-		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.GetCertificate = cm.GetCertificate })
-	}
-	tlsOpts = append(tlsOpts, func(c *tls.Config) { c.MinVersion = tls.VersionTLS12 })
-
-	mgr, err := manager.New(restCfg, manager.Options{
-		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: orDefault(o.MetricsAddr, ":8080")},
-		HealthProbeBindAddress:  orDefault(o.ProbeAddr, ":8081"),
-		PprofBindAddress:        o.PprofAddr,
-		WebhookServer:           webhook.NewServer(webhook.Options{Host: o.Host, Port: o.Port, CertDir: o.CertDir, TLSOpts: tlsOpts}),
-		Cache:                   cache.Options{ReaderFailOnMissingInformer: true},
-		GracefulShutdownTimeout: durationPtr(orDefaultDuration(o.GracefulShutdownTimeout, 30*time.Second)),
-	})
+	tlsOpts, err := s.loadCerts(ctx, direct, o)
 	if err != nil {
-		return nil, fmt.Errorf("creating manager: %w", err)
+		return nil, err
+	}
+	mgr, err := newManager(restCfg, scheme, o, tlsOpts)
+	if err != nil {
+		return nil, err
 	}
 	s.Manager = mgr
-
-	// Informers used on the request path, created now so no read ever starts one.
-	if err := AddIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+	if err := s.addInformers(ctx); err != nil {
 		return nil, err
 	}
-	if _, err := mgr.GetCache().GetInformer(ctx, &gpufracv1.GPUFractionRecommendation{}); err != nil {
+	if err := s.addWebhooks(ctx, scheme, o.Config); err != nil {
 		return nil, err
 	}
-	for _, gvk := range intermediateOwners {
-		obj := &metav1.PartialObjectMetadata{}
-		obj.SetGroupVersionKind(gvk)
-		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
-			return nil, err
-		}
-	}
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		if mgr.GetCache().WaitForCacheSync(ctx) {
-			s.synced.Store(true)
-			klog.FromContext(ctx).Info("Informer caches synced")
-		}
-		<-ctx.Done()
-		return nil
-	})); err != nil {
+	started := mgr.GetWebhookServer().StartedChecker()
+	if err := s.addRegistration(o, func() error { return started(nil) }); err != nil {
 		return nil, err
 	}
-
-	// The dra backend reads templates from the API server (no informer over every
-	// template of the cluster) and creates them (RBAC: get, create resourceclaimtemplates).
-	o.Config.DRA.Templates = backend.ClientClaimTemplates{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()}
-	// nvidia-timeslicing and nvidia-mps list GPUSharingPolicies: from an informer when
-	// the API server serves the kind (RBAC: get, list, watch gpusharingpolicies), else
-	// from the API server (a cluster without the CRD still starts; each list fails and
-	// device-plugin pods are admitted unchanged, as when no plan applies).
-	if o.Config.DevicePlugin.Policies, err = policyReader(ctx, mgr); err != nil {
-		return nil, err
-	}
-	s.Mutator = NewMutator(mgr.GetCache(), scheme, o.Config)
-	s.Mutator.Events = mgr.GetEventRecorder("gpufrac-admission")
-	s.Mutator.Synced = s.synced.Load
-	s.Validator = NewValidator(mgr.GetCache(), mgr.GetRESTMapper(), scheme)
-	srv := mgr.GetWebhookServer()
-	srv.Register(MutatePodsPath, podWebhook(s.Mutator))
-	srv.Register(ValidateAutoscalerPath, instrument(WebhookValidateAutoscaler, &webhook.Admission{Handler: s.Validator}))
-
-	if s.Certs != nil {
-		if err := mgr.Add(s.Certs); err != nil {
-			return nil, err
-		}
-	} else if reg != nil {
-		var bundle []byte
-		if o.CAFile != "" {
-			if bundle, err = os.ReadFile(o.CAFile); err != nil {
-				return nil, fmt.Errorf("CA file: %w", err)
-			}
-		}
-		every := orDefaultDuration(o.RegistrationInterval, time.Minute)
-		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-			t := time.NewTicker(every)
-			defer t.Stop()
-			for {
-				if err := s.reconcile(ctx, bundle); err != nil && ctx.Err() == nil {
-					klog.FromContext(ctx).Error(err, "Registering the webhooks")
-				}
-				select {
-				case <-ctx.Done():
-					return nil
-				case <-t.C:
-				}
-			}
-		})); err != nil {
-			return nil, err
-		}
-	}
-
-	started := srv.StartedChecker()
-	if reg != nil {
-		// Register only once this process's webhook server listens: a taken port (or
-		// any start failure) must not leave configurations pointing at a dead URL.
-		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-			return s.registerWhenServing(ctx, func() error { return started(nil) }, 250*time.Millisecond)
-		})); err != nil {
-			return nil, err
-		}
-	}
-	ready := func() error {
-		if !s.synced.Load() {
-			return errors.New("informer caches not synced")
-		}
-		if s.Certs != nil {
-			if err := s.Certs.Loaded(); err != nil {
-				return err
-			}
-		}
-		if reg != nil {
-			if p := s.regErr.Load(); p == nil || *p != nil {
-				return errors.New("webhook configurations not registered yet")
-			}
-		}
-		return started(nil)
-	}
+	ready := func() error { return s.ready(func() error { return started(nil) }) }
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, err
 	}
@@ -314,6 +183,192 @@ func NewServer(ctx context.Context, restCfg *rest.Config, o Options) (*Server, e
 		}
 	}
 	return s, nil
+}
+
+// complete validates o and fills in its defaults.
+func (o *Options) complete() error {
+	o.Config = o.Config.WithDefaults()
+	if err := o.Config.Validate(); err != nil {
+		return err
+	}
+	if o.Namespace == "" {
+		return errors.New("admission: Options.Namespace is required")
+	}
+	if o.Port == 0 {
+		o.Port = 9443
+	}
+	if o.Identity == "" {
+		o.Identity, _ = os.Hostname()
+	}
+	if o.CertSecret == "" {
+		o.CertSecret = "gpufrac-admission-tls"
+	}
+	return nil
+}
+
+// loadCerts returns the webhook server's TLS options. Without o.CertDir it loads (or
+// creates) the self-managed certificate first and sets s.Certs; its error is then the
+// certificate Secret's.
+func (s *Server) loadCerts(ctx context.Context, direct client.Client, o Options) ([]func(*tls.Config), error) {
+	var tlsOpts []func(*tls.Config)
+	if o.CertDir == "" {
+		cm := &CertManager{
+			Client: direct, Namespace: o.Namespace, SecretName: o.CertSecret,
+			CAValidity: o.CAValidity, CertValidity: o.CertValidity, CheckInterval: o.CertCheckInterval,
+		}
+		cm.DNSNames, cm.IPAddresses = certNames(o)
+		if s.Registration != nil {
+			cm.OnBundle = s.reconcile
+		}
+		if err := cm.Ensure(ctx); err != nil {
+			return nil, fmt.Errorf("webhook certificate: %w", err)
+		}
+		s.Certs = cm
+		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.GetCertificate = cm.GetCertificate })
+	}
+	return append(tlsOpts, func(c *tls.Config) { c.MinVersion = tls.VersionTLS12 }), nil
+}
+
+// newManager returns the controller-runtime manager with the webhook server, the
+// metrics and probe servers of o.
+func newManager(restCfg *rest.Config, scheme *runtime.Scheme, o Options, tlsOpts []func(*tls.Config)) (manager.Manager, error) {
+	mgr, err := manager.New(restCfg, manager.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: orDefault(o.MetricsAddr, ":8080")},
+		HealthProbeBindAddress:  orDefault(o.ProbeAddr, ":8081"),
+		PprofBindAddress:        o.PprofAddr,
+		WebhookServer:           webhook.NewServer(webhook.Options{Host: o.Host, Port: o.Port, CertDir: o.CertDir, TLSOpts: tlsOpts}),
+		Cache:                   cache.Options{ReaderFailOnMissingInformer: true},
+		GracefulShutdownTimeout: durationPtr(orDefaultDuration(o.GracefulShutdownTimeout, 30*time.Second)),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	return mgr, nil
+}
+
+// addInformers creates the informers used on the request path now, so no read ever
+// starts one, and a runnable that marks the server synced once they are.
+func (s *Server) addInformers(ctx context.Context) error {
+	mgr := s.Manager
+	if err := AddIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	if _, err := mgr.GetCache().GetInformer(ctx, &gpufracv1.GPUFractionRecommendation{}); err != nil {
+		return err
+	}
+	for _, gvk := range intermediateOwners {
+		obj := &metav1.PartialObjectMetadata{}
+		obj.SetGroupVersionKind(gvk)
+		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
+			return err
+		}
+	}
+	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		if mgr.GetCache().WaitForCacheSync(ctx) {
+			s.synced.Store(true)
+			klog.FromContext(ctx).Info("Informer caches synced")
+		}
+		<-ctx.Done()
+		return nil
+	}))
+}
+
+// addWebhooks makes the Mutator of cfg and the Validator, and registers both handlers
+// on the webhook server.
+func (s *Server) addWebhooks(ctx context.Context, scheme *runtime.Scheme, cfg Config) error {
+	mgr := s.Manager
+	// The dra backend reads templates from the API server (no informer over every
+	// template of the cluster) and creates them (RBAC: get, create resourceclaimtemplates).
+	cfg.DRA.Templates = backend.ClientClaimTemplates{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()}
+	// nvidia-timeslicing and nvidia-mps list GPUSharingPolicies: from an informer when
+	// the API server serves the kind (RBAC: get, list, watch gpusharingpolicies), else
+	// from the API server (a cluster without the CRD still starts; each list fails and
+	// device-plugin pods are admitted unchanged, as when no plan applies).
+	var err error
+	if cfg.DevicePlugin.Policies, err = policyReader(ctx, mgr); err != nil {
+		return err
+	}
+	s.Mutator = NewMutator(mgr.GetCache(), scheme, cfg)
+	s.Mutator.Events = mgr.GetEventRecorder("gpufrac-admission")
+	s.Mutator.Synced = s.synced.Load
+	s.Validator = NewValidator(mgr.GetCache(), mgr.GetRESTMapper(), scheme)
+	srv := mgr.GetWebhookServer()
+	srv.Register(MutatePodsPath, podWebhook(s.Mutator))
+	srv.Register(ValidateAutoscalerPath, instrument(WebhookValidateAutoscaler, &webhook.Admission{Handler: s.Validator}))
+	return nil
+}
+
+// addRegistration adds the runnables that keep the certificate and the webhook
+// configurations current: the certificate manager; with external certificates and
+// o.Register, a loop that registers o.CAFile's bundle every o.RegistrationInterval; and
+// with o.Register, the first registration once started reports the webhook server
+// listening. Its error is the CA file's or the manager's.
+func (s *Server) addRegistration(o Options, started func() error) error {
+	mgr := s.Manager
+	if s.Certs != nil {
+		if err := mgr.Add(s.Certs); err != nil {
+			return err
+		}
+	} else if s.Registration != nil {
+		var bundle []byte
+		if o.CAFile != "" {
+			var err error
+			if bundle, err = os.ReadFile(o.CAFile); err != nil {
+				return fmt.Errorf("CA file: %w", err)
+			}
+		}
+		if err := mgr.Add(s.reregister(bundle, orDefaultDuration(o.RegistrationInterval, time.Minute))); err != nil {
+			return err
+		}
+	}
+	if s.Registration == nil {
+		return nil
+	}
+	// Register only once this process's webhook server listens: a taken port (or any
+	// start failure) must not leave configurations pointing at a dead URL.
+	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		return s.registerWhenServing(ctx, started, 250*time.Millisecond)
+	}))
+}
+
+// reregister returns a runnable that registers the webhook configurations with bundle
+// now and then every period until its context ends, logging each failure.
+func (s *Server) reregister(bundle []byte, every time.Duration) manager.RunnableFunc {
+	return func(ctx context.Context) error {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			if err := s.reconcile(ctx, bundle); err != nil && ctx.Err() == nil {
+				klog.FromContext(ctx).Error(err, "Registering the webhooks")
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+			}
+		}
+	}
+}
+
+// ready is the server's readiness (the readyz check and the status Lease's): caches
+// synced, the self-managed certificate loaded, the configurations registered (with
+// Options.Register) and the webhook server started.
+func (s *Server) ready(started func() error) error {
+	if !s.synced.Load() {
+		return errors.New("informer caches not synced")
+	}
+	if s.Certs != nil {
+		if err := s.Certs.Loaded(); err != nil {
+			return err
+		}
+	}
+	if s.Registration != nil {
+		if p := s.regErr.Load(); p == nil || *p != nil {
+			return errors.New("webhook configurations not registered yet")
+		}
+	}
+	return started()
 }
 
 // policyReader is the reader of GPUSharingPolicies: the manager's cache, with the
