@@ -55,16 +55,7 @@ func ReadLongCSV(r io.Reader, name string) (Trace, Stats, error) {
 		return Trace{}, st, err
 	}
 	st.Latency.Missing = !t.has(LongLatency)
-	type key struct{ ns, pod, container string }
-	type acc struct {
-		pod           Pod
-		line          int
-		mem, cpu, lat rawSeries
-	}
-	var order []*acc
-	byKey := map[key]*acc{}
-	type owner struct{ workload, rs string }
-	owners := map[[2]string]owner{}
+	lr := &longReader{t: t, st: &st, byKey: map[longKey]*longContainer{}, owners: map[[2]string]longOwner{}}
 	for {
 		ok, err := t.next()
 		if err != nil {
@@ -73,76 +64,133 @@ func ReadLongCSV(r io.Reader, name string) (Trace, Stats, error) {
 		if !ok {
 			break
 		}
-		k := key{t.get(LongNamespace), t.get(LongPod), t.get(LongContainer)}
-		if k.ns == "" || k.pod == "" || k.container == "" {
-			return Trace{}, st, t.errf("empty namespace, pod or container")
-		}
-		ms, err := t.timestamp(LongTimestamp)
-		if err != nil {
+		if err := lr.row(); err != nil {
 			return Trace{}, st, err
 		}
-		a := byKey[k]
-		if a == nil {
-			var o owner
-			var ok bool
-			if w := t.get(LongWorkload); w != "" {
-				o.workload = w
-				d, rs, split := SplitDeploymentPodName(k.pod)
-				if split && d == w {
-					o.rs = rs
-				} else {
-					o.rs = w + "-" + TemplateHash(k.ns+"/"+w)
-				}
-			} else if o.workload, o.rs, ok = SplitDeploymentPodName(k.pod); !ok {
-				return Trace{}, st, t.errf("pod %q does not follow the Deployment naming <deployment>-<pod-template-hash>-<suffix>; add a %q column", k.pod, LongWorkload)
-			}
-			pk := [2]string{k.ns, k.pod}
-			if prev, seen := owners[pk]; seen && prev != o {
-				return Trace{}, st, t.errf("pod %s/%s has workload %q here and %q before", k.ns, k.pod, o.workload, prev.workload)
-			}
-			owners[pk] = o
-			a = &acc{line: t.line, pod: Pod{Namespace: k.ns, Workload: o.workload, ReplicaSet: o.rs, Pod: k.pod, Container: k.container}}
-			byKey[k] = a
-			order = append(order, a)
-		} else if w := t.get(LongWorkload); w != "" && w != a.pod.Workload {
-			return Trace{}, st, t.errf("pod %s/%s has workload %q here and %q before", k.ns, k.pod, w, a.pod.Workload)
-		}
-		for _, c := range []struct {
-			col string
-			max float64
-			rs  *rawSeries
-			st  *SignalStats
-		}{
-			{LongMemory, MaxMemoryBytes, &a.mem, &st.Memory},
-			{LongCompute, 1, &a.cpu, &st.Compute},
-			{LongLatency, 0, &a.lat, &st.Latency},
-		} {
-			if t.get(c.col) == "" {
-				continue
-			}
-			c.st.Values++
-			v, err := t.number(c.col)
-			if err != nil {
-				return Trace{}, st, err
-			}
-			if c.max > 0 && v > c.max {
-				c.st.OutOfRange++
-				continue
-			}
-			c.rs.add(rawPoint{ms: ms, v: v, line: t.line}, c.st)
-		}
 	}
+	tr, err := lr.trace(name)
+	return tr, st, err
+}
+
+// longReader gathers the rows of a long CSV per container, in the order of their first
+// rows.
+type longReader struct {
+	t      *csvTable
+	st     *Stats
+	order  []*longContainer
+	byKey  map[longKey]*longContainer
+	owners map[[2]string]longOwner // by namespace and pod
+}
+
+type longKey struct{ ns, pod, container string }
+
+// longOwner is a pod's Deployment (workload) and ReplicaSet.
+type longOwner struct{ workload, rs string }
+
+// longContainer is one container's pod and raw series, first seen at line.
+type longContainer struct {
+	pod           Pod
+	line          int
+	mem, cpu, lat rawSeries
+}
+
+// row adds the current row's samples to its container.
+func (lr *longReader) row() error {
+	t := lr.t
+	k := longKey{t.get(LongNamespace), t.get(LongPod), t.get(LongContainer)}
+	if k.ns == "" || k.pod == "" || k.container == "" {
+		return t.errf("empty namespace, pod or container")
+	}
+	ms, err := t.timestamp(LongTimestamp)
+	if err != nil {
+		return err
+	}
+	a, err := lr.container(k)
+	if err != nil {
+		return err
+	}
+	for _, c := range []struct {
+		col string
+		max float64
+		rs  *rawSeries
+		st  *SignalStats
+	}{
+		{LongMemory, MaxMemoryBytes, &a.mem, &lr.st.Memory},
+		{LongCompute, 1, &a.cpu, &lr.st.Compute},
+		{LongLatency, 0, &a.lat, &lr.st.Latency},
+	} {
+		if t.get(c.col) == "" {
+			continue
+		}
+		c.st.Values++
+		v, err := t.number(c.col)
+		if err != nil {
+			return err
+		}
+		if c.max > 0 && v > c.max {
+			c.st.OutOfRange++
+			continue
+		}
+		c.rs.add(rawPoint{ms: ms, v: v, line: t.line}, c.st)
+	}
+	return nil
+}
+
+// container returns the container of k, created at its first row with the pod's owner;
+// a row whose workload differs from the pod's earlier rows is an error.
+func (lr *longReader) container(k longKey) (*longContainer, error) {
+	t := lr.t
+	if a := lr.byKey[k]; a != nil {
+		if w := t.get(LongWorkload); w != "" && w != a.pod.Workload {
+			return nil, t.errf("pod %s/%s has workload %q here and %q before", k.ns, k.pod, w, a.pod.Workload)
+		}
+		return a, nil
+	}
+	o, err := lr.owner(k)
+	if err != nil {
+		return nil, err
+	}
+	pk := [2]string{k.ns, k.pod}
+	if prev, seen := lr.owners[pk]; seen && prev != o {
+		return nil, t.errf("pod %s/%s has workload %q here and %q before", k.ns, k.pod, o.workload, prev.workload)
+	}
+	lr.owners[pk] = o
+	a := &longContainer{line: t.line, pod: Pod{Namespace: k.ns, Workload: o.workload, ReplicaSet: o.rs, Pod: k.pod, Container: k.container}}
+	lr.byKey[k] = a
+	lr.order = append(lr.order, a)
+	return a, nil
+}
+
+// owner is the current row's workload column, with the ReplicaSet from the pod's name
+// when it names that Deployment and else a stable made-up one; without the column both
+// come from the pod's name, which must then follow the Deployment naming.
+func (lr *longReader) owner(k longKey) (longOwner, error) {
+	if w := lr.t.get(LongWorkload); w != "" {
+		if d, rs, split := SplitDeploymentPodName(k.pod); split && d == w {
+			return longOwner{w, rs}, nil
+		}
+		return longOwner{w, w + "-" + TemplateHash(k.ns+"/"+w)}, nil
+	}
+	w, rs, ok := SplitDeploymentPodName(k.pod)
+	if !ok {
+		return longOwner{}, lr.t.errf("pod %q does not follow the Deployment naming <deployment>-<pod-template-hash>-<suffix>; add a %q column", k.pod, LongWorkload)
+	}
+	return longOwner{w, rs}, nil
+}
+
+// trace finishes every container's series (sorted, duplicates checked) into the trace.
+func (lr *longReader) trace(name string) (Trace, error) {
 	var tr Trace
-	for _, a := range order {
+	for _, a := range lr.order {
 		id := a.pod.Namespace + "/" + a.pod.Pod + " container " + a.pod.Container
 		for _, c := range []struct {
 			rs  *rawSeries
 			st  *SignalStats
 			dst *[]Point
-		}{{&a.mem, &st.Memory, &a.pod.Memory}, {&a.cpu, &st.Compute, &a.pod.Compute}, {&a.lat, &st.Latency, &a.pod.LatencyP95}} {
+		}{{&a.mem, &lr.st.Memory, &a.pod.Memory}, {&a.cpu, &lr.st.Compute, &a.pod.Compute}, {&a.lat, &lr.st.Latency, &a.pod.LatencyP95}} {
 			pts, err := c.rs.finish(name, id, false, c.st)
 			if err != nil {
-				return Trace{}, st, err
+				return Trace{}, err
 			}
 			*c.dst = toPoints(pts, 0, 1)
 			c.st.Kept += len(pts)
@@ -150,7 +198,7 @@ func ReadLongCSV(r io.Reader, name string) (Trace, Stats, error) {
 		}
 		tr.Pods = append(tr.Pods, a.pod)
 	}
-	return tr, st, nil
+	return tr, nil
 }
 
 // WriteLongCSV writes the trace in the long format that ReadLongCSV reads, with a

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -12,16 +11,8 @@ import (
 
 func init() { registerTraceCommand(newTraceImportCmd) }
 
-func newTraceImportCmd() *cobra.Command {
-	var (
-		format, input, end string
-		g                  trace.GenTD26Options
-		out                traceOutputs
-	)
-	cmd := &cobra.Command{
-		Use:   "import --format gentd26|long --input DIR|FILE --output FILE.om",
-		Short: "Import a GPU usage trace and write OpenMetrics, manifests or long CSV",
-		Long: `Import a GPU usage trace.
+// traceImportLong is the help of gpufrac trace import.
+const traceImportLong = `Import a GPU usage trace.
 
 --format gentd26 reads the Alibaba GenTD26 trace directory (cluster-trace-v2026-GenAI):
 pod_gpu_memory_used_bytes_anon.csv (bytes), pod_gpu_duty_cycle_anon.csv (percent,
@@ -37,81 +28,111 @@ pod name (<deployment>-<hash>-<suffix>) or the workload column. Times are kept
 unless --end is given.
 
 A one-line summary (pods, workloads, samples per signal, skipped values, time
-range) goes to stderr.`,
+range) goes to stderr.`
+
+// traceImportFlags are the flags of gpufrac trace import.
+type traceImportFlags struct {
+	format, input, end string
+	g                  trace.GenTD26Options
+	out                traceOutputs
+}
+
+func newTraceImportCmd() *cobra.Command {
+	var fl traceImportFlags
+	cmd := &cobra.Command{
+		Use:   "import --format gentd26|long --input DIR|FILE --output FILE.om",
+		Short: "Import a GPU usage trace and write OpenMetrics, manifests or long CSV",
+		Long:  traceImportLong,
 		Example: `  gpufrac trace import --format gentd26 --input ../shared/data/gentd26 --output /tmp/gentd26.om --manifests /tmp/gentd26.yaml --duration 6h --pods 20
   promtool tsdb create-blocks-from openmetrics /tmp/gentd26.om /var/lib/prometheus/data`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := out.check(); err != nil {
-				return err
-			}
-			if input == "" {
-				return fmt.Errorf("--input is required")
-			}
-			var (
-				tr  trace.Trace
-				st  trace.Stats
-				err error
-			)
-			switch format {
-			case "gentd26":
-				if g.End, err = parseEnd(end); err != nil {
-					return err
-				}
-				if g.MaxPods < 0 || g.PodsPerDeployment < 0 || g.Duration < 0 {
-					return fmt.Errorf("--pods, --pods-per-deployment and --duration must not be negative")
-				}
-				tr, st, err = trace.ReadGenTD26(input, g)
-			case "long":
-				for _, f := range []string{"pods", "duration", "pods-per-deployment", "namespace", "container", "deployment-prefix"} {
-					if cmd.Flags().Changed(f) {
-						return fmt.Errorf("--%s applies to --format gentd26 only", f)
-					}
-				}
-				in, name := os.Stdin, "stdin"
-				if input != "-" {
-					if in, err = os.Open(input); err != nil {
-						return err
-					}
-					defer in.Close()
-					name = input
-				}
-				if tr, st, err = trace.ReadLongCSV(in, name); err != nil {
-					return err
-				}
-				if cmd.Flags().Changed("end") {
-					var at time.Time
-					if at, err = parseEnd(end); err != nil {
-						return err
-					}
-					tr.ShiftToEnd(at)
-				}
-			default:
-				return fmt.Errorf("--format %q: want gentd26 or long", format)
-			}
-			if err != nil {
-				return err
-			}
-			if len(tr.Pods) == 0 {
-				return fmt.Errorf("%s: no pods with samples", input)
-			}
-			if err := out.write(tr, cmd.OutOrStdout()); err != nil {
-				return err
-			}
-			fmt.Fprintln(cmd.ErrOrStderr(), summaryLine("imported", tr, &st))
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return fl.run(cmd) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&format, "format", "gentd26", "input format: gentd26 (a GenTD26 directory) or long (a long CSV file)")
-	f.StringVarP(&input, "input", "i", "", "input directory (gentd26) or file (long; \"-\": stdin)")
-	f.IntVar(&g.MaxPods, "pods", 0, "gentd26: import at most this many pods, in container_ip order (0: all)")
-	f.DurationVar(&g.Duration, "duration", 0, "gentd26: keep only the last part of the trace of this length, e.g. 6h (0: all of it)")
-	f.IntVar(&g.PodsPerDeployment, "pods-per-deployment", 1, "gentd26: trace pods per Deployment (replicas)")
-	f.StringVar(&g.Namespace, "namespace", "gentd26", "gentd26: namespace of the pods")
-	f.StringVar(&g.Container, "container", "inference", "gentd26: container name of the pods")
-	f.StringVar(&g.DeploymentPrefix, "deployment-prefix", "sd", "gentd26: Deployments are named <prefix>-000, <prefix>-001, ...")
-	f.StringVar(&end, "end", "now", "shift the trace so its last sample is at this time: RFC 3339 or now (gentd26: default now; long: times kept unless given)")
-	out.addFlags(f)
+	f.StringVar(&fl.format, "format", "gentd26", "input format: gentd26 (a GenTD26 directory) or long (a long CSV file)")
+	f.StringVarP(&fl.input, "input", "i", "", "input directory (gentd26) or file (long; \"-\": stdin)")
+	f.IntVar(&fl.g.MaxPods, "pods", 0, "gentd26: import at most this many pods, in container_ip order (0: all)")
+	f.DurationVar(&fl.g.Duration, "duration", 0, "gentd26: keep only the last part of the trace of this length, e.g. 6h (0: all of it)")
+	f.IntVar(&fl.g.PodsPerDeployment, "pods-per-deployment", 1, "gentd26: trace pods per Deployment (replicas)")
+	f.StringVar(&fl.g.Namespace, "namespace", "gentd26", "gentd26: namespace of the pods")
+	f.StringVar(&fl.g.Container, "container", "inference", "gentd26: container name of the pods")
+	f.StringVar(&fl.g.DeploymentPrefix, "deployment-prefix", "sd", "gentd26: Deployments are named <prefix>-000, <prefix>-001, ...")
+	f.StringVar(&fl.end, "end", "now", "shift the trace so its last sample is at this time: RFC 3339 or now (gentd26: default now; long: times kept unless given)")
+	fl.out.addFlags(f)
 	return cmd
+}
+
+// run reads the trace of --format and writes the outputs, then the summary line.
+func (fl *traceImportFlags) run(cmd *cobra.Command) error {
+	if err := fl.out.check(); err != nil {
+		return err
+	}
+	if fl.input == "" {
+		return fmt.Errorf("--input is required")
+	}
+	var (
+		tr  trace.Trace
+		st  trace.Stats
+		err error
+	)
+	switch fl.format {
+	case "gentd26":
+		tr, st, err = fl.readGenTD26()
+	case "long":
+		tr, st, err = fl.readLong(cmd)
+	default:
+		return fmt.Errorf("--format %q: want gentd26 or long", fl.format)
+	}
+	if err != nil {
+		return err
+	}
+	if len(tr.Pods) == 0 {
+		return fmt.Errorf("%s: no pods with samples", fl.input)
+	}
+	if err := fl.out.write(tr, cmd.OutOrStdout()); err != nil {
+		return err
+	}
+	fmt.Fprintln(cmd.ErrOrStderr(), summaryLine("imported", tr, &st))
+	return nil
+}
+
+// readGenTD26 reads the GenTD26 directory --input, ending at --end.
+func (fl *traceImportFlags) readGenTD26() (trace.Trace, trace.Stats, error) {
+	var err error
+	if fl.g.End, err = parseEnd(fl.end); err != nil {
+		return trace.Trace{}, trace.Stats{}, err
+	}
+	if fl.g.MaxPods < 0 || fl.g.PodsPerDeployment < 0 || fl.g.Duration < 0 {
+		return trace.Trace{}, trace.Stats{}, fmt.Errorf("--pods, --pods-per-deployment and --duration must not be negative")
+	}
+	return trace.ReadGenTD26(fl.input, fl.g)
+}
+
+// readLong reads the long CSV --input ("-": stdin), shifted to --end only when given;
+// the flags of --format gentd26 are refused.
+func (fl *traceImportFlags) readLong(cmd *cobra.Command) (trace.Trace, trace.Stats, error) {
+	for _, f := range []string{"pods", "duration", "pods-per-deployment", "namespace", "container", "deployment-prefix"} {
+		if cmd.Flags().Changed(f) {
+			return trace.Trace{}, trace.Stats{}, fmt.Errorf("--%s applies to --format gentd26 only", f)
+		}
+	}
+	in, name := os.Stdin, "stdin"
+	if fl.input != "-" {
+		f, err := os.Open(fl.input)
+		if err != nil {
+			return trace.Trace{}, trace.Stats{}, err
+		}
+		defer f.Close()
+		in, name = f, fl.input
+	}
+	tr, st, err := trace.ReadLongCSV(in, name)
+	if err != nil || !cmd.Flags().Changed("end") {
+		return tr, st, err
+	}
+	at, err := parseEnd(fl.end)
+	if err != nil {
+		return trace.Trace{}, trace.Stats{}, err
+	}
+	tr.ShiftToEnd(at)
+	return tr, st, nil
 }
