@@ -329,12 +329,22 @@ func keyMatches(c *x509.Certificate, key *ecdsa.PrivateKey) bool {
 // backdate tolerates clock skew between this process and the API server.
 const backdate = 5 * time.Minute
 
-func newCA(now time.Time, validity time.Duration) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+// newKeyAndSerial returns a new P-256 key and a random 127-bit serial number for a
+// certificate of it.
+func newKeyAndSerial() (*ecdsa.PrivateKey, *big.Int, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err
 	}
 	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		return nil, nil, err
+	}
+	return key, serial, nil
+}
+
+func newCA(now time.Time, validity time.Duration) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	key, serial, err := newKeyAndSerial()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -357,11 +367,7 @@ func newCA(now time.Time, validity time.Duration) (*x509.Certificate, *ecdsa.Pri
 }
 
 func issueServing(ca *x509.Certificate, caKey *ecdsa.PrivateKey, dns []string, ips []net.IP, now time.Time, validity time.Duration) (certPEM, keyPEM []byte, err error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	key, serial, err := newKeyAndSerial()
 	if err != nil {
 		return nil, nil, err
 	}

@@ -50,13 +50,7 @@ func refreshSamples(gs []*fakeGPU, ts uint64) {
 // reads and parses, attribution, aggregation.
 func BenchmarkSampleCycle(b *testing.B) {
 	s, gs := benchNode(b)
-	now := time.Now()
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		now = nextSecond(b, gs, now)
-		s.SampleOnce(now)
-	}
+	cycles(b, s, gs, nil)
 	b.StopTimer()
 	if got := len(s.Snapshot().Usage); got != 100 {
 		b.Fatalf("%d usages, want 100", got)
@@ -85,13 +79,21 @@ func BenchmarkCycleAndScrape(b *testing.B) {
 	s, gs := benchNode(b)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(s)
+	cycles(b, s, gs, reg)
+}
+
+// cycles times b.N sampling cycles one second apart, each followed by a scrape of reg
+// when reg is not nil.
+func cycles(b *testing.B, s *Sampler, gs []*fakeGPU, reg *prometheus.Registry) {
 	now := time.Now()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		now = nextSecond(b, gs, now)
 		s.SampleOnce(now)
-		scrape(b, reg)
+		if reg != nil {
+			scrape(b, reg)
+		}
 	}
 }
 

@@ -2,7 +2,6 @@ package trace
 
 import (
 	"encoding/csv"
-	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -43,13 +42,7 @@ func TestReadGenTD26BadInput(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			dir := writeFiles(t, map[string]string{GenTD26MemoryFile: c.mem, GenTD26DutyCycleFile: c.duty})
 			_, _, err := ReadGenTD26(dir, GenTD26Options{End: testEnd})
-			if err == nil || err.Error() != c.wantErr {
-				t.Fatalf("error = %v, want %s", err, c.wantErr)
-			}
-			var ie *InputError
-			if !errors.As(err, &ie) {
-				t.Fatalf("error %T is not an *InputError", err)
-			}
+			wantInputError(t, err, c.wantErr)
 		})
 	}
 }
@@ -272,24 +265,11 @@ func TestReadGenTD26Real(t *testing.T) {
 	check("duty", dutyRows, func(p *Pod) []Point { return p.Compute }, 100, st.Compute)
 
 	// Published facts (measured on the full trace; this subset is close).
-	var zero, all int
-	var sum float64
-	for _, p := range tr.Pods {
-		for _, pt := range p.Compute {
-			all++
-			sum += pt.V
-			if pt.V == 0 {
-				zero++
-			}
-			if pt.V < 0 || pt.V > 1 {
-				t.Fatalf("compute %v out of 0..1", pt.V)
-			}
-		}
-	}
-	if f := float64(zero) / float64(all); f < 0.6 || f > 0.75 {
+	f, m := dutyCycleStats(t, tr)
+	if f < 0.6 || f > 0.75 {
 		t.Errorf("zero duty-cycle share %.3f, published 0.67", f)
 	}
-	if m := sum / float64(all); m < 0.04 || m > 0.1 {
+	if m < 0.04 || m > 0.1 {
 		t.Errorf("mean compute %.3f, published 0.07", m)
 	}
 	if st.Latency.Missing || st.Latency.Samples == 0 || st.Latency.Orphans != 0 {

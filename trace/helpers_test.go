@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -70,4 +71,40 @@ func tinyTrace() Trace {
 			Memory:  pts(1<<20, 3<<20),
 			Compute: pts(0.125, 0)},
 	}}
+}
+
+// wantInputError fails unless err is an *InputError whose message is want.
+func wantInputError(t *testing.T, err error, want string) {
+	t.Helper()
+	if err == nil || err.Error() != want {
+		t.Fatalf("error = %v\nwant %s", err, want)
+	}
+	var ie *InputError
+	if !errors.As(err, &ie) {
+		t.Fatalf("error %T is not an *InputError", err)
+	}
+}
+
+// dutyCycleStats returns the share of compute samples at 0 and their mean over every
+// pod of tr, and fails on a sample outside 0..1.
+func dutyCycleStats(t *testing.T, tr Trace) (zeroShare, mean float64) {
+	t.Helper()
+	var zero, all int
+	var sum float64
+	for _, p := range tr.Pods {
+		for _, pt := range p.Compute {
+			if pt.V < 0 || pt.V > 1 {
+				t.Fatalf("pod %s: compute %v out of 0..1", p.Pod, pt.V)
+			}
+			all++
+			sum += pt.V
+			if pt.V == 0 {
+				zero++
+			}
+		}
+	}
+	if all == 0 {
+		t.Fatal("no compute samples")
+	}
+	return float64(zero) / float64(all), sum / float64(all)
 }

@@ -2,7 +2,6 @@ package trace
 
 import (
 	"bytes"
-	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -35,13 +34,7 @@ func TestReadLongCSVBadInput(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, _, err := ReadLongCSV(strings.NewReader(c.in), "my.csv")
-			if err == nil || err.Error() != c.wantErr {
-				t.Fatalf("error = %v\nwant %s", err, c.wantErr)
-			}
-			var ie *InputError
-			if !errors.As(err, &ie) {
-				t.Fatalf("error %T is not an *InputError", err)
-			}
+			wantInputError(t, err, c.wantErr)
 		})
 	}
 }
@@ -84,14 +77,7 @@ func TestReadLongCSVCleaning(t *testing.T) {
 
 func TestLongCSVRoundTrip(t *testing.T) {
 	in := tinyTrace()
-	var buf bytes.Buffer
-	if err := WriteLongCSV(&buf, in); err != nil {
-		t.Fatal(err)
-	}
-	out, st, err := ReadLongCSV(&buf, "round.csv")
-	if err != nil {
-		t.Fatal(err)
-	}
+	out, st := longRoundTrip(t, in)
 	if st.Memory.Skipped()+st.Compute.Skipped()+st.Latency.Skipped() != 0 {
 		t.Errorf("skipped values: %v", st)
 	}
@@ -119,14 +105,7 @@ func TestLongCSVRoundTripGenTD26(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var buf bytes.Buffer
-	if err := WriteLongCSV(&buf, in); err != nil {
-		t.Fatal(err)
-	}
-	out, _, err := ReadLongCSV(&buf, "gentd26.csv")
-	if err != nil {
-		t.Fatal(err)
-	}
+	out, _ := longRoundTrip(t, in)
 	for i := range in.Pods {
 		in.Pods[i].ID = ""
 	}
@@ -136,6 +115,20 @@ func TestLongCSVRoundTripGenTD26(t *testing.T) {
 }
 
 // normalize makes traces comparable with DeepEqual: UTC times, nil empty series.
+// longRoundTrip writes tr as a long CSV and reads it back.
+func longRoundTrip(t *testing.T, tr Trace) (Trace, Stats) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := WriteLongCSV(&buf, tr); err != nil {
+		t.Fatal(err)
+	}
+	out, st, err := ReadLongCSV(&buf, "round.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, st
+}
+
 func normalize(t Trace) Trace {
 	n := func(ps []Point) []Point {
 		if len(ps) == 0 {

@@ -75,17 +75,9 @@ func TestSynthesizeShape(t *testing.T) {
 func TestSynthesizeStatistics(t *testing.T) {
 	for _, seed := range []uint64{1, 2} {
 		tr := Synthesize(SynthOptions{Workloads: 200, Duration: 24 * time.Hour, Seed: seed, End: testEnd})
-		var zero, all int
-		var sum float64
+		zf, mean := dutyCycleStats(t, tr)
 		var peaks []float64
 		for _, p := range tr.Pods {
-			for _, pt := range p.Compute {
-				all++
-				sum += pt.V
-				if pt.V == 0 {
-					zero++
-				}
-			}
 			var peak, total float64
 			for _, pt := range p.Memory {
 				peak = math.Max(peak, pt.V)
@@ -97,7 +89,7 @@ func TestSynthesizeStatistics(t *testing.T) {
 			}
 		}
 		sort.Float64s(peaks)
-		zf, mean, med := float64(zero)/float64(all), sum/float64(all), peaks[len(peaks)/2]
+		med := peaks[len(peaks)/2]
 		t.Logf("seed %d: zero share %.3f, mean duty %.4f, peak memory median %.1f GiB max %.1f GiB", seed, zf, mean, med, peaks[len(peaks)-1])
 		if math.Abs(zf-0.67) > 0.04 {
 			t.Errorf("seed %d: zero duty-cycle share %.3f, want 0.67 ± 0.04", seed, zf)
