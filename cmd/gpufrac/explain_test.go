@@ -12,7 +12,6 @@ import (
 )
 
 func TestPackingLine(t *testing.T) {
-	qp := func(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
 	const gpu80 = 80 << 30
 	for _, tc := range []struct {
 		name         string
@@ -38,9 +37,6 @@ func TestPackingLine(t *testing.T) {
 // Issue 16 item 3 and issue 13 kind 5: explain names the smallest MIG profile that holds
 // the recommendation and, for samples read on a MIG instance, the target against it.
 func TestExplainMIG(t *testing.T) {
-	qp := func(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
-	gfa := &gpufracv1.GPUFractionAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "small"}}
-	gfa.Spec.TargetRef.Kind, gfa.Spec.TargetRef.Name = "Deployment", "small"
 	cfg := policy.Config{}
 	rec := gpufracv1.ContainerRecommendation{ContainerName: "main", SharingMode: gpufracv1.SharingModeTimeSlicing,
 		Target: gpufracv1.GPUResources{Memory: qp("10652Mi"), Compute: qp("165m")}}
@@ -48,25 +44,15 @@ func TestExplainMIG(t *testing.T) {
 	onMIG.MIG = cfg.MIG(rec, "1g.10gb")
 	advice.ContainerName = "side"
 	advice.MIG = cfg.MIG(rec, "")
-	gfr := &gpufracv1.GPUFractionRecommendation{}
-	gfr.Status.ContainerRecommendations = []gpufracv1.ContainerRecommendation{onMIG, advice}
-	var out strings.Builder
-	if err := explain(&out, gfa, gfr, 80<<30); err != nil {
-		t.Fatal(err)
-	}
-	got := out.String()
-	for _, want := range []string{
+	got := explainDeployment(t, "small", onMIG, advice)
+	wantContains(t, "explain", got,
 		"MIG     measured on a 1g.10gb instance",
 		"compute target 1155m of the instance (165m of the GPU)",
 		"memory target 118% of the instance's memory",
 		"         2g.20gb is the smallest A100/H100 80GB MIG profile that holds the target of 10652Mi and 165m of the GPU",
 		"  MIG     2g.20gb is the smallest",
 		"alternative to time-slicing",
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("explain lacks %q:\n%s", want, got)
-		}
-	}
+	)
 	if strings.Count(got, "2g.20gb is the smallest") != 2 || strings.Count(got, "measured on a") != 1 {
 		t.Errorf("want advice for both containers and the instance line for the MIG one only:\n%s", got)
 	}
@@ -75,25 +61,29 @@ func TestExplainMIG(t *testing.T) {
 // TestExplainYoungWorkload checks that explain says where a young workload's margin and
 // confidence come from, and says nothing of it for a workload that is not young.
 func TestExplainYoungWorkload(t *testing.T) {
-	qp := func(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
-	gfa := &gpufracv1.GPUFractionAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "new"}}
-	gfa.Spec.TargetRef.Kind, gfa.Spec.TargetRef.Name = "Deployment", "new"
 	young := gpufracv1.ContainerRecommendation{ContainerName: "main", SharingMode: gpufracv1.SharingModeTimeSlicing,
 		ConfidencePercent: 50, HistoryHours: 3, YoungMarginPercent: 33,
 		Target: gpufracv1.GPUResources{Memory: qp("15Gi"), Compute: qp("100m")}}
 	old := young
 	old.ContainerName, old.YoungMarginPercent, old.HistoryHours = "side", 0, 30
+	got := explainDeployment(t, "new", young, old)
+	wantContains(t, "explain", got, "young workload: + 33% margin (100/n, n hours its memory stayed at its highest level)")
+	if strings.Count(got, "young workload") != 1 {
+		t.Errorf("want the young-workload line for main only:\n%s", got)
+	}
+}
+
+// explainDeployment is explain's output, for an 80 GiB GPU, of the autoscaler ml/name of
+// the Deployment name whose recommendation holds recs.
+func explainDeployment(t *testing.T, name string, recs ...gpufracv1.ContainerRecommendation) string {
+	t.Helper()
+	gfa := &gpufracv1.GPUFractionAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: name}}
+	gfa.Spec.TargetRef.Kind, gfa.Spec.TargetRef.Name = "Deployment", name
 	gfr := &gpufracv1.GPUFractionRecommendation{}
-	gfr.Status.ContainerRecommendations = []gpufracv1.ContainerRecommendation{young, old}
+	gfr.Status.ContainerRecommendations = recs
 	var out strings.Builder
 	if err := explain(&out, gfa, gfr, 80<<30); err != nil {
 		t.Fatal(err)
 	}
-	got := out.String()
-	if want := "young workload: + 33% margin (100/n, n hours its memory stayed at its highest level)"; !strings.Contains(got, want) {
-		t.Errorf("explain lacks %q:\n%s", want, got)
-	}
-	if strings.Count(got, "young workload") != 1 {
-		t.Errorf("want the young-workload line for main only:\n%s", got)
-	}
+	return out.String()
 }

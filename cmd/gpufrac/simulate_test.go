@@ -50,13 +50,8 @@ func TestSimulateMarkdownAndPlots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc := string(b)
-	for _, want := range []string{"# What-if simulation", "## 80Gi GPUs\n", "## 80Gi GPUs, after 1h of history",
-		"| `gpufrac` |", "![GPUs held over time per policy, 80Gi GPUs](plots/sim-80gi-gpus.svg)", "plots/sim-80gi-warm1h-headroom.svg"} {
-		if !strings.Contains(doc, want) {
-			t.Errorf("markdown lacks %q:\n%s", want, doc)
-		}
-	}
+	wantContains(t, "markdown", string(b), "# What-if simulation", "## 80Gi GPUs\n", "## 80Gi GPUs, after 1h of history",
+		"| `gpufrac` |", "![GPUs held over time per policy, 80Gi GPUs](plots/sim-80gi-gpus.svg)", "plots/sim-80gi-warm1h-headroom.svg")
 	for _, f := range []string{"sim-80gi-gpus.svg", "sim-80gi-gpus.png", "sim-80gi-memory.svg", "sim-80gi-headroom.png", "sim-80gi-warm1h-memory.png"} {
 		if st, err := os.Stat(filepath.Join(plots, f)); err != nil || st.Size() == 0 {
 			t.Errorf("plot %s: %v", f, err)

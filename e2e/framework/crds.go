@@ -14,6 +14,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
@@ -87,23 +88,21 @@ func (c *Cluster) CreateCRDs(ctx context.Context, timeout time.Duration, files .
 	if len(names) == 0 {
 		return fmt.Errorf("no CRDs in %v", files)
 	}
-	deadline := time.Now().Add(timeout)
-	for _, name := range names {
-		for {
+	var pending string
+	var lastErr error
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		for _, name := range names {
 			var crd apiextensionsv1.CustomResourceDefinition
-			err := c.Client.Get(ctx, types.NamespacedName{Name: name}, &crd)
-			if err == nil && established(&crd) {
-				break
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("CRD %s not Established after %v (last error: %v)", name, timeout, err)
-			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(100 * time.Millisecond):
+			lastErr = c.Client.Get(ctx, types.NamespacedName{Name: name}, &crd)
+			if lastErr != nil || !established(&crd) {
+				pending = name
+				return false, nil
 			}
 		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("CRD %s not Established after %v (last error: %v): %w", pending, timeout, lastErr, err)
 	}
 	return nil
 }
