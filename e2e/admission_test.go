@@ -122,14 +122,24 @@ func admRecommendation(t *testing.T, gfa *gpufracv1.GPUFractionAutoscaler) *gpuf
 // dryRunPod creates (dry run) a GPU pod owned by the Deployment and returns what the
 // API server would store, mutations included.
 func dryRunPod(ctx context.Context, dep *appsv1.Deployment) (*corev1.Pod, error) {
+	p := depPod(dep, "", nil)
+	err := testCluster.Client.Create(ctx, p, client.DryRunAll)
+	return p, err
+}
+
+// depPod is a pod of dep's template in dep's namespace, owned by dep itself (no
+// ReplicaSet), named name (empty: generated from "probe-") with labels.
+func depPod(dep *appsv1.Deployment, name string, labels map[string]string) *corev1.Pod {
 	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: dep.Namespace, GenerateName: "probe-", OwnerReferences: []metav1.OwnerReference{{
+		ObjectMeta: metav1.ObjectMeta{Namespace: dep.Namespace, Name: name, Labels: labels, OwnerReferences: []metav1.OwnerReference{{
 			APIVersion: "apps/v1", Kind: "Deployment", Name: dep.Name, UID: dep.UID, Controller: ptr.To(true),
 		}}},
 		Spec: *dep.Spec.Template.Spec.DeepCopy(),
 	}
-	err := testCluster.Client.Create(ctx, p, client.DryRunAll)
-	return p, err
+	if name == "" {
+		p.GenerateName = "probe-"
+	}
+	return p
 }
 
 func admPods(t *testing.T, ns, app string) []corev1.Pod {
@@ -151,9 +161,6 @@ func scale(t *testing.T, dep *appsv1.Deployment, n int32) {
 }
 
 func TestAdmission(t *testing.T) {
-	if testCluster == nil {
-		t.Skip("no cluster")
-	}
 	ctx := t.Context()
 	c := testCluster.Client
 	admNamespace(t, admSystemNS, false)
@@ -288,9 +295,7 @@ func TestAdmission(t *testing.T) {
 			if err != nil {
 				return false, err
 			}
-			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-", OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: "apps/v1", Kind: "Deployment", Name: dep.Name, UID: dep.UID, Controller: ptr.To(true)}}},
-				Spec: *dep.Spec.Template.Spec.DeepCopy()}
+			p := depPod(dep, "", nil)
 			if _, err := cs.CoreV1().Pods(admNS).Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
 				return false, err
 			}
@@ -392,11 +397,7 @@ func TestAdmission(t *testing.T) {
 		defer func() { _ = wh.cmd.Process.Signal(syscall.SIGCONT) }()
 		dep := deps[string(gpufracv1.BackendHAMi)]
 		for i := range 2 {
-			p := &corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Namespace: admNS, Name: fmt.Sprintf("while-hung-%d", i), Labels: map[string]string{"app": "after-kill"},
-					OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: dep.Name, UID: dep.UID, Controller: ptr.To(true)}}},
-				Spec: *dep.Spec.Template.Spec.DeepCopy(),
-			}
+			p := depPod(dep, fmt.Sprintf("while-hung-%d", i), map[string]string{"app": "after-kill"})
 			start := time.Now()
 			if err := c.Create(ctx, p); err != nil {
 				t.Fatalf("pod not created while the webhook hangs (after %v): %v", time.Since(start), err)
@@ -413,11 +414,7 @@ func TestAdmission(t *testing.T) {
 		dep := deps[string(gpufracv1.BackendHAMi)]
 		var worst time.Duration
 		for i := range 5 {
-			p := &corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Namespace: admNS, Name: fmt.Sprintf("after-kill-%d", i), Labels: map[string]string{"app": "after-kill"},
-					OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: dep.Name, UID: dep.UID, Controller: ptr.To(true)}}},
-				Spec: *dep.Spec.Template.Spec.DeepCopy(),
-			}
+			p := depPod(dep, fmt.Sprintf("after-kill-%d", i), map[string]string{"app": "after-kill"})
 			start := time.Now()
 			err := c.Create(ctx, p)
 			d := time.Since(start)

@@ -132,35 +132,39 @@ func checkChartWebhooks(t *testing.T, items []json.RawMessage, ns, release strin
 		switch meta.Kind {
 		case "MutatingWebhookConfiguration":
 			seen++
-			var got admissionregistrationv1.MutatingWebhookConfiguration
-			if err := json.Unmarshal(raw, &got); err != nil {
-				t.Fatal(err)
+			got := chartWebhooks(t, meta.Kind, raw, reg.Mutating(nil).Webhooks)
+			if got[0].FailurePolicy == nil || *got[0].FailurePolicy != admissionregistrationv1.Ignore ||
+				got[0].TimeoutSeconds == nil || *got[0].TimeoutSeconds != 3 {
+				t.Errorf("pod webhook: failurePolicy %v timeoutSeconds %v, want Ignore and 3", got[0].FailurePolicy, got[0].TimeoutSeconds)
 			}
-			if want := reg.Mutating(nil); !equality.Semantic.DeepEqual(got.Webhooks, want.Webhooks) {
-				t.Errorf("MutatingWebhookConfiguration differs from the admission binary's:\nchart: %s\nbinary: %s", chartJSON(got.Webhooks), chartJSON(want.Webhooks))
-			}
-			if got.Webhooks[0].FailurePolicy == nil || *got.Webhooks[0].FailurePolicy != admissionregistrationv1.Ignore ||
-				got.Webhooks[0].TimeoutSeconds == nil || *got.Webhooks[0].TimeoutSeconds != 3 {
-				t.Errorf("pod webhook: failurePolicy %v timeoutSeconds %v, want Ignore and 3", got.Webhooks[0].FailurePolicy, got.Webhooks[0].TimeoutSeconds)
-			}
-			excluded := got.Webhooks[0].NamespaceSelector.MatchExpressions[0].Values
+			excluded := got[0].NamespaceSelector.MatchExpressions[0].Values
 			if !chartContains(excluded, "kube-system") || !chartContains(excluded, ns) {
 				t.Errorf("pod webhook excludes namespaces %v, want kube-system and %s", excluded, ns)
 			}
 		case "ValidatingWebhookConfiguration":
 			seen++
-			var got admissionregistrationv1.ValidatingWebhookConfiguration
-			if err := json.Unmarshal(raw, &got); err != nil {
-				t.Fatal(err)
-			}
-			if want := reg.Validating(nil); !equality.Semantic.DeepEqual(got.Webhooks, want.Webhooks) {
-				t.Errorf("ValidatingWebhookConfiguration differs from the admission binary's:\nchart: %s\nbinary: %s", chartJSON(got.Webhooks), chartJSON(want.Webhooks))
-			}
+			chartWebhooks(t, meta.Kind, raw, reg.Validating(nil).Webhooks)
 		}
 	}
 	if seen != 2 {
 		t.Errorf("found %d webhook configurations, want 2", seen)
 	}
+}
+
+// chartWebhooks decodes the webhooks of the rendered configuration raw (of kind) and
+// reports them when they differ from want, the admission binary's.
+func chartWebhooks[W any](t *testing.T, kind string, raw []byte, want []W) []W {
+	t.Helper()
+	var got struct {
+		Webhooks []W `json:"webhooks"`
+	}
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(got.Webhooks, want) {
+		t.Errorf("%s differs from the admission binary's:\nchart: %s\nbinary: %s", kind, chartJSON(got.Webhooks), chartJSON(want))
+	}
+	return got.Webhooks
 }
 
 func chartJSON(v any) string {

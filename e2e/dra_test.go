@@ -47,9 +47,6 @@ type draMPS struct {
 // recommendation; the real scheduler allocates each claim a distinct device of the
 // ResourceSlices published for the KWOK nodes, and the claim carries the limits.
 func TestDRA(t *testing.T) {
-	if testCluster == nil {
-		t.Skip("no cluster")
-	}
 	ctx := t.Context()
 	c := testCluster.Client
 	if err := resourcev1.AddToScheme(testCluster.Scheme); err != nil {

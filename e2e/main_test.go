@@ -19,7 +19,7 @@ import (
 )
 
 var (
-	// testCluster is the shared cluster; nil only if TestMain failed.
+	// testCluster is the shared cluster, started by TestMain before any test runs.
 	testCluster *framework.Cluster
 	// repoRoot is the module root; bin/ holds the binaries under test.
 	repoRoot string

@@ -437,9 +437,6 @@ func alwaysOpen(g *gpufracv1.GPUFractionAutoscaler) {
 }
 
 func TestUpdater(t *testing.T) {
-	if testCluster == nil {
-		t.Skip("no cluster")
-	}
 	ctx := t.Context()
 	c := testCluster.Client
 	updNamespace(t, updSystemNS, false)
