@@ -152,8 +152,7 @@ func (h *engineHarness) runCycles(t *testing.T, n int, write func(now time.Time)
 // (hami_container_device_utilization_ratio ≥ 2.9, Device_utilization_desc_of_container
 // ≤ 2.8, with the legacy labels), and both generations are read.
 func TestHAMiBothGenerationsPercent(t *testing.T) {
-	objs := append(deployment("ml", "new", 1), deployment("ml", "old", 1)...)
-	objs = append(objs, gfa("ml", "new", "new"), gfa("ml", "old", "old"))
+	objs := singlePodWorkloads("ml", "new", "old")
 	h := newEngineHarness(t, objs, metrics.HAMi)
 	pods := podsOf(objs)
 	n := 48 * 120
@@ -209,7 +208,7 @@ func TestHAMiBothGenerationsPercent(t *testing.T) {
 // 1 on every scrape) raises MetricsUnavailable=AllSamplesFiltered naming the metric and
 // its unit, and every dropped sample is counted.
 func TestAllSamplesFilteredIsACondition(t *testing.T) {
-	objs := append(deployment("ml", "sd", 1), gfa("ml", "sd", "sd"))
+	objs := singlePodWorkloads("ml", "sd")
 	h := newEngineHarness(t, objs, metrics.DCGM{})
 	p := podsOf(objs)[0]
 	n := 48 * 120
@@ -242,7 +241,7 @@ func TestAllSamplesFilteredIsACondition(t *testing.T) {
 // Kind 9 (issue 13): every GPU query empty for several cycles while the pods run: the
 // targets stay and MetricsUnavailable names the gap, not SamplesPresent.
 func TestEmptyWhileRunningIsAGap(t *testing.T) {
-	objs := append(deployment("ml", "sd", 1), gfa("ml", "sd", "sd"))
+	objs := singlePodWorkloads("ml", "sd")
 	h := newEngineHarness(t, objs, metrics.DCGM{})
 	p := podsOf(objs)[0]
 	addDCGM(t, h.prom, p, "GPU-1", h.now, 48*120, 20000, 0.5)
@@ -280,7 +279,7 @@ func TestEmptyWhileRunningIsAGap(t *testing.T) {
 // source found" while days of DCGM history are in Prometheus: the source is detected
 // over the history window and the workload gets its recommendation.
 func TestDetectionSeesHistoryThroughALiveGap(t *testing.T) {
-	objs := append(deployment("ml", "sd", 1), gfa("ml", "sd", "sd"))
+	objs := singlePodWorkloads("ml", "sd")
 	h := newEngineHarness(t, objs, nil)
 	// 48 h of samples that stopped 20 minutes ago.
 	addDCGM(t, h.prom, podsOf(objs)[0], "GPU-1", h.now.Add(-20*time.Minute), 48*120, 20000, 0.5)
@@ -303,8 +302,7 @@ func TestDetectionSeesHistoryThroughALiveGap(t *testing.T) {
 // targets stay, and the counter moves; the other workload is untouched; once the
 // target is up and its series are back, the condition clears.
 func TestExporterDownIsNamed(t *testing.T) {
-	objs := append(deployment("ml", "a", 1), deployment("ml", "b", 1)...)
-	objs = append(objs, gfa("ml", "a", "a"), gfa("ml", "b", "b"))
+	objs := singlePodWorkloads("ml", "a", "b")
 	h := newEngineHarness(t, objs, metrics.DCGM{})
 	pods := podsOf(objs)
 	n := 48 * 120
@@ -374,7 +372,7 @@ func isCountQuery(q string) bool {
 // cycles whose counts fail while every new sample is impossible never shrink it.
 func TestFailedCountKeepsTheCycle(t *testing.T) {
 	run := func(failCounts bool) (*engineHarness, *corev1.Pod, gpufracv1.ContainerRecommendation) {
-		objs := append(deployment("ml", "sd", 1), gfa("ml", "sd", "sd"))
+		objs := singlePodWorkloads("ml", "sd")
 		h := newEngineHarness(t, objs, metrics.DCGM{})
 		p := podsOf(objs)[0]
 		addDCGM(t, h.prom, p, "GPU-1", h.now, 48*120, 20000, 0.6)

@@ -34,9 +34,7 @@ func addAgent(t testing.TB, prom *promtest.Server, p *corev1.Pod, uuid string, e
 // counted. MetricsUnavailable=True (WrongDevice) names the pod and both GPUs. A pod whose
 // series agree with the agent is read from the source as before.
 func TestWrongDeviceLabelsAreNotUsed(t *testing.T) {
-	objs := append(deployment("ml", "right", 1), deployment("ml", "relabelled", 1)...)
-	objs = append(objs, deployment("ml", "hami", 1)...)
-	objs = append(objs, gfa("ml", "right", "right"), gfa("ml", "relabelled", "relabelled"), gfa("ml", "hami", "hami"))
+	objs := singlePodWorkloads("ml", "right", "relabelled", "hami")
 	pods := podsOf(objs)
 	pods[2].Annotations = map[string]string{workload.HAMiAllocatedAnnotation: "GPU-b,NVIDIA,20000,30:;"}
 	h := newEngineHarness(t, objs, metrics.DCGM{})

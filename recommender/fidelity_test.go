@@ -20,8 +20,7 @@ import (
 // LowConfidence=True naming the reason. A low GPU_UTIL (an upper bound of activity)
 // keeps its 80 % cap and no LowConfidence.
 func TestGPUUtilAloneNeverExclusive(t *testing.T) {
-	objs := append(deployment("ml", "busy", 1), deployment("ml", "calm", 1)...)
-	objs = append(objs, gfa("ml", "busy", "busy"), gfa("ml", "calm", "calm"))
+	objs := singlePodWorkloads("ml", "busy", "calm")
 	h := newEngineHarness(t, objs, metrics.DCGM{})
 	n := 48 * 120
 	start := h.now.Add(-time.Duration(n-1) * 30 * time.Second)

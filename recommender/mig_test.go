@@ -37,9 +37,7 @@ func clamped(signal metrics.Signal) float64 {
 // smallest profile that holds the target. Off MIG, a ratio of 1.37 stays impossible:
 // dropped as out of range, not clamped.
 func TestMIGRatiosAgainstTheInstance(t *testing.T) {
-	objs := append(deployment("ml", "small", 1), deployment("ml", "third", 1)...)
-	objs = append(objs, deployment("ml", "whole", 1)...)
-	objs = append(objs, gfa("ml", "small", "small"), gfa("ml", "third", "third"), gfa("ml", "whole", "whole"))
+	objs := singlePodWorkloads("ml", "small", "third", "whole")
 	h := newEngineHarness(t, objs, metrics.DCGM{})
 	pods := podsOf(objs)
 	n := 48 * 120 // 48 h at 30 s

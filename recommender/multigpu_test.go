@@ -19,8 +19,7 @@ import (
 // RecommendationProvided=True without memory (NoMemorySamples). Samples of series with
 // no pod label are counted under missing_labels, each once.
 func TestMultiGPUAndMissingMemory(t *testing.T) {
-	objs := append(deployment("ml", "multi", 1), deployment("ml", "mig", 1)...)
-	objs = append(objs, gfa("ml", "multi", "multi"), gfa("ml", "mig", "mig"))
+	objs := singlePodWorkloads("ml", "multi", "mig")
 	h := newEngineHarness(t, objs, metrics.DCGM{})
 	pods := podsOf(objs)
 	n := 48 * 120

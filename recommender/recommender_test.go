@@ -184,6 +184,20 @@ func gfa(ns, name, target string) *gpufracv1.GPUFractionAutoscaler {
 	}
 }
 
+// singlePodWorkloads returns, for each name, a Deployment with one pod and an autoscaler
+// of the same name that targets it: every Deployment's objects first, then the
+// autoscalers, in the order of names.
+func singlePodWorkloads(ns string, names ...string) []client.Object {
+	var objs []client.Object
+	for _, n := range names {
+		objs = append(objs, deployment(ns, n, 1)...)
+	}
+	for _, n := range names {
+		objs = append(objs, gfa(ns, n, n))
+	}
+	return objs
+}
+
 type harness struct {
 	rec  *Recommender
 	c    client.Client
@@ -291,7 +305,7 @@ func TestRecommenderCycle(t *testing.T) {
 }
 
 func TestGuardrailStopsShrink(t *testing.T) {
-	objs := append(deployment("ml", "sd", 1), gfa("ml", "sd", "sd"))
+	objs := singlePodWorkloads("ml", "sd")
 	g := objs[len(objs)-1].(*gpufracv1.GPUFractionAutoscaler)
 	g.Spec.LatencyGuardrail = &gpufracv1.LatencyGuardrail{Query: "latency_seconds", Objective: metav1.Duration{Duration: time.Second}}
 	pod := objs[2].(*corev1.Pod)

@@ -38,8 +38,7 @@ func memoryTargetOf(t testing.TB, st gpufracv1.GPUFractionRecommendationStatus) 
 // read from dcgm, not left with NoSamples because an agent series exists elsewhere. Each
 // recommendation records its sources.
 func TestSourceChosenPerPod(t *testing.T) {
-	objs := append(deployment("ml", "dc", 1), deployment("ml", "ag", 1)...)
-	objs = append(objs, gfa("ml", "dc", "dc"), gfa("ml", "ag", "ag"))
+	objs := singlePodWorkloads("ml", "dc", "ag")
 	h := newEngineHarness(t, objs, nil)
 	pods := podsOf(objs)
 	dc, ag := pods[0], pods[1]
@@ -80,7 +79,7 @@ func TestSourceChosenPerPod(t *testing.T) {
 // record the agent. (The former global choice gave the first dcgm's 30000 MiB and the
 // second the agent's 10 GiB from two hours of history.)
 func TestSourceChoiceStableAcrossRestarts(t *testing.T) {
-	objs := append(deployment("ml", "sd", 1), gfa("ml", "sd", "sd"))
+	objs := singlePodWorkloads("ml", "sd")
 	pod := podsOf(objs)[0]
 	prom := promtest.New(t)
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -135,7 +134,7 @@ func newEngineRecommender(t testing.TB, objs []client.Object, prom *promtest.Ser
 // named after EmptyCyclesWhileRunning cycles, and a rollback floor the updater raises
 // during the gap reaches the recommendation (it used to freeze with the failed cycles).
 func TestLiveGapNeverFailsTheCycle(t *testing.T) {
-	objs := append(deployment("ml", "sd", 1), gfa("ml", "sd", "sd"))
+	objs := singlePodWorkloads("ml", "sd")
 	h := newEngineHarness(t, objs, nil)
 	addDCGM(t, h.prom, podsOf(objs)[0], "GPU-1", h.now, 48*120, 20000, 0.5)
 	h.runCycles(t, 1, nil)
@@ -175,7 +174,7 @@ func TestLiveGapNeverFailsTheCycle(t *testing.T) {
 // dcgm-exporter labels with the other GPU (its zeros) and that the agent sees on its own
 // GPU is read from the agent, and the wrong series is still named (WrongDevice).
 func TestWrongDeviceWithEverySourceRead(t *testing.T) {
-	objs := append(deployment("ml", "relabelled", 1), gfa("ml", "relabelled", "relabelled"))
+	objs := singlePodWorkloads("ml", "relabelled")
 	h := newEngineHarness(t, objs, nil)
 	p := podsOf(objs)[0]
 	n := 48 * 120

@@ -21,7 +21,7 @@ import (
 // stale), used neither as a peak nor as a lower bound (the recent peak is the live
 // 10 GiB), and MetricsUnavailable=True (StaleSeries) names the pod.
 func TestStaleFlatMemoryIsNotAPeak(t *testing.T) {
-	objs := append(deployment("ml", "nb", 1), gfa("ml", "nb", "nb"))
+	objs := singlePodWorkloads("ml", "nb")
 	h := newEngineHarness(t, objs, metrics.HAMi)
 	p := podsOf(objs)[0]
 	mem, util, _ := liveThenStale(0)
@@ -65,7 +65,7 @@ func TestStaleFlatMemoryIsNotAPeak(t *testing.T) {
 // Kind 8 (issue 13): a pod that holds a flat amount of memory while its GPU is busy is
 // live, not stale: nothing is dropped.
 func TestFlatMemoryWhileBusyIsLive(t *testing.T) {
-	objs := append(deployment("ml", "srv", 1), gfa("ml", "srv", "srv"))
+	objs := singlePodWorkloads("ml", "srv")
 	h := newEngineHarness(t, objs, metrics.HAMi)
 	p := podsOf(objs)[0]
 	n := 48 * 120
@@ -93,8 +93,7 @@ func TestFlatMemoryWhileBusyIsLive(t *testing.T) {
 // the agent), neither a peak nor a lower bound. The same series on a GPU the agent does
 // not watch is kept: silence where the agent does not look contradicts nothing.
 func TestAgentContradictsStaleMemory(t *testing.T) {
-	objs := append(deployment("ml", "nb", 1), deployment("ml", "far", 1)...)
-	objs = append(objs, gfa("ml", "nb", "nb"), gfa("ml", "far", "far"))
+	objs := singlePodWorkloads("ml", "nb", "far")
 	h := newEngineHarness(t, objs, nil)
 	pods := podsOf(objs)
 	mem, util, live := liveThenStale(40)
