@@ -5,6 +5,8 @@ import (
 	"net"
 	"testing"
 
+	"k8s.io/utils/ptr"
+
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/backend"
 )
@@ -39,7 +41,7 @@ func TestFlags(t *testing.T) {
 			t.Errorf("%v accepted", bad)
 		}
 	}
-	bad := Config{MinConfidence: ptr[int32](101), Config: backend.Config{KAI: backend.KAIConfig{Mode: "x"}, NVFractions: backend.NVFractionsConfig{Limit: "y"}}}.WithDefaults()
+	bad := Config{MinConfidence: ptr.To[int32](101), Config: backend.Config{KAI: backend.KAIConfig{Mode: "x"}, NVFractions: backend.NVFractionsConfig{Limit: "y"}}}.WithDefaults()
 	if err := bad.Validate(); err == nil {
 		t.Error("invalid config accepted")
 	}

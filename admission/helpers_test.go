@@ -146,8 +146,6 @@ func autoscalingRef(kind, name string) autoscalingv1.CrossVersionObjectReference
 	return autoscalingv1.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: kind, Name: name}
 }
 
-func ptr[T any](v T) *T { return &v }
-
 func resourceValue(c *corev1.Container, list string, name corev1.ResourceName) (int64, bool) {
 	l := c.Resources.Limits
 	if list == "requests" {

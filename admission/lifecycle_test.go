@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -125,7 +126,7 @@ func TestCleanUpAfterFailure(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	lease := func(holder string, renewed time.Time) *coordinationv1.Lease {
 		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "gpufrac-system", Name: statuslease.DefaultName},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr(holder), RenewTime: &metav1.MicroTime{Time: renewed}}}
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), RenewTime: &metav1.MicroTime{Time: renewed}}}
 	}
 	for _, tc := range []struct {
 		name        string

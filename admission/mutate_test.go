@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -164,7 +165,7 @@ func TestMutateSkips(t *testing.T) {
 		{"recommendation not provided", []client.Object{base()[0], notProvided}, Config{}, nil, SkipNoRecommendation, false},
 		{"stale recommendation", []client.Object{base()[0], stale}, Config{}, nil, SkipStale, false},
 		{"low confidence", []client.Object{base()[0], recommendation("web", 49, containerRec("main", "4Gi", "350m"))}, Config{}, nil, SkipLowConfidence, false},
-		{"custom confidence", []client.Object{base()[0], recommendation("web", 89, containerRec("main", "4Gi", "350m"))}, Config{MinConfidence: ptr[int32](90)}, nil, SkipLowConfidence, false},
+		{"custom confidence", []client.Object{base()[0], recommendation("web", 89, containerRec("main", "4Gi", "350m"))}, Config{MinConfidence: ptr.To[int32](90)}, nil, SkipLowConfidence, false},
 		{"no matching container", []client.Object{base()[0], recommendation("web", 80, containerRec("other", "4Gi", "350m"))}, Config{}, nil, SkipNoContainer, false},
 		{"excluded", base(), Config{}, excluded, SkipExcluded, false},
 		{"no GPU", base(), Config{}, podOf(corev1.Container{Name: "main"}), SkipNoGPU, false},
@@ -487,7 +488,7 @@ func TestMutateRollbackFloor(t *testing.T) {
 func TestMutateInitContainersAndNativeSidecars(t *testing.T) {
 	sidecarPod := func() *corev1.Pod {
 		side := gpuContainer("gpu-server", 1)
-		side.RestartPolicy = ptr(corev1.ContainerRestartPolicyAlways)
+		side.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
 		p := podOf(corev1.Container{Name: "app", Image: "img"})
 		p.Spec.InitContainers = []corev1.Container{{Name: "wait", Image: "img"}, side}
 		return p

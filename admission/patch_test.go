@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 
 	"github.com/gpufrac/gpufrac/backend"
 )
@@ -48,9 +49,11 @@ func TestDiffPod(t *testing.T) {
 		}},
 		"claim template": {func() *corev1.Pod {
 			p := podOf(gpuContainer("a", 1))
-			p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "other", ResourceClaimName: ptr("shared")}, {Name: "gpu", ResourceClaimTemplateName: ptr("gpu")}}
+			p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "other", ResourceClaimName: ptr.To("shared")}, {Name: "gpu", ResourceClaimTemplateName: ptr.To("gpu")}}
 			return p
-		}(), func(p *corev1.Pod) { p.Spec.ResourceClaims[1].ResourceClaimTemplateName = ptr("gpu-gpufrac-0a1b2c3d") }},
+		}(), func(p *corev1.Pod) {
+			p.Spec.ResourceClaims[1].ResourceClaimTemplateName = ptr.To("gpu-gpufrac-0a1b2c3d")
+		}},
 		"no change": {podOf(gpuContainer("a", 1)), func(*corev1.Pod) {}},
 		"native sidecar resources and env, regular container untouched": {func() *corev1.Pod {
 			p := podOf(corev1.Container{Name: "app"})

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -125,7 +126,7 @@ func TestValidateRejects(t *testing.T) {
 		}, "spec.targetRef.kind"},
 		{"native kind wrong group", func(a *gpufracv1.GPUFractionAutoscaler) { a.Spec.TargetRef.APIVersion = "example.com/v1" }, "spec.targetRef.kind"},
 		{"bad apiVersion", func(a *gpufracv1.GPUFractionAutoscaler) { a.Spec.TargetRef.APIVersion = "a/b/c" }, "spec.targetRef.apiVersion"},
-		{"minReplicas 0", func(a *gpufracv1.GPUFractionAutoscaler) { a.Spec.UpdatePolicy.MinReplicas = ptr[int32](0) }, "spec.updatePolicy.minReplicas"},
+		{"minReplicas 0", func(a *gpufracv1.GPUFractionAutoscaler) { a.Spec.UpdatePolicy.MinReplicas = ptr.To[int32](0) }, "spec.updatePolicy.minReplicas"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := validGFA()

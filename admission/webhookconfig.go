@@ -8,9 +8,12 @@ import (
 	"sync/atomic"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -234,29 +237,20 @@ func (r *Registration) NamespaceSelector() *metav1.LabelSelector {
 // patch is idempotent).
 func (r *Registration) Mutating(caBundle []byte) *admissionregistrationv1.MutatingWebhookConfiguration {
 	r.defaults()
-	ignore := admissionregistrationv1.Ignore
-	side := admissionregistrationv1.SideEffectClassNoneOnDryRun
-	equivalent := admissionregistrationv1.Equivalent
-	reinvoke := admissionregistrationv1.IfNeededReinvocationPolicy
-	scope := admissionregistrationv1.NamespacedScope
-	timeout := r.TimeoutSeconds
 	return &admissionregistrationv1.MutatingWebhookConfiguration{
 		ObjectMeta: r.objectMeta(),
 		Webhooks: []admissionregistrationv1.MutatingWebhook{{
-			Name:         MutatingWebhookName,
-			ClientConfig: r.clientConfig(MutatePodsPath, caBundle),
-			Rules: []admissionregistrationv1.RuleWithOperations{{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-				Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}, Scope: &scope},
-			}},
-			FailurePolicy:           &ignore,
-			MatchPolicy:             &equivalent,
+			Name:                    MutatingWebhookName,
+			ClientConfig:            r.clientConfig(MutatePodsPath, caBundle),
+			Rules:                   namespacedRules(corev1.SchemeGroupVersion, "pods", admissionregistrationv1.Create),
+			FailurePolicy:           ptr.To(admissionregistrationv1.Ignore),
+			MatchPolicy:             ptr.To(admissionregistrationv1.Equivalent),
 			NamespaceSelector:       r.NamespaceSelector(),
 			ObjectSelector:          &metav1.LabelSelector{},
-			SideEffects:             &side,
-			TimeoutSeconds:          &timeout,
+			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNoneOnDryRun),
+			TimeoutSeconds:          ptr.To(r.TimeoutSeconds),
 			AdmissionReviewVersions: []string{"v1"},
-			ReinvocationPolicy:      &reinvoke,
+			ReinvocationPolicy:      ptr.To(admissionregistrationv1.IfNeededReinvocationPolicy),
 			MatchConditions:         r.MatchConditions(),
 		}},
 	}
@@ -266,30 +260,31 @@ func (r *Registration) Mutating(caBundle []byte) *admissionregistrationv1.Mutati
 // gpufractionautoscalers, ValidatingFailurePolicy, TimeoutSeconds, sideEffects None.
 func (r *Registration) Validating(caBundle []byte) *admissionregistrationv1.ValidatingWebhookConfiguration {
 	r.defaults()
-	fp := r.ValidatingFailurePolicy
-	side := admissionregistrationv1.SideEffectClassNone
-	equivalent := admissionregistrationv1.Equivalent
-	scope := admissionregistrationv1.NamespacedScope
-	timeout := r.TimeoutSeconds
 	return &admissionregistrationv1.ValidatingWebhookConfiguration{
 		ObjectMeta: r.objectMeta(),
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
 			Name:         ValidatingWebhookName,
 			ClientConfig: r.clientConfig(ValidateAutoscalerPath, caBundle),
-			Rules: []admissionregistrationv1.RuleWithOperations{{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-				Rule: admissionregistrationv1.Rule{APIGroups: []string{gpufracv1.GroupVersion.Group}, APIVersions: []string{gpufracv1.GroupVersion.Version},
-					Resources: []string{"gpufractionautoscalers"}, Scope: &scope},
-			}},
-			FailurePolicy:           &fp,
-			MatchPolicy:             &equivalent,
+			Rules: namespacedRules(gpufracv1.GroupVersion, "gpufractionautoscalers",
+				admissionregistrationv1.Create, admissionregistrationv1.Update),
+			FailurePolicy:           ptr.To(r.ValidatingFailurePolicy),
+			MatchPolicy:             ptr.To(admissionregistrationv1.Equivalent),
 			NamespaceSelector:       r.validatingSelector(),
 			ObjectSelector:          &metav1.LabelSelector{},
-			SideEffects:             &side,
-			TimeoutSeconds:          &timeout,
+			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+			TimeoutSeconds:          ptr.To(r.TimeoutSeconds),
 			AdmissionReviewVersions: []string{"v1"},
 		}},
 	}
+}
+
+// namespacedRules is the one rule of a webhook: ops on the namespaced resource of gv.
+func namespacedRules(gv schema.GroupVersion, resource string, ops ...admissionregistrationv1.OperationType) []admissionregistrationv1.RuleWithOperations {
+	return []admissionregistrationv1.RuleWithOperations{{
+		Operations: ops,
+		Rule: admissionregistrationv1.Rule{APIGroups: []string{gv.Group}, APIVersions: []string{gv.Version},
+			Resources: []string{resource}, Scope: ptr.To(admissionregistrationv1.NamespacedScope)},
+	}}
 }
 
 // validatingSelector is NamespaceLabelSelector alone: autoscalers are validated in
