@@ -47,8 +47,10 @@ type options struct {
 	Modes                       []int
 	Cycles, WarmUp, GPUsPerNode int
 	Interval, Lead, Scrape      time.Duration
-	Guardrail, Profile, Keep    bool
-	Out, BinDir                 string
+	// ProfileFor is the CPU profile's window from the start of the first measured cycle.
+	ProfileFor               time.Duration
+	Guardrail, Profile, Keep bool
+	Out, BinDir              string
 }
 
 func envInt(name string, def int) int {
@@ -94,6 +96,7 @@ func parseOptions() (options, error) {
 	flag.DurationVar(&o.Lead, "lead", envDuration("LEAD", 3*time.Hour), "how far past the start the synthetic series run, so each cycle reads a new minute of samples as a live Prometheus would hold (env LEAD)")
 	flag.BoolVar(&o.Guardrail, "guardrail", envBool("GUARDRAIL", false), "keep the latency guardrail of the synthesized autoscalers: one more query per autoscaler per cycle (env GUARDRAIL)")
 	flag.BoolVar(&o.Profile, "profile", envBool("PROFILE", true), "save a CPU profile of one steady cycle and a heap profile per recommender (env PROFILE)")
+	flag.DurationVar(&o.ProfileFor, "profile-for", envDuration("PROFILE_FOR", 0), "the CPU profile's window from the start of the first measured cycle (default --interval; at most --cycles × --interval is useful: cycles that write many statuses run longer than the interval) (env PROFILE_FOR)")
 	flag.BoolVar(&o.Keep, "keep", envBool("KEEP", false), "keep the cluster's etcd and Prometheus data (env KEEP)")
 	flag.StringVar(&o.Out, "out", envString("OUT", "_out/bench-scale"), "directory of the cluster, logs, profiles and report.md (env OUT)")
 	flag.StringVar(&o.BinDir, "bin-dir", envString("BIN_DIR", ""), "directory of recommender and the cluster's binaries (default <repo>/bin) (env BIN_DIR)")
@@ -116,6 +119,9 @@ func parseOptions() (options, error) {
 		return o, errors.New("--history must be at least 1h, --cycles positive, --warm-up and --lead not negative, --interval and --scrape-interval at least 1s")
 	case o.GPUsPerNode < 1 || o.GPUsPerNode > 110:
 		return o, fmt.Errorf("--gpus-per-node %d: want 1 to 110", o.GPUsPerNode)
+	}
+	if o.ProfileFor <= 0 {
+		o.ProfileFor = o.Interval
 	}
 	return o, nil
 }

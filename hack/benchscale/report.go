@@ -117,7 +117,7 @@ func steady(ctx context.Context, o options, c *framework.Cluster, p *proc, boot 
 	var prof sync.WaitGroup
 	var profErr error
 	if o.Profile {
-		prof.Go(func() { profErr = p.saveProfile(ctx, o, "profile", int(max(o.Interval.Seconds(), 1))) })
+		prof.Go(func() { profErr = p.saveProfile(ctx, o, "profile", int(max(o.ProfileFor.Seconds(), 1))) })
 	}
 	for range o.Cycles {
 		s, err := p.waitCycles(ctx, c, prev.Cycles-prev.Failed+1, o.Scrape, wait)
