@@ -43,8 +43,7 @@ func TestGPUsAllocatedBeforeAfter(t *testing.T) {
 	if err := h.rec.RunOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(Autoscalers)
+	reg := WithAutoscalers(prometheus.NewPedanticRegistry())
 	want := `# HELP gpufrac_autoscaler_gpus_allocated Whole-GPU equivalents the workload's live pods hold now: per pod the larger of the GPU memory share and the compute share gpufrac wrote into it (gpufrac.io/applied), 1 for a pod gpufrac has not written. With gpufrac_autoscaler_gpus_held (one per pod) it is the before and after of GPUs held.
 # TYPE gpufrac_autoscaler_gpus_allocated gauge
 gpufrac_autoscaler_gpus_allocated{autoscaler="sd",namespace="ml"} 1.25

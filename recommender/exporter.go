@@ -1,12 +1,17 @@
 package recommender
 
 import (
+	"errors"
+	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/workload"
@@ -16,64 +21,128 @@ import (
 // Only the leader runs cycles, so only the leader exports them and joins on
 // (namespace, autoscaler) in rules and dashboards see one series each.
 var (
-	descInfo = prometheus.NewDesc("gpufrac_autoscaler_info", "One per GPUFractionAutoscaler, always 1.",
-		[]string{"namespace", "autoscaler", "target_kind", "target_name", "update_mode", "backend", "sharing_mode"}, nil)
-	descPodInfo = prometheus.NewDesc("gpufrac_autoscaler_pod_info", "1 for each live pod of an autoscaler's workload.",
-		[]string{"namespace", "autoscaler", "pod"}, nil)
-	descMemory = prometheus.NewDesc("gpufrac_recommendation_memory_bytes", "Recommended GPU memory per container, bytes, by bound (lower, target, upper, uncapped).",
-		[]string{"namespace", "autoscaler", "container", "bound"}, nil)
-	descCompute = prometheus.NewDesc("gpufrac_recommendation_compute_ratio", "Recommended GPU compute per container, share of one GPU (0–1), by bound.",
-		[]string{"namespace", "autoscaler", "container", "bound"}, nil)
-	descConfidence = prometheus.NewDesc("gpufrac_recommendation_confidence_ratio", "Confidence of the recommendation, 0–1.",
-		[]string{"namespace", "autoscaler"}, nil)
-	descCondition = prometheus.NewDesc("gpufrac_autoscaler_condition", "1 for the current status (true, false, unknown) of each recommendation condition.",
-		[]string{"namespace", "autoscaler", "type", "status"}, nil)
-	descLatency = prometheus.NewDesc("gpufrac_autoscaler_guardrail_latency_seconds", "Latency read by the autoscaler's guardrail query this cycle, seconds.",
-		[]string{"namespace", "autoscaler"}, nil)
-	descObjective = prometheus.NewDesc("gpufrac_autoscaler_guardrail_objective_seconds", "The autoscaler's latency objective, seconds.",
-		[]string{"namespace", "autoscaler"}, nil)
-	descHeld = prometheus.NewDesc("gpufrac_autoscaler_gpus_held", "Whole GPUs the workload's live pods hold at one per pod.",
-		[]string{"namespace", "autoscaler"}, nil)
-	descNeeded = prometheus.NewDesc("gpufrac_autoscaler_gpus_needed", "GPUs the live pods need by the recommendation: pods × max(memory target / GPU memory, compute target).",
-		[]string{"namespace", "autoscaler"}, nil)
-	descAllocated = prometheus.NewDesc("gpufrac_autoscaler_gpus_allocated",
-		"Whole-GPU equivalents the workload's live pods hold now: per pod the larger of the GPU memory share and the compute share gpufrac wrote into it (gpufrac.io/applied), 1 for a pod gpufrac has not written. With gpufrac_autoscaler_gpus_held (one per pod) it is the before and after of GPUs held.",
-		[]string{"namespace", "autoscaler"}, nil)
-	descPeakMemory = prometheus.NewDesc("gpufrac_autoscaler_gpu_memory_peak_bytes",
-		"GPU memory the workload's live pods use at their recent peak: live pods × the sum over containers of the recommendation's observedPeakMemory, bytes.",
-		[]string{"namespace", "autoscaler"}, nil)
-	descGPUMemory = prometheus.NewDesc("gpufrac_recommender_gpu_memory_bytes",
-		"Memory of one GPU the recommender sizes against (--gpu-memory), bytes.", nil, nil)
-	descAllocMem = prometheus.NewDesc("gpufrac_pod_gpu_memory_allocated_bytes", "GPU memory the admission webhook wrote into a pod's container (gpufrac.io/applied), bytes.",
-		[]string{"namespace", "pod", "container", "autoscaler", "backend"}, nil)
-	descAllocCPU = prometheus.NewDesc("gpufrac_pod_gpu_compute_allocated_ratio", "GPU compute the admission webhook wrote into a pod's container, share of one GPU.",
-		[]string{"namespace", "pod", "container", "autoscaler", "backend"}, nil)
+	descInfo       = gaugeDesc("gpufrac_autoscaler_info", "One per GPUFractionAutoscaler, always 1.", "namespace", "autoscaler", "target_kind", "target_name", "update_mode", "backend", "sharing_mode")
+	descPodInfo    = gaugeDesc("gpufrac_autoscaler_pod_info", "1 for each live pod of an autoscaler's workload.", "namespace", "autoscaler", "pod")
+	descMemory     = gaugeDesc("gpufrac_recommendation_memory_bytes", "Recommended GPU memory per container, bytes, by bound (lower, target, upper, uncapped).", "namespace", "autoscaler", "container", "bound")
+	descCompute    = gaugeDesc("gpufrac_recommendation_compute_ratio", "Recommended GPU compute per container, share of one GPU (0–1), by bound.", "namespace", "autoscaler", "container", "bound")
+	descConfidence = gaugeDesc("gpufrac_recommendation_confidence_ratio", "Confidence of the recommendation, 0–1.", "namespace", "autoscaler")
+	descCondition  = gaugeDesc("gpufrac_autoscaler_condition", "1 for the current status (true, false, unknown) of each recommendation condition.", "namespace", "autoscaler", "type", "status")
+	descLatency    = gaugeDesc("gpufrac_autoscaler_guardrail_latency_seconds", "Latency read by the autoscaler's guardrail query this cycle, seconds.", "namespace", "autoscaler")
+	descObjective  = gaugeDesc("gpufrac_autoscaler_guardrail_objective_seconds", "The autoscaler's latency objective, seconds.", "namespace", "autoscaler")
+	descHeld       = gaugeDesc("gpufrac_autoscaler_gpus_held", "Whole GPUs the workload's live pods hold at one per pod.", "namespace", "autoscaler")
+	descNeeded     = gaugeDesc("gpufrac_autoscaler_gpus_needed", "GPUs the live pods need by the recommendation: pods × max(memory target / GPU memory, compute target).", "namespace", "autoscaler")
+	descAllocated  = gaugeDesc("gpufrac_autoscaler_gpus_allocated",
+		"Whole-GPU equivalents the workload's live pods hold now: per pod the larger of the GPU memory share and the compute share gpufrac wrote into it (gpufrac.io/applied), 1 for a pod gpufrac has not written. With gpufrac_autoscaler_gpus_held (one per pod) it is the before and after of GPUs held.", "namespace", "autoscaler")
+	descPeakMemory = gaugeDesc("gpufrac_autoscaler_gpu_memory_peak_bytes",
+		"GPU memory the workload's live pods use at their recent peak: live pods × the sum over containers of the recommendation's observedPeakMemory, bytes.", "namespace", "autoscaler")
+	descGPUMemory = gaugeDesc("gpufrac_recommender_gpu_memory_bytes",
+		"Memory of one GPU the recommender sizes against (--gpu-memory), bytes.")
+	descAllocMem = gaugeDesc("gpufrac_pod_gpu_memory_allocated_bytes", "GPU memory the admission webhook wrote into a pod's container (gpufrac.io/applied), bytes.", "namespace", "pod", "container", "autoscaler", "backend")
+	descAllocCPU = gaugeDesc("gpufrac_pod_gpu_compute_allocated_ratio", "GPU compute the admission webhook wrote into a pod's container, share of one GPU.", "namespace", "pod", "container", "autoscaler", "backend")
 )
 
-// Autoscalers is the collector of per-autoscaler metrics; Register adds it.
-var Autoscalers = &autoscalerCollector{}
+// Autoscalers holds the per-autoscaler and per-pod metrics of the last cycle as metric
+// families, built, checked and sorted once per cycle (set), so that a scrape only copies
+// their list: gathered through a registry, tens of thousands of series (2,000
+// autoscalers, 10,000 pods) were collected, checked and sorted again at every scrape
+// (make bench-scale, docs/benchmarks.md). It is a prometheus.Gatherer; WithAutoscalers
+// serves it beside a registry.
+var Autoscalers = &autoscalerMetrics{}
 
-type autoscalerCollector struct {
-	mu      sync.Mutex
-	metrics []prometheus.Metric
+// families maps each per-autoscaler Desc to its family's name and help (gaugeDesc).
+var families = map[*prometheus.Desc]*dto.MetricFamily{}
+
+// gaugeDesc returns the Desc of a per-autoscaler gauge and records its family.
+func gaugeDesc(name, help string, labels ...string) *prometheus.Desc {
+	d := prometheus.NewDesc(name, help, labels, nil)
+	families[d] = &dto.MetricFamily{Name: ptr.To(name), Help: ptr.To(help), Type: dto.MetricType_GAUGE.Enum()}
+	return d
 }
 
-// Describe sends nothing: the collector is unchecked, its series change every cycle.
-func (c *autoscalerCollector) Describe(chan<- *prometheus.Desc) {}
+type autoscalerMetrics struct {
+	mu       sync.Mutex
+	families []*dto.MetricFamily
+}
 
-// Collect sends the metrics of the last cycle.
-func (c *autoscalerCollector) Collect(ch chan<- prometheus.Metric) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, m := range c.metrics {
-		ch <- m
+// Gather returns the families of the last cycle, sorted by name, each one's metrics
+// sorted by label values (as a prometheus.Registry sorts them). The families are shared
+// between calls and must not be changed. It never fails.
+func (a *autoscalerMetrics) Gather() ([]*dto.MetricFamily, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.families), nil
+}
+
+// set publishes the snapshot's metrics as families. A second metric with the same
+// labels in a family is dropped (a registry would fail the whole scrape over it).
+func (a *autoscalerMetrics) set(s *snapshot) {
+	byDesc := map[*prometheus.Desc][]*dto.Metric{}
+	for _, m := range s.metrics {
+		pb := &dto.Metric{}
+		if err := m.Write(pb); err != nil {
+			continue // a const gauge never fails to write
+		}
+		byDesc[m.Desc()] = append(byDesc[m.Desc()], pb)
 	}
+	out := make([]*dto.MetricFamily, 0, len(byDesc))
+	for d, ms := range byDesc {
+		slices.SortStableFunc(ms, compareLabels)
+		ms = slices.CompactFunc(ms, func(x, y *dto.Metric) bool { return compareLabels(x, y) == 0 })
+		f := families[d]
+		out = append(out, &dto.MetricFamily{Name: f.Name, Help: f.Help, Type: f.Type, Metric: ms})
+	}
+	slices.SortFunc(out, func(x, y *dto.MetricFamily) int { return strings.Compare(x.GetName(), y.GetName()) })
+	a.mu.Lock()
+	a.families = out
+	a.mu.Unlock()
 }
 
-func (c *autoscalerCollector) set(s *snapshot) {
-	c.mu.Lock()
-	c.metrics = s.metrics
-	c.mu.Unlock()
+// compareLabels orders metrics of one family by their label values, in the order of
+// their label names (a const metric's labels are sorted by name).
+func compareLabels(x, y *dto.Metric) int {
+	for i := range min(len(x.Label), len(y.Label)) {
+		if c := strings.Compare(x.Label[i].GetValue(), y.Label[i].GetValue()); c != 0 {
+			return c
+		}
+	}
+	return len(x.Label) - len(y.Label)
+}
+
+// RegistererGatherer is a registry: controller-runtime's metrics.Registry is one.
+type RegistererGatherer interface {
+	prometheus.Registerer
+	prometheus.Gatherer
+}
+
+// WithAutoscalers returns reg whose Gather also returns the per-autoscaler metrics
+// (Autoscalers); registering goes to reg. cmd/recommender puts it in place of
+// controller-runtime's metrics.Registry, which its /metrics handler gathers. Gather
+// returns reg's error with what reg gathered, and an error when a family of reg has the
+// name of a per-autoscaler family (that family of reg is then left out).
+func WithAutoscalers(reg RegistererGatherer) RegistererGatherer {
+	return withAutoscalers{reg}
+}
+
+type withAutoscalers struct{ RegistererGatherer }
+
+func (w withAutoscalers) Gather() ([]*dto.MetricFamily, error) {
+	mfs, err := w.RegistererGatherer.Gather()
+	own, _ := Autoscalers.Gather()
+	out := make([]*dto.MetricFamily, 0, len(mfs)+len(own))
+	names := map[string]bool{}
+	for _, f := range own {
+		names[f.GetName()] = true
+	}
+	for _, f := range mfs {
+		if names[f.GetName()] {
+			err = errors.Join(err, fmt.Errorf("metric family %s is both registered and a per-autoscaler family", f.GetName()))
+			continue
+		}
+		out = append(out, f)
+	}
+	out = append(out, own...)
+	slices.SortFunc(out, func(x, y *dto.MetricFamily) int { return strings.Compare(x.GetName(), y.GetName()) })
+	return out, err
 }
 
 // snapshot accumulates one cycle's metrics.

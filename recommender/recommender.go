@@ -99,9 +99,10 @@ var (
 )
 
 // Register adds the recommender's metrics to a registry (controller-runtime's
-// metrics.Registry in cmd/recommender). It returns the first registration error.
+// metrics.Registry in cmd/recommender); the per-autoscaler metrics are not registered
+// but gathered beside it (WithAutoscalers). It returns the first registration error.
 func Register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{cycleDuration, cycleStepDuration, cycleErrors, workloadsTracked, recommendationsWritten, metrics.Queries, metrics.SamplesDropped, metrics.SamplesClamped, metrics.Incomplete, Autoscalers} {
+	for _, c := range []prometheus.Collector{cycleDuration, cycleStepDuration, cycleErrors, workloadsTracked, recommendationsWritten, metrics.Queries, metrics.SamplesDropped, metrics.SamplesClamped, metrics.Incomplete} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
@@ -144,8 +145,11 @@ type Recommender struct {
 	// order of preference (detect).
 	detected []metrics.Source
 	// pods: per pod, when each source reported each signal (sources.go).
-	pods     map[[2]string]*podSources
-	dupNoted map[types.UID]string // the DuplicateTarget event last recorded on each autoscaler in charge
+	pods map[[2]string]*podSources
+	// sourceCounts: per workload, the pods read from each source (countSources); nil
+	// when r.pods or the sources changed since it was counted.
+	sourceCounts map[history.WorkloadKey]map[string]int32
+	dupNoted     map[types.UID]string // the DuplicateTarget event last recorded on each autoscaler in charge
 
 	// cappedNoted: the containers/resources of the last CappedBelowNeed event per autoscaler.
 	cappedNoted map[types.UID]string

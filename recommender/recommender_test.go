@@ -413,8 +413,7 @@ func TestAutoscalerMetrics(t *testing.T) {
 	if err := h.rec.RunOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(Autoscalers)
+	reg := WithAutoscalers(prometheus.NewPedanticRegistry())
 	got, err := testutil.GatherAndCount(reg, "gpufrac_autoscaler_pod_info", "gpufrac_recommendation_memory_bytes", "gpufrac_autoscaler_gpus_held")
 	if err != nil {
 		t.Fatal(err)

@@ -91,6 +91,7 @@ func (r *Recommender) detect(ctx context.Context, now time.Time) error {
 		klog.FromContext(ctx).Info("Metric sources in Prometheus over the history window", "sources", names(found), "historyLength", r.Config.HistoryLength)
 	}
 	r.detected = found
+	r.sourceCounts = nil
 	return nil
 }
 
@@ -130,6 +131,7 @@ func (r *Recommender) observe(data []*sourceData, attr *workload.Attributor, boo
 	if r.pods == nil {
 		r.pods = map[[2]string]*podSources{}
 	}
+	r.sourceCounts = nil
 	for _, d := range data {
 		for sig, series := range map[metrics.Signal][]metrics.Series{metrics.SignalMemory: d.memory, metrics.SignalCompute: d.compute} {
 			for _, s := range series {
@@ -211,6 +213,7 @@ func (r *Recommender) choose(src metrics.Source, signal metrics.Signal, series [
 // history window, as a restarted recommender would never have seen it.
 func (r *Recommender) gcSources(now time.Time) {
 	horizon := now.Add(-r.Config.HistoryLength)
+	r.sourceCounts = nil
 	for k, p := range r.pods {
 		for sig, bySource := range p.seen {
 			for name, sp := range bySource {
@@ -230,23 +233,36 @@ func (r *Recommender) gcSources(now time.Time) {
 
 // metricSources counts, per source, the workload's pods read from it (for status).
 func (r *Recommender) metricSources(w history.WorkloadKey) []gpufracv1.MetricSourceUsage {
-	order := r.order()
-	count := map[string]int32{}
-	for _, p := range r.pods {
-		if p.workload != w {
-			continue
-		}
-		for _, name := range p.current(order) {
-			count[name]++
-		}
+	if r.sourceCounts == nil {
+		r.countSources()
 	}
+	count := r.sourceCounts[w]
 	var out []gpufracv1.MetricSourceUsage
-	for _, s := range order {
+	for _, s := range r.order() {
 		if n := count[s.Name()]; n > 0 {
 			out = append(out, gpufracv1.MetricSourceUsage{Name: s.Name(), Pods: n})
 		}
 	}
 	return out
+}
+
+// countSources counts, per workload and source, the pods read from it, in one pass
+// over r.pods (metricSources asks for every workload each cycle: a pass per workload
+// was 20 million visits at 10,000 pods in 2,000 workloads). What changes r.pods or the
+// sources read (observe, gcSources, detect) clears the counts.
+func (r *Recommender) countSources() {
+	order := r.order()
+	r.sourceCounts = map[history.WorkloadKey]map[string]int32{}
+	for _, p := range r.pods {
+		for _, name := range p.current(order) {
+			c := r.sourceCounts[p.workload]
+			if c == nil {
+				c = map[string]int32{}
+				r.sourceCounts[p.workload] = c
+			}
+			c[name]++
+		}
+	}
 }
 
 // workloadSources returns the sources the workload's pods are read from, or every source

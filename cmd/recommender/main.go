@@ -150,6 +150,9 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	// The per-autoscaler metrics are built once per cycle and served beside the
+	// registry's, not gathered through it at every scrape (recommender.Autoscalers).
+	ctrlmetrics.Registry = recommender.WithAutoscalers(ctrlmetrics.Registry)
 	mgr, err := manager.New(manager.Options{Flags: o.mgr, LeaderElectionID: o.electionID})
 	if err != nil {
 		return err
