@@ -31,7 +31,7 @@ func BenchmarkCycle(b *testing.B) {
 			name += fmt.Sprintf("/shards=%d", c.shards)
 		}
 		b.Run(name, func(b *testing.B) {
-			h, prom := benchFleet(b, c.workloads, c.shards)
+			h, prom := benchFleet(b, c.workloads, c.shards, 10)
 			ctx := context.Background()
 			prom.queries.Store(0)
 			b.ReportAllocs()
@@ -51,10 +51,10 @@ func BenchmarkCycle(b *testing.B) {
 
 // benchFleet returns a harness over workloads Deployments of 5 pods each in 20
 // namespaces (with shards > 1 the even namespaces' autoscalers name shard "b"), after
-// the bootstrap and ten warm-up cycles: with an hour of history the bounds still narrow
-// each minute (VPA's confidence multipliers) and get written; steady state is what
-// every later cycle costs.
-func benchFleet(b *testing.B, workloads, shards int) (*harness, *fakeProm) {
+// the bootstrap and warm-up cycles in all: with an hour of history the bounds still
+// narrow each minute (VPA's confidence multipliers) and get written; steady state is
+// what every later cycle costs.
+func benchFleet(b *testing.B, workloads, shards, cycles int) (*harness, *fakeProm) {
 	var objs []client.Object
 	prom := &fakeProm{mem: map[string]float64{}, cpu: map[string]float64{}}
 	for i := 0; i < workloads; i++ {
@@ -75,7 +75,7 @@ func benchFleet(b *testing.B, workloads, shards int) (*harness, *fakeProm) {
 	}
 	h := newHarness(b, objs, prom)
 	h.rec.Config.HistoryLength = time.Hour // keep the one-off bootstrap small
-	for i := 0; i < 10; i++ {
+	for range cycles {
 		if err := h.rec.RunOnce(context.Background()); err != nil {
 			b.Fatal(err)
 		}
@@ -89,12 +89,8 @@ func benchFleet(b *testing.B, workloads, shards int) (*harness, *fakeProm) {
 // checked, sorted and encoded as Prometheus asks for them (text, gzip), and as
 // make bench-scale polls them (a few series by name[], which still gathers all).
 func BenchmarkScrape(b *testing.B) {
-	h, _ := benchFleet(b, 2000, 1)
-	h.now = h.now.Add(time.Minute)
-	if err := h.rec.RunOnce(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	reg := prometheus.NewRegistry()
+	benchFleet(b, 2000, 1, 2) // the bootstrap, and a cycle that reads the live minute
+	reg := WithAutoscalers(prometheus.NewRegistry())
 	if err := Register(reg); err != nil {
 		b.Fatal(err)
 	}
