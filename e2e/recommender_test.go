@@ -9,11 +9,15 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -251,7 +255,8 @@ func TestRecommender(t *testing.T) {
 	for _, w := range workloads {
 		waitRunning(t, foundationNS, w.Name, 1)
 	}
-	startRecommender(t, "--metric-source=dcgm")
+	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", freePort(t))
+	startRecommender(t, "--metric-source=dcgm", "--metrics-bind-address="+strings.TrimSuffix(strings.TrimPrefix(metricsURL, "http://"), "/metrics"))
 
 	alpha, beta := workloads[0].Name, workloads[1].Name
 	create(t, autoscaler(foundationNS, alpha, alpha))
@@ -281,6 +286,41 @@ func TestRecommender(t *testing.T) {
 			}
 			if len(gfr.OwnerReferences) != 1 || gfr.OwnerReferences[0].Kind != "GPUFractionAutoscaler" {
 				t.Errorf("%s: owner references %+v", w.Name, gfr.OwnerReferences)
+			}
+		}
+	})
+
+	t.Run("per-autoscaler metrics are served on /metrics beside the registry's", func(t *testing.T) {
+		// cmd/recommender serves the cycle's per-autoscaler families next to
+		// controller-runtime's registry (recommender.WithAutoscalers); one scrape as
+		// Prometheus makes it has both, with the values written in the status.
+		gfr := recommendation(t, foundationNS, alpha)
+		target := gfr.Status.ContainerRecommendations[0].Target.Memory.AsApproximateFloat64()
+		var fams map[string]*dto.MetricFamily
+		waitFor(t, time.Minute, "per-autoscaler metrics of "+alpha, func() (bool, error) {
+			resp, err := http.Get(metricsURL)
+			if err != nil {
+				return false, err
+			}
+			defer resp.Body.Close()
+			parser := expfmt.NewTextParser(model.UTF8Validation)
+			if fams, err = parser.TextToMetricFamilies(resp.Body); err != nil {
+				return false, err
+			}
+			return seriesValue(fams, "gpufrac_recommendation_memory_bytes", "autoscaler", alpha, "bound", "target") == target, fmt.Errorf("memory target %v, want %v",
+				seriesValue(fams, "gpufrac_recommendation_memory_bytes", "autoscaler", alpha, "bound", "target"), target)
+		})
+		for _, name := range []string{"gpufrac_autoscaler_info", "gpufrac_autoscaler_gpus_held"} {
+			if v := seriesValue(fams, name, "namespace", foundationNS, "autoscaler", beta); !(v > 0) {
+				t.Errorf("no %s for %s", name, beta)
+			}
+		}
+		if seriesValue(fams, "gpufrac_autoscaler_pod_info", "autoscaler", alpha, "namespace", foundationNS) != 1 {
+			t.Errorf("gpufrac_autoscaler_pod_info of %s's one live pod missing", alpha)
+		}
+		for _, name := range []string{"gpufrac_recommender_cycle_duration_seconds", "gpufrac_recommender_prometheus_queries_total", "rest_client_requests_total"} {
+			if fams[name] == nil {
+				t.Errorf("registered family %s missing beside the per-autoscaler ones", name)
 			}
 		}
 	})
@@ -397,4 +437,27 @@ func TestRecommender(t *testing.T) {
 			return c != nil && c.Status == pre.Status && c.Reason == pre.Reason, fmt.Errorf("MetricsUnavailable %+v", c)
 		})
 	})
+}
+
+// seriesValue returns the value of the first gauge of family name whose labels include
+// the given name/value pairs, or NaN when there is none.
+func seriesValue(fams map[string]*dto.MetricFamily, name string, labels ...string) float64 {
+	f := fams[name]
+	if f == nil {
+		return math.NaN()
+	}
+	for _, m := range f.Metric {
+		have := map[string]string{}
+		for _, l := range m.Label {
+			have[l.GetName()] = l.GetValue()
+		}
+		ok := true
+		for i := 0; i+1 < len(labels); i += 2 {
+			ok = ok && have[labels[i]] == labels[i+1]
+		}
+		if ok {
+			return m.GetGauge().GetValue()
+		}
+	}
+	return math.NaN()
 }
