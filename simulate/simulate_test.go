@@ -290,6 +290,26 @@ func TestUrgentGrowth(t *testing.T) {
 	}
 }
 
+// TestNearLimitGrowth: a pod sized at 24 GiB (its 20 GiB peak, one 5 % histogram bucket
+// up, × 1.15) settles at 21.8 GiB in its fourth hour, 90 % of its allocation, then jumps
+// for one minute to 24.6 GiB. The peak near the limit is a sample of need: the updater
+// grows the pod at once to the new target (about 25 GiB), although that is under 10 %
+// above the allocation (the threshold), so the jump fits. Before, the pod waited for a
+// 10 % step and ran over its allocation in the jump.
+func TestNearLimitGrowth(t *testing.T) {
+	mem := append(append(append(repeat(20, 180), repeat(21.8, 20)...), 24.6), repeat(21.8, 10)...)
+	tr := trace.Trace{Pods: []trace.Pod{pod("a", 0, mem, repeat(0.2, len(mem)))}}
+	res, err := Run(&tr, gpufracOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := res.Policies[0]
+	ch := res.detail.changes[0][0]
+	if g.PodLimitOverrunMinutes != 0 || len(ch) < 3 || ch[2].step != 181 || float64(ch[2].alloc.MemoryBytes) < 24.6*float64(gib) {
+		t.Errorf("overrun %v pod-minutes, allocation changes %+v: want no overrun, whole GPU at 0, a fraction at 60, ≥ 24.6 GiB at 181 (the first cycle that sees 21.8 GiB)", g.PodLimitOverrunMinutes, ch)
+	}
+}
+
 func TestRunErrors(t *testing.T) {
 	tr := trace.Trace{Pods: []trace.Pod{pod("a", 0, repeat(1, 3), repeat(0.1, 3))}}
 	for _, c := range []struct {

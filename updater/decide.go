@@ -205,11 +205,13 @@ func (x resourceCheck) compare(t contract.Target, facts PodFacts, r Rules, h *ho
 	oom := x.isMemory && facts.OOM != nil
 	near := x.isMemory && t.PeakMemory >= 0 && x.applied > 0 && float64(t.PeakMemory) >= r.NearLimit*float64(x.applied)
 	v := verdict{protective: oom || near || r.Guardrail == gpufracv1.GuardrailBreached}
-	// Memory already used up to (or past) the allocation: any larger target grows,
-	// however small the step, since the next byte is a crash.
+	// Memory already used up to (or past) the allocation, or near it: any larger target
+	// grows, however small the step. Used up, the next byte is a crash; near the limit,
+	// the peak is an out-of-memory exit that has not happened yet, a sample of need as
+	// much as an exit is (Threshold is for churn, not for a pod about to crash).
 	over := oom || (x.isMemory && t.PeakMemory >= 0 && t.PeakMemory >= x.applied)
 	old := facts.Age >= r.MinPodAge
-	x.growth(&v, t, over, old || v.protective, r.Threshold)
+	x.growth(&v, t, over, near, old || v.protective, r.Threshold)
 	x.shrinkage(&v, old, r.Threshold)
 	x.belowFloor(&v, recommended)
 	if len(v.shrink) > 0 {
@@ -221,15 +223,18 @@ func (x resourceCheck) compare(t contract.Target, facts PodFacts, r Rules, h *ho
 	return v
 }
 
-// growth adds a growth below the lower bound, of used-up memory below the target, or
-// below the target by the threshold (when old enough or protective).
-func (x resourceCheck) growth(v *verdict, t contract.Target, over, due bool, threshold float64) {
+// growth adds a growth below the lower bound, of used-up memory (over) or memory near
+// its limit (near) below the target by any amount, or below the target by the
+// threshold (when old enough or protective).
+func (x resourceCheck) growth(v *verdict, t contract.Target, over, near, due bool, threshold float64) {
 	switch {
 	case x.lo >= 0 && x.applied < x.lo:
 		v.grow = append(v.grow, fmt.Sprintf("%s: %s %s below lower bound %s", x.container, x.name, x.format(x.applied), x.format(x.lo)))
 		v.outOfBounds = true
 	case over && x.tgt > x.applied:
 		v.grow = append(v.grow, fmt.Sprintf("%s: %s %s used up (observed peak %s) below target %s", x.container, x.name, x.format(x.applied), x.format(max(t.PeakMemory, x.applied)), x.format(x.tgt)))
+	case near && x.tgt > x.applied:
+		v.grow = append(v.grow, fmt.Sprintf("%s: %s %s near its limit (observed peak %s, %s) below target %s", x.container, x.name, x.format(x.applied), x.format(t.PeakMemory), pct(t.PeakMemory, x.applied), x.format(x.tgt)))
 	case due && x.tgt > x.applied && float64(x.tgt-x.applied) >= threshold*float64(x.tgt):
 		v.grow = append(v.grow, fmt.Sprintf("%s: %s %s below target %s by %s", x.container, x.name, x.format(x.applied), x.format(x.tgt), pct(x.tgt-x.applied, x.tgt)))
 	}

@@ -116,6 +116,7 @@ memory headroom (SVG and/or PNG).`,
 	fl.DurationVar(&f.opts.Recommender.History.PeakWindow, "memory-peak-window", 0, "window of the recent memory peak the target never goes below, as the recommender's --memory-peak-window (default: the recommender's)")
 	fl.Int32Var(&f.headroom, "memory-headroom-percent", 15, "gpufrac memory headroom on top of the estimate and the recent peak, percent (the autoscaler's memoryHeadroomPercent)")
 	fl.StringVar(&f.fitHeadroom, "fit-memory-headroom", resource.NewQuantity(policy.DefaultFitMemoryHeadroomBytes, resource.BinarySI).String(), "least room above the recent memory peak for rounding a memory target down to a whole share of one GPU, as the recommender's --fit-memory-headroom (0: off)")
+	fl.Float64Var(&f.opts.Recommender.Policy.FitNearLimit, "fit-near-limit", 0, "ratio 0-1 of the recent memory peak to a whole share of one GPU from which a target is not rounded down to that share, as the recommender's --fit-near-limit (0: off)")
 	fl.DurationVar(&f.opts.Updater.MinLifetime, "min-lifetime", simulate.DefaultMinLifetime, "age a pod inside its bounds must reach before it is replaced for being off target, as the updater's --min-pod-age (bounds and protective growth excepted; 0: none)")
 	fl.Float64Var(&f.opts.Updater.NearLimit, "near-limit", simulate.DefaultNearLimit, "observed memory peak ÷ allocated memory (ratio) from which growth is protective, as the updater's --near-limit")
 	fl.Float64Var(&f.opts.Updater.ReplacementsPerMinute, "replacements-per-minute", simulate.DefaultReplacementsPerMinute, "cluster-wide replacement rate limit (negative: unlimited)")
@@ -176,6 +177,9 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	f.opts.Recommender.Policy.FitMemoryHeadroomBytes = fitQ.AsApproximateFloat64()
 	if fitQ.IsZero() {
 		f.opts.Recommender.Policy.FitMemoryHeadroomBytes = -1 // off
+	}
+	if r := f.opts.Recommender.Policy.FitNearLimit; r < 0 || r > 1 {
+		return fmt.Errorf("--fit-near-limit %v: want a ratio 0-1", r)
 	}
 	if a := f.synth.Model.ArrivingWorkloads; a < 0 || a > 1 {
 		return fmt.Errorf("--synth-arriving %v: want 0-1", a)

@@ -80,6 +80,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&cfg.Estimator.ComputeMargin, "compute-margin", 0, "Safety margin on compute, ratio (default 0.15, VPA's).")
 	fs.Float64Var(&cfg.Policy.GuardrailComputeStep, "guardrail-compute-step", 0, "Compute added per cycle while the latency guardrail is breached, share of one GPU (default 0.1).")
 	fs.StringVar(&o.fitHeadroom, "fit-memory-headroom", resource.NewQuantity(policy.DefaultFitMemoryHeadroomBytes, resource.BinarySI).String(), "Least room above the recent memory peak for rounding a memory target down to a whole share of one GPU (½, ⅓, …), a quantity; 0 turns packing-aware sizing off.")
+	fs.Float64Var(&cfg.Policy.FitNearLimit, "fit-near-limit", 0, "Ratio 0–1 of the recent memory peak to a whole share of one GPU from which a target is not rounded down to that share; set it to the updater's --near-limit (0.9) so no rounded pod starts near its limit. 0: off (the default; measured in docs/benchmarks/savings.md).")
 	fs.StringVar(&cfg.Shard.Name, "recommender-name", gpufracv1.DefaultRecommenderName, "This instance's name (shard): it owns the autoscalers whose spec.recommenders names it; \"default\" also owns those naming none. Each name elects its own leader.")
 	fs.IntVar(&o.maxSamples, "max-samples-per-query", 0, "Most samples (series × points) one range query asks for; set it under the backend's limit (Prometheus --query.max-samples, Mimir -querier.max-fetched-samples-per-query). 0: only Prometheus' 11,000 points per series; a chunk refused as too large is halved either way.")
 	fs.BoolVar(&o.young, "young-evidence", true, "Young workloads (confidence under --low-confidence) earn confidence from the hours their memory stays at its level, with a 1/n margin on the memory target (docs/recommender.md); false: confidence from the history's length only.")
@@ -111,6 +112,9 @@ func (o *options) complete() error {
 	cfg.Policy.FitMemoryHeadroomBytes = fit.AsApproximateFloat64()
 	if fit.IsZero() {
 		cfg.Policy.FitMemoryHeadroomBytes = -1 // off
+	}
+	if r := cfg.Policy.FitNearLimit; r < 0 || r > 1 {
+		return fmt.Errorf("--fit-near-limit %v: want a ratio 0-1", r)
 	}
 	if !o.young {
 		cfg.Estimator.YoungConfidence = -1 // off

@@ -154,17 +154,22 @@ func TestFitShare(t *testing.T) {
 	for _, tc := range []struct {
 		name                    string
 		target, peak, room, gpu float64
+		near                    float64 // FitNearLimit; 0: off
 		want                    float64
 	}{
-		{"a little above half, peak leaves room: half", 42 * gib, 37 * gib, 2 * gib, 80 * gib, 40 * gib},
-		{"peak too close to half: unchanged", 44 * gib, 38.5 * gib, 2 * gib, 80 * gib, 44 * gib},
-		{"a little above a third of 141Gi: a third in whole MiB", 50 * gib, 44 * gib, 2 * gib, 141 * gib, math.Floor(141*1024/3) * (1 << 20)},
-		{"already a share or less: unchanged", 40 * gib, 30 * gib, 2 * gib, 80 * gib, 40 * gib},
-		{"between a quarter and a third: a quarter", 25 * gib, 17 * gib, 2 * gib, 80 * gib, 20 * gib},
-		{"disabled", 42 * gib, 30 * gib, -1, 80 * gib, 42 * gib},
-		{"whole GPU or more: unchanged", 80 * gib, 70 * gib, 2 * gib, 80 * gib, 80 * gib},
+		{"a little above half, peak leaves room: half", 42 * gib, 37 * gib, 2 * gib, 80 * gib, 0, 40 * gib},
+		{"peak too close to half: unchanged", 44 * gib, 38.5 * gib, 2 * gib, 80 * gib, 0, 44 * gib},
+		{"a little above a third of 141Gi: a third in whole MiB", 50 * gib, 44 * gib, 2 * gib, 141 * gib, 0, math.Floor(141*1024/3) * (1 << 20)},
+		{"already a share or less: unchanged", 40 * gib, 30 * gib, 2 * gib, 80 * gib, 0, 40 * gib},
+		{"between a quarter and a third: a quarter", 25 * gib, 17 * gib, 2 * gib, 80 * gib, 0, 20 * gib},
+		{"disabled", 42 * gib, 30 * gib, -1, 80 * gib, 0, 42 * gib},
+		{"whole GPU or more: unchanged", 80 * gib, 70 * gib, 2 * gib, 80 * gib, 0, 80 * gib},
+		{"near limit 0.9, peak fills 92.5 % of half: unchanged", 42 * gib, 37 * gib, 2 * gib, 80 * gib, 0.9, 42 * gib},
+		{"near limit 0.9, peak fills 87.5 % of half: half", 42 * gib, 35 * gib, 2 * gib, 80 * gib, 0.9, 40 * gib},
+		{"near limit 0.9, peak 2 GiB under a third of 141Gi (96 %): unchanged", 50 * gib, 45 * gib, 2 * gib, 141 * gib, 0.9, 50 * gib},
+		{"near limit 1: off", 42 * gib, 37 * gib, 2 * gib, 80 * gib, 1, 40 * gib},
 	} {
-		if got := FitShare(tc.target, tc.peak, tc.room, tc.gpu); got != tc.want {
+		if got := FitShare(tc.target, tc.peak, tc.room, tc.near, tc.gpu); got != tc.want {
 			t.Errorf("%s: FitShare = %.0f MiB, want %.0f MiB", tc.name, got/(1<<20), tc.want/(1<<20))
 		}
 	}
