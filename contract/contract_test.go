@@ -148,3 +148,38 @@ func TestRequestPeakMemory(t *testing.T) {
 		}
 	}
 }
+
+// TestComputeRequestTarget: a time-sliced recommendation's computeRequest reaches the
+// Target in milli-GPU; it is absent (-1) where compute is partitioned (Compute is then
+// reserved and enforced), where the policy does not control compute, and when the
+// recommendation has none.
+func TestComputeRequestTarget(t *testing.T) {
+	rec := func(mode gpufracv1.SharingMode, req string) gpufracv1.ContainerRecommendation {
+		r := gpufracv1.ContainerRecommendation{ContainerName: "main", SharingMode: mode,
+			Target: gpufracv1.GPUResources{Memory: resource.NewQuantity(1<<30, resource.BinarySI), Compute: resource.NewMilliQuantity(400, resource.DecimalSI)}}
+		if req != "" {
+			q := resource.MustParse(req)
+			r.ComputeRequest = &q
+		}
+		return r
+	}
+	memOnly := &gpufracv1.GPUFractionAutoscaler{Spec: gpufracv1.GPUFractionAutoscalerSpec{ResourcePolicy: &gpufracv1.ResourcePolicy{ContainerPolicies: []gpufracv1.ContainerPolicy{
+		{ContainerName: "*", ControlledResources: []gpufracv1.GPUResourceName{gpufracv1.ResourceMemory}}}}}}
+	for _, tc := range []struct {
+		name string
+		gfa  *gpufracv1.GPUFractionAutoscaler
+		rec  gpufracv1.ContainerRecommendation
+		want int64
+	}{
+		{name: "time-slicing", rec: rec(gpufracv1.SharingModeTimeSlicing, "123m"), want: 123},
+		{name: "time-slicing without one", rec: rec(gpufracv1.SharingModeTimeSlicing, ""), want: -1},
+		{name: "MPS", rec: rec(gpufracv1.SharingModeMPS, "123m"), want: -1},
+		{name: "compute not controlled", gfa: memOnly, rec: rec(gpufracv1.SharingModeTimeSlicing, "123m"), want: -1},
+	} {
+		gfr := &gpufracv1.GPUFractionRecommendation{}
+		gfr.Status.ContainerRecommendations = []gpufracv1.ContainerRecommendation{tc.rec}
+		if got := TargetsOf(tc.gfa, gfr)["main"].ComputeRequest; got != tc.want {
+			t.Errorf("%s: ComputeRequest %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}

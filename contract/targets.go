@@ -23,6 +23,13 @@ type Target struct {
 	// thousandths of one GPU. While compute is held (HeldCompute), Compute is at least
 	// what the workload's pods hold and UpperCompute at least Compute.
 	Compute, LowerCompute, UpperCompute int64
+	// ComputeRequest is the compute a time-sliced container reserves for placement
+	// without a limit (ContainerRecommendation.ComputeRequest), thousandths of one GPU;
+	// -1 when the recommendation has none, compute is not controlled, or the
+	// recommendation partitions compute (then Compute is reserved and enforced). The
+	// updater never replaces a pod for it: a new request reaches the pods as they are
+	// created or replaced for another reason.
+	ComputeRequest int64
 	// PeakMemory is the recent observed memory peak, bytes (-1: unknown).
 	PeakMemory int64
 	// RequestPeakMemory is the memory peak, bytes, a backend that packs by request may
@@ -60,6 +67,10 @@ func TargetsOf(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionR
 			Compute: MilliOf(r.Target.Compute), LowerCompute: MilliOf(r.LowerBound.Compute), UpperCompute: MilliOf(r.UpperBound.Compute),
 			PeakMemory:     BytesOf(r.ObservedPeakMemory),
 			ControlsMemory: pol.Controls(gpufracv1.ResourceMemory), ControlsCompute: pol.Controls(gpufracv1.ResourceCompute) && r.PartitionsCompute(),
+		}
+		t.ComputeRequest = -1
+		if pol.Controls(gpufracv1.ResourceCompute) && !r.PartitionsCompute() {
+			t.ComputeRequest = MilliOf(r.ComputeRequest)
 		}
 		t.RequestPeakMemory = t.PeakMemory
 		if t.PeakMemory > 0 && r.YoungMarginPercent > 0 {

@@ -64,6 +64,15 @@ type ContainerRecommendation struct {
 	UpperBound GPUResources `json:"upperBound"`
 	// UncappedTarget is the target before the resource policy's min/max were applied.
 	UncappedTarget GPUResources `json:"uncappedTarget"`
+	// ComputeRequest is the compute a TimeSlicing container reserves for placement, a
+	// share of one GPU as a milli quantity ("120m" = 0.12 of a GPU), with no limit: its
+	// effective compute at the recommender's contention budget (--contention-budget):
+	// co-tenants whose computeRequests sum to at most one GPU ask together for more
+	// than the whole GPU in a sample interval with at most that probability
+	// (docs/recommender.md, "Compute under time-slicing"). Absent for Exclusive and MPS,
+	// whose target.compute is reserved and enforced, and without compute samples.
+	// +optional
+	ComputeRequest *resource.Quantity `json:"computeRequest,omitempty"`
 	// ObservedPeakMemory is the highest memory sample in the recent peak window, bytes.
 	// +optional
 	ObservedPeakMemory *resource.Quantity `json:"observedPeakMemory,omitempty"`

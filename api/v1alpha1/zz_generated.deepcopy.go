@@ -135,6 +135,11 @@ func (in *ContainerRecommendation) DeepCopyInto(out *ContainerRecommendation) {
 	in.LowerBound.DeepCopyInto(&out.LowerBound)
 	in.UpperBound.DeepCopyInto(&out.UpperBound)
 	in.UncappedTarget.DeepCopyInto(&out.UncappedTarget)
+	if in.ComputeRequest != nil {
+		in, out := &in.ComputeRequest, &out.ComputeRequest
+		x := (*in).DeepCopy()
+		*out = &x
+	}
 	if in.ObservedPeakMemory != nil {
 		in, out := &in.ObservedPeakMemory, &out.ObservedPeakMemory
 		x := (*in).DeepCopy()

@@ -15,6 +15,7 @@ import (
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/backend"
+	"github.com/gpufrac/gpufrac/recommender/estimate"
 	"github.com/gpufrac/gpufrac/recommender/policy"
 	"github.com/gpufrac/gpufrac/simulate"
 	"github.com/gpufrac/gpufrac/trace"
@@ -112,6 +113,8 @@ memory headroom (SVG and/or PNG).`,
 	fl.DurationVar(&f.opts.Lookback, "lookback", simulate.DefaultLookback, "a pod without samples for longer has ended (Prometheus' lookback delta)")
 	fl.Float64Var(&f.opts.Recommender.LowConfidence, "low-confidence", 0.5, "confidence (0-1) below which pods get a whole GPU (recommender --low-confidence)")
 	fl.DurationVar(&f.opts.Recommender.Estimator.FullConfidenceHistory, "full-confidence-history", 24*time.Hour, "history length at which confidence reaches 1")
+	fl.Float64Var(&f.opts.Recommender.Estimator.ContentionBudget, "contention-budget", estimate.DefaultContentionBudget, "probability (0-1) that time-sliced co-tenants whose compute requests sum to at most one GPU ask for more than 1 + --contention-slowdown GPUs, as the recommender's --contention-budget (negative: time-sliced pods reserve no compute)")
+	fl.Float64Var(&f.opts.Recommender.Estimator.ContentionSlowdown, "contention-slowdown", estimate.DefaultContentionSlowdown, "overload (ratio of one GPU) that --contention-budget bounds, as the recommender's --contention-slowdown")
 	fl.DurationVar(&f.opts.Recommender.History.MemoryAggregationInterval, "memory-aggregation-interval", time.Hour, "interval of one gpufrac memory peak")
 	fl.DurationVar(&f.opts.Recommender.History.PeakWindow, "memory-peak-window", 0, "window of the recent memory peak the target never goes below, as the recommender's --memory-peak-window (default: the recommender's)")
 	fl.Int32Var(&f.headroom, "memory-headroom-percent", 15, "gpufrac memory headroom on top of the estimate and the recent peak, percent (the autoscaler's memoryHeadroomPercent)")

@@ -21,6 +21,7 @@ import (
 	"github.com/gpufrac/gpufrac/cmd/internal/manager"
 	"github.com/gpufrac/gpufrac/prom"
 	"github.com/gpufrac/gpufrac/recommender"
+	"github.com/gpufrac/gpufrac/recommender/estimate"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
 	"github.com/gpufrac/gpufrac/recommender/policy"
 	sharingctl "github.com/gpufrac/gpufrac/sharingplan/controller"
@@ -78,6 +79,8 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&cfg.MaxBackoff, "max-backoff", 0, "Longest wait between cycles while Prometheus fails (default 5m).")
 	fs.Float64Var(&cfg.LowConfidence, "low-confidence", 0, "Confidence ratio 0–1 under which LowConfidence is set (default 0.5).")
 	fs.Float64Var(&cfg.Estimator.ComputeMargin, "compute-margin", 0, "Safety margin on compute, ratio (default 0.15, VPA's).")
+	fs.Float64Var(&cfg.Estimator.ContentionBudget, "contention-budget", estimate.DefaultContentionBudget, "Probability, ratio 0–1, that time-sliced co-tenants whose computeRequests sum to at most one GPU ask together for more than 1 + --contention-slowdown GPUs in one cycle; sizes each TimeSlicing container's computeRequest (its effective compute, docs/recommender.md). Negative: no computeRequest.")
+	fs.Float64Var(&cfg.Estimator.ContentionSlowdown, "contention-slowdown", estimate.DefaultContentionSlowdown, "Overload, ratio of one GPU, that --contention-budget bounds: co-tenants asking for 1 + this many GPUs run that much slower under time-slicing.")
 	fs.Float64Var(&cfg.Policy.GuardrailComputeStep, "guardrail-compute-step", 0, "Compute added per cycle while the latency guardrail is breached, share of one GPU (default 0.1).")
 	fs.StringVar(&o.fitHeadroom, "fit-memory-headroom", resource.NewQuantity(policy.DefaultFitMemoryHeadroomBytes, resource.BinarySI).String(), "Least room above the recent memory peak for rounding a memory target down to a whole share of one GPU (½, ⅓, …), a quantity; 0 turns packing-aware sizing off.")
 	fs.Float64Var(&cfg.Policy.FitNearLimit, "fit-near-limit", 0, "Ratio 0–1 of the recent memory peak to a whole share of one GPU from which a target is not rounded down to that share; set it to the updater's --near-limit (0.9) so no rounded pod starts near its limit. 0: off (the default; measured in docs/benchmarks/savings.md).")

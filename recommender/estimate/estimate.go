@@ -36,6 +36,16 @@ type Config struct {
 	// FullConfidenceHistory is the history length at which confidence reaches 1.
 	// Default 24h: one diurnal cycle of an inference service.
 	FullConfidenceHistory time.Duration
+	// ContentionBudget is the probability, ratio 0–1, that time-sliced co-tenants whose
+	// compute requests (Estimate.ComputeRequest) sum to at most one GPU ask together for
+	// more than 1 + ContentionSlowdown GPUs in one sample interval. Default
+	// DefaultContentionBudget; negative: no compute request (time-sliced pods reserve
+	// no compute).
+	ContentionBudget float64
+	// ContentionSlowdown is the overload, ratio of one GPU, that ContentionBudget
+	// bounds: co-tenants asking for 1 + ContentionSlowdown GPUs run that much slower
+	// than alone under time-slicing. Default DefaultContentionSlowdown.
+	ContentionSlowdown float64
 	// YoungConfidence is the confidence (0–1) under which a workload is young and its
 	// confidence and memory target come from evidence (Estimate's young rule) rather
 	// than from the clock alone. recommend.Config sets it to its LowConfidence; 0
@@ -54,6 +64,16 @@ const (
 	DefaultComputeMargin           = 0.15
 	DefaultMinCompute              = 0.01
 	DefaultFullConfidenceHistory   = 24 * time.Hour
+	// DefaultContentionBudget is Config.ContentionBudget: 1 %, under issue 12's goal of
+	// at most 1.5 % of pod-minutes in compute contention.
+	DefaultContentionBudget = 0.01
+	// DefaultContentionSlowdown is Config.ContentionSlowdown: 0.65, so that the
+	// effective compute is taken at s = ln(1/0.01)/0.65 ≈ 7.1 per GPU. Measured with
+	// gpufrac simulate (docs/benchmarks/savings.md, "Compute under time-slicing"): on
+	// the 4-day synthetic trace (seed 1) and GenTD26 at 141 GiB, s ≈ 7 is the largest
+	// that leaves GenTD26's GPU-minutes unchanged; s ≤ 4 reserves too little to move
+	// any pod, s ≥ 10 isolates GenTD26's bursty pods (1.39× → 1.50× the bound).
+	DefaultContentionSlowdown = 0.65
 	// DefaultMemoryHeadroom is the memory headroom when the policy sets none, ratio
 	// (VPA's 15 % safety margin).
 	DefaultMemoryHeadroom = 0.15
@@ -74,6 +94,10 @@ func (c Config) WithDefaults() Config {
 	def(&c.ComputeUpperPercentile, DefaultComputeUpperPercentile)
 	def(&c.ComputeMargin, DefaultComputeMargin)
 	def(&c.MinCompute, DefaultMinCompute)
+	if c.ContentionBudget == 0 {
+		c.ContentionBudget = DefaultContentionBudget
+	}
+	def(&c.ContentionSlowdown, DefaultContentionSlowdown)
 	if c.FullConfidenceHistory <= 0 {
 		c.FullConfidenceHistory = DefaultFullConfidenceHistory
 	}
@@ -93,6 +117,11 @@ type Estimate struct {
 	HasMemory, HasCompute          bool
 	// RecentPeakBytes is the highest memory sample of the peak window (0 if none).
 	RecentPeakBytes float64
+	// ComputeRequest is the compute, share of one GPU (0–1), a time-sliced pod of the
+	// container reserves for placement without a limit: its effective compute at the
+	// contention budget (Config.ComputeRequest); 0 when there are no compute samples or
+	// the budget is off.
+	ComputeRequest float64
 	// ComputeMedian and ComputeP95 describe activity for the sharing-mode choice, ratio.
 	ComputeMedian, ComputeP95 float64
 	// Confidence is 0–1: history span (gaps excluded) over FullConfidenceHistory.
@@ -186,6 +215,7 @@ func (c Config) Estimate(s *history.ContainerState, memoryHeadroom float64, now 
 		e.Target.Compute = math.Max(c.MinCompute, s.Compute.Percentile(c.ComputeTargetPercentile)*grow)
 		e.LowerBound.Compute = math.Max(c.MinCompute, s.Compute.Percentile(c.ComputeLowerPercentile)*grow*lowerScale)
 		e.UpperBound.Compute = s.Compute.Percentile(c.ComputeUpperPercentile) * grow * upperScale
+		e.ComputeRequest = c.ComputeRequest(s.Compute)
 	}
 	e.LowerBound, e.UpperBound = order(e.LowerBound, e.Target, e.UpperBound)
 	return e, true

@@ -202,6 +202,11 @@ func (c Config) Recommend(name string, est estimate.Estimate, cp *gpufracv1.Cont
 	if est.HasMemory {
 		rec.ObservedPeakMemory = MemoryQuantity(est.RecentPeakBytes)
 	}
+	if mode == gpufracv1.SharingModeTimeSlicing && withCPU && est.ComputeRequest > 0 {
+		// Time-slicing reserves no compute limit, only a placement request sized for
+		// the contention budget (estimate.Config.ComputeRequest).
+		rec.ComputeRequest = ComputeQuantity(clamp(est.ComputeRequest, cpuMin, cpuMax))
+	}
 	return rec
 }
 

@@ -235,3 +235,44 @@ func TestYoungRecommendation(t *testing.T) {
 		}
 	}
 }
+
+// TestComputeRequestOnlyForTimeSlicing: a TimeSlicing recommendation carries the
+// estimate's compute request (within the policy's compute bounds), which placement
+// reserves without a limit; Exclusive and MPS, whose target.compute is reserved and
+// enforced, and containers whose compute gpufrac does not control carry none.
+func TestComputeRequestOnlyForTimeSlicing(t *testing.T) {
+	c := Config{GPUMemoryBytes: 80 * gib}
+	bursty := est(20*gib, 0.4, 0.01, 0.35) // TimeSlicing
+	bursty.ComputeRequest = 0.123
+	steady := est(20*gib, 0.4, 0.3, 0.4) // MPS
+	steady.ComputeRequest = 0.3
+	busy := est(20*gib, 0.9, 0.8, 0.9) // Exclusive
+	busy.ComputeRequest = 0.85
+	memOnly := &gpufracv1.ContainerPolicy{ContainerName: "*", ControlledResources: []gpufracv1.GPUResourceName{gpufracv1.ResourceMemory}}
+	for _, tc := range []struct {
+		name string
+		e    estimate.Estimate
+		cp   *gpufracv1.ContainerPolicy
+		mode gpufracv1.SharingMode
+		want string // "" = absent
+	}{
+		{name: "time-slicing", e: bursty, mode: gpufracv1.SharingModeTimeSlicing, want: "123m"},
+		{name: "time-slicing under a compute maximum", e: bursty, cp: &gpufracv1.ContainerPolicy{ContainerName: "*", MaxCompute: q("100m")}, mode: gpufracv1.SharingModeTimeSlicing, want: "100m"},
+		{name: "time-slicing above a compute minimum", e: bursty, cp: &gpufracv1.ContainerPolicy{ContainerName: "*", MinCompute: q("200m")}, mode: gpufracv1.SharingModeTimeSlicing, want: "200m"},
+		{name: "MPS", e: steady, mode: gpufracv1.SharingModeMPS},
+		{name: "exclusive", e: busy, mode: gpufracv1.SharingModeExclusive},
+		{name: "compute not controlled", e: bursty, cp: memOnly, mode: gpufracv1.SharingModeTimeSlicing},
+	} {
+		rec := c.Recommend("main", tc.e, tc.cp, nil, gpufracv1.GuardrailNone)
+		if rec.SharingMode != tc.mode {
+			t.Fatalf("%s: mode %s, want %s", tc.name, rec.SharingMode, tc.mode)
+		}
+		got := ""
+		if rec.ComputeRequest != nil {
+			got = rec.ComputeRequest.String()
+		}
+		if got != tc.want {
+			t.Errorf("%s: computeRequest %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
