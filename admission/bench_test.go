@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/internal/scheme"
 )
 
 // benchServer returns the pod webhook's HTTP handler over a fake cache holding n
@@ -62,7 +63,7 @@ func benchMutator(b *testing.B, n int, backend gpufracv1.BackendType, indexer bo
 	if indexer {
 		r = newMemCache(objs...)
 	}
-	return NewMutator(r, testScheme(b), Config{})
+	return NewMutator(r, scheme.MustNew(), Config{})
 }
 
 // benchPost posts the AdmissionReview body to h b.N times, fails on a response that ok

@@ -23,15 +23,6 @@ import (
 
 const testNS = "team-a"
 
-func testScheme(t testing.TB) *runtime.Scheme {
-	t.Helper()
-	s, err := scheme.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 func q(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
 
 // gpuContainer is a container asking for n nvidia.com/gpu.
@@ -98,7 +89,7 @@ func containerRec(name, mem, compute string) gpufracv1.ContainerRecommendation {
 }
 
 func newFakeReader(t testing.TB, objs ...client.Object) client.Client {
-	return fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).
+	return fake.NewClientBuilder().WithScheme(scheme.MustNew()).WithObjects(objs...).
 		WithIndex(&gpufracv1.GPUFractionAutoscaler{}, TargetIndexField, IndexAutoscalerTarget).Build()
 }
 

@@ -17,13 +17,14 @@ import (
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/backend"
+	"github.com/gpufrac/gpufrac/internal/scheme"
 )
 
 // mutator returns a Mutator over a fake cache holding the Deployment web, its
 // ReplicaSet web-abc and objs.
 func mutator(t testing.TB, cfg Config, objs ...client.Object) *Mutator {
 	dep, rs := deploymentObjects()
-	m := NewMutator(newFakeReader(t, append([]client.Object{dep, rs}, objs...)...), testScheme(t), cfg)
+	m := NewMutator(newFakeReader(t, append([]client.Object{dep, rs}, objs...)...), scheme.MustNew(), cfg)
 	return m
 }
 

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/internal/scheme"
 )
 
 // serve posts body to h and returns the status code and the decoded AdmissionReview.
@@ -45,7 +46,7 @@ func TestServeHTTPAsControllerRuntime(t *testing.T) {
 	gfa.Spec.TargetRef.Name = "web-0"
 	dep, rs := deploymentObjects()
 	dep.Name, rs.Name, rs.UID, rs.OwnerReferences[0].Name = "web-0", "web-0-abc", "web-0-rs", "web-0"
-	m := NewMutator(newFakeReader(t, dep, rs, gfa, recommendation("web", 80, containerRec("main", "4Gi", "350m"))), testScheme(t), Config{})
+	m := NewMutator(newFakeReader(t, dep, rs, gfa, recommendation("web", 80, containerRec("main", "4Gi", "350m"))), scheme.MustNew(), Config{})
 	ours, theirs := podWebhook(m), instrument(WebhookMutatePods, &webhook.Admission{Handler: m})
 
 	edit := func(pairs ...string) []byte {
@@ -85,7 +86,7 @@ func TestServeHTTPAsControllerRuntime(t *testing.T) {
 // error response without UID, as controller-runtime's (the API server then applies
 // failurePolicy Ignore), counted as a decode error.
 func TestServeHTTPBadRequests(t *testing.T) {
-	m := NewMutator(newFakeReader(t), testScheme(t), Config{})
+	m := NewMutator(newFakeReader(t), scheme.MustNew(), Config{})
 	for _, c := range []struct {
 		name, body, contentType string
 		code                    float64

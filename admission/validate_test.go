@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/internal/scheme"
 )
 
 func testMapper() meta.RESTMapper {
@@ -51,7 +52,7 @@ func validate(t *testing.T, v *Validator, op admissionv1.Operation, obj, old *gp
 }
 
 func TestValidateAccepts(t *testing.T) {
-	v := NewValidator(newFakeReader(t), testMapper(), testScheme(t))
+	v := NewValidator(newFakeReader(t), testMapper(), scheme.MustNew())
 	for name, mod := range map[string]func(*gpufracv1.GPUFractionAutoscaler){
 		"full": func(*gpufracv1.GPUFractionAutoscaler) {},
 		"minimal": func(a *gpufracv1.GPUFractionAutoscaler) {
@@ -76,7 +77,7 @@ func TestValidateAccepts(t *testing.T) {
 }
 
 func TestValidateRejects(t *testing.T) {
-	v := NewValidator(newFakeReader(t), testMapper(), testScheme(t))
+	v := NewValidator(newFakeReader(t), testMapper(), scheme.MustNew())
 	for _, tc := range []struct {
 		name  string
 		mod   func(*gpufracv1.GPUFractionAutoscaler)
@@ -149,7 +150,7 @@ func TestValidateRejects(t *testing.T) {
 func TestValidateOneAutoscalerPerWorkload(t *testing.T) {
 	first := validGFA()
 	first.Name = "first"
-	v := NewValidator(newFakeReader(t, first), testMapper(), testScheme(t))
+	v := NewValidator(newFakeReader(t, first), testMapper(), scheme.MustNew())
 	second := validGFA()
 	second.Name = "second"
 	resp := validate(t, v, admissionv1.Create, second, nil)
@@ -179,7 +180,7 @@ func TestValidateOneAutoscalerPerWorkload(t *testing.T) {
 func TestValidateMetadataOnlyUpdate(t *testing.T) {
 	bad := validGFA()
 	bad.Spec.UpdatePolicy.ResizeWindows[0].Schedule = "nonsense"
-	v := NewValidator(newFakeReader(t), testMapper(), testScheme(t))
+	v := NewValidator(newFakeReader(t), testMapper(), scheme.MustNew())
 	upd := bad.DeepCopy()
 	upd.Finalizers = nil
 	upd.Labels = map[string]string{"x": "y"}

@@ -38,10 +38,7 @@ func sharingPolicy(name string, mode gpufracv1.SharingMode, n int32, applied boo
 // planClient is a fake client holding the policies.
 func planClient(t *testing.T, pols ...*gpufracv1.GPUSharingPolicy) client.Client {
 	t.Helper()
-	s, err := scheme.New()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := scheme.MustNew()
 	b := fake.NewClientBuilder().WithScheme(s)
 	for _, p := range pols {
 		b = b.WithObjects(p)

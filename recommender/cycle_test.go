@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/internal/scheme"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
 )
 
@@ -47,7 +48,7 @@ func TestCycleStepsTimed(t *testing.T) {
 	h := newHarness(t, objs, prom)
 	ctx := context.Background()
 	podsFail := false
-	h.rec.Client = fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).
+	h.rec.Client = fake.NewClientBuilder().WithScheme(scheme.MustNew()).WithObjects(objs...).
 		WithStatusSubresource(&gpufracv1.GPUFractionAutoscaler{}, &gpufracv1.GPUFractionRecommendation{}).
 		WithInterceptorFuncs(interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 			if _, ok := list.(*corev1.PodList); ok && podsFail {

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/internal/scheme"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
 	"github.com/gpufrac/gpufrac/recommender/metrics/promtest"
 )
@@ -32,7 +33,7 @@ type engineHarness struct {
 
 func newEngineHarness(t testing.TB, objs []client.Object, src metrics.Source) *engineHarness {
 	prom := promtest.New(t)
-	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).
+	c := fake.NewClientBuilder().WithScheme(scheme.MustNew()).WithObjects(objs...).
 		WithStatusSubresource(&gpufracv1.GPUFractionAutoscaler{}, &gpufracv1.GPUFractionRecommendation{}).Build()
 	h := &engineHarness{c: c, prom: prom, now: time.Date(2026, 11, 30, 12, 0, 30, 0, time.UTC)}
 	h.rec = New(c, &metrics.Reader{API: prom.API(t), Labels: metrics.DefaultLabels}, src, Config{HistoryLength: 48 * time.Hour})

@@ -24,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
@@ -151,15 +150,6 @@ func writeResult(w http.ResponseWriter, typ string, result any) {
 	_ = json.NewEncoder(w).Encode(map[string]any{"status": "success", "data": map[string]any{"resultType": typ, "result": result}})
 }
 
-func testScheme(t testing.TB) *runtime.Scheme {
-	t.Helper()
-	s, err := scheme.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 // deployment returns a Deployment, its ReplicaSet and n pods owned through it.
 func deployment(ns, name string, n int) []client.Object {
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(ns + "-" + name)}}
@@ -212,7 +202,7 @@ func newHarness(t testing.TB, objs []client.Object, prom *fakeProm) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).
+	c := fake.NewClientBuilder().WithScheme(scheme.MustNew()).WithObjects(objs...).
 		WithStatusSubresource(&gpufracv1.GPUFractionAutoscaler{}, &gpufracv1.GPUFractionRecommendation{}).Build()
 	h := &harness{c: c, prom: prom, now: time.Date(2026, 11, 30, 12, 0, 30, 0, time.UTC)}
 	h.rec = New(c, &metrics.Reader{API: promv1.NewAPI(pc), Labels: metrics.DefaultLabels}, metrics.DCGM{}, Config{HistoryLength: 48 * time.Hour})

@@ -55,10 +55,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, mode gpufracv1.UpdateMode, backend gpufracv1.BackendType, n int, memGi int64) *fixture {
 	t.Helper()
-	s, err := scheme.New()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := scheme.MustNew()
 	f := &fixture{t: t, scheme: s, now: time.Now()}
 	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", UID: "dep-uid"}}
 	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-abc", UID: "rs-uid", OwnerReferences: []metav1.OwnerReference{{

@@ -23,3 +23,13 @@ func New() (*runtime.Scheme, error) {
 	}
 	return s, nil
 }
+
+// MustNew is New for tests and other callers that cannot go on without a scheme: it
+// panics on New's error, a programming error.
+func MustNew() *runtime.Scheme {
+	s, err := New()
+	if err != nil {
+		panic(err)
+	}
+	return s
+}

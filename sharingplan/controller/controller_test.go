@@ -39,10 +39,7 @@ func workload(ns, name, mem, compute string, mode gpufracv1.SharingMode, pods in
 
 func setup(t *testing.T, mode gpufracv1.PlanMode, objs ...client.Object) (*Reconciler, client.Client) {
 	t.Helper()
-	s, err := scheme.New()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := scheme.MustNew()
 	pol := &gpufracv1.GPUSharingPolicy{ObjectMeta: metav1.ObjectMeta{Name: "pool-a"}, Spec: gpufracv1.GPUSharingPolicySpec{
 		NodeSelector:       metav1.LabelSelector{MatchLabels: map[string]string{"pool": "a"}},
 		AutoscalerSelector: metav1.LabelSelector{MatchLabels: map[string]string{"share": "yes"}},
