@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -194,14 +195,10 @@ func (o *Options) complete() error {
 	if o.Namespace == "" {
 		return errors.New("admission: Options.Namespace is required")
 	}
-	if o.Port == 0 {
-		o.Port = 9443
-	}
+	o.Port = cmp.Or(o.Port, 9443)
+	o.CertSecret = cmp.Or(o.CertSecret, "gpufrac-admission-tls")
 	if o.Identity == "" {
 		o.Identity, _ = os.Hostname()
-	}
-	if o.CertSecret == "" {
-		o.CertSecret = "gpufrac-admission-tls"
 	}
 	return nil
 }
@@ -234,8 +231,8 @@ func (s *Server) loadCerts(ctx context.Context, direct client.Client, o Options)
 func newManager(restCfg *rest.Config, scheme *runtime.Scheme, o Options, tlsOpts []func(*tls.Config)) (manager.Manager, error) {
 	mgr, err := manager.New(restCfg, manager.Options{
 		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: orDefault(o.MetricsAddr, ":8080")},
-		HealthProbeBindAddress:  orDefault(o.ProbeAddr, ":8081"),
+		Metrics:                 metricsserver.Options{BindAddress: cmp.Or(o.MetricsAddr, ":8080")},
+		HealthProbeBindAddress:  cmp.Or(o.ProbeAddr, ":8081"),
 		PprofBindAddress:        o.PprofAddr,
 		WebhookServer:           webhook.NewServer(webhook.Options{Host: o.Host, Port: o.Port, CertDir: o.CertDir, TLSOpts: tlsOpts}),
 		Cache:                   cache.Options{ReaderFailOnMissingInformer: true},
@@ -515,13 +512,6 @@ func certNames(o Options) ([]string, []net.IP) {
 		add("gpufrac-admission." + o.Namespace + ".svc")
 	}
 	return dns, ips
-}
-
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
 }
 
 func orDefaultDuration(v, d time.Duration) time.Duration {

@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"cmp"
 	"errors"
 	"io/fs"
 	"math"
@@ -52,15 +53,9 @@ type GenTD26Options struct {
 }
 
 func (o *GenTD26Options) defaults() {
-	if o.Namespace == "" {
-		o.Namespace = "gentd26"
-	}
-	if o.Container == "" {
-		o.Container = "inference"
-	}
-	if o.DeploymentPrefix == "" {
-		o.DeploymentPrefix = "sd"
-	}
+	o.Namespace = cmp.Or(o.Namespace, "gentd26")
+	o.Container = cmp.Or(o.Container, "inference")
+	o.DeploymentPrefix = cmp.Or(o.DeploymentPrefix, "sd")
 	if o.PodsPerDeployment < 1 {
 		o.PodsPerDeployment = 1
 	}

@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"cmp"
 	"fmt"
 	"hash/fnv"
 	"math"
@@ -209,15 +210,9 @@ func (o *SynthOptions) defaults() {
 		o.End = time.Now()
 	}
 	o.End = o.End.Truncate(o.Step).UTC()
-	if o.Namespace == "" {
-		o.Namespace = "synth"
-	}
-	if o.Container == "" {
-		o.Container = "inference"
-	}
-	if o.WorkloadPrefix == "" {
-		o.WorkloadPrefix = "wl"
-	}
+	o.Namespace = cmp.Or(o.Namespace, "synth")
+	o.Container = cmp.Or(o.Container, "inference")
+	o.WorkloadPrefix = cmp.Or(o.WorkloadPrefix, "wl")
 	o.Model.defaults()
 }
 
