@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -236,7 +237,7 @@ func newManager(restCfg *rest.Config, scheme *runtime.Scheme, o Options, tlsOpts
 		PprofBindAddress:        o.PprofAddr,
 		WebhookServer:           webhook.NewServer(webhook.Options{Host: o.Host, Port: o.Port, CertDir: o.CertDir, TLSOpts: tlsOpts}),
 		Cache:                   cache.Options{ReaderFailOnMissingInformer: true},
-		GracefulShutdownTimeout: durationPtr(orDefaultDuration(o.GracefulShutdownTimeout, 30*time.Second)),
+		GracefulShutdownTimeout: ptr.To(orDefaultDuration(o.GracefulShutdownTimeout, 30*time.Second)),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
@@ -521,4 +522,3 @@ func orDefaultDuration(v, d time.Duration) time.Duration {
 	return v
 }
 
-func durationPtr(d time.Duration) *time.Duration { return &d }
