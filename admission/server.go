@@ -521,4 +521,3 @@ func orDefaultDuration(v, d time.Duration) time.Duration {
 	}
 	return v
 }
-
