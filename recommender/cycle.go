@@ -238,7 +238,7 @@ func (r *Recommender) loadMetrics(ctx context.Context, c *cycle) error {
 		err = r.load(ctx, c.oldNS, from, c.now, c.down, c.attr, true)
 	}
 	if err == nil && len(c.newNS) > 0 {
-		if err = r.load(ctx, c.newNS, c.now.Add(-r.Config.HistoryLength), c.now, c.down, c.attr, false); err == nil {
+		if err = r.load(ctx, c.newNS, r.resumeFrom(c.now), c.now, c.down, c.attr, false); err == nil {
 			for _, t := range r.tracked {
 				t.bootstrapped = true
 			}
@@ -252,6 +252,29 @@ func (r *Recommender) loadMetrics(ctx context.Context, c *cycle) error {
 		r.lastLoad = c.now
 	}
 	return nil
+}
+
+// resumeFrom is where the history load of the workloads not bootstrapped yet starts:
+// HistoryLength before now, or, when every one of them was fed part of it by a load
+// that failed (tracking.fedTo), the earliest end of what was fed.
+func (r *Recommender) resumeFrom(now time.Time) time.Time {
+	from := now.Add(-r.Config.HistoryLength)
+	var resume time.Time
+	for _, t := range r.tracked {
+		if t.bootstrapped {
+			continue
+		}
+		if t.fedTo.IsZero() {
+			return from
+		}
+		if resume.IsZero() || t.fedTo.Before(resume) {
+			resume = t.fedTo
+		}
+	}
+	if resume.After(from) {
+		return resume
+	}
+	return from
 }
 
 // garbageCollect drops, after a successful load, the history and the per-pod source

@@ -24,14 +24,12 @@ const (
 )
 
 // load reads the samples of (from, to] for the given namespaces and feeds them to the
-// model. For each source read this cycle (order) it issues a fixed set of queries
-// whatever the number of pods (read); before them, the two kube-state-metrics ownership
-// series and, unless every source read is the agent,
-// the GPUs the agent saw each pod on (metrics.AllocationQuery; with the backends'
-// annotations, the authority that series naming another GPU contradict). Any query
-// error aborts the load before the model changes, so a failed cycle leaves everything
-// as it was. Each pod's samples are then taken from the source chosen for it
-// (sources.go). down are the scrape targets down at to, read once per cycle.
+// model, in slices (sliceEnd) so that what is held at once is bounded however long the
+// window: a history bootstrap of days is read and fed one slice at a time
+// (loadSlice). A query error ends the load: the slices before it stay fed (each one
+// all-or-nothing), the workloads stay un-bootstrapped so every recommendation is kept
+// (the cycle fails), and the next cycle resumes after the last slice fed
+// (tracking.fedTo; the model skips samples it has, history.Model.Add).
 //
 // Only samples of workloads whose bootstrapped state equals bootstrapped are fed: a
 // live load must not feed a workload whose history load is still to come (its
@@ -39,17 +37,6 @@ const (
 // workloads that already have their history.
 func (r *Recommender) load(ctx context.Context, namespaces []string, from, to time.Time, down []metrics.Target, attr *workload.Attributor, bootstrapped bool) error {
 	sel := metrics.Selector{Labels: r.Reader.Labels, Namespaces: namespaces, Direct: r.Config.LabelMode == "direct"}
-	// Ownership first: it decides attribution of the samples below.
-	own, err := r.loadOwnership(ctx, sel, to.Sub(from), to)
-	if err != nil {
-		return err
-	}
-	// The GPUs each pod was seen on by an authority other than the source: series that
-	// name another GPU are not used (issue 13 kind 10), and the agent's own replace them.
-	alloc, err := r.allocation(ctx, sel, from, to)
-	if err != nil {
-		return err
-	}
 	// Impossible samples are filtered inside PromQL and counted by companion queries. A
 	// history load counts only its last MaxDropCountWindow: counting costs about three
 	// times the data queries over the same window (measured: 48 h of 50 pods, 8 s
@@ -63,13 +50,85 @@ func (r *Recommender) load(ctx context.Context, namespaces []string, from, to ti
 	if missFrom.Before(r.missingCounted) {
 		missFrom = r.missingCounted
 	}
-	var data []*sourceData
-	for _, src := range r.order() {
-		d, err := r.read(ctx, src, sel, from, to, dropFrom, missFrom, down, alloc)
+	series := r.livePodsIn(namespaces)
+	for a, first := from, true; first || a.Before(to); first = false {
+		b := r.sliceEnd(a, to, series)
+		n, err := r.loadSlice(ctx, sel, namespaces, a, b, first, b.Equal(to), dropFrom, missFrom, down, attr, bootstrapped)
 		if err != nil {
 			return err
 		}
+		series, a = max(n, 1), b
+	}
+	return nil
+}
+
+// DefaultHistorySliceSamples is the default Config.HistorySliceSamples: 1,000,000
+// compute samples, about 32 MB as decoded samples (metrics.Sample), against 3.7 GB for
+// 8 days of 10,000 pods read at once.
+const DefaultHistorySliceSamples = 1_000_000
+
+// sliceEnd returns the end of the slice of a load of (a, to] that starts at a, for
+// about series series: Config.HistorySliceSamples ÷ series cycle intervals, on a memory
+// aggregation boundary (so no memory window is split between slices), at least one
+// interval, and to for the last.
+func (r *Recommender) sliceEnd(a, to time.Time, series int) time.Time {
+	agg := r.model.Options().MemoryAggregationInterval
+	points := max(1, r.Config.HistorySliceSamples/max(series, 1))
+	b := a.Add(time.Duration(points) * r.Config.Interval).Truncate(agg)
+	if !b.After(a) {
+		b = a.Truncate(agg).Add(agg)
+	}
+	if !b.Before(to) {
+		return to
+	}
+	return b
+}
+
+// livePodsIn counts the live pods in the namespaces (at least 1): the first slice's
+// guess at the series a load reads.
+func (r *Recommender) livePodsIn(namespaces []string) int {
+	n := 0
+	for k := range r.cur.livePods {
+		if slices.Contains(namespaces, k[0]) {
+			n++
+		}
+	}
+	return max(n, 1)
+}
+
+// loadSlice reads the samples of (from, to], one slice of a load, and feeds them to the
+// model. For each source read this cycle (order) it issues a fixed set of queries
+// whatever the number of pods (read); before them, the two kube-state-metrics ownership
+// series and, unless every source read is the agent,
+// the GPUs the agent saw each pod on (metrics.AllocationQuery; with the backends'
+// annotations, the authority that series naming another GPU contradict). Any query
+// error aborts the slice before the model changes. Each pod's samples are then taken
+// from the source chosen for it (sources.go). down are the scrape targets down at to,
+// read once per cycle. first: the load's first slice (what the load lacked is
+// collected from it on, dataGaps); last: its last (the diagnostic counts of
+// (dropFrom, to] and (missFrom, to] run with it). It returns how many series it read.
+func (r *Recommender) loadSlice(ctx context.Context, sel metrics.Selector, namespaces []string, from, to time.Time, first, last bool,
+	dropFrom, missFrom time.Time, down []metrics.Target, attr *workload.Attributor, bootstrapped bool) (int, error) {
+	// Ownership first: it decides attribution of the samples below.
+	own, err := r.loadOwnership(ctx, sel, to.Sub(from), to)
+	if err != nil {
+		return 0, err
+	}
+	// The GPUs each pod was seen on by an authority other than the source: series that
+	// name another GPU are not used (issue 13 kind 10), and the agent's own replace them.
+	alloc, err := r.allocation(ctx, sel, from, to)
+	if err != nil {
+		return 0, err
+	}
+	var data []*sourceData
+	series := 0
+	for _, src := range r.order() {
+		d, err := r.read(ctx, src, sel, from, to, last, dropFrom, missFrom, down, alloc)
+		if err != nil {
+			return 0, err
+		}
 		data = append(data, d)
+		series += max(len(d.memory), len(d.compute))
 	}
 
 	// All reads succeeded: now change state.
@@ -93,15 +152,22 @@ func (r *Recommender) load(ctx context.Context, namespaces []string, from, to ti
 		inNS[ns] = true
 	}
 	for w, t := range r.tracked {
-		if inNS[w.Namespace] && t.bootstrapped == bootstrapped {
+		if !inNS[w.Namespace] || t.bootstrapped != bootstrapped {
+			continue
+		}
+		if !bootstrapped {
+			t.fedTo = to
+		}
+		if first {
 			t.gaps.kept, t.gaps.dropped = map[metrics.Signal]int{}, map[metrics.Signal]float64{}
 			t.gaps.unattributed = map[string]string{}
 			t.gaps.stale = map[string]string{}
 			t.gaps.down = map[string]string{}
 			t.gaps.wrongDevice = map[string]string{}
-			t.gaps.countFailed = countFailed
+			t.gaps.countFailed = false
 			t.gaps.loaded = true
 		}
+		t.gaps.countFailed = t.gaps.countFailed || countFailed
 	}
 	for _, d := range data {
 		r.countDrops(metrics.SignalMemory, d.memDrops, attr, bootstrapped)
@@ -123,7 +189,7 @@ func (r *Recommender) load(ctx context.Context, namespaces []string, from, to ti
 		r.feed(metrics.SignalMemory, r.choose(d.src, metrics.SignalMemory, memory), attr, bootstrapped)
 		r.feed(metrics.SignalCompute, r.choose(d.src, metrics.SignalCompute, d.compute), attr, bootstrapped)
 	}
-	return nil
+	return series, nil
 }
 
 // sourceData is what one source's queries returned in one load.
@@ -141,13 +207,13 @@ type sourceData struct {
 	onDown                  []metrics.PodTarget
 }
 
-// read runs one source's queries for a load of (from, to]: its data queries
+// read runs one source's queries for a slice (from, to] of a load: its data queries
 // (readData), for a source other than the agent with alloc checked (and, where the agent
 // is not read as a source too, the agent's own data for the pods whose series named a
-// GPU it did not see them on: agentWins); the impossible samples and those without a
-// pod label (counted, not fed); and, when scrape targets are down, which pods they
-// served. It returns the first query error.
-func (r *Recommender) read(ctx context.Context, src metrics.Source, sel metrics.Selector, from, to, dropFrom, missFrom time.Time,
+// GPU it did not see them on: agentWins); and with the load's last slice the impossible
+// samples and those without a pod label (counted, not fed) and, when scrape targets
+// are down, which pods they served. It returns the first query error.
+func (r *Recommender) read(ctx context.Context, src metrics.Source, sel metrics.Selector, from, to time.Time, last bool, dropFrom, missFrom time.Time,
 	down []metrics.Target, alloc metrics.Allocation) (*sourceData, error) {
 	rd := *r.Reader
 	rd.Device = src.DeviceLabels()
@@ -164,7 +230,9 @@ func (r *Recommender) read(ctx context.Context, src metrics.Source, sel metrics.
 			return nil, err
 		}
 	}
-	r.diagnose(ctx, d, &rd, sel, from, to, dropFrom, missFrom, down)
+	if last {
+		r.diagnose(ctx, d, &rd, sel, from, to, dropFrom, missFrom, down)
+	}
 	return d, ctx.Err()
 }
 
@@ -210,16 +278,18 @@ func (r *Recommender) diagnose(ctx context.Context, d *sourceData, rd *metrics.R
 // copies companion (metrics.CopiesQuery). It returns the first query error.
 func (r *Recommender) readData(ctx context.Context, rd *metrics.Reader, src metrics.Source, sel metrics.Selector, from, to time.Time) (*sourceData, error) {
 	d := &sourceData{src: src}
-	opts := r.model.Options()
-	agg := opts.MemoryAggregationInterval
-	firstBoundary, lastBoundary := opts.IntervalStart(from).Add(agg), to.Truncate(agg)
+	agg := r.model.Options().MemoryAggregationInterval
+	// The first whole interval ending after from: a window ending at from is before the
+	// load (from is the end of the last one, or of the previous slice).
+	firstBoundary, lastBoundary := from.Truncate(agg).Add(agg), to.Truncate(agg)
+	memDirty, cpuDirty := r.dirty(ctx, rd, src, sel, from, to)
 	if !lastBoundary.Before(firstBoundary) {
-		if err := d.readMemory(ctx, rd, sel, agg, firstBoundary, lastBoundary, r.agentSeen()); err != nil {
+		if err := d.readMemory(ctx, rd, sel, memDirty, agg, firstBoundary, lastBoundary, r.agentSeen()); err != nil {
 			return nil, err
 		}
 	}
 	if partial := to.Sub(lastBoundary); partial >= time.Second {
-		if err := d.readMemory(ctx, rd, sel, partial, to, to, r.agentSeen()); err != nil {
+		if err := d.readMemory(ctx, rd, sel, memDirty, partial, to, to, r.agentSeen()); err != nil {
 			return nil, err
 		}
 	}
@@ -228,7 +298,8 @@ func (r *Recommender) readData(ctx context.Context, rd *metrics.Reader, src metr
 	if n < 1 {
 		n = 1
 	}
-	compute, err := rd.RangeShared(ctx, metrics.SignalCompute, src.ComputeQuery(sel, step), metrics.CopiesQuery(src, sel, metrics.SignalCompute, step), to.Add(-time.Duration(n-1)*step), to, step)
+	q := metrics.SplitQuery(sel, cpuDirty, func(s metrics.Selector) string { return src.ComputeQuery(s, step) })
+	compute, err := rd.RangeShared(ctx, metrics.SignalCompute, q, metrics.CopiesQuery(src, sel, metrics.SignalCompute, step), to.Add(-time.Duration(n-1)*step), to, step)
 	if err != nil {
 		return nil, err
 	}
@@ -236,22 +307,51 @@ func (r *Recommender) readData(ctx context.Context, rd *metrics.Reader, src metr
 	return d, nil
 }
 
+// SplitMinWindow is the shortest load whose data queries are split into namespaces read
+// over raw samples and those read with the robust form (metrics.SplitQuery): one memory
+// aggregation interval's worth of a live cycle's reads would not repay the extra
+// DirtyQuery per signal, so a live cycle's queries are unchanged.
+const SplitMinWindow = time.Hour
+
+// dirty returns, for a load of (from, to] of at least SplitMinWindow, the namespaces
+// whose raw memory and compute samples in the windows it reads (from one memory
+// aggregation interval before from) hold an impossible value
+// (metrics.Reader.DirtyNamespaces); nil (read every namespace with the robust form) for
+// a shorter load, or for a signal whose query failed (logged: the robust form is
+// always right, only slower).
+func (r *Recommender) dirty(ctx context.Context, rd *metrics.Reader, src metrics.Source, sel metrics.Selector, from, to time.Time) (memory, compute map[string]bool) {
+	if to.Sub(from) < SplitMinWindow {
+		return nil, nil
+	}
+	from = from.Add(-r.model.Options().MemoryAggregationInterval)
+	find := func(sig metrics.Signal) map[string]bool {
+		d, err := rd.DirtyNamespaces(ctx, sel, src.Fields(sig), from, to)
+		if err != nil {
+			klog.FromContext(ctx).V(2).Info("Finding namespaces with impossible samples failed; reading them all with the robust queries", "signal", sig, "source", src.Name(), "err", err)
+		}
+		return d
+	}
+	return find(metrics.SignalMemory), find(metrics.SignalCompute)
+}
+
 // readMemory reads the source's memory peaks of the windows ending at each step of
 // [from, to] (one window: an instant query at to when from equals to), with their copies,
-// flatness and, with contradict, contradiction companions. It returns the first error.
-func (d *sourceData) readMemory(ctx context.Context, rd *metrics.Reader, sel metrics.Selector, window time.Duration, from, to time.Time, contradict bool) error {
+// flatness and, with contradict, contradiction companions; the peaks and flatness split
+// by dirty (metrics.SplitQuery). It returns the first error.
+func (d *sourceData) readMemory(ctx context.Context, rd *metrics.Reader, sel metrics.Selector, dirty map[string]bool, window time.Duration, from, to time.Time, contradict bool) error {
 	read := func(q, copies string) ([]metrics.Series, error) {
 		if from.Equal(to) {
 			return rd.InstantShared(ctx, metrics.SignalMemory, q, copies, to)
 		}
 		return rd.RangeShared(ctx, metrics.SignalMemory, q, copies, from, to, window)
 	}
-	s, err := read(d.src.MemoryPeakQuery(sel, window), metrics.CopiesQuery(d.src, sel, metrics.SignalMemory, window))
+	peaks := metrics.SplitQuery(sel, dirty, func(s metrics.Selector) string { return d.src.MemoryPeakQuery(s, window) })
+	s, err := read(peaks, metrics.CopiesQuery(d.src, sel, metrics.SignalMemory, window))
 	if err != nil {
 		return err
 	}
 	d.memory = append(d.memory, withWindow(s, window)...)
-	f, err := read(metrics.FlatQuery(d.src, sel, window), "")
+	f, err := read(metrics.SplitQuery(sel, dirty, func(s metrics.Selector) string { return metrics.FlatQuery(d.src, s, window) }), "")
 	if err != nil {
 		return err
 	}

@@ -45,6 +45,9 @@ type Config struct {
 	// scraped without honor_labels their exported_* copies) or "direct" (Reader.Labels
 	// only). Default auto.
 	LabelMode string
+	// HistorySliceSamples is about the most compute samples (series × points) one slice
+	// of a load holds before it is fed to the model; 0 means DefaultHistorySliceSamples.
+	HistorySliceSamples int
 	// Shard limits this instance to the autoscalers it owns (spec.recommenders and a
 	// namespace selector). The zero value owns every autoscaler that names no
 	// recommender or names "default".
@@ -63,6 +66,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxBackoff <= 0 {
 		c.MaxBackoff = 5 * time.Minute
+	}
+	if c.HistorySliceSamples <= 0 {
+		c.HistorySliceSamples = DefaultHistorySliceSamples
 	}
 	if c.LabelMode == "" {
 		c.LabelMode = "auto"
@@ -158,6 +164,9 @@ type Recommender struct {
 // tracking is per-workload bookkeeping.
 type tracking struct {
 	bootstrapped bool
+	// fedTo is the end of the last slice of its history load fed to the model while
+	// not bootstrapped: a history load that failed part way resumes there (load).
+	fedTo time.Time
 	gaps         dataGaps // what the loads of this cycle lacked (load.go)
 }
 
