@@ -167,7 +167,7 @@ type tracking struct {
 	// fedTo is the end of the last slice of its history load fed to the model while
 	// not bootstrapped: a history load that failed part way resumes there (load).
 	fedTo time.Time
-	gaps         dataGaps // what the loads of this cycle lacked (load.go)
+	gaps  dataGaps // what the loads of this cycle lacked (load.go)
 }
 
 // New returns a recommender with an empty model.
