@@ -282,14 +282,14 @@ func (r *Recommender) readData(ctx context.Context, rd *metrics.Reader, src metr
 	// The first whole interval ending after from: a window ending at from is before the
 	// load (from is the end of the last one, or of the previous slice).
 	firstBoundary, lastBoundary := from.Truncate(agg).Add(agg), to.Truncate(agg)
-	memDirty, cpuDirty := r.dirty(ctx, rd, src, sel, from, to)
+	plan := r.plan(ctx, rd, src, sel, from, to)
 	if !lastBoundary.Before(firstBoundary) {
-		if err := d.readMemory(ctx, rd, sel, memDirty, agg, firstBoundary, lastBoundary, r.agentSeen()); err != nil {
+		if err := d.readMemory(ctx, rd, sel, plan, agg, firstBoundary, lastBoundary, r.agentSeen()); err != nil {
 			return nil, err
 		}
 	}
 	if partial := to.Sub(lastBoundary); partial >= time.Second {
-		if err := d.readMemory(ctx, rd, sel, memDirty, partial, to, to, r.agentSeen()); err != nil {
+		if err := d.readMemory(ctx, rd, sel, plan, partial, to, to, r.agentSeen()); err != nil {
 			return nil, err
 		}
 	}
@@ -298,8 +298,8 @@ func (r *Recommender) readData(ctx context.Context, rd *metrics.Reader, src metr
 	if n < 1 {
 		n = 1
 	}
-	q := metrics.SplitQuery(sel, cpuDirty, func(s metrics.Selector) string { return src.ComputeQuery(s, step) })
-	compute, err := rd.RangeShared(ctx, metrics.SignalCompute, q, metrics.CopiesQuery(src, sel, metrics.SignalCompute, step), to.Add(-time.Duration(n-1)*step), to, step)
+	q := metrics.SplitQuery(sel, plan.cpuDirty, func(s metrics.Selector) string { return src.ComputeQuery(s, step) })
+	compute, err := rd.RangeShared(ctx, metrics.SignalCompute, q, plan.copiesQuery(src, sel, metrics.SignalCompute, step), to.Add(-time.Duration(n-1)*step), to, step)
 	if err != nil {
 		return nil, err
 	}
@@ -307,51 +307,75 @@ func (r *Recommender) readData(ctx context.Context, rd *metrics.Reader, src metr
 	return d, nil
 }
 
-// SplitMinWindow is the shortest load whose data queries are split into namespaces read
-// over raw samples and those read with the robust form (metrics.SplitQuery): one memory
-// aggregation interval's worth of a live cycle's reads would not repay the extra
-// DirtyQuery per signal, so a live cycle's queries are unchanged.
+// SplitMinWindow is the shortest load whose reads are planned (plan): one memory
+// aggregation interval. A live cycle's reads would not repay the extra queries, so they
+// are unchanged.
 const SplitMinWindow = time.Hour
 
-// dirty returns, for a load of (from, to] of at least SplitMinWindow, the namespaces
+// readPlan is what a load learns before its data queries: which namespaces hold an
+// impossible raw sample (metrics.SplitQuery; nil: read all with the robust form) and
+// whether a device value copied to several pods is possible (metrics.SharedDevices).
+type readPlan struct {
+	memDirty, cpuDirty map[string]bool
+	copies             bool
+}
+
+// plan returns, for a load of (from, to] of at least SplitMinWindow, the namespaces
 // whose raw memory and compute samples in the windows it reads (from one memory
 // aggregation interval before from) hold an impossible value
-// (metrics.Reader.DirtyNamespaces); nil (read every namespace with the robust form) for
-// a shorter load, or for a signal whose query failed (logged: the robust form is
-// always right, only slower).
-func (r *Recommender) dirty(ctx context.Context, rd *metrics.Reader, src metrics.Source, sel metrics.Selector, from, to time.Time) (memory, compute map[string]bool) {
+// (metrics.Reader.DirtyNamespaces), and whether any device had two or more pods there;
+// for a shorter load, every namespace robust and copies looked for. A query that fails
+// leaves its part at the always-right answer (robust, copies looked for), logged.
+func (r *Recommender) plan(ctx context.Context, rd *metrics.Reader, src metrics.Source, sel metrics.Selector, from, to time.Time) readPlan {
+	p := readPlan{copies: true}
 	if to.Sub(from) < SplitMinWindow {
-		return nil, nil
+		return p
 	}
 	from = from.Add(-r.model.Options().MemoryAggregationInterval)
+	log := klog.FromContext(ctx).V(2)
 	find := func(sig metrics.Signal) map[string]bool {
 		d, err := rd.DirtyNamespaces(ctx, sel, src.Fields(sig), from, to)
 		if err != nil {
-			klog.FromContext(ctx).V(2).Info("Finding namespaces with impossible samples failed; reading them all with the robust queries", "signal", sig, "source", src.Name(), "err", err)
+			log.Info("Finding namespaces with impossible samples failed; reading them all with the robust queries", "signal", sig, "source", src.Name(), "err", err)
 		}
 		return d
 	}
-	return find(metrics.SignalMemory), find(metrics.SignalCompute)
+	p.memDirty, p.cpuDirty = find(metrics.SignalMemory), find(metrics.SignalCompute)
+	shared, err := rd.SharedDevices(ctx, src, sel, from, to)
+	if err != nil {
+		log.Info("Finding devices shared by several pods failed; looking for copied values on all", "source", src.Name(), "err", err)
+	}
+	p.copies = shared || err != nil
+	return p
+}
+
+// copiesQuery is metrics.CopiesQuery, or "" where the plan says no copy is possible.
+func (p readPlan) copiesQuery(src metrics.Source, sel metrics.Selector, signal metrics.Signal, window time.Duration) string {
+	if !p.copies {
+		return ""
+	}
+	return metrics.CopiesQuery(src, sel, signal, window)
 }
 
 // readMemory reads the source's memory peaks of the windows ending at each step of
 // [from, to] (one window: an instant query at to when from equals to), with their copies,
-// flatness and, with contradict, contradiction companions; the peaks and flatness split
-// by dirty (metrics.SplitQuery). It returns the first error.
-func (d *sourceData) readMemory(ctx context.Context, rd *metrics.Reader, sel metrics.Selector, dirty map[string]bool, window time.Duration, from, to time.Time, contradict bool) error {
+// flatness and, with contradict, contradiction companions, as the plan says (the peaks
+// and flatness split by its dirty namespaces, copies only where possible). It returns
+// the first error.
+func (d *sourceData) readMemory(ctx context.Context, rd *metrics.Reader, sel metrics.Selector, plan readPlan, window time.Duration, from, to time.Time, contradict bool) error {
 	read := func(q, copies string) ([]metrics.Series, error) {
 		if from.Equal(to) {
 			return rd.InstantShared(ctx, metrics.SignalMemory, q, copies, to)
 		}
 		return rd.RangeShared(ctx, metrics.SignalMemory, q, copies, from, to, window)
 	}
-	peaks := metrics.SplitQuery(sel, dirty, func(s metrics.Selector) string { return d.src.MemoryPeakQuery(s, window) })
-	s, err := read(peaks, metrics.CopiesQuery(d.src, sel, metrics.SignalMemory, window))
+	peaks := metrics.SplitQuery(sel, plan.memDirty, func(s metrics.Selector) string { return d.src.MemoryPeakQuery(s, window) })
+	s, err := read(peaks, plan.copiesQuery(d.src, sel, metrics.SignalMemory, window))
 	if err != nil {
 		return err
 	}
 	d.memory = append(d.memory, withWindow(s, window)...)
-	f, err := read(metrics.SplitQuery(sel, dirty, func(s metrics.Selector) string { return metrics.FlatQuery(d.src, s, window) }), "")
+	f, err := read(metrics.SplitQuery(sel, plan.memDirty, func(s metrics.Selector) string { return metrics.FlatQuery(d.src, s, window) }), "")
 	if err != nil {
 		return err
 	}

@@ -106,3 +106,42 @@ func SplitQuery(sel Selector, dirty map[string]bool, mk func(Selector) string) s
 	rob.Namespaces = robust
 	return "(" + mk(raw) + ") or (" + mk(rob) + ")"
 }
+
+// SharedDevicesQuery returns an instant query whose result, evaluated at t, has one
+// element per device (the selector's device labels) on which two or more pods, in any
+// namespace, reported a field of the source that is not measured per process in
+// (t-window, t]: the only devices where CopiesQuery can find a copied value. An empty
+// result means no copy was possible in the window, and a long read skips CopiesQuery,
+// whose count_values over every pod at every step cost as much as the data query. It
+// returns "" when every field is per process or the selector names no device.
+func SharedDevicesQuery(src Source, sel Selector, window time.Duration) string {
+	if len(sel.Device) == 0 {
+		return ""
+	}
+	all := sel
+	all.AllNamespaces, all.Raw = true, true
+	dev := strings.Join(sel.Device, ", ")
+	var parts []string
+	for _, sig := range []Signal{SignalMemory, SignalCompute} {
+		for _, f := range src.Fields(sig) {
+			if f.PerProcess {
+				continue
+			}
+			parts = append(parts, fmt.Sprintf("count by (%s) (count by (%s, %s, %s) (%s)) > 1",
+				dev, sel.Labels.Namespace, sel.Labels.Pod, dev, f.query(all, "count_over_time", window)))
+		}
+	}
+	return strings.Join(parts, " or ")
+}
+
+// SharedDevices runs SharedDevicesQuery over (from, to] and reports whether any device
+// had two or more pods there; true without asking when the query is "". Errors are
+// returned like any query's; the caller then runs CopiesQuery.
+func (r *Reader) SharedDevices(ctx context.Context, src Source, sel Selector, from, to time.Time) (bool, error) {
+	q := SharedDevicesQuery(src, sel, to.Sub(from))
+	if q == "" {
+		return true, nil
+	}
+	vec, err := r.Vector(ctx, q, to)
+	return len(vec) > 0, err
+}
