@@ -80,14 +80,7 @@ func (r *Recommender) reconcile(ctx context.Context, e *entry, primary bool, loa
 	st := *old.Status.DeepCopy()
 	st.ObservedGeneration = gfa.Generation
 	st.MatchedPods = int32(e.pods)
-	gen := gfa.Generation
-	set := func(t string, ok bool, reason, msg string) {
-		s := metav1.ConditionFalse
-		if ok {
-			s = metav1.ConditionTrue
-		}
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: gen})
-	}
+	set := conditionSetter(&st, gfa.Generation)
 
 	switch {
 	case e.targetErr != nil:
@@ -98,35 +91,10 @@ func (r *Recommender) reconcile(ctx context.Context, e *entry, primary bool, loa
 		r.eventOnChange(old.Status.Conditions, gfa, reason, e.targetErr.Error())
 		set(gpufracv1.ConditionConfigUnsupported, true, reason, e.targetErr.Error())
 	case !primary:
-		msg := fmt.Sprintf("another GPUFractionAutoscaler already targets %s %s", gfa.Spec.TargetRef.Kind, gfa.Spec.TargetRef.Name)
-		if e.winner != nil {
-			msg = contract.DuplicateMessage(gfa, e.winner, gfa.Spec.TargetRef.Kind, gfa.Spec.TargetRef.Name)
-		}
-		r.eventOnChange(old.Status.Conditions, gfa, gpufracv1.ReasonDuplicateTarget, msg)
-		set(gpufracv1.ConditionConfigUnsupported, true, gpufracv1.ReasonDuplicateTarget, msg)
-		// Nothing of the duplicate may be applied: no container recommendations (the
-		// webhook and the updater also ignore it, in case an old status is read).
-		st.ContainerRecommendations = nil
-		st.Memory, st.Compute, st.SharingMode, st.ConfidencePercent = nil, nil, "", nil
-		set(gpufracv1.ConditionRecommendationProvided, false, gpufracv1.ReasonDuplicateTarget, msg)
+		r.duplicate(e, old.Status.Conditions, &st, set)
 	default:
 		set(gpufracv1.ConditionConfigUnsupported, false, ReasonConfigOK, "target resolved")
-		if e.pods == 0 {
-			set(gpufracv1.ConditionNoPodsMatched, true, ReasonNoPods, fmt.Sprintf("no pods of %s %s exist", gfa.Spec.TargetRef.Kind, gfa.Spec.TargetRef.Name))
-		} else {
-			set(gpufracv1.ConditionNoPodsMatched, false, ReasonPodsMatched, fmt.Sprintf("%d pods", e.pods))
-		}
-		if loadErr != nil {
-			// Keep the last recommendation exactly as it was.
-			reason := ReasonPrometheusError
-			if errors.Is(loadErr, metrics.ErrPartialResponse) {
-				reason = gpufracv1.ReasonPartialResponse // an incomplete answer is a failed read
-			}
-			set(gpufracv1.ConditionMetricsUnavailable, true, reason, truncate(loadErr.Error(), 512))
-			keepWithFloor(gfa, &st, startOrder(r.cur.templates[history.WorkloadKey(e.ref)]), now)
-			break
-		}
-		r.recommend(ctx, e, &old, &st, set, now)
+		r.reconcilePrimary(ctx, e, &old, &st, set, loadErr, now)
 	}
 
 	if meta.FindStatusCondition(st.Conditions, gpufracv1.ConditionRecommendationProvided) == nil {
@@ -136,25 +104,68 @@ func (r *Recommender) reconcile(ctx context.Context, e *entry, primary bool, loa
 	return r.write(ctx, gfa, &old, exists, &st, now)
 }
 
+// setCondition sets the status condition of type t: True when ok, else False, with
+// reason and msg.
+type setCondition func(t string, ok bool, reason, msg string)
+
+// conditionSetter returns the setCondition of st's conditions, observed at generation
+// gen.
+func conditionSetter(st *gpufracv1.GPUFractionRecommendationStatus, gen int64) setCondition {
+	return func(t string, ok bool, reason, msg string) {
+		s := metav1.ConditionFalse
+		if ok {
+			s = metav1.ConditionTrue
+		}
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: gen})
+	}
+}
+
+// duplicate marks the autoscaler of e as a duplicate of the one that already targets
+// its workload (an event when the condition changes) and empties its recommendation.
+func (r *Recommender) duplicate(e *entry, prev []metav1.Condition, st *gpufracv1.GPUFractionRecommendationStatus, set setCondition) {
+	gfa := e.gfa
+	msg := fmt.Sprintf("another GPUFractionAutoscaler already targets %s %s", gfa.Spec.TargetRef.Kind, gfa.Spec.TargetRef.Name)
+	if e.winner != nil {
+		msg = contract.DuplicateMessage(gfa, e.winner, gfa.Spec.TargetRef.Kind, gfa.Spec.TargetRef.Name)
+	}
+	r.eventOnChange(prev, gfa, gpufracv1.ReasonDuplicateTarget, msg)
+	set(gpufracv1.ConditionConfigUnsupported, true, gpufracv1.ReasonDuplicateTarget, msg)
+	// Nothing of the duplicate may be applied: no container recommendations (the
+	// webhook and the updater also ignore it, in case an old status is read).
+	st.ContainerRecommendations = nil
+	st.Memory, st.Compute, st.SharingMode, st.ConfidencePercent = nil, nil, "", nil
+	set(gpufracv1.ConditionRecommendationProvided, false, gpufracv1.ReasonDuplicateTarget, msg)
+}
+
+// reconcilePrimary sets NoPodsMatched and, unless the cycle's read failed (loadErr:
+// the last recommendation is kept exactly as it was), recommends.
+func (r *Recommender) reconcilePrimary(ctx context.Context, e *entry, old *gpufracv1.GPUFractionRecommendation,
+	st *gpufracv1.GPUFractionRecommendationStatus, set setCondition, loadErr error, now time.Time) {
+	gfa := e.gfa
+	if e.pods == 0 {
+		set(gpufracv1.ConditionNoPodsMatched, true, ReasonNoPods, fmt.Sprintf("no pods of %s %s exist", gfa.Spec.TargetRef.Kind, gfa.Spec.TargetRef.Name))
+	} else {
+		set(gpufracv1.ConditionNoPodsMatched, false, ReasonPodsMatched, fmt.Sprintf("%d pods", e.pods))
+	}
+	if loadErr == nil {
+		r.recommend(ctx, e, old, st, set, now)
+		return
+	}
+	reason := ReasonPrometheusError
+	if errors.Is(loadErr, metrics.ErrPartialResponse) {
+		reason = gpufracv1.ReasonPartialResponse // an incomplete answer is a failed read
+	}
+	set(gpufracv1.ConditionMetricsUnavailable, true, reason, truncate(loadErr.Error(), 512))
+	keepWithFloor(gfa, st, startOrder(r.cur.templates[history.WorkloadKey(e.ref)]), now)
+}
+
 // recommend fills st with new container recommendations when they differ from the
 // written ones beyond noise.
 func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GPUFractionRecommendation,
-	st *gpufracv1.GPUFractionRecommendationStatus, set func(string, bool, string, string), now time.Time) {
+	st *gpufracv1.GPUFractionRecommendationStatus, set setCondition, now time.Time) {
 	gfa := e.gfa
 	w := history.WorkloadKey(e.ref)
-	guard, guardReason, guardMsg := r.guardrail(ctx, gfa, now)
-	switch {
-	case gfa.Spec.LatencyGuardrail == nil:
-		set(gpufracv1.ConditionLatencyGuardrailActive, false, gpufracv1.ReasonNoGuardrail, "no latency guardrail set")
-	case guardReason == gpufracv1.ReasonLatencyUnknown || guardReason == gpufracv1.ReasonLatencyNoData:
-		// Latency unknown: a failed query is treated as near the objective (no shrink),
-		// an empty result as no pressure.
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: gpufracv1.ConditionLatencyGuardrailActive,
-			Status: metav1.ConditionUnknown, Reason: guardReason, Message: guardMsg, ObservedGeneration: gfa.Generation})
-	default:
-		set(gpufracv1.ConditionLatencyGuardrailActive, guard != gpufracv1.GuardrailNone, guardReason, guardMsg)
-	}
-
+	guard := r.setGuardrail(ctx, gfa, st, set, now)
 	recs, off, known := r.Config.Recommend(r.model, w, &gfa.Spec, r.cur.templates[w], old.Status.ContainerRecommendations, guard, now)
 	applyFloor(gfa, recs, now)
 	// A gap in this cycle's data (every sample filtered, none while pods run, an
@@ -167,20 +178,7 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 	}
 	unattributed := r.unattributed(w)
 	if len(recs) == 0 {
-		reason, msg := ReasonNoSamples, "no GPU samples in Prometheus for the workload's pods"
-		if len(r.order()) == 0 {
-			msg = noSourceMessage(r.Config.HistoryLength)
-		}
-		if unattributed != "" {
-			reason, msg = ReasonAmbiguousContainer, unattributed
-		}
-		if wrong := r.wrongDevice(w); wrong != "" {
-			reason, msg = ReasonWrongDevice, wrong
-		}
-		if off > 0 && off == known {
-			reason, msg = ReasonAllContainersOff, "every container's policy mode is Off"
-		}
-		set(gpufracv1.ConditionMetricsUnavailable, reason != ReasonAllContainersOff, reason, msg)
+		r.noRecommendation(w, off, known, unattributed, set)
 		return
 	}
 	if msg := r.multiGPU(w, recs); msg != "" {
@@ -205,9 +203,61 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 	st.Attribution = attributionMethod(r.methods[w])
 	st.MetricSources = r.metricSources(w)
 	summarise(st, startOrder(r.cur.templates[w]))
+	r.setConfidence(w, st, recs, set)
+	if msg := missingMemory(recs, &gfa.Spec); msg != "" {
+		set(gpufracv1.ConditionRecommendationProvided, false, ReasonNoMemorySamples, msg)
+	} else {
+		set(gpufracv1.ConditionRecommendationProvided, true, ReasonRecommended, fmt.Sprintf("%d containers", len(recs)))
+	}
+	r.cappedBelowNeed(gfa, old.Status.Conditions, recs, set)
+}
+
+// setGuardrail sets LatencyGuardrailActive from the autoscaler's latency guardrail and
+// returns the guardrail the recommendation follows.
+func (r *Recommender) setGuardrail(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler, st *gpufracv1.GPUFractionRecommendationStatus,
+	set setCondition, now time.Time) gpufracv1.Guardrail {
+	guard, guardReason, guardMsg := r.guardrail(ctx, gfa, now)
+	switch {
+	case gfa.Spec.LatencyGuardrail == nil:
+		set(gpufracv1.ConditionLatencyGuardrailActive, false, gpufracv1.ReasonNoGuardrail, "no latency guardrail set")
+	case guardReason == gpufracv1.ReasonLatencyUnknown || guardReason == gpufracv1.ReasonLatencyNoData:
+		// Latency unknown: a failed query is treated as near the objective (no shrink),
+		// an empty result as no pressure.
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: gpufracv1.ConditionLatencyGuardrailActive,
+			Status: metav1.ConditionUnknown, Reason: guardReason, Message: guardMsg, ObservedGeneration: gfa.Generation})
+	default:
+		set(gpufracv1.ConditionLatencyGuardrailActive, guard != gpufracv1.GuardrailNone, guardReason, guardMsg)
+	}
+	return guard
+}
+
+// noRecommendation sets MetricsUnavailable when workload w got no container
+// recommendation, with the most specific reason: every container Off (then False),
+// samples on the wrong device, unattributed samples, no samples at all.
+func (r *Recommender) noRecommendation(w history.WorkloadKey, off, known int, unattributed string, set setCondition) {
+	reason, msg := ReasonNoSamples, "no GPU samples in Prometheus for the workload's pods"
+	if len(r.order()) == 0 {
+		msg = noSourceMessage(r.Config.HistoryLength)
+	}
+	if unattributed != "" {
+		reason, msg = ReasonAmbiguousContainer, unattributed
+	}
+	if wrong := r.wrongDevice(w); wrong != "" {
+		reason, msg = ReasonWrongDevice, wrong
+	}
+	if off > 0 && off == known {
+		reason, msg = ReasonAllContainersOff, "every container's policy mode is Off"
+	}
+	set(gpufracv1.ConditionMetricsUnavailable, reason != ReasonAllContainersOff, reason, msg)
+}
+
+// setConfidence sets LowConfidence from st's confidence and what explains it: a shared
+// GPU's copied samples, compute read from GPU_UTIL alone, short history, or the
+// evidence of a young workload. Init containers are left out: their few minutes per pod
+// start are short history whatever the workload's age.
+func (r *Recommender) setConfidence(w history.WorkloadKey, st *gpufracv1.GPUFractionRecommendationStatus,
+	recs []gpufracv1.ContainerRecommendation, set setCondition) {
 	conf := float64(*st.ConfidencePercent) / 100
-	// The pod's confidence and what explains it leave init containers out: their few
-	// minutes per pod start are short history whatever the workload's age.
 	counted := confidenceSet(recs)
 	shared := false
 	for _, c := range counted {
@@ -233,12 +283,6 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 	default:
 		set(gpufracv1.ConditionLowConfidence, false, ReasonEnoughHistory, fmt.Sprintf("confidence %d%%", *st.ConfidencePercent))
 	}
-	if msg := missingMemory(recs, &gfa.Spec); msg != "" {
-		set(gpufracv1.ConditionRecommendationProvided, false, ReasonNoMemorySamples, msg)
-	} else {
-		set(gpufracv1.ConditionRecommendationProvided, true, ReasonRecommended, fmt.Sprintf("%d containers", len(recs)))
-	}
-	r.cappedBelowNeed(gfa, old.Status.Conditions, recs, set)
 }
 
 // applyFloor raises recs to the updater's rollback floor while it holds
@@ -309,7 +353,7 @@ func missingMemory(recs []gpufracv1.ContainerRecommendation, spec *gpufracv1.GPU
 // policy's maximums (policy.CappedBelowNeed) and records a Warning event on the
 // autoscaler when it turns True or the capped containers and resources change.
 func (r *Recommender) cappedBelowNeed(gfa *gpufracv1.GPUFractionAutoscaler, prev []metav1.Condition,
-	recs []gpufracv1.ContainerRecommendation, set func(string, bool, string, string)) {
+	recs []gpufracv1.ContainerRecommendation, set setCondition) {
 	var parts, keys []string
 	for _, rec := range recs {
 		s := policy.CappedBelowNeed(rec, gfa.Spec.ContainerPolicy(rec.ContainerName))
