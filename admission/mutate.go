@@ -460,12 +460,18 @@ func (m *Mutator) memoryTarget(t *backend.Target, r contract.Target, gfa *gpufra
 	return warnings, nil
 }
 
-// computeTarget sets t's compute from r when compute is recommended and controlled: the
+// computeTarget sets t's compute request from r for a time-sliced container
+// (contract.Target.ComputeRequest), and t's compute from r when compute is recommended
+// and controlled: the
 // recommendation, at least the rollback floor in force (contract.Floor) and, while a
 // horizontal autoscaler holds compute, what the workload's pods hold (r.Compute,
 // contract.HeldCompute), with a warning for each. A target outside 0–1 GPU is unsafe.
 func (m *Mutator) computeTarget(t *backend.Target, r contract.Target, gfa *gpufracv1.GPUFractionAutoscaler) ([]string, error) {
 	q := r.Recommendation.Target.Compute
+	if r.ComputeRequest > 0 && !r.ControlsCompute {
+		// Time-sliced: a placement request without a limit (contract.Target.ComputeRequest).
+		t.ComputeRequestMilli = min(r.ComputeRequest, 1000)
+	}
 	if q == nil || !r.ControlsCompute {
 		return nil, nil
 	}

@@ -615,3 +615,51 @@ func TestMutateNVFractionsObservedPeak(t *testing.T) {
 		})
 	}
 }
+
+// TestMutateComputeRequest: a TimeSlicing recommendation's computeRequest is written by
+// the annotations backend as a placement request (gpufrac.io/gpu-compute-request and
+// the per-container key), with no gpu-compute limit; an MPS recommendation writes its
+// compute target as before and no request; a backend without a placement-only compute
+// field (hami) writes neither for the time-sliced pod.
+func TestMutateComputeRequest(t *testing.T) {
+	sliced := containerRec("main", "4Gi", "350m")
+	sliced.SharingMode = gpufracv1.SharingModeTimeSlicing
+	sliced.ComputeRequest = q("120m")
+	mps := containerRec("main", "4Gi", "350m")
+	mps.SharingMode = gpufracv1.SharingModeMPS
+	mps.ComputeRequest = q("120m")
+	for _, tc := range []struct {
+		name             string
+		backend          gpufracv1.BackendType
+		rec              gpufracv1.ContainerRecommendation
+		request, compute string // annotations; "" = absent
+		gpucores         int64  // hami limit; -1 = absent
+	}{
+		{name: "time-sliced, annotations", backend: gpufracv1.BackendAnnotations, rec: sliced, request: "120m", gpucores: -1},
+		{name: "MPS, annotations", backend: gpufracv1.BackendAnnotations, rec: mps, compute: "350m", gpucores: -1},
+		{name: "time-sliced, hami", backend: gpufracv1.BackendHAMi, rec: sliced, gpucores: -1},
+	} {
+		gfa := autoscaler("web", gpufracv1.UpdateModeInitial, tc.backend)
+		m := mutator(t, Config{}, gfa, recommendation("web", 80, tc.rec))
+		o, _, got := handle(t, m, podOf(gpuContainer("main", 1)))
+		if o.skip != "" {
+			t.Fatalf("%s: skipped: %s %v", tc.name, o.skip, o.warnings)
+		}
+		for key, want := range map[string]string{
+			gpufracv1.AnnotationGPUComputeRequest: tc.request,
+			gpufracv1.AnnotationContainerPrefix + "main" + gpufracv1.AnnotationContainerComputeRequestSuffix: tc.request,
+			gpufracv1.AnnotationGPUCompute: tc.compute,
+		} {
+			if g := got.Annotations[key]; g != want {
+				t.Errorf("%s: %s = %q, want %q", tc.name, key, g, want)
+			}
+		}
+		v, ok := resourceValue(&got.Spec.Containers[0], "limits", "nvidia.com/gpucores")
+		if !ok {
+			v = -1
+		}
+		if v != tc.gpucores {
+			t.Errorf("%s: gpucores %d, want %d", tc.name, v, tc.gpucores)
+		}
+	}
+}

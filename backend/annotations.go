@@ -14,7 +14,9 @@ import (
 // annotationsBackend writes neutral gpufrac.io/* annotations for clusters that enforce
 // fractions themselves: the pod's totals gpufrac.io/gpu-memory (MiB quantity, "4096Mi",
 // rounded up per container) and gpufrac.io/gpu-compute (milli share of one GPU, "350m"),
-// and per container gpufrac.io/container.<container>.gpu-memory and .gpu-compute. A
+// and per container gpufrac.io/container.<container>.gpu-memory and .gpu-compute; for
+// a time-sliced container, which holds no compute limit, its compute request instead
+// (gpufrac.io/gpu-compute-request and .gpu-compute-request, placement only). A
 // per-container key that would be invalid (container name over 41 characters) is not
 // written, with a warning. Nothing else in the pod changes.
 type annotationsBackend struct{ cfg Config }
@@ -31,7 +33,7 @@ func (b *annotationsBackend) Apply(pod *corev1.Pod, targets []*Target) ([]string
 		}
 	}
 	var warnings []string
-	var memMiB, milli int64
+	var memMiB, milli, request int64
 	var anyMem, anyCompute bool
 	for _, t := range targets {
 		memKey := ac.ContainerPrefix + t.Container + gpufracv1.AnnotationContainerMemorySuffix
@@ -56,7 +58,15 @@ func (b *annotationsBackend) Apply(pod *corev1.Pod, targets []*Target) ([]string
 				SetAnnotation(pod, cpuKey, MilliQuantity(t.ComputeMilli).String())
 			}
 			t.wroteCompute(t.ComputeMilli)
+		} else if t.ComputeRequestMilli > 0 {
+			request += t.ComputeRequestMilli
+			if reqKey := ac.ContainerPrefix + t.Container + gpufracv1.AnnotationContainerComputeRequestSuffix; checkAnnotationKey(reqKey) == nil {
+				SetAnnotation(pod, reqKey, MilliQuantity(t.ComputeRequestMilli).String())
+			}
 		}
+	}
+	if request > 0 {
+		SetAnnotation(pod, gpufracv1.AnnotationGPUComputeRequest, MilliQuantity(request).String())
 	}
 	if anyMem {
 		SetAnnotation(pod, ac.MemoryKey, mibQuantity(memMiB).String())

@@ -63,6 +63,13 @@ type Target struct {
 	// of one GPU.
 	ComputeMilli int64
 
+	// ComputeRequestMilli is the compute a time-sliced container reserves for placement
+	// with no limit (contract.Target.ComputeRequest), thousandths of one GPU, or 0 when
+	// none (HasCompute containers hold ComputeMilli instead). Only annotations writes it
+	// (gpufrac.io/gpu-compute-request); the other backends have no placement-only
+	// compute field.
+	ComputeRequestMilli int64
+
 	// SharingMode is the container's recommended sharing mode ("" when the
 	// recommendation names none). Only dra reads it (MPS or TimeSlicing GpuConfig).
 	SharingMode gpufracv1.SharingMode

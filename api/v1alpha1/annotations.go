@@ -32,6 +32,18 @@ const (
 	// quantity, e.g. "350m" for 0.35 of one GPU.
 	AnnotationGPUCompute = "gpufrac.io/gpu-compute"
 
+	// AnnotationGPUComputeRequest is written by the "annotations" backend for
+	// time-sliced containers (sharingMode TimeSlicing): the pod's total compute request
+	// (sum of the containers' status computeRequest), a share of one GPU as a milli
+	// quantity, e.g. "120m". A scheduler places by it (co-tenants' requests sum to at
+	// most one GPU) and enforces no limit from it; AnnotationGPUCompute is then absent.
+	AnnotationGPUComputeRequest = "gpufrac.io/gpu-compute-request"
+
+	// AnnotationContainerComputeRequestSuffix ends the per-container compute request
+	// key (see AnnotationContainerPrefix and AnnotationGPUComputeRequest); not written
+	// for container names over 33 characters.
+	AnnotationContainerComputeRequestSuffix = ".gpu-compute-request"
+
 	// AnnotationContainerPrefix starts the per-container keys of the "annotations"
 	// backend: gpufrac.io/container.<container>.gpu-memory and
 	// gpufrac.io/container.<container>.gpu-compute, same units as AnnotationGPUMemory and
