@@ -468,9 +468,9 @@ func (m *Mutator) memoryTarget(t *backend.Target, r contract.Target, gfa *gpufra
 // contract.HeldCompute), with a warning for each. A target outside 0–1 GPU is unsafe.
 func (m *Mutator) computeTarget(t *backend.Target, r contract.Target, gfa *gpufracv1.GPUFractionAutoscaler) ([]string, error) {
 	q := r.Recommendation.Target.Compute
-	if r.ComputeRequest > 0 && !r.ControlsCompute {
+	if r.ComputeRequest > 0 {
 		// Time-sliced: a placement request without a limit (contract.Target.ComputeRequest).
-		t.ComputeRequestMilli = min(r.ComputeRequest, 1000)
+		t.ComputeRequestMilli = r.ComputeRequest
 	}
 	if q == nil || !r.ControlsCompute {
 		return nil, nil

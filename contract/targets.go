@@ -24,7 +24,8 @@ type Target struct {
 	// what the workload's pods hold and UpperCompute at least Compute.
 	Compute, LowerCompute, UpperCompute int64
 	// ComputeRequest is the compute a time-sliced container reserves for placement
-	// without a limit (ContainerRecommendation.ComputeRequest), thousandths of one GPU;
+	// without a limit (ContainerRecommendation.ComputeRequest), thousandths of one GPU,
+	// at most 1000 (a request above one GPU is one GPU);
 	// -1 when the recommendation has none, compute is not controlled, or the
 	// recommendation partitions compute (then Compute is reserved and enforced). The
 	// updater never replaces a pod for it: a new request reaches the pods as they are
@@ -70,7 +71,7 @@ func TargetsOf(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionR
 		}
 		t.ComputeRequest = -1
 		if pol.Controls(gpufracv1.ResourceCompute) && !r.PartitionsCompute() {
-			t.ComputeRequest = MilliOf(r.ComputeRequest)
+			t.ComputeRequest = min(MilliOf(r.ComputeRequest), 1000)
 		}
 		t.RequestPeakMemory = t.PeakMemory
 		if t.PeakMemory > 0 && r.YoungMarginPercent > 0 {

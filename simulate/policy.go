@@ -250,7 +250,7 @@ func recDecision(spec *gpufracv1.GPUFractionAutoscalerSpec, rec *gpufracv1.Conta
 		want.ComputeMilli = min(t.Compute, 1000)
 	} else if t.ComputeRequest > 0 {
 		// A time-sliced pod is placed by its compute request (no limit).
-		want.ComputeMilli = min(t.ComputeRequest, 1000)
+		want.ComputeMilli = t.ComputeRequest
 	}
 	return decision{ok: true, want: want, target: t, full: time.Duration(rec.HistoryHours)*time.Hour >= fullHistory}
 }
