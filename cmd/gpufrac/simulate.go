@@ -10,13 +10,12 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/api/resource"
+	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/backend"
-	"github.com/gpufrac/gpufrac/recommender/estimate"
-	"github.com/gpufrac/gpufrac/recommender/policy"
+	"github.com/gpufrac/gpufrac/recommender/recommend"
 	"github.com/gpufrac/gpufrac/simulate"
 	"github.com/gpufrac/gpufrac/trace"
 )
@@ -38,12 +37,11 @@ type simulateFlags struct {
 	gentd                       trace.GenTD26Options
 	synth                       trace.SynthOptions
 	opts                        simulate.Options
+	recommend                   recommend.Flags
 	headroom                    int32
-	fitHeadroom                 string
 	windowSchedule, windowZone  string
 	windowDuration              time.Duration
 	urgentGrowth                bool
-	youngEvidence               bool
 	outputFormat, output, plots string
 	markdown                    bool
 	plotFormats                 []string
@@ -55,7 +53,22 @@ func newSimulateCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "simulate --input DIR|FILE --format gentd26|long [--gpu-memory 80Gi,...]",
 		Short: "Replay a GPU usage trace through gpufrac and other sharing policies and compare them",
-		Long: `Replay a GPU usage trace minute by minute (one recommender cycle per step) through
+		Long:  simulateLong,
+		Example: `  gpufrac simulate --input ../shared/data/gentd26 --format gentd26 --gpu-memory 80Gi
+  gpufrac simulate --input ../shared/data/gentd26 --format gentd26 --gpu-memory 48Gi,80Gi,141Gi \
+      --markdown --plots docs/benchmarks/simulation --output docs/benchmarks/simulation.md
+  gpufrac simulate --format synthetic --synth-workloads 20 --output-format json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runSimulate(cmd, &f) },
+	}
+	f.addInputFlags(cmd.Flags())
+	f.addPolicyFlags(cmd.Flags())
+	f.addOutputFlags(cmd.Flags())
+	return cmd
+}
+
+// simulateLong is the simulate command's help.
+const simulateLong = `Replay a GPU usage trace minute by minute (one recommender cycle per step) through
 sharing policies side by side, and evaluate each against the usage the trace shows.
 
 Policies: one-per-pod (a whole GPU each), time-slicing-N (1/N of memory and compute
@@ -85,15 +98,10 @@ with the file and line.
 
 Several --gpu-memory sizes run one simulation each. --plots DIR writes, per size, GPUs
 held over time, allocated vs used memory of three pods, and the distribution of
-memory headroom (SVG and/or PNG).`,
-		Example: `  gpufrac simulate --input ../shared/data/gentd26 --format gentd26 --gpu-memory 80Gi
-  gpufrac simulate --input ../shared/data/gentd26 --format gentd26 --gpu-memory 48Gi,80Gi,141Gi \
-      --markdown --plots docs/benchmarks/simulation --output docs/benchmarks/simulation.md
-  gpufrac simulate --format synthetic --synth-workloads 20 --output-format json`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runSimulate(cmd, &f) },
-	}
-	fl := cmd.Flags()
+memory headroom (SVG and/or PNG).`
+
+// addInputFlags registers the flags that choose and read the trace.
+func (f *simulateFlags) addInputFlags(fl *pflag.FlagSet) {
 	fl.StringVar(&f.format, "format", "gentd26", "input format: gentd26 (a GenTD26 directory), long (a long CSV file) or synthetic (generated in-process)")
 	fl.StringVarP(&f.input, "input", "i", "", "input directory (gentd26) or file (long; \"-\": stdin); not used with synthetic")
 	fl.StringVar(&f.end, "end", "", "shift the trace so its last sample is at this time, RFC 3339 (default: gentd26 keeps the published times, ending 2022-09-12T00:00:00Z; long keeps its times; synthetic ends 2026-01-02T00:00:00Z)")
@@ -105,21 +113,18 @@ memory headroom (SVG and/or PNG).`,
 	fl.DurationVar(&f.synth.Duration, "synth-duration", 48*time.Hour, "synthetic: trace length")
 	fl.Uint64Var(&f.synth.Seed, "seed", 1, "synthetic: random seed")
 	fl.Float64Var(&f.synth.Model.ArrivingWorkloads, "synth-arriving", 0, "synthetic: share of workloads (0-1) deployed while the trace runs, between 10 % and 75 % of it")
+}
 
+// addPolicyFlags registers the flags of the simulated cluster and of gpufrac's recommender,
+// updater and backend.
+func (f *simulateFlags) addPolicyFlags(fl *pflag.FlagSet) {
 	fl.StringSliceVar(&f.gpuMemory, "gpu-memory", []string{"80Gi"}, "memory of one GPU, a quantity in bytes (48Gi, 80Gi, 141Gi); several sizes run one simulation each")
 	fl.StringSliceVar(&f.policies, "policies", simulate.DefaultPolicies, "policies to compare, in report order: one-per-pod, time-slicing-N, vpa-memory, gpufrac, clairvoyant-peak, clairvoyant-memory")
 	fl.DurationVar(&f.opts.Interval, "interval", time.Minute, "recommender cycle and simulation step")
 	fl.DurationSliceVar(&f.warmUps, "warm-up", []time.Duration{0}, "history the recommenders read before placing and counting start (as if gpufrac were installed this long after the trace starts); several values run one simulation each")
 	fl.DurationVar(&f.opts.Lookback, "lookback", simulate.DefaultLookback, "a pod without samples for longer has ended (Prometheus' lookback delta)")
-	fl.Float64Var(&f.opts.Recommender.LowConfidence, "low-confidence", 0.5, "confidence (0-1) below which pods get a whole GPU (recommender --low-confidence)")
-	fl.DurationVar(&f.opts.Recommender.Estimator.FullConfidenceHistory, "full-confidence-history", 24*time.Hour, "history length at which confidence reaches 1")
-	fl.Float64Var(&f.opts.Recommender.Estimator.ContentionBudget, "contention-budget", estimate.DefaultContentionBudget, "probability (0-1) that time-sliced co-tenants whose compute requests sum to at most one GPU ask for more than 1 + --contention-slowdown GPUs, as the recommender's --contention-budget (negative: time-sliced pods reserve no compute)")
-	fl.Float64Var(&f.opts.Recommender.Estimator.ContentionSlowdown, "contention-slowdown", estimate.DefaultContentionSlowdown, "overload (ratio of one GPU) that --contention-budget bounds, as the recommender's --contention-slowdown")
-	fl.DurationVar(&f.opts.Recommender.History.MemoryAggregationInterval, "memory-aggregation-interval", time.Hour, "interval of one gpufrac memory peak")
-	fl.DurationVar(&f.opts.Recommender.History.PeakWindow, "memory-peak-window", 0, "window of the recent memory peak the target never goes below, as the recommender's --memory-peak-window (default: the recommender's)")
+	f.recommend.AddFlags(fl, &f.opts.Recommender) // the recommender's estimator and policy flags
 	fl.Int32Var(&f.headroom, "memory-headroom-percent", 15, "gpufrac memory headroom on top of the estimate and the recent peak, percent (the autoscaler's memoryHeadroomPercent)")
-	fl.StringVar(&f.fitHeadroom, "fit-memory-headroom", resource.NewQuantity(policy.DefaultFitMemoryHeadroomBytes, resource.BinarySI).String(), "least room above the recent memory peak for rounding a memory target down to a whole share of one GPU, as the recommender's --fit-memory-headroom (0: off)")
-	fl.Float64Var(&f.opts.Recommender.Policy.FitNearLimit, "fit-near-limit", 0, "ratio 0-1 of the recent memory peak to a whole share of one GPU from which a target is not rounded down to that share, as the recommender's --fit-near-limit (0: off)")
 	fl.DurationVar(&f.opts.Updater.MinLifetime, "min-lifetime", simulate.DefaultMinLifetime, "age a pod inside its bounds must reach before it is replaced for being off target, as the updater's --min-pod-age (bounds and protective growth excepted; 0: none)")
 	fl.Float64Var(&f.opts.Updater.NearLimit, "near-limit", simulate.DefaultNearLimit, "observed memory peak ÷ allocated memory (ratio) from which growth is protective, as the updater's --near-limit")
 	fl.Float64Var(&f.opts.Updater.ReplacementsPerMinute, "replacements-per-minute", simulate.DefaultReplacementsPerMinute, "cluster-wide replacement rate limit (negative: unlimited)")
@@ -128,93 +133,29 @@ memory headroom (SVG and/or PNG).`,
 	fl.DurationVar(&f.windowDuration, "resize-window-duration", 4*time.Hour, "length of the resize window")
 	fl.StringVar(&f.windowZone, "resize-window-timezone", "UTC", "IANA time zone of the resize window schedule")
 	fl.BoolVar(&f.urgentGrowth, "urgent-growth", true, "memory growth skips the minimum lifetime and resize windows")
-	fl.BoolVar(&f.youngEvidence, "young-evidence", true, "young workloads (confidence under --low-confidence) earn confidence from hours at their memory level and get a target with a 1/n margin, as the recommender's --young-evidence (false: a whole GPU until the clock's confidence)")
 	fl.IntVar(&f.opts.Updater.MinReplicas, "min-replicas", 1, "fewest running pods a workload needs for one to be replaced")
 	fl.StringVar((*string)(&f.opts.Backend), "backend", "", "backend that writes gpufrac's and vpa-memory's fractions: \"\" (one memory value, a hard limit packed as it is, as the default annotations backend) or kai-nvfractions (pods packed by a memory request and killed above a memory limit; co-tenants above the GPU's memory are a GPU overrun)")
 	fl.StringVar(&f.opts.NVFractions.Request, "nvfractions-request", backend.NVFractionsRequestTarget, "kai-nvfractions request, as the webhook's --nvfractions-request: target or observed-peak")
 	fl.StringVar(&f.opts.NVFractions.Limit, "nvfractions-limit", backend.NVFractionsLimitUpperBound, "kai-nvfractions limit, as the webhook's --nvfractions-limit: upper-bound or target")
+}
 
+// addOutputFlags registers the report and plot flags.
+func (f *simulateFlags) addOutputFlags(fl *pflag.FlagSet) {
 	fl.StringVar(&f.outputFormat, "output-format", "text", "report format: text, markdown or json")
 	fl.BoolVar(&f.markdown, "markdown", false, "shorthand for --output-format markdown")
 	fl.StringVarP(&f.output, "output", "o", "-", "report file (\"-\": stdout)")
 	fl.StringVar(&f.plots, "plots", "", "directory for plots (created if missing); files are named by GPU size")
 	fl.StringSliceVar(&f.plotFormats, "plot-format", []string{"svg"}, "plot file formats: svg, png")
-	return cmd
 }
 
 func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
-	if f.markdown {
-		if cmd.Flags().Changed("output-format") && f.outputFormat != "markdown" {
-			return fmt.Errorf("--markdown conflicts with --output-format %s", f.outputFormat)
-		}
-		f.outputFormat = "markdown"
+	if err := f.completeOutput(cmd); err != nil {
+		return err
 	}
-	switch f.outputFormat {
-	case "text", "markdown", "json":
-	default:
-		return fmt.Errorf("--output-format %q: want text, markdown or json", f.outputFormat)
+	sizes, err := f.completeOptions(cmd)
+	if err != nil {
+		return err
 	}
-	for _, pf := range f.plotFormats {
-		if pf != "svg" && pf != "png" {
-			return fmt.Errorf("--plot-format %q: want svg or png", pf)
-		}
-	}
-	var sizes []int64
-	for _, s := range f.gpuMemory {
-		v, err := parseBytes(s)
-		if err != nil {
-			return err
-		}
-		sizes = append(sizes, int64(v))
-	}
-	if cmd.Flags().Changed("memory-headroom-percent") {
-		if f.headroom < 0 || f.headroom > 200 {
-			return fmt.Errorf("--memory-headroom-percent %d: want 0-200", f.headroom)
-		}
-		f.opts.MemoryHeadroomPercent = &f.headroom
-	}
-	fitQ, err := resource.ParseQuantity(f.fitHeadroom)
-	if err != nil || fitQ.Sign() < 0 {
-		return fmt.Errorf("--fit-memory-headroom %q: want a quantity such as 2Gi, or 0", f.fitHeadroom)
-	}
-	f.opts.Recommender.Policy.FitMemoryHeadroomBytes = fitQ.AsApproximateFloat64()
-	if fitQ.IsZero() {
-		f.opts.Recommender.Policy.FitMemoryHeadroomBytes = -1 // off
-	}
-	if r := f.opts.Recommender.Policy.FitNearLimit; r < 0 || r > 1 {
-		return fmt.Errorf("--fit-near-limit %v: want a ratio 0-1", r)
-	}
-	if a := f.synth.Model.ArrivingWorkloads; a < 0 || a > 1 {
-		return fmt.Errorf("--synth-arriving %v: want 0-1", a)
-	}
-	if !f.youngEvidence {
-		f.opts.Recommender.Estimator.YoungConfidence = -1 // off
-	}
-	if f.opts.Recommender.LowConfidence < 0 || f.opts.Recommender.LowConfidence > 1 {
-		return fmt.Errorf("--low-confidence %v: want 0-1", f.opts.Recommender.LowConfidence)
-	}
-	if f.opts.Interval <= 0 {
-		return fmt.Errorf("--interval %s: must be positive", f.opts.Interval)
-	}
-	if f.opts.Updater.ReplacementsPerMinute == 0 {
-		return fmt.Errorf("--replacements-per-minute 0 would never replace a pod; give a positive rate, or a negative one for no limit")
-	}
-	if f.opts.Updater.MinLifetime < 0 {
-		return fmt.Errorf("--min-lifetime %s: must not be negative", f.opts.Updater.MinLifetime)
-	}
-	if f.opts.Updater.MinLifetime == 0 {
-		f.opts.Updater.MinLifetime = -1 // none
-	}
-	f.opts.Updater.UrgentGrowth = &f.urgentGrowth
-	if f.windowSchedule != "" {
-		f.opts.Updater.ResizeWindows = []gpufracv1.ResizeWindow{{Schedule: f.windowSchedule,
-			Duration: metav1.Duration{Duration: f.windowDuration}, TimeZone: f.windowZone}}
-	}
-	if f.opts.Backend != "" && f.opts.Backend != gpufracv1.BackendKAINVFractions {
-		return fmt.Errorf("--backend %q: want \"\" or %s", f.opts.Backend, gpufracv1.BackendKAINVFractions)
-	}
-	f.opts.Policies = f.policies
-
 	tr, input, err := readSimulateInput(cmd, f)
 	if err != nil {
 		return err
@@ -225,29 +166,9 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	}
 	for _, warm := range f.warmUps {
 		for _, size := range sizes {
-			o := f.opts
-			o.GPUMemoryBytes = size
-			o.WarmUp = warm
-			res, err := simulate.Run(&tr, o)
-			if err != nil {
+			if err := f.runOne(rep, &tr, size, warm); err != nil {
 				return err
 			}
-			rep.Runs = append(rep.Runs, res)
-			if f.plots == "" {
-				continue
-			}
-			if err := os.MkdirAll(f.plots, 0o755); err != nil {
-				return err
-			}
-			prefix := "sim-" + strings.ToLower(simulate.GiB(size))
-			if warm > 0 {
-				prefix += "-warm" + simulate.ShortDuration(warm.String())
-			}
-			files, err := res.WritePlots(f.plots, prefix, f.plotFormats)
-			if err != nil {
-				return err
-			}
-			rep.Plots = append(rep.Plots, files)
 		}
 	}
 	dir := "."
@@ -265,6 +186,110 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	})
 }
 
+// completeOutput checks the report and plot flags (--markdown is --output-format
+// markdown).
+func (f *simulateFlags) completeOutput(cmd *cobra.Command) error {
+	if f.markdown {
+		if cmd.Flags().Changed("output-format") && f.outputFormat != "markdown" {
+			return fmt.Errorf("--markdown conflicts with --output-format %s", f.outputFormat)
+		}
+		f.outputFormat = "markdown"
+	}
+	switch f.outputFormat {
+	case "text", "markdown", "json":
+	default:
+		return fmt.Errorf("--output-format %q: want text, markdown or json", f.outputFormat)
+	}
+	for _, pf := range f.plotFormats {
+		if pf != "svg" && pf != "png" {
+			return fmt.Errorf("--plot-format %q: want svg or png", pf)
+		}
+	}
+	return nil
+}
+
+// completeOptions checks the simulation flags and writes them into f.opts; it returns
+// the GPU sizes to simulate, bytes. Its errors name the flag.
+func (f *simulateFlags) completeOptions(cmd *cobra.Command) ([]int64, error) {
+	var sizes []int64
+	for _, s := range f.gpuMemory {
+		v, err := parseBytes(s)
+		if err != nil {
+			return nil, err
+		}
+		sizes = append(sizes, int64(v))
+	}
+	if cmd.Flags().Changed("memory-headroom-percent") {
+		if f.headroom < 0 || f.headroom > 200 {
+			return nil, fmt.Errorf("--memory-headroom-percent %d: want 0-200", f.headroom)
+		}
+		f.opts.MemoryHeadroomPercent = &f.headroom
+	}
+	if err := f.recommend.Complete(); err != nil {
+		return nil, err
+	}
+	if a := f.synth.Model.ArrivingWorkloads; a < 0 || a > 1 {
+		return nil, fmt.Errorf("--synth-arriving %v: want 0-1", a)
+	}
+	if f.opts.Interval <= 0 {
+		return nil, fmt.Errorf("--interval %s: must be positive", f.opts.Interval)
+	}
+	if f.opts.Backend != "" && f.opts.Backend != gpufracv1.BackendKAINVFractions {
+		return nil, fmt.Errorf("--backend %q: want \"\" or %s", f.opts.Backend, gpufracv1.BackendKAINVFractions)
+	}
+	f.opts.Policies = f.policies
+	return sizes, f.completeUpdater()
+}
+
+// completeUpdater checks the updater's flags and writes them into f.opts.Updater.
+func (f *simulateFlags) completeUpdater() error {
+	u := &f.opts.Updater
+	if u.ReplacementsPerMinute == 0 {
+		return fmt.Errorf("--replacements-per-minute 0 would never replace a pod; give a positive rate, or a negative one for no limit")
+	}
+	if u.MinLifetime < 0 {
+		return fmt.Errorf("--min-lifetime %s: must not be negative", u.MinLifetime)
+	}
+	if u.MinLifetime == 0 {
+		u.MinLifetime = -1 // none
+	}
+	u.UrgentGrowth = &f.urgentGrowth
+	if f.windowSchedule != "" {
+		u.ResizeWindows = []gpufracv1.ResizeWindow{{Schedule: f.windowSchedule,
+			Duration: metav1.Duration{Duration: f.windowDuration}, TimeZone: f.windowZone}}
+	}
+	return nil
+}
+
+// runOne simulates tr on GPUs of size bytes after warm of history, adding the result
+// and its plots (with --plots) to rep.
+func (f *simulateFlags) runOne(rep *simulate.Report, tr *trace.Trace, size int64, warm time.Duration) error {
+	o := f.opts
+	o.GPUMemoryBytes = size
+	o.WarmUp = warm
+	res, err := simulate.Run(tr, o)
+	if err != nil {
+		return err
+	}
+	rep.Runs = append(rep.Runs, res)
+	if f.plots == "" {
+		return nil
+	}
+	if err := os.MkdirAll(f.plots, 0o755); err != nil {
+		return err
+	}
+	prefix := "sim-" + strings.ToLower(simulate.GiB(size))
+	if warm > 0 {
+		prefix += "-warm" + simulate.ShortDuration(warm.String())
+	}
+	files, err := res.WritePlots(f.plots, prefix, f.plotFormats)
+	if err != nil {
+		return err
+	}
+	rep.Plots = append(rep.Plots, files)
+	return nil
+}
+
 // readSimulateInput reads or generates the trace; errors name the file and line.
 func readSimulateInput(cmd *cobra.Command, f *simulateFlags) (trace.Trace, string, error) {
 	var end time.Time
@@ -274,82 +299,25 @@ func readSimulateInput(cmd *cobra.Command, f *simulateFlags) (trace.Trace, strin
 			return trace.Trace{}, "", fmt.Errorf("--end %q: want RFC 3339 (2026-01-02T15:04:05Z)", f.end)
 		}
 	}
-	only := func(prefix string, names ...string) error {
-		for _, n := range names {
-			if cmd.Flags().Changed(n) {
-				return fmt.Errorf("--%s applies to --format %s only", n, prefix)
-			}
-		}
-		return nil
-	}
-	gentdFlags := []string{"pods", "duration", "pods-per-deployment"}
-	synthFlags := []string{"synth-workloads", "synth-pods-per-workload", "synth-duration", "seed"}
 	var (
 		tr  trace.Trace
-		st  trace.Stats
+		st  *trace.Stats
 		err error
 	)
 	input := f.input
 	switch f.format {
 	case "gentd26":
-		if err := only("synthetic", synthFlags...); err != nil {
-			return tr, "", err
-		}
-		if input == "" {
-			return tr, "", fmt.Errorf("--input is required: the GenTD26 directory")
-		}
-		if f.gentd.MaxPods < 0 || f.gentd.PodsPerDeployment < 0 || f.gentd.Duration < 0 {
-			return tr, "", fmt.Errorf("--pods, --pods-per-deployment and --duration must not be negative")
-		}
-		f.gentd.End = genTD26End
-		if !end.IsZero() {
-			f.gentd.End = end
-		}
-		if tr, st, err = trace.ReadGenTD26(input, f.gentd); err != nil {
-			return tr, "", fmt.Errorf("reading GenTD26 trace in %s: %w", input, err)
-		}
+		tr, st, err = f.readGenTD26(cmd, end)
 	case "long":
-		if err := only("gentd26", gentdFlags...); err != nil {
-			return tr, "", err
-		}
-		if err := only("synthetic", synthFlags...); err != nil {
-			return tr, "", err
-		}
-		if input == "" {
-			return tr, "", fmt.Errorf("--input is required: the long CSV file or \"-\"")
-		}
-		in, name := io.Reader(cmd.InOrStdin()), "stdin"
-		if input != "-" {
-			file, err := os.Open(input)
-			if err != nil {
-				return tr, "", err
-			}
-			defer file.Close()
-			in, name = file, input
-		}
-		if tr, st, err = trace.ReadLongCSV(in, name); err != nil {
-			return tr, "", fmt.Errorf("reading long CSV trace: %w", err)
-		}
-		if !end.IsZero() {
-			tr.ShiftToEnd(end)
-		}
+		tr, st, err = f.readLong(cmd, end)
 	case "synthetic":
-		if err := only("gentd26", gentdFlags...); err != nil {
-			return tr, "", err
-		}
-		if cmd.Flags().Changed("input") {
-			return tr, "", fmt.Errorf("--input does not apply to --format synthetic")
-		}
-		if f.synth.Workloads < 1 || f.synth.PodsPerWorkload < 1 || f.synth.Duration < 0 {
-			return tr, "", fmt.Errorf("--synth-workloads and --synth-pods-per-workload must be positive, --synth-duration not negative")
-		}
-		f.synth.End = synthEnd
-		if !end.IsZero() {
-			f.synth.End = end
-		}
-		tr, input = trace.Synthesize(f.synth), "synthetic"
+		tr, err = f.synthesize(cmd, end)
+		input = "synthetic"
 	default:
-		return tr, "", fmt.Errorf("--format %q: want gentd26, long or synthetic", f.format)
+		err = fmt.Errorf("--format %q: want gentd26, long or synthetic", f.format)
+	}
+	if err != nil {
+		return tr, "", err
 	}
 	if len(tr.Pods) == 0 {
 		return tr, "", fmt.Errorf("%s: no pods with samples", input)
@@ -357,12 +325,96 @@ func readSimulateInput(cmd *cobra.Command, f *simulateFlags) (trace.Trace, strin
 	if err := tr.Validate(); err != nil {
 		return tr, "", fmt.Errorf("%s: %w", input, err)
 	}
-	var stp *trace.Stats
-	if f.format != "synthetic" {
-		stp = &st
-	}
-	fmt.Fprintln(cmd.ErrOrStderr(), summaryLine("simulating", tr, stp))
+	fmt.Fprintln(cmd.ErrOrStderr(), summaryLine("simulating", tr, st))
 	return tr, input, nil
+}
+
+// Flags that apply to one --format only.
+var (
+	gentdFlags = []string{"pods", "duration", "pods-per-deployment"}
+	synthFlags = []string{"synth-workloads", "synth-pods-per-workload", "synth-duration", "seed"}
+)
+
+// onlyFor returns an error naming the first of names that was set: those flags apply to
+// --format format only.
+func onlyFor(cmd *cobra.Command, format string, names ...string) error {
+	for _, n := range names {
+		if cmd.Flags().Changed(n) {
+			return fmt.Errorf("--%s applies to --format %s only", n, format)
+		}
+	}
+	return nil
+}
+
+// readGenTD26 reads --input as a GenTD26 directory, ending at end (zero: as published).
+func (f *simulateFlags) readGenTD26(cmd *cobra.Command, end time.Time) (trace.Trace, *trace.Stats, error) {
+	if err := onlyFor(cmd, "synthetic", synthFlags...); err != nil {
+		return trace.Trace{}, nil, err
+	}
+	if f.input == "" {
+		return trace.Trace{}, nil, fmt.Errorf("--input is required: the GenTD26 directory")
+	}
+	if f.gentd.MaxPods < 0 || f.gentd.PodsPerDeployment < 0 || f.gentd.Duration < 0 {
+		return trace.Trace{}, nil, fmt.Errorf("--pods, --pods-per-deployment and --duration must not be negative")
+	}
+	f.gentd.End = genTD26End
+	if !end.IsZero() {
+		f.gentd.End = end
+	}
+	tr, st, err := trace.ReadGenTD26(f.input, f.gentd)
+	if err != nil {
+		return tr, nil, fmt.Errorf("reading GenTD26 trace in %s: %w", f.input, err)
+	}
+	return tr, &st, nil
+}
+
+// readLong reads --input (a file, or "-": stdin) as a long CSV, shifted to end (zero:
+// its own times).
+func (f *simulateFlags) readLong(cmd *cobra.Command, end time.Time) (trace.Trace, *trace.Stats, error) {
+	if err := onlyFor(cmd, "gentd26", gentdFlags...); err != nil {
+		return trace.Trace{}, nil, err
+	}
+	if err := onlyFor(cmd, "synthetic", synthFlags...); err != nil {
+		return trace.Trace{}, nil, err
+	}
+	if f.input == "" {
+		return trace.Trace{}, nil, fmt.Errorf("--input is required: the long CSV file or \"-\"")
+	}
+	in, name := io.Reader(cmd.InOrStdin()), "stdin"
+	if f.input != "-" {
+		file, err := os.Open(f.input)
+		if err != nil {
+			return trace.Trace{}, nil, err
+		}
+		defer file.Close()
+		in, name = file, f.input
+	}
+	tr, st, err := trace.ReadLongCSV(in, name)
+	if err != nil {
+		return tr, nil, fmt.Errorf("reading long CSV trace: %w", err)
+	}
+	if !end.IsZero() {
+		tr.ShiftToEnd(end)
+	}
+	return tr, &st, nil
+}
+
+// synthesize generates the synthetic trace, ending at end (zero: synthEnd).
+func (f *simulateFlags) synthesize(cmd *cobra.Command, end time.Time) (trace.Trace, error) {
+	if err := onlyFor(cmd, "gentd26", gentdFlags...); err != nil {
+		return trace.Trace{}, err
+	}
+	if cmd.Flags().Changed("input") {
+		return trace.Trace{}, fmt.Errorf("--input does not apply to --format synthetic")
+	}
+	if f.synth.Workloads < 1 || f.synth.PodsPerWorkload < 1 || f.synth.Duration < 0 {
+		return trace.Trace{}, fmt.Errorf("--synth-workloads and --synth-pods-per-workload must be positive, --synth-duration not negative")
+	}
+	f.synth.End = synthEnd
+	if !end.IsZero() {
+		f.synth.End = end
+	}
+	return trace.Synthesize(f.synth), nil
 }
 
 // commandLine renders the command line for the Markdown report, with arguments that

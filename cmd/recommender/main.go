@@ -21,9 +21,8 @@ import (
 	"github.com/gpufrac/gpufrac/cmd/internal/manager"
 	"github.com/gpufrac/gpufrac/prom"
 	"github.com/gpufrac/gpufrac/recommender"
-	"github.com/gpufrac/gpufrac/recommender/estimate"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
-	"github.com/gpufrac/gpufrac/recommender/policy"
+	"github.com/gpufrac/gpufrac/recommender/recommend"
 	sharingctl "github.com/gpufrac/gpufrac/sharingplan/controller"
 )
 
@@ -38,16 +37,17 @@ type options struct {
 	cfg     recommender.Config
 	promCfg prom.Config
 	mgr     manager.Flags
-	labels  metrics.Labels
+	// recommend holds the estimator and policy flags gpufrac simulate shares.
+	recommend recommend.Flags
+	labels    metrics.Labels
 	// src is --metric-source; nil (auto): every source present, chosen per pod.
 	src          metrics.Source
 	maxSamples   int
 	planner      bool
-	young        bool
 	planInterval time.Duration
 	electionID   string
 
-	source, gpuMemory, minMemory, fitHeadroom, shardNS string
+	source, gpuMemory, shardNS string
 }
 
 // parseFlags registers the recommender's flags on fs, parses args and checks them. Its
@@ -67,26 +67,15 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 
 func (o *options) addFlags(fs *flag.FlagSet) {
 	cfg, labels := &o.cfg, &o.labels
+	o.recommend.AddFlags(fs, &cfg.Config)
 	fs.StringVar(&o.source, "metric-source", "auto", "Metric source: auto (read every source Prometheus holds over the history window, each pod from the most precise one that reports it: agent, hami, kai, dcgm), agent, hami, kai or dcgm.")
 	fs.StringVar(&o.gpuMemory, "gpu-memory", "80Gi", "Memory of one GPU (quantity, bytes): no recommendation exceeds it, and sharing modes are chosen against it.")
-	fs.StringVar(&o.minMemory, "min-memory", "", "Smallest memory recommended (quantity, bytes; default 512Mi: a CUDA context and allocator pools).")
 	fs.DurationVar(&cfg.Interval, "interval", recommender.Config{}.WithDefaults().Interval, "Cycle period, and the step of compute samples.")
 	fs.DurationVar(&cfg.HistoryLength, "history-length", recommender.Config{}.WithDefaults().HistoryLength, "History loaded from Prometheus at start and for each new autoscaler.")
-	fs.DurationVar(&cfg.History.MemoryAggregationInterval, "memory-aggregation-interval", 0, "Interval whose per-pod peak is one memory sample (default 1h).")
-	fs.DurationVar(&cfg.History.HalfLife, "half-life", 0, "Decay half-life of the histograms (default 24h, VPA's).")
-	fs.DurationVar(&cfg.History.PeakWindow, "memory-peak-window", 0, "Window of the recent memory peak the target never goes below (default 168h: rare spikes stay in the target for a week).")
-	fs.DurationVar(&cfg.Estimator.FullConfidenceHistory, "full-confidence-history", 0, "History length at which confidence reaches 100% (default 24h).")
 	fs.DurationVar(&cfg.MaxBackoff, "max-backoff", 0, "Longest wait between cycles while Prometheus fails (default 5m).")
-	fs.Float64Var(&cfg.LowConfidence, "low-confidence", 0, "Confidence ratio 0–1 under which LowConfidence is set (default 0.5).")
-	fs.Float64Var(&cfg.Estimator.ComputeMargin, "compute-margin", 0, "Safety margin on compute, ratio (default 0.15, VPA's).")
-	fs.Float64Var(&cfg.Estimator.ContentionBudget, "contention-budget", estimate.DefaultContentionBudget, "Probability, ratio 0–1, that time-sliced co-tenants whose computeRequests sum to at most one GPU ask together for more than 1 + --contention-slowdown GPUs in one cycle; sizes each TimeSlicing container's computeRequest (its effective compute, docs/recommender.md). Negative: no computeRequest.")
-	fs.Float64Var(&cfg.Estimator.ContentionSlowdown, "contention-slowdown", estimate.DefaultContentionSlowdown, "Overload, ratio of one GPU, that --contention-budget bounds: co-tenants asking for 1 + this many GPUs run that much slower under time-slicing.")
 	fs.Float64Var(&cfg.Policy.GuardrailComputeStep, "guardrail-compute-step", 0, "Compute added per cycle while the latency guardrail is breached, share of one GPU (default 0.1).")
-	fs.StringVar(&o.fitHeadroom, "fit-memory-headroom", resource.NewQuantity(policy.DefaultFitMemoryHeadroomBytes, resource.BinarySI).String(), "Least room above the recent memory peak for rounding a memory target down to a whole share of one GPU (½, ⅓, …), a quantity; 0 turns packing-aware sizing off.")
-	fs.Float64Var(&cfg.Policy.FitNearLimit, "fit-near-limit", 0, "Ratio 0–1 of the recent memory peak to a whole share of one GPU from which a target is not rounded down to that share; set it to the updater's --near-limit (0.9) so no rounded pod starts near its limit. 0: off (the default; measured in docs/benchmarks/savings.md).")
 	fs.StringVar(&cfg.Shard.Name, "recommender-name", gpufracv1.DefaultRecommenderName, "This instance's name (shard): it owns the autoscalers whose spec.recommenders names it; \"default\" also owns those naming none. Each name elects its own leader.")
 	fs.IntVar(&o.maxSamples, "max-samples-per-query", 0, "Most samples (series × points) one range query asks for; set it under the backend's limit (Prometheus --query.max-samples, Mimir -querier.max-fetched-samples-per-query). 0: only Prometheus' 11,000 points per series; a chunk refused as too large is halved either way.")
-	fs.BoolVar(&o.young, "young-evidence", true, "Young workloads (confidence under --low-confidence) earn confidence from the hours their memory stays at its level, with a 1/n margin on the memory target (docs/recommender.md); false: confidence from the history's length only.")
 	fs.BoolVar(&o.planner, "sharing-planner", true, "Run the GPUSharingPolicy controller (NVIDIA device-plugin time-slicing/MPS planner, docs/sharing-planner.md) on the leader.")
 	fs.DurationVar(&o.planInterval, "sharing-plan-interval", time.Minute, "How often each GPUSharingPolicy is planned again from the current recommendations.")
 	fs.StringVar(&o.shardNS, "shard-namespace-selector", "", "Label selector on namespaces (team=a,tier!=batch): this instance owns only autoscalers in matching namespaces (default: every namespace).")
@@ -98,29 +87,12 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	o.mgr.AddFlags(fs, "runs cycles")
 }
 
-// complete parses the quantity, selector and source flags into the configuration.
+// complete checks the flags and parses the quantity, selector and source flags into the
+// configuration.
 func (o *options) complete() error {
 	cfg := &o.cfg
-	if o.minMemory != "" {
-		m, err := resource.ParseQuantity(o.minMemory)
-		if err != nil || m.Sign() < 0 {
-			return fmt.Errorf("--min-memory %q: want a quantity such as 512Mi", o.minMemory)
-		}
-		cfg.Policy.MinMemoryBytes = m.AsApproximateFloat64()
-	}
-	fit, err := resource.ParseQuantity(o.fitHeadroom)
-	if err != nil || fit.Sign() < 0 {
-		return fmt.Errorf("--fit-memory-headroom %q: want a quantity such as 2Gi, or 0", o.fitHeadroom)
-	}
-	cfg.Policy.FitMemoryHeadroomBytes = fit.AsApproximateFloat64()
-	if fit.IsZero() {
-		cfg.Policy.FitMemoryHeadroomBytes = -1 // off
-	}
-	if r := cfg.Policy.FitNearLimit; r < 0 || r > 1 {
-		return fmt.Errorf("--fit-near-limit %v: want a ratio 0-1", r)
-	}
-	if !o.young {
-		cfg.Estimator.YoungConfidence = -1 // off
+	if err := o.recommend.Complete(); err != nil {
+		return err
 	}
 	q, err := resource.ParseQuantity(o.gpuMemory)
 	if err != nil || q.Sign() <= 0 {

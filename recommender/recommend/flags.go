@@ -1,0 +1,88 @@
+package recommend
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/gpufrac/gpufrac/recommender/estimate"
+	"github.com/gpufrac/gpufrac/recommender/history"
+	"github.com/gpufrac/gpufrac/recommender/policy"
+)
+
+// FlagSet is what Flags registers on: the methods the standard library's flag.FlagSet
+// (cmd/recommender) and spf13/pflag's FlagSet (gpufrac simulate, cobra) share.
+type FlagSet interface {
+	Float64Var(p *float64, name string, value float64, usage string)
+	DurationVar(p *time.Duration, name string, value time.Duration, usage string)
+	StringVar(p *string, name string, value string, usage string)
+	BoolVar(p *bool, name string, value bool, usage string)
+}
+
+// Flags are the command-line options of the recommendation step (estimator, history
+// and policy) that cmd/recommender and gpufrac simulate share, so both take the same
+// names, defaults, checks and errors: AddFlags registers them, Complete checks them
+// once parsed. Documented in docs/recommender.md.
+type Flags struct {
+	c                      *Config
+	minMemory, fitHeadroom string
+	young                  bool
+}
+
+// AddFlags registers the flags on fs; they write into c (read it after Complete).
+func (f *Flags) AddFlags(fs FlagSet, c *Config) {
+	f.c = c
+	d := Config{}.WithDefaults()
+	fs.Float64Var(&c.LowConfidence, "low-confidence", d.LowConfidence, "Confidence, ratio 0–1, under which LowConfidence is set and the recommendation is not applied.")
+	fs.DurationVar(&c.Estimator.FullConfidenceHistory, "full-confidence-history", estimate.DefaultFullConfidenceHistory, "History length at which confidence reaches 100%.")
+	fs.Float64Var(&c.Estimator.ComputeMargin, "compute-margin", estimate.DefaultComputeMargin, "Safety margin on compute, ratio (VPA's).")
+	fs.Float64Var(&c.Estimator.ContentionBudget, "contention-budget", estimate.DefaultContentionBudget, "Probability, ratio 0–1 (exclusive), that time-sliced co-tenants whose computeRequests sum to at most one GPU ask together for more than 1 + --contention-slowdown GPUs in one cycle; sizes each TimeSlicing container's computeRequest (its effective compute, docs/recommender.md). Negative: no computeRequest.")
+	fs.Float64Var(&c.Estimator.ContentionSlowdown, "contention-slowdown", estimate.DefaultContentionSlowdown, "Overload, ratio of one GPU (positive), that --contention-budget bounds: co-tenants asking for 1 + this many GPUs run that much slower under time-slicing.")
+	fs.DurationVar(&c.History.MemoryAggregationInterval, "memory-aggregation-interval", history.DefaultMemoryAggregationInterval, "Interval whose per-pod peak is one memory sample.")
+	fs.DurationVar(&c.History.HalfLife, "half-life", history.DefaultHalfLife, "Decay half-life of the histograms (VPA's).")
+	fs.DurationVar(&c.History.PeakWindow, "memory-peak-window", history.DefaultPeakWindow, "Window of the recent memory peak the target never goes below (rare spikes stay in the target this long).")
+	fs.StringVar(&f.minMemory, "min-memory", "", "Smallest memory recommended (quantity, bytes; default 512Mi: a CUDA context and allocator pools).")
+	fs.StringVar(&f.fitHeadroom, "fit-memory-headroom", resource.NewQuantity(policy.DefaultFitMemoryHeadroomBytes, resource.BinarySI).String(), "Least room above the recent memory peak for rounding a memory target down to a whole share of one GPU (½, ⅓, …), a quantity; 0 turns packing-aware sizing off.")
+	fs.Float64Var(&c.Policy.FitNearLimit, "fit-near-limit", 0, "Ratio 0–1 of the recent memory peak to a whole share of one GPU from which a target is not rounded down to that share; set it to the updater's --near-limit (0.9) so no rounded pod starts near its limit. 0: off (the default; measured in docs/benchmarks/savings.md).")
+	fs.BoolVar(&f.young, "young-evidence", true, "Young workloads (confidence under --low-confidence) earn confidence from the hours their memory stays at its level, with a 1/n margin on the memory target (docs/recommender.md); false: confidence from the history's length only.")
+}
+
+// Complete checks the parsed flags and writes those that need parsing (quantities,
+// switches) into the Config given to AddFlags. Its errors name the flag.
+func (f *Flags) Complete() error {
+	c := f.c
+	if r := c.LowConfidence; r < 0 || r > 1 {
+		return fmt.Errorf("--low-confidence %v: want a ratio 0-1", r)
+	}
+	// ContentionSpace takes ln(1/budget)/slowdown: a budget of 0 or ≥ 1, or a slowdown
+	// ≤ 0, gives no finite positive s (estimate.Config.ContentionSpace).
+	if b := c.Estimator.ContentionBudget; b == 0 || b >= 1 {
+		return fmt.Errorf("--contention-budget %v: want a probability between 0 and 1 (exclusive), or a negative value for no computeRequest", b)
+	}
+	if s := c.Estimator.ContentionSlowdown; s <= 0 {
+		return fmt.Errorf("--contention-slowdown %v: want a positive ratio of one GPU", s)
+	}
+	if f.minMemory != "" {
+		m, err := resource.ParseQuantity(f.minMemory)
+		if err != nil || m.Sign() < 0 {
+			return fmt.Errorf("--min-memory %q: want a quantity such as 512Mi", f.minMemory)
+		}
+		c.Policy.MinMemoryBytes = m.AsApproximateFloat64()
+	}
+	fit, err := resource.ParseQuantity(f.fitHeadroom)
+	if err != nil || fit.Sign() < 0 {
+		return fmt.Errorf("--fit-memory-headroom %q: want a quantity such as 2Gi, or 0", f.fitHeadroom)
+	}
+	c.Policy.FitMemoryHeadroomBytes = fit.AsApproximateFloat64()
+	if fit.IsZero() {
+		c.Policy.FitMemoryHeadroomBytes = -1 // off
+	}
+	if r := c.Policy.FitNearLimit; r < 0 || r > 1 {
+		return fmt.Errorf("--fit-near-limit %v: want a ratio 0-1", r)
+	}
+	if !f.young {
+		c.Estimator.YoungConfidence = -1 // off
+	}
+	return nil
+}
