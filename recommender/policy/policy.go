@@ -123,58 +123,15 @@ func MemoryHeadroom(cp *gpufracv1.ContainerPolicy) float64 {
 func (c Config) Recommend(name string, est estimate.Estimate, cp *gpufracv1.ContainerPolicy,
 	prev *gpufracv1.ContainerRecommendation, g gpufracv1.Guardrail) gpufracv1.ContainerRecommendation {
 	c = c.WithDefaults()
-	target, lower, upper := est.Target, est.LowerBound, est.UpperBound
-	uncapped := estimate.Resources{MemoryBytes: target.MemoryBytes, Compute: math.Min(1, target.Compute)}
-
-	memMin, memMax := c.MinMemoryBytes, c.GPUMemoryBytes
-	cpuMin, cpuMax := c.MinCompute, 1.0
-	if cp != nil {
-		if cp.MinMemory != nil {
-			memMin = cp.MinMemory.AsApproximateFloat64()
-		}
-		if cp.MaxMemory != nil {
-			memMax = math.Min(memMax, cp.MaxMemory.AsApproximateFloat64())
-		}
-		if cp.MinCompute != nil {
-			cpuMin = math.Max(cpuMin, cp.MinCompute.AsApproximateFloat64())
-		}
-		if cp.MaxCompute != nil {
-			cpuMax = math.Min(cpuMax, cp.MaxCompute.AsApproximateFloat64())
-		}
-	}
-	capR := func(r estimate.Resources) estimate.Resources {
-		return estimate.Resources{MemoryBytes: clamp(r.MemoryBytes, memMin, memMax), Compute: clamp(r.Compute, cpuMin, cpuMax)}
-	}
-	target, lower, upper = capR(target), capR(lower), capR(upper)
+	lim := c.limits(cp)
+	b := sizes{lim.cap(est.Target), lim.cap(est.LowerBound), lim.cap(est.UpperBound)}
 	if est.HasMemory {
-		// Packing-aware size: round down to a whole share of the GPU when the peak
-		// leaves room, never under the policy's minimum.
-		// A young workload's share must hold its peak with the young margin too.
-		target.MemoryBytes = math.Max(memMin, FitShare(target.MemoryBytes, est.RecentPeakBytes*(1+est.YoungMargin), c.FitMemoryHeadroomBytes, c.FitNearLimit, c.GPUMemoryBytes))
-		lower.MemoryBytes = math.Min(lower.MemoryBytes, target.MemoryBytes)
-		if est.YoungMargin > 0 {
-			// A young pod is replaced for a smaller allowance only when that moves it
-			// to a smaller whole share of the GPU: a shrink inside the same share
-			// frees nothing a co-tenant of that share could use.
-			upper.MemoryBytes = math.Min(memMax, ShareCeil(target.MemoryBytes, c.GPUMemoryBytes))
-		}
+		c.fitMemory(&b, est, lim)
 	}
-
 	if prev != nil && g != gpufracv1.GuardrailNone {
-		// Never shrink while the latency objective is breached or near.
-		pt := fromAPI(prev.Target)
-		target.MemoryBytes = math.Max(target.MemoryBytes, pt.MemoryBytes)
-		target.Compute = math.Max(target.Compute, pt.Compute)
-		if g == gpufracv1.GuardrailBreached {
-			target.Compute = math.Min(cpuMax, math.Max(target.Compute, pt.Compute+c.GuardrailComputeStep))
-		}
-		lower.MemoryBytes = math.Min(lower.MemoryBytes, target.MemoryBytes)
-		lower.Compute = math.Min(lower.Compute, target.Compute)
-		upper.MemoryBytes = math.Max(upper.MemoryBytes, target.MemoryBytes)
-		upper.Compute = math.Max(upper.Compute, target.Compute)
+		c.hold(&b, fromAPI(prev.Target), g, lim)
 	}
-
-	mode, reason := c.SharingMode(est, target, cp)
+	mode, reason := c.SharingMode(est, b.target, cp)
 	if c.LowFidelityBusy(est) && mode == gpufracv1.SharingModeExclusive {
 		// GPU_UTIL says a kernel ran, not how much of the GPU it used: never a whole GPU
 		// at a confidence the webhook applies. Below the exclusive memory share the mode
@@ -195,9 +152,10 @@ func (c Config) Recommend(name string, est estimate.Estimate, cp *gpufracv1.Cont
 		rec.YoungMarginPercent = int32(math.Round(est.YoungMargin * 100))
 	}
 	withMem, withCPU := est.HasMemory && cp.Controls(gpufracv1.ResourceMemory), est.HasCompute && cp.Controls(gpufracv1.ResourceCompute)
-	rec.Target = toAPI(target, withMem, withCPU)
-	rec.LowerBound = toAPI(lower, withMem, withCPU)
-	rec.UpperBound = toAPI(upper, withMem, withCPU)
+	uncapped := estimate.Resources{MemoryBytes: est.Target.MemoryBytes, Compute: math.Min(1, est.Target.Compute)}
+	rec.Target = toAPI(b.target, withMem, withCPU)
+	rec.LowerBound = toAPI(b.lower, withMem, withCPU)
+	rec.UpperBound = toAPI(b.upper, withMem, withCPU)
 	rec.UncappedTarget = toAPI(uncapped, withMem, withCPU)
 	if est.HasMemory {
 		rec.ObservedPeakMemory = MemoryQuantity(est.RecentPeakBytes)
@@ -205,9 +163,72 @@ func (c Config) Recommend(name string, est estimate.Estimate, cp *gpufracv1.Cont
 	if mode == gpufracv1.SharingModeTimeSlicing && withCPU && est.ComputeRequest > 0 {
 		// Time-slicing reserves no compute limit, only a placement request sized for
 		// the contention budget (estimate.Config.ComputeRequest).
-		rec.ComputeRequest = ComputeQuantity(clamp(est.ComputeRequest, cpuMin, cpuMax))
+		rec.ComputeRequest = ComputeQuantity(clamp(est.ComputeRequest, lim.cpuMin, lim.cpuMax))
 	}
 	return rec
+}
+
+// sizes are a recommendation's target and bounds while Recommend builds them.
+type sizes struct{ target, lower, upper estimate.Resources }
+
+// limits are the smallest and largest sizes a container may be given: memory in bytes,
+// compute as a share of one GPU.
+type limits struct{ memMin, memMax, cpuMin, cpuMax float64 }
+
+// limits returns the configured floors and one GPU, narrowed by the policy's minimum and
+// maximum (cp nil: none); a policy minimum memory replaces the floor.
+func (c Config) limits(cp *gpufracv1.ContainerPolicy) limits {
+	l := limits{memMin: c.MinMemoryBytes, memMax: c.GPUMemoryBytes, cpuMin: c.MinCompute, cpuMax: 1}
+	if cp == nil {
+		return l
+	}
+	if cp.MinMemory != nil {
+		l.memMin = cp.MinMemory.AsApproximateFloat64()
+	}
+	if cp.MaxMemory != nil {
+		l.memMax = math.Min(l.memMax, cp.MaxMemory.AsApproximateFloat64())
+	}
+	if cp.MinCompute != nil {
+		l.cpuMin = math.Max(l.cpuMin, cp.MinCompute.AsApproximateFloat64())
+	}
+	if cp.MaxCompute != nil {
+		l.cpuMax = math.Min(l.cpuMax, cp.MaxCompute.AsApproximateFloat64())
+	}
+	return l
+}
+
+// cap clamps r into the limits.
+func (l limits) cap(r estimate.Resources) estimate.Resources {
+	return estimate.Resources{MemoryBytes: clamp(r.MemoryBytes, l.memMin, l.memMax), Compute: clamp(r.Compute, l.cpuMin, l.cpuMax)}
+}
+
+// fitMemory applies the packing-aware size: the memory target is rounded down to a
+// whole share of the GPU when the peak leaves room, never under the minimum.
+func (c Config) fitMemory(b *sizes, est estimate.Estimate, lim limits) {
+	// A young workload's share must hold its peak with the young margin too.
+	b.target.MemoryBytes = math.Max(lim.memMin, FitShare(b.target.MemoryBytes, est.RecentPeakBytes*(1+est.YoungMargin), c.FitMemoryHeadroomBytes, c.FitNearLimit, c.GPUMemoryBytes))
+	b.lower.MemoryBytes = math.Min(b.lower.MemoryBytes, b.target.MemoryBytes)
+	if est.YoungMargin > 0 {
+		// A young pod is replaced for a smaller allowance only when that moves it
+		// to a smaller whole share of the GPU: a shrink inside the same share
+		// frees nothing a co-tenant of that share could use.
+		b.upper.MemoryBytes = math.Min(lim.memMax, ShareCeil(b.target.MemoryBytes, c.GPUMemoryBytes))
+	}
+}
+
+// hold applies the latency guardrail g (breached or near): the target never shrinks
+// below the previous one (prev), and while breached compute grows by
+// GuardrailComputeStep up to the maximum; the bounds are widened to hold the target.
+func (c Config) hold(b *sizes, prev estimate.Resources, g gpufracv1.Guardrail, lim limits) {
+	b.target.MemoryBytes = math.Max(b.target.MemoryBytes, prev.MemoryBytes)
+	b.target.Compute = math.Max(b.target.Compute, prev.Compute)
+	if g == gpufracv1.GuardrailBreached {
+		b.target.Compute = math.Min(lim.cpuMax, math.Max(b.target.Compute, prev.Compute+c.GuardrailComputeStep))
+	}
+	b.lower.MemoryBytes = math.Min(b.lower.MemoryBytes, b.target.MemoryBytes)
+	b.lower.Compute = math.Min(b.lower.Compute, b.target.Compute)
+	b.upper.MemoryBytes = math.Max(b.upper.MemoryBytes, b.target.MemoryBytes)
+	b.upper.Compute = math.Max(b.upper.Compute, b.target.Compute)
 }
 
 // LowFidelityBusy reports whether an estimate's compute came from DCGM_FI_DEV_GPU_UTIL and
