@@ -472,11 +472,50 @@ func TooManySamples(err error) bool {
 // a history answer of 1,000 pods × 1 day at 1m is 1.4 M samples, and a map entry per
 // sample (by container, by device) was most of the recommender's peak memory.
 func (r *Reader) decode(signal Signal, m model.Matrix, copies deviceCopies) []Series {
-	byID := map[ContainerID][]*stream{}
-	byDevice := map[string][]*stream{} // streams that can carry a device value copied to pods
-	sources := map[ContainerID]string{}
-	profiles := map[ContainerID]string{} // MIG profile of the container's series
-	wrong := map[ContainerID]string{}    // why series of the container were not used
+	g := r.group(signal, m)
+	merged := make(mergedPoints, len(g.byID))
+	devices := make(map[ContainerID]int, len(g.byID))
+	for id, sts := range g.byID {
+		merged[id], devices[id] = mergeStreams(sts)
+	}
+	merged.markCopies(signal, g.byDevice, copies)
+	merged.markDeviceValues(signal, g.byDevice)
+	out := make([]Series, 0, len(merged))
+	for id := range g.wrong {
+		if len(merged[id]) == 0 {
+			out = append(out, Series{ID: id, WrongDevice: g.wrong[id]}) // nothing else of it: still said
+		}
+	}
+	for id, pts := range merged {
+		s := Series{ID: id, Source: g.sources[id], MIGProfile: g.profiles[id], WrongDevice: g.wrong[id], Devices: devices[id], Samples: make([]Sample, len(pts))}
+		for i, p := range pts {
+			s.Samples[i] = Sample{Time: p.t.Time(), Value: p.v}
+			if p.shared {
+				s.SharedSamples++
+			}
+		}
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID.String() < out[j].ID.String() })
+	return out
+}
+
+// grouped is an answer's streams by container and by device, with what decode reports
+// per container beside its samples.
+type grouped struct {
+	byID     map[ContainerID][]*stream
+	byDevice map[string][]*stream // streams that can carry a device value copied to pods
+	sources  map[ContainerID]string
+	profiles map[ContainerID]string // MIG profile of the container's series
+	wrong    map[ContainerID]string // why series of the container were not used
+}
+
+// group reads each series of m into a stream of its valid points, grouped by container
+// and device; series without pod labels, or on a GPU the allocation contradicts, are
+// dropped and counted (SamplesDropped).
+func (r *Reader) group(signal Signal, m model.Matrix) grouped {
+	g := grouped{byID: map[ContainerID][]*stream{}, byDevice: map[string][]*stream{},
+		sources: map[ContainerID]string{}, profiles: map[ContainerID]string{}, wrong: map[ContainerID]string{}}
 	for _, s := range m {
 		id := ContainerID{
 			Namespace: string(s.Metric[model.LabelName(r.Labels.Namespace)]),
@@ -494,44 +533,47 @@ func (r *Reader) decode(signal Signal, m model.Matrix, copies deviceCopies) []Se
 			if what == "" {
 				what = "the " + string(signal) + " series"
 			}
-			wrong[id] = fmt.Sprintf("%s of pod %s container %s names GPU %s, but %s saw the pod on %s: not used", what, id.Pod, id.Container, dev, al.By, al)
+			g.wrong[id] = fmt.Sprintf("%s of pod %s container %s names GPU %s, but %s saw the pod on %s: not used", what, id.Pod, id.Container, dev, al.By, al)
 			continue
 		}
 		if p := string(s.Metric[MIGProfileLabel]); p != "" {
-			profiles[id] = p
+			g.profiles[id] = p
 		}
 		st := &stream{id: id, src: src, dev: r.deviceKey(s.Metric), pts: validPoints(signal, src, s)}
 		if len(st.pts) == 0 {
 			continue
 		}
 		if src != "" {
-			sources[id] = src // a field whose samples were all dropped names no source
+			g.sources[id] = src // a field whose samples were all dropped names no source
 		}
-		byID[id] = append(byID[id], st)
+		g.byID[id] = append(g.byID[id], st)
 		// A per-process measurement (the agent's) is never a copy, equal or not.
 		if st.dev != "" && !PerProcess(src) {
-			byDevice[st.dev] = append(byDevice[st.dev], st)
+			g.byDevice[st.dev] = append(g.byDevice[st.dev], st)
 		}
 	}
-	merged := make(map[ContainerID][]point, len(byID))
-	devices := make(map[ContainerID]int, len(byID))
-	for id, sts := range byID {
-		merged[id], devices[id] = mergeStreams(sts)
+	return g
+}
+
+// mergedPoints are each container's points after its streams are merged (mergeStreams).
+type mergedPoints map[ContainerID][]point
+
+// share marks the container's merged point at t as the device's value v copied to n pods
+// (compute split evenly), unless it was marked already or is another value.
+func (mp mergedPoints) share(signal Signal, id ContainerID, t model.Time, v float64, n int) {
+	p := pointAt(mp[id], t)
+	if p == nil || p.v != v || p.shared {
+		return
 	}
-	// share marks the container's merged sample at t as the device's value d copied to
-	// n pods (compute split evenly), unless it was marked already or is another value.
-	share := func(id ContainerID, t model.Time, v float64, n int) {
-		p := pointAt(merged[id], t)
-		if p == nil || p.v != v || p.shared {
-			return
-		}
-		p.shared = true
-		if signal == SignalCompute {
-			p.v = v / float64(n)
-		}
+	p.shared = true
+	if signal == SignalCompute {
+		p.v = v / float64(n)
 	}
-	// Copies seen across every namespace (CopiesQuery): a value that n pods, wherever
-	// they run, reported on the device at t is the device's, shared by n pods.
+}
+
+// markCopies marks the copies seen across every namespace (CopiesQuery): a value that n
+// pods, wherever they run, reported on the device at t is the device's, shared by n pods.
+func (mp mergedPoints) markCopies(signal Signal, byDevice map[string][]*stream, copies deviceCopies) {
 	for dev, sts := range byDevice {
 		if copies[dev] == nil {
 			continue
@@ -539,17 +581,20 @@ func (r *Reader) decode(signal Signal, m model.Matrix, copies deviceCopies) []Se
 		for _, st := range sts {
 			for _, d := range st.pts {
 				if n := copies[dev][d.t][copyKey{st.src, d.raw}]; n >= 2 && d.v != 0 {
-					share(st.id, d.t, d.v, n)
+					mp.share(signal, st.id, d.t, d.v, n)
 				}
 			}
 		}
 	}
-	// A value that several pods report identically on one device at one time is the
-	// device's value copied to each sharing pod (dcgm-exporter without per-pod
-	// attribution): an upper bound shared by them, never a per-pod measurement. Compute
-	// (compressible) is split evenly, so the co-tenants' sum is the device's value, not
-	// N times it; memory (incompressible: one tenant may hold most of it) stays the
-	// upper bound for each.
+}
+
+// markDeviceValues marks a value that several pods report identically on one device at
+// one time as the device's value copied to each sharing pod (dcgm-exporter without
+// per-pod attribution): an upper bound shared by them, never a per-pod measurement.
+// Compute (compressible) is split evenly, so the co-tenants' sum is the device's value,
+// not N times it; memory (incompressible: one tenant may hold most of it) stays the
+// upper bound for each.
+func (mp mergedPoints) markDeviceValues(signal Signal, byDevice map[string][]*stream) {
 	for _, sts := range byDevice {
 		if len(sts) < 2 {
 			continue
@@ -569,28 +614,10 @@ func (r *Reader) decode(signal Signal, m model.Matrix, copies deviceCopies) []Se
 				return
 			}
 			for _, d := range at {
-				share(d.st.id, d.t, d.v, len(pods))
+				mp.share(signal, d.st.id, d.t, d.v, len(pods))
 			}
 		})
 	}
-	out := make([]Series, 0, len(merged))
-	for id := range wrong {
-		if len(merged[id]) == 0 {
-			out = append(out, Series{ID: id, WrongDevice: wrong[id]}) // nothing else of it: still said
-		}
-	}
-	for id, pts := range merged {
-		s := Series{ID: id, Source: sources[id], MIGProfile: profiles[id], WrongDevice: wrong[id], Devices: devices[id], Samples: make([]Sample, len(pts))}
-		for i, p := range pts {
-			s.Samples[i] = Sample{Time: p.t.Time(), Value: p.v}
-			if p.shared {
-				s.SharedSamples++
-			}
-		}
-		out = append(out, s)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID.String() < out[j].ID.String() })
-	return out
 }
 
 // stream is one answer series of a container on one device, its impossible values
