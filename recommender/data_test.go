@@ -34,7 +34,8 @@ type engineHarness struct {
 func newEngineHarness(t testing.TB, objs []client.Object, src metrics.Source) *engineHarness {
 	prom := promtest.New(t)
 	c := fake.NewClientBuilder().WithScheme(scheme.MustNew()).WithObjects(objs...).
-		WithStatusSubresource(&gpufracv1.GPUFractionAutoscaler{}, &gpufracv1.GPUFractionRecommendation{}).Build()
+		WithStatusSubresource(&gpufracv1.GPUFractionAutoscaler{}, &gpufracv1.GPUFractionRecommendation{}).
+		WithInterceptorFuncs(slimPods).Build()
 	h := &engineHarness{c: c, prom: prom, now: time.Date(2026, 11, 30, 12, 0, 30, 0, time.UTC)}
 	h.rec = New(c, &metrics.Reader{API: prom.API(t), Labels: metrics.DefaultLabels}, src, Config{HistoryLength: 48 * time.Hour})
 	h.rec.Now = func() time.Time { return h.now }

@@ -29,10 +29,12 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/internal/scheme"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
+	"github.com/gpufrac/gpufrac/workload"
 )
 
 const gib = float64(1 << 30)
@@ -203,7 +205,8 @@ func newHarness(t testing.TB, objs []client.Object, prom *fakeProm) *harness {
 		t.Fatal(err)
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme.MustNew()).WithObjects(objs...).
-		WithStatusSubresource(&gpufracv1.GPUFractionAutoscaler{}, &gpufracv1.GPUFractionRecommendation{}).Build()
+		WithStatusSubresource(&gpufracv1.GPUFractionAutoscaler{}, &gpufracv1.GPUFractionRecommendation{}).
+		WithInterceptorFuncs(slimPods).Build()
 	h := &harness{c: c, prom: prom, now: time.Date(2026, 11, 30, 12, 0, 30, 0, time.UTC)}
 	h.rec = New(c, &metrics.Reader{API: promv1.NewAPI(pc), Labels: metrics.DefaultLabels}, metrics.DCGM{}, Config{HistoryLength: 48 * time.Hour})
 	h.rec.Now = func() time.Time { return h.now }
@@ -480,3 +483,19 @@ func TestDuplicateTargetOldestWins(t *testing.T) {
 		t.Errorf("events %q: want one DuplicateTarget event on each autoscaler over two cycles", evs)
 	}
 }
+
+// slimPods makes the test clients list pods as the recommender's cache holds them,
+// through workload.SlimPod (cmd/recommender), so every test that lists pods also
+// checks that the transform keeps what the recommender reads.
+var slimPods = interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+	if err := c.List(ctx, list, opts...); err != nil {
+		return err
+	}
+	if pods, ok := list.(*corev1.PodList); ok {
+		for i := range pods.Items {
+			slim, _ := workload.SlimPod(&pods.Items[i])
+			pods.Items[i] = *slim.(*corev1.Pod)
+		}
+	}
+	return nil
+}}

@@ -24,6 +24,7 @@ import (
 	"github.com/gpufrac/gpufrac/recommender/metrics"
 	"github.com/gpufrac/gpufrac/recommender/recommend"
 	sharingctl "github.com/gpufrac/gpufrac/sharingplan/controller"
+	"github.com/gpufrac/gpufrac/workload"
 )
 
 func main() { bootstrap.Main("recommender", run) }
@@ -132,7 +133,8 @@ func run() error {
 	// The per-autoscaler metrics are built once per cycle and served beside the
 	// registry's, not gathered through it at every scrape (recommender.Autoscalers).
 	ctrlmetrics.Registry = recommender.WithAutoscalers(ctrlmetrics.Registry)
-	mgr, err := manager.New(manager.Options{Flags: o.mgr, LeaderElectionID: o.electionID})
+	// Pods are cached with only the fields the recommender reads (workload.SlimPod).
+	mgr, err := manager.New(manager.Options{Flags: o.mgr, LeaderElectionID: o.electionID, PodTransform: workload.SlimPod})
 	if err != nil {
 		return err
 	}

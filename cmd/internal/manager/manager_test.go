@@ -31,11 +31,11 @@ func TestFlags(t *testing.T) {
 }
 
 func TestCacheOptionsStripManagedFields(t *testing.T) {
-	c := cacheOptions([]string{"a", "b"})
+	c := cacheOptions([]string{"a", "b"}, nil)
 	if len(c.DefaultNamespaces) != 2 {
 		t.Errorf("namespaces %v, want a and b", c.DefaultNamespaces)
 	}
-	if all := cacheOptions(nil); all.DefaultNamespaces != nil {
+	if all := cacheOptions(nil, nil); all.DefaultNamespaces != nil {
 		t.Errorf("no namespaces given, cache limited to %v", all.DefaultNamespaces)
 	}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Labels: map[string]string{"app": "x"},
@@ -47,5 +47,25 @@ func TestCacheOptionsStripManagedFields(t *testing.T) {
 	got := out.(*corev1.Pod)
 	if got.ManagedFields != nil || got.Labels["app"] != "x" || got.Name != "p" {
 		t.Errorf("transformed pod %+v: want managedFields gone, the rest kept", got.ObjectMeta)
+	}
+}
+
+// A pod transform replaces the managedFields strip for pods only.
+func TestCacheOptionsPodTransform(t *testing.T) {
+	called := false
+	c := cacheOptions(nil, func(obj any) (any, error) { called = true; return obj, nil })
+	if len(c.ByObject) != 1 {
+		t.Fatalf("ByObject %v, want pods only", c.ByObject)
+	}
+	for obj, by := range c.ByObject {
+		if _, ok := obj.(*corev1.Pod); !ok || by.Transform == nil {
+			t.Fatalf("ByObject %T %+v, want the pod transform", obj, by)
+		}
+		if _, err := by.Transform(&corev1.Pod{}); err != nil || !called {
+			t.Errorf("pod transform not the one given (called %v, err %v)", called, err)
+		}
+	}
+	if c.DefaultTransform == nil {
+		t.Error("other objects lost the managedFields strip")
 	}
 }
