@@ -65,51 +65,7 @@ func WriteManifests(w io.Writer, t Trace, opts ManifestOptions) error {
 		}
 	}
 	for _, wl := range wls {
-		pods := map[string]bool{}
-		var containers []corev1.Container
-		seenC := map[string]bool{}
-		for _, i := range wl.Pods {
-			p := &t.Pods[i]
-			pods[p.Pod] = true
-			if !seenC[p.Container] {
-				seenC[p.Container] = true
-				gpu := corev1.ResourceList{GPUResourceName: resource.MustParse("1")}
-				containers = append(containers, corev1.Container{
-					Name:      p.Container,
-					Image:     opts.Image,
-					Resources: corev1.ResourceRequirements{Requests: gpu, Limits: gpu.DeepCopy()},
-				})
-			}
-		}
-		replicas := int32(len(pods))
-		lbl := map[string]string{"app": wl.Name}
-		objs = append(objs, &appsv1.Deployment{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-			ObjectMeta: metav1.ObjectMeta{Name: wl.Name, Namespace: wl.Namespace, Labels: lbl},
-			Spec: appsv1.DeploymentSpec{
-				Replicas: &replicas,
-				Selector: &metav1.LabelSelector{MatchLabels: lbl},
-				Template: corev1.PodTemplateSpec{
-					ObjectMeta: metav1.ObjectMeta{Labels: lbl},
-					Spec:       corev1.PodSpec{Containers: containers},
-				},
-			},
-		})
-		objs = append(objs, &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "autoscaling.gpufrac.io/v1alpha1",
-			"kind":       "GPUFractionAutoscaler",
-			"metadata":   map[string]any{"name": wl.Name, "namespace": wl.Namespace},
-			"spec": map[string]any{
-				"targetRef":    map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": wl.Name},
-				"updatePolicy": map[string]any{"updateMode": "Off"},
-				"latencyGuardrail": map[string]any{
-					// max_over_time: the per-minute gauge only exists in minutes with requests.
-					"query": fmt.Sprintf(`max(max_over_time(%s{namespace="%s",pod=~"%s-.*"}[15m]))`,
-						MetricLatencyP95, promString(wl.Namespace), promString(strings.ReplaceAll(wl.Name, ".", `\.`))),
-					"objective": opts.LatencyObjective.String(),
-				},
-			},
-		}})
+		objs = append(objs, deployment(t, wl, opts.Image), autoscaler(wl, opts.LatencyObjective))
 	}
 	for i, o := range objs {
 		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
@@ -132,6 +88,62 @@ func WriteManifests(w io.Writer, t Trace, opts ManifestOptions) error {
 		}
 	}
 	return nil
+}
+
+// deployment is the Deployment of workload wl of t (WriteManifests): one replica per
+// trace pod, one container of image per container name, each requesting and limited to
+// one GPU.
+func deployment(t Trace, wl Workload, image string) *appsv1.Deployment {
+	pods := map[string]bool{}
+	var containers []corev1.Container
+	seenC := map[string]bool{}
+	for _, i := range wl.Pods {
+		p := &t.Pods[i]
+		pods[p.Pod] = true
+		if !seenC[p.Container] {
+			seenC[p.Container] = true
+			gpu := corev1.ResourceList{GPUResourceName: resource.MustParse("1")}
+			containers = append(containers, corev1.Container{
+				Name:      p.Container,
+				Image:     image,
+				Resources: corev1.ResourceRequirements{Requests: gpu, Limits: gpu.DeepCopy()},
+			})
+		}
+	}
+	replicas := int32(len(pods))
+	lbl := map[string]string{"app": wl.Name}
+	return &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{Name: wl.Name, Namespace: wl.Namespace, Labels: lbl},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: lbl},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: lbl},
+				Spec:       corev1.PodSpec{Containers: containers},
+			},
+		},
+	}
+}
+
+// autoscaler is the GPUFractionAutoscaler of workload wl (WriteManifests): update mode
+// Off, with a latency guardrail of objective on its pods' highest p95 latency.
+func autoscaler(wl Workload, objective time.Duration) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "autoscaling.gpufrac.io/v1alpha1",
+		"kind":       "GPUFractionAutoscaler",
+		"metadata":   map[string]any{"name": wl.Name, "namespace": wl.Namespace},
+		"spec": map[string]any{
+			"targetRef":    map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": wl.Name},
+			"updatePolicy": map[string]any{"updateMode": "Off"},
+			"latencyGuardrail": map[string]any{
+				// max_over_time: the per-minute gauge only exists in minutes with requests.
+				"query": fmt.Sprintf(`max(max_over_time(%s{namespace="%s",pod=~"%s-.*"}[15m]))`,
+					MetricLatencyP95, promString(wl.Namespace), promString(strings.ReplaceAll(wl.Name, ".", `\.`))),
+				"objective": objective.String(),
+			},
+		},
+	}}
 }
 
 // promString escapes s for a double-quoted PromQL string.

@@ -136,39 +136,7 @@ func EachSeries(t Trace, opts OpenMetricsOptions, fn func(Series) error) error {
 	if err != nil {
 		return err
 	}
-
-	dcgm := make([][]string, len(t.Pods))
-	podLabels := make([][]string, len(t.Pods))
-	for i := range t.Pods {
-		p := &t.Pods[i]
-		dcgm[i] = []string{
-			"gpu", "0",
-			"UUID", "GPU-" + stableUUID("gpu", p.key()),
-			"device", "nvidia0",
-			"modelName", opts.ModelName,
-			"Hostname", "gpunode-" + stableUUID("node", p.key())[:8],
-			"container", p.Container,
-			"namespace", p.Namespace,
-			"pod", p.Pod}
-		podLabels[i] = []string{"namespace", p.Namespace, "pod", p.Pod, "container", p.Container}
-	}
-	capMiB := opts.GPUMemoryBytes / mib
-	type family struct {
-		name, help string
-		labels     [][]string
-		points     func(p *Pod) []Point
-		conv       func(float64) float64
-	}
-	families := []family{
-		{MetricFBUsed, "Framebuffer memory used (in MiB).", dcgm, func(p *Pod) []Point { return p.Memory }, func(v float64) float64 { return v / mib }},
-		{MetricFBFree, "Framebuffer memory free (in MiB).", dcgm, func(p *Pod) []Point { return p.Memory }, func(v float64) float64 { return capMiB - v/mib }},
-		{MetricGPUUtil, "GPU utilization (in %).", dcgm, func(p *Pod) []Point { return p.Compute }, func(v float64) float64 { return v * 100 }},
-	}
-	if t.Summarize().LatencySamples > 0 {
-		families = append(families, family{MetricLatencyP95, "Per-minute p95 model inference latency in seconds, replayed from a trace.",
-			podLabels, func(p *Pod) []Point { return p.LatencyP95 }, func(v float64) float64 { return v }})
-	}
-	for _, f := range families {
+	for _, f := range sampleFamilies(t, opts) {
 		for i := range t.Pods {
 			ps, conv := f.points(&t.Pods[i]), f.conv
 			err := fn(Series{Name: f.name, Help: f.help, Labels: f.labels[i], Samples: func(yield func(int64, float64) bool) {
@@ -189,6 +157,46 @@ func EachSeries(t Trace, opts OpenMetricsOptions, fn func(Series) error) error {
 		}
 	}
 	return nil
+}
+
+// sampleFamily is one family of per-pod sample series (EachSeries): per pod its labels,
+// the points it reads and their conversion to the family's unit.
+type sampleFamily struct {
+	name, help string
+	labels     [][]string // by index in Trace.Pods
+	points     func(p *Pod) []Point
+	conv       func(float64) float64
+}
+
+// sampleFamilies returns the DCGM families and, when any pod has latency, the latency
+// family, in EachSeries' order, labelled as its doc says.
+func sampleFamilies(t Trace, opts OpenMetricsOptions) []sampleFamily {
+	dcgm := make([][]string, len(t.Pods))
+	podLabels := make([][]string, len(t.Pods))
+	for i := range t.Pods {
+		p := &t.Pods[i]
+		dcgm[i] = []string{
+			"gpu", "0",
+			"UUID", "GPU-" + stableUUID("gpu", p.key()),
+			"device", "nvidia0",
+			"modelName", opts.ModelName,
+			"Hostname", "gpunode-" + stableUUID("node", p.key())[:8],
+			"container", p.Container,
+			"namespace", p.Namespace,
+			"pod", p.Pod}
+		podLabels[i] = []string{"namespace", p.Namespace, "pod", p.Pod, "container", p.Container}
+	}
+	capMiB := opts.GPUMemoryBytes / mib
+	families := []sampleFamily{
+		{MetricFBUsed, "Framebuffer memory used (in MiB).", dcgm, func(p *Pod) []Point { return p.Memory }, func(v float64) float64 { return v / mib }},
+		{MetricFBFree, "Framebuffer memory free (in MiB).", dcgm, func(p *Pod) []Point { return p.Memory }, func(v float64) float64 { return capMiB - v/mib }},
+		{MetricGPUUtil, "GPU utilization (in %).", dcgm, func(p *Pod) []Point { return p.Compute }, func(v float64) float64 { return v * 100 }},
+	}
+	if t.Summarize().LatencySamples > 0 {
+		families = append(families, sampleFamily{MetricLatencyP95, "Per-minute p95 model inference latency in seconds, replayed from a trace.",
+			podLabels, func(p *Pod) []Point { return p.LatencyP95 }, func(v float64) float64 { return v }})
+	}
+	return families
 }
 
 // ownership returns one kube_pod_owner series per pod and one kube_replicaset_owner

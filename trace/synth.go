@@ -296,83 +296,112 @@ func drawWorkload(r *rand.Rand, m SynthModel) workloadParams {
 const loadSteps = 3
 
 func synthPod(p *Pod, r *rand.Rand, m SynthModel, wp workloadParams, start time.Time, step time.Duration, stepMin float64, n int) {
-	shape := make([]float64, n) // memory relative to the plateau
-	duty := make([]float64, n)
-	spike := make([]float64, n) // > 0: spike towards the peak, share of the gap
+	g := &podGen{r: r, m: m, wp: wp, stepMin: stepMin,
+		shape: make([]float64, n), duty: make([]float64, n), spike: make([]float64, n)}
 	p.Compute = make([]Point, n)
-	on := r.Float64() < wp.active
-	level := 1.0
-	lastStart := -r.Float64() * 1440 // the model was loaded up to a day before the trace
-	burstLeft, restartLeft := 0.0, 0
-	var busy []int
-	leave := math.Min(1, stepMin/m.MeanBusyMinutes)
+	g.on = r.Float64() < wp.active
+	g.level = 1.0
+	g.lastStart = -r.Float64() * 1440 // the model was loaded up to a day before the trace
+	g.leave = math.Min(1, stepMin/m.MeanBusyMinutes)
 	for i := 0; i < n; i++ {
 		t := start.Add(time.Duration(i) * step)
-		mins := float64(i) * stepMin
-		hour := float64(t.Hour()) + float64(t.Minute())/60 + float64(t.Second())/3600
-		pa := wp.active * (1 + wp.amp*math.Cos(2*math.Pi*(hour-wp.peakHour)/24))
-		pa = math.Min(math.Max(pa, 0), 0.95)
-		if burstLeft <= 0 && r.Float64() < m.BurstsPerDay*stepMin/1440 {
-			burstLeft = r.ExpFloat64() * m.BurstMinutes / stepMin
-		}
-		dutyScale := 1.0
-		if burstLeft > 0 {
-			pa, dutyScale = math.Max(pa, 0.95), 1.5
-			burstLeft--
-		}
-		enter := math.Min(1, leave*pa/(1-pa))
-		if on {
-			on = r.Float64() >= leave
-		} else {
-			on = r.Float64() < enter
-		}
-		if restartLeft == 0 && r.Float64() < m.RestartsPerDay*stepMin/1440 {
-			restartLeft = 1 + loadSteps
-			lastStart = mins
-		}
-		if r.Float64() < m.AdapterSwitchesPerHour*stepMin/60 {
-			level = math.Min(math.Max(1+m.AdapterLevelSigma*r.NormFloat64(), 0.7), 1.3)
-		}
-		shape[i] = level * (1 + wp.growthPerDay*(mins-lastStart)/1440)
-		if restartLeft > 0 {
-			shape[i] *= float64(1+loadSteps-restartLeft) / float64(1+loadSteps)
-			restartLeft--
-		} else if on {
-			noise := math.Exp(m.ActiveDutyNoise*r.NormFloat64() - m.ActiveDutyNoise*m.ActiveDutyNoise/2)
-			duty[i] = math.Min(math.Max(wp.duty*noise*dutyScale, 0.001), 1)
-			busy = append(busy, i)
-			if r.Float64() < m.SpikeProbability {
-				spike[i] = r.Float64()
-			}
-		}
-		p.Compute[i] = Point{T: t, V: duty[i]}
-		if duty[i] > 0 {
-			lat := wp.latencySeconds * (1 + 0.5*duty[i]) * math.Exp(0.15*r.NormFloat64())
+		g.sample(i, t)
+		p.Compute[i] = Point{T: t, V: g.duty[i]}
+		if g.duty[i] > 0 {
+			lat := wp.latencySeconds * (1 + 0.5*g.duty[i]) * math.Exp(0.15*r.NormFloat64())
 			p.LatencyP95 = append(p.LatencyP95, Point{T: t, V: lat})
 		}
 	}
-	// Scale the shape so the mean memory is the workload's mean, then add spikes
-	// and one sample at the peak; nothing exceeds the peak.
+	g.memory(p)
+}
+
+// podGen is synthPod's state while it walks one pod's samples: the random source, the
+// model, and per sample the memory shape (relative to the plateau), the compute duty and
+// spikes (> 0: a spike towards the peak, share of the gap). Its draws from r come in a
+// fixed order, so a seed gives the same trace.
+type podGen struct {
+	r       *rand.Rand
+	m       SynthModel
+	wp      workloadParams
+	stepMin float64
+
+	shape, duty, spike []float64
+	busy               []int // samples with compute activity
+
+	on                          bool
+	level, lastStart, burstLeft float64
+	leave                       float64
+	restartLeft                 int
+}
+
+// sample draws sample i at t: busy or idle (a two-state chain around the diurnal
+// activity, raised in bursts), restarts with their load ramp, adapter switches moving
+// the memory level, and the duty and spikes of a busy sample.
+func (g *podGen) sample(i int, t time.Time) {
+	r, m, wp, stepMin := g.r, g.m, g.wp, g.stepMin
+	mins := float64(i) * stepMin
+	hour := float64(t.Hour()) + float64(t.Minute())/60 + float64(t.Second())/3600
+	pa := wp.active * (1 + wp.amp*math.Cos(2*math.Pi*(hour-wp.peakHour)/24))
+	pa = math.Min(math.Max(pa, 0), 0.95)
+	if g.burstLeft <= 0 && r.Float64() < m.BurstsPerDay*stepMin/1440 {
+		g.burstLeft = r.ExpFloat64() * m.BurstMinutes / stepMin
+	}
+	dutyScale := 1.0
+	if g.burstLeft > 0 {
+		pa, dutyScale = math.Max(pa, 0.95), 1.5
+		g.burstLeft--
+	}
+	enter := math.Min(1, g.leave*pa/(1-pa))
+	if g.on {
+		g.on = r.Float64() >= g.leave
+	} else {
+		g.on = r.Float64() < enter
+	}
+	if g.restartLeft == 0 && r.Float64() < m.RestartsPerDay*stepMin/1440 {
+		g.restartLeft = 1 + loadSteps
+		g.lastStart = mins
+	}
+	if r.Float64() < m.AdapterSwitchesPerHour*stepMin/60 {
+		g.level = math.Min(math.Max(1+m.AdapterLevelSigma*r.NormFloat64(), 0.7), 1.3)
+	}
+	g.shape[i] = g.level * (1 + wp.growthPerDay*(mins-g.lastStart)/1440)
+	if g.restartLeft > 0 {
+		g.shape[i] *= float64(1+loadSteps-g.restartLeft) / float64(1+loadSteps)
+		g.restartLeft--
+	} else if g.on {
+		noise := math.Exp(m.ActiveDutyNoise*r.NormFloat64() - m.ActiveDutyNoise*m.ActiveDutyNoise/2)
+		g.duty[i] = math.Min(math.Max(wp.duty*noise*dutyScale, 0.001), 1)
+		g.busy = append(g.busy, i)
+		if r.Float64() < m.SpikeProbability {
+			g.spike[i] = r.Float64()
+		}
+	}
+}
+
+// memory writes p's memory samples: the shape scaled so the mean memory is the
+// workload's mean, then the spikes and one sample at the peak; nothing exceeds the peak.
+func (g *podGen) memory(p *Pod) {
+	n := len(g.shape)
 	sum := 0.0
-	for _, s := range shape {
+	for _, s := range g.shape {
 		sum += s
 	}
 	k := 0.0
 	if sum > 0 {
-		k = wp.mean * float64(n) / sum
+		k = g.wp.mean * float64(n) / sum
 	}
-	peakAt := r.IntN(n)
-	if len(busy) > 0 {
-		peakAt = busy[r.IntN(len(busy))]
+	peakAt := g.r.IntN(n)
+	if len(g.busy) > 0 {
+		peakAt = g.busy[g.r.IntN(len(g.busy))]
 	}
 	p.Memory = make([]Point, n)
-	for i := range shape {
-		v := math.Min(k*shape[i], wp.peak)
-		if spike[i] > 0 && shape[i] > 0 {
-			v += spike[i] * (wp.peak - v)
+	for i := range g.shape {
+		v := math.Min(k*g.shape[i], g.wp.peak)
+		if g.spike[i] > 0 && g.shape[i] > 0 {
+			v += g.spike[i] * (g.wp.peak - v)
 		}
 		if i == peakAt {
-			v = wp.peak
+			v = g.wp.peak
 		}
 		p.Memory[i] = Point{T: p.Compute[i].T, V: math.Round(v)}
 	}
