@@ -181,36 +181,11 @@ func summarise(items []gpufracv1.GPUFractionRecommendation, gpuMemory int64, min
 		return items[i].Name < items[j].Name
 	})
 	t := reportTotals{GPUMemoryBytes: gpuMemory}
-	p := packing.New(gpuMemory)
-	all := packing.New(gpuMemory) // as if every recommendation were confident enough
+	k := reportPacker{gpuMemory: gpuMemory, p: packing.New(gpuMemory), all: packing.New(gpuMemory)}
 	var rows []reportRow
-	var recommended, computeMilli int64
-	id := 0
-	for _, r := range items {
-		row := reportRow{Namespace: r.Namespace, Name: r.Name, Pods: int(r.Status.MatchedPods), SharingMode: string(r.Status.SharingMode),
-			Provided: meta.IsStatusConditionTrue(r.Status.Conditions, gpufracv1.ConditionRecommendationProvided)}
-		if r.Status.ConfidencePercent != nil {
-			row.ConfidencePercent = *r.Status.ConfidencePercent
-		}
-		// The pod's peak adds up like its target: init containers count as the
-		// largest of them, not on top of the others (gpufracv1.PodTotal).
-		row.ObservedPeakBytes, _ = gpufracv1.PodTotal(r.Status.ContainerRecommendations, nil, func(c *gpufracv1.ContainerRecommendation) (int64, bool) {
-			if c.ObservedPeakMemory == nil {
-				return 0, false
-			}
-			return c.ObservedPeakMemory.Value(), true
-		})
-		for _, c := range r.Status.ContainerRecommendations {
-			if c.CountsInConfidence() || row.Reason == "" {
-				row.Reason = c.SharingModeReason // the pod's mode comes from these
-			}
-		}
-		if r.Status.Memory != nil {
-			row.MemoryBytes = r.Status.Memory.Value()
-		}
-		if r.Status.Compute != nil {
-			row.ComputeMilli = r.Status.Compute.MilliValue()
-		}
+	for i := range items {
+		r := &items[i]
+		row := rowOf(r)
 		rows = append(rows, row)
 		if row.MemoryBytes > gpuMemory {
 			t.Oversized++
@@ -222,35 +197,81 @@ func summarise(items []gpufracv1.GPUFractionRecommendation, gpuMemory int64, min
 		}
 		t.Workloads++
 		t.Pods += row.Pods
-		for i := 0; i < row.Pods; i++ {
-			id++
-			a := packing.Alloc{MemoryBytes: row.MemoryBytes, ComputeMilli: row.ComputeMilli}
-			if !row.Provided || !confident || row.SharingMode == string(gpufracv1.SharingModeExclusive) || row.MemoryBytes > gpuMemory {
-				// Not applied (none yet, or too little confidence), exclusive, or larger
-				// than one GPU: keeps a whole GPU.
-				a = packing.Alloc{MemoryBytes: gpuMemory, ComputeMilli: 1000}
-			}
-			recommended += min(a.MemoryBytes, gpuMemory)
-			computeMilli += min(a.ComputeMilli, 1000)
-			p.Place(id, a)
-			if row.Provided && !confident && row.MemoryBytes <= gpuMemory && row.SharingMode != string(gpufracv1.SharingModeExclusive) {
-				a = packing.Alloc{MemoryBytes: row.MemoryBytes, ComputeMilli: row.ComputeMilli}
-			}
-			all.Place(id, a)
-		}
+		k.place(row, confident)
 	}
 	t.GPUsToday = t.Pods
-	t.GPUsNeeded = p.Held()
-	t.GPUsNeededConfident = all.Held()
+	t.GPUsNeeded = k.p.Held()
+	t.GPUsNeededConfident = k.all.Held()
 	if t.GPUsToday > 0 {
-		t.MemoryUtilisationToday = float64(recommended) / float64(int64(t.GPUsToday)*gpuMemory)
-		t.ComputeUtilisationToday = float64(computeMilli) / float64(t.GPUsToday*1000)
+		t.MemoryUtilisationToday = float64(k.recommended) / float64(int64(t.GPUsToday)*gpuMemory)
+		t.ComputeUtilisationToday = float64(k.computeMilli) / float64(t.GPUsToday*1000)
 	}
 	if t.GPUsNeeded > 0 {
-		t.MemoryUtilisationPacked = float64(recommended) / float64(int64(t.GPUsNeeded)*gpuMemory)
-		t.ComputeUtilisationPacked = float64(computeMilli) / float64(t.GPUsNeeded*1000)
+		t.MemoryUtilisationPacked = float64(k.recommended) / float64(int64(t.GPUsNeeded)*gpuMemory)
+		t.ComputeUtilisationPacked = float64(k.computeMilli) / float64(t.GPUsNeeded*1000)
 	}
 	return rows, t
+}
+
+// rowOf is the report row of one recommendation, before packing.
+func rowOf(r *gpufracv1.GPUFractionRecommendation) reportRow {
+	row := reportRow{Namespace: r.Namespace, Name: r.Name, Pods: int(r.Status.MatchedPods), SharingMode: string(r.Status.SharingMode),
+		Provided: meta.IsStatusConditionTrue(r.Status.Conditions, gpufracv1.ConditionRecommendationProvided)}
+	if r.Status.ConfidencePercent != nil {
+		row.ConfidencePercent = *r.Status.ConfidencePercent
+	}
+	// The pod's peak adds up like its target: init containers count as the
+	// largest of them, not on top of the others (gpufracv1.PodTotal).
+	row.ObservedPeakBytes, _ = gpufracv1.PodTotal(r.Status.ContainerRecommendations, nil, func(c *gpufracv1.ContainerRecommendation) (int64, bool) {
+		if c.ObservedPeakMemory == nil {
+			return 0, false
+		}
+		return c.ObservedPeakMemory.Value(), true
+	})
+	for _, c := range r.Status.ContainerRecommendations {
+		if c.CountsInConfidence() || row.Reason == "" {
+			row.Reason = c.SharingModeReason // the pod's mode comes from these
+		}
+	}
+	if r.Status.Memory != nil {
+		row.MemoryBytes = r.Status.Memory.Value()
+	}
+	if r.Status.Compute != nil {
+		row.ComputeMilli = r.Status.Compute.MilliValue()
+	}
+	return row
+}
+
+// reportPacker packs the report's pods onto GPUs of gpuMemory bytes: p as the webhook
+// applies recommendations today, all as if every recommendation were confident enough.
+// recommended (bytes) and computeMilli sum what the pods hold today.
+type reportPacker struct {
+	gpuMemory                 int64
+	p, all                    *packing.Packer
+	id                        int
+	recommended, computeMilli int64
+}
+
+// place packs the pods of one row; confident is whether the webhook applies its
+// recommendation.
+func (k *reportPacker) place(row reportRow, confident bool) {
+	gpuMemory := k.gpuMemory
+	for i := 0; i < row.Pods; i++ {
+		k.id++
+		a := packing.Alloc{MemoryBytes: row.MemoryBytes, ComputeMilli: row.ComputeMilli}
+		if !row.Provided || !confident || row.SharingMode == string(gpufracv1.SharingModeExclusive) || row.MemoryBytes > gpuMemory {
+			// Not applied (none yet, or too little confidence), exclusive, or larger
+			// than one GPU: keeps a whole GPU.
+			a = packing.Alloc{MemoryBytes: gpuMemory, ComputeMilli: 1000}
+		}
+		k.recommended += min(a.MemoryBytes, gpuMemory)
+		k.computeMilli += min(a.ComputeMilli, 1000)
+		k.p.Place(k.id, a)
+		if row.Provided && !confident && row.MemoryBytes <= gpuMemory && row.SharingMode != string(gpufracv1.SharingModeExclusive) {
+			a = packing.Alloc{MemoryBytes: row.MemoryBytes, ComputeMilli: row.ComputeMilli}
+		}
+		k.all.Place(k.id, a)
+	}
 }
 
 func writeReport(w io.Writer, rows []reportRow, t reportTotals, markdown bool) error {
