@@ -171,42 +171,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.labelValues(w, r, strings.TrimSuffix(name, "/values"), warnings)
 		return
 	}
-	ctx := r.Context()
-	var (
-		qry promql.Query
-		err error
-	)
-	switch r.URL.Path {
-	case "/api/v1/query":
-		ts := time.Now()
-		if v := r.Form.Get("time"); v != "" {
-			if ts, err = parseTime(v); err != nil {
-				writeError(w, http.StatusBadRequest, "bad_data", err)
-				return
-			}
-		}
-		qry, err = s.Engine.NewInstantQuery(ctx, s.Storage, nil, q, ts)
-	case "/api/v1/query_range":
-		var start, end time.Time
-		var step float64
-		if start, err = parseTime(r.Form.Get("start")); err == nil {
-			if end, err = parseTime(r.Form.Get("end")); err == nil {
-				step, err = strconv.ParseFloat(r.Form.Get("step"), 64)
-			}
-		}
-		if err != nil {
-			writeError(w, http.StatusBadRequest, "bad_data", err)
-			return
-		}
-		if (end.Sub(start).Seconds() / step) > 11000 {
-			writeError(w, http.StatusBadRequest, "bad_data", fmt.Errorf("exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)"))
-			return
-		}
-		qry, err = s.Engine.NewRangeQuery(ctx, s.Storage, nil, q, start, end, time.Duration(step*float64(time.Second)))
-	default:
+	if r.URL.Path != "/api/v1/query" && r.URL.Path != "/api/v1/query_range" {
 		http.NotFound(w, r)
 		return
 	}
+	ctx := r.Context()
+	qry, err := s.newQuery(r, q)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "bad_data", err)
 		return
@@ -228,6 +198,40 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(body)
+}
+
+// newQuery parses an instant (/api/v1/query: time) or range (/api/v1/query_range:
+// start, end, step in seconds) query q from r's form, refusing more than Prometheus'
+// 11,000 points per series.
+func (s *Server) newQuery(r *http.Request, q string) (promql.Query, error) {
+	ctx := r.Context()
+	if r.URL.Path == "/api/v1/query" {
+		ts := time.Now()
+		if v := r.Form.Get("time"); v != "" {
+			var err error
+			if ts, err = parseTime(v); err != nil {
+				return nil, err
+			}
+		}
+		qry, err := s.Engine.NewInstantQuery(ctx, s.Storage, nil, q, ts)
+		return qry, err
+	}
+	var start, end time.Time
+	var step float64
+	var err error
+	if start, err = parseTime(r.Form.Get("start")); err == nil {
+		if end, err = parseTime(r.Form.Get("end")); err == nil {
+			step, err = strconv.ParseFloat(r.Form.Get("step"), 64)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if (end.Sub(start).Seconds() / step) > 11000 {
+		return nil, fmt.Errorf("exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)")
+	}
+	qry, err := s.Engine.NewRangeQuery(ctx, s.Storage, nil, q, start, end, time.Duration(step*float64(time.Second)))
+	return qry, err
 }
 
 // labelValues answers /api/v1/label/<name>/values like Prometheus: the values of the
