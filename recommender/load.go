@@ -132,21 +132,56 @@ func (r *Recommender) loadSlice(ctx context.Context, sel metrics.Selector, names
 	}
 
 	// All reads succeeded: now change state.
+	countFailed := r.countMissing(data)
+	r.startGaps(namespaces, to, first, countFailed, bootstrapped)
+	for _, d := range data {
+		r.countDrops(metrics.SignalMemory, d.memDrops, attr, bootstrapped)
+		r.countDrops(metrics.SignalCompute, d.cpuDrops, attr, bootstrapped)
+	}
+	for k, o := range own.Pods {
+		r.ownership.Pods[k] = o
+	}
+	for k, o := range own.ReplicaSets {
+		r.ownership.ReplicaSets[k] = o
+	}
+	r.observe(data, attr, bootstrapped)
+	// Least precise first: a pod's samples of each source cover one span of time, the
+	// less precise ones earlier, and the model takes each pod's samples in time order.
+	for i := len(data) - 1; i >= 0; i-- {
+		d := data[i]
+		r.downTargets(d, attr, bootstrapped)
+		memory := r.dropStale(d.memory, d.flat, d.contradicted, d.compute, attr, bootstrapped)
+		r.feed(metrics.SignalMemory, r.choose(d.src, metrics.SignalMemory, memory), attr, bootstrapped)
+		r.feed(metrics.SignalCompute, r.choose(d.src, metrics.SignalCompute, d.compute), attr, bootstrapped)
+	}
+	return series, nil
+}
+
+// countMissing records the slice's dropped samples per source and counts the samples
+// without pod labels up to the sources' count window, unless a source's count failed,
+// which holds the window back for all. It reports whether a source's drop count failed.
+func (r *Recommender) countMissing(data []*sourceData) (countFailed bool) {
 	var missing [2]float64
 	var missTo time.Time
-	countFailed, missFailed := false, false
+	missFailed := false
 	for _, d := range data {
 		d.memDrops.Record(metrics.SignalMemory)
 		d.cpuDrops.Record(metrics.SignalCompute)
 		missing[0], missing[1], missTo = missing[0]+d.missing[0], missing[1]+d.missing[1], d.missTo
 		countFailed, missFailed = countFailed || d.countFailed, missFailed || d.missFailed
 	}
-	// A source whose count failed holds the window back for all.
 	if !missFailed && missTo.After(r.missingCounted) {
 		metrics.SamplesDropped.WithLabelValues(string(metrics.SignalMemory), metrics.DropNoLabels).Add(missing[0])
 		metrics.SamplesDropped.WithLabelValues(string(metrics.SignalCompute), metrics.DropNoLabels).Add(missing[1])
 		r.missingCounted = missTo
 	}
+	return countFailed
+}
+
+// startGaps prepares the tracked workloads of namespaces in this load (bootstrapped or
+// not) for the slice ending at to: a new workload is fed up to to, and on the load's
+// first slice what the load lacked (dataGaps) starts empty.
+func (r *Recommender) startGaps(namespaces []string, to time.Time, first, countFailed, bootstrapped bool) {
 	inNS := map[string]bool{}
 	for _, ns := range namespaces {
 		inNS[ns] = true
@@ -169,27 +204,6 @@ func (r *Recommender) loadSlice(ctx context.Context, sel metrics.Selector, names
 		}
 		t.gaps.countFailed = t.gaps.countFailed || countFailed
 	}
-	for _, d := range data {
-		r.countDrops(metrics.SignalMemory, d.memDrops, attr, bootstrapped)
-		r.countDrops(metrics.SignalCompute, d.cpuDrops, attr, bootstrapped)
-	}
-	for k, o := range own.Pods {
-		r.ownership.Pods[k] = o
-	}
-	for k, o := range own.ReplicaSets {
-		r.ownership.ReplicaSets[k] = o
-	}
-	r.observe(data, attr, bootstrapped)
-	// Least precise first: a pod's samples of each source cover one span of time, the
-	// less precise ones earlier, and the model takes each pod's samples in time order.
-	for i := len(data) - 1; i >= 0; i-- {
-		d := data[i]
-		r.downTargets(d, attr, bootstrapped)
-		memory := r.dropStale(d.memory, d.flat, d.contradicted, d.compute, attr, bootstrapped)
-		r.feed(metrics.SignalMemory, r.choose(d.src, metrics.SignalMemory, memory), attr, bootstrapped)
-		r.feed(metrics.SignalCompute, r.choose(d.src, metrics.SignalCompute, d.compute), attr, bootstrapped)
-	}
-	return series, nil
 }
 
 // sourceData is what one source's queries returned in one load.
@@ -414,35 +428,10 @@ func (r *Recommender) dropStale(memory, flat, contradicted, compute []metrics.Se
 	if r.staleMem == nil {
 		r.staleMem = map[metrics.ContainerID]float64{}
 	}
-	at := func(series []metrics.Series) map[metrics.ContainerID]map[time.Time]float64 {
-		out := map[metrics.ContainerID]map[time.Time]float64{}
-		for _, f := range series {
-			if out[f.ID] == nil {
-				out[f.ID] = map[time.Time]float64{}
-			}
-			for _, p := range f.Samples {
-				out[f.ID][p.Time] = max(out[f.ID][p.Time], p.Value)
-			}
-		}
-		return out
-	}
-	flatAt, againstAt := at(flat), at(contradicted)
-	cpu := map[metrics.ContainerID][]metrics.Series{}
+	flatAt, againstAt := valuesAt(flat), valuesAt(contradicted)
+	cpu := containerCompute{}
 	for _, c := range compute {
 		cpu[c.ID] = append(cpu[c.ID], c)
-	}
-	// activity returns how many compute samples lie inside (from, to] and whether any
-	// of them is above 0.
-	activity := func(id metrics.ContainerID, from, to time.Time) (n int, busy bool) {
-		for _, c := range cpu[id] {
-			for _, p := range c.Samples {
-				if !p.Time.Add(-c.Window).Before(from) && !p.Time.After(to) {
-					n++
-					busy = busy || p.Value > 0
-				}
-			}
-		}
-		return n, busy
 	}
 	out := memory[:0:0]
 	for _, s := range memory {
@@ -454,7 +443,7 @@ func (r *Recommender) dropStale(memory, flat, contradicted, compute []metrics.Se
 				continue
 			}
 			sd, ok := flatAt[s.ID][p.Time]
-			n, busy := activity(s.ID, p.Time.Add(-s.Window), p.Time)
+			n, busy := cpu.activity(s.ID, p.Time.Add(-s.Window), p.Time)
 			switch {
 			case !ok || sd != 0 || p.Value <= 0 || busy:
 				delete(r.staleMem, s.ID)
@@ -466,20 +455,58 @@ func (r *Recommender) dropStale(memory, flat, contradicted, compute []metrics.Se
 			kept = append(kept, p)
 		}
 		if stale+against > 0 {
-			metrics.SamplesDropped.WithLabelValues(string(metrics.SignalMemory), metrics.DropStale).Add(float64(stale + against))
-			why := fmt.Sprintf("stayed flat at %.0f MiB while its GPU activity read 0", kept0(s.Samples)/metrics.MiB)
-			if against > 0 {
-				why = "was contradicted by the gpufrac agent, which watched the GPU and saw no process of the pod on it"
-			}
-			if w, ok := r.fedBy(attr, s.ID, bootstrapped); ok && r.tracked[w].gaps.stale != nil {
-				r.tracked[w].gaps.stale[s.ID.Pod] = fmt.Sprintf("%s of pod %s container %s %s, in %d windows: a value left by an exited process (stale series), used neither as a peak nor as a lower bound",
-					s.Source, s.ID.Pod, s.ID.Container, why, stale+against)
-			}
+			r.noteStale(s, stale, against, attr, bootstrapped)
 		}
 		s.Samples = kept
 		out = append(out, s)
 	}
 	return out
+}
+
+// noteStale counts the stale samples of memory series s (stale flat ones, against
+// contradicted by the agent) and names its pod in the workload's StaleSeries condition.
+func (r *Recommender) noteStale(s metrics.Series, stale, against int, attr *workload.Attributor, bootstrapped bool) {
+	metrics.SamplesDropped.WithLabelValues(string(metrics.SignalMemory), metrics.DropStale).Add(float64(stale + against))
+	why := fmt.Sprintf("stayed flat at %.0f MiB while its GPU activity read 0", kept0(s.Samples)/metrics.MiB)
+	if against > 0 {
+		why = "was contradicted by the gpufrac agent, which watched the GPU and saw no process of the pod on it"
+	}
+	if w, ok := r.fedBy(attr, s.ID, bootstrapped); ok && r.tracked[w].gaps.stale != nil {
+		r.tracked[w].gaps.stale[s.ID.Pod] = fmt.Sprintf("%s of pod %s container %s %s, in %d windows: a value left by an exited process (stale series), used neither as a peak nor as a lower bound",
+			s.Source, s.ID.Pod, s.ID.Container, why, stale+against)
+	}
+}
+
+// valuesAt indexes series by container and sample time, the highest value where several
+// series of a container meet.
+func valuesAt(series []metrics.Series) map[metrics.ContainerID]map[time.Time]float64 {
+	out := map[metrics.ContainerID]map[time.Time]float64{}
+	for _, f := range series {
+		if out[f.ID] == nil {
+			out[f.ID] = map[time.Time]float64{}
+		}
+		for _, p := range f.Samples {
+			out[f.ID][p.Time] = max(out[f.ID][p.Time], p.Value)
+		}
+	}
+	return out
+}
+
+// containerCompute is the compute series of each container.
+type containerCompute map[metrics.ContainerID][]metrics.Series
+
+// activity returns how many compute samples of the container lie inside (from, to]
+// (their whole window) and whether any of them is above 0.
+func (cpu containerCompute) activity(id metrics.ContainerID, from, to time.Time) (n int, busy bool) {
+	for _, c := range cpu[id] {
+		for _, p := range c.Samples {
+			if !p.Time.Add(-c.Window).Before(from) && !p.Time.After(to) {
+				n++
+				busy = busy || p.Value > 0
+			}
+		}
+	}
+	return n, busy
 }
 
 // downTargets notes, for the running pods of the workloads this load feeds, the scrape
