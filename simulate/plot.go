@@ -98,14 +98,22 @@ func styleLine(l *plotter.Line, name string) {
 	}
 }
 
+// hoursLabel is the x axis of the plots over time.
+const hoursLabel = "hours since the start of the evaluation"
+
+// newPlot returns a plot with a title, axis labels and its legend at the top right.
+func newPlot(title, x, y string) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = x
+	p.Y.Label.Text = y
+	p.Legend.Top = true
+	return p
+}
+
 func (res *Result) drawGPUs(c draw.Canvas) error {
 	d := res.detail
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("GPUs held (%s GPUs)", GiB(res.GPUMemoryBytes))
-	p.X.Label.Text = "hours since the start of the evaluation"
-	p.Y.Label.Text = "GPUs held"
-	p.Legend.Top = true
-	p.Legend.Left = false
+	p := newPlot(fmt.Sprintf("GPUs held (%s GPUs)", GiB(res.GPUMemoryBytes)), hoursLabel, "GPUs held")
 	for pi, pr := range res.Policies {
 		// A step line through the changes only: the count changes rarely.
 		var pts plotter.XYs
@@ -205,11 +213,7 @@ func (res *Result) drawMemory(c draw.Canvas) error {
 	plots := make([][]*plot.Plot, len(runs))
 	for row, i := range runs {
 		r := d.runs[i]
-		p := plot.New()
-		p.Title.Text = r.name
-		p.X.Label.Text = "hours since the start of the evaluation"
-		p.Y.Label.Text = "GiB"
-		p.Legend.Top = true
+		p := newPlot(r.name, hoursLabel, "GiB")
 		from := max(r.start, d.first)
 		used := make(plotter.XYs, 0, r.end-from+1)
 		for k := from; k <= r.end; k++ {
@@ -259,11 +263,8 @@ func (res *Result) drawMemory(c draw.Canvas) error {
 
 func (res *Result) drawHeadroom(c draw.Canvas) error {
 	d := res.detail
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Memory headroom per pod-minute (%s GPUs); below 0: over the allocation", GiB(res.GPUMemoryBytes))
-	p.X.Label.Text = "allocated minus used GPU memory, GiB"
-	p.Y.Label.Text = "share of pod-minutes at or below"
-	p.Legend.Top = true
+	p := newPlot(fmt.Sprintf("Memory headroom per pod-minute (%s GPUs); below 0: over the allocation", GiB(res.GPUMemoryBytes)),
+		"allocated minus used GPU memory, GiB", "share of pod-minutes at or below")
 	p.Legend.Left = true
 	capGiB := float64(res.GPUMemoryBytes) / (1 << 30)
 	for pi, pr := range res.Policies {
