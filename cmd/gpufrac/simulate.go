@@ -380,16 +380,7 @@ func (f *simulateFlags) readLong(cmd *cobra.Command, end time.Time) (trace.Trace
 	if f.input == "" {
 		return trace.Trace{}, nil, fmt.Errorf("--input is required: the long CSV file or \"-\"")
 	}
-	in, name := io.Reader(cmd.InOrStdin()), "stdin"
-	if f.input != "-" {
-		file, err := os.Open(f.input)
-		if err != nil {
-			return trace.Trace{}, nil, err
-		}
-		defer file.Close()
-		in, name = file, f.input
-	}
-	tr, st, err := trace.ReadLongCSV(in, name)
+	tr, st, err := readLongCSV(cmd, f.input)
 	if err != nil {
 		return tr, nil, fmt.Errorf("reading long CSV trace: %w", err)
 	}

@@ -163,6 +163,20 @@ func writeFile(path string, stdout io.Writer, fn func(io.Writer) error) error {
 	return os.Rename(f.Name(), path)
 }
 
+// readLongCSV reads the long CSV at path ("-": the command's stdin); errors name the
+// file and line.
+func readLongCSV(cmd *cobra.Command, path string) (trace.Trace, trace.Stats, error) {
+	if path == "-" {
+		return trace.ReadLongCSV(cmd.InOrStdin(), "stdin")
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return trace.Trace{}, trace.Stats{}, err
+	}
+	defer f.Close()
+	return trace.ReadLongCSV(f, path)
+}
+
 // summaryLine renders a trace summary and reader stats on one line.
 func summaryLine(verb string, tr trace.Trace, st *trace.Stats) string {
 	s := verb + " " + tr.Summarize().String()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -116,16 +115,7 @@ func (fl *traceImportFlags) readLong(cmd *cobra.Command) (trace.Trace, trace.Sta
 			return trace.Trace{}, trace.Stats{}, fmt.Errorf("--%s applies to --format gentd26 only", f)
 		}
 	}
-	in, name := os.Stdin, "stdin"
-	if fl.input != "-" {
-		f, err := os.Open(fl.input)
-		if err != nil {
-			return trace.Trace{}, trace.Stats{}, err
-		}
-		defer f.Close()
-		in, name = f, fl.input
-	}
-	tr, st, err := trace.ReadLongCSV(in, name)
+	tr, st, err := readLongCSV(cmd, fl.input)
 	if err != nil || !cmd.Flags().Changed("end") {
 		return tr, st, err
 	}
