@@ -90,12 +90,21 @@ func (res *Result) hours(step int) float64 {
 	return float64(step+1-d.first) * d.stepMinutes / 60
 }
 
-func styleLine(l *plotter.Line, name string) {
+// addPolicyLine adds a line through pts to p, in the policy's colour (dashed for the
+// clairvoyant bounds), named by the policy in the legend.
+func addPolicyLine(p *plot.Plot, pts plotter.XYs, name string) (*plotter.Line, error) {
+	l, err := plotter.NewLine(pts)
+	if err != nil {
+		return nil, err
+	}
 	l.Color = colorOf(name)
 	l.Width = vg.Points(1.2)
 	if name == PolicyClairvoyant || name == PolicyClairvoyantMemory {
 		l.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
 	}
+	p.Add(l)
+	p.Legend.Add(name, l)
+	return l, nil
 }
 
 // hoursLabel is the x axis of the plots over time.
@@ -123,14 +132,11 @@ func (res *Result) drawGPUs(c draw.Canvas) error {
 				pts = append(pts, plotter.XY{X: res.hours(d.first + i - 1), Y: float64(g)})
 			}
 		}
-		l, err := plotter.NewLine(pts)
+		l, err := addPolicyLine(p, pts, pr.Policy)
 		if err != nil {
 			return err
 		}
 		l.StepStyle = plotter.PostStep
-		styleLine(l, pr.Policy)
-		p.Add(l)
-		p.Legend.Add(pr.Policy, l)
 	}
 	p.Y.Min = 0
 	p.Y.Max *= 1.6 // room for the legend above the lines
@@ -240,13 +246,9 @@ func (res *Result) drawMemory(c draw.Canvas) error {
 				pts = append(pts, plotter.XY{X: x, Y: float64(ch.alloc.MemoryBytes) / (1 << 30)})
 			}
 			pts = append(pts, plotter.XY{X: res.hours(r.end), Y: pts[len(pts)-1].Y})
-			al, err := plotter.NewLine(pts)
-			if err != nil {
+			if _, err := addPolicyLine(p, pts, pr.Policy); err != nil {
 				return err
 			}
-			styleLine(al, pr.Policy)
-			p.Add(al)
-			p.Legend.Add(pr.Policy, al)
 		}
 		p.Y.Min = 0
 		p.Y.Max = float64(res.GPUMemoryBytes) / (1 << 30) * 1.7 // room for the legend
@@ -294,13 +296,9 @@ func (res *Result) drawHeadroom(c draw.Canvas) error {
 		if len(pts) == 0 {
 			continue
 		}
-		l, err := plotter.NewLine(pts)
-		if err != nil {
+		if _, err := addPolicyLine(p, pts, pr.Policy); err != nil {
 			return err
 		}
-		styleLine(l, pr.Policy)
-		p.Add(l)
-		p.Legend.Add(pr.Policy, l)
 	}
 	p.Y.Min, p.Y.Max = 0, 1.6 // room for the legend above the lines
 	p.Y.Tick.Marker = plot.ConstantTicks([]plot.Tick{{Value: 0, Label: "0"}, {Value: 0.25}, {Value: 0.5, Label: "0.5"}, {Value: 0.75}, {Value: 1, Label: "1"}})
