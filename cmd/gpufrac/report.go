@@ -67,12 +67,15 @@ type reportTotals struct {
 	ComputeUtilisationPacked float64 `json:"computeUtilisationPacked"`
 }
 
+// reportFlags are the report command's flag values.
+type reportFlags struct {
+	kubeconfig, namespace, gpuMemory, output string
+	promURL, since                           string
+	minConfidence                            int32
+}
+
 func newReportCmd() *cobra.Command {
-	var (
-		kubeconfig, namespace, gpuMemory, output string
-		promURL, since                           string
-		minConfidence                            int32
-	)
+	var f reportFlags
 	cmd := &cobra.Command{
 		Use:   "report",
 		Short: "Savings report: recommendations per workload and GPUs needed against one GPU per pod",
@@ -85,58 +88,62 @@ With --since (7d, 12h) and --prometheus-url it then prints the before and after 
 window from the recommender's series in Prometheus: GPUs held at one per pod against the
 whole-GPU equivalents gpufrac wrote into the pods, the GPUs saved, the pods' recent peak
 memory over the memory of each, and when gpufrac started applying.`,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			q, err := resource.ParseQuantity(gpuMemory)
-			if err != nil || q.Sign() <= 0 {
-				return fmt.Errorf("--gpu-memory %q: want a positive quantity such as 80Gi", gpuMemory)
-			}
-			var window model.Duration
-			if since != "" {
-				if window, err = model.ParseDuration(since); err != nil || window <= 0 {
-					return fmt.Errorf("--since %q: want a positive duration such as 7d or 12h", since)
-				}
-			}
-			c, err := newClient(kubeconfig)
-			if err != nil {
-				return err
-			}
-			var list gpufracv1.GPUFractionRecommendationList
-			if err := c.List(cmd.Context(), &list, client.InNamespace(namespace)); err != nil {
-				return fmt.Errorf("listing GPUFractionRecommendations: %w", err)
-			}
-			rows, totals := summarise(list.Items, q.Value(), minConfidence)
-			if totals.Oversized > 0 {
-				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %d workloads need more than one %s GPU; they were counted as one whole GPU per pod\n", totals.Oversized, gpuMemory)
-			}
-			var history *beforeAfter
-			if window > 0 {
-				if history, err = queryBeforeAfter(cmd.Context(), promURL, namespace, time.Duration(window), time.Now(), cmd.ErrOrStderr()); err != nil {
-					return err
-				}
-			}
-			switch output {
-			case "json":
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(map[string]any{"workloads": rows, "totals": totals, "beforeAfter": history})
-			case "text", "markdown":
-				if err := writeReport(cmd.OutOrStdout(), rows, totals, output == "markdown"); err != nil || history == nil {
-					return err
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "\nBefore and after over the last %s (from %s):\n", since, promURL)
-				return writeBeforeAfter(cmd.OutOrStdout(), history, output == "markdown")
-			}
-			return fmt.Errorf("--output %q: want text, markdown or json", output)
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return f.run(cmd) },
 	}
-	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "Kubeconfig file (default: $KUBECONFIG, ~/.kube/config or in-cluster).")
-	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "Namespace to report on (default: all).")
-	cmd.Flags().StringVar(&gpuMemory, "gpu-memory", "80Gi", "Memory of one GPU the pods are packed onto (quantity, bytes).")
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "Output format: text, markdown or json.")
-	cmd.Flags().StringVar(&since, "since", "", "Also print the before and after over this window (7d, 12h; Prometheus duration) from --prometheus-url.")
-	cmd.Flags().StringVar(&promURL, "prometheus-url", "", "Prometheus that scrapes the recommender's metrics, for --since.")
-	cmd.Flags().Int32Var(&minConfidence, "min-confidence", contract.DefaultMinConfidence, "Recommendations under this confidence (percent) keep a whole GPU per pod, as the admission webhook's --min-confidence does not apply them.")
+	cmd.Flags().StringVar(&f.kubeconfig, "kubeconfig", "", "Kubeconfig file (default: $KUBECONFIG, ~/.kube/config or in-cluster).")
+	cmd.Flags().StringVarP(&f.namespace, "namespace", "n", "", "Namespace to report on (default: all).")
+	cmd.Flags().StringVar(&f.gpuMemory, "gpu-memory", "80Gi", "Memory of one GPU the pods are packed onto (quantity, bytes).")
+	cmd.Flags().StringVarP(&f.output, "output", "o", "text", "Output format: text, markdown or json.")
+	cmd.Flags().StringVar(&f.since, "since", "", "Also print the before and after over this window (7d, 12h; Prometheus duration) from --prometheus-url.")
+	cmd.Flags().StringVar(&f.promURL, "prometheus-url", "", "Prometheus that scrapes the recommender's metrics, for --since.")
+	cmd.Flags().Int32Var(&f.minConfidence, "min-confidence", contract.DefaultMinConfidence, "Recommendations under this confidence (percent) keep a whole GPU per pod, as the admission webhook's --min-confidence does not apply them.")
 	return cmd
+}
+
+// run lists the recommendations, summarises them and, with --since, reads the before
+// and after from Prometheus, then writes the report in --output's format.
+func (f *reportFlags) run(cmd *cobra.Command) error {
+	q, err := resource.ParseQuantity(f.gpuMemory)
+	if err != nil || q.Sign() <= 0 {
+		return fmt.Errorf("--gpu-memory %q: want a positive quantity such as 80Gi", f.gpuMemory)
+	}
+	var window model.Duration
+	if f.since != "" {
+		if window, err = model.ParseDuration(f.since); err != nil || window <= 0 {
+			return fmt.Errorf("--since %q: want a positive duration such as 7d or 12h", f.since)
+		}
+	}
+	c, err := newClient(f.kubeconfig)
+	if err != nil {
+		return err
+	}
+	var list gpufracv1.GPUFractionRecommendationList
+	if err := c.List(cmd.Context(), &list, client.InNamespace(f.namespace)); err != nil {
+		return fmt.Errorf("listing GPUFractionRecommendations: %w", err)
+	}
+	rows, totals := summarise(list.Items, q.Value(), f.minConfidence)
+	if totals.Oversized > 0 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %d workloads need more than one %s GPU; they were counted as one whole GPU per pod\n", totals.Oversized, f.gpuMemory)
+	}
+	var history *beforeAfter
+	if window > 0 {
+		if history, err = queryBeforeAfter(cmd.Context(), f.promURL, f.namespace, time.Duration(window), time.Now(), cmd.ErrOrStderr()); err != nil {
+			return err
+		}
+	}
+	switch f.output {
+	case "json":
+		enc := json.NewEncoder(cmd.OutOrStdout())
+		enc.SetIndent("", "  ")
+		return enc.Encode(map[string]any{"workloads": rows, "totals": totals, "beforeAfter": history})
+	case "text", "markdown":
+		if err := writeReport(cmd.OutOrStdout(), rows, totals, f.output == "markdown"); err != nil || history == nil {
+			return err
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "\nBefore and after over the last %s (from %s):\n", f.since, f.promURL)
+		return writeBeforeAfter(cmd.OutOrStdout(), history, f.output == "markdown")
+	}
+	return fmt.Errorf("--output %q: want text, markdown or json", f.output)
 }
 
 // newClient returns a controller-runtime client for the kubeconfig (or the default
