@@ -67,13 +67,6 @@ type reportTotals struct {
 	ComputeUtilisationPacked float64 `json:"computeUtilisationPacked"`
 }
 
-// reportFlags are the report command's flag values.
-type reportFlags struct {
-	kubeconfig, namespace, gpuMemory, output string
-	promURL, since                           string
-	minConfidence                            int32
-}
-
 func newReportCmd() *cobra.Command {
 	var f reportFlags
 	cmd := &cobra.Command{
@@ -98,6 +91,13 @@ memory over the memory of each, and when gpufrac started applying.`,
 	cmd.Flags().StringVar(&f.promURL, "prometheus-url", "", "Prometheus that scrapes the recommender's metrics, for --since.")
 	cmd.Flags().Int32Var(&f.minConfidence, "min-confidence", contract.DefaultMinConfidence, "Recommendations under this confidence (percent) keep a whole GPU per pod, as the admission webhook's --min-confidence does not apply them.")
 	return cmd
+}
+
+// reportFlags are the report command's flag values.
+type reportFlags struct {
+	kubeconfig, namespace, gpuMemory, output string
+	promURL, since                           string
+	minConfidence                            int32
 }
 
 // run lists the recommendations, summarises them and, with --since, reads the before
