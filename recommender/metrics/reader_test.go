@@ -314,3 +314,27 @@ func TestDetectSources(t *testing.T) {
 		t.Errorf("a partial answer: got %v, want ErrPartialResponse", err)
 	}
 }
+
+// sortByID orders series as ContainerID.String orders them, where that differs from
+// comparing namespace, pod and container in turn ("a-x" sorts before "a/…").
+func TestSortByIDKeepsStringOrder(t *testing.T) {
+	ids := []ContainerID{{"a", "p", "c"}, {"a-x", "p", "c"}, {"a", "p-1", "c"}, {"a", "p", "b"}, {"b", "a", "a"}, {"a", "p", ""}}
+	out := make([]Series, len(ids))
+	for i, id := range ids {
+		out[i] = Series{ID: id, Samples: []Sample{{Value: float64(i)}}}
+	}
+	sortByID(out)
+	for i := 1; i < len(out); i++ {
+		if out[i-1].ID.String() > out[i].ID.String() {
+			t.Errorf("%s before %s", out[i-1].ID, out[i].ID)
+		}
+	}
+	for _, s := range out {
+		if ids[int(s.Samples[0].Value)] != s.ID {
+			t.Errorf("series %s moved without its samples", s.ID)
+		}
+	}
+	if out[0].ID.Namespace != "a-x" {
+		t.Errorf("first %s, want a-x/p/c (string order)", out[0].ID)
+	}
+}
