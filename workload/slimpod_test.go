@@ -84,7 +84,7 @@ func reads(p *corev1.Pod) string {
 	rec, err := gpufracv1.ParseApplied(p.Annotations)
 	pr("applied %+v %v", rec, err)
 	for _, c := range Containers(p) {
-		pr("container %s %s %d init-list %v resources %v", c.Container.Name, c.Type, c.Index, c.InitList(), c.Container.Resources)
+		pr("container %s %s %d init-list %v requests a GPU %v", c.Container.Name, c.Type, c.Index, c.InitList(), requestsPrefix(c.Container, GPUResourcePrefix))
 		t, ok := ContainerTypeOf(p, c.Container.Name)
 		pr("type %s %v", t, ok)
 	}
@@ -158,6 +158,34 @@ func TestReadsSeeEachKeptField(t *testing.T) {
 		if reads(q) == want {
 			t.Errorf("reads does not see %s", name)
 		}
+	}
+}
+
+// Only GPU requests and limits are kept, and pods with the same ones share them.
+func TestSlimPodSharesGPUResources(t *testing.T) {
+	pod := func(gpu, cpu string) *corev1.Pod {
+		return &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{
+			{Name: "main", Resources: corev1.ResourceRequirements{
+				Limits:   corev1.ResourceList{"nvidia.com/gpu": resource.MustParse(gpu), corev1.ResourceMemory: resource.MustParse("1Gi")},
+				Requests: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse(gpu), corev1.ResourceCPU: resource.MustParse(cpu)}}},
+			{Name: "sidecar", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}},
+		}}}
+	}
+	slim := func(p *corev1.Pod) *corev1.Pod { out, _ := SlimPod(p); return out.(*corev1.Pod) }
+	a, b, c := slim(pod("1", "1")), slim(pod("1", "2")), slim(pod("2", "1"))
+	ra := a.Spec.Containers[0].Resources
+	if len(ra.Limits) != 1 || len(ra.Requests) != 1 || ra.Limits.Name("nvidia.com/gpu", resource.DecimalSI).Value() != 1 {
+		t.Errorf("kept %v, want nvidia.com/gpu=1 alone in limits and requests", ra)
+	}
+	if r := a.Spec.Containers[1].Resources; r.Limits != nil || r.Requests != nil {
+		t.Errorf("container without GPU kept %v", r)
+	}
+	if reflect.ValueOf(ra.Limits).Pointer() != reflect.ValueOf(b.Spec.Containers[0].Resources.Limits).Pointer() {
+		t.Error("equal GPU resources not shared")
+	}
+	if rc := c.Spec.Containers[0].Resources; reflect.ValueOf(ra.Limits).Pointer() == reflect.ValueOf(rc.Limits).Pointer() ||
+		rc.Limits.Name("nvidia.com/gpu", resource.DecimalSI).Value() != 2 {
+		t.Errorf("other GPU resources %v shared with %v", rc, ra)
 	}
 }
 
