@@ -1,7 +1,9 @@
 package estimate
 
 import (
+	"fmt"
 	"math"
+	"time"
 
 	vpautil "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/util"
 
@@ -74,4 +76,92 @@ func bucketEdge(b int) float64 {
 		return o.GetBucketStart(b + 1)
 	}
 	return o.GetBucketStart(b)
+}
+
+// MinWindowCoverage is the least time a window of the day must be covered by compute
+// samples (history.ContainerState.HourCoverage, summed over the window's hours that
+// were seen on more than one day) for TimeOfDayComputeRequest to take its effective
+// compute: one hour, 60 samples at the default one-minute step, so that one sample does
+// not stand for a window. A window with less evidence falls back to the whole day's
+// request (no data is not zero).
+const MinWindowCoverage = time.Hour
+
+// TimeOfDayComputeRequest returns ComputeRequest conditioned on the time of day: the
+// largest effective compute Λ_w(s)/s over the windows w of ContentionWindow
+// consecutive hours of the day (UTC) with at least MinWindowCoverage of samples, where
+// Λ_w(s) = ln E[e^{sX} | hour in w] weighs each hour of w that has samples equally;
+// never less than the whole day's ComputeRequest.
+//
+// The whole day's bound assumes co-tenants' activities are independent. Inference load
+// is diurnal, and workloads of one region peak in the same hours, so their activities
+// are correlated through the time of day. Given the window, they are independent
+// again (to the resolution of the window), and each pod's request is at least its
+// effective compute in every window, so co-tenants whose requests sum to at most one
+// GPU have ΣΛᵢ,w(s) ≤ s in every window: the Chernoff bound of ComputeRequest holds
+// within every window, hence over the day. Since E[e^{sX}] over the day is the mean of
+// the windows' (for equal windows), the result is at least the whole day's effective
+// compute, with equality for a pod whose load does not change over the day.
+//
+// Only hours seen on more than one day count (history.ContainerState.ComputeHourDays):
+// a time-of-day effect shows only when the day repeats; within one day, a window where
+// independent bursts happened to fall is indistinguishable from a busy hour, and the
+// whole day's bound already covers independent bursts. A container whose history has
+// no hour-of-day histograms (state built before they existed), less than two days of
+// any hour, or no window with enough evidence gets the whole day's request, as does
+// every container when ContentionWindow is 24h or more.
+func (c Config) TimeOfDayComputeRequest(st *history.ContainerState) float64 {
+	c = c.WithDefaults()
+	whole := c.ComputeRequest(st.Compute)
+	hours := int(c.ContentionWindow / time.Hour)
+	if whole == 0 || hours >= history.HoursPerDay {
+		return whole
+	}
+	s := c.ContentionSpace()
+	var lm [history.HoursPerDay]float64 // ln E[e^{sX}] of each hour; -Inf: no samples
+	for h, hist := range st.ComputeByHour {
+		lm[h] = math.Inf(-1)
+		if hist == nil || hist.IsEmpty() || !st.ComputeHourDays[h] {
+			continue
+		}
+		if cp, err := hist.SaveToChekpoint(); err == nil && len(cp.BucketWeights) > 0 {
+			lm[h] = logMGF(cp.BucketWeights, s)
+		}
+	}
+	best := math.Inf(-1)
+	for start := range history.HoursPerDay {
+		var covered time.Duration
+		top, n := math.Inf(-1), 0
+		for j := range hours {
+			h := (start + j) % history.HoursPerDay
+			if !math.IsInf(lm[h], -1) {
+				covered += st.HourCoverage(h)
+				top = math.Max(top, lm[h])
+				n++
+			}
+		}
+		if n == 0 || covered < MinWindowCoverage {
+			continue
+		}
+		// ln of the mean of e^{lm} over the window's hours with samples.
+		var sum float64
+		for j := range hours {
+			if h := (start + j) % history.HoursPerDay; !math.IsInf(lm[h], -1) {
+				sum += math.Exp(lm[h] - top)
+			}
+		}
+		best = math.Max(best, top+math.Log(sum/float64(n)))
+	}
+	if math.IsInf(best, -1) {
+		return whole
+	}
+	return math.Min(1, math.Max(whole, best/s))
+}
+
+// ValidateContentionWindow reports an error unless d is a whole number of hours from 1h
+// to 24h (Config.ContentionWindow's domain; flag names it in the message).
+func ValidateContentionWindow(flag string, d time.Duration) error {
+	if d < time.Hour || d > 24*time.Hour || d%time.Hour != 0 {
+		return fmt.Errorf("--%s %s: want whole hours from 1h to 24h (24h: the whole day, no time-of-day conditioning)", flag, d)
+	}
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 	vpautil "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/util"
 
 	"github.com/gpufrac/gpufrac/recommender/history"
+	"github.com/gpufrac/gpufrac/recommender/metrics"
 )
 
 // onOff returns a compute histogram of n samples, a share busy of them at level busy
@@ -123,5 +124,125 @@ func TestEstimateSetsComputeRequest(t *testing.T) {
 	e, ok := Config{}.Estimate(m.Container(history.ContainerKey{WorkloadKey: w, Container: "main"}), 0.15, t0.Add(2*time.Hour))
 	if !ok || math.Abs(e.ComputeRequest-edge(0.25)) > 1e-9 {
 		t.Fatalf("steady 0.25: ComputeRequest %.4f (ok %v), want %.4f", e.ComputeRequest, ok, edge(0.25))
+	}
+}
+
+// diurnal feeds one pod of w with two days of per-minute compute samples (a pattern of
+// the time of day counts once it repeats): during the busy hours [from, to) of the day
+// (UTC) it is busy at level busy in every other minute
+// (independent of other pods within those hours in the test's binomial count), idle
+// otherwise; memory is flat.
+func diurnal(m *history.Model, w history.WorkloadKey, pod string, from, to int, busy float64) {
+	var cs metrics.Series
+	cs.ID = metrics.ContainerID{Namespace: w.Namespace, Pod: pod, Container: "main"}
+	for i := range 2 * 24 * 60 {
+		at := t0.Add(time.Duration(i) * time.Minute)
+		v := 0.0
+		if h := at.Hour(); h >= from && h < to && i%2 == 0 {
+			v = busy
+		}
+		cs.Samples = append(cs.Samples, metrics.Sample{Time: at, Value: v})
+	}
+	m.Add(w, metrics.SignalCompute, cs)
+}
+
+// overload returns the probability that k pods, each busy at level hi with probability
+// p independently (idle ones at lo), ask for more than limit GPUs.
+func overload(k int, p, lo, hi, limit float64) float64 {
+	over := 0.0
+	for j := 0; j <= k; j++ {
+		if float64(j)*hi+float64(k-j)*lo > limit {
+			over += binom(k, j) * math.Pow(p, float64(j)) * math.Pow(1-p, float64(k-j))
+		}
+	}
+	return over
+}
+
+// TestTimeOfDayComputeRequestCorrelatedPods is the case the whole day's bound misses:
+// pods of one kind are busy half of the minutes of the same four hours of the day at
+// 0.5 of a GPU and idle otherwise, so their loads are correlated through the time of
+// day. Packed by the whole day's effective compute, as many of them share one GPU as
+// make them exceed 1 + slowdown GPUs far more often than the budget in those hours,
+// and over the whole day; packed by the time-of-day request, the budget holds in every
+// hour.
+func TestTimeOfDayComputeRequestCorrelatedPods(t *testing.T) {
+	m := history.NewModel(history.Options{})
+	w := history.WorkloadKey{Namespace: "ns", Kind: "Deployment", Name: "web"}
+	diurnal(m, w, "p1", 10, 14, 0.5)
+	st := m.Container(history.ContainerKey{WorkloadKey: w, Container: "main"})
+	c := Config{}.WithDefaults()
+	lo, hi, limit := edge(0), edge(0.5), 1+c.ContentionSlowdown
+	const busyHours = 4.0 / 24
+	perDay := (Config{ContentionWindow: 24 * time.Hour}).TimeOfDayComputeRequest(st)
+	if whole := c.ComputeRequest(st.Compute); math.Abs(perDay-whole) > 1e-12 {
+		t.Fatalf("a 24h window: request %.4f, want the whole day's %.4f", perDay, whole)
+	}
+	k := int(math.Floor(1 / perDay))
+	inPeak := overload(k, 0.5, lo, hi, limit)
+	if inPeak <= c.ContentionBudget || busyHours*inPeak <= c.ContentionBudget {
+		t.Fatalf("whole-day request %.3f packs %d pods: overload %.4f in the busy hours, %.4f over the day; the case does not test correlation",
+			perDay, k, inPeak, busyHours*inPeak)
+	}
+	got := c.TimeOfDayComputeRequest(st)
+	kt := int(math.Floor(1 / got))
+	if o := overload(kt, 0.5, lo, hi, limit); o > c.ContentionBudget {
+		t.Errorf("time-of-day request %.3f packs %d pods: overload %.4f in the busy hours, budget %.2f", got, kt, o, c.ContentionBudget)
+	}
+	if got <= perDay || got > hi {
+		t.Errorf("time-of-day request %.4f, want above the whole day's %.4f and at most the level %.4f", got, perDay, hi)
+	}
+}
+
+// TestTimeOfDayComputeRequestFlatLoadAndNoData: a load that does not change over the
+// day requests what the whole day's bound requests, and so does a history without
+// hour-of-day histograms (state from before they existed) or with too little evidence
+// in every window: no data is never zero and never a smaller request.
+func TestTimeOfDayComputeRequestFlatLoadAndNoData(t *testing.T) {
+	m := history.NewModel(history.Options{})
+	w := history.WorkloadKey{Namespace: "ns", Kind: "Deployment", Name: "web"}
+	diurnal(m, w, "p1", 0, 24, 0.4)
+	st := m.Container(history.ContainerKey{WorkloadKey: w, Container: "main"})
+	c := Config{}
+	whole := c.ComputeRequest(st.Compute)
+	if got := c.TimeOfDayComputeRequest(st); math.Abs(got-whole) > 1e-3 {
+		t.Errorf("flat load: time-of-day request %.4f, whole day %.4f", got, whole)
+	}
+	old := *st
+	old.ComputeByHour = [history.HoursPerDay]vpautil.Histogram{}
+	old.ComputeHourSamples = [history.HoursPerDay]int{}
+	if got := c.TimeOfDayComputeRequest(&old); got != whole {
+		t.Errorf("no hour-of-day histograms: request %.4f, want the whole day's %.4f", got, whole)
+	}
+	sparse := history.NewModel(history.Options{})
+	feed(sparse, w, "p1", t0.Add(11*time.Hour), 20*time.Minute, 10*gib, 0.5)
+	feed(sparse, w, "p1", t0.Add(11*time.Hour+20*time.Minute), 10*time.Minute, 10*gib, 0)
+	sst := sparse.Container(history.ContainerKey{WorkloadKey: w, Container: "main"})
+	if got, want := c.TimeOfDayComputeRequest(sst), c.ComputeRequest(sst.Compute); got != want {
+		t.Errorf("half an hour of samples: request %.4f, want the whole day's %.4f", got, want)
+	}
+	// One day of a busy afternoon: no hour repeats, so no time-of-day effect is taken.
+	day := history.NewModel(history.Options{})
+	feed(day, w, "p1", t0, 10*time.Hour, 10*gib, 0)
+	feed(day, w, "p1", t0.Add(10*time.Hour), 4*time.Hour, 10*gib, 0.5)
+	feed(day, w, "p1", t0.Add(14*time.Hour), 10*time.Hour, 10*gib, 0)
+	dst := day.Container(history.ContainerKey{WorkloadKey: w, Container: "main"})
+	if got, want := c.TimeOfDayComputeRequest(dst), c.ComputeRequest(dst.Compute); got != want {
+		t.Errorf("one day of history: request %.4f, want the whole day's %.4f", got, want)
+	}
+	if got := (Config{ContentionBudget: -1}).TimeOfDayComputeRequest(st); got != 0 {
+		t.Errorf("budget off: request %.4f, want 0", got)
+	}
+}
+
+func TestValidateContentionWindow(t *testing.T) {
+	for _, d := range []time.Duration{time.Hour, 3 * time.Hour, 24 * time.Hour} {
+		if err := ValidateContentionWindow("contention-window", d); err != nil {
+			t.Errorf("%s: %v", d, err)
+		}
+	}
+	for _, d := range []time.Duration{0, -time.Hour, 90 * time.Minute, 25 * time.Hour, time.Minute} {
+		if err := ValidateContentionWindow("contention-window", d); err == nil {
+			t.Errorf("%s: accepted, want an error", d)
+		}
 	}
 }

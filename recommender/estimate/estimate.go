@@ -46,6 +46,14 @@ type Config struct {
 	// bounds: co-tenants asking for 1 + ContentionSlowdown GPUs run that much slower
 	// than alone under time-slicing. Default DefaultContentionSlowdown.
 	ContentionSlowdown float64
+	// ContentionWindow is the width, whole hours 1–24, of the windows of the day (UTC)
+	// on which ComputeRequest conditions the contention bound: the request is the
+	// largest effective compute of any window of that many consecutive hours
+	// (TimeOfDayComputeRequest), so that co-tenants whose loads rise and fall together
+	// over the day keep the budget in their busiest hours. Default
+	// DefaultContentionWindow; 24h: the whole day (one effective compute over all
+	// samples, the bound of independent loads).
+	ContentionWindow time.Duration
 	// YoungConfidence is the confidence (0–1) under which a workload is young and its
 	// confidence and memory target come from evidence (Estimate's young rule) rather
 	// than from the clock alone. recommend.Config sets it to its LowConfidence; 0
@@ -74,6 +82,12 @@ const (
 	// that leaves GenTD26's GPU-minutes unchanged; s ≤ 4 reserves too little to move
 	// any pod, s ≥ 10 isolates GenTD26's bursty pods (1.39× → 1.50× the bound).
 	DefaultContentionSlowdown = 0.65
+	// DefaultContentionWindow is Config.ContentionWindow: 3h, an eighth of the diurnal
+	// cycle, over which a daily load curve 1 + A·cos(2πt/24h) moves by at most
+	// A·(1 − cos(π/8)) ≈ 8 % of A around its peak. Measured with gpufrac simulate on the
+	// tuning seeds 1–2 at 141 GiB (docs/benchmarks/savings.md, "Compute under
+	// time-slicing"): 3h and 6h gave the same GPUs per pod, 3h the lower contention.
+	DefaultContentionWindow = 3 * time.Hour
 	// DefaultMemoryHeadroom is the memory headroom when the policy sets none, ratio
 	// (VPA's 15 % safety margin).
 	DefaultMemoryHeadroom = 0.15
@@ -98,6 +112,9 @@ func (c Config) WithDefaults() Config {
 		c.ContentionBudget = DefaultContentionBudget
 	}
 	def(&c.ContentionSlowdown, DefaultContentionSlowdown)
+	if c.ContentionWindow <= 0 {
+		c.ContentionWindow = DefaultContentionWindow
+	}
 	if c.FullConfidenceHistory <= 0 {
 		c.FullConfidenceHistory = DefaultFullConfidenceHistory
 	}
@@ -215,7 +232,7 @@ func (c Config) Estimate(s *history.ContainerState, memoryHeadroom float64, now 
 		e.Target.Compute = math.Max(c.MinCompute, s.Compute.Percentile(c.ComputeTargetPercentile)*grow)
 		e.LowerBound.Compute = math.Max(c.MinCompute, s.Compute.Percentile(c.ComputeLowerPercentile)*grow*lowerScale)
 		e.UpperBound.Compute = s.Compute.Percentile(c.ComputeUpperPercentile) * grow * upperScale
-		e.ComputeRequest = c.ComputeRequest(s.Compute)
+		e.ComputeRequest = c.TimeOfDayComputeRequest(s)
 	}
 	e.LowerBound, e.UpperBound = order(e.LowerBound, e.Target, e.UpperBound)
 	return e, true

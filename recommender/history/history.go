@@ -4,7 +4,9 @@
 //
 // Memory is incompressible, so the memory histogram holds one sample per pod per
 // aggregation interval: the pod's peak in that interval (as VPA does with daily peaks).
-// Compute is compressible, so the compute histogram holds every activity sample.
+// Compute is compressible, so the compute histogram holds every activity sample, and
+// so does one histogram per hour of the day (UTC) that the sample fell in, so that the
+// contention bound can be taken conditionally on the time of day (package estimate).
 // All pods of one workload feed the same per-container histograms.
 package history
 
@@ -90,12 +92,27 @@ func mustOptions(o vpautil.HistogramOptions, err error) vpautil.HistogramOptions
 	return o
 }
 
+// HoursPerDay is the number of hour-of-day compute histograms (ContainerState.ComputeByHour).
+const HoursPerDay = 24
+
 // ContainerState is what is known about one workload container.
 type ContainerState struct {
 	// Memory holds per-pod per-interval memory peaks, bytes.
 	Memory vpautil.Histogram
 	// Compute holds activity samples, ratio 0–1.
 	Compute vpautil.Histogram
+	// ComputeByHour holds the same samples split by the hour of the day (UTC, 0–23) they
+	// were taken in, with Compute's layout and half-life; nil for an hour that has no
+	// sample yet (no data, never zero). ComputeHourSamples counts the samples of each.
+	// Each histogram holds ComputeBuckets.NumBuckets() (101) float64 weights, 808 bytes,
+	// so a container with every hour seen keeps 19 KiB more, where Memory and Compute
+	// hold 2.4 KiB.
+	ComputeByHour      [HoursPerDay]vpautil.Histogram
+	ComputeHourSamples [HoursPerDay]int
+	// ComputeHourDays says, per hour of the day, whether its samples came from more
+	// than one day (UTC date): only then does the hour's histogram show a pattern that
+	// repeats, not just when one day's bursts happened to fall.
+	ComputeHourDays [HoursPerDay]bool
 	// FirstSample and LastSample bound the history seen.
 	FirstSample, LastSample time.Time
 	// ComputeSamples counts compute samples added; MemoryPeaks counts memory peaks.
@@ -118,9 +135,10 @@ type ContainerState struct {
 	LevelPeak  float64
 	LevelSince time.Time
 
-	opts    Options
-	windows map[string]*podWindow // by pod name: the current interval's peak
-	peaks   map[int64]float64     // interval start (unix s) → max peak over pods
+	opts      Options
+	hourFirst [HoursPerDay]int64    // day (unix days, UTC) of the hour's first sample
+	windows   map[string]*podWindow // by pod name: the current interval's peak
+	peaks     map[int64]float64     // interval start (unix s) → max peak over pods
 }
 
 type podWindow struct {
@@ -216,14 +234,30 @@ func (s *ContainerState) LevelIntervals(now time.Time) int {
 // Interval returns the memory aggregation interval (Options.MemoryAggregationInterval).
 func (s *ContainerState) Interval() time.Duration { return s.opts.MemoryAggregationInterval }
 
-// AddCompute records one activity sample, ratio 0–1.
+// AddCompute records one activity sample, ratio 0–1, in Compute and in the
+// histogram of its hour of the day (UTC).
 func (s *ContainerState) AddCompute(t time.Time, ratio float64, source string) {
 	s.Compute.AddSample(ratio, 1, t)
 	s.ComputeSamples++
+	h, day := t.UTC().Hour(), t.Unix()/86400
+	if s.ComputeByHour[h] == nil {
+		s.ComputeByHour[h] = vpautil.NewDecayingHistogram(ComputeBuckets, s.opts.HalfLife)
+		s.hourFirst[h] = day
+	} else if day != s.hourFirst[h] {
+		s.ComputeHourDays[h] = true
+	}
+	s.ComputeByHour[h].AddSample(ratio, 1, t)
+	s.ComputeHourSamples[h]++
 	if source != "" {
 		s.ComputeSource = source
 	}
 	s.touch(t)
+}
+
+// HourCoverage returns the time the compute samples taken in hour h of the day (UTC,
+// 0–23) cover at one per SampleInterval: the evidence behind ComputeByHour[h].
+func (s *ContainerState) HourCoverage(h int) time.Duration {
+	return time.Duration(s.ComputeHourSamples[h]) * s.opts.SampleInterval
 }
 
 // RecentPeak returns the highest memory sample, bytes, of the intervals that overlap

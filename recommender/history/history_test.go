@@ -333,3 +333,43 @@ func TestAtLevel(t *testing.T) {
 		})
 	}
 }
+
+// TestComputeByHour: each compute sample also enters the histogram of its hour of the
+// day (UTC), whatever the sample's zone; hours without samples stay nil (no data).
+func TestComputeByHour(t *testing.T) {
+	m := NewModel(Options{})
+	w := WorkloadKey{Namespace: "ns", Kind: "Deployment", Name: "web"}
+	est := time.FixedZone("UTC-5", -5*3600)
+	s := metrics.Series{ID: metrics.ContainerID{Namespace: "ns", Pod: "p1", Container: "main"}}
+	for i := range 90 { // 10:00–11:29 UTC, given in UTC-5
+		s.Samples = append(s.Samples, metrics.Sample{Time: t0.Add(10*time.Hour + time.Duration(i)*time.Minute).In(est), Value: 0.3})
+	}
+	m.Add(w, metrics.SignalCompute, s)
+	st := m.Container(ContainerKey{WorkloadKey: w, Container: "main"})
+	for h := range HoursPerDay {
+		want := map[int]int{10: 60, 11: 30}[h]
+		if got := st.ComputeHourSamples[h]; got != want {
+			t.Errorf("hour %d: %d samples, want %d", h, got, want)
+		}
+		if (st.ComputeByHour[h] != nil) != (want > 0) {
+			t.Errorf("hour %d: histogram present %v, want %v", h, st.ComputeByHour[h] != nil, want > 0)
+		}
+	}
+	if st.ComputeHourDays[10] || st.ComputeHourDays[11] {
+		t.Errorf("one day of samples: hours 10/11 seen on more than one day (%v, %v)", st.ComputeHourDays[10], st.ComputeHourDays[11])
+	}
+	// A second pod loaded after the first (as a history bootstrap does, series by
+	// series) adds the next day's 11:00 and an earlier day's 10:00: both now repeat.
+	s2 := metrics.Series{ID: metrics.ContainerID{Namespace: "ns", Pod: "p2", Container: "main"}, Samples: []metrics.Sample{
+		{Time: t0.Add(-14 * time.Hour), Value: 0.1}, {Time: t0.Add(35 * time.Hour), Value: 0.1}}}
+	m.Add(w, metrics.SignalCompute, s2)
+	if !st.ComputeHourDays[10] || !st.ComputeHourDays[11] || st.ComputeHourDays[12] {
+		t.Errorf("after a second day: hours 10/11/12 repeat %v/%v/%v, want true/true/false", st.ComputeHourDays[10], st.ComputeHourDays[11], st.ComputeHourDays[12])
+	}
+	if got := st.HourCoverage(11); got != 30*time.Minute+time.Minute {
+		t.Errorf("hour 11 covers %s, want 31m", got)
+	}
+	if got := st.ComputeByHour[10].Percentile(0.5); bucketOf(ComputeBuckets, got-1e-9) != bucketOf(ComputeBuckets, 0.3) {
+		t.Errorf("hour 10 median %.3f, want 0.3's bucket", got)
+	}
+}

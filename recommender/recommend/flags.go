@@ -39,6 +39,7 @@ func (f *Flags) AddFlags(fs FlagSet, c *Config) {
 	fs.Float64Var(&c.Estimator.ComputeMargin, "compute-margin", estimate.DefaultComputeMargin, "Safety margin on compute, ratio (VPA's).")
 	fs.Float64Var(&c.Estimator.ContentionBudget, "contention-budget", estimate.DefaultContentionBudget, "Probability, ratio 0–1 (exclusive), that time-sliced co-tenants whose computeRequests sum to at most one GPU ask together for more than 1 + --contention-slowdown GPUs in one cycle; sizes each TimeSlicing container's computeRequest (its effective compute, docs/recommender.md). Negative: no computeRequest.")
 	fs.Float64Var(&c.Estimator.ContentionSlowdown, "contention-slowdown", estimate.DefaultContentionSlowdown, "Overload, ratio of one GPU (positive), that --contention-budget bounds: co-tenants asking for 1 + this many GPUs run that much slower under time-slicing.")
+	fs.DurationVar(&c.Estimator.ContentionWindow, "contention-window", estimate.DefaultContentionWindow, "Width, whole hours 1h–24h, of the windows of the day (UTC) on which the --contention-budget bound is conditioned: a computeRequest is the container's effective compute in its busiest window, so co-tenants whose loads peak in the same hours keep the budget (docs/recommender.md). 24h (default): the whole day (loads assumed independent); 3h is the setting measured in docs/benchmarks/savings.md.")
 	fs.DurationVar(&c.History.MemoryAggregationInterval, "memory-aggregation-interval", history.DefaultMemoryAggregationInterval, "Interval whose per-pod peak is one memory sample.")
 	fs.DurationVar(&c.History.HalfLife, "half-life", history.DefaultHalfLife, "Decay half-life of the histograms (VPA's).")
 	fs.DurationVar(&c.History.PeakWindow, "memory-peak-window", history.DefaultPeakWindow, "Window of the recent memory peak the target never goes below (rare spikes stay in the target this long).")
@@ -62,6 +63,9 @@ func (f *Flags) Complete() error {
 	}
 	if s := c.Estimator.ContentionSlowdown; s <= 0 {
 		return fmt.Errorf("--contention-slowdown %v: want a positive ratio of one GPU", s)
+	}
+	if err := estimate.ValidateContentionWindow("contention-window", c.Estimator.ContentionWindow); err != nil {
+		return err
 	}
 	if f.minMemory != "" {
 		m, err := resource.ParseQuantity(f.minMemory)
