@@ -170,10 +170,10 @@ func TestTimeOfDayComputeRequestCorrelatedPods(t *testing.T) {
 	w := history.WorkloadKey{Namespace: "ns", Kind: "Deployment", Name: "web"}
 	diurnal(m, w, "p1", 10, 14, 0.5)
 	st := m.Container(history.ContainerKey{WorkloadKey: w, Container: "main"})
-	c := Config{}.WithDefaults()
+	c := Config{ContentionWindow: 3 * time.Hour}.WithDefaults()
 	lo, hi, limit := edge(0), edge(0.5), 1+c.ContentionSlowdown
 	const busyHours = 4.0 / 24
-	perDay := (Config{ContentionWindow: 24 * time.Hour}).TimeOfDayComputeRequest(st)
+	perDay := (Config{}).TimeOfDayComputeRequest(st) // default: the whole day
 	if whole := c.ComputeRequest(st.Compute); math.Abs(perDay-whole) > 1e-12 {
 		t.Fatalf("a 24h window: request %.4f, want the whole day's %.4f", perDay, whole)
 	}
@@ -202,7 +202,7 @@ func TestTimeOfDayComputeRequestFlatLoadAndNoData(t *testing.T) {
 	w := history.WorkloadKey{Namespace: "ns", Kind: "Deployment", Name: "web"}
 	diurnal(m, w, "p1", 0, 24, 0.4)
 	st := m.Container(history.ContainerKey{WorkloadKey: w, Container: "main"})
-	c := Config{}
+	c := Config{ContentionWindow: 3 * time.Hour}
 	whole := c.ComputeRequest(st.Compute)
 	if got := c.TimeOfDayComputeRequest(st); math.Abs(got-whole) > 1e-3 {
 		t.Errorf("flat load: time-of-day request %.4f, whole day %.4f", got, whole)
@@ -229,7 +229,7 @@ func TestTimeOfDayComputeRequestFlatLoadAndNoData(t *testing.T) {
 	if got, want := c.TimeOfDayComputeRequest(dst), c.ComputeRequest(dst.Compute); got != want {
 		t.Errorf("one day of history: request %.4f, want the whole day's %.4f", got, want)
 	}
-	if got := (Config{ContentionBudget: -1}).TimeOfDayComputeRequest(st); got != 0 {
+	if got := (Config{ContentionBudget: -1, ContentionWindow: 3 * time.Hour}).TimeOfDayComputeRequest(st); got != 0 {
 		t.Errorf("budget off: request %.4f, want 0", got)
 	}
 }

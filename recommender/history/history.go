@@ -49,6 +49,11 @@ type Options struct {
 	// SampleInterval is the expected spacing of compute samples (the recommender's
 	// cycle and bootstrap step), used for coverage. Default 1m.
 	SampleInterval time.Duration
+	// NoComputeByHour skips the hour-of-day compute histograms
+	// (ContainerState.ComputeByHour, 19 KiB per container): set where nothing reads them
+	// (recommend.Config.WithDefaults sets it when the contention budget is off or its
+	// window is the whole day).
+	NoComputeByHour bool
 }
 
 // Defaults for Options; see the field docs for their sources.
@@ -239,15 +244,9 @@ func (s *ContainerState) Interval() time.Duration { return s.opts.MemoryAggregat
 func (s *ContainerState) AddCompute(t time.Time, ratio float64, source string) {
 	s.Compute.AddSample(ratio, 1, t)
 	s.ComputeSamples++
-	h, day := t.UTC().Hour(), t.Unix()/86400
-	if s.ComputeByHour[h] == nil {
-		s.ComputeByHour[h] = vpautil.NewDecayingHistogram(ComputeBuckets, s.opts.HalfLife)
-		s.hourFirst[h] = day
-	} else if day != s.hourFirst[h] {
-		s.ComputeHourDays[h] = true
+	if !s.opts.NoComputeByHour {
+		s.addByHour(t, ratio)
 	}
-	s.ComputeByHour[h].AddSample(ratio, 1, t)
-	s.ComputeHourSamples[h]++
 	if source != "" {
 		s.ComputeSource = source
 	}
@@ -258,6 +257,18 @@ func (s *ContainerState) AddCompute(t time.Time, ratio float64, source string) {
 // 0–23) cover at one per SampleInterval: the evidence behind ComputeByHour[h].
 func (s *ContainerState) HourCoverage(h int) time.Duration {
 	return time.Duration(s.ComputeHourSamples[h]) * s.opts.SampleInterval
+}
+
+func (s *ContainerState) addByHour(t time.Time, ratio float64) {
+	h, day := t.UTC().Hour(), t.Unix()/86400
+	if s.ComputeByHour[h] == nil {
+		s.ComputeByHour[h] = vpautil.NewDecayingHistogram(ComputeBuckets, s.opts.HalfLife)
+		s.hourFirst[h] = day
+	} else if day != s.hourFirst[h] {
+		s.ComputeHourDays[h] = true
+	}
+	s.ComputeByHour[h].AddSample(ratio, 1, t)
+	s.ComputeHourSamples[h]++
 }
 
 // RecentPeak returns the highest memory sample, bytes, of the intervals that overlap

@@ -373,3 +373,15 @@ func TestComputeByHour(t *testing.T) {
 		t.Errorf("hour 10 median %.3f, want 0.3's bucket", got)
 	}
 }
+
+// TestNoComputeByHour: with the option set, compute samples reach Compute only.
+func TestNoComputeByHour(t *testing.T) {
+	m := NewModel(Options{NoComputeByHour: true})
+	w := WorkloadKey{Namespace: "ns", Kind: "Deployment", Name: "web"}
+	m.Add(w, metrics.SignalCompute, metrics.Series{ID: metrics.ContainerID{Namespace: "ns", Pod: "p1", Container: "main"}, Source: "s",
+		Samples: []metrics.Sample{{Time: t0.Add(10 * time.Hour), Value: 0.3}}})
+	st := m.Container(ContainerKey{WorkloadKey: w, Container: "main"})
+	if st.Compute.IsEmpty() || st.ComputeSource != "s" || st.ComputeByHour[10] != nil || st.ComputeHourSamples[10] != 0 {
+		t.Errorf("compute empty %v, source %q, hour 10 histogram %v samples %d; want a sample in Compute only", st.Compute.IsEmpty(), st.ComputeSource, st.ComputeByHour[10] != nil, st.ComputeHourSamples[10])
+	}
+}

@@ -67,6 +67,9 @@ func (c Config) WithDefaults() Config {
 	}
 	c.Policy = c.Policy.WithDefaults()
 	c.Policy.MinCompute = c.Estimator.MinCompute
+	if c.Estimator.ContentionBudget < 0 || c.Estimator.ContentionWindow >= 24*time.Hour {
+		c.History.NoComputeByHour = true // nothing reads the hour-of-day histograms
+	}
 	return c
 }
 

@@ -83,3 +83,17 @@ func TestYoungWorkloadWiring(t *testing.T) {
 		}
 	}
 }
+
+// TestHourOfDayHistogramsOnlyWhenRead: the hour-of-day histograms are kept only while
+// the contention budget is on with a window shorter than the day.
+func TestHourOfDayHistogramsOnlyWhenRead(t *testing.T) {
+	for _, tc := range []struct {
+		est  estimate.Config
+		skip bool
+	}{{estimate.Config{ContentionWindow: 3 * time.Hour}, false}, {estimate.Config{}, true}, {estimate.Config{ContentionWindow: 24 * time.Hour}, true},
+		{estimate.Config{ContentionBudget: -1, ContentionWindow: 3 * time.Hour}, true}} {
+		if got := (Config{Estimator: tc.est}).WithDefaults().History.NoComputeByHour; got != tc.skip {
+			t.Errorf("%+v: NoComputeByHour %v, want %v", tc.est, got, tc.skip)
+		}
+	}
+}
