@@ -58,22 +58,32 @@ on. Installed as kubectl-gpufrac it runs as "kubectl gpufrac status".`,
 	return cmd
 }
 
-// applied sums what the admission webhook recorded on a pod, bytes and milli-GPU.
+// applied sums what the admission webhook recorded on a pod: memory in bytes and
+// compute as a share of one GPU. Either is nil when no container had it written (a
+// time-sliced pod's compute is not partitioned), so it prints as "-", not as 0.
 func applied(p *corev1.Pod, autoscaler string) (mem, cpu *resource.Quantity, ok bool) {
 	rec, err := gpufracv1.ParseApplied(p.Annotations)
 	if err != nil || rec == nil || rec.Autoscaler != autoscaler {
 		return nil, nil, false
 	}
-	var m, c resource.Quantity
 	for _, ct := range rec.Containers {
-		if ct.Memory != nil {
-			m.Add(*ct.Memory)
-		}
-		if ct.Compute != nil {
-			c.Add(*ct.Compute)
-		}
+		mem = addQuantity(mem, ct.Memory)
+		cpu = addQuantity(cpu, ct.Compute)
 	}
-	return &m, &c, true
+	return mem, cpu, true
+}
+
+// addQuantity returns sum + v, where a nil sum is none yet and a nil v adds nothing.
+func addQuantity(sum, v *resource.Quantity) *resource.Quantity {
+	if v == nil {
+		return sum
+	}
+	if sum == nil {
+		c := v.DeepCopy()
+		return &c
+	}
+	sum.Add(*v)
+	return sum
 }
 
 func writeStatus(w io.Writer, gfas []gpufracv1.GPUFractionAutoscaler, pods []corev1.Pod, now time.Time) error {
