@@ -33,15 +33,28 @@ import (
 // off (ContentionBudget < 0).
 func (c Config) ComputeRequest(h vpautil.Histogram) float64 {
 	c = c.WithDefaults()
-	if c.ContentionBudget < 0 || h == nil || h.IsEmpty() {
-		return 0
-	}
-	cp, err := h.SaveToChekpoint()
-	if err != nil || len(cp.BucketWeights) == 0 {
+	if c.ContentionBudget < 0 {
 		return 0
 	}
 	s := c.ContentionSpace()
-	return math.Min(1, math.Max(c.MinCompute, logMGF(cp.BucketWeights, s)/s))
+	lm, ok := histLogMGF(h, s)
+	if !ok {
+		return 0
+	}
+	return math.Min(1, math.Max(c.MinCompute, lm/s))
+}
+
+// histLogMGF returns ln E[e^{sX}] of the samples in h (logMGF of its bucket weights),
+// and false for a nil or empty histogram or one whose weights cannot be read.
+func histLogMGF(h vpautil.Histogram, s float64) (float64, bool) {
+	if h == nil || h.IsEmpty() {
+		return 0, false
+	}
+	cp, err := h.SaveToChekpoint()
+	if err != nil || len(cp.BucketWeights) == 0 {
+		return 0, false
+	}
+	return logMGF(cp.BucketWeights, s), true
 }
 
 // ContentionSpace returns the space parameter s = ln(1/ContentionBudget) /
@@ -120,11 +133,8 @@ func (c Config) TimeOfDayComputeRequest(st *history.ContainerState) float64 {
 	var lm [history.HoursPerDay]float64 // ln E[e^{sX}] of each hour; -Inf: no samples
 	for h, hist := range st.ComputeByHour {
 		lm[h] = math.Inf(-1)
-		if hist == nil || hist.IsEmpty() || !st.ComputeHourDays[h] {
-			continue
-		}
-		if cp, err := hist.SaveToChekpoint(); err == nil && len(cp.BucketWeights) > 0 {
-			lm[h] = logMGF(cp.BucketWeights, s)
+		if v, ok := histLogMGF(hist, s); ok && st.ComputeHourDays[h] {
+			lm[h] = v
 		}
 	}
 	best := math.Inf(-1)
