@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gpufrac/gpufrac/contract"
+	"github.com/gpufrac/gpufrac/internal/promreg"
 	"github.com/gpufrac/gpufrac/statuslease"
 )
 
@@ -61,36 +62,17 @@ const (
 )
 
 var (
-	requestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "gpufrac_admission_request_duration_seconds",
-		Help: "Server-side latency of admission requests, from the request's arrival to the written response, seconds.",
+	requestDuration = promreg.HistogramVec("gpufrac_admission_request_duration_seconds",
+		"Server-side latency of admission requests, from the request's arrival to the written response, seconds.",
 		// Sub-millisecond resolution: the target is p99 ≤ 5ms.
-		Buckets: []float64{0.00005, 0.0001, 0.00025, 0.0005, 0.00075, 0.001, 0.0015, 0.002, 0.003, 0.004, 0.005, 0.006, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5},
-	}, []string{"webhook"})
-	requestsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "gpufrac_admission_requests_total",
-		Help: "Admission requests by webhook and outcome (patched, unchanged, allowed, denied, error).",
-	}, []string{"webhook", "outcome"})
-	patchesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "gpufrac_admission_patches_total",
-		Help: "Pods patched with a recommended fraction, by backend.",
-	}, []string{"backend"})
-	skippedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "gpufrac_admission_skipped_total",
-		Help: "GPU pods admitted unchanged, by reason.",
-	}, []string{"reason"})
-	errorsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "gpufrac_admission_errors_total",
-		Help: "Internal errors by component (decode, cache, certificate, registration, lease).",
-	}, []string{"component"})
-	certExpiry = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "gpufrac_admission_certificate_expiry_timestamp_seconds",
-		Help: "Expiry of the self-managed certificates (cert=ca|serving), Unix seconds.",
-	}, []string{"cert"})
-	leaseRenewals = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "gpufrac_admission_status_lease_renewals_total",
-		Help: "Renewals of the status Lease by result (renewed, not-ready, error).",
-	}, []string{"result"})
+		[]float64{0.00005, 0.0001, 0.00025, 0.0005, 0.00075, 0.001, 0.0015, 0.002, 0.003, 0.004, 0.005, 0.006, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5},
+		"webhook")
+	requestsTotal = promreg.CounterVec("gpufrac_admission_requests_total", "Admission requests by webhook and outcome (patched, unchanged, allowed, denied, error).", "webhook", "outcome")
+	patchesTotal  = promreg.CounterVec("gpufrac_admission_patches_total", "Pods patched with a recommended fraction, by backend.", "backend")
+	skippedTotal  = promreg.CounterVec("gpufrac_admission_skipped_total", "GPU pods admitted unchanged, by reason.", "reason")
+	errorsTotal   = promreg.CounterVec("gpufrac_admission_errors_total", "Internal errors by component (decode, cache, certificate, registration, lease).", "component")
+	certExpiry    = promreg.GaugeVec("gpufrac_admission_certificate_expiry_timestamp_seconds", "Expiry of the self-managed certificates (cert=ca|serving), Unix seconds.", "cert")
+	leaseRenewals = promreg.CounterVec("gpufrac_admission_status_lease_renewals_total", "Renewals of the status Lease by result (renewed, not-ready, error).", "result")
 )
 
 var registerOnce sync.Once
@@ -101,11 +83,7 @@ var registerOnce sync.Once
 func Register(reg prometheus.Registerer) error {
 	var err error
 	registerOnce.Do(func() {
-		for _, c := range []prometheus.Collector{requestDuration, requestsTotal, patchesTotal, skippedTotal, errorsTotal, certExpiry, leaseRenewals} {
-			if err = reg.Register(c); err != nil {
-				return
-			}
-		}
+		err = promreg.Register(reg, requestDuration, requestsTotal, patchesTotal, skippedTotal, errorsTotal, certExpiry, leaseRenewals)
 	})
 	return err
 }

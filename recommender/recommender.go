@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/internal/promreg"
 	"github.com/gpufrac/gpufrac/recommender/history"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
 	"github.com/gpufrac/gpufrac/recommender/recommend"
@@ -80,40 +81,20 @@ func (c Config) WithDefaults() Config {
 
 // Recommender metrics (registered by Register).
 var (
-	cycleDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "gpufrac_recommender_cycle_duration_seconds",
-		Help:    "Duration of one recommender cycle, seconds.",
-		Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
-	})
-	cycleStepDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "gpufrac_recommender_cycle_step_duration_seconds",
-		Help:    "Duration of each step of a recommender cycle, seconds, by step (load_autoscalers, load_pods, load_metrics, garbage_collect, update_recommendations, export_metrics).",
-		Buckets: prometheus.ExponentialBuckets(0.001, 2, 18),
-	}, []string{"step"})
-	cycleErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "gpufrac_recommender_cycle_errors_total",
-		Help: "Recommender cycles that failed, by stage (list, prometheus, write).",
-	}, []string{"stage"})
-	workloadsTracked = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "gpufrac_recommender_workloads_tracked",
-		Help: "Workloads with an autoscaler whose history the recommender keeps.",
-	})
-	recommendationsWritten = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "gpufrac_recommender_recommendations_written_total",
-		Help: "GPUFractionRecommendation status writes (only when content changed beyond noise).",
-	})
+	cycleDuration     = promreg.Histogram("gpufrac_recommender_cycle_duration_seconds", "Duration of one recommender cycle, seconds.", prometheus.ExponentialBuckets(0.01, 2, 14))
+	cycleStepDuration = promreg.HistogramVec("gpufrac_recommender_cycle_step_duration_seconds",
+		"Duration of each step of a recommender cycle, seconds, by step (load_autoscalers, load_pods, load_metrics, garbage_collect, update_recommendations, export_metrics).",
+		prometheus.ExponentialBuckets(0.001, 2, 18), "step")
+	cycleErrors            = promreg.CounterVec("gpufrac_recommender_cycle_errors_total", "Recommender cycles that failed, by stage (list, prometheus, write).", "stage")
+	workloadsTracked       = promreg.Gauge("gpufrac_recommender_workloads_tracked", "Workloads with an autoscaler whose history the recommender keeps.")
+	recommendationsWritten = promreg.Counter("gpufrac_recommender_recommendations_written_total", "GPUFractionRecommendation status writes (only when content changed beyond noise).")
 )
 
 // Register adds the recommender's metrics to a registry (controller-runtime's
 // metrics.Registry in cmd/recommender); the per-autoscaler metrics are not registered
 // but gathered beside it (WithAutoscalers). It returns the first registration error.
 func Register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{cycleDuration, cycleStepDuration, cycleErrors, workloadsTracked, recommendationsWritten, metrics.Queries, metrics.SamplesDropped, metrics.SamplesClamped, metrics.Incomplete} {
-		if err := reg.Register(c); err != nil {
-			return err
-		}
-	}
-	return nil
+	return promreg.Register(reg, cycleDuration, cycleStepDuration, cycleErrors, workloadsTracked, recommendationsWritten, metrics.Queries, metrics.SamplesDropped, metrics.SamplesClamped, metrics.Incomplete)
 }
 
 // Recommender runs the cycle. Create it with New.

@@ -2,6 +2,8 @@ package updater
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gpufrac/gpufrac/internal/promreg"
 )
 
 // Skip reasons: the reason label of gpufrac_updater_skips_total, and
@@ -97,48 +99,18 @@ const (
 )
 
 var (
-	evictionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "gpufrac_updater_evictions_total",
-		Help: "Eviction API calls by result (evicted, refused, error), and deletions of not-Ready pods (deleted-unready).",
-	}, []string{"result"})
-	inPlaceTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "gpufrac_updater_in_place_updates_total",
-		Help: "In-place pod updates by result (applied, error, fallback: recreated instead).",
-	}, []string{"result"})
-	skipsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "gpufrac_updater_skips_total",
-		Help: "Out-of-date pods not updated in a cycle, by reason.",
-	}, []string{"reason"})
-	rollbacksTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "gpufrac_updater_rollbacks_total",
-		Help: "Rollbacks after a shrink, by trigger (latency, restart).",
-	}, []string{"trigger"})
-	cycleDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "gpufrac_updater_cycle_duration_seconds",
-		Help:    "Duration of one updater cycle, seconds.",
-		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
-	})
-	podsOutOfDate = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "gpufrac_updater_pods_out_of_date",
-		Help: "Pods whose applied fraction is outside the recommendation's bounds or too far from its target, at the last cycle.",
-	})
-	podsMismatched = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "gpufrac_updater_pods_fraction_mismatch",
-		Help: "Pods that carry other GPU fraction values than the admission webhook wrote (gpufrac.io/applied), at the last cycle.",
-	})
-	admissionAvailable = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "gpufrac_updater_admission_available",
-		Help: "1 when the admission webhook's status Lease was fresh at the last cycle, else 0 (no evictions).",
-	})
+	evictionsTotal     = promreg.CounterVec("gpufrac_updater_evictions_total", "Eviction API calls by result (evicted, refused, error), and deletions of not-Ready pods (deleted-unready).", "result")
+	inPlaceTotal       = promreg.CounterVec("gpufrac_updater_in_place_updates_total", "In-place pod updates by result (applied, error, fallback: recreated instead).", "result")
+	skipsTotal         = promreg.CounterVec("gpufrac_updater_skips_total", "Out-of-date pods not updated in a cycle, by reason.", "reason")
+	rollbacksTotal     = promreg.CounterVec("gpufrac_updater_rollbacks_total", "Rollbacks after a shrink, by trigger (latency, restart).", "trigger")
+	cycleDuration      = promreg.Histogram("gpufrac_updater_cycle_duration_seconds", "Duration of one updater cycle, seconds.", prometheus.ExponentialBuckets(0.001, 2, 16))
+	podsOutOfDate      = promreg.Gauge("gpufrac_updater_pods_out_of_date", "Pods whose applied fraction is outside the recommendation's bounds or too far from its target, at the last cycle.")
+	podsMismatched     = promreg.Gauge("gpufrac_updater_pods_fraction_mismatch", "Pods that carry other GPU fraction values than the admission webhook wrote (gpufrac.io/applied), at the last cycle.")
+	admissionAvailable = promreg.Gauge("gpufrac_updater_admission_available", "1 when the admission webhook's status Lease was fresh at the last cycle, else 0 (no evictions).")
 )
 
 // Register adds the updater's metrics to a registry (controller-runtime's
 // metrics.Registry in cmd/updater). It returns the first registration error.
 func Register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{evictionsTotal, inPlaceTotal, skipsTotal, rollbacksTotal, cycleDuration, podsOutOfDate, podsMismatched, admissionAvailable} {
-		if err := reg.Register(c); err != nil {
-			return err
-		}
-	}
-	return nil
+	return promreg.Register(reg, evictionsTotal, inPlaceTotal, skipsTotal, rollbacksTotal, cycleDuration, podsOutOfDate, podsMismatched, admissionAvailable)
 }

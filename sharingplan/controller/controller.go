@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/internal/promreg"
 	"github.com/gpufrac/gpufrac/sharingplan"
 )
 
@@ -43,24 +44,13 @@ const (
 
 // Metrics of the planner (registered by Register).
 var (
-	planReplicas = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "gpufrac_sharing_plan_replicas",
-		Help: "Replicas per GPU planned by each GPUSharingPolicy (1: no sharing).",
-	}, []string{"policy"})
-	planGPUsFreed = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "gpufrac_sharing_plan_gpus_freed",
-		Help: "GPUs each GPUSharingPolicy's plan frees: the opted-in pods at one GPU each minus at the planned replicas per GPU.",
-	}, []string{"policy"})
+	planReplicas  = promreg.GaugeVec("gpufrac_sharing_plan_replicas", "Replicas per GPU planned by each GPUSharingPolicy (1: no sharing).", "policy")
+	planGPUsFreed = promreg.GaugeVec("gpufrac_sharing_plan_gpus_freed", "GPUs each GPUSharingPolicy's plan frees: the opted-in pods at one GPU each minus at the planned replicas per GPU.", "policy")
 )
 
 // Register adds the planner's metrics to reg; it returns the first registration error.
 func Register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{planReplicas, planGPUsFreed} {
-		if err := reg.Register(c); err != nil {
-			return err
-		}
-	}
-	return nil
+	return promreg.Register(reg, planReplicas, planGPUsFreed)
 }
 
 // Reconciler plans and applies one GPUSharingPolicy per reconcile.
