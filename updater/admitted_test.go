@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
@@ -112,8 +111,8 @@ func TestFractionMismatchReported(t *testing.T) {
 	f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 3, 1)
 	for _, p := range f.pods {
 		rec := gpufracv1.AppliedRecord{Backend: gpufracv1.BackendHAMi, Autoscaler: "web", Containers: []gpufracv1.AppliedContainer{{Name: "main",
-			Memory: ptr.To(resource.MustParse("1Gi")), Compute: ptr.To(resource.MustParse("250m")),
-			WrittenMemory: ptr.To(resource.MustParse("1Gi")), WrittenCompute: ptr.To(resource.MustParse("250m"))}}}
+			Memory: q("1Gi"), Compute: q("250m"),
+			WrittenMemory: q("1Gi"), WrittenCompute: q("250m")}}}
 		b, _ := json.Marshal(rec)
 		p.Annotations[gpufracv1.AnnotationApplied] = string(b)
 		p.Spec.Containers[0].Resources.Limits["nvidia.com/gpumem"] = resource.MustParse("1024")

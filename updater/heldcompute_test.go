@@ -9,7 +9,6 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -28,9 +27,9 @@ import (
 // opt-in annotation the webhook writes the recommended 100m.
 func TestComputeHeldInReplacements(t *testing.T) {
 	f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 2, 3)
-	f.gfr.Status.ContainerRecommendations[0].Target.Compute = ptr.To(resource.MustParse("100m"))
-	f.gfr.Status.ContainerRecommendations[0].LowerBound.Compute = ptr.To(resource.MustParse("80m"))
-	f.gfr.Status.ContainerRecommendations[0].UpperBound.Compute = ptr.To(resource.MustParse("150m"))
+	f.gfr.Status.ContainerRecommendations[0].Target.Compute = q("100m")
+	f.gfr.Status.ContainerRecommendations[0].LowerBound.Compute = q("80m")
+	f.gfr.Status.ContainerRecommendations[0].UpperBound.Compute = q("150m")
 	f.addGPUHPA()
 	f.build()
 

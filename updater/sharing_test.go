@@ -46,7 +46,7 @@ func sharingFixture(t *testing.T, applied bool, windows ...gpufracv1.ResizeWindo
 // record of the 1Gi recommendation and the plan annotations (4 replicas of 80Gi).
 func onPlan(t *testing.T, f *fixture, i int) {
 	rec := gpufracv1.AppliedRecord{Backend: gpufracv1.BackendNVIDIATimeSlicing, Autoscaler: "web", Containers: []gpufracv1.AppliedContainer{{
-		Name: "main", Memory: ptr.To(resource.MustParse("1Gi")), WrittenMemory: ptr.To(resource.MustParse("20Gi"))}}}
+		Name: "main", Memory: q("1Gi"), WrittenMemory: q("20Gi")}}}
 	b, err := json.Marshal(rec)
 	if err != nil {
 		t.Fatal(err)

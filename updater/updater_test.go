@@ -64,7 +64,7 @@ func newFixture(t *testing.T, mode gpufracv1.UpdateMode, backend gpufracv1.Backe
 	f.gfa.Spec.TargetRef.APIVersion, f.gfa.Spec.TargetRef.Kind, f.gfa.Spec.TargetRef.Name = "apps/v1", "Deployment", "web"
 	f.gfa.Spec.UpdatePolicy = &gpufracv1.UpdatePolicy{UpdateMode: &mode}
 	f.gfa.Spec.Backend = &gpufracv1.Backend{Type: backend}
-	f.gfa.Status.Memory = ptr.To(resource.MustParse("1Gi"))
+	f.gfa.Status.Memory = q("1Gi")
 	f.gfa.Status.Conditions = []metav1.Condition{{Type: gpufracv1.ConditionRecommendationProvided, Status: metav1.ConditionTrue, Reason: "R", LastTransitionTime: metav1.Now()}}
 	f.gfr = &gpufracv1.GPUFractionRecommendation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", ResourceVersion: "10",
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: gpufracv1.GroupVersion.String(), Kind: "GPUFractionAutoscaler", Name: "web", UID: f.gfa.UID, Controller: ptr.To(true)}}}}
@@ -79,13 +79,15 @@ func newFixture(t *testing.T, mode gpufracv1.UpdateMode, backend gpufracv1.Backe
 	return f
 }
 
+// q returns a pointer to the quantity s (resource.MustParse: it panics on a malformed s).
+func q(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
+
 func (f *fixture) setTarget(target, lower, upper string) {
-	q := resource.MustParse
 	f.gfr.Status = gpufracv1.GPUFractionRecommendationStatus{
 		ContainerRecommendations: []gpufracv1.ContainerRecommendation{{ContainerName: "main",
-			Target:     gpufracv1.GPUResources{Memory: ptr.To(q(target)), Compute: ptr.To(q("250m"))},
-			LowerBound: gpufracv1.GPUResources{Memory: ptr.To(q(lower)), Compute: ptr.To(q("200m"))},
-			UpperBound: gpufracv1.GPUResources{Memory: ptr.To(q(upper)), Compute: ptr.To(q("300m"))},
+			Target:     gpufracv1.GPUResources{Memory: q(target), Compute: q("250m")},
+			LowerBound: gpufracv1.GPUResources{Memory: q(lower), Compute: q("200m")},
+			UpperBound: gpufracv1.GPUResources{Memory: q(upper), Compute: q("300m")},
 		}},
 		ConfidencePercent: ptr.To[int32](90),
 		Conditions: []metav1.Condition{{Type: gpufracv1.ConditionRecommendationProvided, Status: metav1.ConditionTrue, Reason: "R", LastTransitionTime: metav1.Now()},
@@ -95,7 +97,7 @@ func (f *fixture) setTarget(target, lower, upper string) {
 
 func (f *fixture) addPod(name string, memGi int64, rs *appsv1.ReplicaSet) *corev1.Pod {
 	rec := gpufracv1.AppliedRecord{Backend: gpufracv1.BackendHAMi, Autoscaler: "web", Containers: []gpufracv1.AppliedContainer{{
-		Name: "main", Memory: ptr.To(*resource.NewQuantity(memGi<<30, resource.BinarySI)), Compute: ptr.To(resource.MustParse("250m"))}}}
+		Name: "main", Memory: ptr.To(*resource.NewQuantity(memGi<<30, resource.BinarySI)), Compute: q("250m")}}}
 	b, _ := json.Marshal(rec)
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + name), Labels: map[string]string{"app": "web"},
@@ -297,8 +299,8 @@ func TestGates(t *testing.T) {
 		}, reason: SkipGuardrail},
 		{name: "GPU HPA holds compute", setup: func(f *fixture) {
 			f.setTarget("3Gi", "2Gi", "4Gi")
-			f.gfr.Status.ContainerRecommendations[0].Target.Compute = ptr.To(resource.MustParse("100m"))
-			f.gfr.Status.ContainerRecommendations[0].UpperBound.Compute = ptr.To(resource.MustParse("150m"))
+			f.gfr.Status.ContainerRecommendations[0].Target.Compute = q("100m")
+			f.gfr.Status.ContainerRecommendations[0].UpperBound.Compute = q("150m")
 			f.addGPUHPA()
 		}, reason: SkipComputeHeld},
 	} {
@@ -418,9 +420,9 @@ func TestRollbackAfterLatencyBreach(t *testing.T) {
 	if err := f.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web"}, gfr); err != nil {
 		t.Fatal(err)
 	}
-	gfr.Status.ContainerRecommendations[0].Target.Memory = ptr.To(resource.MustParse("3Gi"))
-	gfr.Status.ContainerRecommendations[0].LowerBound.Memory = ptr.To(resource.MustParse("2Gi"))
-	gfr.Status.ContainerRecommendations[0].UpperBound.Memory = ptr.To(resource.MustParse("4Gi"))
+	gfr.Status.ContainerRecommendations[0].Target.Memory = q("3Gi")
+	gfr.Status.ContainerRecommendations[0].LowerBound.Memory = q("2Gi")
+	gfr.Status.ContainerRecommendations[0].UpperBound.Memory = q("4Gi")
 	if err := f.c.Status().Update(ctx, gfr); err != nil {
 		t.Fatal(err)
 	}
@@ -449,7 +451,7 @@ func TestRollbackAfterRestart(t *testing.T) {
 	started := time.Now().Add(-time.Minute)
 	f.gfa.Status.Updater = &gpufracv1.UpdaterStatus{Verification: &gpufracv1.ShrinkVerification{
 		Started: metav1.NewTime(started), Until: metav1.NewTime(started.Add(time.Hour)),
-		Previous: []gpufracv1.ContainerAllocation{{ContainerName: "main", Memory: ptr.To(resource.MustParse("3Gi")), Compute: ptr.To(resource.MustParse("250m"))}}}}
+		Previous: []gpufracv1.ContainerAllocation{{ContainerName: "main", Memory: q("3Gi"), Compute: q("250m")}}}}
 	f.pods[1].Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", RestartCount: 1, LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 		ExitCode: 1, Reason: "Error", Message: "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 512.00 MiB", FinishedAt: metav1.NewTime(time.Now())}}}}
 	f.setTarget("1Gi", "768Mi", "1536Mi")

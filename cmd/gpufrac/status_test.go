@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
@@ -16,7 +15,6 @@ import (
 // A time-sliced pod has memory applied and compute not partitioned: status shows its
 // compute as "-", never as 0, and sums what was applied over containers.
 func TestStatusAppliedComputeNotWritten(t *testing.T) {
-	mem := func(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
 	pod := func(name string, cs ...gpufracv1.AppliedContainer) corev1.Pod {
 		rec, err := json.Marshal(gpufracv1.AppliedRecord{Autoscaler: "web", Containers: cs})
 		if err != nil {
@@ -31,9 +29,9 @@ func TestStatusAppliedComputeNotWritten(t *testing.T) {
 		pod  corev1.Pod
 		want string
 	}{
-		{"time-sliced", pod("a", gpufracv1.AppliedContainer{Name: "c", Memory: mem("20Gi")}), "20Gi/-"},
-		{"partitioned", pod("b", gpufracv1.AppliedContainer{Name: "c", Memory: mem("10Gi"), Compute: mem("250m")},
-			gpufracv1.AppliedContainer{Name: "d", Memory: mem("10Gi"), Compute: mem("250m")}), "20Gi/500m"},
+		{"time-sliced", pod("a", gpufracv1.AppliedContainer{Name: "c", Memory: qp("20Gi")}), "20Gi/-"},
+		{"partitioned", pod("b", gpufracv1.AppliedContainer{Name: "c", Memory: qp("10Gi"), Compute: qp("250m")},
+			gpufracv1.AppliedContainer{Name: "d", Memory: qp("10Gi"), Compute: qp("250m")}), "20Gi/500m"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
