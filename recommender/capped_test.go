@@ -9,7 +9,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
@@ -48,9 +47,9 @@ func TestCappedBelowNeed(t *testing.T) {
 	if float64(need) <= 8*gib {
 		t.Fatalf("uncapped need %d, want above the 8 GiB used", need)
 	}
-	c := meta.FindStatusCondition(gfr.Status.Conditions, gpufracv1.ConditionCappedBelowNeed)
+	c := condition(gfr.Status, gpufracv1.ConditionCappedBelowNeed)
 	wantBy := "capped below need by " + strconv.FormatInt((need-4<<30+(1<<20)-1)>>20, 10) + " MiB"
-	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != gpufracv1.ReasonPolicyMaximum || !strings.Contains(c.Message, wantBy) {
+	if !isTrue(c) || c.Reason != gpufracv1.ReasonPolicyMaximum || !strings.Contains(c.Message, wantBy) {
 		t.Fatalf("CappedBelowNeed %+v, want True/%s with %q", c, gpufracv1.ReasonPolicyMaximum, wantBy)
 	}
 	var a gpufracv1.GPUFractionAutoscaler
@@ -76,7 +75,7 @@ func TestCappedBelowNeed(t *testing.T) {
 	if got := cr.UncappedTarget.Memory.Value(); float64(got) <= 20*gib {
 		t.Errorf("uncapped need %d stayed at the old value %d; want above the 20 GiB used", got, need)
 	}
-	c = meta.FindStatusCondition(gfr.Status.Conditions, gpufracv1.ConditionCappedBelowNeed)
+	c = condition(gfr.Status, gpufracv1.ConditionCappedBelowNeed)
 	if c == nil || strings.Contains(c.Message, wantBy) {
 		t.Errorf("message did not follow the need: %+v", c)
 	}
@@ -101,7 +100,7 @@ func TestCappedBelowNeed(t *testing.T) {
 		t.Fatal(err)
 	}
 	gfr = cycle()
-	if c := meta.FindStatusCondition(gfr.Status.Conditions, gpufracv1.ConditionCappedBelowNeed); c == nil || c.Status != metav1.ConditionFalse || c.Reason != gpufracv1.ReasonWithinPolicy {
+	if c := condition(gfr.Status, gpufracv1.ConditionCappedBelowNeed); !isFalse(c) || c.Reason != gpufracv1.ReasonWithinPolicy {
 		t.Errorf("without a cap: %+v", c)
 	}
 }

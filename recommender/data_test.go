@@ -71,9 +71,16 @@ func addDCGM(t testing.TB, prom *promtest.Server, p *corev1.Pod, uuid string, en
 	prom.Add(t, dcgmLabels(metrics.DCGMSMActive, p, uuid), start, 30*time.Second, promtest.Repeat(smActive, n)...)
 }
 
+// condition returns the condition typ of st, nil when st has none.
 func condition(st gpufracv1.GPUFractionRecommendationStatus, typ string) *metav1.Condition {
 	return meta.FindStatusCondition(st.Conditions, typ)
 }
+
+// isTrue reports whether c is present with status True.
+func isTrue(c *metav1.Condition) bool { return c != nil && c.Status == metav1.ConditionTrue }
+
+// isFalse reports whether c is present with status False.
+func isFalse(c *metav1.Condition) bool { return c != nil && c.Status == metav1.ConditionFalse }
 
 // Kind 1 (issue 13): an answer with warnings is incomplete. With one pod's series
 // missing from a partial answer and the other's collapsing, nothing changes: targets
@@ -115,7 +122,7 @@ func TestPartialResponseNeverShrinks(t *testing.T) {
 			t.Fatalf("cycle %d: target changed on a partial answer: %v/%v → %v/%v", cycle, want.Target.Memory, want.Target.Compute, got.Target.Memory, got.Target.Compute)
 		}
 		c := condition(st, gpufracv1.ConditionMetricsUnavailable)
-		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != gpufracv1.ReasonPartialResponse {
+		if !isTrue(c) || c.Reason != gpufracv1.ReasonPartialResponse {
 			t.Fatalf("cycle %d: want MetricsUnavailable=True PartialResponse, got %+v", cycle, c)
 		}
 	}
@@ -129,7 +136,7 @@ func TestPartialResponseNeverShrinks(t *testing.T) {
 	if err := h.rec.RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if c := condition(h.gfr(t, "ml", "sd").Status, gpufracv1.ConditionMetricsUnavailable); c == nil || c.Status != metav1.ConditionFalse {
+	if c := condition(h.gfr(t, "ml", "sd").Status, gpufracv1.ConditionMetricsUnavailable); !isFalse(c) {
 		t.Errorf("MetricsUnavailable must clear with complete answers: %+v", c)
 	}
 }
@@ -200,7 +207,7 @@ func TestHAMiBothGenerationsPercent(t *testing.T) {
 		if m := cr.Target.Memory.AsApproximateFloat64(); m < tc.mem*1.15 || m > tc.mem*1.15*1.06 {
 			t.Errorf("%s: memory target %v, want within a bucket above %v", tc.name, m, tc.mem*1.15)
 		}
-		if c := condition(st, gpufracv1.ConditionMetricsUnavailable); c == nil || c.Status != metav1.ConditionFalse {
+		if c := condition(st, gpufracv1.ConditionMetricsUnavailable); !isFalse(c) {
 			t.Errorf("%s: MetricsUnavailable %+v", tc.name, c)
 		}
 	}
@@ -219,7 +226,7 @@ func TestAllSamplesFilteredIsACondition(t *testing.T) {
 	h.runCycles(t, 1, nil)
 	st := h.gfr(t, "ml", "sd").Status
 	c := condition(st, gpufracv1.ConditionMetricsUnavailable)
-	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != gpufracv1.ReasonAllSamplesFiltered ||
+	if !isTrue(c) || c.Reason != gpufracv1.ReasonAllSamplesFiltered ||
 		!strings.Contains(c.Message, metrics.DCGMSMActive+" (ratio)") {
 		t.Fatalf("want MetricsUnavailable=True AllSamplesFiltered naming SM_ACTIVE (ratio), got %+v", c)
 	}
@@ -262,7 +269,7 @@ func TestEmptyWhileRunningIsAGap(t *testing.T) {
 		}
 		c := condition(st, gpufracv1.ConditionMetricsUnavailable)
 		if i >= EmptyCyclesWhileRunning {
-			if c == nil || c.Status != metav1.ConditionTrue || c.Reason != gpufracv1.ReasonNoSamplesWhileRunning {
+			if !isTrue(c) || c.Reason != gpufracv1.ReasonNoSamplesWhileRunning {
 				t.Fatalf("cycle %d: want NoSamplesWhileRunning, got %+v", i, c)
 			}
 		} else if c.Reason == gpufracv1.ReasonNoSamplesWhileRunning {
@@ -271,7 +278,7 @@ func TestEmptyWhileRunningIsAGap(t *testing.T) {
 	}
 	// Samples again: the condition clears.
 	h.runCycles(t, 1, func(now time.Time) { addDCGM(t, h.prom, p, "GPU-1", now, 2, 20000, 0.5) })
-	if c := condition(h.gfr(t, "ml", "sd").Status, gpufracv1.ConditionMetricsUnavailable); c.Status != metav1.ConditionFalse {
+	if c := condition(h.gfr(t, "ml", "sd").Status, gpufracv1.ConditionMetricsUnavailable); !isFalse(c) {
 		t.Errorf("gap must clear when samples return: %+v", c)
 	}
 }
@@ -339,11 +346,11 @@ func TestExporterDownIsNamed(t *testing.T) {
 			t.Fatalf("cycle %d: targets changed with the exporter down", i)
 		}
 		c := condition(st, gpufracv1.ConditionMetricsUnavailable)
-		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != gpufracv1.ReasonExporterDown ||
+		if !isTrue(c) || c.Reason != gpufracv1.ReasonExporterDown ||
 			!strings.Contains(c.Message, "dcgm-exporter/"+instances[0]) || !strings.Contains(c.Message, pods[0].Name) {
 			t.Fatalf("cycle %d: MetricsUnavailable %+v, want ExporterDown naming the target and the pod", i, c)
 		}
-		if c := condition(h.gfr(t, "ml", "b").Status, gpufracv1.ConditionMetricsUnavailable); c == nil || c.Status != metav1.ConditionFalse {
+		if c := condition(h.gfr(t, "ml", "b").Status, gpufracv1.ConditionMetricsUnavailable); !isFalse(c) {
 			t.Fatalf("cycle %d: the other workload: %+v", i, c)
 		}
 	}
@@ -355,7 +362,7 @@ func TestExporterDownIsNamed(t *testing.T) {
 	add(0, h.now.Add(-30*time.Second), 2, 1)
 	add(1, h.now.Add(-30*time.Second), 2, 1)
 	h.runCycles(t, 1, nil)
-	if c := condition(h.gfr(t, "ml", "a").Status, gpufracv1.ConditionMetricsUnavailable); c == nil || c.Status != metav1.ConditionFalse {
+	if c := condition(h.gfr(t, "ml", "a").Status, gpufracv1.ConditionMetricsUnavailable); !isFalse(c) {
 		t.Errorf("the condition must clear with the target up: %+v", c)
 	}
 }
@@ -387,7 +394,7 @@ func TestFailedCountKeepsTheCycle(t *testing.T) {
 		if len(st.ContainerRecommendations) != 1 || st.ContainerRecommendations[0].Target.Compute == nil {
 			t.Fatalf("failing counts %v: no recommendation: %+v", failCounts, st.Conditions)
 		}
-		if c := condition(st, gpufracv1.ConditionMetricsUnavailable); c != nil && c.Status == metav1.ConditionTrue {
+		if c := condition(st, gpufracv1.ConditionMetricsUnavailable); isTrue(c) {
 			t.Errorf("failing counts %v: MetricsUnavailable=True %s: %s; the data was complete", failCounts, c.Reason, c.Message)
 		}
 		// Per DCGM load: impossible memory and compute samples, the first unlabelled count.

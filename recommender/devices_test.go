@@ -6,7 +6,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
@@ -52,7 +51,7 @@ func TestWrongDeviceLabelsAreNotUsed(t *testing.T) {
 	if len(right.ContainerRecommendations) != 1 || right.ContainerRecommendations[0].ComputeSource != metrics.DCGMSMActive {
 		t.Fatalf("right: %+v, want a recommendation from %s", right, metrics.DCGMSMActive)
 	}
-	if c := condition(right, gpufracv1.ConditionMetricsUnavailable); c == nil || c.Status != metav1.ConditionFalse {
+	if c := condition(right, gpufracv1.ConditionMetricsUnavailable); !isFalse(c) {
 		t.Errorf("right: MetricsUnavailable %+v, want False", c)
 	}
 
@@ -67,7 +66,7 @@ func TestWrongDeviceLabelsAreNotUsed(t *testing.T) {
 			cr.Target.Memory, cr.Target.Compute, cr.ComputeSource, 20000*1.15, agentCompute)
 	}
 	c := condition(relabelled, gpufracv1.ConditionMetricsUnavailable)
-	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonWrongDevice ||
+	if !isTrue(c) || c.Reason != ReasonWrongDevice ||
 		!strings.Contains(c.Message, "names GPU GPU-a") || !strings.Contains(c.Message, "saw the pod on GPU-b") || !strings.Contains(c.Message, "agent's own series were used") {
 		t.Errorf("relabelled: want MetricsUnavailable=True %s naming GPU-a, GPU-b and the agent, got %+v", ReasonWrongDevice, c)
 	}
@@ -77,10 +76,10 @@ func TestWrongDeviceLabelsAreNotUsed(t *testing.T) {
 		t.Errorf("hami: recommendation %+v from the other GPU's zeros", hami.ContainerRecommendations)
 	}
 	c = condition(hami, gpufracv1.ConditionMetricsUnavailable)
-	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonWrongDevice || !strings.Contains(c.Message, workload.HAMiAllocatedAnnotation) {
+	if !isTrue(c) || c.Reason != ReasonWrongDevice || !strings.Contains(c.Message, workload.HAMiAllocatedAnnotation) {
 		t.Errorf("hami: want MetricsUnavailable=True %s naming the annotation, got %+v", ReasonWrongDevice, c)
 	}
-	if c := condition(hami, gpufracv1.ConditionRecommendationProvided); c == nil || c.Status != metav1.ConditionFalse {
+	if c := condition(hami, gpufracv1.ConditionRecommendationProvided); !isFalse(c) {
 		t.Errorf("hami: RecommendationProvided %+v, want False", c)
 	}
 	// Every sample of the two relabelled pods: memory peaks (47 whole hours and the

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/recommender/estimate"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
@@ -67,7 +65,7 @@ func TestGPUUtilAloneNeverExclusive(t *testing.T) {
 	if *st.ConfidencePercent != int32(estimate.LowFidelityComputeConfidence*100) {
 		t.Errorf("calm: confidence %d%%, want the GPU_UTIL cap %.0f%%", *st.ConfidencePercent, estimate.LowFidelityComputeConfidence*100)
 	}
-	if c := condition(st, gpufracv1.ConditionLowConfidence); c == nil || c.Status != metav1.ConditionFalse {
+	if c := condition(st, gpufracv1.ConditionLowConfidence); !isFalse(c) {
 		t.Errorf("calm: LowConfidence %+v", c)
 	}
 }

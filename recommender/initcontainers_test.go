@@ -92,10 +92,10 @@ func TestInitContainersNeitherLowerConfidenceNorAddUp(t *testing.T) {
 		if st.ConfidencePercent == nil || *st.ConfidencePercent != wantConf || wantConf < 50 {
 			t.Errorf("%s: pod confidence %v, want the sidecar's and regular container's %d%% (≥ 50), not the init container's %d%%", name, ptr.Deref(st.ConfidencePercent, -1), wantConf, warmup.ConfidencePercent)
 		}
-		if c := condition(st, gpufracv1.ConditionLowConfidence); c == nil || c.Status != metav1.ConditionFalse {
+		if c := condition(st, gpufracv1.ConditionLowConfidence); !isFalse(c) {
 			t.Errorf("%s: LowConfidence %+v, want False", name, c)
 		}
-		if c := condition(st, gpufracv1.ConditionRecommendationProvided); c == nil || c.Status != metav1.ConditionTrue {
+		if c := condition(st, gpufracv1.ConditionRecommendationProvided); !isTrue(c) {
 			t.Errorf("%s: RecommendationProvided %+v, want True", name, c)
 		}
 		running := tok.Target.Memory.Value() + main.Target.Memory.Value()

@@ -77,7 +77,7 @@ func TestFinishedJobKeepsItsHistory(t *testing.T) {
 	if m := st.ContainerRecommendations[0].Target.Memory.Value(); float64(m) < 14000*metrics.MiB {
 		t.Errorf("memory target %d MiB below the Job's 14000 MiB peak", m>>20)
 	}
-	if c := condition(st, gpufracv1.ConditionRecommendationProvided); c == nil || c.Status != metav1.ConditionTrue {
+	if c := condition(st, gpufracv1.ConditionRecommendationProvided); !isTrue(c) {
 		t.Errorf("RecommendationProvided %+v, want True", c)
 	}
 }

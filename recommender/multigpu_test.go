@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
@@ -39,7 +38,7 @@ func TestMultiGPUAndMissingMemory(t *testing.T) {
 
 	st := h.gfr(t, "ml", "multi").Status
 	c := condition(st, gpufracv1.ConditionRecommendationProvided)
-	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != ReasonMultipleGPUs || !strings.Contains(c.Message, "2 GPUs") {
+	if !isFalse(c) || c.Reason != ReasonMultipleGPUs || !strings.Contains(c.Message, "2 GPUs") {
 		t.Errorf("multi-GPU: want RecommendationProvided=False %s (2 GPUs), got %+v", ReasonMultipleGPUs, c)
 	}
 	for _, cr := range st.ContainerRecommendations {
@@ -48,7 +47,7 @@ func TestMultiGPUAndMissingMemory(t *testing.T) {
 
 	st = h.gfr(t, "ml", "mig").Status
 	c = condition(st, gpufracv1.ConditionRecommendationProvided)
-	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != ReasonNoMemorySamples {
+	if !isFalse(c) || c.Reason != ReasonNoMemorySamples {
 		t.Errorf("MIG without FB_USED: want RecommendationProvided=False %s, got %+v", ReasonNoMemorySamples, c)
 	}
 	if len(st.ContainerRecommendations) != 1 || st.ContainerRecommendations[0].Target.Compute == nil {

@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
@@ -74,7 +73,7 @@ func TestPodLevelUsageGoesToTheGPUContainer(t *testing.T) {
 		if c := cr.Target.Compute.AsApproximateFloat64(); c < 0.30*1.15-0.001 || c > 0.31*1.15+0.001 {
 			t.Errorf("%s: compute target %v, want ≈ 0.30×1.15 (KAI percent read as such)", name, c)
 		}
-		if c := condition(st, gpufracv1.ConditionRecommendationProvided); c == nil || c.Status != metav1.ConditionTrue {
+		if c := condition(st, gpufracv1.ConditionRecommendationProvided); !isTrue(c) {
 			t.Errorf("%s: RecommendationProvided %+v", name, c)
 		}
 	}
@@ -83,10 +82,10 @@ func TestPodLevelUsageGoesToTheGPUContainer(t *testing.T) {
 		t.Errorf("two GPU containers: usage attributed to %q by guess", cr.ContainerName)
 	}
 	c := condition(st, gpufracv1.ConditionMetricsUnavailable)
-	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonAmbiguousContainer || !strings.Contains(c.Message, "a, b") {
+	if !isTrue(c) || c.Reason != ReasonAmbiguousContainer || !strings.Contains(c.Message, "a, b") {
 		t.Errorf("two GPU containers: want MetricsUnavailable=True %s naming a, b; got %+v", ReasonAmbiguousContainer, c)
 	}
-	if p := condition(st, gpufracv1.ConditionRecommendationProvided); p == nil || p.Status == metav1.ConditionTrue {
+	if p := condition(st, gpufracv1.ConditionRecommendationProvided); p == nil || isTrue(p) {
 		t.Errorf("two GPU containers: RecommendationProvided %+v", p)
 	}
 	// Still ambiguous after more cycles than a scrape gap takes: not reported as one.

@@ -259,7 +259,7 @@ func TestRecommenderCycle(t *testing.T) {
 		t.Errorf("idle: want NoPodsMatched: %+v", idle.Status.Conditions)
 	}
 	missing := h.gfr(t, "ml", "missing")
-	if c := meta.FindStatusCondition(missing.Status.Conditions, gpufracv1.ConditionConfigUnsupported); c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonTargetNotFound {
+	if c := condition(missing.Status, gpufracv1.ConditionConfigUnsupported); !isTrue(c) || c.Reason != ReasonTargetNotFound {
 		t.Errorf("missing: want ConfigUnsupported/TargetNotFound: %+v", missing.Status.Conditions)
 	}
 
@@ -310,7 +310,7 @@ func TestGuardrailStopsShrink(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := h.gfr(t, "ml", "sd").Status.ContainerRecommendations[0].Target.Compute.MilliValue()
-	if c := meta.FindStatusCondition(h.gfr(t, "ml", "sd").Status.Conditions, gpufracv1.ConditionLatencyGuardrailActive); c == nil || c.Status != metav1.ConditionFalse {
+	if c := condition(h.gfr(t, "ml", "sd").Status, gpufracv1.ConditionLatencyGuardrailActive); !isFalse(c) {
 		t.Fatalf("guardrail must be inactive at 0.2s < 1s: %+v", c)
 	}
 	// Latency breaches the objective: compute grows each cycle.
@@ -453,17 +453,17 @@ func TestDuplicateTargetOldestWins(t *testing.T) {
 	if !meta.IsStatusConditionTrue(win.Status.Conditions, gpufracv1.ConditionRecommendationProvided) || len(win.Status.ContainerRecommendations) == 0 {
 		t.Fatalf("the older autoscaler z-sd has no recommendation: %+v", win.Status.Conditions)
 	}
-	if c := meta.FindStatusCondition(win.Status.Conditions, gpufracv1.ConditionConfigUnsupported); c == nil || c.Status != metav1.ConditionFalse {
+	if c := condition(win.Status, gpufracv1.ConditionConfigUnsupported); !isFalse(c) {
 		t.Errorf("winner ConfigUnsupported %+v", c)
 	}
 	lose := h.gfr(t, "ml", "a-sd")
 	if len(lose.Status.ContainerRecommendations) != 0 || lose.Status.Memory != nil {
 		t.Errorf("the newer autoscaler a-sd kept recommendations: %+v", lose.Status.ContainerRecommendations)
 	}
-	if c := meta.FindStatusCondition(lose.Status.Conditions, gpufracv1.ConditionRecommendationProvided); c == nil || c.Status != metav1.ConditionFalse || c.Reason != gpufracv1.ReasonDuplicateTarget {
+	if c := condition(lose.Status, gpufracv1.ConditionRecommendationProvided); !isFalse(c) || c.Reason != gpufracv1.ReasonDuplicateTarget {
 		t.Errorf("loser RecommendationProvided %+v, want False/%s", c, gpufracv1.ReasonDuplicateTarget)
 	}
-	if c := meta.FindStatusCondition(lose.Status.Conditions, gpufracv1.ConditionConfigUnsupported); c == nil || c.Status != metav1.ConditionTrue || c.Reason != gpufracv1.ReasonDuplicateTarget || !strings.Contains(c.Message, "z-sd") {
+	if c := condition(lose.Status, gpufracv1.ConditionConfigUnsupported); !isTrue(c) || c.Reason != gpufracv1.ReasonDuplicateTarget || !strings.Contains(c.Message, "z-sd") {
 		t.Errorf("loser ConfigUnsupported %+v, want True/%s naming z-sd", c, gpufracv1.ReasonDuplicateTarget)
 	}
 	var evs []string

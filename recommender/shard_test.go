@@ -67,7 +67,7 @@ func TestShardsSplitAutoscalers(t *testing.T) {
 	if len(lose.Status.ContainerRecommendations) != 0 {
 		t.Errorf("sd-b got a recommendation although sd (another shard's, older) is in charge")
 	}
-	if c := meta.FindStatusCondition(lose.Status.Conditions, gpufracv1.ConditionConfigUnsupported); c == nil || c.Reason != gpufracv1.ReasonDuplicateTarget {
+	if c := condition(lose.Status, gpufracv1.ConditionConfigUnsupported); c == nil || c.Reason != gpufracv1.ReasonDuplicateTarget {
 		t.Errorf("sd-b ConfigUnsupported %+v, want %s", c, gpufracv1.ReasonDuplicateTarget)
 	}
 	if _, ok := b.rec.tracked[history.WorkloadKey{Namespace: "ml", Kind: "Deployment", Name: "sd"}]; ok {

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
@@ -46,7 +45,7 @@ func TestCopiedDeviceValuesAreShared(t *testing.T) {
 		if st.SharingMode == gpufracv1.SharingModeExclusive {
 			t.Errorf("%s: Exclusive from copied values (%s)", n, cr.SharingModeReason)
 		}
-		if lc := condition(st, gpufracv1.ConditionLowConfidence); lc == nil || lc.Status != metav1.ConditionTrue || lc.Reason != ReasonSharedDevice {
+		if lc := condition(st, gpufracv1.ConditionLowConfidence); !isTrue(lc) || lc.Reason != ReasonSharedDevice {
 			t.Errorf("%s: want LowConfidence=True %s, got %+v", n, ReasonSharedDevice, lc)
 		}
 	}
@@ -83,7 +82,7 @@ func TestEqualAgentValuesAreNotShared(t *testing.T) {
 	if s := h.rec.model.Container(containerKey("ml", "sd", "main")); s == nil || s.SharedSamples != 0 {
 		t.Errorf("equal per-process values marked shared: %+v", s)
 	}
-	if lc := condition(st, gpufracv1.ConditionLowConfidence); lc == nil || lc.Status != metav1.ConditionFalse {
+	if lc := condition(st, gpufracv1.ConditionLowConfidence); !isFalse(lc) {
 		t.Errorf("LowConfidence %+v, want False (%s)", lc, fmt.Sprint(*st.ConfidencePercent))
 	}
 	if c := st.ContainerRecommendations[0].Target.Compute.AsApproximateFloat64(); c < 0.3*1.15-0.001 {
@@ -118,7 +117,7 @@ func TestCopiesInOtherNamespacesAreShared(t *testing.T) {
 	if s := h.rec.model.Container(containerKey("ml", "sd", "main")); s == nil || s.SharedSamples == 0 {
 		t.Errorf("the copy in namespace team-b was not compared: %+v", s)
 	}
-	if lc := condition(st, gpufracv1.ConditionLowConfidence); lc == nil || lc.Status != metav1.ConditionTrue || lc.Reason != ReasonSharedDevice {
+	if lc := condition(st, gpufracv1.ConditionLowConfidence); !isTrue(lc) || lc.Reason != ReasonSharedDevice {
 		t.Errorf("want LowConfidence=True %s, got %+v", ReasonSharedDevice, lc)
 	}
 	if st.ConfidencePercent == nil || *st.ConfidencePercent > 40 {

@@ -65,7 +65,7 @@ func TestSourceChosenPerPod(t *testing.T) {
 		if c := st.ContainerRecommendations[0].ComputeSource; c != tc.compute {
 			t.Errorf("%s: computeSource %s, want %s", tc.name, c, tc.compute)
 		}
-		if c := condition(st, gpufracv1.ConditionMetricsUnavailable); c == nil || c.Status != metav1.ConditionFalse {
+		if c := condition(st, gpufracv1.ConditionMetricsUnavailable); !isFalse(c) {
 			t.Errorf("%s: MetricsUnavailable %+v", tc.name, c)
 		}
 	}

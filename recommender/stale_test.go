@@ -57,7 +57,7 @@ func TestStaleFlatMemoryIsNotAPeak(t *testing.T) {
 		t.Errorf("memory target %.1f GiB from the stale 30 GiB", m/gib)
 	}
 	mu := condition(st, gpufracv1.ConditionMetricsUnavailable)
-	if mu == nil || mu.Status != metav1.ConditionTrue || mu.Reason != ReasonStaleSeries || !strings.Contains(mu.Message, p.Name) {
+	if !isTrue(mu) || mu.Reason != ReasonStaleSeries || !strings.Contains(mu.Message, p.Name) {
 		t.Errorf("MetricsUnavailable %+v, want True %s naming %s", mu, ReasonStaleSeries, p.Name)
 	}
 }
@@ -129,7 +129,7 @@ func TestAgentContradictsStaleMemory(t *testing.T) {
 		if tc.stale && (mu == nil || mu.Reason != ReasonStaleSeries || !strings.Contains(mu.Message, "contradicted by the gpufrac agent") || !strings.Contains(mu.Message, pods[0].Name)) {
 			t.Errorf("%s: MetricsUnavailable %+v, want StaleSeries naming the pod and the agent", tc.name, mu)
 		}
-		if !tc.stale && (mu == nil || mu.Status != metav1.ConditionFalse) {
+		if !tc.stale && (!isFalse(mu)) {
 			t.Errorf("%s: MetricsUnavailable %+v, want False", tc.name, mu)
 		}
 		if got := fmt.Sprint(st.MetricSources); got != "[{hami 1}]" {

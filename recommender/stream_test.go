@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
 )
@@ -69,7 +67,7 @@ func TestHistoryStreamFailureMidway(t *testing.T) {
 	if len(got) != 1 || !sameBounds(got[0], written[0]) {
 		t.Fatalf("a history load that failed after nine slices changed the recommendation:\n%s\nwas\n%s", bounds(got), bounds(written))
 	}
-	if c := condition(st, gpufracv1.ConditionMetricsUnavailable); c == nil || c.Status != metav1.ConditionTrue {
+	if c := condition(st, gpufracv1.ConditionMetricsUnavailable); !isTrue(c) {
 		t.Errorf("want MetricsUnavailable=True after a failed history load, got %+v", c)
 	}
 	if reads != 10 {
@@ -103,7 +101,7 @@ func TestHistoryStreamFailureMidway(t *testing.T) {
 		!sameBounds(st.ContainerRecommendations[0], ref.Status.ContainerRecommendations[0]) {
 		t.Errorf("resumed history load:\n%s\nwhole history at once:\n%s", bounds(st.ContainerRecommendations), bounds(ref.Status.ContainerRecommendations))
 	}
-	if c := condition(st, gpufracv1.ConditionMetricsUnavailable); c == nil || c.Status != metav1.ConditionFalse {
+	if c := condition(st, gpufracv1.ConditionMetricsUnavailable); !isFalse(c) {
 		t.Errorf("MetricsUnavailable must clear once the history is loaded: %+v", c)
 	}
 	if got := st.ContainerRecommendations[0].Target.Memory.Value(); got < 30000*metrics.MiB {
