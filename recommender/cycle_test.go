@@ -4,24 +4,18 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/api"
-	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
-	"github.com/gpufrac/gpufrac/internal/scheme"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
 )
 
@@ -48,14 +42,12 @@ func TestCycleStepsTimed(t *testing.T) {
 	h := newHarness(t, objs, prom)
 	ctx := context.Background()
 	podsFail := false
-	h.rec.Client = fake.NewClientBuilder().WithScheme(scheme.MustNew()).WithObjects(objs...).
-		WithStatusSubresource(&gpufracv1.GPUFractionAutoscaler{}, &gpufracv1.GPUFractionRecommendation{}).
-		WithInterceptorFuncs(interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-			if _, ok := list.(*corev1.PodList); ok && podsFail {
-				return errors.New("injected pod list failure")
-			}
-			return c.List(ctx, list, opts...)
-		}}).Build()
+	h.rec.Client = fakeClient(objs, interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+		if _, ok := list.(*corev1.PodList); ok && podsFail {
+			return errors.New("injected pod list failure")
+		}
+		return c.List(ctx, list, opts...)
+	}})
 	h.rec.owners.Reader = h.rec.Client
 
 	for _, tc := range []struct {
@@ -117,7 +109,7 @@ func TestCycleQueriesDownTargetsOnce(t *testing.T) {
 	prom := promFor(objs, 20*gib, 0.3)
 	h := newHarness(t, objs, prom)
 	var down, detect atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h.rec.Reader = promReader(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_ = r.ParseForm()
 		if r.Form.Get("query") == metrics.DownTargetsQuery {
 			down.Add(1)
@@ -127,12 +119,6 @@ func TestCycleQueriesDownTargetsOnce(t *testing.T) {
 		}
 		prom.ServeHTTP(w, r)
 	}))
-	t.Cleanup(srv.Close)
-	pc, err := api.NewClient(api.Config{Address: srv.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.rec.Reader = &metrics.Reader{API: promv1.NewAPI(pc), Labels: metrics.DefaultLabels}
 	ctx := context.Background()
 
 	for cycle, add := range [][]client.Object{

@@ -14,10 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
-	"github.com/gpufrac/gpufrac/internal/scheme"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
 	"github.com/gpufrac/gpufrac/recommender/metrics/promtest"
 )
@@ -33,9 +31,7 @@ type engineHarness struct {
 
 func newEngineHarness(t testing.TB, objs []client.Object, src metrics.Source) *engineHarness {
 	prom := promtest.New(t)
-	c := fake.NewClientBuilder().WithScheme(scheme.MustNew()).WithObjects(objs...).
-		WithStatusSubresource(&gpufracv1.GPUFractionAutoscaler{}, &gpufracv1.GPUFractionRecommendation{}).
-		WithInterceptorFuncs(slimPods).Build()
+	c := fakeClient(objs, slimPods)
 	h := &engineHarness{c: c, prom: prom, now: time.Date(2026, 11, 30, 12, 0, 30, 0, time.UTC)}
 	h.rec = New(c, &metrics.Reader{API: prom.API(t), Labels: metrics.DefaultLabels}, src, Config{HistoryLength: 48 * time.Hour})
 	h.rec.Now = func() time.Time { return h.now }

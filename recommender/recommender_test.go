@@ -197,18 +197,22 @@ type harness struct {
 	now  time.Time
 }
 
-func newHarness(t testing.TB, objs []client.Object, prom *fakeProm) *harness {
+// promReader serves prom over HTTP for the test's duration and returns a Reader of it
+// with the default labels.
+func promReader(t testing.TB, prom http.Handler) *metrics.Reader {
 	srv := httptest.NewServer(prom)
 	t.Cleanup(srv.Close)
 	pc, err := api.NewClient(api.Config{Address: srv.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := fake.NewClientBuilder().WithScheme(scheme.MustNew()).WithObjects(objs...).
-		WithStatusSubresource(&gpufracv1.GPUFractionAutoscaler{}, &gpufracv1.GPUFractionRecommendation{}).
-		WithInterceptorFuncs(slimPods).Build()
+	return &metrics.Reader{API: promv1.NewAPI(pc), Labels: metrics.DefaultLabels}
+}
+
+func newHarness(t testing.TB, objs []client.Object, prom *fakeProm) *harness {
+	c := fakeClient(objs, slimPods)
 	h := &harness{c: c, prom: prom, now: time.Date(2026, 11, 30, 12, 0, 30, 0, time.UTC)}
-	h.rec = New(c, &metrics.Reader{API: promv1.NewAPI(pc), Labels: metrics.DefaultLabels}, metrics.DCGM{}, Config{HistoryLength: 48 * time.Hour})
+	h.rec = New(c, promReader(t, prom), metrics.DCGM{}, Config{HistoryLength: 48 * time.Hour})
 	h.rec.Now = func() time.Time { return h.now }
 	return h
 }
@@ -482,6 +486,15 @@ func TestDuplicateTargetOldestWins(t *testing.T) {
 	if onWinner != 1 || onLoser != 1 {
 		t.Errorf("events %q: want one DuplicateTarget event on each autoscaler over two cycles", evs)
 	}
+}
+
+// fakeClient is the recommender tests' API server: it holds objs, serves the
+// autoscaler and recommendation status subresources, and calls funcs (slimPods, or a
+// test's failure injection) around its methods.
+func fakeClient(objs []client.Object, funcs interceptor.Funcs) client.WithWatch {
+	return fake.NewClientBuilder().WithScheme(scheme.MustNew()).WithObjects(objs...).
+		WithStatusSubresource(&gpufracv1.GPUFractionAutoscaler{}, &gpufracv1.GPUFractionRecommendation{}).
+		WithInterceptorFuncs(funcs).Build()
 }
 
 // slimPods makes the test clients list pods as the recommender's cache holds them,
