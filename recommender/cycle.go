@@ -90,7 +90,7 @@ func (r *Recommender) steps() []step {
 func (r *Recommender) RunOnce(ctx context.Context) error {
 	start := time.Now()
 	defer func() { cycleDuration.Observe(time.Since(start).Seconds()) }()
-	c := &cycle{now: r.Now(), latency: map[types.NamespacedName]float64{}, exported: &snapshot{}}
+	c := &cycle{now: r.Now(), latency: map[types.NamespacedName]float64{}, exported: &snapshot{keepConsts: r.exportConsts}}
 	r.cur = c
 	for _, s := range r.steps() {
 		t := time.Now()

@@ -70,12 +70,13 @@ func TestAutoscalerFamiliesAsRegistry(t *testing.T) {
 	prom := promFor(objs, 15*gib, 0.2)
 	h := newHarness(t, objs, prom)
 	h.rec.Config.Policy.GPUMemoryBytes = 80 * gib
+	h.rec.exportConsts = true
 	for cycle := range 2 {
 		if err := h.rec.RunOnce(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		old := prometheus.NewPedanticRegistry()
-		old.MustRegister(collected(h.rec.cur.exported.metrics))
+		old.MustRegister(collected(h.rec.cur.exported.consts))
 		want, wantFams := exposition(t, old)
 		got, _ := exposition(t, Autoscalers)
 		if got != want {
@@ -141,9 +142,7 @@ func TestAutoscalerFamiliesDropDuplicates(t *testing.T) {
 	s.gauge(descHeld, 2, "ml", "sd")
 	s.gauge(descHeld, 3, "ml", "sd")
 	s.gauge(descHeld, 1, "ml", "a")
-	a := &autoscalerMetrics{}
-	a.set(s)
-	got, _ := exposition(t, a)
+	got, _ := exposition(t, published(s))
 	want := `# HELP gpufrac_autoscaler_gpus_held Whole GPUs the workload's live pods hold at one per pod.
 # TYPE gpufrac_autoscaler_gpus_held gauge
 gpufrac_autoscaler_gpus_held{autoscaler="a",namespace="ml"} 1
@@ -152,6 +151,44 @@ gpufrac_autoscaler_gpus_held{autoscaler="sd",namespace="ml"} 2
 	if got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
+}
+
+// Equal label pairs are built once per cycle and shared by the metrics that carry them
+// (in different families too), and the snapshot holds nothing once published.
+func TestAutoscalerFamiliesShareLabelPairs(t *testing.T) {
+	s := &snapshot{}
+	s.gauge(descHeld, 2, "ml", "a")
+	s.gauge(descConfidence, 0.5, "ml", "a")
+	s.gauge(descHeld, 1, "ml", "b")
+	a := published(s)
+	if s.byDesc != nil || s.pairs != nil {
+		t.Error("the snapshot still holds its metrics after they were published")
+	}
+	mfs, _ := a.Gather()
+	shared := map[string]*dto.LabelPair{}
+	labels := 0
+	for _, mf := range mfs {
+		for _, m := range mf.Metric {
+			for _, p := range m.Label {
+				labels++
+				k := p.GetName() + "=" + p.GetValue()
+				if q := shared[k]; q != nil && q != p {
+					t.Errorf("label pair %s built twice", k)
+				}
+				shared[k] = p
+			}
+		}
+	}
+	if labels != 6 || len(shared) != 3 {
+		t.Errorf("%d labels in %d distinct pairs, want 6 in 3 (namespace=ml, autoscaler=a, autoscaler=b)", labels, len(shared))
+	}
+}
+
+// published is an exporter that published s.
+func published(s *snapshot) *autoscalerMetrics {
+	a := &autoscalerMetrics{}
+	a.set(s)
+	return a
 }
 
 func firstPod(objs []client.Object) string {

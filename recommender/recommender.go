@@ -126,6 +126,9 @@ type Recommender struct {
 	failures       int
 	// cur is the cycle being run (or last run): its per-cycle state (cycle.go).
 	cur *cycle
+	// exportConsts keeps each cycle's per-autoscaler metrics as const metrics too
+	// (snapshot.consts), for the tests that gather them through a registry.
+	exportConsts bool
 	// staleMem: the memory value last judged stale per container (load.go dropStale).
 	staleMem map[metrics.ContainerID]float64
 	// detected: with auto, the sources Prometheus holds over the history window, in
