@@ -86,7 +86,7 @@ func (c *Config) API() (promv1.API, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prometheus client for %s: %w", c.URL, err)
 	}
-	return promv1.NewAPI(NoPartialResponse(client)), nil
+	return NewAPI(NoPartialResponse(client)), nil
 }
 
 // PartialResponseParam is the query parameter with which Thanos Query (and Thanos-style

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/api"
-	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	appsv1 "k8s.io/api/apps/v1"
@@ -33,6 +32,7 @@ import (
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/internal/scheme"
+	promapi "github.com/gpufrac/gpufrac/prom"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
 	"github.com/gpufrac/gpufrac/workload"
 )
@@ -206,7 +206,7 @@ func promReader(t testing.TB, prom http.Handler) *metrics.Reader {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &metrics.Reader{API: promv1.NewAPI(pc), Labels: metrics.DefaultLabels}
+	return &metrics.Reader{API: promapi.NewAPI(pc), Labels: metrics.DefaultLabels}
 }
 
 func newHarness(t testing.TB, objs []client.Object, prom *fakeProm) *harness {
