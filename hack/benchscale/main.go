@@ -51,6 +51,9 @@ type options struct {
 	ProfileFor               time.Duration
 	Guardrail, Profile, Keep bool
 	Out, BinDir              string
+	// MemoryLimit is the recommender processes' GOMEMLIMIT (as the chart sets it from
+	// the container's memory limit); empty: none.
+	MemoryLimit string
 }
 
 func envInt(name string, def int) int {
@@ -97,6 +100,7 @@ func parseOptions() (options, error) {
 	flag.BoolVar(&o.Guardrail, "guardrail", envBool("GUARDRAIL", false), "keep the latency guardrail of the synthesized autoscalers: one more query per autoscaler per cycle (env GUARDRAIL)")
 	flag.BoolVar(&o.Profile, "profile", envBool("PROFILE", true), "save a CPU profile of one steady cycle and a heap profile per recommender (env PROFILE)")
 	flag.DurationVar(&o.ProfileFor, "profile-for", envDuration("PROFILE_FOR", 0), "the CPU profile's window from the start of the first measured cycle (default --interval; at most --cycles × --interval is useful: cycles that write many statuses run longer than the interval) (env PROFILE_FOR)")
+	flag.StringVar(&o.MemoryLimit, "memory-limit", envString("MEMORY_LIMIT", ""), "GOMEMLIMIT of the recommender processes only, e.g. 1GiB as the chart sets it from the default container limit; empty: none, Go's default (env MEMORY_LIMIT)")
 	flag.BoolVar(&o.Keep, "keep", envBool("KEEP", false), "keep the cluster's etcd and Prometheus data (env KEEP)")
 	flag.StringVar(&o.Out, "out", envString("OUT", "_out/bench-scale"), "directory of the cluster, logs, profiles and report.md (env OUT)")
 	flag.StringVar(&o.BinDir, "bin-dir", envString("BIN_DIR", ""), "directory of recommender and the cluster's binaries (default <repo>/bin) (env BIN_DIR)")

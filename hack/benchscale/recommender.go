@@ -77,6 +77,9 @@ func startRecommender(o options, c *framework.Cluster, name, selector string) (*
 	}
 	cmd := exec.Command(filepath.Join(o.BinDir, "recommender"), args...)
 	cmd.Stdout, cmd.Stderr = log, log
+	if o.MemoryLimit != "" {
+		cmd.Env = append(os.Environ(), "GOMEMLIMIT="+o.MemoryLimit) // this process only, not the cluster's
+	}
 	// Dies with the bench even when the deferred stop is never reached.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -87,7 +90,7 @@ func startRecommender(o options, c *framework.Cluster, name, selector string) (*
 		metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics?%s", ports[0], metricNames.Encode()),
 		pprofURL:   fmt.Sprintf("http://127.0.0.1:%d/debug/pprof", ports[2])}
 	go func() { _ = cmd.Wait(); log.Close(); close(p.done) }()
-	logf("started recommender %s (pid %d): %v", name, cmd.Process.Pid, args)
+	logf("started recommender %s (pid %d, GOMEMLIMIT %q): %v", name, cmd.Process.Pid, o.MemoryLimit, args)
 	return p, nil
 }
 

@@ -190,8 +190,12 @@ func (res *results) markdown(o options, took time.Duration) string {
 	var b strings.Builder
 	commit, _ := exec.Command("git", "describe", "--always", "--dirty").Output()
 	fmt.Fprintf(&b, "## bench-scale: %d pods, %d autoscalers, %s of history, shards %v\n\n", o.Pods, o.Workloads, o.History, o.Modes)
-	fmt.Fprintf(&b, "Commit %s, %s, %d CPUs, %s, interval %s, run took %s.\n\n",
-		strings.TrimSpace(string(commit)), runtime.Version(), runtime.NumCPU(), time.Now().UTC().Format(time.RFC3339), o.Interval, took.Round(time.Second))
+	limit := o.MemoryLimit
+	if limit == "" {
+		limit = "none"
+	}
+	fmt.Fprintf(&b, "Commit %s, %s, %d CPUs, %s, interval %s, recommender GOMEMLIMIT %s, run took %s.\n\n",
+		strings.TrimSpace(string(commit)), runtime.Version(), runtime.NumCPU(), time.Now().UTC().Format(time.RFC3339), o.Interval, limit, took.Round(time.Second))
 	fmt.Fprintf(&b, "| Figure | Goal |")
 	for _, r := range res.Shards {
 		fmt.Fprintf(&b, " %s |", r.Name)
