@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/gpufrac/gpufrac/simulate"
 )
@@ -62,13 +63,12 @@ func TestSimulateMarkdownAndPlots(t *testing.T) {
 // TestSimulateBadInput: bad trace input fails with the file and line.
 func TestSimulateBadInput(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, body string) {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
+	if err := os.CopyFS(dir, fstest.MapFS{
+		"pod_gpu_memory_used_bytes_anon.csv": {Data: []byte("timestamp_anon,value,container_ip\n1662858720.0,100.0,aa\n1662858780.0,lots,aa\n")},
+		"pod_gpu_duty_cycle_anon.csv":        {Data: []byte("value,timestamp_anon,container_ip\n0.0,1662858720.0,aa\n")},
+	}); err != nil {
+		t.Fatal(err)
 	}
-	write("pod_gpu_memory_used_bytes_anon.csv", "timestamp_anon,value,container_ip\n1662858720.0,100.0,aa\n1662858780.0,lots,aa\n")
-	write("pod_gpu_duty_cycle_anon.csv", "value,timestamp_anon,container_ip\n0.0,1662858720.0,aa\n")
 	_, _, err := run(t, "simulate", "--format", "gentd26", "--input", dir)
 	if err == nil || !strings.Contains(err.Error(), "pod_gpu_memory_used_bytes_anon.csv:3:") || !strings.Contains(err.Error(), dir) {
 		t.Errorf("gentd26: error %v, want the directory and pod_gpu_memory_used_bytes_anon.csv:3:", err)

@@ -3,19 +3,21 @@ package goconst
 import (
 	"maps"
 	"os"
-	"path/filepath"
 	"testing"
+	"testing/fstest"
 )
 
 func TestStrings(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, src string) {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o600); err != nil {
+	write := func(files fstest.MapFS) {
+		if err := os.CopyFS(dir, files); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write("a.go", "package p\n\nconst (\n\tReasonA = \"A\"\n\tReasonB, Other = `B`, \"o\"\n\tReasonN = 3\n\tReasonTyped Kind = \"T\"\n)\n\ntype Kind string\n\nvar ReasonV = \"V\"\n")
-	write("a_test.go", "package p\n\nconst ReasonTest = \"test\"\n")
+	write(fstest.MapFS{
+		"a.go":      {Data: []byte("package p\n\nconst (\n\tReasonA = \"A\"\n\tReasonB, Other = `B`, \"o\"\n\tReasonN = 3\n\tReasonTyped Kind = \"T\"\n)\n\ntype Kind string\n\nvar ReasonV = \"V\"\n")},
+		"a_test.go": {Data: []byte("package p\n\nconst ReasonTest = \"test\"\n")},
+	})
 	got, err := Strings(dir, "Reason")
 	if err != nil {
 		t.Fatal(err)
@@ -24,7 +26,7 @@ func TestStrings(t *testing.T) {
 	if !maps.Equal(got, want) {
 		t.Errorf("got %v, want %v", got, want)
 	}
-	write("bad.go", "package p\n\nconst (\n")
+	write(fstest.MapFS{"bad.go": {Data: []byte("package p\n\nconst (\n")}})
 	if _, err := Strings(dir, "Reason"); err == nil {
 		t.Error("a file that does not parse: no error")
 	}
