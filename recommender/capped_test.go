@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/utils/ptr"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 )
@@ -23,7 +22,7 @@ import (
 func TestCappedBelowNeed(t *testing.T) {
 	objs := deployment("ml", "sd", 1)
 	g := gfa("ml", "sd", "sd")
-	g.Spec.ResourcePolicy = &gpufracv1.ResourcePolicy{ContainerPolicies: []gpufracv1.ContainerPolicy{{ContainerName: "main", MaxMemory: ptr.To(resource.MustParse("4Gi"))}}}
+	g.Spec.ResourcePolicy = &gpufracv1.ResourcePolicy{ContainerPolicies: []gpufracv1.ContainerPolicy{{ContainerName: "main", MaxMemory: ptrQuantity("4Gi")}}}
 	objs = append(objs, g)
 	prom := promFor(objs, 8*gib, 0.3)
 	h := newHarness(t, objs, prom)

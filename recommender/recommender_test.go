@@ -21,7 +21,6 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -439,7 +438,7 @@ func TestDuplicateTargetOldestWins(t *testing.T) {
 	stale := &gpufracv1.GPUFractionRecommendation{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "a-sd",
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: gpufracv1.GroupVersion.String(), Kind: "GPUFractionAutoscaler", Name: "a-sd", UID: newer.UID, Controller: ptr.To(true)}}},
 		Status: gpufracv1.GPUFractionRecommendationStatus{ContainerRecommendations: []gpufracv1.ContainerRecommendation{{ContainerName: "main",
-			Target: gpufracv1.GPUResources{Memory: ptr.To(resource.MustParse("1Gi"))}}},
+			Target: gpufracv1.GPUResources{Memory: ptrQuantity("1Gi")}}},
 			Conditions: []metav1.Condition{{Type: gpufracv1.ConditionRecommendationProvided, Status: metav1.ConditionTrue, Reason: ReasonRecommended, LastTransitionTime: metav1.NewTime(t0)}}}}
 	objs = append(objs, newer, older, stale)
 	prom := promFor(objs, 4*gib, 0.3)

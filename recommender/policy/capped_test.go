@@ -4,9 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/utils/ptr"
-
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/recommender/estimate"
 )
@@ -15,7 +12,7 @@ import (
 // in MiB and milli-GPU; a target below the need for another reason is no shortfall.
 func TestCappedBelowNeed(t *testing.T) {
 	const gib = 1 << 30
-	cp := &gpufracv1.ContainerPolicy{ContainerName: "main", MaxMemory: ptr.To(resource.MustParse("4Gi")), MaxCompute: ptr.To(resource.MustParse("500m"))}
+	cp := &gpufracv1.ContainerPolicy{ContainerName: "main", MaxMemory: q("4Gi"), MaxCompute: q("500m")}
 	est := estimate.Estimate{
 		Target:     estimate.Resources{MemoryBytes: 6 * gib, Compute: 0.7},
 		LowerBound: estimate.Resources{MemoryBytes: 5 * gib, Compute: 0.6},
@@ -45,7 +42,7 @@ func TestCappedBelowNeed(t *testing.T) {
 
 	// Packing-aware rounding (FitShare) lowers the target under the need without a cap:
 	// not a shortfall.
-	big := &gpufracv1.ContainerPolicy{ContainerName: "main", MaxMemory: ptr.To(resource.MustParse("60Gi"))}
+	big := &gpufracv1.ContainerPolicy{ContainerName: "main", MaxMemory: q("60Gi")}
 	fit := est
 	fit.Target.MemoryBytes, fit.RecentPeakBytes = 42*gib, 30*gib
 	r := Config{}.Recommend("main", fit, big, nil, gpufracv1.GuardrailNone)
@@ -58,7 +55,7 @@ func TestCappedBelowNeed(t *testing.T) {
 
 	// A target raised above the cap (a rollback floor) leaves need − target.
 	raised := rec
-	raised.Target.Memory = ptr.To(resource.MustParse("5Gi"))
+	raised.Target.Memory = q("5Gi")
 	if s := CappedBelowNeed(raised, cp); s.MemoryBytes != rec.UncappedTarget.Memory.Value()-5*gib {
 		t.Errorf("floor above the cap: shortfall %d", s.MemoryBytes)
 	}
