@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
@@ -42,7 +41,7 @@ func TestPartialResponseNeverShrinks(t *testing.T) {
 	}
 
 	// A store is down: the answer omits pod 1 and pod 0 reads low.
-	partials := testutil.ToFloat64(metrics.Incomplete.WithLabelValues(metrics.IncompletePartialResponse))
+	partials := incomplete(metrics.IncompletePartialResponse)
 	h.prom.SetWarnings([]string{"No StoreAPIs matched for this query", "store 10.0.3.7:10901: rpc error: code = Unavailable"})
 	for cycle := 0; cycle < 3; cycle++ {
 		h.now = h.now.Add(time.Minute)
@@ -61,7 +60,7 @@ func TestPartialResponseNeverShrinks(t *testing.T) {
 			t.Fatalf("cycle %d: want MetricsUnavailable=True PartialResponse, got %+v", cycle, c)
 		}
 	}
-	if d := testutil.ToFloat64(metrics.Incomplete.WithLabelValues(metrics.IncompletePartialResponse)) - partials; d < 3 {
+	if d := incomplete(metrics.IncompletePartialResponse) - partials; d < 3 {
 		t.Errorf("incomplete_data_total{partial_response} += %v, want ≥ 3 (one per partial answer)", d)
 	}
 
@@ -156,7 +155,7 @@ func TestAllSamplesFilteredIsACondition(t *testing.T) {
 	h := newEngineHarness(t, objs, metrics.DCGM{})
 	p := podsOf(objs)[0]
 	n := 48 * 120
-	before := testutil.ToFloat64(metrics.SamplesDropped.WithLabelValues("compute", metrics.DropOutOfRange))
+	before := dropped(metrics.SignalCompute, metrics.DropOutOfRange)
 	addDCGM(t, h.prom, p, "GPU-1", h.now, n, 9000, 1.37)
 	h.runCycles(t, 1, nil)
 	st := h.gfr(t, "ml", "sd").Status
@@ -166,15 +165,15 @@ func TestAllSamplesFilteredIsACondition(t *testing.T) {
 		t.Fatalf("want MetricsUnavailable=True AllSamplesFiltered naming SM_ACTIVE (ratio), got %+v", c)
 	}
 	// A history load counts its last MaxDropCountWindow: 120 samples at 30 s.
-	if d := testutil.ToFloat64(metrics.SamplesDropped.WithLabelValues("compute", metrics.DropOutOfRange)) - before; d != 120 {
+	if d := dropped(metrics.SignalCompute, metrics.DropOutOfRange) - before; d != 120 {
 		t.Errorf("samples_dropped_total{compute,out_of_range} += %v, want 120 (every sample of the last hour once)", d)
 	}
 	// A live cycle counts its own: two samples in the next minute.
-	before = testutil.ToFloat64(metrics.SamplesDropped.WithLabelValues("compute", metrics.DropOutOfRange))
+	before = dropped(metrics.SignalCompute, metrics.DropOutOfRange)
 	h.now = h.now.Add(time.Minute)
 	addDCGM(t, h.prom, p, "GPU-1", h.now, 2, 9000, 1.37)
 	h.runCycles(t, 1, nil)
-	if d := testutil.ToFloat64(metrics.SamplesDropped.WithLabelValues("compute", metrics.DropOutOfRange)) - before; d != 2 {
+	if d := dropped(metrics.SignalCompute, metrics.DropOutOfRange) - before; d != 2 {
 		t.Errorf("live cycle: samples_dropped_total{compute,out_of_range} += %v, want 2", d)
 	}
 	if len(st.ContainerRecommendations) == 1 && st.ContainerRecommendations[0].Target.Compute != nil {
@@ -267,7 +266,7 @@ func TestExporterDownIsNamed(t *testing.T) {
 	add(1, start, n, 1)
 	h.runCycles(t, 1, nil)
 	want := h.gfr(t, "ml", "a").Status.ContainerRecommendations[0]
-	downs := testutil.ToFloat64(metrics.Incomplete.WithLabelValues(metrics.IncompleteExporterDown))
+	downs := incomplete(metrics.IncompleteExporterDown)
 
 	// Target 0 goes down; target 1 stays up.
 	for i := 0; i < 2; i++ {
@@ -289,7 +288,7 @@ func TestExporterDownIsNamed(t *testing.T) {
 			t.Fatalf("cycle %d: the other workload: %+v", i, c)
 		}
 	}
-	if d := testutil.ToFloat64(metrics.Incomplete.WithLabelValues(metrics.IncompleteExporterDown)) - downs; d != 2 {
+	if d := incomplete(metrics.IncompleteExporterDown) - downs; d != 2 {
 		t.Errorf("incomplete_data_total{exporter_down} += %v, want 2 (one per cycle of the one autoscaler)", d)
 	}
 	// Up again, with its series.
@@ -323,7 +322,7 @@ func TestFailedCountKeepsTheCycle(t *testing.T) {
 		if failCounts {
 			h.prom.SetFailureIf(isCountQuery, errors.New("query timed out in expression evaluation"))
 		}
-		before := testutil.ToFloat64(metrics.Incomplete.WithLabelValues(metrics.IncompleteCountFailed))
+		before := incomplete(metrics.IncompleteCountFailed)
 		h.runCycles(t, 1, nil) // fails the test on a cycle error
 		st := h.gfr(t, "ml", "sd").Status
 		if len(st.ContainerRecommendations) != 1 || st.ContainerRecommendations[0].Target.Compute == nil {
@@ -337,7 +336,7 @@ func TestFailedCountKeepsTheCycle(t *testing.T) {
 		if failCounts {
 			want = 3
 		}
-		if d := testutil.ToFloat64(metrics.Incomplete.WithLabelValues(metrics.IncompleteCountFailed)) - before; d != want {
+		if d := incomplete(metrics.IncompleteCountFailed) - before; d != want {
 			t.Errorf("failing counts %v: incomplete_data_total{count_failed} += %v, want %v", failCounts, d, want)
 		}
 		return h, p, st.ContainerRecommendations[0]

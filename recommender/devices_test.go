@@ -3,27 +3,11 @@ package recommender
 import (
 	"strings"
 	"testing"
-	"time"
-
-	corev1 "k8s.io/api/core/v1"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
-	"github.com/gpufrac/gpufrac/recommender/metrics/promtest"
 	"github.com/gpufrac/gpufrac/workload"
 )
-
-// addAgent writes n samples every 30 s ending at end of gpufrac's agent for pod on the
-// GPU uuid: memory in bytes and SM utilisation as a ratio, per process.
-func addAgent(t testing.TB, prom *promtest.Server, p *corev1.Pod, uuid string, end time.Time, n int, memMiB, sm float64) {
-	start := end.Add(-time.Duration(n-1) * 30 * time.Second)
-	lbl := func(metric string) map[string]string {
-		return map[string]string{"__name__": metric, "namespace": p.Namespace, "pod": p.Name, "container": "main",
-			"UUID": uuid, "gpu": "0", "node": "node-1", "instance": "10.0.0.9:9400"}
-	}
-	prom.Add(t, lbl(metrics.Agent.Fields(metrics.SignalMemory)[0].Metric), start, 30*time.Second, promtest.Repeat(memMiB*(1<<20), n)...)
-	prom.Add(t, lbl(metrics.Agent.Fields(metrics.SignalCompute)[0].Metric), start, 30*time.Second, promtest.Repeat(sm, n)...)
-}
 
 // Kind 10 (issue 13): with MPS on two GPUs, dcgm-exporter labels some pods with the other
 // GPU, where they read 0. A series that contradicts the GPU the pod was allocated — as

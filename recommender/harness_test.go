@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/api"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -319,3 +320,49 @@ func isTrue(c *metav1.Condition) bool { return c != nil && c.Status == metav1.Co
 
 // isFalse reports whether c is present with status False.
 func isFalse(c *metav1.Condition) bool { return c != nil && c.Status == metav1.ConditionFalse }
+
+// dropped is gpufrac_recommender_samples_dropped_total of signal and reason.
+func dropped(signal metrics.Signal, reason string) float64 {
+	return testutil.ToFloat64(metrics.SamplesDropped.WithLabelValues(string(signal), reason))
+}
+
+// clamped is the count of signal's samples clamped as a MIG instance's overshoot.
+func clamped(signal metrics.Signal) float64 {
+	return testutil.ToFloat64(metrics.SamplesClamped.WithLabelValues(string(signal), metrics.ClampMIGOvershoot))
+}
+
+// incomplete is the count of incomplete answers for reason.
+func incomplete(reason string) float64 {
+	return testutil.ToFloat64(metrics.Incomplete.WithLabelValues(reason))
+}
+
+// addAgent writes n samples every 30 s ending at end of gpufrac's agent for pod on the
+// GPU uuid: memory in bytes and SM utilisation as a ratio, per process.
+func addAgent(t testing.TB, prom *promtest.Server, p *corev1.Pod, uuid string, end time.Time, n int, memMiB, sm float64) {
+	start := end.Add(-time.Duration(n-1) * 30 * time.Second)
+	lbl := func(metric string) map[string]string {
+		return map[string]string{"__name__": metric, "namespace": p.Namespace, "pod": p.Name, "container": "main",
+			"UUID": uuid, "gpu": "0", "node": "node-1", "instance": "10.0.0.9:9400"}
+	}
+	prom.Add(t, lbl(metrics.Agent.Fields(metrics.SignalMemory)[0].Metric), start, 30*time.Second, promtest.Repeat(memMiB*(1<<20), n)...)
+	prom.Add(t, lbl(metrics.Agent.Fields(metrics.SignalCompute)[0].Metric), start, 30*time.Second, promtest.Repeat(sm, n)...)
+}
+
+// addAgentDevice writes the agent's device series of a GPU it watches: n samples every
+// 30s from start.
+func addAgentDevice(t testing.TB, prom *promtest.Server, uuid string, start time.Time, n int) {
+	prom.Add(t, map[string]string{"__name__": metrics.AgentDeviceMemory, "UUID": uuid, "gpu": "0", "modelName": "NVIDIA H100 80GB HBM3",
+		"instance": "10.0.0.7:9410", "job": "gpufrac-agent"}, start, 30*time.Second, promtest.Repeat(20*gib, n)...)
+}
+
+// newEngineRecommender returns a recommender with --metric-source auto over prom, and
+// its own API objects.
+func newEngineRecommender(t testing.TB, objs []client.Object, prom *promtest.Server, cfg Config) (*Recommender, client.Client) {
+	var copies []client.Object
+	for _, o := range objs {
+		copies = append(copies, o.DeepCopyObject().(client.Object))
+	}
+	h := newEngineHarness(t, copies, nil)
+	r := New(h.c, &metrics.Reader{API: prom.API(t), Labels: metrics.DefaultLabels}, nil, cfg)
+	return r, h.c
+}

@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -80,8 +79,4 @@ func TestFinishedJobKeepsItsHistory(t *testing.T) {
 	if c := condition(st, gpufracv1.ConditionRecommendationProvided); !isTrue(c) {
 		t.Errorf("RecommendationProvided %+v, want True", c)
 	}
-}
-
-func dropped(signal metrics.Signal, reason string) float64 {
-	return testutil.ToFloat64(metrics.SamplesDropped.WithLabelValues(string(signal), reason))
 }

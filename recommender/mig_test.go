@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
@@ -22,10 +21,6 @@ func migLabels(metric string, p *corev1.Pod, uuid, instance, profile string) map
 	l["modelName"] = "NVIDIA A100-SXM4-80GB"
 	l[metrics.MIGInstanceLabel], l[metrics.MIGProfileLabel] = instance, profile
 	return l
-}
-
-func clamped(signal metrics.Signal) float64 {
-	return testutil.ToFloat64(metrics.SamplesClamped.WithLabelValues(string(signal), metrics.ClampMIGOvershoot))
 }
 
 // Kind 5 (issue 13): a MIG instance's DCGM profiling fields are ratios of the instance,

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
 	"github.com/gpufrac/gpufrac/recommender/metrics/promtest"
@@ -30,10 +28,7 @@ func TestMultiGPUAndMissingMemory(t *testing.T) {
 	h.prom.Add(t, mig, start, 30*time.Second, promtest.Repeat(0.4, n)...)
 	// A GPU with no pod bound: dcgm-exporter leaves namespace, pod, container out.
 	h.prom.Add(t, map[string]string{"__name__": metrics.DCGMFBUsed, "UUID": "GPU-idle", "gpu": "3", "Hostname": "node-1"}, start, 30*time.Second, promtest.Repeat(400, n)...)
-	missing := func() float64 {
-		return testutil.ToFloat64(metrics.SamplesDropped.WithLabelValues(string(metrics.SignalMemory), metrics.DropNoLabels))
-	}
-	before := missing()
+	before := dropped(metrics.SignalMemory, metrics.DropNoLabels)
 	h.runCycles(t, 1, nil)
 
 	st := h.gfr(t, "ml", "multi").Status
@@ -55,16 +50,16 @@ func TestMultiGPUAndMissingMemory(t *testing.T) {
 	}
 
 	// A history load counts its last hour: 120 samples at 30 s, once.
-	if d := missing() - before; d != 120 {
+	if d := dropped(metrics.SignalMemory, metrics.DropNoLabels) - before; d != 120 {
 		t.Errorf("samples_dropped_total{memory,missing_labels} += %v, want 120", d)
 	}
 	// Each live cycle counts its own minute: 2 samples, not the hour again (the first
 	// of these cycles runs at the same time as the history load: nothing new).
-	before = missing()
+	before = dropped(metrics.SignalMemory, metrics.DropNoLabels)
 	h.runCycles(t, 3, func(now time.Time) {
 		h.prom.Add(t, map[string]string{"__name__": metrics.DCGMFBUsed, "UUID": "GPU-idle", "gpu": "3", "Hostname": "node-1"}, now.Add(-30*time.Second), 30*time.Second, 400, 400)
 	})
-	if d := missing() - before; d != 4 {
+	if d := dropped(metrics.SignalMemory, metrics.DropNoLabels) - before; d != 4 {
 		t.Errorf("two live cycles: missing_labels += %v, want 4", d)
 	}
 }

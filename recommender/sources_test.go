@@ -16,13 +16,6 @@ import (
 	"github.com/gpufrac/gpufrac/recommender/metrics/promtest"
 )
 
-// addAgentDevice writes the agent's device series of a GPU it watches: n samples every
-// 30s from start.
-func addAgentDevice(t testing.TB, prom *promtest.Server, uuid string, start time.Time, n int) {
-	prom.Add(t, map[string]string{"__name__": metrics.AgentDeviceMemory, "UUID": uuid, "gpu": "0", "modelName": "NVIDIA H100 80GB HBM3",
-		"instance": "10.0.0.7:9410", "job": "gpufrac-agent"}, start, 30*time.Second, promtest.Repeat(20*gib, n)...)
-}
-
 // memoryTargetOf returns the first container's memory target, bytes.
 func memoryTargetOf(t testing.TB, st gpufracv1.GPUFractionRecommendationStatus) float64 {
 	t.Helper()
@@ -115,18 +108,6 @@ func TestSourceChoiceStableAcrossRestarts(t *testing.T) {
 			t.Errorf("%s: computeSource %s, want the agent's", name, c)
 		}
 	}
-}
-
-// newEngineRecommender returns a recommender with --metric-source auto over prom, and
-// its own API objects.
-func newEngineRecommender(t testing.TB, objs []client.Object, prom *promtest.Server, cfg Config) (*Recommender, client.Client) {
-	var copies []client.Object
-	for _, o := range objs {
-		copies = append(copies, o.DeepCopyObject().(client.Object))
-	}
-	h := newEngineHarness(t, copies, nil)
-	r := New(h.c, &metrics.Reader{API: prom.API(t), Labels: metrics.DefaultLabels}, nil, cfg)
-	return r, h.c
 }
 
 // Kind 2 (issue 13): every GPU series stops (an exporter restart) while the recommender
