@@ -1,6 +1,8 @@
 package updater
 
 import (
+	"time"
+
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
@@ -75,6 +77,9 @@ func (u *Updater) forget(gfa *gpufracv1.GPUFractionAutoscaler, key string) {
 		delete(m, key)
 	}
 }
+
+// stamp formats t for event notes and status messages: RFC 3339 in UTC, to the second.
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 // truncate cuts s to at most n bytes at a UTF-8 boundary, marking the cut with "…".
 func truncate(s string, n int) string {

@@ -69,7 +69,7 @@ func modeGate(c *candidate) (string, string) {
 		if p.werr != nil {
 			when = "once the resize windows are fixed"
 		} else if !p.window.Open && !c.need.Urgent {
-			when = "in the resize window opening at " + p.window.NextStart.UTC().Format(time.RFC3339)
+			when = p.window.opening()
 		}
 		return SkipModeOff, fmt.Sprintf("updateMode Off (recommendation only): would %s %s", verb, when)
 	case gpufracv1.UpdateModeInitial:
@@ -89,7 +89,7 @@ func windowGate(c *candidate) (string, string) {
 	case p.werr != nil:
 		return SkipWindowInvalid, p.werr.Error()
 	case !Admissible(c.need, p.window.Open):
-		return SkipWindowClosed, "no resize window is open; next opens at " + p.window.NextStart.UTC().Format(time.RFC3339)
+		return SkipWindowClosed, "no resize window is open; next opens at " + stamp(p.window.NextStart)
 	}
 	return "", ""
 }
@@ -150,7 +150,7 @@ func (u *Updater) stuckGate(now time.Time) gate {
 func (u *Updater) retryGate(now time.Time) gate {
 	return func(c *candidate) (string, string) {
 		if r, ok := u.retry[c.pod.UID]; ok && now.Before(r.until) {
-			return r.reason, r.msg + fmt.Sprintf(" (retry at %s)", r.until.UTC().Format(time.RFC3339))
+			return r.reason, r.msg + fmt.Sprintf(" (retry at %s)", stamp(r.until))
 		}
 		return "", ""
 	}

@@ -155,7 +155,7 @@ func (h *Hysteresis) Allow(key string, now time.Time, need Need) (ok bool, reaso
 		if !persisted {
 			seen, since := 0, "now"
 			if s.dir&d == d && s.count > 0 {
-				seen, since = s.count, s.since.UTC().Format(time.RFC3339)
+				seen, since = s.count, stamp(s.since)
 			}
 			return false, SkipNotPersistent, fmt.Sprintf("a change inside the bounds (%s) applies once it persists for %d consecutive cycles and %v; seen in %d since %s",
 				d, max(1, h.PersistCycles), h.PersistFor, seen, since)
@@ -167,11 +167,11 @@ func (h *Hysteresis) Allow(key string, now time.Time, need Need) (ok bool, reaso
 	if !s.roundStart.IsZero() {
 		if h.MinInterval > 0 && now.Sub(s.roundStart) < h.MinInterval {
 			return false, SkipMinInterval, fmt.Sprintf("the workload's last round of replacements started at %s; the next may start at %s (minimum interval %v)",
-				s.roundStart.UTC().Format(time.RFC3339), s.roundStart.Add(h.MinInterval).UTC().Format(time.RFC3339), h.MinInterval)
+				stamp(s.roundStart), stamp(s.roundStart.Add(h.MinInterval)), h.MinInterval)
 		}
 		if !s.window.IsZero() && !s.roundStart.Before(s.window) {
 			return false, SkipMinInterval, fmt.Sprintf("the workload was already replaced in this resize window (round started at %s); the next round waits for the next window",
-				s.roundStart.UTC().Format(time.RFC3339))
+				stamp(s.roundStart))
 		}
 	}
 	return true, "", ""

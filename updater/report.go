@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -126,7 +125,7 @@ func (u *Updater) wouldUpdate(p *plan, pending []*candidate) {
 	}
 	when := "now"
 	if !p.window.Open {
-		when = "in the resize window opening at " + p.window.NextStart.UTC().Format(time.RFC3339)
+		when = p.window.opening()
 	}
 	note := fmt.Sprintf("updateMode Off: would %s %d pod(s) %s: %s", strings.ToLower(string(pending[0].action)), len(pending), when, strings.Join(parts, "; "))
 	u.eventOnce(p.gfa, "would", corev1.EventTypeNormal, EventWouldUpdate, "DryRun", note)

@@ -46,7 +46,7 @@ func (u *Updater) verifyShrink(ctx context.Context, p *plan, now time.Time) {
 	if trigger == "" {
 		return
 	}
-	reason := fmt.Sprintf("%s within %v after the shrink at %s", msg, cfg.VerificationPeriod, v.Started.UTC().Format(time.RFC3339))
+	reason := fmt.Sprintf("%s within %v after the shrink at %s", msg, cfg.VerificationPeriod, stamp(v.Started.Time))
 	st.Floor = raiseFloor(st.Floor, v.Previous, now.Add(cfg.FloorDuration), reason)
 	st.Verification = nil
 	condReason := ReasonLatencyBreach
@@ -56,7 +56,7 @@ func (u *Updater) verifyShrink(ctx context.Context, p *plan, now time.Time) {
 	p.setRolledBack(metav1.ConditionTrue, condReason, reason)
 	rollbacksTotal.WithLabelValues(trigger).Inc()
 	p.rollback = fmt.Sprintf("Rolling back: %s. Floor %s until %s: the recommender must not go below it, and pods below it are replaced (urgently, outside resize windows when urgentGrowth allows) as soon as the recommendation reaches it.",
-		reason, describeAllocs(st.Floor.Containers), st.Floor.Until.UTC().Format(time.RFC3339))
+		reason, describeAllocs(st.Floor.Containers), stamp(st.Floor.Until.Time))
 	klog.FromContext(ctx).Info("Guardrail tripped after a shrink; rolling back", "autoscaler", klog.KObj(p.gfa), "trigger", trigger, "reason", reason)
 }
 

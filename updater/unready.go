@@ -114,7 +114,7 @@ func (u *Updater) replaceUnready(ctx context.Context, c *candidate, now time.Tim
 	s := u.unready[p.ref]
 	if now.Before(s.next) {
 		c.skip(SkipUnreadyBackoff, fmt.Sprintf("%d not-Ready pod(s) of the workload replaced; the next one not before %s (backoff %v, at most %v)",
-			s.n, s.next.UTC().Format(time.RFC3339), UnreadyBackoff(s.n, u.Config.RetryBackoff, u.Config.MaxUnreadyBackoff), u.Config.MaxUnreadyBackoff))
+			s.n, stamp(s.next), UnreadyBackoff(s.n, u.Config.RetryBackoff, u.Config.MaxUnreadyBackoff), u.Config.MaxUnreadyBackoff))
 		return
 	}
 	if !u.mayReplaceNow(ctx, c) {
@@ -141,7 +141,7 @@ func (u *Updater) replaceUnready(ctx context.Context, c *candidate, now time.Tim
 	u.unready[p.ref] = s
 	u.replaced(ctx, c, now)
 	note := fmt.Sprintf("deleted while not Ready for %v (%s=true: it serves nothing, and the disruption budget would never let it go) to be replaced: %s; next not-Ready replacement of the workload not before %s",
-		notReadyFor(c.pod, now).Round(time.Second), AnnotationReplaceUnready, truncate(c.need.Reason(), 500), s.next.UTC().Format(time.RFC3339))
+		notReadyFor(c.pod, now).Round(time.Second), AnnotationReplaceUnready, truncate(c.need.Reason(), 500), stamp(s.next))
 	u.podEvent(c, corev1.EventTypeNormal, EventReplacedUnready, "Delete", note)
 	log.Info("Deleted a not-Ready pod to replace it", "reason", c.need.Reason(), "next", s.next)
 	c.done()

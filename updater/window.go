@@ -178,6 +178,12 @@ type WindowState struct {
 	Unrestricted bool
 }
 
+// opening says when a change waits for, in event notes and status messages: "in the
+// resize window opening at" NextStart (stamp).
+func (s WindowState) opening() string {
+	return "in the resize window opening at " + stamp(s.NextStart)
+}
+
 // Windows is the parsed set of an autoscaler's resize windows.
 type Windows []*Window
 
