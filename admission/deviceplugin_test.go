@@ -4,13 +4,11 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/backend"
+	"github.com/gpufrac/gpufrac/sharingplan/plantest"
 )
 
 // planMutator is a mutator whose device-plugin backends read the objects (policies
@@ -24,19 +22,6 @@ func planMutator(t *testing.T, objs ...client.Object) *Mutator {
 	return m
 }
 
-// appliedPolicy is an applied GPUSharingPolicy "pool" selecting every autoscaler, with
-// mode × 4 on 80Gi GPUs.
-func appliedPolicy(mode gpufracv1.SharingMode) *gpufracv1.GPUSharingPolicy {
-	p := &gpufracv1.GPUSharingPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: "pool"},
-		Spec:       gpufracv1.GPUSharingPolicySpec{Mode: gpufracv1.PlanModeApply},
-		Status: gpufracv1.GPUSharingPolicyStatus{SharingMode: mode, Replicas: 4, ConfigName: "gpufrac-pool",
-			GPUMemory: resource.NewQuantity(80<<30, resource.BinarySI)},
-	}
-	meta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{Type: gpufracv1.ConditionApplied, Status: metav1.ConditionTrue, Reason: gpufracv1.ReasonApplied})
-	return p
-}
-
 // TestMutateDevicePlugin: the webhook binds nvidia-timeslicing to the pod's autoscaler,
 // so the pod lands on the plan's pool (nodeSelector) with one replica and the applied
 // record says the recommendation and the replica's share (20Gi of an 80Gi GPU at 4 per
@@ -45,7 +30,7 @@ func appliedPolicy(mode gpufracv1.SharingMode) *gpufracv1.GPUSharingPolicy {
 func TestMutateDevicePlugin(t *testing.T) {
 	gfa := autoscaler("web", gpufracv1.UpdateModeRecreate, gpufracv1.BackendNVIDIATimeSlicing)
 	gfr := recommendation("web", 80, containerRec("main", "6Gi", "200m"))
-	m := planMutator(t, gfa, gfr, appliedPolicy(gpufracv1.SharingModeTimeSlicing))
+	m := planMutator(t, gfa, gfr, plantest.Policy("pool", gpufracv1.SharingModeTimeSlicing, 4, true))
 	o, _, got := handle(t, m, podOf(gpuContainer("main", 1)))
 	if o.skip != "" {
 		t.Fatalf("skipped %s %v", o.skip, o.warnings)

@@ -18,6 +18,7 @@ import (
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/backend"
 	"github.com/gpufrac/gpufrac/internal/scheme"
+	"github.com/gpufrac/gpufrac/sharingplan/plantest"
 )
 
 // mutator returns a Mutator over a fake cache holding the Deployment web, its
@@ -503,7 +504,7 @@ func TestMutateInitContainersAndNativeSidecars(t *testing.T) {
 		t.Run(string(b), func(t *testing.T) {
 			m := mutator(t, Config{}, autoscaler("web", gpufracv1.UpdateModeInitial, b), recommendation("web", 80, side))
 			if mode, ok := backend.DevicePluginMode(b); ok {
-				m = planMutator(t, autoscaler("web", gpufracv1.UpdateModeInitial, b), recommendation("web", 80, side), appliedPolicy(mode))
+				m = planMutator(t, autoscaler("web", gpufracv1.UpdateModeInitial, b), recommendation("web", 80, side), plantest.Policy("pool", mode, 4, true))
 			}
 			o, _, got := handle(t, m, sidecarPod())
 			if o.skip != "" {

@@ -5,33 +5,20 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/internal/scheme"
+	"github.com/gpufrac/gpufrac/sharingplan/plantest"
 )
 
 // sharingPolicy is a GPUSharingPolicy selecting autoscalers labelled share=<name> with a
 // plan of mode × n on 80Gi GPUs; applied sets its Applied condition True.
 func sharingPolicy(name string, mode gpufracv1.SharingMode, n int32, applied bool) *gpufracv1.GPUSharingPolicy {
-	p := &gpufracv1.GPUSharingPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: gpufracv1.GPUSharingPolicySpec{
-			AutoscalerSelector: metav1.LabelSelector{MatchLabels: map[string]string{"share": name}},
-			Mode:               gpufracv1.PlanModeApply,
-		},
-		Status: gpufracv1.GPUSharingPolicyStatus{SharingMode: mode, Replicas: n, ConfigName: "gpufrac-" + name,
-			GPUMemory: resource.NewQuantity(80<<30, resource.BinarySI)},
-	}
-	st := metav1.ConditionFalse
-	if applied {
-		st = metav1.ConditionTrue
-	}
-	meta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{Type: gpufracv1.ConditionApplied, Status: st, Reason: "Test"})
+	p := plantest.Policy(name, mode, n, applied)
+	p.Spec.AutoscalerSelector.MatchLabels = map[string]string{"share": name}
 	return p
 }
 

@@ -7,14 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/backend"
+	"github.com/gpufrac/gpufrac/sharingplan/plantest"
 )
 
 // sharingFixture is three pods of a workload on nvidia-timeslicing under Recreate with
@@ -26,15 +25,8 @@ func sharingFixture(t *testing.T, applied bool, windows ...gpufracv1.ResizeWindo
 	f.gfa.Labels = map[string]string{"gpufrac.io/share": "yes"}
 	f.gfa.Spec.UpdatePolicy.MinReplicas = ptr.To[int32](1)
 	f.gfa.Spec.UpdatePolicy.ResizeWindows = windows
-	pol := &gpufracv1.GPUSharingPolicy{ObjectMeta: metav1.ObjectMeta{Name: "pool"},
-		Spec: gpufracv1.GPUSharingPolicySpec{AutoscalerSelector: metav1.LabelSelector{MatchLabels: map[string]string{"gpufrac.io/share": "yes"}}},
-		Status: gpufracv1.GPUSharingPolicyStatus{SharingMode: gpufracv1.SharingModeTimeSlicing, Replicas: 4, ConfigName: "gpufrac-pool",
-			GPUMemory: resource.NewQuantity(80<<30, resource.BinarySI)}}
-	st := metav1.ConditionFalse
-	if applied {
-		st = metav1.ConditionTrue
-	}
-	meta.SetStatusCondition(&pol.Status.Conditions, metav1.Condition{Type: gpufracv1.ConditionApplied, Status: st, Reason: "Test"})
+	pol := plantest.Policy("pool", gpufracv1.SharingModeTimeSlicing, 4, applied)
+	pol.Spec.AutoscalerSelector.MatchLabels = map[string]string{"gpufrac.io/share": "yes"}
 	f.objs = append(f.objs, pol)
 	f.build()
 	f.u.Config.Backend.DevicePlugin.Policies = f.c
