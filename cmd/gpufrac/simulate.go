@@ -354,8 +354,8 @@ func (f *simulateFlags) readGenTD26(cmd *cobra.Command, end time.Time) (trace.Tr
 	if f.input == "" {
 		return trace.Trace{}, nil, fmt.Errorf("--input is required: the GenTD26 directory")
 	}
-	if f.gentd.MaxPods < 0 || f.gentd.PodsPerDeployment < 0 || f.gentd.Duration < 0 {
-		return trace.Trace{}, nil, fmt.Errorf("--pods, --pods-per-deployment and --duration must not be negative")
+	if err := checkGenTD26(f.gentd); err != nil {
+		return trace.Trace{}, nil, err
 	}
 	f.gentd.End = genTD26End
 	if !end.IsZero() {

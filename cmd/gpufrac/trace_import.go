@@ -101,19 +101,26 @@ func (fl *traceImportFlags) readGenTD26() (trace.Trace, trace.Stats, error) {
 	if fl.g.End, err = parseEnd(fl.end); err != nil {
 		return trace.Trace{}, trace.Stats{}, err
 	}
-	if fl.g.MaxPods < 0 || fl.g.PodsPerDeployment < 0 || fl.g.Duration < 0 {
-		return trace.Trace{}, trace.Stats{}, fmt.Errorf("--pods, --pods-per-deployment and --duration must not be negative")
+	if err := checkGenTD26(fl.g); err != nil {
+		return trace.Trace{}, trace.Stats{}, err
 	}
 	return trace.ReadGenTD26(fl.input, fl.g)
+}
+
+// checkGenTD26 refuses negative --pods, --pods-per-deployment and --duration (gpufrac
+// trace import and gpufrac simulate).
+func checkGenTD26(o trace.GenTD26Options) error {
+	if o.MaxPods < 0 || o.PodsPerDeployment < 0 || o.Duration < 0 {
+		return fmt.Errorf("--pods, --pods-per-deployment and --duration must not be negative")
+	}
+	return nil
 }
 
 // readLong reads the long CSV --input ("-": stdin), shifted to --end only when given;
 // the flags of --format gentd26 are refused.
 func (fl *traceImportFlags) readLong(cmd *cobra.Command) (trace.Trace, trace.Stats, error) {
-	for _, f := range []string{"pods", "duration", "pods-per-deployment", "namespace", "container", "deployment-prefix"} {
-		if cmd.Flags().Changed(f) {
-			return trace.Trace{}, trace.Stats{}, fmt.Errorf("--%s applies to --format gentd26 only", f)
-		}
+	if err := onlyFor(cmd, "gentd26", "pods", "duration", "pods-per-deployment", "namespace", "container", "deployment-prefix"); err != nil {
+		return trace.Trace{}, trace.Stats{}, err
 	}
 	tr, st, err := readLongCSV(cmd, fl.input)
 	if err != nil || !cmd.Flags().Changed("end") {
