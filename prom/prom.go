@@ -8,6 +8,7 @@ package prom
 import (
 	"flag"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -82,11 +83,12 @@ func (c *Config) API() (promv1.API, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prometheus client: %w", err)
 	}
-	client, err := api.NewClient(api.Config{Address: c.URL, RoundTripper: rt})
+	httpc := &http.Client{Transport: rt}
+	client, err := api.NewClient(api.Config{Address: c.URL, Client: httpc})
 	if err != nil {
 		return nil, fmt.Errorf("prometheus client for %s: %w", c.URL, err)
 	}
-	return NewAPI(NoPartialResponse(client)), nil
+	return NewAPI(NoPartialResponse(client), httpc), nil
 }
 
 // PartialResponseParam is the query parameter with which Thanos Query (and Thanos-style

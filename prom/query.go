@@ -19,21 +19,32 @@ import (
 )
 
 // NewAPI returns client_golang's Prometheus API over c whose Query and QueryRange (the
-// calls without options) decode Prometheus' answer in one pass of json-iterator instead
-// of client_golang's three: its api/v1 scans the body with encoding/json for the
-// envelope, again for the result, and decodes every sample of a vector with
+// calls without options) decode Prometheus' answer in one pass of json-iterator as it
+// arrives, instead of client_golang's three passes over a copy of the whole body: its
+// api/v1 reads the body into a buffer grown by doubling, scans it with encoding/json for
+// the envelope, again for the result, and decodes every sample of a vector with
 // encoding/json once more (model.Sample's UnmarshalJSON). At 10,000 pods that decoding
-// was about a quarter of the recommender's steady-cycle CPU (make bench-scale,
-// docs/benchmarks.md). The request (endpoint, form, POST with the GET fallback of
-// client_golang's DoGetFallback), the errors (*promv1.Error with client_golang's types
-// and messages), warnings, infos and the values returned are client_golang's:
-// TestQueryAsClientGolang compares both on the same answers. Every other call, and a
-// query with options, is client_golang's own.
-func NewAPI(c api.Client) promv1.API { return queryAPI{API: promv1.NewAPI(c), client: c} }
+// was about a quarter of the recommender's steady-cycle CPU, and a history slice's answer
+// (tens of MB) was held twice over while decoded (make bench-scale, docs/benchmarks.md).
+//
+// c builds the requests' URLs (NoPartialResponse's parameter is kept) and serves every
+// other call, and a query with options; hc, the HTTP client c sends with
+// (api.Config.Client; nil: one over api.DefaultRoundTripper, as api.NewClient), sends
+// Query and QueryRange, as client_golang's DoGetFallback does. The values, warnings,
+// infos and errors returned (*promv1.Error with client_golang's types and messages, the
+// context's error for a request cut by it) are client_golang's: TestQueryAsClientGolang
+// compares both on the same answers.
+func NewAPI(c api.Client, hc *http.Client) promv1.API {
+	if hc == nil {
+		hc = &http.Client{Transport: api.DefaultRoundTripper}
+	}
+	return queryAPI{API: promv1.NewAPI(c), client: c, hc: hc}
+}
 
 type queryAPI struct {
 	promv1.API
 	client api.Client
+	hc     *http.Client
 }
 
 // Query is promv1.API's Query, decoded in one pass.
@@ -65,7 +76,7 @@ func formatTime(t time.Time) string {
 
 // do sends args to the endpoint ep as client_golang's DoGetFallback does: a POST form to
 // the endpoint's URL (whose own query, e.g. NoPartialResponse's parameter, is kept in
-// both), and a GET when the server answers 403, 405 or 501.
+// both), and a GET when the server answers 403, 405 or 501; then decodes the answer.
 func (a queryAPI) do(ctx context.Context, ep string, args url.Values) (model.Value, promv1.Warnings, promv1.Infos, error) {
 	u := a.client.URL(ep, nil)
 	q := u.Query()
@@ -73,24 +84,36 @@ func (a queryAPI) do(ctx context.Context, ep string, args url.Values) (model.Val
 		q[k] = v
 	}
 	encoded := q.Encode()
-	req, err := http.NewRequest(http.MethodPost, u.String(), strings.NewReader(encoded))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), strings.NewReader(encoded))
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header["Idempotency-Key"] = nil // idempotent for the transport's retries, as client_golang
-	resp, body, err := a.client.Do(ctx, req)
-	if resp != nil && (resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusMethodNotAllowed || resp.StatusCode == http.StatusNotImplemented) {
+	resp, err := a.hc.Do(req)
+	if err == nil && (resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusMethodNotAllowed || resp.StatusCode == http.StatusNotImplemented) {
+		closeBody(resp)
 		u.RawQuery = encoded
-		if req, err = http.NewRequest(http.MethodGet, u.String(), nil); err != nil {
+		if req, err = http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil); err != nil {
 			return nil, nil, nil, err
 		}
-		resp, body, err = a.client.Do(ctx, req)
+		resp, err = a.hc.Do(req)
 	}
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	return decodeAnswer(resp.StatusCode, body)
+	defer closeBody(resp)
+	v, warnings, infos, err := decodeAnswer(resp.StatusCode, resp.Body)
+	if err != nil && ctx.Err() != nil {
+		return nil, nil, nil, ctx.Err() // the read was cut by the context, as client_golang says
+	}
+	return v, warnings, infos, err
+}
+
+// closeBody reads what is left of the body, so the connection is reused, and closes it.
+func closeBody(resp *http.Response) {
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
 }
 
 // answer is the envelope of a Prometheus API answer.
@@ -102,36 +125,46 @@ type answer struct {
 
 // decodeAnswer decodes a query's answer with the HTTP status code and returns what
 // client_golang's apiClientImpl.Do and queryResult return for it.
-func decodeAnswer(code int, body []byte) (model.Value, promv1.Warnings, promv1.Infos, error) {
-	if code/100 != 2 && code != http.StatusBadRequest && code != http.StatusUnprocessableEntity {
+// A successful answer is decoded as it is read; an error answer, small, is read whole
+// first (its body is the error's detail when it is not Prometheus' JSON).
+func decodeAnswer(code int, r io.Reader) (model.Value, promv1.Warnings, promv1.Infos, error) {
+	if code/100 == 2 {
+		iter := jsoniter.Parse(jsoniter.ConfigDefault, r, 64<<10)
+		var ans answer
+		if err := ans.decode(iter, true); err != nil {
+			return nil, ans.warnings, ans.infos, &promv1.Error{Type: promv1.ErrBadResponse, Msg: err.Error()}
+		}
+		if ans.status == "error" {
+			return ans.value, ans.warnings, ans.infos, &promv1.Error{Type: promv1.ErrorType(ans.errorType), Msg: ans.errMsg}
+		}
+		return ans.value, ans.warnings, ans.infos, nil
+	}
+	body, err := io.ReadAll(r)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if code != http.StatusBadRequest && code != http.StatusUnprocessableEntity {
 		typ, msg := errorTypeAndMsgFor(code)
 		return nil, nil, nil, &promv1.Error{Type: typ, Msg: msg, Detail: string(body)}
 	}
+	// 400 or 422: Prometheus' own error answers.
 	var ans answer
-	err := ans.decode(body, code/100 == 2)
-	if code/100 != 2 { // 400 or 422: Prometheus' own error answers
-		if err != nil {
-			typ, msg := errorTypeAndMsgFor(code)
-			return nil, nil, nil, &promv1.Error{Type: typ, Msg: msg, Detail: string(body)}
-		}
-		if ans.status == "success" {
-			return nil, ans.warnings, ans.infos, &promv1.Error{Type: promv1.ErrBadResponse, Msg: "inconsistent body for response code"}
-		}
-		if ans.errorType == "" {
-			ans.errorType = string(promv1.ErrClient)
-		}
-		if ans.errMsg == "" {
-			ans.errMsg = fmt.Sprintf("client error: %d", code)
-		}
-		return nil, ans.warnings, ans.infos, &promv1.Error{Type: promv1.ErrorType(ans.errorType), Msg: ans.errMsg}
+	iter := jsoniter.ConfigDefault.BorrowIterator(body)
+	defer jsoniter.ConfigDefault.ReturnIterator(iter)
+	if err := ans.decode(iter, false); err != nil {
+		typ, msg := errorTypeAndMsgFor(code)
+		return nil, nil, nil, &promv1.Error{Type: typ, Msg: msg, Detail: string(body)}
 	}
-	if err != nil {
-		return nil, ans.warnings, ans.infos, &promv1.Error{Type: promv1.ErrBadResponse, Msg: err.Error()}
+	if ans.status == "success" {
+		return nil, ans.warnings, ans.infos, &promv1.Error{Type: promv1.ErrBadResponse, Msg: "inconsistent body for response code"}
 	}
-	if ans.status == "error" {
-		return ans.value, ans.warnings, ans.infos, &promv1.Error{Type: promv1.ErrorType(ans.errorType), Msg: ans.errMsg}
+	if ans.errorType == "" {
+		ans.errorType = string(promv1.ErrClient)
 	}
-	return ans.value, ans.warnings, ans.infos, nil
+	if ans.errMsg == "" {
+		ans.errMsg = fmt.Sprintf("client error: %d", code)
+	}
+	return nil, ans.warnings, ans.infos, &promv1.Error{Type: promv1.ErrorType(ans.errorType), Msg: ans.errMsg}
 }
 
 // errorTypeAndMsgFor is client_golang's error for a status code without an API answer.
@@ -146,9 +179,7 @@ func errorTypeAndMsgFor(code int) (promv1.ErrorType, string) {
 }
 
 // decode reads the envelope; withData decodes its data (a query result), else skips it.
-func (a *answer) decode(body []byte, withData bool) error {
-	iter := jsoniter.ConfigDefault.BorrowIterator(body)
-	defer jsoniter.ConfigDefault.ReturnIterator(iter)
+func (a *answer) decode(iter *jsoniter.Iterator, withData bool) error {
 	if iter.WhatIsNext() != jsoniter.ObjectValue {
 		return errors.New("prometheus answer is not a JSON object")
 	}
@@ -174,8 +205,8 @@ func (a *answer) decode(body []byte, withData bool) error {
 			iter.Skip()
 		}
 	}
-	if iter.Error != nil && !errors.Is(iter.Error, io.EOF) {
-		return iter.Error
+	if iter.Error != nil {
+		return iter.Error // io.EOF too: the answer ended inside the object
 	}
 	return nil
 }
@@ -212,7 +243,7 @@ func readResult(iter *jsoniter.Iterator) model.Value {
 	if raw != nil && iter.Error == nil {
 		sub := jsoniter.ConfigDefault.BorrowIterator(raw)
 		defer jsoniter.ConfigDefault.ReturnIterator(sub)
-		if v = readValue(sub, typ); sub.Error != nil && !errors.Is(sub.Error, io.EOF) {
+		if v = readValue(sub, typ); sub.Error != nil {
 			iter.Error = sub.Error
 		}
 	}
@@ -260,6 +291,10 @@ func readValue(iter *jsoniter.Iterator, typ string) model.Value {
 		return vec
 	case "matrix":
 		m := model.Matrix{}
+		// The series of a range answer mostly hold the same points: each one's values
+		// start at the length of the one before, not growing by doubling (half the
+		// decoded samples' memory is otherwise spare capacity or garbage).
+		points := 0
 		for iter.ReadArray() {
 			s := &model.SampleStream{}
 			for field := iter.ReadObject(); field != "" && iter.Error == nil; field = iter.ReadObject() {
@@ -267,9 +302,15 @@ func readValue(iter *jsoniter.Iterator, typ string) model.Value {
 				case "metric":
 					s.Metric = readMetric(iter)
 				case "values":
+					if points > 0 {
+						s.Values = make([]model.SamplePair, 0, points)
+					}
 					for iter.ReadArray() {
 						t, v := readPair(iter)
 						s.Values = append(s.Values, model.SamplePair{Timestamp: t, Value: v})
+					}
+					if len(s.Values) == 0 {
+						s.Values = nil // as client_golang: no values, no slice
 					}
 				case "histograms":
 					for iter.ReadArray() {
@@ -281,6 +322,7 @@ func readValue(iter *jsoniter.Iterator, typ string) model.Value {
 					iter.ReportError("decode prometheus matrix", "unexpected key: "+field)
 				}
 			}
+			points = len(s.Values)
 			m = append(m, s)
 		}
 		return m

@@ -106,7 +106,7 @@ func TestQueryAsClientGolang(t *testing.T) {
 		t.Fatal(err)
 	}
 	c = NoPartialResponse(c)
-	lib, fast := promv1.NewAPI(c), NewAPI(c)
+	lib, fast := promv1.NewAPI(c), NewAPI(c, nil)
 	ctx := context.Background()
 	at := time.Unix(1700000000, 250e6)
 	r := promv1.Range{Start: at, End: at.Add(2 * time.Minute), Step: time.Minute}
@@ -151,6 +151,31 @@ func TestQueryAsClientGolang(t *testing.T) {
 					t.Errorf("%s: error %#v, want %#v", what, *got, *want)
 				}
 			}
+		}
+	}
+}
+
+// A query whose answer is cut by its context's deadline (headers and part of the body
+// sent, then nothing) fails with the context's error, as through client_golang: the
+// reader's timeout retries (metrics.Reader) look for context.DeadlineExceeded.
+func TestQueryDeadlineAsClientGolang(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"pod":"p"},`)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	t.Cleanup(srv.Close)
+	c, err := api.NewClient(api.Config{Address: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, a := range map[string]promv1.API{"client_golang": promv1.NewAPI(c), "NewAPI": NewAPI(c, nil)} {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		_, _, _, err := a.Query(ctx, "q", time.Unix(1700000000, 0))
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s: %v, want the context's deadline", name, err)
 		}
 	}
 }
@@ -214,7 +239,7 @@ func BenchmarkQuery(b *testing.B) {
 	for _, a := range []struct {
 		name string
 		api  promv1.API
-	}{{"client_golang", promv1.NewAPI(c)}, {"one-pass", NewAPI(c)}} {
+	}{{"client_golang", promv1.NewAPI(c)}, {"one-pass", NewAPI(c, nil)}} {
 		b.Run("vector/"+a.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {

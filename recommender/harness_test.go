@@ -210,7 +210,7 @@ func promReader(t testing.TB, prom http.Handler) *metrics.Reader {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &metrics.Reader{API: promapi.NewAPI(pc), Labels: metrics.DefaultLabels}
+	return &metrics.Reader{API: promapi.NewAPI(pc, nil), Labels: metrics.DefaultLabels}
 }
 
 func newHarness(t testing.TB, objs []client.Object, prom *fakeProm) *harness {
