@@ -126,6 +126,9 @@ type Recommender struct {
 	failures       int
 	// cur is the cycle being run (or last run): its per-cycle state (cycle.go).
 	cur *cycle
+	// podIndex, when set (WatchPods), is the pod informer whose namespace index loadPods
+	// reads.
+	podIndex podIndex
 	// exportConsts keeps each cycle's per-autoscaler metrics as const metrics too
 	// (snapshot.consts), for the tests that gather them through a registry.
 	exportConsts bool

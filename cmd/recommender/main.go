@@ -168,5 +168,8 @@ func run() error {
 	if err := rec.WatchAutoscalers(ctx, mgr.GetCache()); err != nil {
 		return err
 	}
+	if err := rec.WatchPods(ctx, mgr.GetCache()); err != nil {
+		return err
+	}
 	return mgr.Start(ctx)
 }
