@@ -23,7 +23,7 @@ func admitPod(t *testing.T, bt gpufracv1.BackendType, cfg backend.Config) *corev
 	t.Helper()
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Annotations: map[string]string{}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Resources: corev1.ResourceRequirements{
-			Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}}}}}}
+			Limits: limits("nvidia.com/gpu", "1")}}}}}
 	tgt := &backend.Target{Container: "main", HasMemory: true, MemoryBytes: 3000 << 20, WrittenComputeMilli: -1}
 	if bt != gpufracv1.BackendKAI && bt != gpufracv1.BackendKAINVFractions {
 		tgt.HasCompute, tgt.ComputeMilli = true, 300

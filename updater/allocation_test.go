@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
@@ -21,7 +20,7 @@ func TestReadAllocation(t *testing.T) {
 	container := func(limits corev1.ResourceList, env ...corev1.EnvVar) corev1.Container {
 		return corev1.Container{Name: "main", Resources: corev1.ResourceRequirements{Limits: limits}, Env: env}
 	}
-	gpu := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
+	gpu := limits("nvidia.com/gpu", "1")
 	for _, tc := range []struct {
 		name     string
 		backend  gpufracv1.BackendType
@@ -34,10 +33,10 @@ func TestReadAllocation(t *testing.T) {
 	}{
 		{name: "applied record wins", backend: gpufracv1.BackendHAMi,
 			ann: map[string]string{gpufracv1.AnnotationApplied: `{"backend":"hami","autoscaler":"a","recommendationGeneration":1,"recommendationResourceVersion":"1","confidencePercent":90,"containers":[{"name":"main","memory":"3Gi","compute":"250m","writtenMemory":"3328Mi","writtenCompute":"250m"}]}`},
-			c:   container(corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1"), "nvidia.com/gpumem": resource.MustParse("9999")}),
+			c:   container(limits("nvidia.com/gpu", "1", "nvidia.com/gpumem", "9999")),
 			mem: 3 << 30, cpu: 250, src: SourceAppliedRecord},
 		{name: "hami limits minus overhead", backend: gpufracv1.BackendHAMi, overhead: 256 * mib,
-			c:   container(corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1"), "nvidia.com/gpumem": resource.MustParse("3328"), "nvidia.com/gpucores": resource.MustParse("25")}),
+			c:   container(limits("nvidia.com/gpu", "1", "nvidia.com/gpumem", "3328", "nvidia.com/gpucores", "25")),
 			mem: 3 << 30, cpu: 250, src: SourceBackendFields},
 		{name: "mps env", backend: gpufracv1.BackendMPS,
 			c:   container(gpu, corev1.EnvVar{Name: "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", Value: "0=2048M"}, corev1.EnvVar{Name: "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", Value: "30"}),
@@ -53,7 +52,7 @@ func TestReadAllocation(t *testing.T) {
 			ann: map[string]string{"nvidia.com/container.main.gpu-memory.request": "5Gi"}, c: container(nil), mem: 5 << 30, cpu: -1, src: SourceBackendFields},
 		{name: "no fraction: whole GPU", backend: gpufracv1.BackendHAMi, c: container(gpu), mem: 80 << 30, cpu: 1000, src: SourceWholeGPU},
 		{name: "no fraction, KAI: whole GPU memory only", backend: gpufracv1.BackendKAI, c: container(gpu), mem: 80 << 30, cpu: -1, src: SourceWholeGPU},
-		{name: "two whole GPUs: left alone", backend: gpufracv1.BackendHAMi, c: container(corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("2")}), absent: true},
+		{name: "two whole GPUs: left alone", backend: gpufracv1.BackendHAMi, c: container(limits("nvidia.com/gpu", "2")), absent: true},
 		{name: "no GPU", backend: gpufracv1.BackendHAMi, c: container(nil), absent: true},
 		{name: "invalid record: backend fields", backend: gpufracv1.BackendMPS, ann: map[string]string{gpufracv1.AnnotationApplied: "{"},
 			c: container(gpu, corev1.EnvVar{Name: "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", Value: "0=1024M"}), mem: 1 << 30, cpu: -1, src: SourceBackendFields},
@@ -85,7 +84,7 @@ func TestReadAllocationKAIReserved(t *testing.T) {
 		cfg := backend.Config{GPUMemoryBytes: 15 << 30, KAI: backend.KAIConfig{Mode: backend.KAIModeFraction, ReservedMemoryBytes: reserved}}.WithDefaults()
 		// What the webhook writes for 5980 MiB.
 		pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Resources: corev1.ResourceRequirements{
-			Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}}}}}}
+			Limits: limits("nvidia.com/gpu", "1")}}}}}
 		tg := &backend.Target{Container: "main", Index: 0, HasMemory: true, MemoryBytes: 5980 * mib, WrittenComputeMilli: -1}
 		if _, err := backend.New(cfg)[gpufracv1.BackendKAI].Apply(pod, []*backend.Target{tg}); err != nil {
 			t.Fatal(err)
@@ -111,8 +110,8 @@ func TestReadAllocationKAIReserved(t *testing.T) {
 func TestReadAllocationNativeSidecar(t *testing.T) {
 	cfg := backend.Config{}.WithDefaults()
 	always := corev1.ContainerRestartPolicyAlways
-	gpu := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
-	hami := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1"), "nvidia.com/gpumem": resource.MustParse("2048"), "nvidia.com/gpucores": resource.MustParse("30")}
+	gpu := limits("nvidia.com/gpu", "1")
+	hami := limits("nvidia.com/gpu", "1", "nvidia.com/gpumem", "2048", "nvidia.com/gpucores", "30")
 	pod := &corev1.Pod{Spec: corev1.PodSpec{
 		InitContainers: []corev1.Container{
 			{Name: "warmup", Resources: corev1.ResourceRequirements{Limits: gpu}},
@@ -142,7 +141,7 @@ func TestReadAllocationNativeSidecar(t *testing.T) {
 func TestSidecarComparedInitContainerNot(t *testing.T) {
 	cfg := backend.Config{}.WithDefaults()
 	always := corev1.ContainerRestartPolicyAlways
-	gpu := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
+	gpu := limits("nvidia.com/gpu", "1")
 	pod := &corev1.Pod{Spec: corev1.PodSpec{
 		InitContainers: []corev1.Container{
 			{Name: "warmup", Resources: corev1.ResourceRequirements{Limits: gpu}},
@@ -150,10 +149,7 @@ func TestSidecarComparedInitContainerNot(t *testing.T) {
 		},
 		Containers: []corev1.Container{{Name: "app"}},
 	}}
-	mem := func(s string) gpufracv1.GPUResources {
-		q := resource.MustParse(s)
-		return gpufracv1.GPUResources{Memory: &q}
-	}
+	mem := func(s string) gpufracv1.GPUResources { return gpufracv1.GPUResources{Memory: q(s)} }
 	gfr := &gpufracv1.GPUFractionRecommendation{Status: gpufracv1.GPUFractionRecommendationStatus{ContainerRecommendations: []gpufracv1.ContainerRecommendation{
 		{ContainerName: "gpu-server", ContainerType: gpufracv1.ContainerTypeSidecar, Target: mem("2Gi"), LowerBound: mem("1Gi"), UpperBound: mem("4Gi")},
 		{ContainerName: "warmup", ContainerType: gpufracv1.ContainerTypeInit, Target: mem("200Gi"), LowerBound: mem("200Gi"), UpperBound: mem("200Gi")},

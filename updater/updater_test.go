@@ -82,6 +82,20 @@ func newFixture(t *testing.T, mode gpufracv1.UpdateMode, backend gpufracv1.Backe
 // q returns a pointer to the quantity s (resource.MustParse: it panics on a malformed s).
 func q(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
 
+// limits is a resource list given as resource names and quantities in turn, e.g.
+// limits("nvidia.com/gpu", "1", "nvidia.com/gpumem", "2048"). It panics on an odd
+// count or a malformed quantity.
+func limits(kv ...string) corev1.ResourceList {
+	if len(kv)%2 != 0 {
+		panic("limits: a resource name without a quantity")
+	}
+	l := corev1.ResourceList{}
+	for i := 0; i < len(kv); i += 2 {
+		l[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+	}
+	return l
+}
+
 func (f *fixture) setTarget(target, lower, upper string) {
 	f.gfr.Status = gpufracv1.GPUFractionRecommendationStatus{
 		ContainerRecommendations: []gpufracv1.ContainerRecommendation{{ContainerName: "main",
@@ -105,7 +119,7 @@ func (f *fixture) addPod(name string, memGi int64, rs *appsv1.ReplicaSet) *corev
 			Annotations:       map[string]string{gpufracv1.AnnotationApplied: string(b)},
 			OwnerReferences:   []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: ptr.To(true)}}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "x", Resources: corev1.ResourceRequirements{
-			Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}}}}},
+			Limits: limits("nvidia.com/gpu", "1")}}}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
 	}
 	f.pods = append(f.pods, p)
