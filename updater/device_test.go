@@ -10,78 +10,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/backend"
 	"github.com/gpufrac/gpufrac/workload"
 )
-
-// TestPlaceableSharedDevices: a KAI fraction fits a GPU group with the memory free or
-// opens a free GPU at least that large; a HAMi fraction goes only to registered devices
-// once any node registers some (issue 14 kind 10).
-func TestPlaceableSharedDevices(t *testing.T) {
-	kaiNode := func(free int64, groups ...SharedGPU) NodeGPUs {
-		return NodeGPUs{Name: "k", FreeGPUs: free, Shared: groups, GPUMemory: 16 * gib}
-	}
-	kai := Replacement{SharedMemory: 6 * gib, OpensDevice: true}
-	for _, tc := range []struct {
-		name   string
-		r      Replacement
-		nodes  []NodeGPUs
-		want   int
-		reason string
-	}{
-		{"kai: a group with room", kai, []NodeGPUs{kaiNode(0, SharedGPU{ID: "g1", FreeMemory: 8 * gib, FreeSlots: unlimitedSlots})}, 0, ""},
-		{"kai: groups full, a free GPU opens", kai, []NodeGPUs{kaiNode(1, SharedGPU{ID: "g1", FreeMemory: 2 * gib, FreeSlots: unlimitedSlots})}, 0, ""},
-		{"kai: groups full, no free GPU", kai, []NodeGPUs{kaiNode(0, SharedGPU{ID: "g1", FreeMemory: 2 * gib, FreeSlots: unlimitedSlots})}, -1,
-			"no shared GPU has 6Gi free (most: 2Gi on k/g1) and no node has a free GPU that large"},
-		{"kai: free GPU smaller than the fraction", Replacement{SharedMemory: 20 * gib, OpensDevice: true}, []NodeGPUs{kaiNode(2)}, -1, "no shared GPU has 20Gi free (none with a free slot)"},
-		{"hami: unregistered node skipped once devices are registered", Replacement{GPUs: 1, SharedMemory: 6 * gib},
-			[]NodeGPUs{{Name: "plain", FreeGPUs: 8}, {Name: "hami", FreeGPUs: 8, Shared: []SharedGPU{{ID: "GPU-1", FreeMemory: 4 * gib, FreeSlots: 5}}}}, -1,
-			"no shared GPU has 6Gi free (most: 4Gi on hami/GPU-1)"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, why := Placeable(tc.r, tc.nodes)
-			if got != tc.want || (tc.want < 0 && !strings.Contains(why, tc.reason)) {
-				t.Errorf("Placeable = %d %q, want %d naming %q", got, why, tc.want, tc.reason)
-			}
-		})
-	}
-	// Opening a GPU takes it: its rest is shared by the next fraction, then nothing is left.
-	nodes := []NodeGPUs{kaiNode(1)}
-	for i, want := range []int{0, 0, -1} {
-		at, why := Placeable(kai, nodes)
-		if at != want {
-			t.Fatalf("fraction %d: Placeable = %d %q, want %d (nodes %+v)", i, at, why, want, nodes)
-		}
-		reserve(nodes, at, kai)
-	}
-}
-
-// TestNodeCapacityKAI: KAI's GPU groups on a node are shared GPUs of the node's GPU
-// memory (its nvidia.com/gpu.memory label) less the fractions on them, by gpu-memory or
-// gpu-fraction; the reservation pod holds the GPU (issue 14 kind 10).
-func TestNodeCapacityKAI(t *testing.T) {
-	cfg := backend.Config{}.WithDefaults()
-	node := gpuNode("k", 2, nil, func(n *corev1.Node) { n.Labels = map[string]string{LabelGPUMemory: "16384"} })
-	group := func(p *corev1.Pod, g string) *corev1.Pod {
-		p.Labels = map[string]string{LabelKAIGPUGroup: g}
-		return p
-	}
-	mem := boundPod("a", "k", 0, corev1.PodRunning, map[string]string{cfg.KAI.MemoryAnnotation: "4000"})
-	frac := boundPod("b", "k", 0, corev1.PodRunning, map[string]string{cfg.KAI.FractionAnnotation: "0.25"})
-	c := fake.NewClientBuilder().WithObjects(node,
-		group(boundPod("reservation", "k", 1, corev1.PodRunning, nil), "g1"), group(mem, "g1"), group(frac, "g1")).Build()
-	nodes := nodeCapacity(context.Background(), c, cfg)
-	want := SharedGPU{ID: "g1", FreeMemory: (16384 - 4000 - 4096) * backend.MiB, FreeSlots: unlimitedSlots}
-	if len(nodes) != 1 || nodes[0].FreeGPUs != 1 || nodes[0].GPUMemory != 16384*backend.MiB || len(nodes[0].Shared) != 1 || nodes[0].Shared[0] != want {
-		t.Fatalf("nodes %+v, want one free GPU of 16Gi and group %+v", nodes, want)
-	}
-}
 
 // hamiFixture is n HAMi pods with 2Gi applied, on node n1, spread over the devices
 // GPU-0 … GPU-(devices−1) of devMiB each (pod i on GPU-(i mod devices)), and a
@@ -166,9 +101,8 @@ func TestPendingReplacementReserved(t *testing.T) {
 		t.Fatalf("first cycle evicted %d, want 1", len(got))
 	}
 	// The ReplicaSet's replacement, not scheduled yet (the old pod's 2Gi is free now).
-	rs := types.UID("rs-uid")
 	repl := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-abc-new", UID: "uid-new",
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-abc", UID: rs, Controller: ptr.To(true)}}},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-abc", UID: "rs-uid", Controller: ptr.To(true)}}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "x", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
 			"nvidia.com/gpu": resource.MustParse("1"), "nvidia.com/gpumem": resource.MustParse("3072")}}}}},
 		Status: corev1.PodStatus{Phase: corev1.PodPending}}

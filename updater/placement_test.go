@@ -66,6 +66,48 @@ func TestPlaceable(t *testing.T) {
 	}
 }
 
+// TestPlaceableSharedDevices: a KAI fraction fits a GPU group with the memory free or
+// opens a free GPU at least that large; a HAMi fraction goes only to registered devices
+// once any node registers some (issue 14 kind 10).
+func TestPlaceableSharedDevices(t *testing.T) {
+	kaiNode := func(free int64, groups ...SharedGPU) NodeGPUs {
+		return NodeGPUs{Name: "k", FreeGPUs: free, Shared: groups, GPUMemory: 16 * gib}
+	}
+	kai := Replacement{SharedMemory: 6 * gib, OpensDevice: true}
+	for _, tc := range []struct {
+		name   string
+		r      Replacement
+		nodes  []NodeGPUs
+		want   int
+		reason string
+	}{
+		{"kai: a group with room", kai, []NodeGPUs{kaiNode(0, SharedGPU{ID: "g1", FreeMemory: 8 * gib, FreeSlots: unlimitedSlots})}, 0, ""},
+		{"kai: groups full, a free GPU opens", kai, []NodeGPUs{kaiNode(1, SharedGPU{ID: "g1", FreeMemory: 2 * gib, FreeSlots: unlimitedSlots})}, 0, ""},
+		{"kai: groups full, no free GPU", kai, []NodeGPUs{kaiNode(0, SharedGPU{ID: "g1", FreeMemory: 2 * gib, FreeSlots: unlimitedSlots})}, -1,
+			"no shared GPU has 6Gi free (most: 2Gi on k/g1) and no node has a free GPU that large"},
+		{"kai: free GPU smaller than the fraction", Replacement{SharedMemory: 20 * gib, OpensDevice: true}, []NodeGPUs{kaiNode(2)}, -1, "no shared GPU has 20Gi free (none with a free slot)"},
+		{"hami: unregistered node skipped once devices are registered", Replacement{GPUs: 1, SharedMemory: 6 * gib},
+			[]NodeGPUs{{Name: "plain", FreeGPUs: 8}, {Name: "hami", FreeGPUs: 8, Shared: []SharedGPU{{ID: "GPU-1", FreeMemory: 4 * gib, FreeSlots: 5}}}}, -1,
+			"no shared GPU has 6Gi free (most: 4Gi on hami/GPU-1)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, why := Placeable(tc.r, tc.nodes)
+			if got != tc.want || (tc.want < 0 && !strings.Contains(why, tc.reason)) {
+				t.Errorf("Placeable = %d %q, want %d naming %q", got, why, tc.want, tc.reason)
+			}
+		})
+	}
+	// Opening a GPU takes it: its rest is shared by the next fraction, then nothing is left.
+	nodes := []NodeGPUs{kaiNode(1)}
+	for i, want := range []int{0, 0, -1} {
+		at, why := Placeable(kai, nodes)
+		if at != want {
+			t.Fatalf("fraction %d: Placeable = %d %q, want %d (nodes %+v)", i, at, why, want, nodes)
+		}
+		reserve(nodes, at, kai)
+	}
+}
+
 func gpuNode(name string, gpus int64, ann map[string]string, mod func(*corev1.Node)) *corev1.Node {
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: ann},
 		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(gpus, resource.DecimalSI)},
@@ -131,6 +173,27 @@ func TestNodeCapacity(t *testing.T) {
 	c = fake.NewClientBuilder().WithObjects(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cpu"}}, boundPod("p", "cpu", 1, corev1.PodRunning, nil)).Build()
 	if got := nodeCapacity(context.Background(), c, cfg); got != nil {
 		t.Errorf("no GPU node: %+v, want nil (unknown)", got)
+	}
+}
+
+// TestNodeCapacityKAI: KAI's GPU groups on a node are shared GPUs of the node's GPU
+// memory (its nvidia.com/gpu.memory label) less the fractions on them, by gpu-memory or
+// gpu-fraction; the reservation pod holds the GPU (issue 14 kind 10).
+func TestNodeCapacityKAI(t *testing.T) {
+	cfg := backend.Config{}.WithDefaults()
+	node := gpuNode("k", 2, nil, func(n *corev1.Node) { n.Labels = map[string]string{LabelGPUMemory: "16384"} })
+	group := func(p *corev1.Pod, g string) *corev1.Pod {
+		p.Labels = map[string]string{LabelKAIGPUGroup: g}
+		return p
+	}
+	mem := boundPod("a", "k", 0, corev1.PodRunning, map[string]string{cfg.KAI.MemoryAnnotation: "4000"})
+	frac := boundPod("b", "k", 0, corev1.PodRunning, map[string]string{cfg.KAI.FractionAnnotation: "0.25"})
+	c := fake.NewClientBuilder().WithObjects(node,
+		group(boundPod("reservation", "k", 1, corev1.PodRunning, nil), "g1"), group(mem, "g1"), group(frac, "g1")).Build()
+	nodes := nodeCapacity(context.Background(), c, cfg)
+	want := SharedGPU{ID: "g1", FreeMemory: (16384 - 4000 - 4096) * backend.MiB, FreeSlots: unlimitedSlots}
+	if len(nodes) != 1 || nodes[0].FreeGPUs != 1 || nodes[0].GPUMemory != 16384*backend.MiB || len(nodes[0].Shared) != 1 || nodes[0].Shared[0] != want {
+		t.Fatalf("nodes %+v, want one free GPU of 16Gi and group %+v", nodes, want)
 	}
 }
 
