@@ -420,6 +420,60 @@ func TestAnnotationsBackend(t *testing.T) {
 	}
 }
 
+// TestAnnotationsMemoryRequest: with --annotation-memory-request=observed-peak the
+// annotations backend writes the observed peak (plus overheads, rounded up) as the
+// memory request where it is below the target, else the target; the memory key stays
+// the target (the limit), which is what Read returns and what Apply records as written.
+// A container name too long for the request key (35–41 characters) keeps its limit key
+// and counts in the pod total. By default (none) no request is written; an unknown
+// value is invalid.
+func TestAnnotationsMemoryRequest(t *testing.T) {
+	b := backend(t, Config{Annotations: AnnotationsConfig{MemoryRequest: AnnotationsMemoryRequestObservedPeak}}, gpufracv1.BackendAnnotations)
+	mid := strings.Repeat("m", 35)
+	p := podOf(gpuContainer("a", 1), gpuContainer("b", 1), gpuContainer(mid, 1))
+	a, c, m := target("a", 0, 4096, -1), target("b", 1, 2048, -1), target(mid, 2, 1024, -1)
+	a.PeakMemoryBytes = 3000*MiB + 1 // below the target: the request, rounded up
+	c.PeakMemoryBytes = 5000 * MiB   // above the target (a rollback floor): the target
+	m.PeakMemoryBytes = 512 * MiB
+	if _, err := b.Apply(p, []*Target{a, c, m}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"gpufrac.io/gpu-memory":                       "7Gi",
+		"gpufrac.io/gpu-memory-request":               "5561Mi",
+		"gpufrac.io/container.a.gpu-memory":           "4Gi",
+		"gpufrac.io/container.a.gpu-memory-request":   "3001Mi",
+		"gpufrac.io/container.b.gpu-memory":           "2Gi",
+		"gpufrac.io/container.b.gpu-memory-request":   "2Gi",
+		"gpufrac.io/container." + mid + ".gpu-memory": "1Gi",
+	}
+	for k, v := range want {
+		if p.Annotations[k] != v {
+			t.Errorf("%s = %q, want %q", k, p.Annotations[k], v)
+		}
+	}
+	if len(p.Annotations) != len(want) {
+		t.Errorf("annotations %v", p.Annotations)
+	}
+	if got := b.Read(p)["a"].Memory; got != 4096*MiB || a.WrittenMemoryBytes != 4096*MiB {
+		t.Errorf("read back %d, recorded %d; want the limit 4096Mi", got, a.WrittenMemoryBytes)
+	}
+
+	off := backend(t, Config{}, gpufracv1.BackendAnnotations)
+	p = podOf(gpuContainer("a", 1))
+	a = target("a", 0, 4096, -1)
+	a.PeakMemoryBytes = 3000 * MiB
+	if _, err := off.Apply(p, []*Target{a}); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Annotations) != 2 || p.Annotations["gpufrac.io/gpu-memory"] != "4Gi" {
+		t.Errorf("default (no memory request): annotations %v, want the limit keys only", p.Annotations)
+	}
+	if err := (Config{Annotations: AnnotationsConfig{MemoryRequest: "p50"}}).WithDefaults().Validate(); err == nil || !strings.Contains(err.Error(), `annotation-memory-request "p50"`) {
+		t.Errorf("Validate = %v", err)
+	}
+}
+
 func TestRounding(t *testing.T) {
 	for _, tc := range []struct{ in, want int64 }{{0, 1}, {1, 1}, {MiB, 1}, {MiB + 1, 2}} {
 		if got := ceilMiB(tc.in); got != tc.want {

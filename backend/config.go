@@ -77,6 +77,7 @@ func (c Config) Validate() error {
 	errs := c.KAI.validate(c.GPUMemoryBytes)
 	errs = append(errs, c.NVFractions.validate()...)
 	errs = append(errs, c.MPS.validate()...)
+	errs = append(errs, c.Annotations.validate()...)
 	errs = append(errs, c.DRA.validate()...)
 	errs = append(errs, c.DevicePlugin.validate()...)
 	for b, v := range c.MemoryOverhead {

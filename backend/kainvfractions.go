@@ -100,13 +100,28 @@ func (n NVFractionsConfig) RequestLimit(memoryBytes, upperBytes, peakBytes, gpuB
 	gpuMiB := max(gpuBytes/MiB, 1)
 	target := min(ceilMiB(memoryBytes), gpuMiB)
 	requestMiB, limitMiB = target, target
-	if n.Request == NVFractionsRequestObservedPeak && peakBytes > 0 {
-		requestMiB = min(ceilMiB(peakBytes), target)
+	if n.Request == NVFractionsRequestObservedPeak {
+		requestMiB = ObservedPeakRequestMiB(memoryBytes, peakBytes, gpuBytes)
 	}
 	if n.Limit != NVFractionsLimitTarget && upperBytes > memoryBytes {
 		limitMiB = min(ceilMiB(upperBytes), gpuMiB)
 	}
 	return requestMiB, max(limitMiB, requestMiB)
+}
+
+// ObservedPeakRequestMiB is the memory request, MiB (rounded up), of a backend that
+// packs pods by a request and enforces the target as a limit above it (kai-nvfractions
+// with NVFractionsRequestObservedPeak, annotations with AnnotationsMemoryRequestObservedPeak):
+// peakBytes (the recommendation's observed peak plus the memory overheads,
+// Target.PeakMemoryBytes) when known (positive) and below memoryBytes (the target plus
+// overheads), else memoryBytes; at most gpuBytes (one GPU). The headroom between the
+// two is room to burst into, not reserved.
+func ObservedPeakRequestMiB(memoryBytes, peakBytes, gpuBytes int64) int64 {
+	target := min(ceilMiB(memoryBytes), max(gpuBytes/MiB, 1))
+	if peakBytes > 0 {
+		return min(ceilMiB(peakBytes), target)
+	}
+	return target
 }
 
 // NVFractions request sources.

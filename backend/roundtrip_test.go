@@ -52,6 +52,12 @@ func TestRoundTrip(t *testing.T) {
 		{name: "annotations", backend: gpufracv1.BackendAnnotations,
 			targets: []*Target{target("a", 0, 4096, 251), target("b", 1, 100, -1)},
 			want:    map[string]Allocation{"a": {Memory: 4097 * MiB, Compute: 251}, "b": {Memory: 101 * MiB, Compute: -1}}},
+		// A memory request below the limit (the observed peak) is placement only: Read
+		// returns the limit.
+		{name: "annotations, memory request below the limit", backend: gpufracv1.BackendAnnotations,
+			cfg:     Config{Annotations: AnnotationsConfig{MemoryRequest: AnnotationsMemoryRequestObservedPeak}},
+			targets: []*Target{peakAt(target("a", 0, 4096, 251), 3000), peakAt(target("b", 1, 100, -1), 50)},
+			want:    map[string]Allocation{"a": {Memory: 4097 * MiB, Compute: 251}, "b": {Memory: 101 * MiB, Compute: -1}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			codec := backend(t, tc.cfg, tc.backend)
@@ -88,6 +94,12 @@ func TestRoundTrip(t *testing.T) {
 			}
 		})
 	}
+}
+
+// peakAt sets t's observed memory peak to peakMiB and returns t.
+func peakAt(t *Target, peakMiB int64) *Target {
+	t.PeakMemoryBytes = peakMiB * MiB
+	return t
 }
 
 // TestDRARoundTrip: the dra backend writes a ResourceClaimTemplate whose GpuConfig holds

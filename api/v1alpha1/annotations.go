@@ -44,6 +44,20 @@ const (
 	// for container names over 33 characters.
 	AnnotationContainerComputeRequestSuffix = ".gpu-compute-request"
 
+	// AnnotationGPUMemoryRequest is written by the "annotations" backend with
+	// --annotation-memory-request=observed-peak: the pod's total memory request for placement
+	// (sum over its containers of the recommendation's observed memory peak plus overhead
+	// when below the target, else the target plus overhead), a quantity rounded up to
+	// whole MiB per container, e.g. "3072Mi". A scheduler places by it (co-tenants'
+	// requests sum to at most one GPU); AnnotationGPUMemory stays the limit, so the
+	// memory headroom is burst room above the request rather than reserved.
+	AnnotationGPUMemoryRequest = "gpufrac.io/gpu-memory-request"
+
+	// AnnotationContainerMemoryRequestSuffix ends the per-container memory request key
+	// (see AnnotationContainerPrefix and AnnotationGPUMemoryRequest); not written for
+	// container names over 34 characters.
+	AnnotationContainerMemoryRequestSuffix = ".gpu-memory-request"
+
 	// AnnotationContainerPrefix starts the per-container keys of the "annotations"
 	// backend: gpufrac.io/container.<container>.gpu-memory and
 	// gpufrac.io/container.<container>.gpu-compute, same units as AnnotationGPUMemory and
