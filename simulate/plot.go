@@ -34,7 +34,7 @@ func colorOf(name string) color.RGBA {
 }
 
 // WritePlots writes the result's plots into dir as <prefix>-<name>.<format> for each
-// format ("svg", "png"): GPUs held over time per policy, allocated vs used memory of
+// format ("svg", "png"): GPUs held over time per policy, memory limit vs used memory of
 // three pods, and the distribution of memory headroom. It returns the files written
 // (the first format's, for linking) and the first error.
 func (res *Result) WritePlots(dir, prefix string, formats []string) ([]PlotFile, error) {
@@ -52,8 +52,8 @@ func (res *Result) WritePlots(dir, prefix string, formats []string) ([]PlotFile,
 	}
 	figs := []fig{
 		{"gpus", fmt.Sprintf("GPUs held over time per policy, %s GPUs", gib), 18 * vg.Centimeter, 10 * vg.Centimeter, res.drawGPUs},
-		{"memory", fmt.Sprintf("Allocated vs used GPU memory of three pods, %s GPUs", gib), 18 * vg.Centimeter, 20 * vg.Centimeter, res.drawMemory},
-		{"headroom", fmt.Sprintf("Distribution of memory headroom (allocation minus use) per pod-minute, %s GPUs", gib), 18 * vg.Centimeter, 10 * vg.Centimeter, res.drawHeadroom},
+		{"memory", fmt.Sprintf("Memory limit vs used GPU memory of three pods, %s GPUs", gib), 18 * vg.Centimeter, 20 * vg.Centimeter, res.drawMemory},
+		{"headroom", fmt.Sprintf("Distribution of memory headroom (memory limit minus use) per pod-minute, %s GPUs", gib), 18 * vg.Centimeter, 10 * vg.Centimeter, res.drawHeadroom},
 	}
 	var out []PlotFile
 	for _, f := range figs {
@@ -243,7 +243,7 @@ func (res *Result) drawMemory(c draw.Canvas) error {
 				if ci > 0 {
 					pts = append(pts, plotter.XY{X: x, Y: pts[len(pts)-1].Y})
 				}
-				pts = append(pts, plotter.XY{X: x, Y: float64(ch.alloc.MemoryBytes) / (1 << 30)})
+				pts = append(pts, plotter.XY{X: x, Y: float64(ch.limit) / (1 << 30)})
 			}
 			pts = append(pts, plotter.XY{X: res.hours(r.end), Y: pts[len(pts)-1].Y})
 			if _, err := addPolicyLine(p, pts, pr.Policy); err != nil {
@@ -265,8 +265,8 @@ func (res *Result) drawMemory(c draw.Canvas) error {
 
 func (res *Result) drawHeadroom(c draw.Canvas) error {
 	d := res.detail
-	p := newPlot(fmt.Sprintf("Memory headroom per pod-minute (%s GPUs); below 0: over the allocation", GiB(res.GPUMemoryBytes)),
-		"allocated minus used GPU memory, GiB", "share of pod-minutes at or below")
+	p := newPlot(fmt.Sprintf("Memory headroom per pod-minute (%s GPUs); below 0: over the limit", GiB(res.GPUMemoryBytes)),
+		"memory limit minus used GPU memory, GiB", "share of pod-minutes at or below")
 	p.Legend.Left = true
 	capGiB := float64(res.GPUMemoryBytes) / (1 << 30)
 	for pi, pr := range res.Policies {

@@ -282,18 +282,27 @@ func (rp *replay) coldStart() grant {
 // kai-nvfractions, the request and limit of backend.NVFractionsConfig.RequestLimit (the
 // simulator adds no memory overhead), no compute (NvFractions time-slices compute), and
 // a whole GPU where the target needs one (the webhook leaves such pods unchanged);
-// otherwise the memory target as a hard limit.
+// otherwise (the annotations backend) the memory target rounded up to whole MiB as the
+// limit, packed by the memory request the backend writes (backend.ObservedPeakRequestMiB,
+// unless Options.Annotations.MemoryRequest is none: then the limit).
 func (rp *replay) written(dec decision) grant {
-	if rp.opts.Backend != gpufracv1.BackendKAINVFractions {
-		return hardGrant(dec.want)
-	}
-	if (dec.want.MemoryBytes+backend.MiB-1)/backend.MiB >= rp.capacity/backend.MiB {
-		return rp.coldStart()
-	}
-	var peak, upper int64
+	var peak int64
 	if dec.target.RequestPeakMemory > 0 {
 		peak = min(dec.target.RequestPeakMemory, rp.capacity)
 	}
+	targetMiB := (dec.want.MemoryBytes + backend.MiB - 1) / backend.MiB
+	if rp.opts.Backend != gpufracv1.BackendKAINVFractions {
+		g := hardGrant(packing.Alloc{MemoryBytes: min(targetMiB*backend.MiB, rp.capacity), ComputeMilli: dec.want.ComputeMilli})
+		g.record = dec.want.MemoryBytes
+		if rp.opts.Annotations.MemoryRequest == backend.AnnotationsMemoryRequestObservedPeak {
+			g.alloc.MemoryBytes = backend.ObservedPeakRequestMiB(dec.want.MemoryBytes, peak, rp.capacity) * backend.MiB
+		}
+		return g
+	}
+	if targetMiB >= rp.capacity/backend.MiB {
+		return rp.coldStart()
+	}
+	var upper int64
 	if dec.target.UpperMemory > 0 {
 		upper = min(dec.target.UpperMemory, rp.capacity)
 	}
@@ -306,7 +315,7 @@ func (rp *replay) place(pi, i, k int, a grant, cold, partial bool) {
 	ps := rp.states[pi]
 	ps.applied[i], ps.cold[i], ps.partial[i] = a, cold, partial
 	ps.on[i] = ps.pk.Place(i, a.alloc)
-	rp.d.changes[pi][i] = append(rp.d.changes[pi][i], change{step: k, alloc: a.alloc})
+	rp.d.changes[pi][i] = append(rp.d.changes[pi][i], change{step: k, alloc: a.alloc, limit: a.limit})
 }
 
 // result sums the replay of tr into a Result, one PolicyResult per policy.
@@ -342,6 +351,7 @@ func (rp *replay) policyResult(pi int, ps *polState, clair float64) *PolicyResul
 	r.WarmUpOverrunMinutes = float64(s.warmOver) * stepMin
 	r.GPUOverrunMinutes = float64(s.gpuOver) * stepMin
 	r.GPUOverrunPodMinutes = float64(s.gpuOverPod) * stepMin
+	r.WarmUpGPUOverrunPodMinutes = float64(s.warmGPUOverPod) * stepMin
 	r.ContentionPodMinutes = float64(s.contention) * stepMin
 	r.ColdStartPodMinutes = float64(s.cold) * stepMin
 	for _, n := range rp.d.overrun[pi] {

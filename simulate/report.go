@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/gpufrac/gpufrac/backend"
 )
 
 // GenTD26Citation is the citation of the GenTD26 trace, for reports computed from it.
@@ -74,6 +76,8 @@ func (res *Result) Heading() string {
 	}
 	if s := res.Settings; s.Backend != "" {
 		h += fmt.Sprintf(", %s (request %s, limit %s)", s.Backend, s.NVFractionsRequest, s.NVFractionsLimit)
+	} else if s.AnnotationMemoryRequest == backend.AnnotationsMemoryRequestObservedPeak {
+		h += ", memory request observed-peak"
 	}
 	return h
 }
@@ -104,7 +108,7 @@ func (r *Report) WriteText(w io.Writer) error {
 // tableRows renders the table of one result.
 func tableRows(res *Result) ([]string, [][]string) {
 	head := []string{"policy", "GPU-min", "vs 1/pod", "vs clairv.", "peak GPUs", "pod OOM pod-min (pods)", "of which warm-up",
-		"GPU OOM GPU-min", "contention pod-min (%)", "mem util", "compute util", "replacements", "cold-start pod-min"}
+		"GPU OOM GPU-min (pod-min)", "contention pod-min (%)", "mem util", "compute util", "replacements", "cold-start pod-min"}
 	var rows [][]string
 	for _, p := range res.Policies {
 		vs := "-"
@@ -119,7 +123,7 @@ func tableRows(res *Result) ([]string, [][]string) {
 			fmt.Sprint(p.PeakGPUs),
 			fmt.Sprintf("%.0f (%d)", p.PodLimitOverrunMinutes, p.PodsWithOverrun),
 			fmt.Sprintf("%.0f", p.WarmUpOverrunMinutes),
-			fmt.Sprintf("%.0f", p.GPUOverrunMinutes),
+			fmt.Sprintf("%.0f (%.0f)", p.GPUOverrunMinutes, p.GPUOverrunPodMinutes),
 			fmt.Sprintf("%.0f (%.2f%%)", p.ContentionPodMinutes, 100*p.ContentionShare),
 			fmt.Sprintf("%.0f%%", 100*p.MemoryUtilisation),
 			fmt.Sprintf("%.0f%%", 100*p.ComputeUtilisation),
@@ -227,12 +231,13 @@ const markdownDefinitions = "**Policies.**\n\n" +
 	"vs 1/pod, vs clairv.: ratio of GPU-minutes to `one-per-pod` and to the `clairvoyant-memory` bound. " +
 	"pod OOM: pod-minutes whose actual memory exceeded the pod's allocation (a crash under an enforcing backend such as HAMi), and the pods affected; " +
 	"of which warm-up: those whose allocation came from a recommendation on less history than the full-confidence history (default 24h; VPA: one day). " +
-	"GPU OOM: GPU-minutes whose tenants' actual memory summed above the GPU (a crash without enforcement). " +
+	"GPU OOM: GPU-minutes whose tenants' actual memory summed above the GPU (pods are packed by their memory request, which may be below their limit), and the pod-minutes of their tenants, each at risk of an out-of-memory crash. " +
 	"contention: pod-minutes on GPUs whose tenants' actual utilisation summed above 100 %, and their share of all pod-minutes. " +
 	"mem util, compute util: mean actual memory and utilisation of the GPUs held. " +
 	"replacements: pods replaced to change their fraction. " +
 	"cold-start: pod-minutes on a whole GPU because the workload's recommendation was not yet confident.\n\n" +
 	"**Packer.** Best fit by free memory among GPUs in use with enough free memory and compute (sum of compute allocations ≤ 1), else a new GPU; pods never move; a replaced pod is placed again like a new one. " +
+	"gpufrac and vpa-memory pods are packed by the memory request the backend writes and run out of memory above their limit: on the default annotations backend both are the target, unless the heading says memory request observed-peak (`gpufrac.io/gpu-memory-request`: the observed peak when below the target; vpa-memory knows no observed peak, so its request stays its target). " +
 	"Usage is the trace's: co-location does not change it, replacements cost no downtime, overruns do not restart pods, and latency is not modelled.\n"
 
 // findings returns sentences computed from a result: the gpufrac policy against the
@@ -264,7 +269,7 @@ func findings(res *Result) []string {
 	if clm != nil && clm.GPUMinutes > 0 {
 		out = append(out, fmt.Sprintf("gpufrac holds %.2f× the GPU-minutes of clairvoyant-memory.", gf.GPUMinutes/clm.GPUMinutes))
 	}
-	out = append(out, fmt.Sprintf("gpufrac: %.0f pod-minutes over the pod's memory allocation in %d pods (%.0f of them while the workload's history was shorter than the full-confidence history), %.0f GPU-minutes over the GPU's memory, contention in %.2f %% of pod-minutes, %d replacements.",
-		gf.PodLimitOverrunMinutes, gf.PodsWithOverrun, gf.WarmUpOverrunMinutes, gf.GPUOverrunMinutes, 100*gf.ContentionShare, gf.Replacements))
+	out = append(out, fmt.Sprintf("gpufrac: %.0f pod-minutes over the pod's memory allocation in %d pods (%.0f of them while the workload's history was shorter than the full-confidence history), %.0f GPU-minutes over the GPU's memory (%.0f pod-minutes at risk), contention in %.2f %% of pod-minutes, %d replacements.",
+		gf.PodLimitOverrunMinutes, gf.PodsWithOverrun, gf.WarmUpOverrunMinutes, gf.GPUOverrunMinutes, gf.GPUOverrunPodMinutes, 100*gf.ContentionShare, gf.Replacements))
 	return out
 }

@@ -26,8 +26,11 @@ func reqLimitDecision() decision {
 // targets they need two). Pod a bursts to 5 GiB (over its request, within its 6 GiB
 // limit: no pod overrun) while b holds 3 GiB: 8 GiB on the GPU is a GPU overrun for
 // both tenants, and only a, above its request, gets an out-of-memory exit. Then b goes
-// to 6.5 GiB, over its limit: one pod overrun, and both exits. With the default backend
-// the same decisions are hard limits and take two GPUs.
+// to 6.5 GiB, over its limit: one pod overrun, and both exits. On annotations with
+// observed-peak memory requests the pods are packed by the same requests onto one GPU,
+// but their limit is the 4 GiB target: a is over it in both burst minutes and b in the
+// last. With the default backend (no memory request) the same decisions are hard limits
+// and take two GPUs.
 func TestRequestLimitEvaluation(t *testing.T) {
 	tr := trace.Trace{Pods: []trace.Pod{
 		pod("a", 0, []float64{3, 3, 5, 5}, repeat(0.1, 4)),
@@ -46,7 +49,9 @@ func TestRequestLimitEvaluation(t *testing.T) {
 			1, 1, 2, 4, 3, 3, 7 * gib / 2, 6 * gib, 4 * gib},
 		{"kai-nvfractions target", Options{Backend: gpufracv1.BackendKAINVFractions},
 			2, 1, 0, 0, -1, 3, 4 * gib, 6 * gib, 4 * gib},
-		{"hard limit", Options{},
+		{"annotations observed-peak", Options{Annotations: backend.AnnotationsConfig{MemoryRequest: backend.AnnotationsMemoryRequestObservedPeak}},
+			1, 3, 2, 4, 3, 3, 7 * gib / 2, 4 * gib, 4 * gib},
+		{"annotations without a memory request (the default): hard limit", Options{},
 			2, 3, 0, 0, 3, 3, 4 * gib, 4 * gib, 4 * gib},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -76,6 +81,8 @@ func TestRequestLimitEvaluation(t *testing.T) {
 					req = backend.NVFractionsRequestTarget
 				}
 				want += ", kai-nvfractions (request " + req + ", limit upper-bound)"
+			} else if o.Annotations.MemoryRequest == backend.AnnotationsMemoryRequestObservedPeak {
+				want += ", memory request observed-peak"
 			}
 			if h := rp.result(&tr).Heading(); h != want {
 				t.Errorf("heading %q, want %q", h, want)
@@ -94,7 +101,8 @@ func TestRequestLimitEvaluation(t *testing.T) {
 // TestWrittenIsWhatTheBackendWrites: the grant a simulated pod gets on kai-nvfractions
 // is what the product's backend writes into a pod for the same target, upper bound and
 // observed peak (request and limit annotations, read back as the scheduler reads them),
-// for both request sources and a target too large for a fraction (left a whole GPU).
+// for both request sources and a target too large for a fraction (left a whole GPU);
+// likewise on the default annotations backend (TestAnnotationsWrittenIsWhatTheBackendWrites).
 func TestWrittenIsWhatTheBackendWrites(t *testing.T) {
 	capacity := 80 * gib
 	for _, req := range []string{backend.NVFractionsRequestTarget, backend.NVFractionsRequestObservedPeak} {
@@ -134,6 +142,50 @@ func TestWrittenIsWhatTheBackendWrites(t *testing.T) {
 			if got.alloc.MemoryBytes != wantReq.Value() || got.limit != wantLimit.Value() || got.record != dec.target.Memory {
 				t.Errorf("%s, target %d: simulator request %d limit %d record %d; backend wrote %s / %s",
 					req, dec.target.Memory, got.alloc.MemoryBytes, got.limit, got.record, wantReq.String(), wantLimit.String())
+			}
+		}
+	}
+}
+
+// TestAnnotationsWrittenIsWhatTheBackendWrites: on the default backend (annotations) a
+// simulated pod is packed by the gpufrac.io/container.<c>.gpu-memory-request the
+// backend writes for the same target and observed peak, and out of memory above its
+// .gpu-memory (the target, whole MiB), for a peak below the target, a peak above it and
+// a young workload's margin; with --annotation-memory-request none, by the limit.
+func TestAnnotationsWrittenIsWhatTheBackendWrites(t *testing.T) {
+	capacity := 80 * gib
+	below := reqLimitDecision()
+	above := reqLimitDecision()
+	above.target.PeakMemory, above.target.RequestPeakMemory = 5*gib, 5*gib
+	young := reqLimitDecision()
+	young.want.MemoryBytes, young.target.Memory = 41*gib+12345, 41*gib+12345
+	young.target.PeakMemory, young.target.RequestPeakMemory = 30*gib+7, 36*gib+9
+	for _, mode := range []string{backend.AnnotationsMemoryRequestObservedPeak, backend.AnnotationsMemoryRequestNone} {
+		for _, dec := range []decision{below, above, young} {
+			ac := backend.AnnotationsConfig{MemoryRequest: mode}
+			tr := trace.Trace{Pods: []trace.Pod{pod("a", 0, []float64{1}, []float64{0})}}
+			rp, err := newReplay(&tr, Options{GPUMemoryBytes: capacity, Policies: []string{PolicyGPUFrac}, Annotations: ac})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := rp.written(dec)
+
+			codec := backend.New(backend.Config{GPUMemoryBytes: capacity, Annotations: ac})[gpufracv1.BackendAnnotations]
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main",
+				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}}}}}}
+			bt := &backend.Target{Container: "main", HasMemory: true, MemoryBytes: dec.target.Memory,
+				PeakMemoryBytes: dec.target.RequestPeakMemory, WrittenComputeMilli: -1}
+			if _, err := codec.Apply(p, []*backend.Target{bt}); err != nil {
+				t.Fatal(err)
+			}
+			limit := resource.MustParse(p.Annotations[gpufracv1.AnnotationContainerPrefix+"main"+gpufracv1.AnnotationContainerMemorySuffix])
+			req := limit
+			if mode != backend.AnnotationsMemoryRequestNone {
+				req = resource.MustParse(p.Annotations[gpufracv1.AnnotationContainerPrefix+"main"+gpufracv1.AnnotationContainerMemoryRequestSuffix])
+			}
+			if got.alloc.MemoryBytes != req.Value() || got.limit != limit.Value() || got.record != dec.target.Memory {
+				t.Errorf("%s, target %d peak %d: simulator request %d limit %d record %d; backend wrote %s / %s",
+					mode, dec.target.Memory, dec.target.RequestPeakMemory, got.alloc.MemoryBytes, got.limit, got.record, req.String(), limit.String())
 			}
 		}
 	}

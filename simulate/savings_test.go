@@ -79,6 +79,20 @@ func TestSavingsFromEmptyHistoryGenTD26(t *testing.T) {
 // "Request and limit"; 2 % left for noise).
 var requestLimitPin = map[int64]float64{80 * gib: 1.26, 141 * gib: 1.41}
 
+// memoryRequestPin is the same pin on the default annotations backend with
+// --annotation-memory-request=observed-peak (measured when pinned: 1.17 at 80 GiB and
+// 1.29 at 141 GiB, docs/benchmarks/savings.md, "Memory request on the annotations
+// backend"; 2 % left for noise).
+var memoryRequestPin = map[int64]float64{80 * gib: 1.19, 141 * gib: 1.32}
+
+// TestSavingsRegressionMemoryRequest is TestSavingsRegressionGenTD26 with the
+// annotations backend's observed-peak memory request: packed by the observed peak,
+// out of memory above the target; no pod over its limit after warm-up and no GPU over
+// its memory (no tenant at risk).
+func TestSavingsRegressionMemoryRequest(t *testing.T) {
+	checkSavings(t, Options{Annotations: backend.AnnotationsConfig{MemoryRequest: backend.AnnotationsMemoryRequestObservedPeak}}, memoryRequestPin)
+}
+
 // TestSavingsRegressionGenTD26 replays the shared GenTD26 trace as `gpufrac simulate
 // --warm-up 12h` does and pins gpufrac's savings and safety: its GPU-minutes within the
 // pin of the clairvoyant-memory bound, no pod over its memory allocation once its

@@ -19,9 +19,11 @@
 // utilisation and replacements (see PolicyResult).
 //
 // The backend (Options.Backend) decides what a pod of an adaptive policy holds, as the
-// product's backend writes it: by default one memory value, packed and enforced as a
-// hard limit; on kai-nvfractions a request the packer places by and a limit the pod is
-// killed above (backend.NVFractionsConfig.RequestLimit), so that co-tenants may burst
+// product's backend writes it: a memory request the packer places by and a limit the
+// pod is killed above — on annotations (the default) the target as the limit, packed as
+// it is or, with the observed-peak memory request, by the observed peak below it
+// (backend.ObservedPeakRequestMiB), on kai-nvfractions those of
+// backend.NVFractionsConfig.RequestLimit — so that co-tenants may burst
 // together above the GPU's memory: a GPU overrun, counted for every tenant
 // (GPUOverrunPodMinutes), and an out-of-memory exit for each tenant above its request.
 // The updater reads the applied record (the target) in either case.
@@ -96,12 +98,17 @@ type Options struct {
 	// (backend.NVFractionsConfig.RequestLimit with NVFractions): the packer places pods by
 	// the request, a pod is out of memory above its limit, and co-tenants whose actual
 	// memory sums above the GPU's are a GPU overrun. Any other value, and the default
-	// "" (the API's default backend, annotations), writes one memory value that is both:
-	// a hard limit packed as it is.
+	// "" (the API's default backend, annotations), writes the memory target as the
+	// limit and, as Annotations.MemoryRequest says, a memory request the packer places
+	// by (by default none: the limit; observed-peak: the observed peak when below the
+	// target).
 	Backend gpufracv1.BackendType
 	// NVFractions configures the kai-nvfractions backend as the webhook's --nvfractions-*
 	// flags do (zero fields: their defaults).
 	NVFractions backend.NVFractionsConfig
+	// Annotations configures the annotations backend as the webhook's --annotation-*
+	// flags do (zero fields: their defaults); only MemoryRequest is read.
+	Annotations backend.AnnotationsConfig
 }
 
 // UpdaterOptions are the updater's rules in the simulation.
@@ -163,13 +170,11 @@ func (o Options) withDefaults() (Options, error) {
 	if o.WarmUp < 0 {
 		return o, fmt.Errorf("warm-up %s: must not be negative", o.WarmUp)
 	}
-	if o.Backend == gpufracv1.BackendKAINVFractions {
-		cfg := backend.Config{NVFractions: o.NVFractions, GPUMemoryBytes: o.GPUMemoryBytes}.WithDefaults()
-		if err := cfg.Validate(); err != nil {
-			return o, fmt.Errorf("backend %s: %w", o.Backend, err)
-		}
-		o.NVFractions = cfg.NVFractions
+	cfg := backend.Config{NVFractions: o.NVFractions, Annotations: o.Annotations, GPUMemoryBytes: o.GPUMemoryBytes}.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return o, fmt.Errorf("backend %s: %w", o.Backend, err)
 	}
+	o.NVFractions, o.Annotations = cfg.NVFractions, cfg.Annotations
 	u := &o.Updater
 	if u.MinLifetime == 0 {
 		u.MinLifetime = DefaultMinLifetime
@@ -219,11 +224,13 @@ type Settings struct {
 	WarmUp string `json:"warmUp"`
 	// Lookback is Options.Lookback.
 	Lookback string `json:"lookback"`
-	// Backend is Options.Backend ("" for a hard limit); NVFractionsRequest and
-	// NVFractionsLimit its request and limit sources when it is kai-nvfractions.
-	Backend            gpufracv1.BackendType `json:"backend,omitempty"`
-	NVFractionsRequest string                `json:"nvfractionsRequest,omitempty"`
-	NVFractionsLimit   string                `json:"nvfractionsLimit,omitempty"`
+	// Backend is Options.Backend ("" for the annotations backend); NVFractionsRequest
+	// and NVFractionsLimit its request and limit sources when it is kai-nvfractions,
+	// AnnotationMemoryRequest the annotations backend's memory request otherwise.
+	Backend                 gpufracv1.BackendType `json:"backend,omitempty"`
+	NVFractionsRequest      string                `json:"nvfractionsRequest,omitempty"`
+	NVFractionsLimit        string                `json:"nvfractionsLimit,omitempty"`
+	AnnotationMemoryRequest string                `json:"annotationMemoryRequest,omitempty"`
 	// LowConfidence is the confidence (0–1) under which pods get a whole GPU.
 	LowConfidence float64 `json:"lowConfidence"`
 	// MemoryHeadroomPercent is the gpufrac memory headroom, percent.
@@ -299,6 +306,10 @@ type PolicyResult struct {
 	// GPUOverrunPodMinutes counts the pod-minutes of every tenant of those GPU-minutes:
 	// each of them is at risk of an out-of-memory crash.
 	GPUOverrunPodMinutes float64 `json:"gpuOverrunPodMinutes"`
+	// WarmUpGPUOverrunPodMinutes is the part of GPUOverrunPodMinutes of tenants whose
+	// allocation came from a recommendation on a history shorter than
+	// FullConfidenceHistory (as WarmUpOverrunMinutes).
+	WarmUpGPUOverrunPodMinutes float64 `json:"warmUpGPUOverrunPodMinutes"`
 	// ContentionPodMinutes counts pod-minutes on GPUs whose co-tenants' actual activity
 	// summed above 100 % of one GPU; ContentionShare is its share of PodMinutes.
 	ContentionPodMinutes float64 `json:"contentionPodMinutes"`
@@ -350,10 +361,12 @@ type runInfo struct {
 	peakMem    float64
 }
 
-// change is an allocation a pod got at a step (placement or replacement).
+// change is an allocation a pod got at a step (placement or replacement): alloc is what
+// it was packed by, limit the memory above which it is out of memory, bytes.
 type change struct {
 	step  int
 	alloc packing.Alloc
+	limit int64
 }
 
 // grant is what a pod holds: alloc is what the scheduler packs (the memory request and
@@ -386,7 +399,9 @@ type polState struct {
 	tokens   float64
 	memUtil  float64
 	cpuUtil  float64
-	steps    struct{ gpu, pod, podOver, warmOver, gpuOver, gpuOverPod, contention, cold int }
+	steps    struct {
+		gpu, pod, podOver, warmOver, gpuOver, gpuOverPod, warmGPUOverPod, contention, cold int
+	}
 }
 
 // evaluate charges step k of one policy against the actual usage.
@@ -402,7 +417,6 @@ func evaluate(ps *polState, tl *timeline, d *detail, pi, k int, capacity int64) 
 			m, c := tl.runs[i].at(k)
 			sm += m
 			sc += c
-			a := ps.applied[i].alloc.MemoryBytes
 			if m > float64(ps.applied[i].limit) {
 				ps.oomAt[i] = k
 				ps.steps.podOver++
@@ -414,7 +428,7 @@ func evaluate(ps *polState, tl *timeline, d *detail, pi, k int, capacity int64) 
 			if ps.cold[i] {
 				ps.steps.cold++
 			}
-			b := int((float64(a) - m + capF) / d.binBytes)
+			b := int((float64(ps.applied[i].limit) - m + capF) / d.binBytes)
 			d.headroom[pi][min(max(b, 0), len(d.headroom[pi])-1)]++
 		}
 		ps.steps.gpu++
@@ -427,6 +441,9 @@ func evaluate(ps *polState, tl *timeline, d *detail, pi, k int, capacity int64) 
 			for _, i := range g.Tenants {
 				if m, _ := tl.runs[i].at(k); m > float64(ps.applied[i].alloc.MemoryBytes) {
 					ps.oomAt[i] = k
+				}
+				if ps.partial[i] {
+					ps.steps.warmGPUOverPod++
 				}
 			}
 		}
@@ -549,13 +566,16 @@ func settings(o Options) Settings {
 		agg = history.DefaultMemoryAggregationInterval
 	}
 	u := o.Updater
-	var nvReq, nvLimit string
+	var nvReq, nvLimit, annReq string
 	if o.Backend == gpufracv1.BackendKAINVFractions {
 		nvReq, nvLimit = o.NVFractions.Request, o.NVFractions.Limit
+	} else {
+		annReq = o.Annotations.MemoryRequest
 	}
 	return Settings{
 		NVFractionsRequest:        nvReq,
 		NVFractionsLimit:          nvLimit,
+		AnnotationMemoryRequest:   annReq,
 		Step:                      o.Interval.String(),
 		WarmUp:                    o.WarmUp.String(),
 		Lookback:                  o.Lookback.String(),

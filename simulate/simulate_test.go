@@ -263,7 +263,7 @@ func TestUrgentGrowth(t *testing.T) {
 		t.Errorf("replacements %d overrun %v (%d pods), want 2, 1 (1)", g.Replacements, g.PodLimitOverrunMinutes, g.PodsWithOverrun)
 	}
 	ch := res.detail.changes[0][0]
-	if len(ch) != 3 || ch[1].step != 60 || ch[2].step != 71 || ch[2].alloc.MemoryBytes < 30*gib*115/100 {
+	if len(ch) != 3 || ch[1].step != 60 || ch[2].step != 71 || ch[2].limit < 30*gib*115/100 {
 		t.Errorf("allocation changes %+v: want whole GPU at 0, a fraction at 60, ≥ 34.5 GiB at 71", ch)
 	}
 
@@ -305,7 +305,7 @@ func TestNearLimitGrowth(t *testing.T) {
 	}
 	g := res.Policies[0]
 	ch := res.detail.changes[0][0]
-	if g.PodLimitOverrunMinutes != 0 || len(ch) < 3 || ch[2].step != 181 || float64(ch[2].alloc.MemoryBytes) < 24.6*float64(gib) {
+	if g.PodLimitOverrunMinutes != 0 || len(ch) < 3 || ch[2].step != 181 || float64(ch[2].limit) < 24.6*float64(gib) {
 		t.Errorf("overrun %v pod-minutes, allocation changes %+v: want no overrun, whole GPU at 0, a fraction at 60, ≥ 24.6 GiB at 181 (the first cycle that sees 21.8 GiB)", g.PodLimitOverrunMinutes, ch)
 	}
 }
