@@ -269,7 +269,7 @@ func heldCompute(pods []*corev1.Pod, allocs map[types.UID]PodAllocation) []gpufr
 	for name, m := range most {
 		out = append(out, gpufracv1.ContainerAllocation{ContainerName: name, Compute: resource.NewMilliQuantity(m, resource.DecimalSI)})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ContainerName < out[j].ContainerName })
+	sortAllocs(out)
 	return out
 }
 

@@ -214,7 +214,7 @@ func raiseFloor(existing *gpufracv1.UpdaterFloor, prev []gpufracv1.ContainerAllo
 	for _, c := range prev {
 		add(c)
 	}
-	sort.Slice(f.Containers, func(i, j int) bool { return f.Containers[i].ContainerName < f.Containers[j].ContainerName })
+	sortAllocs(f.Containers)
 	f.Memory, f.Compute = sumAllocs(f.Containers)
 	return f
 }
@@ -268,8 +268,13 @@ func allocationOf(a PodAllocation) []gpufracv1.ContainerAllocation {
 		}
 		out = append(out, ca)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ContainerName < out[j].ContainerName })
+	sortAllocs(out)
 	return out
+}
+
+// sortAllocs orders container allocations by container name, as the status lists them.
+func sortAllocs(cs []gpufracv1.ContainerAllocation) {
+	sort.Slice(cs, func(i, j int) bool { return cs[i].ContainerName < cs[j].ContainerName })
 }
 
 // recordShrink starts (or extends) the verification of a shrink of a pod with

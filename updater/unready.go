@@ -3,7 +3,8 @@ package updater
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -178,12 +179,8 @@ func (u *Updater) deadlock(p *plan, pending []*candidate) {
 		u.forget(gfa, "deadlock")
 		return
 	}
-	sort.Strings(names)
-	var rs []string
-	for r := range reasons {
-		rs = append(rs, r)
-	}
-	sort.Strings(rs)
+	slices.Sort(names)
+	rs := slices.Sorted(maps.Keys(reasons))
 	msg := fmt.Sprintf("deadlock: %d out-of-date pod(s) are not Ready and cannot be replaced, because the disruption budget counts them as unavailable (%s): %s. They serve nothing, so nothing recovers: annotate the autoscaler %s=true to let the updater delete not-Ready pods so that they are replaced with the recommendation (one at a time, bounded backoff)",
 		len(names), strings.Join(rs, ", "), strings.Join(names, ", "), AnnotationReplaceUnready)
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: ConditionReplacementDeadlock, Status: metav1.ConditionTrue,
