@@ -32,8 +32,12 @@ type Config struct {
 	// MemoryNoise is the relative memory change (ratio) below which a new target does
 	// not replace the written one. Default 0.02.
 	MemoryNoise float64
-	// ComputeNoise is the absolute compute change (share of one GPU) below which a new
-	// target does not replace the written one. Default 0.01 (one histogram bucket).
+	// ComputeNoise is the absolute compute change (share of one GPU) up to which a new
+	// target does not replace the written one; one milli-GPU more is allowed for the
+	// target's rounding up to a milli quantity. Default: one compute histogram bucket
+	// (history.ComputeBuckets, 0.01) as the target sees it, scaled by the estimator's
+	// compute margin (1 + 0.15 by default: 0.0115), so a percentile that moves by one
+	// bucket and back does not rewrite the status every cycle.
 	ComputeNoise float64
 	// BoundsNoise is the relative change of a lowerBound or upperBound below which the
 	// written one is kept. Default 0.1: bounds move with confidence every cycle while
@@ -53,13 +57,13 @@ func (c Config) WithDefaults() Config {
 	if c.MemoryNoise <= 0 {
 		c.MemoryNoise = 0.02
 	}
-	if c.ComputeNoise <= 0 {
-		c.ComputeNoise = 0.01
-	}
 	if c.BoundsNoise <= 0 {
 		c.BoundsNoise = 0.1
 	}
 	c.Estimator = c.Estimator.WithDefaults()
+	if c.ComputeNoise <= 0 {
+		c.ComputeNoise = computeBucket * (1 + c.Estimator.ComputeMargin)
+	}
 	if c.Estimator.YoungConfidence == 0 {
 		// Young workloads earn their confidence from evidence up to the threshold
 		// under which the recommendation is not applied (estimate.Config.YoungConfidence).
@@ -118,6 +122,15 @@ func (c Config) Recommend(model *history.Model, w history.WorkloadKey, spec *gpu
 	return recs, off, len(names)
 }
 
+// computeBucket is the width of one compute histogram bucket, share of one GPU
+// (history.ComputeBuckets, linear: 0.01).
+var computeBucket = history.ComputeBuckets.GetBucketStart(1) - history.ComputeBuckets.GetBucketStart(0)
+
+// computeNear reports whether two compute targets (shares of one GPU) are within noise:
+// at most ComputeNoise apart, plus one milli-GPU for the rounding up to a milli quantity
+// (policy.ComputeQuantity) and float error.
+func (c Config) computeNear(x, y float64) bool { return math.Abs(x-y) <= c.ComputeNoise+0.001+1e-9 }
+
 // needNear reports whether two uncapped needs are within the target noise (MemoryNoise
 // relative, ComputeNoise absolute).
 func needNear(a, b gpufracv1.GPUResources, c Config) bool {
@@ -128,7 +141,7 @@ func needNear(a, b gpufracv1.GPUResources, c Config) bool {
 		return x == nil || tol(x.AsApproximateFloat64(), y.AsApproximateFloat64())
 	}
 	return q(a.Memory, b.Memory, func(x, y float64) bool { return math.Abs(x-y) <= c.MemoryNoise*math.Max(x, y) }) &&
-		q(a.Compute, b.Compute, func(x, y float64) bool { return math.Abs(x-y) < c.ComputeNoise+1e-9 })
+		q(a.Compute, b.Compute, c.computeNear)
 }
 
 // withinNoise reports whether a new recommendation is close enough to the written one to
@@ -148,8 +161,7 @@ func withinNoise(old, cur *gpufracv1.ContainerRecommendation, c Config) bool {
 	relative := func(r float64) func(x, y float64) bool {
 		return func(x, y float64) bool { return math.Abs(x-y) <= r*math.Max(x, y) }
 	}
-	cpu := func(x, y float64) bool { return math.Abs(x-y) < c.ComputeNoise+1e-9 }
-	if !near(old.Target.Memory, cur.Target.Memory, relative(c.MemoryNoise)) || !near(old.Target.Compute, cur.Target.Compute, cpu) {
+	if !near(old.Target.Memory, cur.Target.Memory, relative(c.MemoryNoise)) || !near(old.Target.Compute, cur.Target.Compute, c.computeNear) {
 		return false
 	}
 	for _, p := range [][2]gpufracv1.GPUResources{{old.LowerBound, cur.LowerBound}, {old.UpperBound, cur.UpperBound}} {

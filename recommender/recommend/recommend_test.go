@@ -15,7 +15,8 @@ import (
 func q(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
 
 // A new recommendation replaces the written one only past the noise: memory 2 %
-// relative, compute 0.01 absolute, bounds 10 % relative, and any change of sharing mode.
+// relative, compute one histogram bucket after the 15 % margin (11.5m, plus a milli of
+// rounding), bounds 10 % relative, and any change of sharing mode.
 func TestWithinNoise(t *testing.T) {
 	c := Config{}.WithDefaults()
 	base := func() *gpufracv1.ContainerRecommendation {
@@ -32,6 +33,10 @@ func TestWithinNoise(t *testing.T) {
 		{"memory +1.5%", func(r *gpufracv1.ContainerRecommendation) { r.Target.Memory = q("10150Mi") }, true},
 		{"memory +3%", func(r *gpufracv1.ContainerRecommendation) { r.Target.Memory = q("10300Mi") }, false},
 		{"compute +5m", func(r *gpufracv1.ContainerRecommendation) { r.Target.Compute = q("305m") }, true},
+		{"compute +10m (one bucket)", func(r *gpufracv1.ContainerRecommendation) { r.Target.Compute = q("310m") }, true},
+		{"compute +12m (one bucket after the margin, rounded up)", func(r *gpufracv1.ContainerRecommendation) { r.Target.Compute = q("312m") }, true},
+		{"compute -12m", func(r *gpufracv1.ContainerRecommendation) { r.Target.Compute = q("288m") }, true},
+		{"compute +14m", func(r *gpufracv1.ContainerRecommendation) { r.Target.Compute = q("314m") }, false},
 		{"compute +20m", func(r *gpufracv1.ContainerRecommendation) { r.Target.Compute = q("320m") }, false},
 		{"upper bound -8%", func(r *gpufracv1.ContainerRecommendation) { r.UpperBound.Memory = q("18400Mi") }, true},
 		{"upper bound -15%", func(r *gpufracv1.ContainerRecommendation) { r.UpperBound.Memory = q("17000Mi") }, false},
