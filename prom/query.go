@@ -269,69 +269,88 @@ func typeError(typ string) error {
 func readValue(iter *jsoniter.Iterator, typ string) model.Value {
 	switch typ {
 	case "vector":
-		vec := model.Vector{}
-		for iter.ReadArray() {
-			s := &model.Sample{}
-			for field := iter.ReadObject(); field != "" && iter.Error == nil; field = iter.ReadObject() {
-				switch field {
-				case "metric":
-					s.Metric = readMetric(iter)
-				case "value":
-					s.Timestamp, s.Value = readPair(iter)
-				case "histogram":
-					var h model.SampleHistogramPair
-					iter.ReadVal(&h) // client_golang's decoder (registered with json-iterator)
-					s.Timestamp, s.Histogram = h.Timestamp, h.Histogram
-				default:
-					iter.ReportError("decode prometheus vector", "unexpected key: "+field)
-				}
-			}
-			vec = append(vec, s)
-		}
-		return vec
+		return readVector(iter)
 	case "matrix":
-		m := model.Matrix{}
-		// The series of a range answer mostly hold the same points: each one's values
-		// start at the length of the one before, not growing by doubling (half the
-		// decoded samples' memory is otherwise spare capacity or garbage).
-		points := 0
-		for iter.ReadArray() {
-			s := &model.SampleStream{}
-			for field := iter.ReadObject(); field != "" && iter.Error == nil; field = iter.ReadObject() {
-				switch field {
-				case "metric":
-					s.Metric = readMetric(iter)
-				case "values":
-					if points > 0 {
-						s.Values = make([]model.SamplePair, 0, points)
-					}
-					for iter.ReadArray() {
-						t, v := readPair(iter)
-						s.Values = append(s.Values, model.SamplePair{Timestamp: t, Value: v})
-					}
-					if len(s.Values) == 0 {
-						s.Values = nil // as client_golang: no values, no slice
-					}
-				case "histograms":
-					for iter.ReadArray() {
-						var h model.SampleHistogramPair
-						iter.ReadVal(&h)
-						s.Histograms = append(s.Histograms, h)
-					}
-				default:
-					iter.ReportError("decode prometheus matrix", "unexpected key: "+field)
-				}
-			}
-			points = len(s.Values)
-			m = append(m, s)
-		}
-		return m
+		return readMatrix(iter)
 	case "scalar":
 		t, v := readPair(iter)
 		return &model.Scalar{Timestamp: t, Value: v}
 	}
 	iter.Skip()
 	return nil
+}
+
+// readVector reads an instant vector's samples, as model.Sample's decoder does.
+func readVector(iter *jsoniter.Iterator) model.Vector {
+	vec := model.Vector{}
+	for iter.ReadArray() {
+		s := &model.Sample{}
+		for field := iter.ReadObject(); field != "" && iter.Error == nil; field = iter.ReadObject() {
+			switch field {
+			case "metric":
+				s.Metric = readMetric(iter)
+			case "value":
+				s.Timestamp, s.Value = readPair(iter)
+			case "histogram":
+				var h model.SampleHistogramPair
+				iter.ReadVal(&h) // client_golang's decoder (registered with json-iterator)
+				s.Timestamp, s.Histogram = h.Timestamp, h.Histogram
+			default:
+				iter.ReportError("decode prometheus vector", "unexpected key: "+field)
+			}
+		}
+		vec = append(vec, s)
+	}
+	return vec
+}
+
+// readMatrix reads a range answer's series, as model.SampleStream's decoder does. The
+// series of a range answer mostly hold the same points: each one's values start at the
+// length of the one before, not growing by doubling (half the decoded samples' memory
+// is otherwise spare capacity or garbage).
+func readMatrix(iter *jsoniter.Iterator) model.Matrix {
+	m := model.Matrix{}
+	points := 0
+	for iter.ReadArray() {
+		s := &model.SampleStream{}
+		for field := iter.ReadObject(); field != "" && iter.Error == nil; field = iter.ReadObject() {
+			switch field {
+			case "metric":
+				s.Metric = readMetric(iter)
+			case "values":
+				s.Values = readPairs(iter, points)
+			case "histograms":
+				for iter.ReadArray() {
+					var h model.SampleHistogramPair
+					iter.ReadVal(&h)
+					s.Histograms = append(s.Histograms, h)
+				}
+			default:
+				iter.ReportError("decode prometheus matrix", "unexpected key: "+field)
+			}
+		}
+		points = len(s.Values)
+		m = append(m, s)
+	}
+	return m
+}
+
+// readPairs reads a series' [timestamp, "value"] points into a slice of capacity
+// points (the series before's length; 0: grown as read); no points, no slice, as
+// client_golang.
+func readPairs(iter *jsoniter.Iterator, points int) []model.SamplePair {
+	var out []model.SamplePair
+	if points > 0 {
+		out = make([]model.SamplePair, 0, points)
+	}
+	for iter.ReadArray() {
+		t, v := readPair(iter)
+		out = append(out, model.SamplePair{Timestamp: t, Value: v})
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // readMetric reads a series' labels.
