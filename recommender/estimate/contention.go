@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"gonum.org/v1/gonum/floats"
 	vpautil "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/util"
 
 	"github.com/gpufrac/gpufrac/recommender/history"
@@ -69,16 +70,15 @@ func (c Config) ContentionSpace() float64 {
 // history.ComputeBuckets) are w, each bucket at its upper edge, as a log-sum-exp so
 // that a large s does not overflow.
 func logMGF(w map[int]uint32, s float64) float64 {
-	top := math.Inf(-1)
-	for b := range w {
-		top = math.Max(top, s*bucketEdge(b))
-	}
-	var sum, total float64
-	for b, wt := range w {
-		sum += float64(wt) * math.Exp(s*bucketEdge(b)-top)
+	var total float64
+	for _, wt := range w {
 		total += float64(wt)
 	}
-	return top + math.Log(sum/total)
+	terms := make([]float64, 0, len(w))
+	for b, wt := range w {
+		terms = append(terms, s*bucketEdge(b)+math.Log(float64(wt)/total))
+	}
+	return floats.LogSumExp(terms)
 }
 
 // bucketEdge is the upper edge of compute bucket b, the value Percentile returns for
@@ -138,28 +138,22 @@ func (c Config) TimeOfDayComputeRequest(st *history.ContainerState) float64 {
 		}
 	}
 	best := math.Inf(-1)
+	window := make([]float64, 0, hours)
 	for start := range history.HoursPerDay {
 		var covered time.Duration
-		top, n := math.Inf(-1), 0
+		window = window[:0]
 		for j := range hours {
 			h := (start + j) % history.HoursPerDay
 			if !math.IsInf(lm[h], -1) {
 				covered += st.HourCoverage(h)
-				top = math.Max(top, lm[h])
-				n++
+				window = append(window, lm[h])
 			}
 		}
-		if n == 0 || covered < MinWindowCoverage {
+		if len(window) == 0 || covered < MinWindowCoverage {
 			continue
 		}
 		// ln of the mean of e^{lm} over the window's hours with samples.
-		var sum float64
-		for j := range hours {
-			if h := (start + j) % history.HoursPerDay; !math.IsInf(lm[h], -1) {
-				sum += math.Exp(lm[h] - top)
-			}
-		}
-		best = math.Max(best, top+math.Log(sum/float64(n)))
+		best = math.Max(best, floats.LogSumExp(window)-math.Log(float64(len(window))))
 	}
 	if math.IsInf(best, -1) {
 		return whole
