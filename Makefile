@@ -31,7 +31,7 @@ CONTAINER_ENGINE ?= docker
 IMAGES           := recommender admission updater agent gpufrac
 TEST_FLAGS ?= -timeout 40m
 
-.PHONY: help deps build generate verify-generated tools test verify unit e2e vet staticcheck bench bench-sim bench-scale bench-webhook fuzz chart-rules chart-lint rules-test images install-plugin demo demo-down cluster-up cluster-down clean clean-tools
+.PHONY: help deps build generate verify-generated tools test verify unit e2e vet staticcheck bench bench-sim bench-scale bench-webhook fuzz history-rules chart-rules chart-lint rules-test images install-plugin demo demo-down cluster-up cluster-down clean clean-tools
 
 help: ## Show this help.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -68,6 +68,10 @@ $(BIN)/staticcheck:
 
 $(BIN)/helm: tools/helm/go.mod tools/helm/go.sum
 	cd tools/helm && $(GO) build -trimpath -ldflags '$(HELM_LDFLAGS)' -o $(BIN)/helm helm.sh/helm/v3/cmd/helm
+
+history-rules: ## Write the gpufrac-history recording rules (recommender/metrics.HistoryRules) into rules/gpufrac.rules.yaml and the chart.
+	$(GO) run ./hack/historyrules
+	$(MAKE) chart-rules
 
 chart-rules: ## Copy rules/gpufrac.rules.yaml into the chart.
 	cp rules/gpufrac.rules.yaml $(CHART)/files/gpufrac.rules.yaml

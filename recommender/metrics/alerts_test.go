@@ -22,18 +22,7 @@ var quietDropReasons = map[string]string{
 // package) is selected by an alert of rules/gpufrac.rules.yaml, as PromQL matches it,
 // unless it is listed as quiet; and a reason added later falls into one too.
 func TestEveryDropReasonHasAnAlert(t *testing.T) {
-	raw, err := os.ReadFile("../../rules/gpufrac.rules.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var file struct {
-		Groups []struct {
-			Rules []struct{ Alert, Expr string }
-		}
-	}
-	if err := yaml.Unmarshal(raw, &file); err != nil {
-		t.Fatal(err)
-	}
+	file := readRuleFile(t)
 	alerts := map[string][]string{} // reason → alerts selecting it
 	reasons := append(dropReasons(t), "reason_added_later")
 	for _, g := range file.Groups {
@@ -91,4 +80,29 @@ func dropReasons(t *testing.T) []string {
 		t.Fatalf("found %d drop reasons: %v", len(out), out)
 	}
 	return out
+}
+
+// ruleFile is rules/gpufrac.rules.yaml as the tests read it.
+type ruleFile struct {
+	Groups []struct {
+		Name, Interval string
+		Rules          []struct {
+			Alert, Record, Expr string
+			Labels              map[string]string
+		}
+	}
+}
+
+// readRuleFile parses rules/gpufrac.rules.yaml.
+func readRuleFile(t *testing.T) ruleFile {
+	t.Helper()
+	raw, err := os.ReadFile("../../rules/gpufrac.rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file ruleFile
+	if err := yaml.Unmarshal(raw, &file); err != nil {
+		t.Fatal(err)
+	}
+	return file
 }

@@ -368,17 +368,20 @@ func (g gauges) Fields(signal Signal) []Field {
 }
 
 func (g gauges) MemoryPeakQuery(sel Selector, window time.Duration) string {
-	var parts []string
-	for _, f := range g.memory {
-		parts = append(parts, fmt.Sprintf(`label_replace(%s, %q, %q, "", "")`, f.query(sel, "max_over_time", window), SourceLabel, f.Metric))
-	}
-	return strings.Join(parts, sel.orOn())
+	return preferred(g.memory, sel, "max_over_time", window)
 }
 
 func (g gauges) ComputeQuery(sel Selector, window time.Duration) string {
+	return preferred(g.compute, sel, "avg_over_time", window)
+}
+
+// preferred renders fn over each field's valid samples in the window (Field.query),
+// labelled with SourceLabel, joined in the fields' order of preference: per container
+// and device, the first field that has a value.
+func preferred(fields []Field, sel Selector, fn string, window time.Duration) string {
 	var parts []string
-	for _, f := range g.compute {
-		parts = append(parts, fmt.Sprintf(`label_replace(%s, %q, %q, "", "")`, f.query(sel, "avg_over_time", window), SourceLabel, f.Metric))
+	for _, f := range fields {
+		parts = append(parts, fmt.Sprintf(`label_replace(%s, %q, %q, "", "")`, f.query(sel, fn, window), SourceLabel, f.Metric))
 	}
 	return strings.Join(parts, sel.orOn())
 }

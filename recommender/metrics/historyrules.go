@@ -1,0 +1,91 @@
+package metrics
+
+import (
+	"fmt"
+	"time"
+)
+
+// Recording rules that pre-aggregate what a history bootstrap reads (the gpufrac-history
+// group of rules/gpufrac.rules.yaml, written by hack/historyrules from HistoryRules;
+// TestHistoryRulesFile fails when the file differs).
+// Each keeps the labels the reader's own queries return: namespace, pod, container, the
+// source's device labels (Source.DeviceLabels) and SourceLabel, the published metric the
+// value came from; values are in bytes, or a ratio 0–1 of the device as published (a MIG
+// instance-relative field stays a ratio of the instance: the reader converts it with the
+// instance profile, as for raw series).
+const (
+	// HistoryMemoryMax1m is the peak GPU memory (bytes) over the minute ending at each
+	// evaluation: Source.MemoryPeakQuery over HistoryRuleInterval, impossible samples
+	// dropped.
+	HistoryMemoryMax1m = "gpufrac:pod_device_gpu_memory_used:max_1m"
+	// HistoryMemoryMin1m is the least GPU memory (bytes) over the same minute: with the
+	// peak, it says whether the series stayed flat (FlatQuery, stale series).
+	HistoryMemoryMin1m = "gpufrac:pod_device_gpu_memory_used:min_1m"
+	// HistoryCompute1m is the mean GPU activity (ratio 0–1) over the minute ending at
+	// each evaluation: Source.ComputeQuery over HistoryRuleInterval, one compute sample of
+	// the recommender's model at its default --interval.
+	HistoryCompute1m = "gpufrac:pod_device_gpu_compute:avg_1m"
+	// HistoryMemoryMax1h is the peak GPU memory (bytes) of the HistoryPeakInterval ending
+	// at the group's first evaluation of each hour: the maximum of the 60 HistoryMemoryMax1m
+	// values ending there, one sample per hour (the memory histogram's one sample).
+	HistoryMemoryMax1h = "gpufrac:pod_device_gpu_memory_used:max_1h"
+	// HistoryMemoryMin1h is the least GPU memory (bytes) of the same hour.
+	HistoryMemoryMin1h = "gpufrac:pod_device_gpu_memory_used:min_1h"
+)
+
+// HistoryRuleInterval is the evaluation interval of the gpufrac-history group: 1 minute,
+// the recommender's default cycle interval and compute step (recommender.Config.Interval),
+// the finest compute window its model takes one sample of.
+const HistoryRuleInterval = time.Minute
+
+// HistoryPeakInterval is the window of the hourly recordings: 1 hour, the default memory
+// aggregation interval (history.DefaultMemoryAggregationInterval), the window the memory
+// histogram takes one peak of.
+const HistoryPeakInterval = time.Hour
+
+// HistorySourceLabel is the label each minute recording carries with its Source's name
+// (Source.Name: dcgm, hami, kai, agent), as the normalised gpufrac:*_by_source series do;
+// the hourly recordings keep it.
+const HistorySourceLabel = "source"
+
+// HistoryRule is one recording rule: the series name it records and its PromQL.
+type HistoryRule struct {
+	// Record is the recorded series name (the History* constants).
+	Record string
+	// Source is the name of the Source the rule reads, the HistorySourceLabel value it
+	// records ("" for the hourly rules, over every source's minute recordings).
+	Source string
+	// Expr is the rule's PromQL.
+	Expr string
+}
+
+// HistoryRules returns the gpufrac-history recording rules, for every known source
+// (Sources) over every namespace: per minute, the memory peak, the memory minimum and the
+// compute mean, each the expression the reader evaluates for a HistoryRuleInterval
+// window (same fields and preference, same filtering of impossible samples, same
+// exported_* relabelling, same grouping by device); and, per hour, the peak and minimum
+// of the minute recordings.
+//
+// The hourly rules take the HistoryRuleInterval recordings of the last
+// HistoryPeakInterval − HistoryRuleInterval/2: exactly 60 of them whether the backend's
+// ranges are closed at the start (Prometheus 2) or open (Prometheus 3), so consecutive
+// hours tile the minute windows without overlap. They are kept at one evaluation per
+// hour: the one where minute() is 0, the group's first of the hour.
+func HistoryRules() []HistoryRule {
+	var out []HistoryRule
+	for _, src := range Sources {
+		sel := Selector{Labels: DefaultLabels, Device: src.DeviceLabels(), AllNamespaces: true}
+		out = append(out,
+			HistoryRule{Record: HistoryMemoryMax1m, Source: src.Name(), Expr: src.MemoryPeakQuery(sel, HistoryRuleInterval)},
+			HistoryRule{Record: HistoryMemoryMin1m, Source: src.Name(), Expr: preferred(src.Fields(SignalMemory), sel, "min_over_time", HistoryRuleInterval)},
+			HistoryRule{Record: HistoryCompute1m, Source: src.Name(), Expr: src.ComputeQuery(sel, HistoryRuleInterval)},
+		)
+	}
+	hour := func(fn, minute string) string {
+		return fmt.Sprintf("%s(%s[%s]) and on () (minute() == 0)", fn, minute, promDuration(HistoryPeakInterval-HistoryRuleInterval/2))
+	}
+	return append(out,
+		HistoryRule{Record: HistoryMemoryMax1h, Expr: hour("max_over_time", HistoryMemoryMax1m)},
+		HistoryRule{Record: HistoryMemoryMin1h, Expr: hour("min_over_time", HistoryMemoryMin1m)},
+	)
+}
