@@ -31,7 +31,7 @@ CONTAINER_ENGINE ?= docker
 IMAGES           := recommender admission updater agent gpufrac
 TEST_FLAGS ?= -timeout 40m
 
-.PHONY: help deps build generate verify-generated tools test verify unit e2e vet staticcheck bench bench-sim bench-scale bench-webhook fuzz history-rules chart-rules chart-lint rules-test images install-plugin demo demo-down cluster-up cluster-down clean clean-tools
+.PHONY: help deps build generate verify-generated tools test verify unit e2e vet staticcheck bench bench-sim bench-scale bench-rules bench-webhook fuzz history-rules chart-rules chart-lint rules-test images install-plugin demo demo-down cluster-up cluster-down clean clean-tools
 
 help: ## Show this help.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -135,6 +135,9 @@ bench: ## Go benchmarks (figures go to docs/benchmarks.md).
 # Not part of make test: minutes to tens of minutes of the whole machine.
 bench-scale: tools build ## The recommender at scale on the local cluster (default 10,000 pods, 2,000 autoscalers, 8 days; PODS= WORKLOADS= DAYS= SHARDS=2 ...; docs/benchmarks.md).
 	$(GO) run ./hack/benchscale
+
+bench-rules: ## Bootstrap reads of raw series against the gpufrac-history recordings on a real Prometheus (PODS= DAYS=; docs/benchmarks.md).
+	$(GO) run ./hack/benchrules
 
 bench-sim: ## What-if simulation on the GenTD26 trace: docs/benchmarks/simulation.md and its plots.
 	$(GO) run ./cmd/gpufrac simulate --input ../shared/data/gentd26 --format gentd26 \
