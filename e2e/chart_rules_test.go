@@ -122,13 +122,15 @@ func TestChartRules(t *testing.T) {
 
 	// The PrometheusRule the chart renders holds valid rules; alerts of disabled
 	// components are left out.
+	// The gpufrac-history group only with historyRecordings (all-on sets it).
 	for _, c := range []struct {
-		values string
-		set    []string
-		absent []string
+		values  string
+		set     []string
+		absent  []string
+		history bool
 	}{
-		{"all-on", nil, nil},
-		{"simulate", []string{"updater.enabled=false"}, []string{"GPUFracUpdaterDown", "GPUFracUpdaterBlocked", "GPUFracMetricSamplesDropped"}},
+		{"all-on", nil, nil, true},
+		{"simulate", []string{"updater.enabled=false"}, []string{"GPUFracUpdaterDown", "GPUFracUpdaterBlocked", "GPUFracMetricSamplesDropped"}, false},
 	} {
 		var spec []byte
 		for _, o := range chartObjects(t, chartTemplate(t, "rules", "monitoring", c.values, c.set...)) {
@@ -147,6 +149,9 @@ func TestChartRules(t *testing.T) {
 		}
 		if out, err := chartExec(nil, promtool, "check", "rules", f); err != nil {
 			t.Errorf("rendered PrometheusRule (%s): %v\n%s", c.values, err, out)
+		}
+		if got := bytes.Contains(spec, []byte("name: gpufrac-history\n")); got != c.history {
+			t.Errorf("%s: gpufrac-history group rendered %v, want %v", c.values, got, c.history)
 		}
 		for _, a := range c.absent {
 			if bytes.Contains(spec, []byte("alert: "+a+"\n")) {
