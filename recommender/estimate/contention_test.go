@@ -121,9 +121,16 @@ func TestEstimateSetsComputeRequest(t *testing.T) {
 	m := history.NewModel(history.Options{})
 	w := history.WorkloadKey{Namespace: "ns", Kind: "Deployment", Name: "web"}
 	feed(m, w, "p1", t0, 2*time.Hour, 10*gib, 0.25)
-	e, ok := Config{}.Estimate(m.Container(history.ContainerKey{WorkloadKey: w, Container: "main"}), 0.15, t0.Add(2*time.Hour))
-	if !ok || math.Abs(e.ComputeRequest-edge(0.25)) > 1e-9 {
-		t.Fatalf("steady 0.25: ComputeRequest %.4f (ok %v), want %.4f", e.ComputeRequest, ok, edge(0.25))
+	st := m.Container(history.ContainerKey{WorkloadKey: w, Container: "main"})
+	e, ok := Config{}.Estimate(st, 0.15, t0.Add(2*time.Hour))
+	if want := edge(0.25) + DefaultContentionTenantReserve; !ok || math.Abs(e.ComputeRequest-want) > 1e-9 {
+		t.Fatalf("steady 0.25: ComputeRequest %.4f (ok %v), want its level plus the tenant reserve %.4f", e.ComputeRequest, ok, want)
+	}
+	if e, _ := (Config{ContentionTenantReserve: -1}).Estimate(st, 0.15, t0.Add(2*time.Hour)); math.Abs(e.ComputeRequest-edge(0.25)) > 1e-9 {
+		t.Errorf("reserve off: ComputeRequest %.4f, want the level %.4f", e.ComputeRequest, edge(0.25))
+	}
+	if e, _ := (Config{ContentionBudget: -1}).Estimate(st, 0.15, t0.Add(2*time.Hour)); e.ComputeRequest != 0 {
+		t.Errorf("budget off: ComputeRequest %.4f, want 0 (no reserve without a request)", e.ComputeRequest)
 	}
 }
 

@@ -203,10 +203,13 @@ func (l limits) cap(r estimate.Resources) estimate.Resources {
 }
 
 // fitMemory applies the packing-aware size: the memory target is rounded down to a
-// whole share of the GPU when the peak leaves room, never under the minimum.
+// whole share of the GPU when the peak, with the young margin and the memory spread,
+// leaves room, never under the minimum.
 func (c Config) fitMemory(b *sizes, est estimate.Estimate, lim limits) {
-	// A young workload's share must hold its peak with the young margin too.
-	b.target.MemoryBytes = math.Max(lim.memMin, FitShare(b.target.MemoryBytes, est.RecentPeakBytes*(1+est.YoungMargin), c.FitMemoryHeadroomBytes, c.FitNearLimit, c.GPUMemoryBytes))
+	// A young workload's share must hold its peak with the young margin too, and a
+	// spiky one its peak plus its own spread (estimate.Estimate.MemorySpread).
+	peak := est.RecentPeakBytes * (1 + est.YoungMargin) * (1 + est.MemorySpread)
+	b.target.MemoryBytes = math.Max(lim.memMin, FitShare(b.target.MemoryBytes, peak, c.FitMemoryHeadroomBytes, c.FitNearLimit, c.GPUMemoryBytes))
 	b.lower.MemoryBytes = math.Min(b.lower.MemoryBytes, b.target.MemoryBytes)
 	if est.YoungMargin > 0 {
 		// A young pod is replaced for a smaller allowance only when that moves it

@@ -276,3 +276,25 @@ func TestComputeRequestOnlyForTimeSlicing(t *testing.T) {
 		}
 	}
 }
+
+// TestFitWithMemorySpread: packing-aware sizing rounds a target down to a share of the
+// GPU only when the recent peak plus its spread (estimate.Estimate.MemorySpread) still
+// fits the share with --fit-memory-headroom to spare: a spiky workload is not rounded
+// down to the edge of its next spike.
+func TestFitWithMemorySpread(t *testing.T) {
+	c := Config{GPUMemoryBytes: 80 * gib}
+	for _, tc := range []struct {
+		spread, want float64 // want: memory target, bytes
+	}{
+		{0, 40 * gib},    // 36Gi + 2Gi fits half of 80Gi: rounded down from 42Gi
+		{0.05, 40 * gib}, // 37.8Gi + 2Gi fits half
+		{0.1, 42 * gib},  // 39.6Gi + 2Gi does not: the target stays
+	} {
+		e := est(42*gib, 0.2, 0.05, 0.3)
+		e.RecentPeakBytes, e.MemorySpread = 36*gib, tc.spread
+		r := c.Recommend("main", e, nil, nil, gpufracv1.GuardrailNone)
+		if got, want := r.Target.Memory.Value()>>20, int64(tc.want)>>20; got != want {
+			t.Errorf("spread %v: target %d MiB, want %d MiB", tc.spread, got, want)
+		}
+	}
+}

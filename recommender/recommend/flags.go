@@ -39,7 +39,9 @@ func (f *Flags) AddFlags(fs FlagSet, c *Config) {
 	fs.Float64Var(&c.Estimator.ComputeMargin, "compute-margin", estimate.DefaultComputeMargin, "Safety margin on compute, ratio (VPA's).")
 	fs.Float64Var(&c.Estimator.ContentionBudget, "contention-budget", estimate.DefaultContentionBudget, "Probability, ratio 0–1 (exclusive), that time-sliced co-tenants whose computeRequests sum to at most one GPU ask together for more than 1 + --contention-slowdown GPUs in one cycle; sizes each TimeSlicing container's computeRequest (its effective compute, docs/recommender.md). Negative: no computeRequest.")
 	fs.Float64Var(&c.Estimator.ContentionSlowdown, "contention-slowdown", estimate.DefaultContentionSlowdown, "Overload, ratio of one GPU (positive), that --contention-budget bounds: co-tenants asking for 1 + this many GPUs run that much slower under time-slicing.")
+	fs.Float64Var(&c.Estimator.ContentionTenantReserve, "contention-tenant-reserve", estimate.DefaultContentionTenantReserve, "Share of one GPU (0–1) each TimeSlicing container's computeRequest adds to its effective compute, so N co-tenants keep the --contention-budget bound at an overload of --contention-slowdown minus N times this (docs/recommender.md). Negative: none.")
 	fs.DurationVar(&c.Estimator.ContentionWindow, "contention-window", estimate.DefaultContentionWindow, "Width, whole hours 1h–24h, of the windows of the day (UTC) on which the --contention-budget bound is conditioned: a computeRequest is the container's effective compute in its busiest window, so co-tenants whose loads peak in the same hours keep the budget (docs/recommender.md). 24h (default): the whole day (loads assumed independent); 3h is the setting measured in docs/benchmarks/savings.md.")
+	fs.Float64Var(&c.Estimator.MemorySpreadFactor, "memory-spread-factor", 0, "The memory headroom is never below this many times the workload's spread (its highest per-interval memory peak over its median one, minus 1, at most 1), ratio; packing-aware sizing leaves that room above the peak too. 0 (default): off, the policy's headroom alone. 1.5 is the setting measured with pods packed by their observed peak (docs/recommender.md).")
 	fs.DurationVar(&c.History.MemoryAggregationInterval, "memory-aggregation-interval", history.DefaultMemoryAggregationInterval, "Interval whose per-pod peak is one memory sample.")
 	fs.DurationVar(&c.History.HalfLife, "half-life", history.DefaultHalfLife, "Decay half-life of the histograms (VPA's).")
 	fs.DurationVar(&c.History.PeakWindow, "memory-peak-window", history.DefaultPeakWindow, "Window of the recent memory peak the target never goes below (rare spikes stay in the target this long).")
@@ -63,6 +65,9 @@ func (f *Flags) Complete() error {
 	}
 	if s := c.Estimator.ContentionSlowdown; s <= 0 {
 		return fmt.Errorf("--contention-slowdown %v: want a positive ratio of one GPU", s)
+	}
+	if r := c.Estimator.ContentionTenantReserve; r >= 1 {
+		return fmt.Errorf("--contention-tenant-reserve %v: want a share of one GPU under 1, or a negative value for none", r)
 	}
 	if err := estimate.ValidateContentionWindow("contention-window", c.Estimator.ContentionWindow); err != nil {
 		return err
