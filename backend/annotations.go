@@ -118,8 +118,8 @@ type AnnotationsConfig struct {
 	ComputeKey string
 	// ContainerPrefix starts the per-container keys. Default gpufrac.io/container.
 	ContainerPrefix string
-	// MemoryRequest is AnnotationsMemoryRequestNone (default) or
-	// AnnotationsMemoryRequestObservedPeak.
+	// MemoryRequest is AnnotationsMemoryRequestObservedPeak (default) or
+	// AnnotationsMemoryRequestNone.
 	MemoryRequest string
 }
 
@@ -130,12 +130,15 @@ const (
 	// the recommendation's observed peak (plus overheads) when below the target, else the
 	// target (ObservedPeakRequestMiB). A scheduler that packs by it leaves the memory
 	// headroom as burst room up to the limit, gpufrac.io/gpu-memory, instead of
-	// reserving it. Opt-in: on the 4-day synthetic traces at 141 GiB the tenants it adds
-	// per GPU raise compute contention above issue 12's 1.5 % where it held
-	// (docs/benchmarks/savings.md, "Memory request on the annotations backend").
+	// reserving it. The default: on GenTD26 after 12 h it holds 1.17× the
+	// clairvoyant-memory bound at 80 GiB where placing by the limit holds 1.62×, with
+	// no pod or GPU over its memory after warm-up; the compute contention of the
+	// tenants it adds per GPU is held by the tenant reserve
+	// (estimate.DefaultContentionTenantReserve; docs/benchmarks/savings.md, "Memory
+	// request on the annotations backend" and "A reserve per tenant").
 	AnnotationsMemoryRequestObservedPeak = "observed-peak"
 	// AnnotationsMemoryRequestNone writes no memory request: pods are placed by the
-	// limit. The default.
+	// limit, which a scheduler then reserves whole.
 	AnnotationsMemoryRequestNone = "none"
 )
 
@@ -143,7 +146,7 @@ func (a *AnnotationsConfig) withDefaults() {
 	defaultString(&a.MemoryKey, gpufracv1.AnnotationGPUMemory)
 	defaultString(&a.ComputeKey, gpufracv1.AnnotationGPUCompute)
 	defaultString(&a.ContainerPrefix, gpufracv1.AnnotationContainerPrefix)
-	defaultString(&a.MemoryRequest, AnnotationsMemoryRequestNone)
+	defaultString(&a.MemoryRequest, AnnotationsMemoryRequestObservedPeak)
 }
 
 func (a AnnotationsConfig) validate() []error {
@@ -157,5 +160,5 @@ func (a *AnnotationsConfig) addFlags(fs *flag.FlagSet, d AnnotationsConfig) {
 	fs.StringVar(&a.MemoryKey, "annotation-memory-key", d.MemoryKey, "Pod total memory key of the annotations backend.")
 	fs.StringVar(&a.ComputeKey, "annotation-compute-key", d.ComputeKey, "Pod total compute key of the annotations backend.")
 	fs.StringVar(&a.ContainerPrefix, "annotation-container-prefix", d.ContainerPrefix, "Prefix of the per-container keys of the annotations backend.")
-	fs.StringVar(&a.MemoryRequest, "annotation-memory-request", d.MemoryRequest, "Memory request of the annotations backend, placement only (gpufrac.io/gpu-memory-request): none (not written; pods are placed by gpufrac.io/gpu-memory) or observed-peak (the recommendation's observed memory peak when below the target, else the target; gpufrac.io/gpu-memory stays the limit).")
+	fs.StringVar(&a.MemoryRequest, "annotation-memory-request", d.MemoryRequest, "Memory request of the annotations backend, placement only (gpufrac.io/gpu-memory-request): observed-peak (the default: the recommendation's observed memory peak when below the target, else the target; gpufrac.io/gpu-memory stays the limit) or none (not written; pods are placed by gpufrac.io/gpu-memory).")
 }

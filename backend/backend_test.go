@@ -388,8 +388,11 @@ func TestMPS(t *testing.T) {
 	}
 }
 
+// TestAnnotationsBackend: the limit and compute keys, pod totals and per container
+// (placed by the limit: --annotation-memory-request=none; the request is
+// TestAnnotationsMemoryRequest's).
 func TestAnnotationsBackend(t *testing.T) {
-	b := backend(t, Config{}, gpufracv1.BackendAnnotations)
+	b := backend(t, Config{Annotations: AnnotationsConfig{MemoryRequest: AnnotationsMemoryRequestNone}}, gpufracv1.BackendAnnotations)
 	long := strings.Repeat("y", 42)
 	p := podOf(gpuContainer("a", 1), gpuContainer("b", 1), gpuContainer(long, 1))
 	w, err := b.Apply(p, []*Target{target("a", 0, 1024, 250), target("b", 1, 2049, 100), target(long, 2, 0, 50)})
@@ -425,10 +428,13 @@ func TestAnnotationsBackend(t *testing.T) {
 // memory request where it is below the target, else the target; the memory key stays
 // the target (the limit), which is what Read returns and what Apply records as written.
 // A container name too long for the request key (35–41 characters) keeps its limit key
-// and counts in the pod total. By default (none) no request is written; an unknown
-// value is invalid.
+// and counts in the pod total. It is the default; with none no request is written; an
+// unknown value is invalid.
 func TestAnnotationsMemoryRequest(t *testing.T) {
-	b := backend(t, Config{Annotations: AnnotationsConfig{MemoryRequest: AnnotationsMemoryRequestObservedPeak}}, gpufracv1.BackendAnnotations)
+	if got := (Config{}).WithDefaults().Annotations.MemoryRequest; got != AnnotationsMemoryRequestObservedPeak {
+		t.Errorf("default memory request %q, want %q", got, AnnotationsMemoryRequestObservedPeak)
+	}
+	b := backend(t, Config{}, gpufracv1.BackendAnnotations)
 	mid := strings.Repeat("m", 35)
 	p := podOf(gpuContainer("a", 1), gpuContainer("b", 1), gpuContainer(mid, 1))
 	a, c, m := target("a", 0, 4096, -1), target("b", 1, 2048, -1), target(mid, 2, 1024, -1)
@@ -459,7 +465,7 @@ func TestAnnotationsMemoryRequest(t *testing.T) {
 		t.Errorf("read back %d, recorded %d; want the limit 4096Mi", got, a.WrittenMemoryBytes)
 	}
 
-	off := backend(t, Config{}, gpufracv1.BackendAnnotations)
+	off := backend(t, Config{Annotations: AnnotationsConfig{MemoryRequest: AnnotationsMemoryRequestNone}}, gpufracv1.BackendAnnotations)
 	p = podOf(gpuContainer("a", 1))
 	a = target("a", 0, 4096, -1)
 	a.PeakMemoryBytes = 3000 * MiB
@@ -467,7 +473,7 @@ func TestAnnotationsMemoryRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(p.Annotations) != 2 || p.Annotations["gpufrac.io/gpu-memory"] != "4Gi" {
-		t.Errorf("default (no memory request): annotations %v, want the limit keys only", p.Annotations)
+		t.Errorf("none: annotations %v, want the limit keys only", p.Annotations)
 	}
 	if err := (Config{Annotations: AnnotationsConfig{MemoryRequest: "p50"}}).WithDefaults().Validate(); err == nil || !strings.Contains(err.Error(), `annotation-memory-request "p50"`) {
 		t.Errorf("Validate = %v", err)

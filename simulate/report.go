@@ -68,7 +68,8 @@ func (r *Report) WriteJSON(w io.Writer) error {
 }
 
 // Heading names the run: GPU size, the warm-up when there is one, and the backend when
-// it writes a request and a limit.
+// it writes a request and a limit (or, on the annotations backend, that it writes no
+// memory request).
 func (res *Result) Heading() string {
 	h := GiB(res.GPUMemoryBytes) + " GPUs"
 	if res.Settings.WarmUp != "0s" {
@@ -76,8 +77,8 @@ func (res *Result) Heading() string {
 	}
 	if s := res.Settings; s.Backend != "" {
 		h += fmt.Sprintf(", %s (request %s, limit %s)", s.Backend, s.NVFractionsRequest, s.NVFractionsLimit)
-	} else if s.AnnotationMemoryRequest == backend.AnnotationsMemoryRequestObservedPeak {
-		h += ", memory request observed-peak"
+	} else if s.AnnotationMemoryRequest == backend.AnnotationsMemoryRequestNone {
+		h += ", no memory request (placed by the limit)"
 	}
 	return h
 }

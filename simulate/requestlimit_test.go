@@ -49,9 +49,9 @@ func TestRequestLimitEvaluation(t *testing.T) {
 			1, 1, 2, 4, 3, 3, 7 * gib / 2, 6 * gib, 4 * gib},
 		{"kai-nvfractions target", Options{Backend: gpufracv1.BackendKAINVFractions},
 			2, 1, 0, 0, -1, 3, 4 * gib, 6 * gib, 4 * gib},
-		{"annotations observed-peak", Options{Annotations: backend.AnnotationsConfig{MemoryRequest: backend.AnnotationsMemoryRequestObservedPeak}},
+		{"annotations observed-peak (the default)", Options{},
 			1, 3, 2, 4, 3, 3, 7 * gib / 2, 4 * gib, 4 * gib},
-		{"annotations without a memory request (the default): hard limit", Options{},
+		{"annotations without a memory request: hard limit", Options{Annotations: backend.AnnotationsConfig{MemoryRequest: backend.AnnotationsMemoryRequestNone}},
 			2, 3, 0, 0, 3, 3, 4 * gib, 4 * gib, 4 * gib},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -81,8 +81,8 @@ func TestRequestLimitEvaluation(t *testing.T) {
 					req = backend.NVFractionsRequestTarget
 				}
 				want += ", kai-nvfractions (request " + req + ", limit upper-bound)"
-			} else if o.Annotations.MemoryRequest == backend.AnnotationsMemoryRequestObservedPeak {
-				want += ", memory request observed-peak"
+			} else if o.Annotations.MemoryRequest == backend.AnnotationsMemoryRequestNone {
+				want += ", no memory request (placed by the limit)"
 			}
 			if h := rp.result(&tr).Heading(); h != want {
 				t.Errorf("heading %q, want %q", h, want)

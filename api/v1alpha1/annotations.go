@@ -45,7 +45,7 @@ const (
 	AnnotationContainerComputeRequestSuffix = ".gpu-compute-request"
 
 	// AnnotationGPUMemoryRequest is written by the "annotations" backend with
-	// --annotation-memory-request=observed-peak: the pod's total memory request for placement
+	// --annotation-memory-request=observed-peak (the default): the pod's total memory request for placement
 	// (sum over its containers of the recommendation's observed memory peak plus overhead
 	// when below the target, else the target plus overhead), a quantity rounded up to
 	// whole MiB per container, e.g. "3072Mi". A scheduler places by it (co-tenants'

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/backend"
 	"github.com/gpufrac/gpufrac/contract"
 	"github.com/gpufrac/gpufrac/internal/scheme"
 	"github.com/gpufrac/gpufrac/packing"
@@ -32,11 +33,16 @@ type reportRow struct {
 	Pods              int    `json:"pods"`
 	ObservedPeakBytes int64  `json:"observedPeakBytes"`
 	MemoryBytes       int64  `json:"memoryBytes"`
-	ComputeMilli      int64  `json:"computeMilli"`
-	SharingMode       string `json:"sharingMode"`
-	Reason            string `json:"sharingModeReason"`
-	ConfidencePercent int32  `json:"confidencePercent"`
-	Provided          bool   `json:"provided"`
+	// MemoryRequestBytes is the pod's memory request as the annotations backend
+	// writes it by default (--annotation-memory-request=observed-peak): per container
+	// the observed peak (times the young margin) where below the target, else the
+	// target. The report packs by it unless --annotation-memory-request=none.
+	MemoryRequestBytes int64  `json:"memoryRequestBytes"`
+	ComputeMilli       int64  `json:"computeMilli"`
+	SharingMode        string `json:"sharingMode"`
+	Reason             string `json:"sharingModeReason"`
+	ConfidencePercent  int32  `json:"confidencePercent"`
+	Provided           bool   `json:"provided"`
 }
 
 // reportTotals compares one GPU per pod with the recommendations packed onto GPUs.
@@ -45,7 +51,8 @@ type reportTotals struct {
 	Pods      int `json:"pods"`
 	// GPUsToday is one whole GPU per pod, today's practice.
 	GPUsToday int `json:"gpusToday"`
-	// GPUsNeeded is the GPUs the pods need when packed by their recommended memory and
+	// GPUsNeeded is the GPUs the pods need when packed by their memory request
+	// (MemoryRequestBytes; the target with --annotation-memory-request=none) and
 	// compute (best fit, compute shares ≤ 1 per GPU); Exclusive pods get a whole GPU.
 	GPUsNeeded int `json:"gpusNeeded"`
 	// GPUsNeededConfident is GPUsNeeded once every recommendation reaches the minimum
@@ -75,7 +82,9 @@ func newReportCmd() *cobra.Command {
 		Long: `report reads every GPUFractionRecommendation (of one namespace with -n) and prints, per
 workload: pods, observed peak GPU memory, recommended memory and compute, sharing mode
 with its reason, and confidence; then the totals: GPUs held today at one per pod versus
-GPUs needed if the pods were packed by their recommendations onto GPUs of --gpu-memory.
+GPUs needed if the pods were packed by their recommendations onto GPUs of --gpu-memory
+(by the memory request the annotations backend writes by default, the observed peak
+where below the target; --annotation-memory-request=none packs by the target).
 
 With --since (7d, 12h) and --prometheus-url it then prints the before and after over that
 window from the recommender's series in Prometheus: GPUs held at one per pod against the
@@ -89,6 +98,7 @@ memory over the memory of each, and when gpufrac started applying.`,
 	cmd.Flags().StringVarP(&f.output, "output", "o", "text", "Output format: text, markdown or json.")
 	cmd.Flags().StringVar(&f.since, "since", "", "Also print the before and after over this window (7d, 12h; Prometheus duration) from --prometheus-url.")
 	cmd.Flags().StringVar(&f.promURL, "prometheus-url", "", "Prometheus that scrapes the recommender's metrics, for --since.")
+	cmd.Flags().StringVar(&f.memoryRequest, "annotation-memory-request", backend.AnnotationsMemoryRequestObservedPeak, "Memory the pods are packed by, as the webhook's --annotation-memory-request: observed-peak (the request the annotations backend writes: the observed peak where below the target) or none (the target).")
 	cmd.Flags().Int32Var(&f.minConfidence, "min-confidence", contract.DefaultMinConfidence, "Recommendations under this confidence (percent) keep a whole GPU per pod, as the admission webhook's --min-confidence does not apply them.")
 	return cmd
 }
@@ -96,7 +106,7 @@ memory over the memory of each, and when gpufrac started applying.`,
 // reportFlags are the report command's flag values.
 type reportFlags struct {
 	kubeconfig, namespace, gpuMemory, output string
-	promURL, since                           string
+	promURL, since, memoryRequest            string
 	minConfidence                            int32
 }
 
@@ -106,6 +116,9 @@ func (f *reportFlags) run(cmd *cobra.Command) error {
 	q, err := resource.ParseQuantity(f.gpuMemory)
 	if err != nil || q.Sign() <= 0 {
 		return fmt.Errorf("--gpu-memory %q: want a positive quantity such as 80Gi", f.gpuMemory)
+	}
+	if f.memoryRequest != backend.AnnotationsMemoryRequestObservedPeak && f.memoryRequest != backend.AnnotationsMemoryRequestNone {
+		return fmt.Errorf("--annotation-memory-request %q: want %s or %s", f.memoryRequest, backend.AnnotationsMemoryRequestObservedPeak, backend.AnnotationsMemoryRequestNone)
 	}
 	var window model.Duration
 	if f.since != "" {
@@ -121,7 +134,7 @@ func (f *reportFlags) run(cmd *cobra.Command) error {
 	if err := c.List(cmd.Context(), &list, client.InNamespace(f.namespace)); err != nil {
 		return fmt.Errorf("listing GPUFractionRecommendations: %w", err)
 	}
-	rows, totals := summarise(list.Items, q.Value(), f.minConfidence)
+	rows, totals := summarise(list.Items, q.Value(), f.minConfidence, f.memoryRequest == backend.AnnotationsMemoryRequestObservedPeak)
 	if totals.Oversized > 0 {
 		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %d workloads need more than one %s GPU; they were counted as one whole GPU per pod\n", totals.Oversized, f.gpuMemory)
 	}
@@ -179,8 +192,9 @@ func newClientNamespace(kubeconfig, namespace string) (client.Client, string, er
 	return c, namespace, err
 }
 
-// summarise turns recommendations into report rows and packs their pods.
-func summarise(items []gpufracv1.GPUFractionRecommendation, gpuMemory int64, minConfidence int32) ([]reportRow, reportTotals) {
+// summarise turns recommendations into report rows and packs their pods, by their
+// memory requests when byRequest, else by their targets.
+func summarise(items []gpufracv1.GPUFractionRecommendation, gpuMemory int64, minConfidence int32, byRequest bool) ([]reportRow, reportTotals) {
 	sort.Slice(items, func(i, j int) bool {
 		if items[i].Namespace != items[j].Namespace {
 			return items[i].Namespace < items[j].Namespace
@@ -188,7 +202,7 @@ func summarise(items []gpufracv1.GPUFractionRecommendation, gpuMemory int64, min
 		return items[i].Name < items[j].Name
 	})
 	t := reportTotals{GPUMemoryBytes: gpuMemory}
-	k := reportPacker{gpuMemory: gpuMemory, p: packing.New(gpuMemory), all: packing.New(gpuMemory)}
+	k := reportPacker{gpuMemory: gpuMemory, byRequest: byRequest, p: packing.New(gpuMemory), all: packing.New(gpuMemory)}
 	var rows []reportRow
 	for i := range items {
 		r := &items[i]
@@ -243,6 +257,17 @@ func rowOf(r *gpufracv1.GPUFractionRecommendation) reportRow {
 	if r.Status.Memory != nil {
 		row.MemoryBytes = r.Status.Memory.Value()
 	}
+	// The request adds up like the target (init containers as the largest of them).
+	row.MemoryRequestBytes, _ = gpufracv1.PodTotal(r.Status.ContainerRecommendations, nil, func(c *gpufracv1.ContainerRecommendation) (int64, bool) {
+		t := contract.BytesOf(c.Target.Memory)
+		if t < 0 {
+			return 0, false
+		}
+		if peak := contract.BytesOf(c.ObservedPeakMemory); peak > 0 {
+			return min(t, peak*(100+int64(c.YoungMarginPercent))/100), true
+		}
+		return t, true
+	})
 	if r.Status.Compute != nil {
 		row.ComputeMilli = r.Status.Compute.MilliValue()
 	}
@@ -254,6 +279,7 @@ func rowOf(r *gpufracv1.GPUFractionRecommendation) reportRow {
 // recommended (bytes) and computeMilli sum what the pods hold today.
 type reportPacker struct {
 	gpuMemory                 int64
+	byRequest                 bool
 	p, all                    *packing.Packer
 	id                        int
 	recommended, computeMilli int64
@@ -265,7 +291,11 @@ func (k *reportPacker) place(row reportRow, confident bool) {
 	gpuMemory := k.gpuMemory
 	for i := 0; i < row.Pods; i++ {
 		k.id++
-		a := packing.Alloc{MemoryBytes: row.MemoryBytes, ComputeMilli: row.ComputeMilli}
+		mem := row.MemoryBytes
+		if k.byRequest && row.MemoryRequestBytes > 0 {
+			mem = row.MemoryRequestBytes
+		}
+		a := packing.Alloc{MemoryBytes: mem, ComputeMilli: row.ComputeMilli}
 		if !row.Provided || !confident || row.SharingMode == string(gpufracv1.SharingModeExclusive) || row.MemoryBytes > gpuMemory {
 			// Not applied (none yet, or too little confidence), exclusive, or larger
 			// than one GPU: keeps a whole GPU.
@@ -275,7 +305,7 @@ func (k *reportPacker) place(row reportRow, confident bool) {
 		k.computeMilli += min(a.ComputeMilli, 1000)
 		k.p.Place(k.id, a)
 		if row.Provided && !confident && row.MemoryBytes <= gpuMemory && row.SharingMode != string(gpufracv1.SharingModeExclusive) {
-			a = packing.Alloc{MemoryBytes: row.MemoryBytes, ComputeMilli: row.ComputeMilli}
+			a = packing.Alloc{MemoryBytes: mem, ComputeMilli: row.ComputeMilli}
 		}
 		k.all.Place(k.id, a)
 	}

@@ -33,7 +33,7 @@ func TestSummarise(t *testing.T) {
 		rec("c", 1, "10Gi", "100m", gpufracv1.SharingModeExclusive, true),    // exclusive: a GPU of its own
 		rec("d", 1, "10Gi", "100m", gpufracv1.SharingModeTimeSlicing, false), // no recommendation: keeps its GPU
 	}
-	rows, tot := summarise(items, 80<<30, 50)
+	rows, tot := summarise(items, 80<<30, 50, true)
 	if len(rows) != 4 || tot.Pods != 5 || tot.GPUsToday != 5 || tot.GPUsNeeded != 4 {
 		t.Fatalf("rows %d pods %d today %d needed %d, want 4 5 5 4", len(rows), tot.Pods, tot.GPUsToday, tot.GPUsNeeded)
 	}
@@ -56,11 +56,27 @@ func TestSummarisePeakWithInitContainer(t *testing.T) {
 	r.Status.ContainerRecommendations = []gpufracv1.ContainerRecommendation{
 		peak("main", gpufracv1.ContainerTypeRegular, "12Gi"), peak("tokenizer", gpufracv1.ContainerTypeSidecar, "4Gi"), peak("warmup", gpufracv1.ContainerTypeInit, "6Gi"),
 	}
-	rows, _ := summarise([]gpufracv1.GPUFractionRecommendation{r}, 80<<30, 50)
+	rows, _ := summarise([]gpufracv1.GPUFractionRecommendation{r}, 80<<30, 50, true)
 	if rows[0].ObservedPeakBytes != 16<<30 {
 		t.Errorf("peak %d GiB, want 16 (main + tokenizer; the 6Gi init container runs before them)", rows[0].ObservedPeakBytes>>30)
 	}
 	if rows[0].Reason != "tokenizer" {
 		t.Errorf("reason from %q, want a running container's", rows[0].Reason)
+	}
+}
+
+// TestSummariseByRequest: by default pods are packed by the memory request the
+// annotations backend writes (the observed peak, with a young workload's margin, where
+// below the target); --annotation-memory-request=none packs by the target.
+func TestSummariseByRequest(t *testing.T) {
+	r := rec("a", 2, "45Gi", "100m", gpufracv1.SharingModeTimeSlicing, true)
+	r.Status.ContainerRecommendations = []gpufracv1.ContainerRecommendation{{ContainerName: "main",
+		Target: gpufracv1.GPUResources{Memory: ptr.To(resource.MustParse("45Gi"))}, ObservedPeakMemory: ptr.To(resource.MustParse("36Gi")), YoungMarginPercent: 5}}
+	rows, byReq := summarise([]gpufracv1.GPUFractionRecommendation{r}, 80<<30, 50, true)
+	if want := int64(36<<30) * 105 / 100; rows[0].MemoryRequestBytes != want || byReq.GPUsNeeded != 1 {
+		t.Errorf("by request: request %d, GPUs %d; want %d (36Gi × 1.05) and 1 (two fit 80Gi)", rows[0].MemoryRequestBytes, byReq.GPUsNeeded, want)
+	}
+	if _, byTarget := summarise([]gpufracv1.GPUFractionRecommendation{r}, 80<<30, 50, false); byTarget.GPUsNeeded != 2 {
+		t.Errorf("by target: %d GPUs, want 2 (two 45Gi targets do not fit 80Gi)", byTarget.GPUsNeeded)
 	}
 }

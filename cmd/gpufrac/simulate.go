@@ -88,9 +88,10 @@ pod-minutes.
 
 Pods are packed by the memory request the backend writes and over allocation only
 above their limit; co-tenants above the GPU's memory are GPU overruns, each tenant at
-risk (the GPU OOM column's pod-minutes). By default (the annotations backend) request
-and limit are the target; with --annotation-memory-request observed-peak the request
-is the observed memory peak when below it. --backend kai-nvfractions replays KAI's
+risk (the GPU OOM column's pod-minutes). By default (the annotations backend with
+--annotation-memory-request observed-peak, as the webhook's default) the request is
+the observed memory peak when below the target and the limit is the target; with
+--annotation-memory-request none request and limit are the target. --backend kai-nvfractions replays KAI's
 NvFractions request/limit contract as the webhook writes it (--nvfractions-request,
 --nvfractions-limit).
 
@@ -138,7 +139,7 @@ func (f *simulateFlags) addPolicyFlags(fl *pflag.FlagSet) {
 	fl.BoolVar(&f.urgentGrowth, "urgent-growth", true, "memory growth skips the minimum lifetime and resize windows")
 	fl.IntVar(&f.opts.Updater.MinReplicas, "min-replicas", 1, "fewest running pods a workload needs for one to be replaced")
 	fl.StringVar((*string)(&f.opts.Backend), "backend", "", "backend that writes gpufrac's and vpa-memory's fractions: \"\" (the default annotations backend: the memory target as a limit, packed as it is or by the memory request of --annotation-memory-request) or kai-nvfractions (packed by the memory request and killed above the memory limit of --nvfractions-*); co-tenants above the GPU's memory are a GPU overrun")
-	fl.StringVar(&f.opts.Annotations.MemoryRequest, "annotation-memory-request", backend.AnnotationsMemoryRequestNone, "annotations backend's memory request, as the webhook's --annotation-memory-request: none (packed by the target, a hard limit) or observed-peak (packed by the observed memory peak when below the target, out of memory above the target)")
+	fl.StringVar(&f.opts.Annotations.MemoryRequest, "annotation-memory-request", backend.AnnotationsMemoryRequestObservedPeak, "annotations backend's memory request, as the webhook's --annotation-memory-request: none (packed by the target, a hard limit) or observed-peak (packed by the observed memory peak when below the target, out of memory above the target)")
 	fl.StringVar(&f.opts.NVFractions.Request, "nvfractions-request", backend.NVFractionsRequestTarget, "kai-nvfractions request, as the webhook's --nvfractions-request: target or observed-peak")
 	fl.StringVar(&f.opts.NVFractions.Limit, "nvfractions-limit", backend.NVFractionsLimitUpperBound, "kai-nvfractions limit, as the webhook's --nvfractions-limit: upper-bound or target")
 }
