@@ -238,7 +238,7 @@ const markdownDefinitions = "**Policies.**\n\n" +
 	"replacements: pods replaced to change their fraction. " +
 	"cold-start: pod-minutes on a whole GPU because the workload's recommendation was not yet confident.\n\n" +
 	"**Packer.** Best fit by free memory among GPUs in use with enough free memory and compute (sum of compute allocations ≤ 1), else a new GPU; pods never move; a replaced pod is placed again like a new one. " +
-	"gpufrac and vpa-memory pods are packed by the memory request the backend writes and run out of memory above their limit: on the default annotations backend both are the target, unless the heading says memory request observed-peak (`gpufrac.io/gpu-memory-request`: the observed peak when below the target; vpa-memory knows no observed peak, so its request stays its target). " +
+	"gpufrac and vpa-memory pods are packed by the memory request the backend writes and run out of memory above their limit: on the default annotations backend the request is `gpufrac.io/gpu-memory-request`, the observed peak when below the target, and the limit the target (vpa-memory knows no observed peak, so its request stays its target); where the heading says no memory request, both are the target. " +
 	"Usage is the trace's: co-location does not change it, replacements cost no downtime, overruns do not restart pods, and latency is not modelled.\n"
 
 // findings returns sentences computed from a result: the gpufrac policy against the
