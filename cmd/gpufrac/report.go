@@ -258,15 +258,18 @@ func rowOf(r *gpufracv1.GPUFractionRecommendation) reportRow {
 		row.MemoryBytes = r.Status.Memory.Value()
 	}
 	// The request adds up like the target (init containers as the largest of them).
+	// The webhook's reading of the recommendation: RequestPeakMemory is the observed
+	// peak with a young workload's margin.
+	targets := contract.TargetsOf(nil, r)
 	row.MemoryRequestBytes, _ = gpufracv1.PodTotal(r.Status.ContainerRecommendations, nil, func(c *gpufracv1.ContainerRecommendation) (int64, bool) {
-		t := contract.BytesOf(c.Target.Memory)
-		if t < 0 {
+		t, ok := targets[c.ContainerName]
+		if !ok || t.Memory < 0 {
 			return 0, false
 		}
-		if peak := contract.BytesOf(c.ObservedPeakMemory); peak > 0 {
-			return min(t, peak*(100+int64(c.YoungMarginPercent))/100), true
+		if t.RequestPeakMemory > 0 {
+			return min(t.Memory, t.RequestPeakMemory), true
 		}
-		return t, true
+		return t.Memory, true
 	})
 	if r.Status.Compute != nil {
 		row.ComputeMilli = r.Status.Compute.MilliValue()
