@@ -20,7 +20,6 @@ import (
 	"flag"
 	"fmt"
 	"math"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -36,6 +35,7 @@ import (
 	"github.com/prometheus/common/model"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gpufrac/gpufrac/e2e/framework"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
 	"github.com/gpufrac/gpufrac/trace"
 )
@@ -212,12 +212,11 @@ type prom struct {
 }
 
 func startPrometheus(ctx context.Context, dir, data string) (*prom, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := framework.FreePorts(1)
 	if err != nil {
 		return nil, err
 	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
 	cfg := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(cfg, []byte("global: {}\n"), 0o644); err != nil {
 		return nil, err

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -37,26 +36,12 @@ type proc struct {
 	started    time.Time
 }
 
-// freePort returns a free TCP port on 127.0.0.1 (closed again: the recommender binds it).
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // startRecommender starts bin/recommender against the cluster; selector, when not
 // empty, is its --shard-namespace-selector. Its log is <out>/recommender-<name>.log.
 func startRecommender(o options, c *framework.Cluster, name, selector string) (*proc, error) {
-	var ports [3]int
-	for i := range ports {
-		p, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		ports[i] = p
+	ports, err := framework.FreePorts(3)
+	if err != nil {
+		return nil, err
 	}
 	args := []string{
 		"--kubeconfig=" + c.Kubeconfig,
