@@ -117,9 +117,12 @@ func (f *reportFlags) run(cmd *cobra.Command) error {
 	if err != nil || q.Sign() <= 0 {
 		return fmt.Errorf("--gpu-memory %q: want a positive quantity such as 80Gi", f.gpuMemory)
 	}
-	if f.memoryRequest != backend.AnnotationsMemoryRequestObservedPeak && f.memoryRequest != backend.AnnotationsMemoryRequestNone {
-		return fmt.Errorf("--annotation-memory-request %q: want %s or %s", f.memoryRequest, backend.AnnotationsMemoryRequestObservedPeak, backend.AnnotationsMemoryRequestNone)
+	// The webhook's own default and check of the flag.
+	bc := backend.Config{Annotations: backend.AnnotationsConfig{MemoryRequest: f.memoryRequest}}.WithDefaults()
+	if err := bc.Validate(); err != nil {
+		return fmt.Errorf("--%w", err)
 	}
+	f.memoryRequest = bc.Annotations.MemoryRequest
 	var window model.Duration
 	if f.since != "" {
 		if window, err = model.ParseDuration(f.since); err != nil || window <= 0 {
