@@ -31,7 +31,18 @@ const (
 	HistoryMemoryMax1h = "gpufrac:pod_device_gpu_memory_used:max_1h"
 	// HistoryMemoryMin1h is the least GPU memory (bytes) of the same hour.
 	HistoryMemoryMin1h = "gpufrac:pod_device_gpu_memory_used:min_1h"
+	// HistoryMinutes1h is, per source (HistorySourceLabel only), the most
+	// HistoryMemoryMax1m recordings any one series of the source has in the same hour, a
+	// count: HistoryMinutesPerHour when every minute evaluation of the hour recorded, fewer
+	// when the rules were loaded or an evaluation was missed within the hour, so that a
+	// reader of the hourly recordings knows which hours to read from the raw series
+	// instead (RecordedHours). One series per source and hour.
+	HistoryMinutes1h = "gpufrac:history_memory_minutes:max_1h"
 )
+
+// HistoryMinutesPerHour is the number of minute recordings one hourly recording is made
+// of when no evaluation was missed: HistoryPeakInterval / HistoryRuleInterval (60).
+const HistoryMinutesPerHour = int(HistoryPeakInterval / HistoryRuleInterval)
 
 // HistoryRuleInterval is the evaluation interval of the gpufrac-history group: 1 minute,
 // the recommender's default cycle interval and compute step (recommender.Config.Interval),
@@ -64,7 +75,8 @@ type HistoryRule struct {
 // compute mean, each the expression the reader evaluates for a HistoryRuleInterval
 // window (same fields and preference, same filtering of impossible samples, same
 // exported_* relabelling, same grouping by device); and, per hour, the peak and minimum
-// of the minute recordings.
+// of the minute recordings, and how many minute evaluations the hour's peaks are made of
+// (HistoryMinutes1h).
 //
 // The hourly rules take the HistoryRuleInterval recordings of the last
 // HistoryPeakInterval − HistoryRuleInterval/2: exactly 60 of them whether the backend's
@@ -87,5 +99,6 @@ func HistoryRules() []HistoryRule {
 	return append(out,
 		HistoryRule{Record: HistoryMemoryMax1h, Expr: hour("max_over_time", HistoryMemoryMax1m)},
 		HistoryRule{Record: HistoryMemoryMin1h, Expr: hour("min_over_time", HistoryMemoryMin1m)},
+		HistoryRule{Record: HistoryMinutes1h, Expr: fmt.Sprintf("max by (%s) (%s)", HistorySourceLabel, hour("count_over_time", HistoryMemoryMax1m))},
 	)
 }
