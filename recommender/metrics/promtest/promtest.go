@@ -102,6 +102,49 @@ func (s *Server) Add(t testing.TB, lbls map[string]string, start time.Time, step
 	}
 }
 
+// Record evaluates expr at start, start+step, … up to end, as a rule group evaluating
+// every step would, and writes the answer as the recorded series record with the extra
+// labels lbls (the rule's labels), skipping the evaluations at the times skip reports
+// (nil: none), as a missed evaluation does. A recording that reads another (an hourly
+// rule over minute recordings) is recorded after it.
+func (s *Server) Record(t testing.TB, record string, lbls map[string]string, expr string, start, end time.Time, step time.Duration, skip func(time.Time) bool) {
+	t.Helper()
+	ctx := context.Background()
+	qry, err := s.Engine.NewRangeQuery(ctx, s.Storage, nil, expr, start, end, step)
+	if err != nil {
+		t.Fatalf("record %s: %v", record, err)
+	}
+	defer qry.Close()
+	res := qry.Exec(ctx)
+	if res.Err != nil {
+		t.Fatalf("record %s: %v", record, res.Err)
+	}
+	m, err := res.Matrix()
+	if err != nil {
+		t.Fatalf("record %s: %v", record, err)
+	}
+	app := s.Storage.Appender(ctx)
+	for _, series := range m {
+		b := labels.NewBuilder(series.Metric)
+		b.Set(model.MetricNameLabel, record)
+		for k, v := range lbls {
+			b.Set(k, v)
+		}
+		ls := b.Labels()
+		for _, p := range series.Floats {
+			if skip != nil && skip(time.UnixMilli(p.T)) {
+				continue
+			}
+			if _, err := app.Append(0, ls, p.T, p.F); err != nil {
+				t.Fatalf("record %s: append %s: %v", record, ls, err)
+			}
+		}
+	}
+	if err := app.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Repeat returns n copies of v.
 func Repeat(v float64, n int) []float64 {
 	out := make([]float64, n)
