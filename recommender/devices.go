@@ -77,7 +77,7 @@ func (r *Recommender) agentWins(ctx context.Context, alloc metrics.Allocation, s
 	asel.Device = metrics.Agent.DeviceLabels()
 	ard := *r.Reader
 	ard.Device = asel.Device
-	a, err := r.readData(ctx, &ard, metrics.Agent, asel, from, to)
+	a, err := r.readData(ctx, &ard, metrics.Agent, asel, from, to, nil)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -51,9 +51,10 @@ func (r *Recommender) load(ctx context.Context, namespaces []string, from, to ti
 		missFrom = r.missingCounted
 	}
 	series := r.livePodsIn(namespaces)
+	recs := r.recordedLoads(ctx, sel, from, to, bootstrapped)
 	for a, first := from, true; first || a.Before(to); first = false {
 		b := r.sliceEnd(a, to, series)
-		n, err := r.loadSlice(ctx, sel, namespaces, a, b, first, b.Equal(to), dropFrom, missFrom, down, attr, bootstrapped)
+		n, err := r.loadSlice(ctx, sel, namespaces, a, b, first, b.Equal(to), dropFrom, missFrom, down, attr, bootstrapped, recs)
 		if err != nil {
 			return err
 		}
@@ -106,9 +107,11 @@ func (r *Recommender) livePodsIn(namespaces []string) int {
 // from the source chosen for it (sources.go). down are the scrape targets down at to,
 // read once per cycle. first: the load's first slice (what the load lacked is
 // collected from it on, dataGaps); last: its last (the diagnostic counts of
-// (dropFrom, to] and (missFrom, to] run with it). It returns how many series it read.
+// (dropFrom, to] and (missFrom, to] run with it). recs: the sources whose hourly memory
+// the load reads from their recordings (recordedLoads). It returns how many series it
+// read.
 func (r *Recommender) loadSlice(ctx context.Context, sel metrics.Selector, namespaces []string, from, to time.Time, first, last bool,
-	dropFrom, missFrom time.Time, down []metrics.Target, attr *workload.Attributor, bootstrapped bool) (int, error) {
+	dropFrom, missFrom time.Time, down []metrics.Target, attr *workload.Attributor, bootstrapped bool, recs map[string]*recordedLoad) (int, error) {
 	// Ownership first: it decides attribution of the samples below.
 	own, err := r.loadOwnership(ctx, sel, to.Sub(from), to)
 	if err != nil {
@@ -123,7 +126,7 @@ func (r *Recommender) loadSlice(ctx context.Context, sel metrics.Selector, names
 	var data []*sourceData
 	series := 0
 	for _, src := range r.order() {
-		d, err := r.read(ctx, src, sel, from, to, last, dropFrom, missFrom, down, alloc)
+		d, err := r.read(ctx, src, sel, from, to, last, dropFrom, missFrom, down, alloc, recs[src.Name()])
 		if err != nil {
 			return 0, err
 		}
@@ -226,16 +229,17 @@ type sourceData struct {
 // is not read as a source too, the agent's own data for the pods whose series named a
 // GPU it did not see them on: agentWins); and with the load's last slice the impossible
 // samples and those without a pod label (counted, not fed) and, when scrape targets
-// are down, which pods they served. It returns the first query error.
+// are down, which pods they served. rec, when set, reads the whole hours' memory from
+// the source's recordings (readData). It returns the first query error.
 func (r *Recommender) read(ctx context.Context, src metrics.Source, sel metrics.Selector, from, to time.Time, last bool, dropFrom, missFrom time.Time,
-	down []metrics.Target, alloc metrics.Allocation) (*sourceData, error) {
+	down []metrics.Target, alloc metrics.Allocation, rec *recordedLoad) (*sourceData, error) {
 	rd := *r.Reader
 	rd.Device = src.DeviceLabels()
 	sel.Device = src.DeviceLabels()
 	if !metrics.PerProcess(src.MemoryMetric()) {
 		rd.Allocation = alloc
 	}
-	d, err := r.readData(ctx, &rd, src, sel, from, to)
+	d, err := r.readData(ctx, &rd, src, sel, from, to, rec)
 	if err != nil {
 		return nil, err
 	}
@@ -287,23 +291,30 @@ func (r *Recommender) diagnose(ctx context.Context, d *sourceData, rd *metrics.R
 }
 
 // readData runs the data queries of one source for the load (from, to] with rd: memory
-// peaks of whole aggregation intervals (range) and of the running one (instant), each
-// with its companions (readMemory), and compute at the cycle interval (range) with its
-// copies companion (metrics.CopiesQuery). It returns the first query error.
-func (r *Recommender) readData(ctx context.Context, rd *metrics.Reader, src metrics.Source, sel metrics.Selector, from, to time.Time) (*sourceData, error) {
+// peaks of whole aggregation intervals (range; with rec, from the source's recordings
+// where they hold the hour, readRecorded) and of the running one (instant), each with its
+// companions (readMemory), and compute at the cycle interval (range) with its copies
+// companion (metrics.CopiesQuery). It returns the first query error.
+func (r *Recommender) readData(ctx context.Context, rd *metrics.Reader, src metrics.Source, sel metrics.Selector, from, to time.Time, rec *recordedLoad) (*sourceData, error) {
 	d := &sourceData{src: src}
 	agg := r.model.Options().MemoryAggregationInterval
 	// The first whole interval ending after from: a window ending at from is before the
 	// load (from is the end of the last one, or of the previous slice).
 	firstBoundary, lastBoundary := from.Truncate(agg).Add(agg), to.Truncate(agg)
-	plan := r.plan(ctx, rd, src, sel, from, to)
+	plan := r.plan(ctx, rd, src, sel, from, to, rec == nil)
 	if !lastBoundary.Before(firstBoundary) {
-		if err := d.readMemory(ctx, rd, sel, plan, agg, firstBoundary, lastBoundary, r.agentSeen()); err != nil {
+		var err error
+		if rec != nil {
+			err = d.readRecorded(ctx, rd, sel, plan, rec, firstBoundary, lastBoundary, r.agentSeen())
+		} else {
+			err = d.readMemory(ctx, rd, sel, plan, rawMemory{src, plan.memDirty}, agg, firstBoundary, lastBoundary, r.agentSeen())
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
 	if partial := to.Sub(lastBoundary); partial >= time.Second {
-		if err := d.readMemory(ctx, rd, sel, plan, partial, to, to, r.agentSeen()); err != nil {
+		if err := d.readMemory(ctx, rd, sel, plan, rawMemory{src, plan.memDirty}, partial, to, to, r.agentSeen()); err != nil {
 			return nil, err
 		}
 	}
@@ -338,9 +349,12 @@ type readPlan struct {
 // whose raw memory and compute samples in the windows it reads (from one memory
 // aggregation interval before from) hold an impossible value
 // (metrics.Reader.DirtyNamespaces), and whether any device had two or more pods there;
-// for a shorter load, every namespace robust and copies looked for. A query that fails
-// leaves its part at the always-right answer (robust, copies looked for), logged.
-func (r *Recommender) plan(ctx context.Context, rd *metrics.Reader, src metrics.Source, sel metrics.Selector, from, to time.Time) readPlan {
+// for a shorter load, every namespace robust and copies looked for. Without memory
+// (the hourly memory is read from recordings, readRecorded) the memory namespaces are not
+// looked at: memDirty stays nil (robust) for the running interval's instant read. A query
+// that fails leaves its part at the always-right answer (robust, copies looked for),
+// logged.
+func (r *Recommender) plan(ctx context.Context, rd *metrics.Reader, src metrics.Source, sel metrics.Selector, from, to time.Time, memory bool) readPlan {
 	p := readPlan{copies: true}
 	if to.Sub(from) < SplitMinWindow {
 		return p
@@ -354,7 +368,10 @@ func (r *Recommender) plan(ctx context.Context, rd *metrics.Reader, src metrics.
 		}
 		return d
 	}
-	p.memDirty, p.cpuDirty = find(metrics.SignalMemory), find(metrics.SignalCompute)
+	if memory {
+		p.memDirty = find(metrics.SignalMemory)
+	}
+	p.cpuDirty = find(metrics.SignalCompute)
 	shared, err := rd.SharedDevices(ctx, src, sel, from, to)
 	if err != nil {
 		log.Info("Finding devices shared by several pods failed; looking for copied values on all", "source", src.Name(), "err", err)
@@ -371,25 +388,48 @@ func (p readPlan) copiesQuery(src metrics.Source, sel metrics.Selector, signal m
 	return metrics.CopiesQuery(src, sel, signal, window)
 }
 
+// memoryQueries writes a load's memory reads of one source: the peaks (bytes) of the
+// windows ending at each step, and their flatness (0 where a window was flat). One
+// implementation per way of reading: rawMemory (the exporters' series) and
+// recordedMemory (the gpufrac-history recordings, recorded.go).
+type memoryQueries interface {
+	peaks(sel metrics.Selector, window time.Duration) string
+	flat(sel metrics.Selector, window time.Duration) string
+}
+
+// rawMemory reads the source's raw series, split by the namespaces holding an
+// impossible sample (dirty, metrics.SplitQuery; nil: all robust).
+type rawMemory struct {
+	src   metrics.Source
+	dirty map[string]bool
+}
+
+func (q rawMemory) peaks(sel metrics.Selector, window time.Duration) string {
+	return metrics.SplitQuery(sel, q.dirty, func(s metrics.Selector) string { return q.src.MemoryPeakQuery(s, window) })
+}
+
+func (q rawMemory) flat(sel metrics.Selector, window time.Duration) string {
+	return metrics.SplitQuery(sel, q.dirty, func(s metrics.Selector) string { return metrics.FlatQuery(q.src, s, window) })
+}
+
 // readMemory reads the source's memory peaks of the windows ending at each step of
-// [from, to] (one window: an instant query at to when from equals to), with their copies,
-// flatness and, with contradict, contradiction companions, as the plan says (the peaks
-// and flatness split by its dirty namespaces, copies only where possible). It returns
-// the first error.
-func (d *sourceData) readMemory(ctx context.Context, rd *metrics.Reader, sel metrics.Selector, plan readPlan, window time.Duration, from, to time.Time, contradict bool) error {
+// [from, to] (one window: an instant query at to when from equals to) with mq, with their
+// copies, flatness and, with contradict, contradiction companions (copies only where
+// the plan says they are possible; copies and contradictions always from the raw
+// series). It returns the first error.
+func (d *sourceData) readMemory(ctx context.Context, rd *metrics.Reader, sel metrics.Selector, plan readPlan, mq memoryQueries, window time.Duration, from, to time.Time, contradict bool) error {
 	read := func(q, copies string) ([]metrics.Series, error) {
 		if from.Equal(to) {
 			return rd.InstantShared(ctx, metrics.SignalMemory, q, copies, to)
 		}
 		return rd.RangeShared(ctx, metrics.SignalMemory, q, copies, from, to, window)
 	}
-	peaks := metrics.SplitQuery(sel, plan.memDirty, func(s metrics.Selector) string { return d.src.MemoryPeakQuery(s, window) })
-	s, err := read(peaks, plan.copiesQuery(d.src, sel, metrics.SignalMemory, window))
+	s, err := read(mq.peaks(sel, window), plan.copiesQuery(d.src, sel, metrics.SignalMemory, window))
 	if err != nil {
 		return err
 	}
 	d.memory = append(d.memory, withWindow(s, window)...)
-	f, err := read(metrics.SplitQuery(sel, plan.memDirty, func(s metrics.Selector) string { return metrics.FlatQuery(d.src, s, window) }), "")
+	f, err := read(mq.flat(sel, window), "")
 	if err != nil {
 		return err
 	}

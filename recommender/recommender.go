@@ -49,6 +49,12 @@ type Config struct {
 	// HistorySliceSamples is about the most compute samples (series × points) one slice
 	// of a load holds before it is fed to the model; 0 means DefaultHistorySliceSamples.
 	HistorySliceSamples int
+	// HistoryFromRecordings makes history loads read each whole hour's memory peak and
+	// flatness from the gpufrac-history recording rules (rules/README.md) instead of the
+	// exporters' raw series, where the recordings hold the hour whole; other hours, and
+	// compute, copies and diagnostics, are read from the raw series (recorded.go).
+	// Default false.
+	HistoryFromRecordings bool
 	// Shard limits this instance to the autoscalers it owns (spec.recommenders and a
 	// namespace selector). The zero value owns every autoscaler that names no
 	// recommender or names "default".

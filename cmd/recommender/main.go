@@ -73,6 +73,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.gpuMemory, "gpu-memory", "80Gi", "Memory of one GPU (quantity, bytes): no recommendation exceeds it, and sharing modes are chosen against it.")
 	fs.DurationVar(&cfg.Interval, "interval", recommender.Config{}.WithDefaults().Interval, "Cycle period, and the step of compute samples.")
 	fs.DurationVar(&cfg.HistoryLength, "history-length", recommender.Config{}.WithDefaults().HistoryLength, "History loaded from Prometheus at start and for each new autoscaler.")
+	fs.BoolVar(&cfg.HistoryFromRecordings, "history-from-recordings", false, "Read history loads' hourly memory peaks and flatness from the gpufrac-history recording rules (rules/README.md; chart: monitoring.prometheusRule.historyRecordings) instead of the exporters' raw series, where the recordings hold the hour whole; other hours, compute and copies are read raw (docs/recommender.md).")
 	fs.DurationVar(&cfg.MaxBackoff, "max-backoff", 0, "Longest wait between cycles while Prometheus fails (default 5m).")
 	fs.Float64Var(&cfg.Policy.GuardrailComputeStep, "guardrail-compute-step", 0, "Compute added per cycle while the latency guardrail is breached, share of one GPU (default 0.1).")
 	fs.StringVar(&cfg.Shard.Name, "recommender-name", gpufracv1.DefaultRecommenderName, "This instance's name (shard): it owns the autoscalers whose spec.recommenders names it; \"default\" also owns those naming none. Each name elects its own leader.")
