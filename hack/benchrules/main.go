@@ -6,9 +6,14 @@
 // compute per minute; the robust form and the raw form SplitQuery uses for clean
 // namespaces) beside the same read of the recorded series, and reports, per query, the
 // samples Prometheus scanned (stats totalQueryableSamples), its evaluation time, and
-// whether the answers are equal. Run from the repository root:
+// whether the answers are equal. With -bootstrap it also times the recommender's own
+// history bootstrap (its first cycle, every autoscaler of the trace in a fake API
+// server) reading the raw series and with --history-from-recordings, and compares their
+// memory targets; -dirty adds one impossible memory sample to the namespace, so the raw
+// memory reads take the robust form. Run from the repository root:
 //
 //	PODS=1000 DAYS=1 go run ./hack/benchrules
+//	go run ./hack/benchrules -pods 1000 -days 1 -reads=false -bootstrap -dirty
 //
 // It needs prometheus and promtool in PATH (Debian's prometheus package, `make deps`).
 package main
@@ -46,6 +51,10 @@ type options struct {
 	pods, perWorkload, repeats int
 	history                    time.Duration
 	out                        string
+	// reads: time each bootstrap read; bootstrap: time the recommender's history
+	// bootstrap raw and from the recordings; dirty: one impossible memory sample in the
+	// namespace, so the raw memory reads take the robust form.
+	reads, bootstrap, dirty bool
 }
 
 func main() {
@@ -55,6 +64,9 @@ func main() {
 	days := flag.Int("days", envInt("DAYS", 1), "days of per-minute history (env DAYS)")
 	flag.IntVar(&o.repeats, "repeats", 3, "runs of each query; the fastest is reported")
 	flag.StringVar(&o.out, "out", "_out/bench-rules", "working directory (removed first)")
+	flag.BoolVar(&o.reads, "reads", true, "time each bootstrap read, raw and recorded")
+	flag.BoolVar(&o.bootstrap, "bootstrap", false, "time the recommender's history bootstrap reading the raw series and with --history-from-recordings (repeats runs each)")
+	flag.BoolVar(&o.dirty, "dirty", false, "add one impossible memory sample (a DCGM blank sentinel) in the namespace: the raw memory reads take the robust form")
 	flag.Parse()
 	o.history = time.Duration(*days) * 24 * time.Hour
 	if err := run(context.Background(), o); err != nil {
@@ -104,6 +116,15 @@ func run(ctx context.Context, o options) error {
 	if err := command(ctx, "promtool", "tsdb", "create-blocks-from", "openmetrics", "--quiet", om, data); err != nil {
 		return err
 	}
+	if o.dirty {
+		dirty := filepath.Join(o.out, "dirty.om")
+		if err := writeDirty(dirty, end.Add(-o.history/2)); err != nil {
+			return err
+		}
+		if err := command(ctx, "promtool", "tsdb", "create-blocks-from", "openmetrics", "--quiet", dirty, data); err != nil {
+			return err
+		}
+	}
 	logf("backfilled the raw series in %s", time.Since(began).Round(time.Second))
 	os.Remove(om)
 
@@ -139,9 +160,18 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer p.stop()
-	measured, err := measure(ctx, p.url, start, end, o.repeats)
-	if err != nil {
-		return err
+	var measured []row
+	if o.reads {
+		if measured, err = measure(ctx, p.url, start, end, o.repeats); err != nil {
+			return err
+		}
+	}
+	if o.bootstrap {
+		b, err := bootstrap(ctx, p.url, p.cmd.Process.Pid, t, end, o.history, o.repeats)
+		if err != nil {
+			return err
+		}
+		measured = append(measured, b...)
 	}
 	fmt.Printf("%d pods, %s of per-minute history ending %s (reads from %s)\n\n", o.pods, o.history, end.Format(time.RFC3339), start.Add(time.Hour).Format(time.RFC3339))
 	fmt.Println("| read | samples scanned | eval time | points | answer |")
@@ -150,6 +180,20 @@ func run(ctx context.Context, o options) error {
 		fmt.Printf("| %s | %s | %.2f s | %s | %s |\n", r.name, r.samples, r.evalS, r.points, r.equal)
 	}
 	return nil
+}
+
+// writeDirty writes an OpenMetrics file of one series of the namespace, of a pod no
+// workload owns, with a DCGM blank sentinel among valid samples around at: backfilled
+// beside the trace (a block of its own), the namespace then holds an impossible memory
+// sample (metrics.Reader.DirtyNamespaces).
+func writeDirty(path string, at time.Time) error {
+	var d strings.Builder
+	fmt.Fprintf(&d, "# TYPE %s gauge\n", metrics.DCGMFBUsed)
+	for i, v := range []string{"1000", "9223372036854775794", "1000"} {
+		fmt.Fprintf(&d, "%s{namespace=%q,pod=\"dirty-0\",container=\"main\",UUID=\"GPU-dirty\"} %s %d\n", metrics.DCGMFBUsed, namespace, v, at.Add(time.Duration(i)*time.Minute).Unix())
+	}
+	d.WriteString("# EOF\n")
+	return os.WriteFile(path, []byte(d.String()), 0o644)
 }
 
 // row is one measured read.

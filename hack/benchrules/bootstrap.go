@@ -1,0 +1,209 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/internal/scheme"
+	"github.com/gpufrac/gpufrac/recommender"
+	"github.com/gpufrac/gpufrac/recommender/metrics"
+	"github.com/gpufrac/gpufrac/trace"
+)
+
+// bootstrapRun is one history bootstrap of the recommender against the real Prometheus.
+type bootstrapRun struct {
+	wall, promCPU, selfCPU float64 // seconds
+	queries                float64
+	targets                map[string]float64 // memory target (bytes) per autoscaler/container
+}
+
+// bootstrap runs the recommender's first cycle (the history bootstrap of every
+// autoscaler of the trace's manifests, in a fake API server) against Prometheus at base
+// (process promPID), reading the raw series and then the recordings
+// (--history-from-recordings), alternately repeats times each, and returns a row per
+// mode (the fastest run's wall time, with the Prometheus and recommender CPU of that
+// run) and one comparing their memory targets.
+func bootstrap(ctx context.Context, base string, promPID int, t trace.Trace, end time.Time, history time.Duration, repeats int) ([]row, error) {
+	objs, err := manifestObjects(t)
+	if err != nil {
+		return nil, err
+	}
+	c, err := api.NewClient(api.Config{Address: base})
+	if err != nil {
+		return nil, err
+	}
+	best := map[bool]*bootstrapRun{}
+	for i := range repeats {
+		for _, recorded := range []bool{false, true} {
+			r, err := bootstrapOnce(ctx, promv1.NewAPI(c), promPID, objs, end, history, recorded)
+			if err != nil {
+				return nil, fmt.Errorf("bootstrap (recordings %v): %w", recorded, err)
+			}
+			logf("bootstrap %d, recordings %v: %.1f s wall, Prometheus CPU %.1f s, recommender CPU %.1f s, %.0f queries, %d targets",
+				i+1, recorded, r.wall, r.promCPU, r.selfCPU, r.queries, len(r.targets))
+			if b := best[recorded]; b == nil || r.wall < b.wall {
+				best[recorded] = r
+			}
+		}
+	}
+	var rows []row
+	for _, recorded := range []bool{false, true} {
+		b := best[recorded]
+		name := "history bootstrap, raw series (wall; Prometheus CPU, recommender CPU, queries)"
+		if recorded {
+			name = "history bootstrap, --history-from-recordings (wall; Prometheus CPU, recommender CPU, queries)"
+		}
+		rows = append(rows, row{name: name, evalS: b.wall, samples: fmt.Sprintf("%.1f s, %.1f s, %.0f", b.promCPU, b.selfCPU, b.queries),
+			points: thousands(int64(len(b.targets)))})
+	}
+	rows[1].equal = compareTargets(best[false].targets, best[true].targets)
+	return rows, nil
+}
+
+// bootstrapOnce runs one history bootstrap with a new recommender and API server.
+func bootstrapOnce(ctx context.Context, papi promv1.API, promPID int, objs []client.Object, end time.Time, history time.Duration, recorded bool) (*bootstrapRun, error) {
+	cl := fake.NewClientBuilder().WithScheme(scheme.MustNew()).WithObjects(objs...).
+		WithStatusSubresource(&gpufracv1.GPUFractionAutoscaler{}, &gpufracv1.GPUFractionRecommendation{}).Build()
+	rec := recommender.New(cl, &metrics.Reader{API: papi, Labels: metrics.DefaultLabels}, metrics.DCGM{},
+		recommender.Config{HistoryLength: history, HistoryFromRecordings: recorded})
+	rec.Now = func() time.Time { return end }
+	q0 := counterSum(metrics.Queries)
+	p0, err := processCPU(promPID)
+	if err != nil {
+		return nil, err
+	}
+	s0 := selfCPU()
+	began := time.Now()
+	if err := rec.RunOnce(ctx); err != nil {
+		return nil, err
+	}
+	r := &bootstrapRun{wall: time.Since(began).Seconds(), selfCPU: selfCPU() - s0, queries: counterSum(metrics.Queries) - q0, targets: map[string]float64{}}
+	p1, err := processCPU(promPID)
+	if err != nil {
+		return nil, err
+	}
+	r.promCPU = p1 - p0
+	var gfrs gpufracv1.GPUFractionRecommendationList
+	if err := cl.List(ctx, &gfrs); err != nil {
+		return nil, err
+	}
+	for _, g := range gfrs.Items {
+		for _, cr := range g.Status.ContainerRecommendations {
+			if m := cr.Target.Memory; m != nil {
+				r.targets[g.Namespace+"/"+g.Name+"/"+cr.ContainerName] = m.AsApproximateFloat64()
+			}
+		}
+	}
+	if len(r.targets) == 0 {
+		return nil, errors.New("no memory target recommended")
+	}
+	return r, nil
+}
+
+// manifestObjects returns the Deployments and autoscalers of the trace (trace.WriteManifests),
+// typed.
+func manifestObjects(t trace.Trace) ([]client.Object, error) {
+	var buf bytes.Buffer
+	if err := trace.WriteManifests(&buf, t, trace.ManifestOptions{}); err != nil {
+		return nil, err
+	}
+	sch := scheme.MustNew()
+	var out []client.Object
+	dec := utilyaml.NewYAMLOrJSONDecoder(&buf, 1<<16)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+			return out, nil
+		} else if err != nil {
+			return nil, err
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		o, err := sch.New(u.GroupVersionKind())
+		if err != nil {
+			return nil, err
+		}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, o); err != nil {
+			return nil, err
+		}
+		out = append(out, o.(client.Object))
+	}
+}
+
+// compareTargets says whether the memory targets of the recorded bootstrap are the raw
+// one's (compareWith), and how far apart they are at most.
+func compareTargets(raw, rec map[string]float64) string {
+	worst := 0.0
+	eq := compareWith(raw, rec, func(w, g float64) bool {
+		worst = math.Max(worst, math.Abs(g-w)/w)
+		return w == g
+	})
+	return fmt.Sprintf("memory targets %s (at most %.2f %% apart)", eq, 100*worst)
+}
+
+// counterSum returns the sum of every series of a counter vector.
+func counterSum(c *prometheus.CounterVec) float64 {
+	reg := prometheus.NewRegistry()
+	if reg.Register(c) != nil {
+		return 0
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		return 0
+	}
+	sum := 0.0
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
+}
+
+// processCPU returns the user and system CPU seconds of a process (/proc/<pid>/stat).
+func processCPU(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("short /proc/%d/stat", pid)
+	}
+	u, err1 := strconv.ParseFloat(f[11], 64)
+	k, err2 := strconv.ParseFloat(f[12], 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	return (u + k) / 100, nil // USER_HZ, 100 on Linux
+}
+
+// selfCPU returns this process' user and system CPU seconds.
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
