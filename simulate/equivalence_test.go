@@ -157,7 +157,7 @@ func clusterObjects(tr *trace.Trace) []client.Object {
 		}
 		gfa := &gpufracv1.GPUFractionAutoscaler{
 			ObjectMeta: metav1.ObjectMeta{Namespace: w.Namespace, Name: w.Name, UID: types.UID("gfa-" + w.Name), Generation: 1},
-			Spec:       AutoscalerSpec(workloadKey(w), nil),
+			Spec:       AutoscalerSpec(workloadKey(w), nil, ""),
 		}
 		objs = append(objs, gfa)
 	}
@@ -206,7 +206,7 @@ func TestSameRecommendationAsRecommender(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sz := newGPUFracSizer(tl, o.Recommender, o.HistoryLength, nil, o.GPUMemoryBytes)
+	sz := newGPUFracSizer(tl, o.Recommender, o.HistoryLength, nil, "", o.GPUMemoryBytes)
 
 	ctx := context.Background()
 	var alive []int

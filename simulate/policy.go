@@ -154,22 +154,26 @@ type gpufracSizer struct {
 	buf       [1]metrics.Sample
 }
 
-func newGPUFracSizer(tl *timeline, cfg recommend.Config, keep time.Duration, headroom *int32, capacity int64) *gpufracSizer {
+func newGPUFracSizer(tl *timeline, cfg recommend.Config, keep time.Duration, headroom *int32, bt gpufracv1.BackendType, capacity int64) *gpufracSizer {
 	s := &gpufracSizer{cfg: cfg, keep: keep, capacity: capacity, model: history.NewModel(cfg.History),
 		prev: make([][]gpufracv1.ContainerRecommendation, len(tl.workloads)), decisions: make([]decision, len(tl.containers))}
 	for _, w := range tl.workloads {
-		s.spec = append(s.spec, AutoscalerSpec(w.key, headroom))
+		s.spec = append(s.spec, AutoscalerSpec(w.key, headroom, bt))
 	}
 	return s
 }
 
 // AutoscalerSpec returns the GPUFractionAutoscaler spec the simulator gives workload w:
-// target the Deployment, updateMode Recreate, and with headroomPercent set, a "*"
-// container policy with that memory headroom (percent).
-func AutoscalerSpec(w history.WorkloadKey, headroomPercent *int32) gpufracv1.GPUFractionAutoscalerSpec {
+// target the Deployment, updateMode Recreate, backend bt ("": none set, the annotations
+// backend), and with headroomPercent set, a "*" container policy with that memory
+// headroom (percent).
+func AutoscalerSpec(w history.WorkloadKey, headroomPercent *int32, bt gpufracv1.BackendType) gpufracv1.GPUFractionAutoscalerSpec {
 	mode := gpufracv1.UpdateModeRecreate
 	spec := gpufracv1.GPUFractionAutoscalerSpec{
 		UpdatePolicy: &gpufracv1.UpdatePolicy{UpdateMode: &mode},
+	}
+	if bt != "" {
+		spec.Backend = &gpufracv1.Backend{Type: bt}
 	}
 	spec.TargetRef.APIVersion, spec.TargetRef.Kind, spec.TargetRef.Name = "apps/v1", w.Kind, w.Name
 	if headroomPercent != nil {

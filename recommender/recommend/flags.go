@@ -2,10 +2,14 @@ package recommend
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/backend"
 	"github.com/gpufrac/gpufrac/recommender/estimate"
 	"github.com/gpufrac/gpufrac/recommender/history"
 	"github.com/gpufrac/gpufrac/recommender/policy"
@@ -27,6 +31,7 @@ type FlagSet interface {
 type Flags struct {
 	c                      *Config
 	minMemory, fitHeadroom string
+	spreadBackends         string
 	young                  bool
 }
 
@@ -41,7 +46,8 @@ func (f *Flags) AddFlags(fs FlagSet, c *Config) {
 	fs.Float64Var(&c.Estimator.ContentionSlowdown, "contention-slowdown", estimate.DefaultContentionSlowdown, "Overload, ratio of one GPU (positive), that --contention-budget bounds: co-tenants asking for 1 + this many GPUs run that much slower under time-slicing.")
 	fs.Float64Var(&c.Estimator.ContentionTenantReserve, "contention-tenant-reserve", estimate.DefaultContentionTenantReserve, "Share of one GPU (0–1) each TimeSlicing container's computeRequest adds to its effective compute, so N co-tenants keep the --contention-budget bound at an overload of --contention-slowdown minus N times this (docs/recommender.md). Negative: none.")
 	fs.DurationVar(&c.Estimator.ContentionWindow, "contention-window", estimate.DefaultContentionWindow, "Width, whole hours 1h–24h, of the windows of the day (UTC) on which the --contention-budget bound is conditioned: a computeRequest is the container's effective compute in its busiest window, so co-tenants whose loads peak in the same hours keep the budget (docs/recommender.md). 24h (default): the whole day (loads assumed independent); 3h is the setting measured in docs/benchmarks/savings.md.")
-	fs.Float64Var(&c.Estimator.MemorySpreadFactor, "memory-spread-factor", 0, "The memory headroom is never below this many times the workload's spread (its highest per-interval memory peak over its median one, minus 1, at most 1), ratio; packing-aware sizing leaves that room above the peak too. 0 (default): off, the policy's headroom alone. 1.5 is the setting measured with pods packed by their observed peak (docs/recommender.md).")
+	fs.Float64Var(&c.Estimator.MemorySpreadFactor, "memory-spread-factor", estimate.DefaultMemorySpreadFactor, "The memory headroom of the autoscalers of --memory-spread-backends is never below this many times the workload's spread (its highest per-interval memory peak over its median one, minus 1, at most 1), ratio; packing-aware sizing leaves that room above the peak too. 0: off, the policy's headroom alone (docs/recommender.md, docs/benchmarks/savings.md).")
+	fs.StringVar(&f.spreadBackends, "memory-spread-backends", joinBackends(DefaultMemorySpreadBackends), "Comma-separated backends (spec.backend.type; none set: annotations) whose autoscalers take --memory-spread-factor; the others keep the policy's headroom alone. Default: annotations, which places pods by their observed memory peak (the webhook's --annotation-memory-request observed-peak) so the larger limit costs no GPUs; drop it when the webhook runs --annotation-memory-request none. Empty: none.")
 	fs.DurationVar(&c.History.MemoryAggregationInterval, "memory-aggregation-interval", history.DefaultMemoryAggregationInterval, "Interval whose per-pod peak is one memory sample.")
 	fs.DurationVar(&c.History.HalfLife, "half-life", history.DefaultHalfLife, "Decay half-life of the histograms (VPA's).")
 	fs.DurationVar(&c.History.PeakWindow, "memory-peak-window", history.DefaultPeakWindow, "Window of the recent memory peak the target never goes below (rare spikes stay in the target this long).")
@@ -93,5 +99,40 @@ func (f *Flags) Complete() error {
 	if !f.young {
 		c.Estimator.YoungConfidence = -1 // off
 	}
+	if c.Estimator.MemorySpreadFactor <= 0 {
+		c.Estimator.MemorySpreadFactor = -1 // off, not the default
+	}
+	bs, err := parseBackends(f.spreadBackends)
+	if err != nil {
+		return fmt.Errorf("--memory-spread-backends: %w", err)
+	}
+	c.MemorySpreadBackends = bs
 	return nil
+}
+
+// parseBackends parses a comma-separated list of backend types; it returns an error
+// naming the first unknown one and the known ones. Empty: none (an empty, non-nil
+// slice, which Config.WithDefaults keeps).
+func parseBackends(s string) ([]gpufracv1.BackendType, error) {
+	out := []gpufracv1.BackendType{}
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		b := gpufracv1.BackendType(f)
+		if !slices.Contains(backend.Types, b) {
+			return nil, fmt.Errorf("unknown backend %q (known: %s)", f, joinBackends(backend.Types))
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// joinBackends writes backend types as a comma-separated list.
+func joinBackends(bs []gpufracv1.BackendType) string {
+	s := make([]string, len(bs))
+	for i, b := range bs {
+		s[i] = string(b)
+	}
+	return strings.Join(s, ",")
 }

@@ -2,10 +2,13 @@ package recommend
 
 import (
 	"flag"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 )
 
 // TestFlags parses the shared flags on both flag packages: the defaults are the
@@ -37,8 +40,25 @@ func TestFlags(t *testing.T) {
 		d := Config{}.WithDefaults()
 		if c.LowConfidence != d.LowConfidence || c.Estimator.ContentionBudget != d.Estimator.ContentionBudget ||
 			c.Estimator.ContentionSlowdown != d.Estimator.ContentionSlowdown || c.Policy.FitMemoryHeadroomBytes != 2<<30 ||
-			c.Estimator.YoungConfidence != 0 || c.Policy.MinMemoryBytes != 0 {
+			c.Estimator.YoungConfidence != 0 || c.Policy.MinMemoryBytes != 0 ||
+			c.Estimator.MemorySpreadFactor != d.Estimator.MemorySpreadFactor || !slices.Equal(c.MemorySpreadBackends, d.MemorySpreadBackends) {
 			t.Errorf("%s: defaults %+v", name, c)
+		}
+		// The spread: 0 turns it off (not back to the default), an empty list is none
+		// (not the default list), names are checked.
+		c, err = p("--memory-spread-factor=0", "--memory-spread-backends=")
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if c = c.WithDefaults(); c.Estimator.MemorySpreadFactor >= 0 || c.MemorySpreadBackends == nil || len(c.MemorySpreadBackends) != 0 {
+			t.Errorf("%s: spread off and no backends parsed as factor %v, backends %v", name, c.Estimator.MemorySpreadFactor, c.MemorySpreadBackends)
+		}
+		c, err = p("--memory-spread-backends= hami, kai-nvfractions")
+		if err != nil || !slices.Equal(c.MemorySpreadBackends, []gpufracv1.BackendType{gpufracv1.BackendHAMi, gpufracv1.BackendKAINVFractions}) {
+			t.Errorf("%s: backends %v, %v", name, c.MemorySpreadBackends, err)
+		}
+		if _, err := p("--memory-spread-backends=annotations,hamii"); err == nil || !strings.Contains(err.Error(), "memory-spread-backends") || !strings.Contains(err.Error(), `"hamii"`) {
+			t.Errorf("%s: unknown backend: error %v, want one naming the flag and the name", name, err)
 		}
 		c, err = p("--min-memory=1Gi", "--fit-memory-headroom=0", "--young-evidence=false", "--contention-budget=-1", "--fit-near-limit=0.9")
 		if err != nil {

@@ -7,6 +7,7 @@ package recommend
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -47,6 +48,32 @@ type Config struct {
 	History   history.Options
 	Estimator estimate.Config
 	Policy    policy.Config
+
+	// MemorySpreadBackends are the backends (spec.backend.type; an autoscaler without
+	// one uses the annotations backend) whose containers' memory headroom takes the
+	// workload's spread (Estimator.MemorySpreadFactor, estimate.Estimate.MemorySpread);
+	// other autoscalers are estimated with the factor off. Nil: the default,
+	// DefaultMemorySpreadBackends; empty (non-nil): none.
+	MemorySpreadBackends []gpufracv1.BackendType
+}
+
+// DefaultMemorySpreadBackends is the --memory-spread-backends default: the annotations
+// backend, whose pods are placed by their observed memory peak
+// (gpufrac.io/gpu-memory-request, the webhook's default --annotation-memory-request
+// observed-peak) with the memory target as their limit, so a larger target is burst room
+// and costs no GPUs. Measured with gpufrac simulate (docs/benchmarks/savings.md, "Memory
+// headroom from the workload's spread"). Backends that place pods by the target (hami,
+// kai, kai-nvfractions' default request) would pay for it in GPUs.
+var DefaultMemorySpreadBackends = []gpufracv1.BackendType{gpufracv1.BackendAnnotations}
+
+// estimatorFor returns the estimator settings for an autoscaler of spec: the
+// memory spread factor only where the spec's backend is one of MemorySpreadBackends.
+func (c Config) estimatorFor(spec *gpufracv1.GPUFractionAutoscalerSpec) estimate.Config {
+	e := c.Estimator
+	if spec == nil || !slices.Contains(c.MemorySpreadBackends, spec.EffectiveBackend()) {
+		e.MemorySpreadFactor = -1 // off
+	}
+	return e
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -68,6 +95,12 @@ func (c Config) WithDefaults() Config {
 		// Young workloads earn their confidence from evidence up to the threshold
 		// under which the recommendation is not applied (estimate.Config.YoungConfidence).
 		c.Estimator.YoungConfidence = c.LowConfidence
+	}
+	if c.Estimator.MemorySpreadFactor == 0 {
+		c.Estimator.MemorySpreadFactor = estimate.DefaultMemorySpreadFactor // negative: off
+	}
+	if c.MemorySpreadBackends == nil {
+		c.MemorySpreadBackends = DefaultMemorySpreadBackends
 	}
 	c.Policy = c.Policy.WithDefaults()
 	c.Policy.MinCompute = c.Estimator.MinCompute
@@ -92,13 +125,14 @@ func (c Config) Recommend(model *history.Model, w history.WorkloadKey, spec *gpu
 	}
 	names := model.Containers(w)
 	sort.Strings(names)
+	estimator := c.estimatorFor(spec)
 	for _, name := range names {
 		cp := spec.ContainerPolicy(name)
 		if !cp.Enabled() {
 			off++
 			continue
 		}
-		est, ok := c.Estimator.Estimate(model.Container(history.ContainerKey{WorkloadKey: w, Container: name}), policy.MemoryHeadroom(cp), now)
+		est, ok := estimator.Estimate(model.Container(history.ContainerKey{WorkloadKey: w, Container: name}), policy.MemoryHeadroom(cp), now)
 		if !ok {
 			continue
 		}

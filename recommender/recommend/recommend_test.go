@@ -10,6 +10,7 @@ import (
 	"github.com/gpufrac/gpufrac/recommender/estimate"
 	"github.com/gpufrac/gpufrac/recommender/history"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
+	"github.com/gpufrac/gpufrac/recommender/policy"
 )
 
 func q(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
@@ -85,6 +86,58 @@ func TestYoungWorkloadWiring(t *testing.T) {
 		}
 		if r := recs[0]; r.ConfidencePercent != tc.conf || r.YoungMarginPercent != tc.youngPc {
 			t.Errorf("%s: confidence %d%%, young margin %d%%; want %d%%, %d%%", tc.name, r.ConfidencePercent, r.YoungMarginPercent, tc.conf, tc.youngPc)
+		}
+	}
+}
+
+// TestMemorySpreadByBackend: a workload whose memory peaks spread well above their median
+// gets the spread headroom only under a backend of MemorySpreadBackends (by default the
+// annotations backend, also when the spec names none), and the policy's headroom alone
+// under another (HAMi) or with the factor off.
+func TestMemorySpreadByBackend(t *testing.T) {
+	w := history.WorkloadKey{Namespace: "ns", Kind: "Deployment", Name: "web"}
+	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	m := history.NewModel(history.Options{})
+	var ms metrics.Series
+	ms.ID = metrics.ContainerID{Namespace: "ns", Pod: "p1", Container: "main"}
+	for at := t0; at.Before(t0.Add(48 * time.Hour)); at = at.Add(time.Minute) {
+		v := 10.0 * (1 << 30)
+		if at.Minute() == 0 && at.Hour()%6 == 0 {
+			v = 14 << 30 // a spike every 6 hours: peaks 40 % above the median one
+		}
+		ms.Samples = append(ms.Samples, metrics.Sample{Time: at, Value: v})
+	}
+	m.Add(w, metrics.SignalMemory, ms)
+	now := t0.Add(48 * time.Hour)
+	target := func(cfg Config, bt gpufracv1.BackendType) float64 {
+		spec := &gpufracv1.GPUFractionAutoscalerSpec{}
+		if bt != "" {
+			spec.Backend = &gpufracv1.Backend{Type: bt}
+		}
+		recs, _, _ := cfg.WithDefaults().Recommend(m, w, spec, nil, nil, gpufracv1.GuardrailNone, now)
+		if len(recs) != 1 || recs[0].Target.Memory == nil {
+			t.Fatalf("%s: recommendations %+v", bt, recs)
+		}
+		return recs[0].Target.Memory.AsApproximateFloat64()
+	}
+	noFit := Config{Policy: policy.Config{FitMemoryHeadroomBytes: -1}} // no rounding to a share
+	plain := 14 * (1 << 30) * (1 + estimate.DefaultMemoryHeadroom)
+	for _, tc := range []struct {
+		name   string
+		cfg    Config
+		bt     gpufracv1.BackendType
+		spread bool
+	}{
+		{"no backend set: annotations", noFit, "", true},
+		{"annotations", noFit, gpufracv1.BackendAnnotations, true},
+		{"hami", noFit, gpufracv1.BackendHAMi, false},
+		{"hami listed", Config{Policy: noFit.Policy, MemorySpreadBackends: []gpufracv1.BackendType{gpufracv1.BackendHAMi}}, gpufracv1.BackendHAMi, true},
+		{"none listed", Config{Policy: noFit.Policy, MemorySpreadBackends: []gpufracv1.BackendType{}}, gpufracv1.BackendAnnotations, false},
+		{"factor off", Config{Policy: noFit.Policy, Estimator: estimate.Config{MemorySpreadFactor: -1}}, gpufracv1.BackendAnnotations, false},
+	} {
+		got := target(tc.cfg, tc.bt)
+		if spread := got > plain*1.05; spread != tc.spread {
+			t.Errorf("%s: memory target %.1f GiB (policy headroom alone: %.1f GiB); spread headroom %v, want %v", tc.name, got/(1<<30), plain/(1<<30), spread, tc.spread)
 		}
 	}
 }
