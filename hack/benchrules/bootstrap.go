@@ -6,16 +6,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/model"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -34,6 +38,73 @@ type bootstrapRun struct {
 	wall, promCPU, selfCPU float64 // seconds
 	queries                float64
 	targets                map[string]float64 // memory target (bytes) per autoscaler/container
+	// byKind is the recommender's wait on each kind of query (queryKind): count and
+	// seconds, from its side (all chunks, Prometheus' queueing included).
+	byKind map[string]*kindTime
+}
+
+// kindTime is the queries of one kind and the seconds the recommender waited on them.
+type kindTime struct {
+	n       int
+	seconds float64
+}
+
+// timedAPI is a Prometheus API client that adds up the time of each kind of query.
+type timedAPI struct {
+	promv1.API
+	mu     sync.Mutex
+	byKind map[string]*kindTime
+}
+
+func (a *timedAPI) add(query string, began time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	k := a.byKind[queryKind(query)]
+	if k == nil {
+		k = &kindTime{}
+		a.byKind[queryKind(query)] = k
+	}
+	k.n++
+	k.seconds += time.Since(began).Seconds()
+}
+
+func (a *timedAPI) Query(ctx context.Context, query string, ts time.Time, opts ...promv1.Option) (model.Value, promv1.Warnings, promv1.Infos, error) {
+	defer a.add(query, time.Now())
+	return a.API.Query(ctx, query, ts, opts...)
+}
+
+func (a *timedAPI) QueryRange(ctx context.Context, query string, r promv1.Range, opts ...promv1.Option) (model.Value, promv1.Warnings, promv1.Infos, error) {
+	defer a.add(query, time.Now())
+	return a.API.QueryRange(ctx, query, r, opts...)
+}
+
+// queryKinds name the recommender's queries by a text each holds (or, for prefix,
+// starts with), the first that matches (the dcgm source's).
+var queryKinds = []struct {
+	kind, text string
+	prefix     bool
+}{
+	{kind: "recorded memory (peaks, flatness, whole hours, phase)", text: "gpufrac:"},
+	{kind: "ownership (kube-state-metrics)", text: "kube_pod_owner"},
+	{kind: "ownership (kube-state-metrics)", text: "kube_replicaset_owner"},
+	{kind: "shared-device copies", text: "count_values"},
+	{kind: "impossible-sample counts (last hour)", text: "changes((timestamp("},
+	{kind: "samples without a pod label (last hour)", text: `{pod=""`},
+	{kind: "namespaces with impossible samples", text: "max by (namespace) (count by (namespace)", prefix: true},
+	{kind: "devices shared by pods", text: "(count by (namespace, pod"},
+	{kind: "memory flatness, raw", text: "stddev_over_time("},
+	{kind: "compute, raw", text: "avg_over_time("},
+	{kind: "memory peaks, raw", text: "max_over_time("},
+}
+
+// queryKind names a query's kind (queryKinds), "other" for none.
+func queryKind(q string) string {
+	for _, k := range queryKinds {
+		if (k.prefix && strings.HasPrefix(q, k.text)) || (!k.prefix && strings.Contains(q, k.text)) {
+			return k.kind
+		}
+	}
+	return "other"
 }
 
 // bootstrap runs the recommender's first cycle (the history bootstrap of every
@@ -76,6 +147,25 @@ func bootstrap(ctx context.Context, base string, promPID int, t trace.Trace, end
 			points: thousands(int64(len(b.targets)))})
 	}
 	rows[1].equal = compareTargets(best[false].targets, best[true].targets)
+	kinds := map[string]bool{}
+	for _, b := range best {
+		for k := range b.byKind {
+			kinds[k] = true
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(kinds)) {
+		r := row{name: "… " + k + " (queries; seconds waited, raw → recordings)"}
+		var n [2]int
+		var sec [2]float64
+		for i, recorded := range []bool{false, true} {
+			if t := best[recorded].byKind[k]; t != nil {
+				n[i], sec[i] = t.n, t.seconds
+			}
+		}
+		r.samples = fmt.Sprintf("%d → %d", n[0], n[1])
+		r.points = fmt.Sprintf("%.2f s → %.2f s", sec[0], sec[1])
+		rows = append(rows, r)
+	}
 	return rows, nil
 }
 
@@ -83,7 +173,8 @@ func bootstrap(ctx context.Context, base string, promPID int, t trace.Trace, end
 func bootstrapOnce(ctx context.Context, papi promv1.API, promPID int, objs []client.Object, end time.Time, history time.Duration, recorded bool) (*bootstrapRun, error) {
 	cl := fake.NewClientBuilder().WithScheme(scheme.MustNew()).WithObjects(objs...).
 		WithStatusSubresource(&gpufracv1.GPUFractionAutoscaler{}, &gpufracv1.GPUFractionRecommendation{}).Build()
-	rec := recommender.New(cl, &metrics.Reader{API: papi, Labels: metrics.DefaultLabels}, metrics.DCGM{},
+	timed := &timedAPI{API: papi, byKind: map[string]*kindTime{}}
+	rec := recommender.New(cl, &metrics.Reader{API: timed, Labels: metrics.DefaultLabels}, metrics.DCGM{},
 		recommender.Config{HistoryLength: history, HistoryFromRecordings: recorded})
 	rec.Now = func() time.Time { return end }
 	q0 := counterSum(metrics.Queries)
@@ -96,7 +187,7 @@ func bootstrapOnce(ctx context.Context, papi promv1.API, promPID int, objs []cli
 	if err := rec.RunOnce(ctx); err != nil {
 		return nil, err
 	}
-	r := &bootstrapRun{wall: time.Since(began).Seconds(), selfCPU: selfCPU() - s0, queries: counterSum(metrics.Queries) - q0, targets: map[string]float64{}}
+	r := &bootstrapRun{wall: time.Since(began).Seconds(), selfCPU: selfCPU() - s0, queries: counterSum(metrics.Queries) - q0, targets: map[string]float64{}, byKind: timed.byKind}
 	p1, err := processCPU(promPID)
 	if err != nil {
 		return nil, err
