@@ -444,11 +444,8 @@ func (d *sourceData) readMemory(ctx context.Context, rd *metrics.Reader, sel met
 	return nil
 }
 
-// StaleMinWindow is the shortest window over which a flat memory series with zero
-// activity is judged stale on its own: 15 minutes (a pause between two requests is
-// shorter). A shorter window (the running interval's first minutes) is stale only where
-// it repeats the value last judged stale.
-const StaleMinWindow = 15 * time.Minute
+// StaleMinWindow is metrics.StaleMinWindow, the shortest window judged stale on its own.
+const StaleMinWindow = metrics.StaleMinWindow
 
 // dropStale removes stale memory samples: a value left behind by a process that exited
 // (HAMi's hami_vgpu_memory_used_bytes stays at the last value while its utilisation
@@ -466,7 +463,7 @@ const StaleMinWindow = 15 * time.Minute
 // workload's MetricsUnavailable=True (reason StaleSeries) condition.
 func (r *Recommender) dropStale(memory, flat, contradicted, compute []metrics.Series, attr *workload.Attributor, bootstrapped bool) []metrics.Series {
 	if r.staleMem == nil {
-		r.staleMem = map[metrics.ContainerID]float64{}
+		r.staleMem = metrics.StaleMemory{}
 	}
 	flatAt, againstAt := valuesAt(flat), valuesAt(contradicted)
 	cpu := containerCompute{}
@@ -484,11 +481,7 @@ func (r *Recommender) dropStale(memory, flat, contradicted, compute []metrics.Se
 			}
 			sd, ok := flatAt[s.ID][p.Time]
 			n, busy := cpu.activity(s.ID, p.Time.Add(-s.Window), p.Time)
-			switch {
-			case !ok || sd != 0 || p.Value <= 0 || busy:
-				delete(r.staleMem, s.ID)
-			case s.Window >= StaleMinWindow && n > 0, s.Window < StaleMinWindow && r.staleMem[s.ID] == p.Value:
-				r.staleMem[s.ID] = p.Value
+			if r.staleMem.Judge(s.ID, s.Window, p.Value, ok && sd == 0, n, busy) {
 				stale++
 				continue
 			}

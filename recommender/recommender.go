@@ -139,7 +139,7 @@ type Recommender struct {
 	// (snapshot.consts), for the tests that gather them through a registry.
 	exportConsts bool
 	// staleMem: the memory value last judged stale per container (load.go dropStale).
-	staleMem map[metrics.ContainerID]float64
+	staleMem metrics.StaleMemory
 	// detected: with auto, the sources Prometheus holds over the history window, in
 	// order of preference (detect).
 	detected []metrics.Source

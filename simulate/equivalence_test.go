@@ -75,6 +75,17 @@ func (f *traceProm) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case strings.Contains(q, "kube_pod_owner"), strings.Contains(q, "kube_replicaset_owner"):
 		writeProm(w, "vector", []any{})
 		return
+	case strings.Contains(q, "stddev_over_time") && strings.Contains(q, metrics.DCGMFBUsed):
+		// metrics.FlatQuery: 0 where every memory sample of the window is equal.
+		agg = func(p *trace.Pod, from, to int64) (float64, bool) {
+			lo, hi, ok := math.Inf(1), math.Inf(-1), false
+			for _, pt := range p.Memory {
+				if ms := pt.T.UnixMilli(); ms > from && ms <= to {
+					lo, hi, ok = math.Min(lo, pt.V), math.Max(hi, pt.V), true
+				}
+			}
+			return hi - lo, ok
+		}
 	case strings.Contains(q, metrics.DCGMFBUsed):
 		agg = func(p *trace.Pod, from, to int64) (float64, bool) {
 			v, ok := math.Inf(-1), false
@@ -175,6 +186,12 @@ func workloadKey(w trace.Workload) history.WorkloadKey {
 func TestSameRecommendationAsRecommender(t *testing.T) {
 	tr := trace.Synthesize(trace.SynthOptions{Workloads: 3, PodsPerWorkload: 2, Duration: 150 * time.Minute, Step: 57 * time.Second,
 		Seed: 7, End: time.Date(2026, 3, 1, 2, 30, 0, 0, time.UTC)})
+	// Idle stretches with flat memory, which the recommender drops as stale
+	// (metrics.StaleMemory): a model held idle across an hour boundary, one idle for a
+	// whole hour at a level above its busy samples, and one flat but busy (kept).
+	flatten(&tr.Pods[0], 20*time.Minute, 95*time.Minute, 30<<30, true)
+	flatten(&tr.Pods[2], 60*time.Minute, 125*time.Minute, 0, true)
+	flatten(&tr.Pods[4], 40*time.Minute, 100*time.Minute, 0, false)
 	cfg := recommender.Config{HistoryLength: 48 * time.Hour}
 
 	// The live recommender.
@@ -240,6 +257,25 @@ func TestSameRecommendationAsRecommender(t *testing.T) {
 	}
 	if compared < len(tl.workloads)*(tl.steps-2) {
 		t.Errorf("compared %d recommendations, want about %d", compared, len(tl.workloads)*tl.steps)
+	}
+}
+
+// flatten holds pod p's memory flat over (start + from, start + to] of its samples: at
+// level bytes (0: the last sample before the stretch), with compute 0 when idle.
+func flatten(p *trace.Pod, from, to time.Duration, level float64, idle bool) {
+	t0 := p.Memory[0].T
+	for i, pt := range p.Memory {
+		if d := pt.T.Sub(t0); d > from && d <= to {
+			if level == 0 {
+				level = p.Memory[i-1].V
+			}
+			p.Memory[i].V = level
+		}
+	}
+	for i, pt := range p.Compute {
+		if d := pt.T.Sub(t0); d > from && d <= to && idle {
+			p.Compute[i].V = 0
+		}
 	}
 }
 

@@ -150,13 +150,20 @@ type gpufracSizer struct {
 	spec      []gpufracv1.GPUFractionAutoscalerSpec
 	prev      [][]gpufracv1.ContainerRecommendation
 	decisions []decision
-	lastGC    time.Time
-	buf       [1]metrics.Sample
+	// interval is the memory aggregation interval; windows the running interval's memory
+	// read per run; stale the recommender's stale-series rule (feed).
+	interval time.Duration
+	windows  []memWindow
+	stale    metrics.StaleMemory
+	lastGC   time.Time
+	buf      [1]metrics.Sample
 }
 
 func newGPUFracSizer(tl *timeline, cfg recommend.Config, keep time.Duration, headroom *int32, bt gpufracv1.BackendType, capacity int64) *gpufracSizer {
 	s := &gpufracSizer{cfg: cfg, keep: keep, capacity: capacity, model: history.NewModel(cfg.History),
-		prev: make([][]gpufracv1.ContainerRecommendation, len(tl.workloads)), decisions: make([]decision, len(tl.containers))}
+		prev: make([][]gpufracv1.ContainerRecommendation, len(tl.workloads)), decisions: make([]decision, len(tl.containers)),
+		windows: make([]memWindow, len(tl.runs)), stale: metrics.StaleMemory{}}
+	s.interval = s.model.Options().MemoryAggregationInterval
 	for _, w := range tl.workloads {
 		s.spec = append(s.spec, AutoscalerSpec(w.key, headroom, bt))
 	}
@@ -185,8 +192,58 @@ func AutoscalerSpec(w history.WorkloadKey, headroomPercent *int32, bt gpufracv1.
 	return spec
 }
 
+// feed adds step k's samples of the alive runs to the model as the recommender reads
+// them: per run, the memory peak of the running aggregation interval so far (the
+// recommender's read of the interval's peak, (interval start, step end]; the whole
+// interval at its end) unless the stale-series rule drops it (metrics.StaleMemory, with
+// the window's flatness and the step's compute, as the recommender's live cycle sees
+// them), and the step's mean activity.
 func (s *gpufracSizer) feed(tl *timeline, alive []int, k int) {
-	feedModel(s.model, &s.buf, tl, alive, k, true)
+	at := tl.stepEnd(k)
+	from := at.Add(-time.Millisecond).Truncate(s.interval)
+	for _, i := range alive {
+		r := &tl.runs[i]
+		w := tl.workloads[r.workload].key
+		j := k - r.start
+		win := &s.windows[i]
+		if !win.from.Equal(from) {
+			*win = memWindow{from: from, high: math.NaN(), low: math.NaN()}
+		}
+		if v := r.memRaw[j]; !math.IsNaN(v) {
+			win.high = nanMax(win.high, v)
+			win.low = -nanMax(-win.low, -r.memLow[j])
+		}
+		cpu := r.cpuRaw[j]
+		if v := win.high; !math.IsNaN(v) {
+			n := 0
+			if !math.IsNaN(cpu) {
+				n = 1
+			}
+			if !s.stale.Judge(r.id, at.Sub(from), v, win.high == win.low, n, n > 0 && cpu > 0) {
+				s.buf[0] = metrics.Sample{Time: at, Value: v}
+				s.model.Add(w, metrics.SignalMemory, metrics.Series{ID: r.id, Samples: s.buf[:]})
+			}
+		}
+		if !math.IsNaN(cpu) {
+			s.buf[0] = metrics.Sample{Time: at, Value: cpu}
+			s.model.Add(w, metrics.SignalCompute, metrics.Series{ID: r.id, Source: metrics.DCGMGPUUtil, Samples: s.buf[:]})
+		}
+	}
+}
+
+// memWindow is a run's memory read of the running aggregation interval: its start and
+// the highest and lowest samples (bytes; NaN: none yet).
+type memWindow struct {
+	from      time.Time
+	high, low float64
+}
+
+// nanMax is the larger of a and b, where NaN (none) is smaller than any value.
+func nanMax(a, b float64) float64 {
+	if math.IsNaN(a) || b > a {
+		return b
+	}
+	return a
 }
 
 // feedModel adds step k's per-step memory peak and mean activity of the alive runs to

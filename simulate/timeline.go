@@ -31,8 +31,10 @@ type run struct {
 	start, end int
 	// memRaw and cpuRaw hold what the recommender reads for each step of the lifetime:
 	// the peak memory (bytes) and the mean activity (ratio) of the samples in the step,
-	// NaN where the step has no sample (Prometheus returns nothing then).
-	memRaw, cpuRaw []float64
+	// NaN where the step has no sample (Prometheus returns nothing then). memLow is the
+	// lowest memory sample of the step (bytes, NaN where none): a window is flat where its
+	// lowest and highest samples are equal (metrics.FlatQuery's standard deviation 0).
+	memRaw, memLow, cpuRaw []float64
 	// mem and cpu hold the actual usage the evaluator charges for each step: memRaw and
 	// cpuRaw with gaps filled by the last sample for up to the lookback, else 0.
 	mem, cpu []float64
@@ -188,7 +190,7 @@ func (tl *timeline) newRun(p *trace.Pod, b [2]time.Time, lookback time.Duration)
 		end:   tl.stepOf(b[1]),
 	}
 	n := r.end - r.start + 1
-	r.memRaw, r.cpuRaw = nanSlice(n), nanSlice(n)
+	r.memRaw, r.memLow, r.cpuRaw = nanSlice(n), nanSlice(n), nanSlice(n)
 	cpuN := make([]int, n)
 	for _, pt := range p.Memory {
 		if pt.T.Before(b[0]) || pt.T.After(b[1]) {
@@ -197,6 +199,9 @@ func (tl *timeline) newRun(p *trace.Pod, b [2]time.Time, lookback time.Duration)
 		i := tl.stepOf(pt.T) - r.start
 		if math.IsNaN(r.memRaw[i]) || pt.V > r.memRaw[i] {
 			r.memRaw[i] = pt.V
+		}
+		if math.IsNaN(r.memLow[i]) || pt.V < r.memLow[i] {
+			r.memLow[i] = pt.V
 		}
 	}
 	for _, pt := range p.Compute {

@@ -1,0 +1,36 @@
+package metrics
+
+import "time"
+
+// StaleMinWindow is the shortest window over which a flat memory series with zero
+// activity is judged stale on its own: 15 minutes (a pause between two requests is
+// shorter). A shorter window (the running interval's first minutes) is stale only where
+// it repeats the value last judged stale.
+const StaleMinWindow = 15 * time.Minute
+
+// StaleMemory is the stale-series rule for memory samples, with the value last judged
+// stale per container: a value left behind by a process that exited (HAMi's
+// hami_vgpu_memory_used_bytes stays at the last value while its utilisation reads 0) is
+// used neither as a peak nor as a lower bound. The recommender applies it to every memory
+// read (recommender/load.go dropStale) and the what-if simulator to the same windows
+// (simulate), so both keep the same samples. The zero value is not usable: use make.
+type StaleMemory map[ContainerID]float64
+
+// Judge reports whether the memory sample value (bytes) of container id, the peak of a
+// window of the given length, is stale. flat: the series stayed flat over the window
+// (FlatQuery: standard deviation 0); computeN: how many compute samples of the container
+// lie inside the window (their own window included); busy: whether any of them is above 0.
+// A sample is stale when it is flat, above 0 and not busy, and either the window is at
+// least StaleMinWindow with computeN > 0, or it is shorter and repeats the value last
+// judged stale. A sample that is not flat, not above 0 or busy forgets the container's
+// stale value. Judge records the value of a stale sample.
+func (s StaleMemory) Judge(id ContainerID, window time.Duration, value float64, flat bool, computeN int, busy bool) bool {
+	switch {
+	case !flat || value <= 0 || busy:
+		delete(s, id)
+	case window >= StaleMinWindow && computeN > 0, window < StaleMinWindow && s[id] == value:
+		s[id] = value
+		return true
+	}
+	return false
+}
