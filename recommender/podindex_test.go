@@ -7,8 +7,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/workload"
 )
 
@@ -54,6 +56,13 @@ func TestPodsFromInformerIndex(t *testing.T) {
 		want, got := listed.gfr(t, k[0], k[1]), indexed.gfr(t, k[0], k[1])
 		if want.Status.MatchedPods == 0 || len(want.Status.ContainerRecommendations) == 0 {
 			t.Fatalf("%s/%s: no pods or no recommendation when listed: %+v", k[0], k[1], want.Status)
+		}
+		// Conditions carry the wall-clock time of their last change (metav1.Now), which
+		// differs when the two cycles straddle a second.
+		for _, st := range []*gpufracv1.GPUFractionRecommendationStatus{&got.Status, &want.Status} {
+			for i := range st.Conditions {
+				st.Conditions[i].LastTransitionTime = metav1.Time{}
+			}
 		}
 		if !equality.Semantic.DeepEqual(got.Status, want.Status) {
 			t.Errorf("%s/%s from the index:\n%+v\nlisted:\n%+v", k[0], k[1], got.Status, want.Status)
