@@ -319,6 +319,10 @@ func TestFailedCountKeepsTheCycle(t *testing.T) {
 		h := newEngineHarness(t, objs, metrics.DCGM{})
 		p := podsOf(objs)[0]
 		addDCGM(t, h.prom, p, "GPU-1", h.now, 48*120, 20000, 0.6)
+		// One impossible sample of each signal in the last hour: the counts run only
+		// where there is something to count (Reader.CountDropped).
+		h.prom.Add(t, dcgmLabels(metrics.DCGMFBUsed, p, "GPU-1"), h.now.Add(-10*time.Minute-15*time.Second), time.Second, math.NaN())
+		h.prom.Add(t, dcgmLabels(metrics.DCGMSMActive, p, "GPU-1"), h.now.Add(-10*time.Minute-15*time.Second), time.Second, 1.37)
 		if failCounts {
 			h.prom.SetFailureIf(isCountQuery, errors.New("query timed out in expression evaluation"))
 		}

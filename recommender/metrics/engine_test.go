@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,4 +114,46 @@ func indexSlash(s string) int {
 		}
 	}
 	return -1
+}
+
+// Impossible samples are counted only in the namespaces that hold one in the window
+// counted (Reader.CountDropped asks DirtyNamespaces first), over the same aligned window:
+// a sentinel 3 s after the window's start, which alignment to the 15 s resolution puts
+// inside it, is still counted; the clean namespace is not counted at all, and a window
+// with no impossible sample sends no count query.
+func TestCountOnlyInDirtyNamespaces(t *testing.T) {
+	prom, r, sel := engineReader(t, DCGM{})
+	sel.Namespaces = []string{"ml", "clean"}
+	dirty, clean := dcgmSeries(DCGMFBUsed, "p1"), dcgmSeries(DCGMFBUsed, "p2")
+	clean["namespace"] = "clean"
+	prom.Add(t, dirty, t0.Add(18*time.Second), 30*time.Second, 9223372036854775794, 20000, 20000)
+	prom.Add(t, dirty, t0.Add(2*time.Hour), 30*time.Second, promtest.Repeat(20000, 10)...)
+	prom.Add(t, clean, t0, 30*time.Second, promtest.Repeat(10000, 300)...)
+	ctx := context.Background()
+	counts := func() []string {
+		var out []string
+		for _, q := range prom.Queries() {
+			if strings.Contains(q, "changes((timestamp(") {
+				out = append(out, q)
+			}
+		}
+		return out
+	}
+	d, err := r.CountDropped(ctx, SignalMemory, sel, DCGM{}.Fields(SignalMemory), t0.Add(20*time.Second), t0.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d.Total("ml", "p1"); got != 1 {
+		t.Errorf("ml/p1: %v impossible samples counted, want the sentinel at 00:00:18", got)
+	}
+	if q := counts(); len(q) != 1 || !strings.Contains(q[0], `namespace=~"ml"`) || strings.Contains(q[0], "clean") {
+		t.Errorf("count queries %q, want one over namespace ml only", q)
+	}
+	d, err = r.CountDropped(ctx, SignalMemory, sel, DCGM{}.Fields(SignalMemory), t0.Add(time.Hour), t0.Add(3*time.Hour))
+	if err != nil || len(d) != 0 {
+		t.Errorf("clean window: %v, %v; want no counts", d, err)
+	}
+	if q := counts(); len(q) != 1 {
+		t.Errorf("a clean window sent a count query: %q", q[1:])
+	}
 }
