@@ -242,14 +242,20 @@ func manifestObjects(t trace.Trace) ([]client.Object, error) {
 }
 
 // compareTargets says whether the memory targets of the recorded bootstrap are the raw
-// one's (compareWith), and how far apart they are at most.
+// one's (compareWith), how many are higher and lower, and how far apart at most.
 func compareTargets(raw, rec map[string]float64) string {
-	worst := 0.0
+	worst, higher, lower := 0.0, 0, 0
 	eq := compareWith(raw, rec, func(w, g float64) bool {
 		worst = math.Max(worst, math.Abs(g-w)/w)
+		switch {
+		case g > w:
+			higher++
+		case g < w:
+			lower++
+		}
 		return w == g
 	})
-	return fmt.Sprintf("memory targets %s (at most %.2f %% apart)", eq, 100*worst)
+	return fmt.Sprintf("memory targets %s (%d higher, %d lower; at most %.2f %% apart)", eq, higher, lower, 100*worst)
 }
 
 // counterSum returns the sum of every series of a counter vector.

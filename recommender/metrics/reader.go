@@ -869,8 +869,9 @@ func (d PodDrops) Record(signal Signal) {
 // The count runs only in the namespaces that hold an impossible sample in its window
 // (DirtyNamespaces over the same aligned window; a namespace it finds clean can have no
 // count above 0), and not at all where none does: its subquery per reason over every
-// series cost about 10 s per load at 1,000 pods (docs/benchmarks.md), the dirty query a
-// twentieth of it. If the dirty query fails, every namespace is counted.
+// series cost about 10 s per load at 1,000 pods (docs/benchmarks.md), where the dirty
+// query is three range functions over the raw samples, no subquery. If the dirty query
+// fails, every namespace is counted.
 func (r *Reader) CountDropped(ctx context.Context, signal Signal, sel Selector, fields []Field, from, to time.Time) (PodDrops, error) {
 	_, fromA, toA := sel.countWindow(from, to)
 	if toA.After(fromA) && !sel.AllNamespaces {
