@@ -153,7 +153,7 @@ func (r *Recommender) loadSlice(ctx context.Context, sel metrics.Selector, names
 	for i := len(data) - 1; i >= 0; i-- {
 		d := data[i]
 		r.downTargets(d, attr, bootstrapped)
-		memory := r.dropStale(d.memory, d.flat, d.contradicted, d.compute, attr, bootstrapped)
+		memory := r.dropStale(d.src, d.memory, d.flat, d.contradicted, d.compute, attr, bootstrapped)
 		r.feed(metrics.SignalMemory, r.choose(d.src, metrics.SignalMemory, memory), attr, bootstrapped)
 		r.feed(metrics.SignalCompute, r.choose(d.src, metrics.SignalCompute, d.compute), attr, bootstrapped)
 	}
@@ -453,15 +453,17 @@ const StaleMinWindow = metrics.StaleMinWindow
 //   - the gpufrac agent contradicts it (contradicted, metrics.ContradictedQuery: the
 //     agent watched the GPU through the sample's window and saw no process of the pod
 //     on it), or
-//   - the series stayed flat over the sample's window (flat, metrics.FlatQuery:
-//     standard deviation 0), the value is above 0, and every compute sample of the same
-//     container whose own window lies inside it reads 0 (at least one, for a window of
-//     StaleMinWindow or more; a shorter window only where it repeats the value last
-//     judged stale).
+//   - the source's memory may go stale (metrics.MemoryMayGoStale: HAMi, KAI; not DCGM's
+//     framebuffer memory nor the agent's, which drop when the process exits), the series
+//     stayed flat over the sample's window (flat, metrics.FlatQuery: standard deviation
+//     0), the value is above 0, and every compute sample of the same container whose
+//     own window lies inside it reads 0 (at least one, for a window of StaleMinWindow or
+//     more; a shorter window only where it repeats the value last judged stale).
 //
 // Each is counted (samples_dropped_total{reason="stale"}) and its pod named in the
 // workload's MetricsUnavailable=True (reason StaleSeries) condition.
-func (r *Recommender) dropStale(memory, flat, contradicted, compute []metrics.Series, attr *workload.Attributor, bootstrapped bool) []metrics.Series {
+func (r *Recommender) dropStale(src metrics.Source, memory, flat, contradicted, compute []metrics.Series, attr *workload.Attributor, bootstrapped bool) []metrics.Series {
+	mayGoStale := metrics.MemoryMayGoStale(src)
 	if r.staleMem == nil {
 		r.staleMem = metrics.StaleMemory{}
 	}
@@ -481,7 +483,7 @@ func (r *Recommender) dropStale(memory, flat, contradicted, compute []metrics.Se
 			}
 			sd, ok := flatAt[s.ID][p.Time]
 			n, busy := cpu.activity(s.ID, p.Time.Add(-s.Window), p.Time)
-			if r.staleMem.Judge(s.ID, s.Window, p.Value, ok && sd == 0, n, busy) {
+			if r.staleMem.Judge(s.ID, s.Window, p.Value, mayGoStale && ok && sd == 0, n, busy) {
 				stale++
 				continue
 			}

@@ -42,11 +42,7 @@ func TestStaleFlatMemoryIsNotAPeak(t *testing.T) {
 	if d := dropped(metrics.SignalMemory, metrics.DropStale) - before; d < 24 {
 		t.Errorf("%v stale memory samples dropped, want at least the 24 flat idle hours", d)
 	}
-	s := h.rec.model.Container(containerKey("ml", "nb", "main"))
-	if s == nil {
-		t.Fatal("no history")
-	}
-	if peak, ok := s.RecentPeak(h.now); !ok || peak != 11*gib {
+	if peak, ok := recentPeakOf(t, h, "nb"); !ok || peak != 11*gib {
 		t.Errorf("recent peak %.1f GiB, want the live 11 GiB (the stale 30 GiB is no peak)", peak/gib)
 	}
 	st := h.gfr(t, "ml", "nb").Status
@@ -142,6 +138,17 @@ func TestAgentContradictsStaleMemory(t *testing.T) {
 // 10 GiB (11 GiB once, the live peak) at 50 % until 12:00:00 the day before (index
 // live, an interval boundary), then 30 GiB at utilisation after: what HAMi keeps
 // reporting once the process exited.
+// recentPeakOf returns the recent memory peak (bytes) of container main of workload
+// ml/name in h's model; it fails the test when the container has no history.
+func recentPeakOf(t *testing.T, h *engineHarness, name string) (float64, bool) {
+	t.Helper()
+	s := h.rec.model.Container(containerKey("ml", name, "main"))
+	if s == nil {
+		t.Fatal("no history")
+	}
+	return s.RecentPeak(h.now)
+}
+
 func liveThenStale(after float64) (mem, util []float64, live int) {
 	n := 48 * 120
 	live = 2879
@@ -160,4 +167,33 @@ func liveThenStale(after float64) (mem, util []float64, live int) {
 func hamiLabels(metric string, p *corev1.Pod, uuid string) map[string]string {
 	return map[string]string{"__name__": metric, "namespace": p.Namespace, "pod": p.Name, "container": "main",
 		"device_uuid": uuid, "vdevice_index": "0", "zone": "vGPU", "instance": "10.0.0.5:9394", "job": "hami-device-plugin"}
+}
+
+// DCGM's framebuffer memory is freed when a process exits, so it never stays flat after
+// one (metrics.MemoryMayGoStale is false): a model held idle at 30 GiB for a day after
+// a busy day at 10–11 GiB is a real need. Nothing is dropped as stale, the recent peak
+// is the idle 30 GiB, and no StaleSeries condition is set.
+func TestFlatIdleDCGMMemoryIsLive(t *testing.T) {
+	objs := singlePodWorkloads("ml", "nb")
+	h := newEngineHarness(t, objs, metrics.DCGM{})
+	p := podsOf(objs)[0]
+	mem, util, _ := liveThenStale(0)
+	for i := range mem {
+		mem[i], util[i] = mem[i]/metrics.MiB, util[i]/100 // MiB and ratio, as dcgm-exporter publishes them
+	}
+	start := h.now.Add(-time.Duration(len(mem)-1) * 30 * time.Second)
+	h.prom.Add(t, dcgmLabels(metrics.DCGMFBUsed, p, "GPU-1"), start, 30*time.Second, mem...)
+	h.prom.Add(t, dcgmLabels(metrics.DCGMSMActive, p, "GPU-1"), start, 30*time.Second, util...)
+
+	before := dropped(metrics.SignalMemory, metrics.DropStale)
+	h.runCycles(t, 1, nil)
+	if d := dropped(metrics.SignalMemory, metrics.DropStale) - before; d != 0 {
+		t.Errorf("%v DCGM memory samples dropped as stale, want none", d)
+	}
+	if peak, ok := recentPeakOf(t, h, "nb"); !ok || peak != 30*gib {
+		t.Errorf("recent peak %.1f GiB, want the idle model's 30 GiB", peak/gib)
+	}
+	if mu := condition(h.gfr(t, "ml", "nb").Status, gpufracv1.ConditionMetricsUnavailable); isTrue(mu) && mu.Reason == ReasonStaleSeries {
+		t.Errorf("MetricsUnavailable %+v: a DCGM series is never stale", mu)
+	}
 }

@@ -150,20 +150,27 @@ type gpufracSizer struct {
 	spec      []gpufracv1.GPUFractionAutoscalerSpec
 	prev      [][]gpufracv1.ContainerRecommendation
 	decisions []decision
+	// boot is the step at whose end the recommender is installed and bootstraps the
+	// history before it from Prometheus (bootstrap); it reads nothing before.
+	boot int
 	// interval is the memory aggregation interval; windows the running interval's memory
-	// read per run; stale the recommender's stale-series rule (feed).
-	interval time.Duration
-	windows  []memWindow
-	stale    metrics.StaleMemory
-	lastGC   time.Time
-	buf      [1]metrics.Sample
+	// read per run; stale the recommender's stale-series rule (feed), which judges flat
+	// memory only where the replayed source's memory may go stale (mayGoStale: false for
+	// DCGM's framebuffer memory, the fields the simulator replays).
+	interval   time.Duration
+	windows    []memWindow
+	stale      metrics.StaleMemory
+	mayGoStale bool
+	lastGC     time.Time
+	buf        [1]metrics.Sample
 }
 
-func newGPUFracSizer(tl *timeline, cfg recommend.Config, keep time.Duration, headroom *int32, bt gpufracv1.BackendType, capacity int64) *gpufracSizer {
+func newGPUFracSizer(tl *timeline, cfg recommend.Config, keep time.Duration, headroom *int32, bt gpufracv1.BackendType, capacity int64, boot int) *gpufracSizer {
 	s := &gpufracSizer{cfg: cfg, keep: keep, capacity: capacity, model: history.NewModel(cfg.History),
 		prev: make([][]gpufracv1.ContainerRecommendation, len(tl.workloads)), decisions: make([]decision, len(tl.containers)),
-		windows: make([]memWindow, len(tl.runs)), stale: metrics.StaleMemory{}}
+		windows: make([]memWindow, len(tl.runs)), stale: metrics.StaleMemory{}, boot: boot}
 	s.interval = s.model.Options().MemoryAggregationInterval
+	s.mayGoStale = metrics.MemoryMayGoStale(metrics.DCGM{})
 	for _, w := range tl.workloads {
 		s.spec = append(s.spec, AutoscalerSpec(w.key, headroom, bt))
 	}
@@ -199,6 +206,13 @@ func AutoscalerSpec(w history.WorkloadKey, headroomPercent *int32, bt gpufracv1.
 // the window's flatness and the step's compute, as the recommender's live cycle sees
 // them), and the step's mean activity.
 func (s *gpufracSizer) feed(tl *timeline, alive []int, k int) {
+	switch {
+	case k < s.boot:
+		return // not installed yet: the history waits in Prometheus
+	case k == s.boot:
+		s.bootstrap(tl, k)
+		return
+	}
 	at := tl.stepEnd(k)
 	from := at.Add(-time.Millisecond).Truncate(s.interval)
 	for _, i := range alive {
@@ -219,7 +233,7 @@ func (s *gpufracSizer) feed(tl *timeline, alive []int, k int) {
 			if !math.IsNaN(cpu) {
 				n = 1
 			}
-			if !s.stale.Judge(r.id, at.Sub(from), v, win.high == win.low, n, n > 0 && cpu > 0) {
+			if !s.stale.Judge(r.id, at.Sub(from), v, s.mayGoStale && win.high == win.low, n, n > 0 && cpu > 0) {
 				s.buf[0] = metrics.Sample{Time: at, Value: v}
 				s.model.Add(w, metrics.SignalMemory, metrics.Series{ID: r.id, Samples: s.buf[:]})
 			}
@@ -229,6 +243,59 @@ func (s *gpufracSizer) feed(tl *timeline, alive []int, k int) {
 			s.model.Add(w, metrics.SignalCompute, metrics.Series{ID: r.id, Source: metrics.DCGMGPUUtil, Samples: s.buf[:]})
 		}
 	}
+}
+
+// bootstrap feeds the history of steps 0..b as the recommender's first cycle at the end
+// of step b reads it from Prometheus (recommender/load.go): per run, the memory peak of
+// each whole aggregation interval (stamped at its end) and of the running one (stamped at
+// the step's end), each judged by the stale-series rule with the window's flatness and
+// every compute sample inside the window, and every step's mean activity.
+func (s *gpufracSizer) bootstrap(tl *timeline, b int) {
+	bootAt := tl.stepEnd(b)
+	for i := range tl.runs {
+		r := &tl.runs[i]
+		if r.start > b {
+			continue
+		}
+		w := tl.workloads[r.workload].key
+		var win memWindow
+		n, busy := 0, false
+		read := func(at time.Time) {
+			if !math.IsNaN(win.high) && !s.stale.Judge(r.id, at.Sub(win.from), win.high, s.mayGoStale && win.high == win.low, n, busy) {
+				s.buf[0] = metrics.Sample{Time: at, Value: win.high}
+				s.model.Add(w, metrics.SignalMemory, metrics.Series{ID: r.id, Samples: s.buf[:]})
+			}
+		}
+		for k := r.start; k <= min(r.end, b); k++ {
+			at := tl.stepEnd(k)
+			if from := at.Add(-time.Millisecond).Truncate(s.interval); !win.from.Equal(from) {
+				if k > r.start {
+					read(win.from.Add(s.interval))
+				}
+				win, n, busy = memWindow{from: from, high: math.NaN(), low: math.NaN()}, 0, false
+			}
+			j := k - r.start
+			if v := r.memRaw[j]; !math.IsNaN(v) {
+				win.high = nanMax(win.high, v)
+				win.low = -nanMax(-win.low, -r.memLow[j])
+			}
+			if cpu := r.cpuRaw[j]; !math.IsNaN(cpu) {
+				n++
+				busy = busy || cpu > 0
+				s.buf[0] = metrics.Sample{Time: at, Value: cpu}
+				s.model.Add(w, metrics.SignalCompute, metrics.Series{ID: r.id, Source: metrics.DCGMGPUUtil, Samples: s.buf[:]})
+			}
+		}
+		read(minTime(win.from.Add(s.interval), bootAt))
+		s.windows[i] = win
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // memWindow is a run's memory read of the running aggregation interval: its start and
@@ -266,6 +333,9 @@ func feedModel(model *history.Model, buf *[1]metrics.Sample, tl *timeline, alive
 }
 
 func (s *gpufracSizer) decide(tl *timeline, now time.Time) {
+	if now.Before(tl.stepEnd(s.boot)) {
+		return // not installed yet
+	}
 	for w := range tl.workloads {
 		recs, _, _ := s.cfg.Recommend(s.model, tl.workloads[w].key, &s.spec[w], nil, s.prev[w], gpufracv1.GuardrailNone, now)
 		if len(recs) > 0 {

@@ -102,7 +102,7 @@ func (rp *replay) addPolicies() error {
 		switch name {
 		case PolicyGPUFrac:
 			if gf == nil {
-				gf = newGPUFracSizer(rp.tl, rp.opts.Recommender, rp.opts.HistoryLength, rp.opts.MemoryHeadroomPercent, rp.opts.Backend, rp.capacity)
+				gf = newGPUFracSizer(rp.tl, rp.opts.Recommender, rp.opts.HistoryLength, rp.opts.MemoryHeadroomPercent, rp.opts.Backend, rp.capacity, max(0, rp.first-1))
 			}
 			spec.sizer = gf
 		case PolicyVPAMemory:

@@ -29,8 +29,8 @@ var HAMiLegacyLabels = Labels{Namespace: "podnamespace", Pod: "podname", Contain
 var HAMi Source = gauges{
 	name: "hami",
 	memory: []Field{
-		{Metric: HAMiMemory, Unit: UnitBytes},
-		{Metric: HAMiLegacyMemory, Unit: UnitBytes, Labels: &HAMiLegacyLabels, Device: []string{"deviceuuid"}},
+		{Metric: HAMiMemory, Unit: UnitBytes, KeepsLastValue: true},
+		{Metric: HAMiLegacyMemory, Unit: UnitBytes, Labels: &HAMiLegacyLabels, Device: []string{"deviceuuid"}, KeepsLastValue: true},
 	},
 	compute: []Field{
 		{Metric: HAMiUtilization, Unit: UnitPercent},

@@ -16,7 +16,7 @@ const (
 // container (recommender.feed). Devices are keyed by gpu_uuid.
 var KAI Source = gauges{
 	name:    "kai",
-	memory:  []Field{{Metric: KAIMemory, Unit: UnitBytes}},
+	memory:  []Field{{Metric: KAIMemory, Unit: UnitBytes, KeepsLastValue: true}},
 	compute: []Field{{Metric: KAIUtilization, Unit: UnitPercent}},
 	device:  []string{"gpu_uuid"},
 }

@@ -288,6 +288,12 @@ type Field struct {
 	// PerProcess: the exporter measures each pod's own processes (gpufrac's agent), so
 	// equal values of pods on one GPU are never a device value copied to each.
 	PerProcess bool
+	// KeepsLastValue: an accounting gauge the exporter keeps at its last value after the
+	// pod's process exited (HAMi's, KAI's), so a flat memory reading while the container
+	// is idle may be stale (StaleMemory). DCGM's framebuffer memory and the agent's
+	// per-process memory are freed and drop when the process exits: flat and idle there
+	// is a model held in memory, a real need.
+	KeepsLastValue bool
 	// InstanceRelative: on a MIG instance (a series with GPU_I_ID) the metric is a ratio
 	// of the instance, not of the whole GPU (dcgm-exporter's profiling fields). Its raw
 	// samples there in (1, mig.MaxOvershoot] are clamped to 1 (a saturated instance)

@@ -11,9 +11,10 @@ const StaleMinWindow = 15 * time.Minute
 // StaleMemory is the stale-series rule for memory samples, with the value last judged
 // stale per container: a value left behind by a process that exited (HAMi's
 // hami_vgpu_memory_used_bytes stays at the last value while its utilisation reads 0) is
-// used neither as a peak nor as a lower bound. The recommender applies it to every memory
-// read (recommender/load.go dropStale) and the what-if simulator to the same windows
-// (simulate), so both keep the same samples. The zero value is not usable: use make.
+// used neither as a peak nor as a lower bound. The recommender applies it to the memory
+// reads of sources whose memory may go stale (MemoryMayGoStale; recommender/load.go
+// dropStale) and the what-if simulator to the same windows (simulate), so both keep the
+// same samples. The zero value is not usable: use make.
 type StaleMemory map[ContainerID]float64
 
 // Judge reports whether the memory sample value (bytes) of container id, the peak of a
@@ -31,6 +32,18 @@ func (s StaleMemory) Judge(id ContainerID, window time.Duration, value float64, 
 	case window >= StaleMinWindow && computeN > 0, window < StaleMinWindow && s[id] == value:
 		s[id] = value
 		return true
+	}
+	return false
+}
+
+// MemoryMayGoStale reports whether a memory field of src keeps its last value after the
+// process exited (Field.KeepsLastValue): only such a source's flat, idle memory is judged
+// by StaleMemory.
+func MemoryMayGoStale(src Source) bool {
+	for _, f := range src.Fields(SignalMemory) {
+		if f.KeepsLastValue {
+			return true
+		}
 	}
 	return false
 }
