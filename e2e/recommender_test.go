@@ -68,11 +68,11 @@ func writeOpenMetrics(dir, name string, tr trace.Trace) (string, error) {
 //
 // The headroom is 15 % (memLo), raised by the annotations backend's default spread
 // headroom (--memory-spread-factor 1.5, --memory-spread-backends annotations) up to at
-// most 100 % (memHi, estimate.MaxMemorySpread). The spread divides by the median hourly
-// peak of the hours the recommender keeps: it drops an idle hour whose memory stayed flat
-// as a stale series (recommender/load.go dropStale), which idle GenTD26 pods have, so the
-// exact spread is checked by the unit tests (estimate.TestMemorySpread,
-// recommend.TestMemorySpreadByBackend), and here the range it may move the target in.
+// most 100 % (memHi, estimate.MaxMemorySpread). The spread divides by the median of the
+// decayed hourly-peak histogram, whose bucket ends can move it by a bucket and the spread
+// by several times that, so the exact spread is checked by the unit tests
+// (estimate.TestMemorySpread, recommend.TestMemorySpreadByBackend), and here the range it
+// may move the target in.
 func expectedTargets(pods []trace.Pod, now time.Time, youngMarginPercent int32) (memLo, memHi, compute float64) {
 	type ws struct{ v, w float64 }
 	weight := func(t time.Time) float64 { return math.Exp2(t.Sub(now).Hours() / 24) }
