@@ -34,10 +34,7 @@ func TestAgentSimulated(t *testing.T) {
 	if err := testCluster.AddScrapeTarget(t.Context(), fmt.Sprintf("127.0.0.1:%d", port)); err != nil {
 		t.Fatal(err)
 	}
-	// The spread headroom is off: this test checks that the agent's per-pod samples
-	// reach the trace's peak (the headroom formula is checked on Prometheus-sourced
-	// history by checkAgainstIndependent).
-	startRecommender(t, "--metric-source=agent", "--memory-spread-factor=0")
+	startRecommender(t, "--metric-source=agent")
 
 	for _, w := range tr.Workloads() {
 		p := podsOf(tr, w.Name)[0]

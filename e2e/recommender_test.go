@@ -56,24 +56,15 @@ func writeOpenMetrics(dir, name string, tr trace.Trace) (string, error) {
 
 // Independent expectations, computed here from the backfilled samples without the
 // product's estimator: memory = max(decayed p90 of per-pod hourly peaks, highest peak of
-// the peak window) × (1 + headroom), rounded down to a whole share of the GPU when the
-// peak (× (1 + spread)) plus headroom fits it (expectedShare), at most one GPU (the
-// recommender's --gpu-memory cap); compute = decayed p90 of per-minute activity × 1.15.
+// the peak window) × 1.15, rounded down to a whole share of the GPU when the peak plus
+// headroom fits it (expectedShare); compute = decayed p90 of per-minute activity × 1.15.
 // Decay halves a sample's weight every 24 h (weights are relative, so the reference time
 // does not matter). The peak window is 7 days since the recommender's default changed
 // from 24 h (rare spikes stay in the target for a week), and packing-aware sizing rounds
 // a target a little above ½ or ⅓ of a GPU down to it: both deliberate. A young workload
 // (history under 12 h, the default low confidence × 24 h, and at least 1 h) gets the
 // margin 1/n for the n whole hours its memory stayed at its highest level (youngMargin).
-//
-// The headroom is 15 % (memLo), raised by the annotations backend's default spread
-// headroom (--memory-spread-factor 1.5, --memory-spread-backends annotations) up to at
-// most 100 % (memHi, estimate.MaxMemorySpread). The spread divides by the median of the
-// decayed hourly-peak histogram, whose bucket ends can move it by a bucket and the spread
-// by several times that, so the exact spread is checked by the unit tests
-// (estimate.TestMemorySpread, recommend.TestMemorySpreadByBackend), and here the range it
-// may move the target in.
-func expectedTargets(pods []trace.Pod, now time.Time, youngMarginPercent int32) (memLo, memHi, compute float64) {
+func expectedTargets(pods []trace.Pod, now time.Time, youngMarginPercent int32) (memBytes, compute float64) {
 	type ws struct{ v, w float64 }
 	weight := func(t time.Time) float64 { return math.Exp2(t.Sub(now).Hours() / 24) }
 	intervalStart := func(t time.Time) time.Time { return t.Add(-time.Millisecond).Truncate(time.Hour) }
@@ -119,14 +110,7 @@ func expectedTargets(pods []trace.Pod, now time.Time, youngMarginPercent int32) 
 	// hours at the level (it reads history as hourly peaks and live cycles as partial
 	// ones), never more.
 	m := 1 + max(youngMargin(pods, now), (float64(youngMarginPercent)-0.5)/100) // percent rounded
-	// memLo: the 15 % target, rounded as the recommender would round it; a larger
-	// headroom only raises the target and rounds it to a share at least as large (the
-	// largest share below a larger target, when it leaves room above the larger peak).
-	// memHi: the spread's cap, unrounded, with the product's p90 one 5 % histogram
-	// bucket above the exact one.
-	lo := expectedShare(math.Max(p90(mem), recent)*1.15*m, recent*m)
-	hi := math.Max(p90(mem)*1.05, recent) * 2 * m
-	return math.Min(e2eGPUMemoryBytes, lo), math.Min(e2eGPUMemoryBytes, hi), math.Max(0.01, p90(cpu)*1.15)
+	return expectedShare(math.Max(p90(mem), recent)*1.15*m, recent*m), math.Max(0.01, p90(cpu)*1.15)
 }
 
 // youngMargin is the young-workload margin, computed here from the samples: 0 unless the
@@ -202,22 +186,22 @@ func checkAgainstIndependent(t *testing.T, gfr *gpufracv1.GPUFractionRecommendat
 	if want := youngMargin(pods, gfr.Status.LastUpdateTime.Time); float64(cr.YoungMarginPercent) < math.Round(100*want)-1 {
 		t.Errorf("%s: young margin %d%%, independent %.0f%%: fewer hours at the level than the samples show", gfr.Name, cr.YoungMarginPercent, 100*want)
 	}
-	memLo, memHi, cpu := expectedTargets(pods, gfr.Status.LastUpdateTime.Time, cr.YoungMarginPercent)
+	mem, cpu := expectedTargets(pods, gfr.Status.LastUpdateTime.Time, cr.YoungMarginPercent)
 	gotMem, gotCPU := cr.Target.Memory.AsApproximateFloat64(), cr.Target.Compute.AsApproximateFloat64()
-	above := 1.0
+	above := 1.05 // one memory bucket
 	if cr.YoungMarginPercent > 0 {
 		// A young target shrinks every hour; the written one is kept while the new one
 		// is within the 2 % memory noise (recommend.Config.MemoryNoise).
-		above = 1.02
+		above *= 1.02
 	}
-	if gotMem < memLo-1 || gotMem > memHi*above+(1<<20) {
-		t.Errorf("%s: memory target %.0f MiB, independent %.0f–%.0f MiB (15 %% headroom to the spread's cap, p90 up to one 5%% bucket above)", gfr.Name, gotMem/(1<<20), memLo/(1<<20), memHi/(1<<20))
+	if gotMem < mem-1 || gotMem > mem*above+(1<<20) {
+		t.Errorf("%s: memory target %.0f MiB, independent %.0f MiB (allowed: one 5%% bucket above)", gfr.Name, gotMem/(1<<20), mem/(1<<20))
 	}
 	if gotCPU < cpu-0.002 || gotCPU > cpu+0.0115+0.001 {
 		t.Errorf("%s: compute target %.3f, independent %.3f (allowed: one 0.01 bucket × 1.15 above)", gfr.Name, gotCPU, cpu)
 	}
-	t.Logf("%s: memory %s (independent %.0f–%.0f MiB), compute %s (independent %.3f), confidence %d%%, attribution %s",
-		gfr.Name, cr.Target.Memory, memLo/(1<<20), memHi/(1<<20), cr.Target.Compute, cpu, cr.ConfidencePercent, gfr.Status.Attribution)
+	t.Logf("%s: memory %s (independent %.0f MiB), compute %s (independent %.3f), confidence %d%%, attribution %s",
+		gfr.Name, cr.Target.Memory, mem/(1<<20), cr.Target.Compute, cpu, cr.ConfidencePercent, gfr.Status.Attribution)
 }
 
 // testExporter serves gauges that Prometheus scrapes every second.

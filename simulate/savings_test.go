@@ -20,11 +20,10 @@ import (
 var savingsPin = map[int64]float64{80 * gib: 1.20, 141 * gib: 1.48}
 
 // emptyHistoryPin is the same from an empty history (gpufrac installed when the trace
-// starts; young workloads sized from evidence): measured when pinned 1.59 at 80 GiB and
-// 1.55 at 141 GiB with the memory spread (1.58 and 1.49 without it), with 3 pod-minutes
-// over the allocation in all at each size (6 without the spread; the whole-GPU cold
-// start young workloads replaced had 7 at both sizes).
-var emptyHistoryPin = map[int64]float64{80 * gib: 1.61, 141 * gib: 1.57}
+// starts; young workloads sized from evidence): measured when pinned 1.58 at 80 GiB and
+// 1.49 at 141 GiB, with 6 pod-minutes over the allocation in all at each size (the
+// whole-GPU cold start young workloads replaced had 7 at both sizes).
+var emptyHistoryPin = map[int64]float64{80 * gib: 1.61, 141 * gib: 1.52}
 
 // emptyHistoryOverruns is the most pod-minutes over the allocation, warm-up included,
 // from an empty history: the 7 of the whole-GPU cold start before young workloads got
@@ -90,13 +89,9 @@ var noMemoryRequestPin = map[int64]float64{80 * gib: 1.66, 141 * gib: 1.53}
 
 // TestSavingsRegressionNoMemoryRequest is TestSavingsRegressionGenTD26 with the
 // annotations backend writing no memory request: pods packed by their target, a hard
-// limit; no pod over it after warm-up and no GPU over its memory. As documented for
-// --annotation-memory-request none, the annotations backend is then dropped from
-// --memory-spread-backends (the spread's larger targets would be packed whole).
+// limit; no pod over it after warm-up and no GPU over its memory.
 func TestSavingsRegressionNoMemoryRequest(t *testing.T) {
-	o := Options{Annotations: backend.AnnotationsConfig{MemoryRequest: backend.AnnotationsMemoryRequestNone}}
-	o.Recommender.MemorySpreadBackends = []gpufracv1.BackendType{}
-	checkSavings(t, o, noMemoryRequestPin)
+	checkSavings(t, Options{Annotations: backend.AnnotationsConfig{MemoryRequest: backend.AnnotationsMemoryRequestNone}}, noMemoryRequestPin)
 }
 
 // TestSavingsRegressionGenTD26 replays the shared GenTD26 trace as `gpufrac simulate

@@ -46,7 +46,7 @@ func (f *Flags) AddFlags(fs FlagSet, c *Config) {
 	fs.Float64Var(&c.Estimator.ContentionSlowdown, "contention-slowdown", estimate.DefaultContentionSlowdown, "Overload, ratio of one GPU (positive), that --contention-budget bounds: co-tenants asking for 1 + this many GPUs run that much slower under time-slicing.")
 	fs.Float64Var(&c.Estimator.ContentionTenantReserve, "contention-tenant-reserve", estimate.DefaultContentionTenantReserve, "Share of one GPU (0–1) each TimeSlicing container's computeRequest adds to its effective compute, so N co-tenants keep the --contention-budget bound at an overload of --contention-slowdown minus N times this (docs/recommender.md). Negative: none.")
 	fs.DurationVar(&c.Estimator.ContentionWindow, "contention-window", estimate.DefaultContentionWindow, "Width, whole hours 1h–24h, of the windows of the day (UTC) on which the --contention-budget bound is conditioned: a computeRequest is the container's effective compute in its busiest window, so co-tenants whose loads peak in the same hours keep the budget (docs/recommender.md). 24h (default): the whole day (loads assumed independent); 3h is the setting measured in docs/benchmarks/savings.md.")
-	fs.Float64Var(&c.Estimator.MemorySpreadFactor, "memory-spread-factor", estimate.DefaultMemorySpreadFactor, "The memory headroom of the autoscalers of --memory-spread-backends is never below this many times the workload's spread (its highest per-interval memory peak over its median one, minus 1, at most 1), ratio; packing-aware sizing leaves that room above the peak too. 0: off, the policy's headroom alone (docs/recommender.md, docs/benchmarks/savings.md).")
+	fs.Float64Var(&c.Estimator.MemorySpreadFactor, "memory-spread-factor", 0, "The memory headroom of the autoscalers of --memory-spread-backends is never below this many times the workload's spread (its highest per-interval memory peak over its median one, minus 1, at most 1), ratio; packing-aware sizing leaves that room above the peak too. 0 (default): off, the policy's headroom alone. 1.5 is the setting measured (docs/recommender.md, docs/benchmarks/savings.md).")
 	fs.StringVar(&f.spreadBackends, "memory-spread-backends", joinBackends(DefaultMemorySpreadBackends), "Comma-separated backends (spec.backend.type; none set: annotations) whose autoscalers take --memory-spread-factor; the others keep the policy's headroom alone. Default: annotations, which places pods by their observed memory peak (the webhook's --annotation-memory-request observed-peak) so the larger limit costs no GPUs; drop it when the webhook runs --annotation-memory-request none. Empty: none.")
 	fs.DurationVar(&c.History.MemoryAggregationInterval, "memory-aggregation-interval", history.DefaultMemoryAggregationInterval, "Interval whose per-pod peak is one memory sample.")
 	fs.DurationVar(&c.History.HalfLife, "half-life", history.DefaultHalfLife, "Decay half-life of the histograms (VPA's).")
@@ -98,9 +98,6 @@ func (f *Flags) Complete() error {
 	}
 	if !f.young {
 		c.Estimator.YoungConfidence = -1 // off
-	}
-	if c.Estimator.MemorySpreadFactor <= 0 {
-		c.Estimator.MemorySpreadFactor = -1 // off, not the default
 	}
 	bs, err := parseBackends(f.spreadBackends)
 	if err != nil {

@@ -44,14 +44,14 @@ func TestFlags(t *testing.T) {
 			c.Estimator.MemorySpreadFactor != d.Estimator.MemorySpreadFactor || !slices.Equal(c.MemorySpreadBackends, d.MemorySpreadBackends) {
 			t.Errorf("%s: defaults %+v", name, c)
 		}
-		// The spread: 0 turns it off (not back to the default), an empty list is none
-		// (not the default list), names are checked.
-		c, err = p("--memory-spread-factor=0", "--memory-spread-backends=")
+		// The spread: off by default, on with a factor; an empty list is none (not the
+		// default list); names are checked.
+		c, err = p("--memory-spread-factor=1.5", "--memory-spread-backends=")
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if c = c.WithDefaults(); c.Estimator.MemorySpreadFactor >= 0 || c.MemorySpreadBackends == nil || len(c.MemorySpreadBackends) != 0 {
-			t.Errorf("%s: spread off and no backends parsed as factor %v, backends %v", name, c.Estimator.MemorySpreadFactor, c.MemorySpreadBackends)
+		if c = c.WithDefaults(); c.Estimator.MemorySpreadFactor != 1.5 || c.MemorySpreadBackends == nil || len(c.MemorySpreadBackends) != 0 {
+			t.Errorf("%s: spread 1.5 and no backends parsed as factor %v, backends %v", name, c.Estimator.MemorySpreadFactor, c.MemorySpreadBackends)
 		}
 		c, err = p("--memory-spread-backends= hami, kai-nvfractions")
 		if err != nil || !slices.Equal(c.MemorySpreadBackends, []gpufracv1.BackendType{gpufracv1.BackendHAMi, gpufracv1.BackendKAINVFractions}) {

@@ -51,9 +51,9 @@ type Config struct {
 
 	// MemorySpreadBackends are the backends (spec.backend.type; an autoscaler without
 	// one uses the annotations backend) whose containers' memory headroom takes the
-	// workload's spread (Estimator.MemorySpreadFactor, estimate.Estimate.MemorySpread);
-	// other autoscalers are estimated with the factor off. Nil: the default,
-	// DefaultMemorySpreadBackends; empty (non-nil): none.
+	// workload's spread when Estimator.MemorySpreadFactor is above 0 (opt-in,
+	// estimate.Estimate.MemorySpread); other autoscalers are estimated with the factor
+	// off. Nil: the default, DefaultMemorySpreadBackends; empty (non-nil): none.
 	MemorySpreadBackends []gpufracv1.BackendType
 }
 
@@ -95,9 +95,6 @@ func (c Config) WithDefaults() Config {
 		// Young workloads earn their confidence from evidence up to the threshold
 		// under which the recommendation is not applied (estimate.Config.YoungConfidence).
 		c.Estimator.YoungConfidence = c.LowConfidence
-	}
-	if c.Estimator.MemorySpreadFactor == 0 {
-		c.Estimator.MemorySpreadFactor = estimate.DefaultMemorySpreadFactor // negative: off
 	}
 	if c.MemorySpreadBackends == nil {
 		c.MemorySpreadBackends = DefaultMemorySpreadBackends

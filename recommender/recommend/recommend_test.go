@@ -91,9 +91,10 @@ func TestYoungWorkloadWiring(t *testing.T) {
 }
 
 // TestMemorySpreadByBackend: a workload whose memory peaks spread well above their median
-// gets the spread headroom only under a backend of MemorySpreadBackends (by default the
-// annotations backend, also when the spec names none), and the policy's headroom alone
-// under another (HAMi) or with the factor off.
+// gets the spread headroom, once the factor is on (opt-in), only under a backend of
+// MemorySpreadBackends (by default the annotations backend, also when the spec names
+// none), and the policy's headroom alone under another (HAMi), with the factor off (the
+// default) or with no backend listed.
 func TestMemorySpreadByBackend(t *testing.T) {
 	w := history.WorkloadKey{Namespace: "ns", Kind: "Deployment", Name: "web"}
 	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
@@ -120,7 +121,8 @@ func TestMemorySpreadByBackend(t *testing.T) {
 		}
 		return recs[0].Target.Memory.AsApproximateFloat64()
 	}
-	noFit := Config{Policy: policy.Config{FitMemoryHeadroomBytes: -1}} // no rounding to a share
+	noFit := Config{Policy: policy.Config{FitMemoryHeadroomBytes: -1}, // no rounding to a share
+		Estimator: estimate.Config{MemorySpreadFactor: estimate.DefaultMemorySpreadFactor}}
 	plain := 14 * (1 << 30) * (1 + estimate.DefaultMemoryHeadroom)
 	for _, tc := range []struct {
 		name   string
@@ -131,9 +133,9 @@ func TestMemorySpreadByBackend(t *testing.T) {
 		{"no backend set: annotations", noFit, "", true},
 		{"annotations", noFit, gpufracv1.BackendAnnotations, true},
 		{"hami", noFit, gpufracv1.BackendHAMi, false},
-		{"hami listed", Config{Policy: noFit.Policy, MemorySpreadBackends: []gpufracv1.BackendType{gpufracv1.BackendHAMi}}, gpufracv1.BackendHAMi, true},
-		{"none listed", Config{Policy: noFit.Policy, MemorySpreadBackends: []gpufracv1.BackendType{}}, gpufracv1.BackendAnnotations, false},
-		{"factor off", Config{Policy: noFit.Policy, Estimator: estimate.Config{MemorySpreadFactor: -1}}, gpufracv1.BackendAnnotations, false},
+		{"hami listed", Config{Policy: noFit.Policy, Estimator: noFit.Estimator, MemorySpreadBackends: []gpufracv1.BackendType{gpufracv1.BackendHAMi}}, gpufracv1.BackendHAMi, true},
+		{"none listed", Config{Policy: noFit.Policy, Estimator: noFit.Estimator, MemorySpreadBackends: []gpufracv1.BackendType{}}, gpufracv1.BackendAnnotations, false},
+		{"factor off (the default)", Config{Policy: noFit.Policy}, gpufracv1.BackendAnnotations, false},
 	} {
 		got := target(tc.cfg, tc.bt)
 		if spread := got > plain*1.05; spread != tc.spread {
