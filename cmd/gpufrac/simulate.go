@@ -51,7 +51,7 @@ type simulateFlags struct {
 func newSimulateCmd() *cobra.Command {
 	var f simulateFlags
 	cmd := &cobra.Command{
-		Use:   "simulate --input DIR|FILE --format gentd26|long [--gpu-memory 80Gi,...]",
+		Use:   "simulate [--input DIR|FILE] [--format gentd26|long|synthetic] [--gpu-memory 80Gi,...]",
 		Short: "Replay a GPU usage trace through gpufrac and other sharing policies and compare them",
 		Long:  simulateLong,
 		Example: `  gpufrac simulate --input ../shared/data/gentd26 --format gentd26 --gpu-memory 80Gi
