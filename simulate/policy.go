@@ -221,26 +221,21 @@ func (s *gpufracSizer) feed(tl *timeline, alive []int, k int) {
 		j := k - r.start
 		win := &s.windows[i]
 		if !win.from.Equal(from) {
-			*win = memWindow{from: from, high: math.NaN(), low: math.NaN()}
+			*win = newMemWindow(from)
 		}
-		if v := r.memRaw[j]; !math.IsNaN(v) {
-			win.high = nanMax(win.high, v)
-			win.low = -nanMax(-win.low, -r.memLow[j])
-		}
+		win.take(r, j)
 		cpu := r.cpuRaw[j]
 		if v := win.high; !math.IsNaN(v) {
 			n := 0
 			if !math.IsNaN(cpu) {
 				n = 1
 			}
-			if !s.stale.Judge(r.id, at.Sub(from), v, s.mayGoStale && win.high == win.low, n, n > 0 && cpu > 0) {
-				s.buf[0] = metrics.Sample{Time: at, Value: v}
-				s.model.Add(w, metrics.SignalMemory, metrics.Series{ID: r.id, Samples: s.buf[:]})
+			if !s.stale.Judge(r.id, at.Sub(from), v, s.mayGoStale && win.flat(), n, n > 0 && cpu > 0) {
+				addSample(s.model, &s.buf, w, r.id, metrics.SignalMemory, at, v)
 			}
 		}
 		if !math.IsNaN(cpu) {
-			s.buf[0] = metrics.Sample{Time: at, Value: cpu}
-			s.model.Add(w, metrics.SignalCompute, metrics.Series{ID: r.id, Source: metrics.DCGMGPUUtil, Samples: s.buf[:]})
+			addSample(s.model, &s.buf, w, r.id, metrics.SignalCompute, at, cpu)
 		}
 	}
 }
@@ -261,9 +256,8 @@ func (s *gpufracSizer) bootstrap(tl *timeline, b int) {
 		var win memWindow
 		n, busy := 0, false
 		read := func(at time.Time) {
-			if !math.IsNaN(win.high) && !s.stale.Judge(r.id, at.Sub(win.from), win.high, s.mayGoStale && win.high == win.low, n, busy) {
-				s.buf[0] = metrics.Sample{Time: at, Value: win.high}
-				s.model.Add(w, metrics.SignalMemory, metrics.Series{ID: r.id, Samples: s.buf[:]})
+			if !math.IsNaN(win.high) && !s.stale.Judge(r.id, at.Sub(win.from), win.high, s.mayGoStale && win.flat(), n, busy) {
+				addSample(s.model, &s.buf, w, r.id, metrics.SignalMemory, at, win.high)
 			}
 		}
 		for k := r.start; k <= min(r.end, b); k++ {
@@ -272,18 +266,14 @@ func (s *gpufracSizer) bootstrap(tl *timeline, b int) {
 				if k > r.start {
 					read(win.from.Add(s.interval))
 				}
-				win, n, busy = memWindow{from: from, high: math.NaN(), low: math.NaN()}, 0, false
+				win, n, busy = newMemWindow(from), 0, false
 			}
 			j := k - r.start
-			if v := r.memRaw[j]; !math.IsNaN(v) {
-				win.high = nanMax(win.high, v)
-				win.low = -nanMax(-win.low, -r.memLow[j])
-			}
+			win.take(r, j)
 			if cpu := r.cpuRaw[j]; !math.IsNaN(cpu) {
 				n++
 				busy = busy || cpu > 0
-				s.buf[0] = metrics.Sample{Time: at, Value: cpu}
-				s.model.Add(w, metrics.SignalCompute, metrics.Series{ID: r.id, Source: metrics.DCGMGPUUtil, Samples: s.buf[:]})
+				addSample(s.model, &s.buf, w, r.id, metrics.SignalCompute, at, cpu)
 			}
 		}
 		read(minTime(win.from.Add(s.interval), bootAt))
@@ -305,6 +295,23 @@ type memWindow struct {
 	high, low float64
 }
 
+// newMemWindow returns the empty read of the interval starting at from.
+func newMemWindow(from time.Time) memWindow {
+	return memWindow{from: from, high: math.NaN(), low: math.NaN()}
+}
+
+// take adds step j of run r's lifetime (its highest and lowest memory sample) to the read.
+func (m *memWindow) take(r *run, j int) {
+	if v := r.memRaw[j]; !math.IsNaN(v) {
+		m.high = nanMax(m.high, v)
+		m.low = -nanMax(-m.low, -r.memLow[j])
+	}
+}
+
+// flat reports whether every sample of the read was equal (metrics.FlatQuery's standard
+// deviation 0).
+func (m *memWindow) flat() bool { return m.high == m.low }
+
 // nanMax is the larger of a and b, where NaN (none) is smaller than any value.
 func nanMax(a, b float64) float64 {
 	if math.IsNaN(a) || b > a {
@@ -316,20 +323,30 @@ func nanMax(a, b float64) float64 {
 // feedModel adds step k's per-step memory peak and mean activity of the alive runs to
 // model, as one sample each stamped at the step's end: what the recommender's memory
 // peak query (max_over_time) and compute query (avg_over_time over one cycle) return.
-func feedModel(model *history.Model, buf *[1]metrics.Sample, tl *timeline, alive []int, k int, compute bool) {
+func feedModel(model *history.Model, buf *[1]metrics.Sample, tl *timeline, alive []int, k int) {
 	at := tl.stepEnd(k)
 	for _, i := range alive {
 		r := &tl.runs[i]
 		w := tl.workloads[r.workload].key
 		if v := r.memRaw[k-r.start]; !math.IsNaN(v) {
-			buf[0] = metrics.Sample{Time: at, Value: v}
-			model.Add(w, metrics.SignalMemory, metrics.Series{ID: r.id, Samples: buf[:]})
+			addSample(model, buf, w, r.id, metrics.SignalMemory, at, v)
 		}
-		if v := r.cpuRaw[k-r.start]; compute && !math.IsNaN(v) {
-			buf[0] = metrics.Sample{Time: at, Value: v}
-			model.Add(w, metrics.SignalCompute, metrics.Series{ID: r.id, Source: metrics.DCGMGPUUtil, Samples: buf[:]})
+		if v := r.cpuRaw[k-r.start]; !math.IsNaN(v) {
+			addSample(model, buf, w, r.id, metrics.SignalCompute, at, v)
 		}
 	}
+}
+
+// addSample adds one sample of container id to model, through buf (no allocation per
+// sample): memory in bytes, compute a ratio read from metrics.DCGMGPUUtil, the field the
+// simulator replays.
+func addSample(model *history.Model, buf *[1]metrics.Sample, w history.WorkloadKey, id metrics.ContainerID, signal metrics.Signal, at time.Time, v float64) {
+	buf[0] = metrics.Sample{Time: at, Value: v}
+	series := metrics.Series{ID: id, Samples: buf[:]}
+	if signal == metrics.SignalCompute {
+		series.Source = metrics.DCGMGPUUtil
+	}
+	model.Add(w, signal, series)
 }
 
 func (s *gpufracSizer) decide(tl *timeline, now time.Time) {
@@ -408,7 +425,7 @@ func newVPASizer(tl *timeline, step time.Duration, lowConfidence float64, capaci
 // feed adds memory and compute: VPA's confidence counts the container's CPU samples
 // (one per minute) and its lifespan, which compute samples stand in for here.
 func (s *vpaSizer) feed(tl *timeline, alive []int, k int) {
-	feedModel(s.model, &s.buf, tl, alive, k, true)
+	feedModel(s.model, &s.buf, tl, alive, k)
 }
 
 func (s *vpaSizer) decide(tl *timeline, now time.Time) {
