@@ -444,9 +444,6 @@ func (d *sourceData) readMemory(ctx context.Context, rd *metrics.Reader, sel met
 	return nil
 }
 
-// StaleMinWindow is metrics.StaleMinWindow, the shortest window judged stale on its own.
-const StaleMinWindow = metrics.StaleMinWindow
-
 // dropStale removes stale memory samples: a value left behind by a process that exited
 // (HAMi's hami_vgpu_memory_used_bytes stays at the last value while its utilisation
 // reads 0), used neither as a live peak nor as a lower bound. A sample is stale when
@@ -457,7 +454,7 @@ const StaleMinWindow = metrics.StaleMinWindow
 //     framebuffer memory nor the agent's, which drop when the process exits), the series
 //     stayed flat over the sample's window (flat, metrics.FlatQuery: standard deviation
 //     0), the value is above 0, and every compute sample of the same container whose
-//     own window lies inside it reads 0 (at least one, for a window of StaleMinWindow or
+//     own window lies inside it reads 0 (at least one, for a window of metrics.StaleMinWindow or
 //     more; a shorter window only where it repeats the value last judged stale).
 //
 // Each is counted (samples_dropped_total{reason="stale"}) and its pod named in the
