@@ -148,6 +148,21 @@ func quantityFlag(p *int64, positive bool) func(string) error {
 	}
 }
 
+// ParseType returns the backend type named s (spaces trimmed), or an error naming s and
+// every known type (Types, sorted).
+func ParseType(s string) (gpufracv1.BackendType, error) {
+	b := gpufracv1.BackendType(strings.TrimSpace(s))
+	if !slices.Contains(Types, b) {
+		names := make([]string, len(Types))
+		for i, t := range Types {
+			names[i] = string(t)
+		}
+		sort.Strings(names)
+		return "", fmt.Errorf("%q: unknown backend, want one of %s", s, strings.Join(names, ", "))
+	}
+	return b, nil
+}
+
 // parseOverheads parses "hami=256Mi,mps=0".
 func parseOverheads(s string) (map[gpufracv1.BackendType]int64, error) {
 	m := map[gpufracv1.BackendType]int64{}
@@ -160,14 +175,9 @@ func parseOverheads(s string) (map[gpufracv1.BackendType]int64, error) {
 		if !ok {
 			return nil, fmt.Errorf("%q: want backend=quantity", part)
 		}
-		b := gpufracv1.BackendType(strings.TrimSpace(k))
-		if !slices.Contains(Types, b) {
-			names := make([]string, len(Types))
-			for i, t := range Types {
-				names[i] = string(t)
-			}
-			sort.Strings(names)
-			return nil, fmt.Errorf("%q: unknown backend, want one of %s", k, strings.Join(names, ", "))
+		b, err := ParseType(k)
+		if err != nil {
+			return nil, err
 		}
 		q, err := resource.ParseQuantity(strings.TrimSpace(v))
 		if err != nil {

@@ -2,7 +2,6 @@ package recommend
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -107,8 +106,8 @@ func (f *Flags) Complete() error {
 	return nil
 }
 
-// parseBackends parses a comma-separated list of backend types; it returns an error
-// naming the first unknown one and the known ones. Empty: none (an empty, non-nil
+// parseBackends parses a comma-separated list of backend types (backend.ParseType); it
+// returns an error naming the first unknown one and the known ones. Empty: none (an empty, non-nil
 // slice, which Config.WithDefaults keeps).
 func parseBackends(s string) ([]gpufracv1.BackendType, error) {
 	out := []gpufracv1.BackendType{}
@@ -116,9 +115,9 @@ func parseBackends(s string) ([]gpufracv1.BackendType, error) {
 		if f = strings.TrimSpace(f); f == "" {
 			continue
 		}
-		b := gpufracv1.BackendType(f)
-		if !slices.Contains(backend.Types, b) {
-			return nil, fmt.Errorf("unknown backend %q (known: %s)", f, joinBackends(backend.Types))
+		b, err := backend.ParseType(f)
+		if err != nil {
+			return nil, err
 		}
 		out = append(out, b)
 	}
