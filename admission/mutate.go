@@ -420,7 +420,7 @@ func (m *Mutator) targets(pod *corev1.Pod, gfa *gpufracv1.GPUFractionAutoscaler,
 // at most one GPU (with a warning and t.CappedNote); the upper bound likewise. A target
 // that is not positive or above one GPU is unsafe.
 func (m *Mutator) memoryTarget(t *backend.Target, r contract.Target, gfa *gpufracv1.GPUFractionAutoscaler, overhead int64) ([]string, error) {
-	q := r.Recommendation.Target.Memory
+	q := r.Recommendation.WrittenMemory() // the memoryLimit where above the target
 	if q == nil || !r.ControlsMemory {
 		return nil, nil
 	}

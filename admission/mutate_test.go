@@ -617,6 +617,44 @@ func TestMutateNVFractionsObservedPeak(t *testing.T) {
 	}
 }
 
+// TestMutateMemoryLimit: a recommendation with a memoryLimit above its target (the
+// spread's burst room) is written by the annotations backend as the limit
+// (gpufrac.io/gpu-memory), with the observed peak as the request, and the applied record
+// keeps the limit, which the updater compares (contract.Target.Memory); without one the
+// target is the limit as before.
+func TestMutateMemoryLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name, limit, wantMem string
+	}{
+		{"limit above the target", "6Gi", "6Gi"},
+		{"no limit", "", "4Gi"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gfa := autoscaler("web", gpufracv1.UpdateModeRecreate, gpufracv1.BackendAnnotations)
+			rec := containerRec("main", "4Gi", "")
+			rec.ObservedPeakMemory = q("3Gi")
+			if tc.limit != "" {
+				rec.MemoryLimit = q(tc.limit)
+			}
+			m := mutator(t, Config{}.WithDefaults(), gfa, recommendation("web", 80, rec))
+			o, _, got := handle(t, m, podOf(gpuContainer("main", 1)))
+			if o.skip != "" {
+				t.Fatalf("skipped %s %v", o.skip, o.warnings)
+			}
+			if mem, req := got.Annotations["gpufrac.io/gpu-memory"], got.Annotations["gpufrac.io/gpu-memory-request"]; mem != tc.wantMem || req != "3Gi" {
+				t.Errorf("gpu-memory %q request %q, want %s 3Gi", mem, req, tc.wantMem)
+			}
+			ac := (*gpufracv1.AppliedContainer)(nil)
+			if r, _ := gpufracv1.ParseApplied(got.Annotations); r != nil {
+				ac = r.Container("main")
+			}
+			if ac == nil || ac.Memory.String() != tc.wantMem {
+				t.Errorf("applied record %+v, want memory %s", ac, tc.wantMem)
+			}
+		})
+	}
+}
+
 // TestMutateComputeRequest: a TimeSlicing recommendation's computeRequest is written by
 // the annotations backend as a placement request (gpufrac.io/gpu-compute-request and
 // the per-container key), with no gpu-compute limit; an MPS recommendation writes its

@@ -149,6 +149,31 @@ func TestRequestPeakMemory(t *testing.T) {
 	}
 }
 
+// TestMemoryLimitTarget: a recommendation's memoryLimit is what the webhook writes and
+// the updater compares with (Memory), with the bounds scaled by limit ÷ target so a pod
+// at the limit is inside them; a limit not above the target, or none, leaves the target.
+func TestMemoryLimitTarget(t *testing.T) {
+	gfa := autoscaler("web")
+	for _, tc := range []struct {
+		name                 string
+		limit                *resource.Quantity
+		memory, lower, upper int64
+	}{
+		{"no limit: the target", nil, 4 << 30, 2 << 30, 6 << 30},
+		{"a limit 1.5x the target", q("6Gi"), 6 << 30, 3 << 30, 9 << 30},
+		{"a limit at the target: the target", q("4Gi"), 4 << 30, 2 << 30, 6 << 30},
+		{"a limit under the target: the target", q("3Gi"), 4 << 30, 2 << 30, 6 << 30},
+	} {
+		gfr := recommendation(gfa, ptr.To[int32](50))
+		r := &gfr.Status.ContainerRecommendations[0]
+		r.LowerBound.Memory, r.UpperBound.Memory, r.MemoryLimit = q("2Gi"), q("6Gi"), tc.limit
+		m := TargetsOf(gfa, gfr)["main"]
+		if m.Memory != tc.memory || m.LowerMemory != tc.lower || m.UpperMemory != tc.upper {
+			t.Errorf("%s: memory %d [%d, %d], want %d [%d, %d]", tc.name, m.Memory, m.LowerMemory, m.UpperMemory, tc.memory, tc.lower, tc.upper)
+		}
+	}
+}
+
 // TestComputeRequestTarget: a time-sliced recommendation's computeRequest reaches the
 // Target in milli-GPU; it is absent (-1) where compute is partitioned (Compute is then
 // reserved and enforced), where the policy does not control compute, and when the

@@ -1,6 +1,8 @@
 package contract
 
 import (
+	"math"
+
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
@@ -17,7 +19,11 @@ type Target struct {
 	// exactly as written (the webhook's validation and applied record). Nil for Targets
 	// not made by TargetsOf.
 	Recommendation *gpufracv1.ContainerRecommendation
-	// Memory, LowerMemory and UpperMemory are the target and bounds of GPU memory, bytes.
+	// Memory, LowerMemory and UpperMemory are the target and bounds of GPU memory, bytes:
+	// what the webhook writes and the updater compares pods with. Where the
+	// recommendation has a memoryLimit (burst room above the target for a backend that
+	// places pods by a request), Memory is that limit and the bounds are scaled by
+	// limit ÷ target.memory, so a pod written at the limit is inside them.
 	Memory, LowerMemory, UpperMemory int64
 	// Compute, LowerCompute and UpperCompute are the target and bounds of compute,
 	// thousandths of one GPU. While compute is held (HeldCompute), Compute is at least
@@ -68,6 +74,14 @@ func TargetsOf(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionR
 			Compute: MilliOf(r.Target.Compute), LowerCompute: MilliOf(r.LowerBound.Compute), UpperCompute: MilliOf(r.UpperBound.Compute),
 			PeakMemory:     BytesOf(r.ObservedPeakMemory),
 			ControlsMemory: pol.Controls(gpufracv1.ResourceMemory), ControlsCompute: pol.Controls(gpufracv1.ResourceCompute) && r.PartitionsCompute(),
+		}
+		if lim := BytesOf(r.WrittenMemory()); lim > t.Memory && t.Memory > 0 {
+			scale := float64(lim) / float64(t.Memory)
+			t.Memory = lim
+			if t.LowerMemory > 0 {
+				t.LowerMemory = min(lim, int64(math.Ceil(float64(t.LowerMemory)*scale)))
+			}
+			t.UpperMemory = max(lim, int64(math.Ceil(float64(t.UpperMemory)*scale)))
 		}
 		t.ComputeRequest = -1
 		if pol.Controls(gpufracv1.ResourceCompute) && !r.PartitionsCompute() {

@@ -1,6 +1,10 @@
 package v1alpha1
 
-import "slices"
+import (
+	"slices"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+)
 
 // EffectiveUpdateMode returns spec.updatePolicy.updateMode, or Off when unset (the
 // default: creating an autoscaler changes no pod).
@@ -48,6 +52,16 @@ func (p *ContainerPolicy) Enabled() bool {
 // controlledResources is empty). A nil policy controls everything.
 func (p *ContainerPolicy) Controls(res GPUResourceName) bool {
 	return p == nil || len(p.ControlledResources) == 0 || slices.Contains(p.ControlledResources, res)
+}
+
+// WrittenMemory is the GPU memory a pod's container is written with, bytes: MemoryLimit
+// where it is above Target.Memory (burst room above the need for a backend that places
+// pods by a request), else Target.Memory; nil when the recommendation has no memory.
+func (r *ContainerRecommendation) WrittenMemory() *resource.Quantity {
+	if r.MemoryLimit != nil && r.Target.Memory != nil && r.MemoryLimit.Cmp(*r.Target.Memory) > 0 {
+		return r.MemoryLimit
+	}
+	return r.Target.Memory
 }
 
 // PartitionsCompute reports whether a container recommendation's compute target is a

@@ -140,6 +140,11 @@ func (in *ContainerRecommendation) DeepCopyInto(out *ContainerRecommendation) {
 		x := (*in).DeepCopy()
 		*out = &x
 	}
+	if in.MemoryLimit != nil {
+		in, out := &in.MemoryLimit, &out.MemoryLimit
+		x := (*in).DeepCopy()
+		*out = &x
+	}
 	if in.ObservedPeakMemory != nil {
 		in, out := &in.ObservedPeakMemory, &out.ObservedPeakMemory
 		x := (*in).DeepCopy()

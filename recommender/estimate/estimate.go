@@ -4,8 +4,10 @@
 //
 // Memory (incompressible): target = max(p90 of per-interval peaks, recent peak) ×
 // (1 + headroom), so the target is never below the highest sample of the peak window plus
-// headroom; the headroom is the policy's, or (opt-in, Config.MemorySpreadFactor) the
-// workload's own spread of per-interval peaks where that is wider. Compute
+// the policy's headroom; with Config.MemorySpreadFactor, a memory limit above the target
+// (Estimate.MemoryLimitBytes) takes the workload's own spread of per-interval peaks as
+// headroom where that is wider, burst room for a backend that places pods by a request
+// below the limit. Compute
 // (compressible): target = p90 of activity × (1 + margin). Bounds use VPA's confidence
 // multipliers: they widen while history is short.
 package estimate
@@ -61,8 +63,8 @@ type Config struct {
 	// samples, the bound of independent loads).
 	ContentionWindow time.Duration
 	// MemorySpreadFactor scales the memory spread (Estimate.MemorySpread) that the
-	// memory headroom is never below, ratio; 0 or negative (the default): off, the
-	// headroom is the policy's alone. recommend.Config applies it to the autoscalers of
+	// memory limit's headroom is never below (Estimate.MemoryLimitBytes), ratio. Default
+	// DefaultMemorySpreadFactor; negative: off, the limit is the target. recommend.Config applies it to the autoscalers of
 	// its MemorySpreadBackends only. DefaultMemorySpreadFactor is the setting measured.
 	MemorySpreadFactor float64
 	// YoungConfidence is the confidence (0–1) under which a workload is young and its
@@ -152,6 +154,9 @@ func (c Config) WithDefaults() Config {
 	if c.ContentionWindow <= 0 {
 		c.ContentionWindow = DefaultContentionWindow
 	}
+	if c.MemorySpreadFactor == 0 {
+		c.MemorySpreadFactor = DefaultMemorySpreadFactor
+	}
 	if c.FullConfidenceHistory <= 0 {
 		c.FullConfidenceHistory = DefaultFullConfidenceHistory
 	}
@@ -205,10 +210,18 @@ type Estimate struct {
 	// MemorySpread is how far the workload's highest per-interval memory peak
 	// (max(p90, RecentPeakBytes)) lies above its median per-interval peak, ratio of the
 	// median, times Config.MemorySpreadFactor, at most MaxMemorySpread: 0.3 when the
-	// highest peak is 30 % above the median with a factor of 1. The memory headroom is
-	// never below it, and packing-aware sizing (policy) leaves at least that much room
-	// above the peak. 0 without memory samples or with the factor off (the default).
+	// highest peak is 30 % above the median with a factor of 1. The memory limit's
+	// headroom is never below it (MemoryLimitBytes), and packing-aware sizing of the
+	// limit (policy) leaves at least that much room above the peak. 0 without memory
+	// samples or with the factor off.
 	MemorySpread float64
+	// MemoryLimitBytes is the memory limit, bytes, for a backend that places pods by a
+	// request below it: max(p90, RecentPeakBytes) × (1 + MemorySpread) (× (1 +
+	// YoungMargin)), the target with the spread as headroom in place of the policy's. 0
+	// when MemorySpread is not above the policy's headroom (the limit is the target).
+	// Target.MemoryBytes and the bounds keep the policy's headroom: the spread is burst
+	// room above the need, not need.
+	MemoryLimitBytes float64
 	// LevelIntervals is the number of memory aggregation intervals the memory has
 	// stayed at its highest level (history.ContainerState.LevelIntervals): the
 	// evidence behind YoungMargin.
@@ -264,7 +277,7 @@ func (c Config) Estimate(s *history.ContainerState, memoryHeadroom float64, now 
 		e.RecentPeakBytes = peak
 		high := math.Max(s.Memory.Percentile(c.MemoryTargetPercentile), peak)
 		e.MemorySpread = c.memorySpread(s, high)
-		grow := 1 + math.Max(memoryHeadroom, e.MemorySpread)
+		grow := 1 + memoryHeadroom
 		base := high * grow
 		e.Target.MemoryBytes = base
 		e.LowerBound.MemoryBytes = s.Memory.Percentile(c.MemoryLowerPercentile) * grow * lowerScale
@@ -275,6 +288,9 @@ func (c Config) Estimate(s *history.ContainerState, memoryHeadroom float64, now 
 			// sized on less evidence is replaced each time the evidence doubles.
 			e.Target.MemoryBytes = base * (1 + e.YoungMargin)
 			e.UpperBound.MemoryBytes = base * (1 + 2*e.YoungMargin)
+		}
+		if e.MemorySpread > memoryHeadroom {
+			e.MemoryLimitBytes = e.Target.MemoryBytes * (1 + e.MemorySpread) / grow
 		}
 	}
 	if !s.Compute.IsEmpty() {

@@ -199,10 +199,11 @@ func TestYoungEvidence(t *testing.T) {
 	}
 }
 
-// TestMemorySpread: with MemorySpreadFactor off (the default) the headroom is the
-// policy's alone, however spiky the history; with a factor, the spread (the highest
-// per-interval peak over the median one, minus 1, times the factor) where wider, capped
-// at MaxMemorySpread.
+// TestMemorySpread: with MemorySpreadFactor off (negative) the limit is the target (no
+// MemoryLimitBytes), however spiky the history; with a factor, the limit's headroom is the
+// spread (the highest per-interval peak over the median one, minus 1, times the factor)
+// where wider than the policy's, capped at MaxMemorySpread. The target keeps the
+// policy's headroom either way: the spread is burst room, not need.
 func TestMemorySpread(t *testing.T) {
 	w := history.WorkloadKey{Namespace: "ns", Kind: "Deployment", Name: "web"}
 	bucketMem := func(v float64) float64 { // end of v's memory bucket, as Percentile reads it
@@ -210,15 +211,15 @@ func TestMemorySpread(t *testing.T) {
 	}
 	now := t0.Add(48 * time.Hour)
 	for _, tc := range []struct {
-		name         string
-		spike        float64 // bytes, one minute over a 10 GiB plateau
-		factor, want float64 // want: memory target, bytes
+		name          string
+		spike         float64 // bytes, one minute over a 10 GiB plateau
+		factor, limit float64 // limit: MemoryLimitBytes, bytes (0: none)
 	}{
-		{"off: the policy's headroom", 13 * gib, 0, 13 * gib * (1 + DefaultMemoryHeadroom)},
-		{"negative is off", 13 * gib, -1, 13 * gib * (1 + DefaultMemoryHeadroom)},
-		{"a spread wider than the headroom is the headroom", 13 * gib, 1, 13 * gib * (13 * gib / bucketMem(10*gib))},
+		{"negative is off", 13 * gib, -1, 0},
+		{"zero is the default", 13 * gib, 0, 13 * gib * (1 + DefaultMemorySpreadFactor*(13*gib/bucketMem(10*gib)-1))},
+		{"a spread wider than the headroom is the limit's headroom", 13 * gib, 1, 13 * gib * (13 * gib / bucketMem(10*gib))},
 		{"the factor scales it", 13 * gib, 1.5, 13 * gib * (1 + 1.5*(13*gib/bucketMem(10*gib)-1))},
-		{"a spread narrower than the headroom leaves the headroom", 11 * gib, 1, 11 * gib * (1 + DefaultMemoryHeadroom)},
+		{"a spread narrower than the headroom leaves no limit", 11 * gib, 1, 0},
 		{"capped", 30 * gib, 1, 30 * gib * (1 + MaxMemorySpread)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -226,10 +227,14 @@ func TestMemorySpread(t *testing.T) {
 			feed(m, w, "p1", t0, 47*time.Hour, 10*gib, 0.1)
 			feed(m, w, "p1", t0.Add(47*time.Hour), time.Minute, tc.spike, 0.1)
 			e, ok := Config{MemorySpreadFactor: tc.factor}.Estimate(m.Container(history.ContainerKey{WorkloadKey: w, Container: "main"}), DefaultMemoryHeadroom, now)
-			if !ok || math.Abs(e.Target.MemoryBytes-tc.want) > 1e-6*tc.want {
-				t.Errorf("target %.4g bytes (spread %.3f), want %.4g", e.Target.MemoryBytes, e.MemorySpread, tc.want)
+			want := tc.spike * (1 + DefaultMemoryHeadroom)
+			if !ok || math.Abs(e.Target.MemoryBytes-want) > 1e-6*want {
+				t.Errorf("target %.4g bytes (spread %.3f), want %.4g", e.Target.MemoryBytes, e.MemorySpread, want)
 			}
-			if (tc.factor <= 0) != (e.MemorySpread == 0) {
+			if math.Abs(e.MemoryLimitBytes-tc.limit) > 1e-6*tc.limit {
+				t.Errorf("limit %.4g bytes (spread %.3f), want %.4g", e.MemoryLimitBytes, e.MemorySpread, tc.limit)
+			}
+			if (tc.factor < 0) != (e.MemorySpread == 0) {
 				t.Errorf("spread %v with factor %v", e.MemorySpread, tc.factor)
 			}
 		})

@@ -124,7 +124,7 @@ func (c Config) Recommend(name string, est estimate.Estimate, cp *gpufracv1.Cont
 	prev *gpufracv1.ContainerRecommendation, g gpufracv1.Guardrail) gpufracv1.ContainerRecommendation {
 	c = c.WithDefaults()
 	lim := c.limits(cp)
-	b := sizes{lim.cap(est.Target), lim.cap(est.LowerBound), lim.cap(est.UpperBound)}
+	b := sizes{target: lim.cap(est.Target), lower: lim.cap(est.LowerBound), upper: lim.cap(est.UpperBound)}
 	if est.HasMemory {
 		c.fitMemory(&b, est, lim)
 	}
@@ -157,6 +157,12 @@ func (c Config) Recommend(name string, est estimate.Estimate, cp *gpufracv1.Cont
 	rec.LowerBound = toAPI(b.lower, withMem, withCPU)
 	rec.UpperBound = toAPI(b.upper, withMem, withCPU)
 	rec.UncappedTarget = toAPI(uncapped, withMem, withCPU)
+	if withMem && b.memoryLimit > b.target.MemoryBytes {
+		rec.MemoryLimit = MemoryQuantity(b.memoryLimit)
+		if rec.MemoryLimit.Cmp(*rec.Target.Memory) <= 0 {
+			rec.MemoryLimit = nil // equal once both are whole MiB
+		}
+	}
 	if est.HasMemory {
 		rec.ObservedPeakMemory = MemoryQuantity(est.RecentPeakBytes)
 	}
@@ -168,8 +174,12 @@ func (c Config) Recommend(name string, est estimate.Estimate, cp *gpufracv1.Cont
 	return rec
 }
 
-// sizes are a recommendation's target and bounds while Recommend builds them.
-type sizes struct{ target, lower, upper estimate.Resources }
+// sizes are a recommendation's target and bounds while Recommend builds them, and the
+// memory limit above the target (bytes; 0: none, the limit is the target).
+type sizes struct {
+	target, lower, upper estimate.Resources
+	memoryLimit          float64
+}
 
 // limits are the smallest and largest sizes a container may be given: memory in bytes,
 // compute as a share of one GPU.
@@ -203,13 +213,20 @@ func (l limits) cap(r estimate.Resources) estimate.Resources {
 }
 
 // fitMemory applies the packing-aware size: the memory target is rounded down to a
-// whole share of the GPU when the peak, with the young margin and the memory spread,
-// leaves room, never under the minimum.
+// whole share of the GPU when the peak, with the young margin, leaves room, never under
+// the minimum; the memory limit (estimate.Estimate.MemoryLimitBytes) likewise when the
+// peak with the young margin and the memory spread leaves room, within the caps and
+// never under the target.
 func (c Config) fitMemory(b *sizes, est estimate.Estimate, lim limits) {
 	// A young workload's share must hold its peak with the young margin too, and a
-	// spiky one its peak plus its own spread (estimate.Estimate.MemorySpread).
-	peak := est.RecentPeakBytes * (1 + est.YoungMargin) * (1 + est.MemorySpread)
+	// spiky one's limit its peak plus its own spread (estimate.Estimate.MemorySpread).
+	peak := est.RecentPeakBytes * (1 + est.YoungMargin)
 	b.target.MemoryBytes = math.Max(lim.memMin, FitShare(b.target.MemoryBytes, peak, c.FitMemoryHeadroomBytes, c.FitNearLimit, c.GPUMemoryBytes))
+	if est.MemoryLimitBytes > 0 {
+		limit := clamp(est.MemoryLimitBytes, lim.memMin, lim.memMax)
+		limit = FitShare(limit, peak*(1+est.MemorySpread), c.FitMemoryHeadroomBytes, c.FitNearLimit, c.GPUMemoryBytes)
+		b.memoryLimit = math.Max(limit, b.target.MemoryBytes)
+	}
 	b.lower.MemoryBytes = math.Min(b.lower.MemoryBytes, b.target.MemoryBytes)
 	if est.YoungMargin > 0 {
 		// A young pod is replaced for a smaller allowance only when that moves it
@@ -348,6 +365,9 @@ func ApplyFloor(rec *gpufracv1.ContainerRecommendation, floor gpufracv1.Containe
 		}
 	}
 	raise(&rec.Target.Memory, &rec.LowerBound.Memory, &rec.UpperBound.Memory, floor.Memory)
+	if rec.MemoryLimit != nil && rec.Target.Memory != nil && rec.MemoryLimit.Cmp(*rec.Target.Memory) <= 0 {
+		rec.MemoryLimit = nil // the floor lifted the target to the limit or above
+	}
 	raise(&rec.Target.Compute, &rec.LowerBound.Compute, &rec.UpperBound.Compute, floor.Compute)
 }
 

@@ -277,24 +277,34 @@ func TestComputeRequestOnlyForTimeSlicing(t *testing.T) {
 	}
 }
 
-// TestFitWithMemorySpread: packing-aware sizing rounds a target down to a share of the
-// GPU only when the recent peak plus its spread (estimate.Estimate.MemorySpread) still
-// fits the share with --fit-memory-headroom to spare: a spiky workload is not rounded
-// down to the edge of its next spike.
+// TestFitWithMemorySpread: packing-aware sizing rounds the target down to a share of
+// the GPU when the recent peak fits it with --fit-memory-headroom to spare, and the
+// memory limit (estimate.Estimate.MemoryLimitBytes) only when the peak plus its spread
+// still does: a spiky workload's limit is not rounded down to the edge of its next
+// spike. The limit is written only above the target.
 func TestFitWithMemorySpread(t *testing.T) {
 	c := Config{GPUMemoryBytes: 80 * gib}
 	for _, tc := range []struct {
-		spread, want float64 // want: memory target, bytes
+		spread, limitIn, limit float64 // limitIn: the estimate's limit; limit: memoryLimit, bytes (0: none)
 	}{
-		{0, 40 * gib},    // 36Gi + 2Gi fits half of 80Gi: rounded down from 42Gi
-		{0.05, 40 * gib}, // 37.8Gi + 2Gi fits half
-		{0.1, 42 * gib},  // 39.6Gi + 2Gi does not: the target stays
+		{0, 0, 0},                 // no spread: no limit
+		{0.05, 44 * gib, 0},       // 37.8Gi + 2Gi fits half: the limit rounds to the target
+		{0.1, 46 * gib, 46 * gib}, // 39.6Gi + 2Gi does not: the limit stays above the half
+		{0.3, 60 * gib, 60 * gib}, // a wider spread, a wider limit
+		{0.3, 90 * gib, 80 * gib}, // at most one GPU
 	} {
 		e := est(42*gib, 0.2, 0.05, 0.3)
-		e.RecentPeakBytes, e.MemorySpread = 36*gib, tc.spread
+		e.RecentPeakBytes, e.MemorySpread, e.MemoryLimitBytes = 36*gib, tc.spread, tc.limitIn
 		r := c.Recommend("main", e, nil, nil, gpufracv1.GuardrailNone)
-		if got, want := r.Target.Memory.Value()>>20, int64(tc.want)>>20; got != want {
-			t.Errorf("spread %v: target %d MiB, want %d MiB", tc.spread, got, want)
+		if got := r.Target.Memory.Value() >> 20; got != 40<<10 {
+			t.Errorf("spread %v: target %d MiB, want %d MiB (half of 80Gi)", tc.spread, got, 40<<10)
+		}
+		var got int64
+		if r.MemoryLimit != nil {
+			got = r.MemoryLimit.Value() >> 20
+		}
+		if want := int64(tc.limit) >> 20; got != want {
+			t.Errorf("spread %v: memoryLimit %d MiB, want %d MiB", tc.spread, got, want)
 		}
 	}
 }

@@ -50,18 +50,18 @@ type Config struct {
 	Policy    policy.Config
 
 	// MemorySpreadBackends are the backends (spec.backend.type; an autoscaler without
-	// one uses the annotations backend) whose containers' memory headroom takes the
-	// workload's spread when Estimator.MemorySpreadFactor is above 0 (opt-in,
-	// estimate.Estimate.MemorySpread); other autoscalers are estimated with the factor
-	// off. Nil: the default, DefaultMemorySpreadBackends; empty (non-nil): none.
+	// one uses the annotations backend) whose containers get a memoryLimit above the
+	// target with the workload's spread as headroom (Estimator.MemorySpreadFactor,
+	// estimate.Estimate.MemoryLimitBytes; negative: off); other autoscalers are
+	// estimated with the factor off. Nil: the default, DefaultMemorySpreadBackends; empty (non-nil): none.
 	MemorySpreadBackends []gpufracv1.BackendType
 }
 
 // DefaultMemorySpreadBackends is the --memory-spread-backends default: the annotations
 // backend, whose pods are placed by their observed memory peak
 // (gpufrac.io/gpu-memory-request, the webhook's default --annotation-memory-request
-// observed-peak) with the memory target as their limit, so a larger target is burst room
-// and costs no GPUs. Measured with gpufrac simulate (docs/benchmarks/savings.md, "Memory
+// observed-peak) with the memoryLimit (or the target) as their limit, so a larger limit
+// is burst room and costs no GPUs. Measured with gpufrac simulate (docs/benchmarks/savings.md, "Memory
 // headroom from the workload's spread"). Backends that place pods by the target (hami,
 // kai, kai-nvfractions' default request) would pay for it in GPUs.
 var DefaultMemorySpreadBackends = []gpufracv1.BackendType{gpufracv1.BackendAnnotations}

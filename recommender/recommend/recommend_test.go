@@ -119,6 +119,14 @@ func TestMemorySpreadByBackend(t *testing.T) {
 		if len(recs) != 1 || recs[0].Target.Memory == nil {
 			t.Fatalf("%s: recommendations %+v", bt, recs)
 		}
+		// The target is the need with the policy's headroom either way; the spread
+		// shows in the limit written above it.
+		if got, want := recs[0].Target.Memory.AsApproximateFloat64(), 14*(1<<30)*(1+estimate.DefaultMemoryHeadroom); got > want*1.05 {
+			t.Errorf("%s: memory target %.1f GiB, want the policy's headroom alone (%.1f GiB)", bt, got/(1<<30), want/(1<<30))
+		}
+		if l := recs[0].MemoryLimit; l != nil {
+			return l.AsApproximateFloat64()
+		}
 		return recs[0].Target.Memory.AsApproximateFloat64()
 	}
 	noFit := Config{Policy: policy.Config{FitMemoryHeadroomBytes: -1}, // no rounding to a share
@@ -135,11 +143,12 @@ func TestMemorySpreadByBackend(t *testing.T) {
 		{"hami", noFit, gpufracv1.BackendHAMi, false},
 		{"hami listed", Config{Policy: noFit.Policy, Estimator: noFit.Estimator, MemorySpreadBackends: []gpufracv1.BackendType{gpufracv1.BackendHAMi}}, gpufracv1.BackendHAMi, true},
 		{"none listed", Config{Policy: noFit.Policy, Estimator: noFit.Estimator, MemorySpreadBackends: []gpufracv1.BackendType{}}, gpufracv1.BackendAnnotations, false},
-		{"factor off (the default)", Config{Policy: noFit.Policy}, gpufracv1.BackendAnnotations, false},
+		{"factor off", Config{Policy: noFit.Policy, Estimator: estimate.Config{MemorySpreadFactor: -1}}, gpufracv1.BackendAnnotations, false},
+		{"the default factor", Config{Policy: noFit.Policy}, gpufracv1.BackendAnnotations, true},
 	} {
 		got := target(tc.cfg, tc.bt)
 		if spread := got > plain*1.05; spread != tc.spread {
-			t.Errorf("%s: memory target %.1f GiB (policy headroom alone: %.1f GiB); spread headroom %v, want %v", tc.name, got/(1<<30), plain/(1<<30), spread, tc.spread)
+			t.Errorf("%s: memory target %.1f GiB (policy headroom alone: %.1f GiB); spread headroom in the limit %v, want %v", tc.name, got/(1<<30), plain/(1<<30), spread, tc.spread)
 		}
 	}
 }
