@@ -417,10 +417,11 @@ func (m *Mutator) targets(pod *corev1.Pod, gfa *gpufracv1.GPUFractionAutoscaler,
 
 // memoryTarget sets t's memory from r when memory is recommended and controlled: the
 // recommendation, at least the rollback floor in force (contract.Floor), plus overhead,
-// at most one GPU (with a warning and t.CappedNote); the upper bound likewise. A target
+// at most one GPU (with a warning and t.CappedNote), or the recommendation's memoryLimit
+// plus overhead where larger (at most one GPU); the upper bound likewise, at least that. A target
 // that is not positive or above one GPU is unsafe.
 func (m *Mutator) memoryTarget(t *backend.Target, r contract.Target, gfa *gpufracv1.GPUFractionAutoscaler, overhead int64) ([]string, error) {
-	q := r.Recommendation.WrittenMemory() // the memoryLimit where above the target
+	q := r.Recommendation.Target.Memory
 	if q == nil || !r.ControlsMemory {
 		return nil, nil
 	}
@@ -449,8 +450,15 @@ func (m *Mutator) memoryTarget(t *backend.Target, r contract.Target, gfa *gpufra
 		warnings = append(warnings, t.CappedNote)
 		t.MemoryBytes = m.Config.GPUMemoryBytes
 	}
+	if r.MemoryLimit > mem {
+		// The memoryLimit where above what the pod gets (burst room above a request;
+		// contract.Target.MemoryLimit) is the limit written, at most one GPU (no
+		// warning: it is headroom, not need). The record keeps the target (qc), which
+		// the updater compares.
+		t.MemoryBytes = max(t.MemoryBytes, min(r.MemoryLimit+overhead, m.Config.GPUMemoryBytes))
+	}
 	if r.UpperMemory > 0 {
-		t.UpperMemoryBytes = min(r.UpperMemory+overhead, m.Config.GPUMemoryBytes)
+		t.UpperMemoryBytes = max(t.MemoryBytes, min(r.UpperMemory+overhead, m.Config.GPUMemoryBytes))
 	}
 	if r.RequestPeakMemory > 0 && mem == q.Value() {
 		// Not under a rollback floor, which the request must hold whatever the peak.

@@ -620,8 +620,8 @@ func TestMutateNVFractionsObservedPeak(t *testing.T) {
 // TestMutateMemoryLimit: a recommendation with a memoryLimit above its target (the
 // spread's burst room) is written by the annotations backend as the limit
 // (gpufrac.io/gpu-memory), with the observed peak as the request, and the applied record
-// keeps the limit, which the updater compares (contract.Target.Memory); without one the
-// target is the limit as before.
+// keeps the target, which the updater compares (contract.Target.Memory), with the limit
+// as what was written; without one the target is the limit as before.
 func TestMutateMemoryLimit(t *testing.T) {
 	for _, tc := range []struct {
 		name, limit, wantMem string
@@ -648,8 +648,8 @@ func TestMutateMemoryLimit(t *testing.T) {
 			if r, _ := gpufracv1.ParseApplied(got.Annotations); r != nil {
 				ac = r.Container("main")
 			}
-			if ac == nil || ac.Memory.String() != tc.wantMem {
-				t.Errorf("applied record %+v, want memory %s", ac, tc.wantMem)
+			if ac == nil || ac.Memory.String() != "4Gi" || ac.WrittenMemory.String() != tc.wantMem {
+				t.Errorf("applied record %+v, want memory 4Gi (the target), written %s", ac, tc.wantMem)
 			}
 		})
 	}

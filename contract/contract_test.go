@@ -149,27 +149,27 @@ func TestRequestPeakMemory(t *testing.T) {
 	}
 }
 
-// TestMemoryLimitTarget: a recommendation's memoryLimit is what the webhook writes and
-// the updater compares with (Memory), with the bounds scaled by limit ÷ target so a pod
-// at the limit is inside them; a limit not above the target, or none, leaves the target.
+// TestMemoryLimitTarget: a recommendation's memoryLimit above its target is the limit the
+// webhook writes (MemoryLimit); the target and bounds, which the updater compares pods
+// with, stay as recommended; a limit not above the target, or none, is the target.
 func TestMemoryLimitTarget(t *testing.T) {
 	gfa := autoscaler("web")
 	for _, tc := range []struct {
-		name                 string
-		limit                *resource.Quantity
-		memory, lower, upper int64
+		name  string
+		limit *resource.Quantity
+		want  int64
 	}{
-		{"no limit: the target", nil, 4 << 30, 2 << 30, 6 << 30},
-		{"a limit 1.5x the target", q("6Gi"), 6 << 30, 3 << 30, 9 << 30},
-		{"a limit at the target: the target", q("4Gi"), 4 << 30, 2 << 30, 6 << 30},
-		{"a limit under the target: the target", q("3Gi"), 4 << 30, 2 << 30, 6 << 30},
+		{"no limit: the target", nil, 4 << 30},
+		{"a limit above the target", q("6Gi"), 6 << 30},
+		{"a limit at the target: the target", q("4Gi"), 4 << 30},
+		{"a limit under the target: the target", q("3Gi"), 4 << 30},
 	} {
 		gfr := recommendation(gfa, ptr.To[int32](50))
 		r := &gfr.Status.ContainerRecommendations[0]
 		r.LowerBound.Memory, r.UpperBound.Memory, r.MemoryLimit = q("2Gi"), q("6Gi"), tc.limit
 		m := TargetsOf(gfa, gfr)["main"]
-		if m.Memory != tc.memory || m.LowerMemory != tc.lower || m.UpperMemory != tc.upper {
-			t.Errorf("%s: memory %d [%d, %d], want %d [%d, %d]", tc.name, m.Memory, m.LowerMemory, m.UpperMemory, tc.memory, tc.lower, tc.upper)
+		if m.MemoryLimit != tc.want || m.Memory != 4<<30 || m.LowerMemory != 2<<30 || m.UpperMemory != 6<<30 {
+			t.Errorf("%s: limit %d, memory %d [%d, %d]; want limit %d, memory 4Gi [2Gi, 6Gi]", tc.name, m.MemoryLimit, m.Memory, m.LowerMemory, m.UpperMemory, tc.want)
 		}
 	}
 }

@@ -1,8 +1,6 @@
 package contract
 
 import (
-	"math"
-
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
@@ -20,11 +18,15 @@ type Target struct {
 	// not made by TargetsOf.
 	Recommendation *gpufracv1.ContainerRecommendation
 	// Memory, LowerMemory and UpperMemory are the target and bounds of GPU memory, bytes:
-	// what the webhook writes and the updater compares pods with. Where the
-	// recommendation has a memoryLimit (burst room above the target for a backend that
-	// places pods by a request), Memory is that limit and the bounds are scaled by
-	// limit ÷ target.memory, so a pod written at the limit is inside them.
+	// what the updater compares pods with (the need).
 	Memory, LowerMemory, UpperMemory int64
+	// MemoryLimit is the memory the webhook writes as the limit, bytes: the
+	// recommendation's memoryLimit where above the target (burst room for a backend
+	// that places pods by a request; ContainerRecommendation.WrittenMemory), else
+	// Memory; -1 without a memory target. Like ComputeRequest, the updater never
+	// replaces a pod for it: a new limit reaches pods as they are created or replaced
+	// for their target.
+	MemoryLimit int64
 	// Compute, LowerCompute and UpperCompute are the target and bounds of compute,
 	// thousandths of one GPU. While compute is held (HeldCompute), Compute is at least
 	// what the workload's pods hold and UpperCompute at least Compute.
@@ -75,14 +77,7 @@ func TargetsOf(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionR
 			PeakMemory:     BytesOf(r.ObservedPeakMemory),
 			ControlsMemory: pol.Controls(gpufracv1.ResourceMemory), ControlsCompute: pol.Controls(gpufracv1.ResourceCompute) && r.PartitionsCompute(),
 		}
-		if lim := BytesOf(r.WrittenMemory()); lim > t.Memory && t.Memory > 0 {
-			scale := float64(lim) / float64(t.Memory)
-			t.Memory = lim
-			if t.LowerMemory > 0 {
-				t.LowerMemory = min(lim, int64(math.Ceil(float64(t.LowerMemory)*scale)))
-			}
-			t.UpperMemory = max(lim, int64(math.Ceil(float64(t.UpperMemory)*scale)))
-		}
+		t.MemoryLimit = BytesOf(r.WrittenMemory())
 		t.ComputeRequest = -1
 		if pol.Controls(gpufracv1.ResourceCompute) && !r.PartitionsCompute() {
 			t.ComputeRequest = min(MilliOf(r.ComputeRequest), 1000)

@@ -282,8 +282,8 @@ func (rp *replay) coldStart() grant {
 // kai-nvfractions, the request and limit of backend.NVFractionsConfig.RequestLimit (the
 // simulator adds no memory overhead), no compute (NvFractions time-slices compute), and
 // a whole GPU where the target needs one (the webhook leaves such pods unchanged);
-// otherwise (the annotations backend) the memory target rounded up to whole MiB as the
-// limit, packed by the memory request the backend writes (backend.ObservedPeakRequestMiB,
+// otherwise (the annotations backend) the memoryLimit where above the target, else the
+// memory target, rounded up to whole MiB as the limit, packed by the memory request the backend writes (backend.ObservedPeakRequestMiB,
 // unless Options.Annotations.MemoryRequest is none: then the limit).
 func (rp *replay) written(dec decision) grant {
 	var peak int64
@@ -292,7 +292,9 @@ func (rp *replay) written(dec decision) grant {
 	}
 	targetMiB := (dec.want.MemoryBytes + backend.MiB - 1) / backend.MiB
 	if rp.opts.Backend != gpufracv1.BackendKAINVFractions {
-		g := hardGrant(packing.Alloc{MemoryBytes: min(targetMiB*backend.MiB, rp.capacity), ComputeMilli: dec.want.ComputeMilli})
+		// The limit is the memoryLimit where above the target (as the webhook writes it).
+		limitMiB := max(targetMiB, (dec.target.MemoryLimit+backend.MiB-1)/backend.MiB)
+		g := hardGrant(packing.Alloc{MemoryBytes: min(limitMiB*backend.MiB, rp.capacity), ComputeMilli: dec.want.ComputeMilli})
 		g.record = dec.want.MemoryBytes
 		if rp.opts.Annotations.MemoryRequest == backend.AnnotationsMemoryRequestObservedPeak {
 			g.alloc.MemoryBytes = backend.ObservedPeakRequestMiB(dec.want.MemoryBytes, peak, rp.capacity) * backend.MiB

@@ -54,9 +54,10 @@ func (p *ContainerPolicy) Controls(res GPUResourceName) bool {
 	return p == nil || len(p.ControlledResources) == 0 || slices.Contains(p.ControlledResources, res)
 }
 
-// WrittenMemory is the GPU memory a pod's container is written with, bytes: MemoryLimit
-// where it is above Target.Memory (burst room above the need for a backend that places
-// pods by a request), else Target.Memory; nil when the recommendation has no memory.
+// WrittenMemory is the GPU memory limit a pod's container is written with, bytes:
+// MemoryLimit where it is above Target.Memory (burst room above the need for a backend
+// that places pods by a request), else Target.Memory; nil when the recommendation has no
+// memory.
 func (r *ContainerRecommendation) WrittenMemory() *resource.Quantity {
 	if r.MemoryLimit != nil && r.Target.Memory != nil && r.MemoryLimit.Cmp(*r.Target.Memory) > 0 {
 		return r.MemoryLimit

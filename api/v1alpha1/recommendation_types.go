@@ -77,11 +77,12 @@ type ContainerRecommendation struct {
 	// pods by a memory request below the limit (the annotations backend's observed-peak
 	// request): target.memory with burst room from the workload's own spread of
 	// per-interval peaks (the recommender's --memory-spread-factor; docs/recommender.md,
-	// "How a recommendation is computed"). The admission webhook writes it and the
-	// updater compares pods with it in place of target.memory, with lowerBound and
-	// upperBound scaled alike; target.memory stays the need that the sharing mode, the
-	// sharing planner and the GPU totals read. Absent when the spread headroom is off
-	// for the autoscaler's backend or not wider than the policy's memory headroom.
+	// "How a recommendation is computed"). The admission webhook writes it as the limit;
+	// target.memory stays the need that the updater compares pods with and the sharing
+	// mode, the sharing planner and the GPU totals read. Like computeRequest, the
+	// updater never replaces a pod for its limit alone. Absent when the spread headroom
+	// is off for the autoscaler's backend or not wider than the policy's memory
+	// headroom.
 	// +optional
 	MemoryLimit *resource.Quantity `json:"memoryLimit,omitempty"`
 	// ObservedPeakMemory is the highest memory sample in the recent peak window, bytes.

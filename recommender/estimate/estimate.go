@@ -114,18 +114,15 @@ const (
 	// DefaultMemoryHeadroom is the memory headroom when the policy sets none, ratio
 	// (VPA's 15 % safety margin).
 	DefaultMemoryHeadroom = 0.15
-	// DefaultMemorySpreadFactor is the Config.MemorySpreadFactor measured (opt-in,
-	// --memory-spread-factor 1.5, for the autoscalers of --memory-spread-backends,
-	// default annotations): a workload's next excursion may rise above its highest
-	// per-interval peak one and a half times as far as that peak rose above the median
-	// one. Measured with gpufrac simulate (docs/benchmarks/savings.md, "Memory headroom
-	// from the workload's spread"): with pods packed by their observed peak (the
-	// annotations backend's default memory request) it cut pod-minutes over the limit
-	// after warm-up on the 4-day synthetic traces, seeds 1–12, from 59 to 10 at the same
-	// GPUs on GenTD26 after 12 h. Not the default: the larger target also drives what
-	// reads the target as the pod's need (the sharing mode turns Exclusive above 75 % of
-	// a GPU, the sharing planner's replicas, gpufrac_autoscaler_gpus_allocated), which
-	// make demo showed: 39 of 90 workloads Exclusive, GPUs allocated 53.5 → 70.1.
+	// DefaultMemorySpreadFactor is Config.MemorySpreadFactor: 1.5, a workload's next
+	// excursion may rise above its highest per-interval peak one and a half times as far
+	// as that peak rose above the median one. Measured with gpufrac simulate
+	// (docs/benchmarks/savings.md, "The spread as a memory limit above the target"): as
+	// the memoryLimit above the target, with pods placed by their observed peak (the
+	// annotations backend's default memory request), it cut pod-minutes over the limit
+	// after warm-up on the 4-day synthetic traces, seeds 1–12, from 59 to 7, and
+	// GenTD26's after 12 h (all in warm-up) from 11 to 0, at the same GPU-minutes; 3
+	// left 3, but a wider limit is more memory a pod may take above its request.
 	DefaultMemorySpreadFactor = 1.5
 )
 
