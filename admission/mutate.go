@@ -374,6 +374,9 @@ func appliedRecord(bt gpufracv1.BackendType, gfa *gpufracv1.GPUFractionAutoscale
 		if t.WrittenMemoryBytes > 0 {
 			ac.Memory = t.RecommendedMemory
 			ac.WrittenMemory = resource.NewQuantity(t.WrittenMemoryBytes, resource.BinarySI)
+			if t.WrittenMemoryRequestBytes > 0 && t.WrittenMemoryRequestBytes < t.WrittenMemoryBytes {
+				ac.WrittenMemoryRequest = resource.NewQuantity(t.WrittenMemoryRequestBytes, resource.BinarySI)
+			}
 		}
 		if t.WrittenComputeMilli >= 0 {
 			ac.Compute = t.RecommendedCompute

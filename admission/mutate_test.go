@@ -648,8 +648,8 @@ func TestMutateMemoryLimit(t *testing.T) {
 			if r, _ := gpufracv1.ParseApplied(got.Annotations); r != nil {
 				ac = r.Container("main")
 			}
-			if ac == nil || ac.Memory.String() != "4Gi" || ac.WrittenMemory.String() != tc.wantMem {
-				t.Errorf("applied record %+v, want memory 4Gi (the target), written %s", ac, tc.wantMem)
+			if ac == nil || ac.Memory.String() != "4Gi" || ac.WrittenMemory.String() != tc.wantMem || ac.WrittenMemoryRequest == nil || ac.WrittenMemoryRequest.String() != "3Gi" {
+				t.Errorf("applied record %+v, want memory 4Gi (the target), written %s, request 3Gi", ac, tc.wantMem)
 			}
 		})
 	}

@@ -56,6 +56,7 @@ func (b *annotationsBackend) Apply(pod *corev1.Pod, targets []*Target) ([]string
 			if writeRequest {
 				req := ObservedPeakRequestMiB(t.MemoryBytes, t.PeakMemoryBytes, b.cfg.GPUMemoryBytes)
 				memRequestMiB += req
+				t.WrittenMemoryRequestBytes = req * MiB
 				if reqKey := ac.ContainerPrefix + t.Container + gpufracv1.AnnotationContainerMemoryRequestSuffix; checkAnnotationKey(reqKey) == nil {
 					SetAnnotation(pod, reqKey, mibQuantity(req).String())
 				}

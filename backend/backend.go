@@ -80,6 +80,11 @@ type Target struct {
 
 	// WrittenMemoryBytes is the memory the backend wrote, bytes, or 0 when it wrote none.
 	WrittenMemoryBytes int64
+	// WrittenMemoryRequestBytes is the placement-only memory request the backend wrote
+	// below WrittenMemoryBytes (the annotations backend's gpufrac.io/gpu-memory-request),
+	// bytes, or 0 when it wrote none (the written memory is then what the pod is
+	// placed by).
+	WrittenMemoryRequestBytes int64
 	// WrittenComputeMilli is the compute the backend wrote, thousandths of one GPU, or -1
 	// when it wrote none.
 	WrittenComputeMilli int64

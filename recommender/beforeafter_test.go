@@ -44,7 +44,7 @@ func TestGPUsAllocatedBeforeAfter(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := WithAutoscalers(prometheus.NewPedanticRegistry())
-	want := `# HELP gpufrac_autoscaler_gpus_allocated Whole-GPU equivalents the workload's live pods hold now: per pod the larger of the GPU memory share and the compute share gpufrac wrote into it (gpufrac.io/applied), 1 for a pod gpufrac has not written. With gpufrac_autoscaler_gpus_held (one per pod) it is the before and after of GPUs held.
+	want := `# HELP gpufrac_autoscaler_gpus_allocated Whole-GPU equivalents the workload's live pods hold now: per pod the larger of the GPU memory share (the memory request where one was written below the limit) and the compute share gpufrac wrote into it (gpufrac.io/applied), 1 for a pod gpufrac has not written. With gpufrac_autoscaler_gpus_held (one per pod) it is the before and after of GPUs held.
 # TYPE gpufrac_autoscaler_gpus_allocated gauge
 gpufrac_autoscaler_gpus_allocated{autoscaler="sd",namespace="ml"} 1.25
 # HELP gpufrac_recommender_gpu_memory_bytes Memory of one GPU the recommender sizes against (--gpu-memory), bytes.
@@ -99,6 +99,11 @@ func TestAllocatedShare(t *testing.T) {
 		{"compute larger than memory", rec(c("8Gi", "600m")), gpu, 0.6},
 		{"containers summed", rec(c("20Gi", "100m"), c("20Gi", "100m")), gpu, 0.5},
 		{"capped at one GPU", rec(c("100Gi", "")), gpu, 1},
+		{"a memory request below the limit is what the pod holds", rec(func() gpufracv1.AppliedContainer {
+			x := c("40Gi", "")
+			x.WrittenMemoryRequest = ptrQuantity("20Gi")
+			return x
+		}()), gpu, 0.25},
 		{"unknown GPU size: whole GPU", rec(c("20Gi", "")), 0, 1},
 	} {
 		if got := AllocatedShare(tc.rec, tc.gpu); got != tc.want {

@@ -33,7 +33,7 @@ var (
 	descHeld       = gaugeDesc("gpufrac_autoscaler_gpus_held", "Whole GPUs the workload's live pods hold at one per pod.", "namespace", "autoscaler")
 	descNeeded     = gaugeDesc("gpufrac_autoscaler_gpus_needed", "GPUs the live pods need by the recommendation: pods × max(memory target / GPU memory, compute target).", "namespace", "autoscaler")
 	descAllocated  = gaugeDesc("gpufrac_autoscaler_gpus_allocated",
-		"Whole-GPU equivalents the workload's live pods hold now: per pod the larger of the GPU memory share and the compute share gpufrac wrote into it (gpufrac.io/applied), 1 for a pod gpufrac has not written. With gpufrac_autoscaler_gpus_held (one per pod) it is the before and after of GPUs held.", "namespace", "autoscaler")
+		"Whole-GPU equivalents the workload's live pods hold now: per pod the larger of the GPU memory share (the memory request where one was written below the limit) and the compute share gpufrac wrote into it (gpufrac.io/applied), 1 for a pod gpufrac has not written. With gpufrac_autoscaler_gpus_held (one per pod) it is the before and after of GPUs held.", "namespace", "autoscaler")
 	descPeakMemory = gaugeDesc("gpufrac_autoscaler_gpu_memory_peak_bytes",
 		"GPU memory the workload's live pods use at their recent peak: live pods × the sum over containers of the recommendation's observedPeakMemory, bytes.", "namespace", "autoscaler")
 	descGPUMemory = gaugeDesc("gpufrac_recommender_gpu_memory_bytes",
@@ -294,7 +294,9 @@ func (s *snapshot) addPods(pods map[[2]string]*corev1.Pod, byRef map[workload.Re
 
 // AllocatedShare is the share of one GPU (0–1) a pod holds by what gpufrac wrote into it:
 // the larger of the written memory over gpuMemory (bytes) and the written compute (share
-// of one GPU), summed over the record's containers and capped at 1. A pod without a
+// of one GPU), summed over the record's containers and capped at 1. Where a
+// placement-only memory request was written below the limit (writtenMemoryRequest), the
+// request is what the pod holds. A pod without a
 // record (nil), or whose record wrote nothing, holds a whole GPU: 1. So does any pod when
 // gpuMemory is not positive.
 func AllocatedShare(rec *gpufracv1.AppliedRecord, gpuMemory float64) float64 {
@@ -304,7 +306,10 @@ func AllocatedShare(rec *gpufracv1.AppliedRecord, gpuMemory float64) float64 {
 	var mem, compute float64
 	wrote := false
 	for _, c := range rec.Containers {
-		if c.WrittenMemory != nil {
+		if c.WrittenMemoryRequest != nil {
+			mem += c.WrittenMemoryRequest.AsApproximateFloat64()
+			wrote = true
+		} else if c.WrittenMemory != nil {
 			mem += c.WrittenMemory.AsApproximateFloat64()
 			wrote = true
 		}

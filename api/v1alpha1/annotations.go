@@ -113,6 +113,11 @@ type AppliedContainer struct {
 	// overheads, rounded up to whole MiB, and capped where the backend caps it (MPS
 	// replica share).
 	WrittenMemory *resource.Quantity `json:"writtenMemory,omitempty"`
+	// WrittenMemoryRequest is the placement-only memory request the backend wrote below
+	// WrittenMemory (the annotations backend's gpufrac.io/gpu-memory-request), bytes:
+	// what a scheduler that packs by request reserves for the container. Nil when none
+	// was written (WrittenMemory is then what the pod is placed by).
+	WrittenMemoryRequest *resource.Quantity `json:"writtenMemoryRequest,omitempty"`
 	// WrittenCompute is the compute the backend wrote, share of one GPU, after rounding
 	// to the backend's unit (whole percent for HAMi and MPS).
 	WrittenCompute *resource.Quantity `json:"writtenCompute,omitempty"`
