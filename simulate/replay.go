@@ -326,7 +326,7 @@ func (rp *replay) result(tr *trace.Trace) *Result {
 	res := &Result{
 		GPUMemoryBytes: rp.capacity,
 		Trace: TraceInfo{TracePods: len(tr.Pods), Pods: len(tl.runs), Workloads: len(tl.workloads),
-			Start: tl.origin, End: tl.stepEnd(tl.steps - 1), EvaluatedFrom: tl.stepEnd(rp.first - 1), Steps: tl.steps},
+			Start: tl.origin, End: tl.stepEnd(tl.steps - 1), EvaluatedFrom: tl.stepEnd(rp.first - 1), Steps: tl.steps, EvaluatedSteps: tl.steps - rp.first},
 		Settings: settings(rp.opts),
 		detail:   rp.d,
 	}

@@ -90,9 +90,9 @@ func (r *Report) WriteText(w io.Writer) error {
 			fmt.Fprintln(w)
 		}
 		t := res.Trace
-		fmt.Fprintf(w, "%s; %s: %d pods (%d lifetimes), %d workloads, %s to %s, evaluated from %s (%d steps of %s)\n",
+		fmt.Fprintf(w, "%s; %s: %d pods (%d lifetimes), %d workloads, %s to %s, evaluated from %s (%d of %d steps of %s)\n",
 			res.Heading(), r.Input, t.TracePods, t.Pods, t.Workloads, t.Start.Format(time.RFC3339), t.End.Format(time.RFC3339),
-			t.EvaluatedFrom.Format(time.RFC3339), t.Steps, res.Settings.Step)
+			t.EvaluatedFrom.Format(time.RFC3339), t.EvaluatedSteps, t.Steps, res.Settings.Step)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		head, rows := tableRows(res)
 		fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")

@@ -268,8 +268,10 @@ type TraceInfo struct {
 	Start         time.Time `json:"start"`
 	End           time.Time `json:"end"`
 	EvaluatedFrom time.Time `json:"evaluatedFrom"`
-	// Steps is the number of steps replayed.
-	Steps int `json:"steps"`
+	// Steps is the number of steps replayed, the warm-up included; EvaluatedSteps the
+	// number counted (from EvaluatedFrom).
+	Steps          int `json:"steps"`
+	EvaluatedSteps int `json:"evaluatedSteps"`
 }
 
 // PolicyResult is one policy's evaluation against the trace's actual usage over the

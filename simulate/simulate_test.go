@@ -155,6 +155,14 @@ func TestLateArrival(t *testing.T) {
 	if p := got[PolicyClairvoyant]; p.GPUMinutes != 5 {
 		t.Errorf("warm-up clairvoyant: GPU-minutes %v, want 5", p.GPUMinutes)
 	}
+	// The report's step counts: all of them replayed, those after the warm-up counted.
+	res, err := Run(&tr, Options{GPUMemoryBytes: 10 * gib, Policies: all, WarmUp: 5 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr := res.Trace; tr.EvaluatedSteps != tr.Steps-5 || tr.EvaluatedSteps != 5 {
+		t.Errorf("steps %d, evaluated %d; want 10 and 5", tr.Steps, tr.EvaluatedSteps)
+	}
 }
 
 // TestGapSplitsPod: a pod silent for longer than the lookback has ended; its next
