@@ -283,8 +283,9 @@ func (rp *replay) coldStart() grant {
 // simulator adds no memory overhead), no compute (NvFractions time-slices compute), and
 // a whole GPU where the target needs one (the webhook leaves such pods unchanged);
 // otherwise (the annotations backend) the memoryLimit where above the target, else the
-// memory target, rounded up to whole MiB as the limit, packed by the memory request the backend writes (backend.ObservedPeakRequestMiB,
-// unless Options.Annotations.MemoryRequest is none: then the limit).
+// memory target, rounded up to whole MiB as the limit, packed by the memory request the
+// backend writes (backend.ObservedPeakRequestMiB of that limit, as the webhook computes
+// it, unless Options.Annotations.MemoryRequest is none: then the limit).
 func (rp *replay) written(dec decision) grant {
 	var peak int64
 	if dec.target.RequestPeakMemory > 0 {
@@ -297,7 +298,7 @@ func (rp *replay) written(dec decision) grant {
 		g := hardGrant(packing.Alloc{MemoryBytes: min(limitMiB*backend.MiB, rp.capacity), ComputeMilli: dec.want.ComputeMilli})
 		g.record = dec.want.MemoryBytes
 		if rp.opts.Annotations.MemoryRequest == backend.AnnotationsMemoryRequestObservedPeak {
-			g.alloc.MemoryBytes = backend.ObservedPeakRequestMiB(dec.want.MemoryBytes, peak, rp.capacity) * backend.MiB
+			g.alloc.MemoryBytes = backend.ObservedPeakRequestMiB(limitMiB*backend.MiB, peak, rp.capacity) * backend.MiB
 		}
 		return g
 	}
