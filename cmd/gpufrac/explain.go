@@ -85,10 +85,10 @@ func explain(w io.Writer, gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.G
 			fmt.Fprintf(w, "\n          young workload: + %d%% margin (100/n, n hours its memory stayed at its highest level); confidence from that evidence, not the history's length",
 				c.YoungMarginPercent)
 		}
+		fmt.Fprintf(w, "\n          bounds [%s, %s]: a pod whose target is outside them is worth replacing\n", q(c.LowerBound.Memory), q(c.UpperBound.Memory))
 		if c.MemoryLimit != nil {
-			fmt.Fprintf(w, "\n          limit %s: burst room above the target from the workload's own spread of hourly peaks (--memory-spread-factor); the pod is placed by its observed peak and may use memory up to the limit", q(c.MemoryLimit))
+			fmt.Fprintf(w, "          limit %s: burst room above the target from the workload's own spread of hourly peaks (--memory-spread-factor), written as the pod's limit; the pod is placed by its observed peak and may use memory up to the limit; the updater compares the target, not the limit\n", q(c.MemoryLimit))
 		}
-		fmt.Fprintf(w, "\n          bounds [%s, %s]: a pod outside them is worth replacing\n", q(c.LowerBound.Memory), q(c.UpperBound.Memory))
 		if line := packingLine(c.Target.Memory, c.ObservedPeakMemory, gpuBytes); line != "" {
 			fmt.Fprintf(w, "  packing %s\n", line)
 		}

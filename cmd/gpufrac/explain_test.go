@@ -87,3 +87,19 @@ func explainDeployment(t *testing.T, name string, recs ...gpufracv1.ContainerRec
 	}
 	return out.String()
 }
+
+// TestExplainMemoryLimit checks that explain prints a container's memoryLimit as burst
+// room the updater does not compare, and no limit line for a container without one.
+func TestExplainMemoryLimit(t *testing.T) {
+	spiky := gpufracv1.ContainerRecommendation{ContainerName: "main", SharingMode: gpufracv1.SharingModeTimeSlicing,
+		ConfidencePercent: 90, HistoryHours: 30, MemoryLimit: qp("30Gi"),
+		Target: gpufracv1.GPUResources{Memory: qp("20Gi"), Compute: qp("100m")}}
+	flat := spiky
+	flat.ContainerName, flat.MemoryLimit = "side", nil
+	got := explainDeployment(t, "web", spiky, flat)
+	wantContains(t, "explain", got, "limit 30Gi: burst room above the target")
+	wantContains(t, "explain", got, "the updater compares the target, not the limit")
+	if strings.Count(got, "limit 30Gi") != 1 || strings.Count(got, "burst room") != 1 {
+		t.Errorf("want one limit line, for main only:\n%s", got)
+	}
+}

@@ -195,6 +195,12 @@ func withinNoise(old, cur *gpufracv1.ContainerRecommendation, c Config) bool {
 	if !near(old.Target.Memory, cur.Target.Memory, relative(c.MemoryNoise)) || !near(old.Target.Compute, cur.Target.Compute, c.computeNear) {
 		return false
 	}
+	// What the webhook writes besides the target: the memory limit above it (present
+	// only for the backends of MemorySpreadBackends, so a backend change adds or drops
+	// it) and the compute request of a time-sliced container.
+	if !near(old.MemoryLimit, cur.MemoryLimit, relative(c.MemoryNoise)) || !near(old.ComputeRequest, cur.ComputeRequest, c.computeNear) {
+		return false
+	}
 	for _, p := range [][2]gpufracv1.GPUResources{{old.LowerBound, cur.LowerBound}, {old.UpperBound, cur.UpperBound}} {
 		if !near(p[0].Memory, p[1].Memory, relative(c.BoundsNoise)) || !near(p[0].Compute, p[1].Compute, relative(c.BoundsNoise)) {
 			return false

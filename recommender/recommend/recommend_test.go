@@ -91,10 +91,11 @@ func TestYoungWorkloadWiring(t *testing.T) {
 }
 
 // TestMemorySpreadByBackend: a workload whose memory peaks spread well above their median
-// gets the spread headroom, once the factor is on (opt-in), only under a backend of
-// MemorySpreadBackends (by default the annotations backend, also when the spec names
-// none), and the policy's headroom alone under another (HAMi), with the factor off (the
-// default) or with no backend listed.
+// gets a memoryLimit with the spread as headroom (the target keeps the policy's) only
+// under a backend of MemorySpreadBackends (by default the annotations backend, also when
+// the spec names none), none under another (HAMi), with the factor off or with no
+// backend listed. A backend change adds or drops the limit at the next cycle, although
+// the target is within noise of the one written (withinNoise).
 func TestMemorySpreadByBackend(t *testing.T) {
 	w := history.WorkloadKey{Namespace: "ns", Kind: "Deployment", Name: "web"}
 	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
@@ -110,12 +111,14 @@ func TestMemorySpreadByBackend(t *testing.T) {
 	}
 	m.Add(w, metrics.SignalMemory, ms)
 	now := t0.Add(48 * time.Hour)
-	target := func(cfg Config, bt gpufracv1.BackendType) float64 {
+	var last []gpufracv1.ContainerRecommendation
+	target := func(cfg Config, bt gpufracv1.BackendType, prev []gpufracv1.ContainerRecommendation) float64 {
 		spec := &gpufracv1.GPUFractionAutoscalerSpec{}
 		if bt != "" {
 			spec.Backend = &gpufracv1.Backend{Type: bt}
 		}
-		recs, _, _ := cfg.WithDefaults().Recommend(m, w, spec, nil, nil, gpufracv1.GuardrailNone, now)
+		recs, _, _ := cfg.WithDefaults().Recommend(m, w, spec, nil, prev, gpufracv1.GuardrailNone, now)
+		last = recs
 		if len(recs) != 1 || recs[0].Target.Memory == nil {
 			t.Fatalf("%s: recommendations %+v", bt, recs)
 		}
@@ -146,10 +149,22 @@ func TestMemorySpreadByBackend(t *testing.T) {
 		{"factor off", Config{Policy: noFit.Policy, Estimator: estimate.Config{MemorySpreadFactor: -1}}, gpufracv1.BackendAnnotations, false},
 		{"the default factor", Config{Policy: noFit.Policy}, gpufracv1.BackendAnnotations, true},
 	} {
-		got := target(tc.cfg, tc.bt)
+		got := target(tc.cfg, tc.bt, nil)
 		if spread := got > plain*1.05; spread != tc.spread {
 			t.Errorf("%s: memory target %.1f GiB (policy headroom alone: %.1f GiB); spread headroom in the limit %v, want %v", tc.name, got/(1<<30), plain/(1<<30), spread, tc.spread)
 		}
+	}
+	// The backend changes under a written recommendation: the limit follows.
+	target(noFit, gpufracv1.BackendAnnotations, nil)
+	withLimit := last
+	if got := target(noFit, gpufracv1.BackendHAMi, withLimit); got > plain*1.05 || last[0].MemoryLimit != nil {
+		t.Errorf("annotations -> hami: memory limit %v kept (%.1f GiB)", last[0].MemoryLimit, got/(1<<30))
+	}
+	if got := target(noFit, gpufracv1.BackendAnnotations, last); got <= plain*1.05 || last[0].MemoryLimit == nil {
+		t.Errorf("hami -> annotations: no memory limit (%.1f GiB)", got/(1<<30))
+	}
+	if target(noFit, gpufracv1.BackendAnnotations, withLimit); last[0].MemoryLimit == nil || last[0].MemoryLimit.Cmp(*withLimit[0].MemoryLimit) != 0 {
+		t.Errorf("same backend: limit %v, want the written %v kept", last[0].MemoryLimit, withLimit[0].MemoryLimit)
 	}
 }
 
