@@ -92,11 +92,16 @@ func explain(w io.Writer, gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.G
 		if line := packingLine(c.Target.Memory, c.ObservedPeakMemory, gpuBytes); line != "" {
 			fmt.Fprintf(w, "  packing %s\n", line)
 		}
-		fmt.Fprintf(w, "  compute target %s = p90 of activity from %s + 15%% margin", q(c.Target.Compute), orDash(c.ComputeSource))
-		if c.UncappedTarget.Compute != nil && c.Target.Compute != nil && c.UncappedTarget.Compute.Cmp(*c.Target.Compute) != 0 {
-			fmt.Fprintf(w, "; from %s by the policy, floor or guardrail", q(c.UncappedTarget.Compute))
+		if c.Target.Compute == nil {
+			// No compute samples (or compute not controlled): nothing to derive.
+			fmt.Fprintln(w, "  compute no target: no compute samples yet, or the policy does not control compute")
+		} else {
+			fmt.Fprintf(w, "  compute target %s = p90 of activity from %s + 15%% margin", q(c.Target.Compute), orDash(c.ComputeSource))
+			if c.UncappedTarget.Compute != nil && c.UncappedTarget.Compute.Cmp(*c.Target.Compute) != 0 {
+				fmt.Fprintf(w, "; from %s by the policy, floor or guardrail", q(c.UncappedTarget.Compute))
+			}
+			fmt.Fprintf(w, "\n          bounds [%s, %s]\n", q(c.LowerBound.Compute), q(c.UpperBound.Compute))
 		}
-		fmt.Fprintf(w, "\n          bounds [%s, %s]\n", q(c.LowerBound.Compute), q(c.UpperBound.Compute))
 		fmt.Fprintf(w, "  sharing %s: %s\n", c.SharingMode, c.SharingModeReason)
 		if line := migLines(c); line != "" {
 			fmt.Fprint(w, line)

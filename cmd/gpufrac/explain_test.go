@@ -103,3 +103,15 @@ func TestExplainMemoryLimit(t *testing.T) {
 		t.Errorf("want one limit line, for main only:\n%s", got)
 	}
 }
+
+// TestExplainNoCompute checks that a container without a compute target gets one line
+// saying so, not a formula of dashes.
+func TestExplainNoCompute(t *testing.T) {
+	rec := gpufracv1.ContainerRecommendation{ContainerName: "main", SharingMode: gpufracv1.SharingModeTimeSlicing,
+		ConfidencePercent: 10, HistoryHours: 1, Target: gpufracv1.GPUResources{Memory: qp("512Mi")}}
+	got := explainDeployment(t, "idle", rec)
+	wantContains(t, "explain", got, "compute no target: no compute samples yet")
+	if strings.Contains(got, "p90 of activity from -") {
+		t.Errorf("a formula for a compute target that does not exist:\n%s", got)
+	}
+}
