@@ -157,11 +157,8 @@ func (c Config) Recommend(name string, est estimate.Estimate, cp *gpufracv1.Cont
 	rec.LowerBound = toAPI(b.lower, withMem, withCPU)
 	rec.UpperBound = toAPI(b.upper, withMem, withCPU)
 	rec.UncappedTarget = toAPI(uncapped, withMem, withCPU)
-	if withMem && b.memoryLimit > b.target.MemoryBytes {
-		rec.MemoryLimit = MemoryQuantity(b.memoryLimit)
-		if rec.MemoryLimit.Cmp(*rec.Target.Memory) <= 0 {
-			rec.MemoryLimit = nil // equal once both are whole MiB
-		}
+	if lim := MemoryQuantity(b.memoryLimit); withMem && lim.Cmp(*rec.Target.Memory) > 0 {
+		rec.MemoryLimit = lim // above the target in whole MiB, as written
 	}
 	if est.HasMemory {
 		rec.ObservedPeakMemory = MemoryQuantity(est.RecentPeakBytes)
