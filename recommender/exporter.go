@@ -306,11 +306,12 @@ func AllocatedShare(rec *gpufracv1.AppliedRecord, gpuMemory float64) float64 {
 	var mem, compute float64
 	wrote := false
 	for _, c := range rec.Containers {
-		if c.WrittenMemoryRequest != nil {
-			mem += c.WrittenMemoryRequest.AsApproximateFloat64()
-			wrote = true
-		} else if c.WrittenMemory != nil {
-			mem += c.WrittenMemory.AsApproximateFloat64()
+		held := c.WrittenMemoryRequest // what a scheduler packing by request reserves
+		if held == nil {
+			held = c.WrittenMemory
+		}
+		if held != nil {
+			mem += held.AsApproximateFloat64()
 			wrote = true
 		}
 		if c.WrittenCompute != nil {
