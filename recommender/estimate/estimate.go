@@ -7,9 +7,8 @@
 // the policy's headroom; with Config.MemorySpreadFactor, a memory limit above the target
 // (Estimate.MemoryLimitBytes) takes the workload's own spread of per-interval peaks as
 // headroom where that is wider, burst room for a backend that places pods by a request
-// below the limit. Compute
-// (compressible): target = p90 of activity × (1 + margin). Bounds use VPA's confidence
-// multipliers: they widen while history is short.
+// below the limit. Compute (compressible): target = p90 of activity × (1 + margin).
+// Bounds use VPA's confidence multipliers: they widen while history is short.
 package estimate
 
 import (
@@ -64,8 +63,8 @@ type Config struct {
 	ContentionWindow time.Duration
 	// MemorySpreadFactor scales the memory spread (Estimate.MemorySpread) that the
 	// memory limit's headroom is never below (Estimate.MemoryLimitBytes), ratio. Default
-	// DefaultMemorySpreadFactor; negative: off, the limit is the target. recommend.Config applies it to the autoscalers of
-	// its MemorySpreadBackends only. DefaultMemorySpreadFactor is the setting measured.
+	// DefaultMemorySpreadFactor; negative: off, the limit is the target.
+	// recommend.Config applies it to the autoscalers of its MemorySpreadBackends only.
 	MemorySpreadFactor float64
 	// YoungConfidence is the confidence (0–1) under which a workload is young and its
 	// confidence and memory target come from evidence (Estimate's young rule) rather

@@ -53,7 +53,8 @@ type Config struct {
 	// one uses the annotations backend) whose containers get a memoryLimit above the
 	// target with the workload's spread as headroom (Estimator.MemorySpreadFactor,
 	// estimate.Estimate.MemoryLimitBytes; negative: off); other autoscalers are
-	// estimated with the factor off. Nil: the default, DefaultMemorySpreadBackends; empty (non-nil): none.
+	// estimated with the factor off. Nil: the default, DefaultMemorySpreadBackends;
+	// empty (non-nil): none.
 	MemorySpreadBackends []gpufracv1.BackendType
 }
 
@@ -61,9 +62,10 @@ type Config struct {
 // backend, whose pods are placed by their observed memory peak
 // (gpufrac.io/gpu-memory-request, the webhook's default --annotation-memory-request
 // observed-peak) with the memoryLimit (or the target) as their limit, so a larger limit
-// is burst room and costs no GPUs. Measured with gpufrac simulate (docs/benchmarks/savings.md, "Memory
-// headroom from the workload's spread"). Backends that place pods by the target (hami,
-// kai, kai-nvfractions' default request) would pay for it in GPUs.
+// is burst room and costs no GPUs. Measured with gpufrac simulate
+// (docs/benchmarks/savings.md, "The spread as a memory limit above the target").
+// Backends that place pods by the target (hami, kai, kai-nvfractions' default request)
+// would pay for it in GPUs.
 var DefaultMemorySpreadBackends = []gpufracv1.BackendType{gpufracv1.BackendAnnotations}
 
 // estimatorFor returns the estimator settings for an autoscaler of spec: the
