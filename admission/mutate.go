@@ -374,7 +374,7 @@ func appliedRecord(bt gpufracv1.BackendType, gfa *gpufracv1.GPUFractionAutoscale
 		if t.WrittenMemoryBytes > 0 {
 			ac.Memory = t.RecommendedMemory
 			ac.WrittenMemory = resource.NewQuantity(t.WrittenMemoryBytes, resource.BinarySI)
-			if t.WrittenMemoryRequestBytes > 0 && t.WrittenMemoryRequestBytes < t.WrittenMemoryBytes {
+			if t.WrittenMemoryRequestBytes > 0 {
 				ac.WrittenMemoryRequest = resource.NewQuantity(t.WrittenMemoryRequestBytes, resource.BinarySI)
 			}
 		}

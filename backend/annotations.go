@@ -56,7 +56,9 @@ func (b *annotationsBackend) Apply(pod *corev1.Pod, targets []*Target) ([]string
 			if writeRequest {
 				req := ObservedPeakRequestMiB(t.MemoryBytes, t.PeakMemoryBytes, b.cfg.GPUMemoryBytes)
 				memRequestMiB += req
-				t.WrittenMemoryRequestBytes = req * MiB
+				if req < mib {
+					t.WrittenMemoryRequestBytes = req * MiB
+				}
 				if reqKey := ac.ContainerPrefix + t.Container + gpufracv1.AnnotationContainerMemoryRequestSuffix; checkAnnotationKey(reqKey) == nil {
 					SetAnnotation(pod, reqKey, mibQuantity(req).String())
 				}
