@@ -24,8 +24,9 @@ func newExplainCmd() *cobra.Command {
 		Long: `explain reads a GPUFractionAutoscaler and its GPUFractionRecommendation and says, per
 container, where each number comes from: the observed peak and headroom behind the
 memory target, the policy caps between the uncapped and the final target, the bounds
-and the confidence they reflect, the latency guardrail's state, and the sharing-mode
-reason. Installed as kubectl-gpufrac it runs as "kubectl gpufrac explain NAME".`,
+and the confidence they reflect, the memory limit and compute request the admission
+webhook writes where the recommendation has them, the latency guardrail's state, and
+the sharing-mode reason. Installed as kubectl-gpufrac it runs as "kubectl gpufrac explain NAME".`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, ns, err := newClientNamespace(kubeconfig, namespace)
@@ -101,6 +102,9 @@ func explain(w io.Writer, gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.G
 				fmt.Fprintf(w, "; from %s by the policy, floor or guardrail", q(c.UncappedTarget.Compute))
 			}
 			fmt.Fprintf(w, "\n          bounds [%s, %s]\n", q(c.LowerBound.Compute), q(c.UpperBound.Compute))
+		}
+		if c.ComputeRequest != nil {
+			fmt.Fprintf(w, "          request %s: the share of one GPU the time-sliced pod reserves for placement, its effective compute at the recommender's --contention-budget, written as the pod's compute request with no limit (the target is not written); the updater never replaces a pod for it\n", q(c.ComputeRequest))
 		}
 		fmt.Fprintf(w, "  sharing %s: %s\n", c.SharingMode, c.SharingModeReason)
 		if line := migLines(c); line != "" {

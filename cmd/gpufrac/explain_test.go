@@ -115,3 +115,20 @@ func TestExplainNoCompute(t *testing.T) {
 		t.Errorf("a formula for a compute target that does not exist:\n%s", got)
 	}
 }
+
+// TestExplainComputeRequest checks that explain prints a time-sliced container's
+// computeRequest as what its pod reserves for placement, and no request line for a
+// container without one.
+func TestExplainComputeRequest(t *testing.T) {
+	sliced := gpufracv1.ContainerRecommendation{ContainerName: "main", SharingMode: gpufracv1.SharingModeTimeSlicing,
+		ConfidencePercent: 90, HistoryHours: 30, ComputeRequest: qp("120m"),
+		Target: gpufracv1.GPUResources{Memory: qp("20Gi"), Compute: qp("300m")}}
+	mps := sliced
+	mps.ContainerName, mps.SharingMode, mps.ComputeRequest = "side", gpufracv1.SharingModeMPS, nil
+	got := explainDeployment(t, "web", sliced, mps)
+	wantContains(t, "explain", got, "request 120m: the share of one GPU the time-sliced pod reserves for placement",
+		"written as the pod's compute request with no limit")
+	if strings.Count(got, "reserves for placement") != 1 {
+		t.Errorf("want one request line, for main only:\n%s", got)
+	}
+}

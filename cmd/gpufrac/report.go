@@ -37,12 +37,20 @@ type reportRow struct {
 	// writes it by default (--annotation-memory-request=observed-peak): per container
 	// the observed peak (times the young margin) where below the target, else the
 	// target. The report packs by it unless --annotation-memory-request=none.
-	MemoryRequestBytes int64  `json:"memoryRequestBytes"`
-	ComputeMilli       int64  `json:"computeMilli"`
-	SharingMode        string `json:"sharingMode"`
-	Reason             string `json:"sharingModeReason"`
-	ConfidencePercent  int32  `json:"confidencePercent"`
-	Provided           bool   `json:"provided"`
+	MemoryRequestBytes int64 `json:"memoryRequestBytes"`
+	// MemoryLimitBytes is the pod's memory limit the admission webhook writes where
+	// the recommendation has a memoryLimit (burst room above the target), bytes;
+	// absent (0) when the limit is the target, MemoryBytes.
+	MemoryLimitBytes int64 `json:"memoryLimitBytes,omitempty"`
+	ComputeMilli     int64 `json:"computeMilli"`
+	// ComputeRequestMilli is the pod's compute request for placement, thousandths of
+	// one GPU: its time-sliced containers' computeRequest, written with no limit;
+	// absent (0) without one (Exclusive and MPS reserve and enforce ComputeMilli).
+	ComputeRequestMilli int64  `json:"computeRequestMilli,omitempty"`
+	SharingMode         string `json:"sharingMode"`
+	Reason              string `json:"sharingModeReason"`
+	ConfidencePercent   int32  `json:"confidencePercent"`
+	Provided            bool   `json:"provided"`
 }
 
 // reportTotals compares one GPU per pod with the recommendations packed onto GPUs.
@@ -260,20 +268,10 @@ func rowOf(r *gpufracv1.GPUFractionRecommendation) reportRow {
 	if r.Status.Memory != nil {
 		row.MemoryBytes = r.Status.Memory.Value()
 	}
-	// The request adds up like the target (init containers as the largest of them).
-	// The webhook's reading of the recommendation: RequestPeakMemory is the observed
-	// peak with a young workload's margin.
-	targets := contract.TargetsOf(nil, r)
-	row.MemoryRequestBytes, _ = gpufracv1.PodTotal(r.Status.ContainerRecommendations, nil, func(c *gpufracv1.ContainerRecommendation) (int64, bool) {
-		t, ok := targets[c.ContainerName]
-		if !ok || t.Memory < 0 {
-			return 0, false
-		}
-		if t.RequestPeakMemory > 0 {
-			return min(t.Memory, t.RequestPeakMemory), true
-		}
-		return t.Memory, true
-	})
+	// The webhook's reading of the recommendation: the memory request is the observed
+	// peak with a young workload's margin where below the target.
+	w := writtenOf(nil, r)
+	row.MemoryRequestBytes, row.MemoryLimitBytes, row.ComputeRequestMilli = w.MemoryRequestBytes, w.MemoryLimitBytes, w.ComputeRequestMilli
 	if r.Status.Compute != nil {
 		row.ComputeMilli = r.Status.Compute.MilliValue()
 	}
@@ -319,15 +317,22 @@ func (k *reportPacker) place(row reportRow, confident bool) {
 
 func writeReport(w io.Writer, rows []reportRow, t reportTotals, markdown bool) error {
 	gib := func(b int64) string { return fmt.Sprintf("%.1f", float64(b)/(1<<30)) }
-	header := []string{"NAMESPACE", "WORKLOAD", "PODS", "PEAK GiB", "MEMORY GiB", "COMPUTE", "SHARING", "CONFIDENCE", "WHY"}
+	header := []string{"NAMESPACE", "WORKLOAD", "PODS", "PEAK GiB", "MEMORY GiB", "LIMIT GiB", "COMPUTE", "COMPUTE REQUEST", "SHARING", "CONFIDENCE", "WHY"}
 	var lines [][]string
 	for _, r := range rows {
 		if !r.Provided {
-			lines = append(lines, []string{r.Namespace, r.Name, fmt.Sprint(r.Pods), "-", "-", "-", "-", "-", "no recommendation yet"})
+			lines = append(lines, []string{r.Namespace, r.Name, fmt.Sprint(r.Pods), "-", "-", "-", "-", "-", "-", "-", "no recommendation yet"})
 			continue
 		}
-		lines = append(lines, []string{r.Namespace, r.Name, fmt.Sprint(r.Pods), gib(r.ObservedPeakBytes), gib(r.MemoryBytes),
-			fmt.Sprintf("%dm", r.ComputeMilli), r.SharingMode, fmt.Sprintf("%d%%", r.ConfidencePercent), r.Reason})
+		limit, request := "-", "-" // the limit is the target; no compute request
+		if r.MemoryLimitBytes > 0 {
+			limit = gib(r.MemoryLimitBytes)
+		}
+		if r.ComputeRequestMilli > 0 {
+			request = fmt.Sprintf("%dm", r.ComputeRequestMilli)
+		}
+		lines = append(lines, []string{r.Namespace, r.Name, fmt.Sprint(r.Pods), gib(r.ObservedPeakBytes), gib(r.MemoryBytes), limit,
+			fmt.Sprintf("%dm", r.ComputeMilli), request, r.SharingMode, fmt.Sprintf("%d%%", r.ConfidencePercent), r.Reason})
 	}
 	if err := writeTable(w, header, lines, markdown); err != nil {
 		return err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -78,5 +79,43 @@ func TestSummariseByRequest(t *testing.T) {
 	}
 	if _, byTarget := summarise([]gpufracv1.GPUFractionRecommendation{r}, 80<<30, 50, false); byTarget.GPUsNeeded != 2 {
 		t.Errorf("by target: %d GPUs, want 2 (two 45Gi targets do not fit 80Gi)", byTarget.GPUsNeeded)
+	}
+}
+
+// TestReportLimitRequest: report prints the pod's memory limit (GiB) where the
+// recommendation has a memoryLimit and its compute request (milli-GPU), "-" for either
+// where there is none, and leaves both out of the JSON row then.
+func TestReportLimitRequest(t *testing.T) {
+	burst := rec("burst", 1, "24Gi", "300m", gpufracv1.SharingModeTimeSlicing, true)
+	burst.Status.ContainerRecommendations = []gpufracv1.ContainerRecommendation{
+		{ContainerName: "main", SharingMode: gpufracv1.SharingModeTimeSlicing, MemoryLimit: qp("30Gi"), ComputeRequest: qp("120m"),
+			Target: gpufracv1.GPUResources{Memory: qp("20Gi"), Compute: qp("250m")}},
+		{ContainerName: "side", SharingMode: gpufracv1.SharingModeTimeSlicing, ComputeRequest: qp("30m"),
+			Target: gpufracv1.GPUResources{Memory: qp("4Gi"), Compute: qp("50m")}},
+	}
+	flat := rec("flat", 1, "10Gi", "400m", gpufracv1.SharingModeMPS, true)
+	flat.Status.ContainerRecommendations = []gpufracv1.ContainerRecommendation{{ContainerName: "main", SharingMode: gpufracv1.SharingModeMPS,
+		Target: gpufracv1.GPUResources{Memory: qp("10Gi"), Compute: qp("400m")}}}
+	rows, tot := summarise([]gpufracv1.GPUFractionRecommendation{burst, flat}, 80<<30, 50, true)
+	if rows[0].MemoryLimitBytes != 34<<30 || rows[0].ComputeRequestMilli != 150 {
+		t.Errorf("burst: limit %d bytes, request %dm; want 34Gi (30Gi limit + 4Gi target) and 150m", rows[0].MemoryLimitBytes, rows[0].ComputeRequestMilli)
+	}
+	var b bytes.Buffer
+	if err := writeReport(&b, rows, tot, false); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(b.String(), "\n")
+	wantContains(t, "report header", lines[0], "MEMORY GiB  LIMIT GiB  COMPUTE  COMPUTE REQUEST")
+	for i, want := range [][]string{{"24.0", "34.0", "300m", "150m"}, {"10.0", "-", "400m", "-"}} {
+		if got := strings.Fields(lines[i+1])[4:8]; strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("%s: memory, limit, compute, request %q, want %q", rows[i].Name, got, want)
+		}
+	}
+	js, err := json.Marshal(rows[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(js), "memoryLimitBytes") || strings.Contains(string(js), "computeRequestMilli") {
+		t.Errorf("flat: %s; want no memoryLimitBytes or computeRequestMilli", js)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/backend"
 )
 
 func init() { registerCommand(newStatusCmd) }
@@ -27,8 +28,10 @@ func newStatusCmd() *cobra.Command {
 		Long: `status lists the GPUFractionAutoscalers of a namespace (-A: all) with, per workload: its
 update mode, how many pods carry the current recommendation (from the gpufrac.io/applied
 annotation the admission webhook writes), the applied and recommended memory and
-compute per pod, the next resize window, confidence, and what the updater is blocked
-on. Installed as kubectl-gpufrac it runs as "kubectl gpufrac status".`,
+compute per pod, what the webhook writes besides the targets (the memory limit where
+the recommendation has a memoryLimit above the target, and a time-sliced pod's compute
+request, a share of one GPU reserved for placement; "-" when there is none), the next
+resize window, confidence, and what the updater is blocked on. Installed as kubectl-gpufrac it runs as "kubectl gpufrac status".`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, ns, err := newClientNamespace(kubeconfig, namespace)
 			if err != nil {
@@ -42,6 +45,10 @@ on. Installed as kubectl-gpufrac it runs as "kubectl gpufrac status".`,
 			if err := c.List(cmd.Context(), &gfas, opts...); err != nil {
 				return fmt.Errorf("listing GPUFractionAutoscalers: %w", err)
 			}
+			var gfrs gpufracv1.GPUFractionRecommendationList
+			if err := c.List(cmd.Context(), &gfrs, opts...); err != nil {
+				return fmt.Errorf("listing GPUFractionRecommendations: %w", err)
+			}
 			var pods corev1.PodList
 			if err := c.List(cmd.Context(), &pods, opts...); err != nil {
 				return fmt.Errorf("listing pods: %w", err)
@@ -49,7 +56,7 @@ on. Installed as kubectl-gpufrac it runs as "kubectl gpufrac status".`,
 			if len(gfas.Items) == 0 && !all {
 				fmt.Fprintf(cmd.ErrOrStderr(), "no GPUFractionAutoscalers in namespace %s (use -A for all namespaces)\n", ns)
 			}
-			return writeStatus(cmd.OutOrStdout(), gfas.Items, pods.Items, time.Now())
+			return writeStatus(cmd.OutOrStdout(), gfas.Items, gfrs.Items, pods.Items, time.Now())
 		},
 	}
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "Kubeconfig file (default: $KUBECONFIG, ~/.kube/config or in-cluster).")
@@ -86,9 +93,16 @@ func addQuantity(sum, v *resource.Quantity) *resource.Quantity {
 	return sum
 }
 
-func writeStatus(w io.Writer, gfas []gpufracv1.GPUFractionAutoscaler, pods []corev1.Pod, now time.Time) error {
+// writeStatus writes one row per autoscaler of gfas: its pods among pods, its
+// recommendation among gfrs (same namespace and name; none yet: its limit and request
+// print as "-") and its status.updater, with the next resize window counted from now.
+func writeStatus(w io.Writer, gfas []gpufracv1.GPUFractionAutoscaler, gfrs []gpufracv1.GPUFractionRecommendation, pods []corev1.Pod, now time.Time) error {
+	recs := make(map[[2]string]*gpufracv1.GPUFractionRecommendation, len(gfrs))
+	for i := range gfrs {
+		recs[[2]string{gfrs[i].Namespace, gfrs[i].Name}] = &gfrs[i]
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAMESPACE\tAUTOSCALER\tMODE\tPODS\tAPPLIED (MEM/COMPUTE)\tRECOMMENDED (MEM/COMPUTE)\tCONFIDENCE\tNEXT WINDOW\tUPDATER")
+	fmt.Fprintln(tw, "NAMESPACE\tAUTOSCALER\tMODE\tPODS\tAPPLIED (MEM/COMPUTE)\tRECOMMENDED (MEM/COMPUTE)\tMEM LIMIT/COMPUTE REQUEST\tCONFIDENCE\tNEXT WINDOW\tUPDATER")
 	for _, g := range gfas {
 		mode := g.Spec.EffectiveUpdateMode()
 		total, withRec := 0, 0
@@ -131,8 +145,28 @@ func writeStatus(w io.Writer, gfas []gpufracv1.GPUFractionAutoscaler, pods []cor
 				updater += ", blocked: " + u.BlockedReason
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Namespace, g.Name, mode, podsStr, appliedStr,
-			q(g.Status.Memory)+"/"+q(g.Status.Compute), conf, next, updater)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Namespace, g.Name, mode, podsStr, appliedStr,
+			q(g.Status.Memory)+"/"+q(g.Status.Compute), limitRequest(&g, recs[[2]string{g.Namespace, g.Name}]), conf, next, updater)
 	}
 	return tw.Flush()
+}
+
+// limitRequest is the status column of what the webhook writes from gfr besides the
+// targets: the pod's memory limit (a binary quantity, bytes) where a container has a
+// memoryLimit above its target, and its compute request (a milli quantity, share of one
+// GPU), "-" for either when there is none (the limit is then the memory target) and
+// for both without a recommendation.
+func limitRequest(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionRecommendation) string {
+	if gfr == nil {
+		return "-/-"
+	}
+	wr := writtenOf(gfa, gfr)
+	limit, request := "-", "-"
+	if wr.MemoryLimitBytes > 0 {
+		limit = resource.NewQuantity(wr.MemoryLimitBytes, resource.BinarySI).String()
+	}
+	if wr.ComputeRequestMilli > 0 {
+		request = backend.MilliQuantity(wr.ComputeRequestMilli).String()
+	}
+	return limit + "/" + request
 }

@@ -35,7 +35,7 @@ func TestStatusAppliedComputeNotWritten(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
-			if err := writeStatus(&out, []gpufracv1.GPUFractionAutoscaler{gfa}, []corev1.Pod{tc.pod}, metav1.Now().Time); err != nil {
+			if err := writeStatus(&out, []gpufracv1.GPUFractionAutoscaler{gfa}, nil, []corev1.Pod{tc.pod}, metav1.Now().Time); err != nil {
 				t.Fatal(err)
 			}
 			row := strings.Fields(strings.Split(out.String(), "\n")[1])
@@ -43,5 +43,61 @@ func TestStatusAppliedComputeNotWritten(t *testing.T) {
 				t.Fatalf("APPLIED column: got row %q, want %q", row, tc.want)
 			}
 		})
+	}
+}
+
+// status shows the pod's memory limit and compute request from the recommendation as
+// the webhook reads it: summed over containers, the limit only where a container has a
+// memoryLimit (another container's target counts in it), the request only of
+// containers whose policy controls compute, and "-" where there is none or no
+// recommendation.
+func TestStatusLimitRequest(t *testing.T) {
+	gfa := func(name string, policies ...gpufracv1.ContainerPolicy) gpufracv1.GPUFractionAutoscaler {
+		g := gpufracv1.GPUFractionAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
+		if len(policies) > 0 {
+			g.Spec.ResourcePolicy = &gpufracv1.ResourcePolicy{ContainerPolicies: policies}
+		}
+		return g
+	}
+	gfr := func(name string, cs ...gpufracv1.ContainerRecommendation) gpufracv1.GPUFractionRecommendation {
+		r := gpufracv1.GPUFractionRecommendation{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
+		r.Status.ContainerRecommendations = cs
+		return r
+	}
+	sliced := func(name, mem, limit, request string) gpufracv1.ContainerRecommendation {
+		c := gpufracv1.ContainerRecommendation{ContainerName: name, SharingMode: gpufracv1.SharingModeTimeSlicing,
+			Target: gpufracv1.GPUResources{Memory: qp(mem), Compute: qp("300m")}}
+		if limit != "" {
+			c.MemoryLimit = qp(limit)
+		}
+		if request != "" {
+			c.ComputeRequest = qp(request)
+		}
+		return c
+	}
+	mps := sliced("main", "10Gi", "", "")
+	mps.SharingMode = gpufracv1.SharingModeMPS
+	gfas := []gpufracv1.GPUFractionAutoscaler{
+		gfa("burst"), gfa("memonly", gpufracv1.ContainerPolicy{ContainerName: "side", ControlledResources: []gpufracv1.GPUResourceName{gpufracv1.ResourceMemory}}),
+		gfa("mps"), gfa("new"),
+	}
+	gfrs := []gpufracv1.GPUFractionRecommendation{
+		gfr("burst", sliced("main", "20Gi", "30Gi", "120m"), sliced("side", "4Gi", "", "30m")),
+		gfr("memonly", sliced("main", "20Gi", "", "120m"), sliced("side", "4Gi", "", "30m")),
+		gfr("mps", mps),
+	}
+	var out bytes.Buffer
+	if err := writeStatus(&out, gfas, gfrs, nil, metav1.Now().Time); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(out.String(), "\n")
+	col := strings.Index(lines[0], "MEM LIMIT/COMPUTE REQUEST")
+	if col < 0 {
+		t.Fatalf("no MEM LIMIT/COMPUTE REQUEST column:\n%s", out.String())
+	}
+	for i, want := range []string{"34Gi/150m", "-/120m", "-/-", "-/-"} {
+		if got := strings.Fields(lines[i+1][col:])[0]; got != want {
+			t.Errorf("%s: limit/request %q, want %q:\n%s", gfas[i].Name, got, want, out.String())
+		}
 	}
 }

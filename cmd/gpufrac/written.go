@@ -1,0 +1,61 @@
+package main
+
+import (
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/contract"
+)
+
+// writtenTotals are the pod totals of what the admission webhook writes from a
+// recommendation besides its targets, as it reads them (contract.TargetsOf). Each is
+// added up as the scheduler adds up requests (gpufracv1.PodTotal): init containers
+// count as the largest of them, not on top of the others.
+type writtenTotals struct {
+	// MemoryRequestBytes is the placement request the annotations backend writes with
+	// --annotation-memory-request=observed-peak, bytes: per container the observed peak
+	// (with a young workload's margin) where below the target, else the target. 0 when
+	// no container has a memory target.
+	MemoryRequestBytes int64
+	// MemoryLimitBytes is the memory limit written, bytes: per container its memoryLimit
+	// where above the target (gpufracv1.ContainerRecommendation.WrittenMemory), else its
+	// target. 0 when no container has a memoryLimit: the limit is then the memory target.
+	MemoryLimitBytes int64
+	// ComputeRequestMilli is the compute request written, thousandths of one GPU: the
+	// time-sliced containers' computeRequest, at most one GPU each
+	// (contract.Target.ComputeRequest). 0 when no container has one.
+	ComputeRequestMilli int64
+}
+
+// writtenOf returns the writtenTotals of gfr; gfa, which may be nil, gives the container
+// policies (a container whose policy mode is Off is not written, nor is the compute
+// request of one whose policy does not control compute).
+func writtenOf(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionRecommendation) writtenTotals {
+	targets := contract.TargetsOf(gfa, gfr)
+	total := func(amount func(t contract.Target) (int64, bool)) int64 {
+		v, _ := gpufracv1.PodTotal(gfr.Status.ContainerRecommendations, nil, func(c *gpufracv1.ContainerRecommendation) (int64, bool) {
+			t, ok := targets[c.ContainerName]
+			if !ok {
+				return 0, false
+			}
+			return amount(t)
+		})
+		return v
+	}
+	var w writtenTotals
+	w.MemoryRequestBytes = total(func(t contract.Target) (int64, bool) {
+		if t.Memory < 0 {
+			return 0, false
+		}
+		if t.RequestPeakMemory > 0 {
+			return min(t.Memory, t.RequestPeakMemory), true
+		}
+		return t.Memory, true
+	})
+	for _, t := range targets {
+		if t.MemoryLimit > t.Memory {
+			w.MemoryLimitBytes = total(func(t contract.Target) (int64, bool) { return t.MemoryLimit, t.MemoryLimit >= 0 })
+			break
+		}
+	}
+	w.ComputeRequestMilli = total(func(t contract.Target) (int64, bool) { return t.ComputeRequest, t.ComputeRequest > 0 })
+	return w
+}
