@@ -44,7 +44,7 @@ func TestGPUsAllocatedBeforeAfter(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := WithAutoscalers(prometheus.NewPedanticRegistry())
-	want := `# HELP gpufrac_autoscaler_gpus_allocated Whole-GPU equivalents the workload's live pods hold now: per pod the larger of the GPU memory share (the memory request where one was written below the limit) and the compute share gpufrac wrote into it (gpufrac.io/applied), 1 for a pod gpufrac has not written. With gpufrac_autoscaler_gpus_held (one per pod) it is the before and after of GPUs held.
+	want := "# HELP gpufrac_autoscaler_gpus_allocated " + families[descAllocated].dto.GetHelp() + `
 # TYPE gpufrac_autoscaler_gpus_allocated gauge
 gpufrac_autoscaler_gpus_allocated{autoscaler="sd",namespace="ml"} 1.25
 # HELP gpufrac_recommender_gpu_memory_bytes Memory of one GPU the recommender sizes against (--gpu-memory), bytes.

@@ -33,13 +33,15 @@ var (
 	descHeld       = gaugeDesc("gpufrac_autoscaler_gpus_held", "Whole GPUs the workload's live pods hold at one per pod.", "namespace", "autoscaler")
 	descNeeded     = gaugeDesc("gpufrac_autoscaler_gpus_needed", "GPUs the live pods need by the recommendation: pods × max(memory target / GPU memory, compute target).", "namespace", "autoscaler")
 	descAllocated  = gaugeDesc("gpufrac_autoscaler_gpus_allocated",
-		"Whole-GPU equivalents the workload's live pods hold now: per pod the larger of the GPU memory share (the memory request where one was written below the limit) and the compute share gpufrac wrote into it (gpufrac.io/applied), 1 for a pod gpufrac has not written. With gpufrac_autoscaler_gpus_held (one per pod) it is the before and after of GPUs held.", "namespace", "autoscaler")
+		"Whole-GPU equivalents the workload's live pods are placed by now, from what gpufrac wrote into each (gpufrac.io/applied): per pod the larger of its memory request over --gpu-memory (the placement request written below the limit, gpufrac.io/gpu-memory-request, where there is one, else the written memory of gpufrac_pod_gpu_memory_allocated_bytes) and its written compute limit, share of one GPU (gpufrac_pod_gpu_compute_allocated_ratio; a time-sliced pod's compute request is not counted), at most 1; 1 for a pod gpufrac has not written. With gpufrac_autoscaler_gpus_held (one per pod) it is the before and after of GPUs held.", "namespace", "autoscaler")
 	descPeakMemory = gaugeDesc("gpufrac_autoscaler_gpu_memory_peak_bytes",
 		"GPU memory the workload's live pods use at their recent peak: live pods × the sum over containers of the recommendation's observedPeakMemory, bytes.", "namespace", "autoscaler")
 	descGPUMemory = gaugeDesc("gpufrac_recommender_gpu_memory_bytes",
 		"Memory of one GPU the recommender sizes against (--gpu-memory), bytes.")
-	descAllocMem = gaugeDesc("gpufrac_pod_gpu_memory_allocated_bytes", "GPU memory the admission webhook wrote into a pod's container (gpufrac.io/applied), bytes.", "namespace", "pod", "container", "autoscaler", "backend")
-	descAllocCPU = gaugeDesc("gpufrac_pod_gpu_compute_allocated_ratio", "GPU compute the admission webhook wrote into a pod's container, share of one GPU.", "namespace", "pod", "container", "autoscaler", "backend")
+	descAllocMem = gaugeDesc("gpufrac_pod_gpu_memory_allocated_bytes",
+		"GPU memory the admission webhook wrote into a pod's container as its size, bytes (gpufrac.io/applied writtenMemory, overheads included): the memory limit (gpufrac.io/gpu-memory, HAMi gpumem, MPS, DRA, KAI), which is the recommendation's memoryLimit where above its target; for kai-nvfractions its gpu-memory.request. Not the placement request written below the limit (gpufrac.io/gpu-memory-request), which gpufrac_autoscaler_gpus_allocated counts.", "namespace", "pod", "container", "autoscaler", "backend")
+	descAllocCPU = gaugeDesc("gpufrac_pod_gpu_compute_allocated_ratio",
+		"GPU compute the admission webhook wrote into a pod's container as its limit, share of one GPU (gpufrac.io/applied writtenCompute): containers whose compute is partitioned (Exclusive, MPS) by a backend that writes compute. None for a time-sliced container, whose compute request (gpufrac.io/gpu-compute-request) is not recorded.", "namespace", "pod", "container", "autoscaler", "backend")
 )
 
 // Autoscalers holds the per-autoscaler and per-pod metrics of the last cycle as metric

@@ -88,15 +88,19 @@ func newReportCmd() *cobra.Command {
 		Use:   "report",
 		Short: "Savings report: recommendations per workload and GPUs needed against one GPU per pod",
 		Long: `report reads every GPUFractionRecommendation (of one namespace with -n) and prints, per
-workload: pods, observed peak GPU memory, recommended memory and compute, sharing mode
-with its reason, and confidence; then the totals: GPUs held today at one per pod versus
+workload: pods, observed peak GPU memory, recommended memory, the memory limit the
+admission webhook writes where the recommendation has a memoryLimit above it (LIMIT GiB,
+"-": the limit is the recommended memory), recommended compute, a time-sliced pod's
+compute request (milli-GPU, reserved for placement with no limit; "-": none), sharing
+mode with its reason, and confidence; then the totals: GPUs held today at one per pod versus
 GPUs needed if the pods were packed by their recommendations onto GPUs of --gpu-memory
 (by the memory request the annotations backend writes by default, the observed peak
 where below the target; --annotation-memory-request=none packs by the target).
 
 With --since (7d, 12h) and --prometheus-url it then prints the before and after over that
 window from the recommender's series in Prometheus: GPUs held at one per pod against the
-whole-GPU equivalents gpufrac wrote into the pods, the GPUs saved, the pods' recent peak
+whole-GPU equivalents of what gpufrac wrote into the pods (gpufrac_autoscaler_gpus_allocated:
+the memory request where one was written below the limit), the GPUs saved, the pods' recent peak
 memory over the memory of each, and when gpufrac started applying.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return f.run(cmd) },
 	}

@@ -32,8 +32,10 @@ type historyPoint struct {
 	Time time.Time `json:"time"`
 	// GPUsOnePerPod is one GPU per live pod of the managed workloads: the before.
 	GPUsOnePerPod float64 `json:"gpusOnePerPod"`
-	// GPUsAllocated is the whole-GPU equivalents the pods hold by what gpufrac wrote
-	// into them (a pod it has not written counts 1): the after.
+	// GPUsAllocated is the whole-GPU equivalents the pods are placed by, from what
+	// gpufrac wrote into them (gpufrac_autoscaler_gpus_allocated: the memory request
+	// where one was written below the limit; a pod it has not written counts 1): the
+	// after.
 	GPUsAllocated float64 `json:"gpusAllocated"`
 	// MemoryUtilisationOnePerPod and MemoryUtilisationAllocated are the pods' recent
 	// peak memory over the memory of GPUsOnePerPod and of GPUsAllocated, ratio 0–1.
