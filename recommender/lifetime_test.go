@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -70,13 +71,53 @@ func TestFinishedJobKeepsItsHistory(t *testing.T) {
 		t.Errorf("a sample stamped at %s, after the container finished at %s", s.LastSample, finished)
 	}
 	st := h.gfr(t, "ml", "train").Status
-	if len(st.ContainerRecommendations) != 1 || st.ContainerRecommendations[0].Target.Memory == nil {
-		t.Fatalf("no memory recommendation for the finished Job: %+v", st.Conditions)
-	}
-	if m := st.ContainerRecommendations[0].Target.Memory.Value(); float64(m) < 14000*metrics.MiB {
-		t.Errorf("memory target %d MiB below the Job's 14000 MiB peak", m>>20)
-	}
+	memoryTargetCovers(t, st, 14000, "the Job's peak")
 	if c := condition(st, gpufracv1.ConditionRecommendationProvided); !isTrue(c) {
 		t.Errorf("RecommendationProvided %+v, want True", c)
+	}
+}
+
+// A StatefulSet replica replaced (a rollout, or the updater applying a fraction) comes
+// back under the same name: the samples of the earlier pod are the workload's history,
+// not samples outside the new pod's life. A recommender (re)started an hour after the
+// replacement reads 29 h at 20000 MiB by the earlier pod and an hour at 4000 MiB by the
+// current one: the memory target must cover the 20000 MiB, from a confident history,
+// instead of a young 4000 MiB workload (the earlier pod's samples were dropped, so the
+// history began at the replacement).
+func TestReplacedReplicaKeepsItsHistory(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 30, 0, time.UTC)
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "db", UID: "ml-db"}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "db-0", CreationTimestamp: metav1.NewTime(now.Add(-time.Hour)),
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", UID: sts.UID, Controller: ptr.To(true)}}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main"}}}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	g := gfa("ml", "db", "db")
+	g.Spec.TargetRef.Kind = "StatefulSet"
+	h := newEngineHarness(t, []client.Object{sts, pod, g}, metrics.DCGM{})
+	h.now = now
+	addDCGM(t, h.prom, pod, "GPU-1", now.Add(-time.Hour-time.Minute), 29*120, 20000, 0.3) // the earlier db-0
+	addDCGM(t, h.prom, pod, "GPU-2", now, 118, 4000, 0.3)                                 // the current db-0
+
+	before := dropped(metrics.SignalMemory, metrics.DropOutsidePodLife)
+	h.runCycles(t, 1, nil)
+
+	if d := dropped(metrics.SignalMemory, metrics.DropOutsidePodLife) - before; d != 0 {
+		t.Errorf("%v memory samples of the earlier db-0 dropped as outside the pod's life", d)
+	}
+	st := h.gfr(t, "ml", "db").Status
+	memoryTargetCovers(t, st, 20000, "what the replica used for 29 h before it was replaced")
+	if c := condition(st, gpufracv1.ConditionLowConfidence); !isFalse(c) {
+		t.Errorf("LowConfidence %+v: 30 h of the replica's history were read", c)
+	}
+}
+
+// memoryTargetCovers fails t unless st has one container recommendation whose memory
+// target is at least mib MiB (what: where the MiB come from).
+func memoryTargetCovers(t *testing.T, st gpufracv1.GPUFractionRecommendationStatus, mib float64, what string) {
+	t.Helper()
+	if len(st.ContainerRecommendations) != 1 || st.ContainerRecommendations[0].Target.Memory == nil {
+		t.Fatalf("no memory recommendation: %+v", st.Conditions)
+	}
+	if m := st.ContainerRecommendations[0].Target.Memory.Value(); float64(m) < mib*metrics.MiB {
+		t.Errorf("memory target %d MiB below the %.0f MiB of %s", m>>20, mib, what)
 	}
 }

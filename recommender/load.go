@@ -611,6 +611,13 @@ func (r *Recommender) feed(signal metrics.Signal, series []metrics.Series, attr 
 			for _, p := range s.Samples {
 				if at, ok := workload.StampInLife(pod, s.ID.Container, p.Time, s.Window, p.Value); ok {
 					kept = append(kept, metrics.Sample{Time: at, Value: p.Value})
+				} else if p.Time.Before(pod.CreationTimestamp.Time) {
+					// An earlier pod of the same name (a StatefulSet replica before
+					// it was replaced, by a rollout or by the updater): not this pod's
+					// usage, but the same workload's, attributed to it by the name as
+					// any ended pod's samples are. Dropping it lost the replica's
+					// history at every history load after a replacement.
+					kept = append(kept, p)
 				}
 			}
 			if dropped := len(s.Samples) - len(kept); dropped > 0 {

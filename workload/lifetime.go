@@ -9,7 +9,8 @@ import (
 // SampleInLife reports whether a sample of a container of a live pod, at time t with
 // value v, can be the container's own usage. It rejects:
 //   - samples from before the pod was created (an earlier pod of the same name, e.g. a
-//     StatefulSet replica that was replaced);
+//     StatefulSet replica that was replaced: the workload's usage, which the
+//     recommender keeps, but not this container's);
 //   - samples after the pod's deletion or after its container terminated (series that
 //     linger in exporter caches or in Prometheus' staleness window);
 //   - zeros while the container waits to restart or before its current start (crash

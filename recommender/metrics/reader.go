@@ -53,8 +53,9 @@ const (
 	// DropMIGUnsupported: DCGM_FI_DEV_GPU_UTIL on a MIG instance, where it is not
 	// supported and reads 0.
 	DropMIGUnsupported = "mig_unsupported"
-	// DropOutsidePodLife: a sample of a live pod from before it was created, after it or
-	// its container ended, or a crash-loop zero (workload.SampleInLife).
+	// DropOutsidePodLife: a sample of a live pod from after it or its container ended,
+	// or a crash-loop zero (workload.SampleInLife). Samples from before it was created
+	// are an earlier pod's of the same name and the workload's: kept.
 	DropOutsidePodLife = "outside_pod_life"
 	// DropWrongDevice: a sample of a series that names a GPU the pod was not on, as
 	// gpufrac's agent or the sharing backend's annotation saw it (Allocation).
