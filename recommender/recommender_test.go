@@ -2,6 +2,7 @@ package recommender
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -122,6 +123,29 @@ func TestGuardrailStopsShrink(t *testing.T) {
 	}
 	if got := gfr.Status.ContainerRecommendations[0].Target.Compute.MilliValue(); got != first+100 {
 		t.Errorf("compute %dm after a breach, want %dm", got, first+100)
+	}
+}
+
+// A latency guardrail query that answers only values no latency can have (negative: a
+// broken query, e.g. a counter reset inside a rate; NaN) is a broken metric: the
+// guardrail holds (no shrink), as for a failed query, instead of reading the objective
+// as met.
+func TestGuardrailImpossibleLatencyHolds(t *testing.T) {
+	for _, v := range []float64{-0.5, math.NaN()} {
+		objs := singlePodWorkloads("ml", "sd")
+		g := objs[len(objs)-1].(*gpufracv1.GPUFractionAutoscaler)
+		g.Spec.LatencyGuardrail = &gpufracv1.LatencyGuardrail{Query: "latency_seconds", Objective: metav1.Duration{Duration: time.Second}}
+		prom := promFor(objs, 20*gib, 0.5)
+		prom.latency = ptr.To(v)
+		h := newHarness(t, objs, prom)
+		if err := h.rec.RunOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		gfr := h.gfr(t, "ml", "sd")
+		c := condition(gfr.Status, gpufracv1.ConditionLatencyGuardrailActive)
+		if guard, _ := gpufracv1.GuardrailOf(gfr); guard != gpufracv1.GuardrailHold || c == nil || c.Reason != gpufracv1.ReasonLatencyUnknown {
+			t.Errorf("latency %v: guardrail %v, condition %+v; want Hold (%s): shrinking on a latency that cannot be true", v, guard, c, gpufracv1.ReasonLatencyUnknown)
+		}
 	}
 }
 

@@ -446,9 +446,12 @@ func (r *Recommender) guardrail(ctx context.Context, gfa *gpufracv1.GPUFractionA
 		// No latency series now (no requests, or a sparse metric): nothing to guard.
 		return gpufracv1.GuardrailNone, gpufracv1.ReasonLatencyNoData, "latency query returned no data: guardrail not evaluated this cycle"
 	}
+	// NaN and negative values (no latency is below 0: a broken query, e.g. a counter
+	// reset inside a rate or a subtraction) are not a latency; +Inf is (a quantile in
+	// the histogram's last bucket: above every bound, a breach).
 	latency := math.Inf(-1)
 	for _, s := range vec {
-		if v := float64(s.Value); !math.IsNaN(v) && v > latency {
+		if v := float64(s.Value); v >= 0 && v > latency {
 			latency = v
 		}
 	}
@@ -462,7 +465,7 @@ func (r *Recommender) guardrail(ctx context.Context, gfa *gpufracv1.GPUFractionA
 	}
 	switch {
 	case math.IsInf(latency, -1):
-		return gpufracv1.GuardrailHold, gpufracv1.ReasonLatencyUnknown, "latency query returned only NaN: not shrinking"
+		return gpufracv1.GuardrailHold, gpufracv1.ReasonLatencyUnknown, "latency query returned only NaN or negative values: not shrinking"
 	case latency > obj:
 		return gpufracv1.GuardrailBreached, gpufracv1.ReasonLatencyBreached, fmt.Sprintf("latency %.3gs above objective %s: growing compute, never shrinking", latency, g.Objective.Duration)
 	case latency > obj*(1-near):

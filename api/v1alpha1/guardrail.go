@@ -16,8 +16,9 @@ const (
 	ReasonLatencyNear = "ObjectiveNear"
 	// ReasonLatencyOK: False; latency is under the objective (GuardrailNone).
 	ReasonLatencyOK = "ObjectiveMet"
-	// ReasonLatencyUnknown: Unknown; the latency query failed, so shrinking stops
-	// (GuardrailHold): a broken metric never shrinks an allocation.
+	// ReasonLatencyUnknown: Unknown; the latency query failed or returned only NaN or
+	// negative values, so shrinking stops (GuardrailHold): a broken metric never
+	// shrinks an allocation.
 	ReasonLatencyUnknown = "QueryFailed"
 	// ReasonLatencyNoData: Unknown; the latency query returned no data (no requests, or
 	// a sparse metric): no pressure (GuardrailNone).
