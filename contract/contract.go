@@ -82,6 +82,29 @@ func Applies(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionRec
 	return "", ""
 }
 
+// IncompleteData returns the message of gfr's MetricsUnavailable condition while it is
+// True for a gap in the recommender's data (a failed or partial read of Prometheus, an
+// exporter down, no sample while pods run, every sample filtered: the reasons of
+// api/v1alpha1/reasons.go), and "" otherwise (also for a nil gfr, and for the reasons
+// whose recommendation is written from the valid samples, such as StaleSeries). The
+// recommendation is then the last one written, kept while what the pods use now is
+// unknown: the updater shrinks no pod on it; growth still applies.
+func IncompleteData(gfr *gpufracv1.GPUFractionRecommendation) string {
+	if gfr == nil {
+		return ""
+	}
+	c := meta.FindStatusCondition(gfr.Status.Conditions, gpufracv1.ConditionMetricsUnavailable)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return ""
+	}
+	switch c.Reason {
+	case gpufracv1.ReasonPrometheusError, gpufracv1.ReasonPartialResponse, gpufracv1.ReasonNoSamplesWhileRunning,
+		gpufracv1.ReasonAllSamplesFiltered, gpufracv1.ReasonExporterDown:
+		return c.Reason + ": " + c.Message
+	}
+	return ""
+}
+
 // ConfidentEnough reports whether a recommendation's status.confidencePercent (nil:
 // none) reaches minConfidence percent; without a confidence only a minimum of 0 or less
 // is reached.

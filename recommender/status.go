@@ -30,7 +30,7 @@ import (
 const (
 	ReasonRecommended     = "Recommended"
 	ReasonNoHistory       = "NoHistory"
-	ReasonPrometheusError = "PrometheusError"
+	ReasonPrometheusError = gpufracv1.ReasonPrometheusError
 	ReasonNoSamples       = "NoSamples"
 	ReasonSamplesPresent  = "SamplesPresent"
 	ReasonShortHistory    = "ShortHistory"

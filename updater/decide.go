@@ -32,6 +32,10 @@ type Rules struct {
 	// Guardrail is the latency guardrail state: Hold and Breached stop shrinking;
 	// Breached makes growth urgent.
 	Guardrail gpufracv1.Guardrail
+	// IncompleteData, when not "", says why the recommender's data of the workload are
+	// incomplete now (contract.IncompleteData): shrinks are held (SkipMetricsUnavailable),
+	// growth is not.
+	IncompleteData string
 	// Floor, when not nil, is the rollback floor per container: never shrink below it,
 	// compare with max(target, floor) (what the webhook writes, contract.Floor), and
 	// grow pods below it urgently (a rollback) whatever the recommendation says.
@@ -55,7 +59,7 @@ type Need struct {
 	// Reasons say, per container and resource, what is out of date.
 	Reasons []string
 	// HeldReason and HeldMessage are set when the pod is out of date but nothing may be
-	// done about it (guardrail-active, below-floor, compute-held).
+	// done about it (guardrail-active, metrics-unavailable, below-floor, compute-held).
 	HeldReason, HeldMessage string
 }
 
@@ -90,8 +94,9 @@ type PodFacts struct {
 //   - memory used up (an out-of-memory exit, or an observed peak at or above the
 //     allocation) and below the target by any amount → grow (protective);
 //   - above the upper bound, or (older than MinPodAge) above the target by Threshold
-//     or more → shrink, unless the guardrail holds or is breached, the floor is above the
-//     target, or (compute) a GPU horizontal autoscaler holds compute;
+//     or more → shrink, unless the guardrail holds or is breached, the recommender's
+//     data are incomplete, the floor is above the target, or (compute) a GPU horizontal
+//     autoscaler holds compute;
 //   - below the rollback floor → grow (rollback), whatever the recommendation says: the
 //     target compared (and written by the webhook, contract.Floor) is max(target,
 //     floor);
@@ -267,11 +272,14 @@ func (x resourceCheck) belowFloor(v *verdict, recommended int64) {
 }
 
 // shrinkHeld returns the skip reason and the note of a shrink that is held: the
-// guardrail, a target below the floor, or compute held; "" when it may go ahead.
+// guardrail, incomplete data, a target below the floor, or compute held; "" when it may
+// go ahead.
 func (x resourceCheck) shrinkHeld(r Rules, recommended int64) (string, string) {
 	switch {
 	case r.Guardrail != gpufracv1.GuardrailNone:
 		return SkipGuardrail, " (latency guardrail active: no shrinking)"
+	case r.IncompleteData != "":
+		return SkipMetricsUnavailable, " (the recommender's data are incomplete, " + r.IncompleteData + ": no shrinking)"
 	case x.floor >= 0 && recommended < x.floor:
 		return SkipBelowFloor, fmt.Sprintf(" (target %s is below the rollback floor %s)", x.format(recommended), x.format(x.floor))
 	case x.holdShrink:

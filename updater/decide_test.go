@@ -71,6 +71,8 @@ func TestEvaluateDecisionTable(t *testing.T) {
 		{name: "observed peak just under NearLimit, target 5% above: under Threshold, nothing", alloc: podAlloc(gi*19/10, 300), targets: withTarget(func(x *contract.Target) { x.PeakMemory = gi*19/10*9/10 - 1<<20 }), facts: old, rules: base},
 		{name: "near its limit, target at the allocation (a rounded share): nothing to grow", alloc: podAlloc(2*gi, 300), targets: withTarget(func(x *contract.Target) { x.PeakMemory = gi * 19 / 10 }), facts: old, rules: base},
 		{name: "memory peak far from limit: growth waits for MinPodAge", alloc: podAlloc(gi*7/4, 300), targets: withTarget(func(x *contract.Target) { x.PeakMemory = gi }), facts: young, rules: base},
+		{name: "data incomplete: shrink held", alloc: podAlloc(4*gi, 300), facts: young, rules: with(func(r *Rules) { r.IncompleteData = "ExporterDown: x" }), held: SkipMetricsUnavailable},
+		{name: "data incomplete: growth still applies", alloc: podAlloc(gi, 300), facts: young, rules: with(func(r *Rules) { r.IncompleteData = "ExporterDown: x" }), grow: true, reason: "below lower bound"},
 		{name: "compute shrink held by a GPU HPA", alloc: podAlloc(2*gi, 900), facts: young, rules: with(func(r *Rules) { r.ComputeShrinkHeld = true }), held: SkipComputeHeld},
 		{name: "compute held but memory shrinks", alloc: podAlloc(4*gi, 900), facts: young, rules: with(func(r *Rules) { r.ComputeShrinkHeld = true }), shrink: true, reason: "memory 4Gi above upper bound"},
 		{name: "compute held, compute grows", alloc: podAlloc(2*gi, 100), facts: young, rules: with(func(r *Rules) { r.ComputeShrinkHeld = true }), grow: true},

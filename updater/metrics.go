@@ -38,6 +38,11 @@ const (
 	SkipEvictionError = "eviction-error"
 	// SkipGuardrail: the pod is too large but the latency guardrail is active.
 	SkipGuardrail = "guardrail-active"
+	// SkipMetricsUnavailable: the pod is too large but the recommendation's
+	// MetricsUnavailable condition says the recommender's data are incomplete now (a
+	// failed or partial read, an exporter down, no samples while running, every sample
+	// filtered: contract.IncompleteData), so what the pod uses now is unknown.
+	SkipMetricsUnavailable = "metrics-unavailable"
 	// SkipBelowFloor: shrinking to the target would go below the rollback floor.
 	SkipBelowFloor = "below-floor"
 	// SkipAwaitingFloor: a rollback floor was raised this cycle and is not yet in the

@@ -148,6 +148,7 @@ func (p *plan) rules(cfg Config, computeHeld bool) Rules {
 	r := Rules{
 		Threshold: cfg.Threshold, MinPodAge: cfg.MinPodAge, NearLimit: cfg.NearLimit,
 		UrgentGrowth: urgentGrowth(p.gfa), ComputeShrinkHeld: computeHeld, Guardrail: p.guard,
+		IncompleteData: contract.IncompleteData(p.gfr),
 	}
 	if f := p.st.Floor; f != nil {
 		r.Floor = map[string]Alloc{}

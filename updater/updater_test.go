@@ -308,6 +308,10 @@ func TestGates(t *testing.T) {
 			}
 		}, reason: SkipPDB},
 		{name: "low confidence", setup: func(f *fixture) { f.gfr.Status.ConfidencePercent = ptr.To[int32](20) }, reason: SkipLowConfidence},
+		{name: "an exporter down: no shrink on the kept recommendation", setup: func(f *fixture) {
+			meta.SetStatusCondition(&f.gfr.Status.Conditions, metav1.Condition{Type: gpufracv1.ConditionMetricsUnavailable, Status: metav1.ConditionTrue,
+				Reason: gpufracv1.ReasonExporterDown, Message: "scrape target dcgm/10.0.0.9:9400 is down"})
+		}, reason: SkipMetricsUnavailable},
 		{name: "guardrail near: no shrink", setup: func(f *fixture) {
 			meta.SetStatusCondition(&f.gfr.Status.Conditions, metav1.Condition{Type: gpufracv1.ConditionLatencyGuardrailActive, Status: metav1.ConditionTrue, Reason: gpufracv1.ReasonLatencyNear})
 		}, reason: SkipGuardrail},

@@ -1,9 +1,13 @@
 package v1alpha1
 
 // Reasons of the MetricsUnavailable condition for data the recommender read but did not
-// decide from. The recommendation stays exactly as it was written last (nothing shrinks)
-// while one of them holds.
+// decide from, or could not read. The recommendation stays exactly as it was written last
+// (nothing shrinks) while one of them holds, and the updater shrinks no pod on it
+// (contract.IncompleteData).
 const (
+	// ReasonPrometheusError: a query of the cycle failed (an HTTP error, a timeout, too
+	// many samples); nothing of the cycle was read.
+	ReasonPrometheusError = "PrometheusError"
 	// ReasonPartialResponse: a Prometheus answer of the cycle carried warnings (Thanos,
 	// Mimir or Cortex with a store down), so series may be missing; the cycle is treated
 	// like a failed read. Counted in
