@@ -267,8 +267,10 @@ func validateWindow(w gpufracv1.ResizeWindow, p *field.Path) field.ErrorList {
 	case strings.HasPrefix(s, "@every"):
 		errs = append(errs, field.Invalid(p.Child("schedule"), w.Schedule, "@every is not anchored to wall-clock time; use a 5-field cron expression"))
 	default:
-		if _, err := windowParser.Parse(s); err != nil {
+		if sched, err := windowParser.Parse(s); err != nil {
 			errs = append(errs, field.Invalid(p.Child("schedule"), w.Schedule, fmt.Sprintf("not a standard 5-field cron expression (minute hour day-of-month month day-of-week): %v", err)))
+		} else if sched.Next(time.Now()).IsZero() {
+			errs = append(errs, field.Invalid(p.Child("schedule"), w.Schedule, "matches no date within five years (such as February 30): the window would never open"))
 		}
 	}
 	if w.Duration.Duration <= 0 {

@@ -90,6 +90,7 @@ func TestValidateRejects(t *testing.T) {
 		{"tz in schedule", func(a *gpufracv1.GPUFractionAutoscaler) {
 			a.Spec.UpdatePolicy.ResizeWindows[0].Schedule = "CRON_TZ=UTC 0 2 * * *"
 		}, "spec.updatePolicy.resizeWindows[0].schedule"},
+		{"no such date", func(a *gpufracv1.GPUFractionAutoscaler) { a.Spec.UpdatePolicy.ResizeWindows[0].Schedule = "0 2 31 4 *" }, "spec.updatePolicy.resizeWindows[0].schedule"},
 		{"@every", func(a *gpufracv1.GPUFractionAutoscaler) { a.Spec.UpdatePolicy.ResizeWindows[0].Schedule = "@every 1h" }, "spec.updatePolicy.resizeWindows[0].schedule"},
 		{"bad time zone", func(a *gpufracv1.GPUFractionAutoscaler) {
 			a.Spec.UpdatePolicy.ResizeWindows[0].TimeZone = "Mars/Olympus"

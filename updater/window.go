@@ -30,7 +30,7 @@ type Window struct {
 }
 
 // ParseWindow parses a ResizeWindow. It returns an error for a schedule that does not
-// parse (or uses @every, TZ= or CRON_TZ=), a duration that is not positive, or a time zone
+// parse (or uses @every, TZ= or CRON_TZ=) or matches no date (February 30), a duration that is not positive, or a time zone
 // that time.LoadLocation does not know (empty means UTC; "Local" is rejected because it
 // depends on the machine).
 func ParseWindow(w gpufracv1.ResizeWindow) (*Window, error) {
@@ -46,6 +46,11 @@ func ParseWindow(w gpufracv1.ResizeWindow) (*Window, error) {
 	sched, err := windowParser.Parse(s)
 	if err != nil {
 		return nil, fmt.Errorf("schedule %q: %w", w.Schedule, err)
+	}
+	if sched.Next(time.Now()).IsZero() {
+		// A date that does not exist ("0 2 30 2 *"): the window would never open, and
+		// its next start would read as year 1.
+		return nil, fmt.Errorf("schedule %q matches no date within five years: the window would never open", w.Schedule)
 	}
 	if w.Duration.Duration <= 0 {
 		return nil, fmt.Errorf("window %q: duration %v is not positive", w.Schedule, w.Duration.Duration)

@@ -153,6 +153,7 @@ func TestParseWindowErrors(t *testing.T) {
 	for _, w := range []gpufracv1.ResizeWindow{
 		win("", time.Hour, ""),
 		win("0 25 * * *", time.Hour, ""),
+		win("0 2 30 2 *", time.Hour, ""), // February 30: never opens
 		win("@every 1h", time.Hour, ""),
 		win("CRON_TZ=UTC 0 2 * * *", time.Hour, ""),
 		win("0 2 * * *", 0, ""),
