@@ -86,14 +86,7 @@ func TestFinishedJobKeepsItsHistory(t *testing.T) {
 // history began at the replacement).
 func TestReplacedReplicaKeepsItsHistory(t *testing.T) {
 	now := time.Date(2026, 11, 30, 12, 0, 30, 0, time.UTC)
-	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "db", UID: "ml-db"}}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "db-0", CreationTimestamp: metav1.NewTime(now.Add(-time.Hour)),
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", UID: sts.UID, Controller: ptr.To(true)}}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main"}}}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
-	g := gfa("ml", "db", "db")
-	g.Spec.TargetRef.Kind = "StatefulSet"
-	h := newEngineHarness(t, []client.Object{sts, pod, g}, metrics.DCGM{})
-	h.now = now
+	h, pod := replicaHarness(t, now, now.Add(-time.Hour))
 	addDCGM(t, h.prom, pod, "GPU-1", now.Add(-time.Hour-time.Minute), 29*120, 20000, 0.3) // the earlier db-0
 	addDCGM(t, h.prom, pod, "GPU-2", now, 118, 4000, 0.3)                                 // the current db-0
 
@@ -119,5 +112,52 @@ func memoryTargetCovers(t *testing.T, st gpufracv1.GPUFractionRecommendationStat
 	}
 	if m := st.ContainerRecommendations[0].Target.Memory.Value(); float64(m) < mib*metrics.MiB {
 		t.Errorf("memory target %d MiB below the %.0f MiB of %s", m>>20, mib, what)
+	}
+}
+
+// replicaHarness is an engine harness with a StatefulSet "db" in namespace ml, its
+// replica db-0 created at created, and an autoscaler of the StatefulSet, at now.
+func replicaHarness(t *testing.T, now, created time.Time) (*engineHarness, *corev1.Pod) {
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "db", UID: "ml-db"}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "db-0", CreationTimestamp: metav1.NewTime(created),
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", UID: sts.UID, Controller: ptr.To(true)}}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main"}}}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	g := gfa("ml", "db", "db")
+	g.Spec.TargetRef.Kind = "StatefulSet"
+	h := newEngineHarness(t, []client.Object{sts, pod, g}, metrics.DCGM{})
+	h.now = now
+	return h, pod
+}
+
+// A StatefulSet replica replaced onto another GPU (by a rollout, a node drain, or the
+// updater applying a fraction) half an hour ago: the hourly memory peak window reaches
+// back over the earlier db-0 on GPU-1 and the current one on GPU-2, so both devices
+// answer at one time. That is a move, not one pod on two GPUs: the workload keeps its
+// recommendation instead of RecommendationProvided=False (MultipleGPUs) for as long as
+// the recommender ran. A replica that uses two GPUs from its creation is still left
+// alone.
+func TestMovedReplicaIsNotMultiGPU(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 30, 0, time.UTC)
+	created := now.Add(-30 * time.Minute)
+	for _, tc := range []struct {
+		name  string
+		gpus  []string // the current db-0's GPUs
+		multi bool
+	}{
+		{"moved from GPU-1 to GPU-2", []string{"GPU-2"}, false},
+		{"on GPU-2 and GPU-3 at once", []string{"GPU-2", "GPU-3"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, pod := replicaHarness(t, now, created)
+			addDCGM(t, h.prom, pod, "GPU-1", created.Add(-time.Minute), 29*120, 20000, 0.3) // the earlier db-0
+			for _, uuid := range tc.gpus {
+				addDCGM(t, h.prom, pod, uuid, now, 59, 4000, 0.3)
+			}
+			h.runCycles(t, 3, nil)
+			c := condition(h.gfr(t, "ml", "db").Status, gpufracv1.ConditionRecommendationProvided)
+			if multi := c != nil && c.Reason == ReasonMultipleGPUs; multi != tc.multi || (!tc.multi && !isTrue(c)) {
+				t.Errorf("RecommendationProvided %+v; want multi-GPU %v", c, tc.multi)
+			}
+		})
 	}
 }

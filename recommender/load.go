@@ -624,6 +624,12 @@ func (r *Recommender) feed(signal metrics.Signal, series []metrics.Series, attr 
 				metrics.SamplesDropped.WithLabelValues(string(signal), metrics.DropOutsidePodLife).Add(float64(dropped))
 			}
 			s.Samples = kept
+			if s.Devices > 1 && s.MultiDeviceAt.Before(pod.CreationTimestamp.Add(s.Window+handover)) {
+				// Two GPUs at once only where a window reached back before the pod
+				// was created: the earlier pod of its name on another GPU (a
+				// StatefulSet replica moved), not one pod on several GPUs.
+				s.Devices = 1
+			}
 		}
 		if t := r.tracked[w]; t.gaps.kept != nil {
 			t.gaps.kept[signal] += len(s.Samples)
@@ -634,6 +640,12 @@ func (r *Recommender) feed(signal metrics.Signal, series []metrics.Series, attr 
 		}
 	}
 }
+
+// handover is how long after a window that reaches back before a live pod's creation
+// two devices under its name can still be an earlier pod of the name: Prometheus'
+// default lookback delta (metrics.AgentCoverage), over which a subquery of the robust
+// form carries the earlier pod's last sample.
+const handover = metrics.AgentCoverage
 
 // gpuContainer names the container that pod-level usage of a pod of workload w is
 // attributed to: its GPU container (workload.GPUContainers) from the pod's spec, or,

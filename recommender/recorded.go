@@ -144,11 +144,17 @@ func restamped(series []metrics.Series, shift, window time.Duration) []metrics.S
 		m.Samples = append(m.Samples, s.Samples...)
 		m.SharedSamples += s.SharedSamples
 		m.Devices = max(m.Devices, s.Devices)
+		if s.MultiDeviceAt.After(m.MultiDeviceAt) {
+			m.MultiDeviceAt = s.MultiDeviceAt
+		}
 		m.Source, m.MIGProfile = cmp.Or(s.Source, m.Source), cmp.Or(s.MIGProfile, m.MIGProfile)
 		m.WrongDevice = cmp.Or(m.WrongDevice, s.WrongDevice)
 	}
 	for i := range out {
 		out[i].Window = window
+		if !out[i].MultiDeviceAt.IsZero() {
+			out[i].MultiDeviceAt = out[i].MultiDeviceAt.Add(shift)
+		}
 		for j := range out[i].Samples {
 			out[i].Samples[j].Time = out[i].Samples[j].Time.Add(shift)
 		}

@@ -476,8 +476,9 @@ func (r *Reader) decode(signal Signal, m model.Matrix, copies deviceCopies) []Se
 	g := r.group(signal, m)
 	merged := make(mergedPoints, len(g.byID))
 	devices := make(map[ContainerID]int, len(g.byID))
+	multiAt := make(map[ContainerID]model.Time, len(g.byID))
 	for id, sts := range g.byID {
-		merged[id], devices[id] = mergeStreams(sts)
+		merged[id], devices[id], multiAt[id] = mergeStreams(sts)
 	}
 	merged.markCopies(signal, g.byDevice, copies)
 	merged.markDeviceValues(signal, g.byDevice)
@@ -489,6 +490,9 @@ func (r *Reader) decode(signal Signal, m model.Matrix, copies deviceCopies) []Se
 	}
 	for id, pts := range merged {
 		s := Series{ID: id, Source: g.sources[id], MIGProfile: g.profiles[id], WrongDevice: g.wrong[id], Devices: devices[id], Samples: make([]Sample, len(pts))}
+		if devices[id] > 1 {
+			s.MultiDeviceAt = multiAt[id].Time()
+		}
 		for i, p := range pts {
 			s.Samples[i] = Sample{Time: p.t.Time(), Value: p.v}
 			if p.shared {
@@ -717,17 +721,18 @@ func eachTime(sts []*stream, fn func([]timed)) {
 
 // mergeStreams merges a container's streams (its devices, duplicate series) into one
 // sample per time, the largest value (never a sum), in time order, and returns the most
-// devices it reported on at one time.
-func mergeStreams(sts []*stream) ([]point, int) {
+// devices it reported on at one time and the latest time it reported on more than one.
+func mergeStreams(sts []*stream) ([]point, int, model.Time) {
 	if len(sts) == 1 && increasing(sts[0].pts) { // one series: nothing to merge
 		out := make([]point, len(sts[0].pts))
 		for i, p := range sts[0].pts {
 			out[i] = point{t: p.t, v: p.v}
 		}
-		return out, min(1, len(sts[0].dev))
+		return out, min(1, len(sts[0].dev)), 0
 	}
 	var out []point
 	most := 0
+	var multiAt model.Time
 	eachTime(sts, func(at []timed) {
 		p := point{t: at[0].t, v: at[0].v}
 		var devs []string
@@ -739,8 +744,11 @@ func mergeStreams(sts []*stream) ([]point, int) {
 		}
 		out = append(out, p)
 		most = max(most, len(devs))
+		if len(devs) > 1 {
+			multiAt = p.t
+		}
 	})
-	return out, most
+	return out, most, multiAt
 }
 
 // increasing reports whether the points' times strictly increase.

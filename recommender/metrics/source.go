@@ -47,6 +47,10 @@ type Series struct {
 	// one time: above 1 for a multi-GPU container, whose per-device values were merged
 	// with max here.
 	Devices int
+	// MultiDeviceAt is the latest sample time at which the container reported on more
+	// than one device; zero when it never did. A live pod created shortly before it may
+	// be an earlier pod of the same name on another GPU (recommender/load.go feed).
+	MultiDeviceAt time.Time
 	// MIGProfile is the MIG GPU instance profile the container's series carried
 	// (GPU_I_PROFILE, e.g. "1g.10gb"); "" off MIG or where the exporter gives none.
 	// Compute is always a share of the whole GPU: an instance-relative field's values
