@@ -33,6 +33,8 @@ var synthEnd = time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
 // simulateFlags holds the simulate command's flag values.
 type simulateFlags struct {
 	format, input, end          string
+	fold                        string
+	foldSeed                    uint64
 	gpuMemory, policies         []string
 	gentd                       trace.GenTD26Options
 	synth                       trace.SynthOptions
@@ -116,6 +118,8 @@ func (f *simulateFlags) addInputFlags(fl *pflag.FlagSet) {
 	fl.IntVar(&f.synth.PodsPerWorkload, "synth-pods-per-workload", 2, "synthetic: replicas per Deployment")
 	fl.DurationVar(&f.synth.Duration, "synth-duration", 48*time.Hour, "synthetic: trace length")
 	fl.Uint64Var(&f.synth.Seed, "seed", 1, "synthetic: random seed")
+	fl.StringVar(&f.fold, "fold", "", "replay one part of a k-fold split of the trace's workloads, K/N (0/3: the first of three parts), shuffled with --fold-seed: a hold-out check of decisions tuned on the other parts (docs/benchmarks/holdout.md); empty: every workload")
+	fl.Uint64Var(&f.foldSeed, "fold-seed", 1, "seed of the --fold shuffle")
 	fl.Float64Var(&f.synth.Model.ArrivingWorkloads, "synth-arriving", 0, "synthetic: share of workloads (0-1) deployed while the trace runs, between 10 % and 75 % of it")
 }
 
@@ -323,6 +327,16 @@ func readSimulateInput(cmd *cobra.Command, f *simulateFlags) (trace.Trace, strin
 	}
 	if err != nil {
 		return tr, "", err
+	}
+	fold, err := trace.ParseFold(f.fold, f.foldSeed)
+	if err != nil {
+		return tr, "", fmt.Errorf("--%w", err)
+	}
+	if tr, err = fold.Apply(tr); err != nil {
+		return tr, "", fmt.Errorf("%s: --%w", input, err)
+	}
+	if fold.Of > 0 {
+		input += " (fold " + fold.String() + ")"
 	}
 	if len(tr.Pods) == 0 {
 		return tr, "", fmt.Errorf("%s: no pods with samples", input)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -84,6 +85,30 @@ func TestSimulateBadInput(t *testing.T) {
 	}
 }
 
+// TestSimulateFold replays the parts of a two-fold split: each keeps whole workloads,
+// the two together are the trace, and the report names the part.
+func TestSimulateFold(t *testing.T) {
+	pods := 0
+	for _, k := range []string{"0/2", "1/2"} {
+		stdout, stderr, err := run(t, "simulate", "--format", "synthetic", "--synth-workloads", "5", "--synth-duration", "3h",
+			"--policies", "one-per-pod", "--fold", k, "--fold-seed", "3")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n, w int
+		if _, err := fmt.Sscanf(stderr, "simulating %d pods, %d workloads", &n, &w); err != nil || n != 2*w {
+			t.Errorf("fold %s: summary %q: want 2 pods per workload", k, stderr)
+		}
+		pods += n
+		if want := "synthetic (fold " + k + " seed 3)"; !strings.Contains(stdout, want) {
+			t.Errorf("fold %s: report does not name the part (%q):\n%s", k, want, stdout)
+		}
+	}
+	if pods != 10 {
+		t.Errorf("the two folds replayed %d pods, want the trace's 10", pods)
+	}
+}
+
 func TestSimulateFlagErrors(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -101,6 +126,8 @@ func TestSimulateFlagErrors(t *testing.T) {
 		{[]string{"--format", "synthetic", "--replacements-per-minute", "0"}, "--replacements-per-minute"},
 		{[]string{"--format", "synthetic", "--interval", "0s"}, "--interval"},
 		{[]string{"--format", "synthetic", "--warm-up", "100h"}, "covers the whole trace"},
+		{[]string{"--format", "synthetic", "--fold", "2/2"}, `--fold "2/2": want K/N`},
+		{[]string{"--format", "synthetic", "--synth-workloads", "2", "--fold", "0/3"}, "fold 0/3: the trace has 2 workloads"},
 	} {
 		_, _, err := run(t, append([]string{"simulate"}, c.args...)...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
