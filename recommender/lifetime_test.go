@@ -161,3 +161,31 @@ func TestMovedReplicaIsNotMultiGPU(t *testing.T) {
 		})
 	}
 }
+
+// A StatefulSet replica moved from a node where gpufrac's agent reported it to a node
+// where only dcgm-exporter runs: the agent's series of db-0 end when the earlier pod
+// did. With --metric-source auto the current db-0 is read from dcgm, which reports it,
+// instead of from the agent, the most precise source that ever reported the name (its
+// 30000 MiB were never read: NoSamplesWhileRunning, and the recommendation stayed at
+// the earlier pod's 20000 MiB).
+func TestMovedReplicaReadFromItsOwnSource(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 30, 0, time.UTC)
+	created := now.Add(-2 * time.Hour)
+	h, pod := replicaHarness(t, now, created)
+	h.rec = New(h.c, &metrics.Reader{API: h.prom.API(t), Labels: metrics.DefaultLabels}, nil, Config{HistoryLength: 48 * time.Hour})
+	h.rec.Now = func() time.Time { return h.now }
+	addAgent(t, h.prom, pod, "GPU-1", created.Add(-time.Minute), 20*120, 20000, 0.3) // the earlier db-0
+	addAgentDevice(t, h.prom, "GPU-1", created.Add(-20*time.Hour), 20*120)
+	addDCGM(t, h.prom, pod, "GPU-1", created.Add(-time.Minute), 20*120, 20000, 0.3)
+	addDCGM(t, h.prom, pod, "GPU-2", now, 239, 30000, 0.6) // the current db-0
+	h.runCycles(t, 4, func(now time.Time) { addDCGM(t, h.prom, pod, "GPU-2", now, 2, 30000, 0.6) })
+
+	st := h.gfr(t, "ml", "db").Status
+	if c := condition(st, gpufracv1.ConditionMetricsUnavailable); !isFalse(c) {
+		t.Errorf("MetricsUnavailable %+v: the current db-0's dcgm samples were not read", c)
+	}
+	memoryTargetCovers(t, st, 30000, "the current db-0's dcgm samples")
+	if len(st.MetricSources) != 1 || st.MetricSources[0].Name != (metrics.DCGM{}).Name() {
+		t.Errorf("metric sources %+v, want the current db-0 read from dcgm", st.MetricSources)
+	}
+}

@@ -35,6 +35,10 @@ type podSources struct {
 	// signal and source (a few at most: a slice, not maps of maps, holds 10,000 pods in a
 	// tenth of the memory).
 	seen []sighting
+	// created is when the live pod of this name was created (zero when none lives): a
+	// source whose samples all lie before it reported an earlier pod of the name (a
+	// StatefulSet replica on another node), not this one (sourceFor).
+	created time.Time
 }
 
 // sighting bounds the samples of one signal that one source had for a pod.
@@ -68,12 +72,16 @@ func (p *podSources) set(signal metrics.Signal, source string, sp span) {
 
 // sourceFor returns the name of the source a sample of the signal at t is read from:
 // the first of order that had reported the signal for the pod at or before t; "" when
-// none had.
+// none had. From the live pod's creation on, a source that reported the name only
+// before it (an earlier pod of the name, on a node with another exporter) is passed
+// over: the current pod is read from a source that reports it.
 func (p *podSources) sourceFor(signal metrics.Signal, t time.Time, order []metrics.Source) string {
 	for _, s := range order {
-		if sp, ok := p.find(signal, s.Name()); ok && !sp.first.After(t) {
-			return s.Name()
+		sp, ok := p.find(signal, s.Name())
+		if !ok || sp.first.After(t) || (!t.Before(p.created) && sp.last.Before(p.created)) {
+			continue
 		}
+		return s.Name()
 	}
 	return ""
 }
@@ -178,6 +186,9 @@ func (r *Recommender) observe(data []*sourceData, attr *workload.Attributor, boo
 					r.pods[k] = p
 				}
 				p.workload = w
+				if live := r.cur.livePods[k]; live != nil {
+					p.created = live.CreationTimestamp.Time
+				}
 				sp, ok := p.find(sig, d.src.Name())
 				for _, x := range s.Samples {
 					if !ok || x.Time.Before(sp.first) {
