@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 
@@ -146,6 +147,46 @@ func TestGuardrailImpossibleLatencyHolds(t *testing.T) {
 		if guard, _ := gpufracv1.GuardrailOf(gfr); guard != gpufracv1.GuardrailHold || c == nil || c.Reason != gpufracv1.ReasonLatencyUnknown {
 			t.Errorf("latency %v: guardrail %v, condition %+v; want Hold (%s): shrinking on a latency that cannot be true", v, guard, c, gpufracv1.ReasonLatencyUnknown)
 		}
+	}
+}
+
+// An autoscaler retargeted from Deployment a (10 GiB of history) to Deployment b, whose
+// pods have no GPU sample yet: a's recommendation is another workload's and is dropped
+// (RecommendationProvided False, TargetChanged), never kept as b's, where the webhook
+// would write a's 10 GiB into b's pods and the updater replace them towards it.
+func TestRetargetDropsTheFormerRecommendation(t *testing.T) {
+	objs := append(deployment("ml", "a", 1), deployment("ml", "b", 1)...)
+	objs = append(objs, gfa("ml", "sd", "a"))
+	prom := promFor(objs, 10*gib, 0.2)
+	bPod := podsOf(objs)[1].Name
+	delete(prom.mem, bPod)
+	delete(prom.cpu, bPod)
+	h := newHarness(t, objs, prom)
+	ctx := context.Background()
+	if err := h.rec.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.gfr(t, "ml", "sd").Status.ContainerRecommendations) == 0 {
+		t.Fatal("no recommendation for a")
+	}
+	g := &gpufracv1.GPUFractionAutoscaler{}
+	if err := h.c.Get(ctx, types.NamespacedName{Namespace: "ml", Name: "sd"}, g); err != nil {
+		t.Fatal(err)
+	}
+	g.Spec.TargetRef.Name = "b"
+	if err := h.c.Update(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		h.now = h.now.Add(time.Minute)
+		if err := h.rec.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := h.gfr(t, "ml", "sd").Status
+	if c := condition(st, gpufracv1.ConditionRecommendationProvided); len(st.ContainerRecommendations) > 0 || !isFalse(c) || c.Reason != ReasonTargetChanged {
+		t.Errorf("after retargeting to b (no samples): %d container recommendations, RecommendationProvided %+v; want none, False (%s)",
+			len(st.ContainerRecommendations), c, ReasonTargetChanged)
 	}
 }
 

@@ -63,6 +63,10 @@ const (
 	// ReasonStaleSeries: a memory series stayed flat while the container's GPU activity
 	// read 0 (a value left by an exited process); its samples were not used.
 	ReasonStaleSeries = "StaleSeries"
+	// ReasonTargetChanged: RecommendationProvided False; spec.targetRef names another
+	// workload than the written recommendation was made for, so that one was dropped
+	// (never applied to the new target's pods) until the new target's history gives one.
+	ReasonTargetChanged = "TargetChanged"
 )
 
 // reconcile computes and writes the recommendation of one autoscaler. primary is false
@@ -81,6 +85,17 @@ func (r *Recommender) reconcile(ctx context.Context, e *entry, primary bool, loa
 	st.ObservedGeneration = gfa.Generation
 	st.MatchedPods = int32(e.pods)
 	set := conditionSetter(&st, gfa.Generation)
+	// prev is the written recommendation as the recommendation step reads it (the noise
+	// rule, a gap keeping it): none when it was made for another workload.
+	prev := &old
+	if exists && retargeted(&old, gfa) {
+		prev = old.DeepCopy()
+		prev.Status.ContainerRecommendations = nil
+		msg := fmt.Sprintf("spec.targetRef changed from %s %s to %s %s: the recommendation of the former does not apply to the latter's pods",
+			old.Spec.TargetRef.Kind, old.Spec.TargetRef.Name, gfa.Spec.TargetRef.Kind, gfa.Spec.TargetRef.Name)
+		clearRecommendation(&st)
+		set(gpufracv1.ConditionRecommendationProvided, false, ReasonTargetChanged, msg)
+	}
 
 	switch {
 	case e.targetErr != nil:
@@ -94,7 +109,7 @@ func (r *Recommender) reconcile(ctx context.Context, e *entry, primary bool, loa
 		r.duplicate(e, old.Status.Conditions, &st, set)
 	default:
 		set(gpufracv1.ConditionConfigUnsupported, false, ReasonConfigOK, "target resolved")
-		r.reconcilePrimary(ctx, e, &old, &st, set, loadErr, now)
+		r.reconcilePrimary(ctx, e, prev, &st, set, loadErr, now)
 	}
 
 	if meta.FindStatusCondition(st.Conditions, gpufracv1.ConditionRecommendationProvided) == nil {
@@ -132,9 +147,22 @@ func (r *Recommender) duplicate(e *entry, prev []metav1.Condition, st *gpufracv1
 	set(gpufracv1.ConditionConfigUnsupported, true, gpufracv1.ReasonDuplicateTarget, msg)
 	// Nothing of the duplicate may be applied: no container recommendations (the
 	// webhook and the updater also ignore it, in case an old status is read).
+	clearRecommendation(st)
+	set(gpufracv1.ConditionRecommendationProvided, false, gpufracv1.ReasonDuplicateTarget, msg)
+}
+
+// clearRecommendation empties st's container recommendations and their summary.
+func clearRecommendation(st *gpufracv1.GPUFractionRecommendationStatus) {
 	st.ContainerRecommendations = nil
 	st.Memory, st.Compute, st.SharingMode, st.ConfidencePercent = nil, nil, "", nil
-	set(gpufracv1.ConditionRecommendationProvided, false, gpufracv1.ReasonDuplicateTarget, msg)
+}
+
+// retargeted reports whether the written recommendation old was made for another
+// workload than gfa targets now (its spec.targetRef, which write keeps equal to the
+// autoscaler's, names another kind or name): its values are another workload's.
+func retargeted(old *gpufracv1.GPUFractionRecommendation, gfa *gpufracv1.GPUFractionAutoscaler) bool {
+	o, n := old.Spec.TargetRef, gfa.Spec.TargetRef
+	return o.Name != "" && (o.Kind != n.Kind || o.Name != n.Name)
 }
 
 // reconcilePrimary sets NoPodsMatched and, unless the cycle's read failed (loadErr:
