@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# make demo-down: stops the updater, admission webhook, recommender and the local cluster started by make demo, by PID.
+# make demo-down: stops the updater, admission webhook, recommender, node agent and the local cluster started by make demo, by PID.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=$root/_out/demo
-for c in updater admission recommender; do
+for c in updater admission recommender agent; do
   if [ -f "$out/$c.pid" ]; then
     pid=$(cat "$out/$c.pid")
     kill "$pid" 2>/dev/null && for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done

@@ -27,24 +27,26 @@ start=$(date +%s)
 if [ -d "$trace_dir" ]; then
   say "Importing the GenTD26 production trace from $trace_dir"
   "$bin/gpufrac" trace import --format gentd26 --input "$trace_dir" --output "$out/trace.om" \
-    --manifests "$out/workloads.yaml" --gpu-memory "$gpu_memory" --latency-objective 90s
+    --manifests "$out/workloads.yaml" --long-csv "$out/trace.csv" --gpu-memory "$gpu_memory" --latency-objective 90s
   data="GenTD26 (Lin et al., SoCC 2025)"
 else
   say "No trace at $trace_dir: generating a synthetic one (24 workloads, 24h)"
   "$bin/gpufrac" trace synth --workloads 24 --pods-per-workload 1 --duration 24h --seed 1 \
-    --output "$out/trace.om" --manifests "$out/workloads.yaml"
+    --output "$out/trace.om" --manifests "$out/workloads.yaml" --long-csv "$out/trace.csv"
   data="synthetic (gpufrac trace synth --seed 1)"
 fi
 pods=$(grep -A3 '^kind: Deployment' "$out/workloads.yaml" | grep -c '^kind: Deployment' || true)
 nodes=$(( pods / 8 + 1 ))
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-# Prometheus scrapes the recommender's metrics (the before/after series) on this port.
+# Prometheus scrapes the recommender's metrics (the before/after series) on this port,
+# and the node agent's per-pod GPU metrics on aport.
 rport=$(free_port)
+aport=$(free_port)
 
 say "Starting the local cluster ($nodes KWOK nodes × 8 GPUs) and Prometheus with the trace backfilled"
 "$bin/gpufrac-cluster" up --dir "$out/cluster" --gpu-nodes "$nodes" --backfill "$out/trace.om" \
-  --scrape-target "127.0.0.1:$rport" | tee "$out/cluster.txt"
+  --scrape-target "127.0.0.1:$rport" --scrape-target "127.0.0.1:$aport" | tee "$out/cluster.txt"
 export KUBECONFIG=$out/cluster/kubeconfig
 prom=$(grep -o 'PROMETHEUS_URL=[^ ]*' "$out/cluster.txt" | head -1 | cut -d= -f2)
 
@@ -54,6 +56,21 @@ kubectl wait --for condition=established --timeout=60s crd/gpufractionautoscaler
 kubectl apply -f "$out/workloads.yaml" >/dev/null
 kubectl wait --for condition=Available --timeout=120s deployment --all -A >/dev/null
 want=$(kubectl get gfa -A --no-headers | wc -l)
+
+# The backfill is the history of the trace's pods, which have ended; the demo's pods are
+# KWOK pods on fake GPUs. The node agent in simulated mode (docs/agent.md) replays the
+# trace on fake GPUs from its start and attributes each trace pod to the live pod of its
+# Deployment, so the live pods report GPU samples as they would on a GPU node (the
+# recommender reads each pod from the most precise source: the agent for live pods,
+# the backfilled dcgm-exporter series for the trace's). Without it the recommender sees
+# running pods without samples (MetricsUnavailable, NoSamplesWhileRunning) and the
+# updater shrinks nothing.
+say "Starting the node agent in simulated mode: the trace replayed on $(( nodes * 8 )) fake GPUs for the live pods"
+nohup "$bin/agent" --simulate --trace "$out/trace.csv" --kubeconfig "$KUBECONFIG" --listen "127.0.0.1:$aport" \
+  --simulate-gpus "$(( nodes * 8 ))" --simulate-gpu-memory "$gpu_memory" >"$out/agent.log" 2>&1 &
+echo $! >"$out/agent.pid"
+for _ in $(seq 1 60); do curl -fs "http://127.0.0.1:$aport/readyz" >/dev/null 2>&1 && break; sleep 1; done
+curl -fs "http://127.0.0.1:$aport/readyz" >/dev/null || { echo "agent not ready: see $out/agent.log"; exit 1; }
 
 say "Starting the recommender (history bootstrap from Prometheus, then a cycle every 15s)"
 nohup "$bin/recommender" --kubeconfig "$KUBECONFIG" --prometheus-url "$prom" --interval 15s \
@@ -175,5 +192,5 @@ echo
 echo "Ready in $(( $(date +%s) - start ))s. The cluster keeps running:"
 echo "  export KUBECONFIG=$KUBECONFIG"
 echo "  kubectl describe gfr -n gentd26 sd-000      # why this value: conditions, bounds, sharing-mode reason"
-echo "  Prometheus: $prom    recommender log: $out/recommender.log"
+echo "  Prometheus: $prom    recommender log: $out/recommender.log    agent log: $out/agent.log"
 echo "  make demo-down                              # stop everything"
