@@ -10,6 +10,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
@@ -372,4 +374,78 @@ func TestFailedCountKeepsTheCycle(t *testing.T) {
 			t.Errorf("cycle %d: want NoSamplesWhileRunning saying the count failed, got %+v", i, c)
 		}
 	}
+}
+
+// One of a workload's two running pods stops reporting (its exporter lost the pod's
+// mapping; the scrape target stays up) while the other goes on: the workload still has
+// samples, but they are partial. After EmptyCyclesWhileRunning cycles the autoscaler says
+// NoSamplesWhileRunning naming the pod and keeps its recommendation, as for a gap of the
+// whole workload; the condition clears once the pod reports again, and neither a new pod
+// of the same name yet to report nor a pod deleted (a scale-down) is a gap.
+func TestOnePodSilentIsAGap(t *testing.T) {
+	objs := append(deployment("ml", "sd", 3), gfa("ml", "sd", "sd"))
+	prom := promFor(objs, 10*gib, 0.4)
+	h := newHarness(t, objs, prom)
+	ctx := context.Background()
+	cycle := func() gpufracv1.GPUFractionRecommendationStatus {
+		t.Helper()
+		h.now = h.now.Add(time.Minute)
+		if err := h.rec.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return h.gfr(t, "ml", "sd").Status
+	}
+	want := cycle().ContainerRecommendations
+	pods := podsOf(objs)
+	silence := func(p string) {
+		prom.mu.Lock()
+		defer prom.mu.Unlock()
+		delete(prom.mem, p)
+		delete(prom.cpu, p)
+	}
+	silence(pods[0].Name)
+	prom.mu.Lock()
+	for _, p := range pods[1:] {
+		prom.mem[p.Name], prom.cpu[p.Name] = gib, 0.05 // the others fall: only the silent pod held the peak
+	}
+	prom.mu.Unlock()
+	var st gpufracv1.GPUFractionRecommendationStatus
+	for range EmptyCyclesWhileRunning {
+		st = cycle()
+	}
+	if c := condition(st, gpufracv1.ConditionMetricsUnavailable); !isTrue(c) || c.Reason != gpufracv1.ReasonNoSamplesWhileRunning || !strings.Contains(c.Message, pods[0].Name) {
+		t.Fatalf("MetricsUnavailable %+v, want NoSamplesWhileRunning naming %s", c, pods[0].Name)
+	}
+	if !equality.Semantic.DeepEqual(st.ContainerRecommendations, want) {
+		t.Errorf("recommendation changed while a pod was silent: %+v, was %+v", st.ContainerRecommendations, want)
+	}
+	// The pod reports again: samples read.
+	prom.mu.Lock()
+	prom.mem[pods[0].Name], prom.cpu[pods[0].Name] = 10*gib, 0.4
+	prom.mu.Unlock()
+	// noGapFor runs n cycles and fails t unless MetricsUnavailable is False after them.
+	noGapFor := func(n int, what string) {
+		t.Helper()
+		for range n {
+			st = cycle()
+		}
+		if c := condition(st, gpufracv1.ConditionMetricsUnavailable); !isFalse(c) {
+			t.Errorf("MetricsUnavailable %+v after %s", c, what)
+		}
+	}
+	noGapFor(1, "the pod reported again")
+	// A pod replaced under the same name (a StatefulSet replica) that has not reported
+	// yet: a new pod, not a gap.
+	silence(pods[1].Name)
+	pods[1].CreationTimestamp = metav1.NewTime(h.now)
+	if err := h.c.Update(ctx, pods[1]); err != nil {
+		t.Fatal(err)
+	}
+	noGapFor(EmptyCyclesWhileRunning+1, "a new pod of the same name yet to report")
+	// A pod deleted (scale-down) stops reporting: not a gap.
+	silence(pods[0].Name)
+	if err := h.c.Delete(ctx, pods[0]); err != nil {
+		t.Fatal(err)
+	}
+	noGapFor(EmptyCyclesWhileRunning+1, "a scale-down")
 }

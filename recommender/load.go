@@ -202,6 +202,7 @@ func (r *Recommender) startGaps(namespaces []string, to time.Time, first, countF
 			t.gaps.stale = map[string]string{}
 			t.gaps.down = map[string]string{}
 			t.gaps.wrongDevice = map[string]string{}
+			t.gaps.podCompute = map[string]int{}
 			t.gaps.countFailed = false
 			t.gaps.loaded = true
 		}
@@ -633,6 +634,9 @@ func (r *Recommender) feed(signal metrics.Signal, series []metrics.Series, attr 
 		}
 		if t := r.tracked[w]; t.gaps.kept != nil {
 			t.gaps.kept[signal] += len(s.Samples)
+			if signal == metrics.SignalCompute {
+				t.gaps.podCompute[s.ID.Pod] += len(s.Samples)
+			}
 		}
 		r.model.Add(w, signal, s)
 		if method > r.methods[w] {
@@ -695,6 +699,13 @@ type dataGaps struct {
 	// seenCompute: compute samples were fed once; from then on a cycle without any is a
 	// gap (memory is re-read over the running interval, so it cannot show one).
 	seenCompute bool
+	// podCompute: compute samples fed this cycle, per pod. podSeen: the running pods that
+	// had compute samples in an earlier cycle, with their creation time (another is a
+	// new pod of the name); podEmpty: how many consecutive cycles each of them has had
+	// none (silentPods).
+	podCompute map[string]int
+	podSeen    map[string]time.Time
+	podEmpty   map[string]int
 }
 
 // countDrops adds the impossible samples of each pod to its workload's gaps.
@@ -726,6 +737,7 @@ func (r *Recommender) dataGap(w history.WorkloadKey, pods int) (reason, msg stri
 	}
 	g := &t.gaps
 	g.loaded = false
+	silent := r.silentPods(w.Namespace, g)
 	if g.kept[metrics.SignalCompute] > 0 {
 		g.seenCompute = true
 	}
@@ -755,7 +767,65 @@ func (r *Recommender) dataGap(w history.WorkloadKey, pods int) (reason, msg stri
 		return gpufracv1.ReasonNoSamplesWhileRunning, fmt.Sprintf("%d running pods but no GPU sample (%s source) for %d cycles: %s; last recommendation kept",
 			pods, names(r.workloadSources(w)), g.empty, why)
 	}
+	if len(silent) > 0 {
+		metrics.Incomplete.WithLabelValues(metrics.IncompleteNoSamplesWhileRunning).Inc()
+		return gpufracv1.ReasonNoSamplesWhileRunning, fmt.Sprintf("running pod(s) %s had GPU samples (%s source) and have none for %d cycles or more while the workload's other pods report: an exporter or scrape gap for those pods; last recommendation kept",
+			strings.Join(silent, ", "), names(r.workloadSources(w)), EmptyCyclesWhileRunning)
+	}
 	return "", ""
+}
+
+// silentPods counts, for one cycle of a workload in namespace ns, the running pods that
+// had compute samples in an earlier cycle and have none in this one (an exporter that
+// lost one pod's mapping, a scrape gap on one node: the others still report, so the
+// workload's gap check sees samples), and returns, sorted, those without any for
+// EmptyCyclesWhileRunning cycles or more. A pod that is not running with every
+// container running (pending, restarting, finished, being deleted) is forgotten, as is
+// a new pod of the same name (a replaced StatefulSet replica, yet to report) and one
+// whose samples were set aside this cycle for a reason of their own (no single GPU
+// container, another GPU).
+func (r *Recommender) silentPods(ns string, g *dataGaps) []string {
+	if g.podSeen == nil {
+		g.podSeen, g.podEmpty = map[string]time.Time{}, map[string]int{}
+	}
+	var silent []string
+	for pod, created := range g.podSeen {
+		_, unattributed := g.unattributed[pod]
+		_, wrong := g.wrongDevice[pod]
+		live := r.cur.livePods[[2]string{ns, pod}]
+		switch {
+		case !runningNow(live) || !live.CreationTimestamp.Time.Equal(created) || unattributed || wrong:
+			delete(g.podSeen, pod)
+			delete(g.podEmpty, pod)
+		case g.podCompute[pod] > 0:
+			delete(g.podEmpty, pod)
+		default:
+			if g.podEmpty[pod]++; g.podEmpty[pod] >= EmptyCyclesWhileRunning {
+				silent = append(silent, pod)
+			}
+		}
+	}
+	for pod, n := range g.podCompute {
+		if live := r.cur.livePods[[2]string{ns, pod}]; n > 0 && runningNow(live) {
+			g.podSeen[pod] = live.CreationTimestamp.Time
+		}
+	}
+	slices.Sort(silent)
+	return silent
+}
+
+// runningNow reports whether a live pod (nil: none) runs with every container running:
+// not pending, not being deleted, no container waiting or terminated.
+func runningNow(p *corev1.Pod) bool {
+	if p == nil || p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+		return false
+	}
+	for _, st := range p.Status.ContainerStatuses {
+		if st.State.Running == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // loadOwnership reads kube-state-metrics ownership series seen in (to-window, to]. An
