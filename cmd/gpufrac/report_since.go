@@ -49,11 +49,13 @@ type beforeAfter struct {
 	Until time.Time     `json:"until"`
 	Step  time.Duration `json:"step"`
 	// ApplyingSince is the first instant at which the pods held less than one GPU each
-	// (gpufrac started applying), nil when that never happened in the window.
+	// (gpufrac started applying), to SavingsResolution, nil when that never happened in
+	// the window.
 	ApplyingSince *time.Time `json:"applyingSince,omitempty"`
 	// MeanOnePerPod and MeanAllocated are the means of the two GPU counts from
 	// ApplyingSince (the whole window when nil); SavedGPUHours integrates their
-	// difference over the window, GPU-hours.
+	// difference over the window, GPU-hours. All three are read at SavingsResolution
+	// (beforeAfter.integrate), not from Points.
 	MeanOnePerPod float64        `json:"meanGPUsOnePerPod"`
 	MeanAllocated float64        `json:"meanGPUsAllocated"`
 	SavedGPUHours float64        `json:"savedGPUHours"`
@@ -108,7 +110,80 @@ func queryBeforeAfter(ctx context.Context, promURL, namespace string, since time
 	if len(series[0]) == 0 {
 		return nil, fmt.Errorf("no %s in Prometheus at %s over the last %s: is it scraping the recommender's metrics endpoint (--metrics-bind-address)?", seriesHeld, promURL, since)
 	}
-	return foldBeforeAfter(r, series[0], series[1], series[2], series[3]), nil
+	ba := foldBeforeAfter(r, series[0], series[1], series[2], series[3])
+	if err := ba.integrate(ctx, prom, queries[0], queries[1], min(step, SavingsResolution), warn); err != nil {
+		return nil, fmt.Errorf("querying Prometheus at %s: %w", promURL, err)
+	}
+	return ba, nil
+}
+
+// SavingsResolution is the finest resolution at which the report integrates the GPU-hours
+// saved and finds when gpufrac started applying (PromQL subqueries evaluated at the
+// window's end), whatever the table's step: one minute, the scrape interval of most
+// Prometheus setups (a gauge sampled more coarsely than it is scraped would count a
+// sample for the whole step around it).
+const SavingsResolution = time.Minute
+
+// integrate replaces ba's applying-since date, means and GPU-hours saved, which
+// foldBeforeAfter takes from the table's points (one per step: a step of 42 minutes for a
+// 7-day window counts a saving seen in its last minutes for the whole step), with their
+// values at resolution res, read by subqueries over the window evaluated at ba.Until:
+// the first instant at which the pods held less than one GPU each, the means of held and
+// allocated from then on (the whole window when never), and the held-minus-allocated
+// difference summed over the window, in GPU-hours. held and allocated are the two sums
+// queryBeforeAfter reads; an instant without an allocated sample counts the pods as whole
+// GPUs, one without a held sample counts nothing. It returns the first query error;
+// warnings are written to warn.
+func (ba *beforeAfter) integrate(ctx context.Context, prom promv1.API, held, allocated string, res time.Duration, warn io.Writer) error {
+	alloc := "(" + allocated + " or " + held + ")"
+	saving := "(" + held + " - " + alloc + ")"
+	sub := func(expr string, d time.Duration) string {
+		return fmt.Sprintf("%s[%s:%s]", expr, model.Duration(d), model.Duration(res))
+	}
+	window := ba.Until.Sub(ba.Since)
+	scalar := func(q string) (float64, bool, error) {
+		v, warnings, _, err := prom.Query(ctx, q, ba.Until, promv1.WithTimeout(30*time.Second))
+		if err != nil {
+			return 0, false, fmt.Errorf("%s: %w", q, err)
+		}
+		for _, w := range warnings {
+			fmt.Fprintf(warn, "warning: Prometheus answered %s with a warning (the answer may be partial): %s\n", q, w)
+		}
+		vec, ok := v.(model.Vector)
+		if !ok || len(vec) == 0 {
+			return 0, false, nil
+		}
+		return float64(vec[0].Value), true, nil
+	}
+	first, applied, err := scalar("min_over_time(" + sub("timestamp("+saving+" > 1e-9)", window) + ")")
+	if err != nil {
+		return err
+	}
+	saved, _, err := scalar("sum_over_time(" + sub(saving, window) + ")")
+	if err != nil {
+		return err
+	}
+	ba.SavedGPUHours = saved * res.Hours()
+	ba.ApplyingSince = nil
+	from := window
+	if applied {
+		at := time.Unix(0, int64(first*1e9)).UTC()
+		ba.ApplyingSince = &at
+		// (until − from, until] holds the applying instant: half a resolution step more.
+		from = ba.Until.Sub(at) + res/2
+	}
+	meanHeld, okHeld, err := scalar("avg_over_time(" + sub(held, from) + ")")
+	if err != nil {
+		return err
+	}
+	meanAlloc, okAlloc, err := scalar("avg_over_time(" + sub(alloc, from) + ")")
+	if err != nil {
+		return err
+	}
+	if okHeld && okAlloc {
+		ba.MeanOnePerPod, ba.MeanAllocated = meanHeld, meanAlloc
+	}
+	return nil
 }
 
 // foldBeforeAfter turns the four range answers (by Unix second) into points, the date

@@ -11,21 +11,29 @@ import (
 	"github.com/gpufrac/gpufrac/recommender/metrics/promtest"
 )
 
+// appliedHalfway serves, on the real PromQL engine, d of the recommender's series for
+// namespace ml up to noon on 2026-11-30, every 15 s: 4 pods at one GPU each throughout,
+// and gpufrac's fractions (1.5 whole-GPU equivalents) from switchAt, halfway.
+func appliedHalfway(t *testing.T, d time.Duration) (s *promtest.Server, until, start time.Time, step time.Duration, n int, switchAt time.Time) {
+	s = promtest.New(t)
+	until = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	start = until.Add(-d)
+	step = 15 * time.Second
+	n = int(d/step) + 1
+	half := n / 2
+	s.Add(t, map[string]string{"__name__": seriesHeld, "namespace": "ml", "autoscaler": "sd"}, start, step, promtest.Repeat(4, n)...)
+	s.Add(t, map[string]string{"__name__": seriesAllocated, "namespace": "ml", "autoscaler": "sd"}, start, step,
+		append(promtest.Repeat(4, half), promtest.Repeat(1.5, n-half)...)...)
+	return s, until, start, step, n, start.Add(time.Duration(half) * step)
+}
+
 // Two hours of the recommender's series on the real PromQL engine: 4 pods at one GPU each
 // throughout; gpufrac's fractions land after an hour (1.5 whole-GPU equivalents), and a
 // second namespace that stays at whole GPUs. The report finds when applying began, the
 // means since then, the GPU-hours saved and the peak-memory utilisation before and after.
 func TestBeforeAfterFromPrometheus(t *testing.T) {
-	s := promtest.New(t)
-	until := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	start := until.Add(-2 * time.Hour)
-	step := 15 * time.Second
-	n := int(2*time.Hour/step) + 1
-	half := n / 2
-	alloc := append(promtest.Repeat(4, half), promtest.Repeat(1.5, n-half)...)
+	s, until, start, step, n, switchAt := appliedHalfway(t, 2*time.Hour)
 	gib := float64(1 << 30)
-	s.Add(t, map[string]string{"__name__": seriesHeld, "namespace": "ml", "autoscaler": "sd"}, start, step, promtest.Repeat(4, n)...)
-	s.Add(t, map[string]string{"__name__": seriesAllocated, "namespace": "ml", "autoscaler": "sd"}, start, step, alloc...)
 	s.Add(t, map[string]string{"__name__": seriesPeak, "namespace": "ml", "autoscaler": "sd"}, start, step, promtest.Repeat(60*gib, n)...)
 	s.Add(t, map[string]string{"__name__": seriesHeld, "namespace": "other", "autoscaler": "x"}, start, step, promtest.Repeat(2, n)...)
 	s.Add(t, map[string]string{"__name__": seriesAllocated, "namespace": "other", "autoscaler": "x"}, start, step, promtest.Repeat(2, n)...)
@@ -39,7 +47,6 @@ func TestBeforeAfterFromPrometheus(t *testing.T) {
 	if ba.ApplyingSince == nil {
 		t.Fatal("no applying-since date")
 	}
-	switchAt := start.Add(time.Duration(half) * step)
 	if d := ba.ApplyingSince.Sub(switchAt); d < 0 || d > ba.Step {
 		t.Errorf("applying since %s, want within a step after %s", ba.ApplyingSince, switchAt)
 	}
@@ -71,6 +78,33 @@ func TestBeforeAfterFromPrometheus(t *testing.T) {
 	}
 	if all.MeanOnePerPod != 6 || all.MeanAllocated != 3.5 {
 		t.Errorf("all namespaces: %v → %v, want 6 → 3.5", all.MeanOnePerPod, all.MeanAllocated)
+	}
+}
+
+// A long window over a short application: the table's step is 42 minutes for 7 days,
+// but gpufrac applied only in the last 5 minutes (2.5 GPUs saved, 4 → 1.5). The GPU-hours
+// saved are those 5 minutes' (about 0.21), not a whole step's (1.75), and applying
+// began at the switch, not at the last step; the means are 4 → 1.5.
+func TestBeforeAfterLongWindowShortApplication(t *testing.T) {
+	s, until, _, _, _, switchAt := appliedHalfway(t, 10*time.Minute)
+
+	var warn bytes.Buffer
+	ba, err := queryBeforeAfter(context.Background(), s.URL, "", 7*24*time.Hour, until, &warn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ba.Step < 40*time.Minute {
+		t.Fatalf("table step %s: the case needs a step far above the application's length", ba.Step)
+	}
+	if ba.ApplyingSince == nil || ba.ApplyingSince.Before(switchAt) || ba.ApplyingSince.Sub(switchAt) > SavingsResolution {
+		t.Errorf("applying since %v, want within %s after %s", ba.ApplyingSince, SavingsResolution, switchAt)
+	}
+	want := 2.5 * until.Sub(switchAt).Hours()
+	if math.Abs(ba.SavedGPUHours-want) > 2.5*SavingsResolution.Hours()+1e-9 {
+		t.Errorf("saved %.3f GPU-hours, want %.3f (2.5 GPUs for %s) within one resolution step", ba.SavedGPUHours, want, until.Sub(switchAt))
+	}
+	if ba.MeanOnePerPod != 4 || ba.MeanAllocated != 1.5 {
+		t.Errorf("means %v → %v, want 4 → 1.5 since applying began", ba.MeanOnePerPod, ba.MeanAllocated)
 	}
 }
 
