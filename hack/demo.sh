@@ -184,7 +184,7 @@ if [ "$mode" = "apply" ]; then
     --since "$(( $(date +%s) - rec_start + 30 ))s" --prometheus-url "$prom" | sed -n '/^Before and after/,$p'
   say "Packed snapshot"
   "$bin/gpufrac" report --kubeconfig "$KUBECONFIG" --gpu-memory "$gpu_memory" | tail -n 4
-  echo "Pods now running with an applied fraction: $applied of $pods_before (the rest keep a whole GPU: confidence < 50% or not yet replaced)"
+  echo "Pods now running with an applied fraction: $applied of $pods_before (the rest keep a whole GPU: confidence < 50%, held by the updater (UPDATER column of gpufrac status: blocked: REASON) or not yet replaced)"
   echo "  webhook log: $out/admission.log    updater log: $out/updater.log"
 fi
 

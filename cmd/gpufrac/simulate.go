@@ -118,7 +118,7 @@ func (f *simulateFlags) addInputFlags(fl *pflag.FlagSet) {
 	fl.IntVar(&f.synth.PodsPerWorkload, "synth-pods-per-workload", 2, "synthetic: replicas per Deployment")
 	fl.DurationVar(&f.synth.Duration, "synth-duration", 48*time.Hour, "synthetic: trace length")
 	fl.Uint64Var(&f.synth.Seed, "seed", 1, "synthetic: random seed")
-	fl.StringVar(&f.fold, "fold", "", "replay one part of a k-fold split of the trace's workloads, K/N (0/3: the first of three parts), shuffled with --fold-seed: a hold-out check of decisions tuned on the other parts (docs/benchmarks/holdout.md); empty: every workload")
+	fl.StringVar(&f.fold, "fold", "", "replay one part of a k-fold split of the trace's workloads, K/N (0/3: the first of three parts), shuffled with --fold-seed: a smaller cluster of the same kind of pods, to check that figures hold on subsets and not only on the whole trace (docs/benchmarks/holdout.md); empty: every workload")
 	fl.Uint64Var(&f.foldSeed, "fold-seed", 1, "seed of the --fold shuffle")
 	fl.Float64Var(&f.synth.Model.ArrivingWorkloads, "synth-arriving", 0, "synthetic: share of workloads (0-1) deployed while the trace runs, between 10 % and 75 % of it")
 }
