@@ -68,6 +68,7 @@ func TestSharingPlanner(t *testing.T) {
 	rec.Status.Memory = resource.NewQuantity(memTarget, resource.BinarySI)
 	rec.Status.Compute = resource.NewMilliQuantity(cpuMilli, resource.DecimalSI)
 	rec.Status.SharingMode, rec.Status.MatchedPods = gpufracv1.SharingModeTimeSlicing, pods
+	rec.Status.ConfidencePercent = ptr.To[int32](90) // over the planner's default minConfidence
 	if err := c.Status().Update(ctx, rec); err != nil {
 		t.Fatal(err)
 	}

@@ -91,10 +91,11 @@ kubectl get gfa,gfr -A
 say "Savings report (data: $data; GPUs of $gpu_memory)"
 "$bin/gpufrac" report --kubeconfig "$KUBECONFIG" --gpu-memory "$gpu_memory"
 
-# The sharing planner, dry run: the workloads whose recommendation fits two per GPU
+# The sharing planner, dry run: the confident workloads (at least the planner's and the
+# webhook's 50 %) whose recommendation fits two per GPU
 # (memory at most half a GPU, compute at most half) opt in with a label; one
 # GPUSharingPolicy over the KWOK pool sizes NVIDIA device-plugin time-slicing for them.
-say "Sharing planner (dry run): NVIDIA device-plugin time-slicing for the workloads that fit two per GPU"
+say "Sharing planner (dry run): NVIDIA device-plugin time-slicing for the confident workloads that fit two per GPU"
 kubectl get gfr -A -o json | python3 -c '
 import json, re, sys
 units = {"": 1, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 1e3, "M": 1e6, "G": 1e9, "m": 1e-3}
@@ -104,7 +105,7 @@ def q(s):
 gpu = q(sys.argv[1])
 for r in json.load(sys.stdin)["items"]:
     st = r.get("status", {})
-    if "memory" in st and q(st["memory"]) <= gpu / 2 and q(st.get("compute", "0")) <= 0.5:
+    if "memory" in st and q(st["memory"]) <= gpu / 2 and q(st.get("compute", "0")) <= 0.5 and st.get("confidencePercent", 0) >= 50:
         print(r["metadata"]["namespace"], r["metadata"]["name"])
 ' "$gpu_memory" | while read -r ns name; do kubectl label gfa -n "$ns" "$name" gpufrac.io/share=demo --overwrite >/dev/null; done
 echo "$(kubectl get gfa -A -l gpufrac.io/share=demo --no-headers | wc -l) of $want autoscalers opted in (label gpufrac.io/share=demo)"

@@ -12,6 +12,8 @@
 //     N ≤ floor(budget / largest compute); the budget is at most one GPU for MPS, which
 //     partitions SMs, and may exceed it for time-slicing, which only adds contention;
 //   - N ≤ the policy's maxReplicas, and N ≥ 1; N = 1 means no sharing (Exclusive);
+//   - N = 1 while any workload's recommendation is under the minimum confidence (its need
+//     is not known yet: no data is not zero);
 //   - MPS gives each client GPU memory / N (whole MiB) and 100 / N percent of the SMs,
 //     as NVIDIA's device plugin does;
 //   - the pods hold one GPU each now; at N per GPU they need ceil(pods / N).
@@ -20,6 +22,7 @@ package sharingplan
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 )
@@ -41,6 +44,9 @@ type Workload struct {
 	Mode gpufracv1.SharingMode
 	// Pods is the number of the workload's pods that exist now.
 	Pods int
+	// ConfidencePercent is the recommendation's confidence, percent 0–100; < 0 when it
+	// has none.
+	ConfidencePercent int32
 }
 
 // Input is everything Compute reads.
@@ -57,6 +63,10 @@ type Input struct {
 	ComputeBudgetMilli int64
 	// Workloads are the opted-in workloads; at least one.
 	Workloads []Workload
+	// MinConfidencePercent is the least confidence, percent 0–100, at which a workload's
+	// recommendation sizes N; a workload below it bounds N to 1 (its need is not known
+	// yet, and every pod of the pool gets a 1/N share). 0: every recommendation sizes N.
+	MinConfidencePercent int32
 }
 
 // Plan is the sharing plan for the pool.
@@ -122,6 +132,11 @@ func Compute(in Input) (Plan, error) {
 		p.ComputeReplicas = int(budget / p.LargestComputeMilli)
 	}
 	p.Replicas, p.Reason = limit(p, in.MaxReplicas, memName, cpuName, budget)
+	if low := unconfident(in); len(low) > 0 {
+		p.Replicas = 1
+		p.Reason = fmt.Sprintf("no sharing: %d workload(s) under the minimum confidence %d%% (%s): their need is not known yet, and every pod of the pool would get a 1/N share",
+			len(low), in.MinConfidencePercent, strings.Join(low, ", "))
+	}
 	if computeUnknown > 0 {
 		p.Reason += fmt.Sprintf("; %d workload(s) without a compute target did not bound it", computeUnknown)
 	}
@@ -136,6 +151,30 @@ func Compute(in Input) (Plan, error) {
 	p.GPUsNeeded = (p.Pods + p.Replicas - 1) / p.Replicas
 	p.GPUsFreed = p.GPUsHeld - p.GPUsNeeded
 	return p, nil
+}
+
+// unconfident names the workloads under in.MinConfidencePercent ("ns/name 3%", "ns/name
+// no confidence"), at most three and a count of the rest, in input order.
+func unconfident(in Input) []string {
+	var out []string
+	n := 0
+	for _, w := range in.Workloads {
+		if in.MinConfidencePercent <= 0 || (w.ConfidencePercent >= in.MinConfidencePercent) {
+			continue
+		}
+		if n++; n > 3 {
+			continue
+		}
+		if w.ConfidencePercent < 0 {
+			out = append(out, w.Name+" no confidence")
+		} else {
+			out = append(out, fmt.Sprintf("%s %d%%", w.Name, w.ConfidencePercent))
+		}
+	}
+	if n > 3 {
+		out = append(out, fmt.Sprintf("%d more", n-3))
+	}
+	return out
 }
 
 // ReplicaMemoryBytes is one replica's share of a GPU of gpuMemoryBytes shared by

@@ -76,6 +76,20 @@ func TestCompute(t *testing.T) {
 		}},
 		mode: ts, n: 4, memN: 4, cpuN: 0, reason: "1 workload(s) without a compute target", needed: 1, freed: 3, pods: 4, held: 4,
 	}, {
+		name: "a workload under the minimum confidence bounds N to 1: its need is not known yet",
+		in: Input{GPUMemoryBytes: 80 * gib, MaxReplicas: 8, ComputeBudgetMilli: 1000, MinConfidencePercent: 50, Workloads: []Workload{
+			{Name: "a/x", MemoryBytes: 10 * gib, ComputeMilli: 100, Mode: ts, Pods: 4, ConfidencePercent: 80},
+			{Name: "a/young", MemoryBytes: 512 * MiB, ComputeMilli: 10, Mode: ts, Pods: 1, ConfidencePercent: 3},
+			{Name: "a/none", MemoryBytes: 1 * gib, ComputeMilli: 10, Mode: ts, Pods: 1, ConfidencePercent: -1},
+		}},
+		mode: excl, n: 1, memN: 8, cpuN: 10, reason: "no sharing: 2 workload(s) under the minimum confidence 50% (a/young 3%, a/none no confidence)", needed: 6, freed: 0, pods: 6, held: 6,
+	}, {
+		name: "every workload at the minimum confidence: it does not bound N",
+		in: Input{GPUMemoryBytes: 80 * gib, MaxReplicas: 8, ComputeBudgetMilli: 1000, MinConfidencePercent: 50, Workloads: []Workload{
+			{Name: "a/x", MemoryBytes: 10 * gib, ComputeMilli: 100, Mode: ts, Pods: 4, ConfidencePercent: 50},
+		}},
+		mode: ts, n: 8, memN: 8, cpuN: 10, reason: "memory: 8 × 10240MiB", needed: 1, freed: 3, pods: 4, held: 4,
+	}, {
 		name: "forced time-slicing over an MPS recommendation",
 		in: Input{GPUMemoryBytes: 40 * gib, Mode: ts, MaxReplicas: 8, ComputeBudgetMilli: 1000, Workloads: []Workload{
 			{Name: "a/x", MemoryBytes: 10 * gib, ComputeMilli: 200, Mode: mps, Pods: 0},

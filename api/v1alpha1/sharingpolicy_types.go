@@ -91,6 +91,15 @@ type GPUSharingPolicySpec struct {
 	// contention). Omitted: 1.
 	// +optional
 	ComputeBudget *resource.Quantity `json:"computeBudget,omitempty"`
+	// MinConfidence is the least recommendation confidence, percent 0–100, at which an
+	// opted-in workload's recommendation sizes the pool. A workload below it (or with no
+	// confidence) has a need that is not known yet: it bounds the pool to one pod per GPU
+	// (no sharing) until its confidence reaches this, as the admission webhook keeps its
+	// pods on whole GPUs (its --min-confidence; contract.DefaultMinConfidence). Omitted: 50.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	MinConfidence *int32 `json:"minConfidence,omitempty"`
 	// GPUMemory is the memory of one GPU of the pool, bytes. Omitted: the smallest
 	// nvidia.com/gpu.memory label (MiB, set by GPU feature discovery) of its nodes.
 	// +optional

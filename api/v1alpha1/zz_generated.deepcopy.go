@@ -531,6 +531,11 @@ func (in *GPUSharingPolicySpec) DeepCopyInto(out *GPUSharingPolicySpec) {
 		x := (*in).DeepCopy()
 		*out = &x
 	}
+	if in.MinConfidence != nil {
+		in, out := &in.MinConfidence, &out.MinConfidence
+		*out = new(int32)
+		**out = **in
+	}
 	if in.GPUMemory != nil {
 		in, out := &in.GPUMemory, &out.GPUMemory
 		x := (*in).DeepCopy()

@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/contract"
 	"github.com/gpufrac/gpufrac/internal/promreg"
 	"github.com/gpufrac/gpufrac/sharingplan"
 )
@@ -198,6 +199,7 @@ func (r *Reconciler) input(ctx context.Context, pol *gpufracv1.GPUSharingPolicy,
 	if in.MaxReplicas == 0 {
 		in.MaxReplicas = 8
 	}
+	in.MinConfidencePercent = contract.MinConfidence(pol.Spec.MinConfidence)
 	in.ComputeBudgetMilli = 1000
 	if pol.Spec.ComputeBudget != nil {
 		in.ComputeBudgetMilli = pol.Spec.ComputeBudget.MilliValue()
@@ -240,7 +242,10 @@ func (r *Reconciler) workloads(ctx context.Context, sel labels.Selector) ([]shar
 		if st.Memory == nil || st.Memory.Sign() <= 0 {
 			continue
 		}
-		w := sharingplan.Workload{Name: g.Namespace + "/" + g.Name, MemoryBytes: st.Memory.Value(), ComputeMilli: -1, Mode: st.SharingMode, Pods: int(st.MatchedPods)}
+		w := sharingplan.Workload{Name: g.Namespace + "/" + g.Name, MemoryBytes: st.Memory.Value(), ComputeMilli: -1, Mode: st.SharingMode, Pods: int(st.MatchedPods), ConfidencePercent: -1}
+		if st.ConfidencePercent != nil {
+			w.ConfidencePercent = *st.ConfidencePercent
+		}
 		if st.Compute != nil {
 			w.ComputeMilli = st.Compute.MilliValue()
 		}

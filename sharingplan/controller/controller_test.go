@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -30,6 +32,7 @@ func workload(ns, name, mem, compute string, mode gpufracv1.SharingMode, pods in
 	r := &gpufracv1.GPUFractionRecommendation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	m := resource.MustParse(mem)
 	r.Status.Memory, r.Status.SharingMode, r.Status.MatchedPods = &m, mode, pods
+	r.Status.ConfidencePercent = ptr.To[int32](80)
 	if compute != "" {
 		c := resource.MustParse(compute)
 		r.Status.Compute = &c
@@ -102,6 +105,31 @@ func TestDryRunPlansAndWritesNothing(t *testing.T) {
 		if _, ok := n.Labels[gpufracv1.DevicePluginConfigLabel]; ok {
 			t.Errorf("dry run labeled node %s", n.Name)
 		}
+	}
+}
+
+// A workload whose recommendation is under spec.minConfidence (default 50 %, the
+// webhook's) bounds the pool to one pod per GPU with a reason naming it; with
+// minConfidence 0 it sizes the pool like the others.
+func TestUnconfidentWorkloadHoldsSharing(t *testing.T) {
+	objs := pool()
+	objs = append(objs, workload("y", "young", "1Gi", "50m", gpufracv1.SharingModeTimeSlicing, 1)...)
+	objs[len(objs)-1].(*gpufracv1.GPUFractionRecommendation).Status.ConfidencePercent = ptr.To[int32](3)
+	r, c := setup(t, gpufracv1.PlanModeDryRun, objs...)
+	s := reconcile(t, r, c).Status
+	if s.Replicas != 1 || s.SharingMode != gpufracv1.SharingModeExclusive || s.GPUsFreed != 0 || !strings.Contains(s.Reason, "y/young 3%") {
+		t.Errorf("replicas %d mode %s freed %d reason %q, want 1 Exclusive 0 naming y/young 3%%", s.Replicas, s.SharingMode, s.GPUsFreed, s.Reason)
+	}
+	var pol gpufracv1.GPUSharingPolicy
+	if err := c.Get(context.Background(), types.NamespacedName{Name: "pool-a"}, &pol); err != nil {
+		t.Fatal(err)
+	}
+	pol.Spec.MinConfidence = ptr.To[int32](0)
+	if err := c.Update(context.Background(), &pol); err != nil {
+		t.Fatal(err)
+	}
+	if s := reconcile(t, r, c).Status; s.Replicas != 4 || s.Workloads != 3 {
+		t.Errorf("minConfidence 0: replicas %d workloads %d, want 4 (memory bounds N) and 3", s.Replicas, s.Workloads)
 	}
 }
 
