@@ -382,6 +382,9 @@ func appliedRecord(bt gpufracv1.BackendType, gfa *gpufracv1.GPUFractionAutoscale
 			ac.Compute = t.RecommendedCompute
 			ac.WrittenCompute = backend.MilliQuantity(t.WrittenComputeMilli)
 		}
+		if t.WrittenComputeRequestMilli > 0 {
+			ac.WrittenComputeRequest = backend.MilliQuantity(t.WrittenComputeRequestMilli)
+		}
 		rec.Containers = append(rec.Containers, ac)
 	}
 	return rec

@@ -700,5 +700,15 @@ func TestMutateComputeRequest(t *testing.T) {
 		if v != tc.gpucores {
 			t.Errorf("%s: gpucores %d, want %d", tc.name, v, tc.gpucores)
 		}
+		// The applied record keeps the request written, as the allocated-GPUs gauge reads it.
+		var recorded string
+		if r, _ := gpufracv1.ParseApplied(got.Annotations); r != nil {
+			if ac := r.Container("main"); ac != nil && ac.WrittenComputeRequest != nil {
+				recorded = ac.WrittenComputeRequest.String()
+			}
+		}
+		if recorded != tc.request {
+			t.Errorf("%s: applied record's writtenComputeRequest %q, want %q", tc.name, recorded, tc.request)
+		}
 	}
 }

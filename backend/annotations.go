@@ -74,6 +74,7 @@ func (b *annotationsBackend) Apply(pod *corev1.Pod, targets []*Target) ([]string
 			t.wroteCompute(t.ComputeMilli)
 		} else if t.ComputeRequestMilli > 0 {
 			request += t.ComputeRequestMilli
+			t.WrittenComputeRequestMilli = t.ComputeRequestMilli
 			if reqKey := ac.ContainerPrefix + t.Container + gpufracv1.AnnotationContainerComputeRequestSuffix; checkAnnotationKey(reqKey) == nil {
 				SetAnnotation(pod, reqKey, MilliQuantity(t.ComputeRequestMilli).String())
 			}

@@ -88,6 +88,11 @@ type Target struct {
 	// WrittenComputeMilli is the compute the backend wrote, thousandths of one GPU, or -1
 	// when it wrote none.
 	WrittenComputeMilli int64
+	// WrittenComputeRequestMilli is the placement-only compute request the backend wrote
+	// for a time-sliced container (the annotations backend's
+	// gpufrac.io/gpu-compute-request, from ComputeRequestMilli), thousandths of one GPU,
+	// or 0 when it wrote none.
+	WrittenComputeRequestMilli int64
 	// CappedNote, when not empty, says that less memory than recommended was written and
 	// why (for example the MPS replica share); the webhook warns the pod's creator and
 	// records it as a MemoryCapped event on the autoscaler.

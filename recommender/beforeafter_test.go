@@ -86,6 +86,16 @@ func TestAllocatedShare(t *testing.T) {
 		}
 		return out
 	}
+	// requests adds the placement-only requests written ("": none).
+	requests := func(x gpufracv1.AppliedContainer, mem, compute string) gpufracv1.AppliedContainer {
+		if mem != "" {
+			x.WrittenMemoryRequest = ptrQuantity(mem)
+		}
+		if compute != "" {
+			x.WrittenComputeRequest = ptrQuantity(compute)
+		}
+		return x
+	}
 	gpu := float64(80 * gib)
 	for _, tc := range []struct {
 		name string
@@ -99,11 +109,9 @@ func TestAllocatedShare(t *testing.T) {
 		{"compute larger than memory", rec(c("8Gi", "600m")), gpu, 0.6},
 		{"containers summed", rec(c("20Gi", "100m"), c("20Gi", "100m")), gpu, 0.5},
 		{"capped at one GPU", rec(c("100Gi", "")), gpu, 1},
-		{"a memory request below the limit is what the pod holds", rec(func() gpufracv1.AppliedContainer {
-			x := c("40Gi", "")
-			x.WrittenMemoryRequest = ptrQuantity("20Gi")
-			return x
-		}()), gpu, 0.25},
+		{"a memory request below the limit is what the pod holds", rec(requests(c("40Gi", ""), "20Gi", "")), gpu, 0.25},
+		{"a time-sliced compute request above the memory share is what the pod holds", rec(requests(c("40Gi", ""), "20Gi", "600m")), gpu, 0.6},
+		{"a compute request below the memory share changes nothing", rec(requests(c("40Gi", ""), "", "100m")), gpu, 0.5},
 		{"unknown GPU size: whole GPU", rec(c("20Gi", "")), 0, 1},
 	} {
 		if got := AllocatedShare(tc.rec, tc.gpu); got != tc.want {

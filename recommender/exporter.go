@@ -33,7 +33,7 @@ var (
 	descHeld       = gaugeDesc("gpufrac_autoscaler_gpus_held", "Whole GPUs the workload's live pods hold at one per pod.", "namespace", "autoscaler")
 	descNeeded     = gaugeDesc("gpufrac_autoscaler_gpus_needed", "GPUs the live pods need by the recommendation: pods × max(memory target / GPU memory, compute target).", "namespace", "autoscaler")
 	descAllocated  = gaugeDesc("gpufrac_autoscaler_gpus_allocated",
-		"Whole-GPU equivalents the workload's live pods are placed by now, from what gpufrac wrote into each (gpufrac.io/applied): per pod the larger of its memory request over --gpu-memory (the placement request written below the limit, gpufrac.io/gpu-memory-request, where there is one, else the written memory of gpufrac_pod_gpu_memory_allocated_bytes) and its written compute limit, share of one GPU (gpufrac_pod_gpu_compute_allocated_ratio; a time-sliced pod's compute request is not counted), at most 1; 1 for a pod gpufrac has not written. With gpufrac_autoscaler_gpus_held (one per pod) it is the before and after of GPUs held.", "namespace", "autoscaler")
+		"Whole-GPU equivalents the workload's live pods are placed by now, from what gpufrac wrote into each (gpufrac.io/applied): per pod the larger of its memory request over --gpu-memory (the placement request written below the limit, gpufrac.io/gpu-memory-request, where there is one, else the written memory of gpufrac_pod_gpu_memory_allocated_bytes) and its written compute, share of one GPU (the compute limit of gpufrac_pod_gpu_compute_allocated_ratio, or a time-sliced pod's placement request, gpufrac.io/gpu-compute-request), at most 1; 1 for a pod gpufrac has not written. With gpufrac_autoscaler_gpus_held (one per pod) it is the before and after of GPUs held.", "namespace", "autoscaler")
 	descPeakMemory = gaugeDesc("gpufrac_autoscaler_gpu_memory_peak_bytes",
 		"GPU memory the workload's live pods use at their recent peak: live pods × the sum over containers of the recommendation's observedPeakMemory, bytes.", "namespace", "autoscaler")
 	descGPUMemory = gaugeDesc("gpufrac_recommender_gpu_memory_bytes",
@@ -298,7 +298,8 @@ func (s *snapshot) addPods(pods map[[2]string]*corev1.Pod, byRef map[workload.Re
 // the larger of the written memory over gpuMemory (bytes) and the written compute (share
 // of one GPU), summed over the record's containers and capped at 1. Where a
 // placement-only memory request was written below the limit (writtenMemoryRequest), the
-// request is what the pod holds. A pod without a
+// request is what the pod holds; a time-sliced container's placement-only compute
+// request (writtenComputeRequest) counts as compute it holds. A pod without a
 // record (nil), or whose record wrote nothing, holds a whole GPU: 1. So does any pod when
 // gpuMemory is not positive.
 func AllocatedShare(rec *gpufracv1.AppliedRecord, gpuMemory float64) float64 {
@@ -318,6 +319,10 @@ func AllocatedShare(rec *gpufracv1.AppliedRecord, gpuMemory float64) float64 {
 		}
 		if c.WrittenCompute != nil {
 			compute += c.WrittenCompute.AsApproximateFloat64()
+			wrote = true
+		}
+		if c.WrittenComputeRequest != nil {
+			compute += c.WrittenComputeRequest.AsApproximateFloat64()
 			wrote = true
 		}
 	}

@@ -121,6 +121,11 @@ type AppliedContainer struct {
 	// WrittenCompute is the compute the backend wrote, share of one GPU, after rounding
 	// to the backend's unit (whole percent for HAMi and MPS).
 	WrittenCompute *resource.Quantity `json:"writtenCompute,omitempty"`
+	// WrittenComputeRequest is the placement-only compute request the backend wrote for
+	// a time-sliced container with no compute limit (the annotations backend's
+	// gpufrac.io/gpu-compute-request), share of one GPU: what a scheduler that packs by
+	// request reserves for the container. Nil when none was written.
+	WrittenComputeRequest *resource.Quantity `json:"writtenComputeRequest,omitempty"`
 }
 
 // ParseApplied reads AnnotationApplied from a pod's annotations. It returns nil and no
