@@ -95,9 +95,7 @@ func queryBeforeAfter(ctx context.Context, promURL, namespace string, since time
 		if err != nil {
 			return nil, fmt.Errorf("querying Prometheus at %s for %s: %w", promURL, q, err)
 		}
-		for _, w := range warnings {
-			fmt.Fprintf(warn, "warning: Prometheus answered %s with a warning (the answer may be partial): %s\n", q, w)
-		}
+		warnPartial(warn, q, warnings)
 		series[i] = map[int64]float64{}
 		if m, ok := v.(model.Matrix); ok {
 			for _, s := range m {
@@ -110,7 +108,7 @@ func queryBeforeAfter(ctx context.Context, promURL, namespace string, since time
 	if len(series[0]) == 0 {
 		return nil, fmt.Errorf("no %s in Prometheus at %s over the last %s: is it scraping the recommender's metrics endpoint (--metrics-bind-address)?", seriesHeld, promURL, since)
 	}
-	ba := foldBeforeAfter(r, series[0], series[1], series[2], series[3])
+	ba := &beforeAfter{Since: r.Start, Until: r.End, Step: r.Step, Points: pointsOf(r, series[0], series[1], series[2], series[3])}
 	if err := ba.integrate(ctx, prom, queries[0], queries[1], min(step, SavingsResolution), warn); err != nil {
 		return nil, fmt.Errorf("querying Prometheus at %s: %w", promURL, err)
 	}
@@ -124,10 +122,10 @@ func queryBeforeAfter(ctx context.Context, promURL, namespace string, since time
 // sample for the whole step around it).
 const SavingsResolution = time.Minute
 
-// integrate replaces ba's applying-since date, means and GPU-hours saved, which
-// foldBeforeAfter takes from the table's points (one per step: a step of 42 minutes for a
-// 7-day window counts a saving seen in its last minutes for the whole step), with their
-// values at resolution res, read by subqueries over the window evaluated at ba.Until:
+// integrate sets ba's applying-since date, means and GPU-hours saved at resolution res,
+// not from the table's points (one per step: a step of 42 minutes for a 7-day window
+// would count a saving seen in its last minutes for the whole step), by subqueries over
+// the window evaluated at ba.Until:
 // the first instant at which the pods held less than one GPU each, the means of held and
 // allocated from then on (the whole window when never), and the held-minus-allocated
 // difference summed over the window, in GPU-hours. held and allocated are the two sums
@@ -146,9 +144,7 @@ func (ba *beforeAfter) integrate(ctx context.Context, prom promv1.API, held, all
 		if err != nil {
 			return 0, false, fmt.Errorf("%s: %w", q, err)
 		}
-		for _, w := range warnings {
-			fmt.Fprintf(warn, "warning: Prometheus answered %s with a warning (the answer may be partial): %s\n", q, w)
-		}
+		warnPartial(warn, q, warnings)
 		vec, ok := v.(model.Vector)
 		if !ok || len(vec) == 0 {
 			return 0, false, nil
@@ -186,13 +182,11 @@ func (ba *beforeAfter) integrate(ctx context.Context, prom promv1.API, held, all
 	return nil
 }
 
-// foldBeforeAfter turns the four range answers (by Unix second) into points, the date
-// gpufrac started applying, the means and the GPU-hours saved. An instant without a held
-// sample is skipped; one without an allocated sample counts the pods as whole GPUs.
-func foldBeforeAfter(r promv1.Range, held, allocated, peak, gpuMemory map[int64]float64) *beforeAfter {
-	out := &beforeAfter{Since: r.Start, Until: r.End, Step: r.Step}
-	var sumHeld, sumAlloc float64
-	n := 0
+// pointsOf turns the four range answers (by Unix second) into the table's points. An
+// instant without a held sample is skipped; one without an allocated sample counts the
+// pods as whole GPUs.
+func pointsOf(r promv1.Range, held, allocated, peak, gpuMemory map[int64]float64) []historyPoint {
+	var out []historyPoint
 	for t := r.Start; !t.After(r.End); t = t.Add(r.Step) {
 		h, ok := held[t.Unix()]
 		if !ok {
@@ -210,21 +204,16 @@ func foldBeforeAfter(r promv1.Range, held, allocated, peak, gpuMemory map[int64]
 				p.MemoryUtilisationAllocated = ratio(pk, a*mem)
 			}
 		}
-		if out.ApplyingSince == nil && a < h-1e-9 {
-			at := p.Time
-			out.ApplyingSince = &at
-			sumHeld, sumAlloc, n = 0, 0, 0
-		}
-		sumHeld += h
-		sumAlloc += a
-		n++
-		out.SavedGPUHours += (h - a) * r.Step.Hours()
-		out.Points = append(out.Points, p)
-	}
-	if n > 0 {
-		out.MeanOnePerPod, out.MeanAllocated = sumHeld/float64(n), sumAlloc/float64(n)
+		out = append(out, p)
 	}
 	return out
+}
+
+// warnPartial writes each of Prometheus' warnings on its answer to q to warn.
+func warnPartial(warn io.Writer, q string, warnings promv1.Warnings) {
+	for _, w := range warnings {
+		fmt.Fprintf(warn, "warning: Prometheus answered %s with a warning (the answer may be partial): %s\n", q, w)
+	}
 }
 
 func ratio(a, b float64) float64 {
