@@ -26,6 +26,12 @@ const (
 	GenTD26LatencyFile = "model_predict_data_anon.csv"
 )
 
+// GenTD26PublishedEnd is the end of the published GenTD26 trace: its last timestamp_anon,
+// 1662940800 (Unix seconds). Readers that pass it as GenTD26Options.End keep the
+// published times, so a replay does not depend on the day it runs (resize windows and
+// hourly aggregation intervals see the same times).
+var GenTD26PublishedEnd = time.Unix(1662940800, 0).UTC()
+
 // GenTD26Options configures ReadGenTD26. The zero value reads the whole trace as one
 // single-replica Deployment per trace pod in namespace "gentd26", ending now.
 type GenTD26Options struct {

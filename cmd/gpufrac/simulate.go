@@ -22,12 +22,8 @@ import (
 
 func init() { registerCommand(newSimulateCmd) }
 
-// genTD26End is the end of the published GenTD26 trace (its last timestamp_anon,
-// 1662940800): simulate keeps the published times by default, so a run does not depend
-// on the day it runs (resize windows and hourly aggregation intervals see the same times).
-var genTD26End = time.Unix(1662940800, 0).UTC()
-
-// synthEnd is where simulate's synthetic trace ends by default, fixed for the same reason.
+// synthEnd is where simulate's synthetic trace ends by default, fixed as GenTD26's is
+// (trace.GenTD26PublishedEnd) so a run does not depend on the day it runs.
 var synthEnd = time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
 
 // simulateFlags holds the simulate command's flag values.
@@ -376,7 +372,7 @@ func (f *simulateFlags) readGenTD26(cmd *cobra.Command, end time.Time) (trace.Tr
 	if err := checkGenTD26(f.gentd); err != nil {
 		return trace.Trace{}, nil, err
 	}
-	f.gentd.End = genTD26End
+	f.gentd.End = trace.GenTD26PublishedEnd // simulate keeps the published times by default
 	if !end.IsZero() {
 		f.gentd.End = end
 	}

@@ -39,7 +39,7 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("--gpu-memory %q: %w", *gpu, err)
 	}
-	tr, _, err := trace.ReadGenTD26(*input, trace.GenTD26Options{End: time.Unix(1662940800, 0)})
+	tr, _, err := trace.ReadGenTD26(*input, trace.GenTD26Options{End: trace.GenTD26PublishedEnd})
 	if err != nil {
 		return err
 	}

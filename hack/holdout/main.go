@@ -71,7 +71,7 @@ func run() error {
 	seeds := flag.Int("seeds", 3, "splits, seeded 1 to this")
 	out := flag.String("out", "-", "markdown file to write (-: stdout)")
 	flag.Parse()
-	whole, _, err := trace.ReadGenTD26(*input, trace.GenTD26Options{End: time.Unix(1662940800, 0)})
+	whole, _, err := trace.ReadGenTD26(*input, trace.GenTD26Options{End: trace.GenTD26PublishedEnd})
 	if err != nil {
 		return err
 	}
