@@ -51,6 +51,10 @@ type reportRow struct {
 	Reason              string `json:"sharingModeReason"`
 	ConfidencePercent   int32  `json:"confidencePercent"`
 	Provided            bool   `json:"provided"`
+	// placedComputeMilli is the compute the pod is placed by, thousandths of one GPU
+	// (writtenTotals.PlacedComputeMilli): ComputeMilli where compute is partitioned,
+	// ComputeRequestMilli where time-sliced.
+	placedComputeMilli int64
 }
 
 // reportTotals compares one GPU per pod with the recommendations packed onto GPUs.
@@ -60,8 +64,10 @@ type reportTotals struct {
 	// GPUsToday is one whole GPU per pod, today's practice.
 	GPUsToday int `json:"gpusToday"`
 	// GPUsNeeded is the GPUs the pods need when packed by their memory request
-	// (MemoryRequestBytes; the target with --annotation-memory-request=none) and
-	// compute (best fit, compute shares ≤ 1 per GPU); Exclusive pods get a whole GPU.
+	// (MemoryRequestBytes; the target with --annotation-memory-request=none) and the
+	// compute the webhook writes (best fit, compute shares ≤ 1 per GPU): the compute
+	// target where the recommendation partitions compute (MPS), the computeRequest
+	// where time-sliced (none: 0); Exclusive pods get a whole GPU.
 	GPUsNeeded int `json:"gpusNeeded"`
 	// GPUsNeededConfident is GPUsNeeded once every recommendation reaches the minimum
 	// confidence (history grows): the low-confidence ones packed by their values too.
@@ -72,12 +78,14 @@ type reportTotals struct {
 	// and kept a whole GPU per pod; Oversized those needing more than one GPU.
 	LowConfidence int `json:"lowConfidence"`
 	Oversized     int `json:"oversized"`
-	// MemoryUtilisationToday and MemoryUtilisationPacked are recommended memory over
-	// the memory of the GPUs held, ratio 0–1.
+	// MemoryUtilisationToday and MemoryUtilisationPacked are the memory the pods are
+	// packed by (as GPUsNeeded; a whole GPU for those that keep one) over the memory of
+	// the GPUs held, ratio 0–1.
 	MemoryUtilisationToday  float64 `json:"memoryUtilisationToday"`
 	MemoryUtilisationPacked float64 `json:"memoryUtilisationPacked"`
-	// ComputeUtilisationToday and ComputeUtilisationPacked are recommended compute over
-	// the compute of the GPUs held, ratio 0–1.
+	// ComputeUtilisationToday and ComputeUtilisationPacked are the compute the pods are
+	// packed by (as GPUsNeeded, at most one GPU per pod) over the compute of the GPUs
+	// held, ratio 0–1.
 	ComputeUtilisationToday  float64 `json:"computeUtilisationToday"`
 	ComputeUtilisationPacked float64 `json:"computeUtilisationPacked"`
 }
@@ -95,7 +103,9 @@ compute request (milli-GPU, reserved for placement with no limit; "-": none), sh
 mode with its reason, and confidence; then the totals: GPUs held today at one per pod versus
 GPUs needed if the pods were packed by their recommendations onto GPUs of --gpu-memory
 (by the memory request the annotations backend writes by default, the observed peak
-where below the target; --annotation-memory-request=none packs by the target).
+where below the target; --annotation-memory-request=none packs by the target; and by
+the compute the webhook writes: the compute target where compute is partitioned, a
+time-sliced pod's compute request, which is placement only).
 
 With --since (7d, 12h) and --prometheus-url it then prints the before and after over that
 window from the recommender's series in Prometheus: GPUs held at one per pod against the
@@ -276,6 +286,7 @@ func rowOf(r *gpufracv1.GPUFractionRecommendation) reportRow {
 	// peak with a young workload's margin where below the target.
 	w := writtenOf(nil, r)
 	row.MemoryRequestBytes, row.MemoryLimitBytes, row.ComputeRequestMilli = w.MemoryRequestBytes, w.MemoryLimitBytes, w.ComputeRequestMilli
+	row.placedComputeMilli = w.PlacedComputeMilli
 	if r.Status.Compute != nil {
 		row.ComputeMilli = r.Status.Compute.MilliValue()
 	}
@@ -284,7 +295,8 @@ func rowOf(r *gpufracv1.GPUFractionRecommendation) reportRow {
 
 // reportPacker packs the report's pods onto GPUs of gpuMemory bytes: p as the webhook
 // applies recommendations today, all as if every recommendation were confident enough.
-// recommended (bytes) and computeMilli sum what the pods hold today.
+// recommended (bytes) and computeMilli (thousandths of one GPU) sum what the pods are
+// packed by today.
 type reportPacker struct {
 	gpuMemory                 int64
 	byRequest                 bool
@@ -303,7 +315,7 @@ func (k *reportPacker) place(row reportRow, confident bool) {
 		if k.byRequest && row.MemoryRequestBytes > 0 {
 			mem = row.MemoryRequestBytes
 		}
-		a := packing.Alloc{MemoryBytes: mem, ComputeMilli: row.ComputeMilli}
+		a := packing.Alloc{MemoryBytes: mem, ComputeMilli: row.placedComputeMilli}
 		if !row.Provided || !confident || row.SharingMode == string(gpufracv1.SharingModeExclusive) || row.MemoryBytes > gpuMemory {
 			// Not applied (none yet, or too little confidence), exclusive, or larger
 			// than one GPU: keeps a whole GPU.
@@ -313,7 +325,7 @@ func (k *reportPacker) place(row reportRow, confident bool) {
 		k.computeMilli += min(a.ComputeMilli, 1000)
 		k.p.Place(k.id, a)
 		if row.Provided && !confident && row.MemoryBytes <= gpuMemory && row.SharingMode != string(gpufracv1.SharingModeExclusive) {
-			a = packing.Alloc{MemoryBytes: mem, ComputeMilli: row.ComputeMilli}
+			a = packing.Alloc{MemoryBytes: mem, ComputeMilli: row.placedComputeMilli}
 		}
 		k.all.Place(k.id, a)
 	}

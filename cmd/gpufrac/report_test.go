@@ -119,3 +119,35 @@ func TestReportLimitRequest(t *testing.T) {
 		t.Errorf("flat: %s; want no memoryLimitBytes or computeRequestMilli", js)
 	}
 }
+
+// TestSummarisePacksWrittenCompute: pods are packed by the compute the admission
+// webhook writes, as the simulator places them: a time-sliced container by its
+// placement-only computeRequest (its compute target is not written), a container whose
+// recommendation partitions compute (MPS) by its compute target.
+func TestSummarisePacksWrittenCompute(t *testing.T) {
+	sliced := func(request string) gpufracv1.GPUFractionRecommendation {
+		r := rec("sliced", 2, "10Gi", "600m", gpufracv1.SharingModeTimeSlicing, true)
+		r.Status.ContainerRecommendations = []gpufracv1.ContainerRecommendation{{ContainerName: "main", SharingMode: gpufracv1.SharingModeTimeSlicing,
+			ComputeRequest: qp(request), Target: gpufracv1.GPUResources{Memory: qp("10Gi"), Compute: qp("600m")}}}
+		return r
+	}
+	for _, c := range []struct {
+		request string
+		gpus    int
+	}{{"200m", 1}, {"600m", 2}} {
+		_, tot := summarise([]gpufracv1.GPUFractionRecommendation{sliced(c.request)}, 80<<30, 50, true)
+		if tot.GPUsNeeded != c.gpus || tot.GPUsNeededConfident != c.gpus {
+			t.Errorf("two time-sliced pods, target 600m, computeRequest %s: %d GPUs (%d once confident), want %d", c.request, tot.GPUsNeeded, tot.GPUsNeededConfident, c.gpus)
+		}
+	}
+	_, tot := summarise([]gpufracv1.GPUFractionRecommendation{sliced("200m")}, 80<<30, 50, true)
+	if want := 400.0 / 1000; tot.ComputeUtilisationPacked != want {
+		t.Errorf("compute packed %.3f of the GPUs held, want %.3f (2 × 200m written on one GPU)", tot.ComputeUtilisationPacked, want)
+	}
+	mps := rec("mps", 2, "10Gi", "600m", gpufracv1.SharingModeMPS, true)
+	mps.Status.ContainerRecommendations = []gpufracv1.ContainerRecommendation{{ContainerName: "main", SharingMode: gpufracv1.SharingModeMPS,
+		ComputeRequest: qp("200m"), Target: gpufracv1.GPUResources{Memory: qp("10Gi"), Compute: qp("600m")}}}
+	if _, tot := summarise([]gpufracv1.GPUFractionRecommendation{mps}, 80<<30, 50, true); tot.GPUsNeeded != 2 {
+		t.Errorf("two MPS pods of 600m: %d GPUs, want 2 (partitioned compute is reserved)", tot.GPUsNeeded)
+	}
+}

@@ -23,6 +23,12 @@ type writtenTotals struct {
 	// time-sliced containers' computeRequest, at most one GPU each
 	// (contract.Target.ComputeRequest). 0 when no container has one.
 	ComputeRequestMilli int64
+	// PlacedComputeMilli is the compute the pod is placed by, thousandths of one GPU:
+	// per container the compute target where the recommendation partitions compute and
+	// the policy controls it (contract.Target.ControlsCompute: written, reserved and
+	// enforced), else its computeRequest (time-sliced: placement only, no limit); the
+	// simulator places pods the same way. 0 when no container has either.
+	PlacedComputeMilli int64
 }
 
 // writtenOf returns the writtenTotals of gfr; gfa, which may be nil, gives the container
@@ -57,5 +63,11 @@ func writtenOf(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionR
 		}
 	}
 	w.ComputeRequestMilli = total(func(t contract.Target) (int64, bool) { return t.ComputeRequest, t.ComputeRequest > 0 })
+	w.PlacedComputeMilli = total(func(t contract.Target) (int64, bool) {
+		if t.ControlsCompute && t.Compute >= 0 {
+			return t.Compute, true
+		}
+		return t.ComputeRequest, t.ComputeRequest > 0
+	})
 	return w
 }
