@@ -54,12 +54,12 @@ func (r *Recommender) allocation(ctx context.Context, sel metrics.Selector, from
 
 // agentWins replaces the series of pods that named a GPU the agent did not see them on
 // (metrics.Series.WrongDevice, with the agent as the pod's authority) by the agent's own
-// series of those pods, read with readData over the same load: for them the agent source
+// series of those pods, read with readData over the same slice (compute at cpu): for them the agent source
 // wins. (Where the agent is read as a source too, the per-pod choice does this already:
 // sources.go.) The source's series of those pods are kept without samples, to say what was not
 // used. Pods whose authority is an annotation keep what was left of them. It returns
 // the series unchanged, without a query, when no pod needs the agent.
-func (r *Recommender) agentWins(ctx context.Context, alloc metrics.Allocation, sel metrics.Selector, from, to time.Time,
+func (r *Recommender) agentWins(ctx context.Context, alloc metrics.Allocation, sel metrics.Selector, from, to time.Time, cpu computeSpan,
 	memory, flat, compute []metrics.Series) ([]metrics.Series, []metrics.Series, []metrics.Series, error) {
 	why := map[[2]string]string{}
 	for _, list := range [][]metrics.Series{memory, flat, compute} {
@@ -77,7 +77,7 @@ func (r *Recommender) agentWins(ctx context.Context, alloc metrics.Allocation, s
 	asel.Device = metrics.Agent.DeviceLabels()
 	ard := *r.Reader
 	ard.Device = asel.Device
-	a, err := r.readData(ctx, &ard, metrics.Agent, asel, from, to, nil)
+	a, err := r.readData(ctx, &ard, metrics.Agent, asel, from, to, cpu, nil)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -54,7 +54,8 @@ func (r *Recommender) load(ctx context.Context, namespaces []string, from, to ti
 	recs := r.recordedLoads(ctx, sel, from, to, bootstrapped)
 	for a, first := from, true; first || a.Before(to); first = false {
 		b := r.sliceEnd(a, to, series)
-		n, err := r.loadSlice(ctx, sel, namespaces, a, b, first, b.Equal(to), dropFrom, missFrom, down, attr, bootstrapped, recs)
+		cpu := computePoints(from, to, a, b, r.Config.Interval)
+		n, err := r.loadSlice(ctx, sel, namespaces, a, b, cpu, first, b.Equal(to), dropFrom, missFrom, down, attr, bootstrapped, recs)
 		if err != nil {
 			return err
 		}
@@ -85,6 +86,37 @@ func (r *Recommender) sliceEnd(a, to time.Time, series int) time.Time {
 	return b
 }
 
+// computeSpan is the compute points one slice of a load reads (computePoints): from
+// first to last, one cycle interval apart, each the mean over the interval that ends
+// at it. ok is false when the slice reads none.
+type computeSpan struct {
+	first, last time.Time
+	ok          bool
+}
+
+// computePoints returns the compute points of the slice (a, b] of a load of (from, to]
+// at step (the cycle interval). The points of every slice lie on the one grid that ends
+// at to (to, to − step, …), each within (from, to] with the step before it, and each
+// belongs to the slice whose (a, b] holds it, so the slices of a load read every window
+// once: a slice boundary off the grid (slices end on aggregation boundaries, the load at
+// the cycle's now) neither skips the seconds after it nor reads a window twice. A load
+// of (from, to] reads ⌊(to − from) ÷ step⌋ points ending at to, one (at to, with its
+// last slice) when shorter than a step: the first (to − from) mod step after from are
+// not read (a live cycle starts where the one before ended, so that is its timing
+// jitter).
+func computePoints(from, to, a, b time.Time, step time.Duration) computeSpan {
+	if to.Sub(from) < step {
+		return computeSpan{first: to, last: to, ok: b.Equal(to)}
+	}
+	ceil := func(d time.Duration) int64 { return int64((d + step - 1) / step) }
+	kMin := ceil(to.Sub(b))                                    // the last point at or before b
+	kMax := min(ceil(to.Sub(a))-1, int64(to.Sub(from)/step)-1) // the first after a, its window within the load
+	if kMax < kMin {
+		return computeSpan{}
+	}
+	return computeSpan{first: to.Add(-time.Duration(kMax) * step), last: to.Add(-time.Duration(kMin) * step), ok: true}
+}
+
 // livePodsIn counts the live pods in the namespaces (at least 1): the first slice's
 // guess at the series a load reads.
 func (r *Recommender) livePodsIn(namespaces []string) int {
@@ -107,10 +139,10 @@ func (r *Recommender) livePodsIn(namespaces []string) int {
 // from the source chosen for it (sources.go). down are the scrape targets down at to,
 // read once per cycle. first: the load's first slice (what the load lacked is
 // collected from it on, dataGaps); last: its last (the diagnostic counts of
-// (dropFrom, to] and (missFrom, to] run with it). recs: the sources whose hourly memory
-// the load reads from their recordings (recordedLoads). It returns how many series it
-// read.
-func (r *Recommender) loadSlice(ctx context.Context, sel metrics.Selector, namespaces []string, from, to time.Time, first, last bool,
+// (dropFrom, to] and (missFrom, to] run with it). cpu: the slice's compute points
+// (computePoints). recs: the sources whose hourly memory the load reads from their
+// recordings (recordedLoads). It returns how many series it read.
+func (r *Recommender) loadSlice(ctx context.Context, sel metrics.Selector, namespaces []string, from, to time.Time, cpu computeSpan, first, last bool,
 	dropFrom, missFrom time.Time, down []metrics.Target, attr *workload.Attributor, bootstrapped bool, recs map[string]*recordedLoad) (int, error) {
 	// Ownership first: it decides attribution of the samples below.
 	own, err := r.loadOwnership(ctx, sel, to.Sub(from), to)
@@ -126,7 +158,7 @@ func (r *Recommender) loadSlice(ctx context.Context, sel metrics.Selector, names
 	var data []*sourceData
 	series := 0
 	for _, src := range r.order() {
-		d, err := r.read(ctx, src, sel, from, to, last, dropFrom, missFrom, down, alloc, recs[src.Name()])
+		d, err := r.read(ctx, src, sel, from, to, cpu, last, dropFrom, missFrom, down, alloc, recs[src.Name()])
 		if err != nil {
 			return 0, err
 		}
@@ -226,13 +258,13 @@ type sourceData struct {
 }
 
 // read runs one source's queries for a slice (from, to] of a load: its data queries
-// (readData), for a source other than the agent with alloc checked (and, where the agent
+// (readData; compute at the points cpu), for a source other than the agent with alloc checked (and, where the agent
 // is not read as a source too, the agent's own data for the pods whose series named a
 // GPU it did not see them on: agentWins); and with the load's last slice the impossible
 // samples and those without a pod label (counted, not fed) and, when scrape targets
 // are down, which pods they served. rec, when set, reads the whole hours' memory from
 // the source's recordings (readData). It returns the first query error.
-func (r *Recommender) read(ctx context.Context, src metrics.Source, sel metrics.Selector, from, to time.Time, last bool, dropFrom, missFrom time.Time,
+func (r *Recommender) read(ctx context.Context, src metrics.Source, sel metrics.Selector, from, to time.Time, cpu computeSpan, last bool, dropFrom, missFrom time.Time,
 	down []metrics.Target, alloc metrics.Allocation, rec *recordedLoad) (*sourceData, error) {
 	rd := *r.Reader
 	rd.Device = src.DeviceLabels()
@@ -240,12 +272,12 @@ func (r *Recommender) read(ctx context.Context, src metrics.Source, sel metrics.
 	if !metrics.PerProcess(src.MemoryMetric()) {
 		rd.Allocation = alloc
 	}
-	d, err := r.readData(ctx, &rd, src, sel, from, to, rec)
+	d, err := r.readData(ctx, &rd, src, sel, from, to, cpu, rec)
 	if err != nil {
 		return nil, err
 	}
 	if rd.Allocation != nil && !r.reads(metrics.Agent) {
-		if d.memory, d.flat, d.compute, err = r.agentWins(ctx, alloc, sel, from, to, d.memory, d.flat, d.compute); err != nil {
+		if d.memory, d.flat, d.compute, err = r.agentWins(ctx, alloc, sel, from, to, cpu, d.memory, d.flat, d.compute); err != nil {
 			return nil, err
 		}
 	}
@@ -294,9 +326,10 @@ func (r *Recommender) diagnose(ctx context.Context, d *sourceData, rd *metrics.R
 // readData runs the data queries of one source for the load (from, to] with rd: memory
 // peaks of whole aggregation intervals (range; with rec, from the source's recordings
 // where they hold the hour, readRecorded) and of the running one (instant), each with its
-// companions (readMemory), and compute at the cycle interval (range) with its copies
-// companion (metrics.CopiesQuery). It returns the first query error.
-func (r *Recommender) readData(ctx context.Context, rd *metrics.Reader, src metrics.Source, sel metrics.Selector, from, to time.Time, rec *recordedLoad) (*sourceData, error) {
+// companions (readMemory), and compute at the cycle interval (range) at the points cpu
+// (none when !cpu.ok) with its copies companion (metrics.CopiesQuery). It returns the
+// first query error.
+func (r *Recommender) readData(ctx context.Context, rd *metrics.Reader, src metrics.Source, sel metrics.Selector, from, to time.Time, cpu computeSpan, rec *recordedLoad) (*sourceData, error) {
 	d := &sourceData{src: src}
 	agg := r.model.Options().MemoryAggregationInterval
 	// The first whole interval ending after from: a window ending at from is before the
@@ -319,13 +352,12 @@ func (r *Recommender) readData(ctx context.Context, rd *metrics.Reader, src metr
 			return nil, err
 		}
 	}
-	step := r.Config.Interval
-	n := int(to.Sub(from) / step)
-	if n < 1 {
-		n = 1
+	if !cpu.ok {
+		return d, nil
 	}
+	step := r.Config.Interval
 	q := metrics.SplitQuery(sel, plan.cpuDirty, func(s metrics.Selector) string { return src.ComputeQuery(s, step) })
-	compute, err := rd.RangeShared(ctx, metrics.SignalCompute, q, plan.copiesQuery(src, sel, metrics.SignalCompute, step), to.Add(-time.Duration(n-1)*step), to, step)
+	compute, err := rd.RangeShared(ctx, metrics.SignalCompute, q, plan.copiesQuery(src, sel, metrics.SignalCompute, step), cpu.first, cpu.last, step)
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/recommender/history"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
+	"github.com/gpufrac/gpufrac/recommender/metrics/promtest"
 )
 
 // isComputeRead matches the compute data query (not its copies companion, not a count).
@@ -139,4 +141,94 @@ func bounds(rs []gpufracv1.ContainerRecommendation) string {
 		}
 	}
 	return b.String()
+}
+
+// A history load's slices cover every compute window of the load once. The slices end
+// on memory aggregation boundaries (hours) and the load at the cycle's now, which is
+// not on one: the compute points of every slice lie on the one grid that ends at now,
+// so the last slice, which starts on the hour, neither skips the seconds between the
+// hour and its first point (now 12:01:50: a window lost, 359 points for six hours of
+// samples every 30 s) nor reads a window the slice before read (now 12:00:30: one raw
+// sample at 11:59:45 fed twice, by the point ending 12:00:00 and by the one ending
+// 12:00:30). The first steady cycle then reads (now, its own now], as before.
+func TestHistorySlicesCoverComputeOnce(t *testing.T) {
+	const length = 6 * time.Hour
+	for _, c := range []struct {
+		name       string
+		now        time.Time
+		start      time.Time // first SM_ACTIVE sample, then every 30 s up to now
+		wantPoints int
+	}{
+		{"last slice longer than a step", time.Date(2026, 11, 30, 12, 1, 50, 0, time.UTC), time.Date(2026, 11, 30, 6, 2, 0, 0, time.UTC), int(length / time.Minute)},
+		{"last slice shorter than a step", time.Date(2026, 11, 30, 12, 0, 30, 0, time.UTC), time.Date(2026, 11, 30, 11, 59, 45, 0, time.UTC), 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			objs := append(deployment("ml", "sd", 1), gfa("ml", "sd", "sd"))
+			h := newEngineHarness(t, objs, metrics.DCGM{})
+			h.now = c.now
+			// One-hour slices: the load is read in seven.
+			h.rec.Config.HistoryLength, h.rec.Config.HistorySliceSamples = length, 60
+			p := podsOf(objs)[0]
+			n := int(c.now.Sub(c.start)/(30*time.Second)) + 1
+			h.prom.Add(t, dcgmLabels(metrics.DCGMFBUsed, p, "GPU-a"), c.start, 30*time.Second, promtest.Repeat(10000, n)...)
+			if c.wantPoints == 1 {
+				n = 1 // one raw compute sample
+			}
+			h.prom.Add(t, dcgmLabels(metrics.DCGMSMActive, p, "GPU-a"), c.start, 30*time.Second, promtest.Repeat(0.3, n)...)
+			if err := h.rec.RunOnce(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			s := h.rec.model.Container(history.ContainerKey{WorkloadKey: history.WorkloadKey{Namespace: "ml", Kind: "Deployment", Name: "sd"}, Container: "main"})
+			if s == nil {
+				t.Fatal("no history")
+			}
+			if s.ComputeSamples != c.wantPoints {
+				t.Errorf("%d compute points fed, want %d (one per minute window of (now-%v, now] that holds a sample)", s.ComputeSamples, c.wantPoints, length)
+			}
+			// The next cycle reads the minute after: one point, nothing read twice.
+			h.now = h.now.Add(time.Minute)
+			h.prom.Add(t, dcgmLabels(metrics.DCGMSMActive, p, "GPU-a"), c.now.Add(30*time.Second), 30*time.Second, 0.3, 0.3)
+			if err := h.rec.RunOnce(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if s.ComputeSamples != c.wantPoints+1 {
+				t.Errorf("after the first steady cycle %d compute points, want %d", s.ComputeSamples, c.wantPoints+1)
+			}
+		})
+	}
+}
+
+// computePoints: over loads of several lengths and slice ends off the minute grid, the
+// slices' points are the ⌊(to − from) ÷ step⌋ points of the grid ending at to, each in
+// one slice, each with its window inside the load.
+func TestComputePointsPartitionTheLoad(t *testing.T) {
+	step := time.Minute
+	to := time.Date(2026, 11, 30, 12, 1, 50, 0, time.UTC)
+	for _, length := range []time.Duration{30 * time.Second, step, 90 * time.Second, 3*time.Hour + 17*time.Second, 48 * time.Hour} {
+		from := to.Add(-length)
+		seen := map[time.Time]int{}
+		for a, first := from, true; first || a.Before(to); first = false {
+			b := a.Truncate(time.Hour).Add(time.Hour) // hourly slices, as sliceEnd cuts them
+			if b.After(to) {
+				b = to
+			}
+			s := computePoints(from, to, a, b, step)
+			for p := s.first; s.ok && !p.After(s.last); p = p.Add(step) {
+				if p.Sub(to)%step != 0 || !p.After(a) || p.After(b) {
+					t.Errorf("load %v: point %v off the grid ending %v or outside its slice (%v, %v]", length, p, to, a, b)
+				}
+				seen[p]++
+			}
+			a = b
+		}
+		want := max(int(length/step), 1)
+		if len(seen) != want {
+			t.Errorf("load %v: %d points, want %d", length, len(seen), want)
+		}
+		for p, n := range seen {
+			if n != 1 || (length >= step && p.Add(-step).Before(from)) {
+				t.Errorf("load %v: point %v read %d times, window from %v (load from %v)", length, p, n, p.Add(-step), from)
+			}
+		}
+	}
 }
