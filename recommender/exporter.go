@@ -273,6 +273,8 @@ func (s *snapshot) addPods(pods map[[2]string]*corev1.Pod, byRef map[workload.Re
 			s.gauge(descPodInfo, 1, p.Namespace, e.gfa.Name, p.Name)
 			rec, err := gpufracv1.ParseApplied(p.Annotations)
 			if err != nil {
+				// What was written is unknown: counted as a whole GPU, as a pod without
+				// a record, never less (the updater reports the pod: AppliedRecordInvalid).
 				rec = nil
 			}
 			allocated += AllocatedShare(rec, gpuMemory)

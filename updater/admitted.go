@@ -1,6 +1,7 @@
 package updater
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -8,7 +9,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/klog/v2"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/backend"
@@ -17,7 +20,8 @@ import (
 // Admission check: what the webhook wrote into a pod (its gpufrac.io/applied record's
 // writtenMemory and writtenCompute) is compared with what the pod carries, read back
 // through the record's backend. A scheduler extender or a later mutating webhook can
-// rewrite the values, and a user can change the annotations of a running pod.
+// rewrite the values, and a user can change the annotations of a running pod. A record
+// that does not parse at all is reported too (invalidRecordsOf, reportInvalidRecords).
 
 // Condition and event of the admission check.
 const (
@@ -155,4 +159,52 @@ func (p *plan) checkAdmitted(cfg backend.Config) string {
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: ConditionFractionMismatch, Status: metav1.ConditionTrue,
 		Reason: ReasonBackendFieldsDiffer, Message: truncate(msg, 1000), ObservedGeneration: gfa.Generation})
 	return msg
+}
+
+// invalidRecordsOf returns, by pod name, the parse error of each of pods whose applied
+// record (gpufrac.io/applied) does not parse (PodAllocation.RecordError); nil when none.
+func invalidRecordsOf(pods []*corev1.Pod, allocs map[types.UID]PodAllocation) map[string]error {
+	var out map[string]error
+	for _, pod := range pods {
+		if err := allocs[pod.UID].RecordError; err != nil {
+			if out == nil {
+				out = map[string]error{}
+			}
+			out[pod.Name] = err
+		}
+	}
+	return out
+}
+
+// reportInvalidRecords reports the plan's pods whose applied record does not parse: a
+// Warning AppliedRecordInvalid event on the autoscaler naming each pod with its parse
+// error, and one error log line per pod, both once while the set of pods and errors
+// stays the same (eventOnce). gpufrac_updater_pods_record_invalid counts them every
+// cycle (planAll), and Evaluate never shrinks them (SkipRecordInvalid).
+func (u *Updater) reportInvalidRecords(ctx context.Context, p *plan) {
+	const key = "record-invalid"
+	if len(p.invalidRecords) == 0 {
+		u.forget(p.gfa, key)
+		return
+	}
+	names := make([]string, 0, len(p.invalidRecords))
+	for name := range p.invalidRecords {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, name := range names {
+		parts[i] = fmt.Sprintf("pod %s (%v)", name, p.invalidRecords[name])
+	}
+	note := fmt.Sprintf("%d pod(s) carry an admission record (%s) that does not parse: %s. What the webhook wrote into them is unknown, so they are never shrunk; "+
+		"they are grown from their backend fields where those say less than the recommendation. Remove or fix the annotation (the webhook writes it; a pod without one is read from its backend fields)",
+		len(names), gpufracv1.AnnotationApplied, strings.Join(parts, ", "))
+	if u.noted[p.gfa.UID][key] != note {
+		log := klog.FromContext(ctx)
+		for _, name := range names {
+			log.Error(p.invalidRecords[name], "Applied record does not parse; the pod is never shrunk", "pod", klog.KRef(p.gfa.Namespace, name),
+				"autoscaler", klog.KObj(p.gfa), "annotation", gpufracv1.AnnotationApplied)
+		}
+	}
+	u.eventOnce(p.gfa, key, corev1.EventTypeWarning, EventAppliedRecordInvalid, "Update", note)
 }

@@ -156,3 +156,58 @@ func TestFractionMismatchReported(t *testing.T) {
 		t.Errorf("condition after the fix %+v", c)
 	}
 }
+
+// TestInvalidAppliedRecordNeverShrinks: a pod whose gpufrac.io/applied annotation does
+// not parse (truncated JSON) and that carries no backend fields would read as a whole
+// GPU (80Gi against a 1Gi target): it is not evicted for a shrink. Its update is held
+// with skip reason record-invalid, one Warning event names the pod and the parse error
+// however many cycles, and gpufrac_updater_pods_record_invalid counts it; once the
+// annotation is fixed the gauge is 0. The pods with valid records are left alone
+// (they match the target).
+func TestInvalidAppliedRecordNeverShrinks(t *testing.T) {
+	f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 3, 1)
+	valid := f.pods[1].Annotations[gpufracv1.AnnotationApplied]
+	f.pods[1].Annotations[gpufracv1.AnnotationApplied] = valid[:len(valid)/2]
+	f.build()
+	for range 3 {
+		f.run()
+	}
+	if live := f.livePods(); !live["web-abc-1"] {
+		t.Fatalf("pods %v: the pod with an invalid applied record was evicted", live)
+	}
+	st := f.status()
+	held := false
+	for _, u := range st.Updates {
+		if u.Pod == "web-abc-1" && u.SkipReason == SkipRecordInvalid {
+			held = true
+		}
+	}
+	if !held {
+		t.Errorf("updates %+v: want web-abc-1 held with %s", st.Updates, SkipRecordInvalid)
+	}
+	if n := testutil.ToFloat64(podsRecordInvalid); n != 1 {
+		t.Errorf("gpufrac_updater_pods_record_invalid = %v, want 1", n)
+	}
+	evs := f.events()
+	if n := countEvents(evs, EventAppliedRecordInvalid); n != 1 {
+		t.Errorf("%d %s events over three cycles, want 1: %q", n, EventAppliedRecordInvalid, evs)
+	}
+	for _, e := range evs {
+		if strings.Contains(e, EventAppliedRecordInvalid) && (!strings.HasPrefix(e, corev1.EventTypeWarning) || !strings.Contains(e, "web-abc-1") || !strings.Contains(e, "unexpected end of JSON input")) {
+			t.Errorf("event %q: want a Warning naming the pod and the parse error", e)
+		}
+	}
+	// The annotation fixed: nothing invalid.
+	pod := &corev1.Pod{}
+	if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(f.pods[1]), pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Annotations[gpufracv1.AnnotationApplied] = valid
+	if err := f.c.Update(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	f.run()
+	if n := testutil.ToFloat64(podsRecordInvalid); n != 0 {
+		t.Errorf("after the fix gpufrac_updater_pods_record_invalid = %v, want 0", n)
+	}
+}

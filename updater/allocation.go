@@ -41,7 +41,9 @@ type PodAllocation struct {
 	Containers map[string]Alloc
 	// Record is the parsed applied record, nil when absent or invalid.
 	Record *gpufracv1.AppliedRecord
-	// RecordError is set when the pod carries an applied record that does not parse.
+	// RecordError is set when the pod carries an applied record that does not parse:
+	// Containers are then read as without a record, and Evaluate never shrinks the pod
+	// (SkipRecordInvalid).
 	RecordError error
 }
 
@@ -53,8 +55,10 @@ type PodAllocation struct {
 // init containers that run to completion are never read (cfg.GPUMemoryBytes, and 1000 milli of compute where the
 // backend writes compute). For the device-plugin backends (nvidia-timeslicing,
 // nvidia-mps) a record of another backend is ignored: that pod is not on the plan's shared
-// GPUs, so it holds a whole GPU unless bt's own fields say otherwise. cfg must have
-// defaults applied; an unknown backend type reads no fields.
+// GPUs, so it holds a whole GPU unless bt's own fields say otherwise. A record that does
+// not parse is RecordError and read as absent (the fields, else a whole GPU, may
+// overstate what the pod holds: Evaluate holds its shrinks). cfg must have defaults
+// applied; an unknown backend type reads no fields.
 func ReadAllocation(pod *corev1.Pod, bt gpufracv1.BackendType, cfg backend.Config, memoryOverhead int64) PodAllocation {
 	out := PodAllocation{Containers: map[string]Alloc{}}
 	rec, err := gpufracv1.ParseApplied(pod.Annotations)

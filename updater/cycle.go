@@ -67,7 +67,7 @@ func (u *Updater) newCycle(ctx context.Context, now time.Time) *cycle {
 // planAll plans every autoscaler that is not being deleted and collects the candidates
 // and the pods out of date. It returns the first listing error.
 func (u *Updater) planAll(ctx context.Context, cy *cycle, gfas []gpufracv1.GPUFractionAutoscaler) error {
-	outOfDate, mismatched := 0, 0
+	outOfDate, mismatched, invalid := 0, 0, 0
 	for i := range gfas {
 		gfa := &gfas[i]
 		cy.seen[gfa.UID] = true
@@ -91,9 +91,11 @@ func (u *Updater) planAll(ctx context.Context, cy *cycle, gfas []gpufracv1.GPUFr
 		cy.cands = append(cy.cands, p.cands...)
 		outOfDate += int(p.st.PodsOutOfDate)
 		mismatched += p.mismatched
+		invalid += len(p.invalidRecords)
 	}
 	podsOutOfDate.Set(float64(outOfDate))
 	podsMismatched.Set(float64(mismatched))
+	podsRecordInvalid.Set(float64(invalid))
 	return nil
 }
 
@@ -138,6 +140,9 @@ type plan struct {
 	// mismatchMsg says which (checkAdmitted; "" when none).
 	mismatched  int
 	mismatchMsg string
+	// invalidRecords are the plan's pods whose applied record does not parse, by name,
+	// with the parse error (invalidRecordsOf).
+	invalidRecords map[string]error
 	// unplaceable is set when a pod was kept this cycle because its replacement could
 	// not be placed.
 	unplaceable bool
@@ -209,6 +214,7 @@ func (u *Updater) plan(ctx context.Context, cy *cycle, gfa *gpufracv1.GPUFractio
 	p.guard, p.guardMsg = gpufracv1.GuardrailOf(p.gfr)
 	p.readAllocations(u.Config.Backend)
 	p.mismatchMsg = p.checkAdmitted(u.Config.Backend)
+	p.invalidRecords = invalidRecordsOf(p.pods, p.allocs)
 	u.verifyShrink(ctx, p, now)
 	if p.mode != gpufracv1.UpdateModeOff && p.mode != "" {
 		u.oomFloors(ctx, p, cy.podsByNS, now)

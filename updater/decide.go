@@ -94,7 +94,8 @@ type PodFacts struct {
 //   - memory used up (an out-of-memory exit, or an observed peak at or above the
 //     allocation) and below the target by any amount → grow (protective);
 //   - above the upper bound, or (older than MinPodAge) above the target by Threshold
-//     or more → shrink, unless the guardrail holds or is breached, the recommender's
+//     or more → shrink, unless the pod's applied record does not parse
+//     (alloc.RecordError: what it holds is unknown), the guardrail holds or is breached, the recommender's
 //     data are incomplete, the floor is above the target, or (compute) a GPU horizontal
 //     autoscaler holds compute;
 //   - below the rollback floor → grow (rollback), whatever the recommendation says: the
@@ -120,6 +121,7 @@ func Evaluate(alloc PodAllocation, targets map[string]contract.Target, facts Pod
 			continue
 		}
 		for _, x := range resourcesOf(name, alloc.Containers[name], t, r) {
+			x.recordInvalid = alloc.RecordError
 			if x.controlled && x.applied >= 0 && x.tgt >= 0 {
 				n.add(x.compare(t, facts, r, &h), r.UrgentGrowth)
 			}
@@ -155,6 +157,9 @@ type resourceCheck struct {
 	format               func(int64) string
 	// holdShrink holds a shrink (compute while a GPU horizontal autoscaler scales).
 	holdShrink bool
+	// recordInvalid is the parse error of the pod's applied record (nil: none): applied
+	// was read without it and may overstate what the pod holds, so no shrink.
+	recordInvalid error
 }
 
 // resourcesOf returns the memory and compute checks of container name.
@@ -271,11 +276,13 @@ func (x resourceCheck) belowFloor(v *verdict, recommended int64) {
 	v.rollback, v.outOfBounds = true, true
 }
 
-// shrinkHeld returns the skip reason and the note of a shrink that is held: the
-// guardrail, incomplete data, a target below the floor, or compute held; "" when it may
-// go ahead.
+// shrinkHeld returns the skip reason and the note of a shrink that is held: an applied
+// record that does not parse, the guardrail, incomplete data, a target below the floor,
+// or compute held; "" when it may go ahead.
 func (x resourceCheck) shrinkHeld(r Rules, recommended int64) (string, string) {
 	switch {
+	case x.recordInvalid != nil:
+		return SkipRecordInvalid, " (its " + gpufracv1.AnnotationApplied + " record does not parse: what it holds is unknown, no shrinking)"
 	case r.Guardrail != gpufracv1.GuardrailNone:
 		return SkipGuardrail, " (latency guardrail active: no shrinking)"
 	case r.IncompleteData != "":

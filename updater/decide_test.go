@@ -1,6 +1,7 @@
 package updater
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -57,6 +58,10 @@ func TestEvaluateDecisionTable(t *testing.T) {
 		{name: "compute below lower bound", alloc: podAlloc(2*gi, 100), facts: young, rules: base, grow: true, reason: "compute 100m below lower bound 200m"},
 		{name: "whole GPU without fraction: shrink", alloc: PodAllocation{Containers: map[string]Alloc{"main": {Memory: 80 * gi, Compute: 1000, Source: SourceWholeGPU}}}, facts: young, rules: base, shrink: true},
 		{name: "grow and shrink at once", alloc: podAlloc(gi, 900), facts: young, rules: base, grow: true, shrink: true},
+		{name: "applied record does not parse: whole GPU read, shrink held", alloc: PodAllocation{Containers: map[string]Alloc{"main": {Memory: 80 * gi, Compute: 1000, Source: SourceWholeGPU}},
+			RecordError: errors.New("unexpected end of JSON input")}, facts: old, rules: base, held: SkipRecordInvalid, reason: "does not parse"},
+		{name: "applied record does not parse: growth from the fields applies", alloc: func() PodAllocation { a := podAlloc(gi, 300); a.RecordError = errors.New("x"); return a }(),
+			facts: young, rules: base, grow: true, reason: "below lower bound"},
 		{name: "guardrail near: shrink held", alloc: podAlloc(4*gi, 300), facts: young, rules: with(func(r *Rules) { r.Guardrail = gpufracv1.GuardrailHold }), held: SkipGuardrail},
 		{name: "guardrail breached: growth urgent", alloc: podAlloc(2*gi, 100), facts: young, rules: with(func(r *Rules) { r.Guardrail = gpufracv1.GuardrailBreached }), grow: true, urgent: true},
 		{name: "guardrail breached, young pod, compute 20% below target: protective growth ignores MinPodAge", alloc: podAlloc(2*gi, 240), facts: young, rules: with(func(r *Rules) { r.Guardrail = gpufracv1.GuardrailBreached }), grow: true, urgent: true},

@@ -33,6 +33,10 @@ const (
 	// EventComputeShrinkHeld (Normal, autoscaler): a horizontal autoscaler scales the
 	// workload on GPU utilisation; compute is not shrunk.
 	EventComputeShrinkHeld = "ComputeShrinkHeld"
+	// EventAppliedRecordInvalid (Warning, autoscaler): pods carry an applied record
+	// (gpufrac.io/applied) that does not parse; the note names them with the parse
+	// error. They are never shrunk (SkipRecordInvalid).
+	EventAppliedRecordInvalid = "AppliedRecordInvalid"
 	// EventReplacementUnplaceable (Warning, autoscaler): a pod is kept because its
 	// replacement could not be placed (Placeable); the note says what is missing.
 	EventReplacementUnplaceable = "ReplacementUnplaceable"

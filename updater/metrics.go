@@ -43,6 +43,11 @@ const (
 	// failed or partial read, an exporter down, no samples while running, every sample
 	// filtered: contract.IncompleteData), so what the pod uses now is unknown.
 	SkipMetricsUnavailable = "metrics-unavailable"
+	// SkipRecordInvalid: the pod is too large by what it was read to hold, but its
+	// applied record (gpufrac.io/applied) does not parse, so what the webhook wrote into
+	// it is unknown (ReadAllocation read the backend fields, or a whole GPU): never
+	// shrunk for it (gpufrac_updater_pods_record_invalid, AppliedRecordInvalid event).
+	SkipRecordInvalid = "record-invalid"
 	// SkipBelowFloor: shrinking to the target would go below the rollback floor.
 	SkipBelowFloor = "below-floor"
 	// SkipAwaitingFloor: a rollback floor was raised this cycle and is not yet in the
@@ -111,6 +116,7 @@ var (
 	cycleDuration      = promreg.Histogram("gpufrac_updater_cycle_duration_seconds", "Duration of one updater cycle, seconds.", prometheus.ExponentialBuckets(0.001, 2, 16))
 	podsOutOfDate      = promreg.Gauge("gpufrac_updater_pods_out_of_date", "Pods whose applied fraction is outside the recommendation's bounds or too far from its target, at the last cycle.")
 	podsMismatched     = promreg.Gauge("gpufrac_updater_pods_fraction_mismatch", "Pods that carry other GPU fraction values than the admission webhook wrote (gpufrac.io/applied), at the last cycle.")
+	podsRecordInvalid  = promreg.Gauge("gpufrac_updater_pods_record_invalid", "Pods of autoscalers whose admission record (gpufrac.io/applied) does not parse, at the last cycle; they are never shrunk.")
 	admissionAvailable = promreg.Gauge("gpufrac_updater_admission_available", "1 when the admission webhook's status Lease was fresh at the last cycle, else 0 (no evictions).")
 )
 

@@ -20,7 +20,7 @@ import (
 func (u *Updater) finish(ctx context.Context, p *plan) error {
 	pending := p.pending()
 	p.report(pending, u.Config.MaxReported)
-	u.recordEvents(p, pending)
+	u.recordEvents(ctx, p, pending)
 	return u.writeStatus(ctx, p)
 }
 
@@ -69,9 +69,10 @@ func (p *plan) report(pending []*candidate, limit int) {
 
 // recordEvents records the autoscaler's events of the cycle: a rollback, and, once
 // while the note stays the same, Off's would-do report, updates blocked, pods that carry
-// other values than admitted (checkAdmitted), the crash-loop deadlock and compute held
-// (replacements unplaceable are noted by placementGate).
-func (u *Updater) recordEvents(p *plan, pending []*candidate) {
+// other values than admitted (checkAdmitted), applied records that do not parse
+// (reportInvalidRecords), the crash-loop deadlock and compute held (replacements
+// unplaceable are noted by placementGate).
+func (u *Updater) recordEvents(ctx context.Context, p *plan, pending []*candidate) {
 	gfa, st := p.gfa, p.st
 	if p.rollback != "" {
 		u.event(gfa, nil, corev1.EventTypeWarning, EventRolledBack, "Rollback", p.rollback)
@@ -93,6 +94,7 @@ func (u *Updater) recordEvents(p *plan, pending []*candidate) {
 	} else {
 		u.forget(gfa, "mismatch")
 	}
+	u.reportInvalidRecords(ctx, p)
 	if p.blockR == "" {
 		u.deadlock(p, pending)
 		u.placementHeld(p, pending)

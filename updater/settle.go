@@ -79,7 +79,7 @@ func (u *Updater) settleReplacements(ctx context.Context, p *plan, now time.Time
 	}
 	for _, rp := range replacements {
 		a := p.allocs[rp.UID]
-		if a.Record == nil && p.recSkip == "" && gfa.Annotations[gpufracv1.AnnotationExclude] != "true" && rp.Annotations[gpufracv1.AnnotationExclude] != "true" {
+		if a.Record == nil && a.RecordError == nil && p.recSkip == "" && gfa.Annotations[gpufracv1.AnnotationExclude] != "true" && rp.Annotations[gpufracv1.AnnotationExclude] != "true" {
 			msg := fmt.Sprintf("replacement pod %s came back without a fraction (the admission webhook left it unchanged; see its FractionNotApplied events): evictions of %s paused for %v", rp.Name, ref, cfg.StuckBackoff)
 			u.stuck[ref] = stuckState{until: now.Add(cfg.StuckBackoff), msg: msg}
 			log.Info("Replacement unchanged; pausing evictions", "pod", rp.Name, "for", cfg.StuckBackoff)
