@@ -1,9 +1,14 @@
 package recommender
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
@@ -61,5 +66,63 @@ func TestMultiGPUAndMissingMemory(t *testing.T) {
 	})
 	if d := dropped(metrics.SignalMemory, metrics.DropNoLabels) - before; d != 4 {
 		t.Errorf("two live cycles: missing_labels += %v, want 4", d)
+	}
+}
+
+// A workload whose pod used two GPUs and then one keeps MultipleGPUs only while the
+// multi-GPU samples are within the history window (HistoryLength, 3 h here), as a
+// recommender restarted then would: once the last of them is older, the evidence no
+// longer shows several GPUs and the recommendation is provided. The pod on two GPUs
+// for the first hour is replaced by one on one GPU (the old pod gone).
+func TestMultipleGPUsClearsWhenEvidenceAgesOut(t *testing.T) {
+	objs := singlePodWorkloads("ml", "multi")
+	h := newEngineHarness(t, objs, metrics.DCGM{})
+	h.rec.Config.HistoryLength = 3 * time.Hour
+	old := podsOf(objs)[0]
+	n := 120 // an hour at 30 s, ending now, on two GPUs
+	addDCGM(t, h.prom, old, "GPU-a", h.now, n, 30000, 0.5)
+	addDCGM(t, h.prom, old, "GPU-b", h.now, n, 20000, 0.5)
+	h.runCycles(t, 1, nil)
+	reason := func() string {
+		c := condition(h.gfr(t, "ml", "multi").Status, gpufracv1.ConditionRecommendationProvided)
+		if c == nil {
+			return ""
+		}
+		return c.Reason + " " + string(c.Status)
+	}
+	if got := reason(); got != ReasonMultipleGPUs+" False" {
+		t.Fatalf("on two GPUs: RecommendationProvided %q, want %s False", got, ReasonMultipleGPUs)
+	}
+	// The replacement runs on one GPU; hourly cycles.
+	multiEnd := h.now
+	pod := &corev1.Pod{}
+	if err := h.c.Get(context.Background(), client.ObjectKeyFromObject(old), pod); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.Delete(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	repl := old.DeepCopy()
+	repl.Name, repl.ResourceVersion, repl.CreationTimestamp = old.Name+"-2", "", metav1.NewTime(h.now)
+	if err := h.c.Create(context.Background(), repl); err != nil {
+		t.Fatal(err)
+	}
+	for hour := 1; hour <= 4; hour++ {
+		h.now = h.now.Add(time.Hour)
+		addDCGM(t, h.prom, repl, "GPU-c", h.now, n, 25000, 0.4)
+		if err := h.rec.RunOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		within := !h.now.Add(-h.rec.Config.HistoryLength).After(multiEnd)
+		got := reason()
+		if within && got != ReasonMultipleGPUs+" False" {
+			t.Errorf("%d h after the last sample on two GPUs (within the %v history): RecommendationProvided %q, want %s False", hour, h.rec.Config.HistoryLength, got, ReasonMultipleGPUs)
+		}
+		if !within && strings.HasPrefix(got, ReasonMultipleGPUs) {
+			t.Errorf("%d h after the last sample on two GPUs (beyond the %v history): still %q", hour, h.rec.Config.HistoryLength, got)
+		}
+	}
+	if st := h.gfr(t, "ml", "multi").Status; len(st.ContainerRecommendations) != 1 || !isTrue(condition(st, gpufracv1.ConditionRecommendationProvided)) {
+		t.Errorf("after the multi-GPU samples aged out: %+v", st.Conditions)
 	}
 }

@@ -128,8 +128,14 @@ type ContainerState struct {
 	// each of its pods (metrics.Series.SharedSamples): upper bounds, not measurements.
 	SharedSamples int
 	// Devices is the most GPUs (or MIG instances) one pod of the container used at
-	// once (metrics.Series.Devices); above 1, its samples are per-device maxima.
+	// once (metrics.Series.Devices); above 1, its samples are per-device maxima. A
+	// count above 1 lasts while its evidence is within the history window: GC sets it
+	// back to 0 (none known) once MultiDeviceAt is older, as a restarted recommender,
+	// which loads that window only, would read it.
 	Devices int
+	// MultiDeviceAt is the latest sample time at which a pod of the container used
+	// several devices (metrics.Series.MultiDeviceAt); zero while Devices ≤ 1.
+	MultiDeviceAt time.Time
 	// MIGProfile is the MIG GPU instance profile the latest samples were read on
 	// (metrics.Series.MIGProfile, e.g. "1g.10gb"); "" when none was seen.
 	MIGProfile string
@@ -385,6 +391,9 @@ func (m *Model) Add(w WorkloadKey, signal metrics.Signal, s metrics.Series) {
 	m.lastSeen[sk] = last
 	st.SharedSamples += s.SharedSamples
 	st.Devices = max(st.Devices, s.Devices)
+	if s.Devices > 1 && s.MultiDeviceAt.After(st.MultiDeviceAt) {
+		st.MultiDeviceAt = s.MultiDeviceAt
+	}
 	if s.MIGProfile != "" && len(s.Samples) > 0 {
 		st.MIGProfile = s.MIGProfile
 	}
@@ -400,12 +409,16 @@ func (m *Model) Forget(w WorkloadKey) {
 	}
 }
 
-// GC forgets per-pod bookkeeping older than the peak window and lastSeen entries of pods
-// not seen for the history length.
+// GC forgets per-pod bookkeeping older than the peak window, lastSeen entries of pods
+// not seen for the history length, and a count of several devices (Devices) whose last
+// evidence (MultiDeviceAt) is older than the history length.
 func (m *Model) GC(now time.Time, history time.Duration) {
 	for _, byName := range m.containers {
 		for _, st := range byName {
 			st.gc(now)
+			if st.Devices > 1 && st.MultiDeviceAt.Before(now.Add(-history)) {
+				st.Devices, st.MultiDeviceAt = 0, time.Time{}
+			}
 		}
 	}
 	for k, t := range m.lastSeen {
