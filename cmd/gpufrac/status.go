@@ -56,6 +56,7 @@ resize window, confidence, and what the updater is blocked on. Installed as kube
 			if len(gfas.Items) == 0 && !all {
 				fmt.Fprintf(cmd.ErrOrStderr(), "no GPUFractionAutoscalers in namespace %s (use -A for all namespaces)\n", ns)
 			}
+			warnInvalidRecords(cmd.ErrOrStderr(), pods.Items)
 			return writeStatus(cmd.OutOrStdout(), gfas.Items, gfrs.Items, pods.Items, time.Now())
 		},
 	}
@@ -63,6 +64,21 @@ resize window, confidence, and what the updater is blocked on. Installed as kube
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "Namespace (default: the kubeconfig context's).")
 	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "All namespaces.")
 	return cmd
+}
+
+// warnInvalidRecords writes one warning line to w per pod (not being deleted) whose
+// gpufrac.io/applied annotation does not parse, with the parse error: such a pod counts
+// as not applied in the table, since the record says which autoscaler applied what.
+func warnInvalidRecords(w io.Writer, pods []corev1.Pod) {
+	for i := range pods {
+		p := &pods[i]
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		if _, err := gpufracv1.ParseApplied(p.Annotations); err != nil {
+			fmt.Fprintf(w, "warning: pod %s/%s: %v; counted as not applied (the updater never shrinks it)\n", p.Namespace, p.Name, err)
+		}
+	}
 }
 
 // applied sums what the admission webhook recorded on a pod: memory in bytes and

@@ -101,3 +101,17 @@ func TestStatusLimitRequest(t *testing.T) {
 		}
 	}
 }
+
+// A pod whose applied record does not parse is named on the warning output with the
+// parse error, not silently counted as not applied; a valid record gives no warning.
+func TestStatusWarnsInvalidRecord(t *testing.T) {
+	pod := func(name, record string) corev1.Pod {
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Annotations: map[string]string{gpufracv1.AnnotationApplied: record}}}
+	}
+	var out bytes.Buffer
+	warnInvalidRecords(&out, []corev1.Pod{pod("good", `{"autoscaler":"web"}`), pod("bad", `{"autoscaler":"web",`)})
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], "pod ns/bad") || !strings.Contains(lines[0], gpufracv1.AnnotationApplied) || !strings.Contains(lines[0], "unexpected end of JSON input") {
+		t.Errorf("warnings %q: want one line naming ns/bad, the annotation and the parse error", out.String())
+	}
+}
