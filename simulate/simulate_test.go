@@ -258,21 +258,22 @@ func TestColdStartThenShrink(t *testing.T) {
 // raises the target at once and the updater grows the pod at the end of the same minute,
 // although it is younger than the minimum lifetime.
 func TestUrgentGrowth(t *testing.T) {
-	mem := append(repeat(20, 70), repeat(30, 20)...)
+	mem := append(repeat(20, 70), repeat(45, 20)...)
 	tr := trace.Trace{Pods: []trace.Pod{pod("a", 0, mem, repeat(0.2, 90))}}
 	res, err := Run(&tr, gpufracOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := res.Policies[0]
-	// Whole GPU in minutes 1-60, 23 GiB from 61, 30 GiB used in minute 71: one overrun
-	// minute, then 30 × 1.15 GiB from minute 72.
+	// Whole GPU in minutes 1-60, a 23 GiB target with a limit of about 30 GiB (the
+	// memoryLimit's floor, 1.5 × the peak) from 61, 45 GiB used in minute 71: one
+	// overrun minute, then at least 45 × 1.15 GiB from minute 72.
 	if g.Replacements != 2 || g.PodLimitOverrunMinutes != 1 || g.PodsWithOverrun != 1 {
 		t.Errorf("replacements %d overrun %v (%d pods), want 2, 1 (1)", g.Replacements, g.PodLimitOverrunMinutes, g.PodsWithOverrun)
 	}
 	ch := res.detail.changes[0][0]
-	if len(ch) != 3 || ch[1].step != 60 || ch[2].step != 71 || ch[2].limit < 30*gib*115/100 {
-		t.Errorf("allocation changes %+v: want whole GPU at 0, a fraction at 60, ≥ 34.5 GiB at 71", ch)
+	if len(ch) != 3 || ch[1].step != 60 || ch[2].step != 71 || ch[2].limit < 45*gib*115/100 {
+		t.Errorf("allocation changes %+v: want whole GPU at 0, a fraction at 60, ≥ 51.75 GiB at 71", ch)
 	}
 
 	// A resize window open 00:00-01:05 lets the shrink at minute 60 through; the growth
