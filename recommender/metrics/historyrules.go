@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -38,7 +39,31 @@ const (
 	// reader of the hourly recordings knows which hours to read from the raw series
 	// instead (RecordedHours). One series per source and hour.
 	HistoryMinutes1h = "gpufrac:history_memory_minutes:max_1h"
+	// HistoryComputeQuantile1h is, per series of HistoryCompute1m, the quantiles of the
+	// same hour's minute means (ratio 0–1 of the device as published): one point per
+	// hour and HistoryQuantileLabel value (HistoryComputeQuantiles), PromQL's
+	// quantile_over_time (linear interpolation between the sorted minute means).
+	HistoryComputeQuantile1h = "gpufrac:pod_device_gpu_compute:quantile_1h"
+	// HistoryComputeMinutes1h is, per series of HistoryCompute1m, how many minute means
+	// the same hour holds (a count, at most HistoryMinutesPerHour): the number of compute
+	// samples the hour's quantiles stand for (ComputeDecileWeights).
+	HistoryComputeMinutes1h = "gpufrac:pod_device_gpu_compute:count_1h"
 )
+
+// HistoryQuantileLabel is the label of HistoryComputeQuantile1h naming its quantile, as
+// strconv.FormatFloat(q, 'f', -1, 64) writes it ("0.1" … "1").
+const HistoryQuantileLabel = "quantile"
+
+// HistoryComputeQuantiles are the quantiles recorded per hour: the deciles 0.1, 0.2, …,
+// 1 (the hour's maximum). Ten points per hour instead of sixty keep the model's compute
+// distribution to within one tenth of the hour's minutes (ComputeDecileWeights).
+var HistoryComputeQuantiles = func() []float64 {
+	q := make([]float64, 10)
+	for k := range q {
+		q[k] = float64(k+1) / 10
+	}
+	return q
+}()
 
 // HistoryMinutesPerHour is the number of minute recordings one hourly recording is made
 // of when no evaluation was missed: HistoryPeakInterval / HistoryRuleInterval (60).
@@ -82,7 +107,11 @@ type HistoryRule struct {
 // HistoryPeakInterval − HistoryRuleInterval/2: exactly 60 of them whether the backend's
 // ranges are closed at the start (Prometheus 2) or open (Prometheus 3), so consecutive
 // hours tile the minute windows without overlap. They are kept at one evaluation per
-// hour: the one where minute() is 0, the group's first of the hour.
+// hour: the one where minute() is 0, the group's first of the hour. Compute is recorded
+// per hour as the deciles of the hour's minute means (HistoryComputeQuantile1h, one rule
+// evaluating every quantile, each with its HistoryQuantileLabel set by label_replace,
+// joined with or) and their count
+// (HistoryComputeMinutes1h).
 func HistoryRules() []HistoryRule {
 	var out []HistoryRule
 	for _, src := range Sources {
@@ -96,9 +125,16 @@ func HistoryRules() []HistoryRule {
 	hour := func(fn, minute string) string {
 		return fmt.Sprintf("%s(%s[%s]) and on () (minute() == 0)", fn, minute, promDuration(HistoryPeakInterval-HistoryRuleInterval/2))
 	}
-	return append(out,
+	out = append(out,
 		HistoryRule{Record: HistoryMemoryMax1h, Expr: hour("max_over_time", HistoryMemoryMax1m)},
 		HistoryRule{Record: HistoryMemoryMin1h, Expr: hour("min_over_time", HistoryMemoryMin1m)},
 		HistoryRule{Record: HistoryMinutes1h, Expr: fmt.Sprintf("max by (%s) (%s)", HistorySourceLabel, hour("count_over_time", HistoryMemoryMax1m))},
 	)
+	deciles := make([]string, len(HistoryComputeQuantiles))
+	for i, q := range HistoryComputeQuantiles {
+		deciles[i] = fmt.Sprintf(`label_replace(quantile_over_time(%s, %s[%s]), %q, %q, "", "")`,
+			quantileLabel(q), HistoryCompute1m, promDuration(HistoryPeakInterval-HistoryRuleInterval/2), HistoryQuantileLabel, quantileLabel(q))
+	}
+	out = append(out, HistoryRule{Record: HistoryComputeQuantile1h, Expr: fmt.Sprintf("(%s) and on () (minute() == 0)", strings.Join(deciles, " or "))})
+	return append(out, HistoryRule{Record: HistoryComputeMinutes1h, Expr: hour("count_over_time", HistoryCompute1m)})
 }

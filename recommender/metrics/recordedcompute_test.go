@@ -1,0 +1,77 @@
+package metrics_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/gpufrac/gpufrac/recommender/metrics"
+)
+
+// promQuantile is PromQL's quantile_over_time of the values: linear interpolation
+// between the sorted values at rank q·(n−1) (promql/quantile.go).
+func promQuantile(q float64, sorted []float64) float64 {
+	rank := q * float64(len(sorted)-1)
+	lo := math.Max(0, math.Floor(rank))
+	hi := math.Min(float64(len(sorted)-1), lo+1)
+	w := rank - math.Floor(rank)
+	return sorted[int(lo)]*(1-w) + sorted[int(hi)]*w
+}
+
+// The recorded deciles, each weighed by ComputeDecileWeights, stochastically dominate
+// the hour's minute means for every count of minutes (a partial hour too) and every
+// shape: at any value, the fed weight at or below it is at most the count of minute
+// means at or below it. So every percentile of the fed samples is at least the raw
+// one's, and the weights add up to the minutes.
+func TestComputeDecileWeightsDominate(t *testing.T) {
+	if w := metrics.ComputeDecileWeights(metrics.HistoryMinutesPerHour); !slices.Equal(w, []int{6, 6, 6, 6, 6, 6, 6, 6, 6, 6}) {
+		t.Errorf("a whole hour's weights %v, want 6 per decile", w)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	shapes := map[string]func(i, n int) float64{
+		"uniform": func(int, int) float64 { return rng.Float64() },
+		"bursty":  func(int, int) float64 { return map[bool]float64{true: 0.95, false: 0.02}[rng.IntN(10) == 0] },
+		"ramp":    func(i, n int) float64 { return float64(i) / float64(n) },
+		"two":     func(i, _ int) float64 { return float64(i % 2) },
+	}
+	for name, shape := range shapes {
+		for n := 1; n <= 2*metrics.HistoryMinutesPerHour; n++ {
+			for trial := 0; trial < 5; trial++ {
+				v := make([]float64, n)
+				for i := range v {
+					v[i] = shape(i, n)
+				}
+				slices.Sort(v)
+				w := metrics.ComputeDecileWeights(n)
+				sum := 0
+				for _, x := range w {
+					sum += x
+				}
+				if sum != n {
+					t.Fatalf("n=%d: weights %v add up to %d", n, w, sum)
+				}
+				dec := make([]float64, len(w))
+				for k, q := range metrics.HistoryComputeQuantiles {
+					dec[k] = promQuantile(q, v)
+				}
+				for _, x := range append(slices.Clone(v), dec...) {
+					fed, raw := 0, 0
+					for k, d := range dec {
+						if d <= x {
+							fed += w[k]
+						}
+					}
+					for _, m := range v {
+						if m <= x {
+							raw++
+						}
+					}
+					if fed > raw {
+						t.Fatalf("%s n=%d: %d fed samples at or below %g, %d minute means (weights %v, deciles %v)", name, n, fed, x, raw, w, dec)
+					}
+				}
+			}
+		}
+	}
+}
