@@ -327,8 +327,9 @@ func (r *Recommender) diagnose(ctx context.Context, d *sourceData, rd *metrics.R
 // peaks of whole aggregation intervals (range; with rec, from the source's recordings
 // where they hold the hour, readRecorded) and of the running one (instant), each with its
 // companions (readMemory), and compute at the cycle interval (range) at the points cpu
-// (none when !cpu.ok) with its copies companion (metrics.CopiesQuery). It returns the
-// first query error.
+// (none when !cpu.ok) with its copies companion (metrics.CopiesQuery; with rec, whole
+// hours from the source's recorded deciles, readCompute). It returns the first query
+// error.
 func (r *Recommender) readData(ctx context.Context, rd *metrics.Reader, src metrics.Source, sel metrics.Selector, from, to time.Time, cpu computeSpan, rec *recordedLoad) (*sourceData, error) {
 	d := &sourceData{src: src}
 	agg := r.model.Options().MemoryAggregationInterval
@@ -355,13 +356,9 @@ func (r *Recommender) readData(ctx context.Context, rd *metrics.Reader, src metr
 	if !cpu.ok {
 		return d, nil
 	}
-	step := r.Config.Interval
-	q := metrics.SplitQuery(sel, plan.cpuDirty, func(s metrics.Selector) string { return src.ComputeQuery(s, step) })
-	compute, err := rd.RangeShared(ctx, metrics.SignalCompute, q, plan.copiesQuery(src, sel, metrics.SignalCompute, step), cpu.first, cpu.last, step)
-	if err != nil {
+	if err := d.readCompute(ctx, rd, sel, plan, rec, cpu, r.Config.Interval); err != nil {
 		return nil, err
 	}
-	d.compute = withWindow(compute, step)
 	return d, nil
 }
 

@@ -161,3 +161,80 @@ func restamped(series []metrics.Series, shift, window time.Duration) []metrics.S
 	}
 	return out
 }
+
+// readCompute reads the compute points cpu of one slice of a load (computePoints) at
+// the cycle interval step: from the raw series (metrics.Source.ComputeQuery, with the
+// copies companion where the plan says copies are possible), or, with rec, where no
+// device held several pods (plan.copies false) and step is the recordings' minute, each
+// whole hour that lies inside the slice's points and that the recordings hold whole
+// (metrics.Reader.RecordedHours) from its recorded deciles (metrics.Reader.RecordedCompute:
+// the hour's minute means stood for by its deciles), the rest raw. A raw point whose
+// window overlaps a recorded hour is not read: the raw grid ends at the load's end, the
+// recorded minutes at the recordings' phase, so up to one minute at each end of a run
+// of recorded hours is read by neither. Every series has its compute in time order, one
+// series per container and source field as one range read returns them. It returns the
+// first query error.
+func (d *sourceData) readCompute(ctx context.Context, rd *metrics.Reader, sel metrics.Selector, plan readPlan, rec *recordedLoad,
+	cpu computeSpan, step time.Duration) error {
+	raw := func(first, last time.Time) ([]metrics.Series, error) {
+		q := metrics.SplitQuery(sel, plan.cpuDirty, func(s metrics.Selector) string { return d.src.ComputeQuery(s, step) })
+		return rd.RangeShared(ctx, metrics.SignalCompute, q, plan.copiesQuery(d.src, sel, metrics.SignalCompute, step), first, last, step)
+	}
+	if rec == nil || plan.copies || step != metrics.HistoryRuleInterval {
+		s, err := raw(cpu.first, cpu.last)
+		d.compute = withWindow(s, step)
+		return err
+	}
+	hour, o := metrics.HistoryPeakInterval, rec.phase
+	// Hours H whose recorded minutes (H + o − 1h, H + o] lie within the points' windows.
+	h0 := cpu.first.Add(-step - o).Add(hour - 1).Truncate(hour).Add(hour)
+	h1 := cpu.last.Add(-o).Truncate(hour)
+	whole := map[int64]bool{}
+	if !h1.Before(h0) {
+		var err error
+		if whole, err = rd.RecordedHours(ctx, d.src, h0.Add(o), h1.Add(o)); err != nil {
+			return err
+		}
+	}
+	var all []metrics.Series
+	next := cpu.first // the first raw point not read yet
+	for h := h0; !h.After(h1); {
+		if !whole[h.Add(o).UnixMilli()] {
+			h = h.Add(hour)
+			continue
+		}
+		last := h
+		for last.Add(hour).Compare(h1) <= 0 && whole[last.Add(hour+o).UnixMilli()] {
+			last = last.Add(hour)
+		}
+		start, end := h.Add(o-hour), last.Add(o) // the run's minutes: (start, end]
+		// Raw points up to the run: each window ends at or before start.
+		if k := start.Sub(next); k >= 0 {
+			upTo := next.Add(k / step * step)
+			s, err := raw(next, upTo)
+			if err != nil {
+				return err
+			}
+			all = append(all, s...)
+		}
+		s, err := rd.RecordedCompute(ctx, d.src, sel, h.Add(o), end)
+		if err != nil {
+			return err
+		}
+		all = append(all, s...)
+		// The first raw point after the run: its window starts at or after end.
+		if k := end.Add(step).Sub(next); k > 0 {
+			next = next.Add((k + step - 1) / step * step)
+		}
+		h = last.Add(hour)
+	}
+	if !next.After(cpu.last) {
+		s, err := raw(next, cpu.last)
+		if err != nil {
+			return err
+		}
+		all = append(all, s...)
+	}
+	d.compute = restamped(all, 0, step)
+	return nil
+}

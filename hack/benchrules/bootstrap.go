@@ -38,6 +38,9 @@ type bootstrapRun struct {
 	wall, promCPU, selfCPU float64 // seconds
 	queries                float64
 	targets                map[string]float64 // memory target (bytes) per autoscaler/container
+	// compute and computeReq: the compute target and the computeRequest (share of one
+	// GPU) per autoscaler/container, where set.
+	compute, computeReq map[string]float64
 	// byKind is the recommender's wait on each kind of query (queryKind): count and
 	// seconds, from its side (all chunks, Prometheus' queueing included).
 	byKind map[string]*kindTime
@@ -84,6 +87,7 @@ var queryKinds = []struct {
 	kind, text string
 	prefix     bool
 }{
+	{kind: "recorded compute (deciles, counts)", text: "gpufrac:pod_device_gpu_compute:"},
 	{kind: "recorded memory (peaks, flatness, whole hours, phase)", text: "gpufrac:"},
 	{kind: "ownership (kube-state-metrics)", text: "kube_pod_owner"},
 	{kind: "ownership (kube-state-metrics)", text: "kube_replicaset_owner"},
@@ -112,7 +116,7 @@ func queryKind(q string) string {
 // (process promPID), reading the raw series and then the recordings
 // (--history-from-recordings), alternately repeats times each, and returns a row per
 // mode (the fastest run's wall time, with the Prometheus and recommender CPU of that
-// run) and one comparing their memory targets.
+// run) and one comparing their memory targets, compute targets and computeRequests.
 func bootstrap(ctx context.Context, base string, promPID int, t trace.Trace, end time.Time, history time.Duration, repeats int) ([]row, error) {
 	objs, err := manifestObjects(t)
 	if err != nil {
@@ -146,7 +150,11 @@ func bootstrap(ctx context.Context, base string, promPID int, t trace.Trace, end
 		rows = append(rows, row{name: name, evalS: b.wall, samples: fmt.Sprintf("%.1f s, %.1f s, %.0f", b.promCPU, b.selfCPU, b.queries),
 			points: thousands(int64(len(b.targets)))})
 	}
-	rows[1].equal = compareTargets(best[false].targets, best[true].targets)
+	rows[1].equal = strings.Join([]string{
+		compareTargets("memory targets", best[false].targets, best[true].targets),
+		compareTargets("compute targets", best[false].compute, best[true].compute),
+		compareTargets("computeRequests", best[false].computeReq, best[true].computeReq),
+	}, "; ")
 	kinds := map[string]bool{}
 	for _, b := range best {
 		for k := range b.byKind {
@@ -187,7 +195,8 @@ func bootstrapOnce(ctx context.Context, papi promv1.API, promPID int, objs []cli
 	if err := rec.RunOnce(ctx); err != nil {
 		return nil, err
 	}
-	r := &bootstrapRun{wall: time.Since(began).Seconds(), selfCPU: selfCPU() - s0, queries: counterSum(metrics.Queries) - q0, targets: map[string]float64{}, byKind: timed.byKind}
+	r := &bootstrapRun{wall: time.Since(began).Seconds(), selfCPU: selfCPU() - s0, queries: counterSum(metrics.Queries) - q0, targets: map[string]float64{},
+		compute: map[string]float64{}, computeReq: map[string]float64{}, byKind: timed.byKind}
 	p1, err := processCPU(promPID)
 	if err != nil {
 		return nil, err
@@ -199,8 +208,15 @@ func bootstrapOnce(ctx context.Context, papi promv1.API, promPID int, objs []cli
 	}
 	for _, g := range gfrs.Items {
 		for _, cr := range g.Status.ContainerRecommendations {
+			key := g.Namespace + "/" + g.Name + "/" + cr.ContainerName
 			if m := cr.Target.Memory; m != nil {
-				r.targets[g.Namespace+"/"+g.Name+"/"+cr.ContainerName] = m.AsApproximateFloat64()
+				r.targets[key] = m.AsApproximateFloat64()
+			}
+			if c := cr.Target.Compute; c != nil {
+				r.compute[key] = c.AsApproximateFloat64()
+			}
+			if c := cr.ComputeRequest; c != nil {
+				r.computeReq[key] = c.AsApproximateFloat64()
 			}
 		}
 	}
@@ -241,12 +257,13 @@ func manifestObjects(t trace.Trace) ([]client.Object, error) {
 	}
 }
 
-// compareTargets says whether the memory targets of the recorded bootstrap are the raw
-// one's (compareWith), how many are higher and lower, and how far apart at most.
-func compareTargets(raw, rec map[string]float64) string {
-	worst, higher, lower := 0.0, 0, 0
+// compareTargets says whether the targets of one kind (what) of the recorded bootstrap
+// are the raw one's (compareWith), how many are higher and lower, and how far apart at
+// most (relative, and as a value).
+func compareTargets(what string, raw, rec map[string]float64) string {
+	worst, worstAbs, higher, lower := 0.0, 0.0, 0, 0
 	eq := compareWith(raw, rec, func(w, g float64) bool {
-		worst = math.Max(worst, math.Abs(g-w)/w)
+		worst, worstAbs = math.Max(worst, math.Abs(g-w)/w), math.Max(worstAbs, math.Abs(g-w))
 		switch {
 		case g > w:
 			higher++
@@ -255,7 +272,7 @@ func compareTargets(raw, rec map[string]float64) string {
 		}
 		return w == g
 	})
-	return fmt.Sprintf("memory targets %s (%d higher, %d lower; at most %.2f %% apart)", eq, higher, lower, 100*worst)
+	return fmt.Sprintf("%s %s (%d higher, %d lower; at most %.2f %% or %.4g apart)", what, eq, higher, lower, 100*worst, worstAbs)
 }
 
 // counterSum returns the sum of every series of a counter vector.

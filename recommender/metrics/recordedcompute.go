@@ -1,8 +1,14 @@
 package metrics
 
 import (
+	"context"
+	"fmt"
 	"math"
+	"slices"
 	"strconv"
+	"time"
+
+	"github.com/prometheus/common/model"
 )
 
 // Reading a history load's hourly compute from the gpufrac-history recordings: the
@@ -39,3 +45,84 @@ func ComputeDecileWeights(n int) []int {
 
 // quantileLabel is the HistoryQuantileLabel value of a recorded quantile.
 func quantileLabel(q float64) string { return strconv.FormatFloat(q, 'f', -1, 64) }
+
+// RecordedCompute reads the source's hourly compute recordings at the recording times
+// from, from + HistoryPeakInterval, …, to (at the recordings' phase, RecordingPhase) and
+// returns, per container, the samples the compute histogram takes for each recorded
+// hour: its n minute means (HistoryComputeMinutes1h) stood for by the deciles
+// (HistoryComputeQuantile1h), decile k repeated ComputeDecileWeights(n)[k] times, in
+// ascending order, one per HistoryRuleInterval at the last n minute ends of the hour
+// (the latest at the recording time), as the raw read's minute means are stamped. The
+// labels and units are the raw compute read's (Source.ComputeQuery), so decode's device,
+// MIG and Allocation handling apply unchanged; no copied device value is marked (the
+// caller reads raw wherever copies are possible). An hour without a count or with a
+// decile missing gives nothing. Query errors are returned.
+//
+// Ascending order within the hour puts the higher values at the later times, where the
+// decaying histogram weighs them slightly more: the fed distribution still dominates the
+// raw one's (ComputeDecileWeights) with the decay, when the raw points lie on the same
+// minute ends.
+func (r *Reader) RecordedCompute(ctx context.Context, src Source, sel Selector, from, to time.Time) ([]Series, error) {
+	read := func(name string) (model.Matrix, error) {
+		return r.rangeMatrix(ctx, fmt.Sprintf("max without (%s) (%s)", HistorySourceLabel, recorded(name, src, sel)), from, to, HistoryPeakInterval)
+	}
+	deciles, err := read(HistoryComputeQuantile1h)
+	if err != nil {
+		return nil, err
+	}
+	counts, err := read(HistoryComputeMinutes1h)
+	if err != nil {
+		return nil, err
+	}
+	at := map[float64]int{}
+	for k, q := range HistoryComputeQuantiles {
+		at[q] = k
+	}
+	// values[series][hour][decile]
+	values := map[model.Fingerprint]map[model.Time][]float64{}
+	for _, s := range deciles {
+		q, err := strconv.ParseFloat(string(s.Metric[HistoryQuantileLabel]), 64)
+		k, ok := at[q]
+		if err != nil || !ok {
+			continue
+		}
+		m := s.Metric.Clone()
+		delete(m, HistoryQuantileLabel)
+		fp := m.Fingerprint()
+		if values[fp] == nil {
+			values[fp] = map[model.Time][]float64{}
+		}
+		for _, p := range s.Values {
+			if values[fp][p.Timestamp] == nil {
+				values[fp][p.Timestamp] = make([]float64, len(HistoryComputeQuantiles))
+				for i := range values[fp][p.Timestamp] {
+					values[fp][p.Timestamp][i] = math.NaN()
+				}
+			}
+			values[fp][p.Timestamp][k] = float64(p.Value)
+		}
+	}
+	minute := model.Time(HistoryRuleInterval.Milliseconds())
+	var m model.Matrix
+	for _, c := range counts {
+		out := &model.SampleStream{Metric: c.Metric}
+		for _, p := range c.Values {
+			dec, n := values[c.Metric.Fingerprint()][p.Timestamp], int(p.Value)
+			if dec == nil || slices.ContainsFunc(dec, math.IsNaN) || n <= 0 {
+				continue
+			}
+			n = min(n, HistoryMinutesPerHour)
+			t := p.Timestamp - model.Time(n-1)*minute
+			for k, w := range ComputeDecileWeights(n) {
+				for range w {
+					out.Values = append(out.Values, model.SamplePair{Timestamp: t, Value: model.SampleValue(dec[k])})
+					t += minute
+				}
+			}
+		}
+		if len(out.Values) > 0 {
+			m = append(m, out)
+		}
+	}
+	return r.decode(SignalCompute, m, nil), nil
+}
