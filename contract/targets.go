@@ -36,8 +36,10 @@ type Target struct {
 	// at most 1000 (a request above one GPU is one GPU);
 	// -1 when the recommendation has none, compute is not controlled, or the
 	// recommendation partitions compute (then Compute is reserved and enforced). The
-	// updater never replaces a pod for it: a new request reaches the pods as they are
-	// created or replaced for another reason.
+	// updater replaces a pod for it only when it has grown by
+	// updater.Config.ComputeRequestGrowth over the request the pod was placed with;
+	// otherwise a new request reaches the pods as they are created or replaced for
+	// another reason.
 	ComputeRequest int64
 	// PeakMemory is the recent observed memory peak, bytes (-1: unknown).
 	PeakMemory int64

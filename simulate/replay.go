@@ -74,7 +74,8 @@ func newReplay(tr *trace.Trace, opts Options) (*replay, error) {
 		stepMin: step.Minutes(), windows: windows,
 		// The updater's per-pod rules, as cmd/updater sets them from its flags.
 		rules: updater.Rules{Threshold: opts.Updater.ChangeThreshold, MinPodAge: opts.Updater.MinLifetime,
-			NearLimit: opts.Updater.NearLimit, UrgentGrowth: *opts.Updater.UrgentGrowth},
+			NearLimit: opts.Updater.NearLimit, UrgentGrowth: *opts.Updater.UrgentGrowth,
+			ComputeRequestGrowth: opts.Updater.ComputeRequestGrowth},
 		replicas: make([]int, len(tl.workloads)),
 	}
 	if err := rp.addPolicies(); err != nil {
@@ -297,6 +298,9 @@ func (rp *replay) written(dec decision) grant {
 		limitMiB := max(targetMiB, (dec.target.MemoryLimit+backend.MiB-1)/backend.MiB)
 		g := hardGrant(packing.Alloc{MemoryBytes: min(limitMiB*backend.MiB, rp.capacity), ComputeMilli: dec.want.ComputeMilli})
 		g.record = dec.want.MemoryBytes
+		if !dec.target.ControlsCompute && dec.target.ComputeRequest > 0 {
+			g.request = dec.target.ComputeRequest // writtenComputeRequest, as the annotations backend writes it
+		}
 		if rp.opts.Annotations.MemoryRequest == backend.AnnotationsMemoryRequestObservedPeak {
 			g.alloc.MemoryBytes = backend.ObservedPeakRequestMiB(limitMiB*backend.MiB, peak, rp.capacity) * backend.MiB
 		}

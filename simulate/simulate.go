@@ -61,6 +61,8 @@ const (
 	DefaultChangeThreshold = updater.DefaultThreshold
 	// DefaultNearLimit is updater.DefaultNearLimit.
 	DefaultNearLimit = updater.DefaultNearLimit
+	// DefaultComputeRequestGrowth is updater.DefaultComputeRequestGrowth.
+	DefaultComputeRequestGrowth = updater.DefaultComputeRequestGrowth
 )
 
 // Options configure a simulation. Zero values take the documented defaults.
@@ -127,6 +129,11 @@ type UpdaterOptions struct {
 	// NearLimit is the observed memory peak ÷ allocated memory, ratio, from which memory
 	// growth is protective (updater.Rules.NearLimit; default DefaultNearLimit).
 	NearLimit float64
+	// ComputeRequestGrowth is the rise, ratio, of a time-sliced pod's computeRequest over
+	// the one it was placed with from which it is replaced
+	// (updater.Rules.ComputeRequestGrowth; default DefaultComputeRequestGrowth;
+	// negative: off).
+	ComputeRequestGrowth float64
 	// PersistCycles, PersistFor and MinReplacementInterval are the updater's hysteresis
 	// (updater.Hysteresis; defaults updater.DefaultPersistCycles,
 	// updater.DefaultPersistFor, updater.DefaultMinReplacementInterval; negative
@@ -189,6 +196,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if u.NearLimit <= 0 {
 		u.NearLimit = DefaultNearLimit
+	}
+	if u.ComputeRequestGrowth == 0 {
+		u.ComputeRequestGrowth = DefaultComputeRequestGrowth
 	}
 	if u.PersistCycles <= 0 {
 		u.PersistCycles = updater.DefaultPersistCycles
@@ -373,12 +383,14 @@ type change struct {
 
 // grant is what a pod holds: alloc is what the scheduler packs (the memory request and
 // the compute share), limit the memory above which the pod is out-of-memory killed,
-// bytes; record and compute are what the updater reads as the pod's allocation: the
-// memory of the webhook's applied record (the recommendation's target), bytes, and the
-// compute the backend wrote, milli-GPU (-1: none, never compared).
+// bytes; record, compute and request are what the updater reads as the pod's
+// allocation: the memory of the webhook's applied record (the recommendation's target),
+// bytes, the compute the backend wrote, milli-GPU (-1: none, never compared), and the
+// placement-only compute request it wrote (the record's writtenComputeRequest),
+// milli-GPU (0: none).
 type grant struct {
-	alloc                  packing.Alloc
-	limit, record, compute int64
+	alloc                           packing.Alloc
+	limit, record, compute, request int64
 }
 
 // hardGrant is a grant whose memory is at once request, limit and record.
@@ -497,7 +509,7 @@ func candidates(ps *polState, tl *timeline, alive, replicas []int, k int, window
 		a := ps.applied[i]
 		name := r.id.Container
 		// The updater reads the applied record: the target the pod was given.
-		alloc := updater.PodAllocation{Containers: map[string]updater.Alloc{name: {Memory: a.record, Compute: a.compute}}}
+		alloc := updater.PodAllocation{Containers: map[string]updater.Alloc{name: {Memory: a.record, Compute: a.compute, ComputeRequest: a.request}}}
 		facts := updater.PodFacts{Age: time.Duration(k+1-ps.placedAt[i]) * tl.step}
 		if ps.oomAt[i] >= ps.placedAt[i] {
 			facts.OOM = &updater.Termination{Container: name, Reason: "OOMKilled", OOM: true, FinishedAt: tl.stepEnd(ps.oomAt[i])}

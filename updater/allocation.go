@@ -30,6 +30,10 @@ type Alloc struct {
 	Memory int64
 	// Compute is thousandths of one GPU; -1 when unknown.
 	Compute int64
+	// ComputeRequest is the placement-only compute request the backend wrote for a
+	// time-sliced container (the applied record's writtenComputeRequest), thousandths of
+	// one GPU; 0 when none was written or it is unknown.
+	ComputeRequest int64
 	// Source is where the values come from.
 	Source AllocationSource
 }
@@ -74,6 +78,9 @@ func ReadAllocation(pod *corev1.Pod, bt gpufracv1.BackendType, cfg backend.Confi
 			}
 			if c.Compute != nil {
 				a.Compute = c.Compute.MilliValue()
+			}
+			if c.WrittenComputeRequest != nil {
+				a.ComputeRequest = c.WrittenComputeRequest.MilliValue()
 			}
 			out.Containers[c.Name] = a
 		}

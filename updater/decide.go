@@ -23,6 +23,11 @@ type Rules struct {
 	// NearLimit is the ratio of observed peak memory to applied memory at or above
 	// which memory growth is urgent. Default 0.9.
 	NearLimit float64
+	// ComputeRequestGrowth is Config.ComputeRequestGrowth (0 or negative: off): a
+	// container whose recommended computeRequest is at least (1 + this) × the one it
+	// was placed with, and MinComputeRequestStep more, grows (not urgent; inside the
+	// bounds, so it waits for the hysteresis, but not for MinPodAge).
+	ComputeRequestGrowth float64
 	// UrgentGrowth allows protective growth outside resize windows
 	// (spec.updatePolicy.urgentGrowth, default true).
 	UrgentGrowth bool
@@ -126,11 +131,32 @@ func Evaluate(alloc PodAllocation, targets map[string]contract.Target, facts Pod
 				n.add(x.compare(t, facts, r, &h), r.UrgentGrowth)
 			}
 		}
+		if msg := computeRequestGrowth(name, alloc.Containers[name], t, r); msg != "" {
+			n.add(verdict{grow: []string{msg}}, r.UrgentGrowth)
+		}
 	}
 	if !n.Needed() && h.reason != "" {
 		n.HeldReason, n.HeldMessage = h.reason, strings.Join(h.msgs, "; ")
 	}
 	return n
+}
+
+// computeRequestGrowth returns why container name's pod is out of date for its compute
+// request (Rules.ComputeRequestGrowth), or "". A time-sliced container reserves no
+// compute, only a placement request (contract.Target.ComputeRequest): the scheduler
+// summed the request the pod was placed with (a.ComputeRequest) to keep its GPU's
+// co-tenants within the contention budget. Once the recommended request has grown by
+// the ratio, the GPU carries more load than it was packed for, and replacing the pod
+// places it again by its current request. A smaller request never replaces a pod: it
+// frees no GPU by itself.
+func computeRequestGrowth(name string, a Alloc, t contract.Target, r Rules) string {
+	if r.ComputeRequestGrowth <= 0 || a.ComputeRequest <= 0 || t.ComputeRequest <= 0 {
+		return ""
+	}
+	if float64(t.ComputeRequest) < float64(a.ComputeRequest)*(1+r.ComputeRequestGrowth) || t.ComputeRequest-a.ComputeRequest < MinComputeRequestStep {
+		return ""
+	}
+	return fmt.Sprintf("%s: computeRequest %s placed, recommendation %s (+%s)", name, fmtMilli(a.ComputeRequest), fmtMilli(t.ComputeRequest), pct(t.ComputeRequest-a.ComputeRequest, a.ComputeRequest))
 }
 
 // holds collects the shrinks the decision holds: the first reason and every message.

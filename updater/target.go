@@ -146,7 +146,7 @@ func (p *plan) readAllocations(cfg backend.Config) {
 // the autoscaler's urgentGrowth, the compute hold, the guardrail and the floor in force.
 func (p *plan) rules(cfg Config, computeHeld bool) Rules {
 	r := Rules{
-		Threshold: cfg.Threshold, MinPodAge: cfg.MinPodAge, NearLimit: cfg.NearLimit,
+		Threshold: cfg.Threshold, MinPodAge: cfg.MinPodAge, NearLimit: cfg.NearLimit, ComputeRequestGrowth: cfg.ComputeRequestGrowth,
 		UrgentGrowth: urgentGrowth(p.gfa), ComputeShrinkHeld: computeHeld, Guardrail: p.guard,
 		IncompleteData: contract.IncompleteData(p.gfr),
 	}

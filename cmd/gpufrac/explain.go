@@ -104,7 +104,7 @@ func explain(w io.Writer, gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.G
 			fmt.Fprintf(w, "\n          bounds [%s, %s]\n", q(c.LowerBound.Compute), q(c.UpperBound.Compute))
 		}
 		if c.ComputeRequest != nil {
-			fmt.Fprintf(w, "          request %s: the share of one GPU the time-sliced pod reserves for placement, its effective compute at the recommender's --contention-budget, written as the pod's compute request with no limit (the target is not written); the updater never replaces a pod for it\n", q(c.ComputeRequest))
+			fmt.Fprintf(w, "          request %s: the share of one GPU the time-sliced pod reserves for placement, its effective compute at the recommender's --contention-budget, written as the pod's compute request with no limit (the target is not written); the updater replaces a pod for it only when it grew by the updater's --compute-request-growth (25 %%) over the request the pod was placed with\n", q(c.ComputeRequest))
 		}
 		fmt.Fprintf(w, "  sharing %s: %s\n", c.SharingMode, c.SharingModeReason)
 		if line := migLines(c); line != "" {

@@ -130,6 +130,7 @@ func (f *simulateFlags) addPolicyFlags(fl *pflag.FlagSet) {
 	f.recommend.AddFlags(fl, &f.opts.Recommender) // the recommender's estimator and policy flags
 	fl.Int32Var(&f.headroom, "memory-headroom-percent", 15, "gpufrac memory headroom on top of the estimate and the recent peak, percent (the autoscaler's memoryHeadroomPercent)")
 	fl.DurationVar(&f.opts.Updater.MinLifetime, "min-lifetime", simulate.DefaultMinLifetime, "age a pod inside its bounds must reach before it is replaced for being off target, as the updater's --min-pod-age (bounds and protective growth excepted; 0: none)")
+	fl.Float64Var(&f.opts.Updater.ComputeRequestGrowth, "compute-request-growth", simulate.DefaultComputeRequestGrowth, "rise of a time-sliced pod's computeRequest over the one it was placed with (ratio) from which it is replaced, as the updater's --compute-request-growth (negative: off)")
 	fl.Float64Var(&f.opts.Updater.NearLimit, "near-limit", simulate.DefaultNearLimit, "observed memory peak ÷ allocated memory (ratio) from which growth is protective, as the updater's --near-limit")
 	fl.Float64Var(&f.opts.Updater.ReplacementsPerMinute, "replacements-per-minute", simulate.DefaultReplacementsPerMinute, "cluster-wide replacement rate limit (negative: unlimited)")
 	fl.Float64Var(&f.opts.Updater.ChangeThreshold, "change-threshold", simulate.DefaultChangeThreshold, "replace a pod inside its bounds when its allocation differs from the target by this ratio")
