@@ -547,8 +547,15 @@ func TestUpdater(t *testing.T) {
 		run("off reports what it would do", func(t *testing.T) {
 			s := &updScenario{ns: "e2e-upd-off"}
 			updNamespace(t, s.ns, true)
+			// A window that opens twelve hours from now in Berlin, so it is closed
+			// whenever the test runs (a fixed hour failed for the hour it was open).
+			berlin, err := time.LoadLocation("Europe/Berlin")
+			if err != nil {
+				t.Fatal(err)
+			}
+			openHour := (time.Now().In(berlin).Hour() + 12) % 24
 			s.setup(t, gpufracv1.UpdateModeOff, gpufracv1.BackendMPS, 2, func(g *gpufracv1.GPUFractionAutoscaler) {
-				g.Spec.UpdatePolicy.ResizeWindows = []gpufracv1.ResizeWindow{{Schedule: "0 3 * * *", Duration: metav1.Duration{Duration: time.Hour}, TimeZone: "Europe/Berlin"}}
+				g.Spec.UpdatePolicy.ResizeWindows = []gpufracv1.ResizeWindow{{Schedule: fmt.Sprintf("0 %d * * *", openHour), Duration: metav1.Duration{Duration: time.Hour}, TimeZone: "Europe/Berlin"}}
 			})
 			pods := updPods(t, s.ns, "app")
 			st := s.waitStatus(t, 30*time.Second, "would-do report", func(st *gpufracv1.UpdaterStatus) bool { return len(st.Updates) == 2 })
@@ -565,9 +572,8 @@ func TestUpdater(t *testing.T) {
 				t.Errorf("status %+v", st)
 			}
 			next := st.NextWindowStart.In(time.FixedZone("", 0))
-			berlin, _ := time.LoadLocation("Europe/Berlin")
-			if l := next.In(berlin); l.Hour() != 3 || l.Minute() != 0 || time.Until(next) > 24*time.Hour {
-				t.Errorf("next window %v (%v in Berlin), want the next 03:00 Berlin time", next, l)
+			if l := next.In(berlin); l.Hour() != openHour || l.Minute() != 0 || time.Until(next) > 24*time.Hour {
+				t.Errorf("next window %v (%v in Berlin), want the next %02d:00 Berlin time", next, l, openHour)
 			}
 			s.waitEvent(t, updater.EventWouldUpdate, "GPUFractionAutoscaler", "would evict 2 pod(s)")
 			s.unchangedFor(t, 5*time.Second)
