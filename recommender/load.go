@@ -356,7 +356,11 @@ func (r *Recommender) readData(ctx context.Context, rd *metrics.Reader, src metr
 	if !cpu.ok {
 		return d, nil
 	}
-	if err := d.readCompute(ctx, rd, sel, plan, rec, cpu, r.Config.Interval); err != nil {
+	recCompute := rec
+	if !r.Config.HistoryComputeFromRecordings {
+		recCompute = nil // compute read raw (Config.HistoryComputeFromRecordings)
+	}
+	if err := d.readCompute(ctx, rd, sel, plan, recCompute, cpu, r.Config.Interval); err != nil {
 		return nil, err
 	}
 	return d, nil

@@ -55,6 +55,13 @@ type Config struct {
 	// compute, copies and diagnostics, are read from the raw series (recorded.go).
 	// Default false.
 	HistoryFromRecordings bool
+	// HistoryComputeFromRecordings, with HistoryFromRecordings, also reads each whole
+	// hour's compute from its recorded deciles (recorded.go, readCompute) instead of
+	// the raw minute means: about 2.5× cheaper to read, on the safe side, but coarse at
+	// the 90th-percentile target (docs/benchmarks.md, "Results, 2026-12-02: recorded
+	// compute": most compute targets and computeRequests higher, by up to 0.25 of a
+	// GPU). Default false: compute is read raw.
+	HistoryComputeFromRecordings bool
 	// Shard limits this instance to the autoscalers it owns (spec.recommenders and a
 	// namespace selector). The zero value owns every autoscaler that names no
 	// recommender or names "default".

@@ -10,10 +10,7 @@ import (
 	"testing"
 	"time"
 
-	vpautil "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/util"
-
 	"github.com/gpufrac/gpufrac/recommender/estimate"
-	"github.com/gpufrac/gpufrac/recommender/history"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
 	"github.com/gpufrac/gpufrac/recommender/metrics/promtest"
 )
@@ -37,8 +34,8 @@ func recordHistory(t *testing.T, prom *promtest.Server, src metrics.Source, from
 }
 
 // A history load that reads the hourly memory from the gpufrac-history recordings builds
-// the same memory model (history.Model, every container's memory histogram and counts;
-// compute from the recorded deciles: TestHistoryComputeFromRecordingsAtLeastRaw) as one that
+// the same model (history.Model, every container's histograms and counts; compute is
+// read raw unless HistoryComputeFromRecordings, TestHistoryComputeFromRecordingsAtLeastRaw) as one that
 // reads the raw series: where the recordings hold every hour; where the rules were
 // loaded part way through the history (the hours before, and the hour they were loaded
 // in, are read raw); and where one minute evaluation was missed in an hour whose peak
@@ -109,7 +106,7 @@ func TestHistoryFromRecordingsEqualsRaw(t *testing.T) {
 				if raw == nil || raw.MemoryPeaks < 11 {
 					t.Fatalf("%s: raw model %+v, want 11 hours and more of memory peaks", name, raw)
 				}
-				if rec == nil || !reflect.DeepEqual(memoryPart(*raw), memoryPart(*rec)) {
+				if rec == nil || !reflect.DeepEqual(*raw, *rec) {
 					t.Errorf("%s: the model from the recordings differs from the raw one:\nraw      %+v\nrecorded %+v", name, raw, rec)
 				}
 			}
@@ -118,14 +115,6 @@ func TestHistoryFromRecordingsEqualsRaw(t *testing.T) {
 			}
 		})
 	}
-}
-
-// memoryPart is a container's state without what compute samples set (histograms, counts,
-// source, the span of samples seen).
-func memoryPart(st history.ContainerState) history.ContainerState {
-	st.Compute, st.ComputeByHour, st.ComputeHourSamples, st.ComputeHourDays = nil, [history.HoursPerDay]vpautil.Histogram{}, [history.HoursPerDay]int{}, [history.HoursPerDay]bool{}
-	st.ComputeSamples, st.ComputeSource, st.FirstSample, st.LastSample = 0, "", time.Time{}, time.Time{}
-	return st
 }
 
 // A history load that reads whole hours' compute from the recorded deciles
@@ -198,7 +187,7 @@ func TestHistoryComputeFromRecordingsAtLeastRaw(t *testing.T) {
 		models, queries := map[bool]*Recommender{}, map[bool]int{}
 		for _, recorded := range []bool{false, true} {
 			h := newEngineHarness(t, objs, nil)
-			cfg := Config{HistoryLength: 12 * time.Hour, HistoryFromRecordings: recorded}
+			cfg := Config{HistoryLength: 12 * time.Hour, HistoryFromRecordings: recorded, HistoryComputeFromRecordings: recorded}
 			r := New(h.c, &metrics.Reader{API: prom.API(t), Labels: metrics.DefaultLabels}, metrics.DCGM{}, cfg)
 			r.Now = func() time.Time { return now }
 			before := len(prom.Queries())

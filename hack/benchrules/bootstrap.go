@@ -183,7 +183,7 @@ func bootstrapOnce(ctx context.Context, papi promv1.API, promPID int, objs []cli
 		WithStatusSubresource(&gpufracv1.GPUFractionAutoscaler{}, &gpufracv1.GPUFractionRecommendation{}).Build()
 	timed := &timedAPI{API: papi, byKind: map[string]*kindTime{}}
 	rec := recommender.New(cl, &metrics.Reader{API: timed, Labels: metrics.DefaultLabels}, metrics.DCGM{},
-		recommender.Config{HistoryLength: history, HistoryFromRecordings: recorded})
+		recommender.Config{HistoryLength: history, HistoryFromRecordings: recorded, HistoryComputeFromRecordings: recorded})
 	rec.Now = func() time.Time { return end }
 	q0 := counterSum(metrics.Queries)
 	p0, err := processCPU(promPID)
