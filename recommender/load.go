@@ -327,7 +327,7 @@ func (r *Recommender) diagnose(ctx context.Context, d *sourceData, rd *metrics.R
 // peaks of whole aggregation intervals (range; with rec, from the source's recordings
 // where they hold the hour, readRecorded) and of the running one (instant), each with its
 // companions (readMemory), and compute at the cycle interval (range) at the points cpu
-// (none when !cpu.ok) with its copies companion (metrics.CopiesQuery; with rec, whole
+// (none when !cpu.ok) with its copies companion (metrics.CopiesQuery; with rec reading compute, whole
 // hours from the source's recorded deciles, readCompute). It returns the first query
 // error.
 func (r *Recommender) readData(ctx context.Context, rd *metrics.Reader, src metrics.Source, sel metrics.Selector, from, to time.Time, cpu computeSpan, rec *recordedLoad) (*sourceData, error) {
@@ -356,11 +356,7 @@ func (r *Recommender) readData(ctx context.Context, rd *metrics.Reader, src metr
 	if !cpu.ok {
 		return d, nil
 	}
-	recCompute := rec
-	if !r.Config.HistoryComputeFromRecordings {
-		recCompute = nil // compute read raw (Config.HistoryComputeFromRecordings)
-	}
-	if err := d.readCompute(ctx, rd, sel, plan, recCompute, cpu, r.Config.Interval); err != nil {
+	if err := d.readCompute(ctx, rd, sel, plan, rec, cpu, r.Config.Interval); err != nil {
 		return nil, err
 	}
 	return d, nil

@@ -27,6 +27,9 @@ type recordedLoad struct {
 	phase time.Duration
 	// start is the load's start; its first hour is read raw (readRecorded).
 	start time.Time
+	// compute: whole hours' compute is read from the recorded deciles too
+	// (Config.HistoryComputeFromRecordings, readCompute); false: compute is read raw.
+	compute bool
 }
 
 // recordedLoads returns, for a history load of (from, to] with HistoryFromRecordings,
@@ -55,7 +58,7 @@ func (r *Recommender) recordedLoads(ctx context.Context, sel metrics.Selector, f
 			continue
 		}
 		log.V(2).Info("History read from the recordings", "source", src.Name(), "phase", phase)
-		out[src.Name()] = &recordedLoad{phase: phase, start: from}
+		out[src.Name()] = &recordedLoad{phase: phase, start: from, compute: r.Config.HistoryComputeFromRecordings}
 	}
 	return out
 }
@@ -164,7 +167,8 @@ func restamped(series []metrics.Series, shift, window time.Duration) []metrics.S
 
 // readCompute reads the compute points cpu of one slice of a load (computePoints) at
 // the cycle interval step: from the raw series (metrics.Source.ComputeQuery, with the
-// copies companion where the plan says copies are possible), or, with rec, where no
+// copies companion where the plan says copies are possible), or, with rec reading
+// compute (recordedLoad.compute), where no
 // device held several pods (plan.copies false) and step is the recordings' minute, each
 // whole hour that lies inside the slice's points and that the recordings hold whole
 // (metrics.Reader.RecordedHours) from its recorded deciles (metrics.Reader.RecordedCompute:
@@ -180,7 +184,7 @@ func (d *sourceData) readCompute(ctx context.Context, rd *metrics.Reader, sel me
 		q := metrics.SplitQuery(sel, plan.cpuDirty, func(s metrics.Selector) string { return d.src.ComputeQuery(s, step) })
 		return rd.RangeShared(ctx, metrics.SignalCompute, q, plan.copiesQuery(d.src, sel, metrics.SignalCompute, step), first, last, step)
 	}
-	if rec == nil || plan.copies || step != metrics.HistoryRuleInterval {
+	if rec == nil || !rec.compute || plan.copies || step != metrics.HistoryRuleInterval {
 		s, err := raw(cpu.first, cpu.last)
 		d.compute = withWindow(s, step)
 		return err
