@@ -54,6 +54,18 @@ type Target struct {
 	ControlsMemory, ControlsCompute bool
 }
 
+// PlacedCompute returns the compute a pod of the container is placed by, thousandths of
+// one GPU: the compute target where the recommendation partitions compute and the policy
+// controls it (ControlsCompute: written, reserved and enforced; request false), else the
+// placement-only ComputeRequest of a time-sliced container (request true: no limit);
+// ok is false when there is neither.
+func (t Target) PlacedCompute() (milli int64, request, ok bool) {
+	if t.ControlsCompute && t.Compute >= 0 {
+		return t.Compute, false, true
+	}
+	return t.ComputeRequest, true, t.ComputeRequest > 0
+}
+
 // TargetsOf converts a recommendation's container recommendations into Targets by
 // container name, keeping only containers whose policy mode is not Off (gfa nil: no
 // policies) and, of several recommendations of one name, the first. It returns an empty

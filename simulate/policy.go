@@ -394,11 +394,9 @@ func recDecision(spec *gpufracv1.GPUFractionAutoscalerSpec, rec *gpufracv1.Conta
 		return decision{}
 	}
 	want := packing.Alloc{MemoryBytes: min(t.Memory, capacity)}
-	if t.Compute >= 0 && t.ControlsCompute {
-		want.ComputeMilli = min(t.Compute, 1000)
-	} else if t.ComputeRequest > 0 {
+	if v, _, ok := t.PlacedCompute(); ok {
 		// A time-sliced pod is placed by its compute request (no limit).
-		want.ComputeMilli = t.ComputeRequest
+		want.ComputeMilli = min(v, 1000)
 	}
 	return decision{ok: true, want: want, target: t, full: time.Duration(rec.HistoryHours)*time.Hour >= fullHistory}
 }

@@ -298,8 +298,8 @@ func (rp *replay) written(dec decision) grant {
 		limitMiB := max(targetMiB, (dec.target.MemoryLimit+backend.MiB-1)/backend.MiB)
 		g := hardGrant(packing.Alloc{MemoryBytes: min(limitMiB*backend.MiB, rp.capacity), ComputeMilli: dec.want.ComputeMilli})
 		g.record = dec.want.MemoryBytes
-		if !dec.target.ControlsCompute && dec.target.ComputeRequest > 0 {
-			g.request = dec.target.ComputeRequest // writtenComputeRequest, as the annotations backend writes it
+		if v, request, ok := dec.target.PlacedCompute(); ok && request {
+			g.request = v // writtenComputeRequest, as the annotations backend writes it
 		}
 		if rp.opts.Annotations.MemoryRequest == backend.AnnotationsMemoryRequestObservedPeak {
 			g.alloc.MemoryBytes = backend.ObservedPeakRequestMiB(limitMiB*backend.MiB, peak, rp.capacity) * backend.MiB

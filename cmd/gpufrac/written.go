@@ -64,10 +64,8 @@ func writtenOf(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionR
 	}
 	w.ComputeRequestMilli = total(func(t contract.Target) (int64, bool) { return t.ComputeRequest, t.ComputeRequest > 0 })
 	w.PlacedComputeMilli = total(func(t contract.Target) (int64, bool) {
-		if t.ControlsCompute && t.Compute >= 0 {
-			return t.Compute, true
-		}
-		return t.ComputeRequest, t.ComputeRequest > 0
+		v, _, ok := t.PlacedCompute()
+		return v, ok
 	})
 	return w
 }
