@@ -24,9 +24,9 @@ const (
 	// DefaultComputeRequestGrowth is Config.ComputeRequestGrowth: 0.25. Measured with
 	// gpufrac simulate (docs/benchmarks/savings.md, "Replacing a pod whose compute
 	// request grew"): on the 4-day synthetic traces at 141 GiB it took the runs over
-	// 1.5 % compute contention from 6 to 3 of 60 (seeds 1–30, the worst from 2.05 % to
-	// 1.60 %) for 0.7–1.2 % more GPU-minutes, with GenTD26 unchanged; 0.1 did the same
-	// with more replacements, 0.5 less.
+	// 1.5 % compute contention from 6 to 2 of 60 (seeds 1–30, the worst from 2.05 % to
+	// 1.60 %) for 0.7 % more GPU-minutes there, with GenTD26 after 12 h unchanged; on
+	// seeds 1–12, 0.1 left as many runs over, 0.5 more.
 	DefaultComputeRequestGrowth = 0.25
 	// MinComputeRequestStep is the least rise, milli-GPU, of a compute request that
 	// ComputeRequestGrowth counts (2 % of a GPU), so that a small request moving by a
