@@ -133,6 +133,44 @@ var Incomplete = prometheus.NewCounterVec(prometheus.CounterOpts{
 // Mimir and Cortex do this when a store is down), so it is never decided from.
 var ErrPartialResponse = errors.New("partial response")
 
+// ErrSampleOutsideQuery is matched (errors.Is) by the error a query returns when its
+// answer holds a sample stamped more than MaxSampleSkew outside the time the query
+// evaluated (before its start or after its end; a range query's one step more). Such an
+// answer comes from no conforming backend: a proxy or clock that rewrote timestamps, or
+// a vector sample without its value (decoded at time 0 as 0). A sample from the future
+// would hide every later sample of its container from the history (history.Model.Add
+// skips samples not newer than the last one seen), and a zero is no data, so the whole
+// answer is refused like a malformed one: the cycle keeps the last recommendations.
+var ErrSampleOutsideQuery = errors.New("sample stamped outside the query's time")
+
+// MaxSampleSkew is how far outside the evaluated time a sample may be stamped before its
+// answer is refused (ErrSampleOutsideQuery): Prometheus' default lookback delta, 5
+// minutes. Prometheus and Thanos stamp samples at the evaluation times exactly;
+// VictoriaMetrics and Mimir may shift a range query's start and end to its step (allowed
+// besides), and VictoriaMetrics evaluates queries near now up to its
+// -search.latencyOffset (30 s) earlier.
+const MaxSampleSkew = 5 * time.Minute
+
+// outsideQuery returns an ErrSampleOutsideQuery error for the first sample of m stamped
+// more than MaxSampleSkew plus step before start or after end, or nil. A zero start
+// (an instant query at the backend's now) checks nothing.
+func outsideQuery(kind, query string, m model.Matrix, start, end time.Time, step time.Duration) error {
+	if start.IsZero() {
+		return nil
+	}
+	lo, hi := model.TimeFromUnixNano(start.Add(-MaxSampleSkew-step).UnixNano()), model.TimeFromUnixNano(end.Add(MaxSampleSkew+step).UnixNano())
+	for _, s := range m {
+		for _, p := range s.Values {
+			if p.Timestamp < lo || p.Timestamp > hi {
+				Queries.WithLabelValues(kind, "error").Inc()
+				return fmt.Errorf("prometheus %s query %q: series %s has a sample stamped %s, outside the evaluated time [%s, %s] (a proxy or clock that rewrote timestamps, or a sample without a value); answer refused: %w",
+					kind, query, s.Metric, p.Timestamp.Time().UTC().Format(time.RFC3339), start.UTC().Format(time.RFC3339), end.UTC().Format(time.RFC3339), ErrSampleOutsideQuery)
+			}
+		}
+	}
+	return nil
+}
+
 // PartialResponseError is a successful answer that carried warnings.
 type PartialResponseError struct {
 	// Query is the PromQL sent.
@@ -208,17 +246,24 @@ func (r *Reader) Vector(ctx context.Context, query string, ts time.Time) (model.
 	if err := partial("instant", query, warnings); err != nil {
 		return nil, err
 	}
-	Queries.WithLabelValues("instant", "ok").Inc()
 	if len(infos) > 0 {
 		klog.FromContext(ctx).V(2).Info("Prometheus infos", "query", query, "infos", infos)
 	}
+	var vec model.Vector
 	switch val := v.(type) {
 	case model.Vector:
-		return val, nil
+		vec = val
 	case *model.Scalar:
-		return model.Vector{{Metric: model.Metric{}, Value: val.Value, Timestamp: val.Timestamp}}, nil
+		vec = model.Vector{{Metric: model.Metric{}, Value: val.Value, Timestamp: val.Timestamp}}
+	default:
+		Queries.WithLabelValues("instant", "ok").Inc()
+		return nil, fmt.Errorf("prometheus query %q: want a vector, got %s", query, typeOf(v))
 	}
-	return nil, fmt.Errorf("prometheus query %q: want a vector, got %s", query, typeOf(v))
+	if err := outsideQuery("instant", query, toMatrix(vec), ts, ts, 0); err != nil {
+		return nil, err
+	}
+	Queries.WithLabelValues("instant", "ok").Inc()
+	return vec, nil
 }
 
 // Instant runs an instant query at ts and returns one series per container, each with one
@@ -377,11 +422,15 @@ func (r *Reader) rangeMatrix(ctx context.Context, query string, start, end time.
 		if err := partial("range", query, warnings); err != nil {
 			return nil, err
 		}
-		Queries.WithLabelValues("range", "ok").Inc()
 		m, ok := v.(model.Matrix)
 		if !ok {
+			Queries.WithLabelValues("range", "ok").Inc()
 			return nil, fmt.Errorf("prometheus range query %q: want a matrix, got %s", query, typeOf(v))
 		}
+		if err := outsideQuery("range", query, m, from, to, step); err != nil {
+			return nil, err
+		}
+		Queries.WithLabelValues("range", "ok").Inc()
 		for _, st := range m {
 			if first := bySeries[st.Metric.Fingerprint()]; first != nil {
 				first.Values = append(first.Values, st.Values...)

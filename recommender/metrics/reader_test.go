@@ -338,3 +338,55 @@ func TestSortByIDKeepsStringOrder(t *testing.T) {
 		t.Errorf("first %s, want a-x/p/c (string order)", out[0].ID)
 	}
 }
+
+// An answer with a sample stamped outside the time the query evaluated is no Prometheus
+// answer (Prometheus and Thanos stamp each sample at an evaluation time; a sample
+// without a value decodes at time 0 as 0): the query fails with ErrSampleOutsideQuery
+// instead of feeding the history a value from the future (which would hide every later
+// sample of the container) or a zero. Stamps within MaxSampleSkew (VictoriaMetrics and
+// Mimir align a range query to its step) are read.
+func TestSamplesOutsideTheQueryAreRefused(t *testing.T) {
+	at := time.Unix(1700000000, 0)
+	sample := func(ts time.Time) string {
+		return fmt.Sprintf(`{"metric":{"namespace":"a","pod":"p","container":"c"},"value":[%d,"1073741824"]}`, ts.Unix())
+	}
+	points := func(ts ...time.Time) string {
+		var pts []string
+		for _, p := range ts {
+			pts = append(pts, fmt.Sprintf(`[%d,"0.5"]`, p.Unix()))
+		}
+		return `{"metric":{"namespace":"a","pod":"p","container":"c"},"values":[` + strings.Join(pts, ",") + `]}`
+	}
+	vec := func(s string) string {
+		return `{"status":"success","data":{"resultType":"vector","result":[` + s + `]}}`
+	}
+	mat := func(s string) string {
+		return `{"status":"success","data":{"resultType":"matrix","result":[` + s + `]}}`
+	}
+	for _, tc := range []struct {
+		name, body string
+		instant    bool
+		refused    bool
+	}{
+		{"instant at the evaluation time", vec(sample(at)), true, false},
+		{"instant a day in the future", vec(sample(at.Add(24 * time.Hour))), true, true},
+		{"instant without a value", vec(`{"metric":{"namespace":"a","pod":"p","container":"c"}}`), true, true},
+		{"instant within the skew", vec(sample(at.Add(-30 * time.Second))), true, false},
+		{"range inside", mat(points(at.Add(-time.Minute), at)), false, false},
+		{"range aligned a step outside", mat(points(at.Add(-31*time.Minute), at.Add(time.Minute))), false, false},
+		{"range with a point in the future", mat(points(at.Add(-time.Minute), at.Add(2*time.Hour))), false, true},
+		{"range with a point at time 0", mat(points(time.Unix(0, 0), at)), false, true},
+	} {
+		r, _ := reader(t, 200, tc.body)
+		var err error
+		var got []Series
+		if tc.instant {
+			got, err = r.Instant(context.Background(), SignalMemory, "q", at)
+		} else {
+			got, err = r.Range(context.Background(), SignalCompute, "q", at.Add(-30*time.Minute), at, time.Minute) // one chunk
+		}
+		if tc.refused != errors.Is(err, ErrSampleOutsideQuery) || (tc.refused && got != nil) || (!tc.refused && (err != nil || len(got) != 1)) {
+			t.Errorf("%s: got %v, %v; want refused %v", tc.name, got, err, tc.refused)
+		}
+	}
+}
