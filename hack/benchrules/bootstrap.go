@@ -20,6 +20,7 @@ import (
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/model"
+	"gonum.org/v1/gonum/stat"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -258,12 +259,16 @@ func manifestObjects(t trace.Trace) ([]client.Object, error) {
 }
 
 // compareTargets says whether the targets of one kind (what) of the recorded bootstrap
-// are the raw one's (compareWith), how many are higher and lower, and how far apart at
-// most (relative, and as a value).
+// are the raw one's (compareWith), how many are higher and lower, how far apart at most
+// (relative, and as a value), and the distribution of the differences recorded − raw
+// (in the targets' unit) over the keys both have: their 50th, 90th and 99th percentiles
+// (stat.Empirical) and their extremes.
 func compareTargets(what string, raw, rec map[string]float64) string {
 	worst, worstAbs, higher, lower := 0.0, 0.0, 0, 0
+	var diffs []float64
 	eq := compareWith(raw, rec, func(w, g float64) bool {
 		worst, worstAbs = math.Max(worst, math.Abs(g-w)/w), math.Max(worstAbs, math.Abs(g-w))
+		diffs = append(diffs, g-w)
 		switch {
 		case g > w:
 			higher++
@@ -272,7 +277,14 @@ func compareTargets(what string, raw, rec map[string]float64) string {
 		}
 		return w == g
 	})
-	return fmt.Sprintf("%s %s (%d higher, %d lower; at most %.2f %% or %.4g apart)", what, eq, higher, lower, 100*worst, worstAbs)
+	out := fmt.Sprintf("%s %s (%d higher, %d lower; at most %.2f %% or %.4g apart)", what, eq, higher, lower, 100*worst, worstAbs)
+	if len(diffs) > 0 {
+		slices.Sort(diffs)
+		out += fmt.Sprintf(" [recorded − raw: min %.4g, p50 %.4g, p90 %.4g, p99 %.4g, max %.4g]", diffs[0],
+			stat.Quantile(0.5, stat.Empirical, diffs, nil), stat.Quantile(0.9, stat.Empirical, diffs, nil),
+			stat.Quantile(0.99, stat.Empirical, diffs, nil), diffs[len(diffs)-1])
+	}
+	return out
 }
 
 // counterSum returns the sum of every series of a counter vector.
