@@ -328,7 +328,7 @@ func (r *Recommender) diagnose(ctx context.Context, d *sourceData, rd *metrics.R
 // where they hold the hour, readRecorded) and of the running one (instant), each with its
 // companions (readMemory), and compute at the cycle interval (range) at the points cpu
 // (none when !cpu.ok) with its copies companion (metrics.CopiesQuery; with rec reading compute, whole
-// hours from the source's recorded deciles, readCompute). It returns the first query
+// hours from the source's recorded quantiles, readCompute). It returns the first query
 // error.
 func (r *Recommender) readData(ctx context.Context, rd *metrics.Reader, src metrics.Source, sel metrics.Selector, from, to time.Time, cpu computeSpan, rec *recordedLoad) (*sourceData, error) {
 	d := &sourceData{src: src}

@@ -56,11 +56,11 @@ type Config struct {
 	// Default false.
 	HistoryFromRecordings bool
 	// HistoryComputeFromRecordings, with HistoryFromRecordings, also reads each whole
-	// hour's compute from its recorded deciles (recorded.go, readCompute) instead of
-	// the raw minute means: about 2.5× cheaper to read, on the safe side, but coarse at
-	// the 90th-percentile target (docs/benchmarks.md, "Results, 2026-12-02: recorded
-	// compute": most compute targets and computeRequests higher, by up to 0.25 of a
-	// GPU). Default false: compute is read raw.
+	// hour's compute from its recorded quantiles (21 and a count per container and hour,
+	// metrics.HistoryComputeQuantiles; recorded.go, readCompute) instead of the raw
+	// minute means: on the safe side (never lower), a little higher (docs/benchmarks.md,
+	// "Results, 2026-12-02: recorded compute, finer quantiles"). Default false: compute
+	// is read raw.
 	HistoryComputeFromRecordings bool
 	// Shard limits this instance to the autoscalers it owns (spec.recommenders and a
 	// namespace selector). The zero value owns every autoscaler that names no

@@ -27,7 +27,7 @@ type recordedLoad struct {
 	phase time.Duration
 	// start is the load's start; its first hour is read raw (readRecorded).
 	start time.Time
-	// compute: whole hours' compute is read from the recorded deciles too
+	// compute: whole hours' compute is read from the recorded quantiles too
 	// (Config.HistoryComputeFromRecordings, readCompute); false: compute is read raw.
 	compute bool
 }
@@ -171,8 +171,8 @@ func restamped(series []metrics.Series, shift, window time.Duration) []metrics.S
 // compute (recordedLoad.compute), where no
 // device held several pods (plan.copies false) and step is the recordings' minute, each
 // whole hour that lies inside the slice's points and that the recordings hold whole
-// (metrics.Reader.RecordedHours) from its recorded deciles (metrics.Reader.RecordedCompute:
-// the hour's minute means stood for by its deciles), the rest raw. A raw point whose
+// (metrics.Reader.RecordedHours) from its recorded quantiles (metrics.Reader.RecordedCompute:
+// the hour's minute means stood for by its quantiles), the rest raw. A raw point whose
 // window overlaps a recorded hour is not read: the raw grid ends at the load's end, the
 // recorded minutes at the recordings' phase, so up to one minute at each end of a run
 // of recorded hours is read by neither. Every series has its compute in time order, one

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -117,14 +118,14 @@ func TestHistoryFromRecordingsEqualsRaw(t *testing.T) {
 	}
 }
 
-// A history load that reads whole hours' compute from the recorded deciles
+// A history load that reads whole hours' compute from the recorded quantiles
 // (gpufrac:pod_device_gpu_compute:quantile_1h, metrics.Reader.RecordedCompute) builds a
 // compute model that is never below the raw one's and close to it: the same sample
 // counts (overall and per hour of the day), every percentile and the effective compute
 // (estimate.Config.ComputeRequest, also by hour of day) at least the raw ones (the fed
-// samples dominate the minute means, metrics.ComputeDecileWeights), and each percentile
+// samples dominate the minute means, metrics.ComputeQuantileWeights), and each percentile
 // p at most the raw percentile p + 0.1 + hours/samples + 2^(1h/half-life) − 1 (the
-// deciles are the hour's own quantiles, one tenth of its minutes apart; PromQL's rank
+// recorded quantiles are the hour's own, at most one tenth of its minutes apart; PromQL's rank
 // floor; the decay within an hour). Pods over 12 hours of 15 s samples: steady, bursty (10 %
 // of minutes near full), a daily ramp, and two that start and end within an hour
 // (partial hours). The load end is on the whole minute, the recordings' phase 0, so the
@@ -218,7 +219,7 @@ func TestHistoryComputeFromRecordingsAtLeastRaw(t *testing.T) {
 			t.Errorf("%s: %d compute samples from the recordings (by hour %v), %d raw (%v)", name, rec.ComputeSamples, rec.ComputeHourSamples, raw.ComputeSamples, raw.ComputeHourSamples)
 		}
 		// Per hour of n minutes, the fed share at or below a value is at least the raw
-		// share less 1/10 + 1/n (decile spacing, PromQL's rank floor); over the load, less
+		// share less 1/10 + 1/n (the deciles' spacing, PromQL's rank floor); over the load, less
 		// 1/10 + hours/samples; the decay of the fed order within an hour adds at most
 		// 2^(1h/half-life) − 1.
 		hours := now.Sub(start).Hours() + 1
@@ -241,4 +242,26 @@ func TestHistoryComputeFromRecordingsAtLeastRaw(t *testing.T) {
 			rec.Compute.Percentile(0.5), rec.Compute.Percentile(0.9), rec.Compute.Percentile(0.99), r, c, c-r, rh, ch)
 	}
 	t.Logf("largest percentile difference %.3f", worst)
+}
+
+// Each compute percentile the model reads (estimate's defaults, and the median and 0.95
+// it reports) is a rank edge of a whole hour: the recorded quantile at p stands for
+// exactly p·60 minutes, and the decaying histogram's later stamps can tip the read past
+// it. A recorded quantile standing for one minute more (metrics.HistoryComputeQuantiles)
+// makes that the next minute of the hour, not the next decile or the hour's maximum.
+func TestComputeQuantilesBesidePercentiles(t *testing.T) {
+	n := metrics.HistoryMinutesPerHour
+	var upTo []int // minutes at or below each recorded quantile
+	sum := 0
+	for _, w := range metrics.ComputeQuantileWeights(n) {
+		sum += w
+		upTo = append(upTo, sum)
+	}
+	for _, p := range []float64{estimate.DefaultComputeTargetPercentile, estimate.DefaultComputeLowerPercentile,
+		estimate.DefaultComputeUpperPercentile, 0.5, 0.95} {
+		edge := int(math.Round(p * float64(n)))
+		if !slices.Contains(upTo, edge) || !slices.Contains(upTo, edge+1) {
+			t.Errorf("percentile %g: the recorded quantiles %v stand for %v minutes of %d, want %d and %d", p, metrics.HistoryComputeQuantiles, upTo, n, edge, edge+1)
+		}
+	}
 }

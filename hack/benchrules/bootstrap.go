@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -102,6 +103,10 @@ var queryKinds = []struct {
 	{kind: "memory peaks, raw", text: "max_over_time("},
 }
 
+// cpuProfile is the file -cpuprofile names ("" for none): a CPU profile of this process
+// over the last bootstrap from the recordings.
+var cpuProfile string
+
 // queryKind names a query's kind (queryKinds), "other" for none.
 func queryKind(q string) string {
 	for _, k := range queryKinds {
@@ -130,7 +135,21 @@ func bootstrap(ctx context.Context, base string, promPID int, t trace.Trace, end
 	best := map[bool]*bootstrapRun{}
 	for i := range repeats {
 		for _, recorded := range []bool{false, true} {
+			profiled := recorded && i == repeats-1 && cpuProfile != ""
+			if profiled {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return nil, err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return nil, err
+				}
+			}
 			r, err := bootstrapOnce(ctx, promv1.NewAPI(c), promPID, objs, end, history, recorded)
+			if profiled {
+				pprof.StopCPUProfile()
+			}
 			if err != nil {
 				return nil, fmt.Errorf("bootstrap (recordings %v): %w", recorded, err)
 			}

@@ -66,6 +66,7 @@ func main() {
 	flag.StringVar(&o.out, "out", "_out/bench-rules", "working directory (removed first)")
 	flag.BoolVar(&o.reads, "reads", true, "time each bootstrap read, raw and recorded")
 	flag.BoolVar(&o.bootstrap, "bootstrap", false, "time the recommender's history bootstrap reading the raw series and with --history-from-recordings (repeats runs each)")
+	flag.StringVar(&cpuProfile, "cpuprofile", "", "with -bootstrap, write a CPU profile (pprof) of this process over the last bootstrap from the recordings: the recommender's side")
 	flag.BoolVar(&o.dirty, "dirty", false, "add one impossible memory sample (a DCGM blank sentinel) in the namespace: the raw memory reads take the robust form")
 	flag.Parse()
 	o.history = time.Duration(*days) * 24 * time.Hour

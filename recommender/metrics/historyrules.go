@@ -2,6 +2,8 @@ package metrics
 
 import (
 	"fmt"
+	"math"
+	"slices"
 	"strings"
 	"time"
 )
@@ -41,29 +43,59 @@ const (
 	HistoryMinutes1h = "gpufrac:history_memory_minutes:max_1h"
 	// HistoryComputeQuantile1h is, per series of HistoryCompute1m, the quantiles of the
 	// same hour's minute means (ratio 0–1 of the device as published): one point per
-	// hour and HistoryQuantileLabel value (HistoryComputeQuantiles), PromQL's
+	// hour and HistoryQuantileLabel value (HistoryComputeQuantiles: 21), PromQL's
 	// quantile_over_time (linear interpolation between the sorted minute means).
 	HistoryComputeQuantile1h = "gpufrac:pod_device_gpu_compute:quantile_1h"
 	// HistoryComputeMinutes1h is, per series of HistoryCompute1m, how many minute means
 	// the same hour holds (a count, at most HistoryMinutesPerHour): the number of compute
-	// samples the hour's quantiles stand for (ComputeDecileWeights).
+	// samples the hour's quantiles stand for (ComputeQuantileWeights).
 	HistoryComputeMinutes1h = "gpufrac:pod_device_gpu_compute:count_1h"
 )
 
 // HistoryQuantileLabel is the label of HistoryComputeQuantile1h naming its quantile, as
-// strconv.FormatFloat(q, 'f', -1, 64) writes it ("0.1" … "1").
+// strconv.FormatFloat(q, 'f', -1, 64) writes it ("0.1" … "0.99", "1").
 const HistoryQuantileLabel = "quantile"
 
-// HistoryComputeQuantiles are the quantiles recorded per hour: the deciles 0.1, 0.2, …,
-// 1 (the hour's maximum). Ten points per hour instead of sixty keep the model's compute
-// distribution to within one tenth of the hour's minutes (ComputeDecileWeights).
+// HistoryComputeQuantiles are the quantiles recorded per hour, ascending, 21 of them:
+// the deciles 0.1 … 0.8, 0.51, and one per minute rank of the top
+// HistoryComputeTopMinutes of a whole hour's HistoryMinutesPerHour sorted minute means
+// v[0] ≤ … ≤ v[59]: for rank k = 48 … 59, the least hundredth q with q·59 ≥ k (0.82,
+// 0.84, 0.85, 0.87, 0.89, 0.9, 0.92, 0.94, 0.95, 0.97, 0.99, 1), which PromQL
+// interpolates at or just above v[k], so ComputeQuantileWeights gives it the minutes up
+// to rank k. Where the quantiles come from:
+//
+//   - A percentile p that the model reads (estimate's compute percentiles: 0.5, 0.9,
+//     0.95; TestComputeQuantilesBesidePercentiles) is a rank edge of a whole hour: the
+//     quantile p stands for exactly p·60 minutes, and the decaying histogram's later
+//     stamps tip its read to the next recorded quantile above. With deciles alone that
+//     was the hour's maximum for the 0.9 target (docs/benchmarks.md, 2026-12-02);
+//     0.51, 0.92 and 0.97 stand for one minute more than 0.5, 0.9 and 0.95.
+//   - Over many hours the model's percentile is one of the mixture of hours, where an
+//     hour's rank at the raw percentile varies by about ±2 minutes (binomial: √(60·0.9·0.1)
+//     = 2.3), and the effective compute (estimate.Config.ComputeRequest) weighs the top
+//     of the distribution most: every minute rank above 0.8 is recorded, the deciles
+//     below. Measured against the raw model on trace.Synthesize (1,000 pods × 1 day, seed 1;
+//     hold-out 300 × 2 days, seed 2): the 0.9 percentile at most 0.07 (hold-out 0.15)
+//     above raw, median 0.01 (one bucket); the effective compute at most 0.018 above,
+//     against 0.20 and 0.16 with deciles alone.
 var HistoryComputeQuantiles = func() []float64 {
-	q := make([]float64, 10)
-	for k := range q {
-		q[k] = float64(k+1) / 10
+	q := []float64{0.51}
+	for k := 1; k <= 8; k++ {
+		q = append(q, float64(k)/10)
 	}
-	return q
+	top := HistoryMinutesPerHour - 1 // the highest rank, 59
+	for k := top - HistoryComputeTopMinutes + 1; k <= top; k++ {
+		q = append(q, math.Ceil(100*float64(k)/float64(top))/100)
+	}
+	slices.Sort(q)
+	return slices.Compact(q)
 }()
+
+// HistoryComputeTopMinutes is how many of a whole hour's top minute ranks
+// HistoryComputeQuantiles records one quantile each: 12, the minutes above the 0.8
+// decile (ranks 48 … 59 of 60), which hold the model's compute target (0.9), upper
+// bound (0.95) and their spread between hours (HistoryComputeQuantiles).
+const HistoryComputeTopMinutes = 12
 
 // HistoryMinutesPerHour is the number of minute recordings one hourly recording is made
 // of when no evaluation was missed: HistoryPeakInterval / HistoryRuleInterval (60).
@@ -108,7 +140,7 @@ type HistoryRule struct {
 // ranges are closed at the start (Prometheus 2) or open (Prometheus 3), so consecutive
 // hours tile the minute windows without overlap. They are kept at one evaluation per
 // hour: the one where minute() is 0, the group's first of the hour. Compute is recorded
-// per hour as the deciles of the hour's minute means (HistoryComputeQuantile1h, one rule
+// per hour as the quantiles of the hour's minute means (HistoryComputeQuantile1h, one rule
 // evaluating every quantile, each with its HistoryQuantileLabel set by label_replace,
 // joined with or) and their count
 // (HistoryComputeMinutes1h).
@@ -130,11 +162,11 @@ func HistoryRules() []HistoryRule {
 		HistoryRule{Record: HistoryMemoryMin1h, Expr: hour("min_over_time", HistoryMemoryMin1m)},
 		HistoryRule{Record: HistoryMinutes1h, Expr: fmt.Sprintf("max by (%s) (%s)", HistorySourceLabel, hour("count_over_time", HistoryMemoryMax1m))},
 	)
-	deciles := make([]string, len(HistoryComputeQuantiles))
+	quantiles := make([]string, len(HistoryComputeQuantiles))
 	for i, q := range HistoryComputeQuantiles {
-		deciles[i] = fmt.Sprintf(`label_replace(quantile_over_time(%s, %s[%s]), %q, %q, "", "")`,
+		quantiles[i] = fmt.Sprintf(`label_replace(quantile_over_time(%s, %s[%s]), %q, %q, "", "")`,
 			quantileLabel(q), HistoryCompute1m, promDuration(HistoryPeakInterval-HistoryRuleInterval/2), HistoryQuantileLabel, quantileLabel(q))
 	}
-	out = append(out, HistoryRule{Record: HistoryComputeQuantile1h, Expr: fmt.Sprintf("(%s) and on () (minute() == 0)", strings.Join(deciles, " or "))})
+	out = append(out, HistoryRule{Record: HistoryComputeQuantile1h, Expr: fmt.Sprintf("(%s) and on () (minute() == 0)", strings.Join(quantiles, " or "))})
 	return append(out, HistoryRule{Record: HistoryComputeMinutes1h, Expr: hour("count_over_time", HistoryCompute1m)})
 }

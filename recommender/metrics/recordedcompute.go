@@ -12,28 +12,31 @@ import (
 )
 
 // Reading a history load's hourly compute from the gpufrac-history recordings: the
-// deciles of each hour's minute means (HistoryComputeQuantile1h) and how many minute
+// quantiles of each hour's minute means (HistoryComputeQuantile1h) and how many minute
 // means the hour holds (HistoryComputeMinutes1h), fed to the compute histogram as the
-// hour's samples (ComputeDecileWeights) instead of the raw minute means.
+// hour's samples (ComputeQuantileWeights) instead of the raw minute means.
 
-// ComputeDecileWeights returns how many of an hour's n minute means (n ≥ 0) each recorded
-// decile stands for: entry k−1 for the quantile k/10 (HistoryComputeQuantiles), summing
-// to n, so the model counts the samples the raw read would give.
+// ComputeQuantileWeights returns how many of an hour's n minute means (n ≥ 0) each
+// recorded quantile stands for: entry k for HistoryComputeQuantiles[k], summing to n, so
+// the model counts the samples the raw read would give.
 //
-// Each decile takes the minutes up to its own rank, never more: PromQL's
-// quantile_over_time(k/10) interpolates between the sorted means v[0] ≤ … ≤ v[n−1] at
-// rank r = k(n−1)/10 (computed in float64, as PromQL does), so it is at least v[⌊r⌋], at or above ⌊r⌋+1 of the n means. Giving
-// the deciles up to k the weight ⌊k(n−1)/10⌋+1 in all makes the fed distribution's share
-// at or below any value at most the true one's: the fed distribution stochastically
-// dominates the hour's minute means, so every percentile of it, and anything monotone
-// in the percentiles, is at least the raw read's (the safe side). For n a multiple of
-// 10 (a whole hour: 60) every decile weighs n/10.
-func ComputeDecileWeights(n int) []int {
+// Each quantile takes the minutes up to its own rank, never more: PromQL's
+// quantile_over_time(q) interpolates between the sorted means v[0] ≤ … ≤ v[n−1] at rank
+// r = q(n−1) (computed in float64, as PromQL does), so it is at least v[⌊r⌋], at or
+// above ⌊r⌋+1 of the n means. Giving the quantiles up to q the weight ⌊q(n−1)⌋+1 in all
+// makes the fed distribution's share at or below any value at most the true one's: the
+// fed distribution stochastically dominates the hour's minute means, so every
+// percentile of it, and anything monotone in the percentiles, is at least the raw
+// read's (the safe side). A quantile whose rank has the same floor as the one below
+// it weighs 0 (for a whole hour of 60 no recorded quantile does; for fewer minutes
+// some may). For n = 60 the deciles weigh 6 each (0.51 one and 0.6 five) and each of
+// the top HistoryComputeTopMinutes quantiles one minute.
+func ComputeQuantileWeights(n int) []int {
 	w := make([]int, len(HistoryComputeQuantiles))
 	if n <= 0 {
 		return w
 	}
-	below := 0 // minutes at or below the previous decile's rank
+	below := 0 // minutes at or below the previous quantile's rank
 	for k, q := range HistoryComputeQuantiles {
 		// The rank as PromQL computes it, in float64 (0.7·90 is 62.99…, not 63).
 		upTo := min(n, int(math.Floor(q*float64(n-1)))+1)
@@ -43,30 +46,46 @@ func ComputeDecileWeights(n int) []int {
 	return w
 }
 
+// QuantileAtLeast returns a recorded quantile's value (ratio 0–1) raised by 4 units in
+// the last place: PromQL's interpolation v·(1−w) + v·w between two equal minute means
+// can come out up to 1.5 units below them in float64 (three roundings), which would
+// put the fed sample a bucket below the raw one's where the mean lies on a bucket edge
+// of history.ComputeBuckets (DCGM's whole percents: 0.02 is an edge). Raised, the value
+// is never below the minute mean it stands for, and 4 units (about 1e-16 of a GPU)
+// change no bucket otherwise. A value up to 1 is raised to at most 1, the whole device,
+// so that it stays a plausible ratio (Invalid).
+func QuantileAtLeast(v float64) float64 {
+	raised := v
+	for range 4 {
+		raised = math.Nextafter(raised, math.Inf(1))
+	}
+	return math.Min(raised, math.Max(v, 1))
+}
+
 // quantileLabel is the HistoryQuantileLabel value of a recorded quantile.
 func quantileLabel(q float64) string { return strconv.FormatFloat(q, 'f', -1, 64) }
 
 // RecordedCompute reads the source's hourly compute recordings at the recording times
 // from, from + HistoryPeakInterval, …, to (at the recordings' phase, RecordingPhase) and
 // returns, per container, the samples the compute histogram takes for each recorded
-// hour: its n minute means (HistoryComputeMinutes1h) stood for by the deciles
-// (HistoryComputeQuantile1h), decile k repeated ComputeDecileWeights(n)[k] times, in
+// hour: its n minute means (HistoryComputeMinutes1h) stood for by the quantiles
+// (HistoryComputeQuantile1h), quantile k repeated ComputeQuantileWeights(n)[k] times, in
 // ascending order, one per HistoryRuleInterval at the last n minute ends of the hour
 // (the latest at the recording time), as the raw read's minute means are stamped. The
 // labels and units are the raw compute read's (Source.ComputeQuery), so decode's device,
 // MIG and Allocation handling apply unchanged; no copied device value is marked (the
 // caller reads raw wherever copies are possible). An hour without a count or with a
-// decile missing gives nothing. Query errors are returned.
+// quantile missing gives nothing. Query errors are returned.
 //
 // Ascending order within the hour puts the higher values at the later times, where the
 // decaying histogram weighs them slightly more: the fed distribution still dominates the
-// raw one's (ComputeDecileWeights) with the decay, when the raw points lie on the same
+// raw one's (ComputeQuantileWeights) with the decay, when the raw points lie on the same
 // minute ends.
 func (r *Reader) RecordedCompute(ctx context.Context, src Source, sel Selector, from, to time.Time) ([]Series, error) {
 	read := func(name string) (model.Matrix, error) {
 		return r.rangeMatrix(ctx, fmt.Sprintf("max without (%s) (%s)", HistorySourceLabel, recorded(name, src, sel)), from, to, HistoryPeakInterval)
 	}
-	deciles, err := read(HistoryComputeQuantile1h)
+	quantiles, err := read(HistoryComputeQuantile1h)
 	if err != nil {
 		return nil, err
 	}
@@ -78,9 +97,9 @@ func (r *Reader) RecordedCompute(ctx context.Context, src Source, sel Selector, 
 	for k, q := range HistoryComputeQuantiles {
 		at[q] = k
 	}
-	// values[series][hour][decile]
+	// values[series][hour][quantile]
 	values := map[model.Fingerprint]map[model.Time][]float64{}
-	for _, s := range deciles {
+	for _, s := range quantiles {
 		q, err := strconv.ParseFloat(string(s.Metric[HistoryQuantileLabel]), 64)
 		k, ok := at[q]
 		if err != nil || !ok {
@@ -107,15 +126,15 @@ func (r *Reader) RecordedCompute(ctx context.Context, src Source, sel Selector, 
 	for _, c := range counts {
 		out := &model.SampleStream{Metric: c.Metric}
 		for _, p := range c.Values {
-			dec, n := values[c.Metric.Fingerprint()][p.Timestamp], int(p.Value)
-			if dec == nil || slices.ContainsFunc(dec, math.IsNaN) || n <= 0 {
+			qv, n := values[c.Metric.Fingerprint()][p.Timestamp], int(p.Value)
+			if qv == nil || slices.ContainsFunc(qv, math.IsNaN) || n <= 0 {
 				continue
 			}
 			n = min(n, HistoryMinutesPerHour)
 			t := p.Timestamp - model.Time(n-1)*minute
-			for k, w := range ComputeDecileWeights(n) {
+			for k, w := range ComputeQuantileWeights(n) {
 				for range w {
-					out.Values = append(out.Values, model.SamplePair{Timestamp: t, Value: model.SampleValue(dec[k])})
+					out.Values = append(out.Values, model.SamplePair{Timestamp: t, Value: model.SampleValue(QuantileAtLeast(qv[k]))})
 					t += minute
 				}
 			}

@@ -19,14 +19,22 @@ func promQuantile(q float64, sorted []float64) float64 {
 	return sorted[int(lo)]*(1-w) + sorted[int(hi)]*w
 }
 
-// The recorded deciles, each weighed by ComputeDecileWeights, stochastically dominate
-// the hour's minute means for every count of minutes (a partial hour too) and every
-// shape: at any value, the fed weight at or below it is at most the count of minute
-// means at or below it. So every percentile of the fed samples is at least the raw
-// one's, and the weights add up to the minutes.
-func TestComputeDecileWeightsDominate(t *testing.T) {
-	if w := metrics.ComputeDecileWeights(metrics.HistoryMinutesPerHour); !slices.Equal(w, []int{6, 6, 6, 6, 6, 6, 6, 6, 6, 6}) {
-		t.Errorf("a whole hour's weights %v, want 6 per decile", w)
+// The recorded quantiles, each weighed by ComputeQuantileWeights and raised by
+// QuantileAtLeast, stochastically dominate the hour's minute means for every count of
+// minutes (a partial hour too) and every shape: at any value, the fed weight at or below
+// it is at most the count of minute means at or below it. So every percentile of the
+// fed samples is at least the raw one's, and the weights add up to the minutes. A whole
+// hour gives every quantile a weight: 6 minutes to the 0.8 decile, one to each of the
+// top minute ranks.
+func TestComputeQuantileWeightsDominate(t *testing.T) {
+	w := metrics.ComputeQuantileWeights(metrics.HistoryMinutesPerHour)
+	if slices.Contains(w, 0) || w[len(w)-metrics.HistoryComputeTopMinutes-1] != 6 {
+		t.Errorf("a whole hour's weights %v (quantiles %v): want none 0 and 6 for the 0.8 decile", w, metrics.HistoryComputeQuantiles)
+	}
+	for _, x := range w[len(w)-metrics.HistoryComputeTopMinutes:] {
+		if x != 1 {
+			t.Errorf("a whole hour's weights %v: want 1 for each of the top %d quantiles", w, metrics.HistoryComputeTopMinutes)
+		}
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	shapes := map[string]func(i, n int) float64{
@@ -43,7 +51,7 @@ func TestComputeDecileWeightsDominate(t *testing.T) {
 					v[i] = shape(i, n)
 				}
 				slices.Sort(v)
-				w := metrics.ComputeDecileWeights(n)
+				w := metrics.ComputeQuantileWeights(n)
 				sum := 0
 				for _, x := range w {
 					sum += x
@@ -53,7 +61,7 @@ func TestComputeDecileWeightsDominate(t *testing.T) {
 				}
 				dec := make([]float64, len(w))
 				for k, q := range metrics.HistoryComputeQuantiles {
-					dec[k] = promQuantile(q, v)
+					dec[k] = metrics.QuantileAtLeast(promQuantile(q, v))
 				}
 				for _, x := range append(slices.Clone(v), dec...) {
 					fed, raw := 0, 0
@@ -68,7 +76,7 @@ func TestComputeDecileWeightsDominate(t *testing.T) {
 						}
 					}
 					if fed > raw {
-						t.Fatalf("%s n=%d: %d fed samples at or below %g, %d minute means (weights %v, deciles %v)", name, n, fed, x, raw, w, dec)
+						t.Fatalf("%s n=%d: %d fed samples at or below %g, %d minute means (weights %v, quantiles %v)", name, n, fed, x, raw, w, dec)
 					}
 				}
 			}
