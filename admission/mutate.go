@@ -134,7 +134,13 @@ const (
 // Handle implements admission.Handler. It never denies a pod: every skip, internal
 // error or panic admits the pod unchanged (the API server would otherwise reject the
 // pod, whatever the webhook's failurePolicy says).
-func (m *Mutator) Handle(ctx context.Context, req admission.Request) (resp admission.Response) {
+func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.Response {
+	return m.handle(ctx, req, nil)
+}
+
+// handle is Handle for a request whose pod ServeHTTP already decoded from the review
+// (pod), or nil to decode it from req.Object.
+func (m *Mutator) handle(ctx context.Context, req admission.Request, pod *corev1.Pod) (resp admission.Response) {
 	defer func() {
 		if r := recover(); r != nil {
 			errorsTotal.WithLabelValues("panic").Inc()
@@ -143,7 +149,7 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) (resp admis
 			resp = admission.Allowed("").WithWarnings("gpufrac: internal error; pod admitted unchanged")
 		}
 	}()
-	o := m.decide(ctx, req)
+	o := m.decideDecoded(ctx, req, pod)
 	if m.Events != nil && (req.DryRun == nil || !*req.DryRun) {
 		if o.event != "" && o.gfa != nil {
 			m.Events.Eventf(o.gfa, nil, corev1.EventTypeWarning, EventFractionNotApplied, "AdmitPod", "%s", o.event)
@@ -167,18 +173,26 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) (resp admis
 // decide is the decision for one admission request: only a Pod CREATE that decodes,
 // once the informer caches have synced, goes on to decidePod.
 func (m *Mutator) decide(ctx context.Context, req admission.Request) outcome {
+	return m.decideDecoded(ctx, req, nil)
+}
+
+// decideDecoded is decide with the request's pod already decoded (pod), or nil to
+// decode req.Object.
+func (m *Mutator) decideDecoded(ctx context.Context, req admission.Request, pod *corev1.Pod) outcome {
 	if req.Operation != admissionv1.Create || req.Kind.Kind != "Pod" || req.SubResource != "" {
 		return outcome{skip: SkipNotPodCreate}
 	}
 	if m.Synced != nil && !m.Synced() {
 		return outcome{skip: SkipNotReady}
 	}
-	// Straight into the typed pod, case-sensitive as the API server's decoders: no
-	// generic decoding through a scheme.
-	pod := &corev1.Pod{}
-	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(req.Object.Raw, pod); err != nil {
-		errorsTotal.WithLabelValues("decode").Inc()
-		return outcome{skip: SkipInvalidRequestObj, warnings: []string{"gpufrac: pod not decodable; admitted unchanged"}}
+	if pod == nil {
+		// Straight into the typed pod, case-sensitive as the API server's decoders: no
+		// generic decoding through a scheme.
+		pod = &corev1.Pod{}
+		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(req.Object.Raw, pod); err != nil {
+			errorsTotal.WithLabelValues("decode").Inc()
+			return outcome{skip: SkipInvalidRequestObj, warnings: []string{"gpufrac: pod not decodable; admitted unchanged"}}
+		}
 	}
 	// At CREATE the pod may have no name yet (generateName) and no namespace (it comes
 	// from the request path).

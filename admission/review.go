@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -27,35 +28,61 @@ const maxReviewBytes = 7 << 20
 // huge pod does not pin its buffers for the life of the process.
 const maxPooledBytes = 1 << 20
 
-// podReview is the part of an AdmissionReview the pod webhook reads; admission.k8s.io
-// v1 and v1beta1 have the same fields. Everything else (userInfo, oldObject, options,
-// the request's resource) is skipped, not decoded.
-type podReview struct {
-	APIVersion string            `json:"apiVersion"`
-	Kind       string            `json:"kind"`
-	Request    *podReviewRequest `json:"request"`
+// review is the part of an AdmissionReview the pod webhook reads, with the request R;
+// admission.k8s.io v1 and v1beta1 have the same fields. Everything else (userInfo,
+// oldObject, options, the request's resource) is skipped, not decoded.
+type review[R any] struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Request    *R     `json:"request"`
 }
 
-// podReviewRequest is the part of an AdmissionRequest that Mutator.Handle reads.
-type podReviewRequest struct {
+// requestFields are the fields of an AdmissionRequest that Mutator.Handle reads, but
+// the object.
+type requestFields struct {
 	UID         types.UID               `json:"uid"`
 	Kind        metav1.GroupVersionKind `json:"kind"`
 	SubResource string                  `json:"subResource"`
 	Namespace   string                  `json:"namespace"`
 	Operation   admissionv1.Operation   `json:"operation"`
 	DryRun      bool                    `json:"dryRun"`
-	// Object is the pod's JSON, decoded by Mutator.decide.
+}
+
+// podReviewRequest is the request with its object decoded straight into a pod: one pass
+// over the body (readReview's first try).
+type podReviewRequest struct {
+	requestFields
+	Object *corev1.Pod `json:"object"`
+}
+
+// rawReviewRequest is the request with the object's JSON kept, decoded by
+// Mutator.decide as before: readReview's fallback when the first try fails, so an
+// object that is no pod or not decodable is answered as it always was.
+type rawReviewRequest struct {
+	requestFields
 	Object json.RawMessage `json:"object"`
 }
 
 // reviewBuffers are one request's buffers, reused through reviewPool: the body, the
 // decoded review and the encoded response.
 type reviewBuffers struct {
-	body   bytes.Buffer
-	review podReview
-	req    podReviewRequest
-	dryRun bool // the admission.Request's DryRun points here
-	out    bytes.Buffer
+	body     bytes.Buffer
+	typed    review[podReviewRequest]
+	typedReq podReviewRequest
+	raw      review[rawReviewRequest]
+	rawReq   rawReviewRequest
+	decoded  decodedReview
+	dryRun   bool // the admission.Request's DryRun points here
+	out      bytes.Buffer
+}
+
+// decodedReview is what readReview read: the review's type, the request's fields and
+// either its pod (decoded with the review) or the object's JSON (pod nil).
+type decodedReview struct {
+	APIVersion, Kind string
+	req              requestFields
+	pod              *corev1.Pod
+	object           []byte
 }
 
 var reviewPool = sync.Pool{New: func() any { return new(reviewBuffers) }}
@@ -90,16 +117,16 @@ func (m *Mutator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeReview(w, b, metav1.TypeMeta{}, &resp.AdmissionResponse)
 		return
 	}
-	b.dryRun = rv.Request.DryRun
+	b.dryRun = rv.req.DryRun
 	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
-		UID: rv.Request.UID, Kind: rv.Request.Kind, SubResource: rv.Request.SubResource,
-		Namespace: rv.Request.Namespace, Operation: rv.Request.Operation, DryRun: &b.dryRun,
-		Object: runtime.RawExtension{Raw: rv.Request.Object},
+		UID: rv.req.UID, Kind: rv.req.Kind, SubResource: rv.req.SubResource,
+		Namespace: rv.req.Namespace, Operation: rv.req.Operation, DryRun: &b.dryRun,
+		Object: runtime.RawExtension{Raw: rv.object},
 	}}
 	if log := klog.FromContext(r.Context()).V(5); log.Enabled() {
 		log.Info("Received a pod AdmissionReview", "uid", req.UID, "namespace", req.Namespace, "operation", req.Operation)
 	}
-	resp := m.Handle(r.Context(), req)
+	resp := m.handle(r.Context(), req, rv.pod)
 	if err := resp.Complete(req); err != nil {
 		// Complete only fails to encode the patch: admit the pod unchanged.
 		errorsTotal.WithLabelValues("encode").Inc()
@@ -118,7 +145,7 @@ var errTooLarge = fmt.Errorf("request entity is too large; limit is %d bytes", m
 // JSON, an apiVersion or kind other than an AdmissionReview's. A review without
 // apiVersion and kind is taken as admission.k8s.io/v1; one without request is an empty
 // request (admitted, not a pod CREATE), as controller-runtime decodes it.
-func readReview(b *reviewBuffers, r *http.Request) (*podReview, error) {
+func readReview(b *reviewBuffers, r *http.Request) (*decodedReview, error) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, errors.New("request body is empty")
 	}
@@ -134,19 +161,36 @@ func readReview(b *reviewBuffers, r *http.Request) (*podReview, error) {
 	if ct := r.Header.Get("Content-Type"); ct != "application/json" {
 		return nil, fmt.Errorf("contentType=%s, expected application/json", ct)
 	}
-	b.req = podReviewRequest{Object: b.req.Object[:0]}
-	b.review = podReview{Request: &b.req}
-	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(b.body.Bytes(), &b.review); err != nil {
-		return nil, fmt.Errorf("decoding the AdmissionReview: %w", err)
+	d := &b.decoded
+	*d = decodedReview{}
+	// One pass: the review and its pod. Whatever that pass cannot decode into a pod
+	// (an object that is no pod, missing or null) goes the raw way below, answered as
+	// before this pass existed.
+	b.typedReq = podReviewRequest{}
+	b.typed = review[podReviewRequest]{Request: &b.typedReq}
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(b.body.Bytes(), &b.typed); err == nil && b.typed.Request != nil && b.typed.Request.Object != nil {
+		d.APIVersion, d.Kind, d.req, d.pod = b.typed.APIVersion, b.typed.Kind, b.typed.Request.requestFields, b.typed.Request.Object
+	} else {
+		b.rawReq = rawReviewRequest{Object: b.rawReq.Object[:0]}
+		b.raw = review[rawReviewRequest]{Request: &b.rawReq}
+		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(b.body.Bytes(), &b.raw); err != nil {
+			return nil, fmt.Errorf("decoding the AdmissionReview: %w", err)
+		}
+		d.APIVersion, d.Kind = b.raw.APIVersion, b.raw.Kind
+		if rq := b.raw.Request; rq != nil { // "request": null is an empty request
+			d.req, d.object = rq.requestFields, rq.Object
+			if string(d.object) == "null" { // no object, as runtime.RawExtension decodes it
+				d.object = nil
+			}
+		}
 	}
-	rv := &b.review
-	if rv.APIVersion == "" && rv.Kind == "" {
-		rv.APIVersion, rv.Kind = admissionv1.SchemeGroupVersion.String(), "AdmissionReview"
+	if d.APIVersion == "" && d.Kind == "" {
+		d.APIVersion, d.Kind = admissionv1.SchemeGroupVersion.String(), "AdmissionReview"
 	}
-	if !reviewTypes[rv.APIVersion] || rv.Kind != "AdmissionReview" {
-		return nil, fmt.Errorf("%s, Kind=%s is not an AdmissionReview", rv.APIVersion, rv.Kind)
+	if !reviewTypes[d.APIVersion] || d.Kind != "AdmissionReview" {
+		return nil, fmt.Errorf("%s, Kind=%s is not an AdmissionReview", d.APIVersion, d.Kind)
 	}
-	return rv, nil
+	return d, nil
 }
 
 // writeReview writes resp as an AdmissionReview of type tm: the request's, or none for
@@ -167,11 +211,13 @@ func writeReview(w http.ResponseWriter, b *reviewBuffers, tm metav1.TypeMeta, re
 
 // putReviewBuffers returns b to the pool unless its buffers grew past maxPooledBytes.
 func putReviewBuffers(b *reviewBuffers) {
-	if b.body.Cap() > maxPooledBytes || b.out.Cap() > maxPooledBytes || cap(b.req.Object) > maxPooledBytes {
+	if b.body.Cap() > maxPooledBytes || b.out.Cap() > maxPooledBytes || cap(b.rawReq.Object) > maxPooledBytes {
 		return
 	}
 	b.body.Reset()
-	b.req = podReviewRequest{Object: b.req.Object[:0]}
-	b.review = podReview{}
+	// Drop the pod and the request's strings: a pooled buffer pins nothing.
+	b.typed, b.typedReq, b.decoded = review[podReviewRequest]{}, podReviewRequest{}, decodedReview{}
+	b.rawReq = rawReviewRequest{Object: b.rawReq.Object[:0]}
+	b.raw = review[rawReviewRequest]{}
 	reviewPool.Put(b)
 }

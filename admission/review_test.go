@@ -35,8 +35,9 @@ func serve(t *testing.T, h http.Handler, body []byte, contentType string) (int, 
 // answers every AdmissionReview exactly as controller-runtime's webhook.Admission
 // around the same Mutator did: a patched pod (the API server's review of a ReplicaSet's
 // pod), the same pod with no autoscaler, a dry run, a v1beta1 review, an UPDATE, an
-// undecodable pod, and a pod of another namespace; the same buffers serve each request
-// in turn, so nothing of one request leaks into the next.
+// undecodable pod, a pod of another namespace, and reviews whose object or request is
+// missing, null or no pod (the fallback of readReview's one-pass decoding); the same
+// buffers serve each request in turn, so nothing of one request leaks into the next.
 func TestServeHTTPAsControllerRuntime(t *testing.T) {
 	full, err := os.ReadFile("testdata/pod-create-review.json")
 	if err != nil {
@@ -61,11 +62,16 @@ func TestServeHTTPAsControllerRuntime(t *testing.T) {
 		"undecodable pod":   edit(`"spec":{"volumes"`, `"spec":{"volumes":7,"x"`),
 		"other namespace":   edit(`"namespace":"team-a"`, `"namespace":"team-b"`),
 		"patched again":     full,
+		"patched once more": full,
 		"no type meta":      edit(`{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1",`, `{`),
 		"no request":        []byte(`{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1"}`),
 		"no request object": []byte(`{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"u1","kind":{"version":"v1","kind":"Pod"},"operation":"CREATE","namespace":"team-a"}}`),
+		"null object":       []byte(`{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"u2","kind":{"version":"v1","kind":"Pod"},"operation":"CREATE","namespace":"team-a","object":null}}`),
+		"null request":      []byte(`{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":null}`),
+		"object no pod":     []byte(`{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"u3","kind":{"version":"v1","kind":"ConfigMap"},"operation":"CREATE","namespace":"team-a","object":[1,2]}}`),
+		"bad uid":           edit(`"uid":"0b1d2c3e-4f50-4a61-8b72-93a4b5c6d7e8"`, `"uid":7`),
 	}
-	for _, name := range []string{"patched", "no autoscaler", "dry run", "v1beta1", "update", "undecodable pod", "other namespace", "patched again", "no type meta", "no request", "no request object"} {
+	for _, name := range []string{"patched", "no autoscaler", "dry run", "v1beta1", "update", "undecodable pod", "other namespace", "patched again", "no type meta", "no request", "no request object", "null object", "null request", "object no pod", "patched once more"} {
 		body := cases[name]
 		codeOurs, gotOurs := serve(t, ours, body, "application/json")
 		codeTheirs, gotTheirs := serve(t, theirs, body, "application/json")
@@ -76,7 +82,7 @@ func TestServeHTTPAsControllerRuntime(t *testing.T) {
 		if resp["allowed"] != true {
 			t.Errorf("%s: pod not allowed: %v", name, gotOurs)
 		}
-		if _, patched := resp["patch"]; patched != (name == "patched" || name == "patched again" || name == "v1beta1" || name == "dry run" || name == "no type meta") {
+		if _, patched := resp["patch"]; patched != (name == "patched" || name == "patched again" || name == "patched once more" || name == "v1beta1" || name == "dry run" || name == "no type meta") {
 			t.Errorf("%s: patch %v", name, resp["patch"])
 		}
 	}
