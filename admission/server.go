@@ -390,9 +390,9 @@ func policyReader(ctx context.Context, mgr manager.Manager) (client.Reader, erro
 }
 
 // podWebhook is the HTTP handler of MutatePodsPath: m's own ServeHTTP (typed decoding,
-// reused buffers), measured by instrument.
+// reused buffers) on long-lived goroutines (onWorkers), measured by instrument.
 func podWebhook(m *Mutator) http.Handler {
-	return instrument(WebhookMutatePods, m)
+	return instrument(WebhookMutatePods, onWorkers(m))
 }
 
 // Start runs the server until ctx ends, then shuts down gracefully: the webhook server
