@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -332,11 +333,19 @@ func (r *Recommender) garbageCollect(_ context.Context, c *cycle) error {
 
 // updateRecommendations records DuplicateTarget events and computes and writes the
 // recommendation of every owned autoscaler (status.go reconcile); a failed write is
-// one of c.writeErrs and the others go on.
+// one of c.writeErrs and the others go on. A write that finds its object gone
+// (NotFound: the autoscaler deleted after the cycle listed it, and its recommendation
+// with it by garbage collection) is no failure: nothing is left to write, and a
+// recommendation deleted while its autoscaler stays is created again next cycle.
 func (r *Recommender) updateRecommendations(ctx context.Context, c *cycle) error {
 	r.noteDuplicates(c)
 	for _, e := range c.entries {
-		if err := r.reconcile(ctx, e, c.byRef[e.ref] == e, c.loadErr, c.now); err != nil {
+		err := r.reconcile(ctx, e, c.byRef[e.ref] == e, c.loadErr, c.now)
+		if apierrors.IsNotFound(err) {
+			klog.FromContext(ctx).V(1).Info("Autoscaler or recommendation deleted during the cycle; nothing written", "autoscaler", klog.KObj(e.gfa), "err", err)
+			continue
+		}
+		if err != nil {
 			c.writeErrs = append(c.writeErrs, fmt.Errorf("%s/%s: %w", e.gfa.Namespace, e.gfa.Name, err))
 		}
 	}

@@ -1,0 +1,191 @@
+package recommender
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+)
+
+// Changes to an autoscaler's target and to the autoscaler itself after it has a
+// recommendation, each in the cycle after the first. What a user sees is asserted: the
+// recommendation is kept where its workload is the same (no data is not zero), dropped
+// where the target is another workload, and a condition or error names the change; a
+// failed write of one autoscaler never stops another's.
+func TestTargetAndAutoscalerChanges(t *testing.T) {
+	type check func(t *testing.T, h *harness, first *gpufracv1.GPUFractionRecommendation, err error)
+	kept := func(t *testing.T, h *harness, first *gpufracv1.GPUFractionRecommendation) *gpufracv1.GPUFractionRecommendation {
+		t.Helper()
+		got := h.gfr(t, "ml", "sd")
+		if len(got.Status.ContainerRecommendations) != 1 || !got.Status.ContainerRecommendations[0].Target.Memory.Equal(*first.Status.ContainerRecommendations[0].Target.Memory) {
+			t.Errorf("recommendation %+v, want the first one kept %+v", got.Status.ContainerRecommendations, first.Status.ContainerRecommendations)
+		}
+		return got
+	}
+	deleteAll := func(t *testing.T, h *harness, objs ...client.Object) {
+		for _, o := range objs {
+			if err := h.c.Delete(context.Background(), o); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		funcs func(h *harness) interceptor.Funcs // failure injection for the second cycle
+		then  func(t *testing.T, h *harness, objs []client.Object)
+		check check
+	}{
+		{name: "scaled to zero: kept, NoPodsMatched", then: func(t *testing.T, h *harness, objs []client.Object) {
+			for _, p := range podsOf(objs) {
+				if p.Labels["gfa"] == "sd" {
+					deleteAll(t, h, p)
+				}
+			}
+		}, check: func(t *testing.T, h *harness, first *gpufracv1.GPUFractionRecommendation, err error) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := kept(t, h, first)
+			if c := condition(got.Status, gpufracv1.ConditionNoPodsMatched); !isTrue(c) {
+				t.Errorf("NoPodsMatched %+v, want True", c)
+			}
+			if c := condition(got.Status, gpufracv1.ConditionRecommendationProvided); !isTrue(c) {
+				t.Errorf("RecommendationProvided %+v, want True (the fraction of the next pod)", c)
+			}
+		}},
+		{name: "target deleted: kept, ConfigUnsupported TargetNotFound", then: func(t *testing.T, h *harness, objs []client.Object) {
+			for _, o := range objs {
+				if o.GetLabels()["gfa"] == "sd" {
+					deleteAll(t, h, o)
+				}
+			}
+		}, check: func(t *testing.T, h *harness, first *gpufracv1.GPUFractionRecommendation, err error) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := kept(t, h, first)
+			if c := condition(got.Status, gpufracv1.ConditionConfigUnsupported); !isTrue(c) || c.Reason != ReasonTargetNotFound {
+				t.Errorf("ConfigUnsupported %+v, want True/%s", c, ReasonTargetNotFound)
+			}
+		}},
+		{name: "target changed kind: dropped, TargetChanged", then: func(t *testing.T, h *harness, objs []client.Object) {
+			create(t, h.c, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "sd", UID: "ml-sd-sts"}})
+			var g gpufracv1.GPUFractionAutoscaler
+			if err := h.c.Get(context.Background(), types.NamespacedName{Namespace: "ml", Name: "sd"}, &g); err != nil {
+				t.Fatal(err)
+			}
+			g.Spec.TargetRef.Kind = "StatefulSet"
+			g.Generation++
+			if err := h.c.Update(context.Background(), &g); err != nil {
+				t.Fatal(err)
+			}
+		}, check: func(t *testing.T, h *harness, first *gpufracv1.GPUFractionRecommendation, err error) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := h.gfr(t, "ml", "sd")
+			if len(got.Status.ContainerRecommendations) != 0 {
+				t.Errorf("the Deployment's recommendation kept for the StatefulSet: %+v", got.Status.ContainerRecommendations)
+			}
+			if c := condition(got.Status, gpufracv1.ConditionRecommendationProvided); !isFalse(c) || c.Reason != ReasonTargetChanged {
+				t.Errorf("RecommendationProvided %+v, want False/%s", c, ReasonTargetChanged)
+			}
+		}},
+		{name: "status write conflict (409): the other autoscaler written, the next cycle writes", funcs: func(h *harness) interceptor.Funcs {
+			failed := false
+			return interceptor.Funcs{SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+				if _, ok := obj.(*gpufracv1.GPUFractionRecommendation); ok && obj.GetName() == "sd" && !failed {
+					failed = true
+					return apierrors.NewConflict(schema.GroupResource{Group: gpufracv1.GroupVersion.Group, Resource: "gpufractionrecommendations"}, "sd", nil)
+				}
+				return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+			}}
+		}, then: func(t *testing.T, h *harness, objs []client.Object) {
+			h.prom.mu.Lock()
+			for k := range h.prom.mem {
+				h.prom.mem[k] = 70 * gib // both grow: a write that is lost shows
+			}
+			h.prom.mu.Unlock()
+		}, check: func(t *testing.T, h *harness, first *gpufracv1.GPUFractionRecommendation, err error) {
+			if err == nil || !strings.Contains(err.Error(), "ml/sd") {
+				t.Errorf("cycle error %v, want the failed write of ml/sd", err)
+			}
+			other := h.gfr(t, "ml", "other").Status.ContainerRecommendations[0].Target.Memory
+			if other.Cmp(*first.Status.ContainerRecommendations[0].Target.Memory) <= 0 {
+				t.Errorf("other autoscaler not written in the cycle that failed for sd: %v", other)
+			}
+			h.now = h.now.Add(time.Minute)
+			if err := h.rec.RunOnce(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if got := h.gfr(t, "ml", "sd").Status.ContainerRecommendations[0].Target.Memory; !got.Equal(*other) {
+				t.Errorf("sd after the retry %v, want %v as the other", got, other)
+			}
+		}},
+		{name: "autoscaler deleted mid-cycle: no cycle error, the other written", funcs: func(h *harness) interceptor.Funcs {
+			return interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+				if _, ok := obj.(*gpufracv1.GPUFractionRecommendation); ok && key.Name == "sd" {
+					// The user deletes the autoscaler, and the garbage collector its
+					// recommendation, after the cycle listed it.
+					g := &gpufracv1.GPUFractionAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "sd"}}
+					if err := c.Delete(ctx, g); err != nil && !apierrors.IsNotFound(err) {
+						return err
+					}
+					r := &gpufracv1.GPUFractionRecommendation{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "sd"}}
+					if err := c.Delete(ctx, r); err != nil && !apierrors.IsNotFound(err) {
+						return err
+					}
+				}
+				return c.Get(ctx, key, obj, opts...)
+			}}
+		}, check: func(t *testing.T, h *harness, first *gpufracv1.GPUFractionRecommendation, err error) {
+			if err != nil {
+				t.Errorf("cycle error %v: an autoscaler deleted meanwhile is nothing to write", err)
+			}
+			if len(h.gfr(t, "ml", "other").Status.ContainerRecommendations) != 1 {
+				t.Error("the other autoscaler lost its recommendation")
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var objs []client.Object
+			for _, name := range []string{"sd", "other"} {
+				for _, o := range deployment("ml", name, 2) {
+					o.SetLabels(map[string]string{"gfa": name})
+					objs = append(objs, o)
+				}
+			}
+			objs = append(objs, gfa("ml", "sd", "sd"), gfa("ml", "other", "other"))
+			prom := promFor(objs, 20*gib, 0.3)
+			h := newHarness(t, objs, prom)
+			ctx := context.Background()
+			if err := h.rec.RunOnce(ctx); err != nil {
+				t.Fatal(err)
+			}
+			first := h.gfr(t, "ml", "sd")
+			if len(first.Status.ContainerRecommendations) != 1 {
+				t.Fatalf("no first recommendation: %+v", first.Status.Conditions)
+			}
+			if tc.then != nil {
+				tc.then(t, h, objs)
+			}
+			if tc.funcs != nil {
+				f := tc.funcs(h)
+				f.List = slimPods.List
+				h.rec.Client = interceptor.NewClient(h.c.(client.WithWatch), f)
+			}
+			h.now = h.now.Add(time.Minute)
+			tc.check(t, h, first, h.rec.RunOnce(ctx))
+		})
+	}
+}
