@@ -101,6 +101,27 @@ func TestTargetAndAutoscalerChanges(t *testing.T) {
 				t.Errorf("RecommendationProvided %+v, want False/%s", c, ReasonTargetChanged)
 			}
 		}},
+		{name: "a second autoscaler on the Deployment's ReplicaSet: ConfigUnsupported names the Deployment", then: func(t *testing.T, h *harness, objs []client.Object) {
+			g := gfa("ml", "rs", "")
+			for _, o := range objs {
+				if _, ok := o.(*appsv1.ReplicaSet); ok && o.GetLabels()["gfa"] == "sd" {
+					g.Spec.TargetRef.Kind, g.Spec.TargetRef.Name = "ReplicaSet", o.GetName()
+				}
+			}
+			create(t, h.c, g)
+		}, check: func(t *testing.T, h *harness, first *gpufracv1.GPUFractionRecommendation, err error) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			kept(t, h, first)
+			rs := h.gfr(t, "ml", "rs")
+			if c := condition(rs.Status, gpufracv1.ConditionConfigUnsupported); !isTrue(c) || c.Reason != ReasonTargetUnusable || !strings.Contains(c.Message, "target Deployment sd instead") {
+				t.Errorf("ConfigUnsupported %+v, want True/%s naming Deployment sd", c, ReasonTargetUnusable)
+			}
+			if len(rs.Status.ContainerRecommendations) != 0 {
+				t.Errorf("the ReplicaSet's autoscaler got a recommendation: %+v", rs.Status.ContainerRecommendations)
+			}
+		}},
 		{name: "status write conflict (409): the other autoscaler written, the next cycle writes", funcs: func(h *harness) interceptor.Funcs {
 			failed := false
 			return interceptor.Funcs{SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {

@@ -52,7 +52,11 @@ type ScaleChecker func(ctx context.Context, namespace string, gvk schema.GroupVe
 
 // Resolve checks that an autoscaler's target exists and is supported, and returns its Ref.
 // Native kinds are read from the cache; other kinds must have a scale subresource.
-// Errors wrap ErrUnsupported or ErrNotFound, or are API errors.
+// Errors wrap ErrUnsupported or ErrNotFound, or are API errors. A ReplicaSet or Job
+// that another object controls (a Deployment's ReplicaSet, a CronJob's Job) is
+// unsupported, with an error that names its controller: its pods are the controller's
+// workload (Owners.TopController), which every component decides them by, so an
+// autoscaler of the ReplicaSet or Job would match no pod.
 func Resolve(ctx context.Context, c client.Reader, scale ScaleChecker, namespace string, ref autoscalingv1.CrossVersionObjectReference) (Ref, error) {
 	r := Ref{Namespace: namespace, Kind: ref.Kind, Name: ref.Name}
 	if ref.Kind == "" || ref.Name == "" {
@@ -70,6 +74,12 @@ func Resolve(ctx context.Context, c client.Reader, scale ScaleChecker, namespace
 				return r, fmt.Errorf("%w: %s %s/%s does not exist", ErrNotFound, ref.Kind, namespace, ref.Name)
 			}
 			return r, err
+		}
+		if _, between := intermediate[ref.Kind]; between {
+			if owner := metav1.GetControllerOfNoCopy(obj); owner != nil {
+				return r, fmt.Errorf("%w: %s %s/%s is controlled by %s %s, whose pods they are: target %s %s instead",
+					ErrUnsupported, ref.Kind, namespace, ref.Name, owner.Kind, owner.Name, owner.Kind, owner.Name)
+			}
 		}
 		return r, nil
 	}
