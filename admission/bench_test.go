@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	goruntime "runtime"
 	"slices"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -172,3 +175,75 @@ func processCPU(b *testing.B) int64 {
 }
 
 func rawExt(b []byte) runtime.RawExtension { return runtime.RawExtension{Raw: b} }
+
+// BenchmarkServePodTLS is the pod webhook's request path behind a TLS server, as the
+// manager's webhook server runs it, for the AdmissionReview of BenchmarkServePod
+// (annotations backend, patched, 500 autoscalers), from one client over HTTP/2 (one
+// connection; the server reads frames, runs each stream's handler and writes its frames
+// on separate goroutines) or HTTP/1.1 (keep-alive connections, each read, served and
+// written by one goroutine). conc 1 is one request at a time, else conc × GOMAXPROCS
+// requests in flight (RunParallel). cpu-ns/op is the
+// CPU time of the whole process, client included, per request.
+func BenchmarkServePodTLS(b *testing.B) {
+	body, err := os.ReadFile("testdata/pod-create-review.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, proto := range []string{"h2", "http1.1"} {
+		for _, conc := range []int{1, 8} {
+			b.Run(fmt.Sprintf("proto=%s/conc=%d", proto, conc), func(b *testing.B) {
+				srv := httptest.NewUnstartedServer(podWebhook(benchMutator(b, 500, gpufracv1.BackendAnnotations, true)))
+				srv.EnableHTTP2 = proto == "h2"
+				srv.StartTLS()
+				defer srv.Close()
+				client := srv.Client()
+				// As many idle connections as requests in flight: no connection is set up
+				// twice (RunParallel runs conc × GOMAXPROCS goroutines).
+				client.Transport.(*http.Transport).MaxIdleConnsPerHost = conc * goruntime.GOMAXPROCS(0)
+				post := func() error {
+					resp, err := client.Post(srv.URL+MutatePodsPath, "application/json", bytes.NewReader(body))
+					if err != nil {
+						return err
+					}
+					defer resp.Body.Close()
+					out, err := io.ReadAll(resp.Body)
+					if err == nil && (resp.StatusCode != http.StatusOK || !bytes.Contains(out, []byte(`"patchType":"JSONPatch"`))) {
+						err = fmt.Errorf("status %d body %s", resp.StatusCode, out)
+					}
+					if want := map[bool]int{true: 2, false: 1}[proto == "h2"]; err == nil && resp.ProtoMajor != want {
+						err = fmt.Errorf("served over %s, want %s", resp.Proto, proto)
+					}
+					return err
+				}
+				if err := post(); err != nil { // connection set up outside the measurement
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				cpu0 := processCPU(b)
+				b.ResetTimer()
+				b.SetParallelism(conc)
+				n := atomic.Int64{}
+				if conc == 1 {
+					for b.Loop() {
+						if err := post(); err != nil {
+							b.Fatal(err)
+						}
+						n.Add(1)
+					}
+				} else {
+					b.RunParallel(func(pb *testing.PB) {
+						for pb.Next() {
+							if err := post(); err != nil {
+								b.Error(err)
+								return
+							}
+							n.Add(1)
+						}
+					})
+				}
+				b.StopTimer()
+				b.ReportMetric(float64(processCPU(b)-cpu0)/float64(n.Load()), "cpu-ns/op")
+			})
+		}
+	}
+}
