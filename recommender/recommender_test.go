@@ -2,7 +2,9 @@ package recommender
 
 import (
 	"context"
+	"encoding/json"
 	"math"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -128,24 +130,43 @@ func TestGuardrailStopsShrink(t *testing.T) {
 }
 
 // A latency guardrail query that answers only values no latency can have (negative: a
-// broken query, e.g. a counter reset inside a rate; NaN) is a broken metric: the
-// guardrail holds (no shrink), as for a failed query, instead of reading the objective
-// as met.
+// broken query, e.g. a counter reset inside a rate; NaN; a native histogram, whose
+// sample has no float value: a query that forgot histogram_quantile) is a broken
+// metric: the guardrail holds (no shrink), as for a failed query, instead of reading
+// the objective as met.
 func TestGuardrailImpossibleLatencyHolds(t *testing.T) {
-	for _, v := range []float64{-0.5, math.NaN()} {
+	histogram := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		writeResult(w, "vector", []any{map[string]any{"metric": map[string]string{}, "histogram": []any{json.Number(r.Form.Get("time")),
+			map[string]any{"count": "2", "sum": "3.5", "buckets": []any{[]any{0, "0", "1", "2"}}}}}})
+	})
+	for _, tc := range []struct {
+		name    string
+		latency float64
+		answer  http.Handler // the guardrail query's answer; nil: latency as a scalar
+	}{{"negative", -0.5, nil}, {"NaN", math.NaN(), nil}, {"native histogram", 0, histogram}} {
 		objs := singlePodWorkloads("ml", "sd")
 		g := objs[len(objs)-1].(*gpufracv1.GPUFractionAutoscaler)
 		g.Spec.LatencyGuardrail = &gpufracv1.LatencyGuardrail{Query: "latency_seconds", Objective: metav1.Duration{Duration: time.Second}}
 		prom := promFor(objs, 20*gib, 0.5)
-		prom.latency = ptr.To(v)
+		prom.latency = ptr.To(tc.latency)
 		h := newHarness(t, objs, prom)
+		if tc.answer != nil {
+			h.rec.Reader = promReader(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if _ = r.ParseForm(); r.Form.Get("query") == g.Spec.LatencyGuardrail.Query {
+					tc.answer.ServeHTTP(w, r)
+					return
+				}
+				prom.ServeHTTP(w, r)
+			}))
+		}
 		if err := h.rec.RunOnce(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		gfr := h.gfr(t, "ml", "sd")
 		c := condition(gfr.Status, gpufracv1.ConditionLatencyGuardrailActive)
 		if guard, _ := gpufracv1.GuardrailOf(gfr); guard != gpufracv1.GuardrailHold || c == nil || c.Reason != gpufracv1.ReasonLatencyUnknown {
-			t.Errorf("latency %v: guardrail %v, condition %+v; want Hold (%s): shrinking on a latency that cannot be true", v, guard, c, gpufracv1.ReasonLatencyUnknown)
+			t.Errorf("%s: guardrail %v, condition %+v; want Hold (%s): shrinking on a latency that cannot be true", tc.name, guard, c, gpufracv1.ReasonLatencyUnknown)
 		}
 	}
 }

@@ -475,11 +475,12 @@ func (r *Recommender) guardrail(ctx context.Context, gfa *gpufracv1.GPUFractionA
 		return gpufracv1.GuardrailNone, gpufracv1.ReasonLatencyNoData, "latency query returned no data: guardrail not evaluated this cycle"
 	}
 	// NaN and negative values (no latency is below 0: a broken query, e.g. a counter
-	// reset inside a rate or a subtraction) are not a latency; +Inf is (a quantile in
-	// the histogram's last bucket: above every bound, a breach).
+	// reset inside a rate or a subtraction) are not a latency, nor is a native
+	// histogram (its sample's float value reads 0: a query without histogram_quantile);
+	// +Inf is (a quantile in the histogram's last bucket: above every bound, a breach).
 	latency := math.Inf(-1)
 	for _, s := range vec {
-		if v := float64(s.Value); v >= 0 && v > latency {
+		if v := float64(s.Value); s.Histogram == nil && v >= 0 && v > latency {
 			latency = v
 		}
 	}
@@ -493,7 +494,7 @@ func (r *Recommender) guardrail(ctx context.Context, gfa *gpufracv1.GPUFractionA
 	}
 	switch {
 	case math.IsInf(latency, -1):
-		return gpufracv1.GuardrailHold, gpufracv1.ReasonLatencyUnknown, "latency query returned only NaN or negative values: not shrinking"
+		return gpufracv1.GuardrailHold, gpufracv1.ReasonLatencyUnknown, "latency query returned only NaN, negative or native-histogram values (wrap a histogram in histogram_quantile): not shrinking"
 	case latency > obj:
 		return gpufracv1.GuardrailBreached, gpufracv1.ReasonLatencyBreached, fmt.Sprintf("latency %.3gs above objective %s: growing compute, never shrinking", latency, g.Objective.Duration)
 	case latency > obj*(1-near):
