@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 )
@@ -25,12 +26,44 @@ func (u *Updater) evict(ctx context.Context, cy *cycle, c *candidate, placeAt in
 		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}},
 	}
 	if err := u.Client.SubResource("eviction").Create(ctx, c.pod, ev); err != nil {
-		u.evictionFailed(ctx, c, err, cy.now)
-		return
+		if !u.evictionLost(ctx, c, err) {
+			u.evictionFailed(ctx, c, err, cy.now)
+			return
+		}
+		klog.FromContext(ctx).Info("The eviction answered an error but the pod is going away: counted as evicted",
+			"autoscaler", klog.KObj(c.p.gfa), "pod", klog.KObj(c.pod), "err", err.Error())
 	}
 	evictionsTotal.WithLabelValues(ResultEvicted).Inc()
 	reserve(cy.capacity, placeAt, repl)
 	u.evicted(ctx, c, cy.now)
+}
+
+// evictionLost reports whether an eviction of c's pod that answered err went through
+// anyway. Only an error that leaves the outcome unknown can (a timeout, a 5xx, a cut
+// connection: the API server may evict the pod and the answer be lost); a refusal or a
+// changed pod is the API server's answer. The pod is then read from the API server
+// (APIReader, else Client): gone, replaced by a new pod of its name, or terminating is
+// evicted, to be awaited and counted like any eviction; otherwise the eviction failed.
+// When that read fails too, the pod counts against the workload's disruption budget for
+// the rest of the cycle, so that a lost answer never lets more of its pods go at once
+// than the budget allows.
+func (u *Updater) evictionLost(ctx context.Context, c *candidate, err error) bool {
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) || apierrors.IsTooManyRequests(err) || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+		return false
+	}
+	r := u.APIReader
+	if r == nil {
+		r = u.Client
+	}
+	cur := &corev1.Pod{}
+	switch gerr := r.Get(ctx, client.ObjectKeyFromObject(c.pod), cur); {
+	case apierrors.IsNotFound(gerr):
+		return true
+	case gerr != nil:
+		c.p.wl.budget.Took()
+		return false
+	}
+	return cur.UID != c.pod.UID || cur.DeletionTimestamp != nil
 }
 
 // evictionFailed records a failed eviction on c: a pod that changed or is going away is

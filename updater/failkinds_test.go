@@ -2,9 +2,15 @@ package updater
 
 import (
 	"context"
+	"sort"
+	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 )
@@ -43,5 +49,66 @@ func TestModeOffWhileReplacementPending(t *testing.T) {
 		if st := f.status(); st.BlockedReason != step.want {
 			t.Errorf("%s: blocked %q, want %s", step.mode, st.BlockedReason, step.want)
 		}
+	}
+}
+
+// An eviction that answers an error other than a refusal or a changed pod (a timeout, a
+// 5xx) may have gone through: the API server evicted the pod and the answer was lost.
+// Of four out-of-date pods (at most two replaced at once), a lost answer is counted as
+// an eviction, found by reading the pod: two evicted, as in a cycle without errors,
+// never three; a real failure leaves its pod to the retry and the budget to the others;
+// an answer lost while the pod cannot be read either counts against the budget.
+func TestEvictionErrorsKeepTheBudget(t *testing.T) {
+	timeout := apierrors.NewServerTimeout(schema.GroupResource{Resource: "pods"}, "create", 1)
+	for _, tc := range []struct {
+		name      string
+		evict     bool  // the API server evicts the pod before the error
+		readErr   error // reading the pod after the error fails with it
+		wantLive  []string
+		wantEvict int // Evicted events on the autoscaler
+	}{
+		{"no error", true, nil, []string{"web-abc-2", "web-abc-3"}, 2},
+		{"answer lost after the eviction", true, nil, []string{"web-abc-2", "web-abc-3"}, 2},
+		{"eviction failed", false, nil, []string{"web-abc-0", "web-abc-3"}, 2},
+		{"answer lost and the pod unreadable", true, apierrors.NewServiceUnavailable("etcd"), []string{"web-abc-2", "web-abc-3"}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 4, 3)
+			first, readFails := tc.name != "no error", false
+			f.funcs.SubResourceCreate = func(ctx context.Context, c client.Client, sub string, obj client.Object, subObj client.Object, opts ...client.SubResourceCreateOption) error {
+				if !first {
+					return c.SubResource(sub).Create(ctx, obj, subObj, opts...)
+				}
+				first = false
+				if tc.evict {
+					if err := c.SubResource(sub).Create(ctx, obj, subObj, opts...); err != nil {
+						return err
+					}
+				}
+				readFails = tc.readErr != nil
+				return timeout
+			}
+			f.funcs.Get = func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+				if _, ok := obj.(*corev1.Pod); ok && readFails {
+					readFails = false
+					return tc.readErr
+				}
+				return c.Get(ctx, key, obj, opts...)
+			}
+			f.build()
+			f.run()
+			var live []string
+			for name := range f.livePods() {
+				live = append(live, name)
+			}
+			sort.Strings(live)
+			if strings.Join(live, ",") != strings.Join(tc.wantLive, ",") {
+				t.Errorf("live pods %v, want %v", live, tc.wantLive)
+			}
+			// One event on the pod and one on the autoscaler, which names the pod.
+			if n := countEvents(f.events(), EventEvicted+" pod "); n != tc.wantEvict {
+				t.Errorf("%d Evicted events, want %d", n, tc.wantEvict)
+			}
+		})
 	}
 }
