@@ -208,3 +208,33 @@ func TestComputeRequestTarget(t *testing.T) {
 		}
 	}
 }
+
+// TestIncompleteData: every MetricsUnavailable reason of a gap in the data (a failed or
+// partial read, no sample while pods run, every sample filtered, an exporter down) holds
+// the updater's shrinks, with the reason in the message; a reason whose recommendation
+// was written from valid samples, the condition False, and no recommendation do not.
+func TestIncompleteData(t *testing.T) {
+	gap := []string{gpufracv1.ReasonPrometheusError, gpufracv1.ReasonPartialResponse, gpufracv1.ReasonNoSamplesWhileRunning,
+		gpufracv1.ReasonAllSamplesFiltered, gpufracv1.ReasonExporterDown}
+	with := func(status metav1.ConditionStatus, reason string) *gpufracv1.GPUFractionRecommendation {
+		r := recommendation(autoscaler("web"), ptr.To[int32](80))
+		meta.SetStatusCondition(&r.Status.Conditions, metav1.Condition{Type: gpufracv1.ConditionMetricsUnavailable, Status: status, Reason: reason, Message: "m"})
+		return r
+	}
+	for _, reason := range gap {
+		if got := IncompleteData(with(metav1.ConditionTrue, reason)); !strings.HasPrefix(got, reason+": ") {
+			t.Errorf("%s: IncompleteData = %q, want the reason and message (shrinks held)", reason, got)
+		}
+		if got := IncompleteData(with(metav1.ConditionFalse, reason)); got != "" {
+			t.Errorf("%s False: IncompleteData = %q, want none", reason, got)
+		}
+	}
+	for _, reason := range []string{"StaleSeries", "WrongDevice", "SamplesPresent"} {
+		if got := IncompleteData(with(metav1.ConditionTrue, reason)); got != "" {
+			t.Errorf("%s (written from valid samples): IncompleteData = %q, want none", reason, got)
+		}
+	}
+	if IncompleteData(nil) != "" || IncompleteData(recommendation(autoscaler("web"), nil)) != "" {
+		t.Error("IncompleteData of no recommendation or no condition is not empty")
+	}
+}

@@ -233,6 +233,12 @@ func TestHostileData(t *testing.T) {
 			signal: SignalCompute, want: map[string]float64{"p1": 0.5}, shared: map[string]int{},
 		},
 		{
+			name: "one pod seen by two exporters with the same value (instance and job differ): one pod, not a copy split between two",
+			body: vec(`{"metric":{"namespace":"a","pod":"p1","container":"c","UUID":"GPU-1","instance":"10.0.0.1:9400","job":"dcgm"},"value":[1,"0.5"]}`,
+				`{"metric":{"namespace":"a","pod":"p1","container":"c","UUID":"GPU-1","instance":"10.0.0.2:9400","job":"gpu-operator"},"value":[1,"0.5"]}`),
+			signal: SignalCompute, want: map[string]float64{"p1": 0.5}, shared: map[string]int{},
+		},
+		{
 			name: "MIG instance: GPU_UTIL is unsupported there, dropped rather than read as idle",
 			body: vec(`{"metric":{"namespace":"a","pod":"p1","container":"c","UUID":"GPU-1","GPU_I_ID":"3","gpufrac_source":"DCGM_FI_DEV_GPU_UTIL"},"value":[1,"0"]}`,
 				`{"metric":{"namespace":"a","pod":"p2","container":"c","UUID":"GPU-1","GPU_I_ID":"4","gpufrac_source":"DCGM_FI_PROF_GR_ENGINE_ACTIVE"},"value":[1,"0.25"]}`),

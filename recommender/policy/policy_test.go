@@ -42,6 +42,11 @@ func TestRecommendCaps(t *testing.T) {
 		{name: "min compute lifts target", e: est(20*gib, 0.05, 0.01, 0.05), cp: &gpufracv1.ContainerPolicy{ContainerName: "*", MinCompute: q("250m")},
 			mem: "20Gi", cpu: "250m", uncappedMem: "20Gi", upperMem: "40Gi", upperCP: "250m"},
 		{name: "one GPU is the ceiling", e: est(100*gib, 1.4, 0.9, 1), mem: "80Gi", cpu: "1", uncappedMem: "100Gi", upperMem: "80Gi", upperCP: "1"},
+		// The CRD's rules and the validating webhook reject a minimum above its maximum;
+		// an object stored without them still never gets less than its minimum.
+		{name: "min above max: the minimum holds", e: est(20*gib, 0.3, 0.2, 0.3), cp: &gpufracv1.ContainerPolicy{ContainerName: "*",
+			MinMemory: q("30Gi"), MaxMemory: q("16Gi"), MinCompute: q("500m"), MaxCompute: q("200m")},
+			mem: "30Gi", cpu: "500m", uncappedMem: "20Gi", upperMem: "30Gi", upperCP: "500m"},
 		{name: "memory only", e: est(20*gib, 0.3, 0.2, 0.3), cp: &gpufracv1.ContainerPolicy{ContainerName: "*", ControlledResources: []gpufracv1.GPUResourceName{gpufracv1.ResourceMemory}},
 			mem: "20Gi", cpu: "", uncappedMem: "20Gi", upperMem: "40Gi", upperCP: ""},
 	}
