@@ -103,7 +103,8 @@ var intermediate = map[string]schema.GroupVersionKind{
 	"Job":        nativeKinds["Job"],
 }
 
-// TopController returns the top-most controller of a pod, or false for a bare pod.
+// TopController returns the top-most controller of a pod, or false for a bare pod. In an
+// owner cycle (the API server accepts one) it is the first owner of the chain met again.
 func (o *Owners) TopController(ctx context.Context, pod *corev1.Pod) (Ref, bool) {
 	owner := metav1.GetControllerOf(pod)
 	if owner == nil {
@@ -120,6 +121,10 @@ func (o *Owners) top(ctx context.Context, r Ref) Ref {
 		return t
 	}
 	t := r
+	// Owner references may form a cycle (the API server accepts one): r is its own top
+	// until its owners are known, so a chain that comes back to r ends there instead of
+	// recursing without end.
+	o.memo[r] = r
 	if gvk, ok := intermediate[r.Kind]; ok {
 		obj := &metav1.PartialObjectMetadata{}
 		obj.SetGroupVersionKind(gvk)
