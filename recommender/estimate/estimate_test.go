@@ -202,37 +202,46 @@ func TestYoungEvidence(t *testing.T) {
 // TestMemorySpread: with MemorySpreadFactor off (negative) the limit is the target (no
 // MemoryLimitBytes), however spiky the history; with a factor, the limit's headroom is the
 // spread (the highest per-interval peak over the median one, minus 1, times the factor),
-// never below MemoryLimitMinHeadroom (default 0.5; negative: none), where wider than the
-// policy's, capped at MaxMemorySpread. The target keeps the policy's headroom either
-// way: the spread is burst room, not need.
+// never below MemoryLimitMinHeadroom (default 0.5; negative: none) nor below the
+// headroom that puts the limit at MemoryLimitTypicalFactor × the median per-interval
+// peak (default 2; negative: none), where wider than the policy's, capped at
+// MaxMemorySpread. The target keeps the policy's headroom either way: the spread is
+// burst room, not need.
 func TestMemorySpread(t *testing.T) {
 	w := history.WorkloadKey{Namespace: "ns", Kind: "Deployment", Name: "web"}
 	bucketMem := func(v float64) float64 { // end of v's memory bucket, as Percentile reads it
 		return history.MemoryBuckets.GetBucketStart(history.MemoryBuckets.FindBucket(v) + 1)
 	}
+	median := bucketMem(10 * gib) // the 10 GiB plateau's median per-interval peak
 	now := t0.Add(48 * time.Hour)
 	for _, tc := range []struct {
 		name          string
 		spike         float64 // bytes, one minute over a 10 GiB plateau
 		factor, limit float64 // limit: MemoryLimitBytes, bytes (0: none)
 		floor         float64 // MemoryLimitMinHeadroom (0: the default)
+		typical       float64 // MemoryLimitTypicalFactor (0: the default)
 	}{
-		{"negative is off", 13 * gib, -1, 0, 0},
-		{"zero is the default", 13 * gib, 0, 13 * gib * (1 + DefaultMemorySpreadFactor*(13*gib/bucketMem(10*gib)-1)), -1},
-		{"a spread wider than the headroom is the limit's headroom", 13 * gib, 1, 13 * gib * (13 * gib / bucketMem(10*gib)), -1},
-		{"the factor scales it", 13 * gib, 1.5, 13 * gib * (1 + 1.5*(13*gib/bucketMem(10*gib)-1)), -1},
-		{"a spread narrower than the headroom leaves no limit", 11 * gib, 1, 0, -1},
-		{"capped", 30 * gib, 1, 30 * gib * (1 + MaxMemorySpread), -1},
-		{"the default floor lifts a narrow spread", 11 * gib, 1, 11 * gib * (1 + DefaultMemoryLimitMinHeadroom), 0},
-		{"a floor under a wide spread changes nothing", 13 * gib, 1.5, 13 * gib * (1 + 1.5*(13*gib/bucketMem(10*gib)-1)), 0.1},
-		{"the floor is capped too", 11 * gib, 1, 11 * gib * (1 + MaxMemorySpread), 3},
-		{"no floor without a factor", 11 * gib, -1, 0, 0.5},
+		{"negative is off", 13 * gib, -1, 0, 0, 0},
+		{"zero is the default", 13 * gib, 0, 13 * gib * (1 + DefaultMemorySpreadFactor*(13*gib/median-1)), -1, -1},
+		{"a spread wider than the headroom is the limit's headroom", 13 * gib, 1, 13 * gib * (13 * gib / median), -1, -1},
+		{"the factor scales it", 13 * gib, 1.5, 13 * gib * (1 + 1.5*(13*gib/median-1)), -1, -1},
+		{"a spread narrower than the headroom leaves no limit", 11 * gib, 1, 0, -1, -1},
+		{"capped", 30 * gib, 1, 30 * gib * (1 + MaxMemorySpread), -1, -1},
+		{"the default floor lifts a narrow spread", 11 * gib, 1, 11 * gib * (1 + DefaultMemoryLimitMinHeadroom), 0, -1},
+		{"a floor under a wide spread changes nothing", 13 * gib, 1.5, 13 * gib * (1 + 1.5*(13*gib/median-1)), 0.1, -1},
+		{"the floor is capped too", 11 * gib, 1, 11 * gib * (1 + MaxMemorySpread), 3, -1},
+		{"no floor without a factor", 11 * gib, -1, 0, 0.5, 0},
+		{"the default typical factor puts the limit at twice the median peak", 13 * gib, 1, DefaultMemoryLimitTypicalFactor * median, -1, 0},
+		{"a typical factor under the floor changes nothing", 13 * gib, 1, 13 * gib * (1 + DefaultMemoryLimitMinHeadroom), 0, 1.2},
+		{"the typical factor is capped too", 11 * gib, 1, 11 * gib * (1 + MaxMemorySpread), -1, 4},
+		{"a spread wider than the typical factor's is the headroom", 30 * gib, 0.5, 30 * gib * (1 + 0.5*(30*gib/median-1)), -1, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := history.NewModel(history.Options{})
 			feed(m, w, "p1", t0, 47*time.Hour, 10*gib, 0.1)
 			feed(m, w, "p1", t0.Add(47*time.Hour), time.Minute, tc.spike, 0.1)
-			e, ok := Config{MemorySpreadFactor: tc.factor, MemoryLimitMinHeadroom: tc.floor}.Estimate(m.Container(history.ContainerKey{WorkloadKey: w, Container: "main"}), DefaultMemoryHeadroom, now)
+			c := Config{MemorySpreadFactor: tc.factor, MemoryLimitMinHeadroom: tc.floor, MemoryLimitTypicalFactor: tc.typical}
+			e, ok := c.Estimate(m.Container(history.ContainerKey{WorkloadKey: w, Container: "main"}), DefaultMemoryHeadroom, now)
 			want := tc.spike * (1 + DefaultMemoryHeadroom)
 			if !ok || math.Abs(e.Target.MemoryBytes-want) > 1e-6*want {
 				t.Errorf("target %.4g bytes (spread %.3f), want %.4g", e.Target.MemoryBytes, e.MemorySpread, want)
