@@ -38,8 +38,8 @@ func (u *Updater) evict(ctx context.Context, cy *cycle, c *candidate, placeAt in
 	u.evicted(ctx, c, cy.now)
 }
 
-// evictionLost reports whether an eviction of c's pod that answered err went through
-// anyway. Only an error that leaves the outcome unknown can (a timeout, a 5xx, a cut
+// evictionLost reports whether an eviction (or deletion) of c's pod that answered err
+// went through anyway. Only an error that leaves the outcome unknown can (a timeout, a 5xx, a cut
 // connection: the API server may evict the pod and the answer be lost); a refusal or a
 // changed pod is the API server's answer. The pod is then read from the API server
 // (APIReader, else Client): gone, replaced by a new pod of its name, or terminating is

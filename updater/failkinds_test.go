@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -52,41 +53,61 @@ func TestModeOffWhileReplacementPending(t *testing.T) {
 	}
 }
 
-// An eviction that answers an error other than a refusal or a changed pod (a timeout, a
-// 5xx) may have gone through: the API server evicted the pod and the answer was lost.
-// Of four out-of-date pods (at most two replaced at once), a lost answer is counted as
-// an eviction, found by reading the pod: two evicted, as in a cycle without errors,
-// never three; a real failure leaves its pod to the retry and the budget to the others;
-// an answer lost while the pod cannot be read either counts against the budget.
+// An eviction (or, for a not-Ready pod of an autoscaler that opted in, a deletion) that
+// answers an error other than a refusal or a changed pod (a timeout, a 5xx) may have
+// gone through: the API server removed the pod and the answer was lost. Of four
+// out-of-date pods (at most two evicted at once; not-Ready ones one per backoff), a
+// lost answer is counted as done, found by reading the pod: as many go as in a cycle
+// without errors, never more; a real failure leaves its pod to the retry and the budget
+// to the others; an eviction's answer lost while the pod cannot be read either counts
+// against the budget.
 func TestEvictionErrorsKeepTheBudget(t *testing.T) {
 	timeout := apierrors.NewServerTimeout(schema.GroupResource{Resource: "pods"}, "create", 1)
 	for _, tc := range []struct {
-		name      string
-		evict     bool  // the API server evicts the pod before the error
-		readErr   error // reading the pod after the error fails with it
-		wantLive  []string
-		wantEvict int // Evicted events on the autoscaler
+		name     string
+		unready  bool  // the pods crash-loop, replaced by deletion (AnnotationReplaceUnready)
+		lose     bool  // the first eviction or deletion answers timeout
+		removed  bool  // the API server removes the pod before that answer
+		readErr  error // reading the pod after the error fails with it
+		wantLive []string
+		wantDone int // Evicted (or ReplacedUnready) events on the autoscaler
 	}{
-		{"no error", true, nil, []string{"web-abc-2", "web-abc-3"}, 2},
-		{"answer lost after the eviction", true, nil, []string{"web-abc-2", "web-abc-3"}, 2},
-		{"eviction failed", false, nil, []string{"web-abc-0", "web-abc-3"}, 2},
-		{"answer lost and the pod unreadable", true, apierrors.NewServiceUnavailable("etcd"), []string{"web-abc-2", "web-abc-3"}, 1},
+		{"no error", false, false, true, nil, []string{"web-abc-2", "web-abc-3"}, 2},
+		{"answer lost after the eviction", false, true, true, nil, []string{"web-abc-2", "web-abc-3"}, 2},
+		{"eviction failed", false, true, false, nil, []string{"web-abc-0", "web-abc-3"}, 2},
+		{"answer lost and the pod unreadable", false, true, true, apierrors.NewServiceUnavailable("etcd"), []string{"web-abc-2", "web-abc-3"}, 1},
+		{"not Ready: no error", true, false, true, nil, []string{"web-abc-1", "web-abc-2", "web-abc-3"}, 1},
+		{"not Ready: answer lost after the deletion", true, true, true, nil, []string{"web-abc-1", "web-abc-2", "web-abc-3"}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 4, 3)
-			first, readFails := tc.name != "no error", false
-			f.funcs.SubResourceCreate = func(ctx context.Context, c client.Client, sub string, obj client.Object, subObj client.Object, opts ...client.SubResourceCreateOption) error {
+			if tc.unready {
+				for _, p := range f.pods {
+					crashLooping(p, f.now)
+				}
+				f.gfa.Annotations = map[string]string{AnnotationReplaceUnready: "true"}
+				f.cfg.RetryBackoff = time.Minute
+			}
+			first, readFails := tc.lose, false
+			// do removes the pod (do) and answers, the first time, as the case says.
+			answer := func(do func() error) error {
 				if !first {
-					return c.SubResource(sub).Create(ctx, obj, subObj, opts...)
+					return do()
 				}
 				first = false
-				if tc.evict {
-					if err := c.SubResource(sub).Create(ctx, obj, subObj, opts...); err != nil {
+				if tc.removed {
+					if err := do(); err != nil {
 						return err
 					}
 				}
 				readFails = tc.readErr != nil
 				return timeout
+			}
+			f.funcs.SubResourceCreate = func(ctx context.Context, c client.Client, sub string, obj client.Object, subObj client.Object, opts ...client.SubResourceCreateOption) error {
+				return answer(func() error { return c.SubResource(sub).Create(ctx, obj, subObj, opts...) })
+			}
+			f.funcs.Delete = func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+				return answer(func() error { return c.Delete(ctx, obj, opts...) })
 			}
 			f.funcs.Get = func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 				if _, ok := obj.(*corev1.Pod); ok && readFails {
@@ -96,6 +117,7 @@ func TestEvictionErrorsKeepTheBudget(t *testing.T) {
 				return c.Get(ctx, key, obj, opts...)
 			}
 			f.build()
+			f.u.Now = func() time.Time { return f.now }
 			f.run()
 			var live []string
 			for name := range f.livePods() {
@@ -106,8 +128,9 @@ func TestEvictionErrorsKeepTheBudget(t *testing.T) {
 				t.Errorf("live pods %v, want %v", live, tc.wantLive)
 			}
 			// One event on the pod and one on the autoscaler, which names the pod.
-			if n := countEvents(f.events(), EventEvicted+" pod "); n != tc.wantEvict {
-				t.Errorf("%d Evicted events, want %d", n, tc.wantEvict)
+			evs := f.events()
+			if n := countEvents(evs, EventEvicted+" pod ") + countEvents(evs, EventReplacedUnready+" pod "); n != tc.wantDone {
+				t.Errorf("%d Evicted or ReplacedUnready events on the autoscaler, want %d: %q", n, tc.wantDone, evs)
 			}
 		})
 	}

@@ -128,6 +128,10 @@ func (u *Updater) replaceUnready(ctx context.Context, c *candidate, now time.Tim
 	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
 		c.skip(SkipEvictionError, "the pod changed or is going away: "+err.Error())
 		return
+	case u.evictionLost(ctx, c, err):
+		// Deleted, the answer lost (evictionLost): counted as deleted, so the
+		// workload's backoff holds its other not-Ready pods.
+		log.Info("The deletion answered an error but the pod is going away: counted as deleted", "err", err.Error())
 	default:
 		evictionsTotal.WithLabelValues(ResultError).Inc()
 		msg := "deleting the not-Ready pod failed: " + err.Error()
