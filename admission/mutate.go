@@ -446,11 +446,10 @@ func (m *Mutator) memoryTarget(t *backend.Target, r contract.Target, gfa *gpufra
 		return nil, nil
 	}
 	gpuMem := resource.NewQuantity(m.Config.GPUMemoryBytes, resource.BinarySI)
-	if q.Sign() <= 0 {
-		return nil, backend.Unsafe(backend.UnsafeInvalidValue, "memory target %s of container %s is not positive", q.String(), t.Container)
-	}
-	if q.Cmp(*gpuMem) > 0 {
-		return nil, backend.Unsafe(backend.UnsafeRecommendationSize, "memory target %s of container %s exceeds one GPU (%s)", q.String(), t.Container, gpuMem.String())
+	if msg, tooLarge := r.UnwritableMemory(m.Config.GPUMemoryBytes); tooLarge {
+		return nil, backend.Unsafe(backend.UnsafeRecommendationSize, "%s", msg)
+	} else if msg != "" {
+		return nil, backend.Unsafe(backend.UnsafeInvalidValue, "%s", msg)
 	}
 	var warnings []string
 	t.HasMemory = true
@@ -503,8 +502,8 @@ func (m *Mutator) computeTarget(t *backend.Target, r contract.Target, gfa *gpufr
 	if q == nil || !r.ControlsCompute {
 		return nil, nil
 	}
-	if q.Sign() < 0 || q.Cmp(resource.MustParse("1")) > 0 {
-		return nil, backend.Unsafe(backend.UnsafeInvalidValue, "compute target %s of container %s is outside 0–1 GPU", q.String(), t.Container)
+	if msg := r.UnwritableCompute(); msg != "" {
+		return nil, backend.Unsafe(backend.UnsafeInvalidValue, "%s", msg)
 	}
 	var warnings []string
 	t.HasCompute = true

@@ -1,6 +1,8 @@
 package contract
 
 import (
+	"fmt"
+
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
@@ -64,6 +66,39 @@ func (t Target) PlacedCompute() (milli int64, request, ok bool) {
 		return t.Compute, false, true
 	}
 	return t.ComputeRequest, true, t.ComputeRequest > 0
+}
+
+// UnwritableMemory says why the webhook writes no memory for the container's target,
+// or "" when it does or has none to write (no memory target, or memory not controlled):
+// a target that is not positive, or one above one GPU of gpuMemoryBytes (tooLarge).
+// The webhook then admits the pod unchanged (backend.UnsafeError), so the updater
+// replaces no pod towards such a target: the replacement would come back without it.
+func (t Target) UnwritableMemory(gpuMemoryBytes int64) (msg string, tooLarge bool) {
+	if t.Recommendation == nil || t.Recommendation.Target.Memory == nil || !t.ControlsMemory {
+		return "", false
+	}
+	q := t.Recommendation.Target.Memory
+	if q.Sign() <= 0 {
+		return fmt.Sprintf("memory target %s of container %s is not positive", q, t.Container), false
+	}
+	if gpu := resource.NewQuantity(gpuMemoryBytes, resource.BinarySI); q.Cmp(*gpu) > 0 {
+		return fmt.Sprintf("memory target %s of container %s exceeds one GPU (%s)", q, t.Container, gpu), true
+	}
+	return "", false
+}
+
+// UnwritableCompute says why the webhook writes no compute for the container's target,
+// or "" when it does or has none to write (no compute target, or compute not
+// controlled): a target outside 0–1 GPU. As UnwritableMemory, the pod is then admitted
+// unchanged.
+func (t Target) UnwritableCompute() string {
+	if t.Recommendation == nil || t.Recommendation.Target.Compute == nil || !t.ControlsCompute {
+		return ""
+	}
+	if q := t.Recommendation.Target.Compute; q.Sign() < 0 || q.Cmp(resource.MustParse("1")) > 0 {
+		return fmt.Sprintf("compute target %s of container %s is outside 0–1 GPU", q, t.Container)
+	}
+	return ""
 }
 
 // TargetsOf converts a recommendation's container recommendations into Targets by

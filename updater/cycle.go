@@ -222,6 +222,9 @@ func (u *Updater) plan(ctx context.Context, cy *cycle, gfa *gpufracv1.GPUFractio
 	p.noFloorCondition()
 	rules := p.rules(u.Config, computeHeld)
 	p.targets = contract.TargetsOf(gfa, p.gfr)
+	if p.recSkip == "" {
+		p.recSkip, p.recMsg = p.unwritable(u.Config.Backend.GPUMemoryBytes)
+	}
 	p.heldPending = p.publishHeldCompute()
 	p.floorPending = p.publishFloor(now)
 	u.settleReplacements(ctx, p, now)

@@ -135,3 +135,38 @@ func TestEvictionErrorsKeepTheBudget(t *testing.T) {
 		})
 	}
 }
+
+// A recommendation the admission webhook would not write (a memory target above one
+// GPU of the updater's and the webhook's --gpu-memory, as when the recommender was
+// given a larger GPU; not positive; compute above one GPU) admits every replacement
+// unchanged: no pod is replaced towards it (an eviction every --stuck-backoff, for
+// nothing), and status.updater says why. A writable one still replaces.
+func TestUnwritableRecommendationEvictsNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name                  string
+		target, lower, upper  string
+		compute               string
+		wantLive              int
+		wantBlocked, wantText string
+	}{
+		{"writable", "1Gi", "768Mi", "1536Mi", "250m", 2, "", ""},
+		{"memory above one GPU", "100Gi", "90Gi", "110Gi", "250m", 3, SkipNoRecommendation, "memory target 100Gi of container main exceeds one GPU (80Gi)"},
+		{"memory not positive", "0", "0", "0", "250m", 3, SkipNoRecommendation, "memory target 0 of container main is not positive"},
+		{"compute above one GPU", "1Gi", "768Mi", "1536Mi", "1500m", 3, SkipNoRecommendation, "compute target 1500m of container main is outside 0–1 GPU"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 3, 3)
+			f.setTarget(tc.target, tc.lower, tc.upper)
+			cr := &f.gfr.Status.ContainerRecommendations[0]
+			cr.Target.Compute, cr.SharingMode = q(tc.compute), gpufracv1.SharingModeMPS
+			f.build()
+			f.run()
+			if n := len(f.livePods()); n != tc.wantLive {
+				t.Errorf("%d pods left, want %d", n, tc.wantLive)
+			}
+			if st := f.status(); st.BlockedReason != tc.wantBlocked || !strings.Contains(st.BlockedMessage, tc.wantText) {
+				t.Errorf("blocked %q %q, want %q naming %q", st.BlockedReason, st.BlockedMessage, tc.wantBlocked, tc.wantText)
+			}
+		})
+	}
+}

@@ -3,6 +3,8 @@ package updater
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -132,6 +134,36 @@ func (u *Updater) recommendation(ctx context.Context, gfa *gpufracv1.GPUFraction
 		return gfr, SkipNoRecommendation, msg
 	}
 	return gfr, "", ""
+}
+
+// unwritable returns SkipNoRecommendation and why when a target of a container of the
+// workload's pods is one the webhook writes no fraction for (contract.Target's
+// UnwritableMemory and UnwritableCompute: a memory target not positive or above one GPU
+// of gpuMemoryBytes, a compute target outside 0–1 GPU; the webhook then admits the pod
+// unchanged): a replacement would come back without the fraction, so none is made. It
+// happens where the recommender and the webhook are given different GPU sizes
+// (--gpu-memory) or a recommendation was edited; otherwise it returns "", "".
+func (p *plan) unwritable(gpuMemoryBytes int64) (string, string) {
+	names := map[string]bool{}
+	for _, pod := range p.pods {
+		for _, pc := range workload.Containers(pod) {
+			names[pc.Container.Name] = pc.Type != gpufracv1.ContainerTypeInit // never written (the webhook's targets)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(p.targets)) {
+		t := p.targets[name]
+		if !names[name] {
+			continue
+		}
+		msg, _ := t.UnwritableMemory(gpuMemoryBytes)
+		if msg == "" {
+			msg = t.UnwritableCompute()
+		}
+		if msg != "" {
+			return SkipNoRecommendation, "the admission webhook would not write this recommendation (" + msg + "): a replacement would come back unchanged"
+		}
+	}
+	return "", ""
 }
 
 // readAllocations reads the applied fraction of each of the plan's pods (ReadAllocation).
