@@ -74,10 +74,11 @@ const HistoryQuantileLabel = "quantile"
 //     hour's rank at the raw percentile varies by about ±2 minutes (binomial: √(60·0.9·0.1)
 //     = 2.3), and the effective compute (estimate.Config.ComputeRequest) weighs the top
 //     of the distribution most: every minute rank above 0.8 is recorded, the deciles
-//     below. Measured against the raw model on trace.Synthesize (1,000 pods × 1 day, seed 1;
-//     hold-out 300 × 2 days, seed 2): the 0.9 percentile at most 0.07 (hold-out 0.15)
-//     above raw, median 0.01 (one bucket); the effective compute at most 0.018 above,
-//     against 0.20 and 0.16 with deciles alone.
+//     below. Measured against the raw model on trace.Synthesize (hack/benchquantiles,
+//     1,000 pods × 1 day, seed 1; hold-out 300 × 2 days, seed 2; docs/benchmarks.md):
+//     the 0.9 percentile at most 0.07 (hold-out 0.15) above raw, median 0.01 (one
+//     bucket); the effective compute at most 0.018 above, against 0.20 and 0.16 with
+//     deciles alone.
 var HistoryComputeQuantiles = func() []float64 {
 	q := []float64{0.51}
 	for k := 1; k <= 8; k++ {

@@ -31,13 +31,17 @@ import (
 // it weighs 0 (for a whole hour of 60 no recorded quantile does; for fewer minutes
 // some may). For n = 60 the deciles weigh 6 each (0.51 one and 0.6 five) and each of
 // the top HistoryComputeTopMinutes quantiles one minute.
-func ComputeQuantileWeights(n int) []int {
-	w := make([]int, len(HistoryComputeQuantiles))
+func ComputeQuantileWeights(n int) []int { return QuantileWeights(HistoryComputeQuantiles, n) }
+
+// QuantileWeights is ComputeQuantileWeights for any ascending quantiles qs (0–1, the
+// last 1): entry k is how many of n minute means qs[k] stands for.
+func QuantileWeights(qs []float64, n int) []int {
+	w := make([]int, len(qs))
 	if n <= 0 {
 		return w
 	}
 	below := 0 // minutes at or below the previous quantile's rank
-	for k, q := range HistoryComputeQuantiles {
+	for k, q := range qs {
 		// The rank as PromQL computes it, in float64 (0.7·90 is 62.99…, not 63).
 		upTo := min(n, int(math.Floor(q*float64(n-1)))+1)
 		w[k] = upTo - below

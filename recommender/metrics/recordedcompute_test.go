@@ -1,23 +1,13 @@
 package metrics_test
 
 import (
-	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
 
 	"github.com/gpufrac/gpufrac/recommender/metrics"
+	"github.com/gpufrac/gpufrac/recommender/metrics/promtest"
 )
-
-// promQuantile is PromQL's quantile_over_time of the values: linear interpolation
-// between the sorted values at rank q·(n−1) (promql/quantile.go).
-func promQuantile(q float64, sorted []float64) float64 {
-	rank := q * float64(len(sorted)-1)
-	lo := math.Max(0, math.Floor(rank))
-	hi := math.Min(float64(len(sorted)-1), lo+1)
-	w := rank - math.Floor(rank)
-	return sorted[int(lo)]*(1-w) + sorted[int(hi)]*w
-}
 
 // The recorded quantiles, each weighed by ComputeQuantileWeights and raised by
 // QuantileAtLeast, stochastically dominate the hour's minute means for every count of
@@ -61,7 +51,7 @@ func TestComputeQuantileWeightsDominate(t *testing.T) {
 				}
 				dec := make([]float64, len(w))
 				for k, q := range metrics.HistoryComputeQuantiles {
-					dec[k] = metrics.QuantileAtLeast(promQuantile(q, v))
+					dec[k] = metrics.QuantileAtLeast(promtest.Quantile(q, v))
 				}
 				for _, x := range append(slices.Clone(v), dec...) {
 					fed, raw := 0, 0

@@ -374,3 +374,14 @@ func writeError(w http.ResponseWriter, code int, typ string, err error) {
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(map[string]any{"status": "error", "errorType": typ, "error": err.Error()})
 }
+
+// Quantile is PromQL's quantile_over_time of values sorted ascending (promql/quantile.go):
+// linear interpolation between the values at rank q·(n−1), computed in float64 as
+// Prometheus does, so a test can predict a recorded quantile bit for bit.
+func Quantile(q float64, sorted []float64) float64 {
+	rank := q * float64(len(sorted)-1)
+	lo := math.Max(0, math.Floor(rank))
+	hi := math.Min(float64(len(sorted)-1), lo+1)
+	w := rank - math.Floor(rank)
+	return sorted[int(lo)]*(1-w) + sorted[int(hi)]*w
+}
