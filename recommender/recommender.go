@@ -58,7 +58,8 @@ type Config struct {
 	// HistoryComputeFromRecordings, with HistoryFromRecordings, also reads each whole
 	// hour's compute from its recorded quantiles (21 and a count per container and hour,
 	// metrics.HistoryComputeQuantiles; recorded.go, readCompute) instead of the raw
-	// minute means: on the safe side (never lower), a little higher (docs/benchmarks.md,
+	// minute means: on the safe side of the recorded minute means (never lower), a little
+	// higher than the raw read (docs/benchmarks.md,
 	// "Results, 2026-12-02: recorded compute, finer quantiles"). Default false: compute
 	// is read raw.
 	HistoryComputeFromRecordings bool
