@@ -149,7 +149,7 @@ func (m *Mutator) handle(ctx context.Context, req admission.Request, pod *corev1
 			resp = admission.Allowed("").WithWarnings("gpufrac: internal error; pod admitted unchanged")
 		}
 	}()
-	o := m.decideDecoded(ctx, req, pod)
+	o := m.decide(ctx, req, pod)
 	if m.Events != nil && (req.DryRun == nil || !*req.DryRun) {
 		if o.event != "" && o.gfa != nil {
 			m.Events.Eventf(o.gfa, nil, corev1.EventTypeWarning, EventFractionNotApplied, "AdmitPod", "%s", o.event)
@@ -171,14 +171,9 @@ func (m *Mutator) handle(ctx context.Context, req admission.Request, pod *corev1
 }
 
 // decide is the decision for one admission request: only a Pod CREATE that decodes,
-// once the informer caches have synced, goes on to decidePod.
-func (m *Mutator) decide(ctx context.Context, req admission.Request) outcome {
-	return m.decideDecoded(ctx, req, nil)
-}
-
-// decideDecoded is decide with the request's pod already decoded (pod), or nil to
-// decode req.Object.
-func (m *Mutator) decideDecoded(ctx context.Context, req admission.Request, pod *corev1.Pod) outcome {
+// once the informer caches have synced, goes on to decidePod. pod is the request's pod
+// when ServeHTTP already decoded it with the review, or nil to decode req.Object.
+func (m *Mutator) decide(ctx context.Context, req admission.Request, pod *corev1.Pod) outcome {
 	if req.Operation != admissionv1.Create || req.Kind.Kind != "Pod" || req.SubResource != "" {
 		return outcome{skip: SkipNotPodCreate}
 	}

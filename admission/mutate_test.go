@@ -32,7 +32,7 @@ func mutator(t testing.TB, cfg Config, objs ...client.Object) *Mutator {
 func handle(t *testing.T, m *Mutator, pod *corev1.Pod) (outcome, admission.Response, *corev1.Pod) {
 	t.Helper()
 	req := createRequest(t, pod)
-	o := m.decide(context.Background(), req)
+	o := m.decide(context.Background(), req, nil)
 	resp := m.Handle(context.Background(), req)
 	if !resp.Allowed {
 		t.Fatalf("pod denied: %+v", resp.Result)
@@ -331,7 +331,7 @@ func TestMutateNeverDenies(t *testing.T) {
 	}
 	m = mutator(t, Config{})
 	m.Synced = func() bool { return false }
-	if o := m.decide(context.Background(), createRequest(t, podOf(gpuContainer("main", 1)))); o.skip != SkipNotReady {
+	if o := m.decide(context.Background(), createRequest(t, podOf(gpuContainer("main", 1))), nil); o.skip != SkipNotReady {
 		t.Errorf("unsynced: %s", o.skip)
 	}
 	req := createRequest(t, podOf(gpuContainer("main", 1)))
@@ -341,7 +341,7 @@ func TestMutateNeverDenies(t *testing.T) {
 	}
 	req = createRequest(t, podOf(gpuContainer("main", 1)))
 	req.Operation = "UPDATE"
-	if o := m.decide(context.Background(), req); o.skip != SkipNotPodCreate {
+	if o := m.decide(context.Background(), req, nil); o.skip != SkipNotPodCreate {
 		t.Errorf("update: %s", o.skip)
 	}
 }
