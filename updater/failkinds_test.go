@@ -139,23 +139,29 @@ func TestEvictionErrorsKeepTheBudget(t *testing.T) {
 // A recommendation the admission webhook would not write (a memory target above one
 // GPU of the updater's and the webhook's --gpu-memory, as when the recommender was
 // given a larger GPU; not positive; compute above one GPU) admits every replacement
-// unchanged: no pod is replaced towards it (an eviction every --stuck-backoff, for
-// nothing), and status.updater says why. A writable one still replaces.
+// unchanged: no pod that already is as the webhook admits it is replaced towards it (an
+// eviction every --stuck-backoff, for nothing), and status.updater says why. A pod
+// holding a fraction below a memory target above one GPU is replaced: it comes back
+// with the whole GPU it asks for, the protective direction, and is then in date. A
+// writable one still replaces.
 func TestUnwritableRecommendationEvictsNothing(t *testing.T) {
 	for _, tc := range []struct {
 		name                  string
+		podGi                 int64
 		target, lower, upper  string
 		compute               string
 		wantLive              int
 		wantBlocked, wantText string
 	}{
-		{"writable", "1Gi", "768Mi", "1536Mi", "250m", 2, "", ""},
-		{"memory above one GPU", "100Gi", "90Gi", "110Gi", "250m", 3, SkipNoRecommendation, "memory target 100Gi of container main exceeds one GPU (80Gi)"},
-		{"memory not positive", "0", "0", "0", "250m", 3, SkipNoRecommendation, "memory target 0 of container main is not positive"},
-		{"compute above one GPU", "1Gi", "768Mi", "1536Mi", "1500m", 3, SkipNoRecommendation, "compute target 1500m of container main is outside 0–1 GPU"},
+		{"writable", 3, "1Gi", "768Mi", "1536Mi", "250m", 2, "", ""},
+		{"memory above one GPU, pods hold whole GPUs", 80, "100Gi", "90Gi", "110Gi", "250m", 3, SkipNoRecommendation, "memory target 100Gi of container main exceeds one GPU (80Gi)"},
+		{"memory above one GPU, pods hold fractions", 3, "100Gi", "90Gi", "110Gi", "250m", 2, "", ""},
+		{"memory above one GPU and compute above one GPU", 3, "100Gi", "90Gi", "110Gi", "1500m", 3, SkipNoRecommendation, "compute target 1500m of container main is outside 0–1 GPU"},
+		{"memory not positive", 3, "0", "0", "0", "250m", 3, SkipNoRecommendation, "memory target 0 of container main is not positive"},
+		{"compute above one GPU", 3, "1Gi", "768Mi", "1536Mi", "1500m", 3, SkipNoRecommendation, "compute target 1500m of container main is outside 0–1 GPU"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 3, 3)
+			f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 3, tc.podGi)
 			f.setTarget(tc.target, tc.lower, tc.upper)
 			cr := &f.gfr.Status.ContainerRecommendations[0]
 			cr.Target.Compute, cr.SharingMode = q(tc.compute), gpufracv1.SharingModeMPS

@@ -140,9 +140,16 @@ func (u *Updater) recommendation(ctx context.Context, gfa *gpufracv1.GPUFraction
 // workload's pods is one the webhook writes no fraction for (contract.Target's
 // UnwritableMemory and UnwritableCompute: a memory target not positive or above one GPU
 // of gpuMemoryBytes, a compute target outside 0–1 GPU; the webhook then admits the pod
-// unchanged): a replacement would come back without the fraction, so none is made. It
+// unchanged) and a replacement would come back as the pod is, so none is made. It
 // happens where the recommender and the webhook are given different GPU sizes
 // (--gpu-memory) or a recommendation was edited; otherwise it returns "", "".
+//
+// A memory target above one GPU is not a skip while a pod of the container holds a
+// fraction below one GPU (read by readAllocations): its replacement comes back unchanged,
+// that is with the whole GPU it asks for, which is as close to the target as a pod gets.
+// The container's target and bounds are then capped at one GPU (wholeGPU), so those
+// pods grow by the usual rules (protective growth included) and a pod already holding a
+// whole GPU is in date.
 func (p *plan) unwritable(gpuMemoryBytes int64) (string, string) {
 	names := map[string]bool{}
 	for _, pod := range p.pods {
@@ -155,15 +162,41 @@ func (p *plan) unwritable(gpuMemoryBytes int64) (string, string) {
 		if !names[name] {
 			continue
 		}
-		msg, _ := t.UnwritableMemory(gpuMemoryBytes)
-		if msg == "" {
-			msg = t.UnwritableCompute()
+		msg, tooLarge := t.UnwritableMemory(gpuMemoryBytes)
+		if msg == "" || tooLarge {
+			if c := t.UnwritableCompute(); c != "" {
+				msg, tooLarge = c, false
+			}
+		}
+		if tooLarge && p.holdsFraction(name, gpuMemoryBytes) {
+			p.targets[name] = wholeGPU(t, gpuMemoryBytes)
+			continue
 		}
 		if msg != "" {
 			return SkipNoRecommendation, "the admission webhook would not write this recommendation (" + msg + "): a replacement would come back unchanged"
 		}
 	}
 	return "", ""
+}
+
+// holdsFraction reports whether a pod of the plan holds less than one GPU of memory
+// (gpuMemoryBytes) for the container, by its allocation (readAllocations).
+func (p *plan) holdsFraction(container string, gpuMemoryBytes int64) bool {
+	for _, pod := range p.pods {
+		if a, ok := p.allocs[pod.UID].Containers[container]; ok && a.Memory >= 0 && a.Memory < gpuMemoryBytes {
+			return true
+		}
+	}
+	return false
+}
+
+// wholeGPU returns t with its memory target, bounds and limit capped at one GPU
+// (gpuMemoryBytes, bytes): what a pod the webhook admits unchanged holds.
+func wholeGPU(t contract.Target, gpuMemoryBytes int64) contract.Target {
+	for _, v := range []*int64{&t.Memory, &t.LowerMemory, &t.UpperMemory, &t.MemoryLimit} {
+		*v = min(*v, gpuMemoryBytes)
+	}
+	return t
 }
 
 // readAllocations reads the applied fraction of each of the plan's pods (ReadAllocation).
