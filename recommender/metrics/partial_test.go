@@ -62,3 +62,39 @@ func TestWarningsAreIncomplete(t *testing.T) {
 		t.Fatalf("infos only: want one series, got %v, %v", s, err)
 	}
 }
+
+// An answer of another type than the query asks for (a matrix to an instant query, a
+// vector or string to a range query: a proxy or a misrouted request) is an error, no
+// data, and is counted as an error, not as an answer read.
+func TestWrongResultTypeIsAnError(t *testing.T) {
+	errs := func(kind string) float64 { return testutil.ToFloat64(Queries.WithLabelValues(kind, "error")) }
+	oks := func(kind string) float64 { return testutil.ToFloat64(Queries.WithLabelValues(kind, "ok")) }
+	mat := `{"status":"success","data":{"resultType":"matrix","result":[
+	 {"metric":{"namespace":"a","pod":"p1","container":"c"},"values":[[1700000000,"0.5"]]}]}}`
+	str := `{"status":"success","data":{"resultType":"string","result":[1700000000,"x"]}}`
+	end := time.Unix(1700000000, 0)
+
+	beforeE, beforeOK := errs("instant"), oks("instant")
+	r, _ := reader(t, 200, mat)
+	if v, err := r.Vector(context.Background(), "q", end); err == nil || v != nil {
+		t.Fatalf("Vector of a matrix answer: want an error and no data, got %v, %v", v, err)
+	}
+	if d := errs("instant") - beforeE; d != 1 {
+		t.Errorf("queries{instant,error} += %v, want 1", d)
+	}
+	if d := oks("instant") - beforeOK; d != 0 {
+		t.Errorf("queries{instant,ok} += %v, want 0", d)
+	}
+
+	beforeE, beforeOK = errs("range"), oks("range")
+	r, _ = reader(t, 200, str)
+	if s, err := r.Range(context.Background(), SignalCompute, "q", end.Add(-time.Hour), end, time.Minute); err == nil || s != nil {
+		t.Fatalf("Range of a string answer: want an error and no series, got %v, %v", s, err)
+	}
+	if d := errs("range") - beforeE; d != 1 {
+		t.Errorf("queries{range,error} += %v, want 1", d)
+	}
+	if d := oks("range") - beforeOK; d != 0 {
+		t.Errorf("queries{range,ok} += %v, want 0", d)
+	}
+}

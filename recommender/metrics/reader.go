@@ -256,7 +256,7 @@ func (r *Reader) Vector(ctx context.Context, query string, ts time.Time) (model.
 	case *model.Scalar:
 		vec = model.Vector{{Metric: model.Metric{}, Value: val.Value, Timestamp: val.Timestamp}}
 	default:
-		Queries.WithLabelValues("instant", "ok").Inc()
+		Queries.WithLabelValues("instant", "error").Inc()
 		return nil, fmt.Errorf("prometheus query %q: want a vector, got %s", query, typeOf(v))
 	}
 	if err := outsideQuery("instant", query, toMatrix(vec), ts, ts, 0); err != nil {
@@ -424,7 +424,7 @@ func (r *Reader) rangeMatrix(ctx context.Context, query string, start, end time.
 		}
 		m, ok := v.(model.Matrix)
 		if !ok {
-			Queries.WithLabelValues("range", "ok").Inc()
+			Queries.WithLabelValues("range", "error").Inc()
 			return nil, fmt.Errorf("prometheus range query %q: want a matrix, got %s", query, typeOf(v))
 		}
 		if err := outsideQuery("range", query, m, from, to, step); err != nil {
