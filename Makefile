@@ -45,7 +45,7 @@ build: ## Build gpufrac's binaries into bin/.
 
 generate: $(BIN)/controller-gen ## Regenerate deepcopy code and CRDs from api/.
 	$(BIN)/controller-gen object:headerFile=hack/boilerplate.go.txt paths=./api/...
-	$(BIN)/controller-gen crd:crdVersions=v1 paths=./api/... output:crd:artifacts:config=charts/gpufrac/crds
+	$(BIN)/controller-gen crd:crdVersions=v1,allowDangerousTypes=true paths=./api/... output:crd:artifacts:config=charts/gpufrac/crds
 
 verify-generated: generate ## Fail when generated files are stale.
 	@git diff --exit-code -- api charts/gpufrac/crds || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }

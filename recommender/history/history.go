@@ -331,6 +331,11 @@ type Model struct {
 	opts       Options
 	containers map[WorkloadKey]map[string]*ContainerState // by workload, then container name
 	lastSeen   map[seenKey]time.Time
+	// floor: per restored workload, the checkpoint's time; samples at or before it are
+	// in the restored state already (Restore).
+	floor map[WorkloadKey]time.Time
+	// versions: per workload, bumped by every change (Version).
+	versions map[WorkloadKey]uint64
 }
 
 type seenKey struct {
@@ -341,7 +346,8 @@ type seenKey struct {
 
 // NewModel returns an empty model.
 func NewModel(o Options) *Model {
-	return &Model{opts: o.withDefaults(), containers: map[WorkloadKey]map[string]*ContainerState{}, lastSeen: map[seenKey]time.Time{}}
+	return &Model{opts: o.withDefaults(), containers: map[WorkloadKey]map[string]*ContainerState{}, lastSeen: map[seenKey]time.Time{},
+		floor: map[WorkloadKey]time.Time{}, versions: map[WorkloadKey]uint64{}}
 }
 
 // Options returns the model's options with defaults filled in.
@@ -375,12 +381,13 @@ func (m *Model) Add(w WorkloadKey, signal metrics.Signal, s metrics.Series) {
 		m.containers[w][k.Container] = st
 	}
 	sk := seenKey{workload: w, id: s.ID, signal: signal}
-	last := m.lastSeen[sk]
+	last, floor := m.lastSeen[sk], m.floor[w]
+	added := false
 	for _, p := range s.Samples {
-		if !p.Time.After(last) {
+		if !p.Time.After(last) || !p.Time.After(floor) {
 			continue
 		}
-		last = p.Time
+		last, added = p.Time, true
 		switch signal {
 		case metrics.SignalMemory:
 			st.AddMemory(s.ID.Pod, p.Time, p.Value)
@@ -389,6 +396,9 @@ func (m *Model) Add(w WorkloadKey, signal metrics.Signal, s metrics.Series) {
 		}
 	}
 	m.lastSeen[sk] = last
+	if added || s.SharedSamples > 0 || s.Devices > st.Devices {
+		m.versions[w]++
+	}
 	st.SharedSamples += s.SharedSamples
 	st.Devices = max(st.Devices, s.Devices)
 	if s.Devices > 1 && s.MultiDeviceAt.After(st.MultiDeviceAt) {
@@ -402,6 +412,7 @@ func (m *Model) Add(w WorkloadKey, signal metrics.Signal, s metrics.Series) {
 // Forget drops everything known about a workload (its autoscaler was deleted).
 func (m *Model) Forget(w WorkloadKey) {
 	delete(m.containers, w)
+	delete(m.floor, w)
 	for k := range m.lastSeen {
 		if k.workload == w {
 			delete(m.lastSeen, k)
@@ -413,12 +424,18 @@ func (m *Model) Forget(w WorkloadKey) {
 // not seen for the history length, and a count of several devices (Devices) whose last
 // evidence (MultiDeviceAt) is older than the history length.
 func (m *Model) GC(now time.Time, history time.Duration) {
-	for _, byName := range m.containers {
+	for w, byName := range m.containers {
 		for _, st := range byName {
 			st.gc(now)
 			if st.Devices > 1 && st.MultiDeviceAt.Before(now.Add(-history)) {
 				st.Devices, st.MultiDeviceAt = 0, time.Time{}
+				m.versions[w]++
 			}
+		}
+	}
+	for w, t := range m.floor {
+		if t.Before(now.Add(-history)) {
+			delete(m.floor, w)
 		}
 	}
 	for k, t := range m.lastSeen {

@@ -1,0 +1,195 @@
+package history
+
+import (
+	"encoding/json"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/recommender/metrics"
+	"github.com/gpufrac/gpufrac/workload"
+)
+
+// feedDays feeds m workload w's two pods from..to: memory once a minute (a daily
+// pattern with noise, a spike on one pod each day) and compute once a minute.
+func feedDays(m *Model, w WorkloadKey, seed uint64, from, to time.Time) {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	for _, pod := range []string{"p-0", "p-1"} {
+		var mem, cpu []metrics.Sample
+		for t := from.Add(time.Minute); !t.After(to); t = t.Add(time.Minute) {
+			day := math.Sin(2 * math.Pi * float64(t.Hour()) / 24)
+			mv := (10 + 2*day + rng.Float64()) * gib
+			if t.Hour() == 15 && t.Minute() == 7 && pod == "p-1" {
+				mv = 19 * gib
+			}
+			mem = append(mem, metrics.Sample{Time: t, Value: mv})
+			cpu = append(cpu, metrics.Sample{Time: t, Value: math.Max(0, math.Min(1, 0.3+0.2*day+0.1*rng.NormFloat64()))})
+		}
+		id := metrics.ContainerID{Namespace: w.Namespace, Pod: pod, Container: "main"}
+		m.Add(w, metrics.SignalMemory, metrics.Series{ID: id, Samples: mem, Source: "x"})
+		m.Add(w, metrics.SignalCompute, metrics.Series{ID: id, Samples: cpu, Source: metrics.DCGMSMActive, Devices: 1})
+	}
+}
+
+// roundTrip saves w of m and decodes it as the API server would hand it back (JSON).
+func roundTrip(t *testing.T, m *Model, w WorkloadKey) []gpufracv1.ContainerCheckpoint {
+	t.Helper()
+	cps, err := m.SaveCheckpoint(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cps) != 1 {
+		t.Fatalf("saved %d containers, want 1", len(cps))
+	}
+	b, err := json.Marshal(gpufracv1.GPUFractionCheckpointStatus{Containers: cps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back gpufracv1.GPUFractionCheckpointStatus
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	return back.Containers
+}
+
+// TestCheckpointRestoreContinues: a model checkpointed after 2 days, restored into a new
+// model and fed days 3–4 (and, again, the samples before the checkpoint, which it must
+// skip) reads as the model that was fed all 4 days: every count, bound and peak
+// exactly; each percentile within one bucket (the checkpoint's quantization,
+// gpufracv1.HistogramCheckpoint). Two seeds.
+func TestCheckpointRestoreContinues(t *testing.T) {
+	w := WorkloadKey(workload.Ref{Namespace: "ns", Kind: "Deployment", Name: "d"})
+	for _, seed := range []uint64{1, 7} {
+		cont := NewModel(Options{})
+		mid, end := t0.Add(48*time.Hour+37*time.Minute), t0.Add(96*time.Hour)
+		feedDays(cont, w, seed, t0, mid)
+		cps := roundTrip(t, cont, w)
+		restored := NewModel(Options{})
+		if err := restored.Restore(w, mid, cps); err != nil {
+			t.Fatal(err)
+		}
+		feedDays(cont, w, seed+100, mid, end)
+		feedDays(restored, w, seed, t0, mid) // already in the checkpoint: skipped
+		feedDays(restored, w, seed+100, mid, end)
+
+		a, b := cont.Container(ContainerKey{w, "main"}), restored.Container(ContainerKey{w, "main"})
+		if a.Span() != b.Span() || a.ComputeSamples != b.ComputeSamples || a.MemoryPeaks != b.MemoryPeaks || !a.FirstSample.Equal(b.FirstSample) ||
+			!a.LastSample.Equal(b.LastSample) || a.LevelPeak != b.LevelPeak || !a.LevelSince.Equal(b.LevelSince) || a.Devices != b.Devices ||
+			a.ComputeSource != b.ComputeSource || a.ComputeHourSamples != b.ComputeHourSamples || a.ComputeHourDays != b.ComputeHourDays {
+			t.Errorf("seed %d: restored state differs:\ncontinuous %+v\nrestored   %+v", seed, summary(a), summary(b))
+		}
+		pa, oka := a.RecentPeak(end)
+		pb, okb := b.RecentPeak(end)
+		if pa != pb || oka != okb || pa != 19*gib {
+			t.Errorf("seed %d: recent peak %v/%v, restored %v/%v, want 19 GiB", seed, pa, oka, pb, okb)
+		}
+		if a.LevelIntervals(end) != b.LevelIntervals(end) {
+			t.Errorf("seed %d: level intervals %d, restored %d", seed, a.LevelIntervals(end), b.LevelIntervals(end))
+		}
+		for _, p := range []float64{0.05, 0.5, 0.9, 0.95, 0.99} {
+			if d := percentileBucket(MemoryBuckets, a.Memory.Percentile(p)) - percentileBucket(MemoryBuckets, b.Memory.Percentile(p)); d < -1 || d > 1 {
+				t.Errorf("seed %d: memory p%v %v, restored %v: %d buckets apart", seed, p*100, a.Memory.Percentile(p), b.Memory.Percentile(p), d)
+			}
+			if d := percentileBucket(ComputeBuckets, a.Compute.Percentile(p)) - percentileBucket(ComputeBuckets, b.Compute.Percentile(p)); d < -1 || d > 1 {
+				t.Errorf("seed %d: compute p%v %v, restored %v: %d buckets apart", seed, p*100, a.Compute.Percentile(p), b.Compute.Percentile(p), d)
+			}
+			for h := range HoursPerDay {
+				x, y := a.ComputeByHour[h].Percentile(p), b.ComputeByHour[h].Percentile(p)
+				if d := percentileBucket(ComputeBuckets, x) - percentileBucket(ComputeBuckets, y); d < -1 || d > 1 {
+					t.Errorf("seed %d: hour %d compute p%v %v, restored %v", seed, h, p*100, x, y)
+				}
+			}
+		}
+	}
+}
+
+func summary(s *ContainerState) map[string]any {
+	return map[string]any{"span": s.Span(), "compute": s.ComputeSamples, "peaks": s.MemoryPeaks, "first": s.FirstSample, "last": s.LastSample,
+		"level": s.LevelPeak, "since": s.LevelSince, "devices": s.Devices, "source": s.ComputeSource, "hours": s.ComputeHourSamples, "days": s.ComputeHourDays}
+}
+
+// TestCheckpointRejectsBadInput: a checkpoint that cannot be the model's is an error
+// naming what is wrong, and the model keeps what it had.
+func TestCheckpointRejectsBadInput(t *testing.T) {
+	w := WorkloadKey(workload.Ref{Namespace: "ns", Kind: "Deployment", Name: "d"})
+	src := NewModel(Options{})
+	feedDays(src, w, 3, t0, t0.Add(26*time.Hour))
+	for _, c := range []struct {
+		name   string
+		break_ func(c []gpufracv1.ContainerCheckpoint) []gpufracv1.ContainerCheckpoint
+		want   string
+	}{
+		{"bucket not a number", func(c []gpufracv1.ContainerCheckpoint) []gpufracv1.ContainerCheckpoint {
+			c[0].Memory.BucketWeights["x"] = 5
+			return c
+		}, `bucket "x"`},
+		{"bucket outside the layout", func(c []gpufracv1.ContainerCheckpoint) []gpufracv1.ContainerCheckpoint {
+			c[0].Compute.BucketWeights["500"] = 5
+			return c
+		}, "exceeding histogram buckets"},
+		{"weight NaN", func(c []gpufracv1.ContainerCheckpoint) []gpufracv1.ContainerCheckpoint {
+			c[0].Compute.TotalWeight = math.NaN()
+			return c
+		}, "total weight"},
+		{"negative peak", func(c []gpufracv1.ContainerCheckpoint) []gpufracv1.ContainerCheckpoint {
+			c[0].IntervalPeaks[0].Bytes = -1
+			return c
+		}, "interval peak"},
+		{"hour 24", func(c []gpufracv1.ContainerCheckpoint) []gpufracv1.ContainerCheckpoint {
+			c[0].ComputeByHour[0].Hour = 24
+			return c
+		}, "hour 24"},
+		{"peaks without a histogram", func(c []gpufracv1.ContainerCheckpoint) []gpufracv1.ContainerCheckpoint {
+			c[0].Memory = gpufracv1.HistogramCheckpoint{}
+			return c
+		}, "histogram is empty"},
+		{"container twice", func(c []gpufracv1.ContainerCheckpoint) []gpufracv1.ContainerCheckpoint {
+			return append(c, c[0])
+		}, "saved twice"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := NewModel(Options{})
+			feedDays(m, w, 9, t0, t0.Add(2*time.Hour))
+			before := m.Container(ContainerKey{w, "main"})
+			err := m.Restore(w, t0.Add(26*time.Hour), c.break_(roundTrip(t, src, w)))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Restore: %v, want an error with %q", err, c.want)
+			}
+			if m.Container(ContainerKey{w, "main"}) != before || before.ComputeSamples != 2*120 {
+				t.Errorf("the model changed on a failed restore")
+			}
+		})
+	}
+}
+
+// TestVersionChangesWithSamples: the version moves when samples are added, not when the
+// same samples come again, and a restore moves it.
+func TestVersionChangesWithSamples(t *testing.T) {
+	w := WorkloadKey(workload.Ref{Namespace: "ns", Kind: "Deployment", Name: "d"})
+	m := NewModel(Options{})
+	feedDays(m, w, 1, t0, t0.Add(time.Hour))
+	v := m.Version(w)
+	if v == 0 {
+		t.Fatal("version 0 after samples")
+	}
+	feedDays(m, w, 1, t0, t0.Add(time.Hour))
+	if m.Version(w) != v {
+		t.Errorf("version moved on samples already seen: %d -> %d", v, m.Version(w))
+	}
+	feedDays(m, w, 1, t0.Add(time.Hour), t0.Add(2*time.Hour))
+	if m.Version(w) == v {
+		t.Error("version did not move on new samples")
+	}
+}
+
+// TestCheckpointOptions: the options a checkpoint records are the defaults filled in, and
+// differ when the model's do.
+func TestCheckpointOptions(t *testing.T) {
+	a, b := Options{}.CheckpointOptions(), Options{HalfLife: time.Hour}.CheckpointOptions()
+	if a.HalfLife.Duration != DefaultHalfLife || !a.ComputeByHour || a == b {
+		t.Errorf("options %+v and %+v", a, b)
+	}
+}
