@@ -43,8 +43,8 @@ const (
 	// SkipNoRecommendation: no recommendation, or RecommendationProvided is not True
 	// (contract.ReasonNotProvided).
 	SkipNoRecommendation = string(contract.ReasonNotProvided)
-	// SkipStale: the recommendation is owned by an earlier autoscaler of the same name
-	// (contract.ReasonStale).
+	// SkipStale: the recommendation is owned by an earlier autoscaler of the same name,
+	// or was made for another target than the autoscaler's (contract.ReasonStale).
 	SkipStale = string(contract.ReasonStale)
 	// SkipLowConfidence: confidencePercent is below Config.MinConfidence
 	// (contract.ReasonLowConfidence).

@@ -139,6 +139,10 @@ func TestMutateSkips(t *testing.T) {
 	}
 	stale := recommendation("web", 80, containerRec("main", "4Gi", "350m"))
 	stale.OwnerReferences[0].UID = "old-uid"
+	// The autoscaler was retargeted from Deployment api to web; the recommender has not
+	// written since: api's fraction must not go into web's pods.
+	retargeted := recommendation("web", 80, containerRec("main", "4Gi", "350m"))
+	retargeted.Spec.TargetRef = autoscalingRef("Deployment", "api")
 	notProvided := recommendation("web", 80, containerRec("main", "4Gi", "350m"))
 	notProvided.Status.Conditions[0].Status = metav1.ConditionFalse
 	excluded := podOf(gpuContainer("main", 1))
@@ -166,6 +170,7 @@ func TestMutateSkips(t *testing.T) {
 		{"no recommendation", base()[:1], Config{}, nil, SkipNoRecommendation, false},
 		{"recommendation not provided", []client.Object{base()[0], notProvided}, Config{}, nil, SkipNoRecommendation, false},
 		{"stale recommendation", []client.Object{base()[0], stale}, Config{}, nil, SkipStale, false},
+		{"recommendation of the former target", []client.Object{base()[0], retargeted}, Config{}, nil, SkipStale, false},
 		{"low confidence", []client.Object{base()[0], recommendation("web", 49, containerRec("main", "4Gi", "350m"))}, Config{}, nil, SkipLowConfidence, false},
 		{"custom confidence", []client.Object{base()[0], recommendation("web", 89, containerRec("main", "4Gi", "350m"))}, Config{MinConfidence: ptr.To[int32](90)}, nil, SkipLowConfidence, false},
 		{"no matching container", []client.Object{base()[0], recommendation("web", 80, containerRec("other", "4Gi", "350m"))}, Config{}, nil, SkipNoContainer, false},

@@ -49,7 +49,9 @@ type Reason string
 
 const (
 	// ReasonStale: the recommendation belongs to an earlier autoscaler of the same name
-	// (a GPUFractionAutoscaler owner of another UID); the recommender replaces it.
+	// (a GPUFractionAutoscaler owner of another UID), or was made for another workload
+	// than the autoscaler targets now (Retargeted: spec.targetRef was changed and the
+	// recommender has not written since); the recommender replaces it.
 	ReasonStale Reason = "stale-recommendation"
 	// ReasonNotProvided: the recommendation has no container recommendations, or its
 	// RecommendationProvided condition is False or Unknown.
@@ -60,7 +62,7 @@ const (
 )
 
 // Applies reports whether gfr, the recommendation of the same name as gfa, applies to
-// gfa's pods at minConfidence percent: it belongs to gfa, it is provided, and it is
+// gfa's pods at minConfidence percent: it belongs to gfa and its target, it is provided, and it is
 // confident enough (ConfidentEnough). When it does not, it returns the reason and a
 // message for people; otherwise "" and "".
 func Applies(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionRecommendation, minConfidence int32) (Reason, string) {
@@ -68,6 +70,10 @@ func Applies(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionRec
 		if or.Kind == "GPUFractionAutoscaler" && or.UID != gfa.UID {
 			return ReasonStale, "the recommendation belongs to an earlier autoscaler of the same name"
 		}
+	}
+	if Retargeted(gfa, gfr) {
+		o, n := gfr.Spec.TargetRef, gfa.Spec.TargetRef
+		return ReasonStale, fmt.Sprintf("the recommendation was made for %s %s, not %s %s (spec.targetRef changed; the recommender has not written since)", o.Kind, o.Name, n.Kind, n.Name)
 	}
 	if c := meta.FindStatusCondition(gfr.Status.Conditions, gpufracv1.ConditionRecommendationProvided); len(gfr.Status.ContainerRecommendations) == 0 || (c != nil && c.Status != metav1.ConditionTrue) {
 		return ReasonNotProvided, "RecommendationProvided is not True"
@@ -80,6 +86,15 @@ func Applies(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionRec
 		return ReasonLowConfidence, fmt.Sprintf("confidence %d%% is below the webhook's minimum %d%%", c, minConfidence)
 	}
 	return "", ""
+}
+
+// Retargeted reports whether gfr was made for another workload than gfa targets now: its
+// spec.targetRef, which the recommender keeps equal to the autoscaler's, names another
+// kind or name. Its values are then another workload's. A recommendation without a
+// spec.targetRef is not taken as retargeted.
+func Retargeted(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionRecommendation) bool {
+	o, n := gfr.Spec.TargetRef, gfa.Spec.TargetRef
+	return o.Name != "" && (o.Kind != n.Kind || o.Name != n.Name)
 }
 
 // IncompleteData returns the message of gfr's MetricsUnavailable condition while it is

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,7 +15,8 @@ import (
 )
 
 func autoscaler(name string) *gpufracv1.GPUFractionAutoscaler {
-	return &gpufracv1.GPUFractionAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name)}}
+	return &gpufracv1.GPUFractionAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name)},
+		Spec: gpufracv1.GPUFractionAutoscalerSpec{TargetRef: autoscalingv1.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: name}}}
 }
 
 func q(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
@@ -23,7 +25,8 @@ func q(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
 // container main of 4Gi and 350m.
 func recommendation(gfa *gpufracv1.GPUFractionAutoscaler, confidence *int32) *gpufracv1.GPUFractionRecommendation {
 	r := &gpufracv1.GPUFractionRecommendation{ObjectMeta: metav1.ObjectMeta{Namespace: gfa.Namespace, Name: gfa.Name,
-		OwnerReferences: []metav1.OwnerReference{{Kind: "GPUFractionAutoscaler", Name: gfa.Name, UID: gfa.UID}}}}
+		OwnerReferences: []metav1.OwnerReference{{Kind: "GPUFractionAutoscaler", Name: gfa.Name, UID: gfa.UID}}},
+		Spec: gpufracv1.GPUFractionRecommendationSpec{TargetRef: gfa.Spec.TargetRef}}
 	r.Status.ConfidencePercent = confidence
 	r.Status.ContainerRecommendations = []gpufracv1.ContainerRecommendation{{ContainerName: "main",
 		Target: gpufracv1.GPUResources{Memory: q("4Gi"), Compute: q("350m")}}}
@@ -52,6 +55,21 @@ func TestApplies(t *testing.T) {
 			r.OwnerReferences[0].UID = "earlier"
 			return r
 		}, 50, ReasonStale, "earlier autoscaler"},
+		{"made for the former target (spec.targetRef changed, not written since)", func() *gpufracv1.GPUFractionRecommendation {
+			r := recommendation(gfa, ptr.To[int32](80))
+			r.Spec.TargetRef = autoscalingv1.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "former"}
+			return r
+		}, 50, ReasonStale, "made for Deployment former, not Deployment web"},
+		{"made for another kind of the same name", func() *gpufracv1.GPUFractionRecommendation {
+			r := recommendation(gfa, ptr.To[int32](80))
+			r.Spec.TargetRef = autoscalingv1.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "web"}
+			return r
+		}, 50, ReasonStale, "made for StatefulSet web"},
+		{"no spec.targetRef (written before it was kept)", func() *gpufracv1.GPUFractionRecommendation {
+			r := recommendation(gfa, ptr.To[int32](80))
+			r.Spec.TargetRef = autoscalingv1.CrossVersionObjectReference{}
+			return r
+		}, 50, "", ""},
 		{"not provided", func() *gpufracv1.GPUFractionRecommendation {
 			r := recommendation(gfa, ptr.To[int32](10))
 			meta.SetStatusCondition(&r.Status.Conditions, metav1.Condition{Type: gpufracv1.ConditionRecommendationProvided, Status: metav1.ConditionFalse, Reason: "x"})

@@ -88,7 +88,7 @@ func (r *Recommender) reconcile(ctx context.Context, e *entry, primary bool, loa
 	// prev is the written recommendation as the recommendation step reads it (the noise
 	// rule, a gap keeping it): none when it was made for another workload.
 	prev := &old
-	if exists && retargeted(&old, gfa) {
+	if exists && contract.Retargeted(gfa, &old) {
 		prev = old.DeepCopy()
 		prev.Status.ContainerRecommendations = nil
 		msg := fmt.Sprintf("spec.targetRef changed from %s %s to %s %s: the recommendation of the former does not apply to the latter's pods",
@@ -155,14 +155,6 @@ func (r *Recommender) duplicate(e *entry, prev []metav1.Condition, st *gpufracv1
 func clearRecommendation(st *gpufracv1.GPUFractionRecommendationStatus) {
 	st.ContainerRecommendations = nil
 	st.Memory, st.Compute, st.SharingMode, st.ConfidencePercent = nil, nil, "", nil
-}
-
-// retargeted reports whether the written recommendation old was made for another
-// workload than gfa targets now (its spec.targetRef, which write keeps equal to the
-// autoscaler's, names another kind or name): its values are another workload's.
-func retargeted(old *gpufracv1.GPUFractionRecommendation, gfa *gpufracv1.GPUFractionAutoscaler) bool {
-	o, n := old.Spec.TargetRef, gfa.Spec.TargetRef
-	return o.Name != "" && (o.Kind != n.Kind || o.Name != n.Name)
 }
 
 // reconcilePrimary sets NoPodsMatched and, unless the cycle's read failed (loadErr:

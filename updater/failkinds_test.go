@@ -176,3 +176,24 @@ func TestUnwritableRecommendationEvictsNothing(t *testing.T) {
 		})
 	}
 }
+
+// An autoscaler retargeted from Deployment api to web, read before the recommender's
+// next cycle (or with the recommender down): its recommendation still holds api's
+// values, made for api's pods (spec.targetRef api). web's pods are not replaced towards
+// them (the webhook would not write them either, contract.Retargeted; the updater reads
+// it as no recommendation, like one of an earlier autoscaler); the same recommendation
+// made for web replaces.
+func TestRecommendationOfFormerTargetEvictsNothing(t *testing.T) {
+	for madeFor, wantLive := range map[string]int{"web": 2, "api": 3} {
+		t.Run(madeFor, func(t *testing.T) {
+			f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 3, 3)
+			f.gfr.Spec.TargetRef = f.gfa.Spec.TargetRef
+			f.gfr.Spec.TargetRef.Name = madeFor
+			f.build()
+			f.run()
+			if n := len(f.livePods()); n != wantLive {
+				t.Errorf("%d pods left, want %d", n, wantLive)
+			}
+		})
+	}
+}
