@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -25,7 +26,11 @@ func (u *Updater) evict(ctx context.Context, cy *cycle, c *candidate, placeAt in
 		ObjectMeta:    metav1.ObjectMeta{Namespace: c.pod.Namespace, Name: c.pod.Name},
 		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}},
 	}
-	if err := u.Client.SubResource("eviction").Create(ctx, c.pod, ev); err != nil {
+	err := u.Client.SubResource("eviction").Create(ctx, c.pod, ev)
+	if !refusedByBudget(err) {
+		u.limiter.Allow() // the token mayReplaceNow found free
+	}
+	if err != nil {
 		if !u.evictionLost(ctx, c, err) {
 			u.evictionFailed(ctx, c, err, cy.now)
 			return
@@ -48,7 +53,7 @@ func (u *Updater) evict(ctx context.Context, cy *cycle, c *candidate, placeAt in
 // the rest of the cycle, so that a lost answer never lets more of its pods go at once
 // than the budget allows.
 func (u *Updater) evictionLost(ctx context.Context, c *candidate, err error) bool {
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) || apierrors.IsTooManyRequests(err) || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) || refusedByBudget(err) || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 		return false
 	}
 	r := u.APIReader
@@ -67,8 +72,8 @@ func (u *Updater) evictionLost(ctx context.Context, c *candidate, err error) boo
 }
 
 // evictionFailed records a failed eviction on c: a pod that changed or is going away is
-// left to the next cycle; a refusal (HTTP 429, a PodDisruptionBudget) and other errors
-// wait RetryBackoff, and a refusal holds the workload's other pods for this cycle.
+// left to the next cycle; a refusal (refusedByBudget) and other errors wait
+// RetryBackoff, and a refusal holds the workload's other pods for this cycle.
 func (u *Updater) evictionFailed(ctx context.Context, c *candidate, err error, now time.Time) {
 	log := klog.FromContext(ctx).WithValues("autoscaler", klog.KObj(c.p.gfa), "pod", klog.KObj(c.pod))
 	p := c.p
@@ -76,7 +81,7 @@ func (u *Updater) evictionFailed(ctx context.Context, c *candidate, err error, n
 	case apierrors.IsNotFound(err) || apierrors.IsConflict(err) || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
 		// Gone, replaced meanwhile, or its namespace is being deleted.
 		c.skip(SkipEvictionError, "the pod changed or is going away: "+err.Error())
-	case apierrors.IsTooManyRequests(err):
+	case refusedByBudget(err):
 		evictionsTotal.WithLabelValues(ResultRefused).Inc()
 		msg := "eviction refused: " + evictionRefusal(err)
 		u.retry[c.pod.UID] = retryState{until: now.Add(u.Config.RetryBackoff), reason: SkipPDB, msg: msg}
@@ -122,6 +127,20 @@ func (u *Updater) evicted(ctx context.Context, c *candidate, now time.Time) {
 	klog.FromContext(ctx).Info("Evicted pod", "autoscaler", klog.KObj(p.gfa), "pod", klog.KObj(c.pod),
 		"urgent", c.need.Urgent, "rollback", c.need.Rollback, "reason", c.need.Reason())
 	c.done()
+}
+
+// multiplePDBsMessage is what the Eviction API answers (HTTP 500, no reason) for a pod
+// that more than one PodDisruptionBudget selects, which it does not support
+// (kubernetes pkg/registry/core/pod/storage/eviction.go, 1.37): no eviction of the pod
+// can succeed until the budgets are fixed.
+const multiplePDBsMessage = "more than one PodDisruptionBudget"
+
+// refusedByBudget reports whether an eviction's err is the PodDisruptionBudgets'
+// answer: a refusal (HTTP 429), or the pod selected by more than one budget
+// (multiplePDBsMessage). Either would answer the workload's other pods the same way.
+func refusedByBudget(err error) bool {
+	var se apierrors.APIStatus
+	return apierrors.IsTooManyRequests(err) || (errors.As(err, &se) && strings.Contains(se.Status().Message, multiplePDBsMessage))
 }
 
 // evictionRefusal extracts the PodDisruptionBudget's message from a 429 eviction error.

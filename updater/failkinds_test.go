@@ -2,15 +2,19 @@ package updater
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
@@ -193,6 +197,65 @@ func TestRecommendationOfFormerTargetEvictsNothing(t *testing.T) {
 			f.run()
 			if n := len(f.livePods()); n != wantLive {
 				t.Errorf("%d pods left, want %d", n, wantLive)
+			}
+		})
+	}
+}
+
+// Two workloads out of date under the cluster-wide eviction rate limit (one token per
+// cycle, as --eviction-rate 0.1/s with burst 1 and a one-minute --interval give):
+// Deployment api, listed first, has a PodDisruptionBudget that refuses every eviction
+// (HTTP 429), or two PodDisruptionBudgets selecting its pods, which the Eviction API
+// does not support (HTTP 500, "This pod has more than one PodDisruptionBudget"). An
+// eviction that did not happen takes no token, so web's pods are still replaced, and
+// api is tried once per cycle, not once per pod.
+func TestRefusedEvictionsTakeNoToken(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		refuse error
+	}{
+		{"PodDisruptionBudget refuses", apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)},
+		// The Status the API server answers (pkg/registry/core/pod/storage/eviction.go).
+		{"two PodDisruptionBudgets", &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: 500,
+			Message: "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 3, 3)
+			f.cfg.EvictionRate, f.cfg.EvictionBurst, f.cfg.MaxInFlight = 0.001, 1, 1
+			api := f.gfa.DeepCopy()
+			api.Name, api.UID, api.Spec.TargetRef.Name = "api", "gfa-api-uid", "api"
+			apiRec := f.gfr.DeepCopy()
+			apiRec.Name, apiRec.ResourceVersion = "api", ""
+			apiRec.OwnerReferences[0].Name, apiRec.OwnerReferences[0].UID = api.Name, api.UID
+			dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "api", UID: "dep-api-uid"}}
+			rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "api-xyz", UID: "rs-api-uid", OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "apps/v1", Kind: "Deployment", Name: "api", UID: dep.UID, Controller: ptr.To(true)}}}}
+			f.objs = append(f.objs, api, apiRec, dep, rs)
+			for i := range 3 {
+				f.addPod(fmt.Sprintf("api-xyz-%d", i), 3, rs)
+			}
+			apiCalls := 0
+			f.funcs.SubResourceCreate = func(ctx context.Context, c client.Client, sub string, obj client.Object, subObj client.Object, opts ...client.SubResourceCreateOption) error {
+				if strings.HasPrefix(obj.GetName(), "api-") {
+					apiCalls++
+					return tc.refuse
+				}
+				return c.SubResource(sub).Create(ctx, obj, subObj, opts...)
+			}
+			f.build()
+			f.run()
+			live := f.livePods()
+			web := 0
+			for name := range live {
+				if strings.HasPrefix(name, "web-") {
+					web++
+				}
+			}
+			if len(live) != 5 || web != 2 {
+				t.Errorf("pods left %v: want one of web's three evicted, all of api's kept", live)
+			}
+			if apiCalls != 1 {
+				t.Errorf("%d evictions of api's pods tried in one cycle, want 1", apiCalls)
 			}
 		})
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
@@ -193,11 +194,14 @@ func (u *Updater) admissionFresh(ctx context.Context) (bool, string) {
 	return fresh, msg
 }
 
-// mayReplaceNow takes a token from the cluster-wide eviction rate limit and checks the
-// admission webhook's Lease again right before a pod is replaced (the cycle may have
-// taken a while); when either says no it records the skip on c and returns false.
+// mayReplaceNow checks that the cluster-wide eviction rate limit has a token free and
+// the admission webhook's Lease again right before a pod is replaced (the cycle may have
+// taken a while); when either says no it records the skip on c and returns false. The
+// token is taken by the call that follows, unless the PodDisruptionBudgets refuse the
+// eviction (refusedByBudget): a workload whose budget refuses every eviction (tried
+// once a cycle) then does not spend every other workload's tokens.
 func (u *Updater) mayReplaceNow(ctx context.Context, c *candidate) bool {
-	if !u.limiter.Allow() {
+	if u.limiter.Limit() != rate.Inf && u.limiter.Tokens() < 1 {
 		c.skip(SkipRateLimited, fmt.Sprintf("cluster-wide eviction rate limit (%v/s, burst %d) reached", u.Config.EvictionRate, u.Config.EvictionBurst))
 		return false
 	}

@@ -123,6 +123,7 @@ func (u *Updater) replaceUnready(ctx context.Context, c *candidate, now time.Tim
 	}
 	uid := c.pod.UID
 	err := u.Client.Delete(ctx, c.pod, client.Preconditions{UID: &uid})
+	u.limiter.Allow() // the token mayReplaceNow found free
 	switch {
 	case err == nil:
 	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
