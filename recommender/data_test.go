@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/contract"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
 	"github.com/gpufrac/gpufrac/recommender/metrics/promtest"
 )
@@ -183,15 +184,24 @@ func TestAllSamplesFilteredIsACondition(t *testing.T) {
 	}
 }
 
-// Kind 9 (issue 13): every GPU query empty for several cycles while the pods run: the
-// targets stay and MetricsUnavailable names the gap, not SamplesPresent.
-func TestEmptyWhileRunningIsAGap(t *testing.T) {
+// oneDCGMPod is an engine harness with workload ml/sd of one pod on GPU-1 with two days
+// of DCGM samples (20000 MiB, SM active 0.5) up to now, after its first cycle: it
+// returns the harness, the pod and the container recommendations written.
+func oneDCGMPod(t *testing.T) (*engineHarness, *corev1.Pod, []gpufracv1.ContainerRecommendation) {
+	t.Helper()
 	objs := singlePodWorkloads("ml", "sd")
 	h := newEngineHarness(t, objs, metrics.DCGM{})
 	p := podsOf(objs)[0]
 	addDCGM(t, h.prom, p, "GPU-1", h.now, 48*120, 20000, 0.5)
 	h.runCycles(t, 1, nil)
-	want := h.gfr(t, "ml", "sd").Status.ContainerRecommendations[0]
+	return h, p, h.gfr(t, "ml", "sd").Status.ContainerRecommendations
+}
+
+// Kind 9 (issue 13): every GPU query empty for several cycles while the pods run: the
+// targets stay and MetricsUnavailable names the gap, not SamplesPresent.
+func TestEmptyWhileRunningIsAGap(t *testing.T) {
+	h, p, recs := oneDCGMPod(t)
+	want := recs[0]
 	// The exporter stops; the pod keeps running.
 	for i := 1; i <= EmptyCyclesWhileRunning+1; i++ {
 		h.now = h.now.Add(time.Minute)
@@ -448,4 +458,62 @@ func TestOnePodSilentIsAGap(t *testing.T) {
 		t.Fatal(err)
 	}
 	noGapFor(EmptyCyclesWhileRunning+1, "a scale-down")
+}
+
+// The memory series of a workload's pod stop (an exporter's collectors changed, a
+// recording rule lost) while its compute series go on: a data gap like every series
+// stopping (a running GPU process always holds memory), not a workload that no longer
+// uses memory. Memory is read over the running aggregation interval (1 h), so the gap
+// shows once the hour in which the series stopped has ended: EmptyCyclesWhileRunning
+// cycles later MetricsUnavailable says NoSamplesWhileRunning naming memory (the updater
+// then shrinks nothing on the kept recommendation), the targets stay, and memory back
+// clears it. An hour boundary with both series reporting is no gap.
+func TestMemoryGoneWhileComputeReportsIsAGap(t *testing.T) {
+	h, p, want := oneDCGMPod(t)
+	// cycle runs one cycle a minute later, after write, and returns the status.
+	cycle := func(write func(now time.Time)) gpufracv1.GPUFractionRecommendationStatus {
+		t.Helper()
+		h.now = h.now.Add(time.Minute)
+		write(h.now)
+		if err := h.rec.RunOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return h.gfr(t, "ml", "sd").Status
+	}
+	both := func(now time.Time) { addDCGM(t, h.prom, p, "GPU-1", now, 2, 20000, 0.5) }
+	computeOnly := func(now time.Time) {
+		h.prom.Add(t, dcgmLabels(metrics.DCGMSMActive, p, "GPU-1"), now.Add(-30*time.Second), 30*time.Second, 0.5, 0.5)
+	}
+	for range 70 { // across 13:00
+		if c := condition(cycle(both), gpufracv1.ConditionMetricsUnavailable); !isFalse(c) {
+			t.Fatalf("%s: MetricsUnavailable %+v with every series reporting", h.now.Format(time.TimeOnly), c)
+		}
+	}
+	hourEnd := h.now.Truncate(time.Hour).Add(time.Hour)
+	for {
+		st := cycle(computeOnly)
+		c := condition(st, gpufracv1.ConditionMetricsUnavailable)
+		if !isTrue(c) {
+			if h.now.After(hourEnd.Add((EmptyCyclesWhileRunning + 1) * time.Minute)) {
+				t.Fatalf("%s: no gap %d cycles after the hour without memory ended: %+v", h.now.Format(time.TimeOnly), EmptyCyclesWhileRunning, c)
+			}
+			continue
+		}
+		if c.Reason != gpufracv1.ReasonNoSamplesWhileRunning || !strings.Contains(c.Message, "no GPU memory sample") {
+			t.Fatalf("MetricsUnavailable %+v, want NoSamplesWhileRunning naming memory", c)
+		}
+		if !h.now.After(hourEnd) {
+			t.Fatalf("%s: gap raised within the hour whose peak was read", h.now.Format(time.TimeOnly))
+		}
+		if contract.IncompleteData(&gpufracv1.GPUFractionRecommendation{Status: st}) == "" {
+			t.Error("the updater would shrink on it")
+		}
+		if !equality.Semantic.DeepEqual(st.ContainerRecommendations[0].Target, want[0].Target) {
+			t.Errorf("targets changed without memory samples: %+v, were %+v", st.ContainerRecommendations[0].Target, want[0].Target)
+		}
+		break
+	}
+	if c := condition(cycle(both), gpufracv1.ConditionMetricsUnavailable); !isFalse(c) {
+		t.Errorf("gap must clear when memory returns: %+v", c)
+	}
 }

@@ -728,6 +728,11 @@ type dataGaps struct {
 	// seenCompute: compute samples were fed once; from then on a cycle without any is a
 	// gap (memory is re-read over the running interval, so it cannot show one).
 	seenCompute bool
+	// seenMemory: memory samples were fed once; from then on a cycle without any while
+	// compute is read is a gap too (a running GPU process always holds memory, so the
+	// memory series were lost: from the next aggregation interval, since the running
+	// one is re-read with the peak it held).
+	seenMemory bool
 	// podCompute: compute samples fed this cycle, per pod. podSeen: the running pods that
 	// had compute samples in an earlier cycle, with their creation time (another is a
 	// new pod of the name); podEmpty: how many consecutive cycles each of them has had
@@ -770,7 +775,15 @@ func (r *Recommender) dataGap(w history.WorkloadKey, pods int) (reason, msg stri
 	if g.kept[metrics.SignalCompute] > 0 {
 		g.seenCompute = true
 	}
+	if g.kept[metrics.SignalMemory] > 0 {
+		g.seenMemory = true
+	}
+	// what is missing: every sample, or memory alone (not a stale series set aside).
+	what := "GPU sample"
 	none := g.kept[metrics.SignalCompute] == 0 && (g.seenCompute || g.kept[metrics.SignalMemory] == 0)
+	if !none && g.seenMemory && g.kept[metrics.SignalMemory] == 0 && len(g.stale) == 0 {
+		none, what = true, "GPU memory sample (compute samples are read)"
+	}
 	if pods > 0 && none && g.dropped[metrics.SignalMemory]+g.dropped[metrics.SignalCompute] == 0 && len(g.unattributed) == 0 && len(g.wrongDevice) == 0 {
 		g.empty++
 	} else {
@@ -793,8 +806,8 @@ func (r *Recommender) dataGap(w history.WorkloadKey, pods int) (reason, msg stri
 		if g.countFailed {
 			why = "an exporter or scrape gap, or impossible samples (their count failed this cycle)"
 		}
-		return gpufracv1.ReasonNoSamplesWhileRunning, fmt.Sprintf("%d running pods but no GPU sample (%s source) for %d cycles: %s; last recommendation kept",
-			pods, names(r.workloadSources(w)), g.empty, why)
+		return gpufracv1.ReasonNoSamplesWhileRunning, fmt.Sprintf("%d running pods but no %s (%s source) for %d cycles: %s; last recommendation kept",
+			pods, what, names(r.workloadSources(w)), g.empty, why)
 	}
 	if len(silent) > 0 {
 		metrics.Incomplete.WithLabelValues(metrics.IncompleteNoSamplesWhileRunning).Inc()
