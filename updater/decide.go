@@ -248,7 +248,7 @@ func (x resourceCheck) compare(t contract.Target, facts PodFacts, r Rules, h *ho
 	over := oom || (x.isMemory && t.PeakMemory >= 0 && t.PeakMemory >= x.applied)
 	old := facts.Age >= r.MinPodAge
 	x.growth(&v, t, over, near, old || v.protective, r.Threshold)
-	x.shrinkage(&v, old, r.Threshold)
+	x.shrinkage(&v, old, r.Threshold, recommended)
 	x.belowFloor(&v, recommended)
 	if len(v.shrink) > 0 {
 		if reason, why := x.shrinkHeld(r, recommended); reason != "" {
@@ -264,7 +264,7 @@ func (x resourceCheck) compare(t contract.Target, facts PodFacts, r Rules, h *ho
 // threshold (when old enough or protective).
 func (x resourceCheck) growth(v *verdict, t contract.Target, over, near, due bool, threshold float64) {
 	switch {
-	case x.lo >= 0 && x.applied < x.lo:
+	case x.lo >= 0 && x.applied < x.lo && x.tgt > x.applied:
 		v.grow = append(v.grow, fmt.Sprintf("%s: %s %s below lower bound %s", x.container, x.name, x.format(x.applied), x.format(x.lo)))
 		v.outOfBounds = true
 	case over && x.tgt > x.applied:
@@ -277,10 +277,13 @@ func (x resourceCheck) growth(v *verdict, t contract.Target, over, near, due boo
 }
 
 // shrinkage adds a shrink above the upper bound, or above the target by the threshold
-// when old enough.
-func (x resourceCheck) shrinkage(v *verdict, old bool, threshold float64) {
+// when old enough. A bound is a reason to move towards the recommended target only
+// (here and in growth): a status whose bounds do not hold its target (edited, or
+// written by another tool) would otherwise replace a pod at the target with one at the
+// target, again and again.
+func (x resourceCheck) shrinkage(v *verdict, old bool, threshold float64, recommended int64) {
 	switch {
-	case x.hi >= 0 && x.applied > x.hi:
+	case x.hi >= 0 && x.applied > x.hi && recommended < x.applied:
 		v.shrink = append(v.shrink, fmt.Sprintf("%s: %s %s above upper bound %s", x.container, x.name, x.format(x.applied), x.format(x.hi)))
 		v.outOfBounds = true
 	case old && x.applied > x.tgt && float64(x.applied-x.tgt) >= threshold*float64(x.tgt):

@@ -56,6 +56,12 @@ func TestEvaluateDecisionTable(t *testing.T) {
 		{name: "above upper bound, young: shrink", alloc: podAlloc(4*gi, 300), facts: young, rules: base, shrink: true, reason: "memory 4Gi above upper bound 3Gi"},
 		{name: "below lower bound, young: grow, not urgent", alloc: podAlloc(gi, 300), facts: young, rules: base, grow: true, reason: "below lower bound"},
 		{name: "compute below lower bound", alloc: podAlloc(2*gi, 100), facts: young, rules: base, grow: true, reason: "compute 100m below lower bound 200m"},
+		// A status whose bounds do not hold its target (edited, or written by another
+		// tool): a pod at the target is what a replacement would get, never replaced
+		// for a bound (each replacement would be replaced again); one below both grows.
+		{name: "lower bound above the target, pod at the target: nothing", alloc: podAlloc(2*gi, 300), targets: withTarget(func(x *contract.Target) { x.LowerMemory, x.LowerCompute = 5*gi/2, 400 }), facts: young, rules: base},
+		{name: "upper bound below the target, pod at the target: nothing", alloc: podAlloc(2*gi, 300), targets: withTarget(func(x *contract.Target) { x.UpperMemory, x.UpperCompute = 3*gi/2, 250 }), facts: young, rules: base},
+		{name: "lower bound above the target, pod below both: grow", alloc: podAlloc(gi, 300), targets: withTarget(func(x *contract.Target) { x.LowerMemory = 5 * gi / 2 }), facts: young, rules: base, grow: true, reason: "below lower bound"},
 		{name: "whole GPU without fraction: shrink", alloc: PodAllocation{Containers: map[string]Alloc{"main": {Memory: 80 * gi, Compute: 1000, Source: SourceWholeGPU}}}, facts: young, rules: base, shrink: true},
 		{name: "grow and shrink at once", alloc: podAlloc(gi, 900), facts: young, rules: base, grow: true, shrink: true},
 		{name: "applied record does not parse: whole GPU read, shrink held", alloc: PodAllocation{Containers: map[string]Alloc{"main": {Memory: 80 * gi, Compute: 1000, Source: SourceWholeGPU}},
