@@ -188,7 +188,7 @@ func (r *Reconciler) input(ctx context.Context, pol *gpufracv1.GPUSharingPolicy,
 	if err != nil {
 		return in, gpufracv1.ReasonInvalidSpec, "autoscalerSelector: " + err.Error(), nil
 	}
-	if in.Workloads, err = r.workloads(ctx, sel); err != nil {
+	if in.Workloads, err = r.workloads(ctx, sel, in.GPUMemoryBytes); err != nil {
 		return in, "", "", err
 	}
 	if len(in.Workloads) == 0 {
@@ -223,8 +223,14 @@ func gpuMemory(pol *gpufracv1.GPUSharingPolicy, nodes []corev1.Node) int64 {
 }
 
 // workloads reads the recommendations of the autoscalers sel selects, in every
-// namespace; autoscalers without a recommendation with a memory target are left out.
-func (r *Reconciler) workloads(ctx context.Context, sel labels.Selector) ([]sharingplan.Workload, error) {
+// namespace. An autoscaler whose workload's need is not known — no recommendation
+// written yet, or one without a memory target while its pods run (no samples yet, a
+// retarget) — is a workload of gpuMemory bytes (the whole GPU its pods ask for) without
+// a confidence, which holds the pool to one pod per GPU (no data is not zero: its pods
+// would get a 1/N share on the pool); one without a memory target that is in charge of
+// no pod (ConfigUnsupported, such as a duplicate of another autoscaler of its workload,
+// or no matched pods) is left out.
+func (r *Reconciler) workloads(ctx context.Context, sel labels.Selector, gpuMemory int64) ([]sharingplan.Workload, error) {
 	var gfas gpufracv1.GPUFractionAutoscalerList
 	if err := r.reader().List(ctx, &gfas, client.MatchingLabelsSelector{Selector: sel}); err != nil {
 		return nil, fmt.Errorf("listing GPUFractionAutoscalers: %w", err)
@@ -232,14 +238,15 @@ func (r *Reconciler) workloads(ctx context.Context, sel labels.Selector) ([]shar
 	var out []sharingplan.Workload
 	for _, g := range gfas.Items {
 		var rec gpufracv1.GPUFractionRecommendation
-		if err := r.reader().Get(ctx, client.ObjectKeyFromObject(&g), &rec); err != nil {
-			if apierrors.IsNotFound(err) {
-				continue
-			}
+		if err := r.reader().Get(ctx, client.ObjectKeyFromObject(&g), &rec); err != nil && !apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("reading GPUFractionRecommendation %s/%s: %w", g.Namespace, g.Name, err)
 		}
 		st := rec.Status
 		if st.Memory == nil || st.Memory.Sign() <= 0 {
+			unsupported := meta.IsStatusConditionTrue(st.Conditions, gpufracv1.ConditionConfigUnsupported)
+			if rec.Name == "" || (!unsupported && st.MatchedPods > 0) {
+				out = append(out, sharingplan.Workload{Name: g.Namespace + "/" + g.Name, MemoryBytes: gpuMemory, ComputeMilli: -1, Pods: int(st.MatchedPods), ConfidencePercent: -1})
+			}
 			continue
 		}
 		w := sharingplan.Workload{Name: g.Namespace + "/" + g.Name, MemoryBytes: st.Memory.Value(), ComputeMilli: -1, Mode: st.SharingMode, Pods: int(st.MatchedPods), ConfidencePercent: -1}

@@ -133,6 +133,42 @@ func TestUnconfidentWorkloadHoldsSharing(t *testing.T) {
 	}
 }
 
+// A selected autoscaler whose workload's need is not known (no recommendation written
+// yet, or one without a memory target while its pods run: no samples yet, a retarget)
+// holds the pool to one pod per GPU like an unconfident one: no data is not zero, and
+// its pods, admitted unchanged, would get a 1/N share on the pool. One that is in charge
+// of no pod (another autoscaler of its workload is, or its target has none) is left out.
+func TestUnknownNeedHoldsSharing(t *testing.T) {
+	noMemory := func(name string, pods int32, dup bool) []client.Object {
+		objs := workload("y", name, "1Gi", "", gpufracv1.SharingModeTimeSlicing, pods)
+		rec := objs[1].(*gpufracv1.GPUFractionRecommendation)
+		rec.Status.Memory, rec.Status.ConfidencePercent = nil, nil
+		if dup {
+			meta.SetStatusCondition(&rec.Status.Conditions, metav1.Condition{Type: gpufracv1.ConditionConfigUnsupported, Status: metav1.ConditionTrue, Reason: gpufracv1.ReasonDuplicateTarget})
+		}
+		return objs
+	}
+	for _, tc := range []struct {
+		name     string
+		objs     []client.Object
+		replicas int32
+		reason   string
+	}{
+		{"no recommendation yet", workload("y", "new", "1Gi", "", "", 2)[:1], 1, "y/new no confidence"},
+		{"no memory target while pods run", noMemory("new", 2, false), 1, "y/new no confidence"},
+		{"no memory target, no pods", noMemory("new", 0, false), 4, ""},
+		{"a duplicate of another workload's autoscaler", noMemory("dup", 3, true), 4, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, c := setup(t, gpufracv1.PlanModeDryRun, append(pool(), tc.objs...)...)
+			s := reconcile(t, r, c).Status
+			if s.Replicas != tc.replicas || !strings.Contains(s.Reason, tc.reason) {
+				t.Errorf("replicas %d reason %q, want %d naming %q", s.Replicas, s.Reason, tc.replicas, tc.reason)
+			}
+		})
+	}
+}
+
 func TestApplyWritesConfigAndLabelsKeepingOtherKeys(t *testing.T) {
 	existing := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "gpu-operator", Name: "device-plugin-config"}, Data: map[string]string{"default": "version: v1\n"}}
 	r, c := setup(t, gpufracv1.PlanModeApply, append(pool(), existing)...)
