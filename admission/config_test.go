@@ -32,7 +32,7 @@ func TestFlags(t *testing.T) {
 	if (Config{}).WithDefaults().minConfidence() != 50 {
 		t.Error("default confidence not 50")
 	}
-	for _, bad := range [][]string{{"--memory-overhead=gpu=1Gi"}, {"--memory-overhead=hami=-1Mi"}, {"--memory-overhead=hami"}, {"--gpu-memory=0"}, {"--min-confidence=x"}, {"--kai-reserved-memory=-1Mi"}} {
+	for _, bad := range [][]string{{"--memory-overhead=gpu=1Gi"}, {"--memory-overhead=hami=-1Mi"}, {"--memory-overhead=hami"}, {"--gpu-memory=0"}, {"--gpu-memory=80"}, {"--min-confidence=x"}, {"--kai-reserved-memory=-1Mi"}} {
 		fs := flag.NewFlagSet("t", flag.ContinueOnError)
 		fs.SetOutput(nopWriter{})
 		var c Config

@@ -97,7 +97,11 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	d := Config{}.WithDefaults()
 	fs.Func("gpu-resource", fmt.Sprintf("Extended resource that asks for whole GPUs (default %s).", d.GPUResource), func(s string) error { c.GPUResource = corev1.ResourceName(s); return nil })
 	fs.StringVar(&c.GPUResourcePrefix, "gpu-resource-prefix", d.GPUResourcePrefix, "A container is a GPU container when a request or limit name starts with this prefix.")
-	fs.Func("gpu-memory", "Memory of one GPU (quantity, bytes): no larger memory is written, and the KAI gpu-fraction is memory divided by it (default 80Gi).", quantityFlag(&c.GPUMemoryBytes, true))
+	fs.Func("gpu-memory", "Memory of one GPU (quantity, bytes): no larger memory is written, and the KAI gpu-fraction is memory divided by it (default 80Gi).", func(s string) error {
+		v, err := ParseGPUMemory(s)
+		c.GPUMemoryBytes = v
+		return err
+	})
 	fs.Func("memory-overhead", "Memory added per backend before writing, comma-separated backend=quantity pairs, e.g. hami=256Mi,mps=128Mi (default 0 for every backend); spec.backend.memoryOverhead is added on top.", func(s string) error {
 		m, err := parseOverheads(s)
 		if err != nil {
@@ -134,6 +138,30 @@ func resourceFlag(fs *flag.FlagSet, p *corev1.ResourceName, name string, def cor
 
 // quantityFlag parses a quantity flag into bytes: not negative, and positive when
 // positive is set.
+// MinGPUMemoryBytes is the least memory ParseGPUMemory accepts for one GPU, bytes (1 GiB).
+// The smallest GPU slice a backend hands out is larger (MIG 1g.5gb, about 4.75 GiB), so a
+// value under it is a unit left off (80 for 80Gi, which would be 80 bytes), not a GPU.
+const MinGPUMemoryBytes = 1 << 30
+
+// ParseGPUMemory parses the memory of one GPU, a Kubernetes quantity in bytes ("80Gi";
+// "80GiB" is read as 80Gi), as every --gpu-memory flag takes it. It returns an error
+// naming s for a malformed quantity and for one below MinGPUMemoryBytes (zero, negative,
+// or without a unit).
+func ParseGPUMemory(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	if strings.HasSuffix(t, "iB") {
+		t = strings.TrimSuffix(t, "B")
+	}
+	q, err := resource.ParseQuantity(t)
+	if err != nil {
+		return 0, fmt.Errorf("%q: want the memory of one GPU as a quantity such as 80Gi: %v", s, err)
+	}
+	if q.Cmp(*resource.NewQuantity(MinGPUMemoryBytes, resource.BinarySI)) < 0 {
+		return 0, fmt.Errorf("%q is %s bytes, under 1Gi: want the memory of one GPU with its unit, such as 80Gi", s, q.String())
+	}
+	return q.Value(), nil
+}
+
 func quantityFlag(p *int64, positive bool) func(string) error {
 	return func(s string) error {
 		q, err := resource.ParseQuantity(s)

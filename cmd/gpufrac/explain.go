@@ -42,11 +42,11 @@ the sharing-mode reason. Installed as kubectl-gpufrac it runs as "kubectl gpufra
 			if err := c.Get(cmd.Context(), key, &gfr); err != nil {
 				return fmt.Errorf("GPUFractionRecommendation %s (written by the recommender): %w", key, err)
 			}
-			gpu, err := resource.ParseQuantity(gpuMemory)
-			if err != nil || gpu.Sign() <= 0 {
-				return fmt.Errorf("--gpu-memory %q: want a positive quantity such as 80Gi", gpuMemory)
+			gpu, err := parseGPUMemory(gpuMemory)
+			if err != nil {
+				return err
 			}
-			return explain(cmd.OutOrStdout(), &gfa, &gfr, gpu.AsApproximateFloat64())
+			return explain(cmd.OutOrStdout(), &gfa, &gfr, gpu)
 		},
 	}
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "Kubeconfig file (default: $KUBECONFIG, ~/.kube/config or in-cluster).")

@@ -135,9 +135,9 @@ type reportFlags struct {
 // run lists the recommendations, summarises them and, with --since, reads the before
 // and after from Prometheus, then writes the report in --output's format.
 func (f *reportFlags) run(cmd *cobra.Command) error {
-	q, err := resource.ParseQuantity(f.gpuMemory)
-	if err != nil || q.Sign() <= 0 {
-		return fmt.Errorf("--gpu-memory %q: want a positive quantity such as 80Gi", f.gpuMemory)
+	gpu, err := parseGPUMemory(f.gpuMemory)
+	if err != nil {
+		return err
 	}
 	// The webhook's own default and check of the flag.
 	bc := backend.Config{Annotations: backend.AnnotationsConfig{MemoryRequest: f.memoryRequest}}.WithDefaults()
@@ -159,7 +159,7 @@ func (f *reportFlags) run(cmd *cobra.Command) error {
 	if err := c.List(cmd.Context(), &list, client.InNamespace(f.namespace)); err != nil {
 		return fmt.Errorf("listing GPUFractionRecommendations: %w", err)
 	}
-	rows, totals := summarise(list.Items, q.Value(), f.minConfidence, f.memoryRequest == backend.AnnotationsMemoryRequestObservedPeak)
+	rows, totals := summarise(list.Items, int64(gpu), f.minConfidence, f.memoryRequest == backend.AnnotationsMemoryRequestObservedPeak)
 	if totals.Oversized > 0 {
 		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %d workloads need more than one %s GPU; they were counted as one whole GPU per pod\n", totals.Oversized, f.gpuMemory)
 	}

@@ -219,7 +219,7 @@ func (f *simulateFlags) completeOutput(cmd *cobra.Command) error {
 func (f *simulateFlags) completeOptions(cmd *cobra.Command) ([]int64, error) {
 	var sizes []int64
 	for _, s := range f.gpuMemory {
-		v, err := parseBytes(s)
+		v, err := parseGPUMemory(s)
 		if err != nil {
 			return nil, err
 		}

@@ -5,13 +5,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/gpufrac/gpufrac/backend"
 	"github.com/gpufrac/gpufrac/trace"
 )
 
@@ -75,13 +74,13 @@ func (o *traceOutputs) check() error {
 	if n > 1 {
 		return fmt.Errorf("only one output can be stdout (\"-\")")
 	}
-	_, err := parseBytes(o.gpuMemory)
+	_, err := parseGPUMemory(o.gpuMemory)
 	return err
 }
 
 // write writes the trace to every requested output.
 func (o *traceOutputs) write(tr trace.Trace, stdout io.Writer) error {
-	capBytes, err := parseBytes(o.gpuMemory)
+	capBytes, err := parseGPUMemory(o.gpuMemory)
 	if err != nil {
 		return err
 	}
@@ -107,22 +106,14 @@ func (o *traceOutputs) write(tr trace.Trace, stdout io.Writer) error {
 	return nil
 }
 
-// parseBytes parses a Kubernetes quantity of bytes; "GiB", "MiB", ... are accepted
-// as "Gi", "Mi", ...
-func parseBytes(s string) (float64, error) {
-	t := strings.TrimSpace(s)
-	if strings.HasSuffix(t, "iB") {
-		t = strings.TrimSuffix(t, "B")
-	}
-	q, err := resource.ParseQuantity(t)
+// parseGPUMemory parses a --gpu-memory value (backend.ParseGPUMemory: a quantity of at
+// least 1Gi; "GiB" is read as "Gi") as bytes, its error naming the flag.
+func parseGPUMemory(s string) (float64, error) {
+	v, err := backend.ParseGPUMemory(s)
 	if err != nil {
-		return 0, fmt.Errorf("--gpu-memory %q: want bytes as a quantity such as 80Gi: %v", s, err)
+		return 0, fmt.Errorf("--gpu-memory %w", err)
 	}
-	v := q.AsApproximateFloat64()
-	if v <= 0 {
-		return 0, fmt.Errorf("--gpu-memory %q: must be positive", s)
-	}
-	return v, nil
+	return float64(v), nil
 }
 
 // parseEnd parses --end: "now" or RFC 3339.

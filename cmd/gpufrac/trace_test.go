@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -82,7 +83,7 @@ func TestTraceErrors(t *testing.T) {
 		{[]string{"trace", "import", "--format", "long", "--input", bad, "--pods", "2", "-o", out}, "--pods applies to --format gentd26 only"},
 		{[]string{"trace", "import", "--format", "csv", "--input", bad, "-o", out}, `--format "csv": want gentd26 or long`},
 		{[]string{"trace", "import", "--input", bad}, "nothing to write: give --output, --manifests or --long-csv"},
-		{[]string{"trace", "synth", "-o", out, "--gpu-memory", "lots"}, `--gpu-memory "lots": want bytes as a quantity such as 80Gi`},
+		{[]string{"trace", "synth", "-o", out, "--gpu-memory", "lots"}, `--gpu-memory "lots": want the memory of one GPU as a quantity such as 80Gi`},
 		{[]string{"trace", "synth", "-o", out, "--end", "yesterday"}, `--end "yesterday": want RFC 3339`},
 		{[]string{"trace", "synth", "-o", out, "--gpu-memory", "8Gi"}, "more than the GPU capacity 8192 MiB"},
 	} {
@@ -99,10 +100,17 @@ func TestTraceErrors(t *testing.T) {
 	}
 }
 
-func TestParseBytes(t *testing.T) {
+func TestParseGPUMemory(t *testing.T) {
 	for in, want := range map[string]float64{"80Gi": 80 << 30, "80GiB": 80 << 30, "141G": 141e9, "1024Mi": 1 << 30} {
-		if got, err := parseBytes(in); err != nil || got != want {
-			t.Errorf("parseBytes(%q) = %v, %v; want %v", in, got, err, want)
+		if got, err := parseGPUMemory(in); err != nil || got != want {
+			t.Errorf("parseGPUMemory(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	// A unit left off (80 bytes), a size under 1Gi, zero, a negative or malformed value
+	// is an error naming the flag and the value, never a GPU of that many bytes.
+	for _, in := range []string{"80", "512Mi", "0", "-80Gi", "eighty"} {
+		if got, err := parseGPUMemory(in); err == nil || !strings.Contains(err.Error(), "--gpu-memory") || !strings.Contains(err.Error(), strconv.Quote(in)) {
+			t.Errorf("parseGPUMemory(%q) = %v, %v; want an error naming --gpu-memory and the value", in, got, err)
 		}
 	}
 }

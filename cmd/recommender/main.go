@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/resource"
 	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/klog/v2"
@@ -17,6 +16,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/backend"
 	"github.com/gpufrac/gpufrac/cmd/internal/bootstrap"
 	"github.com/gpufrac/gpufrac/cmd/internal/manager"
 	"github.com/gpufrac/gpufrac/prom"
@@ -97,11 +97,11 @@ func (o *options) complete() error {
 	if err := o.recommend.Complete(); err != nil {
 		return err
 	}
-	q, err := resource.ParseQuantity(o.gpuMemory)
-	if err != nil || q.Sign() <= 0 {
-		return fmt.Errorf("--gpu-memory %q: want a positive quantity such as 80Gi", o.gpuMemory)
+	gpu, err := backend.ParseGPUMemory(o.gpuMemory)
+	if err != nil {
+		return fmt.Errorf("--gpu-memory %w", err)
 	}
-	cfg.Policy.GPUMemoryBytes = q.AsApproximateFloat64()
+	cfg.Policy.GPUMemoryBytes = float64(gpu)
 	if errs := validation.IsDNS1123Label(cfg.Shard.Name); len(errs) > 0 {
 		return fmt.Errorf("--recommender-name %q: %s", cfg.Shard.Name, strings.Join(errs, "; "))
 	}
