@@ -154,6 +154,9 @@ func TestChartRBAC(t *testing.T) {
 			{"update", "gpufractionrecommendations", "", other, true},
 			{"patch", "gpufractionrecommendations", "status", other, true},
 			{"patch", "gpufractionautoscalers", "status", other, true},
+			{"list", "gpufractioncheckpoints", "", "", true}, // restored at start
+			{"create", "gpufractioncheckpoints", "", other, true},
+			{"patch", "gpufractioncheckpoints", "", other, true},
 			{"create", "events", "", other, true},
 			{"create", "events.events.k8s.io", "", other, true},
 			{"get", "leases/gpufrac-recommender.autoscaling.gpufrac.io", "", ns, true},
@@ -166,6 +169,7 @@ func TestChartRBAC(t *testing.T) {
 			{"delete", "nodes", "", "", false},
 			{"update", "gpufractionautoscalers", "", other, false},
 			{"delete", "gpufractionautoscalers", "", other, false},
+			{"delete", "gpufractioncheckpoints", "", other, false}, // garbage collection deletes them
 			{"patch", "pods", "", other, false},
 			{"create", "pods", "eviction", other, false},
 			{"get", "servicemonitors.monitoring.coreos.com", "", other, false},
@@ -270,6 +274,7 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: %[1]s}]
 		checkCanI(t, "alice", []canI{
 			{"list", "gpufractionautoscalers", "", other, true},
 			{"get", "gpufractionrecommendations", "", other, true},
+			{"list", "gpufractioncheckpoints", "", other, true},
 			{"create", "gpufractionautoscalers", "", other, false},
 		})
 		checkCanI(t, "bob", []canI{
@@ -277,6 +282,7 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: %[1]s}]
 			{"list", "gpufractionrecommendations", "", other, true},
 			{"update", "gpufractionrecommendations", "", other, false},
 			{"patch", "gpufractionrecommendations", "status", other, false},
+			{"patch", "gpufractioncheckpoints", "", other, false},
 		})
 	})
 }

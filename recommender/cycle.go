@@ -82,6 +82,7 @@ func (r *Recommender) steps() []step {
 		{"load_metrics", r.loadMetrics},
 		{"garbage_collect", r.garbageCollect},
 		{"update_recommendations", r.updateRecommendations},
+		{"maintain_checkpoints", r.maintainCheckpoints},
 		{"export_metrics", r.exportMetrics},
 	}
 }
@@ -146,6 +147,7 @@ func (r *Recommender) loadAutoscalers(ctx context.Context, c *cycle) error {
 		return err
 	}
 	r.track(c)
+	r.restoreCheckpoints(ctx, c)
 	return nil
 }
 
@@ -156,6 +158,7 @@ func (r *Recommender) track(c *cycle) {
 		if !c.seen[w] {
 			delete(r.tracked, w)
 			delete(r.methods, w)
+			delete(r.checkpoints, w)
 			r.model.Forget(w)
 		}
 	}

@@ -5,9 +5,12 @@
 // (recommender/estimate), applies policies and guardrails (recommender/policy) and writes
 // one GPUFractionRecommendation per autoscaler (status.go).
 //
-// History is bootstrapped from Prometheus range queries when the recommender starts and
-// when an autoscaler appears, so a recommendation exists after the first cycle and no
-// checkpoint objects are needed.
+// History is bootstrapped from Prometheus range queries when an autoscaler appears, so a
+// recommendation exists after the first cycle. With checkpoints (Config.Checkpoints,
+// checkpoint.go) the model of each workload is also saved periodically to a
+// GPUFractionCheckpoint, as VPA's recommender does, and a restarted recommender (or a new
+// leader) restores it and reads from Prometheus only what came after it; without one, a
+// restart bootstraps from Prometheus too.
 package recommender
 
 import (
@@ -63,6 +66,16 @@ type Config struct {
 	// "Results, 2026-12-02: recorded compute, finer quantiles"). Default false: compute
 	// is read raw.
 	HistoryComputeFromRecordings bool
+	// Checkpoints saves each workload's model to a GPUFractionCheckpoint and restores it
+	// at start (checkpoint.go). Default false here; cmd/recommender's --checkpoints sets it.
+	Checkpoints bool
+	// CheckpointInterval is the least time between two checkpoints of one workload.
+	// Default DefaultCheckpointInterval (10m).
+	CheckpointInterval time.Duration
+	// CheckpointWritesPerCycle bounds the checkpoint writes of one cycle; 0: twice the
+	// tracked workloads' share per cycle of CheckpointInterval, at least 10
+	// (checkpointWrites).
+	CheckpointWritesPerCycle int
 	// Shard limits this instance to the autoscalers it owns (spec.recommenders and a
 	// namespace selector). The zero value owns every autoscaler that names no
 	// recommender or names "default".
@@ -78,6 +91,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.HistoryLength <= 0 {
 		c.HistoryLength = recommend.DefaultHistoryLength
+	}
+	if c.CheckpointInterval <= 0 {
+		c.CheckpointInterval = DefaultCheckpointInterval
 	}
 	if c.MaxBackoff <= 0 {
 		c.MaxBackoff = 5 * time.Minute
@@ -97,7 +113,7 @@ func (c Config) WithDefaults() Config {
 var (
 	cycleDuration     = promreg.Histogram("gpufrac_recommender_cycle_duration_seconds", "Duration of one recommender cycle, seconds.", prometheus.ExponentialBuckets(0.01, 2, 14))
 	cycleStepDuration = promreg.HistogramVec("gpufrac_recommender_cycle_step_duration_seconds",
-		"Duration of each step of a recommender cycle, seconds, by step (load_autoscalers, load_pods, load_metrics, garbage_collect, update_recommendations, export_metrics).",
+		"Duration of each step of a recommender cycle, seconds, by step (load_autoscalers, load_pods, load_metrics, garbage_collect, update_recommendations, maintain_checkpoints, export_metrics).",
 		prometheus.ExponentialBuckets(0.001, 2, 18), "step")
 	cycleErrors            = promreg.CounterVec("gpufrac_recommender_cycle_errors_total", "Recommender cycles that failed, by stage (list, prometheus, write).", "stage")
 	workloadsTracked       = promreg.Gauge("gpufrac_recommender_workloads_tracked", "Workloads with an autoscaler whose history the recommender keeps.")
@@ -108,7 +124,7 @@ var (
 // metrics.Registry in cmd/recommender); the per-autoscaler metrics are not registered
 // but gathered beside it (WithAutoscalers). It returns the first registration error.
 func Register(reg prometheus.Registerer) error {
-	return promreg.Register(reg, cycleDuration, cycleStepDuration, cycleErrors, workloadsTracked, recommendationsWritten, metrics.Queries, metrics.SamplesDropped, metrics.SamplesClamped, metrics.Incomplete)
+	return promreg.Register(reg, cycleDuration, cycleStepDuration, cycleErrors, workloadsTracked, recommendationsWritten, checkpointsWritten, checkpointsRestored, checkpointsIgnored, metrics.Queries, metrics.SamplesDropped, metrics.SamplesClamped, metrics.Incomplete)
 }
 
 // Recommender runs the cycle. Create it with New.
@@ -122,6 +138,10 @@ type Recommender struct {
 	// Scale checks targets of non-native kinds; nil rejects them as unsupported.
 	Scale  workload.ScaleChecker
 	Config Config
+	// CheckpointReader lists the GPUFractionCheckpoints at start (an uncached reader:
+	// mgr.GetAPIReader(), so that the checkpoints are not kept in an informer's cache);
+	// nil lists them through Client.
+	CheckpointReader client.Reader
 	// Events records events on autoscalers; nil records none.
 	Events events.EventRecorder
 	// Now returns the current time; tests replace it.
@@ -158,6 +178,11 @@ type Recommender struct {
 	sourceCounts map[history.WorkloadKey]map[string]int32
 	dupNoted     map[types.UID]string // the DuplicateTarget event last recorded on each autoscaler in charge
 
+	// checkpoints: per workload, what its last checkpoint holds (checkpoint.go);
+	// checkpointsRead: the checkpoints were listed (once per process).
+	checkpoints     map[history.WorkloadKey]checkpointMark
+	checkpointsRead bool
+
 	// cappedNoted: the containers/resources of the last CappedBelowNeed event per autoscaler.
 	cappedNoted map[types.UID]string
 }
@@ -175,17 +200,18 @@ type tracking struct {
 func New(c client.Client, reader *metrics.Reader, source metrics.Source, cfg Config) *Recommender {
 	cfg = cfg.WithDefaults()
 	return &Recommender{
-		Client:    c,
-		Reader:    reader,
-		Source:    source,
-		Config:    cfg,
-		Now:       time.Now,
-		model:     history.NewModel(cfg.History),
-		ownership: workload.NewOwnership(),
-		owners:    workload.Owners{Reader: c},
-		tracked:   map[history.WorkloadKey]*tracking{},
-		methods:   map[history.WorkloadKey]workload.Method{},
-		trigger:   make(chan struct{}, 1),
+		Client:      c,
+		Reader:      reader,
+		Source:      source,
+		Config:      cfg,
+		Now:         time.Now,
+		model:       history.NewModel(cfg.History),
+		ownership:   workload.NewOwnership(),
+		owners:      workload.Owners{Reader: c},
+		tracked:     map[history.WorkloadKey]*tracking{},
+		checkpoints: map[history.WorkloadKey]checkpointMark{},
+		methods:     map[history.WorkloadKey]workload.Method{},
+		trigger:     make(chan struct{}, 1),
 	}
 }
 

@@ -495,26 +495,33 @@ func (r *Recommender) guardrail(ctx context.Context, gfa *gpufracv1.GPUFractionA
 	return gpufracv1.GuardrailNone, gpufracv1.ReasonLatencyOK, fmt.Sprintf("latency %.3gs under objective %s", latency, g.Objective.Duration)
 }
 
+// ownedBy returns the metadata of an object the recommender writes for autoscaler gfa
+// (its recommendation, its checkpoint): the autoscaler's name and namespace, and gfa as
+// its controller owner, so garbage collection deletes it with the autoscaler.
+func ownedBy(gfa *gpufracv1.GPUFractionAutoscaler) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name:      gfa.Name,
+		Namespace: gfa.Namespace,
+		Labels:    map[string]string{"app.kubernetes.io/managed-by": "gpufrac-recommender"},
+		OwnerReferences: []metav1.OwnerReference{{
+			APIVersion:         gpufracv1.GroupVersion.String(),
+			Kind:               "GPUFractionAutoscaler",
+			Name:               gfa.Name,
+			UID:                gfa.UID,
+			Controller:         ptr.To(true),
+			BlockOwnerDeletion: ptr.To(true),
+		}},
+	}
+}
+
 // write creates or updates the recommendation and mirrors its summary onto the autoscaler.
 func (r *Recommender) write(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler, old *gpufracv1.GPUFractionRecommendation,
 	exists bool, st *gpufracv1.GPUFractionRecommendationStatus, now time.Time) error {
 	gfr := old.DeepCopy()
 	if !exists {
 		gfr = &gpufracv1.GPUFractionRecommendation{
-			ObjectMeta: metav1.ObjectMeta{
-				Name:      gfa.Name,
-				Namespace: gfa.Namespace,
-				Labels:    map[string]string{"app.kubernetes.io/managed-by": "gpufrac-recommender"},
-				OwnerReferences: []metav1.OwnerReference{{
-					APIVersion:         gpufracv1.GroupVersion.String(),
-					Kind:               "GPUFractionAutoscaler",
-					Name:               gfa.Name,
-					UID:                gfa.UID,
-					Controller:         ptr.To(true),
-					BlockOwnerDeletion: ptr.To(true),
-				}},
-			},
-			Spec: gpufracv1.GPUFractionRecommendationSpec{TargetRef: gfa.Spec.TargetRef},
+			ObjectMeta: ownedBy(gfa),
+			Spec:       gpufracv1.GPUFractionRecommendationSpec{TargetRef: gfa.Spec.TargetRef},
 		}
 		if err := r.Client.Create(ctx, gfr); err != nil {
 			return fmt.Errorf("creating GPUFractionRecommendation: %w", err)

@@ -175,7 +175,7 @@ type GPUFractionCheckpointStatus struct {
 // restored when it starts or becomes leader so that only the history after it is read
 // from Prometheus. Owned by its GPUFractionAutoscaler, so garbage collection deletes it.
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:shortName=gfc,categories=gpufrac
+// +kubebuilder:resource:shortName=gfc
 // +kubebuilder:printcolumn:name="Autoscaler",type=string,JSONPath=`.spec.autoscalerName`
 // +kubebuilder:printcolumn:name="Samples-Until",type=string,JSONPath=`.status.samplesUntil`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

@@ -75,6 +75,9 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&cfg.HistoryLength, "history-length", recommender.Config{}.WithDefaults().HistoryLength, "History loaded from Prometheus at start and for each new autoscaler.")
 	fs.BoolVar(&cfg.HistoryComputeFromRecordings, "history-compute-from-recordings", false, "With --history-from-recordings, also read each whole hour's compute from its 21 recorded quantiles instead of the raw minute means: never lower than the recorded minute means, a little higher than the raw read (docs/benchmarks.md, 'Results, 2026-12-02: recorded compute, finer quantiles'). Default: compute read raw.")
 	fs.BoolVar(&cfg.HistoryFromRecordings, "history-from-recordings", false, "Read history loads' hourly memory peaks and flatness from the gpufrac-history recording rules (rules/README.md; chart: monitoring.prometheusRule.historyRecordings) instead of the exporters' raw series, where the recordings hold the hour whole; other hours, compute and copies are read raw (docs/recommender.md).")
+	fs.BoolVar(&cfg.Checkpoints, "checkpoints", true, "Save each workload's model to a GPUFractionCheckpoint (owned by its autoscaler) and, at start or on becoming leader, restore it and read from Prometheus only the history after it (VPA's checkpoints; docs/recommender.md). False: every start bootstraps the whole --history-length from Prometheus.")
+	fs.DurationVar(&cfg.CheckpointInterval, "checkpoint-interval", recommender.DefaultCheckpointInterval, "Least time between two checkpoints of one workload; a workload whose model did not change is not written again.")
+	fs.IntVar(&cfg.CheckpointWritesPerCycle, "checkpoint-writes-per-cycle", 0, "Most checkpoint writes per cycle, oldest first; 0: twice the tracked workloads' share per cycle of --checkpoint-interval, at least 10.")
 	fs.DurationVar(&cfg.MaxBackoff, "max-backoff", 0, "Longest wait between cycles while Prometheus fails (default 5m).")
 	fs.Float64Var(&cfg.Policy.GuardrailComputeStep, "guardrail-compute-step", 0, "Compute added per cycle while the latency guardrail is breached, share of one GPU (default 0.1).")
 	fs.StringVar(&cfg.Shard.Name, "recommender-name", gpufracv1.DefaultRecommenderName, "This instance's name (shard): it owns the autoscalers whose spec.recommenders names it; \"default\" also owns those naming none. Each name elects its own leader.")
@@ -102,6 +105,9 @@ func (o *options) complete() error {
 		return fmt.Errorf("--gpu-memory %w", err)
 	}
 	cfg.Policy.GPUMemoryBytes = float64(gpu)
+	if cfg.CheckpointWritesPerCycle < 0 {
+		return fmt.Errorf("--checkpoint-writes-per-cycle %d: want 0 (automatic) or more", cfg.CheckpointWritesPerCycle)
+	}
 	if errs := validation.IsDNS1123Label(cfg.Shard.Name); len(errs) > 0 {
 		return fmt.Errorf("--recommender-name %q: %s", cfg.Shard.Name, strings.Join(errs, "; "))
 	}
@@ -148,6 +154,7 @@ func run() error {
 		return err
 	}
 	rec.Events = mgr.GetEventRecorder("gpufrac-recommender")
+	rec.CheckpointReader = mgr.GetAPIReader() // listed once at start: not cached
 	if err := mgr.Add(rec); err != nil {
 		return err
 	}

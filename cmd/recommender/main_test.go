@@ -16,18 +16,18 @@ func TestParseFlags(t *testing.T) {
 	}
 	if o.src != nil || o.cfg.Policy.GPUMemoryBytes != 80<<30 || o.cfg.Policy.MinMemoryBytes != 0 || o.cfg.Policy.FitMemoryHeadroomBytes != 2<<30 ||
 		o.electionID != leaderElectID || !o.planner || o.planInterval != time.Minute || o.labels != metrics.DefaultLabels ||
-		o.mgr.MetricsAddr != ":8080" || !o.mgr.LeaderElect {
+		o.mgr.MetricsAddr != ":8080" || !o.mgr.LeaderElect || !o.cfg.Checkpoints || o.cfg.CheckpointInterval != 10*time.Minute {
 		t.Errorf("defaults %+v", o)
 	}
 	o, err = parseFlags(flag.NewFlagSet("recommender", flag.ContinueOnError), []string{
 		"--metric-source", "dcgm", "--gpu-memory", "40Gi", "--min-memory", "1Gi", "--fit-memory-headroom", "0",
-		"--recommender-name", "team-a", "--shard-namespace-selector", "team=a", "--pod-label", "exported_pod"})
+		"--recommender-name", "team-a", "--shard-namespace-selector", "team=a", "--pod-label", "exported_pod", "--checkpoints=false"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if o.src == nil || o.src.Name() != "dcgm" || o.cfg.Policy.GPUMemoryBytes != 40<<30 || o.cfg.Policy.MinMemoryBytes != 1<<30 ||
 		o.cfg.Policy.FitMemoryHeadroomBytes != -1 || o.electionID != leaderElectID+"-team-a" || o.labels.Pod != "exported_pod" ||
-		o.cfg.Shard.Namespaces == nil || o.cfg.Shard.Namespaces.String() != "team=a" {
+		o.cfg.Shard.Namespaces == nil || o.cfg.Shard.Namespaces.String() != "team=a" || o.cfg.Checkpoints {
 		t.Errorf("parsed %+v", o)
 	}
 	for _, bad := range []struct{ args, wantErr string }{
@@ -38,6 +38,7 @@ func TestParseFlags(t *testing.T) {
 		{"--recommender-name Team_A", "--recommender-name"},
 		{"--shard-namespace-selector team=(a", "--shard-namespace-selector"},
 		{"--metric-source nvml", "nvml"},
+		{"--checkpoint-writes-per-cycle -1", "--checkpoint-writes-per-cycle"},
 	} {
 		_, err := parseFlags(flag.NewFlagSet("recommender", flag.ContinueOnError), strings.Fields(bad.args))
 		if err == nil || !strings.Contains(err.Error(), bad.wantErr) {
