@@ -8,7 +8,9 @@
 // block), runs bin/recommender (one process, or --shards 2 processes that split the
 // namespaces with --shard-namespace-selector) and reports, per process: history
 // bootstrap time, CPU and Prometheus bytes read; steady-state cycle wall and CPU time;
-// peak RSS; API writes, recommendations written and Prometheus queries per cycle.
+// peak RSS; API writes, recommendations written and Prometheus queries per cycle. With
+// --restart it then stops the recommender and starts it again, to measure the bootstrap
+// from its GPUFractionCheckpoints (restart.go).
 //
 // Every flag defaults to an environment variable of the same name in capitals (PODS,
 // WORKLOADS, HISTORY or DAYS, SHARDS, ...), so `make bench-scale PODS=1000 WORKLOADS=200 DAYS=1`
@@ -50,7 +52,10 @@ type options struct {
 	// ProfileFor is the CPU profile's window from the start of the first measured cycle.
 	ProfileFor               time.Duration
 	Guardrail, Profile, Keep bool
-	Out, BinDir              string
+	// Restart stops the single recommender after its steady cycles, once every
+	// workload has a checkpoint, and starts it again (restart.go).
+	Restart     bool
+	Out, BinDir string
 	// MemoryLimit is the recommender processes' GOMEMLIMIT (as the chart sets it from
 	// the container's memory limit); empty: none.
 	MemoryLimit string
@@ -101,6 +106,7 @@ func parseOptions() (options, error) {
 	flag.BoolVar(&o.Profile, "profile", envBool("PROFILE", true), "save a CPU profile of one steady cycle and a heap profile per recommender (env PROFILE)")
 	flag.DurationVar(&o.ProfileFor, "profile-for", envDuration("PROFILE_FOR", 0), "the CPU profile's window from the start of the first measured cycle (default --interval; at most --cycles × --interval is useful: cycles that write many statuses run longer than the interval) (env PROFILE_FOR)")
 	flag.StringVar(&o.MemoryLimit, "memory-limit", envString("MEMORY_LIMIT", ""), "GOMEMLIMIT of the recommender processes only, e.g. 1GiB as the chart sets it from the default container limit; empty: none, Go's default (env MEMORY_LIMIT)")
+	flag.BoolVar(&o.Restart, "restart", envBool("RESTART", false), "with --shards 1: after the steady cycles, wait until every workload has a GPUFractionCheckpoint, stop the recommender and start it again, and measure its bootstrap from the checkpoints and as many steady cycles (env RESTART)")
 	flag.BoolVar(&o.Keep, "keep", envBool("KEEP", false), "keep the cluster's etcd and Prometheus data (env KEEP)")
 	flag.StringVar(&o.Out, "out", envString("OUT", "_out/bench-scale"), "directory of the cluster, logs, profiles and report.md (env OUT)")
 	flag.StringVar(&o.BinDir, "bin-dir", envString("BIN_DIR", ""), "directory of recommender and the cluster's binaries (default <repo>/bin) (env BIN_DIR)")

@@ -143,6 +143,9 @@ type snapshot struct {
 	Written float64
 	// Tracked: gpufrac_recommender_workloads_tracked.
 	Tracked float64
+	// CheckpointsWritten, CheckpointsRestored, CheckpointsIgnored:
+	// gpufrac_recommender_checkpoints_{written,restored,ignored}_total.
+	CheckpointsWritten, CheckpointsRestored, CheckpointsIgnored float64
 	// RSS and HWM (peak RSS), bytes (/proc/PID/status).
 	RSS, HWM float64
 	// PromBytes: Prometheus' response bytes, every API handler
@@ -167,6 +170,9 @@ func takeSnapshot(pid int, metricsURL string, promPID int, promURL string) (snap
 	s.APIWrites = m.sum("rest_client_requests_total", func(l map[string]string) bool { return l["method"] != "GET" })
 	s.Written = m.sum("gpufrac_recommender_recommendations_written_total", nil)
 	s.Tracked = m.sum("gpufrac_recommender_workloads_tracked", nil)
+	s.CheckpointsWritten = m.sum("gpufrac_recommender_checkpoints_written_total", nil)
+	s.CheckpointsRestored = m.sum("gpufrac_recommender_checkpoints_restored_total", nil)
+	s.CheckpointsIgnored = m.sum("gpufrac_recommender_checkpoints_ignored_total", nil)
 	if s.CPUSeconds, err = procCPU(pid); err != nil {
 		return s, err
 	}
@@ -188,6 +194,8 @@ func delta(a, b snapshot) snapshot {
 		At: b.At, Cycles: b.Cycles - a.Cycles, CycleSeconds: b.CycleSeconds - a.CycleSeconds, Failed: b.Failed - a.Failed,
 		CPUSeconds: b.CPUSeconds - a.CPUSeconds, Queries: b.Queries - a.Queries,
 		APIWrites: b.APIWrites - a.APIWrites, Written: b.Written - a.Written, Tracked: b.Tracked,
-		RSS: b.RSS, HWM: b.HWM, PromBytes: b.PromBytes - a.PromBytes, PromCPUSeconds: b.PromCPUSeconds - a.PromCPUSeconds,
+		CheckpointsWritten: b.CheckpointsWritten - a.CheckpointsWritten, CheckpointsRestored: b.CheckpointsRestored - a.CheckpointsRestored,
+		CheckpointsIgnored: b.CheckpointsIgnored - a.CheckpointsIgnored,
+		RSS:                b.RSS, HWM: b.HWM, PromBytes: b.PromBytes - a.PromBytes, PromCPUSeconds: b.PromCPUSeconds - a.PromCPUSeconds,
 	}
 }

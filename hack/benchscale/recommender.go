@@ -23,7 +23,8 @@ import (
 var metricNames = url.Values{"name[]": {
 	"gpufrac_recommender_cycle_duration_seconds", "gpufrac_recommender_prometheus_queries_total",
 	"rest_client_requests_total", "gpufrac_recommender_recommendations_written_total", "gpufrac_recommender_cycle_errors_total",
-	"gpufrac_recommender_workloads_tracked",
+	"gpufrac_recommender_workloads_tracked", "gpufrac_recommender_checkpoints_written_total", "gpufrac_recommender_checkpoints_restored_total",
+	"gpufrac_recommender_checkpoints_ignored_total",
 }}
 
 // proc is one recommender process (a shard).
@@ -112,11 +113,18 @@ func (p *proc) snapshot(c *framework.Cluster) (snapshot, error) {
 // snapshot taken then, up to timeout. Metrics not served yet (the process
 // starting) are retried.
 func (p *proc) waitCycles(ctx context.Context, c *framework.Cluster, n float64, poll, timeout time.Duration) (snapshot, error) {
+	return p.waitFor(ctx, c, func(s snapshot) bool { return s.Cycles-s.Failed >= n }, fmt.Sprintf("%v cycles", n), poll, timeout)
+}
+
+// waitFor polls every poll until done holds for the process' snapshot and returns it, up
+// to timeout (want names what is waited for in the error). Metrics not served yet (the
+// process starting) are retried.
+func (p *proc) waitFor(ctx context.Context, c *framework.Cluster, done func(snapshot) bool, want string, poll, timeout time.Duration) (snapshot, error) {
 	deadline := time.Now().Add(timeout)
 	var last error
 	for {
 		s, err := p.snapshot(c)
-		if err == nil && s.Cycles-s.Failed >= n {
+		if err == nil && done(s) {
 			return s, nil
 		}
 		if err != nil {
@@ -128,7 +136,7 @@ func (p *proc) waitCycles(ctx context.Context, c *framework.Cluster, n float64, 
 			}
 		}
 		if time.Now().After(deadline) {
-			return s, fmt.Errorf("recommender %s: %v cycles after %s, want %v (last error: %v)", p.Name, s.Cycles, timeout, n, last)
+			return s, fmt.Errorf("recommender %s: %v cycles and %v checkpoints written after %s, want %s (last error: %v)", p.Name, s.Cycles, s.CheckpointsWritten, timeout, want, last)
 		}
 		select {
 		case <-ctx.Done():

@@ -45,6 +45,9 @@ type shardResult struct {
 // results are a run's figures.
 type results struct {
 	Shards []*shardResult
+	// Checkpoints: what the first recommender wrote before the restart (restart.go);
+	// nil without --restart.
+	Checkpoints *checkpointFigures
 }
 
 // measure runs the recommender shards one after the other up to their first cycle,
@@ -99,7 +102,14 @@ func measure(ctx context.Context, o options, c *framework.Cluster, shards int, r
 		wg.Go(func() { errs[i] = steady(ctx, o, c, p, boots[p], res.Shards[first+i]) })
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil || !o.Restart || shards != 1 {
+		return err
+	}
+	p, err := restart(ctx, o, c, procs[0], boots[procs[0]], res)
+	if p != nil {
+		procs = append(procs, p)
+	}
+	return err
 }
 
 // steady waits out the warm-up cycles, then records one delta per cycle for o.Cycles
@@ -221,6 +231,9 @@ func (res *results) markdown(o options, took time.Duration) string {
 	row("bootstrap: Prometheus bytes sent", "", func(r *shardResult) string { return mib(r.BootstrapCost.PromBytes) })
 	row("bootstrap: Prometheus CPU", "", func(r *shardResult) string { return seconds(r.BootstrapCost.PromCPUSeconds) })
 	row("bootstrap: queries", "", func(r *shardResult) string { return fmt.Sprintf("%.0f", r.BootstrapCost.Queries) })
+	row("bootstrap: checkpoints restored (ignored)", "", func(r *shardResult) string {
+		return fmt.Sprintf("%.0f (%.0f)", r.BootstrapCost.CheckpointsRestored, r.BootstrapCost.CheckpointsIgnored)
+	})
 	row("steady cycle wall, mean (max)", "", func(r *shardResult) string {
 		m, x := r.perCycle(func(s snapshot) float64 { return s.CycleSeconds })
 		return fmt.Sprintf("%.2f s (%.2f)", m, x)
@@ -245,6 +258,10 @@ func (res *results) markdown(o options, took time.Duration) string {
 		m, x := r.perCycle(func(s snapshot) float64 { return s.Written })
 		return fmt.Sprintf("%.1f (%.0f)", m, x)
 	})
+	row("checkpoints written per cycle, mean (max)", "", func(r *shardResult) string {
+		m, x := r.perCycle(func(s snapshot) float64 { return s.CheckpointsWritten })
+		return fmt.Sprintf("%.1f (%.0f)", m, x)
+	})
 	row("Prometheus bytes sent per cycle (all shards)", "", func(r *shardResult) string {
 		m, _ := r.perCycle(func(s snapshot) float64 { return s.PromBytes })
 		return mib(m)
@@ -253,6 +270,9 @@ func (res *results) markdown(o options, took time.Duration) string {
 		m, _ := r.perCycle(func(s snapshot) float64 { return s.PromCPUSeconds })
 		return seconds(m)
 	})
+	if res.Checkpoints != nil {
+		b.WriteString(res.Checkpoints.markdown())
+	}
 	b.WriteString("\nSteady cycles, one row each (statuses changed: objects whose status differs between the cycle's ends, and the fields that changed):\n\n" +
 		"| Shard | Cycle | Wall | CPU | Queries | API writes | Recommendations written | Statuses changed | Fields changed | RSS |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range res.Shards {
