@@ -141,7 +141,8 @@ func (r *Recommender) maintainCheckpoints(ctx context.Context, c *cycle) error {
 
 // writeCheckpoint saves workload w's model, whose samples end at until, into the
 // checkpoint of autoscaler e: a JSON patch that replaces spec and status whole (as
-// VPA's checkpoint writer), or a create when there is none.
+// VPA's checkpoint writer), or a create when there is none (tried first when this
+// process has neither written nor restored one for w).
 func (r *Recommender) writeCheckpoint(ctx context.Context, e *entry, w history.WorkloadKey, until time.Time) error {
 	containers, err := r.model.SaveCheckpoint(w)
 	if err != nil {
@@ -172,10 +173,18 @@ func (r *Recommender) writeCheckpoint(ctx context.Context, e *entry, w history.W
 		return err
 	}
 	patch := fmt.Sprintf(`[{"op":"add","path":"/spec","value":%s},{"op":"add","path":"/status","value":%s}]`, spec, status)
-	target := &gpufracv1.GPUFractionCheckpoint{ObjectMeta: metav1.ObjectMeta{Name: gfa.Name, Namespace: gfa.Namespace}}
-	err = r.Client.Patch(ctx, target, client.RawPatch(types.JSONPatchType, []byte(patch)))
-	if apierrors.IsNotFound(err) {
-		err = r.Client.Create(ctx, cp)
+	replace := func() error {
+		target := &gpufracv1.GPUFractionCheckpoint{ObjectMeta: metav1.ObjectMeta{Name: gfa.Name, Namespace: gfa.Namespace}}
+		return r.Client.Patch(ctx, target, client.RawPatch(types.JSONPatchType, []byte(patch)))
+	}
+	// One request where the object's existence is known: a patch after a write or a
+	// restore of this process, else a create (a first install writes every workload's).
+	if _, known := r.checkpoints[w]; known {
+		if err = replace(); apierrors.IsNotFound(err) {
+			err = r.Client.Create(ctx, cp)
+		}
+	} else if err = r.Client.Create(ctx, cp); apierrors.IsAlreadyExists(err) {
+		err = replace()
 	}
 	if err != nil {
 		checkpointsIgnored.WithLabelValues(ckptWriteFailed).Inc()

@@ -223,8 +223,8 @@ func copies(objs []client.Object) []client.Object {
 // not decode, of other options or version, too old, of another workload or of another
 // autoscaler of the same name) is ignored with its reason counted, and the workload
 // bootstraps the whole history length from Prometheus: the same recommendation as a
-// recommender that never had a checkpoint. The other workload's valid checkpoint is
-// still restored.
+// recommender that never had a checkpoint, and its checkpoint is replaced by a good
+// one. The other workload's valid checkpoint is still restored.
 func TestCheckpointIgnoredBootstraps(t *testing.T) {
 	f := newCheckpointFixture(t)
 	cA := fakeClient(copies(f.objs), slimPods)
@@ -265,6 +265,13 @@ func TestCheckpointIgnoredBootstraps(t *testing.T) {
 			}
 			if n := testutil.ToFloat64(checkpointsRestored) - restored; n != 1 {
 				t.Errorf("restored %v, want 1 (the other workload's)", n)
+			}
+			// The broken checkpoint is replaced by this recommender's (a create that
+			// finds it, then a patch).
+			var now gpufracv1.GPUFractionCheckpoint
+			if err := cB.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "d"}, &now); err != nil || !now.Status.SamplesUntil.Time.Equal(f.end) ||
+				now.Status.ModelVersion != gpufracv1.CheckpointModelVersion || now.Spec.WorkloadName != "d" {
+				t.Errorf("checkpoint after the bootstrap: %v, samples until %s, version %q, workload %q", err, now.Status.SamplesUntil, now.Status.ModelVersion, now.Spec.WorkloadName)
 			}
 			got := recs(t, cB)["ns/d"]
 			if got.HistoryHours != want.HistoryHours || !withinBucket(got.Target.Memory, want.Target.Memory, 0, 1) ||
