@@ -269,8 +269,11 @@ func (r *Recommender) restoreCheckpoint(c *cycle, inCharge map[types.NamespacedN
 	if want := r.model.Options().CheckpointOptions(); cp.Status.Options != want {
 		return ckptOptions, fmt.Errorf("options %+v, this recommender's are %+v", cp.Status.Options, want)
 	}
+	// Another process' clock may run ahead of this one's: a checkpoint up to one
+	// interval in the future is restored (the samples up to its time are in it, so they
+	// are skipped), one further ahead is not trusted.
 	until := cp.Status.SamplesUntil.Time
-	if until.IsZero() || until.After(c.now) || c.now.Sub(until) >= r.Config.HistoryLength {
+	if until.IsZero() || until.After(c.now.Add(r.Config.Interval)) || c.now.Sub(until) >= r.Config.HistoryLength {
 		return ckptTooOld, fmt.Errorf("samples until %s: not within the history length %s before %s", until, r.Config.HistoryLength, c.now)
 	}
 	t := r.tracked[w]
@@ -281,6 +284,9 @@ func (r *Recommender) restoreCheckpoint(c *cycle, inCharge map[types.NamespacedN
 		return ckptDecode, err
 	}
 	t.fedTo = until
+	if until.After(c.now) {
+		t.fedTo = c.now
+	}
 	r.checkpoints[w] = checkpointMark{at: until, version: r.model.Version(w)}
 	checkpointsRestored.Inc()
 	return "", nil

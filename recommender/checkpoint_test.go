@@ -240,7 +240,7 @@ func TestCheckpointIgnoredBootstraps(t *testing.T) {
 		{ckptOptions, func(cp *gpufracv1.GPUFractionCheckpoint) { cp.Status.Options.HalfLife.Duration = time.Hour }},
 		{ckptVersion, func(cp *gpufracv1.GPUFractionCheckpoint) { cp.Status.ModelVersion = "v0" }},
 		{ckptTooOld, func(cp *gpufracv1.GPUFractionCheckpoint) { cp.Status.SamplesUntil.Time = f.end.Add(-48 * time.Hour) }},
-		{ckptTooOld, func(cp *gpufracv1.GPUFractionCheckpoint) { cp.Status.SamplesUntil.Time = f.end.Add(time.Minute) }},
+		{ckptTooOld, func(cp *gpufracv1.GPUFractionCheckpoint) { cp.Status.SamplesUntil.Time = f.end.Add(2 * time.Minute) }},
 		{ckptTargetChanged, func(cp *gpufracv1.GPUFractionCheckpoint) { cp.Spec.WorkloadName = "other" }},
 		{ckptOtherAutoscaler, func(cp *gpufracv1.GPUFractionCheckpoint) { cp.OwnerReferences[0].UID = "old" }},
 	} {
@@ -346,5 +346,26 @@ func TestCheckpointWrites(t *testing.T) {
 	cycle(f.mid.Add(40 * time.Minute))
 	if writes["ns"] != 2 || writes["ns2"] != 1 {
 		t.Errorf("after the interval: writes %v, want ns (changed) again and not ns2 (no new sample)", writes)
+	}
+}
+
+// TestCheckpointClockAhead: a checkpoint whose time is ahead of this process' clock by
+// less than one interval (another leader's clock ahead) is restored, not ignored.
+func TestCheckpointClockAhead(t *testing.T) {
+	f := newCheckpointFixture(t)
+	c := fakeClient(copies(f.objs), slimPods)
+	f.run(t, c, f.full, checkpointConfig(), f.mid)
+	var cp gpufracv1.GPUFractionCheckpoint
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "d"}, &cp); err != nil {
+		t.Fatal(err)
+	}
+	cp.Status.SamplesUntil.Time = f.mid.Add(40 * time.Second)
+	if err := c.Update(context.Background(), &cp); err != nil {
+		t.Fatal(err)
+	}
+	restored, tooOld := testutil.ToFloat64(checkpointsRestored), testutil.ToFloat64(checkpointsIgnored.WithLabelValues(ckptTooOld))
+	f.run(t, c, f.full, checkpointConfig(), f.mid)
+	if n, m := testutil.ToFloat64(checkpointsRestored)-restored, testutil.ToFloat64(checkpointsIgnored.WithLabelValues(ckptTooOld))-tooOld; n != 2 || m != 0 {
+		t.Errorf("restored %v, ignored as too old %v; want 2 and 0", n, m)
 	}
 }
