@@ -143,6 +143,11 @@ func TestMutateSkips(t *testing.T) {
 	// written since: api's fraction must not go into web's pods.
 	retargeted := recommendation("web", 80, containerRec("main", "4Gi", "350m"))
 	retargeted.Spec.TargetRef = autoscalingRef("Deployment", "api")
+	// The pods were seen using more than one GPU of --gpu-memory (80Gi, the default):
+	// the GPUs are larger than the flag says (or the samples are wrong), and the target,
+	// capped at one GPU, is below the observed peak.
+	peakAboveGPU := containerRec("main", "80Gi", "")
+	peakAboveGPU.ObservedPeakMemory = q("100Gi")
 	notProvided := recommendation("web", 80, containerRec("main", "4Gi", "350m"))
 	notProvided.Status.Conditions[0].Status = metav1.ConditionFalse
 	excluded := podOf(gpuContainer("main", 1))
@@ -181,6 +186,7 @@ func TestMutateSkips(t *testing.T) {
 		{"compute out of range", []client.Object{base()[0], recommendation("web", 80, containerRec("main", "4Gi", "2"))}, Config{}, nil, backend.UnsafeInvalidValue, true},
 		{"memory above one GPU", []client.Object{base()[0], recommendation("web", 80, containerRec("main", "100Gi", ""))}, Config{}, nil, backend.UnsafeRecommendationSize, true},
 		{"negative memory", []client.Object{base()[0], recommendation("web", 80, containerRec("main", "-1Gi", ""))}, Config{}, nil, backend.UnsafeInvalidValue, true},
+		{"observed peak above one GPU", []client.Object{base()[0], recommendation("web", 80, peakAboveGPU)}, Config{}, nil, backend.UnsafeRecommendationSize, true},
 		{"unsafe multi-gpu", base(), Config{}, podOf(gpuContainer("main", 2)), backend.UnsafeMultiGPU, true},
 		{"nothing written", base(), Config{}, podOf(corev1.Container{Name: "main", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/mig-1g.10gb": *q("1")}}}), SkipNothingWritten, true},
 	} {

@@ -231,7 +231,8 @@ const (
 	UnsafeInitContainerGPU = "init-container-gpu"
 	// UnsafeInvalidLabel: the configured KAI queue is not a valid label value.
 	UnsafeInvalidLabel = "invalid-label"
-	// UnsafeRecommendationSize: the recommended memory exceeds one GPU (Config.GPUMemoryBytes).
+	// UnsafeRecommendationSize: the recommended memory, or the observed peak memory,
+	// exceeds one GPU (Config.GPUMemoryBytes).
 	UnsafeRecommendationSize = "exceeds-gpu"
 )
 

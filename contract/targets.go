@@ -70,9 +70,12 @@ func (t Target) PlacedCompute() (milli int64, request, ok bool) {
 
 // UnwritableMemory says why the webhook writes no memory for the container's target,
 // or "" when it does or has none to write (no memory target, or memory not controlled):
-// a target that is not positive, or one above one GPU of gpuMemoryBytes (tooLarge).
-// The webhook then admits the pod unchanged (backend.UnsafeError), so the updater
-// replaces no pod towards such a target: the replacement would come back without it.
+// a target that is not positive, or one above one GPU of gpuMemoryBytes, or an observed
+// peak (observedPeakMemory) above one GPU (both tooLarge: the pods were seen using more
+// than gpuMemoryBytes, so the GPUs are larger than the flag says or the samples are
+// wrong, and a target capped at one GPU would be written below the peak). The webhook
+// then admits the pod unchanged (backend.UnsafeError), so the updater replaces no pod
+// towards such a target: the replacement would come back without it.
 func (t Target) UnwritableMemory(gpuMemoryBytes int64) (msg string, tooLarge bool) {
 	if t.Recommendation == nil || t.Recommendation.Target.Memory == nil || !t.ControlsMemory {
 		return "", false
@@ -81,8 +84,12 @@ func (t Target) UnwritableMemory(gpuMemoryBytes int64) (msg string, tooLarge boo
 	if q.Sign() <= 0 {
 		return fmt.Sprintf("memory target %s of container %s is not positive", q, t.Container), false
 	}
-	if gpu := resource.NewQuantity(gpuMemoryBytes, resource.BinarySI); q.Cmp(*gpu) > 0 {
+	gpu := resource.NewQuantity(gpuMemoryBytes, resource.BinarySI)
+	if q.Cmp(*gpu) > 0 {
 		return fmt.Sprintf("memory target %s of container %s exceeds one GPU (%s)", q, t.Container, gpu), true
+	}
+	if p := t.Recommendation.ObservedPeakMemory; p != nil && p.Cmp(*gpu) > 0 {
+		return fmt.Sprintf("observed peak memory %s of container %s exceeds one GPU (%s): set --gpu-memory to the GPUs' memory", p, t.Container, gpu), true
 	}
 	return "", false
 }
