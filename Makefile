@@ -51,7 +51,7 @@ verify-generated: generate ## Fail when generated files are stale.
 	@git diff --exit-code -- api charts/gpufrac/crds || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }
 	@test -z "$$(git ls-files --others --exclude-standard -- api charts/gpufrac/crds)" || { echo "untracked generated files: run 'make generate' and commit"; exit 1; }
 
-tools: $(TOOLS) ## Build the real Kubernetes control plane, KWOK and controller-gen into bin/ (cached).
+tools: $(TOOLS) ## Build the real Kubernetes control plane, KWOK, controller-gen and helm into bin/ (cached).
 
 $(K8S_BINS) &:
 	cd tools/k8s && $(GO) build -trimpath -ldflags '$(K8S_LDFLAGS)' -o $(BIN)/ \

@@ -46,7 +46,8 @@ aport=$(free_port)
 
 say "Starting the local cluster ($nodes KWOK nodes × 8 GPUs) and Prometheus with the trace backfilled"
 "$bin/gpufrac-cluster" up --dir "$out/cluster" --gpu-nodes "$nodes" --backfill "$out/trace.om" \
-  --scrape-target "127.0.0.1:$rport" --scrape-target "127.0.0.1:$aport" | tee "$out/cluster.txt"
+  --scrape-target "127.0.0.1:$rport" --scrape-target "127.0.0.1:$aport" |
+  sed '/^stop with:/d' | tee "$out/cluster.txt" # the demo stops with make demo-down (below), not the cluster's own line
 export KUBECONFIG=$out/cluster/kubeconfig
 prom=$(grep -o 'PROMETHEUS_URL=[^ ]*' "$out/cluster.txt" | head -1 | cut -d= -f2)
 
