@@ -260,3 +260,36 @@ func TestRefusedEvictionsTakeNoToken(t *testing.T) {
 		})
 	}
 }
+
+// A resize window that does not parse (admitted while the validating webhook was down:
+// February 30, a cron of six fields) holds every change the windows govern
+// (window-invalid), but windows do not govern protective growth: pods at 1Gi whose
+// observed peak is near it grow to the 3Gi target at once, as without windows, while a
+// shrink waits for the windows to be fixed; status.updater says window-invalid either way.
+func TestInvalidWindowKeepsProtectiveGrowth(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		podGi, live  int
+		observedPeak string
+	}{
+		{"memory near its limit: urgent growth", 1, 2, "1000Mi"},
+		{"a shrink waits", 5, 3, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 3, int64(tc.podGi))
+			f.setTarget("3Gi", "2Gi", "4Gi")
+			if tc.observedPeak != "" {
+				f.gfr.Status.ContainerRecommendations[0].ObservedPeakMemory = q(tc.observedPeak)
+			}
+			f.gfa.Spec.UpdatePolicy.ResizeWindows = []gpufracv1.ResizeWindow{{Schedule: "0 2 30 2 *", Duration: metav1.Duration{Duration: time.Hour}}}
+			f.build()
+			f.run()
+			if n := len(f.livePods()); n != tc.live {
+				t.Errorf("%d pods left, want %d", n, tc.live)
+			}
+			if st := f.status(); st.BlockedReason != SkipWindowInvalid {
+				t.Errorf("blocked %q %q, want %s", st.BlockedReason, st.BlockedMessage, SkipWindowInvalid)
+			}
+		})
+	}
+}

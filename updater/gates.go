@@ -67,9 +67,11 @@ func modeGate(c *candidate) (string, string) {
 			verb = "change in place"
 		}
 		when := "now"
-		if p.werr != nil {
+		switch {
+		case c.need.Urgent:
+		case p.werr != nil:
 			when = "once the resize windows are fixed"
-		} else if !p.window.Open && !c.need.Urgent {
+		case !p.window.Open:
 			when = p.window.opening()
 		}
 		return SkipModeOff, fmt.Sprintf("updateMode Off (recommendation only): would %s %s", verb, when)
@@ -82,17 +84,18 @@ func modeGate(c *candidate) (string, string) {
 // recommendationGate: a recommendation the webhook would not apply.
 func recommendationGate(c *candidate) (string, string) { return c.p.recSkip, c.p.recMsg }
 
-// windowGate: a resize window that does not parse, or none open for a change that is
-// not urgent (Admissible).
+// windowGate: for a change that is not urgent (Admissible), a resize window that does
+// not parse, or none open. Windows do not govern urgent (protective) growth, so a window
+// that does not parse does not hold it either.
 func windowGate(c *candidate) (string, string) {
 	p := c.p
 	switch {
+	case Admissible(c.need, p.window.Open && p.werr == nil):
+		return "", ""
 	case p.werr != nil:
 		return SkipWindowInvalid, p.werr.Error()
-	case !Admissible(c.need, p.window.Open):
-		return SkipWindowClosed, "no resize window is open; next opens at " + stamp(p.window.NextStart)
 	}
-	return "", ""
+	return SkipWindowClosed, "no resize window is open; next opens at " + stamp(p.window.NextStart)
 }
 
 // publishingGate: the held compute or a new floor is not yet published for the webhook.
