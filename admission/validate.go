@@ -273,8 +273,8 @@ func validateWindow(w gpufracv1.ResizeWindow, p *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(p.Child("schedule"), w.Schedule, "matches no date within five years (such as February 30): the window would never open"))
 		}
 	}
-	if w.Duration.Duration <= 0 {
-		errs = append(errs, field.Invalid(p.Child("duration"), w.Duration.Duration.String(), "must be a positive duration such as 2h"))
+	if w.Duration.Duration < gpufracv1.MinResizeWindowDuration {
+		errs = append(errs, field.Invalid(p.Child("duration"), w.Duration.Duration.String(), fmt.Sprintf("must be a duration of at least %v such as 2h: a shorter window can open and close between two updater cycles", gpufracv1.MinResizeWindowDuration)))
 	}
 	if w.TimeZone != "" {
 		if w.TimeZone == "Local" {

@@ -96,6 +96,9 @@ func TestValidateRejects(t *testing.T) {
 			a.Spec.UpdatePolicy.ResizeWindows[0].TimeZone = "Mars/Olympus"
 		}, "spec.updatePolicy.resizeWindows[0].timeZone"},
 		{"zero duration", func(a *gpufracv1.GPUFractionAutoscaler) { a.Spec.UpdatePolicy.ResizeWindows[0].Duration.Duration = 0 }, "spec.updatePolicy.resizeWindows[0].duration"},
+		{"duration under a minute", func(a *gpufracv1.GPUFractionAutoscaler) {
+			a.Spec.UpdatePolicy.ResizeWindows[0].Duration.Duration = 30 * time.Second
+		}, "spec.updatePolicy.resizeWindows[0].duration"},
 		{"bad promql", func(a *gpufracv1.GPUFractionAutoscaler) { a.Spec.LatencyGuardrail.Query = "rate(x[5m]" }, "spec.latencyGuardrail.query"},
 		{"range vector", func(a *gpufracv1.GPUFractionAutoscaler) { a.Spec.LatencyGuardrail.Query = "x[5m]" }, "spec.latencyGuardrail.query"},
 		{"zero objective", func(a *gpufracv1.GPUFractionAutoscaler) { a.Spec.LatencyGuardrail.Objective.Duration = 0 }, "spec.latencyGuardrail.objective"},

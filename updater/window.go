@@ -52,8 +52,8 @@ func ParseWindow(w gpufracv1.ResizeWindow) (*Window, error) {
 		// its next start would read as year 1.
 		return nil, fmt.Errorf("schedule %q matches no date within five years: the window would never open", w.Schedule)
 	}
-	if w.Duration.Duration <= 0 {
-		return nil, fmt.Errorf("window %q: duration %v is not positive", w.Schedule, w.Duration.Duration)
+	if w.Duration.Duration < gpufracv1.MinResizeWindowDuration {
+		return nil, fmt.Errorf("window %q: duration %v is under %v: it could open and close between two cycles", w.Schedule, w.Duration.Duration, gpufracv1.MinResizeWindowDuration)
 	}
 	loc := time.UTC
 	if w.TimeZone != "" {

@@ -157,6 +157,7 @@ func TestParseWindowErrors(t *testing.T) {
 		win("@every 1h", time.Hour, ""),
 		win("CRON_TZ=UTC 0 2 * * *", time.Hour, ""),
 		win("0 2 * * *", 0, ""),
+		win("0 2 * * *", 30*time.Second, ""), // can open and close between two cycles
 		win("0 2 * * *", time.Hour, "Europe/Atlantis"),
 		win("0 2 * * *", time.Hour, "Local"),
 	} {

@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -177,6 +179,11 @@ type UpdatePolicy struct {
 	UrgentGrowth *bool `json:"urgentGrowth,omitempty"`
 }
 
+// MinResizeWindowDuration is the shortest ResizeWindow.Duration the admission webhook
+// admits and the updater reads: the updater's default cycle period (--interval 1m). A
+// shorter window can open and close between two cycles and never be seen open.
+const MinResizeWindowDuration = time.Minute
+
 // ResizeWindow is a recurring period in which pods may be replaced.
 type ResizeWindow struct {
 	// Schedule is a standard 5-field cron expression for the window's start
@@ -184,7 +191,8 @@ type ResizeWindow struct {
 	// +kubebuilder:validation:MinLength=1
 	Schedule string `json:"schedule"`
 
-	// Duration is how long the window stays open after each start, e.g. "2h".
+	// Duration is how long the window stays open after each start, e.g. "2h"; at least
+	// MinResizeWindowDuration (1m).
 	Duration metav1.Duration `json:"duration"`
 
 	// TimeZone is the IANA time zone of the schedule, e.g. "Europe/Berlin". Default UTC.
