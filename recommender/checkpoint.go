@@ -55,12 +55,16 @@ const (
 	ckptTooLarge        = "too_large"        // above MaxCheckpointBytes: not written
 )
 
-// DefaultCheckpointInterval is the default Config.CheckpointInterval: 10 minutes. A
-// restart then reads from Prometheus at most 10 minutes more than the downtime (at
-// 10,000 pods a few seconds, against minutes for the whole history), while 2,000
-// autoscalers cost 3.3 checkpoint writes a second (VPA writes every loop, 1 minute,
-// within a time budget).
-const DefaultCheckpointInterval = 10 * time.Minute
+// DefaultCheckpointInterval is the default Config.CheckpointInterval: 30 minutes.
+// Measured with make bench-scale RESTART=1 (docs/benchmarks.md, "Results, 2026-12-02:
+// restart from checkpoints"): a restart at 10,000 pods read 16.5 minutes after its
+// oldest checkpoint in 27 s, so 30 minutes plus the downtime stays within issue 17's
+// 2-minute bootstrap; and one write of an 8-day checkpoint (12 KiB) cost the
+// recommender about 4 ms of CPU, so 2,000 autoscalers every 10 minutes would add about
+// 0.8 s to a steady cycle against its 2 s goal, every 30 minutes about 0.27 s. VPA
+// writes every loop (1 minute) within a time budget; its checkpoints are per container
+// and smaller.
+const DefaultCheckpointInterval = 30 * time.Minute
 
 // MaxCheckpointBytes bounds one checkpoint's encoded status: 1 MiB, under etcd's
 // default 1.5 MiB request limit with room for the object's metadata. A container with

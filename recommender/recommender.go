@@ -70,7 +70,7 @@ type Config struct {
 	// at start (checkpoint.go). Default false here; cmd/recommender's --checkpoints sets it.
 	Checkpoints bool
 	// CheckpointInterval is the least time between two checkpoints of one workload.
-	// Default DefaultCheckpointInterval (10m).
+	// Default DefaultCheckpointInterval (30m).
 	CheckpointInterval time.Duration
 	// CheckpointWritesPerCycle bounds the checkpoint writes of one cycle; 0: twice the
 	// tracked workloads' share per cycle of CheckpointInterval, at least 10

@@ -16,7 +16,7 @@ func TestParseFlags(t *testing.T) {
 	}
 	if o.src != nil || o.cfg.Policy.GPUMemoryBytes != 80<<30 || o.cfg.Policy.MinMemoryBytes != 0 || o.cfg.Policy.FitMemoryHeadroomBytes != 2<<30 ||
 		o.electionID != leaderElectID || !o.planner || o.planInterval != time.Minute || o.labels != metrics.DefaultLabels ||
-		o.mgr.MetricsAddr != ":8080" || !o.mgr.LeaderElect || !o.cfg.Checkpoints || o.cfg.CheckpointInterval != 10*time.Minute {
+		o.mgr.MetricsAddr != ":8080" || !o.mgr.LeaderElect || !o.cfg.Checkpoints || o.cfg.CheckpointInterval != 30*time.Minute {
 		t.Errorf("defaults %+v", o)
 	}
 	o, err = parseFlags(flag.NewFlagSet("recommender", flag.ContinueOnError), []string{
