@@ -54,8 +54,10 @@ type options struct {
 	Guardrail, Profile, Keep bool
 	// Restart stops the single recommender after its steady cycles, once every
 	// workload has a checkpoint, and starts it again (restart.go).
-	Restart     bool
-	Out, BinDir string
+	Restart bool
+	// CheckpointInterval is the recommender's --checkpoint-interval; 0: its default.
+	CheckpointInterval time.Duration
+	Out, BinDir        string
 	// MemoryLimit is the recommender processes' GOMEMLIMIT (as the chart sets it from
 	// the container's memory limit); empty: none.
 	MemoryLimit string
@@ -107,6 +109,7 @@ func parseOptions() (options, error) {
 	flag.DurationVar(&o.ProfileFor, "profile-for", envDuration("PROFILE_FOR", 0), "the CPU profile's window from the start of the first measured cycle (default --interval; at most --cycles × --interval is useful: cycles that write many statuses run longer than the interval) (env PROFILE_FOR)")
 	flag.StringVar(&o.MemoryLimit, "memory-limit", envString("MEMORY_LIMIT", ""), "GOMEMLIMIT of the recommender processes only, e.g. 1GiB as the chart sets it from the default container limit; empty: none, Go's default (env MEMORY_LIMIT)")
 	flag.BoolVar(&o.Restart, "restart", envBool("RESTART", false), "with --shards 1: after the steady cycles, wait until every workload has a GPUFractionCheckpoint, stop the recommender and start it again, and measure its bootstrap from the checkpoints and as many steady cycles (env RESTART)")
+	flag.DurationVar(&o.CheckpointInterval, "checkpoint-interval", envDuration("CHECKPOINT_INTERVAL", 0), "the recommender's --checkpoint-interval (0: its default, 30m; with --restart every workload's first checkpoint is written within half of it) (env CHECKPOINT_INTERVAL)")
 	flag.BoolVar(&o.Keep, "keep", envBool("KEEP", false), "keep the cluster's etcd and Prometheus data (env KEEP)")
 	flag.StringVar(&o.Out, "out", envString("OUT", "_out/bench-scale"), "directory of the cluster, logs, profiles and report.md (env OUT)")
 	flag.StringVar(&o.BinDir, "bin-dir", envString("BIN_DIR", ""), "directory of recommender and the cluster's binaries (default <repo>/bin) (env BIN_DIR)")

@@ -57,6 +57,9 @@ func startRecommender(o options, c *framework.Cluster, name, selector string) (*
 	if selector != "" {
 		args = append(args, "--shard-namespace-selector="+selector)
 	}
+	if o.CheckpointInterval > 0 {
+		args = append(args, "--checkpoint-interval="+o.CheckpointInterval.String())
+	}
 	log, err := os.Create(filepath.Join(o.Out, "recommender-"+name+".log"))
 	if err != nil {
 		return nil, err
