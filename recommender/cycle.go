@@ -295,8 +295,12 @@ func (r *Recommender) loadMetrics(ctx context.Context, c *cycle) error {
 	if err != nil {
 		cycleErrors.WithLabelValues("prometheus").Inc()
 		c.loadErr = fmt.Errorf("%w: %w", ErrMetricsUnavailable, err)
-	} else if len(c.seen) > 0 {
-		r.lastLoad = c.now
+		r.failedReads++
+	} else {
+		r.failedReads = 0
+		if len(c.seen) > 0 {
+			r.lastLoad = c.now
+		}
 	}
 	return nil
 }

@@ -46,7 +46,7 @@ func TestPartialResponseNeverShrinks(t *testing.T) {
 	// A store is down: the answer omits pod 1 and pod 0 reads low.
 	partials := incomplete(metrics.IncompletePartialResponse)
 	h.prom.SetWarnings([]string{"No StoreAPIs matched for this query", "store 10.0.3.7:10901: rpc error: code = Unavailable"})
-	for cycle := 0; cycle < 3; cycle++ {
+	for cycle := 0; cycle < FailedReadsBeforeUnavailable; cycle++ {
 		h.now = h.now.Add(time.Minute)
 		addDCGM(t, h.prom, pods[0], "GPU-a", h.now, 2, 1000, 0.04)
 		err := h.rec.RunOnce(ctx)
@@ -58,9 +58,13 @@ func TestPartialResponseNeverShrinks(t *testing.T) {
 		if got.Target.Compute.Cmp(*want.Target.Compute) != 0 || got.Target.Memory.Cmp(*want.Target.Memory) != 0 {
 			t.Fatalf("cycle %d: target changed on a partial answer: %v/%v → %v/%v", cycle, want.Target.Memory, want.Target.Compute, got.Target.Memory, got.Target.Compute)
 		}
+		// The condition says so once the reads have failed FailedReadsBeforeUnavailable
+		// cycles in a row; before, the kept recommendation keeps its False.
 		c := condition(st, gpufracv1.ConditionMetricsUnavailable)
-		if !isTrue(c) || c.Reason != gpufracv1.ReasonPartialResponse {
+		if cycle+1 >= FailedReadsBeforeUnavailable && (!isTrue(c) || c.Reason != gpufracv1.ReasonPartialResponse) {
 			t.Fatalf("cycle %d: want MetricsUnavailable=True PartialResponse, got %+v", cycle, c)
+		} else if cycle+1 < FailedReadsBeforeUnavailable && !isFalse(c) {
+			t.Fatalf("cycle %d: MetricsUnavailable set before %d failed reads: %+v", cycle, FailedReadsBeforeUnavailable, c)
 		}
 	}
 	if d := incomplete(metrics.IncompletePartialResponse) - partials; d < 3 {

@@ -156,8 +156,10 @@ type Recommender struct {
 	// missingCounted is the end of the window whose samples without a pod label were
 	// last counted (metrics.DropNoLabels).
 	missingCounted time.Time
-	trigger        chan struct{}
-	failures       int
+	// failedReads counts the cycles in a row whose read of Prometheus failed
+	// (FailedReadsBeforeUnavailable, and Start's backoff); 0 after one that read it.
+	failedReads int
+	trigger     chan struct{}
 	// cur is the cycle being run (or last run): its per-cycle state (cycle.go).
 	cur *cycle
 	// podIndex, when set (WatchPods), is the pod informer whose namespace index loadPods
@@ -253,10 +255,7 @@ func (r *Recommender) Start(ctx context.Context) error {
 		wait := r.Config.Interval
 		err := r.RunOnce(ctx)
 		if errors.Is(err, ErrMetricsUnavailable) {
-			r.failures++
-			wait = backoff(r.Config.Interval, r.Config.MaxBackoff, r.failures)
-		} else {
-			r.failures = 0
+			wait = backoff(r.Config.Interval, r.Config.MaxBackoff, r.failedReads)
 		}
 		if err != nil {
 			log.Error(err, "Cycle failed; last recommendations kept", "retryIn", wait)

@@ -64,7 +64,9 @@ func TestRecommenderCycle(t *testing.T) {
 		t.Errorf("missing: want ConfigUnsupported/TargetNotFound: %+v", missing.Status.Conditions)
 	}
 
-	// Prometheus fails: nothing changes but MetricsUnavailable.
+	// Prometheus fails: nothing changes but MetricsUnavailable, and that only once the
+	// reads have failed FailedReadsBeforeUnavailable cycles in a row (one failed read
+	// writes nothing: the status is as it was).
 	before := sd.Status.ContainerRecommendations
 	prom.fail.Store(true)
 	prom.mu.Lock()
@@ -72,13 +74,20 @@ func TestRecommenderCycle(t *testing.T) {
 		prom.mem[k] = 1 * gib
 	}
 	prom.mu.Unlock()
-	h.now = h.now.Add(time.Minute)
-	if err := h.rec.RunOnce(ctx); err == nil {
-		t.Fatal("cycle with a failing Prometheus must return an error")
-	}
-	sd = h.gfr(t, "ml", "sd")
-	if !meta.IsStatusConditionTrue(sd.Status.Conditions, gpufracv1.ConditionMetricsUnavailable) {
-		t.Errorf("want MetricsUnavailable: %+v", sd.Status.Conditions)
+	for i := 1; i <= FailedReadsBeforeUnavailable; i++ {
+		rv := sd.ResourceVersion
+		h.now = h.now.Add(time.Minute)
+		if err := h.rec.RunOnce(ctx); err == nil {
+			t.Fatal("cycle with a failing Prometheus must return an error")
+		}
+		sd = h.gfr(t, "ml", "sd")
+		unavailable := meta.IsStatusConditionTrue(sd.Status.Conditions, gpufracv1.ConditionMetricsUnavailable)
+		if want := i == FailedReadsBeforeUnavailable; unavailable != want {
+			t.Errorf("failed read %d of %d: MetricsUnavailable %v, want %v: %+v", i, FailedReadsBeforeUnavailable, unavailable, want, sd.Status.Conditions)
+		}
+		if i < FailedReadsBeforeUnavailable && sd.ResourceVersion != rv {
+			t.Errorf("failed read %d: the status was written (resourceVersion %s → %s)", i, rv, sd.ResourceVersion)
+		}
 	}
 	if sd.Status.ContainerRecommendations[0].Target.Memory.Cmp(*before[0].Target.Memory) != 0 {
 		t.Errorf("recommendation changed while Prometheus failed")

@@ -175,9 +175,25 @@ func (r *Recommender) reconcilePrimary(ctx context.Context, e *entry, old *gpufr
 	if errors.Is(loadErr, metrics.ErrPartialResponse) {
 		reason = gpufracv1.ReasonPartialResponse // an incomplete answer is a failed read
 	}
-	set(gpufracv1.ConditionMetricsUnavailable, true, reason, truncate(loadErr.Error(), 512))
+	// A workload this process has loaded the history of, read fine until now, keeps
+	// MetricsUnavailable False for the first FailedReadsBeforeUnavailable − 1 failed
+	// reads in a row (one Prometheus timeout or restart): the recommendation is kept as
+	// it was either way, and flipping the condition on every blip rewrote every status
+	// twice (8,400 writes in one cycle at 10,000 pods, docs/benchmarks.md).
+	t := r.tracked[history.WorkloadKey(e.ref)]
+	if c := meta.FindStatusCondition(old.Status.Conditions, gpufracv1.ConditionMetricsUnavailable); t == nil || !t.bootstrapped ||
+		c == nil || c.Status != metav1.ConditionFalse || r.failedReads >= FailedReadsBeforeUnavailable {
+		set(gpufracv1.ConditionMetricsUnavailable, true, reason, truncate(loadErr.Error(), 512))
+	}
 	keepWithFloor(gfa, st, startOrder(r.cur.templates[history.WorkloadKey(e.ref)]), now)
 }
+
+// FailedReadsBeforeUnavailable is how many cycles in a row must fail to read Prometheus
+// before a recommendation that was read fine says MetricsUnavailable (PrometheusError,
+// PartialResponse), which holds the updater's shrinks; a new one says it at once. Its
+// recommendation is kept as it was from the first failure. The same count as
+// EmptyCyclesWhileRunning: three minutes at the default --interval.
+const FailedReadsBeforeUnavailable = EmptyCyclesWhileRunning
 
 // recommend fills st with new container recommendations when they differ from the
 // written ones beyond noise.
