@@ -134,7 +134,10 @@ func (r *Recommender) maintainCheckpoints(ctx context.Context, c *cycle) error {
 	log := klog.FromContext(ctx)
 	for _, d := range dues[:min(len(dues), r.checkpointWrites())] {
 		v := r.model.Version(d.w)
-		if err := r.writeCheckpoint(ctx, d.e, d.w, r.lastLoad); err != nil {
+		if err := r.writeCheckpoint(ctx, d.e, d.w, r.lastLoad); deleted(err) {
+			log.V(1).Info("Autoscaler or namespace deleted during the cycle; no checkpoint written", "autoscaler", klog.KObj(d.e.gfa), "err", err)
+			continue
+		} else if err != nil {
 			log.Error(err, "Writing checkpoint failed; retried next cycle", "autoscaler", klog.KObj(d.e.gfa))
 			continue
 		}

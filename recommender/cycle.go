@@ -342,14 +342,15 @@ func (r *Recommender) garbageCollect(_ context.Context, c *cycle) error {
 // recommendation of every owned autoscaler (status.go reconcile); a failed write is
 // one of c.writeErrs and the others go on. A write that finds its object gone
 // (NotFound: the autoscaler deleted after the cycle listed it, and its recommendation
-// with it by garbage collection) is no failure: nothing is left to write, and a
-// recommendation deleted while its autoscaler stays is created again next cycle.
+// with it by garbage collection) or its namespace being deleted is no failure
+// (deleted): nothing is left to write, and a recommendation deleted while its
+// autoscaler stays is created again next cycle.
 func (r *Recommender) updateRecommendations(ctx context.Context, c *cycle) error {
 	r.noteDuplicates(c)
 	for _, e := range c.entries {
 		err := r.reconcile(ctx, e, c.byRef[e.ref] == e, c.loadErr, c.now)
-		if apierrors.IsNotFound(err) {
-			klog.FromContext(ctx).V(1).Info("Autoscaler or recommendation deleted during the cycle; nothing written", "autoscaler", klog.KObj(e.gfa), "err", err)
+		if deleted(err) {
+			klog.FromContext(ctx).V(1).Info("Autoscaler, recommendation or namespace deleted during the cycle; nothing written", "autoscaler", klog.KObj(e.gfa), "err", err)
 			continue
 		}
 		if err != nil {
@@ -360,6 +361,14 @@ func (r *Recommender) updateRecommendations(ctx context.Context, c *cycle) error
 		cycleErrors.WithLabelValues("write").Inc()
 	}
 	return nil
+}
+
+// deleted reports whether a write failed because what it writes is going away: the
+// object is gone (NotFound) or its namespace is being deleted (Forbidden with the
+// NamespaceTerminating cause, which the API server's namespace lifecycle check gives any
+// create there).
+func deleted(err error) bool {
+	return apierrors.IsNotFound(err) || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)
 }
 
 // noteDuplicates marks each autoscaler that is not in charge of its workload with the

@@ -2,11 +2,13 @@ package recommender
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -175,6 +177,32 @@ func TestTargetAndAutoscalerChanges(t *testing.T) {
 			}
 			if len(h.gfr(t, "ml", "other").Status.ContainerRecommendations) != 1 {
 				t.Error("the other autoscaler lost its recommendation")
+			}
+		}},
+		{name: "namespace being deleted refuses the write: no cycle error, the other written", funcs: func(h *harness) interceptor.Funcs {
+			return interceptor.Funcs{SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+				if obj.GetName() == "sd" {
+					// What the API server's namespace lifecycle check answers in a
+					// namespace being deleted.
+					err := apierrors.NewForbidden(schema.GroupResource{Group: gpufracv1.GroupVersion.Group, Resource: "gpufractionrecommendations"}, "sd",
+						fmt.Errorf("unable to create new content in namespace ml because it is being terminated"))
+					err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{Type: corev1.NamespaceTerminatingCause, Field: "ml"})
+					return err
+				}
+				return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+			}}
+		}, then: func(t *testing.T, h *harness, objs []client.Object) {
+			h.prom.mu.Lock()
+			for k := range h.prom.mem {
+				h.prom.mem[k] = 70 * gib // both grow, so both have a write to make
+			}
+			h.prom.mu.Unlock()
+		}, check: func(t *testing.T, h *harness, first *gpufracv1.GPUFractionRecommendation, err error) {
+			if err != nil {
+				t.Errorf("cycle error %v: a namespace being deleted is nothing to write", err)
+			}
+			if got := h.gfr(t, "ml", "other").Status.ContainerRecommendations[0].Target.Memory; got.Cmp(*first.Status.ContainerRecommendations[0].Target.Memory) <= 0 {
+				t.Errorf("the other autoscaler not written: %v", got)
 			}
 		}},
 	} {
