@@ -162,13 +162,15 @@ func ParseGPUMemory(s string) (int64, error) {
 	return q.Value(), nil
 }
 
-func quantityFlag(p *int64, positive bool) func(string) error {
+// quantityFlag parses a flag's quantity of bytes into p: zero or more (the GPU's own
+// memory is ParseGPUMemory's).
+func quantityFlag(p *int64) func(string) error {
 	return func(s string) error {
 		q, err := resource.ParseQuantity(s)
 		if err != nil {
 			return err
 		}
-		if q.Sign() < 0 || (positive && q.Sign() == 0) {
+		if q.Sign() < 0 {
 			return fmt.Errorf("%q: want a positive quantity", s)
 		}
 		*p = q.Value()

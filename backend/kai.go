@@ -224,5 +224,5 @@ func (k *KAIConfig) addFlags(fs *flag.FlagSet, d KAIConfig) {
 	fs.StringVar(&k.NumDevicesAnnotation, "kai-num-devices-annotation", d.NumDevicesAnnotation, "KAI multi-device fraction annotation; pods asking for more than 1 device are left unchanged.")
 	fs.StringVar(&k.QueueLabel, "kai-queue-label", d.QueueLabel, "Label naming a pod's KAI queue.")
 	fs.StringVar(&k.Queue, "kai-queue", "", "Queue written into --kai-queue-label of pods that have none (empty: leave pods as they are).")
-	fs.Func("kai-reserved-memory", "Memory of each GPU reserved for the driver and CUDA contexts (quantity, bytes): the KAI gpu-fraction is memory divided by --gpu-memory minus this, and no larger gpu-memory is written (default 0).", quantityFlag(&k.ReservedMemoryBytes, false))
+	fs.Func("kai-reserved-memory", "Memory of each GPU reserved for the driver and CUDA contexts (quantity, bytes): the KAI gpu-fraction is memory divided by --gpu-memory minus this, and no larger gpu-memory is written (default 0).", quantityFlag(&k.ReservedMemoryBytes))
 }

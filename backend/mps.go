@@ -116,5 +116,5 @@ func (m *MPSConfig) addFlags(fs *flag.FlagSet, d MPSConfig) {
 	fs.StringVar(&m.ThreadPercentageEnv, "mps-thread-percentage-env", d.ThreadPercentageEnv, "MPS compute limit variable (percent).")
 	fs.StringVar(&m.PinnedMemoryEnv, "mps-pinned-memory-env", d.PinnedMemoryEnv, "MPS memory limit variable (<device>=<MiB>M).")
 	fs.StringVar(&m.Device, "mps-device", d.Device, "Device index of the MPS memory limit as the client sees it.")
-	fs.Func("mps-replica-memory", "Memory share the device plugin gives each MPS replica (quantity, bytes); no larger MPS limit is written (default 0: unknown).", quantityFlag(&m.ReplicaMemoryBytes, false))
+	fs.Func("mps-replica-memory", "Memory share the device plugin gives each MPS replica (quantity, bytes); no larger MPS limit is written (default 0: unknown).", quantityFlag(&m.ReplicaMemoryBytes))
 }
