@@ -24,6 +24,7 @@ var policyColors = map[string]color.RGBA{
 	PolicyGPUFrac:           {213, 94, 0, 255},
 	PolicyClairvoyant:       {0, 114, 178, 255},
 	PolicyClairvoyantMemory: {204, 121, 167, 255},
+	PolicyClairvoyantSeen:   {240, 228, 66, 255},
 }
 
 func colorOf(name string) color.RGBA {
@@ -99,7 +100,7 @@ func addPolicyLine(p *plot.Plot, pts plotter.XYs, name string) (*plotter.Line, e
 	}
 	l.Color = colorOf(name)
 	l.Width = vg.Points(1.2)
-	if name == PolicyClairvoyant || name == PolicyClairvoyantMemory {
+	if name == PolicyClairvoyant || name == PolicyClairvoyantMemory || name == PolicyClairvoyantSeen {
 		l.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
 	}
 	p.Add(l)

@@ -162,7 +162,7 @@ func (rp *replay) step(k int) {
 	if k >= rp.first {
 		for pi, ps := range rp.states {
 			for _, i := range arriving {
-				a, cold, partial := rp.initial(ps, i)
+				a, cold, partial := rp.initial(ps, i, k)
 				rp.place(pi, i, k, a, cold, partial)
 				ps.placedAt[i] = rp.tl.runs[i].start
 			}
@@ -246,9 +246,25 @@ func (rp *replay) peak(r *run) packing.Alloc {
 	return packing.Alloc{MemoryBytes: min(rp.capacity, int64(math.Ceil(m))), ComputeMilli: min(1000, int64(math.Ceil(c*1000-1e-9)))}
 }
 
-// initial returns the allocation of run i when it is created, whether it is the
-// cold-start allocation, and whether it comes from a partly confident recommendation.
-func (rp *replay) initial(ps *polState, i int) (a grant, cold, partial bool) {
+// seenPeak returns the highest memory sample (bytes) the pods of workload w showed
+// before step k: what a recommender reading the trace up to k has seen. 0 when none.
+func (rp *replay) seenPeak(w, k int) float64 {
+	var m float64
+	for _, j := range rp.tl.workloads[w].runs {
+		r := &rp.tl.runs[j]
+		for s := r.start; s < k && s <= r.end; s++ {
+			if v := r.memRaw[s-r.start]; !math.IsNaN(v) {
+				m = math.Max(m, v)
+			}
+		}
+	}
+	return m
+}
+
+// initial returns the allocation of run i when it is created at step k, whether it is
+// the cold-start allocation, and whether it comes from a partly confident
+// recommendation.
+func (rp *replay) initial(ps *polState, i, k int) (a grant, cold, partial bool) {
 	r := &rp.tl.runs[i]
 	switch ps.spec.kind {
 	case kindTimeSlicing:
@@ -259,6 +275,11 @@ func (rp *replay) initial(ps *polState, i int) (a grant, cold, partial bool) {
 	case kindClairvoyantMemory:
 		a := rp.peak(r)
 		a.ComputeMilli = 0
+		return hardGrant(a), false, false
+	case kindClairvoyantSeen:
+		a := rp.peak(r)
+		a.ComputeMilli = 0
+		a.MemoryBytes = max(a.MemoryBytes, min(rp.capacity, int64(math.Ceil(rp.seenPeak(r.workload, k)))))
 		return hardGrant(a), false, false
 	case kindAdaptive:
 		if dec := ps.spec.sizer.decision(r.wc); dec.ok {

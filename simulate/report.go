@@ -226,7 +226,8 @@ const markdownDefinitions = "**Policies.**\n\n" +
 	"- `vpa-memory`: GPU memory sized as VPA sizes container memory (p90 of per-pod daily peaks × 1.15 in VPA's decaying histogram, k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/util), compute not partitioned, the updater's decision (updater.Evaluate) without the near-limit rule VPA lacks, same cold start as gpufrac.\n" +
 	"- `gpufrac`: the recommender's own estimator and policy (history.Model fed at every cycle, recommend.Config.Recommend), the updater's own decision (updater.Evaluate, updater.Admissible) and what the admission webhook writes.\n" +
 	"- `clairvoyant-peak`: each pod gets its true future peak memory and peak compute (per-minute mean) as hard limits when it starts; same packer, no migration. Forbidding contention makes it no lower bound.\n" +
-	"- `clairvoyant-memory`: true peak memory, compute not partitioned: the fewest GPUs that sizing pods once at start can hold without a memory overrun.\n\n" +
+	"- `clairvoyant-memory`: true peak memory, compute not partitioned: the fewest GPUs that sizing pods once at start can hold without a memory overrun.\n" +
+	"- `clairvoyant-seen-peak`: as clairvoyant-memory, but never below the highest memory the pod's workload had shown before the pod was placed (history before the install included): the bound of a policy that sizes pods once and keeps every peak it has seen, as gpufrac's memory request and target do for the peak window (7 days). Knowing the future rather than the past is what separates it from clairvoyant-memory.\n\n" +
 	"A policy that resizes pods during their life can hold fewer GPU-minutes than these start-time bounds.\n\n" +
 	"**Columns.** GPU-min: GPU-minutes held (a GPU counts while any tenant lives). " +
 	"vs 1/pod, vs clairv.: ratio of GPU-minutes to `one-per-pod` and to the `clairvoyant-memory` bound. " +
@@ -253,12 +254,15 @@ func findings(res *Result) []string {
 		return nil
 	}
 	var out []string
-	one, gf, cl, clm := get(PolicyOnePerPod), get(PolicyGPUFrac), get(PolicyClairvoyant), get(PolicyClairvoyantMemory)
+	one, gf, cl, clm, cls := get(PolicyOnePerPod), get(PolicyGPUFrac), get(PolicyClairvoyant), get(PolicyClairvoyantMemory), get(PolicyClairvoyantSeen)
 	if cl != nil && one != nil && one.GPUMinutes > 0 {
 		out = append(out, fmt.Sprintf("Reserving every pod's true peak memory and compute (clairvoyant-peak) holds %.0f %% of one-per-pod's GPU-minutes.", 100*cl.GPUMinutes/one.GPUMinutes))
 	}
 	if clm != nil && one != nil && one.GPUMinutes > 0 {
 		out = append(out, fmt.Sprintf("Sizing memory alone to the true peak (clairvoyant-memory) holds %.0f %%.", 100*clm.GPUMinutes/one.GPUMinutes))
+	}
+	if cls != nil && clm != nil && clm.GPUMinutes > 0 {
+		out = append(out, fmt.Sprintf("Never sizing a pod below the memory its workload had shown (clairvoyant-seen-peak) holds %.2f× clairvoyant-memory: what knowing only the past costs a policy that sizes pods once.", cls.GPUMinutes/clm.GPUMinutes))
 	}
 	if gf == nil {
 		return out
@@ -268,7 +272,11 @@ func findings(res *Result) []string {
 			100*gf.GPUMinutes/one.GPUMinutes, gf.ColdStartPodMinutes, gf.PodMinutes, 100*gf.ColdStartPodMinutes/math.Max(1, gf.PodMinutes)))
 	}
 	if clm != nil && clm.GPUMinutes > 0 {
-		out = append(out, fmt.Sprintf("gpufrac holds %.2f× the GPU-minutes of clairvoyant-memory.", gf.GPUMinutes/clm.GPUMinutes))
+		line := fmt.Sprintf("gpufrac holds %.2f× the GPU-minutes of clairvoyant-memory", gf.GPUMinutes/clm.GPUMinutes)
+		if cls != nil && cls.GPUMinutes > 0 {
+			line += fmt.Sprintf(" and %.2f× those of clairvoyant-seen-peak", gf.GPUMinutes/cls.GPUMinutes)
+		}
+		out = append(out, line+".")
 	}
 	out = append(out, fmt.Sprintf("gpufrac: %.0f pod-minutes over the pod's memory allocation in %d pods (%.0f of them while the workload's history was shorter than the full-confidence history), %.0f GPU-minutes over the GPU's memory (%.0f pod-minutes at risk), contention in %.2f %% of pod-minutes, %d replacements.",
 		gf.PodLimitOverrunMinutes, gf.PodsWithOverrun, gf.WarmUpOverrunMinutes, gf.GPUOverrunMinutes, gf.GPUOverrunPodMinutes, 100*gf.ContentionShare, gf.Replacements))

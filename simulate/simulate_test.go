@@ -340,3 +340,25 @@ func TestRunErrors(t *testing.T) {
 		t.Error("empty trace: want an error")
 	}
 }
+
+// TestClairvoyantSeenPeak: installed 5 minutes in, pod a has shown 8 GiB in its first
+// five minutes and uses 3 GiB after; b uses 3 GiB throughout; a2, a second pod of a's
+// workload, arrives at minute 6 using 1 GiB. clairvoyant-memory sizes each by the
+// future alone (3 + 3 + 1 GiB: one 10 GiB GPU); clairvoyant-seen-peak never below what
+// the workload had shown (a and a2 at 8 GiB: three GPUs once a2 arrives).
+func TestClairvoyantSeenPeak(t *testing.T) {
+	a := pod("a", 0, append(repeat(8, 5), repeat(3, 5)...), repeat(0.1, 10))
+	a2 := pod("a", 6, repeat(1, 4), repeat(0.1, 4))
+	a2.Pod = "a-abc-x2"
+	tr := trace.Trace{Pods: []trace.Pod{a, pod("b", 0, repeat(3, 10), repeat(0.1, 10)), a2}}
+	got := simulateByPolicy(t, tr, Options{GPUMemoryBytes: 10 * gib, WarmUp: 5 * time.Minute,
+		Policies: []string{PolicyClairvoyantMemory, PolicyClairvoyantSeen}})
+	if p := got[PolicyClairvoyantMemory]; p.GPUMinutes != 5 || p.PeakGPUs != 1 {
+		t.Errorf("clairvoyant-memory: GPU-minutes %v peak %d, want 5, 1", p.GPUMinutes, p.PeakGPUs)
+	}
+	// Minute 6: a (8 GiB) and b (3 GiB) on two GPUs; minutes 7-10 a2 (8 GiB) on a third.
+	p := got[PolicyClairvoyantSeen]
+	if p.GPUMinutes != 2+3*4 || p.PeakGPUs != 3 || p.PodLimitOverrunMinutes != 0 || !near(p.VsClairvoyant, 14.0/5) {
+		t.Errorf("clairvoyant-seen-peak: GPU-minutes %v peak %d overrun %v vs bound %v, want 14, 3, 0, 2.8", p.GPUMinutes, p.PeakGPUs, p.PodLimitOverrunMinutes, p.VsClairvoyant)
+	}
+}

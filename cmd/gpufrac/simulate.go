@@ -73,8 +73,10 @@ Policies: one-per-pod (a whole GPU each), time-slicing-N (1/N of memory and comp
 each), vpa-memory (VPA's memory rule: p90 of daily peaks x 1.15), gpufrac (the
 recommender's own estimator and policy code, the updater's own decision code and
 what the admission webhook writes), clairvoyant-peak (each pod's true peak memory
-and compute reserved at start) and clairvoyant-memory (true peak memory only, the
-bound). Pods are packed best-fit by memory onto GPUs of --gpu-memory, with the sum
+and compute reserved at start), clairvoyant-memory (true peak memory only, the
+bound) and clairvoyant-seen-peak (as clairvoyant-memory, never below the memory the
+workload had shown before: the bound of sizing once while keeping every seen peak).
+Pods are packed best-fit by memory onto GPUs of --gpu-memory, with the sum
 of compute allocations at most 1 GPU, and never migrate.
 
 Per policy the report gives GPU-minutes held and their ratio to one GPU per pod and
@@ -123,7 +125,7 @@ func (f *simulateFlags) addInputFlags(fl *pflag.FlagSet) {
 // updater and backend.
 func (f *simulateFlags) addPolicyFlags(fl *pflag.FlagSet) {
 	fl.StringSliceVar(&f.gpuMemory, "gpu-memory", []string{"80Gi"}, "memory of one GPU, a quantity in bytes (48Gi, 80Gi, 141Gi); several sizes run one simulation each")
-	fl.StringSliceVar(&f.policies, "policies", simulate.DefaultPolicies, "policies to compare, in report order: one-per-pod, time-slicing-N, vpa-memory, gpufrac, clairvoyant-peak, clairvoyant-memory")
+	fl.StringSliceVar(&f.policies, "policies", simulate.DefaultPolicies, "policies to compare, in report order: one-per-pod, time-slicing-N, vpa-memory, gpufrac, clairvoyant-peak, clairvoyant-memory, clairvoyant-seen-peak")
 	fl.DurationVar(&f.opts.Interval, "interval", time.Minute, "recommender cycle and simulation step")
 	fl.DurationSliceVar(&f.warmUps, "warm-up", []time.Duration{0}, "history the recommenders read before placing and counting start (as if gpufrac were installed this long after the trace starts); several values run one simulation each")
 	fl.DurationVar(&f.opts.Lookback, "lookback", simulate.DefaultLookback, "a pod without samples for longer has ended (Prometheus' lookback delta)")
