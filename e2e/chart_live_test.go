@@ -188,6 +188,14 @@ func TestChartLive(t *testing.T) {
 		if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
 			t.Errorf("the recommender does not hold its pre-created Lease: %+v", lease.Spec)
 		}
+		// Its status Lease, renewed after its cycles with the chart's RBAC.
+		var status coordinationv1.Lease
+		if err := testCluster.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "gpufrac-recommender-status-default"}, &status); err != nil {
+			t.Fatal(err)
+		}
+		if status.Spec.RenewTime == nil || time.Since(status.Spec.RenewTime.Time) > time.Minute {
+			t.Errorf("the recommender does not renew its pre-created status Lease: %+v", status.Spec)
+		}
 		stop()
 		noForbidden(t, "recommender", logPath)
 	})

@@ -161,7 +161,8 @@ func TestChartRBAC(t *testing.T) {
 			{"create", "events.events.k8s.io", "", other, true},
 			{"get", "leases/gpufrac-recommender.autoscaling.gpufrac.io", "", ns, true},
 			{"update", "leases/gpufrac-recommender.autoscaling.gpufrac.io", "", ns, true},
-			{"watch", "gpusharingpolicies", "", "", true}, // the sharing planner
+			{"update", "leases/gpufrac-recommender-status-default", "", ns, true}, // its status Lease
+			{"watch", "gpusharingpolicies", "", "", true},                         // the sharing planner
 			{"update", "gpusharingpolicies", "status", "", true},
 			{"patch", "nodes", "", "", true}, // nvidia.com/device-plugin.config labels
 			// Not beyond its role:
@@ -189,6 +190,8 @@ func TestChartRBAC(t *testing.T) {
 			{"list", "replicasets", "", "", true},
 			{"list", "horizontalpodautoscalers", "", "", true},
 			{"get", "leases/gpufrac-admission-status", "", ns, true},
+			{"get", "leases/gpufrac-recommender-status-default", "", ns, true}, // recommenders' status Leases
+			{"update", "leases/gpufrac-recommender-status-default", "", ns, false},
 			{"update", "leases/gpufrac-updater.autoscaling.gpufrac.io", "", ns, true},
 			{"create", "events", "", other, true},
 			{"list", "nodes", "", "", true},                                    // the placement check before an eviction

@@ -94,10 +94,14 @@ func TestWholeProduct(t *testing.T) {
 	}
 	// --full-confidence-history=2m: confidence is span/2m, so live history reaches the
 	// webhook's default 50 % minimum after about a minute instead of 12 hours.
-	startRecommender(t, "--metric-source=agent", "--gpu-memory=80Gi", "--full-confidence-history=2m")
+	startRecommender(t, "--metric-source=agent", "--gpu-memory=80Gi", "--full-confidence-history=2m",
+		"--status-lease-namespace="+updSystemNS)
 	// Short updater timings: no warm-up to speak of, and pods may be replaced for being
 	// off their target after 5s (the chart's default is 12h), eviction unlimited.
-	upd := startUpdater(t, []string{ns}, "--interval=2s", "--warm-up=5s", "--min-pod-age=5s", "--eviction-rate=-1")
+	// The recommender's status Lease on, as the chart runs it: pods change only while
+	// the recommender keeps renewing it.
+	upd := startUpdater(t, []string{ns}, "--interval=2s", "--warm-up=5s", "--min-pod-age=5s", "--eviction-rate=-1",
+		"--recommender-lease-max-age=1m")
 	t.Logf("all components up after %s", time.Since(start).Round(time.Second))
 
 	// (a) Every pod is a replacement and carries the current recommendation's target.

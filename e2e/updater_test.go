@@ -123,6 +123,9 @@ func startUpdater(t *testing.T, namespaces []string, extra ...string) *updProces
 		"--watch-namespaces=" + strings.Join(namespaces, ","),
 		"--admission-namespace=" + updSystemNS,
 		"--admission-lease-max-age=5s",
+		// The suites write recommendations by hand, with no recommender renewing its
+		// status Lease; TestProduct runs the real one and turns the check on.
+		"--recommender-lease-max-age=0",
 		"--interval=1s",
 		"--warm-up=2s",
 		"--min-pod-age=1h",

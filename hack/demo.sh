@@ -73,9 +73,14 @@ echo $! >"$out/agent.pid"
 for _ in $(seq 1 60); do curl -fs "http://127.0.0.1:$aport/readyz" >/dev/null 2>&1 && break; sleep 1; done
 curl -fs "http://127.0.0.1:$aport/readyz" >/dev/null || { echo "agent not ready: see $out/agent.log"; exit 1; }
 
+# gpufrac's own namespace: the recommender's status Lease (renewed after each cycle; the
+# updater of MODE=apply changes pods only while it is fresh) and the webhook's.
+sysns=gpufrac-system
+kubectl create namespace "$sysns" >/dev/null 2>&1 || true
 say "Starting the recommender (history bootstrap from Prometheus, then a cycle every 15s)"
 nohup "$bin/recommender" --kubeconfig "$KUBECONFIG" --prometheus-url "$prom" --interval 15s \
   --history-length 72h --leader-elect=false --metrics-bind-address "127.0.0.1:$rport" \
+  --status-lease-namespace "$sysns" \
   --sharing-plan-interval 10s \
   --health-probe-bind-address 127.0.0.1:0 >"$out/recommender.log" 2>&1 &
 echo $! >"$out/recommender.pid"
@@ -128,13 +133,11 @@ done
 "$bin/gpufrac" plan --kubeconfig "$KUBECONFIG"
 
 if [ "$mode" = "apply" ]; then
-  sysns=gpufrac-system
   nss=$(kubectl get gfa -A -o jsonpath='{range .items[*]}{.metadata.namespace}{"\n"}{end}' | sort -u)
   pods_before=$(for ns in $nss; do kubectl get pods -n "$ns" --no-headers 2>/dev/null; done | wc -l)
   wport=$(free_port); wprobe=$(free_port); uprobe=$(free_port)
 
   say "MODE=apply: starting the admission webhook (127.0.0.1:$wport, registered by URL, self-managed CA) and the updater"
-  kubectl create namespace "$sysns" >/dev/null 2>&1 || true
   for ns in $nss; do kubectl label namespace "$ns" gpufrac.io/demo=apply --overwrite >/dev/null; done
   nohup "$bin/admission" --kubeconfig "$KUBECONFIG" --namespace "$sysns" --identity demo-admission \
     --webhook-host 127.0.0.1 --webhook-port "$wport" --register-webhooks --webhook-url "https://127.0.0.1:$wport" \

@@ -26,6 +26,10 @@ import (
 // cycle is the state of one RunOnce, built by its steps in order.
 type cycle struct {
 	now time.Time
+	// ran is set once every step has run: the cycle listed its objects, read what it
+	// could and wrote its statuses (some writes, or the read, may still have failed).
+	// Start renews the status Lease after such a cycle only.
+	ran bool
 	// entries are the autoscalers this shard owns; byRef the one in charge of each
 	// workload (over every shard's autoscalers).
 	entries []*entry
@@ -104,6 +108,7 @@ func (r *Recommender) RunOnce(ctx context.Context) error {
 			return err
 		}
 	}
+	c.ran = true
 	return errors.Join(append([]error{c.loadErr}, c.writeErrs...)...)
 }
 

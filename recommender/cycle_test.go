@@ -35,7 +35,8 @@ func stepCounts(t *testing.T, r *Recommender) map[string]uint64 {
 
 // Each step of a cycle is timed once per cycle that reaches it: all of them when the
 // cycle completes (Prometheus failing included: the cycle goes on and keeps the
-// recommendations), only those up to the failing one when a listing fails.
+// recommendations), only those up to the failing one when a listing fails; only a
+// cycle that reached every step counts as ran (the status Lease's renewal).
 func TestCycleStepsTimed(t *testing.T) {
 	objs := append(deployment("ml", "sd", 2), gfa("ml", "sd", "sd"))
 	prom := promFor(objs, 20*gib, 0.3)
@@ -67,6 +68,11 @@ func TestCycleStepsTimed(t *testing.T) {
 		err := h.rec.RunOnce(ctx)
 		if (err != nil) != tc.wantErr {
 			t.Fatalf("%s: error %v, want one: %v", tc.name, err, tc.wantErr)
+		}
+		// A cycle that ran every step renews the status Lease (renewStatusLease), a
+		// failed read included; one that stopped at a listing does not.
+		if ran, want := h.rec.cur.ran, tc.wantStepsTo == "export_metrics"; ran != want {
+			t.Errorf("%s: cycle ran %v, want %v", tc.name, ran, want)
 		}
 		after := stepCounts(t, h.rec)
 		reached := true

@@ -31,6 +31,7 @@ import (
 	"github.com/gpufrac/gpufrac/recommender/history"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
 	"github.com/gpufrac/gpufrac/recommender/recommend"
+	"github.com/gpufrac/gpufrac/statuslease"
 	"github.com/gpufrac/gpufrac/workload"
 )
 
@@ -144,6 +145,12 @@ type Recommender struct {
 	CheckpointReader client.Reader
 	// Events records events on autoscalers; nil records none.
 	Events events.EventRecorder
+	// StatusLease, when set, is renewed after every cycle that ran all its steps (it
+	// listed its objects and wrote their statuses; a failed Prometheus read, which the
+	// statuses then say, or a failed write of some objects does not stop it) and released
+	// when Start stops, so the updater can tell this instance is keeping its autoscalers'
+	// recommendations current (statuslease.RecommenderLeaseName). Nil: no status Lease.
+	StatusLease *statuslease.Renewer
 	// Now returns the current time; tests replace it.
 	Now func() time.Time
 
@@ -260,16 +267,47 @@ func (r *Recommender) Start(ctx context.Context) error {
 		if err != nil {
 			log.Error(err, "Cycle failed; last recommendations kept", "retryIn", wait)
 		}
+		r.renewStatusLease(ctx, r.cur != nil && r.cur.ran)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			r.releaseStatusLease()
 			log.Info("Stopped")
 			return nil
 		case <-t.C:
 		case <-r.trigger:
 			t.Stop()
 		}
+	}
+}
+
+// renewStatusLease renews StatusLease after a cycle, when it ran all its steps (ran:
+// cycle.ran). A failed Prometheus read does not stop that (the statuses say
+// MetricsUnavailable, and the updater holds shrinks on it), nor a failed write of some
+// objects (one object must not hold every autoscaler of the shard); a cycle that could
+// not list its objects, or did not end, leaves the Lease to go stale, so the updater
+// stops acting on recommendations this instance is not keeping. Renewal errors are
+// logged.
+func (r *Recommender) renewStatusLease(ctx context.Context, ran bool) {
+	if r.StatusLease == nil || ctx.Err() != nil || !ran {
+		return
+	}
+	if err := r.StatusLease.Renew(ctx); err != nil {
+		klog.FromContext(ctx).Error(err, "Renewing the recommender's status Lease", "lease", r.StatusLease.Namespace+"/"+r.StatusLease.Name)
+	}
+}
+
+// releaseStatusLease clears StatusLease's renewTime when Start stops (this instance no
+// longer leads), so the updater sees at once that nobody keeps the recommendations.
+func (r *Recommender) releaseStatusLease() {
+	if r.StatusLease == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := r.StatusLease.Release(ctx); err != nil {
+		klog.Background().Error(err, "Releasing the recommender's status Lease", "lease", r.StatusLease.Namespace+"/"+r.StatusLease.Name)
 	}
 }
 

@@ -1,7 +1,13 @@
-// Package statuslease is the admission webhook's status Lease (coordination.k8s.io/v1):
-// every ready webhook replica renews it (Renewer), and the updater evicts only while it
-// is fresh (Fresh), since a pod evicted while the webhook is down would come back
-// without its fraction.
+// Package statuslease is the status Leases (coordination.k8s.io/v1) by which gpufrac's
+// components tell the updater they are serving:
+//
+//   - the admission webhook's (DefaultName): every ready webhook replica renews it
+//     (Renewer), and the updater evicts only while it is fresh (Fresh), since a pod
+//     evicted while the webhook is down would come back without its fraction;
+//   - each recommender instance's (RecommenderLeaseName): its leader renews it after each
+//     cycle that ran (Renewer.Renew), and the updater changes pods of the autoscalers
+//     that instance owns only while it is fresh, since a recommendation nobody keeps up
+//     to date must not shrink a pod (protective growth still goes ahead).
 package statuslease
 
 import (
@@ -19,6 +25,14 @@ import (
 
 // DefaultName is the name of the admission webhook's status Lease.
 const DefaultName = "gpufrac-admission-status"
+
+// RecommenderLeasePrefix starts the name of each recommender instance's status Lease.
+const RecommenderLeasePrefix = "gpufrac-recommender-status-"
+
+// RecommenderLeaseName is the name of the status Lease of the recommender instance name
+// (its --recommender-name, spec.recommenders[0].name of the autoscalers it owns, e.g.
+// "default").
+func RecommenderLeaseName(name string) string { return RecommenderLeasePrefix + name }
 
 // Results of a renewal attempt, passed to Renewer.Observe (the "result" label of
 // gpufrac_admission_status_lease_renewals_total).
@@ -43,6 +57,9 @@ type Renewer struct {
 	Namespace, Name string
 	// Identity is written into holderIdentity (the pod name).
 	Identity string
+	// Component is the app.kubernetes.io/component label of a Lease Renew creates.
+	// Default "admission".
+	Component string
 	// RenewInterval is the renewal period. Default 10s.
 	RenewInterval time.Duration
 	// Duration is written into leaseDurationSeconds for readers; Fresh callers pass
@@ -61,6 +78,9 @@ type Renewer struct {
 func (l *Renewer) defaults() {
 	if l.Name == "" {
 		l.Name = DefaultName
+	}
+	if l.Component == "" {
+		l.Component = "admission"
 	}
 	if l.RenewInterval <= 0 {
 		l.RenewInterval = 10 * time.Second
@@ -134,7 +154,7 @@ func (l *Renewer) Renew(ctx context.Context) error {
 	err := l.Client.Get(ctx, types.NamespacedName{Namespace: l.Namespace, Name: l.Name}, lease)
 	if apierrors.IsNotFound(err) {
 		lease = &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Namespace: l.Namespace, Name: l.Name, Labels: map[string]string{"app.kubernetes.io/name": "gpufrac", "app.kubernetes.io/component": "admission"}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: l.Namespace, Name: l.Name, Labels: map[string]string{"app.kubernetes.io/name": "gpufrac", "app.kubernetes.io/component": l.Component}},
 			Spec:       coordinationv1.LeaseSpec{HolderIdentity: &l.Identity, LeaseDurationSeconds: &secs, AcquireTime: &now, RenewTime: &now},
 		}
 		return l.Client.Create(ctx, lease)
@@ -190,7 +210,7 @@ func (l *Renewer) HeldByOther(ctx context.Context) (bool, error) {
 // clock is Fresh's clock; tests replace it.
 var clock = time.Now
 
-// Fresh reports whether the admission webhook's status Lease ns/name was renewed
+// Fresh reports whether the status Lease ns/name was renewed
 // within maxAge of now (this process's clock; keep maxAge well above the renewal period
 // plus clock skew, e.g. 30s). A missing Lease or one without renewTime is not fresh and
 // not an error. It returns the reader's errors otherwise. The updater calls it before

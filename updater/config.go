@@ -42,6 +42,11 @@ const (
 	DefaultPersistCycles          = 3
 	DefaultPersistFor             = 5 * time.Minute
 	DefaultMinReplacementInterval = time.Hour
+	// DefaultRecommenderLeaseMaxAge is cmd/updater's --recommender-lease-max-age: 10m,
+	// twice the recommender's longest wait between cycles while Prometheus fails (its
+	// --max-backoff default, 5m; it renews its status Lease after those cycles too) and
+	// ten of its default 1m intervals.
+	DefaultRecommenderLeaseMaxAge = 10 * time.Minute
 )
 
 // Config holds the updater's settings; cmd/updater maps flags onto it. The zero value
@@ -97,6 +102,17 @@ type Config struct {
 	LeaseNamespace, LeaseName string
 	// LeaseMaxAge is the oldest renewal of the Lease that counts as fresh. Default 30s.
 	LeaseMaxAge time.Duration
+	// RecommenderLeaseMaxAge is the oldest renewal of a recommender instance's status
+	// Lease (statuslease.RecommenderLeaseName of the autoscaler's
+	// spec.recommenders[0].name, in RecommenderLeaseNamespace) under which the updater
+	// changes the pods of the autoscalers that instance owns. Older, missing or
+	// unreadable: only urgent (protective) growth goes ahead, everything else is held
+	// (SkipRecommenderStale), since nobody keeps the recommendation current. Zero: off
+	// (no Lease read); cmd/updater defaults it to DefaultRecommenderLeaseMaxAge.
+	RecommenderLeaseMaxAge time.Duration
+	// RecommenderLeaseNamespace is the namespace of the recommenders' status Leases.
+	// Empty: LeaseNamespace.
+	RecommenderLeaseNamespace string
 	// PersistCycles is how many consecutive cycles a change inside the bounds must be
 	// seen in before a pod is replaced for it (Hysteresis). Default 3; 1 disables.
 	PersistCycles int
@@ -159,6 +175,10 @@ func (c Config) WithDefaults() Config {
 	if c.LeaseName == "" {
 		c.LeaseName = statuslease.DefaultName
 	}
+	if c.RecommenderLeaseNamespace == "" {
+		c.RecommenderLeaseNamespace = c.LeaseNamespace
+	}
+	c.RecommenderLeaseMaxAge = max(c.RecommenderLeaseMaxAge, 0)
 	if c.MaxInFlightPerDevice == 0 {
 		c.MaxInFlightPerDevice = 1
 	}

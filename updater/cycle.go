@@ -47,18 +47,22 @@ type cycle struct {
 	policies     []gpufracv1.GPUSharingPolicy
 	policiesErr  error
 	policiesRead bool
+	// recommenders caches each recommender instance's status Lease check of the cycle
+	// (recommenderStale), by instance name.
+	recommenders map[string]string
 }
 
 // newCycle starts a cycle at now and reads the admission webhook's status Lease.
 func (u *Updater) newCycle(ctx context.Context, now time.Time) *cycle {
 	cy := &cycle{
-		now:       now,
-		podsByNS:  map[string][]corev1.Pod{},
-		targets:   map[types.UID]resolved{},
-		inCharge:  map[workload.Ref]*gpufracv1.GPUFractionAutoscaler{},
-		workloads: map[workload.Ref]*workloadCycle{},
-		seen:      map[types.UID]bool{},
-		refs:      map[workload.Ref]bool{},
+		now:          now,
+		podsByNS:     map[string][]corev1.Pod{},
+		targets:      map[types.UID]resolved{},
+		inCharge:     map[workload.Ref]*gpufracv1.GPUFractionAutoscaler{},
+		workloads:    map[workload.Ref]*workloadCycle{},
+		seen:         map[types.UID]bool{},
+		refs:         map[workload.Ref]bool{},
+		recommenders: map[string]string{},
 	}
 	cy.fresh, cy.leaseMsg = u.admissionFresh(ctx)
 	return cy
@@ -128,6 +132,9 @@ type plan struct {
 	// it ("" when it would).
 	gfr             *gpufracv1.GPUFractionRecommendation
 	recSkip, recMsg string
+	// staleMsg says why the recommender that owns the autoscaler is not keeping its
+	// recommendation current ("" when it is, or the check is off): recommenderGate.
+	staleMsg string
 	// guard and guardMsg are the latency guardrail's state.
 	guard    gpufracv1.Guardrail
 	guardMsg string
@@ -206,6 +213,7 @@ func (u *Updater) plan(ctx context.Context, cy *cycle, gfa *gpufracv1.GPUFractio
 	}
 	p.pods = pods
 	p.gfr, p.recSkip, p.recMsg = u.recommendation(ctx, gfa)
+	p.staleMsg = u.recommenderStale(ctx, cy, gfa.Spec.RecommenderOf())
 	if p.recSkip == "" {
 		p.recSkip, p.recMsg = u.sharingPlanGate(ctx, cy, p)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/statuslease"
 )
 
 // updateMode changed from Recreate to Off while the replacement of an evicted pod is
@@ -289,6 +291,55 @@ func TestInvalidWindowKeepsProtectiveGrowth(t *testing.T) {
 			}
 			if st := f.status(); st.BlockedReason != SkipWindowInvalid {
 				t.Errorf("blocked %q %q, want %s", st.BlockedReason, st.BlockedMessage, SkipWindowInvalid)
+			}
+		})
+	}
+}
+
+// TestStaleRecommenderHoldsAllButProtectiveGrowth: with --recommender-lease-max-age, an
+// autoscaler whose recommender instance has not renewed its status Lease (down, without
+// a leader, or failing) gets no shrink towards a recommendation nobody keeps current,
+// while a pod near its limit still grows (urgent); a fresh Lease lets the shrink go. The
+// Lease is the instance's that the autoscaler names (spec.recommenders), not another's.
+func TestStaleRecommenderHoldsAllButProtectiveGrowth(t *testing.T) {
+	lease := func(name string, age time.Duration) *coordinationv1.Lease {
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: sysNS, Name: statuslease.RecommenderLeaseName(name)},
+			Spec: coordinationv1.LeaseSpec{RenewTime: ptr.To(metav1.NewMicroTime(time.Now().Add(-age)))}}
+	}
+	for _, tc := range []struct {
+		name         string
+		podGi, live  int
+		observedPeak string
+		shard        string
+		leases       []*coordinationv1.Lease
+		blocked      string
+	}{
+		{"no Lease: a shrink waits", 5, 3, "", "", nil, SkipRecommenderStale},
+		{"stale Lease: a shrink waits", 5, 3, "", "", []*coordinationv1.Lease{lease("default", 11*time.Minute)}, SkipRecommenderStale},
+		{"another instance's fresh Lease: a shrink waits", 5, 3, "", "team-a", []*coordinationv1.Lease{lease("default", 0)}, SkipRecommenderStale},
+		{"stale Lease: memory near its limit grows (urgent)", 1, 2, "1000Mi", "", nil, ""},
+		{"fresh Lease: the shrink goes ahead", 5, 2, "", "team-a", []*coordinationv1.Lease{lease("team-a", time.Minute)}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 3, int64(tc.podGi))
+			f.setTarget("3Gi", "2Gi", "4Gi")
+			if tc.observedPeak != "" {
+				f.gfr.Status.ContainerRecommendations[0].ObservedPeakMemory = q(tc.observedPeak)
+			}
+			if tc.shard != "" {
+				f.gfa.Spec.Recommenders = []gpufracv1.RecommenderName{{Name: tc.shard}}
+			}
+			for _, l := range tc.leases {
+				f.objs = append(f.objs, l)
+			}
+			f.cfg.RecommenderLeaseMaxAge = 10 * time.Minute
+			f.build()
+			f.run()
+			if n := len(f.livePods()); n != tc.live {
+				t.Errorf("%d pods left, want %d", n, tc.live)
+			}
+			if st := f.status(); tc.blocked != "" && st.BlockedReason != tc.blocked {
+				t.Errorf("blocked %q %q, want %s", st.BlockedReason, st.BlockedMessage, tc.blocked)
 			}
 		})
 	}

@@ -32,7 +32,7 @@ func admit(c *candidate, gates ...gate) bool {
 // planGates are the gates of the plan, in order: a pod that passes them is a candidate
 // of this cycle.
 func (u *Updater) planGates(now time.Time) []gate {
-	return []gate{pendingGate, heldGate, modeGate, recommendationGate, windowGate, publishingGate, u.hysteresisGate(now)}
+	return []gate{pendingGate, heldGate, modeGate, recommendationGate, recommenderGate, windowGate, publishingGate, u.hysteresisGate(now)}
 }
 
 // replacementGates are the gates a candidate passes before it is replaced (evicted or
@@ -83,6 +83,44 @@ func modeGate(c *candidate) (string, string) {
 
 // recommendationGate: a recommendation the webhook would not apply.
 func recommendationGate(c *candidate) (string, string) { return c.p.recSkip, c.p.recMsg }
+
+// recommenderGate: for a change that is not urgent, a recommender instance that is not
+// keeping the recommendation current (its status Lease is stale: recommenderStale). Urgent
+// growth protects a pod from what it uses now, so an old target still serves it.
+func recommenderGate(c *candidate) (string, string) {
+	if c.p.staleMsg == "" || c.need.Urgent {
+		return "", ""
+	}
+	return SkipRecommenderStale, c.p.staleMsg
+}
+
+// recommenderStale reads the status Lease of recommender instance name once per cycle
+// and returns why it is stale ("" when fresh or when Config.RecommenderLeaseMaxAge is 0).
+// A Lease that cannot be read counts as stale: holding is the safe side.
+func (u *Updater) recommenderStale(ctx context.Context, cy *cycle, name string) string {
+	maxAge := u.Config.RecommenderLeaseMaxAge
+	if maxAge <= 0 {
+		return ""
+	}
+	if msg, ok := cy.recommenders[name]; ok {
+		return msg
+	}
+	r := u.APIReader
+	if r == nil {
+		r = u.Client
+	}
+	ns, lease := u.Config.RecommenderLeaseNamespace, statuslease.RecommenderLeaseName(name)
+	fresh, err := statuslease.Fresh(ctx, r, ns, lease, maxAge)
+	msg := ""
+	switch {
+	case err != nil:
+		msg = fmt.Sprintf("cannot read recommender %q's status Lease %s/%s: %v; only protective growth goes ahead", name, ns, lease, err)
+	case !fresh:
+		msg = fmt.Sprintf("recommender %q's status Lease %s/%s was not renewed in the last %v (recommender down, without a leader, or its cycles failing): the recommendation is not kept current, so only protective growth goes ahead", name, ns, lease, maxAge)
+	}
+	cy.recommenders[name] = msg
+	return msg
+}
 
 // windowGate: for a change that is not urgent (Admissible), a resize window that does
 // not parse, or none open. Windows do not govern urgent (protective) growth, so a window

@@ -31,6 +31,11 @@ const (
 	// SkipAdmissionUnavailable: the admission webhook's status Lease is stale, so a
 	// replacement would not get its fraction.
 	SkipAdmissionUnavailable = "admission-unavailable"
+	// SkipRecommenderStale: the status Lease of the recommender instance that owns the
+	// autoscaler was not renewed within Config.RecommenderLeaseMaxAge (the recommender
+	// is down, has lost its leader, or its cycles fail), so the recommendation is not
+	// kept current: only urgent (protective) growth goes ahead.
+	SkipRecommenderStale = "recommender-stale"
 	// SkipPDB: the Eviction API refused: a PodDisruptionBudget allows no disruption. The
 	// pod keeps this reason until its retry after --retry-backoff.
 	SkipPDB = "pdb"

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
@@ -24,6 +25,7 @@ import (
 	"github.com/gpufrac/gpufrac/recommender/metrics"
 	"github.com/gpufrac/gpufrac/recommender/recommend"
 	sharingctl "github.com/gpufrac/gpufrac/sharingplan/controller"
+	"github.com/gpufrac/gpufrac/statuslease"
 	"github.com/gpufrac/gpufrac/workload"
 )
 
@@ -49,6 +51,8 @@ type options struct {
 	electionID   string
 
 	source, gpuMemory, shardNS string
+	// statusLeaseNS is --status-lease-namespace; "" turns the status Lease off.
+	statusLeaseNS string
 }
 
 // parseFlags registers the recommender's flags on fs, parses args and checks them. Its
@@ -84,6 +88,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.maxSamples, "max-samples-per-query", 0, "Most samples (series × points) one range query asks for; set it under the backend's limit (Prometheus --query.max-samples, Mimir -querier.max-fetched-samples-per-query). 0: only Prometheus' 11,000 points per series; a chunk refused as too large is halved either way.")
 	fs.BoolVar(&o.planner, "sharing-planner", true, "Run the GPUSharingPolicy controller (NVIDIA device-plugin time-slicing/MPS planner, docs/sharing-planner.md) on the leader.")
 	fs.DurationVar(&o.planInterval, "sharing-plan-interval", time.Minute, "How often each GPUSharingPolicy is planned again from the current recommendations.")
+	fs.StringVar(&o.statusLeaseNS, "status-lease-namespace", os.Getenv("POD_NAMESPACE"), "Namespace of this instance's status Lease (gpufrac-recommender-status-<--recommender-name>), renewed after every cycle that ran all its steps, so the updater changes pods only while their recommendations are kept current (docs/recommender.md; default $POD_NAMESPACE). Empty: no status Lease (the updater then holds this instance's autoscalers unless its --recommender-lease-max-age is 0).")
 	fs.StringVar(&o.shardNS, "shard-namespace-selector", "", "Label selector on namespaces (team=a,tier!=batch): this instance owns only autoscalers in matching namespaces (default: every namespace).")
 	fs.StringVar(&cfg.LabelMode, "label-mode", "auto", "How workload labels are read: auto (the --*-label labels, and for series scraped without honor_labels their exported_* copies) or direct (the --*-label labels only).")
 	fs.StringVar(&labels.Namespace, "namespace-label", labels.Namespace, "Label naming a sample's pod namespace.")
@@ -155,6 +160,21 @@ func run() error {
 	}
 	rec.Events = mgr.GetEventRecorder("gpufrac-recommender")
 	rec.CheckpointReader = mgr.GetAPIReader() // listed once at start: not cached
+	if o.statusLeaseNS != "" {
+		direct, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
+		if err != nil {
+			return err
+		}
+		identity := os.Getenv("POD_NAME")
+		if identity == "" {
+			identity, _ = os.Hostname()
+		}
+		rec.StatusLease = &statuslease.Renewer{Client: direct, Namespace: o.statusLeaseNS,
+			Name: statuslease.RecommenderLeaseName(cfg.Shard.Name), Identity: identity, Component: "recommender",
+			Duration: 3 * cfg.WithDefaults().Interval}
+	} else {
+		klog.Background().Info("No status Lease (--status-lease-namespace is empty): an updater with --recommender-lease-max-age holds this instance's autoscalers")
+	}
 	if err := mgr.Add(rec); err != nil {
 		return err
 	}

@@ -84,6 +84,8 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&cfg.LeaseNamespace, "admission-namespace", os.Getenv("POD_NAMESPACE"), "Namespace of the admission webhook's status Lease (gpufrac's namespace; default $POD_NAMESPACE).")
 	fs.StringVar(&cfg.LeaseName, "admission-status-lease-name", d.LeaseName, "Name of the admission webhook's status Lease; no evictions while it is stale.")
 	fs.DurationVar(&cfg.LeaseMaxAge, "admission-lease-max-age", d.LeaseMaxAge, "Oldest renewal of the status Lease that counts as fresh (well above the webhook's renew interval).")
+	fs.DurationVar(&cfg.RecommenderLeaseMaxAge, "recommender-lease-max-age", updater.DefaultRecommenderLeaseMaxAge, "Oldest renewal of the status Lease of the recommender instance that owns an autoscaler (gpufrac-recommender-status-<name>, renewed after each of its cycles) under which that autoscaler's pods are changed; older or missing: only protective growth (docs/updater.md). Keep it well above the recommender's --interval and the duration of its first cycle. 0: off.")
+	fs.StringVar(&cfg.RecommenderLeaseNamespace, "recommender-namespace", "", "Namespace of the recommenders' status Leases (default: --admission-namespace).")
 	fs.BoolVar(&o.placementCheck, "placement-check", true, "Before evicting, check that the replacement can be placed: a node with the GPU resource free (allocatable minus the requests of the pods bound to it) and, for HAMi, a shared GPU with its memory free; otherwise keep the pod (no-capacity). Needs get/list of nodes and pods cluster-wide; without them (or when no node advertises the GPU resource) nothing is held.")
 	// The webhook's own flags: pass the same values as to the webhook.
 	o.adm.AddFlags(fs)

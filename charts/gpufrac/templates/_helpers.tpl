@@ -157,6 +157,11 @@ gpufrac-admission-status
 {{- end -}}
 
 {{/* The recommender's leader-election Lease (fixed in the recommender binary). */}}
+{{/* The recommender instance's status Lease (statuslease.RecommenderLeaseName). */}}
+{{- define "gpufrac.recommender.statusLeaseName" -}}
+gpufrac-recommender-status-{{ .Values.recommender.name | default "default" }}
+{{- end -}}
+
 {{- define "gpufrac.recommender.leaseName" -}}
 gpufrac-recommender.autoscaling.gpufrac.io{{ if ne (.Values.recommender.name | default "default") "default" }}-{{ .Values.recommender.name }}{{ end }}
 {{- end -}}
