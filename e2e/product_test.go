@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -94,7 +95,7 @@ func TestWholeProduct(t *testing.T) {
 	}
 	// --full-confidence-history=2m: confidence is span/2m, so live history reaches the
 	// webhook's default 50 % minimum after about a minute instead of 12 hours.
-	startRecommender(t, "--metric-source=agent", "--gpu-memory=80Gi", "--full-confidence-history=2m",
+	stopRecommender := startRecommender(t, "--metric-source=agent", "--gpu-memory=80Gi", "--full-confidence-history=2m",
 		"--status-lease-namespace="+updSystemNS)
 	// Short updater timings: no warm-up to speak of, and pods may be replaced for being
 	// off their target after 5s (the chart's default is 12h), eviction unlimited.
@@ -201,5 +202,38 @@ func TestWholeProduct(t *testing.T) {
 		n, pk.Held(), time.Since(start).Round(time.Second))
 	if pk.Held() >= n {
 		t.Errorf("applied fractions need %d GPUs for %d pods, want fewer", pk.Held(), n)
+	}
+
+	// (d) The recommender stops (it releases its status Lease), and a recommendation
+	// then says a workload's pods are far too large. Nobody keeps that recommendation
+	// current, so the updater holds the shrink (recommender-stale) instead of evicting.
+	stopRecommender()
+	w := ws[len(ws)-1].Name
+	r := recommendation(t, ns, w)
+	cr := &r.Status.ContainerRecommendations[0]
+	quarter := func(q *resource.Quantity) *resource.Quantity {
+		return resource.NewQuantity(q.Value()/4, resource.BinarySI)
+	}
+	cr.Target.Memory, cr.LowerBound.Memory, cr.UpperBound.Memory = quarter(cr.Target.Memory), quarter(cr.LowerBound.Memory), quarter(cr.Target.Memory)
+	if err := testCluster.Client.Status().Update(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	pods := map[types.UID]bool{}
+	for _, p := range updPods(t, ns, w) {
+		pods[p.UID] = true
+	}
+	waitFor(t, 90*time.Second, "the shrink held as recommender-stale", func() (bool, error) {
+		g := &gpufracv1.GPUFractionAutoscaler{}
+		if err := testCluster.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: w}, g); err != nil {
+			return false, err
+		}
+		st := g.Status.Updater
+		return st != nil && st.BlockedReason == updater.SkipRecommenderStale, nil
+	})
+	time.Sleep(5 * time.Second) // more updater cycles (2s each) with the Lease stale
+	for _, p := range updPods(t, ns, w) {
+		if !pods[p.UID] {
+			t.Errorf("%s: pod %s replaced while the recommender was down", w, p.Name)
+		}
 	}
 }

@@ -687,8 +687,13 @@ func TestUpdater(t *testing.T) {
 				}
 				return false, nil
 			})
-			// Close the window: the rollback must not wait for it.
+			// Close the window: the rollback must not wait for it. Wait until the updater
+			// has seen it closed (its informer may lag the patch on a loaded machine; the
+			// check after the rollback then read a status still open, CI 2026-12-02).
 			s.setWindows(t, gpufracv1.ResizeWindow{Schedule: "0 0 1 1 *", Duration: metav1.Duration{Duration: time.Minute}})
+			s.waitStatus(t, 30*time.Second, "the updater sees the window closed", func(st *gpufracv1.UpdaterStatus) bool {
+				return !st.ResizeWindowOpen && st.ObservedGeneration >= 2
+			})
 			breach := metav1.Condition{Type: gpufracv1.ConditionLatencyGuardrailActive, Status: metav1.ConditionTrue,
 				Reason: gpufracv1.ReasonLatencyBreached, Message: "p95 latency 2.6s above the objective 2s"}
 			updRecommend(t, s.gfa, "1Gi", "768Mi", "1536Mi", breach)
