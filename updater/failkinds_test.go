@@ -3,11 +3,16 @@ package updater
 import (
 	"context"
 	"fmt"
+	"os"
+	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -341,6 +346,49 @@ func TestStaleRecommenderHoldsAllButProtectiveGrowth(t *testing.T) {
 			if st := f.status(); tc.blocked != "" && st.BlockedReason != tc.blocked {
 				t.Errorf("blocked %q %q, want %s", st.BlockedReason, st.BlockedMessage, tc.blocked)
 			}
+			shard := tc.shard
+			if shard == "" {
+				shard = gpufracv1.DefaultRecommenderName
+			}
+			fresh := len(tc.leases) > 0 && tc.leases[0].Name == statuslease.RecommenderLeaseName(shard) && tc.blocked == ""
+			if got, want := testutil.ToFloat64(recommenderAvailable.WithLabelValues(shard)), map[bool]float64{true: 1, false: 0}[fresh]; got != want {
+				t.Errorf("gpufrac_updater_recommender_available{recommender=%q} = %v, want %v", shard, got, want)
+			}
+			if tc.blocked == SkipRecommenderStale && !slices.ContainsFunc(f.events(), func(e string) bool { return strings.Contains(e, "updates blocked (recommender-stale)") }) {
+				t.Errorf("no UpdatesBlocked event for recommender-stale")
+			}
 		})
+	}
+}
+
+// TestMetricsRegistered: every metric of docs/updater.md's table without labels is
+// served once Register has run (gpufrac_updater_pods_record_invalid was documented but
+// never registered, so the binary did not export it).
+func TestMetricsRegistered(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	if err := Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := map[string]bool{}
+	for _, mf := range mfs {
+		served[mf.GetName()] = true
+	}
+	doc, err := os.ReadFile("../docs/updater.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, m := range regexp.MustCompile("(?m)^\\| `(gpufrac_updater_[a-z_]+)` \\| \\|").FindAllStringSubmatch(string(doc), -1) {
+		n++
+		if !served[m[1]] {
+			t.Errorf("%s is documented but not registered", m[1])
+		}
+	}
+	if n < 5 {
+		t.Errorf("found %d unlabelled metrics in docs/updater.md's table, want the table's rows", n)
 	}
 }

@@ -119,6 +119,11 @@ func (u *Updater) recommenderStale(ctx context.Context, cy *cycle, name string) 
 		msg = fmt.Sprintf("recommender %q's status Lease %s/%s was not renewed in the last %v (recommender down, without a leader, or its cycles failing): the recommendation is not kept current, so only protective growth goes ahead", name, ns, lease, maxAge)
 	}
 	cy.recommenders[name] = msg
+	if msg == "" {
+		recommenderAvailable.WithLabelValues(name).Set(1)
+	} else {
+		recommenderAvailable.WithLabelValues(name).Set(0)
+	}
 	return msg
 }
 

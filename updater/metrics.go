@@ -123,10 +123,13 @@ var (
 	podsMismatched     = promreg.Gauge("gpufrac_updater_pods_fraction_mismatch", "Pods that carry other GPU fraction values than the admission webhook wrote (gpufrac.io/applied), at the last cycle.")
 	podsRecordInvalid  = promreg.Gauge("gpufrac_updater_pods_record_invalid", "Pods of autoscalers whose admission record (gpufrac.io/applied) does not parse, at the last cycle; they are never shrunk.")
 	admissionAvailable = promreg.Gauge("gpufrac_updater_admission_available", "1 when the admission webhook's status Lease was fresh at the last cycle, else 0 (no evictions).")
+	// recommenderAvailable is read only with Config.RecommenderLeaseMaxAge set.
+	recommenderAvailable = promreg.GaugeVec("gpufrac_updater_recommender_available", "1 when the status Lease of the recommender instance (label recommender, its --recommender-name) was fresh at its last read, else 0 (only protective growth for its autoscalers).", "recommender")
 )
 
 // Register adds the updater's metrics to a registry (controller-runtime's
 // metrics.Registry in cmd/updater). It returns the first registration error.
 func Register(reg prometheus.Registerer) error {
-	return promreg.Register(reg, evictionsTotal, inPlaceTotal, skipsTotal, rollbacksTotal, cycleDuration, podsOutOfDate, podsMismatched, admissionAvailable)
+	return promreg.Register(reg, evictionsTotal, inPlaceTotal, skipsTotal, rollbacksTotal, cycleDuration, podsOutOfDate, podsMismatched,
+		podsRecordInvalid, admissionAvailable, recommenderAvailable)
 }
