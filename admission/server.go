@@ -42,7 +42,8 @@ type Options struct {
 	// Namespace is gpufrac's own namespace: the certificate Secret and the status Lease
 	// live there, and its pods are never sent to the webhook. Required.
 	Namespace string
-	// Identity names this replica in the status Lease. Default: the host name.
+	// Identity names this replica in the status Lease. Default: statuslease.Renewer's
+	// ($POD_NAME, else the host name).
 	Identity string
 	// Host is the webhook server's listen host (default all addresses).
 	Host string
@@ -198,9 +199,6 @@ func (o *Options) complete() error {
 	}
 	o.Port = cmp.Or(o.Port, 9443)
 	o.CertSecret = cmp.Or(o.CertSecret, "gpufrac-admission-tls")
-	if o.Identity == "" {
-		o.Identity, _ = os.Hostname()
-	}
 	return nil
 }
 

@@ -13,6 +13,7 @@ package statuslease
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -55,7 +56,8 @@ type Renewer struct {
 	Client client.Client
 	// Namespace and Name locate the Lease. Name defaults to DefaultName.
 	Namespace, Name string
-	// Identity is written into holderIdentity (the pod name).
+	// Identity is written into holderIdentity. Default $POD_NAME (the chart sets it from
+	// the downward API), else the host name.
 	Identity string
 	// Component is the app.kubernetes.io/component label of a Lease Renew creates.
 	// Default "admission".
@@ -81,6 +83,12 @@ func (l *Renewer) defaults() {
 	}
 	if l.Component == "" {
 		l.Component = "admission"
+	}
+	if l.Identity == "" {
+		l.Identity = os.Getenv("POD_NAME")
+	}
+	if l.Identity == "" {
+		l.Identity, _ = os.Hostname()
 	}
 	if l.RenewInterval <= 0 {
 		l.RenewInterval = 10 * time.Second

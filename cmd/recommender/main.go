@@ -165,12 +165,8 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		identity := os.Getenv("POD_NAME")
-		if identity == "" {
-			identity, _ = os.Hostname()
-		}
 		rec.StatusLease = &statuslease.Renewer{Client: direct, Namespace: o.statusLeaseNS,
-			Name: statuslease.RecommenderLeaseName(cfg.Shard.Name), Identity: identity, Component: "recommender",
+			Name: statuslease.RecommenderLeaseName(cfg.Shard.Name), Component: "recommender",
 			Duration: 3 * cfg.WithDefaults().Interval}
 	} else {
 		klog.Background().Info("No status Lease (--status-lease-namespace is empty): an updater with --recommender-lease-max-age holds this instance's autoscalers")
