@@ -107,8 +107,9 @@ type Config struct {
 	// spec.recommenders[0].name, in RecommenderLeaseNamespace) under which the updater
 	// changes the pods of the autoscalers that instance owns. Older, missing or
 	// unreadable: only urgent (protective) growth goes ahead, everything else is held
-	// (SkipRecommenderStale), since nobody keeps the recommendation current. Zero: off
-	// (no Lease read); cmd/updater defaults it to DefaultRecommenderLeaseMaxAge.
+	// (SkipRecommenderStale), since nobody keeps the recommendation current. Zero or
+	// negative: off (no Lease read); cmd/updater defaults it to
+	// DefaultRecommenderLeaseMaxAge.
 	RecommenderLeaseMaxAge time.Duration
 	// RecommenderLeaseNamespace is the namespace of the recommenders' status Leases.
 	// Empty: LeaseNamespace.
@@ -178,7 +179,6 @@ func (c Config) WithDefaults() Config {
 	if c.RecommenderLeaseNamespace == "" {
 		c.RecommenderLeaseNamespace = c.LeaseNamespace
 	}
-	c.RecommenderLeaseMaxAge = max(c.RecommenderLeaseMaxAge, 0)
 	if c.MaxInFlightPerDevice == 0 {
 		c.MaxInFlightPerDevice = 1
 	}

@@ -56,12 +56,8 @@ func (u *Updater) evictionLost(ctx context.Context, c *candidate, err error) boo
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) || refusedByBudget(err) || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 		return false
 	}
-	r := u.APIReader
-	if r == nil {
-		r = u.Client
-	}
 	cur := &corev1.Pod{}
-	switch gerr := r.Get(ctx, client.ObjectKeyFromObject(c.pod), cur); {
+	switch gerr := u.apiReader().Get(ctx, client.ObjectKeyFromObject(c.pod), cur); {
 	case apierrors.IsNotFound(gerr):
 		return true
 	case gerr != nil:

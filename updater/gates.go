@@ -105,12 +105,8 @@ func (u *Updater) recommenderStale(ctx context.Context, cy *cycle, name string) 
 	if msg, ok := cy.recommenders[name]; ok {
 		return msg
 	}
-	r := u.APIReader
-	if r == nil {
-		r = u.Client
-	}
 	ns, lease := u.Config.RecommenderLeaseNamespace, statuslease.RecommenderLeaseName(name)
-	fresh, err := statuslease.Fresh(ctx, r, ns, lease, maxAge)
+	fresh, err := statuslease.Fresh(ctx, u.apiReader(), ns, lease, maxAge)
 	msg := ""
 	switch {
 	case err != nil:
@@ -219,11 +215,7 @@ func budgetGate(c *candidate) (string, string) {
 // admissionFresh reads the admission webhook's status Lease and sets the
 // admission-available gauge. The message says why it is not fresh.
 func (u *Updater) admissionFresh(ctx context.Context) (bool, string) {
-	r := u.APIReader
-	if r == nil {
-		r = u.Client
-	}
-	fresh, err := statuslease.Fresh(ctx, r, u.Config.LeaseNamespace, u.Config.LeaseName, u.Config.LeaseMaxAge)
+	fresh, err := statuslease.Fresh(ctx, u.apiReader(), u.Config.LeaseNamespace, u.Config.LeaseName, u.Config.LeaseMaxAge)
 	msg := ""
 	switch {
 	case err != nil:

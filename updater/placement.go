@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/backend"
@@ -160,11 +159,7 @@ func (u *Updater) placementGate(ctx context.Context, cy *cycle, c *candidate) (i
 		return -1, Replacement{}, true
 	}
 	if !cy.capacityRead {
-		var r client.Reader = u.Client
-		if u.APIReader != nil {
-			r = u.APIReader
-		}
-		cy.capacity, cy.capacityRead = nodeCapacity(ctx, r, u.Config.Backend), true
+		cy.capacity, cy.capacityRead = nodeCapacity(ctx, u.apiReader(), u.Config.Backend), true
 		if cy.capacity != nil {
 			u.reservePending(ctx, cy)
 		}

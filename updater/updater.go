@@ -35,8 +35,9 @@ type Updater struct {
 	// HorizontalPodAutoscalers (an informer cache in cmd/updater) and writes evictions,
 	// pod patches and status.
 	Client client.Client
-	// APIReader reads the admission webhook's status Lease and KEDA ScaledObjects
-	// directly from the API server. Nil uses Client.
+	// APIReader reads the status Leases (the admission webhook's and the recommenders'),
+	// KEDA ScaledObjects, node capacity and a pod after a lost eviction answer directly
+	// from the API server (apiReader). Nil uses Client (ScaledObjects: not read).
 	APIReader client.Reader
 	// Scale checks targets of non-native kinds; nil rejects them as unsupported.
 	Scale workload.ScaleChecker
@@ -227,4 +228,13 @@ func (u *Updater) forgetGone(cy *cycle) {
 			delete(u.retry, uid)
 		}
 	}
+}
+
+// apiReader is APIReader, else Client: what reads that must not come from an informer's
+// cache (Leases, a pod after a lost eviction answer, node capacity) go through.
+func (u *Updater) apiReader() client.Reader {
+	if u.APIReader != nil {
+		return u.APIReader
+	}
+	return u.Client
 }
