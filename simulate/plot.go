@@ -100,7 +100,7 @@ func addPolicyLine(p *plot.Plot, pts plotter.XYs, name string) (*plotter.Line, e
 	}
 	l.Color = colorOf(name)
 	l.Width = vg.Points(1.2)
-	if name == PolicyClairvoyant || name == PolicyClairvoyantMemory || name == PolicyClairvoyantSeen {
+	if IsBound(name) {
 		l.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
 	}
 	p.Add(l)

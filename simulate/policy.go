@@ -98,6 +98,13 @@ type policySpec struct {
 	sizer    sizer // adaptive
 }
 
+// IsBound reports whether name is one of the clairvoyant policies, which know each
+// pod's future: reference bounds, never baselines a policy could be behind.
+func IsBound(name string) bool {
+	spec, err := parsePolicy(name)
+	return err == nil && (spec.kind == kindClairvoyant || spec.kind == kindClairvoyantMemory || spec.kind == kindClairvoyantSeen)
+}
+
 // parsePolicy returns the spec of a policy name, or an error listing the known names.
 func parsePolicy(name string) (policySpec, error) {
 	switch name {

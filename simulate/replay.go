@@ -5,6 +5,8 @@ import (
 	"math"
 	"sort"
 
+	"gonum.org/v1/gonum/floats"
+
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/backend"
 	"github.com/gpufrac/gpufrac/packing"
@@ -246,16 +248,17 @@ func (rp *replay) peak(r *run) packing.Alloc {
 	return packing.Alloc{MemoryBytes: min(rp.capacity, int64(math.Ceil(m))), ComputeMilli: min(1000, int64(math.Ceil(c*1000-1e-9)))}
 }
 
-// seenPeak returns the highest memory sample (bytes) the pods of workload w showed
-// before step k: what a recommender reading the trace up to k has seen. 0 when none.
+// seenPeak returns the highest memory (bytes) the pods of workload w showed before step
+// k: what a recommender reading the trace up to k has seen. 0 when none. A run that
+// ended before k counts with its peak; only a run still alive at k is scanned.
 func (rp *replay) seenPeak(w, k int) float64 {
 	var m float64
 	for _, j := range rp.tl.workloads[w].runs {
-		r := &rp.tl.runs[j]
-		for s := r.start; s < k && s <= r.end; s++ {
-			if v := r.memRaw[s-r.start]; !math.IsNaN(v) {
-				m = math.Max(m, v)
-			}
+		switch r := &rp.tl.runs[j]; {
+		case r.end < k:
+			m = math.Max(m, r.peakMem)
+		case r.start < k:
+			m = math.Max(m, floats.Max(r.mem[:k-r.start]))
 		}
 	}
 	return m
@@ -272,14 +275,12 @@ func (rp *replay) initial(ps *polState, i, k int) (a grant, cold, partial bool) 
 		return hardGrant(packing.Alloc{MemoryBytes: rp.capacity / n, ComputeMilli: 1000 / n}), false, false
 	case kindClairvoyant:
 		return hardGrant(rp.peak(r)), false, false
-	case kindClairvoyantMemory:
+	case kindClairvoyantMemory, kindClairvoyantSeen:
 		a := rp.peak(r)
 		a.ComputeMilli = 0
-		return hardGrant(a), false, false
-	case kindClairvoyantSeen:
-		a := rp.peak(r)
-		a.ComputeMilli = 0
-		a.MemoryBytes = max(a.MemoryBytes, min(rp.capacity, int64(math.Ceil(rp.seenPeak(r.workload, k)))))
+		if ps.spec.kind == kindClairvoyantSeen {
+			a.MemoryBytes = max(a.MemoryBytes, min(rp.capacity, int64(math.Ceil(rp.seenPeak(r.workload, k)))))
+		}
 		return hardGrant(a), false, false
 	case kindAdaptive:
 		if dec := ps.spec.sizer.decision(r.wc); dec.ok {

@@ -55,7 +55,7 @@ func (p part) ahead() []string {
 	var out []string
 	for _, name := range policies {
 		b := p.res[name]
-		if name != simulate.PolicyGPUFrac && name != simulate.PolicyClairvoyantMemory && name != simulate.PolicyClairvoyantSeen &&
+		if name != simulate.PolicyGPUFrac && !simulate.IsBound(name) &&
 			b.GPUMinutes < g.GPUMinutes && b.PodLimitOverrunMinutes <= g.PodLimitOverrunMinutes {
 			out = append(out, name)
 		}
