@@ -137,9 +137,9 @@ const (
 	// reserving it. The default: on GenTD26 after 12 h it holds 1.17× the
 	// clairvoyant-memory bound at 80 GiB where placing by the limit holds 1.62×, with
 	// no pod or GPU over its memory after warm-up; the compute contention of the
-	// tenants it adds per GPU is held by the tenant reserve
-	// (estimate.DefaultContentionTenantReserve; docs/benchmarks/savings.md, "Memory
-	// request on the annotations backend" and "A reserve per tenant").
+	// tenants it adds per GPU is held by the tenant reserve learnt from contention
+	// (estimate.Config.TenantReserve; docs/benchmarks/savings.md, "Memory request on
+	// the annotations backend" and "Contention as evidence: the closed loop").
 	AnnotationsMemoryRequestObservedPeak = "observed-peak"
 	// AnnotationsMemoryRequestNone writes no memory request: pods are placed by the
 	// limit, which a scheduler then reserves whole.

@@ -182,12 +182,18 @@ type gpufracSizer struct {
 	mayGoStale bool
 	lastGC     time.Time
 	buf        [1]metrics.Sample
+	// placed is the policy the sizer decides for, whose GPUs the recommender observes
+	// (deviceLoads): nil before the policy is built. load is each run's device load at
+	// the step being fed (loadAlone, loadShared, loadSaturated).
+	placed  *polState
+	load    []uint8
+	loadBuf [1]metrics.DeviceLoad
 }
 
 func newGPUFracSizer(tl *timeline, cfg recommend.Config, keep time.Duration, headroom *int32, bt gpufracv1.BackendType, capacity int64, boot int) *gpufracSizer {
 	s := &gpufracSizer{cfg: cfg, keep: keep, capacity: capacity, model: history.NewModel(cfg.History),
 		prev: make([][]gpufracv1.ContainerRecommendation, len(tl.workloads)), decisions: make([]decision, len(tl.containers)),
-		windows: make([]memWindow, len(tl.runs)), stale: metrics.StaleMemory{}, boot: boot}
+		windows: make([]memWindow, len(tl.runs)), load: make([]uint8, len(tl.runs)), stale: metrics.StaleMemory{}, boot: boot}
 	s.interval = s.model.Options().MemoryAggregationInterval
 	s.mayGoStale = metrics.MemoryMayGoStale(metrics.DCGM{})
 	for _, w := range tl.workloads {
@@ -234,6 +240,7 @@ func (s *gpufracSizer) feed(tl *timeline, alive []int, k int) {
 	}
 	at := tl.stepEnd(k)
 	from := at.Add(-time.Millisecond).Truncate(s.interval)
+	s.deviceLoads(tl, k)
 	for _, i := range alive {
 		r := &tl.runs[i]
 		w := tl.workloads[r.workload].key
@@ -254,7 +261,51 @@ func (s *gpufracSizer) feed(tl *timeline, alive []int, k int) {
 			}
 		}
 		if !math.IsNaN(cpu) {
-			addSample(s.model, &s.buf, w, r.id, metrics.SignalCompute, at, cpu)
+			s.buf[0] = metrics.Sample{Time: at, Value: cpu}
+			series := metrics.Series{ID: r.id, Source: metrics.DCGMGPUUtil, Samples: s.buf[:]}
+			if l := s.load[i]; l != loadAlone {
+				s.loadBuf[0] = metrics.DeviceLoad{Time: at, Saturated: l == loadSaturated}
+				series.DeviceLoad = s.loadBuf[:]
+			}
+			s.model.Add(w, metrics.SignalCompute, series)
+		}
+	}
+}
+
+// Device loads of a run at one step (gpufracSizer.load).
+const (
+	loadAlone = iota
+	loadShared
+	loadSaturated
+)
+
+// deviceLoads sets s.load for step k from the placed policy's GPUs, as the reader
+// reports a pod's device (metrics.Series.DeviceLoad): a tenant of a GPU with several
+// tenants is shared, saturated when the GPU's activity, its tenants' activities summed
+// as the device reports them (at most 1), is at least metrics.SaturatedActivity.
+func (s *gpufracSizer) deviceLoads(tl *timeline, k int) {
+	clear(s.load)
+	ps := s.placed
+	if ps == nil {
+		return
+	}
+	for gi := 0; gi < ps.pk.Len(); gi++ {
+		g := ps.pk.GPU(gi)
+		if len(g.Tenants) < 2 {
+			continue
+		}
+		var sum float64
+		for _, i := range g.Tenants {
+			if _, c := tl.runs[i].at(k); !math.IsNaN(c) {
+				sum += c
+			}
+		}
+		l := uint8(loadShared)
+		if math.Min(1, sum) >= metrics.SaturatedActivity {
+			l = loadSaturated
+		}
+		for _, i := range g.Tenants {
+			s.load[i] = l
 		}
 	}
 }

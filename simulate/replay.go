@@ -115,6 +115,9 @@ func (rp *replay) addPolicies() error {
 			spec.sizer = vpa
 		}
 		rp.states = append(rp.states, rp.newPolState(name, spec))
+		if name == PolicyGPUFrac {
+			gf.placed = rp.states[len(rp.states)-1]
+		}
 	}
 	if gf != nil {
 		rp.sizers = append(rp.sizers, gf)

@@ -147,12 +147,28 @@ type ContainerCheckpoint struct {
 	LevelPeak float64 `json:"levelPeak,omitempty"`
 	// +optional
 	LevelSince *metav1.MicroTime `json:"levelSince,omitempty"`
+	// Contention is the decaying evidence of compute contention: samples taken on a GPU
+	// shared with other pods, and those of them on a saturated GPU; nil when none.
+	// +optional
+	Contention *ContentionCheckpoint `json:"contention,omitempty"`
 	// IntervalPeaks are the per-interval memory peaks of the peak window.
 	// +optional
 	IntervalPeaks []IntervalPeak `json:"intervalPeaks,omitempty"`
 	// PodWindows are the pods' open memory aggregation intervals.
 	// +optional
 	PodWindows []PodWindow `json:"podWindows,omitempty"`
+}
+
+// ContentionCheckpoint is a container's contention evidence: decayed weights, in
+// samples, valued at Time (they halve every CheckpointModelOptions.HalfLife after it).
+type ContentionCheckpoint struct {
+	// CoTenantSamples weighs the compute samples taken on a GPU shared with other pods.
+	CoTenantSamples float64 `json:"coTenantSamples"`
+	// SaturatedSamples weighs those of them in which the GPU's activity was at least
+	// the saturation threshold (0.95); at most CoTenantSamples.
+	SaturatedSamples float64 `json:"saturatedSamples"`
+	// Time is when the weights are valued.
+	Time metav1.MicroTime `json:"time"`
 }
 
 // GPUFractionCheckpointStatus is the saved model.

@@ -123,8 +123,12 @@ func TestEstimateSetsComputeRequest(t *testing.T) {
 	feed(m, w, "p1", t0, 2*time.Hour, 10*gib, 0.25)
 	st := m.Container(history.ContainerKey{WorkloadKey: w, Container: "main"})
 	e, ok := Config{}.Estimate(st, 0.15, t0.Add(2*time.Hour))
-	if want := edge(0.25) + DefaultContentionTenantReserve; !ok || math.Abs(e.ComputeRequest-want) > 1e-9 {
-		t.Fatalf("steady 0.25: ComputeRequest %.4f (ok %v), want its level plus the tenant reserve %.4f", e.ComputeRequest, ok, want)
+	if want := edge(0.25); !ok || math.Abs(e.ComputeRequest-want) > 1e-9 {
+		t.Fatalf("steady 0.25, never on a shared GPU: ComputeRequest %.4f (ok %v), want its level %.4f (the closed loop reserves nothing without evidence)", e.ComputeRequest, ok, want)
+	}
+	flat := Config{ContentionEvidence: -1}
+	if e, _ := flat.Estimate(st, 0.15, t0.Add(2*time.Hour)); math.Abs(e.ComputeRequest-edge(0.25)-DefaultContentionTenantReserve) > 1e-9 {
+		t.Errorf("closed loop off: ComputeRequest %.4f, want its level plus the flat reserve %.4f", e.ComputeRequest, edge(0.25)+DefaultContentionTenantReserve)
 	}
 	if e, _ := (Config{ContentionTenantReserve: -1}).Estimate(st, 0.15, t0.Add(2*time.Hour)); math.Abs(e.ComputeRequest-edge(0.25)) > 1e-9 {
 		t.Errorf("reserve off: ComputeRequest %.4f, want the level %.4f", e.ComputeRequest, edge(0.25))
@@ -251,5 +255,46 @@ func TestValidateContentionWindow(t *testing.T) {
 		if err := ValidateContentionWindow("contention-window", d); err == nil {
 			t.Errorf("%s: accepted, want an error", d)
 		}
+	}
+}
+
+// TestTenantReserveFromContention: the closed loop's reserve follows the share of a
+// container's samples on a shared GPU that found it saturated, over the budget, with the
+// prior of ContentionEvidence samples that nothing saturates; it is capped, it decays
+// with the evidence, and it is the flat reserve with the loop off.
+func TestTenantReserveFromContention(t *testing.T) {
+	m := history.NewModel(history.Options{})
+	w := history.WorkloadKey{Namespace: "ns", Kind: "Deployment", Name: "web"}
+	feed(m, w, "p1", t0, time.Hour, 10*gib, 0.25)
+	st := m.Container(history.ContainerKey{WorkloadKey: w, Container: "main"})
+	c := Config{}
+	now := t0.Add(time.Hour)
+	if got := c.TenantReserve(st, now); got != 0 {
+		t.Fatalf("no samples on a shared GPU: reserve %.4f, want 0", got)
+	}
+	// As many co-tenant samples as the prior weighs, about 2 % of them saturated: the
+	// share of prior and evidence together is about 1 %, the budget, so the reserve is
+	// about the configured one.
+	n := int(DefaultContentionEvidence)
+	sat := 2 * n / 100
+	st.AddDeviceLoad(now, n, sat)
+	want := DefaultContentionTenantReserve * float64(sat) / (float64(n) + DefaultContentionEvidence) / DefaultContentionBudget
+	if got := c.TenantReserve(st, now); math.Abs(got-want) > 1e-9 || math.Abs(got-DefaultContentionTenantReserve) > 0.005 {
+		t.Errorf("saturated share about the budget: reserve %.4f, want %.4f", got, want)
+	}
+	// Half a day later the evidence weighs less against the prior: the reserve falls.
+	if later := c.TenantReserve(st, now.Add(12*time.Hour)); !(later < want && later > 0) {
+		t.Errorf("12 h later: reserve %.4f, want between 0 and %.4f", later, want)
+	}
+	// Every further sample saturated: the reserve stops at the cap.
+	st.AddDeviceLoad(now, 10*n, 10*n)
+	if got := c.TenantReserve(st, now); got != DefaultContentionTenantReserveMax {
+		t.Errorf("always saturated: reserve %.4f, want the cap %.4f", got, DefaultContentionTenantReserveMax)
+	}
+	if got := (Config{ContentionEvidence: -1}).TenantReserve(st, now); got != DefaultContentionTenantReserve {
+		t.Errorf("loop off: reserve %.4f, want the flat %.4f", got, DefaultContentionTenantReserve)
+	}
+	if got := (Config{ContentionTenantReserve: -1}).TenantReserve(st, now); got != 0 {
+		t.Errorf("reserve off: %.4f, want 0", got)
 	}
 }

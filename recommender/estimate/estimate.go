@@ -49,10 +49,23 @@ type Config struct {
 	// bounds: co-tenants asking for 1 + ContentionSlowdown GPUs run that much slower
 	// than alone under time-slicing. Default DefaultContentionSlowdown.
 	ContentionSlowdown float64
-	// ContentionTenantReserve is the share of one GPU (0–1) each time-sliced tenant
-	// reserves on top of its effective compute (Estimate.ComputeRequest). Default
-	// DefaultContentionTenantReserve; negative: none.
+	// ContentionTenantReserve is the share of one GPU (0–1) a time-sliced tenant
+	// reserves on top of its effective compute (Estimate.ComputeRequest) when the share
+	// of its samples on a shared GPU that found the GPU saturated equals
+	// ContentionBudget; the reserve scales with that share (the closed loop, see
+	// TenantReserve), at most ContentionTenantReserveMax. With ContentionEvidence off it
+	// is every tenant's flat reserve. Default DefaultContentionTenantReserve; negative:
+	// none.
 	ContentionTenantReserve float64
+	// ContentionTenantReserveMax caps the closed loop's reserve, share of one GPU (0–1).
+	// Default DefaultContentionTenantReserveMax.
+	ContentionTenantReserveMax float64
+	// ContentionEvidence is the weight, in compute samples, of the prior that a tenant
+	// without evidence saturates nothing: the saturated share the reserve scales with is
+	// saturated ÷ (co-tenant samples + ContentionEvidence), so the first samples on a
+	// shared GPU move it slowly. Default DefaultContentionEvidence; negative: the closed
+	// loop is off and every tenant reserves ContentionTenantReserve.
+	ContentionEvidence float64
 	// ContentionWindow is the width, whole hours 1–24, of the windows of the day (UTC)
 	// on which ComputeRequest conditions the contention bound: the request is the
 	// largest effective compute of any window of that many consecutive hours
@@ -110,14 +123,19 @@ const (
 	// that leaves GenTD26's GPU-minutes unchanged; s ≤ 4 reserves too little to move
 	// any pod, s ≥ 10 isolates GenTD26's bursty pods (1.39× → 1.50× the bound).
 	DefaultContentionSlowdown = 0.65
-	// DefaultContentionTenantReserve is Config.ContentionTenantReserve: 0.08 of a GPU.
-	// Measured with gpufrac simulate (docs/benchmarks/savings.md, "A reserve per
-	// tenant"): on the 4-day synthetic traces at 141 GiB with pods packed by their
-	// observed peak it held contention to at most 1.5 % of pod-minutes on 13 of 14 runs
-	// (seeds 1–7, where it was tuned; 0.03–0.06 left two to six over, none left ten)
-	// and on 8 of 10 runs of hold-out seeds 8–12 (the previous defaults: 4 of 10), and
-	// costs 1.46× instead of 1.29× the bound on GenTD26 at 141 GiB.
-	DefaultContentionTenantReserve = 0.08
+	// DefaultContentionTenantReserve is Config.ContentionTenantReserve: 0.06 of a GPU
+	// at a saturated share equal to the budget, with DefaultContentionTenantReserveMax
+	// 0.12 and DefaultContentionEvidence 1,440 samples (a day at the 1m cycle, the
+	// full-confidence history). Measured with gpufrac simulate
+	// (docs/benchmarks/savings.md, "Contention as evidence: the closed loop"): on the
+	// 4-day synthetic traces at 141 GiB after a day (seeds 1–30) contention at most
+	// 1.36 % of pod-minutes at 1.18× the bound (the flat 0.08 reserve it replaced: 1.60 %,
+	// two runs over 1.5 %, 1.20×); GenTD26 at 141 GiB after 12 h 1.29× instead of 1.46×.
+	// A prior of 60 samples over-reacted (1.23×), a cap of 0.08 left four runs over
+	// 1.5 %; on hold-out neighbours one run of 16 at 141 GiB reached 1.67 %.
+	DefaultContentionTenantReserve    = 0.06
+	DefaultContentionTenantReserveMax = 0.12
+	DefaultContentionEvidence         = 1440.0
 	// DefaultContentionWindow is Config.ContentionWindow: 24h, the whole day (no
 	// time-of-day conditioning). Measured with gpufrac simulate on 4-day synthetic
 	// traces at 141 GiB (docs/benchmarks/savings.md, "Conditioned on the time of
@@ -184,6 +202,10 @@ func (c Config) WithDefaults() Config {
 	if c.ContentionTenantReserve == 0 {
 		c.ContentionTenantReserve = DefaultContentionTenantReserve
 	}
+	def(&c.ContentionTenantReserveMax, DefaultContentionTenantReserveMax)
+	if c.ContentionEvidence == 0 {
+		c.ContentionEvidence = DefaultContentionEvidence
+	}
 	if c.ContentionWindow <= 0 {
 		c.ContentionWindow = DefaultContentionWindow
 	}
@@ -218,7 +240,7 @@ type Estimate struct {
 	// ComputeRequest is the compute, share of one GPU (0–1), a time-sliced pod of the
 	// container reserves for placement without a limit: its effective compute at the
 	// contention budget (Config.TimeOfDayComputeRequest) plus the tenant reserve
-	// (Config.ContentionTenantReserve), at most 1; 0 when there are no compute samples
+	// (Config.TenantReserve), at most 1; 0 when there are no compute samples
 	// or the budget is off.
 	//
 	// Co-tenants whose effective computes sum to at most 1 − N·reserve (N requests
@@ -343,11 +365,37 @@ func (c Config) Estimate(s *history.ContainerState, memoryHeadroom float64, now 
 		e.LowerBound.Compute = math.Max(c.MinCompute, s.Compute.Percentile(c.ComputeLowerPercentile)*grow*lowerScale)
 		e.UpperBound.Compute = s.Compute.Percentile(c.ComputeUpperPercentile) * grow * upperScale
 		if r := c.TimeOfDayComputeRequest(s); r > 0 {
-			e.ComputeRequest = math.Min(1, r+math.Max(0, c.ContentionTenantReserve))
+			e.ComputeRequest = math.Min(1, r+c.TenantReserve(s, now))
 		}
 	}
 	e.LowerBound, e.UpperBound = order(e.LowerBound, e.Target, e.UpperBound)
 	return e, true
+}
+
+// TenantReserve returns the compute a time-sliced tenant of the container reserves on
+// top of its effective compute at now, share of one GPU (0–1): with the closed loop on
+// (ContentionEvidence ≥ 0), ContentionTenantReserve × (saturated ÷ (co-tenant samples +
+// ContentionEvidence)) ÷ ContentionBudget, at most ContentionTenantReserveMax, from the
+// container's decayed evidence (history.ContainerState.ContentionAt); off, the flat
+// ContentionTenantReserve. A negative reserve or budget gives 0.
+//
+// Why a loop: the effective compute bounds contention for tenants whose loads are
+// independent, and no per-pod statistic tells independent from correlated loads (five
+// were measured: docs/benchmarks/savings.md). The GPU's saturation measures the
+// outcome itself: tenants whose GPUs saturate more often than the budget grow their
+// requests (the updater replaces a pod whose request grew, and the scheduler places it
+// where the requests fit), those whose GPUs never saturate reserve nothing more.
+func (c Config) TenantReserve(s *history.ContainerState, now time.Time) float64 {
+	c = c.WithDefaults()
+	r := c.ContentionTenantReserve
+	if r <= 0 {
+		return 0
+	}
+	if c.ContentionEvidence < 0 || c.ContentionBudget <= 0 || s == nil {
+		return r
+	}
+	n, sat := s.ContentionAt(now)
+	return math.Min(c.ContentionTenantReserveMax, r*sat/(n+c.ContentionEvidence)/c.ContentionBudget)
 }
 
 // memorySpread returns Estimate.MemorySpread for a container whose highest

@@ -74,6 +74,10 @@ func (s *ContainerState) save(name string) (gpufracv1.ContainerCheckpoint, error
 		LevelSince:     microTime(s.LevelSince),
 		MultiDeviceAt:  microTime(s.MultiDeviceAt),
 	}
+	if s.Contention.CoTenant > 0 {
+		c.Contention = &gpufracv1.ContentionCheckpoint{CoTenantSamples: s.Contention.CoTenant,
+			SaturatedSamples: s.Contention.Saturated, Time: metav1.NewMicroTime(s.Contention.Ref)}
+	}
 	var err error
 	if c.Memory, err = saveHistogram(s.Memory); err != nil {
 		return c, fmt.Errorf("memory histogram: %w", err)
@@ -184,6 +188,12 @@ func load(c gpufracv1.ContainerCheckpoint, o Options) (*ContainerState, error) {
 	s.ComputeSource, s.MIGProfile, s.Devices = c.ComputeSource, c.MIGProfile, int(c.Devices)
 	s.MultiDeviceAt = fromMicro(c.MultiDeviceAt)
 	s.LevelPeak, s.LevelSince = c.LevelPeak, fromMicro(c.LevelSince)
+	if cc := c.Contention; cc != nil {
+		if bad(cc.CoTenantSamples) || bad(cc.SaturatedSamples) || cc.SaturatedSamples > cc.CoTenantSamples {
+			return nil, fmt.Errorf("contention evidence: %v saturated of %v co-tenant samples", cc.SaturatedSamples, cc.CoTenantSamples)
+		}
+		s.Contention = Contention{CoTenant: cc.CoTenantSamples, Saturated: cc.SaturatedSamples, Ref: cc.Time.Time}
+	}
 	for _, hc := range c.ComputeByHour {
 		h := int(hc.Hour)
 		if h < 0 || h >= HoursPerDay || s.ComputeByHour[h] != nil {

@@ -19,6 +19,7 @@ func feedDays(m *Model, w WorkloadKey, seed uint64, from, to time.Time) {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	for _, pod := range []string{"p-0", "p-1"} {
 		var mem, cpu []metrics.Sample
+		var loads []metrics.DeviceLoad
 		for t := from.Add(time.Minute); !t.After(to); t = t.Add(time.Minute) {
 			day := math.Sin(2 * math.Pi * float64(t.Hour()) / 24)
 			mv := (10 + 2*day + rng.Float64()) * gib
@@ -27,10 +28,13 @@ func feedDays(m *Model, w WorkloadKey, seed uint64, from, to time.Time) {
 			}
 			mem = append(mem, metrics.Sample{Time: t, Value: mv})
 			cpu = append(cpu, metrics.Sample{Time: t, Value: math.Max(0, math.Min(1, 0.3+0.2*day+0.1*rng.NormFloat64()))})
+			if pod == "p-1" && t.Minute()%3 == 0 { // on a shared GPU every third minute
+				loads = append(loads, metrics.DeviceLoad{Time: t, Saturated: cpu[len(cpu)-1].Value > 0.45})
+			}
 		}
 		id := metrics.ContainerID{Namespace: w.Namespace, Pod: pod, Container: "main"}
 		m.Add(w, metrics.SignalMemory, metrics.Series{ID: id, Samples: mem, Source: "x"})
-		m.Add(w, metrics.SignalCompute, metrics.Series{ID: id, Samples: cpu, Source: metrics.DCGMSMActive, Devices: 1})
+		m.Add(w, metrics.SignalCompute, metrics.Series{ID: id, Samples: cpu, Source: metrics.DCGMSMActive, Devices: 1, DeviceLoad: loads})
 	}
 }
 
@@ -85,6 +89,11 @@ func TestCheckpointRestoreContinues(t *testing.T) {
 		pb, okb := b.RecentPeak(end)
 		if pa != pb || oka != okb || pa != 19*gib {
 			t.Errorf("seed %d: recent peak %v/%v, restored %v/%v, want 19 GiB", seed, pa, oka, pb, okb)
+		}
+		na, sa := a.ContentionAt(end)
+		nb, sb := b.ContentionAt(end)
+		if sa <= 0 || math.Abs(na-nb) > 1e-9*na || math.Abs(sa-sb) > 1e-9*na {
+			t.Errorf("seed %d: contention evidence %.3f of %.3f samples, restored %.3f of %.3f", seed, sa, na, sb, nb)
 		}
 		if a.LevelIntervals(end) != b.LevelIntervals(end) {
 			t.Errorf("seed %d: level intervals %d, restored %d", seed, a.LevelIntervals(end), b.LevelIntervals(end))
@@ -146,6 +155,10 @@ func TestCheckpointRejectsBadInput(t *testing.T) {
 			c[0].Memory = gpufracv1.HistogramCheckpoint{}
 			return c
 		}, "histogram is empty"},
+		{"more saturated than co-tenant samples", func(c []gpufracv1.ContainerCheckpoint) []gpufracv1.ContainerCheckpoint {
+			c[0].Contention.SaturatedSamples = c[0].Contention.CoTenantSamples + 1
+			return c
+		}, "contention evidence"},
 		{"container twice", func(c []gpufracv1.ContainerCheckpoint) []gpufracv1.ContainerCheckpoint {
 			return append(c, c[0])
 		}, "saved twice"},

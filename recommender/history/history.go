@@ -12,6 +12,7 @@ package history
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	vpautil "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/util"
@@ -36,7 +37,8 @@ type Options struct {
 	// memory sample. Default 1h: a day of history then yields 24 peaks (VPA uses 24h,
 	// which needs weeks of history before its percentiles mean anything).
 	MemoryAggregationInterval time.Duration
-	// HalfLife is the decay half-life of both histograms. Default 24h (VPA's default).
+	// HalfLife is the decay half-life of both histograms and of the contention evidence
+	// (ContainerState.Contention). Default 24h (VPA's default).
 	HalfLife time.Duration
 	// PeakWindow is how far back RecentPeak looks. Default 7 days: a weekly cycle, and
 	// rare memory spikes (a large request, an adapter load) stay in the target for a
@@ -145,6 +147,10 @@ type ContainerState struct {
 	// LevelNoise raises LevelPeak and keeps LevelSince.
 	LevelPeak  float64
 	LevelSince time.Time
+	// Contention is the decaying evidence of the container's pods sharing a GPU:
+	// samples taken with other pods on the device, and those of them in which the
+	// device was saturated (AddDeviceLoad).
+	Contention Contention
 
 	opts      Options
 	hourFirst [HoursPerDay]int64    // day (unix days, UTC) of the hour's first sample
@@ -277,6 +283,44 @@ func (s *ContainerState) addByHour(t time.Time, ratio float64) {
 	s.ComputeHourSamples[h]++
 }
 
+// Contention is decaying evidence of compute contention, weights in samples that halve
+// every HalfLife: CoTenant counts samples a pod of the container took on a GPU shared
+// with other pods, Saturated those of them in which the GPU's activity was at least
+// metrics.SaturatedActivity. Ref is the time the weights are valued at.
+type Contention struct {
+	CoTenant, Saturated float64
+	Ref                 time.Time
+}
+
+// at returns the weights decayed to t (never grown: a t before Ref reads them as of Ref).
+func (c Contention) at(t time.Time, halfLife time.Duration) (coTenant, saturated float64) {
+	if c.Ref.IsZero() || !t.After(c.Ref) {
+		return c.CoTenant, c.Saturated
+	}
+	f := math.Exp2(-float64(t.Sub(c.Ref)) / float64(halfLife))
+	return c.CoTenant * f, c.Saturated * f
+}
+
+// AddDeviceLoad records n samples at t taken on a GPU shared with other pods, of which
+// saturated had the GPU saturated (0 ≤ saturated ≤ n).
+func (s *ContainerState) AddDeviceLoad(t time.Time, n, saturated int) {
+	if n <= 0 {
+		return
+	}
+	c, sat := s.Contention.at(t, s.opts.HalfLife)
+	ref := s.Contention.Ref
+	if t.After(ref) {
+		ref = t
+	}
+	s.Contention = Contention{CoTenant: c + float64(n), Saturated: sat + float64(min(saturated, n)), Ref: ref}
+}
+
+// ContentionAt returns the contention evidence decayed to now: the weight of samples on a
+// shared GPU and of those on a saturated one.
+func (s *ContainerState) ContentionAt(now time.Time) (coTenant, saturated float64) {
+	return s.Contention.at(now, s.opts.HalfLife)
+}
+
 // RecentPeak returns the highest memory sample, bytes, of the intervals that overlap
 // (now-PeakWindow, now], and false when there is none.
 func (s *ContainerState) RecentPeak(now time.Time) (float64, bool) {
@@ -383,6 +427,7 @@ func (m *Model) Add(w WorkloadKey, signal metrics.Signal, s metrics.Series) {
 	sk := seenKey{workload: w, id: s.ID, signal: signal}
 	last, floor := m.lastSeen[sk], m.floor[w]
 	added := false
+	loads := s.DeviceLoad
 	for _, p := range s.Samples {
 		if !p.Time.After(last) || !p.Time.After(floor) {
 			continue
@@ -393,6 +438,18 @@ func (m *Model) Add(w WorkloadKey, signal metrics.Signal, s metrics.Series) {
 			st.AddMemory(s.ID.Pod, p.Time, p.Value)
 		case metrics.SignalCompute:
 			st.AddCompute(p.Time, p.Value, s.Source)
+			// The device's load at this sample, if it was shared: both lists are in
+			// time order, and a load whose sample was dropped or seen before is skipped.
+			for len(loads) > 0 && loads[0].Time.Before(p.Time) {
+				loads = loads[1:]
+			}
+			if len(loads) > 0 && loads[0].Time.Equal(p.Time) {
+				sat := 0
+				if loads[0].Saturated {
+					sat = 1
+				}
+				st.AddDeviceLoad(p.Time, 1, sat)
+			}
 		}
 	}
 	m.lastSeen[sk] = last

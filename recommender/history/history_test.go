@@ -226,6 +226,34 @@ func TestModelAddSkipsSeenSamples(t *testing.T) {
 	}
 }
 
+// TestDeviceLoadFollowsAddedSamples: a compute sample's device load counts once, with
+// the sample: a load whose sample was seen before, or that has no sample (dropped by the
+// reader), adds nothing, and the evidence decays with the histograms' half-life.
+func TestDeviceLoadFollowsAddedSamples(t *testing.T) {
+	m := NewModel(Options{})
+	w := WorkloadKey{Namespace: "ns", Kind: "Deployment", Name: "web"}
+	at := func(i int) time.Time { return t0.Add(time.Duration(i) * time.Minute) }
+	s := series("p", t0, time.Minute, 0.5, 0.6, 0.7) // at 0, 1, 2
+	s.DeviceLoad = []metrics.DeviceLoad{{Time: at(1), Saturated: true}, {Time: at(2)}, {Time: at(2).Add(time.Second), Saturated: true}}
+	m.Add(w, metrics.SignalCompute, s)
+	st := m.Container(ContainerKey{WorkloadKey: w, Container: "main"})
+	near := func(x, y float64) bool { return math.Abs(x-y) < 0.01 } // a minute's decay
+	if n, sat := st.ContentionAt(at(2)); !near(n, 2) || !near(sat, 1) {
+		t.Fatalf("evidence %v saturated of %v, want 1 of 2", sat, n)
+	}
+	// The next cycle reads minutes 1–3 again: only minute 3 is new.
+	s = series("p", at(1), time.Minute, 0.6, 0.7, 0.9)
+	s.DeviceLoad = []metrics.DeviceLoad{{Time: at(1), Saturated: true}, {Time: at(2), Saturated: true}, {Time: at(3), Saturated: true}}
+	m.Add(w, metrics.SignalCompute, s)
+	if n, sat := st.ContentionAt(at(3)); !near(n, 3) || !near(sat, 2) {
+		t.Errorf("after an overlapping read: %v saturated of %v, want 2 of 3", sat, n)
+	}
+	n, sat := st.ContentionAt(at(3))
+	if n2, sat2 := st.ContentionAt(at(3).Add(DefaultHalfLife)); math.Abs(n2-n/2) > 1e-9 || math.Abs(sat2-sat/2) > 1e-9 {
+		t.Errorf("one half-life later: %v saturated of %v, want half of %v of %v", sat2, n2, sat, n)
+	}
+}
+
 // TestGC checks that GC forgets per-pod windows and interval peaks older than the peak
 // window (plus two intervals) and dedup entries older than the history length, and keeps
 // what is recent and the histograms themselves.

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -41,5 +42,49 @@ func TestEverySpellingFeedsSharedDetection(t *testing.T) {
 				t.Errorf("%s: pod c alone on GPU-2 marked shared (%d)", label, shared["c"])
 			}
 		})
+	}
+}
+
+// TestDeviceLoadMarksSaturation: a compute sample taken while other pods were on the
+// container's GPU carries the device's load (Series.DeviceLoad), saturated where the
+// GPU's activity was at least SaturatedActivity. The device's activity is the value
+// dcgm-exporter copies to each pod of a shared GPU, or the sum of the agent's
+// per-process values; a pod alone on its GPU carries none.
+func TestDeviceLoadMarksSaturation(t *testing.T) {
+	prom := promtest.New(t)
+	r := &Reader{API: prom.API(t), Labels: DefaultLabels, Device: []string{"UUID", MIGInstanceLabel}}
+	series := func(pod, dev, src string) map[string]string {
+		return map[string]string{"__name__": "gpu_compute_test", "namespace": "ml", "pod": pod, "container": "main", "UUID": dev, SourceLabel: src}
+	}
+	start := t0.Add(time.Minute)
+	const agent = "gpufrac_pod_gpu_sm_utilization_ratio"
+	// GPU-1: dcgm-exporter copies the device's value to both pods.
+	prom.Add(t, series("a", "GPU-1", DCGMGREngineActive), start, time.Minute, 0.97, 0.5, 0.96)
+	prom.Add(t, series("b", "GPU-1", DCGMGREngineActive), start, time.Minute, 0.97, 0.5, 0.96)
+	// GPU-2: the agent measures each pod; the device's activity is their sum.
+	prom.Add(t, series("c", "GPU-2", agent), start, time.Minute, 0.6, 0.3, 0.55)
+	prom.Add(t, series("d", "GPU-2", agent), start, time.Minute, 0.4, 0.2, 0.35)
+	// GPU-3: one pod, busy.
+	prom.Add(t, series("e", "GPU-3", DCGMGREngineActive), start, time.Minute, 1, 1, 1)
+	got, err := r.Range(context.Background(), SignalCompute, `gpu_compute_test`, start, start.Add(2*time.Minute), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]bool{"a": {true, false, true}, "b": {true, false, true}, "c": {true, false, false}, "d": {true, false, false}, "e": nil}
+	for _, s := range got {
+		var sat []bool
+		for i, l := range s.DeviceLoad {
+			if !l.Time.Equal(s.Samples[i].Time) {
+				t.Errorf("pod %s: device load %d at %s, its sample at %s", s.ID.Pod, i, l.Time, s.Samples[i].Time)
+			}
+			sat = append(sat, l.Saturated)
+		}
+		if fmt.Sprint(sat) != fmt.Sprint(want[s.ID.Pod]) {
+			t.Errorf("pod %s: saturated %v, want %v", s.ID.Pod, sat, want[s.ID.Pod])
+		}
+		delete(want, s.ID.Pod)
+	}
+	if len(want) > 0 {
+		t.Errorf("pods not read: %v", want)
 	}
 }

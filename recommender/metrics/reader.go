@@ -531,6 +531,7 @@ func (r *Reader) decode(signal Signal, m model.Matrix, copies deviceCopies) []Se
 	}
 	merged.markCopies(signal, g.byDevice, copies)
 	merged.markDeviceValues(signal, g.byDevice)
+	merged.markDeviceLoad(signal, g.perProcess)
 	out := make([]Series, 0, len(merged))
 	for id := range g.wrong {
 		if len(merged[id]) == 0 {
@@ -546,6 +547,9 @@ func (r *Reader) decode(signal Signal, m model.Matrix, copies deviceCopies) []Se
 			s.Samples[i] = Sample{Time: p.t.Time(), Value: p.v}
 			if p.shared {
 				s.SharedSamples++
+			}
+			if p.cotenant {
+				s.DeviceLoad = append(s.DeviceLoad, DeviceLoad{Time: s.Samples[i].Time, Saturated: p.saturated})
 			}
 		}
 		out = append(out, s)
@@ -583,16 +587,19 @@ func (b seriesByKey) Swap(i, j int) {
 type grouped struct {
 	byID     map[ContainerID][]*stream
 	byDevice map[string][]*stream // streams that can carry a device value copied to pods
-	sources  map[ContainerID]string
-	profiles map[ContainerID]string // MIG profile of the container's series
-	wrong    map[ContainerID]string // why series of the container were not used
+	// perProcess: per-process streams (the agent's) by device, whose values at one
+	// time sum to the device's activity (markDeviceLoad).
+	perProcess map[string][]*stream
+	sources    map[ContainerID]string
+	profiles   map[ContainerID]string // MIG profile of the container's series
+	wrong      map[ContainerID]string // why series of the container were not used
 }
 
 // group reads each series of m into a stream of its valid points, grouped by container
 // and device; series without pod labels, or on a GPU the allocation contradicts, are
 // dropped and counted (SamplesDropped).
 func (r *Reader) group(signal Signal, m model.Matrix) grouped {
-	g := grouped{byID: map[ContainerID][]*stream{}, byDevice: map[string][]*stream{},
+	g := grouped{byID: map[ContainerID][]*stream{}, byDevice: map[string][]*stream{}, perProcess: map[string][]*stream{},
 		sources: map[ContainerID]string{}, profiles: map[ContainerID]string{}, wrong: map[ContainerID]string{}}
 	for _, s := range m {
 		id := ContainerID{
@@ -626,7 +633,11 @@ func (r *Reader) group(signal Signal, m model.Matrix) grouped {
 		}
 		g.byID[id] = append(g.byID[id], st)
 		// A per-process measurement (the agent's) is never a copy, equal or not.
-		if st.dev != "" && !PerProcess(src) {
+		switch {
+		case st.dev == "":
+		case PerProcess(src):
+			g.perProcess[st.dev] = append(g.perProcess[st.dev], st)
+		default:
 			g.byDevice[st.dev] = append(g.byDevice[st.dev], st)
 		}
 	}
@@ -646,6 +657,38 @@ func (mp mergedPoints) share(signal Signal, id ContainerID, t model.Time, v floa
 	p.shared = true
 	if signal == SignalCompute {
 		p.v = v / float64(n)
+		p.cotenant, p.saturated = true, v >= SaturatedActivity
+	}
+}
+
+// markDeviceLoad marks, for compute, each container's points taken while per-process
+// streams of at least two pods reported on its device at that time, saturated where
+// their values sum to at least SaturatedActivity: the agent measures each pod's own
+// activity, so the device's is their sum.
+func (mp mergedPoints) markDeviceLoad(signal Signal, perProcess map[string][]*stream) {
+	if signal != SignalCompute {
+		return
+	}
+	for _, sts := range perProcess {
+		if len(sts) < 2 {
+			continue
+		}
+		eachTime(sts, func(at []timed) {
+			sum, pods := 0.0, map[string]bool{}
+			for _, d := range at {
+				sum += d.v
+				pods[d.st.id.Namespace+"/"+d.st.id.Pod] = true
+			}
+			if len(pods) < 2 {
+				return
+			}
+			for _, d := range at {
+				if p := pointAt(mp[d.st.id], d.t); p != nil {
+					p.cotenant = true
+					p.saturated = p.saturated || sum >= SaturatedActivity
+				}
+			}
+		})
 	}
 }
 
@@ -714,11 +757,12 @@ type devPoint struct {
 }
 
 // point is one merged sample of a container (decode); shared: a device value copied to
-// several pods.
+// several pods; cotenant: taken while other pods were on the device, saturated: with the
+// device's compute activity at least SaturatedActivity (compute only).
 type point struct {
-	t      model.Time
-	v      float64
-	shared bool
+	t                           model.Time
+	v                           float64
+	shared, cotenant, saturated bool
 }
 
 // validPoints returns the stream's samples that can be true for the signal, as shares

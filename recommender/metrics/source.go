@@ -60,11 +60,24 @@ type Series struct {
 	// pod was not on (Reader.Allocation); "" when none did. A Series may then have no
 	// samples.
 	WrongDevice string
+	// DeviceLoad lists, for the compute samples taken while the container's GPU had
+	// other pods on it, whether the GPU was saturated (its activity at least
+	// SaturatedActivity), in time order; nil for a container alone on its GPU, for memory,
+	// and where the device is not known. It is the evidence of compute contention the
+	// tenant reserve is learnt from (history.ContainerState.Contention).
+	DeviceLoad []DeviceLoad
 	// Window is the span each sample aggregates, ending at its time (a max_over_time
 	// or avg_over_time window); 0 for raw samples. A sample stamped after its
 	// container ended whose window still covers the container's life is restamped at
 	// the end of that life (workload.StampInLife), never dropped.
 	Window time.Duration
+}
+
+// DeviceLoad is one compute sample's view of a GPU shared with other pods: when, and
+// whether the GPU's activity (all tenants together) was at least SaturatedActivity.
+type DeviceLoad struct {
+	Time      time.Time
+	Saturated bool
 }
 
 // Labels maps the workload labels of a metric. Defaults are dcgm-exporter's Kubernetes
@@ -80,6 +93,13 @@ var DefaultLabels = Labels{Namespace: "namespace", Pod: "pod", Container: "conta
 
 // SourceLabel is the label the compute query adds to say which metric a value came from.
 const SourceLabel = "gpufrac_source"
+
+// SaturatedActivity is the device-wide activity, ratio 0–1, at or above which a GPU
+// shared by several pods counts as saturated: its tenants asked for the whole GPU in that
+// sample and time-slicing made them wait. 0.95: DCGM's engine-activity fields read the
+// share of the sample interval the engine was busy, and a busy GPU's reads fall a few
+// points below 1 where a context switch or the sampling edge leaves it idle.
+const SaturatedActivity = 0.95
 
 // Source writes the PromQL for one exporter's metrics. Implementations live one per file
 // (dcgm.go, hami.go, kai.go, agent.go).
