@@ -140,11 +140,13 @@ func restamped(series []metrics.Series, shift, window time.Duration) []metrics.S
 		if !ok {
 			at[s.ID] = len(out)
 			s.Samples = append([]metrics.Sample(nil), s.Samples...)
+			s.DeviceLoad = append([]metrics.DeviceLoad(nil), s.DeviceLoad...)
 			out = append(out, s)
 			continue
 		}
 		m := &out[i]
 		m.Samples = append(m.Samples, s.Samples...)
+		m.DeviceLoad = append(m.DeviceLoad, s.DeviceLoad...)
 		m.SharedSamples += s.SharedSamples
 		m.Devices = max(m.Devices, s.Devices)
 		if s.MultiDeviceAt.After(m.MultiDeviceAt) {
@@ -160,6 +162,9 @@ func restamped(series []metrics.Series, shift, window time.Duration) []metrics.S
 		}
 		for j := range out[i].Samples {
 			out[i].Samples[j].Time = out[i].Samples[j].Time.Add(shift)
+		}
+		for j := range out[i].DeviceLoad {
+			out[i].DeviceLoad[j].Time = out[i].DeviceLoad[j].Time.Add(shift)
 		}
 	}
 	return out

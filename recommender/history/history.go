@@ -302,17 +302,22 @@ func (c Contention) at(t time.Time, halfLife time.Duration) (coTenant, saturated
 }
 
 // AddDeviceLoad records n samples at t taken on a GPU shared with other pods, of which
-// saturated had the GPU saturated (0 ≤ saturated ≤ n).
+// saturated had the GPU saturated (0 ≤ saturated ≤ n). A sample older than the evidence
+// (t before Contention.Ref: the pods of one workload are fed one series after another)
+// enters with the weight it would have kept since t, as VPA's decaying histogram adds it.
 func (s *ContainerState) AddDeviceLoad(t time.Time, n, saturated int) {
 	if n <= 0 {
 		return
 	}
 	c, sat := s.Contention.at(t, s.opts.HalfLife)
-	ref := s.Contention.Ref
-	if t.After(ref) {
+	ref, w := s.Contention.Ref, 1.0
+	switch {
+	case ref.IsZero() || t.After(ref):
 		ref = t
+	case t.Before(ref):
+		w = math.Exp2(-float64(ref.Sub(t)) / float64(s.opts.HalfLife))
 	}
-	s.Contention = Contention{CoTenant: c + float64(n), Saturated: sat + float64(min(saturated, n)), Ref: ref}
+	s.Contention = Contention{CoTenant: c + w*float64(n), Saturated: sat + w*float64(min(saturated, n)), Ref: ref}
 }
 
 // ContentionAt returns the contention evidence decayed to now: the weight of samples on a

@@ -254,6 +254,39 @@ func TestDeviceLoadFollowsAddedSamples(t *testing.T) {
 	}
 }
 
+// TestDeviceLoadOrderFree: the evidence does not depend on the order the pods' series
+// are fed in (a history load feeds one pod's whole slice, then the next one's): a sample
+// older than the evidence enters decayed to it.
+func TestDeviceLoadOrderFree(t *testing.T) {
+	day := func(pod string, d int, saturated bool) metrics.Series {
+		s := metrics.Series{ID: metrics.ContainerID{Namespace: "ns", Pod: pod, Container: "main"}, Source: "test"}
+		for i := range 24 * 60 {
+			at := t0.Add(time.Duration(d)*24*time.Hour + time.Duration(i)*time.Minute)
+			s.Samples = append(s.Samples, metrics.Sample{Time: at, Value: 0.5})
+			s.DeviceLoad = append(s.DeviceLoad, metrics.DeviceLoad{Time: at, Saturated: saturated})
+		}
+		return s
+	}
+	end := t0.Add(7 * 24 * time.Hour)
+	read := func(order ...metrics.Series) (float64, float64) {
+		m := NewModel(Options{})
+		w := WorkloadKey{Namespace: "ns", Kind: "Deployment", Name: "web"}
+		for _, s := range order {
+			m.Add(w, metrics.SignalCompute, s)
+		}
+		return m.Container(ContainerKey{WorkloadKey: w, Container: "main"}).ContentionAt(end)
+	}
+	old, recent := day("b", 0, true), day("a", 6, false) // b saturated a week ago, a not today
+	n1, s1 := read(recent, old)
+	n2, s2 := read(old, recent)
+	if math.Abs(n1-n2) > 1e-6*n2 || math.Abs(s1-s2) > 1e-6*n2 {
+		t.Errorf("fed today first: %.1f saturated of %.1f; a week ago first: %.1f of %.1f", s1, n1, s2, n2)
+	}
+	if s2 > 0.05*n2 {
+		t.Errorf("a week-old saturated day weighs %.1f of %.1f: not decayed", s2, n2)
+	}
+}
+
 // TestGC checks that GC forgets per-pod windows and interval peaks older than the peak
 // window (plus two intervals) and dedup entries older than the history length, and keeps
 // what is recent and the histograms themselves.

@@ -64,13 +64,17 @@ func TestDeviceLoadMarksSaturation(t *testing.T) {
 	// GPU-2: the agent measures each pod; the device's activity is their sum.
 	prom.Add(t, series("c", "GPU-2", agent), start, time.Minute, 0.6, 0.3, 0.55)
 	prom.Add(t, series("d", "GPU-2", agent), start, time.Minute, 0.4, 0.2, 0.35)
+	// GPU-4: an idle shared GPU: its samples are shared, none saturated.
+	prom.Add(t, series("f", "GPU-4", DCGMGREngineActive), start, time.Minute, 0, 0, 0)
+	prom.Add(t, series("g", "GPU-4", DCGMGREngineActive), start, time.Minute, 0, 0, 0)
 	// GPU-3: one pod, busy.
 	prom.Add(t, series("e", "GPU-3", DCGMGREngineActive), start, time.Minute, 1, 1, 1)
 	got, err := r.Range(context.Background(), SignalCompute, `gpu_compute_test`, start, start.Add(2*time.Minute), time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string][]bool{"a": {true, false, true}, "b": {true, false, true}, "c": {true, false, false}, "d": {true, false, false}, "e": nil}
+	want := map[string][]bool{"a": {true, false, true}, "b": {true, false, true}, "c": {true, false, false}, "d": {true, false, false},
+		"e": nil, "f": {false, false, false}, "g": {false, false, false}}
 	for _, s := range got {
 		var sat []bool
 		for i, l := range s.DeviceLoad {

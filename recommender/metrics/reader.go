@@ -543,6 +543,9 @@ func (r *Reader) decode(signal Signal, m model.Matrix, copies deviceCopies) []Se
 		if devices[id] > 1 {
 			s.MultiDeviceAt = multiAt[id].Time()
 		}
+		if n := cotenantPoints(pts); n > 0 {
+			s.DeviceLoad = make([]DeviceLoad, 0, n)
+		}
 		for i, p := range pts {
 			s.Samples[i] = Sample{Time: p.t.Time(), Value: p.v}
 			if p.shared {
@@ -556,6 +559,17 @@ func (r *Reader) decode(signal Signal, m model.Matrix, copies deviceCopies) []Se
 	}
 	sortByID(out)
 	return out
+}
+
+// cotenantPoints counts the points taken on a GPU shared with other pods.
+func cotenantPoints(pts []point) int {
+	n := 0
+	for _, p := range pts {
+		if p.cotenant {
+			n++
+		}
+	}
+	return n
 }
 
 // sortByID sorts series by ContainerID.String, building each key once: comparing the
@@ -657,43 +671,69 @@ func (mp mergedPoints) share(signal Signal, id ContainerID, t model.Time, v floa
 	p.shared = true
 	if signal == SignalCompute {
 		p.v = v / float64(n)
-		p.cotenant, p.saturated = true, v >= SaturatedActivity
 	}
+}
+
+// markLoad marks, for compute, the points of at as taken on a GPU shared with other pods,
+// saturated when the GPU's activity was at least SaturatedActivity.
+func (mp mergedPoints) markLoad(signal Signal, at []timed, saturated bool) {
+	if signal != SignalCompute {
+		return
+	}
+	for _, d := range at {
+		if p := pointAt(mp[d.st.id], d.t); p != nil {
+			p.cotenant = true
+			p.saturated = p.saturated || saturated
+		}
+	}
+}
+
+// podKey is a pod (namespace, name) among a device's tenants at one time.
+type podKey struct{ namespace, pod string }
+
+// tenants returns the distinct pods of at, reusing buf.
+func tenants(buf []podKey, at []timed) []podKey {
+	buf = buf[:0]
+	for _, d := range at {
+		if k := (podKey{d.st.id.Namespace, d.st.id.Pod}); !slices.Contains(buf, k) {
+			buf = append(buf, k)
+		}
+	}
+	return buf
 }
 
 // markDeviceLoad marks, for compute, each container's points taken while per-process
 // streams of at least two pods reported on its device at that time, saturated where
 // their values sum to at least SaturatedActivity: the agent measures each pod's own
-// activity, so the device's is their sum.
+// activity, so the device's is their sum. Pods of namespaces the query does not read
+// are not seen: the sum is then a lower bound.
 func (mp mergedPoints) markDeviceLoad(signal Signal, perProcess map[string][]*stream) {
 	if signal != SignalCompute {
 		return
 	}
+	var pods []podKey
 	for _, sts := range perProcess {
 		if len(sts) < 2 {
 			continue
 		}
 		eachTime(sts, func(at []timed) {
-			sum, pods := 0.0, map[string]bool{}
-			for _, d := range at {
-				sum += d.v
-				pods[d.st.id.Namespace+"/"+d.st.id.Pod] = true
-			}
-			if len(pods) < 2 {
+			if pods = tenants(pods, at); len(pods) < 2 {
 				return
 			}
+			sum := 0.0
 			for _, d := range at {
-				if p := pointAt(mp[d.st.id], d.t); p != nil {
-					p.cotenant = true
-					p.saturated = p.saturated || sum >= SaturatedActivity
-				}
+				sum += d.v
 			}
+			mp.markLoad(signal, at, sum >= SaturatedActivity)
 		})
 	}
 }
 
 // markCopies marks the copies seen across every namespace (CopiesQuery): a value that n
 // pods, wherever they run, reported on the device at t is the device's, shared by n pods.
+// For compute, any such value (0 too: an idle shared GPU) marks the point as taken on a
+// shared GPU (markLoad), saturated by the device's value as read (the instance's own
+// ratio on MIG).
 func (mp mergedPoints) markCopies(signal Signal, byDevice map[string][]*stream, copies deviceCopies) {
 	for dev, sts := range byDevice {
 		if copies[dev] == nil {
@@ -701,8 +741,11 @@ func (mp mergedPoints) markCopies(signal Signal, byDevice map[string][]*stream, 
 		}
 		for _, st := range sts {
 			for _, d := range st.pts {
-				if n := copies[dev][d.t][copyKey{st.src, d.raw}]; n >= 2 && d.v != 0 {
-					mp.share(signal, st.id, d.t, d.v, n)
+				if n := copies[dev][d.t][copyKey{st.src, d.raw}]; n >= 2 {
+					mp.markLoad(signal, []timed{{d, st}}, d.raw >= SaturatedActivity)
+					if d.v != 0 {
+						mp.share(signal, st.id, d.t, d.v, n)
+					}
 				}
 			}
 		}
@@ -714,24 +757,31 @@ func (mp mergedPoints) markCopies(signal Signal, byDevice map[string][]*stream, 
 // per-pod attribution): an upper bound shared by them, never a per-pod measurement.
 // Compute (compressible) is split evenly, so the co-tenants' sum is the device's value,
 // not N times it; memory (incompressible: one tenant may hold most of it) stays the
-// upper bound for each.
+// upper bound for each. For compute, every time at which several pods report on the
+// device marks their points as taken on a shared GPU (markLoad), saturated by the
+// device's activity as read: the copied value, or the sum of distinct values.
 func (mp mergedPoints) markDeviceValues(signal Signal, byDevice map[string][]*stream) {
+	var pods []podKey
 	for _, sts := range byDevice {
 		if len(sts) < 2 {
 			continue
 		}
 		eachTime(sts, func(at []timed) {
-			if len(at) < 2 || at[0].v == 0 {
+			if pods = tenants(pods, at); len(pods) < 2 {
 				return
 			}
-			pods := map[string]bool{}
+			equal, sum := true, 0.0
 			for _, d := range at {
-				if d.v != at[0].v || (d.st != at[0].st && d.st.id.Pod == at[0].st.id.Pod) {
-					return
-				}
-				pods[d.st.id.Namespace+"/"+d.st.id.Pod] = true
+				// The same pod twice (duplicate series) is no copy.
+				equal = equal && d.v == at[0].v && (d.st == at[0].st || d.st.id.Pod != at[0].st.id.Pod)
+				sum += d.raw
 			}
-			if len(pods) < 2 {
+			load := sum
+			if equal {
+				load = at[0].raw
+			}
+			mp.markLoad(signal, at, load >= SaturatedActivity)
+			if !equal || at[0].v == 0 {
 				return
 			}
 			for _, d := range at {

@@ -2,6 +2,7 @@ package recommend
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -44,7 +45,7 @@ func (f *Flags) AddFlags(fs FlagSet, c *Config) {
 	fs.Float64Var(&c.Estimator.ContentionBudget, "contention-budget", estimate.DefaultContentionBudget, "Probability, ratio 0–1 (exclusive), that time-sliced co-tenants whose computeRequests sum to at most one GPU ask together for more than 1 + --contention-slowdown GPUs in one cycle; sizes each TimeSlicing container's computeRequest (its effective compute, docs/recommender.md). Negative: no computeRequest.")
 	fs.Float64Var(&c.Estimator.ContentionSlowdown, "contention-slowdown", estimate.DefaultContentionSlowdown, "Overload, ratio of one GPU (positive), that --contention-budget bounds: co-tenants asking for 1 + this many GPUs run that much slower under time-slicing.")
 	fs.Float64Var(&c.Estimator.ContentionTenantReserveMax, "contention-tenant-reserve-max", estimate.DefaultContentionTenantReserveMax, "Largest --contention-tenant-reserve the closed loop gives a TimeSlicing container, share of one GPU (0–1] (docs/recommender.md).")
-	fs.Float64Var(&c.Estimator.ContentionEvidence, "contention-evidence", estimate.DefaultContentionEvidence, "Weight, in compute samples, of the prior that a TimeSlicing container without evidence saturates no GPU: its reserve scales with saturated samples ÷ (samples on a shared GPU + this) ÷ --contention-budget (docs/recommender.md). Negative: no closed loop, every container reserves --contention-tenant-reserve.")
+	fs.Float64Var(&c.Estimator.ContentionEvidence, "contention-evidence", estimate.DefaultContentionEvidence, "Weight, in compute samples, of the prior that a TimeSlicing container without evidence saturates no GPU: its reserve scales with saturated samples ÷ (samples on a shared GPU + this) ÷ --contention-budget (docs/recommender.md). 0: the default. Negative: no closed loop, every container reserves --contention-tenant-reserve.")
 	fs.Float64Var(&c.Estimator.ContentionTenantReserve, "contention-tenant-reserve", estimate.DefaultContentionTenantReserve, "Share of one GPU (0–1) a TimeSlicing container's computeRequest adds to its effective compute when the share of its samples on a shared GPU that found the GPU saturated equals --contention-budget; the closed loop scales it with that share, at most --contention-tenant-reserve-max (with --contention-evidence negative: every container's flat reserve) (docs/recommender.md). Negative: none.")
 	fs.DurationVar(&c.Estimator.ContentionWindow, "contention-window", estimate.DefaultContentionWindow, "Width, whole hours 1h–24h, of the windows of the day (UTC) on which the --contention-budget bound is conditioned: a computeRequest is the container's effective compute in its busiest window, so co-tenants whose loads peak in the same hours keep the budget (docs/recommender.md). 24h (default): the whole day (loads assumed independent); 3h is the setting measured in docs/benchmarks/savings.md.")
 	fs.Float64Var(&c.Estimator.MemorySpreadFactor, "memory-spread-factor", estimate.DefaultMemorySpreadFactor, "For the autoscalers of --memory-spread-backends, a memoryLimit above the memory target whose headroom is never below this many times the workload's spread (its highest per-interval memory peak over its median one, minus 1, at most 1), ratio: burst room above a pod placed by its observed peak; the target (the need the sharing mode and GPU totals read) keeps the policy's headroom. Negative: off (no memoryLimit). The default is measured in docs/benchmarks/savings.md.")
@@ -78,8 +79,11 @@ func (f *Flags) Complete() error {
 	if r := c.Estimator.ContentionTenantReserve; r >= 1 {
 		return fmt.Errorf("--contention-tenant-reserve %v: want a share of one GPU under 1, or a negative value for none", r)
 	}
-	if m := c.Estimator.ContentionTenantReserveMax; m <= 0 || m > 1 {
+	if m := c.Estimator.ContentionTenantReserveMax; !(m > 0 && m <= 1) {
 		return fmt.Errorf("--contention-tenant-reserve-max %v: want a share of one GPU in (0, 1]", m)
+	}
+	if e := c.Estimator.ContentionEvidence; math.IsNaN(e) || math.IsInf(e, 0) {
+		return fmt.Errorf("--contention-evidence %v: want a number of samples, or a negative value for no closed loop", e)
 	}
 	if err := estimate.ValidateContentionWindow("contention-window", c.Estimator.ContentionWindow); err != nil {
 		return err

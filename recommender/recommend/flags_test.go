@@ -60,6 +60,10 @@ func TestFlags(t *testing.T) {
 		if _, err := p("--memory-spread-backends=annotations,hamii"); err == nil || !strings.Contains(err.Error(), "memory-spread-backends") || !strings.Contains(err.Error(), `"hamii"`) {
 			t.Errorf("%s: unknown backend: error %v, want one naming the flag and the name", name, err)
 		}
+		c, err = p("--contention-evidence=-1", "--contention-tenant-reserve-max=0.2")
+		if err != nil || c.Estimator.ContentionEvidence != -1 || c.Estimator.ContentionTenantReserveMax != 0.2 {
+			t.Errorf("%s: closed loop off, cap 0.2: parsed %v, %v (%v)", name, c.Estimator.ContentionEvidence, c.Estimator.ContentionTenantReserveMax, err)
+		}
 		c, err = p("--min-memory=1Gi", "--fit-memory-headroom=0", "--young-evidence=false", "--contention-budget=-1", "--fit-near-limit=0.9")
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -70,7 +74,9 @@ func TestFlags(t *testing.T) {
 		}
 		for _, bad := range []string{"--contention-budget=1", "--contention-budget=1.5", "--contention-budget=0",
 			"--contention-slowdown=0", "--contention-slowdown=-0.5", "--low-confidence=1.1", "--fit-near-limit=-0.1",
-			"--fit-memory-headroom=x", "--fit-memory-headroom=-1Gi", "--min-memory=lots"} {
+			"--fit-memory-headroom=x", "--fit-memory-headroom=-1Gi", "--min-memory=lots",
+			"--contention-tenant-reserve-max=0", "--contention-tenant-reserve-max=1.5", "--contention-tenant-reserve-max=NaN",
+			"--contention-evidence=NaN", "--contention-evidence=+Inf"} {
 			want := strings.SplitN(bad, "=", 2)[0]
 			if _, err := p(bad); err == nil || !strings.Contains(err.Error(), want) {
 				t.Errorf("%s: %s: error %v, want one naming %s", name, bad, err, want)
