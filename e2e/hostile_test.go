@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 )
@@ -22,7 +24,8 @@ const hostileNS = "e2e-hostile"
 //     the exporter), plus the exporter's own series for an idle GPU;
 //   - mig, mig-util: MIG instances (UUID + GPU_I_ID, profile 3g.40gb), where GPU_UTIL
 //     reads 0 and GR_ENGINE_ACTIVE is a ratio of the instance;
-//   - shared: two pods on one GPU, each given the device's value;
+//   - shared: two pods on one GPU, each given the device's value (memory, and
+//     GR_ENGINE_ACTIVE saturated, at 0.97, in 3 of every 10 minutes);
 //   - nan: NaN and DCGM blank sentinels among valid samples;
 //   - and one gpufrac agent series of a pod in another namespace.
 //
@@ -71,8 +74,16 @@ func hostileHistory(dir string, end time.Time) (string, error) {
 			return "20"
 		}, 3},
 	}
+	saturated := func(i int) string {
+		if i%10 < 3 {
+			return "0.97"
+		}
+		return "0.1"
+	}
 	gr := []series{
 		{l("namespace", hostileNS, "pod", pod("mig", "bcdfg"), "container", "inference", "UUID", "GPU-m", "GPU_I_ID", "1", "GPU_I_PROFILE", "3g.40gb"), constant("0.3"), 3},
+		{l("namespace", hostileNS, "pod", pod("shared", "bcdfg"), "container", "inference", "UUID", "GPU-s"), saturated, 30},
+		{l("namespace", hostileNS, "pod", pod("shared", "bcdfh"), "container", "inference", "UUID", "GPU-s"), saturated, 30},
 	}
 	var b strings.Builder
 	family := func(name string, ss []series) {
@@ -182,6 +193,29 @@ func TestHostileMetrics(t *testing.T) {
 		c := condition(r, gpufracv1.ConditionLowConfidence)
 		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != "SharedDeviceValues" || *r.Status.ConfidencePercent != 40 {
 			t.Errorf("want LowConfidence/SharedDeviceValues at 40%%, got %+v confidence %v", c, *r.Status.ConfidencePercent)
+		}
+	})
+	t.Run("shared GPU: its saturation is kept as contention evidence, in the checkpoint", func(t *testing.T) {
+		// The device's GR_ENGINE_ACTIVE, copied to both pods, reads 0.97 (saturated) in 3
+		// of every 10 minutes: the recommender's checkpoint of the workload carries
+		// co-tenant samples of which about 30 % saturated (docs/recommender.md, the
+		// closed loop), read through the real Prometheus and written to the API server.
+		var cc *gpufracv1.ContentionCheckpoint
+		waitFor(t, 90*time.Second, "checkpoint of shared with contention evidence", func() (bool, error) {
+			var cp gpufracv1.GPUFractionCheckpoint
+			if err := testCluster.Client.Get(context.Background(), types.NamespacedName{Namespace: hostileNS, Name: "shared"}, &cp); err != nil {
+				return false, err
+			}
+			if len(cp.Status.Containers) != 1 || cp.Status.Containers[0].Contention == nil {
+				return false, fmt.Errorf("containers %d, no contention evidence", len(cp.Status.Containers))
+			}
+			cc = cp.Status.Containers[0].Contention
+			return true, nil
+		})
+		// 30 h of two pods' per-minute samples, weights halving every 24 h: well over a
+		// thousand co-tenant samples.
+		if share := cc.SaturatedSamples / cc.CoTenantSamples; cc.CoTenantSamples < 1000 || share < 0.27 || share > 0.33 {
+			t.Errorf("contention evidence %.1f saturated of %.1f co-tenant samples (share %.3f), want about 30 %% of more than 1,000", cc.SaturatedSamples, cc.CoTenantSamples, share)
 		}
 	})
 	t.Run("NaN, sentinels and impossible utilisation are dropped", func(t *testing.T) {

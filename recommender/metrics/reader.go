@@ -664,8 +664,15 @@ type mergedPoints map[ContainerID][]point
 // share marks the container's merged point at t as the device's value v copied to n pods
 // (compute split evenly), unless it was marked already or is another value.
 func (mp mergedPoints) share(signal Signal, id ContainerID, t model.Time, v float64, n int) {
-	p := pointAt(mp[id], t)
-	if p == nil || p.v != v || p.shared {
+	if p := pointAt(mp[id], t); p != nil {
+		p.share(signal, v, n)
+	}
+}
+
+// share marks p as the device's value v copied to n pods (compute split evenly), unless
+// it was marked already or is another value.
+func (p *point) share(signal Signal, v float64, n int) {
+	if p.v != v || p.shared {
 		return
 	}
 	p.shared = true
@@ -674,17 +681,12 @@ func (mp mergedPoints) share(signal Signal, id ContainerID, t model.Time, v floa
 	}
 }
 
-// markLoad marks, for compute, the points of at as taken on a GPU shared with other pods,
-// saturated when the GPU's activity was at least SaturatedActivity.
-func (mp mergedPoints) markLoad(signal Signal, at []timed, saturated bool) {
-	if signal != SignalCompute {
-		return
-	}
-	for _, d := range at {
-		if p := pointAt(mp[d.st.id], d.t); p != nil {
-			p.cotenant = true
-			p.saturated = p.saturated || saturated
-		}
+// load marks p, for compute, as taken on a GPU shared with other pods, saturated when
+// the GPU's activity was at least SaturatedActivity.
+func (p *point) load(signal Signal, saturated bool) {
+	if signal == SignalCompute {
+		p.cotenant = true
+		p.saturated = p.saturated || saturated
 	}
 }
 
@@ -724,7 +726,11 @@ func (mp mergedPoints) markDeviceLoad(signal Signal, perProcess map[string][]*st
 			for _, d := range at {
 				sum += d.v
 			}
-			mp.markLoad(signal, at, sum >= SaturatedActivity)
+			for _, d := range at {
+				if p := pointAt(mp[d.st.id], d.t); p != nil {
+					p.load(signal, sum >= SaturatedActivity)
+				}
+			}
 		})
 	}
 }
@@ -732,7 +738,7 @@ func (mp mergedPoints) markDeviceLoad(signal Signal, perProcess map[string][]*st
 // markCopies marks the copies seen across every namespace (CopiesQuery): a value that n
 // pods, wherever they run, reported on the device at t is the device's, shared by n pods.
 // For compute, any such value (0 too: an idle shared GPU) marks the point as taken on a
-// shared GPU (markLoad), saturated by the device's value as read (the instance's own
+// shared GPU (point.load), saturated by the device's value as read (the instance's own
 // ratio on MIG).
 func (mp mergedPoints) markCopies(signal Signal, byDevice map[string][]*stream, copies deviceCopies) {
 	for dev, sts := range byDevice {
@@ -742,9 +748,11 @@ func (mp mergedPoints) markCopies(signal Signal, byDevice map[string][]*stream, 
 		for _, st := range sts {
 			for _, d := range st.pts {
 				if n := copies[dev][d.t][copyKey{st.src, d.raw}]; n >= 2 {
-					mp.markLoad(signal, []timed{{d, st}}, d.raw >= SaturatedActivity)
-					if d.v != 0 {
-						mp.share(signal, st.id, d.t, d.v, n)
+					if p := pointAt(mp[st.id], d.t); p != nil {
+						p.load(signal, d.raw >= SaturatedActivity)
+						if d.v != 0 {
+							p.share(signal, d.v, n)
+						}
 					}
 				}
 			}
@@ -758,7 +766,7 @@ func (mp mergedPoints) markCopies(signal Signal, byDevice map[string][]*stream, 
 // Compute (compressible) is split evenly, so the co-tenants' sum is the device's value,
 // not N times it; memory (incompressible: one tenant may hold most of it) stays the
 // upper bound for each. For compute, every time at which several pods report on the
-// device marks their points as taken on a shared GPU (markLoad), saturated by the
+// device marks their points as taken on a shared GPU (point.load), saturated by the
 // device's activity as read: the copied value, or the sum of distinct values.
 func (mp mergedPoints) markDeviceValues(signal Signal, byDevice map[string][]*stream) {
 	var pods []podKey
@@ -780,12 +788,14 @@ func (mp mergedPoints) markDeviceValues(signal Signal, byDevice map[string][]*st
 			if equal {
 				load = at[0].raw
 			}
-			mp.markLoad(signal, at, load >= SaturatedActivity)
-			if !equal || at[0].v == 0 {
-				return
-			}
+			copied := equal && at[0].v != 0
 			for _, d := range at {
-				mp.share(signal, d.st.id, d.t, d.v, len(pods))
+				if p := pointAt(mp[d.st.id], d.t); p != nil {
+					p.load(signal, load >= SaturatedActivity)
+					if copied {
+						p.share(signal, d.v, len(pods))
+					}
+				}
 			}
 		})
 	}
