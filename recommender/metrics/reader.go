@@ -661,14 +661,6 @@ func (r *Reader) group(signal Signal, m model.Matrix) grouped {
 // mergedPoints are each container's points after its streams are merged (mergeStreams).
 type mergedPoints map[ContainerID][]point
 
-// share marks the container's merged point at t as the device's value v copied to n pods
-// (compute split evenly), unless it was marked already or is another value.
-func (mp mergedPoints) share(signal Signal, id ContainerID, t model.Time, v float64, n int) {
-	if p := pointAt(mp[id], t); p != nil {
-		p.share(signal, v, n)
-	}
-}
-
 // share marks p as the device's value v copied to n pods (compute split evenly), unless
 // it was marked already or is another value.
 func (p *point) share(signal Signal, v float64, n int) {
