@@ -530,8 +530,8 @@ func (r *Reader) decode(signal Signal, m model.Matrix, copies deviceCopies) []Se
 		merged[id], devices[id], multiAt[id] = mergeStreams(sts)
 	}
 	merged.markCopies(signal, g.byDevice, copies)
-	merged.markDeviceValues(signal, g.byDevice)
-	merged.markDeviceLoad(signal, g.perProcess)
+	merged.markDevices(signal, g.byDevice, true)
+	merged.markDevices(signal, g.perProcess, false)
 	out := make([]Series, 0, len(merged))
 	for id := range g.wrong {
 		if len(merged[id]) == 0 {
@@ -602,7 +602,7 @@ type grouped struct {
 	byID     map[ContainerID][]*stream
 	byDevice map[string][]*stream // streams that can carry a device value copied to pods
 	// perProcess: per-process streams (the agent's) by device, whose values at one
-	// time sum to the device's activity (markDeviceLoad).
+	// time sum to the device's activity (markDevices).
 	perProcess map[string][]*stream
 	sources    map[ContainerID]string
 	profiles   map[ContainerID]string // MIG profile of the container's series
@@ -696,37 +696,6 @@ func tenants(buf []podKey, at []timed) []podKey {
 	return buf
 }
 
-// markDeviceLoad marks, for compute, each container's points taken while per-process
-// streams of at least two pods reported on its device at that time, saturated where
-// their values sum to at least SaturatedActivity: the agent measures each pod's own
-// activity, so the device's is their sum. Pods of namespaces the query does not read
-// are not seen: the sum is then a lower bound.
-func (mp mergedPoints) markDeviceLoad(signal Signal, perProcess map[string][]*stream) {
-	if signal != SignalCompute {
-		return
-	}
-	var pods []podKey
-	for _, sts := range perProcess {
-		if len(sts) < 2 {
-			continue
-		}
-		eachTime(sts, func(at []timed) {
-			if pods = tenants(pods, at); len(pods) < 2 {
-				return
-			}
-			sum := 0.0
-			for _, d := range at {
-				sum += d.v
-			}
-			for _, d := range at {
-				if p := pointAt(mp[d.st.id], d.t); p != nil {
-					p.load(signal, sum >= SaturatedActivity)
-				}
-			}
-		})
-	}
-}
-
 // markCopies marks the copies seen across every namespace (CopiesQuery): a value that n
 // pods, wherever they run, reported on the device at t is the device's, shared by n pods.
 // For compute, any such value (0 too: an idle shared GPU) marks the point as taken on a
@@ -752,15 +721,22 @@ func (mp mergedPoints) markCopies(signal Signal, byDevice map[string][]*stream, 
 	}
 }
 
-// markDeviceValues marks a value that several pods report identically on one device at
-// one time as the device's value copied to each sharing pod (dcgm-exporter without
-// per-pod attribution): an upper bound shared by them, never a per-pod measurement.
-// Compute (compressible) is split evenly, so the co-tenants' sum is the device's value,
-// not N times it; memory (incompressible: one tenant may hold most of it) stays the
-// upper bound for each. For compute, every time at which several pods report on the
-// device marks their points as taken on a shared GPU (point.load), saturated by the
-// device's activity as read: the copied value, or the sum of distinct values.
-func (mp mergedPoints) markDeviceValues(signal Signal, byDevice map[string][]*stream) {
+// markDevices marks, at every time at which several pods report on one device, their
+// points as taken on a shared GPU (point.load, compute only), saturated by the device's
+// activity as read: a value all of them report alike (copies), or else the sum of their
+// values (the agent's per-process measurements, or per-pod values that differ). Where
+// copies is true (streams that can carry a device value: dcgm-exporter without per-pod
+// attribution), a value that several pods report identically is the device's value
+// copied to each sharing pod: an upper bound shared by them, never a per-pod
+// measurement. Compute (compressible) is split evenly, so the co-tenants' sum is the
+// device's value, not N times it; memory (incompressible: one tenant may hold most of
+// it) stays the upper bound for each. A per-process measurement is never a copy, equal
+// or not. Pods of namespaces the query does not read are not seen: the agent's sum is
+// then a lower bound (dcgm-exporter's copies across namespaces are markCopies').
+func (mp mergedPoints) markDevices(signal Signal, byDevice map[string][]*stream, copies bool) {
+	if !copies && signal != SignalCompute {
+		return // nothing to mark: no copies, and no load for memory
+	}
 	var pods []podKey
 	for _, sts := range byDevice {
 		if len(sts) < 2 {
@@ -770,7 +746,7 @@ func (mp mergedPoints) markDeviceValues(signal Signal, byDevice map[string][]*st
 			if pods = tenants(pods, at); len(pods) < 2 {
 				return
 			}
-			equal, sum := true, 0.0
+			equal, sum := copies, 0.0
 			for _, d := range at {
 				// The same pod twice (duplicate series) is no copy.
 				equal = equal && d.v == at[0].v && (d.st == at[0].st || d.st.id.Pod != at[0].st.id.Pod)
