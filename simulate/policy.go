@@ -182,18 +182,16 @@ type gpufracSizer struct {
 	mayGoStale bool
 	lastGC     time.Time
 	buf        [1]metrics.Sample
-	// placed is the policy the sizer decides for, whose GPUs the recommender observes
-	// (deviceLoads): nil before the policy is built. load is each run's device load at
-	// the step being fed (loadAlone, loadShared, loadSaturated).
+	// placed is the policy the sizer decides for, whose GPUs' loads (polState.load) the
+	// recommender reads; nil when the policy is not simulated.
 	placed  *polState
-	load    []uint8
 	loadBuf [1]metrics.DeviceLoad
 }
 
 func newGPUFracSizer(tl *timeline, cfg recommend.Config, keep time.Duration, headroom *int32, bt gpufracv1.BackendType, capacity int64, boot int) *gpufracSizer {
 	s := &gpufracSizer{cfg: cfg, keep: keep, capacity: capacity, model: history.NewModel(cfg.History),
 		prev: make([][]gpufracv1.ContainerRecommendation, len(tl.workloads)), decisions: make([]decision, len(tl.containers)),
-		windows: make([]memWindow, len(tl.runs)), load: make([]uint8, len(tl.runs)), stale: metrics.StaleMemory{}, boot: boot}
+		windows: make([]memWindow, len(tl.runs)), stale: metrics.StaleMemory{}, boot: boot}
 	s.interval = s.model.Options().MemoryAggregationInterval
 	s.mayGoStale = metrics.MemoryMayGoStale(metrics.DCGM{})
 	for _, w := range tl.workloads {
@@ -240,7 +238,6 @@ func (s *gpufracSizer) feed(tl *timeline, alive []int, k int) {
 	}
 	at := tl.stepEnd(k)
 	from := at.Add(-time.Millisecond).Truncate(s.interval)
-	s.deviceLoads(tl, k)
 	for _, i := range alive {
 		r := &tl.runs[i]
 		w := tl.workloads[r.workload].key
@@ -257,55 +254,16 @@ func (s *gpufracSizer) feed(tl *timeline, alive []int, k int) {
 				n = 1
 			}
 			if !s.stale.Judge(r.id, at.Sub(from), v, s.mayGoStale && win.flat(), n, n > 0 && cpu > 0) {
-				addSample(s.model, &s.buf, w, r.id, metrics.SignalMemory, at, v)
+				addSample(s.model, &s.buf, w, r.id, metrics.SignalMemory, at, v, nil)
 			}
 		}
 		if !math.IsNaN(cpu) {
-			s.buf[0] = metrics.Sample{Time: at, Value: cpu}
-			series := metrics.Series{ID: r.id, Source: metrics.DCGMGPUUtil, Samples: s.buf[:]}
-			if l := s.load[i]; l != loadAlone {
-				s.loadBuf[0] = metrics.DeviceLoad{Time: at, Saturated: l == loadSaturated}
-				series.DeviceLoad = s.loadBuf[:]
+			var load []metrics.DeviceLoad
+			if s.placed != nil && s.placed.load[i] != loadAlone {
+				s.loadBuf[0] = metrics.DeviceLoad{Time: at, Saturated: s.placed.load[i] == loadSaturated}
+				load = s.loadBuf[:]
 			}
-			s.model.Add(w, metrics.SignalCompute, series)
-		}
-	}
-}
-
-// Device loads of a run at one step (gpufracSizer.load).
-const (
-	loadAlone = iota
-	loadShared
-	loadSaturated
-)
-
-// deviceLoads sets s.load for step k from the placed policy's GPUs, as the reader
-// reports a pod's device (metrics.Series.DeviceLoad): a tenant of a GPU with several
-// tenants is shared, saturated when the GPU's activity, its tenants' activities summed
-// as the device reports them (at most 1), is at least metrics.SaturatedActivity.
-func (s *gpufracSizer) deviceLoads(tl *timeline, k int) {
-	clear(s.load)
-	ps := s.placed
-	if ps == nil {
-		return
-	}
-	for gi := 0; gi < ps.pk.Len(); gi++ {
-		g := ps.pk.GPU(gi)
-		if len(g.Tenants) < 2 {
-			continue
-		}
-		var sum float64
-		for _, i := range g.Tenants {
-			if _, c := tl.runs[i].at(k); !math.IsNaN(c) {
-				sum += c
-			}
-		}
-		l := uint8(loadShared)
-		if math.Min(1, sum) >= metrics.SaturatedActivity {
-			l = loadSaturated
-		}
-		for _, i := range g.Tenants {
-			s.load[i] = l
+			addSample(s.model, &s.buf, w, r.id, metrics.SignalCompute, at, cpu, load)
 		}
 	}
 }
@@ -327,7 +285,7 @@ func (s *gpufracSizer) bootstrap(tl *timeline, b int) {
 		n, busy := 0, false
 		read := func(at time.Time) {
 			if !math.IsNaN(win.high) && !s.stale.Judge(r.id, at.Sub(win.from), win.high, s.mayGoStale && win.flat(), n, busy) {
-				addSample(s.model, &s.buf, w, r.id, metrics.SignalMemory, at, win.high)
+				addSample(s.model, &s.buf, w, r.id, metrics.SignalMemory, at, win.high, nil)
 			}
 		}
 		for k := r.start; k <= min(r.end, b); k++ {
@@ -343,7 +301,7 @@ func (s *gpufracSizer) bootstrap(tl *timeline, b int) {
 			if cpu := r.cpuRaw[j]; !math.IsNaN(cpu) {
 				n++
 				busy = busy || cpu > 0
-				addSample(s.model, &s.buf, w, r.id, metrics.SignalCompute, at, cpu)
+				addSample(s.model, &s.buf, w, r.id, metrics.SignalCompute, at, cpu, nil)
 			}
 		}
 		read(minTime(win.from.Add(s.interval), bootAt))
@@ -399,20 +357,21 @@ func feedModel(model *history.Model, buf *[1]metrics.Sample, tl *timeline, alive
 		r := &tl.runs[i]
 		w := tl.workloads[r.workload].key
 		if v := r.memRaw[k-r.start]; !math.IsNaN(v) {
-			addSample(model, buf, w, r.id, metrics.SignalMemory, at, v)
+			addSample(model, buf, w, r.id, metrics.SignalMemory, at, v, nil)
 		}
 		if v := r.cpuRaw[k-r.start]; !math.IsNaN(v) {
-			addSample(model, buf, w, r.id, metrics.SignalCompute, at, v)
+			addSample(model, buf, w, r.id, metrics.SignalCompute, at, v, nil)
 		}
 	}
 }
 
 // addSample adds one sample of container id to model, through buf (no allocation per
 // sample): memory in bytes, compute a ratio read from metrics.DCGMGPUUtil, the field the
-// simulator replays.
-func addSample(model *history.Model, buf *[1]metrics.Sample, w history.WorkloadKey, id metrics.ContainerID, signal metrics.Signal, at time.Time, v float64) {
+// simulator replays, with load the device's load at the sample as the reader reports it
+// (metrics.Series.DeviceLoad; nil: alone on its GPU, or memory).
+func addSample(model *history.Model, buf *[1]metrics.Sample, w history.WorkloadKey, id metrics.ContainerID, signal metrics.Signal, at time.Time, v float64, load []metrics.DeviceLoad) {
 	buf[0] = metrics.Sample{Time: at, Value: v}
-	series := metrics.Series{ID: id, Samples: buf[:]}
+	series := metrics.Series{ID: id, Samples: buf[:], DeviceLoad: load}
 	if signal == metrics.SignalCompute {
 		series.Source = metrics.DCGMGPUUtil
 	}

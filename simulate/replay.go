@@ -133,7 +133,7 @@ func (rp *replay) newPolState(name string, spec policySpec) *polState {
 	n := len(rp.tl.runs)
 	u := rp.opts.Updater
 	ps := &polState{spec: spec, res: &PolicyResult{Policy: name}, pk: packing.New(rp.capacity),
-		applied: make([]grant, n), on: make([]int, n), placedAt: make([]int, n), cold: make([]bool, n), partial: make([]bool, n), oomAt: make([]int, n),
+		applied: make([]grant, n), load: make([]uint8, n), on: make([]int, n), placedAt: make([]int, n), cold: make([]bool, n), partial: make([]bool, n), oomAt: make([]int, n),
 		hyst: updater.NewHysteresis(u.PersistCycles, u.PersistFor, u.MinReplacementInterval)}
 	for i := range ps.on {
 		ps.on[i], ps.oomAt[i] = -1, -1

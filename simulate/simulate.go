@@ -45,6 +45,7 @@ import (
 	"github.com/gpufrac/gpufrac/packing"
 	"github.com/gpufrac/gpufrac/recommender/estimate"
 	"github.com/gpufrac/gpufrac/recommender/history"
+	"github.com/gpufrac/gpufrac/recommender/metrics"
 	"github.com/gpufrac/gpufrac/recommender/recommend"
 	"github.com/gpufrac/gpufrac/updater"
 )
@@ -409,16 +410,30 @@ type polState struct {
 	cold     []bool
 	partial  []bool // allocation from a recommendation on less than the full-confidence history
 	oomAt    []int  // last step the pod ran over its memory allocation, -1 when never
-	hyst     *updater.Hysteresis
-	tokens   float64
-	memUtil  float64
-	cpuUtil  float64
-	steps    struct {
+	// load is each pod's device load at the step last evaluated (loadAlone,
+	// loadShared, loadSaturated): what the reader reports of its GPU
+	// (metrics.Series.DeviceLoad), fed to the recommender of an adaptive policy.
+	load    []uint8
+	hyst    *updater.Hysteresis
+	tokens  float64
+	memUtil float64
+	cpuUtil float64
+	steps   struct {
 		gpu, pod, podOver, warmOver, gpuOver, gpuOverPod, warmGPUOverPod, contention, cold int
 	}
 }
 
-// evaluate charges step k of one policy against the actual usage.
+// Device loads of a pod at one step (polState.load): alone on its GPU, sharing it, or
+// sharing it while the tenants' activities summed as the device reports them (at most 1)
+// reach metrics.SaturatedActivity.
+const (
+	loadAlone = iota
+	loadShared
+	loadSaturated
+)
+
+// evaluate charges step k of one policy against the actual usage and records each pod's
+// device load (polState.load).
 func evaluate(ps *polState, tl *timeline, d *detail, pi, k int, capacity int64) {
 	capF := float64(capacity)
 	for gi := 0; gi < ps.pk.Len(); gi++ {
@@ -463,6 +478,17 @@ func evaluate(ps *polState, tl *timeline, d *detail, pi, k int, capacity int64) 
 		}
 		if sc > 1+1e-9 {
 			ps.steps.contention += len(g.Tenants)
+		}
+		l := uint8(loadAlone)
+		switch {
+		case len(g.Tenants) < 2:
+		case math.Min(1, sc) >= metrics.SaturatedActivity:
+			l = loadSaturated
+		default:
+			l = loadShared
+		}
+		for _, i := range g.Tenants {
+			ps.load[i] = l
 		}
 		ps.memUtil += math.Min(1, sm/capF)
 		ps.cpuUtil += math.Min(1, sc)
