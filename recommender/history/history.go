@@ -297,8 +297,13 @@ func (c Contention) at(t time.Time, halfLife time.Duration) (coTenant, saturated
 	if c.Ref.IsZero() || !t.After(c.Ref) {
 		return c.CoTenant, c.Saturated
 	}
-	f := math.Exp2(-float64(t.Sub(c.Ref)) / float64(halfLife))
+	f := decay(t.Sub(c.Ref), halfLife)
 	return c.CoTenant * f, c.Saturated * f
+}
+
+// decay is the factor a weight keeps after d: it halves every halfLife.
+func decay(d, halfLife time.Duration) float64 {
+	return math.Exp2(-float64(d) / float64(halfLife))
 }
 
 // AddDeviceLoad records n samples at t taken on a GPU shared with other pods, of which
@@ -315,7 +320,7 @@ func (s *ContainerState) AddDeviceLoad(t time.Time, n, saturated int) {
 	case ref.IsZero() || t.After(ref):
 		ref = t
 	case t.Before(ref):
-		w = math.Exp2(-float64(ref.Sub(t)) / float64(s.opts.HalfLife))
+		w = decay(ref.Sub(t), s.opts.HalfLife)
 	}
 	s.Contention = Contention{CoTenant: c + w*float64(n), Saturated: sat + w*float64(min(saturated, n)), Ref: ref}
 }
