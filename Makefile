@@ -31,7 +31,7 @@ CONTAINER_ENGINE ?= docker
 IMAGES           := recommender admission updater agent gpufrac
 TEST_FLAGS ?= -timeout 40m
 
-.PHONY: help deps build generate verify-generated tools test verify unit e2e vet staticcheck bench bench-sim bench-holdout bench-scale bench-rules bench-webhook fuzz history-rules chart-rules chart-lint rules-test images install-plugin demo demo-down cluster-up cluster-down clean clean-tools
+.PHONY: help deps build generate verify-generated tools test verify unit e2e vet staticcheck bench bench-sim bench-holdout bench-holdout-synthetic bench-scale bench-rules bench-webhook fuzz history-rules chart-rules chart-lint rules-test images install-plugin demo demo-down cluster-up cluster-down clean clean-tools
 
 help: ## Show this help.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -146,6 +146,9 @@ bench-sim: ## What-if simulation on the GenTD26 trace: docs/benchmarks/simulatio
 
 bench-holdout: ## gpufrac on parts of the GenTD26 trace (k-fold splits of its workloads): docs/benchmarks/holdout.md.
 	$(GO) run ./hack/holdout --input ../shared/data/gentd26 --out docs/benchmarks/holdout.md
+
+bench-holdout-synthetic: ## gpufrac on synthetic traces of seeds no default was tuned on: docs/benchmarks/holdout-synthetic.md.
+	$(GO) run ./hack/holdout --synthetic --synth-seeds 121-160 --gpu-memory 80Gi,141Gi --warm-up 12h,24h --out docs/benchmarks/holdout-synthetic.md
 
 # VPA's admission controller, built from the module proxy at the version the product's
 # go.mod requires (tools/vpa must name the same one), for bench-webhook to measure against.
