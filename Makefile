@@ -148,7 +148,7 @@ bench-holdout: ## gpufrac on parts of the GenTD26 trace (k-fold splits of its wo
 	$(GO) run ./hack/holdout --input ../shared/data/gentd26 --out docs/benchmarks/holdout.md
 
 bench-holdout-synthetic: ## gpufrac on synthetic traces of seeds no default was tuned on: docs/benchmarks/holdout-synthetic.md.
-	$(GO) run ./hack/holdout --synthetic --synth-seeds 121-160 --gpu-memory 80Gi,141Gi --warm-up 12h,24h --out docs/benchmarks/holdout-synthetic.md
+	$(GO) run ./hack/holdout --synthetic --out docs/benchmarks/holdout-synthetic.md
 
 # VPA's admission controller, built from the module proxy at the version the product's
 # go.mod requires (tools/vpa must name the same one), for bench-webhook to measure against.

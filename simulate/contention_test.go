@@ -71,14 +71,16 @@ func TestContentionBudgetSynthetic(t *testing.T) {
 	}
 }
 
-// TestTenantReserveCapSynthetic replays a 2-day synthetic trace of gpufrac trace synth's
-// defaults (20 workloads × 2 pods, all deployed from the start; seed 134, not among the
-// seeds 101–120 the cap was chosen on, docs/benchmarks/savings.md, "A higher cap for
-// compute-heavy tenants") on 141 GiB GPUs after a day of history, with the closed
-// loop's reserve capped at 0.12 (the cap before) and at the default. Compute-heavy
-// tenants whose shared GPUs saturate in more than 2 % of their samples reach 0.12, and
-// the run ends over the contention goal; the default cap keeps it within the goal with
-// no pod over its allocation, at most 10 % more GPU-minutes.
+// TestTenantReserveCapSynthetic replays a 2-day synthetic trace of gpufrac simulate
+// --format synthetic's defaults (20 workloads × 2 pods, all deployed from the start;
+// seed 134, not among the seeds 101–120 the cap was chosen on, docs/benchmarks/savings.md,
+// "A higher cap for compute-heavy tenants"; it pins one run of the hold-out, make
+// bench-holdout-synthetic, whose seeds a later change must not be tuned on) on 141 GiB
+// GPUs after a day of history, with the closed loop's reserve capped at 0.12 (the cap
+// before) and at the default. Compute-heavy tenants whose shared GPUs saturate in more
+// than 2 % of their samples reach 0.12, and the run ends over the contention goal; the
+// default cap keeps it within the goal with no pod over its allocation, at most 10 %
+// more GPU-minutes.
 func TestTenantReserveCapSynthetic(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays 2 days of 40 pods twice")

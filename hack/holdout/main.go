@@ -8,10 +8,10 @@
 // warm-up), GPU-minutes over a GPU's memory, compute contention, and baselines ahead.
 //
 // With --synthetic the parts are synthetic traces instead (trace.Synthesize, as gpufrac
-// simulate --format synthetic and gpufrac trace synth), one per seed of --synth-seeds,
-// with the generator's settings of the --synth-* flags (by default gpufrac trace
-// synth's: 48 h, 20 workloads × 2 pods): the same figures on seeds no default was tuned
-// on, written to docs/benchmarks/holdout-synthetic.md.
+// simulate --format synthetic), one per seed of --synth-seeds, with the generator's
+// settings of the --synth-* flags (by default gpufrac simulate's: 48 h, 20 workloads ×
+// 2 pods, all from the start): the same figures on seeds no default was tuned on, as
+// make bench-holdout-synthetic writes them to docs/benchmarks/holdout-synthetic.md.
 //
 //	go run ./hack/holdout --input ../shared/data/gentd26 --out docs/benchmarks/holdout.md
 //	go run ./hack/holdout --synthetic --out docs/benchmarks/holdout-synthetic.md
@@ -24,6 +24,8 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -83,24 +85,60 @@ type namedTrace struct {
 
 func run() error {
 	input := flag.String("input", "../shared/data/gentd26", "GenTD26 directory")
-	sizes := flag.String("gpu-memory", "80Gi,141Gi", "memory of one GPU, comma-separated quantities")
-	warmUps := flag.String("warm-up", "0s,12h", "history before counting starts, comma-separated durations")
+	sizesFlag := flag.String("gpu-memory", "80Gi,141Gi", "memory of one GPU, comma-separated quantities")
+	warmUpsFlag := flag.String("warm-up", "", "history before counting starts, comma-separated durations (default 0s,12h; with --synthetic 12h,24h)")
 	folds := flag.Int("folds", 3, "parts per split")
 	seeds := flag.Int("seeds", 3, "splits, seeded 1 to this")
 	synthetic := flag.Bool("synthetic", false, "replay synthetic traces, one per seed of --synth-seeds, instead of GenTD26's parts")
-	synthSeeds := flag.String("synth-seeds", "121-160", "with --synthetic: seeds, an inclusive range FIRST-LAST")
+	synthSeeds := flag.String("synth-seeds", "121-160", "with --synthetic: seeds, one (N) or an inclusive range (FIRST-LAST)")
 	var synth trace.SynthOptions
-	flag.IntVar(&synth.Workloads, "synth-workloads", 20, "with --synthetic: Deployments per trace (gpufrac trace synth's default)")
+	flag.IntVar(&synth.Workloads, "synth-workloads", 20, "with --synthetic: Deployments per trace (gpufrac simulate's default)")
 	flag.IntVar(&synth.PodsPerWorkload, "synth-pods-per-workload", 2, "with --synthetic: replicas per Deployment")
 	flag.DurationVar(&synth.Duration, "synth-duration", 48*time.Hour, "with --synthetic: trace length")
 	flag.Float64Var(&synth.Model.ArrivingWorkloads, "synth-arriving", 0, "with --synthetic: share of workloads (0-1) deployed while the trace runs")
 	out := flag.String("out", "-", "markdown file to write (-: stdout)")
 	flag.Parse()
+	if *warmUpsFlag == "" {
+		*warmUpsFlag = "0s,12h"
+		if *synthetic {
+			*warmUpsFlag = "12h,24h"
+		}
+	}
+	// Sizes and warm-ups are parsed (and kept distinct: the per-part table has one
+	// column each) before any replay starts.
+	var sizes []string
+	sizeBytes := map[string]int64{}
+	for _, s := range strings.Split(*sizesFlag, ",") {
+		q, err := resource.ParseQuantity(s)
+		if err != nil || q.Value() <= 0 {
+			return fmt.Errorf("--gpu-memory %q: want positive quantities, e.g. 80Gi", s)
+		}
+		if _, dup := sizeBytes[s]; dup {
+			return fmt.Errorf("--gpu-memory: %s given twice", s)
+		}
+		sizeBytes[s] = q.Value()
+		sizes = append(sizes, s)
+	}
+	var warmUps []time.Duration
+	for _, w := range strings.Split(*warmUpsFlag, ",") {
+		warm, err := time.ParseDuration(w)
+		if err != nil || warm < 0 {
+			return fmt.Errorf("--warm-up %q: want durations of at least 0", w)
+		}
+		if slices.Contains(warmUps, warm) {
+			return fmt.Errorf("--warm-up: %s given twice", warm)
+		}
+		warmUps = append(warmUps, warm)
+	}
 	var traces []namedTrace
 	if *synthetic {
-		var first, last uint64
-		if _, err := fmt.Sscanf(*synthSeeds, "%d-%d", &first, &last); err != nil || first > last {
-			return fmt.Errorf("--synth-seeds %q: want FIRST-LAST, FIRST <= LAST", *synthSeeds)
+		first, last, err := seedRange(*synthSeeds)
+		if err != nil {
+			return err
+		}
+		if synth.Workloads < 1 || synth.PodsPerWorkload < 1 || synth.Duration <= 0 ||
+			!(synth.Model.ArrivingWorkloads >= 0 && synth.Model.ArrivingWorkloads <= 1) {
+			return fmt.Errorf("--synth-workloads and --synth-pods-per-workload want at least 1, --synth-duration more than 0, --synth-arriving 0-1")
 		}
 		synth.End = time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC) // gpufrac simulate's synthetic end
 		for seed := first; seed <= last; seed++ {
@@ -131,28 +169,20 @@ func run() error {
 	}
 	var jobs []job
 	for i := range traces {
-		for _, w := range strings.Split(*warmUps, ",") {
-			warm, err := time.ParseDuration(w)
-			if err != nil {
-				return fmt.Errorf("--warm-up %q: %w", w, err)
-			}
-			for _, s := range strings.Split(*sizes, ",") {
+		for _, warm := range warmUps {
+			for _, s := range sizes {
 				jobs = append(jobs, job{&traces[i], s, warm})
 			}
 		}
 	}
-	// Replays are independent: one per core, each into its own slot (the report keeps
-	// the order of the loops above).
+	// Replays are independent (simulate.Run only reads its trace): one per core, each
+	// into its own slot, so the report keeps the order of the loops above.
 	parts := make([]part, len(jobs))
 	var g errgroup.Group
 	g.SetLimit(runtime.GOMAXPROCS(0))
 	for i, j := range jobs {
 		g.Go(func() error {
-			q, err := resource.ParseQuantity(j.size)
-			if err != nil {
-				return fmt.Errorf("--gpu-memory %q: %w", j.size, err)
-			}
-			r, err := simulate.Run(&j.nt.tr, simulate.Options{GPUMemoryBytes: q.Value(), WarmUp: j.warm, Policies: policies})
+			r, err := simulate.Run(&j.nt.tr, simulate.Options{GPUMemoryBytes: sizeBytes[j.size], WarmUp: j.warm, Policies: policies})
 			if err != nil {
 				return fmt.Errorf("%s, %s, warm-up %s: %w", j.nt.name, j.size, j.warm, err)
 			}
@@ -179,11 +209,11 @@ func run() error {
 	}
 	if *synthetic {
 		fmt.Fprintf(w, "# Hold-out: synthetic traces on unseen seeds\n\n")
-		fmt.Fprintf(w, "Generated by `go run ./hack/holdout --synthetic --synth-seeds %s --synth-duration %s --synth-workloads %d --synth-pods-per-workload %d --synth-arriving %g --gpu-memory %s --warm-up %s --out docs/benchmarks/holdout-synthetic.md` (`make bench-holdout-synthetic`).\n\n",
-			*synthSeeds, simulate.ShortDuration(synth.Duration.String()), synth.Workloads, synth.PodsPerWorkload, synth.Model.ArrivingWorkloads, *sizes, *warmUps)
-		fmt.Fprintf(w, "Each part is one synthetic trace (`gpufrac simulate --format synthetic --seed N` with these settings; by default those of `gpufrac trace synth`: "+
-			"diurnal load, bursts, adapter switches, slow cache growth, restarts) replayed with gpufrac's defaults: %d traces on seeds that no default was tuned on "+
-			"(the defaults were measured on seeds 1–30 of the 4-day setting and 101–120 of this one, docs/benchmarks/savings.md). ", len(traces))
+		fmt.Fprintf(w, "Generated by `go run ./hack/holdout --synthetic --synth-seeds %s --synth-duration %s --synth-workloads %d --synth-pods-per-workload %d --synth-arriving %g --gpu-memory %s --warm-up %s --out %s`.\n\n",
+			*synthSeeds, simulate.ShortDuration(synth.Duration.String()), synth.Workloads, synth.PodsPerWorkload, synth.Model.ArrivingWorkloads, *sizesFlag, *warmUpsFlag, *out)
+		fmt.Fprintf(w, "Each part is one synthetic trace (`gpufrac simulate --format synthetic --seed N` with these settings; by default its own: "+
+			"diurnal load, bursts, adapter switches, slow cache growth, restarts) replayed with gpufrac's defaults: %d traces, seeds %s. "+
+			"The defaults were measured on seeds 1–30 of the 4-day setting and 101–120 of the 2-day one (docs/benchmarks/savings.md), so other seeds are a hold-out. ", len(traces), *synthSeeds)
 	} else {
 		fmt.Fprintf(w, "# Hold-out: GenTD26 in parts\n\n")
 		fmt.Fprintf(w, "Generated by `go run ./hack/holdout --input %s --out docs/benchmarks/holdout.md` (`make bench-holdout`).\n\n", *input)
@@ -272,3 +302,17 @@ type runKey struct {
 }
 
 func (k runKey) String() string { return k.size + ", " + simulate.ShortDuration(k.warm.String()) }
+
+// seedRange parses --synth-seeds: one seed (N) or an inclusive range (FIRST-LAST).
+func seedRange(v string) (first, last uint64, err error) {
+	lo, hi, isRange := strings.Cut(v, "-")
+	if !isRange {
+		hi = lo
+	}
+	first, err1 := strconv.ParseUint(lo, 10, 64)
+	last, err2 := strconv.ParseUint(hi, 10, 64)
+	if err1 != nil || err2 != nil || first > last {
+		return 0, 0, fmt.Errorf("--synth-seeds %q: want N or FIRST-LAST with FIRST <= LAST", v)
+	}
+	return first, last, nil
+}

@@ -137,7 +137,7 @@ const (
 	// GPU, a saturated share of about 2.7 × the budget. Measured with gpufrac simulate
 	// (docs/benchmarks/savings.md, "A higher cap for compute-heavy tenants"): with 0.12
 	// (reached by a tenant whose shared GPUs saturate in 2 % of its samples), 7 of 40
-	// runs of the 2-day synthetic traces (gpufrac trace synth's defaults, seeds
+	// runs of the 2-day synthetic traces (gpufrac simulate --format synthetic's defaults, seeds
 	// 101–120, 141 GiB, after 12 h and a day) ended over 1.5 % of pod-minutes in
 	// contention; 0.16 leaves 2, 0.20 one (at +3 % GPU-minutes, and behind vpa-memory,
 	// which runs at 3–5 % contention there, on 3 runs instead of 2); on hold-out seeds
