@@ -236,7 +236,13 @@ func FreePorts(n int) ([]int, error) { return freePorts(n) }
 // test, say), its output in LogPath(name), and records it so that Stop stops it first.
 // It returns the PID; it does not wait for readiness.
 func (c *Cluster) StartProcess(name, bin string, args ...string) (int, error) {
-	p, err := c.start(name, bin, nil, args...)
+	return c.StartProcessEnv(name, bin, nil, args...)
+}
+
+// StartProcessEnv is StartProcess with env (KEY=VALUE) added to the process's
+// environment, which is otherwise this process's.
+func (c *Cluster) StartProcessEnv(name, bin string, env []string, args ...string) (int, error) {
+	p, err := c.start(name, bin, env, args...)
 	if err != nil {
 		return 0, err
 	}

@@ -41,6 +41,9 @@ type options struct {
 	vpaCRDs         string
 	output          string
 	keep            bool
+	// gpufracEnv is added to the environment of gpufrac's webhook process only
+	// (KEY=VALUE pairs, e.g. GOGC=400): runtime settings measured against the default.
+	gpufracEnv []string
 }
 
 func main() {
@@ -55,6 +58,13 @@ func main() {
 	flag.StringVar(&o.binDir, "bin", "bin", "Directory with the cluster's binaries, admission and vpa-admission-controller.")
 	flag.StringVar(&o.vpaCRDs, "vpa-crds", "", "VPA's CRD manifest (deploy/vpa-v1-crd-gen.yaml of the VPA module that built vpa-admission-controller). Required.")
 	flag.StringVar(&o.output, "output", "", "Also write the Markdown report to this file.")
+	flag.Func("gpufrac-env", "KEY=VALUE added to the environment of gpufrac's webhook only (repeatable; e.g. GOGC=400).", func(v string) error {
+		if k, _, ok := strings.Cut(v, "="); !ok || k == "" {
+			return fmt.Errorf("%q: want KEY=VALUE", v)
+		}
+		o.gpufracEnv = append(o.gpufracEnv, v)
+		return nil
+	})
 	flag.BoolVar(&o.keep, "keep", false, "Leave the cluster running at the end (stop it with go run ./e2e/cluster down --dir DIR/cluster).")
 	flag.Parse()
 	var err error

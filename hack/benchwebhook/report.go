@@ -60,6 +60,9 @@ func fmtDuration(d time.Duration) string {
 func markdown(o options, results map[float64][]*result) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n%d pods per run, %d runs per webhook and rate, at most %d creations in flight.\n", o.pods, o.repeats, o.maxInFlight)
+	if len(o.gpufracEnv) > 0 {
+		fmt.Fprintf(&b, "gpufrac's webhook ran with %s in its environment.\n", strings.Join(o.gpufracEnv, " "))
+	}
 	for _, r := range o.rates {
 		res := results[r]
 		fmt.Fprintf(&b, "\n### %g pods/s\n\n| | %s |\n|---|%s\n", r, strings.Join(columnNames(res), " | "), strings.Repeat("---|", len(res)))

@@ -196,7 +196,7 @@ func startGPUFrac(ctx context.Context, c *framework.Cluster, o options, t *targe
 	if err != nil {
 		return err
 	}
-	if _, err := c.StartProcess("gpufrac-admission", filepath.Join(o.binDir, "admission"),
+	if _, err := c.StartProcessEnv("gpufrac-admission", filepath.Join(o.binDir, "admission"), o.gpufracEnv,
 		"--kubeconfig="+c.Kubeconfig,
 		"--namespace="+systemNS,
 		"--identity=benchwebhook",
