@@ -85,8 +85,9 @@ func TestTenantReserveCapSynthetic(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays 2 days of 40 pods twice")
 	}
-	tr := trace.Synthesize(trace.SynthOptions{Workloads: 20, PodsPerWorkload: 2, Duration: 48 * time.Hour, Seed: 134,
-		End: time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)})
+	o := trace.SynthReplayOptions()
+	o.Seed = 134
+	tr := trace.Synthesize(o)
 	run := func(maxReserve float64) PolicyResult {
 		o := Options{GPUMemoryBytes: 141 * gib, WarmUp: 24 * time.Hour, Policies: []string{PolicyGPUFrac}}
 		o.Recommender.Estimator.ContentionTenantReserveMax = maxReserve

@@ -192,6 +192,31 @@ func (m *SynthModel) defaults() {
 	}
 }
 
+// SynthReplayEnd is where gpufrac simulate's synthetic traces end unless told otherwise,
+// fixed as GenTD26's is (GenTD26PublishedEnd) so a replay does not depend on the day it
+// runs.
+var SynthReplayEnd = time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
+
+// SynthReplayOptions are gpufrac simulate's synthetic defaults: 20 Deployments × 2
+// replicas over 48 h, all deployed from the start, ending at SynthReplayEnd, seed 1 (a
+// cluster busy enough to share GPUs, with the diurnal curve shown twice).
+func SynthReplayOptions() SynthOptions {
+	return SynthOptions{Workloads: 20, PodsPerWorkload: 2, Duration: 48 * time.Hour, Seed: 1, End: SynthReplayEnd}
+}
+
+// Validate reports options Synthesize would silently replace by its defaults or that
+// make no trace: fewer than one workload or pod per workload, a negative duration (0
+// takes DefaultSynthDuration), or a share of arriving workloads outside 0–1.
+func (o SynthOptions) Validate() error {
+	if o.Workloads < 1 || o.PodsPerWorkload < 1 || o.Duration < 0 {
+		return fmt.Errorf("synthetic trace: workloads (%d) and pods per workload (%d) must be positive, duration (%s) not negative", o.Workloads, o.PodsPerWorkload, o.Duration)
+	}
+	if a := o.Model.ArrivingWorkloads; !(a >= 0 && a <= 1) {
+		return fmt.Errorf("synthetic trace: share of arriving workloads %v: want 0-1", a)
+	}
+	return nil
+}
+
 func (o *SynthOptions) defaults() {
 	if o.Workloads <= 0 {
 		o.Workloads = 4

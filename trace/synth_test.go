@@ -167,3 +167,24 @@ func TestSynthesizeArrivals(t *testing.T) {
 		t.Errorf("%d of 20 workloads arrive late with ArrivingWorkloads 0.5", len(late))
 	}
 }
+
+// TestSynthOptionsValidate: gpufrac simulate's defaults are valid; options Synthesize
+// would silently replace by its defaults, or that make no trace, are refused.
+func TestSynthOptionsValidate(t *testing.T) {
+	if err := SynthReplayOptions().Validate(); err != nil {
+		t.Fatalf("simulate's defaults: %v", err)
+	}
+	for name, mutate := range map[string]func(*SynthOptions){
+		"no workloads":      func(o *SynthOptions) { o.Workloads = 0 },
+		"no pods":           func(o *SynthOptions) { o.PodsPerWorkload = -1 },
+		"negative duration": func(o *SynthOptions) { o.Duration = -time.Hour },
+		"arriving above 1":  func(o *SynthOptions) { o.Model.ArrivingWorkloads = 1.5 },
+		"arriving NaN":      func(o *SynthOptions) { o.Model.ArrivingWorkloads = math.NaN() },
+	} {
+		o := SynthReplayOptions()
+		mutate(&o)
+		if o.Validate() == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

@@ -22,10 +22,6 @@ import (
 
 func init() { registerCommand(newSimulateCmd) }
 
-// synthEnd is where simulate's synthetic trace ends by default, fixed as GenTD26's is
-// (trace.GenTD26PublishedEnd) so a run does not depend on the day it runs.
-var synthEnd = time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
-
 // simulateFlags holds the simulate command's flag values.
 type simulateFlags struct {
 	format, input, end          string
@@ -112,10 +108,11 @@ func (f *simulateFlags) addInputFlags(fl *pflag.FlagSet) {
 	fl.IntVar(&f.gentd.MaxPods, "pods", 0, "gentd26: at most this many pods, in container_ip order (0: all)")
 	fl.DurationVar(&f.gentd.Duration, "duration", 0, "gentd26: only the last part of the trace of this length (0: all of it)")
 	fl.IntVar(&f.gentd.PodsPerDeployment, "pods-per-deployment", 1, "gentd26: trace pods per Deployment; pods of one Deployment share one recommendation")
-	fl.IntVar(&f.synth.Workloads, "synth-workloads", 20, "synthetic: number of Deployments")
-	fl.IntVar(&f.synth.PodsPerWorkload, "synth-pods-per-workload", 2, "synthetic: replicas per Deployment")
-	fl.DurationVar(&f.synth.Duration, "synth-duration", 48*time.Hour, "synthetic: trace length")
-	fl.Uint64Var(&f.synth.Seed, "seed", 1, "synthetic: random seed")
+	synth := trace.SynthReplayOptions()
+	fl.IntVar(&f.synth.Workloads, "synth-workloads", synth.Workloads, "synthetic: number of Deployments")
+	fl.IntVar(&f.synth.PodsPerWorkload, "synth-pods-per-workload", synth.PodsPerWorkload, "synthetic: replicas per Deployment")
+	fl.DurationVar(&f.synth.Duration, "synth-duration", synth.Duration, "synthetic: trace length")
+	fl.Uint64Var(&f.synth.Seed, "seed", synth.Seed, "synthetic: random seed")
 	fl.StringVar(&f.fold, "fold", "", "replay one part of a k-fold split of the trace's workloads, K/N (0/3: the first of three parts), shuffled with --fold-seed: a smaller cluster of the same kind of pods, to check that figures hold on subsets and not only on the whole trace (docs/benchmarks/holdout.md); empty: every workload")
 	fl.Uint64Var(&f.foldSeed, "fold-seed", 1, "seed of the --fold shuffle")
 	fl.Float64Var(&f.synth.Model.ArrivingWorkloads, "synth-arriving", 0, "synthetic: share of workloads (0-1) deployed while the trace runs, between 10 % and 75 % of it")
@@ -408,7 +405,7 @@ func (f *simulateFlags) readLong(cmd *cobra.Command, end time.Time) (trace.Trace
 	return tr, &st, nil
 }
 
-// synthesize generates the synthetic trace, ending at end (zero: synthEnd).
+// synthesize generates the synthetic trace, ending at end (zero: trace.SynthReplayEnd).
 func (f *simulateFlags) synthesize(cmd *cobra.Command, end time.Time) (trace.Trace, error) {
 	if err := onlyFor(cmd, "gentd26", gentdFlags...); err != nil {
 		return trace.Trace{}, err
@@ -416,10 +413,10 @@ func (f *simulateFlags) synthesize(cmd *cobra.Command, end time.Time) (trace.Tra
 	if cmd.Flags().Changed("input") {
 		return trace.Trace{}, fmt.Errorf("--input does not apply to --format synthetic")
 	}
-	if f.synth.Workloads < 1 || f.synth.PodsPerWorkload < 1 || f.synth.Duration < 0 {
-		return trace.Trace{}, fmt.Errorf("--synth-workloads and --synth-pods-per-workload must be positive, --synth-duration not negative")
+	if err := f.synth.Validate(); err != nil {
+		return trace.Trace{}, fmt.Errorf("--synth-*: %w", err)
 	}
-	f.synth.End = synthEnd
+	f.synth.End = trace.SynthReplayEnd
 	if !end.IsZero() {
 		f.synth.End = end
 	}

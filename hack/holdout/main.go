@@ -91,10 +91,10 @@ func run() error {
 	seeds := flag.Int("seeds", 3, "splits, seeded 1 to this")
 	synthetic := flag.Bool("synthetic", false, "replay synthetic traces, one per seed of --synth-seeds, instead of GenTD26's parts")
 	synthSeeds := flag.String("synth-seeds", "121-160", "with --synthetic: seeds, one (N) or an inclusive range (FIRST-LAST)")
-	var synth trace.SynthOptions
-	flag.IntVar(&synth.Workloads, "synth-workloads", 20, "with --synthetic: Deployments per trace (gpufrac simulate's default)")
-	flag.IntVar(&synth.PodsPerWorkload, "synth-pods-per-workload", 2, "with --synthetic: replicas per Deployment")
-	flag.DurationVar(&synth.Duration, "synth-duration", 48*time.Hour, "with --synthetic: trace length")
+	synth := trace.SynthReplayOptions() // gpufrac simulate's defaults
+	flag.IntVar(&synth.Workloads, "synth-workloads", synth.Workloads, "with --synthetic: Deployments per trace")
+	flag.IntVar(&synth.PodsPerWorkload, "synth-pods-per-workload", synth.PodsPerWorkload, "with --synthetic: replicas per Deployment")
+	flag.DurationVar(&synth.Duration, "synth-duration", synth.Duration, "with --synthetic: trace length")
 	flag.Float64Var(&synth.Model.ArrivingWorkloads, "synth-arriving", 0, "with --synthetic: share of workloads (0-1) deployed while the trace runs")
 	out := flag.String("out", "-", "markdown file to write (-: stdout)")
 	flag.Parse()
@@ -136,11 +136,9 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		if synth.Workloads < 1 || synth.PodsPerWorkload < 1 || synth.Duration <= 0 ||
-			!(synth.Model.ArrivingWorkloads >= 0 && synth.Model.ArrivingWorkloads <= 1) {
-			return fmt.Errorf("--synth-workloads and --synth-pods-per-workload want at least 1, --synth-duration more than 0, --synth-arriving 0-1")
+		if err := synth.Validate(); err != nil {
+			return fmt.Errorf("--synth-*: %w", err)
 		}
-		synth.End = time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC) // gpufrac simulate's synthetic end
 		for seed := first; seed <= last; seed++ {
 			o := synth
 			o.Seed = seed
