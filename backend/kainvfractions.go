@@ -80,6 +80,24 @@ func (b *nvFractionsBackend) Read(pod *corev1.Pod) map[string]Allocation {
 	})
 }
 
+// NVFractionsRequests returns the memory request, bytes, of each container of pod that
+// has a kai-nvfractions gpu-memory.request annotation (cfg.NVFractions.Prefix), by
+// container name; a value that does not parse is passed over.
+func NVFractionsRequests(pod *corev1.Pod, cfg Config) map[string]int64 {
+	var out map[string]int64
+	for _, pc := range workload.Containers(pod) {
+		q, err := resource.ParseQuantity(pod.Annotations[cfg.NVFractions.Prefix+pc.Container.Name+nvRequestSuffix])
+		if err != nil || q.Sign() <= 0 {
+			continue
+		}
+		if out == nil {
+			out = map[string]int64{}
+		}
+		out[pc.Container.Name] = q.Value()
+	}
+	return out
+}
+
 // RequestLimit returns the request and the limit, MiB (rounded up), that the
 // kai-nvfractions backend writes for memoryBytes (the target plus overheads),
 // upperBytes (the upper bound plus overheads; 0: none) and peakBytes (the observed

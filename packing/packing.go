@@ -63,6 +63,15 @@ func (p *Packer) Place(id int, a Alloc) int {
 	return best
 }
 
+// PlaceOn puts tenant id with allocation a on GPU i, which must be held (have a
+// tenant): where Consolidation chose to move it. It does not check that a fits.
+func (p *Packer) PlaceOn(id, i int, a Alloc) {
+	g := p.gpus[i]
+	g.MemoryBytes += a.MemoryBytes
+	g.ComputeMilli += a.ComputeMilli
+	g.Tenants = append(g.Tenants, id)
+}
+
 // Remove takes tenant id with allocation a off GPU i.
 func (p *Packer) Remove(id, i int, a Alloc) {
 	g := p.gpus[i]

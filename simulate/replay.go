@@ -3,7 +3,9 @@ package simulate
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
+	"time"
 
 	"gonum.org/v1/gonum/floats"
 
@@ -237,6 +239,68 @@ func (rp *replay) update(k int) {
 			ps.res.Replacements++
 			ps.hyst.Replaced(rp.tl.workloads[rp.tl.runs[i].workload].key.String(), rp.tl.stepEnd(k), c.need)
 		}
+		if u.Consolidate && ps.spec.name == PolicyGPUFrac {
+			rp.consolidate(pi, k)
+		}
+	}
+}
+
+// consolidate is the updater's consolidation at step k for policy pi
+// (UpdaterOptions.Consolidate): packing.Consolidation over the GPUs in use picks the
+// GPU to empty, and its tenants are replaced, each with what the webhook writes now,
+// and placed where Consolidation put them, from step k+1. A tenant is movable past the
+// minimum lifetime, when its workload keeps MinReplicas running, when it is not a
+// cold start and its recommendation applies, inside the resize windows, and while the
+// replacement rate allows all of the GPU's tenants.
+func (rp *replay) consolidate(pi, k int) {
+	ps, u := rp.states[pi], rp.opts.Updater
+	if !rp.windows.State(rp.tl.stepEnd(k)).Open {
+		return
+	}
+	gpus := make([]int, 0, ps.pk.Held())
+	devs := make([]packing.Device, 0, ps.pk.Held())
+	grants := map[int]grant{}
+	for g := 0; g < ps.pk.Len(); g++ {
+		d := ps.pk.GPU(g)
+		if len(d.Tenants) == 0 {
+			continue
+		}
+		dev := packing.Device{MemoryBytes: rp.capacity}
+		for _, i := range d.Tenants {
+			r := &rp.tl.runs[i]
+			a := ps.applied[i]
+			dec := ps.spec.sizer.decision(r.wc)
+			movable := dec.ok && !ps.cold[i] && r.end > k &&
+				time.Duration(k+1-ps.placedAt[i])*rp.tl.step >= u.MinLifetime &&
+				rp.replicas[r.workload] >= u.MinReplicas
+			if movable {
+				a = rp.written(dec)
+				grants[i] = a
+			}
+			dev.Tenants = append(dev.Tenants, packing.Tenant{Alloc: ps.applied[i].alloc, Next: a.alloc, Movable: movable})
+		}
+		gpus = append(gpus, g)
+		devs = append(devs, dev)
+	}
+	drain, dest, ok := packing.Consolidation(devs, packing.ConsolidationOptions{})
+	if !ok {
+		return
+	}
+	tenants := slices.Clone(ps.pk.GPU(gpus[drain]).Tenants)
+	if u.ReplacementsPerMinute >= 0 && ps.tokens < float64(len(tenants)) {
+		return
+	}
+	for j, i := range tenants {
+		ps.takeToken(u.ReplacementsPerMinute)
+		ps.pk.Remove(i, ps.on[i], ps.applied[i].alloc)
+		a := grants[i]
+		ps.applied[i], ps.cold[i], ps.partial[i] = a, false, !ps.spec.sizer.decision(rp.tl.runs[i].wc).full
+		ps.pk.PlaceOn(i, gpus[dest[j]], a.alloc)
+		ps.on[i] = gpus[dest[j]]
+		rp.d.changes[pi][i] = append(rp.d.changes[pi][i], change{step: k + 1, alloc: a.alloc, limit: a.limit})
+		ps.placedAt[i] = k + 1
+		ps.res.Replacements++
+		ps.res.Consolidations++
 	}
 }
 

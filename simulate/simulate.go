@@ -153,6 +153,14 @@ type UpdaterOptions struct {
 	// replaced (default 1; the API's default is 2, which would freeze single-replica
 	// workloads).
 	MinReplicas int
+	// Consolidate empties one GPU per step where the updater would
+	// (updater.Config.Consolidate, packing.Consolidation): the tenants of the least
+	// held GPU whose replacements all fit on the other GPUs in use are replaced and
+	// placed there, each past MinLifetime, inside the resize windows, within
+	// ReplacementsPerMinute and MinReplicas. gpufrac only (VPA has no such rule). The
+	// updater knows each pod's GPU from HAMi's and KAI's placement only, so it needs
+	// the kai-nvfractions backend here.
+	Consolidate bool
 }
 
 // withDefaults fills defaults and checks values.
@@ -213,6 +221,9 @@ func (o Options) withDefaults() (Options, error) {
 	if u.MinReplicas <= 0 {
 		u.MinReplicas = 1
 	}
+	if u.Consolidate && o.Backend != gpufracv1.BackendKAINVFractions {
+		return o, fmt.Errorf("consolidation needs each pod's GPU, which the updater reads from HAMi's and KAI's placement only: use the kai-nvfractions backend (the annotations backend does not say where a pod runs)")
+	}
 	return o, nil
 }
 
@@ -264,6 +275,8 @@ type Settings struct {
 	UrgentGrowth           bool                     `json:"urgentGrowth"`
 	MinReplicas            int                      `json:"minReplicas"`
 	ResizeWindows          []gpufracv1.ResizeWindow `json:"resizeWindows,omitempty"`
+	// Consolidate is UpdaterOptions.Consolidate.
+	Consolidate bool `json:"consolidate,omitempty"`
 }
 
 // TraceInfo describes the replayed trace.
@@ -334,6 +347,9 @@ type PolicyResult struct {
 	ComputeUtilisation float64 `json:"computeUtilisation"`
 	// Replacements counts pods replaced to change their allocation.
 	Replacements int `json:"replacements"`
+	// Consolidations counts the replacements among them that emptied a GPU
+	// (UpdaterOptions.Consolidate).
+	Consolidations int `json:"consolidations,omitempty"`
 	// ColdStartPodMinutes counts pod-minutes on the cold-start allocation (a whole GPU
 	// while the workload's recommendation is below the LowConfidence threshold).
 	ColdStartPodMinutes float64 `json:"coldStartPodMinutes"`
@@ -634,5 +650,6 @@ func settings(o Options) Settings {
 		UrgentGrowth:              *u.UrgentGrowth,
 		MinReplicas:               u.MinReplicas,
 		ResizeWindows:             u.ResizeWindows,
+		Consolidate:               u.Consolidate,
 	}
 }

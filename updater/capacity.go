@@ -114,6 +114,7 @@ func (c *capacity) take(p *corev1.Pod) {
 			if j, ok := idx[a.UUID]; ok && a.MemoryMiB >= 0 {
 				ng.Shared[j].FreeMemory -= a.MemoryMiB * backend.MiB
 				ng.Shared[j].FreeSlots--
+				ng.Shared[j].Tenants = append(ng.Shared[j].Tenants, DeviceTenant{UID: p.UID, MemoryBytes: a.MemoryMiB * backend.MiB})
 			}
 		}
 		return
@@ -126,15 +127,20 @@ func (c *capacity) take(p *corev1.Pod) {
 		if !ok {
 			j = len(ng.Shared)
 			c.kai[ng.Name][g] = j
-			ng.Shared = append(ng.Shared, SharedGPU{ID: g, FreeMemory: ng.GPUMemory, FreeSlots: unlimitedSlots})
+			ng.Shared = append(ng.Shared, SharedGPU{ID: g, FreeMemory: ng.GPUMemory, FreeSlots: unlimitedSlots, MemoryBytes: ng.GPUMemory})
 		}
-		ng.Shared[j].FreeMemory -= kaiPodMemory(p, c.cfg, ng.GPUMemory)
+		m := kaiPodMemory(p, c.cfg, ng.GPUMemory)
+		ng.Shared[j].FreeMemory -= m
+		if m > 0 { // not KAI's reservation pod, which holds the GPU for the group
+			ng.Shared[j].Tenants = append(ng.Shared[j].Tenants, DeviceTenant{UID: p.UID, MemoryBytes: m})
+		}
 	}
 }
 
 // kaiPodMemory is the memory of its GPU, bytes, that a KAI fraction pod takes: its
-// gpu-memory annotation (MiB), else its gpu-fraction of gpuMemory; 0 for a pod with
-// neither (KAI's reservation pod).
+// gpu-memory annotation (MiB), else its gpu-fraction of gpuMemory, else the sum of its
+// kai-nvfractions memory requests (at most gpuMemory); 0 for a pod with none (KAI's
+// reservation pod).
 func kaiPodMemory(p *corev1.Pod, cfg backend.Config, gpuMemory int64) int64 {
 	if n, err := strconv.ParseInt(p.Annotations[cfg.KAI.MemoryAnnotation], 10, 64); err == nil && n > 0 {
 		return n * backend.MiB
@@ -142,7 +148,11 @@ func kaiPodMemory(p *corev1.Pod, cfg backend.Config, gpuMemory int64) int64 {
 	if f, err := strconv.ParseFloat(p.Annotations[cfg.KAI.FractionAnnotation], 64); err == nil && f > 0 && f <= 1 {
 		return int64(f * float64(gpuMemory))
 	}
-	return 0
+	var req int64 // kai-nvfractions: the containers' requests, which KAI places the pod by
+	for _, a := range backend.NVFractionsRequests(p, cfg) {
+		req += a
+	}
+	return min(req, gpuMemory)
 }
 
 // nodeReady reports whether a node is not known to be down.
@@ -177,7 +187,7 @@ func parseHAMiNode(s string) []SharedGPU {
 			if d.ID == "" || (d.Health != nil && !*d.Health) {
 				continue
 			}
-			out = append(out, SharedGPU{ID: d.ID, FreeMemory: d.Devmem * backend.MiB, FreeSlots: d.Count})
+			out = append(out, SharedGPU{ID: d.ID, FreeMemory: d.Devmem * backend.MiB, FreeSlots: d.Count, MemoryBytes: d.Devmem * backend.MiB})
 		}
 		return out
 	}
@@ -194,7 +204,7 @@ func parseHAMiNode(s string) []SharedGPU {
 		if len(f) >= 7 && f[6] == "false" {
 			continue
 		}
-		out = append(out, SharedGPU{ID: f[0], FreeMemory: mem * backend.MiB, FreeSlots: count})
+		out = append(out, SharedGPU{ID: f[0], FreeMemory: mem * backend.MiB, FreeSlots: count, MemoryBytes: mem * backend.MiB})
 	}
 	if out == nil {
 		return nil

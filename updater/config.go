@@ -138,6 +138,15 @@ type Config struct {
 	// NoPlacementCheck turns off the check, before each eviction, that the replacement
 	// can be placed (Placeable). Default false: the check runs.
 	NoPlacementCheck bool
+	// Consolidate replaces, once per cycle, the pods of one shared GPU (HAMi device,
+	// KAI GPU group) whose replacements all fit on the other shared GPUs in use, so
+	// that a binpack scheduler empties it (packing.Consolidation; consolidate.go).
+	// Default false.
+	Consolidate bool
+	// ConsolidationComputeMilli is the most compute, milli-GPU, a GPU may hold after
+	// pods moved onto it by consolidation (packing.ConsolidationOptions; 0:
+	// packing.DefaultConsolidationComputeMilli).
+	ConsolidationComputeMilli int64
 	// Backend is the webhook's backend configuration (the same flags as cmd/admission),
 	// so the updater reads backend fields and overheads as the webhook writes them.
 	Backend backend.Config

@@ -66,10 +66,13 @@ type Need struct {
 	// HeldReason and HeldMessage are set when the pod is out of date but nothing may be
 	// done about it (guardrail-active, metrics-unavailable, below-floor, compute-held).
 	HeldReason, HeldMessage string
+	// Consolidate is true when the pod is replaced to empty its shared GPU
+	// (Config.Consolidate), not for its own allocation: never urgent.
+	Consolidate bool
 }
 
 // Needed reports whether the pod should be changed.
-func (n Need) Needed() bool { return n.Grow || n.Shrink }
+func (n Need) Needed() bool { return n.Grow || n.Shrink || n.Consolidate }
 
 // OutOfDate reports whether the pod differs from the recommendation, whether or not it
 // may be changed.

@@ -114,6 +114,8 @@ func (u *Updater) evicted(ctx context.Context, c *candidate, now time.Time) {
 		kind = "to roll back to the floor"
 	case c.need.Urgent:
 		kind = "urgently (protective growth)"
+	case c.need.Consolidate:
+		kind = "to empty a shared GPU"
 	}
 	note := fmt.Sprintf("evicted %s: %s", kind, truncate(c.need.Reason(), 600))
 	if len(p.held) > 0 {

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
@@ -25,6 +26,20 @@ type SharedGPU struct {
 	// FreeSlots is how many more pods the device takes (HAMi's split count minus its
 	// allocations; KAI limits a shared GPU by memory only: unlimitedSlots).
 	FreeSlots int64
+	// MemoryBytes is the device's memory, bytes (HAMi's registered devmem; for KAI the
+	// node's GPU memory).
+	MemoryBytes int64
+	// Tenants are the pods bound to the device with the memory each takes of it
+	// (nodeCapacity; consolidation reads them).
+	Tenants []DeviceTenant
+}
+
+// DeviceTenant is one pod on a shared GPU.
+type DeviceTenant struct {
+	// UID is the pod's UID.
+	UID types.UID
+	// MemoryBytes is the memory of the device allocated to the pod, bytes.
+	MemoryBytes int64
 }
 
 // unlimitedSlots are the FreeSlots of a device that limits its pods by memory only.
@@ -146,6 +161,18 @@ func fittingDevice(shared []SharedGPU, memory int64) int {
 	return -1
 }
 
+// readCapacity reads the cluster's free GPU capacity once per cycle (nodeCapacity), less
+// the replacements awaited that are not bound yet (reservePending).
+func (cy *cycle) readCapacity(ctx context.Context, u *Updater) {
+	if cy.capacityRead {
+		return
+	}
+	cy.capacity, cy.capacityRead = nodeCapacity(ctx, u.apiReader(), u.Config.Backend), true
+	if cy.capacity != nil {
+		u.reservePending(ctx, cy)
+	}
+}
+
 // placementGate checks, before c's pod is evicted, that its replacement can be placed
 // (Placeable) on the cycle's free capacity (nodeCapacity, read once per cycle, less the
 // replacements awaited that are not bound yet: reservePending): the
@@ -158,12 +185,7 @@ func (u *Updater) placementGate(ctx context.Context, cy *cycle, c *candidate) (i
 	if u.Config.NoPlacementCheck {
 		return -1, Replacement{}, true
 	}
-	if !cy.capacityRead {
-		cy.capacity, cy.capacityRead = nodeCapacity(ctx, u.apiReader(), u.Config.Backend), true
-		if cy.capacity != nil {
-			u.reservePending(ctx, cy)
-		}
-	}
+	cy.readCapacity(ctx, u)
 	if cy.capacity == nil {
 		return -1, Replacement{}, true
 	}
@@ -201,7 +223,7 @@ func reserve(nodes []NodeGPUs, i int, r Replacement) {
 	}
 	if r.OpensDevice && n.FreeGPUs >= 1 {
 		n.FreeGPUs--
-		n.Shared = append(n.Shared, SharedGPU{ID: "new", FreeMemory: n.GPUMemory - r.SharedMemory, FreeSlots: unlimitedSlots})
+		n.Shared = append(n.Shared, SharedGPU{ID: "new", FreeMemory: n.GPUMemory - r.SharedMemory, FreeSlots: unlimitedSlots, MemoryBytes: n.GPUMemory})
 	}
 }
 
@@ -228,8 +250,9 @@ func podRequest(pod *corev1.Pod, res corev1.ResourceName) int64 {
 // its containers will get on a shared GPU (the target plus overhead where memory is
 // controlled, else what it has now; for KAI as the fraction the webhook writes).
 func replacementNeed(pod *corev1.Pod, alloc PodAllocation, targets map[string]contract.Target, bt gpufracv1.BackendType, cfg backend.Config, overhead int64) Replacement {
-	r := Replacement{GPUs: podRequest(pod, cfg.GPUResource), OpensDevice: bt == gpufracv1.BackendKAI}
-	if bt != gpufracv1.BackendHAMi && bt != gpufracv1.BackendKAI {
+	kai := bt == gpufracv1.BackendKAI || bt == gpufracv1.BackendKAINVFractions
+	r := Replacement{GPUs: podRequest(pod, cfg.GPUResource), OpensDevice: kai}
+	if bt != gpufracv1.BackendHAMi && !kai {
 		return r
 	}
 	for name, a := range alloc.Containers {
@@ -239,6 +262,9 @@ func replacementNeed(pod *corev1.Pod, alloc PodAllocation, targets map[string]co
 		m := a.Memory
 		if t, ok := targets[name]; ok && t.ControlsMemory && t.Memory > 0 {
 			m = min(t.Memory+overhead, cfg.GPUMemoryBytes)
+			if bt == gpufracv1.BackendKAINVFractions {
+				m = nvFractionsRequest(t, overhead, cfg)
+			}
 		}
 		if bt == gpufracv1.BackendKAI {
 			m = kaiShare(m, cfg)
@@ -246,6 +272,27 @@ func replacementNeed(pod *corev1.Pod, alloc PodAllocation, targets map[string]co
 		r.SharedMemory = max(r.SharedMemory, m)
 	}
 	return r
+}
+
+// nvFractionsRequest is the memory request, bytes, the kai-nvfractions backend writes
+// for target t plus overhead (admission's memory target: the memoryLimit where above
+// the target, the upper bound and the observed peak, each plus overhead and at most one
+// GPU; backend.NVFractionsConfig.RequestLimit), which KAI places the pod by.
+func nvFractionsRequest(t contract.Target, overhead int64, cfg backend.Config) int64 {
+	gpu := cfg.GPUMemoryBytes
+	mem := min(t.Memory+overhead, gpu)
+	if t.MemoryLimit > t.Memory {
+		mem = max(mem, min(t.MemoryLimit+overhead, gpu))
+	}
+	var upper, peak int64
+	if t.UpperMemory > 0 {
+		upper = max(mem, min(t.UpperMemory+overhead, gpu))
+	}
+	if t.RequestPeakMemory > 0 {
+		peak = min(t.RequestPeakMemory+overhead, gpu)
+	}
+	req, _ := cfg.NVFractions.RequestLimit(mem, upper, peak, gpu)
+	return req * backend.MiB
 }
 
 // kaiShare is the memory of one GPU, bytes, that a KAI fraction for memory bytes takes:

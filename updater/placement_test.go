@@ -164,7 +164,7 @@ func TestNodeCapacity(t *testing.T) {
 			continue
 		}
 		for j := range w.Shared {
-			if g.Shared[j] != w.Shared[j] {
+			if !sameFree(g.Shared[j], w.Shared[j]) {
 				t.Errorf("node %s device %d = %+v, want %+v", g.Name, j, g.Shared[j], w.Shared[j])
 			}
 		}
@@ -192,9 +192,19 @@ func TestNodeCapacityKAI(t *testing.T) {
 		group(boundPod("reservation", "k", 1, corev1.PodRunning, nil), "g1"), group(mem, "g1"), group(frac, "g1")).Build()
 	nodes := nodeCapacity(context.Background(), c, cfg)
 	want := SharedGPU{ID: "g1", FreeMemory: (16384 - 4000 - 4096) * backend.MiB, FreeSlots: unlimitedSlots}
-	if len(nodes) != 1 || nodes[0].FreeGPUs != 1 || nodes[0].GPUMemory != 16384*backend.MiB || len(nodes[0].Shared) != 1 || nodes[0].Shared[0] != want {
+	if len(nodes) != 1 || nodes[0].FreeGPUs != 1 || nodes[0].GPUMemory != 16384*backend.MiB || len(nodes[0].Shared) != 1 || !sameFree(nodes[0].Shared[0], want) {
 		t.Fatalf("nodes %+v, want one free GPU of 16Gi and group %+v", nodes, want)
 	}
+	// The group's tenants, for consolidation: the two fractions, not the reservation pod.
+	if g := nodes[0].Shared[0]; g.MemoryBytes != 16384*backend.MiB || len(g.Tenants) != 2 ||
+		g.Tenants[0].MemoryBytes+g.Tenants[1].MemoryBytes != (4000+4096)*backend.MiB {
+		t.Errorf("group g1 = %+v, want 16384 MiB with tenants of 4000 and 4096 MiB", g)
+	}
+}
+
+// sameFree compares what two shared GPUs have free.
+func sameFree(a, b SharedGPU) bool {
+	return a.ID == b.ID && a.FreeMemory == b.FreeMemory && a.FreeSlots == b.FreeSlots
 }
 
 func TestPodRequest(t *testing.T) {

@@ -139,6 +139,7 @@ func (u *Updater) RunOnce(ctx context.Context) error {
 	if err := u.planAll(ctx, cy, list.Items); err != nil {
 		return err
 	}
+	u.consolidate(ctx, cy)
 	sortByUrgency(cy.cands)
 	for _, c := range cy.cands {
 		u.act(ctx, cy, c)

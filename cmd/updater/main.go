@@ -22,6 +22,7 @@ import (
 	"github.com/gpufrac/gpufrac/backend"
 	"github.com/gpufrac/gpufrac/cmd/internal/bootstrap"
 	"github.com/gpufrac/gpufrac/cmd/internal/manager"
+	"github.com/gpufrac/gpufrac/packing"
 	"github.com/gpufrac/gpufrac/updater"
 )
 
@@ -72,6 +73,8 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&cfg.ComputeRequestGrowth, "compute-request-growth", updater.DefaultComputeRequestGrowth, "Rise of a time-sliced pod's recommended computeRequest over the one it was placed with (ratio; at least 20m) from which the pod is replaced, so the scheduler places it by its current request (not urgent; waits for the hysteresis, not for --min-pod-age). Negative: off.")
 	fs.Float64Var(&cfg.NearLimit, "near-limit", d.NearLimit, "Observed memory peak ÷ applied memory (ratio) at which memory growth is urgent (may apply outside resize windows).")
 	fs.Float64Var(&cfg.MaxInFlight, "max-in-flight", d.MaxInFlight, "Share of a workload's pods (ratio 0–1, at least one pod) that may be being replaced at once.")
+	fs.BoolVar(&cfg.Consolidate, "consolidate", false, "Replace the pods of one shared GPU per cycle (HAMi devices, KAI GPU groups) whose replacements all fit on the other shared GPUs in use, so that a binpack scheduler empties it: inside resize windows, past --min-pod-age, within the disruption budget (docs/updater.md, Consolidation).")
+	fs.Int64Var(&cfg.ConsolidationComputeMilli, "consolidation-compute", packing.DefaultConsolidationComputeMilli, "Most compute, milli-GPU, a shared GPU may hold after consolidation moved pods onto it.")
 	fs.IntVar(&cfg.MaxInFlightPerDevice, "max-in-flight-per-device", d.MaxInFlightPerDevice, "Most replacements in flight at once of pods from one GPU where the placement is known (HAMi devices, KAI GPU groups); negative: no limit.")
 	fs.Float64Var(&cfg.EvictionRate, "eviction-rate", d.EvictionRate, "Cluster-wide eviction rate limit, evictions per second (negative: unlimited).")
 	fs.IntVar(&cfg.EvictionBurst, "eviction-burst", d.EvictionBurst, "Burst of the eviction rate limit.")

@@ -1,0 +1,147 @@
+package updater
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/backend"
+	"github.com/gpufrac/gpufrac/contract"
+	"github.com/gpufrac/gpufrac/workload"
+)
+
+// TestConsolidation: three HAMi pods in date, two on GPU-0 and one on GPU-1 (2Gi each,
+// 24Gi devices). With --consolidate the pod alone on GPU-1 is replaced (its 2Gi fit on
+// GPU-0) with its reason and an event; without it, or while it is younger than
+// --min-pod-age, or while a pod gpufrac does not manage shares each GPU, nothing is.
+func TestConsolidation(t *testing.T) {
+	fixture := func(consolidate bool) *fixture {
+		f := hamiFixture(t, 3, 2, 24576)
+		f.setTarget("2Gi", "1536Mi", "2560Mi")
+		f.cfg.Consolidate = consolidate
+		return f
+	}
+	t.Run("the GPU holding least is emptied", func(t *testing.T) {
+		f := fixture(true)
+		f.pods[1].Finalizers = []string{"example.com/keep"} // terminating after its eviction
+		f.build()
+		f.run()
+		if got := f.evictedOrGoing(); len(got) != 1 || got[0] != "web-abc-1" {
+			t.Fatalf("evicted %v, want the one pod of GPU-1", got)
+		}
+		var reason string
+		for _, u := range f.status().Updates {
+			if u.Pod == "web-abc-1" {
+				reason = u.Reason
+			}
+		}
+		if reason != "" {
+			t.Errorf("evicted pod still listed as an update: %q", reason)
+		}
+		// The replacement is awaited: no other GPU is emptied meanwhile (GPU-0's two pods
+		// would fit on GPU-1, where the evicted pod still shows while it terminates).
+		f.run()
+		if got := f.evictedOrGoing(); len(got) != 1 {
+			t.Fatalf("second cycle: %v evicted while the first replacement is awaited", got)
+		}
+		evs := f.events()
+		if !hasEvent(evs, EventConsolidating) || !hasEvent(evs, EventEvicted) {
+			t.Errorf("events %v: want %s and %s", evs, EventConsolidating, EventEvicted)
+		}
+		for _, e := range evs {
+			if strings.Contains(e, EventEvicted) && !strings.Contains(e, "to empty a shared GPU: consolidation: the 1 pod(s) on GPU n1/GPU-1 fit") {
+				t.Errorf("eviction event %q does not say why", e)
+			}
+		}
+	})
+	t.Run("off by default", func(t *testing.T) {
+		f := fixture(false)
+		f.build()
+		f.run()
+		if got := f.evictedDevices(); len(got) != 0 {
+			t.Fatalf("evicted from %v without --consolidate", got)
+		}
+	})
+	t.Run("young pods stay", func(t *testing.T) {
+		f := fixture(true)
+		f.cfg.MinPodAge = 2 * time.Hour // the pods are an hour old
+		f.build()
+		f.run()
+		if got := f.evictedDevices(); len(got) != 0 {
+			t.Fatalf("evicted from %v, pods younger than --min-pod-age", got)
+		}
+	})
+	t.Run("a pod of no autoscaler keeps its GPU", func(t *testing.T) {
+		f := fixture(true)
+		for d := range 2 {
+			other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: fmt.Sprintf("other-%d", d), UID: types.UID(fmt.Sprint("uid-other-", d)),
+				Annotations: map[string]string{workload.HAMiAllocatedAnnotation: fmt.Sprintf("GPU-%d,NVIDIA,1024,10:;", d)}},
+				Spec:   corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "c", Image: "x"}}},
+				Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+			f.objs = append(f.objs, other)
+		}
+		f.build()
+		f.run()
+		if got := f.evictedDevices(); len(got) != 0 {
+			t.Fatalf("evicted from %v, though no GPU can be emptied", got)
+		}
+	})
+	t.Run("Off mode moves nothing", func(t *testing.T) {
+		f := fixture(true)
+		off := gpufracv1.UpdateModeOff
+		f.gfa.Spec.UpdatePolicy.UpdateMode = &off
+		f.build()
+		f.run()
+		if got := f.evictedDevices(); len(got) != 0 {
+			t.Fatalf("evicted from %v in updateMode Off", got)
+		}
+	})
+}
+
+// evictedOrGoing returns the fixture's pods that are gone or terminating.
+func (f *fixture) evictedOrGoing() []string {
+	f.t.Helper()
+	var out []string
+	for _, p := range f.pods {
+		var got corev1.Pod
+		err := f.c.Get(context.Background(), types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, &got)
+		if err != nil || got.DeletionTimestamp != nil {
+			out = append(out, p.Name)
+		}
+	}
+	return out
+}
+
+// TestNVFractionsPlacement: a kai-nvfractions pod takes its containers' memory requests
+// of its KAI GPU group (so consolidation and the placement check see it), and its
+// replacement the request the webhook would write: with the observed-peak request, the
+// peak plus overhead, not the target.
+func TestNVFractionsPlacement(t *testing.T) {
+	cfg := backend.Config{GPUMemoryBytes: 16384 * backend.MiB, NVFractions: backend.NVFractionsConfig{Request: backend.NVFractionsRequestObservedPeak}}.WithDefaults()
+	node := gpuNode("k", 2, nil, func(n *corev1.Node) { n.Labels = map[string]string{LabelGPUMemory: "16384"} })
+	pod := boundPod("a", "k", 0, corev1.PodRunning, map[string]string{cfg.NVFractions.Prefix + "c.gpu-memory.request": "3Gi", cfg.NVFractions.Prefix + "c.gpu-memory.limit": "5Gi"})
+	pod.Labels = map[string]string{LabelKAIGPUGroup: "g1"}
+	c := fake.NewClientBuilder().WithObjects(node, pod).Build()
+	nodes := nodeCapacity(context.Background(), c, cfg)
+	if len(nodes) != 1 || len(nodes[0].Shared) != 1 {
+		t.Fatalf("nodes %+v, want one KAI group", nodes)
+	}
+	if g := nodes[0].Shared[0]; g.FreeMemory != (16384-3072)*backend.MiB || len(g.Tenants) != 1 || g.Tenants[0].MemoryBytes != 3072*backend.MiB {
+		t.Errorf("group %+v, want 3Gi taken by the pod's request", g)
+	}
+	targets := map[string]contract.Target{"c": {Container: "c", ControlsMemory: true, Memory: 4 << 30, UpperMemory: 5 << 30, RequestPeakMemory: 3 << 29}}
+	alloc := PodAllocation{Containers: map[string]Alloc{"c": {Memory: 3 << 30, Compute: -1}}}
+	r := replacementNeed(pod, alloc, targets, gpufracv1.BackendKAINVFractions, cfg, 256*backend.MiB)
+	if want := int64(1536+256) * backend.MiB; r.SharedMemory != want || !r.OpensDevice {
+		t.Errorf("replacement %+v, want %d bytes (peak 1.5Gi + 256Mi overhead) that may open a GPU", r, want)
+	}
+}
