@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -672,6 +673,7 @@ func TestUpdater(t *testing.T) {
 		})
 
 		run("device never over-committed", func(t *testing.T) { updDeviceOverCommit(t, upd) })
+		run("consolidation empties a GPU", updConsolidation)
 		run("admitted fraction overridden", func(t *testing.T) { updAdmittedMismatch(t, upd) })
 
 		run("rollback after a latency breach", func(t *testing.T) {
@@ -869,6 +871,141 @@ func fakeHAMiScheduler(ctx context.Context, ns string) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// Consolidation's node: two HAMi GPUs of updHAMiDevMiB.
+const (
+	updConsNode = "e2e-upd-consolidate"
+	updConsGPUA = "GPU-e2e-cons-a"
+	updConsGPUB = "GPU-e2e-cons-b"
+)
+
+// fakeHAMiPlacer writes HAMi's device allocation on the pods of ns bound to the
+// consolidation node, as HAMi's scheduler would: spread (the GPU with the most memory
+// free) until binpack is set, then binpack (the GPU with the least memory free that
+// fits), until ctx ends.
+func fakeHAMiPlacer(ctx context.Context, ns string, binpack *atomic.Bool) {
+	c := testCluster.Client
+	for ctx.Err() == nil {
+		var pods corev1.PodList
+		if err := c.List(ctx, &pods, client.InNamespace(ns)); err == nil {
+			used := map[string]int64{updConsGPUA: 0, updConsGPUB: 0}
+			var todo []*corev1.Pod
+			for i := range pods.Items {
+				p := &pods.Items[i]
+				if p.Spec.NodeName != updConsNode || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+					continue
+				}
+				if devs := workload.HAMiDevices(p); len(devs) > 0 {
+					used[devs[0].UUID] += devs[0].MemoryMiB
+					continue
+				}
+				todo = append(todo, p)
+			}
+			for _, p := range todo {
+				mem := p.Spec.Containers[0].Resources.Limits["nvidia.com/gpumem"]
+				gpu := updConsGPUA
+				for _, g := range []string{updConsGPUA, updConsGPUB} {
+					free, best := updHAMiDevMiB-used[g]-mem.Value(), updHAMiDevMiB-used[gpu]-mem.Value()
+					if free >= 0 && (best < 0 || (binpack.Load() && free < best) || (!binpack.Load() && free > best)) {
+						gpu = g
+					}
+				}
+				used[gpu] += mem.Value()
+				patch := client.MergeFrom(p.DeepCopy())
+				if p.Annotations == nil {
+					p.Annotations = map[string]string{}
+				}
+				p.Annotations[workload.HAMiAllocatedAnnotation] = fmt.Sprintf("%s,NVIDIA,%d,0:;", gpu, mem.Value())
+				_ = c.Patch(ctx, p, patch)
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// updConsolidation: three HAMi pods of 2Gi, in date, spread over two 8Gi GPUs (two on
+// one, one on the other). An updater with --consolidate replaces the lone pod (reason
+// and Consolidating event, the counter), its replacement is placed binpack next to the
+// other two, and then nothing more is replaced: the second GPU is empty.
+func updConsolidation(t *testing.T) {
+	ctx, c := t.Context(), testCluster.Client
+	err := testCluster.CreateGPUNodeWith(ctx, updConsNode, 10, func(n *corev1.Node) {
+		n.Annotations[updater.AnnotationHAMiNodeRegister] = fmt.Sprintf("%s,10,%d,100,NVIDIA,0,true:%s,10,%d,100,NVIDIA,0,true:", updConsGPUA, updHAMiDevMiB, updConsGPUB, updHAMiDevMiB)
+		for _, r := range []corev1.ResourceList{n.Status.Capacity, n.Status.Allocatable} {
+			r["nvidia.com/gpumem"], r["nvidia.com/gpucores"] = resource.MustParse("100000"), resource.MustParse("1000")
+		}
+		n.Spec.Taints = []corev1.Taint{{Key: updHAMiTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule}}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: updConsNode}})
+	})
+	s := &updScenario{ns: "e2e-upd-consolidate"}
+	updNamespace(t, s.ns, true)
+	sched, stop := context.WithCancel(ctx)
+	defer stop()
+	var binpack atomic.Bool
+	go fakeHAMiPlacer(sched, s.ns, &binpack)
+	s.dep = gpuDeployment(s.ns, "app", "main", 0)
+	s.dep.Spec.Template.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": updConsNode}
+	s.dep.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: updHAMiTaint, Operator: corev1.TolerationOpExists}}
+	create(t, s.dep)
+	s.gfa = admAutoscaler(s.ns, "app", gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi)
+	alwaysOpen(s.gfa)
+	create(t, s.gfa)
+	updRecommend(t, s.gfa, "2Gi", "1536Mi", "2560Mi")
+	waitFor(t, 30*time.Second, "webhook cache has "+s.ns, func() (bool, error) {
+		p, err := dryRunPod(ctx, s.dep)
+		return err == nil && appliedMemory(p) == "2Gi", err
+	})
+	scale(t, s.dep, 3)
+	pods := waitApplied(t, s.ns, "app", 3, "2Gi", 90*time.Second)
+	onGPU := func(pods []corev1.Pod) map[string][]string {
+		out := map[string][]string{}
+		for _, p := range pods {
+			if d := workload.HAMiDevices(&p); len(d) > 0 {
+				out[d[0].UUID] = append(out[d[0].UUID], p.Name)
+			}
+		}
+		return out
+	}
+	spread := onGPU(pods)
+	if len(spread[updConsGPUA]) != 2 || len(spread[updConsGPUB]) != 1 {
+		t.Fatalf("placed %v, want two pods on %s and one on %s", spread, updConsGPUA, updConsGPUB)
+	}
+	lone := spread[updConsGPUB][0]
+	binpack.Store(true)
+
+	upd := startUpdater(t, []string{s.ns}, "--consolidate", "--min-pod-age=2s")
+	waitFor(t, 90*time.Second, "all three pods on "+updConsGPUA, func() (bool, error) {
+		pods = updPods(t, s.ns, "app")
+		on := onGPU(pods)
+		ready := 0
+		for _, p := range pods {
+			if updater.IsReady(&p) {
+				ready++
+			}
+		}
+		return len(on[updConsGPUA]) == 3 && ready == 3, fmt.Errorf("placed %v, %d ready", on, ready)
+	})
+	for _, p := range pods {
+		if p.Name == lone {
+			t.Errorf("pod %s alone on %s was not replaced", lone, updConsGPUB)
+		}
+	}
+	s.waitEvent(t, updater.EventConsolidating, "GPUFractionAutoscaler", updConsNode+"/"+updConsGPUB)
+	s.waitEvent(t, updater.EventEvicted, "Pod", "to empty a shared GPU: consolidation")
+	if n := upd.counter(t, "gpufrac_updater_consolidations_total", "", ""); n < 1 {
+		t.Errorf("gpufrac_updater_consolidations_total = %v, want at least 1", n)
+	}
+	// One GPU now holds all three and nothing fits elsewhere: no more replacements.
+	s.unchangedFor(t, 6*time.Second)
 }
 
 // updDeviceOverCommit (issue 14 kind 10): four HAMi pods of 2Gi fill an 8Gi GPU. Raised to

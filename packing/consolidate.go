@@ -30,6 +30,10 @@ type Tenant struct {
 	// its workload without a disruption budget or a resize window); a device with one
 	// such tenant is never emptied.
 	Movable bool
+	// Allowed, when not nil, reports whether the pod's replacement may run on device i
+	// of the devices passed to Consolidation (its node selector, affinity and taints);
+	// nil: on any.
+	Allowed func(i int) bool
 }
 
 // Device is one GPU in use: its memory and its tenants.
@@ -52,8 +56,9 @@ type ConsolidationOptions struct {
 // emptied. Candidates are the devices with tenants that are all Movable, least memory
 // held first (then lowest index). A candidate is emptied when every tenant's Next fits,
 // largest memory first, best fit by memory (as Packer.Place) on the other devices with
-// tenants, counting the tenants already moved there: within each device's memory and,
-// where the tenant holds compute, within MaxComputeMilli of compute. A device never
+// tenants that the tenant is Allowed on, counting the tenants already moved there:
+// within each device's memory and, where the tenant holds compute, within
+// MaxComputeMilli of compute. A device never
 // receives tenants beyond its memory, so an emptied device frees a GPU and fills no
 // other past what it holds.
 func Consolidation(devs []Device, o ConsolidationOptions) (drain int, dest []int, ok bool) {
@@ -103,7 +108,7 @@ func fitElsewhere(devs []Device, held []Alloc, i int, maxCompute int64) ([]int, 
 		next := ts[j].Next
 		best, bestLeft := -1, int64(0)
 		for g, d := range devs {
-			if g == i || len(d.Tenants) == 0 {
+			if g == i || len(d.Tenants) == 0 || (ts[j].Allowed != nil && !ts[j].Allowed(g)) {
 				continue
 			}
 			mem := held[g].MemoryBytes + added[g].MemoryBytes + next.MemoryBytes

@@ -79,6 +79,15 @@ func TestConsolidation(t *testing.T) {
 			drain: 0, dest: []int{1},
 		},
 		{
+			name: "a tenant goes only where it is allowed",
+			devs: []Device{
+				{MemoryBytes: 80 * gib, Tenants: []Tenant{{Alloc: Alloc{MemoryBytes: 10 * gib}, Next: Alloc{MemoryBytes: 10 * gib}, Movable: true, Allowed: func(i int) bool { return i != 1 }}}},
+				{MemoryBytes: 80 * gib, Tenants: []Tenant{tenant(60, 0, false)}},
+				{MemoryBytes: 80 * gib, Tenants: []Tenant{tenant(30, 0, false)}},
+			},
+			drain: 0, dest: []int{2},
+		},
+		{
 			name:  "empty devices are neither emptied nor filled",
 			devs:  []Device{{MemoryBytes: 80 * gib, Tenants: []Tenant{tenant(10, 0, true)}}, {MemoryBytes: 80 * gib}},
 			drain: -1,

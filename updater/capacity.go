@@ -86,7 +86,7 @@ func (c *capacity) addNode(n *corev1.Node) {
 	if !ok || q.Value() <= 0 || n.Spec.Unschedulable || !nodeReady(n) {
 		return
 	}
-	ng := &NodeGPUs{Name: n.Name, FreeGPUs: q.Value(), Shared: parseHAMiNode(n.Annotations[AnnotationHAMiNodeRegister]), GPUMemory: c.cfg.GPUMemoryBytes}
+	ng := &NodeGPUs{Name: n.Name, FreeGPUs: q.Value(), Shared: parseHAMiNode(n.Annotations[AnnotationHAMiNodeRegister]), GPUMemory: c.cfg.GPUMemoryBytes, node: n}
 	if mib, err := strconv.ParseInt(n.Labels[LabelGPUMemory], 10, 64); err == nil && mib > 0 {
 		ng.GPUMemory = mib * backend.MiB
 	}
@@ -114,7 +114,7 @@ func (c *capacity) take(p *corev1.Pod) {
 			if j, ok := idx[a.UUID]; ok && a.MemoryMiB >= 0 {
 				ng.Shared[j].FreeMemory -= a.MemoryMiB * backend.MiB
 				ng.Shared[j].FreeSlots--
-				ng.Shared[j].Tenants = append(ng.Shared[j].Tenants, DeviceTenant{UID: p.UID, MemoryBytes: a.MemoryMiB * backend.MiB})
+				ng.Shared[j].Tenants = append(ng.Shared[j].Tenants, DeviceTenant{UID: p.UID, MemoryBytes: a.MemoryMiB * backend.MiB, Created: p.CreationTimestamp.Time})
 			}
 		}
 		return
@@ -132,7 +132,7 @@ func (c *capacity) take(p *corev1.Pod) {
 		m := kaiPodMemory(p, c.cfg, ng.GPUMemory)
 		ng.Shared[j].FreeMemory -= m
 		if m > 0 { // not KAI's reservation pod, which holds the GPU for the group
-			ng.Shared[j].Tenants = append(ng.Shared[j].Tenants, DeviceTenant{UID: p.UID, MemoryBytes: m})
+			ng.Shared[j].Tenants = append(ng.Shared[j].Tenants, DeviceTenant{UID: p.UID, MemoryBytes: m, Created: p.CreationTimestamp.Time})
 		}
 	}
 }

@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
@@ -24,9 +27,28 @@ import (
 // scheduler (KAI's default; HAMi with the binpack GPU policy) places the replacements
 // on the fuller GPUs.
 
-// EventConsolidating (Normal, autoscaler): pods of the autoscaler are replaced to empty a
-// shared GPU (once per GPU).
-const EventConsolidating = "Consolidating"
+// Consolidation's events.
+const (
+	// EventConsolidating (Normal, autoscaler): pods of the autoscaler are replaced to
+	// empty a shared GPU (once per GPU).
+	EventConsolidating = "Consolidating"
+	// EventConsolidationUndone (Warning, autoscaler): a pod was placed on a shared GPU
+	// that consolidation had just emptied, so the scheduler does not binpack (HAMi's
+	// default GPU policy is spread); consolidation stops for ConsolidationHold.
+	EventConsolidationUndone = "ConsolidationUndone"
+)
+
+// ConsolidationHold is how long consolidation stops after a pod was placed on a shared
+// GPU it had just emptied: a scheduler that spreads undoes every consolidation, and
+// every pod moved is a restart.
+const ConsolidationHold = 24 * time.Hour
+
+// drainState is a shared GPU consolidation emptied: when, and the autoscalers whose pods
+// it replaced (their events).
+type drainState struct {
+	at          time.Time
+	autoscalers []types.UID
+}
 
 // movable is a pod consolidation may replace: its plan and what its replacement takes
 // on a shared GPU, bytes.
@@ -62,13 +84,16 @@ func (u *Updater) consolidate(ctx context.Context, cy *cycle) {
 	if cy.capacity == nil {
 		return
 	}
+	if u.checkDrained(ctx, cy); cy.now.Before(u.consolidationHeld) {
+		return
+	}
 	pods := u.movablePods(cy)
 	if len(pods) == 0 {
 		return
 	}
 	type at struct{ node, gpu int }
 	var devs []packing.Device
-	var where []at
+	var where []at // where[i] is devs[i]'s node and shared GPU, filled before Consolidation reads Allowed
 	for ni, n := range cy.capacity {
 		for gi, g := range n.Shared {
 			if len(g.Tenants) == 0 {
@@ -79,6 +104,7 @@ func (u *Updater) consolidate(ctx context.Context, cy *cycle) {
 				tn := packing.Tenant{Alloc: packing.Alloc{MemoryBytes: t.MemoryBytes}, Next: packing.Alloc{MemoryBytes: t.MemoryBytes}}
 				if m, ok := pods[t.UID]; ok {
 					tn.Next.MemoryBytes, tn.Movable = m.next, true
+					tn.Allowed = func(i int) bool { return runsOn(m.pod, cy.capacity[where[i].node].node) }
 				}
 				d.Tenants = append(d.Tenants, tn)
 			}
@@ -109,6 +135,11 @@ func (u *Updater) consolidate(ctx context.Context, cy *cycle) {
 		u.eventOnce(m.p.gfa, "consolidate", corev1.EventTypeNormal, EventConsolidating, "Evict",
 			fmt.Sprintf("replacing pods to empty shared GPU %s: its %d pod(s) fit on the other GPUs in use", from, len(gpu.Tenants)))
 	}
+	st := &drainState{at: cy.now}
+	for _, t := range gpu.Tenants {
+		st.autoscalers = append(st.autoscalers, pods[t.UID].p.gfa.UID)
+	}
+	u.drained[from] = st
 	consolidationsTotal.Inc()
 	klog.FromContext(ctx).Info("Consolidating a shared GPU", "gpu", from, "pods", len(gpu.Tenants))
 }
@@ -142,4 +173,50 @@ func (u *Updater) movablePods(cy *cycle) map[types.UID]movable {
 		}
 	}
 	return out
+}
+
+// runsOn reports whether pod's replacement may be scheduled on node as far as its
+// required node affinity, node selector and the node's NoSchedule and NoExecute taints
+// say (k8s.io/component-helpers, as the scheduler's filters read them); true for an
+// unknown node.
+func runsOn(pod *corev1.Pod, node *corev1.Node) bool {
+	if node == nil {
+		return true
+	}
+	if ok, err := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node); err != nil || !ok {
+		return false
+	}
+	_, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), node.Spec.Taints, pod.Spec.Tolerations, func(t *corev1.Taint) bool {
+		return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
+	}, false)
+	return !untolerated
+}
+
+// checkDrained looks at the shared GPUs consolidation emptied within the last
+// Config.ReplacementTimeout (older ones are forgotten): one that holds a pod created
+// after it was emptied was refilled by the scheduler, so consolidation stops for
+// ConsolidationHold (EventConsolidationUndone on the autoscalers whose pods moved).
+func (u *Updater) checkDrained(ctx context.Context, cy *cycle) {
+	for key, st := range u.drained {
+		if cy.now.Sub(st.at) > u.Config.ReplacementTimeout {
+			delete(u.drained, key)
+			continue
+		}
+		for _, n := range cy.capacity {
+			for _, g := range n.Shared {
+				if n.Name+"/"+g.ID != key || !slices.ContainsFunc(g.Tenants, func(t DeviceTenant) bool { return t.Created.After(st.at) }) {
+					continue
+				}
+				delete(u.drained, key)
+				u.consolidationHeld = cy.now.Add(ConsolidationHold)
+				msg := fmt.Sprintf("a new pod was placed on shared GPU %s right after consolidation emptied it: the scheduler does not binpack GPU fractions (HAMi: set its GPU scheduler policy to binpack), so consolidation stops until %s", key, stamp(u.consolidationHeld))
+				for _, p := range cy.plans {
+					if slices.Contains(st.autoscalers, p.gfa.UID) {
+						u.eventOnce(p.gfa, "consolidation-undone", corev1.EventTypeWarning, EventConsolidationUndone, "Evict", msg)
+					}
+				}
+				klog.FromContext(ctx).Info("Consolidation undone by the scheduler; consolidation stopped", "gpu", key, "until", u.consolidationHeld)
+			}
+		}
+	}
 }

@@ -63,6 +63,49 @@ func TestConsolidation(t *testing.T) {
 			}
 		}
 	})
+	t.Run("a scheduler that refills the GPU stops it", func(t *testing.T) {
+		f := fixture(true)
+		f.build()
+		f.run()
+		if got := f.evictedOrGoing(); len(got) != 1 || got[0] != "web-abc-1" {
+			t.Fatalf("evicted %v, want the one pod of GPU-1", got)
+		}
+		// A spreading scheduler puts the replacement back on the emptied GPU.
+		repl := f.pods[1].DeepCopy()
+		repl.Name, repl.UID, repl.ResourceVersion = "web-abc-new", "uid-new", ""
+		repl.CreationTimestamp = metav1.NewTime(time.Now().Add(time.Minute))
+		if err := f.c.Create(context.Background(), repl); err != nil {
+			t.Fatal(err)
+		}
+		f.u.Now = func() time.Time { return time.Now().Add(2 * time.Minute) }
+		f.run()
+		f.run()
+		var got corev1.Pod
+		if err := f.c.Get(context.Background(), types.NamespacedName{Namespace: repl.Namespace, Name: repl.Name}, &got); err != nil || got.DeletionTimestamp != nil {
+			t.Fatalf("the replacement on the refilled GPU was evicted too (%v)", err)
+		}
+		if evs := f.events(); !hasEvent(evs, EventConsolidationUndone) {
+			t.Errorf("events %v: want %s", evs, EventConsolidationUndone)
+		}
+	})
+	t.Run("a pod goes only where it may run", func(t *testing.T) {
+		node := gpuNode("n", 1, nil, func(n *corev1.Node) {
+			n.Labels = map[string]string{"pool": "a"}
+			n.Spec.Taints = []corev1.Taint{{Key: "gpu", Value: "true", Effect: corev1.TaintEffectNoSchedule}}
+		})
+		pod := &corev1.Pod{Spec: corev1.PodSpec{NodeSelector: map[string]string{"pool": "a"}}}
+		if runsOn(pod, node) {
+			t.Error("runs on a node whose NoSchedule taint it does not tolerate")
+		}
+		pod.Spec.Tolerations = []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}}
+		if !runsOn(pod, node) {
+			t.Error("does not run on a node it selects and tolerates")
+		}
+		pod.Spec.NodeSelector["pool"] = "b"
+		if runsOn(pod, node) {
+			t.Error("runs on a node its nodeSelector does not match")
+		}
+	})
 	t.Run("off by default", func(t *testing.T) {
 		f := fixture(false)
 		f.build()

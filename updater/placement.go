@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -40,6 +41,8 @@ type DeviceTenant struct {
 	UID types.UID
 	// MemoryBytes is the memory of the device allocated to the pod, bytes.
 	MemoryBytes int64
+	// Created is the pod's creation time.
+	Created time.Time
 }
 
 // unlimitedSlots are the FreeSlots of a device that limits its pods by memory only.
@@ -60,6 +63,9 @@ type NodeGPUs struct {
 	// discovery's nvidia.com/gpu.memory label (MiB), else the webhook's --gpu-memory. A
 	// replacement that opens a new shared GPU must fit it.
 	GPUMemory int64
+	// node is the node itself (nodeCapacity; nil when built otherwise): consolidation
+	// checks a pod's node selector, affinity and taints against it (runsOn).
+	node *corev1.Node
 }
 
 // Replacement is what a replacement pod needs on one node.

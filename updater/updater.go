@@ -61,6 +61,11 @@ type Updater struct {
 	kedaAbsentTill time.Time
 	hyst           *Hysteresis
 	unready        map[workload.Ref]unreadyState
+	// drained are the shared GPUs consolidation emptied lately, by "node/ID", and
+	// consolidationHeld when consolidation may start again after one was refilled
+	// (checkDrained).
+	drained           map[string]*drainState
+	consolidationHeld time.Time
 }
 
 // retryState is a pod whose eviction failed: not retried before until.
@@ -87,6 +92,7 @@ func New(c client.Client, apiReader client.Reader, cfg Config) *Updater {
 		retry:     map[types.UID]retryState{},
 		stuck:     map[workload.Ref]stuckState{},
 		unready:   map[workload.Ref]unreadyState{},
+		drained:   map[string]*drainState{},
 		written:   map[types.UID]*gpufracv1.UpdaterStatus{},
 		noted:     map[types.UID]map[string]string{},
 		hyst:      NewHysteresis(cfg.PersistCycles, cfg.PersistFor, cfg.MinReplacementInterval),
