@@ -189,3 +189,46 @@ func TestUpdaterAlternatingTargetAtMostOneReplacement(t *testing.T) {
 		})
 	}
 }
+
+// Overlapping windows are one opening (docs/updater.md: they merge): a round started in
+// it holds the next round until the merged opening has closed, whichever activation of
+// whichever window holds it open later, also past the minimum interval.
+func TestHysteresisOneRoundPerMergedOpening(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		windows Windows
+		opened  string // the merged opening's start
+		round   string // the first round, inside it
+		later   string // after MinInterval, still inside it
+		next    string // the next opening
+	}{
+		{"one schedule, overlapping activations", mustWindows(t, win("0 1,2 * * *", 2*time.Hour, "")),
+			"2026-03-01T01:00:00Z", "2026-03-01T01:30:00Z", "2026-03-01T03:30:00Z", "2026-03-02T01:30:00Z"},
+		{"two windows, across midnight", mustWindows(t, win("0 22 * * *", 4*time.Hour, ""), win("0 1 * * *", 2*time.Hour, "")),
+			"2026-02-28T22:00:00Z", "2026-02-28T22:30:00Z", "2026-03-01T02:30:00Z", "2026-03-01T22:30:00Z"},
+		{"Sydney, overlapping on the autumn day", mustWindows(t, win("0 1 * * *", 2*time.Hour, "Australia/Sydney"), win("30 2 * * *", 2*time.Hour, "Australia/Sydney")),
+			// 2026-04-05 01:00 AEDT = 04-04 14:00 UTC; 02:30 (first, AEDT) = 15:30 UTC.
+			"2026-04-04T14:00:00Z", "2026-04-04T14:10:00Z", "2026-04-04T17:00:00Z", "2026-04-05T15:10:00Z"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := NewHysteresis(1, 0, time.Hour)
+			round, later, next := at(t, tc.round), at(t, tc.later), at(t, tc.next)
+			for _, now := range []time.Time{round, later} {
+				if st := tc.windows.State(now); !st.Open || !st.Start.Equal(at(t, tc.opened)) {
+					t.Fatalf("at %v: %+v, want open since %s", now, st, tc.opened)
+				}
+			}
+			h.Observe("w", round, []Need{growOut}, tc.windows.State(round).Start)
+			h.Replaced("w", round, growOut)
+			h.Observe("w", round.Add(time.Minute), nil, tc.windows.State(round.Add(time.Minute)).Start)
+			h.Observe("w", later, []Need{shrinkIn}, tc.windows.State(later).Start)
+			if ok, reason, _ := h.Allow("w", later, shrinkIn); ok || reason != SkipMinInterval {
+				t.Errorf("second round in the same merged opening: allowed=%v %q", ok, reason)
+			}
+			h.Observe("w", next, []Need{shrinkIn}, tc.windows.State(next).Start)
+			if ok, _, msg := h.Allow("w", next, shrinkIn); !ok {
+				t.Errorf("next opening held: %s", msg)
+			}
+		})
+	}
+}

@@ -172,9 +172,11 @@ type WindowState struct {
 	// End is when the open windows close (the latest end among those open); zero when
 	// none is open or there are no windows.
 	End time.Time
-	// Start is when the open window opened (the earliest start, among the open windows,
-	// whose activation covers the evaluation time); zero when none is open or there are
-	// no windows. Hysteresis allows one round of replacements per Start.
+	// Start is when the open window opened: the earliest start of the activations that
+	// cover the evaluation time, followed back through earlier activations that overlap
+	// it (of any of the windows, merged as End is), so it stays the same for the whole
+	// opening; zero when none is open or there are no windows. Hysteresis allows one
+	// round of replacements per Start.
 	Start time.Time
 	// NextStart is the first start of a window after End when open, after the
 	// evaluation time otherwise; zero without windows.
@@ -239,6 +241,17 @@ func (ws Windows) State(t time.Time) WindowState {
 			}
 		}
 		from = st.End.Add(-time.Nanosecond)
+		// Likewise backwards: the opening began at the earliest start of the chain of
+		// overlapping activations that holds it open now, so a round of replacements
+		// (Hysteresis) started before a later activation is still in this opening.
+		for changed, i := true, 0; changed && i < 16; i++ {
+			changed = false
+			for _, w := range ws {
+				if s := w.next(st.Start.Add(-w.duration)); !s.IsZero() && s.Before(st.Start) {
+					st.Start, changed = s, true
+				}
+			}
+		}
 	}
 	for _, w := range ws {
 		if n := w.next(from); !n.IsZero() && (st.NextStart.IsZero() || n.Before(st.NextStart)) {

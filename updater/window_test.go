@@ -241,3 +241,57 @@ func TestWindowDaylightSavingGapAndRepeat(t *testing.T) {
 		t.Errorf("after the jump: %+v, want open 01:00–02:00 UTC", st)
 	}
 }
+
+// Every start of a window on and around each daylight-saving change of 2026 in zones
+// with a 30-minute shift (Lord Howe), a 45-minute offset (Chatham), the southern
+// hemisphere (Sydney) and a change at midnight (Santiago) is the one ISC cron makes:
+// the first real instant at which the zone's wall clock reaches a scheduled time it
+// has not reached before (a start in a gap right after the jump, several in one gap
+// once, one in a repeated interval only the first time).
+func TestWindowStartsMatchISCCronAcrossZones(t *testing.T) {
+	zones := []string{"Australia/Lord_Howe", "Pacific/Chatham", "Australia/Sydney", "America/Santiago"}
+	scheds := []string{"*/15 * * * *", "30 2 * * *", "0 0 * * *"}
+	for _, z := range zones {
+		loc, err := time.LoadLocation(z)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// the days of 2026 whose offset changes
+		var days []time.Time
+		for d := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC); d.Year() == 2026; d = d.Add(24 * time.Hour) {
+			_, o1 := d.Add(-36 * time.Hour).In(loc).Zone()
+			_, o2 := d.Add(36 * time.Hour).In(loc).Zone()
+			if o1 != o2 {
+				days = append(days, d)
+			}
+		}
+		for _, s := range scheds {
+			w := mustWindows(t, win(s, 30*time.Minute, z))[0]
+			for _, d := range days {
+				from, to := d.Add(-24*time.Hour), d.Add(24*time.Hour)
+				// the oracle: minute by minute, the scheduled wall-clock times passed
+				var want []time.Time
+				prevMax := wallClock(from.Add(-time.Minute), loc)
+				for m := from; m.Before(to); m = m.Add(time.Minute) {
+					wc := wallClock(m, loc)
+					if wc.After(prevMax) {
+						// scheduled wall times in (prevMax, wc]
+						n := w.schedule.Next(prevMax)
+						if !n.After(wc) {
+							want = append(want, m)
+						}
+						prevMax = wc
+					}
+				}
+				got := starts(w, from, to)
+				ok := len(got) == len(want)
+				for i := 0; ok && i < len(got); i++ {
+					ok = got[i].Equal(want[i])
+				}
+				if !ok {
+					t.Errorf("%s %q around %s: starts %v, want %v", z, s, d.Format("2006-01-02"), got, want)
+				}
+			}
+		}
+	}
+}
