@@ -32,7 +32,7 @@ func admit(c *candidate, gates ...gate) bool {
 // planGates are the gates of the plan, in order: a pod that passes them is a candidate
 // of this cycle.
 func (u *Updater) planGates(now time.Time) []gate {
-	return []gate{pendingGate, heldGate, modeGate, recommendationGate, recommenderGate, windowGate, publishingGate, u.hysteresisGate(now)}
+	return []gate{pendingGate, heldGate, runToCompletionGate, modeGate, recommendationGate, recommenderGate, windowGate, publishingGate, u.hysteresisGate(now)}
 }
 
 // replacementGates are the gates a candidate passes before it is replaced (evicted or
@@ -53,6 +53,23 @@ func pendingGate(c *candidate) (string, string) {
 // heldGate: a change the decision holds (guardrail, floor, compute held).
 func heldGate(c *candidate) (string, string) {
 	return c.need.HeldReason, c.need.HeldMessage
+}
+
+// runToCompletionGate: a pod that runs to completion (restartPolicy Never or OnFailure,
+// whoever controls it: a Job, a CronJob's Job, a workflow engine) is not replaced for a
+// change that is not urgent (SkipRunToCompletion). Replacing it ends its run: the work
+// done is lost and, for a Job, the evicted or deleted pod counts as a failure against
+// its backoffLimit (a Job at its limit fails for good, with no replacement at all). Its
+// workload's next pods (retries, further completions, the next scheduled run) get the
+// recommendation from the webhook. Urgent growth (an out-of-memory exit, a peak near
+// the limit, a rollback, a latency breach) still replaces it: the run is failing or
+// about to. In place (no eviction) is not held.
+func runToCompletionGate(c *candidate) (string, string) {
+	rp := c.pod.Spec.RestartPolicy
+	if c.need.Urgent || c.need.Rollback || c.action == gpufracv1.PodUpdateInPlace || rp == "" || rp == corev1.RestartPolicyAlways {
+		return "", ""
+	}
+	return SkipRunToCompletion, fmt.Sprintf("pod runs to completion (restartPolicy %s): replacing it would end its run and count as a failure of its Job; its workload's next pods get the recommendation", rp)
 }
 
 // modeGate: updateMode Off (what would be done, and when), Initial, or unknown.

@@ -16,6 +16,11 @@ const (
 	SkipModeInitial = "mode-initial"
 	// SkipPending: the pod is not running yet.
 	SkipPending = "pending"
+	// SkipRunToCompletion: the pod runs to completion (restartPolicy Never or
+	// OnFailure: a Job's, a CronJob's, a workflow's) and the change is not urgent: an
+	// eviction would end its run, lose its work and count against its Job's
+	// backoffLimit; the workload's next pods get the recommendation at creation.
+	SkipRunToCompletion = "run-to-completion"
 	// SkipWindowClosed: no resize window is open and the change is not urgent growth.
 	SkipWindowClosed = "window-closed"
 	// SkipWindowInvalid: a resize window does not parse; nothing is applied until it is fixed.

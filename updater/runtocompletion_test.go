@@ -1,0 +1,75 @@
+package updater
+
+import (
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+)
+
+// A pod that runs to completion (restartPolicy Never or OnFailure: a Job's, whatever
+// owns it) is never evicted for a change that is not urgent: the eviction would end its
+// run and count as a failure against the Job's backoffLimit. An out-of-memory exit
+// still replaces it; a pod with restartPolicy Always of the same shape is evicted.
+func TestRunToCompletionPodsNotEvictedForNonUrgentChanges(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		policy  corev1.RestartPolicy
+		oom     bool
+		evicted bool
+		skip    string
+	}{
+		{"Never, shrink", corev1.RestartPolicyNever, false, false, SkipRunToCompletion},
+		{"OnFailure, shrink", corev1.RestartPolicyOnFailure, false, false, SkipRunToCompletion},
+		{"OnFailure, out of memory", corev1.RestartPolicyOnFailure, true, true, ""},
+		{"Always, shrink", corev1.RestartPolicyAlways, false, true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := int64(3) // above the upper bound: a shrink
+			if tc.oom {
+				mem = 1 // at the target; the OOM makes it urgent growth
+			}
+			f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 3, mem)
+			if tc.oom {
+				f.setTarget("2Gi", "1536Mi", "3Gi")
+			}
+			job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "train", UID: "job-uid"}}
+			f.objs = append(f.objs, job)
+			f.gfa.Spec.TargetRef.APIVersion, f.gfa.Spec.TargetRef.Kind, f.gfa.Spec.TargetRef.Name = "batch/v1", "Job", "train"
+			for _, p := range f.pods {
+				p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "train", UID: job.UID, Controller: ptr.To(true)}}
+				p.Spec.RestartPolicy = tc.policy
+			}
+			if tc.oom {
+				f.pods[0].Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", RestartCount: 1, LastTerminationState: corev1.ContainerState{
+					Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", Message: "torch.OutOfMemoryError: CUDA out of memory.",
+						FinishedAt: metav1.NewTime(f.now.Add(-time.Minute))}}}}
+			}
+			f.build()
+			f.run()
+			if tc.oom {
+				f.run() // the floor is published first (awaiting-floor)
+			}
+			if got := len(f.livePods()) < 3; got != tc.evicted {
+				t.Fatalf("evicted %v, want %v (pods %v)", got, tc.evicted, f.livePods())
+			}
+			if tc.skip == "" {
+				return
+			}
+			st := f.status()
+			if len(st.Updates) != 3 {
+				t.Fatalf("updates %+v, want the 3 pods listed", st.Updates)
+			}
+			for _, u := range st.Updates {
+				if u.SkipReason != tc.skip {
+					t.Errorf("pod %s: skip %q (%s), want %q", u.Pod, u.SkipReason, u.SkipMessage, tc.skip)
+				}
+			}
+		})
+	}
+}
