@@ -3,6 +3,7 @@ package contract
 import (
 	"time"
 
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -15,10 +16,36 @@ import (
 // the autoscaler has not opted in to shrinking (the updater's
 // gpufrac.io/allow-compute-shrink-with-horizontal-autoscaler annotation sets it False).
 func ComputeShrinkHeld(gfa *gpufracv1.GPUFractionAutoscaler) bool {
-	if gfa == nil || gfa.Status.Updater == nil {
+	u := UpdaterStatusOf(gfa)
+	if u == nil {
 		return false
 	}
-	return meta.IsStatusConditionPresentAndEqual(gfa.Status.Updater.Conditions, gpufracv1.UpdaterConditionComputeShrinkHeld, metav1.ConditionTrue)
+	return meta.IsStatusConditionPresentAndEqual(u.Conditions, gpufracv1.UpdaterConditionComputeShrinkHeld, metav1.ConditionTrue)
+}
+
+// UpdaterStatusOf returns gfa's status.updater when it was written for the workload
+// gfa targets now, and nil otherwise (also for a nil gfa): after spec.targetRef moves
+// to another workload, the rollback floor, held compute and conditions the updater
+// wrote for the former one apply to no pod of the new one until the updater writes
+// for it. A status without status.updater.targetRef (written by an earlier version)
+// is taken as the current target's. Every reader of status.updater for pods (Floor,
+// HeldCompute, ComputeShrinkHeld; the recommender's floor) goes through it.
+func UpdaterStatusOf(gfa *gpufracv1.GPUFractionAutoscaler) *gpufracv1.UpdaterStatus {
+	if gfa == nil || gfa.Status.Updater == nil {
+		return nil
+	}
+	if !UpdaterStatusFor(gfa.Status.Updater, gfa.Spec.TargetRef) {
+		return nil
+	}
+	return gfa.Status.Updater
+}
+
+// UpdaterStatusFor reports whether u, a status.updater, was written for the workload
+// target (spec.targetRef): its status.updater.targetRef names the same kind and name,
+// or is unset (an earlier version's status).
+func UpdaterStatusFor(u *gpufracv1.UpdaterStatus, target autoscalingv1.CrossVersionObjectReference) bool {
+	t := u.TargetRef
+	return t == nil || (t.Kind == target.Kind && t.Name == target.Name)
 }
 
 // HeldCompute is the one rule for compute while a horizontal autoscaler scales on a GPU
@@ -32,7 +59,7 @@ func HeldCompute(gfa *gpufracv1.GPUFractionAutoscaler, container string, recomme
 	if recommended < 0 || !ComputeShrinkHeld(gfa) {
 		return recommended, false
 	}
-	for _, h := range gfa.Status.Updater.HeldCompute {
+	for _, h := range UpdaterStatusOf(gfa).HeldCompute {
 		if h.ContainerName == container && h.Compute != nil && h.Compute.MilliValue() > recommended {
 			return h.Compute.MilliValue(), true
 		}
@@ -47,10 +74,11 @@ func HeldCompute(gfa *gpufracv1.GPUFractionAutoscaler, container string, recomme
 // the pods whether or not the recommender has caught up.
 func Floor(gfa *gpufracv1.GPUFractionAutoscaler, container string, now time.Time) (memory, milli int64) {
 	memory, milli = -1, -1
-	if gfa == nil || gfa.Status.Updater == nil || gfa.Status.Updater.Floor == nil || !now.Before(gfa.Status.Updater.Floor.Until.Time) {
+	u := UpdaterStatusOf(gfa)
+	if u == nil || u.Floor == nil || !now.Before(u.Floor.Until.Time) {
 		return memory, milli
 	}
-	for _, c := range gfa.Status.Updater.Floor.Containers {
+	for _, c := range u.Floor.Containers {
 		if c.ContainerName != container {
 			continue
 		}

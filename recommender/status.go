@@ -324,7 +324,7 @@ func (r *Recommender) setConfidence(w history.WorkloadKey, st *gpufracv1.GPUFrac
 // applyFloor raises recs to the updater's rollback floor while it holds
 // (status.updater.floor): never below the allocation that worked, whatever the metrics.
 func applyFloor(gfa *gpufracv1.GPUFractionAutoscaler, recs []gpufracv1.ContainerRecommendation, now time.Time) {
-	u := gfa.Status.Updater
+	u := contract.UpdaterStatusOf(gfa) // nil when written for a former target
 	if u == nil || u.Floor == nil || !now.Before(u.Floor.Until.Time) {
 		return
 	}

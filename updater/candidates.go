@@ -23,11 +23,11 @@ type evaluated struct {
 // restart forgets them; the last action stands in for the last round's start).
 func (u *Updater) evaluate(p *plan, rules Rules, now time.Time) []evaluated {
 	hkey := p.ref.String()
-	if pr := p.prev; pr != nil {
-		for _, t := range []*metav1.Time{pr.LastEvictionTime, pr.LastInPlaceUpdateTime} {
-			if t != nil {
-				u.hyst.Seed(hkey, t.Time)
-			}
+	// p.st holds the last replacement times carried over from the last status (newPlan:
+	// none written for another target).
+	for _, t := range []*metav1.Time{p.st.LastEvictionTime, p.st.LastInPlaceUpdateTime} {
+		if t != nil {
+			u.hyst.Seed(hkey, t.Time)
 		}
 	}
 	var evals []evaluated

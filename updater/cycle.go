@@ -251,9 +251,13 @@ func (u *Updater) newPlan(ctx context.Context, gfa *gpufracv1.GPUFractionAutosca
 	if p.prev == nil {
 		p.prev = gfa.Status.Updater
 	}
-	st := &gpufracv1.UpdaterStatus{ObservedGeneration: gfa.Generation}
+	target := gfa.Spec.TargetRef
+	st := &gpufracv1.UpdaterStatus{ObservedGeneration: gfa.Generation, TargetRef: &target}
 	p.st = st
-	if pr := p.prev; pr != nil {
+	// What the last status says of another workload (spec.targetRef moved since:
+	// contract.UpdaterStatusOf) is not carried: its floor, verification and rounds are
+	// that workload's.
+	if pr := p.prev; pr != nil && contract.UpdaterStatusFor(pr, gfa.Spec.TargetRef) {
 		st.LastEvictionTime = pr.LastEvictionTime.DeepCopy()
 		st.LastInPlaceUpdateTime = pr.LastInPlaceUpdateTime.DeepCopy()
 		st.Verification = pr.Verification.DeepCopy()

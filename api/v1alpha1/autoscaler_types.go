@@ -352,6 +352,13 @@ type UpdaterStatus struct {
 	// ObservedGeneration is the autoscaler generation the updater last evaluated.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// TargetRef is the workload this status was written for (spec.targetRef then). Its
+	// floor, held compute, shrink verification and last replacement times are that
+	// workload's: after spec.targetRef moves to another workload nothing applies them
+	// to the new one (contract.UpdaterStatusOf). Unset in statuses of earlier versions,
+	// which are taken as the current target's.
+	// +optional
+	TargetRef *autoscalingv1.CrossVersionObjectReference `json:"targetRef,omitempty"`
 
 	// ResizeWindowOpen is true while a resize window is open (always true without
 	// windows).
