@@ -44,9 +44,14 @@ const (
 const kedaRecheck = 5 * time.Minute
 
 // gpuMetricPattern matches metric names (and KEDA trigger metadata) that measure GPU
-// utilisation: DCGM fields (DCGM_FI_DEV_GPU_UTIL, DCGM_FI_PROF_GR_ENGINE_ACTIVE, …) and
-// anything naming the GPU (gpu_utilization, hami_…_gpu_…, GPU_UTIL).
-var gpuMetricPattern = regexp.MustCompile(`(?i)dcgm|gpu`)
+// utilisation: DCGM fields (DCGM_FI_DEV_GPU_UTIL, DCGM_FI_PROF_GR_ENGINE_ACTIVE, …),
+// anything naming the GPU (gpu_utilization, hami_…_gpu_…, GPU_UTIL), HAMi's
+// per-container utilisation, which names the device instead
+// (hami_container_device_utilization_ratio, legacy Device_utilization_desc_of_container),
+// recording rules named after DCGM's profiling fields without their prefix
+// (job:sm_active:avg5m, …:gr_engine_active:…, tensor_active, sm_occupancy), and NVIDIA
+// exporters' names (nvidia_smi_…, nvml).
+var gpuMetricPattern = regexp.MustCompile(`(?i)dcgm|gpu|device_utili[sz]ation|sm_active|sm_occupancy|gr_engine|tensor_active|nvidia|nvml`)
 
 // ScaledObjectGVK is KEDA's ScaledObject (keda.sh/v1alpha1), read as unstructured so the
 // updater needs neither KEDA's Go module nor its CRD.

@@ -36,6 +36,13 @@ func TestHPAGPUMetric(t *testing.T) {
 		{hpa("b", "Deployment", "web", podsMetric("gpu_utilization_ratio")), "gpu_utilization_ratio"},
 		{hpa("c", "Deployment", "web", cpu, podsMetric("requests_per_second")), ""},
 		{hpa("d", "Deployment", "web", cpu, ext), `prometheus-query{query=avg(DCGM_FI_DEV_GPU_UTIL{pod=~"web-.*"})}`},
+		// GPU utilisation under names without "gpu" or "dcgm": HAMi's per-container
+		// utilisation (both spellings) and recording rules of DCGM's profiling fields.
+		{hpa("e", "Deployment", "web", cpu, podsMetric("hami_container_device_utilization_ratio")), "hami_container_device_utilization_ratio"},
+		{hpa("f", "Deployment", "web", podsMetric("Device_utilization_desc_of_container")), "Device_utilization_desc_of_container"},
+		{hpa("g", "Deployment", "web", podsMetric("inference:sm_active:avg5m")), "inference:sm_active:avg5m"},
+		{hpa("h", "Deployment", "web", podsMetric("job:gr_engine_active:ratio")), "job:gr_engine_active:ratio"},
+		{hpa("i", "Deployment", "web", podsMetric("nvidia_smi_utilization_ratio")), "nvidia_smi_utilization_ratio"},
 	} {
 		if got := HPAGPUMetric(tc.h); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.h.Name, got, tc.want)
