@@ -20,16 +20,26 @@ var oomPatterns = []string{
 	"cuda out of memory",             // PyTorch: "CUDA out of memory. Tried to allocate …"
 	"cuda_error_out_of_memory",       // CUDA driver API
 	"cudaerrormemoryallocation",      // CUDA runtime API
-	"outofmemoryerror",               // torch.cuda.OutOfMemoryError, java.lang.OutOfMemoryError
+	"outofmemory",                    // torch.cuda.OutOfMemoryError, java.lang.OutOfMemoryError, TensorRT "Error Code 2: OutOfMemory"
 	"cublas_status_alloc_failed",     // cuBLAS
 	"cudnn_status_alloc_failed",      // cuDNN
 	"out of memory",                  // generic ("CUDA error: out of memory")
 	"oom when allocating",            // TensorFlow ResourceExhaustedError
-	"resource_exhausted",             // TensorFlow / XLA
 	"failed to allocate memory",      // TensorRT, ONNX Runtime
 	"nvml_error_insufficient_memory", // NVML
 	"ran out of memory",              // XLA: "Ran out of memory in memory space hbm"
+	"amount of gpu memory",           // TensorRT: "Requested amount of GPU memory (… bytes) could not be allocated"
 }
+
+// resourceExhausted is the status TensorFlow and XLA report an allocation failure with
+// ("RESOURCE_EXHAUSTED: Failed to allocate request for 64.00MiB … on device ordinal
+// 0"), and gRPC a message over its size limit or a quota: it is an out-of-memory error
+// only when the message also speaks of memory or an allocation (resourceExhaustedOOM).
+const resourceExhausted = "resource_exhausted"
+
+// resourceExhaustedOOM are the fragments that make a RESOURCE_EXHAUSTED message an
+// out-of-memory error.
+var resourceExhaustedOOM = []string{"alloc", "memory"}
 
 // hamiOOM matches HAMi-core's out-of-memory log line, "Device 0 OOM <used> / <limit>"
 // (bytes), which no generic pattern matches.
@@ -112,7 +122,9 @@ func (t Termination) String() string {
 
 // IsOOM reports whether a terminated state is an out-of-memory exit: reason OOMKilled
 // (whatever the restart count or restart policy), HAMi-core's "Device N OOM <used> /
-// <limit>", or a message with a GPU or host out-of-memory error (oomPatterns).
+// <limit>", or a message with a GPU or host out-of-memory error (oomPatterns, or
+// RESOURCE_EXHAUSTED about memory or an allocation; gRPC's message-size and quota
+// RESOURCE_EXHAUSTED is not one).
 func IsOOM(reason, message string) bool {
 	if reason == "OOMKilled" {
 		return true
@@ -124,6 +136,13 @@ func IsOOM(reason, message string) bool {
 	for _, p := range oomPatterns {
 		if strings.Contains(m, p) {
 			return true
+		}
+	}
+	if strings.Contains(m, resourceExhausted) {
+		for _, p := range resourceExhaustedOOM {
+			if strings.Contains(m, p) {
+				return true
+			}
 		}
 	}
 	return false

@@ -23,6 +23,15 @@ func TestIsOOM(t *testing.T) {
 		{"Error", "CUBLAS_STATUS_ALLOC_FAILED when calling cublasCreate(handle)", true},
 		{"Error", "ResourceExhaustedError: OOM when allocating tensor with shape[1024,1024]", true},
 		{"Error", "XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate", true},
+		// Other spellings of a GPU out-of-memory error.
+		{"Error", "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Failed to allocate request for 64.00MiB (67108864B) on device ordinal 0", true},
+		{"Error", "[TRT] [E] 2: [virtualMemoryBuffer.cpp::resizePhysical::145] Error Code 2: OutOfMemory (no further information)", true},
+		{"Error", "[TRT] [E] Requested amount of GPU memory (1073741824 bytes) could not be allocated. There may not be enough free memory for allocation to succeed.", true},
+		{"Error", "[HAMI-core ERROR (pid:12 thread=140 allocator.c:48)]: Device 0 OOM 8589934592 / 8589934592", true},
+		// gRPC's RESOURCE_EXHAUSTED is a message size or a quota, not memory: no floor
+		// may be raised for it.
+		{"Error", "grpc._channel._InactiveRpcError: status = StatusCode.RESOURCE_EXHAUSTED details = \"Received message larger than max (8388653 vs. 4194304)\"", false},
+		{"Error", "rpc error: code = ResourceExhausted desc = RESOURCE_EXHAUSTED: quota exceeded for requests per minute", false},
 		{"Error", "panic: index out of range", false},
 		{"Completed", "", false},
 		{"Error", "", false},
