@@ -3,11 +3,13 @@ package updater
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -135,6 +137,44 @@ func (c *capacity) take(p *corev1.Pod) {
 			ng.Shared[j].Tenants = append(ng.Shared[j].Tenants, DeviceTenant{UID: p.UID, MemoryBytes: m, Created: p.CreationTimestamp.Time})
 		}
 	}
+}
+
+// released returns a copy of nodes with what pod takes (take: its GPU resource, HAMi
+// device memory and slots, KAI group memory) given back on its node: the capacity its
+// replacement finds when the controller creates it only once the pod is gone
+// (replacedOnceGone). nodes itself is not changed.
+func released(nodes []NodeGPUs, pod *corev1.Pod, cfg backend.Config) []NodeGPUs {
+	out := make([]NodeGPUs, len(nodes))
+	copy(out, nodes)
+	for i := range out {
+		ng := &out[i]
+		if ng.Name != pod.Spec.NodeName {
+			continue
+		}
+		ng.Shared = slices.Clone(ng.Shared)
+		ng.FreeGPUs += podRequest(pod, cfg.GPUResource)
+		for _, a := range workload.HAMiDevices(pod) {
+			if j := slices.IndexFunc(ng.Shared, func(d SharedGPU) bool { return d.ID == a.UUID }); j >= 0 && a.MemoryMiB >= 0 {
+				ng.Shared[j].FreeMemory += a.MemoryMiB * backend.MiB
+				ng.Shared[j].FreeSlots++
+			}
+		}
+		if g := pod.Labels[LabelKAIGPUGroup]; g != "" {
+			if j := slices.IndexFunc(ng.Shared, func(d SharedGPU) bool { return d.ID == g }); j >= 0 {
+				ng.Shared[j].FreeMemory += kaiPodMemory(pod, cfg, ng.GPUMemory)
+			}
+		}
+	}
+	return out
+}
+
+// replacedOnceGone reports whether pod's controller creates its replacement only once
+// the pod is gone: a StatefulSet recreates a pod of the same name (its identity) after
+// the old one is deleted, whereas a ReplicaSet or a Job creates one as soon as the pod
+// is terminating, while it still holds its GPU.
+func replacedOnceGone(pod *corev1.Pod) bool {
+	c := metav1.GetControllerOf(pod)
+	return c != nil && c.Kind == "StatefulSet" && strings.HasPrefix(c.APIVersion, "apps/")
 }
 
 // kaiPodMemory is the memory of its GPU, bytes, that a KAI fraction pod takes: its

@@ -197,7 +197,12 @@ func (u *Updater) placementGate(ctx context.Context, cy *cycle, c *candidate) (i
 	}
 	p := c.p
 	repl := replacementNeed(c.pod, c.alloc, p.targets, p.backend, u.Config.Backend, p.overhead)
-	at, why := Placeable(repl, cy.capacity)
+	nodes := cy.capacity
+	if replacedOnceGone(c.pod) {
+		// The replacement comes once the pod is gone: what the pod holds is free for it.
+		nodes = released(nodes, c.pod, u.Config.Backend)
+	}
+	at, why := Placeable(repl, nodes)
 	if at >= 0 || why == "" {
 		return at, repl, true
 	}
