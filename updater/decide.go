@@ -54,6 +54,11 @@ type Need struct {
 	Grow, Shrink bool
 	// Urgent is true when a growth is protective and may apply outside windows.
 	Urgent bool
+	// Protective is true when a growth protects the pod (an out-of-memory exit, memory
+	// near its limit, a latency breach, a rollback), whether or not urgentGrowth lets it
+	// apply outside windows (Urgent): it rests on what the pod uses now or on the
+	// updater's floor, not only on a current recommendation.
+	Protective bool
 	// Rollback is true when the pod is below the rollback floor.
 	Rollback bool
 	// OutOfBounds is true when a change is needed because a resource is outside the
@@ -216,8 +221,9 @@ func (n *Need) add(v verdict, urgentGrowth bool) {
 	if len(v.grow) > 0 {
 		n.Grow = true
 		n.Reasons = append(n.Reasons, v.grow...)
-		if (v.rollback || v.protective) && urgentGrowth {
-			n.Urgent = true
+		if v.rollback || v.protective {
+			n.Protective = true
+			n.Urgent = n.Urgent || urgentGrowth
 		}
 		n.Rollback = n.Rollback || v.rollback
 		n.OutOfBounds = n.OutOfBounds || v.outOfBounds

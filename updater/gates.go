@@ -61,12 +61,12 @@ func heldGate(c *candidate) (string, string) {
 // done is lost and, for a Job, the evicted or deleted pod counts as a failure against
 // its backoffLimit (a Job at its limit fails for good, with no replacement at all). Its
 // workload's next pods (retries, further completions, the next scheduled run) get the
-// recommendation from the webhook. Urgent growth (an out-of-memory exit, a peak near
-// the limit, a rollback, a latency breach) still replaces it: the run is failing or
-// about to. In place (no eviction) is not held.
+// recommendation from the webhook. Protective growth (an out-of-memory exit, a peak
+// near the limit, a rollback, a latency breach) still replaces it: the run is failing
+// or about to. In place (no eviction) is not held.
 func runToCompletionGate(c *candidate) (string, string) {
 	rp := c.pod.Spec.RestartPolicy
-	if c.need.Urgent || c.need.Rollback || c.action == gpufracv1.PodUpdateInPlace || rp == "" || rp == corev1.RestartPolicyAlways {
+	if c.need.Protective || c.action == gpufracv1.PodUpdateInPlace || rp == "" || rp == corev1.RestartPolicyAlways {
 		return "", ""
 	}
 	return SkipRunToCompletion, fmt.Sprintf("pod runs to completion (restartPolicy %s): replacing it would end its run and count as a failure of its Job; its workload's next pods get the recommendation", rp)
@@ -101,11 +101,13 @@ func modeGate(c *candidate) (string, string) {
 // recommendationGate: a recommendation the webhook would not apply.
 func recommendationGate(c *candidate) (string, string) { return c.p.recSkip, c.p.recMsg }
 
-// recommenderGate: for a change that is not urgent, a recommender instance that is not
-// keeping the recommendation current (its status Lease is stale: recommenderStale). Urgent
-// growth protects a pod from what it uses now, so an old target still serves it.
+// recommenderGate: for a change that is not protective, a recommender instance that is
+// not keeping the recommendation current (its status Lease is stale: recommenderStale).
+// Protective growth protects a pod from what it uses now, so an old target still serves
+// it, and a rollback reaches the updater's own floor: neither needs a current
+// recommendation, whether urgentGrowth makes them urgent or they wait for a window.
 func recommenderGate(c *candidate) (string, string) {
-	if c.p.staleMsg == "" || c.need.Urgent {
+	if c.p.staleMsg == "" || c.need.Protective {
 		return "", ""
 	}
 	return SkipRecommenderStale, c.p.staleMsg

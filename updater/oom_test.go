@@ -81,6 +81,44 @@ func publishFloor(f *fixture, mem string) {
 		Until:      metav1.NewTime(f.now.Add(time.Hour)), Reason: "test"}}
 }
 
+// A rollback to the floor and an out-of-memory growth are protective: they land while
+// the recommender's status Lease is stale (the floor is the updater's own; an old target
+// still protects a pod from what it uses now), also with urgentGrowth: false, where they
+// wait for a window instead of going ahead at once (issue 14 kind 6).
+func TestProtectiveGrowthLandsWithStaleRecommender(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		urgent bool
+		oom    bool
+	}{
+		{"rollback, urgent growth", true, false},
+		{"rollback, urgentGrowth false", false, false},
+		{"out of memory, urgentGrowth false", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 2, 1)
+			f.gfa.Spec.UpdatePolicy.UrgentGrowth = &tc.urgent
+			if tc.oom {
+				f.setTarget("1200Mi", "1100Mi", "2Gi") // 17 % above; inside the bounds
+				f.pods[0].Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", RestartCount: 1, LastTerminationState: corev1.ContainerState{
+					Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: "CUDA out of memory", FinishedAt: metav1.NewTime(f.now.Add(-time.Minute))}}}}
+			} else {
+				publishFloor(f, "2Gi")
+			}
+			f.cfg.RecommenderLeaseMaxAge = 10 * time.Minute // no recommender Lease at all: stale
+			f.build()
+			f.run()
+			if tc.oom {
+				f.run() // the exit's floor is published first (awaiting-floor)
+			}
+			if live := f.livePods(); len(live) != 1 {
+				st := f.status()
+				t.Fatalf("pods %v: want one replaced (blocked %s: %s)", live, st.BlockedReason, st.BlockedMessage)
+			}
+		})
+	}
+}
+
 // TestRollbackLandsWithoutRecommendation: a published floor of 2Gi above pods of 1Gi
 // whose recommendation stays at 1Gi (the recommender has not caught up) still replaces
 // a pod, urgently, outside any resize window (issue 14 kind 6).
