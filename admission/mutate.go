@@ -250,12 +250,17 @@ func (m *Mutator) autoscalersOf(ctx context.Context, pod *corev1.Pod) (workload.
 		klog.FromContext(ctx).Error(err, "Listing autoscalers from the cache", "namespace", pod.Namespace)
 		return ref, nil, &outcome{skip: SkipInternalError}
 	}
-	if len(list.Items) == 0 {
-		return ref, nil, &outcome{skip: SkipNoAutoscaler}
-	}
-	all := make([]*gpufracv1.GPUFractionAutoscaler, len(list.Items))
+	// The index matches kind and name only: an autoscaler whose targetRef names them in
+	// another API group targets no such workload for the recommender and the updater
+	// (workload.Resolve), and must not be put in charge here either.
+	var all []*gpufracv1.GPUFractionAutoscaler
 	for i := range list.Items {
-		all[i] = &list.Items[i]
+		if workload.MayTarget(list.Items[i].Spec.TargetRef) {
+			all = append(all, &list.Items[i])
+		}
+	}
+	if len(all) == 0 {
+		return ref, nil, &outcome{skip: SkipNoAutoscaler}
 	}
 	return ref, all, nil
 }

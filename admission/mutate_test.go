@@ -723,3 +723,32 @@ func TestMutateComputeRequest(t *testing.T) {
 		}
 	}
 }
+
+// An older autoscaler whose targetRef names the workload's kind and name in another
+// API group (extensions/v1beta1, admitted while the validating webhook was down) does
+// not target it: the recommender and the updater cannot resolve it and put the other
+// autoscaler in charge, so the webhook writes the other's recommendation too, instead
+// of admitting every pod unchanged for the older one.
+func TestMutateIgnoresAutoscalerOfAnotherGroup(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	for _, apiVersion := range []string{"extensions/v1beta1", "apps/v1/extra"} {
+		t.Run(apiVersion, func(t *testing.T) {
+			old := autoscaler("a-web", gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi)
+			old.CreationTimestamp = metav1.NewTime(t0)
+			old.Spec.TargetRef.APIVersion = apiVersion
+			cur := autoscaler("z-web", gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi)
+			cur.CreationTimestamp = metav1.NewTime(t0.Add(time.Minute))
+			m := mutator(t, Config{}, old, cur, recommendation("z-web", 80, containerRec("main", "2Gi", "")))
+			o, _, got := handle(t, m, podOf(gpuContainer("main", 1)))
+			if o.skip != "" {
+				t.Fatalf("skipped %s %v: want z-web's recommendation", o.skip, o.warnings)
+			}
+			if v, _ := resourceValue(&got.Spec.Containers[0], "limits", "nvidia.com/gpumem"); v != 2048 {
+				t.Errorf("gpumem %d MiB, want 2048 (z-web's recommendation)", v)
+			}
+			if len(o.warnings) > 0 && strings.Contains(strings.Join(o.warnings, " "), "a-web") {
+				t.Errorf("warnings %v name a-web as a duplicate", o.warnings)
+			}
+		})
+	}
+}

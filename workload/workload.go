@@ -89,6 +89,24 @@ func Resolve(ctx context.Context, c client.Reader, scale ScaleChecker, namespace
 	return r, scale(ctx, namespace, gv.WithKind(ref.Kind), ref.Name)
 }
 
+// MayTarget reports whether ref, an autoscaler's spec.targetRef, can name a workload
+// whose pods' top-most controller (Owners.TopController) has ref's kind and name: its
+// apiVersion parses, and a native kind (Deployment, StatefulSet, …) is in its own API
+// group or gives none (Resolve takes a native kind's name in another group for another
+// kind, which no pod's top-most controller of that name is). An autoscaler for which it
+// is false
+// (extensions/v1beta1 Deployment, admitted while the validating webhook was down) is
+// never resolved by the recommender and the updater, so the webhook must not count it
+// among the workload's autoscalers either.
+func MayTarget(ref autoscalingv1.CrossVersionObjectReference) bool {
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil {
+		return false
+	}
+	gvk, native := nativeKinds[ref.Kind]
+	return !native || ref.APIVersion == "" || gv.Group == gvk.Group
+}
+
 // Owners finds the top-most controller of pods, memoising the owner lookups of one cycle.
 // It reads ReplicaSets and Jobs (the kinds that sit between a pod and its workload) from
 // the cache; any other owner kind is taken as top-most.
