@@ -174,3 +174,35 @@ func TestRepeatedOOMAtTheFloorRaisesIt(t *testing.T) {
 		t.Errorf("events %v", evs)
 	}
 }
+
+// An out-of-memory exit at a whole GPU raises the floor above one GPU (19.2Gi of a
+// 16Gi GPU), which no pod can get: pods at one GPU are in date, not replaced urgently
+// every cycle by pods at one GPU again, while a pod below one GPU still grows to it.
+func TestFloorAboveOneGPUReplacesNoPodAtOneGPU(t *testing.T) {
+	f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 3, 16)
+	f.cfg.Backend.GPUMemoryBytes = 16 << 30
+	f.setTarget("12Gi", "10Gi", "16Gi")
+	f.pods[0].Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", RestartCount: 1, LastTerminationState: corev1.ContainerState{
+		Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: "CUDA out of memory", FinishedAt: metav1.NewTime(f.now.Add(-time.Minute))}}}}
+	f.build()
+	for range 3 {
+		f.run()
+	}
+	if got := floorMemory(f.status().Floor, "main"); got != bump12(16<<30) {
+		t.Fatalf("floor %d, want %d", got, bump12(16<<30))
+	}
+	if live := f.livePods(); len(live) != 3 {
+		t.Fatalf("pods %v: pods at one GPU replaced towards a floor above one GPU", live)
+	}
+
+	// A pod holding less than one GPU grows to one GPU.
+	g := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 2, 8)
+	g.cfg.Backend.GPUMemoryBytes = 16 << 30
+	g.setTarget("8Gi", "6Gi", "10Gi")
+	publishFloor(g, "20Gi")
+	g.build()
+	g.run()
+	if live := g.livePods(); len(live) != 1 {
+		t.Fatalf("pods %v: want one pod below one GPU grown to it", live)
+	}
+}

@@ -218,8 +218,21 @@ func (p *plan) rules(cfg Config, computeHeld bool) Rules {
 	if f := p.st.Floor; f != nil {
 		r.Floor = map[string]Alloc{}
 		for _, c := range f.Containers {
-			r.Floor[c.ContainerName] = Alloc{Memory: contract.BytesOf(c.Memory), Compute: contract.MilliOf(c.Compute)}
+			r.Floor[c.ContainerName] = writableFloor(Alloc{Memory: contract.BytesOf(c.Memory), Compute: contract.MilliOf(c.Compute)}, cfg.Backend.GPUMemoryBytes)
 		}
 	}
 	return r
+}
+
+// writableFloor is a rollback floor as the webhook writes it into a pod: memory at most
+// one GPU (gpuMemoryBytes; 0: unknown) and compute at most one GPU (1000m). An
+// out-of-memory exit at a whole GPU raises the floor above one GPU (VPA's bump), which no
+// pod can get: compared uncapped, every pod at one GPU would stay below it and be
+// replaced urgently, cycle after cycle, by a pod at one GPU again.
+func writableFloor(f Alloc, gpuMemoryBytes int64) Alloc {
+	if gpuMemoryBytes > 0 && f.Memory > gpuMemoryBytes {
+		f.Memory = gpuMemoryBytes
+	}
+	f.Compute = min(f.Compute, 1000)
+	return f
 }
