@@ -241,6 +241,28 @@ func Unsafe(reason, format string, args ...any) *UnsafeError {
 	return &UnsafeError{Reason: reason, Message: fmt.Sprintf(format, args...)}
 }
 
+// LargestFraction is the most memory, bytes, that backend bt writes as a fraction of one
+// GPU under cfg (Target.MemoryBytes: the target plus overhead, after the webhook's cap
+// at one GPU). A pod that needs more is admitted unchanged, with the whole GPU it asks
+// for (UnsafeWholeGPU): KAI's gpu-memory must stay below the GPU's usable MiB
+// (UsableGPUMemoryBytes) and its gpu-fraction below 1 of the usable memory, in
+// hundredths rounded up; NVFractions' gpu-memory below one GPU's MiB. The other
+// backends write up to one GPU (GPUMemoryBytes). The updater uses it so that it never
+// replaces a pod at a whole GPU for a fraction the webhook would not write.
+func LargestFraction(bt gpufracv1.BackendType, cfg Config) int64 {
+	switch bt {
+	case gpufracv1.BackendKAI:
+		usable := cfg.UsableGPUMemoryBytes()
+		if cfg.KAI.Mode == KAIModeFraction {
+			return usable * 99 / 100 // ceil(m × 100 / usable) ≤ 99
+		}
+		return (usable/MiB - 1) * MiB // ceilMiB(m) < usable MiB
+	case gpufracv1.BackendKAINVFractions:
+		return (cfg.GPUMemoryBytes/MiB - 1) * MiB // ceilMiB(m) < GPU MiB
+	}
+	return cfg.GPUMemoryBytes
+}
+
 // ceilMiB rounds bytes up to whole MiB (at least 1).
 func ceilMiB(bytes int64) int64 {
 	m := (bytes + MiB - 1) / MiB

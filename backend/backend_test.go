@@ -626,3 +626,36 @@ func TestNVFractionsRequestLimit(t *testing.T) {
 		t.Errorf("Validate = %v", err)
 	}
 }
+
+// LargestFraction is exactly the boundary of each backend's Apply: that much memory is
+// written as a fraction, one byte more makes the pod whole-GPU (admitted unchanged).
+func TestLargestFraction(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		bt   gpufracv1.BackendType
+		cfg  Config
+	}{
+		{"kai gpu-memory", gpufracv1.BackendKAI, Config{GPUMemoryBytes: 16 << 30, KAI: KAIConfig{ReservedMemoryBytes: 1 << 30}}},
+		{"kai gpu-fraction", gpufracv1.BackendKAI, Config{GPUMemoryBytes: 15 << 30, KAI: KAIConfig{Mode: KAIModeFraction, ReservedMemoryBytes: 600 << 20}}},
+		{"kai-nvfractions", gpufracv1.BackendKAINVFractions, Config{GPUMemoryBytes: 16 << 30}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := backend(t, tc.cfg.WithDefaults(), tc.bt)
+			lim := LargestFraction(tc.bt, tc.cfg.WithDefaults())
+			for _, m := range []int64{lim, lim + 1} {
+				tg := target("main", 0, 1, -1)
+				tg.MemoryBytes = m
+				_, err := b.Apply(podOf(gpuContainer("main", 1)), []*Target{tg})
+				if m == lim && err != nil {
+					t.Errorf("%d bytes (LargestFraction): %v, want written", m, err)
+				}
+				if m > lim {
+					wantUnsafe(t, err, UnsafeWholeGPU)
+				}
+			}
+		})
+	}
+	if got := LargestFraction(gpufracv1.BackendHAMi, Config{GPUMemoryBytes: 16 << 30}); got != 16<<30 {
+		t.Errorf("hami: %d, want one GPU", got)
+	}
+}

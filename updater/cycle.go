@@ -231,7 +231,7 @@ func (u *Updater) plan(ctx context.Context, cy *cycle, gfa *gpufracv1.GPUFractio
 	rules := p.rules(u.Config, computeHeld)
 	p.targets = contract.TargetsOf(gfa, p.gfr)
 	if p.recSkip == "" {
-		p.recSkip, p.recMsg = p.unwritable(u.Config.Backend.GPUMemoryBytes)
+		p.recSkip, p.recMsg = p.unwritable(u.Config.Backend)
 	}
 	p.heldPending = p.publishHeldCompute()
 	p.floorPending = p.publishFloor(now)

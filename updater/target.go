@@ -142,7 +142,10 @@ func (u *Updater) recommendation(ctx context.Context, gfa *gpufracv1.GPUFraction
 // of gpuMemoryBytes, a compute target outside 0–1 GPU; the webhook then admits the pod
 // unchanged) and a replacement would come back as the pod is, so none is made. It
 // happens where the recommender and the webhook are given different GPU sizes
-// (--gpu-memory) or a recommendation was edited; otherwise it returns "", "".
+// (--gpu-memory) or a recommendation was edited; otherwise it returns "", "". A memory
+// target that, with the webhook's overhead, is more than the backend writes as a
+// fraction (backend.LargestFraction: KAI's usable memory, NVFractions' one GPU) counts
+// as above one GPU: the webhook admits that pod unchanged too.
 //
 // A memory target above one GPU is not a skip while a pod of the container holds a
 // fraction below one GPU (read by readAllocations): its replacement comes back unchanged,
@@ -150,7 +153,8 @@ func (u *Updater) recommendation(ctx context.Context, gfa *gpufracv1.GPUFraction
 // The container's target and bounds are then capped at one GPU (wholeGPU), so those
 // pods grow by the usual rules (protective growth included) and a pod already holding a
 // whole GPU is in date.
-func (p *plan) unwritable(gpuMemoryBytes int64) (string, string) {
+func (p *plan) unwritable(cfg backend.Config) (string, string) {
+	gpuMemoryBytes := cfg.GPUMemoryBytes
 	names := map[string]bool{}
 	for _, pod := range p.pods {
 		for _, pc := range workload.Containers(pod) {
@@ -163,6 +167,12 @@ func (p *plan) unwritable(gpuMemoryBytes int64) (string, string) {
 			continue
 		}
 		msg, tooLarge := t.UnwritableMemory(gpuMemoryBytes)
+		if lim := backend.LargestFraction(p.backend, cfg); msg == "" && lim < gpuMemoryBytes && t.ControlsMemory && t.Memory > 0 && t.Memory+p.overhead > lim {
+			// KAI's fractions stop below the GPU's usable memory, NVFractions' below one
+			// GPU: the webhook admits such a pod unchanged, with its whole GPU.
+			msg, tooLarge = fmt.Sprintf("memory target %s of container %s plus overhead %s is more than the %s backend writes as a fraction (%s): the pod keeps its whole GPU",
+				fmtBytes(t.Memory), name, fmtBytes(p.overhead), p.backend, fmtBytes(lim)), true
+		}
 		if msg == "" || tooLarge {
 			if c := t.UnwritableCompute(); c != "" {
 				msg, tooLarge = c, false
