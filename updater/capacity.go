@@ -8,8 +8,10 @@ import (
 	"strconv"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -170,11 +172,49 @@ func released(nodes []NodeGPUs, pod *corev1.Pod, cfg backend.Config) []NodeGPUs 
 
 // replacedOnceGone reports whether pod's controller creates its replacement only once
 // the pod is gone: a StatefulSet recreates a pod of the same name (its identity) after
-// the old one is deleted, whereas a ReplicaSet or a Job creates one as soon as the pod
-// is terminating, while it still holds its GPU.
-func replacedOnceGone(pod *corev1.Pod) bool {
+// the old one is deleted, and a DaemonSet without maxSurge creates none on a node while
+// its pod there is terminating; a ReplicaSet or a Job creates one as soon as the pod is
+// terminating, while it still holds its GPU, and so does a DaemonSet with maxSurge. A
+// DaemonSet that cannot be read counts as one with maxSurge.
+func (u *Updater) replacedOnceGone(ctx context.Context, pod *corev1.Pod) bool {
 	c := metav1.GetControllerOf(pod)
-	return c != nil && c.Kind == "StatefulSet" && strings.HasPrefix(c.APIVersion, "apps/")
+	if c == nil || !strings.HasPrefix(c.APIVersion, "apps/") {
+		return false
+	}
+	switch c.Kind {
+	case "StatefulSet":
+		return true
+	case "DaemonSet":
+		ds := &appsv1.DaemonSet{}
+		if err := u.apiReader().Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: c.Name}, ds); err != nil {
+			return false
+		}
+		ru := ds.Spec.UpdateStrategy.RollingUpdate
+		if ds.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType || ru == nil || ru.MaxSurge == nil {
+			return true
+		}
+		surge, err := intstr.GetScaledValueFromIntOrPercent(ru.MaxSurge, 100, true)
+		return err == nil && surge == 0
+	}
+	return false
+}
+
+// ownNodeOnly reports whether pod's replacement can run only on the pod's node: a
+// DaemonSet's pod (the DaemonSet pins each pod to its node).
+func ownNodeOnly(pod *corev1.Pod) bool {
+	c := metav1.GetControllerOf(pod)
+	return c != nil && c.Kind == "DaemonSet" && strings.HasPrefix(c.APIVersion, "apps/") && pod.Spec.NodeName != ""
+}
+
+// onNode returns the entry of nodes named node (none when it is not among them: not
+// Ready, unschedulable or without the GPU resource) and its index in nodes.
+func onNode(nodes []NodeGPUs, node string) ([]NodeGPUs, []int) {
+	for i := range nodes {
+		if nodes[i].Name == node {
+			return nodes[i : i+1 : i+1], []int{i}
+		}
+	}
+	return []NodeGPUs{}, []int{}
 }
 
 // kaiPodMemory is the memory of its GPU, bytes, that a KAI fraction pod takes: its

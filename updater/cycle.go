@@ -180,6 +180,9 @@ type candidate struct {
 	need   Need
 	action gpufracv1.PodUpdateAction
 	upd    gpufracv1.PodUpdate
+	// releases: the pod's controller replaces it only once it is gone, so the placement
+	// check gave its GPU to the replacement (placementGate, replacedOnceGone).
+	releases bool
 }
 
 // skip records why the candidate was not changed this cycle.

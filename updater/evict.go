@@ -39,7 +39,7 @@ func (u *Updater) evict(ctx context.Context, cy *cycle, c *candidate, placeAt in
 			"autoscaler", klog.KObj(c.p.gfa), "pod", klog.KObj(c.pod), "err", err.Error())
 	}
 	evictionsTotal.WithLabelValues(ResultEvicted).Inc()
-	if cy.capacity != nil && replacedOnceGone(c.pod) {
+	if cy.capacity != nil && c.releases {
 		cy.capacity = released(cy.capacity, c.pod, u.Config.Backend) // placementGate placed it so
 	}
 	reserve(cy.capacity, placeAt, repl)

@@ -197,14 +197,24 @@ func (u *Updater) placementGate(ctx context.Context, cy *cycle, c *candidate) (i
 	}
 	p := c.p
 	repl := replacementNeed(c.pod, c.alloc, p.targets, p.backend, u.Config.Backend, p.overhead)
-	nodes := cy.capacity
-	if replacedOnceGone(c.pod) {
+	nodes, index := cy.capacity, []int(nil)
+	if ownNodeOnly(c.pod) {
+		// A DaemonSet's replacement runs on the pod's node, never elsewhere.
+		nodes, index = onNode(nodes, c.pod.Spec.NodeName)
+	}
+	if c.releases = u.replacedOnceGone(ctx, c.pod); c.releases {
 		// The replacement comes once the pod is gone: what the pod holds is free for it.
 		nodes = released(nodes, c.pod, u.Config.Backend)
 	}
 	at, why := Placeable(repl, nodes)
+	if at >= 0 && index != nil {
+		at = index[at]
+	}
 	if at >= 0 || why == "" {
 		return at, repl, true
+	}
+	if index != nil {
+		why = fmt.Sprintf("its DaemonSet runs it on node %s only: %s", c.pod.Spec.NodeName, why)
 	}
 	c.skip(SkipNoCapacity, fmt.Sprintf("the replacement of pod %s could not be placed: %s; the pod is kept", c.pod.Name, why))
 	p.unplaceable = true
