@@ -137,3 +137,28 @@ func TestPodNeedNativeSidecar(t *testing.T) {
 		t.Errorf("need %+v, want 1 GPU with 3072 MiB", r)
 	}
 }
+
+// TestPlacementOnNodesThePodMayRun: a device with room on a node the pod does not
+// tolerate (or select) does not make a replacement placeable; on a node it may run on,
+// it does.
+func TestPlacementOnNodesThePodMayRun(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		taint   bool
+		evicted bool
+	}{{"tainted node with room", true, false}, {"node with room", false, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := hamiFixture(t, 12, 2, 14336) // no room on n1 for 3Gi
+			f.objs = append(f.objs, gpuNode("n2", 40, map[string]string{AnnotationHAMiNodeRegister: "GPU-9,10,81920,100,NVIDIA,0,true:"}, func(n *corev1.Node) {
+				if tc.taint {
+					n.Spec.Taints = []corev1.Taint{{Key: "dedicated", Value: "other", Effect: corev1.TaintEffectNoSchedule}}
+				}
+			}))
+			f.build()
+			f.run()
+			if got := len(f.evictedDevices()) > 0; got != tc.evicted {
+				t.Fatalf("evicted %v, want %v", f.evictedDevices(), tc.evicted)
+			}
+		})
+	}
+}

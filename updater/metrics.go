@@ -137,5 +137,5 @@ var (
 // metrics.Registry in cmd/updater). It returns the first registration error.
 func Register(reg prometheus.Registerer) error {
 	return promreg.Register(reg, evictionsTotal, inPlaceTotal, skipsTotal, rollbacksTotal, cycleDuration, podsOutOfDate, podsMismatched,
-		podsRecordInvalid, admissionAvailable, recommenderAvailable)
+		podsRecordInvalid, admissionAvailable, recommenderAvailable, consolidationsTotal)
 }

@@ -197,23 +197,29 @@ func (u *Updater) placementGate(ctx context.Context, cy *cycle, c *candidate) (i
 	}
 	p := c.p
 	repl := replacementNeed(c.pod, c.alloc, p.targets, p.backend, u.Config.Backend, p.overhead)
-	nodes, index := cy.capacity, []int(nil)
+	// Only the nodes the replacement may run on (its node selector, affinity and taints).
+	nodes, index := runnable(cy.capacity, c.pod)
 	if ownNodeOnly(c.pod) {
 		// A DaemonSet's replacement runs on the pod's node, never elsewhere.
-		nodes, index = onNode(nodes, c.pod.Spec.NodeName)
+		var on []int
+		nodes, on = onNode(nodes, c.pod.Spec.NodeName)
+		for i, j := range on {
+			on[i] = index[j]
+		}
+		index = on
 	}
 	if c.releases = u.replacedOnceGone(ctx, c.pod); c.releases {
 		// The replacement comes once the pod is gone: what the pod holds is free for it.
 		nodes = released(nodes, c.pod, u.Config.Backend)
 	}
 	at, why := Placeable(repl, nodes)
-	if at >= 0 && index != nil {
+	if at >= 0 {
 		at = index[at]
 	}
 	if at >= 0 || why == "" {
 		return at, repl, true
 	}
-	if index != nil {
+	if ownNodeOnly(c.pod) {
 		why = fmt.Sprintf("its DaemonSet runs it on node %s only: %s", c.pod.Spec.NodeName, why)
 	}
 	c.skip(SkipNoCapacity, fmt.Sprintf("the replacement of pod %s could not be placed: %s; the pod is kept", c.pod.Name, why))
@@ -223,6 +229,18 @@ func (u *Updater) placementGate(ctx context.Context, cy *cycle, c *candidate) (i
 		"replacements could not be placed: "+why+"; out-of-date pods are kept until there is room")
 	klog.FromContext(ctx).Info("Replacement cannot be placed; pod kept", "autoscaler", klog.KObj(p.gfa), "pod", klog.KObj(c.pod), "reason", why)
 	return -1, repl, false
+}
+
+// runnable returns the nodes of nodes that pod's replacement may run on (runsOn: node
+// selector, required node affinity, taints) and, for each, its index in nodes.
+func runnable(nodes []NodeGPUs, pod *corev1.Pod) ([]NodeGPUs, []int) {
+	out, index := make([]NodeGPUs, 0, len(nodes)), make([]int, 0, len(nodes))
+	for i := range nodes {
+		if runsOn(pod, nodes[i].node) {
+			out, index = append(out, nodes[i]), append(index, i)
+		}
+	}
+	return out, index
 }
 
 // reserve takes what r needs from node i of nodes (after an eviction, so that the next
