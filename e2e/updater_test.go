@@ -965,7 +965,7 @@ func updConsolidation(t *testing.T) {
 		return err == nil && appliedMemory(p) == "2Gi", err
 	})
 	scale(t, s.dep, 3)
-	pods := waitApplied(t, s.ns, "app", 3, "2Gi", 90*time.Second)
+	waitApplied(t, s.ns, "app", 3, "2Gi", 90*time.Second)
 	onGPU := func(pods []corev1.Pod) map[string][]string {
 		out := map[string][]string{}
 		for _, p := range pods {
@@ -975,7 +975,11 @@ func updConsolidation(t *testing.T) {
 		}
 		return out
 	}
-	spread := onGPU(pods)
+	var spread map[string][]string
+	waitFor(t, 30*time.Second, "three pods placed on a GPU", func() (bool, error) {
+		spread = onGPU(updPods(t, s.ns, "app"))
+		return len(spread[updConsGPUA])+len(spread[updConsGPUB]) == 3, fmt.Errorf("placed %v", spread)
+	})
 	if len(spread[updConsGPUA]) != 2 || len(spread[updConsGPUB]) != 1 {
 		t.Fatalf("placed %v, want two pods on %s and one on %s", spread, updConsGPUA, updConsGPUB)
 	}
@@ -983,6 +987,7 @@ func updConsolidation(t *testing.T) {
 	binpack.Store(true)
 
 	upd := startUpdater(t, []string{s.ns}, "--consolidate", "--min-pod-age=2s")
+	var pods []corev1.Pod
 	waitFor(t, 90*time.Second, "all three pods on "+updConsGPUA, func() (bool, error) {
 		pods = updPods(t, s.ns, "app")
 		on := onGPU(pods)

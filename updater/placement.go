@@ -90,8 +90,9 @@ type Replacement struct {
 // (Replacement.OpensDevice: or a free GPU that large). Where no node lists shared GPUs
 // (no HAMi registration, no KAI fraction) the GPU resource alone decides for HAMi. A
 // replacement that needs nothing is placeable anywhere (index 0, or -1 with no message
-// when nodes is empty). It is a necessary condition, not the scheduler: node selectors,
-// affinities and taints are not checked.
+// when nodes is empty). It is a necessary condition, not the scheduler: the caller
+// passes only the nodes the pod may run on (placementGate: runnable), and preferences,
+// pod affinity and topology spread are not checked.
 func Placeable(r Replacement, nodes []NodeGPUs) (int, string) {
 	if r.GPUs <= 0 && r.SharedMemory <= 0 {
 		if len(nodes) == 0 {
