@@ -233,7 +233,7 @@ func TestComputeRequestTarget(t *testing.T) {
 // was written from valid samples, the condition False, and no recommendation do not.
 func TestIncompleteData(t *testing.T) {
 	gap := []string{gpufracv1.ReasonPrometheusError, gpufracv1.ReasonPartialResponse, gpufracv1.ReasonNoSamplesWhileRunning,
-		gpufracv1.ReasonAllSamplesFiltered, gpufracv1.ReasonExporterDown}
+		gpufracv1.ReasonAllSamplesFiltered, gpufracv1.ReasonExporterDown, gpufracv1.ReasonHistoryIncomplete}
 	with := func(status metav1.ConditionStatus, reason string) *gpufracv1.GPUFractionRecommendation {
 		r := recommendation(autoscaler("web"), ptr.To[int32](80))
 		meta.SetStatusCondition(&r.Status.Conditions, metav1.Condition{Type: gpufracv1.ConditionMetricsUnavailable, Status: status, Reason: reason, Message: "m"})

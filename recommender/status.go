@@ -212,6 +212,14 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 		keepWithFloor(gfa, st, startOrder(r.cur.templates[w]), now)
 		return
 	}
+	// A history loaded without part of what the written recommendation was made from
+	// (Prometheus' retention, a new Prometheus): kept as written, as for a gap.
+	if msg := r.historyIncomplete(w, old, now); msg != "" {
+		metrics.Incomplete.WithLabelValues(metrics.IncompleteHistory).Inc()
+		set(gpufracv1.ConditionMetricsUnavailable, true, gpufracv1.ReasonHistoryIncomplete, msg)
+		keepWithFloor(gfa, st, startOrder(r.cur.templates[w]), now)
+		return
+	}
 	unattributed := r.unattributed(w)
 	if len(recs) == 0 {
 		r.noRecommendation(w, off, known, unattributed, set)
@@ -366,6 +374,49 @@ func (r *Recommender) multiGPU(w history.WorkloadKey, recs []gpufracv1.Container
 		return ""
 	}
 	return fmt.Sprintf("container %s at once: gpufrac sizes a fraction of one GPU, and a pod using several is left alone", strings.Join(parts, ", "))
+}
+
+// historyIncomplete says which containers of workload w the model holds a shorter
+// history of than the written recommendation old was made from, or "". A
+// recommendation written at LastUpdateTime from HistoryHours of history was made from
+// samples since LastUpdateTime − HistoryHours (the history span never exceeds the
+// wall-clock one; gaps only shorten it); within the history window, a model whose first
+// sample of the container is later than that (by more than two memory aggregation
+// intervals: peaks are stamped at their interval's end) lacks what an earlier
+// recommender read: Prometheus no longer holds it (a retention shorter than
+// --history-length, a new or wiped Prometheus) and this process loaded the history
+// without a usable checkpoint. Recommending from what is left would shrink on a partial
+// history (a peak of three days ago forgotten by a restart), so the written
+// recommendation is kept until the missing span leaves the history window, as a
+// recommender that had run through would forget it. A model that ran continuously
+// never lacks it: its first sample only moves earlier.
+func (r *Recommender) historyIncomplete(w history.WorkloadKey, old *gpufracv1.GPUFractionRecommendation, now time.Time) string {
+	if old.Status.LastUpdateTime == nil {
+		return ""
+	}
+	written := old.Status.LastUpdateTime.Time
+	horizon := now.Add(-r.Config.HistoryLength)
+	slack := 2 * r.model.Options().MemoryAggregationInterval
+	var parts []string
+	for _, c := range old.Status.ContainerRecommendations {
+		from := written.Add(-time.Duration(c.HistoryHours) * time.Hour)
+		if c.HistoryHours <= 0 || !written.After(horizon) {
+			continue
+		}
+		if from.Before(horizon) {
+			from = horizon
+		}
+		s := r.model.Container(history.ContainerKey{WorkloadKey: w, Container: c.ContainerName})
+		if s == nil || s.Empty() || !s.FirstSample.After(from.Add(slack)) {
+			continue // no sample at all is another condition (NoSamples)
+		}
+		parts = append(parts, fmt.Sprintf("container %s: the written recommendation was made from %d h of history, since %s; Prometheus holds it only from %s",
+			c.ContainerName, c.HistoryHours, from.UTC().Format(time.RFC3339), s.FirstSample.UTC().Format(time.RFC3339)))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return strings.Join(parts, "; ") + " (a retention shorter than --history-length, or a new Prometheus, read without a checkpoint): the written recommendation is kept until the missing span leaves the history window"
 }
 
 // missingMemory says which containers got a recommendation without memory although

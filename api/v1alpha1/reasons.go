@@ -26,6 +26,14 @@ const (
 	// (up == 0); the message names the target and the pod. Counted in
 	// gpufrac_recommender_incomplete_data_total{reason="exporter_down"}.
 	ReasonExporterDown = "ExporterDown"
+	// ReasonHistoryIncomplete: the history the recommender holds for a container starts
+	// later than the history the written recommendation was made from, within the
+	// history window: Prometheus no longer holds what an earlier recommender read (a
+	// retention shorter than --history-length, a new or wiped Prometheus) and this
+	// process loaded it without a usable checkpoint. The written recommendation is kept
+	// until the missing span leaves the history window. Counted in
+	// gpufrac_recommender_incomplete_data_total{reason="history_incomplete"}.
+	ReasonHistoryIncomplete = "HistoryIncomplete"
 )
 
 // CappedBelowNeed: a condition of a GPUFractionRecommendation (mirrored on its

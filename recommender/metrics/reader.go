@@ -113,6 +113,10 @@ const (
 	// IncompleteExporterDown: a scrape target that served the series of a running pod
 	// of an autoscaler is down (up == 0); counted per autoscaler and cycle.
 	IncompleteExporterDown = "exporter_down"
+	// IncompleteHistory: the history loaded for an autoscaler's container starts later
+	// than the history its written recommendation was made from (Prometheus no longer
+	// holds it); counted per autoscaler and cycle.
+	IncompleteHistory = "history_incomplete"
 	// IncompleteCountFailed: a diagnostic query failed (the counts of impossible and
 	// unlabelled samples, the pods on down scrape targets, e.g. a timeout over 10,000
 	// pods); the data queries, which filter those samples inside PromQL, succeeded, so
@@ -125,7 +129,7 @@ const (
 // affects.
 var Incomplete = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "gpufrac_recommender_incomplete_data_total",
-	Help: "Prometheus data the recommender did not decide from, by reason (partial_response and count_failed per query; no_samples_while_running, all_samples_filtered and exporter_down per autoscaler and cycle).",
+	Help: "Prometheus data the recommender did not decide from, by reason (partial_response and count_failed per query; no_samples_while_running, all_samples_filtered, exporter_down and history_incomplete per autoscaler and cycle).",
 }, []string{"reason"})
 
 // ErrPartialResponse is matched (errors.Is) by the error a query returns when
