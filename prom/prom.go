@@ -6,6 +6,9 @@
 package prom
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"net/http"
@@ -96,20 +99,63 @@ func (c *Config) API() (promv1.API, error) {
 // Cortex ignore it.
 const PartialResponseParam = "partial_response"
 
+// DenyPartialResponseParam is the query parameter with which VictoriaMetrics' cluster
+// vmselect fails a query rather than answer it without a vmstorage node (its
+// -search.denyPartialResponse per request); the others ignore it.
+const DenyPartialResponseParam = "deny_partial_response"
+
+// PartialWarning is the warning a successful answer that says it is partial without a
+// warning (VictoriaMetrics' "isPartial": true: a vmstorage node did not answer, series
+// may be missing) is read with, so the reader refuses it as it refuses Thanos', Mimir's
+// and Cortex's partial answers (metrics.ErrPartialResponse).
+const PartialWarning = `the answer says "isPartial": true (VictoriaMetrics: a vmstorage node did not answer; series may be missing)`
+
 // NoPartialResponse wraps c so that every request asks for no partial responses
-// (partial_response=false): a backend that supports it fails instead of omitting series.
-// A backend that answers with warnings anyway is still caught by the reader
-// (metrics.ErrPartialResponse).
+// (partial_response=false for Thanos, deny_partial_response=1 for VictoriaMetrics): a
+// backend that supports it fails instead of omitting series. A backend that answers in
+// part anyway is still caught by the reader (metrics.ErrPartialResponse): with warnings,
+// or with "isPartial": true, read as PartialWarning.
 func NoPartialResponse(c api.Client) api.Client { return noPartial{c} }
 
 type noPartial struct{ api.Client }
 
-// URL adds partial_response=false to every endpoint URL; client_golang copies the URL's
-// query into the form it sends, so it reaches both POST and GET requests.
+// URL adds partial_response=false and deny_partial_response=1 to every endpoint URL;
+// client_golang copies the URL's query into the form it sends, so they reach both POST
+// and GET requests.
 func (n noPartial) URL(ep string, args map[string]string) *url.URL {
 	u := n.Client.URL(ep, args)
 	q := u.Query()
 	q.Set(PartialResponseParam, "false")
+	q.Set(DenyPartialResponseParam, "1")
 	u.RawQuery = q.Encode()
 	return u
+}
+
+// Do is the client's, with an answer that says "isPartial": true given PartialWarning
+// among its warnings, for the calls client_golang decodes (label values, series; Query
+// and QueryRange are decoded by NewAPI's answer, which reads it too).
+func (n noPartial) Do(ctx context.Context, req *http.Request) (*http.Response, []byte, error) {
+	resp, body, err := n.Client.Do(ctx, req)
+	if err != nil || !bytes.Contains(body, []byte(`"isPartial"`)) {
+		return resp, body, err
+	}
+	var env map[string]json.RawMessage
+	if json.Unmarshal(body, &env) != nil {
+		return resp, body, err // not an object: client_golang says so
+	}
+	var partial bool
+	if json.Unmarshal(env["isPartial"], &partial) != nil || !partial {
+		return resp, body, err
+	}
+	var warnings []string
+	_ = json.Unmarshal(env["warnings"], &warnings)
+	w, merr := json.Marshal(append(warnings, PartialWarning))
+	if merr != nil {
+		return resp, body, err
+	}
+	env["warnings"] = w
+	if b, merr := json.Marshal(env); merr == nil {
+		body = b
+	}
+	return resp, body, err
 }

@@ -195,6 +195,12 @@ func (a *answer) decode(iter *jsoniter.Iterator, withData bool) error {
 			a.warnings = readStrings(iter, a.warnings)
 		case "infos":
 			a.infos = readStrings(iter, a.infos)
+		case "isPartial": // VictoriaMetrics: a vmstorage node did not answer
+			if iter.WhatIsNext() != jsoniter.BoolValue {
+				iter.Skip()
+			} else if iter.ReadBool() {
+				a.warnings = append(a.warnings, PartialWarning)
+			}
 		case "data":
 			if withData && iter.WhatIsNext() != jsoniter.NilValue {
 				a.value = readResult(iter)
