@@ -160,6 +160,9 @@ type Recommender struct {
 	tracked   map[history.WorkloadKey]*tracking
 	methods   map[history.WorkloadKey]workload.Method
 	lastLoad  time.Time // end of the last successful live load
+	// promHeld says, by time, whether Prometheus holds a memory sample in the window
+	// ending then (promHolds), for the times within the history window.
+	promHeld map[time.Time]bool
 	// missingCounted is the end of the window whose samples without a pod label were
 	// last counted (metrics.DropNoLabels).
 	missingCounted time.Time

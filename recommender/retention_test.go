@@ -97,3 +97,45 @@ func TestRestartOverShorterRetentionKeepsTheRecommendation(t *testing.T) {
 		t.Errorf("memory target %d MiB after the 30000 MiB peaks left the window", got/metrics.MiB)
 	}
 }
+
+// The workload's own gap is no missing history: a workload that ran 8 h, stopped for
+// 40 h and ran again for the last 10 h has a recommendation made (by a recommender that
+// ran through) from its first 8 h, 58 h ago; a restart over a Prometheus that holds the
+// whole 48 h window reads it only from 10 h ago, later than the written history's
+// start, but Prometheus holds other GPU samples then, so nothing is held.
+func TestRestartAfterTheWorkloadsOwnGapIsNoIncompleteHistory(t *testing.T) {
+	objs := singlePodWorkloads("ml", "bursty", "steady")
+	h := newEngineHarness(t, objs, metrics.DCGM{})
+	pods := podsOf(objs)
+	const step = 30 * time.Second
+	end := h.now.Add(10 * time.Hour)
+	from := end.Add(-58 * time.Hour)
+	n := int(end.Sub(from)/step) + 1
+	mem, sm := make([]float64, n), make([]float64, n)
+	for i := range mem {
+		at := from.Add(time.Duration(i) * step)
+		mem[i], sm[i] = promtest.Gap(), promtest.Gap()
+		if at.Before(from.Add(8*time.Hour)) || at.After(end.Add(-10*time.Hour)) {
+			mem[i], sm[i] = 10000, 0.3
+		}
+	}
+	h.prom.Add(t, dcgmLabels(metrics.DCGMFBUsed, pods[0], "GPU-a"), from, step, mem...)
+	h.prom.Add(t, dcgmLabels(metrics.DCGMSMActive, pods[0], "GPU-a"), from, step, sm...)
+	h.prom.Add(t, dcgmLabels(metrics.DCGMFBUsed, pods[1], "GPU-b"), from, step, promtest.Repeat(8000, n)...)
+	h.prom.Add(t, dcgmLabels(metrics.DCGMSMActive, pods[1], "GPU-b"), from, step, promtest.Repeat(0.3, n)...)
+	h.runCycles(t, 1, nil) // at end - 10 h: the first 8 h of the window are bursty's
+	h.now = end
+	h.runCycles(t, 1, nil)
+	if got := h.gfr(t, "ml", "bursty").Status.ContainerRecommendations; len(got) != 1 {
+		t.Fatalf("bursty before the restart: %+v", got)
+	}
+	r := New(h.c, &metrics.Reader{API: h.prom.API(t), Labels: metrics.DefaultLabels}, metrics.DCGM{}, Config{HistoryLength: 48 * time.Hour})
+	h.now = h.now.Add(time.Minute)
+	r.Now = func() time.Time { return h.now }
+	if err := r.RunOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if c := condition(h.gfr(t, "ml", "bursty").Status, gpufracv1.ConditionMetricsUnavailable); !isFalse(c) {
+		t.Errorf("bursty after a restart over the whole window: %+v", c)
+	}
+}

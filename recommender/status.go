@@ -9,12 +9,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -214,7 +216,7 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 	}
 	// A history loaded without part of what the written recommendation was made from
 	// (Prometheus' retention, a new Prometheus): kept as written, as for a gap.
-	if msg := r.historyIncomplete(w, old, now); msg != "" {
+	if msg := r.historyIncomplete(ctx, w, old, now); msg != "" {
 		metrics.Incomplete.WithLabelValues(metrics.IncompleteHistory).Inc()
 		set(gpufracv1.ConditionMetricsUnavailable, true, gpufracv1.ReasonHistoryIncomplete, msg)
 		keepWithFloor(gfa, st, startOrder(r.cur.templates[w]), now)
@@ -377,20 +379,22 @@ func (r *Recommender) multiGPU(w history.WorkloadKey, recs []gpufracv1.Container
 }
 
 // historyIncomplete says which containers of workload w the model holds a shorter
-// history of than the written recommendation old was made from, or "". A
-// recommendation written at LastUpdateTime from HistoryHours of history was made from
-// samples since LastUpdateTime − HistoryHours (the history span never exceeds the
-// wall-clock one; gaps only shorten it); within the history window, a model whose first
-// sample of the container is later than that (by more than two memory aggregation
-// intervals: peaks are stamped at their interval's end) lacks what an earlier
-// recommender read: Prometheus no longer holds it (a retention shorter than
-// --history-length, a new or wiped Prometheus) and this process loaded the history
-// without a usable checkpoint. Recommending from what is left would shrink on a partial
-// history (a peak of three days ago forgotten by a restart), so the written
-// recommendation is kept until the missing span leaves the history window, as a
-// recommender that had run through would forget it. A model that ran continuously
-// never lacks it: its first sample only moves earlier.
-func (r *Recommender) historyIncomplete(w history.WorkloadKey, old *gpufracv1.GPUFractionRecommendation, now time.Time) string {
+// history of than the written recommendation old was made from because Prometheus no
+// longer holds it, or "". A recommendation written at LastUpdateTime from HistoryHours
+// of history was made from samples since LastUpdateTime − HistoryHours (the history span
+// never exceeds the wall-clock one; gaps only shorten it). Where, within the history
+// window, the model's first sample of the container is later than that (by more than
+// two memory aggregation intervals: peaks are stamped at their interval's end) and
+// Prometheus holds no sample of any source's field at all in the two intervals after it
+// (promHolds: the gap is Prometheus', not the workload's own idleness), the history
+// loaded lacks what an earlier recommender read: a retention shorter than
+// --history-length, or a new or wiped Prometheus, read by this process without a usable
+// checkpoint. Recommending from what is left would shrink on a partial history (a peak
+// of a day ago forgotten by a restart), so the written recommendation is kept until the
+// missing span leaves the history window, as a recommender that had run through would
+// forget it. A model that ran continuously never lacks it: its first sample only moves
+// earlier.
+func (r *Recommender) historyIncomplete(ctx context.Context, w history.WorkloadKey, old *gpufracv1.GPUFractionRecommendation, now time.Time) string {
 	if old.Status.LastUpdateTime == nil {
 		return ""
 	}
@@ -399,24 +403,63 @@ func (r *Recommender) historyIncomplete(w history.WorkloadKey, old *gpufracv1.GP
 	slack := 2 * r.model.Options().MemoryAggregationInterval
 	var parts []string
 	for _, c := range old.Status.ContainerRecommendations {
-		from := written.Add(-time.Duration(c.HistoryHours) * time.Hour)
 		if c.HistoryHours <= 0 || !written.After(horizon) {
 			continue
 		}
+		from := written.Add(-time.Duration(c.HistoryHours) * time.Hour)
 		if from.Before(horizon) {
 			from = horizon
 		}
 		s := r.model.Container(history.ContainerKey{WorkloadKey: w, Container: c.ContainerName})
-		if s == nil || s.Empty() || !s.FirstSample.After(from.Add(slack)) {
+		if s == nil || s.Empty() || !s.FirstSample.After(from.Add(slack)) || r.promHolds(ctx, from, slack) {
 			continue // no sample at all is another condition (NoSamples)
 		}
-		parts = append(parts, fmt.Sprintf("container %s: the written recommendation was made from %d h of history, since %s; Prometheus holds it only from %s",
+		parts = append(parts, fmt.Sprintf("container %s: the written recommendation was made from %d h of history, since %s; Prometheus holds no GPU sample then, and the workload's only from %s",
 			c.ContainerName, c.HistoryHours, from.UTC().Format(time.RFC3339), s.FirstSample.UTC().Format(time.RFC3339)))
 	}
 	if len(parts) == 0 {
 		return ""
 	}
 	return strings.Join(parts, "; ") + " (a retention shorter than --history-length, or a new Prometheus, read without a checkpoint): the written recommendation is kept until the missing span leaves the history window"
+}
+
+// promHolds reports whether Prometheus holds a memory sample of any source read in the
+// window ending at from+window, rounded down to the memory aggregation interval: one
+// instant query (a count per field: count_over_time drops the names, which alone tell
+// the fields' series apart), remembered while the time is within the history window
+// (what Prometheus holds of the past only shrinks with its retention). A failed query
+// says no, for this cycle only (the history is then taken as incomplete: nothing
+// shrinks on it).
+func (r *Recommender) promHolds(ctx context.Context, from time.Time, window time.Duration) bool {
+	at := from.Add(window).Truncate(r.model.Options().MemoryAggregationInterval)
+	if held, ok := r.promHeld[at]; ok {
+		return held
+	}
+	var parts []string
+	for _, src := range r.order() {
+		for _, f := range src.Fields(metrics.SignalMemory) {
+			parts = append(parts, fmt.Sprintf("count(count_over_time(%s[%s]))", f.Metric, model.Duration(window)))
+		}
+	}
+	if len(parts) == 0 {
+		return false
+	}
+	vec, err := r.Reader.Vector(ctx, strings.Join(parts, " or "), at)
+	if err != nil {
+		klog.FromContext(ctx).V(2).Info("Reading whether Prometheus holds the history's start failed; taken as not held", "at", at, "err", err)
+		return false
+	}
+	horizon := r.cur.now.Add(-r.Config.HistoryLength)
+	if r.promHeld == nil {
+		r.promHeld = map[time.Time]bool{}
+	}
+	for t := range r.promHeld {
+		if t.Before(horizon) {
+			delete(r.promHeld, t)
+		}
+	}
+	r.promHeld[at] = len(vec) > 0
+	return len(vec) > 0
 }
 
 // missingMemory says which containers got a recommendation without memory although
