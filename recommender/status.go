@@ -385,7 +385,7 @@ func (r *Recommender) multiGPU(w history.WorkloadKey, recs []gpufracv1.Container
 // never exceeds the wall-clock one; gaps only shorten it). Where, within the history
 // window, the model's first sample of the container is later than that (by more than
 // two memory aggregation intervals: peaks are stamped at their interval's end) and
-// Prometheus holds no sample of any source's field at all in the two intervals after it
+// Prometheus holds no memory sample of any source read, of any pod, around that time
 // (promHolds: the gap is Prometheus', not the workload's own idleness), the history
 // loaded lacks what an earlier recommender read: a retention shorter than
 // --history-length, or a new or wiped Prometheus, read by this process without a usable
