@@ -40,6 +40,10 @@ const (
 	SkipNoAutoscaler = "no-autoscaler"
 	// SkipModeOff: the autoscaler's updateMode is Off (or unset).
 	SkipModeOff = "mode-off"
+	// SkipAutoscalerDeleting: the autoscaler in charge is being deleted (its
+	// deletionTimestamp is set): the updater already ignores it, so nothing of it is
+	// written into new pods either.
+	SkipAutoscalerDeleting = "autoscaler-deleting"
 	// SkipNoRecommendation: no recommendation, or RecommendationProvided is not True
 	// (contract.ReasonNotProvided).
 	SkipNoRecommendation = string(contract.ReasonNotProvided)

@@ -752,3 +752,19 @@ func TestMutateIgnoresAutoscalerOfAnotherGroup(t *testing.T) {
 		})
 	}
 }
+
+// TestMutateSkipsAutoscalerBeingDeleted: an autoscaler being deleted (a finalizer holds
+// it, e.g. foreground deletion) writes nothing into new pods, as the updater ignores it.
+func TestMutateSkipsAutoscalerBeingDeleted(t *testing.T) {
+	gfa := autoscaler("web", gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi)
+	gfa.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	gfa.Finalizers = []string{"foregroundDeletion"}
+	m := mutator(t, Config{}, gfa, recommendation("web", 80, containerRec("main", "2Gi", "")))
+	o, _, got := handle(t, m, podOf(gpuContainer("main", 1)))
+	if o.skip != SkipAutoscalerDeleting {
+		t.Fatalf("skip %q, want %q", o.skip, SkipAutoscalerDeleting)
+	}
+	if _, ok := resourceValue(&got.Spec.Containers[0], "limits", "nvidia.com/gpumem"); ok {
+		t.Error("gpumem written for an autoscaler being deleted")
+	}
+}
