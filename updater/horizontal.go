@@ -79,7 +79,8 @@ func targetsWorkload(kind, name string, ref workload.Ref) bool {
 }
 
 // HPAGPUMetric returns the first metric of an autoscaling/v2 HorizontalPodAutoscaler
-// whose name (or selector label value) matches gpuMetricPattern, or "".
+// whose name, or a value its selector matches (matchLabels, or an In expression of
+// matchExpressions), matches gpuMetricPattern, or "".
 func HPAGPUMetric(h *autoscalingv2.HorizontalPodAutoscaler) string {
 	check := func(id *autoscalingv2.MetricIdentifier) string {
 		if id == nil {
@@ -97,6 +98,16 @@ func HPAGPUMetric(h *autoscalingv2.HorizontalPodAutoscaler) string {
 			for _, k := range keys {
 				if v := id.Selector.MatchLabels[k]; gpuMetricPattern.MatchString(v) {
 					return id.Name + "{" + k + "=" + v + "}"
+				}
+			}
+			for _, e := range id.Selector.MatchExpressions {
+				if e.Operator != metav1.LabelSelectorOpIn {
+					continue // NotIn, Exists, DoesNotExist select no GPU field by name
+				}
+				for _, v := range e.Values {
+					if gpuMetricPattern.MatchString(v) {
+						return id.Name + "{" + e.Key + " in " + v + "}"
+					}
 				}
 			}
 		}

@@ -28,6 +28,10 @@ func TestHPAGPUMetric(t *testing.T) {
 	ext := autoscalingv2.MetricSpec{Type: autoscalingv2.ExternalMetricSourceType, External: &autoscalingv2.ExternalMetricSource{Metric: autoscalingv2.MetricIdentifier{
 		Name: "prometheus-query", Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"query": "avg(DCGM_FI_DEV_GPU_UTIL{pod=~\"web-.*\"})"}}}}}
 	cpu := autoscalingv2.MetricSpec{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{Name: "cpu"}}
+	expr := func(op metav1.LabelSelectorOperator, v string) autoscalingv2.MetricSpec {
+		return autoscalingv2.MetricSpec{Type: autoscalingv2.ExternalMetricSourceType, External: &autoscalingv2.ExternalMetricSource{Metric: autoscalingv2.MetricIdentifier{
+			Name: "prometheus-query", Selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "__name__", Operator: op, Values: []string{v}}}}}}}
+	}
 	for _, tc := range []struct {
 		h    *autoscalingv2.HorizontalPodAutoscaler
 		want string
@@ -43,6 +47,9 @@ func TestHPAGPUMetric(t *testing.T) {
 		{hpa("g", "Deployment", "web", podsMetric("inference:sm_active:avg5m")), "inference:sm_active:avg5m"},
 		{hpa("h", "Deployment", "web", podsMetric("job:gr_engine_active:ratio")), "job:gr_engine_active:ratio"},
 		{hpa("i", "Deployment", "web", podsMetric("nvidia_smi_utilization_ratio")), "nvidia_smi_utilization_ratio"},
+		// A selector written with matchExpressions: In names the field, NotIn does not.
+		{hpa("j", "Deployment", "web", cpu, expr(metav1.LabelSelectorOpIn, "DCGM_FI_PROF_SM_ACTIVE")), "prometheus-query{__name__ in DCGM_FI_PROF_SM_ACTIVE}"},
+		{hpa("k", "Deployment", "web", cpu, expr(metav1.LabelSelectorOpNotIn, "DCGM_FI_PROF_SM_ACTIVE")), ""},
 	} {
 		if got := HPAGPUMetric(tc.h); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.h.Name, got, tc.want)
