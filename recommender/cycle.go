@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -284,19 +282,15 @@ func (r *Recommender) loadMetrics(ctx context.Context, c *cycle) error {
 	if err == nil && len(c.oldNS)+len(c.newNS) > 0 {
 		c.down, err = r.Reader.DownTargets(ctx, c.now)
 	}
-	end, advance := c.now, true
-	if err == nil && len(c.oldNS)+len(c.newNS) > 0 {
-		end, advance = r.dataEnd(ctx, c.now)
-	}
 	if err == nil && len(c.oldNS) > 0 {
 		from := r.lastLoad
-		if from.IsZero() || end.Sub(from) > r.Config.HistoryLength {
-			from = end.Add(-r.Config.HistoryLength)
+		if from.IsZero() || c.now.Sub(from) > r.Config.HistoryLength {
+			from = c.now.Add(-r.Config.HistoryLength)
 		}
-		err = r.load(ctx, c.oldNS, from, end, c.down, c.attr, true)
+		err = r.load(ctx, c.oldNS, from, c.now, c.down, c.attr, true)
 	}
 	if err == nil && len(c.newNS) > 0 {
-		if err = r.load(ctx, c.newNS, r.resumeFrom(end), end, c.down, c.attr, false); err == nil {
+		if err = r.load(ctx, c.newNS, r.resumeFrom(c.now), c.now, c.down, c.attr, false); err == nil {
 			for _, t := range r.tracked {
 				t.bootstrapped = true
 			}
@@ -309,51 +303,11 @@ func (r *Recommender) loadMetrics(ctx context.Context, c *cycle) error {
 		r.failedReads++
 	} else {
 		r.failedReads = 0
-		if len(c.seen) > 0 && advance {
-			r.lastLoad = end
+		if len(c.seen) > 0 {
+			r.lastLoad = c.now
 		}
 	}
 	return nil
-}
-
-// dataEnd returns where the cycle's loads end, and whether the next load starts there.
-// A window read before Prometheus holds its samples is never read again (a live load
-// starts where the last one ended), so the loads end at Prometheus' newest sample of
-// the sources' memory fields (timestamp(), within its 5-minute lookback of now) where
-// that is before now: the recommender's clock ahead of Prometheus', samples that arrive
-// late (remote write, federation). A clock 3 minutes ahead lost every compute window of
-// every live cycle, and the workloads were frozen with NoSamplesWhileRunning blaming
-// an exporter. Where Prometheus holds nothing newer than the last load's end (a scrape
-// interval longer than the cycle's, a stall), the load reads up to now as before and the
-// next starts where this one did, so what arrives late is still read; where it holds no
-// sample in the lookback, or the query fails, now.
-func (r *Recommender) dataEnd(ctx context.Context, now time.Time) (time.Time, bool) {
-	var parts []string
-	for _, src := range r.order() {
-		for _, f := range src.Fields(metrics.SignalMemory) {
-			// The field's name as a label: timestamp() drops names, and series of two
-			// fields may otherwise share their labels.
-			parts = append(parts, fmt.Sprintf(`label_replace(timestamp(%s), %q, %q, "", "")`, f.Metric, metrics.SourceLabel, f.Metric))
-		}
-	}
-	if len(parts) == 0 {
-		return now, true
-	}
-	vec, err := r.Reader.Vector(ctx, "max("+strings.Join(parts, " or ")+")", now)
-	if err != nil || len(vec) == 0 {
-		if err != nil {
-			klog.FromContext(ctx).V(2).Info("Reading Prometheus' newest sample failed; loading up to now", "err", err)
-		}
-		return now, true
-	}
-	newest := time.UnixMilli(int64(math.Round(float64(vec[0].Value) * 1000)))
-	switch {
-	case !newest.Before(now):
-		return now, true
-	case !newest.After(r.lastLoad):
-		return now, false
-	}
-	return newest, true
 }
 
 // resumeFrom is where the history load of the workloads not bootstrapped yet starts:
