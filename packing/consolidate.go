@@ -40,6 +40,8 @@ type Tenant struct {
 type Device struct {
 	// MemoryBytes is the device's memory, bytes.
 	MemoryBytes int64
+	// MaxTenants is the most pods the device holds (HAMi's split count; 0: no limit).
+	MaxTenants int
 	// Tenants are the pods placed on it.
 	Tenants []Tenant
 }
@@ -57,8 +59,8 @@ type ConsolidationOptions struct {
 // held first (then lowest index). A candidate is emptied when every tenant's Next fits,
 // largest memory first, best fit by memory (as Packer.Place) on the other devices with
 // tenants that the tenant is Allowed on, counting the tenants already moved there:
-// within each device's memory and, where the tenant holds compute, within
-// MaxComputeMilli of compute. A device never
+// within each device's memory and MaxTenants and, where the tenant holds compute,
+// within MaxComputeMilli of compute. A device never
 // receives tenants beyond its memory, so an emptied device frees a GPU and fills no
 // other past what it holds.
 func Consolidation(devs []Device, o ConsolidationOptions) (drain int, dest []int, ok bool) {
@@ -103,6 +105,7 @@ func fitElsewhere(devs []Device, held []Alloc, i int, maxCompute int64) ([]int, 
 	}
 	sort.SliceStable(byMemory, func(a, b int) bool { return ts[byMemory[a]].Next.MemoryBytes > ts[byMemory[b]].Next.MemoryBytes })
 	added := map[int]Alloc{}
+	moved := map[int]int{}
 	dest := make([]int, len(ts))
 	for _, j := range byMemory {
 		next := ts[j].Next
@@ -113,7 +116,8 @@ func fitElsewhere(devs []Device, held []Alloc, i int, maxCompute int64) ([]int, 
 			}
 			mem := held[g].MemoryBytes + added[g].MemoryBytes + next.MemoryBytes
 			compute := held[g].ComputeMilli + added[g].ComputeMilli + next.ComputeMilli
-			if mem > d.MemoryBytes || (next.ComputeMilli > 0 && compute > maxCompute) {
+			if mem > d.MemoryBytes || (next.ComputeMilli > 0 && compute > maxCompute) ||
+				(d.MaxTenants > 0 && len(d.Tenants)+moved[g] >= d.MaxTenants) {
 				continue
 			}
 			if left := d.MemoryBytes - mem; best < 0 || left < bestLeft {
@@ -127,6 +131,7 @@ func fitElsewhere(devs []Device, held []Alloc, i int, maxCompute int64) ([]int, 
 		a.MemoryBytes += next.MemoryBytes
 		a.ComputeMilli += next.ComputeMilli
 		added[best] = a
+		moved[best]++
 		dest[j] = best
 	}
 	return dest, true

@@ -88,6 +88,15 @@ func TestConsolidation(t *testing.T) {
 			drain: 0, dest: []int{2},
 		},
 		{
+			name: "a device with no tenant slot left takes none",
+			devs: []Device{
+				{MemoryBytes: 80 * gib, Tenants: []Tenant{tenant(10, 0, true)}},
+				{MemoryBytes: 80 * gib, MaxTenants: 2, Tenants: []Tenant{tenant(20, 0, false), tenant(20, 0, false)}},
+				{MemoryBytes: 80 * gib, Tenants: []Tenant{tenant(30, 0, false)}},
+			},
+			drain: 0, dest: []int{2},
+		},
+		{
 			name:  "empty devices are neither emptied nor filled",
 			devs:  []Device{{MemoryBytes: 80 * gib, Tenants: []Tenant{tenant(10, 0, true)}}, {MemoryBytes: 80 * gib}},
 			drain: -1,

@@ -282,7 +282,7 @@ func (rp *replay) consolidate(pi, k int) {
 		gpus = append(gpus, g)
 		devs = append(devs, dev)
 	}
-	drain, dest, ok := packing.Consolidation(devs, packing.ConsolidationOptions{})
+	drain, dest, ok := packing.Consolidation(devs, packing.ConsolidationOptions{MaxComputeMilli: u.ConsolidationComputeMilli})
 	if !ok {
 		return
 	}

@@ -161,6 +161,11 @@ type UpdaterOptions struct {
 	// updater knows each pod's GPU from HAMi's and KAI's placement only, so it needs
 	// the kai-nvfractions backend here.
 	Consolidate bool
+	// ConsolidationComputeMilli is the updater's --consolidation-compute: the most
+	// compute, milli-GPU, a GPU may hold after pods moved onto it (0:
+	// packing.DefaultConsolidationComputeMilli). kai-nvfractions writes no compute, so
+	// it binds nothing there.
+	ConsolidationComputeMilli int64
 }
 
 // withDefaults fills defaults and checks values.
@@ -220,6 +225,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if u.MinReplicas <= 0 {
 		u.MinReplicas = 1
+	}
+	if u.ConsolidationComputeMilli < 0 || u.ConsolidationComputeMilli > 1000 {
+		return o, fmt.Errorf("consolidation compute %d: want milli-GPU in 1–1000 (0: the default)", u.ConsolidationComputeMilli)
 	}
 	if u.Consolidate && o.Backend != gpufracv1.BackendKAINVFractions {
 		return o, fmt.Errorf("consolidation needs each pod's GPU, which the updater reads from HAMi's and KAI's placement only: use the kai-nvfractions backend (the annotations backend does not say where a pod runs)")

@@ -118,7 +118,7 @@ func (c *capacity) take(p *corev1.Pod) {
 			if j, ok := idx[a.UUID]; ok && a.MemoryMiB >= 0 {
 				ng.Shared[j].FreeMemory -= a.MemoryMiB * backend.MiB
 				ng.Shared[j].FreeSlots--
-				ng.Shared[j].Tenants = append(ng.Shared[j].Tenants, DeviceTenant{UID: p.UID, MemoryBytes: a.MemoryMiB * backend.MiB, Created: p.CreationTimestamp.Time})
+				ng.Shared[j].addTenant(p, a.MemoryMiB*backend.MiB, max(a.CoresPercent, 0)*10)
 			}
 		}
 		return
@@ -136,7 +136,7 @@ func (c *capacity) take(p *corev1.Pod) {
 		m := kaiPodMemory(p, c.cfg, ng.GPUMemory)
 		ng.Shared[j].FreeMemory -= m
 		if m > 0 { // not KAI's reservation pod, which holds the GPU for the group
-			ng.Shared[j].Tenants = append(ng.Shared[j].Tenants, DeviceTenant{UID: p.UID, MemoryBytes: m, Created: p.CreationTimestamp.Time})
+			ng.Shared[j].addTenant(p, m, 0)
 		}
 	}
 }
@@ -215,6 +215,17 @@ func onNode(nodes []NodeGPUs, node string) ([]NodeGPUs, []int) {
 		}
 	}
 	return []NodeGPUs{}, []int{}
+}
+
+// addTenant counts pod's memory (bytes) and compute (milli-GPU) on the device: one
+// tenant per pod, whichever of its containers the entries are for.
+func (g *SharedGPU) addTenant(pod *corev1.Pod, memory, compute int64) {
+	if i := slices.IndexFunc(g.Tenants, func(t DeviceTenant) bool { return pod.UID != "" && t.UID == pod.UID }); i >= 0 {
+		g.Tenants[i].MemoryBytes += memory
+		g.Tenants[i].ComputeMilli += compute
+		return
+	}
+	g.Tenants = append(g.Tenants, DeviceTenant{UID: pod.UID, MemoryBytes: memory, ComputeMilli: compute, Created: pod.CreationTimestamp.Time})
 }
 
 // kaiPodMemory is the memory of its GPU, bytes, that a KAI fraction pod takes: its

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpufrac/gpufrac/backend"
 	"github.com/gpufrac/gpufrac/contract"
+	"github.com/gpufrac/gpufrac/packing"
 	"github.com/gpufrac/gpufrac/statuslease"
 )
 
@@ -216,6 +217,9 @@ func (c Config) Validate() error {
 	}
 	if c.NearLimit > 1 {
 		errs = append(errs, fmt.Errorf("near-limit %v: want a ratio ≤ 1", c.NearLimit))
+	}
+	if c.ConsolidationComputeMilli < 0 || c.ConsolidationComputeMilli > 1000 {
+		errs = append(errs, fmt.Errorf("consolidation-compute %d: want milli-GPU in 1–1000 (0: the default, %d)", c.ConsolidationComputeMilli, packing.DefaultConsolidationComputeMilli))
 	}
 	if err := contract.ValidateMinConfidence(c.MinConfidence); err != nil {
 		errs = append(errs, err)

@@ -13,7 +13,9 @@ import (
 	"k8s.io/klog/v2"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/contract"
 	"github.com/gpufrac/gpufrac/packing"
+	"github.com/gpufrac/gpufrac/workload"
 )
 
 // Consolidation (Config.Consolidate): pods never move once placed, so shared GPUs are
@@ -46,28 +48,38 @@ const ConsolidationHold = 24 * time.Hour
 // drainState is a shared GPU consolidation emptied: when, and the autoscalers whose pods
 // it replaced (their events).
 type drainState struct {
-	at          time.Time
+	at          time.Time // the last eviction from it
 	autoscalers []types.UID
+	refs        []workload.Ref // the workloads whose pods left it
 }
 
 // movable is a pod consolidation may replace: its plan and what its replacement takes
-// on a shared GPU, bytes.
+// on a shared GPU (memory bytes, compute milli-GPU).
 type movable struct {
-	p    *plan
-	pod  *corev1.Pod
-	next int64
+	p       *plan
+	pod     *corev1.Pod
+	next    int64
+	compute int64
 }
 
 // consolidate adds the candidates of this cycle's consolidation to their plans and to
-// cy.cands (Config.Consolidate; nothing when the capacity is unknown, while a
-// replacement of this updater is awaited or a pod of an autoscaler is terminating, or
-// when no shared GPU can be emptied).
+// cy.cands (Config.Consolidate). Nothing is consolidated while consolidation is held
+// (checkDrained), while this cycle has other candidates, a replacement of this
+// updater is awaited or a pod of an autoscaler is terminating (where they land is not
+// known yet, so a GPU could look like room, or like a GPU to empty, that is not there),
+// when the capacity is unknown, or when no shared GPU can be emptied. The GPU chosen is
+// recorded as drained only when one of its pods is evicted (noteConsolidated).
 func (u *Updater) consolidate(ctx context.Context, cy *cycle) {
 	if !u.Config.Consolidate {
 		return
 	}
-	// One GPU at a time: while a replacement is awaited, where it lands is not known yet,
-	// and a GPU it leaves could look like room (or a GPU to empty) that is not there.
+	if len(u.drained) > 0 {
+		cy.readCapacity(ctx, u)
+		u.checkDrained(ctx, cy)
+	}
+	if cy.now.Before(u.consolidationHeld) || len(cy.cands) > 0 {
+		return
+	}
 	for _, exps := range u.expect {
 		if len(exps) > 0 {
 			return
@@ -84,9 +96,6 @@ func (u *Updater) consolidate(ctx context.Context, cy *cycle) {
 	if cy.capacity == nil {
 		return
 	}
-	if u.checkDrained(ctx, cy); cy.now.Before(u.consolidationHeld) {
-		return
-	}
 	pods := u.movablePods(cy)
 	if len(pods) == 0 {
 		return
@@ -99,12 +108,24 @@ func (u *Updater) consolidate(ctx context.Context, cy *cycle) {
 			if len(g.Tenants) == 0 {
 				continue
 			}
+			key := n.Name + "/" + g.ID
+			skipped := cy.now.Before(u.consolidationSkip[key])
 			d := packing.Device{MemoryBytes: g.MemoryBytes}
+			if g.FreeSlots < unlimitedSlots {
+				d.MaxTenants = len(g.Tenants) + int(max(g.FreeSlots, 0))
+			}
 			for _, t := range g.Tenants {
-				tn := packing.Tenant{Alloc: packing.Alloc{MemoryBytes: t.MemoryBytes}, Next: packing.Alloc{MemoryBytes: t.MemoryBytes}}
-				if m, ok := pods[t.UID]; ok {
-					tn.Next.MemoryBytes, tn.Movable = m.next, true
-					tn.Allowed = func(i int) bool { return runsOn(m.pod, cy.capacity[where[i].node].node) }
+				cur := packing.Alloc{MemoryBytes: t.MemoryBytes, ComputeMilli: t.ComputeMilli}
+				tn := packing.Tenant{Alloc: cur, Next: cur}
+				if m, ok := pods[t.UID]; ok && !skipped {
+					tn.Next, tn.Movable = packing.Alloc{MemoryBytes: m.next, ComputeMilli: m.compute}, true
+					tn.Allowed = func(i int) bool {
+						node := cy.capacity[where[i].node]
+						if ownNodeOnly(m.pod) {
+							return node.Name == m.pod.Spec.NodeName // a DaemonSet runs it there only
+						}
+						return runsOn(m.pod, node.node)
+					}
 				}
 				d.Tenants = append(d.Tenants, tn)
 			}
@@ -119,60 +140,140 @@ func (u *Updater) consolidate(ctx context.Context, cy *cycle) {
 	node := cy.capacity[where[drain].node]
 	gpu := node.Shared[where[drain].gpu]
 	from := node.Name + "/" + gpu.ID
+	cy.consolidating = from
 	for j, t := range gpu.Tenants {
 		m := pods[t.UID]
 		to := cy.capacity[where[dest[j]].node]
 		reason := fmt.Sprintf("consolidation: the %d pod(s) on GPU %s fit on the other shared GPUs in use (this one's replacement, %s, on %s/%s); emptying it frees a GPU",
 			len(gpu.Tenants), from, fmtBytes(m.next), to.Name, to.Shared[where[dest[j]].gpu].ID)
 		c := &candidate{p: m.p, pod: m.pod, alloc: m.p.allocs[m.pod.UID], action: gpufracv1.PodUpdateEvict,
-			need: Need{Consolidate: true, Reasons: []string{reason}}}
+			need: Need{Consolidate: true, Reasons: []string{reason}}, drain: drainOf{node: node.Name, gpu: gpu.ID, pods: len(gpu.Tenants)}}
 		c.upd = gpufracv1.PodUpdate{Pod: m.pod.Name, Action: c.action, Reason: truncate(reason, 600)}
 		m.p.updates = append(m.p.updates, c)
-		if admit(c, pendingGate, modeGate, recommendationGate, recommenderGate, windowGate, publishingGate) {
+		// The plan's gates but the hysteresis: no target changed, so there is nothing to
+		// persist; --min-pod-age was checked above.
+		if admit(c, u.planGates(cy.now)[:len(u.planGates(cy.now))-1]...) {
 			m.p.cands = append(m.p.cands, c)
 			cy.cands = append(cy.cands, c)
+			cy.consCands = append(cy.consCands, c)
 		}
-		u.eventOnce(m.p.gfa, "consolidate", corev1.EventTypeNormal, EventConsolidating, "Evict",
-			fmt.Sprintf("replacing pods to empty shared GPU %s: its %d pod(s) fit on the other GPUs in use", from, len(gpu.Tenants)))
 	}
-	st := &drainState{at: cy.now}
-	for _, t := range gpu.Tenants {
-		st.autoscalers = append(st.autoscalers, pods[t.UID].p.gfa.UID)
-	}
-	u.drained[from] = st
-	consolidationsTotal.Inc()
 	klog.FromContext(ctx).Info("Consolidating a shared GPU", "gpu", from, "pods", len(gpu.Tenants))
 }
 
-// movablePods returns, by UID, the pods consolidation may replace now: Ready pods of
-// autoscalers that replace pods (Recreate, or InPlaceOrRecreate off the annotations
-// backend) with a recommendation the webhook applies, a resize window open, a fresh
-// recommender and nothing being published, at least Config.MinPodAge old, on one shared
-// GPU, neither excluded, going away nor already out of date.
+// drainOf is the shared GPU a consolidation candidate is moved off, and how many pods
+// it holds.
+type drainOf struct {
+	node, gpu string
+	pods      int
+}
+
+// key is the GPU as "node/ID".
+func (d drainOf) key() string { return d.node + "/" + d.gpu }
+
+// noteConsolidated records an eviction of consolidation candidate c: the GPU it leaves
+// is drained from now (checkDrained), counted once and announced once per GPU
+// (EventConsolidating) on the autoscaler.
+func (u *Updater) noteConsolidated(c *candidate, now time.Time) {
+	key := c.drain.key()
+	st := u.drained[key]
+	if st == nil {
+		st = &drainState{}
+		u.drained[key] = st
+		consolidationsTotal.Inc()
+	}
+	st.at = now
+	if !slices.Contains(st.autoscalers, c.p.gfa.UID) {
+		st.autoscalers = append(st.autoscalers, c.p.gfa.UID)
+	}
+	if !slices.Contains(st.refs, c.p.ref) {
+		st.refs = append(st.refs, c.p.ref)
+	}
+	u.eventOnce(c.p.gfa, "consolidate", corev1.EventTypeNormal, EventConsolidating, "Evict",
+		fmt.Sprintf("replacing pods to empty shared GPU %s: its %d pod(s) fit on the other GPUs in use", key, c.drain.pods))
+}
+
+// consolidationOutcome, after the cycle's evictions: a GPU chosen whose pods all stayed
+// (a disruption budget, a refused eviction, a placement check) is passed over for
+// Config.RetryBackoff, so that the next cycle tries another instead of the same one.
+func (u *Updater) consolidationOutcome(cy *cycle) {
+	if cy.consolidating == "" {
+		return
+	}
+	for _, c := range cy.consCands {
+		if c.upd.SkipReason == "" {
+			return // evicted
+		}
+	}
+	u.consolidationSkip[cy.consolidating] = cy.now.Add(u.Config.RetryBackoff)
+	for k, until := range u.consolidationSkip {
+		if !cy.now.Before(until) {
+			delete(u.consolidationSkip, k)
+		}
+	}
+}
+
+// movablePods returns, by UID, the pods consolidation may replace now: Ready pods that
+// restart (restartPolicy Always: not a Job's) of autoscalers that replace pods
+// (Recreate, or InPlaceOrRecreate off the annotations backend) with a recommendation the
+// webhook applies, a resize window open, a fresh recommender, complete data, no
+// guardrail holding, no rollback floor or shrink under verification and nothing being
+// published, at least Config.MinPodAge old, on one shared GPU, neither excluded, going
+// away, already out of date, waiting to retry an eviction nor of a workload whose
+// replacements came back unchanged.
 func (u *Updater) movablePods(cy *cycle) map[types.UID]movable {
 	out := map[types.UID]movable{}
 	for _, p := range cy.plans {
 		replaces := p.mode == gpufracv1.UpdateModeRecreate ||
 			(p.mode == gpufracv1.UpdateModeInPlaceOrRecreate && p.backend != gpufracv1.BackendAnnotations)
 		if !replaces || p.recSkip != "" || p.blockR != "" || !p.window.Open || p.werr != nil ||
-			p.staleMsg != "" || p.heldPending != "" || p.floorPending != "" {
+			p.staleMsg != "" || p.heldPending != "" || p.floorPending != "" ||
+			p.guard != gpufracv1.GuardrailNone || contract.IncompleteData(p.gfr) != "" ||
+			p.st.Floor != nil || p.st.Verification != nil {
+			continue
+		}
+		if s, ok := u.stuck[p.ref]; ok && cy.now.Before(s.until) {
 			continue
 		}
 		for _, pod := range p.pods {
-			if pod.DeletionTimestamp != nil || p.evicted[pod.UID] || !IsReady(pod) ||
+			if r, ok := u.retry[pod.UID]; ok && cy.now.Before(r.until) {
+				continue
+			}
+			rp := pod.Spec.RestartPolicy
+			if pod.DeletionTimestamp != nil || p.evicted[pod.UID] || !IsReady(pod) || (rp != "" && rp != corev1.RestartPolicyAlways) ||
 				pod.Annotations[gpufracv1.AnnotationExclude] == "true" ||
 				cy.now.Sub(pod.CreationTimestamp.Time) < u.Config.MinPodAge || len(podDevices(pod)) != 1 ||
 				slices.ContainsFunc(p.updates, func(c *candidate) bool { return c.pod.UID == pod.UID }) {
 				continue
 			}
-			r := replacementNeed(pod, p.allocs[pod.UID], p.targets, p.backend, u.Config.Backend, p.overhead)
+			alloc := p.allocs[pod.UID]
+			r := replacementNeed(pod, alloc, p.targets, p.backend, u.Config.Backend, p.overhead)
 			if r.SharedMemory <= 0 {
 				continue
 			}
-			out[pod.UID] = movable{p: p, pod: pod, next: r.SharedMemory}
+			out[pod.UID] = movable{p: p, pod: pod, next: r.SharedMemory, compute: replacementCompute(alloc, p)}
 		}
 	}
 	return out
+}
+
+// replacementCompute is the compute, milli-GPU, the replacement of a pod with
+// allocation alloc holds on its GPU where the backend partitions compute (HAMi's
+// gpucores): each container's compute target where the policy controls it, else what
+// it holds now; 0 where none is written.
+func replacementCompute(alloc PodAllocation, p *plan) int64 {
+	if p.backend != gpufracv1.BackendHAMi {
+		return 0
+	}
+	var sum int64
+	for name, a := range alloc.Containers {
+		v := max(a.Compute, 0)
+		if t, ok := p.targets[name]; ok && t.ControlsCompute && t.Compute >= 0 {
+			v = t.Compute
+		}
+		sum += v
+	}
+	return sum
 }
 
 // runsOn reports whether pod's replacement may be scheduled on node as far as its
@@ -192,11 +293,20 @@ func runsOn(pod *corev1.Pod, node *corev1.Node) bool {
 	return !untolerated
 }
 
-// checkDrained looks at the shared GPUs consolidation emptied within the last
-// Config.ReplacementTimeout (older ones are forgotten): one that holds a pod created
-// after it was emptied was refilled by the scheduler, so consolidation stops for
-// ConsolidationHold (EventConsolidationUndone on the autoscalers whose pods moved).
+// checkDrained looks at the shared GPUs consolidation evicted a pod from within the
+// last Config.ReplacementTimeout (older ones are forgotten): one that holds a pod of a
+// workload whose pods left it, created after the last eviction from it (a replacement),
+// was refilled by the scheduler, so consolidation stops for ConsolidationHold
+// (EventConsolidationUndone on the autoscalers whose pods moved). A KAI GPU group that
+// was emptied has no ID left to find it by, so this is seen on HAMi devices only; the
+// state is the process's, so a restart or a new leader forgets it.
 func (u *Updater) checkDrained(ctx context.Context, cy *cycle) {
+	refs := map[types.UID]workload.Ref{} // the planned pods' workloads
+	for _, p := range cy.plans {
+		for _, pod := range p.pods {
+			refs[pod.UID] = p.ref
+		}
+	}
 	for key, st := range u.drained {
 		if cy.now.Sub(st.at) > u.Config.ReplacementTimeout {
 			delete(u.drained, key)
@@ -204,7 +314,10 @@ func (u *Updater) checkDrained(ctx context.Context, cy *cycle) {
 		}
 		for _, n := range cy.capacity {
 			for _, g := range n.Shared {
-				if n.Name+"/"+g.ID != key || !slices.ContainsFunc(g.Tenants, func(t DeviceTenant) bool { return t.Created.After(st.at) }) {
+				if n.Name+"/"+g.ID != key || !slices.ContainsFunc(g.Tenants, func(t DeviceTenant) bool {
+					ref, ok := refs[t.UID]
+					return ok && t.Created.After(st.at) && slices.Contains(st.refs, ref)
+				}) {
 					continue
 				}
 				delete(u.drained, key)

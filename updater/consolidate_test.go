@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -28,6 +29,8 @@ func TestConsolidation(t *testing.T) {
 		f := hamiFixture(t, 3, 2, 24576)
 		f.setTarget("2Gi", "1536Mi", "2560Mi")
 		f.cfg.Consolidate = consolidate
+		// The pods hold 250m each (HAMi's usedcores 25): let a GPU take three.
+		f.cfg.ConsolidationComputeMilli = 1000
 		return f
 	}
 	t.Run("the GPU holding least is emptied", func(t *testing.T) {
@@ -104,6 +107,54 @@ func TestConsolidation(t *testing.T) {
 		pod.Spec.NodeSelector["pool"] = "b"
 		if runsOn(pod, node) {
 			t.Error("runs on a node its nodeSelector does not match")
+		}
+	})
+	t.Run("compute slack is kept", func(t *testing.T) {
+		f := fixture(true)
+		f.cfg.ConsolidationComputeMilli = 0 // the default, 500m: GPU-0's 500m takes no 250m more
+		f.build()
+		f.run()
+		if got := f.evictedDevices(); len(got) != 0 {
+			t.Fatalf("evicted from %v past --consolidation-compute", got)
+		}
+	})
+	t.Run("a Job's pods stay", func(t *testing.T) {
+		f := fixture(true)
+		for _, p := range f.pods {
+			p.Spec.RestartPolicy = corev1.RestartPolicyNever
+		}
+		f.build()
+		f.run()
+		if got := f.evictedDevices(); len(got) != 0 {
+			t.Fatalf("evicted run-to-completion pods from %v", got)
+		}
+	})
+	t.Run("nothing moves while the guardrail holds", func(t *testing.T) {
+		f := fixture(true)
+		f.gfr.Status.Conditions[1] = metav1.Condition{Type: gpufracv1.ConditionLatencyGuardrailActive, Status: metav1.ConditionTrue, Reason: gpufracv1.ReasonLatencyNear, LastTransitionTime: metav1.Now()}
+		f.build()
+		f.run()
+		if got := f.evictedDevices(); len(got) != 0 {
+			t.Fatalf("evicted from %v while the latency guardrail holds", got)
+		}
+	})
+	t.Run("a pod with two containers on the GPU is one tenant, evicted once", func(t *testing.T) {
+		f := fixture(true)
+		f.pods[1].Annotations[workload.HAMiAllocatedAnnotation] = "GPU-1,NVIDIA,1024,10:;GPU-1,NVIDIA,1024,10:;"
+		var evictions int
+		f.funcs.SubResourceCreate = func(ctx context.Context, c client.Client, sub string, obj client.Object, sr client.Object, opts ...client.SubResourceCreateOption) error {
+			if sub == "eviction" {
+				evictions++
+			}
+			return c.SubResource(sub).Create(ctx, obj, sr, opts...)
+		}
+		f.build()
+		f.run()
+		if got := f.evictedDevices(); len(got) != 1 || got[0] != "GPU-1" || evictions != 1 {
+			t.Fatalf("evicted from %v with %d eviction calls, want GPU-1's pod once", got, evictions)
+		}
+		if evs := f.events(); !hasEvent(evs, "the 1 pod(s) on GPU n1/GPU-1") {
+			t.Errorf("events %v: want the GPU's one pod counted once", evs)
 		}
 	})
 	t.Run("off by default", func(t *testing.T) {

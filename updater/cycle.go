@@ -50,6 +50,10 @@ type cycle struct {
 	// recommenders caches each recommender instance's status Lease check of the cycle
 	// (recommenderStale), by instance name.
 	recommenders map[string]string
+	// consolidating is the shared GPU ("node/ID") this cycle's consolidation chose, and
+	// consCands its pods that became candidates (consolidate, consolidationOutcome).
+	consolidating string
+	consCands     []*candidate
 }
 
 // newCycle starts a cycle at now and reads the admission webhook's status Lease.
@@ -183,6 +187,8 @@ type candidate struct {
 	// releases: the pod's controller replaces it only once it is gone, so the placement
 	// check gave its GPU to the replacement (placementGate, replacedOnceGone).
 	releases bool
+	// drain is the shared GPU a consolidation candidate (need.Consolidate) moves off.
+	drain drainOf
 }
 
 // skip records why the candidate was not changed this cycle.

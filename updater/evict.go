@@ -124,6 +124,9 @@ func (u *Updater) evicted(ctx context.Context, c *candidate, now time.Time) {
 	if len(p.held) > 0 {
 		note += "; compute not shrunk (" + joinScalers(p.held) + " scales on GPU utilisation): the replacement gets at least " + describeAllocs(p.st.HeldCompute)
 	}
+	if c.need.Consolidate {
+		u.noteConsolidated(c, now)
+	}
 	u.podEvent(c, corev1.EventTypeNormal, EventEvicted, "Evict", note)
 	klog.FromContext(ctx).Info("Evicted pod", "autoscaler", klog.KObj(p.gfa), "pod", klog.KObj(c.pod),
 		"urgent", c.need.Urgent, "rollback", c.need.Rollback, "reason", c.need.Reason())

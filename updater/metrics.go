@@ -122,7 +122,7 @@ var (
 	evictionsTotal      = promreg.CounterVec("gpufrac_updater_evictions_total", "Eviction API calls by result (evicted, refused, error), and deletions of not-Ready pods (deleted-unready).", "result")
 	inPlaceTotal        = promreg.CounterVec("gpufrac_updater_in_place_updates_total", "In-place pod updates by result (applied, error, fallback: recreated instead).", "result")
 	skipsTotal          = promreg.CounterVec("gpufrac_updater_skips_total", "Out-of-date pods not updated in a cycle, by reason.", "reason")
-	consolidationsTotal = promreg.Counter("gpufrac_updater_consolidations_total", "Shared GPUs whose pods the updater started replacing to empty them (--consolidate).")
+	consolidationsTotal = promreg.Counter("gpufrac_updater_consolidations_total", "Shared GPUs consolidation evicted a pod from to empty them (--consolidate), counted at the first eviction from each.")
 	rollbacksTotal      = promreg.CounterVec("gpufrac_updater_rollbacks_total", "Rollbacks after a shrink, by trigger (latency, restart).", "trigger")
 	cycleDuration       = promreg.Histogram("gpufrac_updater_cycle_duration_seconds", "Duration of one updater cycle, seconds.", prometheus.ExponentialBuckets(0.001, 2, 16))
 	podsOutOfDate       = promreg.Gauge("gpufrac_updater_pods_out_of_date", "Pods whose applied fraction is outside the recommendation's bounds or too far from its target, at the last cycle.")

@@ -39,8 +39,12 @@ type SharedGPU struct {
 type DeviceTenant struct {
 	// UID is the pod's UID.
 	UID types.UID
-	// MemoryBytes is the memory of the device allocated to the pod, bytes.
+	// MemoryBytes is the memory of the device allocated to the pod, bytes (all its
+	// containers on the device).
 	MemoryBytes int64
+	// ComputeMilli is the compute of the device allocated to the pod, milli-GPU (HAMi's
+	// usedcores × 10, all its containers on the device; 0 where not partitioned).
+	ComputeMilli int64
 	// Created is the pod's creation time.
 	Created time.Time
 }
@@ -198,8 +202,12 @@ func (u *Updater) placementGate(ctx context.Context, cy *cycle, c *candidate) (i
 	}
 	p := c.p
 	repl := replacementNeed(c.pod, c.alloc, p.targets, p.backend, u.Config.Backend, p.overhead)
-	// Only the nodes the replacement may run on (its node selector, affinity and taints).
+	// Only the nodes the replacement may run on (its node selector, affinity and taints),
+	// and for consolidation not the GPU it leaves.
 	nodes, index := runnable(cy.capacity, c.pod)
+	if c.need.Consolidate {
+		nodes = without(nodes, c.drain)
+	}
 	if ownNodeOnly(c.pod) {
 		// A DaemonSet's replacement runs on the pod's node, never elsewhere.
 		var on []int
@@ -230,6 +238,17 @@ func (u *Updater) placementGate(ctx context.Context, cy *cycle, c *candidate) (i
 		"replacements could not be placed: "+why+"; out-of-date pods are kept until there is room")
 	klog.FromContext(ctx).Info("Replacement cannot be placed; pod kept", "autoscaler", klog.KObj(p.gfa), "pod", klog.KObj(c.pod), "reason", why)
 	return -1, repl, false
+}
+
+// without returns nodes without the shared GPU d (a copy where d is on one of them).
+func without(nodes []NodeGPUs, d drainOf) []NodeGPUs {
+	out := slices.Clone(nodes)
+	for i := range out {
+		if out[i].Name == d.node {
+			out[i].Shared = slices.DeleteFunc(slices.Clone(out[i].Shared), func(g SharedGPU) bool { return g.ID == d.gpu })
+		}
+	}
+	return out
 }
 
 // runnable returns the nodes of nodes that pod's replacement may run on (runsOn: node

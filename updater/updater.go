@@ -66,6 +66,9 @@ type Updater struct {
 	// (checkDrained).
 	drained           map[string]*drainState
 	consolidationHeld time.Time
+	// consolidationSkip are the shared GPUs consolidation passes over until the time
+	// given (consolidationOutcome).
+	consolidationSkip map[string]time.Time
 }
 
 // retryState is a pod whose eviction failed: not retried before until.
@@ -82,20 +85,21 @@ func New(c client.Client, apiReader client.Reader, cfg Config) *Updater {
 		lim = rate.Inf
 	}
 	return &Updater{
-		Client:    c,
-		APIReader: apiReader,
-		Config:    cfg,
-		Now:       time.Now,
-		limiter:   rate.NewLimiter(lim, cfg.EvictionBurst),
-		owners:    workload.Owners{Reader: c},
-		expect:    map[workload.Ref][]*expectation{},
-		retry:     map[types.UID]retryState{},
-		stuck:     map[workload.Ref]stuckState{},
-		unready:   map[workload.Ref]unreadyState{},
-		drained:   map[string]*drainState{},
-		written:   map[types.UID]*gpufracv1.UpdaterStatus{},
-		noted:     map[types.UID]map[string]string{},
-		hyst:      NewHysteresis(cfg.PersistCycles, cfg.PersistFor, cfg.MinReplacementInterval),
+		Client:            c,
+		APIReader:         apiReader,
+		Config:            cfg,
+		Now:               time.Now,
+		limiter:           rate.NewLimiter(lim, cfg.EvictionBurst),
+		owners:            workload.Owners{Reader: c},
+		expect:            map[workload.Ref][]*expectation{},
+		retry:             map[types.UID]retryState{},
+		stuck:             map[workload.Ref]stuckState{},
+		unready:           map[workload.Ref]unreadyState{},
+		drained:           map[string]*drainState{},
+		consolidationSkip: map[string]time.Time{},
+		written:           map[types.UID]*gpufracv1.UpdaterStatus{},
+		noted:             map[types.UID]map[string]string{},
+		hyst:              NewHysteresis(cfg.PersistCycles, cfg.PersistFor, cfg.MinReplacementInterval),
 	}
 }
 
@@ -150,6 +154,7 @@ func (u *Updater) RunOnce(ctx context.Context) error {
 	for _, c := range cy.cands {
 		u.act(ctx, cy, c)
 	}
+	u.consolidationOutcome(cy)
 	var errs []error
 	for _, p := range cy.plans {
 		if err := u.finish(ctx, p); err != nil {

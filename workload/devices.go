@@ -20,6 +20,10 @@ type HAMiDevice struct {
 	// MemoryMiB is the device memory allocated to the container, MiB (the entry's
 	// usedmem); -1 when the entry has none or it is not a whole number of MiB ≥ 0.
 	MemoryMiB int64
+	// CoresPercent is the device's compute allocated to the container, percent of the
+	// GPU (the entry's usedcores, HAMi's nvidia.com/gpucores); -1 when the entry has
+	// none or it is not a whole number in 0–100.
+	CoresPercent int64
 }
 
 // HAMiDevices returns the device entries of the pod's HAMiAllocatedAnnotation in order,
@@ -33,10 +37,15 @@ func HAMiDevices(pod *corev1.Pod) []HAMiDevice {
 			if len(f) < 2 || f[0] == "" {
 				continue
 			}
-			d := HAMiDevice{UUID: f[0], MemoryMiB: -1}
+			d := HAMiDevice{UUID: f[0], MemoryMiB: -1, CoresPercent: -1}
 			if len(f) >= 3 {
 				if mem, err := strconv.ParseInt(f[2], 10, 64); err == nil && mem >= 0 {
 					d.MemoryMiB = mem
+				}
+			}
+			if len(f) >= 4 {
+				if c, err := strconv.ParseInt(f[3], 10, 64); err == nil && c >= 0 && c <= 100 {
+					d.CoresPercent = c
 				}
 			}
 			out = append(out, d)

@@ -36,7 +36,7 @@ func TestHAMiDevices(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
 		HAMiAllocatedAnnotation: "GPU-1,NVIDIA,3000,30:GPU-2,NVIDIA:;GPU-1,NVIDIA,-5,0:GPU-3,NVIDIA,x,0:,NVIDIA,1,0:;",
 	}}}
-	want := []HAMiDevice{{"GPU-1", 3000}, {"GPU-2", -1}, {"GPU-1", -1}, {"GPU-3", -1}}
+	want := []HAMiDevice{{"GPU-1", 3000, 30}, {"GPU-2", -1, -1}, {"GPU-1", -1, 0}, {"GPU-3", -1, 0}}
 	if got := HAMiDevices(pod); !slices.Equal(got, want) {
 		t.Errorf("got %v, want %v", got, want)
 	}

@@ -15,6 +15,7 @@ import (
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/backend"
+	"github.com/gpufrac/gpufrac/packing"
 	"github.com/gpufrac/gpufrac/recommender/recommend"
 	"github.com/gpufrac/gpufrac/simulate"
 	"github.com/gpufrac/gpufrac/trace"
@@ -138,6 +139,7 @@ func (f *simulateFlags) addPolicyFlags(fl *pflag.FlagSet) {
 	fl.StringVar(&f.windowZone, "resize-window-timezone", "UTC", "IANA time zone of the resize window schedule")
 	fl.BoolVar(&f.urgentGrowth, "urgent-growth", true, "memory growth skips the minimum lifetime and resize windows")
 	fl.IntVar(&f.opts.Updater.MinReplicas, "min-replicas", 1, "fewest running pods a workload needs for one to be replaced")
+	fl.Int64Var(&f.opts.Updater.ConsolidationComputeMilli, "consolidation-compute", packing.DefaultConsolidationComputeMilli, "with --consolidate: most compute, milli-GPU, a GPU may hold after pods moved onto it, as the updater's --consolidation-compute")
 	fl.BoolVar(&f.opts.Updater.Consolidate, "consolidate", false, "replace gpufrac's pods to empty GPUs whose tenants fit on the other GPUs in use, as the updater's --consolidate (needs --backend kai-nvfractions: the updater knows each pod's GPU from HAMi's and KAI's placement only)")
 	fl.StringVar((*string)(&f.opts.Backend), "backend", "", "backend that writes gpufrac's and vpa-memory's fractions: \"\" (the default annotations backend: the memory target as a limit, packed as it is or by the memory request of --annotation-memory-request) or kai-nvfractions (packed by the memory request and killed above the memory limit of --nvfractions-*); co-tenants above the GPU's memory are a GPU overrun")
 	fl.StringVar(&f.opts.Annotations.MemoryRequest, "annotation-memory-request", backend.AnnotationsMemoryRequestObservedPeak, "annotations backend's memory request, as the webhook's --annotation-memory-request: none (packed by the target, a hard limit) or observed-peak (packed by the observed memory peak when below the target, out of memory above the target)")
