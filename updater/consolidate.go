@@ -63,8 +63,8 @@ type movable struct {
 }
 
 // consolidate adds the candidates of this cycle's consolidation to their plans and to
-// cy.cands (Config.Consolidate). Nothing is consolidated while consolidation is held
-// (checkDrained), while this cycle has other candidates, a replacement of this
+// cy.cands (Config.Consolidate). Nothing is consolidated during the updater's warm-up,
+// while consolidation is held (checkDrained), while this cycle has other candidates, a replacement of this
 // updater is awaited or a pod of an autoscaler is terminating (where they land is not
 // known yet, so a GPU could look like room, or like a GPU to empty, that is not there),
 // when the capacity is unknown, or when no shared GPU can be emptied. The GPU chosen is
@@ -77,7 +77,7 @@ func (u *Updater) consolidate(ctx context.Context, cy *cycle) {
 		cy.readCapacity(ctx, u)
 		u.checkDrained(ctx, cy)
 	}
-	if cy.now.Before(u.consolidationHeld) || len(cy.cands) > 0 {
+	if cy.now.Before(u.consolidationHeld) || len(cy.cands) > 0 || cy.now.Sub(u.started) < u.Config.WarmUp {
 		return
 	}
 	for _, exps := range u.expect {
@@ -194,16 +194,25 @@ func (u *Updater) noteConsolidated(c *candidate, now time.Time) {
 }
 
 // consolidationOutcome, after the cycle's evictions: a GPU chosen whose pods all stayed
-// (a disruption budget, a refused eviction, a placement check) is passed over for
-// Config.RetryBackoff, so that the next cycle tries another instead of the same one.
+// for reasons of their own (a disruption budget, a refused eviction, a placement check,
+// a device's replacement in flight) is passed over for Config.RetryBackoff, so that the
+// next cycle tries another instead of the same one; one held for the cluster's reasons
+// (the rate limit, the webhook) is chosen again.
 func (u *Updater) consolidationOutcome(cy *cycle) {
 	if cy.consolidating == "" {
 		return
 	}
+	gpuBound := false
 	for _, c := range cy.consCands {
-		if c.upd.SkipReason == "" {
+		switch c.upd.SkipReason {
+		case "":
 			return // evicted
+		case SkipPDB, SkipMinReplicas, SkipInFlight, SkipNoCapacity, SkipDeviceInFlight, SkipEvictionError:
+			gpuBound = true // this GPU's pods, not the cluster (warm-up, rate limit, webhook)
 		}
+	}
+	if !gpuBound {
+		return
 	}
 	u.consolidationSkip[cy.consolidating] = cy.now.Add(u.Config.RetryBackoff)
 	for k, until := range u.consolidationSkip {

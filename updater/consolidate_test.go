@@ -109,6 +109,20 @@ func TestConsolidation(t *testing.T) {
 			t.Error("runs on a node its nodeSelector does not match")
 		}
 	})
+	t.Run("not during the warm-up, and the GPU is not passed over for it", func(t *testing.T) {
+		f := fixture(true)
+		f.cfg.WarmUp = time.Hour
+		f.build()
+		f.run()
+		if got := f.evictedDevices(); len(got) != 0 {
+			t.Fatalf("evicted from %v during the warm-up", got)
+		}
+		f.u.started = time.Now().Add(-2 * time.Hour) // the warm-up is over
+		f.run()
+		if got := f.evictedDevices(); len(got) != 1 || got[0] != "GPU-1" {
+			t.Fatalf("evicted from %v after the warm-up, want the one pod of GPU-1", got)
+		}
+	})
 	t.Run("compute slack is kept", func(t *testing.T) {
 		f := fixture(true)
 		f.cfg.ConsolidationComputeMilli = 0 // the default, 500m: GPU-0's 500m takes no 250m more
