@@ -152,7 +152,7 @@ func (u *Updater) consolidate(ctx context.Context, cy *cycle) {
 		m.p.updates = append(m.p.updates, c)
 		// The plan's gates but the hysteresis: no target changed, so there is nothing to
 		// persist; --min-pod-age was checked above.
-		if admit(c, u.planGates(cy.now)[:len(u.planGates(cy.now))-1]...) {
+		if admit(c, baseGates()...) {
 			m.p.cands = append(m.p.cands, c)
 			cy.cands = append(cy.cands, c)
 			cy.consCands = append(cy.consCands, c)

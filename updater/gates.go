@@ -32,7 +32,13 @@ func admit(c *candidate, gates ...gate) bool {
 // planGates are the gates of the plan, in order: a pod that passes them is a candidate
 // of this cycle.
 func (u *Updater) planGates(now time.Time) []gate {
-	return []gate{pendingGate, heldGate, runToCompletionGate, modeGate, recommendationGate, recommenderGate, windowGate, publishingGate, u.hysteresisGate(now)}
+	return append(baseGates(), u.hysteresisGate(now))
+}
+
+// baseGates are the plan's gates before the hysteresis: all of them for a pod replaced
+// for another reason than its own target (consolidation: nothing there to persist).
+func baseGates() []gate {
+	return []gate{pendingGate, heldGate, runToCompletionGate, modeGate, recommendationGate, recommenderGate, windowGate, publishingGate}
 }
 
 // replacementGates are the gates a candidate passes before it is replaced (evicted or
