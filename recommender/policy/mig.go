@@ -47,6 +47,12 @@ func (c Config) MIG(rec gpufracv1.ContainerRecommendation, measured string) *gpu
 	}
 	out.SmallestProfile = p.Name
 	share, _ := p.ComputeShare()
+	if p.Slices >= p.GPUSlices {
+		// The whole GPU as one instance: no partition to share it by.
+		out.Reason = fmt.Sprintf("only %s, the whole %s as one instance, holds %s: MIG has no smaller instance for it, so it is no alternative to sharing the GPU by time; advice only, gpufrac does not reconfigure MIG",
+			p.Name, g.Name, targetText(mem, cpu))
+		return withNote(out, note)
+	}
 	out.Reason = fmt.Sprintf("%s is the smallest %s MIG profile that holds %s (it has %.1f GB and %d/%d of the GPU's compute, %.0fm): an alternative to time-slicing with its own memory and SMs; advice only, gpufrac does not reconfigure MIG",
 		p.Name, g.Name, targetText(mem, cpu), p.MemoryBytes()/1e9, p.Slices, p.GPUSlices, math.Floor(share*1000))
 	return withNote(out, note)

@@ -44,6 +44,7 @@ func TestMIGAdvice(t *testing.T) {
 		{"unknown profile", 0, rec("8Gi", "100m"), "5g.50gb", "A100/H100 80GB", "1g.10gb", "", 18, "in none of NVIDIA's tables"},
 		{"not a profile", 0, rec("8Gi", "100m"), "weird", "A100/H100 80GB", "1g.10gb", "", 0, "not a MIG profile name"},
 		{"too big", 0, rec("79Gi", "900m"), "", "A100/H100 80GB", "", "", 0, "more than the largest instance"},
+		{"the whole GPU only", 0, rec("46700Mi", "230m"), "", "A100/H100 80GB", "7g.80gb", "", 0, "no alternative to sharing the GPU by time"},
 		{"no MIG GPU of that size", 16 * gi, rec("8Gi", "100m"), "", "", "", "", 0, "no MIG-capable GPU"},
 	} {
 		got := Config{GPUMemoryBytes: c.gpuBytes}.MIG(c.rec, c.measured)
