@@ -40,16 +40,15 @@ const (
 	SkipNoAutoscaler = "no-autoscaler"
 	// SkipModeOff: the autoscaler's updateMode is Off (or unset).
 	SkipModeOff = "mode-off"
-	// SkipAutoscalerDeleting: the autoscaler in charge is being deleted (its
-	// deletionTimestamp is set): the updater already ignores it, so nothing of it is
-	// written into new pods either.
-	SkipAutoscalerDeleting = "autoscaler-deleting"
 	// SkipNoRecommendation: no recommendation, or RecommendationProvided is not True
 	// (contract.ReasonNotProvided).
 	SkipNoRecommendation = string(contract.ReasonNotProvided)
 	// SkipStale: the recommendation is owned by an earlier autoscaler of the same name,
 	// or was made for another target than the autoscaler's (contract.ReasonStale).
 	SkipStale = string(contract.ReasonStale)
+	// SkipAutoscalerDeleting: the autoscaler in charge is being deleted
+	// (contract.ReasonDeleting): the updater ignores it too.
+	SkipAutoscalerDeleting = string(contract.ReasonDeleting)
 	// SkipLowConfidence: confidencePercent is below Config.MinConfidence
 	// (contract.ReasonLowConfidence).
 	SkipLowConfidence = string(contract.ReasonLowConfidence)

@@ -316,9 +316,6 @@ func (m *Mutator) decideFor(ctx context.Context, pod *corev1.Pod, gfa *gpufracv1
 // creation and the recommendation applies (contract.Applies at the webhook's minimum
 // confidence); otherwise, or when the cache cannot answer, it returns the skip outcome.
 func (m *Mutator) recommendationFor(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler) (*gpufracv1.GPUFractionRecommendation, *outcome) {
-	if gfa.DeletionTimestamp != nil {
-		return nil, &outcome{skip: SkipAutoscalerDeleting}
-	}
 	if mode := gfa.Spec.EffectiveUpdateMode(); mode == gpufracv1.UpdateModeOff || !slices.Contains([]gpufracv1.UpdateMode{gpufracv1.UpdateModeInitial, gpufracv1.UpdateModeRecreate, gpufracv1.UpdateModeInPlaceOrRecreate}, mode) {
 		return nil, &outcome{skip: SkipModeOff}
 	}

@@ -59,13 +59,19 @@ const (
 	// ReasonLowConfidence: status.confidencePercent is below the minimum confidence (or
 	// absent while the minimum is above 0).
 	ReasonLowConfidence Reason = "low-confidence"
+	// ReasonDeleting: the autoscaler is being deleted (deletionTimestamp set, held by a
+	// finalizer such as foreground deletion's): nothing of it applies any more.
+	ReasonDeleting Reason = "autoscaler-deleting"
 )
 
 // Applies reports whether gfr, the recommendation of the same name as gfa, applies to
-// gfa's pods at minConfidence percent: it belongs to gfa and its target, it is provided, and it is
-// confident enough (ConfidentEnough). When it does not, it returns the reason and a
-// message for people; otherwise "" and "".
+// gfa's pods at minConfidence percent: gfa is not being deleted, gfr belongs to gfa and
+// its target, it is provided, and it is confident enough (ConfidentEnough). When it does
+// not, it returns the reason and a message for people; otherwise "" and "".
 func Applies(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionRecommendation, minConfidence int32) (Reason, string) {
+	if gfa.DeletionTimestamp != nil {
+		return ReasonDeleting, "the autoscaler is being deleted"
+	}
 	for _, or := range gfr.OwnerReferences {
 		if or.Kind == "GPUFractionAutoscaler" && or.UID != gfa.UID {
 			return ReasonStale, "the recommendation belongs to an earlier autoscaler of the same name"
