@@ -293,11 +293,7 @@ func (rp *replay) consolidate(pi, k int) {
 	for j, i := range tenants {
 		ps.takeToken(u.ReplacementsPerMinute)
 		ps.pk.Remove(i, ps.on[i], ps.applied[i].alloc)
-		a := grants[i]
-		ps.applied[i], ps.cold[i], ps.partial[i] = a, false, !ps.spec.sizer.decision(rp.tl.runs[i].wc).full
-		ps.pk.PlaceOn(i, gpus[dest[j]], a.alloc)
-		ps.on[i] = gpus[dest[j]]
-		rp.d.changes[pi][i] = append(rp.d.changes[pi][i], change{step: k + 1, alloc: a.alloc, limit: a.limit})
+		rp.placeOn(pi, i, k+1, grants[i], false, !ps.spec.sizer.decision(rp.tl.runs[i].wc).full, gpus[dest[j]])
 		ps.placedAt[i] = k + 1
 		ps.res.Replacements++
 		ps.res.Consolidations++
@@ -406,11 +402,22 @@ func (rp *replay) written(dec decision) grant {
 	return grant{alloc: packing.Alloc{MemoryBytes: req * backend.MiB}, limit: limit * backend.MiB, record: dec.want.MemoryBytes, compute: -1}
 }
 
-// place gives run i grant a under policy pi from step k.
+// place gives run i grant a under policy pi from step k, on the GPU the packer picks.
 func (rp *replay) place(pi, i, k int, a grant, cold, partial bool) {
+	rp.placeOn(pi, i, k, a, cold, partial, -1)
+}
+
+// placeOn is place on GPU gpu (held), where consolidation put run i; -1: the packer's
+// best fit.
+func (rp *replay) placeOn(pi, i, k int, a grant, cold, partial bool, gpu int) {
 	ps := rp.states[pi]
 	ps.applied[i], ps.cold[i], ps.partial[i] = a, cold, partial
-	ps.on[i] = ps.pk.Place(i, a.alloc)
+	if gpu < 0 {
+		gpu = ps.pk.Place(i, a.alloc)
+	} else {
+		ps.pk.PlaceOn(i, gpu, a.alloc)
+	}
+	ps.on[i] = gpu
 	rp.d.changes[pi][i] = append(rp.d.changes[pi][i], change{step: k, alloc: a.alloc, limit: a.limit})
 }
 
