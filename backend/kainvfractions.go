@@ -73,29 +73,18 @@ func (b *nvFractionsBackend) WritesCompute() bool { return false }
 // the container is sized to).
 func (b *nvFractionsBackend) Read(pod *corev1.Pod) map[string]Allocation {
 	return readEach(pod, func(pc workload.PodContainer, a *Allocation) {
-		c := pc.Container
-		if q, err := resource.ParseQuantity(pod.Annotations[b.cfg.NVFractions.Prefix+c.Name+nvRequestSuffix]); err == nil {
-			a.Memory = q.Value()
+		if v, ok := NVFractionsRequest(pod, b.cfg, pc.Container.Name); ok {
+			a.Memory = v
 		}
 	})
 }
 
-// NVFractionsRequests returns the memory request, bytes, of each container of pod that
-// has a kai-nvfractions gpu-memory.request annotation (cfg.NVFractions.Prefix), by
-// container name; a value that does not parse is passed over.
-func NVFractionsRequests(pod *corev1.Pod, cfg Config) map[string]int64 {
-	var out map[string]int64
-	for _, pc := range workload.Containers(pod) {
-		q, err := resource.ParseQuantity(pod.Annotations[cfg.NVFractions.Prefix+pc.Container.Name+nvRequestSuffix])
-		if err != nil || q.Sign() <= 0 {
-			continue
-		}
-		if out == nil {
-			out = map[string]int64{}
-		}
-		out[pc.Container.Name] = q.Value()
-	}
-	return out
+// NVFractionsRequest returns the memory request, bytes, of pod's container named
+// container from its kai-nvfractions gpu-memory.request annotation (cfg.NVFractions.Prefix),
+// and false when the annotation is absent or does not parse.
+func NVFractionsRequest(pod *corev1.Pod, cfg Config, container string) (int64, bool) {
+	q, err := resource.ParseQuantity(pod.Annotations[cfg.NVFractions.Prefix+container+nvRequestSuffix])
+	return q.Value(), err == nil
 }
 
 // RequestLimit returns the request and the limit, MiB (rounded up), that the

@@ -240,8 +240,10 @@ func kaiPodMemory(p *corev1.Pod, cfg backend.Config, gpuMemory int64) int64 {
 		return int64(f * float64(gpuMemory))
 	}
 	var req int64 // kai-nvfractions: the containers' requests, which KAI places the pod by
-	for _, a := range backend.NVFractionsRequests(p, cfg) {
-		req += a
+	for _, pc := range workload.Containers(p) {
+		if v, ok := backend.NVFractionsRequest(p, cfg, pc.Container.Name); ok && v > 0 {
+			req += v
+		}
 	}
 	return min(req, gpuMemory)
 }
