@@ -839,38 +839,13 @@ const (
 	updHAMiDevMiB = 8192
 )
 
-func hamiRegistration(devMiB int) string {
-	return fmt.Sprintf("%s,10,%d,100,NVIDIA,0,true:", updHAMiGPU, devMiB)
-}
-
-// fakeHAMiScheduler writes what HAMi's scheduler writes on the pods of ns bound to the
-// HAMi node: hami.io/vgpu-devices-allocated with their nvidia.com/gpumem (MiB) and
-// nvidia.com/gpucores, until ctx ends.
-func fakeHAMiScheduler(ctx context.Context, ns string) {
-	c := testCluster.Client
-	for ctx.Err() == nil {
-		var pods corev1.PodList
-		if err := c.List(ctx, &pods, client.InNamespace(ns)); err == nil {
-			for i := range pods.Items {
-				p := &pods.Items[i]
-				if p.Spec.NodeName != updHAMiNode || p.Annotations[workload.HAMiAllocatedAnnotation] != "" || p.DeletionTimestamp != nil {
-					continue
-				}
-				lim := p.Spec.Containers[0].Resources.Limits
-				mem, cores := lim["nvidia.com/gpumem"], lim["nvidia.com/gpucores"]
-				patch := client.MergeFrom(p.DeepCopy())
-				if p.Annotations == nil {
-					p.Annotations = map[string]string{}
-				}
-				p.Annotations[workload.HAMiAllocatedAnnotation] = fmt.Sprintf("%s,NVIDIA,%d,%d:;", updHAMiGPU, mem.Value(), cores.Value())
-				_ = c.Patch(ctx, p, patch)
-			}
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(100 * time.Millisecond):
-		}
+// hamiRegistration is a node's HAMi registration of gpus, each of devMiB and 10 slots.
+func hamiRegistration(devMiB int, gpus ...string) string {
+	var b strings.Builder
+	for _, g := range gpus {
+		fmt.Fprintf(&b, "%s,10,%d,100,NVIDIA,0,true:", g, devMiB)
 	}
+	return b.String()
 }
 
 // Consolidation's node: two HAMi GPUs of updHAMiDevMiB.
@@ -880,20 +855,21 @@ const (
 	updConsGPUB = "GPU-e2e-cons-b"
 )
 
-// fakeHAMiPlacer writes HAMi's device allocation on the pods of ns bound to the
-// consolidation node, as HAMi's scheduler would: spread (the GPU with the most memory
-// free) until binpack is set, then binpack (the GPU with the least memory free that
-// fits), until ctx ends.
-func fakeHAMiPlacer(ctx context.Context, ns string, binpack *atomic.Bool) {
+// fakeHAMiScheduler writes what HAMi's scheduler writes on the pods of ns bound to node
+// (hami.io/vgpu-devices-allocated with their nvidia.com/gpumem, MiB, and
+// nvidia.com/gpucores) on one of gpus, each of devMiB: spread (the GPU with the most
+// memory free) while binpack is false or nil, else binpack (the GPU with the least
+// memory free that fits; the first where none fits), until ctx ends.
+func fakeHAMiScheduler(ctx context.Context, ns, node string, gpus []string, devMiB int64, binpack *atomic.Bool) {
 	c := testCluster.Client
 	for ctx.Err() == nil {
 		var pods corev1.PodList
 		if err := c.List(ctx, &pods, client.InNamespace(ns)); err == nil {
-			used := map[string]int64{updConsGPUA: 0, updConsGPUB: 0}
+			used := map[string]int64{}
 			var todo []*corev1.Pod
 			for i := range pods.Items {
 				p := &pods.Items[i]
-				if p.Spec.NodeName != updConsNode || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+				if p.Spec.NodeName != node || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 					continue
 				}
 				if devs := workload.HAMiDevices(p); len(devs) > 0 {
@@ -903,11 +879,13 @@ func fakeHAMiPlacer(ctx context.Context, ns string, binpack *atomic.Bool) {
 				todo = append(todo, p)
 			}
 			for _, p := range todo {
-				mem := p.Spec.Containers[0].Resources.Limits["nvidia.com/gpumem"]
-				gpu := updConsGPUA
-				for _, g := range []string{updConsGPUA, updConsGPUB} {
-					free, best := updHAMiDevMiB-used[g]-mem.Value(), updHAMiDevMiB-used[gpu]-mem.Value()
-					if free >= 0 && (best < 0 || (binpack.Load() && free < best) || (!binpack.Load() && free > best)) {
+				lim := p.Spec.Containers[0].Resources.Limits
+				mem, cores := lim["nvidia.com/gpumem"], lim["nvidia.com/gpucores"]
+				gpu := gpus[0]
+				for _, g := range gpus {
+					free, best := devMiB-used[g]-mem.Value(), devMiB-used[gpu]-mem.Value()
+					pack := binpack != nil && binpack.Load()
+					if free >= 0 && (best < 0 || (pack && free < best) || (!pack && free > best)) {
 						gpu = g
 					}
 				}
@@ -916,7 +894,7 @@ func fakeHAMiPlacer(ctx context.Context, ns string, binpack *atomic.Bool) {
 				if p.Annotations == nil {
 					p.Annotations = map[string]string{}
 				}
-				p.Annotations[workload.HAMiAllocatedAnnotation] = fmt.Sprintf("%s,NVIDIA,%d,0:;", gpu, mem.Value())
+				p.Annotations[workload.HAMiAllocatedAnnotation] = fmt.Sprintf("%s,NVIDIA,%d,%d:;", gpu, mem.Value(), cores.Value())
 				_ = c.Patch(ctx, p, patch)
 			}
 		}
@@ -927,14 +905,16 @@ func fakeHAMiPlacer(ctx context.Context, ns string, binpack *atomic.Bool) {
 	}
 }
 
-// updConsolidation: three HAMi pods of 2Gi, in date, spread over two 8Gi GPUs (two on
-// one, one on the other). An updater with --consolidate replaces the lone pod (reason
-// and Consolidating event, the counter), its replacement is placed binpack next to the
-// other two, and then nothing more is replaced: the second GPU is empty.
-func updConsolidation(t *testing.T) {
+// updHAMiScenario sets up a scenario of namespace ns on a tainted KWOK node with HAMi
+// GPUs gpus of devMiB each (removed at the end): a Deployment "app" of no replica
+// pinned to the node, a Recreate HAMi autoscaler with an always-open window and a 2Gi
+// recommendation, and the fake HAMi scheduler (binpack as fakeHAMiScheduler reads it)
+// until the test ends. It returns once the webhook applies 2Gi.
+func updHAMiScenario(t *testing.T, ns, node string, gpus []string, devMiB int, binpack *atomic.Bool) *updScenario {
+	t.Helper()
 	ctx, c := t.Context(), testCluster.Client
-	err := testCluster.CreateGPUNodeWith(ctx, updConsNode, 10, func(n *corev1.Node) {
-		n.Annotations[updater.AnnotationHAMiNodeRegister] = fmt.Sprintf("%s,10,%d,100,NVIDIA,0,true:%s,10,%d,100,NVIDIA,0,true:", updConsGPUA, updHAMiDevMiB, updConsGPUB, updHAMiDevMiB)
+	err := testCluster.CreateGPUNodeWith(ctx, node, 10, func(n *corev1.Node) {
+		n.Annotations[updater.AnnotationHAMiNodeRegister] = hamiRegistration(devMiB, gpus...)
 		for _, r := range []corev1.ResourceList{n.Status.Capacity, n.Status.Allocatable} {
 			r["nvidia.com/gpumem"], r["nvidia.com/gpucores"] = resource.MustParse("100000"), resource.MustParse("1000")
 		}
@@ -944,16 +924,15 @@ func updConsolidation(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = c.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: updConsNode}})
+		_ = c.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}})
 	})
-	s := &updScenario{ns: "e2e-upd-consolidate"}
+	s := &updScenario{ns: ns}
 	updNamespace(t, s.ns, true)
-	sched, stop := context.WithCancel(ctx)
-	defer stop()
-	var binpack atomic.Bool
-	go fakeHAMiPlacer(sched, s.ns, &binpack)
+	sched, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	go fakeHAMiScheduler(sched, s.ns, node, gpus, int64(devMiB), binpack)
 	s.dep = gpuDeployment(s.ns, "app", "main", 0)
-	s.dep.Spec.Template.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": updConsNode}
+	s.dep.Spec.Template.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": node}
 	s.dep.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: updHAMiTaint, Operator: corev1.TolerationOpExists}}
 	create(t, s.dep)
 	s.gfa = admAutoscaler(s.ns, "app", gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi)
@@ -964,6 +943,16 @@ func updConsolidation(t *testing.T) {
 		p, err := dryRunPod(ctx, s.dep)
 		return err == nil && appliedMemory(p) == "2Gi", err
 	})
+	return s
+}
+
+// updConsolidation: three HAMi pods of 2Gi, in date, spread over two 8Gi GPUs (two on
+// one, one on the other). An updater with --consolidate replaces the lone pod (reason
+// and Consolidating event, the counter), its replacement is placed binpack next to the
+// other two, and then nothing more is replaced: the second GPU is empty.
+func updConsolidation(t *testing.T) {
+	var binpack atomic.Bool
+	s := updHAMiScenario(t, "e2e-upd-consolidate", updConsNode, []string{updConsGPUA, updConsGPUB}, updHAMiDevMiB, &binpack)
 	scale(t, s.dep, 3)
 	waitApplied(t, s.ns, "app", 3, "2Gi", 90*time.Second)
 	onGPU := func(pods []corev1.Pod) map[string][]string {
@@ -986,7 +975,8 @@ func updConsolidation(t *testing.T) {
 	lone := spread[updConsGPUB][0]
 	binpack.Store(true)
 
-	upd := startUpdater(t, []string{s.ns}, "--consolidate", "--min-pod-age=2s")
+	// The pods hold 250m each (HAMi's gpucores 25): let a GPU take three.
+	upd := startUpdater(t, []string{s.ns}, "--consolidate", "--consolidation-compute=1000", "--min-pod-age=2s")
 	var pods []corev1.Pod
 	waitFor(t, 90*time.Second, "all three pods on "+updConsGPUA, func() (bool, error) {
 		pods = updPods(t, s.ns, "app")
@@ -1020,36 +1010,7 @@ func updConsolidation(t *testing.T) {
 // all end at 3Gi.
 func updDeviceOverCommit(t *testing.T, upd *updProcess) {
 	ctx, c := t.Context(), testCluster.Client
-	err := testCluster.CreateGPUNodeWith(ctx, updHAMiNode, 10, func(n *corev1.Node) {
-		n.Annotations[updater.AnnotationHAMiNodeRegister] = hamiRegistration(updHAMiDevMiB)
-		for _, r := range []corev1.ResourceList{n.Status.Capacity, n.Status.Allocatable} {
-			r["nvidia.com/gpumem"], r["nvidia.com/gpucores"] = resource.MustParse("100000"), resource.MustParse("1000")
-		}
-		n.Spec.Taints = []corev1.Taint{{Key: updHAMiTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule}}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = c.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: updHAMiNode}})
-	})
-	s := &updScenario{ns: "e2e-upd-device"}
-	updNamespace(t, s.ns, true)
-	sched, stop := context.WithCancel(ctx)
-	defer stop()
-	go fakeHAMiScheduler(sched, s.ns)
-	s.dep = gpuDeployment(s.ns, "app", "main", 0)
-	s.dep.Spec.Template.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": updHAMiNode}
-	s.dep.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: updHAMiTaint, Operator: corev1.TolerationOpExists}}
-	create(t, s.dep)
-	s.gfa = admAutoscaler(s.ns, "app", gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi)
-	alwaysOpen(s.gfa)
-	create(t, s.gfa)
-	updRecommend(t, s.gfa, "2Gi", "1536Mi", "2560Mi")
-	waitFor(t, 30*time.Second, "webhook cache has "+s.ns, func() (bool, error) {
-		p, err := dryRunPod(ctx, s.dep)
-		return err == nil && appliedMemory(p) == "2Gi", err
-	})
+	s := updHAMiScenario(t, "e2e-upd-device", updHAMiNode, []string{updHAMiGPU}, updHAMiDevMiB, nil)
 	scale(t, s.dep, 4)
 	waitApplied(t, s.ns, "app", 4, "2Gi", 90*time.Second)
 
@@ -1072,7 +1033,7 @@ func updDeviceOverCommit(t *testing.T, upd *updProcess) {
 		t.Fatal(err)
 	}
 	patch := client.MergeFrom(node.DeepCopy())
-	node.Annotations[updater.AnnotationHAMiNodeRegister] = hamiRegistration(2 * updHAMiDevMiB)
+	node.Annotations[updater.AnnotationHAMiNodeRegister] = hamiRegistration(2*updHAMiDevMiB, updHAMiGPU)
 	if err := c.Patch(ctx, node, patch); err != nil {
 		t.Fatal(err)
 	}
