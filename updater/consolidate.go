@@ -92,12 +92,14 @@ func (u *Updater) consolidate(ctx context.Context, cy *cycle) {
 			}
 		}
 	}
-	cy.readCapacity(ctx, u)
-	if cy.capacity == nil {
-		return
-	}
+	// Movable pods first: the capacity is a cluster-wide list of nodes and pods, read
+	// only when something could move.
 	pods := u.movablePods(cy)
 	if len(pods) == 0 {
+		return
+	}
+	cy.readCapacity(ctx, u)
+	if cy.capacity == nil {
 		return
 	}
 	type at struct{ node, gpu int }
