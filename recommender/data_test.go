@@ -456,7 +456,11 @@ func TestOnePodSilentIsAGap(t *testing.T) {
 		t.Fatal(err)
 	}
 	noGapFor(EmptyCyclesWhileRunning+1, "a new pod of the same name yet to report")
-	// A pod deleted (scale-down) stops reporting: not a gap.
+	// A pod deleted (scale-down) stops reporting: not a gap. (The new pod reports by now:
+	// one that never does is a gap after Prometheus' lookback, TestPodThatNeverReportsIsAGap.)
+	prom.mu.Lock()
+	prom.mem[pods[1].Name], prom.cpu[pods[1].Name] = gib, 0.05
+	prom.mu.Unlock()
 	silence(pods[0].Name)
 	if err := h.c.Delete(ctx, pods[0]); err != nil {
 		t.Fatal(err)

@@ -665,6 +665,7 @@ func (r *Recommender) feed(signal metrics.Signal, series []metrics.Series, attr 
 			t.gaps.kept[signal] += len(s.Samples)
 			if signal == metrics.SignalCompute {
 				t.gaps.podCompute[s.ID.Pod] += len(s.Samples)
+				t.gaps.spacing.add(s.ID.Pod, s.Samples)
 			}
 		}
 		r.model.Add(w, signal, s)
@@ -721,7 +722,7 @@ type dataGaps struct {
 	// wrongDevice: pods whose series named a GPU they were not on (ReasonWrongDevice),
 	// with why.
 	wrongDevice map[string]string
-	empty       int // consecutive cycles with running pods and no sample
+	empty       int // consecutive cycles with running pods and no sample (emptyCycles)
 	// countFailed: a diagnostic query of the load failed (diagnose), so dropped is
 	// unknown, not 0.
 	countFailed bool
@@ -735,11 +736,13 @@ type dataGaps struct {
 	seenMemory bool
 	// podCompute: compute samples fed this cycle, per pod. podSeen: the running pods that
 	// had compute samples in an earlier cycle, with their creation time (another is a
-	// new pod of the name); podEmpty: how many consecutive cycles each of them has had
-	// none (silentPods).
+	// new pod of the name); podEmpty: how many consecutive cycles each running pod that
+	// counts has had none (silentPods).
 	podCompute map[string]int
 	podSeen    map[string]time.Time
 	podEmpty   map[string]int
+	// spacing: how far apart the workload's compute samples are (emptyCycles).
+	spacing sampleSpacing
 }
 
 // countDrops adds the impossible samples of each pod to its workload's gaps.
@@ -757,21 +760,24 @@ func (r *Recommender) countDrops(signal metrics.Signal, drops metrics.PodDrops, 
 
 // EmptyCyclesWhileRunning is how many consecutive cycles without any GPU sample, while
 // the workload has running pods, raise MetricsUnavailable (NoSamplesWhileRunning): a
-// scrape or exporter gap, not idleness (an idle GPU still reports zeros).
+// scrape or exporter gap, not idleness (an idle GPU still reports zeros). Where the
+// workload's series are scraped less often than the cycle, it counts scrapes instead
+// (emptyCycles).
 const EmptyCyclesWhileRunning = 3
 
 // dataGap returns the MetricsUnavailable reason and message for what this cycle's loads
-// lacked for a workload with pods running pods, or "" when nothing was missing. It
-// counts each finding in gpufrac_recommender_incomplete_data_total. Call it once per
-// workload and cycle.
-func (r *Recommender) dataGap(w history.WorkloadKey, pods int) (reason, msg string) {
+// lacked for a workload whose live (not finished) pods are podNames, or "" when nothing
+// was missing. It counts each finding in gpufrac_recommender_incomplete_data_total. Call
+// it once per workload and cycle.
+func (r *Recommender) dataGap(w history.WorkloadKey, podNames map[string]bool) (reason, msg string) {
 	t := r.tracked[w]
 	if t == nil || !t.gaps.loaded {
 		return "", ""
 	}
 	g := &t.gaps
 	g.loaded = false
-	silent := r.silentPods(w.Namespace, g)
+	needed := r.emptyCycles(g)
+	silent := r.silentPods(w.Namespace, podNames, g, needed)
 	if g.kept[metrics.SignalCompute] > 0 {
 		g.seenCompute = true
 	}
@@ -784,7 +790,7 @@ func (r *Recommender) dataGap(w history.WorkloadKey, pods int) (reason, msg stri
 	if !none && g.seenMemory && g.kept[metrics.SignalMemory] == 0 && len(g.stale) == 0 {
 		none, what = true, "GPU memory sample (compute samples are read)"
 	}
-	if pods > 0 && none && g.dropped[metrics.SignalMemory]+g.dropped[metrics.SignalCompute] == 0 && len(g.unattributed) == 0 && len(g.wrongDevice) == 0 {
+	if len(podNames) > 0 && none && g.dropped[metrics.SignalMemory]+g.dropped[metrics.SignalCompute] == 0 && len(g.unattributed) == 0 && len(g.wrongDevice) == 0 {
 		g.empty++
 	} else {
 		g.empty = 0
@@ -800,49 +806,67 @@ func (r *Recommender) dataGap(w history.WorkloadKey, pods int) (reason, msg stri
 		metrics.Incomplete.WithLabelValues(metrics.IncompleteExporterDown).Inc()
 		return gpufracv1.ReasonExporterDown, msg + "; last recommendation kept"
 	}
-	if g.empty >= EmptyCyclesWhileRunning {
+	if g.empty >= needed {
 		metrics.Incomplete.WithLabelValues(metrics.IncompleteNoSamplesWhileRunning).Inc()
 		why := "an exporter or scrape gap"
 		if g.countFailed {
 			why = "an exporter or scrape gap, or impossible samples (their count failed this cycle)"
 		}
 		return gpufracv1.ReasonNoSamplesWhileRunning, fmt.Sprintf("%d running pods but no %s (%s source) for %d cycles: %s; last recommendation kept",
-			pods, what, names(r.workloadSources(w)), g.empty, why)
+			len(podNames), what, names(r.workloadSources(w)), g.empty, why)
 	}
 	if len(silent) > 0 {
 		metrics.Incomplete.WithLabelValues(metrics.IncompleteNoSamplesWhileRunning).Inc()
-		return gpufracv1.ReasonNoSamplesWhileRunning, fmt.Sprintf("running pod(s) %s had GPU samples (%s source) and have none for %d cycles or more while the workload's other pods report: an exporter or scrape gap for those pods; last recommendation kept",
-			strings.Join(silent, ", "), names(r.workloadSources(w)), EmptyCyclesWhileRunning)
+		return gpufracv1.ReasonNoSamplesWhileRunning, fmt.Sprintf("running pod(s) %s have had no GPU sample (%s source) for %d cycles or more while the workload's other pods report: an exporter or scrape gap for those pods; last recommendation kept",
+			strings.Join(silent, ", "), names(r.workloadSources(w)), needed)
 	}
 	return "", ""
 }
 
-// silentPods counts, for one cycle of a workload in namespace ns, the running pods that
-// had compute samples in an earlier cycle and have none in this one (an exporter that
-// lost one pod's mapping, a scrape gap on one node: the others still report, so the
-// workload's gap check sees samples), and returns, sorted, those without any for
-// EmptyCyclesWhileRunning cycles or more. A pod that is not running with every
-// container running (pending, restarting, finished, being deleted) is forgotten, as is
-// a new pod of the same name (a replaced StatefulSet replica, yet to report) and one
-// whose samples were set aside this cycle for a reason of their own (no single GPU
-// container, another GPU).
-func (r *Recommender) silentPods(ns string, g *dataGaps) []string {
+// silentPods counts, for one cycle of a workload in namespace ns whose live pods are
+// podNames, the running pods without compute samples in this cycle, and returns, sorted,
+// those without any for needed cycles or more (emptyCycles): an exporter that lost one
+// pod's mapping, a scrape gap on one node. The others still report, so the workload's
+// gap check sees samples. A pod counts where it had compute samples in an earlier cycle
+// (podSeen), or where it never had any while the workload's other pods report this
+// cycle and it has run for longer than Prometheus' lookback (metrics.AgentCoverage,
+// 5 min: time for a new pod's first scrape; a pod that never reports is as partial as
+// one that stopped). A pod that is not running with every container running (pending,
+// restarting, finished, being deleted) is forgotten, as is a new pod of the same name
+// (a replaced StatefulSet replica, yet to report) and one whose samples were set aside
+// this cycle for a reason of their own (no single GPU container, another GPU).
+func (r *Recommender) silentPods(ns string, podNames map[string]bool, g *dataGaps, needed int) []string {
 	if g.podSeen == nil {
 		g.podSeen, g.podEmpty = map[string]time.Time{}, map[string]int{}
 	}
-	var silent []string
-	for pod, created := range g.podSeen {
+	setAside := func(pod string) bool {
 		_, unattributed := g.unattributed[pod]
 		_, wrong := g.wrongDevice[pod]
+		return unattributed || wrong
+	}
+	for pod, created := range g.podSeen {
 		live := r.cur.livePods[[2]string{ns, pod}]
-		switch {
-		case !runningNow(live) || !live.CreationTimestamp.Time.Equal(created) || unattributed || wrong:
+		if !runningNow(live) || !live.CreationTimestamp.Time.Equal(created) || setAside(pod) {
 			delete(g.podSeen, pod)
+		}
+	}
+	for pod := range g.podEmpty {
+		if !podNames[pod] {
 			delete(g.podEmpty, pod)
-		case g.podCompute[pod] > 0:
+		}
+	}
+	others := g.kept[metrics.SignalCompute] > 0
+	var silent []string
+	for pod := range podNames {
+		live := r.cur.livePods[[2]string{ns, pod}]
+		_, seen := g.podSeen[pod]
+		switch {
+		case !runningNow(live) || setAside(pod) || g.podCompute[pod] > 0:
+			delete(g.podEmpty, pod)
+		case !seen && (!others || r.cur.now.Sub(runningSince(live)) < metrics.AgentCoverage):
 			delete(g.podEmpty, pod)
 		default:
-			if g.podEmpty[pod]++; g.podEmpty[pod] >= EmptyCyclesWhileRunning {
+			if g.podEmpty[pod]++; g.podEmpty[pod] >= needed {
 				silent = append(silent, pod)
 			}
 		}
@@ -854,6 +878,88 @@ func (r *Recommender) silentPods(ns string, g *dataGaps) []string {
 	}
 	slices.Sort(silent)
 	return silent
+}
+
+// runningSince is when every container of a running pod was last started: the latest
+// container start, else the pod's start, else its creation.
+func runningSince(p *corev1.Pod) time.Time {
+	var at time.Time
+	for _, st := range p.Status.ContainerStatuses {
+		if st.State.Running != nil && st.State.Running.StartedAt.After(at) {
+			at = st.State.Running.StartedAt.Time
+		}
+	}
+	switch {
+	case !at.IsZero():
+		return at
+	case p.Status.StartTime != nil:
+		return p.Status.StartTime.Time
+	}
+	return p.CreationTimestamp.Time
+}
+
+// MaxScrapeSpacing bounds the sample spacing emptyCycles waits on: Prometheus' default
+// lookback delta (metrics.AgentCoverage, 5 min). A series scraped less often than that
+// is already absent from Prometheus' own instant queries between scrapes.
+const MaxScrapeSpacing = metrics.AgentCoverage
+
+// emptyCycles is how many consecutive cycles without samples make a gap for a workload
+// whose gaps are g: EmptyCyclesWhileRunning cycles, or EmptyCyclesWhileRunning of its
+// series' typical sample spacing (spacing.typical, at most MaxScrapeSpacing) where that
+// is longer. A scrape interval longer than --interval (2 or 5 minutes, a federated or
+// remote-written Prometheus) leaves most cycles empty by design: counting those as a gap
+// raised MetricsUnavailable every few cycles and cleared it at the next scrape.
+func (r *Recommender) emptyCycles(g *dataGaps) int {
+	n := EmptyCyclesWhileRunning
+	every := min(g.spacing.typical(), MaxScrapeSpacing)
+	if r.Config.Interval > 0 && every > r.Config.Interval {
+		n = max(n, int((time.Duration(EmptyCyclesWhileRunning)*every+r.Config.Interval-1)/r.Config.Interval))
+	}
+	return n
+}
+
+// sampleSpacing learns how far apart a workload's compute samples are: the time between
+// consecutive samples of each of its pods, the last spacingKept of them kept.
+type sampleSpacing struct {
+	last  map[string]time.Time // newest sample fed, per pod
+	gaps  []time.Duration      // ring of the last spacingKept spacings
+	next  int                  // where the ring writes next
+	count int                  // spacings written, up to spacingKept
+}
+
+// spacingKept is how many spacings sampleSpacing keeps: half an hour of per-minute
+// samples, so that an outage (one long spacing) never sets the median.
+const spacingKept = 31
+
+// add records the spacings of pod's samples, in time order, after its newest sample fed.
+func (s *sampleSpacing) add(pod string, samples []metrics.Sample) {
+	if s.last == nil {
+		s.last, s.gaps = map[string]time.Time{}, make([]time.Duration, spacingKept)
+	}
+	last, ok := s.last[pod]
+	for _, p := range samples {
+		if ok && p.Time.After(last) {
+			s.gaps[s.next] = p.Time.Sub(last)
+			s.next = (s.next + 1) % spacingKept
+			s.count = min(s.count+1, spacingKept)
+		}
+		if !ok || p.Time.After(last) {
+			last, ok = p.Time, true
+		}
+	}
+	if ok {
+		s.last[pod] = last
+	}
+}
+
+// typical is the median spacing recorded, 0 before any.
+func (s *sampleSpacing) typical() time.Duration {
+	if s.count == 0 {
+		return 0
+	}
+	g := slices.Clone(s.gaps[:s.count])
+	slices.Sort(g)
+	return g[len(g)/2]
 }
 
 // runningNow reports whether a live pod (nil: none) runs with every container running:

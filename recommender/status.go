@@ -208,7 +208,7 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 	applyFloor(gfa, recs, now)
 	// A gap in this cycle's data (every sample filtered, none while pods run, an
 	// exporter down): the written recommendation is kept as it was, as for a failed read.
-	gapReason, gapMsg := r.dataGap(w, e.pods)
+	gapReason, gapMsg := r.dataGap(w, e.podNames)
 	if gapReason != "" && (len(recs) == 0 || len(old.Status.ContainerRecommendations) > 0) {
 		set(gpufracv1.ConditionMetricsUnavailable, true, gapReason, gapMsg)
 		keepWithFloor(gfa, st, startOrder(r.cur.templates[w]), now)
