@@ -10,9 +10,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -103,6 +105,7 @@ func down(args []string) error {
 	if err := c.Stop(); err != nil {
 		return err
 	}
-	fmt.Printf("stopped %d process(es) in %.1fs\n", len(pids), time.Since(begin).Seconds())
+	names := slices.Sorted(maps.Keys(pids))
+	fmt.Printf("cluster stopped: %d process(es) (%s) in %.1fs\n", len(pids), strings.Join(names, ", "), time.Since(begin).Seconds())
 	return nil
 }
