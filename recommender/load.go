@@ -855,6 +855,7 @@ func (r *Recommender) silentPods(ns string, podNames map[string]bool, g *dataGap
 			delete(g.podEmpty, pod)
 		}
 	}
+	g.spacing.forget(podNames)
 	others := g.kept[metrics.SignalCompute] > 0
 	var silent []string
 	for pod := range podNames {
@@ -949,6 +950,16 @@ func (s *sampleSpacing) add(pod string, samples []metrics.Sample) {
 	}
 	if ok {
 		s.last[pod] = last
+	}
+}
+
+// forget drops the newest sample of every pod not in live, so that pods that ended
+// (a Job's, a rollout's) are not kept for the life of the process.
+func (s *sampleSpacing) forget(live map[string]bool) {
+	for pod := range s.last {
+		if !live[pod] {
+			delete(s.last, pod)
+		}
 	}
 }
 

@@ -128,3 +128,24 @@ func TestPodThatNeverReportsIsAGap(t *testing.T) {
 	}
 	gapAfter(int(metrics.AgentCoverage/time.Minute)+EmptyCyclesWhileRunning-1, fresh.Name)
 }
+
+// sampleSpacing's median ignores an outage (one long spacing) and forgets ended pods.
+func TestSampleSpacing(t *testing.T) {
+	var s sampleSpacing
+	at := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	var samples []metrics.Sample
+	for i := range 10 {
+		samples = append(samples, metrics.Sample{Time: at.Add(time.Duration(i) * 2 * time.Minute)})
+	}
+	s.add("a", samples)
+	s.add("a", []metrics.Sample{{Time: at.Add(time.Hour)}}) // after a 42-minute outage
+	s.add("b", samples[:3])
+	s.add("b", samples[:3]) // read again: no spacing
+	if got := s.typical(); got != 2*time.Minute {
+		t.Errorf("typical spacing %s, want 2m0s", got)
+	}
+	s.forget(map[string]bool{"a": true})
+	if _, ok := s.last["b"]; ok || len(s.last) != 1 {
+		t.Errorf("pods kept after forget: %v", s.last)
+	}
+}
