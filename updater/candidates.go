@@ -23,11 +23,16 @@ type evaluated struct {
 // restart forgets them; the last action stands in for the last round's start).
 func (u *Updater) evaluate(p *plan, rules Rules, now time.Time) []evaluated {
 	hkey := p.ref.String()
-	// p.st holds the last replacement times carried over from the last status (newPlan:
-	// none written for another target).
-	for _, t := range []*metav1.Time{p.st.LastEvictionTime, p.st.LastInPlaceUpdateTime} {
-		if t != nil {
-			u.hyst.Seed(hkey, t.Time)
+	// p.st holds the last round and replacement times carried over from the last status
+	// (newPlan: none written for another target). A status of an earlier version has no
+	// round: its last replacement stands in for the start of a round in either direction.
+	if r := p.st.LastRound; r != nil {
+		u.hyst.Seed(hkey, Round{Start: r.Started.Time, Grow: r.Grow, Shrink: r.Shrink})
+	} else {
+		for _, t := range []*metav1.Time{p.st.LastEvictionTime, p.st.LastInPlaceUpdateTime} {
+			if t != nil {
+				u.hyst.Seed(hkey, Round{Start: t.Time, Grow: true, Shrink: true})
+			}
 		}
 	}
 	var evals []evaluated

@@ -269,6 +269,7 @@ func (u *Updater) newPlan(ctx context.Context, gfa *gpufracv1.GPUFractionAutosca
 	if pr := p.prev; pr != nil && contract.UpdaterStatusFor(pr, gfa.Spec.TargetRef) {
 		st.LastEvictionTime = pr.LastEvictionTime.DeepCopy()
 		st.LastInPlaceUpdateTime = pr.LastInPlaceUpdateTime.DeepCopy()
+		st.LastRound = pr.LastRound.DeepCopy()
 		st.Verification = pr.Verification.DeepCopy()
 		st.Floor = pr.Floor.DeepCopy()
 		for _, c := range pr.Conditions {

@@ -18,8 +18,11 @@ import (
 //
 // The rules:
 //
-//   - Exempt: a Need that is Urgent (protective growth: out-of-memory, peak near the
-//     limit, latency breach) or a Rollback is always allowed and never counted.
+//   - Exempt: a Need that is Protective (growth for an out-of-memory exit, a peak near
+//     the limit or a latency breach, urgent or not) or a Rollback is always allowed and
+//     never counted. Such growth rests on what the pod uses now (or on the floor), never
+//     goes past the target, and is not the churn these rules are for; with urgentGrowth
+//     false it still waits for a window (Admissible), but not for another round.
 //   - Persistence: a change inside the bounds (Need.OutOfBounds false) is allowed only
 //     after the workload's within-bounds direction (grow, shrink, or both) was the same
 //     in at least PersistCycles consecutive observations spanning at least PersistFor.
@@ -27,11 +30,16 @@ import (
 //     count. A target that alternates around the applied value therefore never
 //     persists. Changes out of bounds need no persistence.
 //   - Interval: the replacements of a workload come in rounds. A round starts with the
-//     first replacement that is not exempt and goes on while each observation still has
-//     a non-exempt change in a direction the round started with; it ends with an
-//     observation that has none. A new round starts only MinInterval or more after the
-//     previous round started, and, when the workload has resize windows, not in the
-//     same window opening as the previous round.
+//     first replacement that is not exempt, in that replacement's direction (grow,
+//     shrink, or both for a pod that grows in one resource and shrinks in another), and
+//     goes on while each observation still has a non-exempt change in a direction the
+//     round started with; it ends with an observation that has none. A round goes on
+//     only for pods whose change lies within its direction: a pod to change the other
+//     way (the target turned back) waits for a new round, and a new round starts only
+//     MinInterval or more after the previous round started, and, when the workload has
+//     resize windows, not in the same window opening as the previous round. A new round
+//     replaces the previous one (its direction and start), so a direction never joins a
+//     round after it started and a change never turns back within one round.
 type Hysteresis struct {
 	// PersistCycles is how many consecutive observations a change inside the bounds
 	// must be seen in before it applies. ≤ 1: one is enough.
@@ -89,8 +97,9 @@ func (d direction) String() string {
 	return "none"
 }
 
-// exempt reports whether a Need bypasses the hysteresis.
-func exempt(n Need) bool { return n.Urgent || n.Rollback }
+// exempt reports whether a Need bypasses the hysteresis: protective growth (urgent or
+// not: with urgentGrowth false it waits for a window, not for a round) and rollbacks.
+func exempt(n Need) bool { return n.Urgent || n.Rollback || n.Protective }
 
 // NewHysteresis returns a Hysteresis with the given rules (see the fields).
 func NewHysteresis(persistCycles int, persistFor, minInterval time.Duration) *Hysteresis {
@@ -161,8 +170,8 @@ func (h *Hysteresis) Allow(key string, now time.Time, need Need) (ok bool, reaso
 				d, max(1, h.PersistCycles), h.PersistFor, seen, since)
 		}
 	}
-	if s.roundDir != 0 && s.roundDir&directionOf(need) != 0 {
-		return true, "", "" // the round in progress goes on
+	if d := directionOf(need); s.roundDir != 0 && d&^s.roundDir == 0 {
+		return true, "", "" // the round in progress goes on, in its own direction
 	}
 	if !s.roundStart.IsZero() {
 		if h.MinInterval > 0 && now.Sub(s.roundStart) < h.MinInterval {
@@ -178,36 +187,67 @@ func (h *Hysteresis) Allow(key string, now time.Time, need Need) (ok bool, reaso
 }
 
 // Replaced records that a pod of the workload with need was replaced (or changed in
-// place) at now; the first such replacement that is not exempt starts a round.
+// place) at now. A replacement that is not exempt and does not lie within the direction
+// of the round in progress (none in progress, or Allow let a new round start) starts a
+// round of its own direction at now.
 func (h *Hysteresis) Replaced(key string, now time.Time, need Need) {
 	if !need.Needed() || exempt(need) {
 		return
 	}
 	s := h.get(key)
-	if s.roundDir == 0 {
-		s.roundDir, s.roundStart = directionOf(need), now
-	} else {
-		s.roundDir |= directionOf(need)
+	if d := directionOf(need); s.roundDir == 0 || d&^s.roundDir != 0 {
+		s.roundDir, s.roundStart = d, now
 	}
 }
 
+// Round is a workload's last round of replacements (see Hysteresis), as a status
+// carries it across a restart of the updater (status.updater.lastRound).
+type Round struct {
+	// Start is when the round's first replacement was made; zero when there was none.
+	Start time.Time
+	// Grow and Shrink are the directions the round goes on in; both false once it is
+	// over.
+	Grow, Shrink bool
+}
+
+// Round returns the workload's last round (zero when none is known).
+func (h *Hysteresis) Round(key string) Round {
+	s := h.state[key]
+	if s == nil {
+		return Round{}
+	}
+	return Round{Start: s.roundStart, Grow: s.roundDir&dirGrow != 0, Shrink: s.roundDir&dirShrink != 0}
+}
+
 // Seed tells a Hysteresis that knows nothing of the workload yet (a restarted updater)
-// that it was last replaced at t (status.updater.lastEvictionTime or
-// lastInPlaceUpdateTime). The replacement is taken as the start of a round that may
-// still be in progress: it goes on while the workload's pods still need a change and
-// ends at the first observation that has none, so a restart neither starts a new round
-// early nor cuts one short. Later calls, and calls for a known workload, do nothing.
-func (h *Hysteresis) Seed(key string, t time.Time) {
+// its last round, as Round returned it before the restart (status.updater.lastRound):
+// a round in progress goes on in its own direction, and the next starts as it would
+// have without the restart. A status written before rounds were recorded has only the
+// time of the last replacement (status.updater.lastEvictionTime or
+// lastInPlaceUpdateTime): pass it as Start with both directions, a round that may still
+// be in progress. Of several seeds before the first observation the latest start wins;
+// calls for a workload already observed do nothing.
+func (h *Hysteresis) Seed(key string, r Round) {
+	if r.Start.IsZero() {
+		return
+	}
 	if h.state == nil {
 		h.state = map[string]*hysteresisState{}
 	}
+	var d direction
+	if r.Grow {
+		d |= dirGrow
+	}
+	if r.Shrink {
+		d |= dirShrink
+	}
 	if s, ok := h.state[key]; ok {
-		if s.seeding && t.After(s.roundStart) {
-			s.roundStart = t
+		if s.seeding && r.Start.After(s.roundStart) {
+			s.roundStart, s.roundDir = r.Start, d
 		}
 		return
 	}
-	h.state[key] = &hysteresisState{roundStart: t, roundDir: dirGrow | dirShrink, seeding: true}
+	h.state[key] = &hysteresisState{roundStart: r.Start, roundDir: d, seeding: true}
 }
 
 // Forget drops the state of workloads last observed before cutoff (gone workloads).

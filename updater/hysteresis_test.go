@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
@@ -124,13 +126,13 @@ func TestHysteresisOneRoundPerWindow(t *testing.T) {
 func TestHysteresisSeedAfterRestart(t *testing.T) {
 	t0 := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
 	h := NewHysteresis(1, 0, time.Hour)
-	h.Seed("w", t0)
+	h.Seed("w", Round{Start: t0, Grow: true, Shrink: true}) // a status of an earlier version
 	// A round in progress before the restart goes on.
 	h.Observe("w", t0.Add(time.Minute), []Need{growOut}, time.Time{})
 	if ok, _, msg := h.Allow("w", t0.Add(time.Minute), growOut); !ok {
 		t.Fatalf("seeded round cut short: %s", msg)
 	}
-	h.Seed("w", t0.Add(time.Minute)) // known now: ignored
+	h.Seed("w", Round{Start: t0.Add(time.Minute), Grow: true}) // known now: ignored
 	h.Observe("w", t0.Add(2*time.Minute), nil, time.Time{})
 	h.Observe("w", t0.Add(3*time.Minute), []Need{shrinkIn}, time.Time{})
 	if ok, reason, _ := h.Allow("w", t0.Add(3*time.Minute), shrinkIn); ok || reason != SkipMinInterval {
@@ -228,6 +230,183 @@ func TestHysteresisOneRoundPerMergedOpening(t *testing.T) {
 			h.Observe("w", next, []Need{shrinkIn}, tc.windows.State(next).Start)
 			if ok, _, msg := h.Allow("w", next, shrinkIn); !ok {
 				t.Errorf("next opening held: %s", msg)
+			}
+		})
+	}
+}
+
+// A round goes on only in its own direction, and a change never turns back within one
+// round: a pod grown in a round is not shrunk back in the same round, whichever way the
+// other direction tries to join it (a pod that grows in one resource and shrinks in
+// another, a new round started while a slow one is still going), and a restarted
+// updater seeded with the round as the status carries it decides as the one that ran
+// on. Protective growth that is not urgent (urgentGrowth false) waits for no round.
+func TestHysteresisNoTurnWithinARound(t *testing.T) {
+	t0 := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
+	shrinkOut := Need{Shrink: true, OutOfBounds: true, Reasons: []string{"above upper bound"}}
+	bothOut := Need{Grow: true, Shrink: true, OutOfBounds: true, Reasons: []string{"memory below lower bound", "compute above upper bound"}}
+	protective := Need{Grow: true, Protective: true, Reasons: []string{"near its limit"}}
+	type step struct {
+		at    time.Duration
+		needs []Need // observed
+		try   Need   // Allow, then Replaced when allowed
+		want  bool
+	}
+	for _, tc := range []struct {
+		name    string
+		restart time.Duration // a restarted Hysteresis, seeded from the first's Round, from this step's time on (0: none)
+		steps   []step
+	}{
+		{"a pod growing and shrinking joins no grow round", 0, []step{
+			{0, []Need{growOut, growOut}, growOut, true},
+			{time.Minute, []Need{growOut, bothOut}, bothOut, false},
+			{2 * time.Minute, []Need{shrinkOut}, shrinkOut, false},
+			{61 * time.Minute, []Need{shrinkOut}, shrinkOut, true},
+		}},
+		{"a new round while a slow one goes on replaces it", 0, []step{
+			{0, []Need{growOut, growOut, growOut}, growOut, true},
+			{61 * time.Minute, []Need{growOut, shrinkOut}, shrinkOut, true},
+			{62 * time.Minute, []Need{growOut}, growOut, false}, // the pod just shrunk, back up
+			{122 * time.Minute, []Need{growOut}, growOut, true},
+		}},
+		{"restart inside a grow round", 2 * time.Minute, []step{
+			{0, []Need{growOut, growOut}, growOut, true},
+			{time.Minute, []Need{growOut}, growOut, true},
+			{2 * time.Minute, []Need{shrinkOut}, shrinkOut, false}, // the target turned back
+			{3 * time.Minute, []Need{shrinkOut}, shrinkOut, false},
+			{61 * time.Minute, []Need{shrinkOut}, shrinkOut, true},
+		}},
+		{"restart with a grow round in progress", 2 * time.Minute, []step{
+			{0, []Need{growOut, growOut, growOut}, growOut, true},
+			{2 * time.Minute, []Need{growOut, growOut}, growOut, true}, // goes on after the restart
+		}},
+		{"protective growth after a shrink round", 0, []step{
+			{0, []Need{shrinkOut}, shrinkOut, true},
+			{10 * time.Minute, []Need{protective}, protective, true},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := NewHysteresis(1, 0, time.Hour)
+			for i, s := range tc.steps {
+				now := t0.Add(s.at)
+				if tc.restart > 0 && s.at == tc.restart {
+					r := h.Round("w")
+					h = NewHysteresis(1, 0, time.Hour)
+					h.Seed("w", r)
+				}
+				h.Observe("w", now, s.needs, time.Time{})
+				ok, reason, msg := h.Allow("w", now, s.try)
+				if ok != s.want {
+					t.Fatalf("step %d (+%v, %s): allowed=%v (%s %s), want %v", i, s.at, s.try.Reasons, ok, reason, msg, s.want)
+				}
+				if ok {
+					h.Replaced("w", now, s.try)
+				}
+			}
+		})
+	}
+}
+
+// A restarted updater goes on with the workload's round as the one before it would
+// have: three pods at 1Gi grow (out of bounds) in a round, one replaced; then the
+// target turns back and the replacement (1536Mi) is above the upper bound. Within the
+// minimum interval it is kept, whether the updater ran on, restarted, or restarted
+// after the autoscaler in charge was deleted and another autoscaler of the workload
+// (whose recommendation asks for the shrink) took charge. The control: a round that
+// started two hours before the restart lets the shrink go.
+func TestRestartKeepsTheRound(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		restart   bool
+		duplicate bool // the round is made by an older autoscaler, deleted before the restart
+		longAgo   bool // the round's start is moved two hours back before the restart
+		wantKept  bool
+	}{
+		{"in memory", false, false, false, true},
+		{"restart", true, false, false, true},
+		{"restart, another autoscaler in charge", true, true, false, true},
+		{"control: restart after the interval", true, false, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 3, 1)
+			f.cfg.MinReplacementInterval = time.Hour
+			f.setTarget("1536Mi", "1280Mi", "2Gi") // the 1Gi pods grow
+			inCharge := "web"
+			if tc.duplicate {
+				f.gfa.CreationTimestamp = metav1.NewTime(f.now.Add(-time.Hour))
+				old := f.gfa.DeepCopy()
+				old.Name, old.UID = "web-old", "gfa-old-uid"
+				old.CreationTimestamp = metav1.NewTime(f.now.Add(-2 * time.Hour))
+				oldRec := f.gfr.DeepCopy()
+				oldRec.Name, oldRec.ResourceVersion = "web-old", ""
+				oldRec.OwnerReferences[0].Name, oldRec.OwnerReferences[0].UID = old.Name, old.UID
+				f.objs = append(f.objs, old, oldRec)
+				inCharge = "web-old"
+			}
+			f.build()
+			f.run()
+			live := f.livePods()
+			if len(live) != 2 || live["web-abc-0"] {
+				t.Fatalf("first cycle: pods %v, want web-abc-0 replaced", live)
+			}
+			ctx := t.Context()
+			get := func(name string) *gpufracv1.GPUFractionAutoscaler {
+				g := &gpufracv1.GPUFractionAutoscaler{}
+				if err := f.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, g); err != nil {
+					t.Fatal(err)
+				}
+				return g
+			}
+			for _, name := range []string{"web", inCharge} {
+				if r := get(name).Status.Updater.LastRound; r == nil || !r.Grow || r.Shrink {
+					t.Fatalf("%s: status.updater.lastRound %+v, want a grow round", name, r)
+				}
+			}
+			// The replacement, at the recommendation of the round.
+			repl := f.pods[1].DeepCopy()
+			repl.Name, repl.UID, repl.ResourceVersion = "web-abc-3", "uid-web-abc-3", ""
+			repl.CreationTimestamp = metav1.NewTime(time.Now())
+			repl.Annotations = map[string]string{gpufracv1.AnnotationApplied: `{"backend":"hami","autoscaler":"web","containers":[{"name":"main","memory":"1536Mi","compute":"250m"}]}`}
+			if err := f.c.Create(ctx, repl); err != nil {
+				t.Fatal(err)
+			}
+			// The target turns back: the replacement is above the upper bound.
+			f.setTarget("1Gi", "768Mi", "1280Mi")
+			cur := &gpufracv1.GPUFractionRecommendation{}
+			if err := f.c.Get(ctx, client.ObjectKeyFromObject(f.gfr), cur); err != nil {
+				t.Fatal(err)
+			}
+			cur.Status = f.gfr.Status
+			if err := f.c.Status().Update(ctx, cur); err != nil {
+				t.Fatal(err)
+			}
+			if tc.duplicate {
+				if err := f.c.Delete(ctx, get("web-old")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.longAgo {
+				g := get("web")
+				st := g.Status.Updater
+				back := metav1.NewTime(st.LastRound.Started.Add(-2 * time.Hour))
+				st.LastRound.Started, st.LastEvictionTime = back, &back
+				if err := f.c.Status().Update(ctx, g); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.restart {
+				f.u = New(f.c, f.c, f.cfg)
+				f.u.Events = f.rec
+			}
+			f.run()
+			if kept := f.livePods()["web-abc-3"]; kept != tc.wantKept {
+				t.Fatalf("replacement kept=%v, want %v (pods %v)", kept, tc.wantKept, f.livePods())
+			}
+			if tc.wantKept {
+				st := f.status()
+				if len(st.Updates) != 1 || st.Updates[0].Pod != "web-abc-3" || st.Updates[0].SkipReason != SkipMinInterval {
+					t.Errorf("updates %+v, want web-abc-3 held by %s", st.Updates, SkipMinInterval)
+				}
 			}
 		})
 	}

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/workload"
 )
 
 // finish is the plan's report: it completes status.updater (the pending updates and why
@@ -19,9 +20,26 @@ import (
 // it changed.
 func (u *Updater) finish(ctx context.Context, p *plan) error {
 	pending := p.pending()
+	p.recordRound(u.hyst)
 	p.report(pending, u.Config.MaxReported)
 	u.recordEvents(ctx, p, pending)
 	return u.writeStatus(ctx, p)
+}
+
+// recordRound writes the workload's last round of replacements (Hysteresis.Round) into
+// status.updater.lastRound — on the autoscaler in charge and on the others of the same
+// workload, so that a restarted updater, also one where another autoscaler has taken
+// charge meanwhile, goes on with the round as it would have. A round this process does
+// not know (none since it started) keeps the one carried over.
+func (p *plan) recordRound(h *Hysteresis) {
+	if p.ref == (workload.Ref{}) {
+		return // target unresolved
+	}
+	r := h.Round(p.ref.String())
+	if r.Start.IsZero() {
+		return
+	}
+	p.st.LastRound = &gpufracv1.ReplacementRound{Started: *secs(r.Start), Grow: r.Grow, Shrink: r.Shrink}
 }
 
 // pending returns the plan's updates still pending (not applied this cycle), urgent

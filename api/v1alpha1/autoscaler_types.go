@@ -399,6 +399,14 @@ type UpdaterStatus struct {
 	// in place.
 	// +optional
 	LastInPlaceUpdateTime *metav1.Time `json:"lastInPlaceUpdateTime,omitempty"`
+	// LastRound is the workload's last round of non-urgent replacements (the updater's
+	// hysteresis: when it started and the directions it goes on in), so that a
+	// restarted updater goes on with it as it would have, and neither turns a round
+	// back nor starts the next one early. Written on every autoscaler of the workload,
+	// also those not in charge of it, so that the round outlives the autoscaler in
+	// charge. Unset before the workload's first round.
+	// +optional
+	LastRound *ReplacementRound `json:"lastRound,omitempty"`
 
 	// Verification is the last shrink, watched for a guardrail breach until its end.
 	// +optional
@@ -475,6 +483,18 @@ type ShrinkVerification struct {
 	// Previous is the allocation before the shrink, per container: the largest of the
 	// shrunk pods'.
 	Previous []ContainerAllocation `json:"previous"`
+}
+
+// ReplacementRound is a round of non-urgent replacements of a workload's pods.
+type ReplacementRound struct {
+	// Started is when the round's first replacement was made.
+	Started metav1.Time `json:"started"`
+	// Grow is true while the round goes on for pods to grow.
+	// +optional
+	Grow bool `json:"grow,omitempty"`
+	// Shrink is true while the round goes on for pods to shrink.
+	// +optional
+	Shrink bool `json:"shrink,omitempty"`
 }
 
 // UpdaterFloor is the allocation the recommender must not go below after a rollback.
