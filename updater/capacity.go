@@ -84,10 +84,14 @@ func nodeCapacity(ctx context.Context, r client.Reader, cfg backend.Config) []No
 	return res
 }
 
-// addNode adds a Ready, schedulable node that advertises the GPU resource.
+// addNode adds a Ready node that advertises the GPU resource. A cordoned node
+// (spec.unschedulable) is added too: only a pod that tolerates the
+// node.kubernetes.io/unschedulable taint runs there (runsOn), as a DaemonSet's pod does
+// — its DaemonSet recreates it on its cordoned node — while a cluster whose GPU nodes
+// are all cordoned has a known capacity of none for every other pod.
 func (c *capacity) addNode(n *corev1.Node) {
 	q, ok := n.Status.Allocatable[c.cfg.GPUResource]
-	if !ok || q.Value() <= 0 || n.Spec.Unschedulable || !nodeReady(n) {
+	if !ok || q.Value() <= 0 || !nodeReady(n) {
 		return
 	}
 	ng := &NodeGPUs{Name: n.Name, FreeGPUs: q.Value(), Shared: parseHAMiNode(n.Annotations[AnnotationHAMiNodeRegister]), GPUMemory: c.cfg.GPUMemoryBytes, node: n}
@@ -207,7 +211,7 @@ func ownNodeOnly(pod *corev1.Pod) bool {
 }
 
 // onNode returns the entry of nodes named node (none when it is not among them: not
-// Ready, unschedulable or without the GPU resource) and its index in nodes.
+// Ready, one the pod may not run on, or without the GPU resource) and its index in nodes.
 func onNode(nodes []NodeGPUs, node string) ([]NodeGPUs, []int) {
 	for i := range nodes {
 		if nodes[i].Name == node {

@@ -106,6 +106,9 @@ func (u *Updater) consolidate(ctx context.Context, cy *cycle) {
 	var devs []packing.Device
 	var where []at // where[i] is devs[i]'s node and shared GPU, filled before Consolidation reads Allowed
 	for ni, n := range cy.capacity {
+		if n.node != nil && n.node.Spec.Unschedulable {
+			continue // cordoned: its GPUs are neither emptied nor filled
+		}
 		for gi, g := range n.Shared {
 			if len(g.Tenants) == 0 {
 				continue
@@ -288,12 +291,18 @@ func replacementCompute(alloc PodAllocation, p *plan) int64 {
 }
 
 // runsOn reports whether pod's replacement may be scheduled on node as far as its
-// required node affinity, node selector and the node's NoSchedule and NoExecute taints
-// say (k8s.io/component-helpers, as the scheduler's filters read them); true for an
-// unknown node.
+// required node affinity, node selector, the node's NoSchedule and NoExecute taints and
+// its spec.unschedulable (a cordoned node: only for a pod that tolerates the
+// node.kubernetes.io/unschedulable NoSchedule taint, as a DaemonSet's pods do) say
+// (k8s.io/component-helpers, as the scheduler's filters, NodeUnschedulable among them,
+// read them); true for an unknown node.
 func runsOn(pod *corev1.Pod, node *corev1.Node) bool {
 	if node == nil {
 		return true
+	}
+	if node.Spec.Unschedulable && !corev1helpers.TolerationsTolerateTaint(klog.Background(), pod.Spec.Tolerations,
+		&corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}, false) {
+		return false
 	}
 	if ok, err := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node); err != nil || !ok {
 		return false

@@ -112,8 +112,10 @@ func (u *Updater) reservePending(ctx context.Context, cy *cycle) {
 				continue
 			}
 			need := podNeed(pod, u.Config.Backend)
-			at, _ := Placeable(need, cy.capacity)
-			reserve(cy.capacity, at, need)
+			nodes, index := runnable(cy.capacity, pod) // only where the scheduler may bind it
+			if at, _ := Placeable(need, nodes); at >= 0 {
+				reserve(cy.capacity, index[at], need)
+			}
 		}
 	}
 }

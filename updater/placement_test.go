@@ -126,7 +126,8 @@ func boundPod(name, node string, gpus int64, phase corev1.PodPhase, ann map[stri
 }
 
 // TestNodeCapacity: free GPUs are allocatable minus the requests of non-terminal bound
-// pods; cordoned and NotReady nodes offer nothing; HAMi devices (JSON and legacy
+// pods; NotReady nodes offer nothing, a cordoned node only to pods that tolerate it
+// (a DaemonSet's: runsOn); HAMi devices (JSON and legacy
 // registrations) lose the memory and a slot per allocation; no node with the resource
 // means unknown (nil).
 func TestNodeCapacity(t *testing.T) {
@@ -153,6 +154,7 @@ func TestNodeCapacity(t *testing.T) {
 		{Name: "a", FreeGPUs: 1},
 		{Name: "b-hami-json", FreeGPUs: 18, Shared: []SharedGPU{{ID: "GPU-1", FreeMemory: (16384 - 8000) * mib, FreeSlots: 8}}},
 		{Name: "c-hami-legacy", FreeGPUs: 9, Shared: []SharedGPU{{ID: "GPU-3", FreeMemory: 360 * mib, FreeSlots: 9}}},
+		{Name: "d-cordoned", FreeGPUs: 8},
 	}
 	if len(nodes) != len(want) {
 		t.Fatalf("nodes %+v, want %+v", nodes, want)
@@ -167,6 +169,17 @@ func TestNodeCapacity(t *testing.T) {
 			if !sameFree(g.Shared[j], w.Shared[j]) {
 				t.Errorf("node %s device %d = %+v, want %+v", g.Name, j, g.Shared[j], w.Shared[j])
 			}
+		}
+	}
+	plain := boundPod("r", "", 1, corev1.PodPending, nil)
+	daemon := plain.DeepCopy()
+	daemon.Spec.Tolerations = []corev1.Toleration{{Key: corev1.TaintNodeUnschedulable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+	for i, n := range nodes {
+		if got := runsOn(plain, n.node); got != (n.Name != "d-cordoned") {
+			t.Errorf("node %s: a pod without the toleration runs there: %v", n.Name, got)
+		}
+		if !runsOn(daemon, nodes[i].node) {
+			t.Errorf("node %s: a pod tolerating %s does not run there", n.Name, corev1.TaintNodeUnschedulable)
 		}
 	}
 	// Nothing advertises the GPU resource: unknown, nil.
