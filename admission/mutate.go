@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -357,6 +358,13 @@ func patchedOutcome(pod, mod *corev1.Pod, rec gpufracv1.AppliedRecord, gfa *gpuf
 		return outcome{skip: SkipInternalError}
 	}
 	backend.SetAnnotation(mod, gpufracv1.AnnotationApplied, string(b))
+	// The API server validates the pod after admission: annotations past its total would
+	// have it rejected, whatever the failure policy (a pod near the limit already, a
+	// last-applied configuration or a config hash). The pod goes unchanged instead.
+	if err := apivalidation.ValidateAnnotationsSize(mod.Annotations); err != nil && apivalidation.ValidateAnnotationsSize(pod.Annotations) == nil {
+		return unsafeOutcome(pod, gfa, backend.Unsafe(backend.UnsafeAnnotationsSize,
+			"its annotations with those the backend and the applied record add (%d bytes) would exceed the API server's %d bytes", annotationsSize(mod.Annotations), apivalidation.TotalAnnotationSizeLimitB))
+	}
 	o := outcome{ops: diffPod(pod, mod), warnings: warnings, backend: rec.Backend}
 	for _, t := range targets {
 		// The pod's creator (a ReplicaSet controller) reads no warning: the autoscaler's
@@ -366,6 +374,16 @@ func patchedOutcome(pod, mod *corev1.Pod, rec gpufracv1.AppliedRecord, gfa *gpuf
 		}
 	}
 	return o
+}
+
+// annotationsSize is the size of annotations as the API server counts it (keys and
+// values, bytes).
+func annotationsSize(annotations map[string]string) int {
+	n := 0
+	for k, v := range annotations {
+		n += len(k) + len(v)
+	}
+	return n
 }
 
 // appliedRecord is the gpufrac.io/applied record of what the backend bt wrote for

@@ -2,14 +2,17 @@ package admission
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -766,5 +769,39 @@ func TestMutateSkipsAutoscalerBeingDeleted(t *testing.T) {
 	}
 	if _, ok := resourceValue(&got.Spec.Containers[0], "limits", "nvidia.com/gpumem"); ok {
 		t.Error("gpumem written for an autoscaler being deleted")
+	}
+}
+
+// A pod whose annotations are close to the API server's limit (256 kB in all, the
+// tools that stamp config hashes or last-applied configurations into pods get there)
+// must be created, with or without gpufrac: a patch that takes the annotations past
+// the limit makes the API server reject the pod after admission, whatever the
+// webhook's failurePolicy. Each backend either patches within the limit or admits the
+// pod unchanged, with a warning; the control (small annotations) is patched.
+func TestMutateNeverTakesAnnotationsPastTheLimit(t *testing.T) {
+	for _, bt := range []gpufracv1.BackendType{gpufracv1.BackendHAMi, gpufracv1.BackendAnnotations, gpufracv1.BackendKAI, gpufracv1.BackendKAINVFractions, gpufracv1.BackendMPS} {
+		for _, room := range []int{64, 4096} { // bytes left below the limit
+			t.Run(fmt.Sprintf("%s/%d bytes left", bt, room), func(t *testing.T) {
+				gfa := autoscaler("web", gpufracv1.UpdateModeInitial, bt)
+				gfr := recommendation("web", 80, containerRec("main", "4Gi", "350m"))
+				m := mutator(t, Config{}, gfa, gfr)
+				pod := podOf(gpuContainer("main", 1))
+				const key = "example.com/last-applied"
+				pod.Annotations = map[string]string{key: strings.Repeat("x", apivalidation.TotalAnnotationSizeLimitB-len(key)-room)}
+				if err := apivalidation.ValidateAnnotationsSize(pod.Annotations); err != nil {
+					t.Fatal(err)
+				}
+				o, resp, got := handle(t, m, pod)
+				if errs := apivalidation.ValidateAnnotations(got.Annotations, field.NewPath("metadata", "annotations")); len(errs) > 0 {
+					t.Fatalf("the patched pod would be rejected: %v", errs.ToAggregate())
+				}
+				if room >= 4096 && o.skip != "" {
+					t.Errorf("control: skipped %s %v, want patched", o.skip, o.warnings)
+				}
+				if o.skip != "" && (o.skip != backend.UnsafeAnnotationsSize || len(resp.Warnings) == 0 || len(resp.Patches) != 0) {
+					t.Errorf("skipped %s, warnings %v, patches %d: want %s, a warning and the pod unchanged", o.skip, resp.Warnings, len(resp.Patches), backend.UnsafeAnnotationsSize)
+				}
+			})
+		}
 	}
 }

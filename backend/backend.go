@@ -234,6 +234,10 @@ const (
 	// UnsafeRecommendationSize: the recommended memory, or the observed peak memory,
 	// exceeds one GPU (Config.GPUMemoryBytes).
 	UnsafeRecommendationSize = "exceeds-gpu"
+	// UnsafeAnnotationsSize: the pod's annotations with those gpufrac writes would exceed
+	// the API server's total (apimachinery's TotalAnnotationSizeLimitB, 256 kB), so the
+	// patched pod would be rejected.
+	UnsafeAnnotationsSize = "annotations-too-large"
 )
 
 // Unsafe returns an UnsafeError with reason and a formatted message.
