@@ -58,3 +58,70 @@ func TestDuplicateAutoscalersOneBudget(t *testing.T) {
 		t.Fatalf("after a restart the last replica was evicted")
 	}
 }
+
+// The autoscaler in charge of a workload holds a rollback floor (a shrink tripped the
+// guardrail: pods stay at 3Gi though the recommendation says 1Gi), and another
+// autoscaler of the workload (admitted while the validating webhook was down) waits.
+// When the one in charge is deleted, the other takes charge with the floor: the pods
+// are not shrunk back to where the guardrail tripped, and the webhook, which reads the
+// floor of the autoscaler in charge, writes it into their replacements. The control: the
+// same without a floor shrinks a pod once the other takes charge.
+func TestFloorOutlivesTheAutoscalerInCharge(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		floor    bool
+		wantKept bool
+	}{{"floor", true, true}, {"control: no floor", false, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 3, 3) // 3Gi, target 1Gi: shrink
+			f.gfa.CreationTimestamp = metav1.NewTime(f.now.Add(-time.Hour))
+			old := f.gfa.DeepCopy()
+			old.Name, old.UID = "web-old", "gfa-old-uid"
+			old.CreationTimestamp = metav1.NewTime(f.now.Add(-2 * time.Hour))
+			if tc.floor {
+				old.Status.Updater = &gpufracv1.UpdaterStatus{Floor: &gpufracv1.UpdaterFloor{
+					Memory: q("3Gi"), Containers: []gpufracv1.ContainerAllocation{{ContainerName: "main", Memory: q("3Gi")}},
+					Until: metav1.NewTime(f.now.Add(24 * time.Hour)), Reason: "latency objective breached after the shrink"}}
+			}
+			oldRec := f.gfr.DeepCopy()
+			oldRec.Name, oldRec.ResourceVersion = "web-old", ""
+			oldRec.OwnerReferences[0].Name, oldRec.OwnerReferences[0].UID = old.Name, old.UID
+			f.objs = append(f.objs, old, oldRec)
+			f.build()
+			f.run()
+			if n := len(f.livePods()); n != 3 && tc.floor {
+				t.Fatalf("%d pods left with the floor in charge, want 3", n)
+			}
+			if !tc.floor {
+				// The control's first cycle shrinks under web-old; start again from three
+				// pods at 3Gi with web in charge.
+				f.u = New(f.c, f.c, f.cfg)
+				f.u.Events = f.rec
+			}
+			ctx := t.Context()
+			g := &gpufracv1.GPUFractionAutoscaler{}
+			if err := f.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web-old"}, g); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.c.Delete(ctx, g); err != nil {
+				t.Fatal(err)
+			}
+			before := f.livePods()
+			f.run()
+			after := f.livePods()
+			kept := len(after) == len(before)
+			if kept != tc.wantKept {
+				t.Fatalf("pods %v -> %v: kept=%v, want %v (status %+v)", before, after, kept, tc.wantKept, f.status())
+			}
+			if tc.floor {
+				st := f.status()
+				if st.Floor == nil || st.Floor.Memory.String() != "3Gi" {
+					t.Errorf("status.updater.floor %+v, want the 3Gi floor taken over", st.Floor)
+				}
+				if st.BlockedReason != SkipBelowFloor {
+					t.Errorf("blocked %q (%s), want %s", st.BlockedReason, st.BlockedMessage, SkipBelowFloor)
+				}
+			}
+		})
+	}
+}

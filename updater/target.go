@@ -62,6 +62,31 @@ func (p *plan) takeTarget(t resolved, winner *gpufracv1.GPUFractionAutoscaler, w
 	return true
 }
 
+// mirrorInCharge copies the workload's safety state — its rollback floor and the shrink
+// under verification — from the status of the autoscaler in charge of each workload to
+// the others of the workload (status.updater.floor and verification; the round is
+// recordRound's). They are the workload's, not the autoscaler's: when the one in charge
+// is deleted, the next takes charge with them (newPlan carries them over), so the pods
+// are not shrunk back below the floor the guardrail set, the webhook writes the floor
+// of the new one into replacements, and a restart after the shrink still rolls back.
+func (cy *cycle) mirrorInCharge() {
+	byUID := make(map[types.UID]*plan, len(cy.plans))
+	for _, p := range cy.plans {
+		byUID[p.gfa.UID] = p
+	}
+	for _, p := range cy.plans {
+		if p.blockR != SkipDuplicateTarget {
+			continue
+		}
+		w := cy.inCharge[p.ref]
+		if w == nil || byUID[w.UID] == nil {
+			continue
+		}
+		wst := byUID[w.UID].st
+		p.st.Floor, p.st.Verification = wst.Floor.DeepCopy(), wst.Verification.DeepCopy()
+	}
+}
+
 // podsOf returns the workload's pods that are not Succeeded or Failed, from the cache,
 // listing each namespace once per cycle.
 func (u *Updater) podsOf(ctx context.Context, ref workload.Ref, byNS map[string][]corev1.Pod) ([]*corev1.Pod, error) {

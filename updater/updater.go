@@ -155,6 +155,7 @@ func (u *Updater) RunOnce(ctx context.Context) error {
 		u.act(ctx, cy, c)
 	}
 	u.consolidationOutcome(cy)
+	cy.mirrorInCharge()
 	var errs []error
 	for _, p := range cy.plans {
 		if err := u.finish(ctx, p); err != nil {
