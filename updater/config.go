@@ -48,6 +48,11 @@ const (
 	// --max-backoff default, 5m; it renews its status Lease after those cycles too) and
 	// ten of its default 1m intervals.
 	DefaultRecommenderLeaseMaxAge = 10 * time.Minute
+	// MaxStuckBackoff is the longest pause of a workload's evictions after replacements
+	// came back without their fraction (Config.StuckBackoff, doubled for each in a row):
+	// a day, so a webhook that never writes the workload's pods (a namespace outside its
+	// namespaceSelector) costs one restart a day, not one every StuckBackoff.
+	MaxStuckBackoff = 24 * time.Hour
 )
 
 // Config holds the updater's settings; cmd/updater maps flags onto it. The zero value
@@ -92,7 +97,8 @@ type Config struct {
 	// an eviction. Default 10m.
 	ReplacementTimeout time.Duration
 	// StuckBackoff is how long evictions of a workload pause after a replacement came back
-	// without its fraction. Default 30m.
+	// without its fraction; each further such replacement in a row doubles the pause, up
+	// to MaxStuckBackoff. Default 30m.
 	StuckBackoff time.Duration
 	// VerificationPeriod is how long after a shrink the guardrails are watched. Default 15m.
 	VerificationPeriod time.Duration

@@ -392,3 +392,78 @@ func TestMetricsRegistered(t *testing.T) {
 		t.Errorf("found %d unlabelled metrics in docs/updater.md's table, want the table's rows", n)
 	}
 }
+
+// The webhook leaves every replacement unchanged while its Lease is fresh (the
+// namespace is outside its namespaceSelector, its flags differ from the updater's): each
+// replacement comes back holding the whole GPU, out of date again. The updater pauses
+// the workload after each such replacement, for --stuck-backoff and then twice as long
+// each time, up to MaxStuckBackoff: over twelve hours of five-minute cycles it evicts a
+// handful of pods, not one every --stuck-backoff (21 before). A replacement that comes
+// back with its fraction starts the pauses over.
+func TestUnchangedReplacementsPauseLonger(t *testing.T) {
+	f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 2, 3) // 3Gi, upper bound 1536Mi: shrink
+	f.gfa.Spec.UpdatePolicy.MinReplicas = ptr.To[int32](1)
+	f.build()
+	now := f.now
+	f.u.Now = func() time.Time { return now }
+	ctx := t.Context()
+	next := 0
+	replace := func(record bool) {
+		live := f.livePods()
+		for len(live) < 2 {
+			p := f.pods[1].DeepCopy()
+			p.Name, p.UID, p.ResourceVersion = fmt.Sprintf("web-new-%d", next), types.UID(fmt.Sprintf("uid-new-%d", next)), ""
+			p.CreationTimestamp = metav1.NewTime(now)
+			p.Annotations = map[string]string{}
+			if record {
+				p.Annotations[gpufracv1.AnnotationApplied] = `{"backend":"hami","autoscaler":"web","containers":[{"name":"main","memory":"1Gi","compute":"250m"}]}`
+			}
+			next++
+			if err := f.c.Create(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+			live[p.Name] = true
+		}
+	}
+	var at []time.Duration
+	for range 12 * 12 {
+		before := len(f.livePods())
+		f.run()
+		if len(f.livePods()) < before {
+			at = append(at, now.Sub(f.now))
+		}
+		now = now.Add(5 * time.Minute)
+		replace(false)
+	}
+	if len(at) < 3 || len(at) > 6 {
+		t.Fatalf("evictions at %v in 12h: want 3 to 6 (pauses of 30m, 1h, 2h, 4h, 8h)", at)
+	}
+	for i := 2; i < len(at); i++ {
+		if at[i]-at[i-1] < 2*(at[i-1]-at[i-2])-10*time.Minute {
+			t.Errorf("evictions at %v: the pause did not double", at)
+		}
+	}
+	// A replacement with its fraction starts the pauses over: once the pause has ended
+	// and a pod was evicted, a replacement with its fraction, then one without (for the
+	// other pod, evicted next), pauses for --stuck-backoff again.
+	for i := 0; i < int(MaxStuckBackoff/(5*time.Minute))+2 && len(f.livePods()) == 2; i++ {
+		now = now.Add(5 * time.Minute)
+		f.run()
+	}
+	if len(f.livePods()) != 1 {
+		t.Fatal("no eviction within MaxStuckBackoff")
+	}
+	now = now.Add(5 * time.Minute)
+	replace(true)
+	f.run() // settles it, and evicts the other pod (whole GPU)
+	if len(f.livePods()) != 1 {
+		t.Fatalf("pods %v: want the other pod evicted once a replacement came back with its fraction", f.livePods())
+	}
+	now = now.Add(5 * time.Minute)
+	replace(false)
+	f.run()
+	if st := f.status(); st.BlockedReason != SkipReplacementUnchanged || !strings.Contains(st.BlockedMessage, "1 in a row") ||
+		!strings.Contains(st.BlockedMessage, fmt.Sprintf("paused for %v", f.cfg.WithDefaults().StuckBackoff)) {
+		t.Errorf("blocked %s: %s; want paused for --stuck-backoff, the first in a row", st.BlockedReason, st.BlockedMessage)
+	}
+}

@@ -21,6 +21,9 @@ import (
 type stuckState struct {
 	until time.Time
 	msg   string
+	// n counts the replacements that came back unchanged in a row (the pause is
+	// StuckBackoff doubled n−1 times, at most MaxStuckBackoff).
+	n int
 }
 
 // expectation is a replacement the updater waits for after evicting a pod.
@@ -79,10 +82,18 @@ func (u *Updater) settleReplacements(ctx context.Context, p *plan, now time.Time
 	}
 	for _, rp := range replacements {
 		a := p.allocs[rp.UID]
-		if a.Record == nil && a.RecordError == nil && p.recSkip == "" && gfa.Annotations[gpufracv1.AnnotationExclude] != "true" && rp.Annotations[gpufracv1.AnnotationExclude] != "true" {
-			msg := fmt.Sprintf("replacement pod %s came back without a fraction (the admission webhook left it unchanged; see its FractionNotApplied events): evictions of %s paused for %v", rp.Name, ref, cfg.StuckBackoff)
-			u.stuck[ref] = stuckState{until: now.Add(cfg.StuckBackoff), msg: msg}
-			log.Info("Replacement unchanged; pausing evictions", "pod", rp.Name, "for", cfg.StuckBackoff)
+		switch {
+		case a.Record != nil || a.RecordError != nil:
+			delete(u.stuck, ref) // the webhook wrote this one: pauses start over
+		case p.recSkip == "" && gfa.Annotations[gpufracv1.AnnotationExclude] != "true" && rp.Annotations[gpufracv1.AnnotationExclude] != "true":
+			// Each replacement in a row that came back unchanged doubles the pause: a
+			// webhook that never writes this workload's pods while its Lease is fresh
+			// would otherwise cost a restart every StuckBackoff, forever.
+			n := u.stuck[ref].n + 1
+			d := UnreadyBackoff(n, cfg.StuckBackoff, max(MaxStuckBackoff, cfg.StuckBackoff))
+			msg := fmt.Sprintf("replacement pod %s came back without a fraction (the admission webhook left it unchanged; see its FractionNotApplied events; %d in a row): evictions of %s paused for %v", rp.Name, n, ref, d)
+			u.stuck[ref] = stuckState{until: now.Add(d), msg: msg, n: n}
+			log.Info("Replacement unchanged; pausing evictions", "pod", rp.Name, "for", d, "inARow", n)
 		}
 	}
 	p.evicted = map[types.UID]bool{}

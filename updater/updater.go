@@ -232,7 +232,9 @@ func (u *Updater) forgetGone(cy *cycle) {
 		}
 	}
 	for r, s := range u.stuck {
-		if !cy.refs[r] || now.After(s.until) {
+		// The count of unchanged replacements in a row outlives the pause (the next
+		// replacement may come back unchanged again), but not a quiet day after it.
+		if !cy.refs[r] || now.After(s.until.Add(MaxStuckBackoff)) {
 			delete(u.stuck, r)
 		}
 	}

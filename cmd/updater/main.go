@@ -80,7 +80,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.IntVar(&cfg.EvictionBurst, "eviction-burst", d.EvictionBurst, "Burst of the eviction rate limit.")
 	fs.DurationVar(&cfg.RetryBackoff, "retry-backoff", d.RetryBackoff, "Wait before retrying a pod whose eviction was refused (PodDisruptionBudget) or failed.")
 	fs.DurationVar(&cfg.ReplacementTimeout, "replacement-timeout", d.ReplacementTimeout, "How long an evicted pod's replacement is awaited (counted in flight).")
-	fs.DurationVar(&cfg.StuckBackoff, "stuck-backoff", d.StuckBackoff, "Pause of a workload's evictions after a replacement came back without its fraction.")
+	fs.DurationVar(&cfg.StuckBackoff, "stuck-backoff", d.StuckBackoff, "Pause of a workload's evictions after a replacement came back without its fraction (doubled for each further one in a row, at most 24h).")
 	fs.DurationVar(&cfg.VerificationPeriod, "verification-period", d.VerificationPeriod, "How long after a shrink the latency guardrail and restarts are watched for a rollback.")
 	fs.DurationVar(&cfg.MaxUnreadyBackoff, "max-unready-backoff", d.MaxUnreadyBackoff, "Most time between two replacements of not-Ready pods of one workload (autoscalers annotated gpufrac.io/replace-unready-pods=true); the backoff starts at --retry-backoff and doubles.")
 	fs.DurationVar(&cfg.FloorDuration, "rollback-floor-duration", d.FloorDuration, "How long a rollback floor (status.updater.floor) holds.")
