@@ -1,9 +1,13 @@
 package admission
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
@@ -53,5 +57,73 @@ func TestMutateDevicePlugin(t *testing.T) {
 	}
 	if len(resp.Warnings) != 1 || len(got.Spec.NodeSelector) != 0 || got.Annotations[gpufracv1.AnnotationApplied] != "" {
 		t.Errorf("warnings %v, pod %+v: want one warning and the pod unchanged", resp.Warnings, got.ObjectMeta)
+	}
+}
+
+// A plan whose config name is no valid label value (a GPUSharingPolicy named with more
+// than 55 characters: "gpufrac-" + its name; the planner applies it without error while
+// its pool has no node to label, and a status can be edited) must not become the pod's
+// nodeSelector: the API server validates the pod after admission and rejects it,
+// whatever the webhook's failure policy, so no pod of the workload could be created.
+// Such a plan is no plan (no-sharing-plan, for the updater too: backend.appliedPlan):
+// the pod is admitted unchanged with a warning; the control (a name of 55 characters)
+// is patched.
+func TestMutateDevicePluginInvalidConfigName(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		chars   int
+		patched bool
+	}{{"56 characters", 56, false}, {"control: 55 characters", 55, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			gfa := autoscaler("web", gpufracv1.UpdateModeRecreate, gpufracv1.BackendNVIDIATimeSlicing)
+			gfr := recommendation("web", 80, containerRec("main", "6Gi", "200m"))
+			m := planMutator(t, gfa, gfr, plantest.Policy(strings.Repeat("p", tc.chars), gpufracv1.SharingModeTimeSlicing, 4, true))
+			o, resp, got := handle(t, m, podOf(gpuContainer("main", 1)))
+			if errs := metav1validation.ValidateLabels(got.Spec.NodeSelector, field.NewPath("spec", "nodeSelector")); len(errs) > 0 {
+				t.Fatalf("the patched pod would be rejected: %v", errs.ToAggregate())
+			}
+			if patched := o.skip == ""; patched != tc.patched {
+				t.Fatalf("patched %v (skip %s %v), want %v", patched, o.skip, o.warnings, tc.patched)
+			}
+			if !tc.patched && (o.skip != backend.UnsafeNoSharingPlan || len(resp.Warnings) == 0 || len(resp.Patches) != 0) {
+				t.Errorf("skip %s, warnings %v, %d patches: want %s, a warning and the pod unchanged", o.skip, resp.Warnings, len(resp.Patches), backend.UnsafeNoSharingPlan)
+			}
+		})
+	}
+}
+
+// invalidAfterPatch, the webhook's last check: a patch that would make a valid pod's
+// labels or nodeSelector invalid (whatever backend wrote them) is not sent; a pod that
+// was invalid before is not the webhook's to judge.
+func TestInvalidAfterPatch(t *testing.T) {
+	pod := podOf(gpuContainer("main", 1))
+	long := strings.Repeat("v", 64)
+	for _, tc := range []struct {
+		name string
+		mod  func(p *corev1.Pod)
+		want string
+	}{
+		{"nodeSelector value too long", func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"k": long} }, backend.UnsafeInvalidLabel},
+		{"label value with a space", func(p *corev1.Pod) { p.Labels["queue"] = "a b" }, backend.UnsafeInvalidLabel},
+		{"valid", func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"k": "v"}; p.Labels["queue"] = "q" }, ""},
+	} {
+		mod := pod.DeepCopy()
+		tc.mod(mod)
+		err := invalidAfterPatch(pod, mod)
+		var ue *backend.UnsafeError
+		got := ""
+		if errors.As(err, &ue) {
+			got = ue.Reason
+		} else if err != nil {
+			got = err.Error()
+		}
+		if got != tc.want {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	bad := pod.DeepCopy()
+	bad.Spec.NodeSelector = map[string]string{"k": long}
+	if err := invalidAfterPatch(bad, bad.DeepCopy()); err != nil {
+		t.Errorf("a pod invalid before the patch: %v, want the patch sent", err)
 	}
 }

@@ -16,9 +16,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -358,12 +360,8 @@ func patchedOutcome(pod, mod *corev1.Pod, rec gpufracv1.AppliedRecord, gfa *gpuf
 		return outcome{skip: SkipInternalError}
 	}
 	backend.SetAnnotation(mod, gpufracv1.AnnotationApplied, string(b))
-	// The API server validates the pod after admission: annotations past its total would
-	// have it rejected, whatever the failure policy (a pod near the limit already, a
-	// last-applied configuration or a config hash). The pod goes unchanged instead.
-	if err := apivalidation.ValidateAnnotationsSize(mod.Annotations); err != nil && apivalidation.ValidateAnnotationsSize(pod.Annotations) == nil {
-		return unsafeOutcome(pod, gfa, backend.Unsafe(backend.UnsafeAnnotationsSize,
-			"its annotations with those the backend and the applied record add (%d bytes) would exceed the API server's %d bytes", annotationsSize(mod.Annotations), apivalidation.TotalAnnotationSizeLimitB))
+	if err := invalidAfterPatch(pod, mod); err != nil {
+		return unsafeOutcome(pod, gfa, err)
 	}
 	o := outcome{ops: diffPod(pod, mod), warnings: warnings, backend: rec.Backend}
 	for _, t := range targets {
@@ -374,6 +372,32 @@ func patchedOutcome(pod, mod *corev1.Pod, rec gpufracv1.AppliedRecord, gfa *gpuf
 		}
 	}
 	return o
+}
+
+// invalidAfterPatch returns an UnsafeError when mod, the pod as patched, fails the API
+// server's validation of the metadata and scheduling fields the backends write where
+// pod passed it: the annotations' total size (UnsafeAnnotationsSize: a pod near the
+// limit already, a last-applied configuration or config hashes) and the labels' and
+// nodeSelector's values (UnsafeInvalidLabel: a KAI queue, a sharing plan's config name
+// that is no label value). The API server validates the pod after admission and would
+// reject it whatever the webhook's failure policy; the pod goes unchanged instead.
+func invalidAfterPatch(pod, mod *corev1.Pod) error {
+	if err := apivalidation.ValidateAnnotationsSize(mod.Annotations); err != nil && apivalidation.ValidateAnnotationsSize(pod.Annotations) == nil {
+		return backend.Unsafe(backend.UnsafeAnnotationsSize,
+			"its annotations with those the backend and the applied record add (%d bytes) would exceed the API server's %d bytes", annotationsSize(mod.Annotations), apivalidation.TotalAnnotationSizeLimitB)
+	}
+	for _, f := range []struct {
+		path     *field.Path
+		was, now map[string]string
+	}{
+		{field.NewPath("metadata", "labels"), pod.Labels, mod.Labels},
+		{field.NewPath("spec", "nodeSelector"), pod.Spec.NodeSelector, mod.Spec.NodeSelector},
+	} {
+		if errs := metav1validation.ValidateLabels(f.now, f.path); len(errs) > 0 && len(metav1validation.ValidateLabels(f.was, f.path)) == 0 {
+			return backend.Unsafe(backend.UnsafeInvalidLabel, "the patched pod would be rejected: %v", errs.ToAggregate())
+		}
+	}
+	return nil
 }
 
 // annotationsSize is the size of annotations as the API server counts it (keys and

@@ -229,7 +229,8 @@ const (
 	UnsafeInvalidValue = "invalid-recommendation"
 	// UnsafeInitContainerGPU: an init container asks for whole GPUs next to a KAI fraction.
 	UnsafeInitContainerGPU = "init-container-gpu"
-	// UnsafeInvalidLabel: the configured KAI queue is not a valid label value.
+	// UnsafeInvalidLabel: a label or nodeSelector value to write (the configured KAI
+	// queue, a sharing plan's config name) is not a valid label value.
 	UnsafeInvalidLabel = "invalid-label"
 	// UnsafeRecommendationSize: the recommended memory, or the observed peak memory,
 	// exceeds one GPU (Config.GPUMemoryBytes).

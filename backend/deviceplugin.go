@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
@@ -146,6 +147,11 @@ func appliedPlan(pol *gpufracv1.GPUSharingPolicy, mode gpufracv1.SharingMode) (S
 		return SharingPlan{}, Unsafe(UnsafeNoSharingPlan, "GPUSharingPolicy %s plans %s × %d per GPU, not %s sharing", pol.Name, st.SharingMode, st.Replicas, mode)
 	case st.GPUMemory == nil || st.GPUMemory.Sign() <= 0:
 		return SharingPlan{}, Unsafe(UnsafeNoSharingPlan, "GPUSharingPolicy %s has no status.gpuMemory", pol.Name)
+	case len(validation.IsValidLabelValue(st.ConfigName)) > 0:
+		// Applied with no node to label (an empty pool), or a status edited: as the pod's
+		// nodeSelector the API server would reject every pod.
+		return SharingPlan{}, Unsafe(UnsafeNoSharingPlan, "the config name %q of GPUSharingPolicy %s is no label value (%s): no node can offer it, and a pod selecting it would be rejected",
+			st.ConfigName, pol.Name, strings.Join(validation.IsValidLabelValue(st.ConfigName), "; "))
 	}
 	return SharingPlan{Policy: pol.Name, ConfigName: st.ConfigName, Mode: mode, Replicas: int(st.Replicas), GPUMemoryBytes: st.GPUMemory.Value()}, nil
 }
