@@ -239,6 +239,9 @@ func (u *Updater) plan(ctx context.Context, cy *cycle, gfa *gpufracv1.GPUFractio
 	p.noFloorCondition()
 	rules := p.rules(u.Config, computeHeld)
 	p.targets = contract.TargetsOf(gfa, p.gfr)
+	if p.recSkip == SkipLowConfidence {
+		p.targets = admittedUnchanged(p.targets, u.Config.Backend.GPUMemoryBytes)
+	}
 	if p.recSkip == "" {
 		p.recSkip, p.recMsg = p.unwritable(u.Config.Backend)
 	}

@@ -104,8 +104,16 @@ func modeGate(c *candidate) (string, string) {
 	return SkipModeOff, fmt.Sprintf("unknown updateMode %q: nothing is applied", p.mode)
 }
 
-// recommendationGate: a recommendation the webhook would not apply.
-func recommendationGate(c *candidate) (string, string) { return c.p.recSkip, c.p.recMsg }
+// recommendationGate: a recommendation the webhook would not apply. Below its
+// --min-confidence the webhook admits pods unchanged, with the whole GPU
+// (admittedUnchanged): a protective growth then goes ahead, since the replacement only
+// holds more.
+func recommendationGate(c *candidate) (string, string) {
+	if c.p.recSkip == SkipLowConfidence && c.need.Protective && c.need.Grow && !c.need.Shrink {
+		return "", ""
+	}
+	return c.p.recSkip, c.p.recMsg
+}
 
 // recommenderGate: for a change that is not protective, a recommender instance that is
 // not keeping the recommendation current (its status Lease is stale: recommenderStale).

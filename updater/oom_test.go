@@ -1,12 +1,14 @@
 package updater
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 )
@@ -204,5 +206,45 @@ func TestFloorAboveOneGPUReplacesNoPodAtOneGPU(t *testing.T) {
 	g.run()
 	if live := g.livePods(); len(live) != 1 {
 		t.Fatalf("pods %v: want one pod below one GPU grown to it", live)
+	}
+}
+
+// A pod holding a fraction exits out of memory while its recommendation is below the
+// webhook's --min-confidence (a source that fell back to GPU_UTIL, a history cut
+// short): the webhook admits its replacement unchanged, with the whole GPU, so
+// replacing it is growth, and it is replaced (before: SkipLowConfidence, and the pod
+// went on exiting out of memory at the fraction it held). Without the exit nothing is
+// replaced for the confidence alone.
+func TestOOMUnderLowConfidenceGetsTheWholeGPU(t *testing.T) {
+	for _, oom := range []bool{true, false} {
+		t.Run(fmt.Sprintf("oom=%v", oom), func(t *testing.T) {
+			f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 2, 1)
+			f.setTarget("1Gi", "900Mi", "2Gi")
+			f.gfr.Status.ConfidencePercent = ptr.To[int32](20)
+			if oom {
+				f.pods[0].Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", RestartCount: 1, LastTerminationState: corev1.ContainerState{
+					Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: "CUDA out of memory", FinishedAt: metav1.NewTime(f.now.Add(-time.Minute))}}}}
+			}
+			name := f.pods[0].Name
+			f.build()
+			for range 3 {
+				f.run()
+			}
+			st := f.status()
+			if live := f.livePods(); live[name] == oom {
+				t.Fatalf("pods %v: %s replaced %v, want %v (blocked %s: %s; updates %+v)", live, name, !live[name], oom, st.BlockedReason, st.BlockedMessage, st.Updates)
+			}
+			if oom {
+				return
+			}
+			if len(st.Updates) == 0 {
+				t.Fatal("no pending update: the skip is not reported")
+			}
+			for _, u := range st.Updates {
+				if u.SkipReason != SkipLowConfidence {
+					t.Errorf("%s: skip %q (%s), want %s", u.Pod, u.SkipReason, u.SkipMessage, SkipLowConfidence)
+				}
+			}
+		})
 	}
 }

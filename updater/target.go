@@ -154,7 +154,7 @@ func (u *Updater) recommendation(ctx context.Context, gfa *gpufracv1.GPUFraction
 	case contract.ReasonStale:
 		return nil, SkipNoRecommendation, msg
 	case contract.ReasonLowConfidence:
-		return gfr, SkipLowConfidence, msg + ": a replacement would not get the recommendation"
+		return gfr, SkipLowConfidence, msg + ": a replacement would not get the recommendation (it would come back with the whole GPU, so only protective growth goes ahead)"
 	default:
 		return gfr, SkipNoRecommendation, msg
 	}
@@ -232,6 +232,30 @@ func wholeGPU(t contract.Target, gpuMemoryBytes int64) contract.Target {
 		*v = min(*v, gpuMemoryBytes)
 	}
 	return t
+}
+
+// admittedUnchanged returns targets as what a replacement gets while the webhook
+// admits pods unchanged (a recommendation below its --min-confidence): the whole GPU,
+// gpuMemoryBytes bytes of memory and 1000 milli-GPU of compute, for each resource
+// gpufrac controls, with the observed peaks kept. A pod holding a fraction then reads as
+// below its target: its replacement is growth, which recommendationGate lets through
+// only where it is protective (an out-of-memory exit, a peak near the limit, a breached
+// latency objective, a rollback floor), so a pod out of memory at its fraction is not
+// left there for as long as the confidence stays low, and no other pod is replaced for
+// the confidence alone.
+func admittedUnchanged(targets map[string]contract.Target, gpuMemoryBytes int64) map[string]contract.Target {
+	out := make(map[string]contract.Target, len(targets))
+	for name, t := range targets {
+		if t.ControlsMemory && gpuMemoryBytes > 0 {
+			t.Memory, t.LowerMemory, t.UpperMemory, t.MemoryLimit = gpuMemoryBytes, gpuMemoryBytes, gpuMemoryBytes, gpuMemoryBytes
+		}
+		if t.ControlsCompute {
+			t.Compute, t.LowerCompute, t.UpperCompute = 1000, 1000, 1000
+		}
+		t.ComputeRequest = -1
+		out[name] = t
+	}
+	return out
 }
 
 // readAllocations reads the applied fraction of each of the plan's pods (ReadAllocation).
