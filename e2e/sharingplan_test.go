@@ -86,6 +86,13 @@ func TestSharingPlanner(t *testing.T) {
 	}}
 	create(t, pol)
 	t.Cleanup(func() { _ = c.Delete(context.Background(), pol) })
+	// A name whose config name ("gpufrac-" + name) is no label value is refused by the
+	// API server (the CRD's rule), where the webhook would otherwise have to ignore it.
+	long := &gpufracv1.GPUSharingPolicy{ObjectMeta: metav1.ObjectMeta{Name: strings.Repeat("p", 56)}, Spec: *pol.Spec.DeepCopy()}
+	if err := c.Create(ctx, long); !apierrors.IsInvalid(err) {
+		t.Errorf("a GPUSharingPolicy named with 56 characters: %v, want Invalid", err)
+		_ = c.Delete(context.Background(), long)
+	}
 
 	// Expected independently: memory first, then compute, then the default maxReplicas 8.
 	wantN := min(int32(int64(framework.GPUMemoryMiB)<<20/memTarget), int32(1000/cpuMilli), 8)

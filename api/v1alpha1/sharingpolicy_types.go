@@ -203,6 +203,7 @@ type GPUSharingPolicyStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=gsp,categories=gpufrac
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 55",message="the name is at most 55 characters: the device-plugin config it names, \"gpufrac-\" + the name, is a node label value (at most 63)"
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
 // +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.nodes`
 // +kubebuilder:printcolumn:name="GPUs",type=integer,JSONPath=`.status.gpus`
