@@ -86,7 +86,7 @@ func (r *Recommender) agentWins(ctx context.Context, alloc metrics.Allocation, s
 		out := make([]metrics.Series, 0, len(src))
 		for _, s := range src {
 			if w, ok := why[[2]string{s.ID.Namespace, s.ID.Pod}]; ok {
-				s.Samples, s.WrongDevice, s.SharedSamples = nil, w, 0
+				s.Samples, s.Sources, s.WrongDevice, s.SharedSamples = nil, nil, w, 0
 			}
 			out = append(out, s)
 		}

@@ -69,3 +69,63 @@ func TestGPUUtilAloneNeverExclusive(t *testing.T) {
 		t.Errorf("calm: LowConfidence %+v", c)
 	}
 }
+
+// Kind 4's neighbours: the fidelity of compute is that of the samples the histogram
+// holds, not of the latest one. "mixed": 40 h of DCGM_FI_DEV_GPU_UTIL at 95 % (no
+// profiling field), then 8 h with DCGM_FI_PROF_SM_ACTIVE at 0.3: most of the histogram
+// is GPU_UTIL's upper bounds, so it is not Exclusive at full confidence (was: compute 1,
+// Exclusive, 100 %, source SM_ACTIVE). "paused": 48 h of SM_ACTIVE at 0.9, then the
+// profiling field missing for three cycles (paused by a profiler, not yet collected
+// after an exporter restart) with GPU_UTIL at 95: three minutes of GPU_UTIL do not turn
+// a measured whole GPU into time-slicing at 80 % (was: TimeSlicing, no compute reserved).
+func TestComputeFidelityIsTheHistorys(t *testing.T) {
+	objs := singlePodWorkloads("ml", "mixed", "paused")
+	h := newEngineHarness(t, objs, metrics.DCGM{})
+	const step = 30 * time.Second
+	n, old := 48*120, 40*120
+	start := h.now.Add(-time.Duration(n-1) * step)
+	pods := podsOf(objs)
+	sm := promtest.Repeat(0.3, n)
+	for i := range old {
+		sm[i] = promtest.Gap()
+	}
+	for i, p := range pods {
+		uuid := "GPU-" + string(rune('a'+i))
+		h.prom.Add(t, dcgmLabels(metrics.DCGMFBUsed, p, uuid), start, step, promtest.Repeat(9000, n)...)
+		h.prom.Add(t, dcgmLabels(metrics.DCGMGPUUtil, p, uuid), start, step, promtest.Repeat(95, n)...)
+		if i == 1 {
+			sm = promtest.Repeat(0.9, n)
+		}
+		h.prom.Add(t, dcgmLabels(metrics.DCGMSMActive, p, uuid), start, step, sm...)
+	}
+	h.runCycles(t, 1, nil)
+	paused := h.gfr(t, "ml", "paused").Status
+	if paused.SharingMode != gpufracv1.SharingModeExclusive {
+		t.Fatalf("paused: %s before the pause, want Exclusive from SM_ACTIVE 0.9", paused.SharingMode)
+	}
+	h.runCycles(t, 4, func(now time.Time) {
+		for i, p := range pods {
+			uuid := "GPU-" + string(rune('a'+i))
+			h.prom.Add(t, dcgmLabels(metrics.DCGMFBUsed, p, uuid), now.Add(-step), step, 9000, 9000)
+			h.prom.Add(t, dcgmLabels(metrics.DCGMGPUUtil, p, uuid), now.Add(-step), step, 95, 95)
+			if i == 0 {
+				h.prom.Add(t, dcgmLabels(metrics.DCGMSMActive, p, uuid), now.Add(-step), step, 0.3, 0.3)
+			}
+		}
+	})
+
+	st := h.gfr(t, "ml", "mixed").Status
+	cr := st.ContainerRecommendations[0]
+	if st.SharingMode == gpufracv1.SharingModeExclusive || cr.PartitionsCompute() || cr.ComputeSource != metrics.DCGMGPUUtil ||
+		*st.ConfidencePercent > int32(estimate.LowFidelityComputeConfidence*100) {
+		t.Errorf("mixed: %s (compute reserved %v) from %s at %d%%, want no Exclusive from a GPU_UTIL history, its confidence cap and source",
+			st.SharingMode, cr.PartitionsCompute(), cr.ComputeSource, *st.ConfidencePercent)
+	}
+	st = h.gfr(t, "ml", "paused").Status
+	cr = st.ContainerRecommendations[0]
+	if st.SharingMode != gpufracv1.SharingModeExclusive || cr.ComputeSource != metrics.DCGMSMActive || *st.ConfidencePercent != 100 ||
+		cr.Target.Compute.Cmp(*paused.ContainerRecommendations[0].Target.Compute) != 0 {
+		t.Errorf("paused: %s, compute %v from %s at %d%% after three cycles of GPU_UTIL, want Exclusive, %v from SM_ACTIVE at 100%%",
+			st.SharingMode, cr.Target.Compute, cr.ComputeSource, *st.ConfidencePercent, paused.ContainerRecommendations[0].Target.Compute)
+	}
+}

@@ -637,8 +637,8 @@ func (r *Recommender) feed(signal metrics.Signal, series []metrics.Series, attr 
 			s.ID.Container = name
 		}
 		if pod := r.cur.livePods[[2]string{s.ID.Namespace, s.ID.Pod}]; pod != nil {
-			kept := s.Samples[:0:0]
-			for _, p := range s.Samples {
+			kept, keptSrc := s.Samples[:0:0], s.Sources[:0:0]
+			for i, p := range s.Samples {
 				if at, ok := workload.StampInLife(pod, s.ID.Container, p.Time, s.Window, p.Value); ok {
 					kept = append(kept, metrics.Sample{Time: at, Value: p.Value})
 				} else if p.Time.Before(pod.CreationTimestamp.Time) {
@@ -648,8 +648,14 @@ func (r *Recommender) feed(signal metrics.Signal, series []metrics.Series, attr 
 					// any ended pod's samples are. Dropping it lost the replica's
 					// history at every history load after a replacement.
 					kept = append(kept, p)
+				} else {
+					continue
+				}
+				if s.Sources != nil {
+					keptSrc = append(keptSrc, s.Sources[i])
 				}
 			}
+			s.Sources = keptSrc
 			if dropped := len(s.Samples) - len(kept); dropped > 0 {
 				metrics.SamplesDropped.WithLabelValues(string(signal), metrics.DropOutsidePodLife).Add(float64(dropped))
 			}

@@ -141,10 +141,16 @@ func restamped(series []metrics.Series, shift, window time.Duration) []metrics.S
 			at[s.ID] = len(out)
 			s.Samples = append([]metrics.Sample(nil), s.Samples...)
 			s.DeviceLoad = append([]metrics.DeviceLoad(nil), s.DeviceLoad...)
+			if s.Sources != nil {
+				s.Sources = append([]string(nil), s.Sources...)
+			}
 			out = append(out, s)
 			continue
 		}
 		m := &out[i]
+		if m.Sources != nil || s.Sources != nil || m.Source != s.Source {
+			m.Sources = append(m.SampleSources(), s.SampleSources()...) // runs of several fields
+		}
 		m.Samples = append(m.Samples, s.Samples...)
 		m.DeviceLoad = append(m.DeviceLoad, s.DeviceLoad...)
 		m.SharedSamples += s.SharedSamples

@@ -227,16 +227,23 @@ func (r *Recommender) choose(src metrics.Source, signal metrics.Signal, series [
 		p := r.pods[[2]string{s.ID.Namespace, s.ID.Pod}]
 		// Copied only from the first sample left out: a load of days of history is
 		// millions of samples, most of them all kept.
-		kept, copied := s.Samples, false
+		kept, keptSrc, copied := s.Samples, s.Sources, false
 		for i, x := range s.Samples {
 			use := p != nil && p.sourceFor(signal, x.Time, order) == src.Name()
 			switch {
 			case !use && !copied:
 				kept, copied = append(s.Samples[:0:0], s.Samples[:i]...), true
+				if s.Sources != nil {
+					keptSrc = append(s.Sources[:0:0], s.Sources[:i]...)
+				}
 			case use && copied:
 				kept = append(kept, x)
+				if s.Sources != nil {
+					keptSrc = append(keptSrc, s.Sources[i])
+				}
 			}
 		}
+		s.Sources = keptSrc
 		if len(kept) == 0 && s.WrongDevice == "" {
 			continue
 		}

@@ -8,7 +8,7 @@ import (
 // status holds: the histograms' bucket layouts (recommender/history MemoryBuckets and
 // ComputeBuckets) and the meaning of every status field. The recommender restores only
 // checkpoints of its own version; it is bumped whenever either changes.
-const CheckpointModelVersion = "v1"
+const CheckpointModelVersion = "v2"
 
 // HistogramCheckpoint is a decaying histogram in VPA's checkpoint form, the same JSON
 // as VPA's HistogramCheckpoint (k8s.io/autoscaler/vertical-pod-autoscaler
@@ -151,6 +151,10 @@ type ContainerCheckpoint struct {
 	// shared with other pods, and those of them on a saturated GPU; nil when none.
 	// +optional
 	Contention *ContentionCheckpoint `json:"contention,omitempty"`
+	// Fidelity is the decaying evidence of the fields the compute samples came from;
+	// nil when there is no compute sample. Added in model version v2.
+	// +optional
+	Fidelity *FidelityCheckpoint `json:"fidelity,omitempty"`
 	// IntervalPeaks are the per-interval memory peaks of the peak window.
 	// +optional
 	IntervalPeaks []IntervalPeak `json:"intervalPeaks,omitempty"`
@@ -169,6 +173,25 @@ type ContentionCheckpoint struct {
 	SaturatedSamples float64 `json:"saturatedSamples"`
 	// Time is when the weights are valued.
 	Time metav1.MicroTime `json:"time"`
+}
+
+// FidelityCheckpoint is a container's evidence of the fields its compute samples came
+// from: decayed weights, in samples, valued at Time (they halve every
+// CheckpointModelOptions.HalfLife after it), and the latest field of each kind.
+type FidelityCheckpoint struct {
+	// AllSamples weighs every compute sample.
+	AllSamples float64 `json:"allSamples"`
+	// LowFidelitySamples weighs those read from a low-fidelity field
+	// (DCGM_FI_DEV_GPU_UTIL); at most AllSamples.
+	LowFidelitySamples float64 `json:"lowFidelitySamples"`
+	// Time is when the weights are valued.
+	Time metav1.MicroTime `json:"time"`
+	// PreciseSource is the latest field other than a low-fidelity one; "" when none.
+	// +optional
+	PreciseSource string `json:"preciseSource,omitempty"`
+	// LowFidelitySource is the latest low-fidelity field; "" when none.
+	// +optional
+	LowFidelitySource string `json:"lowFidelitySource,omitempty"`
 }
 
 // GPUFractionCheckpointStatus is the saved model.

@@ -328,14 +328,14 @@ func (c Config) Estimate(s *history.ContainerState, memoryHeadroom float64, now 
 		return Estimate{}, false
 	}
 	span := s.Span()
-	e := Estimate{History: span, ComputeSource: s.ComputeSource, MIGProfile: s.MIGProfile}
+	e := Estimate{History: span, ComputeSource: s.ComputeFieldAt(c.ComputeTargetPercentile), MIGProfile: s.MIGProfile}
 	e.Confidence = math.Min(1, span.Hours()/c.FullConfidenceHistory.Hours())
 	young := c.young(s, &e, now)
 	if s.SharedSamples > 0 {
 		e.SharedDevice = true
 		e.Confidence = math.Min(e.Confidence, SharedDeviceConfidence)
 	}
-	if s.ComputeSource == metrics.DCGMGPUUtil {
+	if metrics.LowFidelity(e.ComputeSource) {
 		e.Confidence = math.Min(e.Confidence, LowFidelityComputeConfidence)
 	}
 	// VPA's confidence is in days of history; its bounds scale with it.

@@ -78,6 +78,10 @@ func (s *ContainerState) save(name string) (gpufracv1.ContainerCheckpoint, error
 		c.Contention = &gpufracv1.ContentionCheckpoint{CoTenantSamples: s.Contention.CoTenant,
 			SaturatedSamples: s.Contention.Saturated, Time: metav1.NewMicroTime(s.Contention.Ref)}
 	}
+	if f := s.Fidelity; f.All > 0 {
+		c.Fidelity = &gpufracv1.FidelityCheckpoint{AllSamples: f.All, LowFidelitySamples: f.Low, Time: metav1.NewMicroTime(f.Ref),
+			PreciseSource: f.Precise, LowFidelitySource: f.Coarse}
+	}
 	var err error
 	if c.Memory, err = saveHistogram(s.Memory); err != nil {
 		return c, fmt.Errorf("memory histogram: %w", err)
@@ -193,6 +197,12 @@ func load(c gpufracv1.ContainerCheckpoint, o Options) (*ContainerState, error) {
 			return nil, fmt.Errorf("contention evidence: %v saturated of %v co-tenant samples", cc.SaturatedSamples, cc.CoTenantSamples)
 		}
 		s.Contention = Contention{CoTenant: cc.CoTenantSamples, Saturated: cc.SaturatedSamples, Ref: cc.Time.Time}
+	}
+	if fc := c.Fidelity; fc != nil {
+		if bad(fc.AllSamples) || bad(fc.LowFidelitySamples) || fc.LowFidelitySamples > fc.AllSamples {
+			return nil, fmt.Errorf("compute fidelity evidence: %v low-fidelity of %v samples", fc.LowFidelitySamples, fc.AllSamples)
+		}
+		s.Fidelity = Fidelity{All: fc.AllSamples, Low: fc.LowFidelitySamples, Ref: fc.Time.Time, Precise: fc.PreciseSource, Coarse: fc.LowFidelitySource}
 	}
 	for _, hc := range c.ComputeByHour {
 		h := int(hc.Hour)

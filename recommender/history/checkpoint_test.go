@@ -14,11 +14,13 @@ import (
 )
 
 // feedDays feeds m workload w's two pods from..to: memory once a minute (a daily
-// pattern with noise, a spike on one pod each day) and compute once a minute.
+// pattern with noise, a spike on one pod each day) and compute once a minute, one
+// compute sample in fifteen from GPU_UTIL (the profiling field missing at that step).
 func feedDays(m *Model, w WorkloadKey, seed uint64, from, to time.Time) {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	for _, pod := range []string{"p-0", "p-1"} {
 		var mem, cpu []metrics.Sample
+		var srcs []string
 		var loads []metrics.DeviceLoad
 		for t := from.Add(time.Minute); !t.After(to); t = t.Add(time.Minute) {
 			day := math.Sin(2 * math.Pi * float64(t.Hour()) / 24)
@@ -28,13 +30,17 @@ func feedDays(m *Model, w WorkloadKey, seed uint64, from, to time.Time) {
 			}
 			mem = append(mem, metrics.Sample{Time: t, Value: mv})
 			cpu = append(cpu, metrics.Sample{Time: t, Value: math.Max(0, math.Min(1, 0.3+0.2*day+0.1*rng.NormFloat64()))})
+			srcs = append(srcs, metrics.DCGMSMActive)
+			if t.Minute()%15 == 0 {
+				srcs[len(srcs)-1] = metrics.DCGMGPUUtil
+			}
 			if pod == "p-1" && t.Minute()%3 == 0 { // on a shared GPU every third minute
 				loads = append(loads, metrics.DeviceLoad{Time: t, Saturated: cpu[len(cpu)-1].Value > 0.45})
 			}
 		}
 		id := metrics.ContainerID{Namespace: w.Namespace, Pod: pod, Container: "main"}
 		m.Add(w, metrics.SignalMemory, metrics.Series{ID: id, Samples: mem, Source: "x"})
-		m.Add(w, metrics.SignalCompute, metrics.Series{ID: id, Samples: cpu, Source: metrics.DCGMSMActive, Devices: 1, DeviceLoad: loads})
+		m.Add(w, metrics.SignalCompute, metrics.Series{ID: id, Samples: cpu, Source: srcs[len(srcs)-1], Sources: srcs, Devices: 1, DeviceLoad: loads})
 	}
 }
 
@@ -94,6 +100,10 @@ func TestCheckpointRestoreContinues(t *testing.T) {
 		nb, sb := b.ContentionAt(end)
 		if sa <= 0 || math.Abs(na-nb) > 1e-9*na || math.Abs(sa-sb) > 1e-9*na {
 			t.Errorf("seed %d: contention evidence %.3f of %.3f samples, restored %.3f of %.3f", seed, sa, na, sb, nb)
+		}
+		if fa, fb := a.Fidelity, b.Fidelity; fa.Low <= 0 || math.Abs(fa.All-fb.All) > 1e-9*fa.All || math.Abs(fa.Low-fb.Low) > 1e-9*fa.All ||
+			fa.Precise != fb.Precise || fa.Coarse != fb.Coarse || a.ComputeFieldAt(0.9) != metrics.DCGMSMActive || b.ComputeFieldAt(0.9) != metrics.DCGMSMActive {
+			t.Errorf("seed %d: compute fidelity %+v, restored %+v", seed, fa, fb)
 		}
 		if a.LevelIntervals(end) != b.LevelIntervals(end) {
 			t.Errorf("seed %d: level intervals %d, restored %d", seed, a.LevelIntervals(end), b.LevelIntervals(end))
@@ -159,6 +169,10 @@ func TestCheckpointRejectsBadInput(t *testing.T) {
 			c[0].Contention.SaturatedSamples = c[0].Contention.CoTenantSamples + 1
 			return c
 		}, "contention evidence"},
+		{"more low-fidelity than compute samples", func(c []gpufracv1.ContainerCheckpoint) []gpufracv1.ContainerCheckpoint {
+			c[0].Fidelity.LowFidelitySamples = c[0].Fidelity.AllSamples + 1
+			return c
+		}, "fidelity evidence"},
 		{"container twice", func(c []gpufracv1.ContainerCheckpoint) []gpufracv1.ContainerCheckpoint {
 			return append(c, c[0])
 		}, "saved twice"},

@@ -147,6 +147,10 @@ type ContainerState struct {
 	// LevelNoise raises LevelPeak and keeps LevelSince.
 	LevelPeak  float64
 	LevelSince time.Time
+	// Fidelity is the decaying evidence of the fields the compute samples came from
+	// (AddCompute): how much of the compute histogram's weight a low-fidelity field
+	// (DCGM_FI_DEV_GPU_UTIL) holds, whatever field the latest samples came from.
+	Fidelity Fidelity
 	// Contention is the decaying evidence of the container's pods sharing a GPU:
 	// samples taken with other pods on the device, and those of them in which the
 	// device was saturated (AddDeviceLoad).
@@ -262,7 +266,53 @@ func (s *ContainerState) AddCompute(t time.Time, ratio float64, source string) {
 	if source != "" {
 		s.ComputeSource = source
 	}
+	s.Fidelity.add(t, source, s.opts.HalfLife)
 	s.touch(t)
+}
+
+// Fidelity is decaying evidence of the fields a container's compute samples came from:
+// All weighs every compute sample and Low those read from a low-fidelity field
+// (metrics.LowFidelity: DCGM_FI_DEV_GPU_UTIL says a kernel ran, not how much of the GPU
+// it used), in samples that halve every HalfLife after Ref as the compute histogram's
+// weights do, so Low/All is the share of the histogram's weight the low-fidelity samples
+// hold. Precise and Coarse are the latest field of each kind.
+type Fidelity struct {
+	All, Low        float64
+	Ref             time.Time
+	Precise, Coarse string
+}
+
+// add weighs one compute sample at t read from field source.
+func (f *Fidelity) add(t time.Time, source string, halfLife time.Duration) {
+	keep, w, ref := rebase(f.Ref, t, halfLife)
+	low := 0.0
+	switch {
+	case source == "":
+	case metrics.LowFidelity(source):
+		low, f.Coarse = w, source
+	default:
+		f.Precise = source
+	}
+	f.All, f.Low, f.Ref = f.All*keep+w, f.Low*keep+low, ref
+}
+
+// ComputeFieldAt returns the field a compute estimate at percentile q (the target's,
+// 0.9) rests on: the low-fidelity field where its samples hold more than 1 − q of the
+// compute histogram's weight (the q-th percentile may then be one of them, GPU_UTIL's
+// upper bounds read as activity), else the latest precise field, whatever field the
+// latest samples came from (dcgm-exporter's profiling fields paused or not collected
+// yet for a few scrapes). ComputeSource where the fields are not known.
+func (s *ContainerState) ComputeFieldAt(q float64) string {
+	f := s.Fidelity
+	switch {
+	case f.All <= 0:
+		return s.ComputeSource
+	case f.Low > (1-q)*f.All && f.Coarse != "":
+		return f.Coarse
+	case f.Precise != "":
+		return f.Precise
+	}
+	return s.ComputeSource
 }
 
 // HourCoverage returns the time the compute samples taken in hour h of the day (UTC,
@@ -314,15 +364,24 @@ func (s *ContainerState) AddDeviceLoad(t time.Time, n, saturated int) {
 	if n <= 0 {
 		return
 	}
-	c, sat := s.Contention.at(t, s.opts.HalfLife)
-	ref, w := s.Contention.Ref, 1.0
+	c := s.Contention
+	keep, w, ref := rebase(c.Ref, t, s.opts.HalfLife)
+	s.Contention = Contention{CoTenant: c.CoTenant*keep + w*float64(n), Saturated: c.Saturated*keep + w*float64(min(saturated, n)), Ref: ref}
+}
+
+// rebase values decaying evidence valued at ref (zero: none yet) for a sample at t: the
+// factor the evidence keeps, the weight the sample enters with, and the time the sum is
+// valued at. A sample older than the evidence (the pods of one workload are fed one
+// series after another) enters with the weight it would have kept since t, as VPA's
+// decaying histogram adds it.
+func rebase(ref, t time.Time, halfLife time.Duration) (keep, w float64, at time.Time) {
 	switch {
-	case ref.IsZero() || t.After(ref):
-		ref = t
-	case t.Before(ref):
-		w = decay(ref.Sub(t), s.opts.HalfLife)
+	case ref.IsZero():
+		return 1, 1, t
+	case t.After(ref):
+		return decay(t.Sub(ref), halfLife), 1, t
 	}
-	s.Contention = Contention{CoTenant: c + w*float64(n), Saturated: sat + w*float64(min(saturated, n)), Ref: ref}
+	return 1, decay(ref.Sub(t), halfLife), ref
 }
 
 // ContentionAt returns the contention evidence decayed to now: the weight of samples on a
@@ -438,7 +497,7 @@ func (m *Model) Add(w WorkloadKey, signal metrics.Signal, s metrics.Series) {
 	last, floor := m.lastSeen[sk], m.floor[w]
 	added := false
 	loads := s.DeviceLoad
-	for _, p := range s.Samples {
+	for i, p := range s.Samples {
 		if !p.Time.After(last) || !p.Time.After(floor) {
 			continue
 		}
@@ -447,7 +506,7 @@ func (m *Model) Add(w WorkloadKey, signal metrics.Signal, s metrics.Series) {
 		case metrics.SignalMemory:
 			st.AddMemory(s.ID.Pod, p.Time, p.Value)
 		case metrics.SignalCompute:
-			st.AddCompute(p.Time, p.Value, s.Source)
+			st.AddCompute(p.Time, p.Value, s.SourceAt(i))
 			// The device's load at this sample, if it was shared: both lists are in
 			// time order, and a load whose sample was dropped or seen before is skipped.
 			for len(loads) > 0 && loads[0].Time.Before(p.Time) {

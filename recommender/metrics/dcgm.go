@@ -53,7 +53,7 @@ var dcgm = gauges{
 	compute: []Field{
 		{Metric: DCGMSMActive, Unit: UnitRatio, InstanceRelative: true},
 		{Metric: DCGMGREngineActive, Unit: UnitRatio, InstanceRelative: true},
-		{Metric: DCGMGPUUtil, Unit: UnitPercent},
+		{Metric: DCGMGPUUtil, Unit: UnitPercent, LowFidelity: true},
 	},
 	device: []string{"UUID", MIGInstanceLabel, MIGProfileLabel},
 }

@@ -544,6 +544,10 @@ func (r *Reader) decode(signal Signal, m model.Matrix, copies deviceCopies) []Se
 	}
 	for id, pts := range merged {
 		s := Series{ID: id, Source: g.sources[id], MIGProfile: g.profiles[id], WrongDevice: g.wrong[id], Devices: devices[id], Samples: make([]Sample, len(pts))}
+		if n := len(pts); n > 0 && pts[n-1].source() != "" {
+			s.Source = pts[n-1].source()
+		}
+		s.Sources = sampleSources(pts)
 		if devices[id] > 1 {
 			s.MultiDeviceAt = multiAt[id].Time()
 		}
@@ -563,6 +567,21 @@ func (r *Reader) decode(signal Signal, m model.Matrix, copies deviceCopies) []Se
 	}
 	sortByID(out)
 	return out
+}
+
+// sampleSources returns the field of each point where they came from several fields,
+// nil where all came from one.
+func sampleSources(pts []point) []string {
+	for _, p := range pts {
+		if p.source() != pts[0].source() {
+			out := make([]string, len(pts))
+			for i, p := range pts {
+				out[i] = p.source()
+			}
+			return out
+		}
+	}
+	return nil
 }
 
 // cotenantPoints counts the points taken on a GPU shared with other pods.
@@ -794,7 +813,16 @@ type devPoint struct {
 type point struct {
 	t                           model.Time
 	v                           float64
+	src                         *string // the field of the stream the value came from (stream.src)
 	shared, cotenant, saturated bool
+}
+
+// source is the field the point's value came from, "" where unknown.
+func (p point) source() string {
+	if p.src == nil {
+		return ""
+	}
+	return *p.src
 }
 
 // validPoints returns the stream's samples that can be true for the signal, as shares
@@ -851,7 +879,7 @@ func mergeStreams(sts []*stream) ([]point, int, model.Time) {
 	if len(sts) == 1 && increasing(sts[0].pts) { // one series: nothing to merge
 		out := make([]point, len(sts[0].pts))
 		for i, p := range sts[0].pts {
-			out[i] = point{t: p.t, v: p.v}
+			out[i] = point{t: p.t, v: p.v, src: &sts[0].src}
 		}
 		return out, min(1, len(sts[0].dev)), 0
 	}
@@ -859,10 +887,12 @@ func mergeStreams(sts []*stream) ([]point, int, model.Time) {
 	most := 0
 	var multiAt model.Time
 	eachTime(sts, func(at []timed) {
-		p := point{t: at[0].t, v: at[0].v}
+		p := point{t: at[0].t, v: at[0].v, src: &at[0].st.src}
 		var devs []string
 		for _, d := range at {
-			p.v = max(p.v, d.v)
+			if d.v > p.v {
+				p.v, p.src = d.v, &d.st.src
+			}
 			if d.st.dev != "" && !slices.Contains(devs, d.st.dev) {
 				devs = append(devs, d.st.dev)
 			}
@@ -899,6 +929,10 @@ func pointAt(points []point, t model.Time) *point {
 // agent: NVML per-process memory and SM utilisation), so that equal values of two pods
 // on one GPU are two measurements that happen to agree, never a device value copied.
 func PerProcess(metric string) bool { return fieldOf(metric).PerProcess }
+
+// LowFidelity reports whether the published metric only says a kernel ran, not how much
+// of the GPU it used (Field.LowFidelity: DCGM_FI_DEV_GPU_UTIL).
+func LowFidelity(metric string) bool { return fieldOf(metric).LowFidelity }
 
 // InstanceRelative reports whether the published metric is, on a MIG instance, a ratio
 // of the instance rather than of the whole GPU (Field.InstanceRelative).

@@ -66,11 +66,38 @@ type Series struct {
 	// and where the device is not known. It is the evidence of compute contention the
 	// tenant reserve is learnt from (history.ContainerState.Contention).
 	DeviceLoad []DeviceLoad
+	// Sources names, per sample, the field it was read from where the container's
+	// samples came from several (a field preferred for some steps and missing at
+	// others: dcgm-exporter's profiling fields paused or not yet collected after a
+	// restart, GPU_UTIL filling in); nil when every sample came from Source, which
+	// names the latest sample's field.
+	Sources []string
 	// Window is the span each sample aggregates, ending at its time (a max_over_time
 	// or avg_over_time window); 0 for raw samples. A sample stamped after its
 	// container ended whose window still covers the container's life is restamped at
 	// the end of that life (workload.StampInLife), never dropped.
 	Window time.Duration
+}
+
+// SampleSources returns the field of each sample: Sources, or Source for every sample
+// where they all came from it.
+func (s Series) SampleSources() []string {
+	if s.Sources != nil {
+		return s.Sources
+	}
+	out := make([]string, len(s.Samples))
+	for i := range out {
+		out[i] = s.Source
+	}
+	return out
+}
+
+// SourceAt returns the field sample i was read from.
+func (s Series) SourceAt(i int) string {
+	if s.Sources != nil {
+		return s.Sources[i]
+	}
+	return s.Source
 }
 
 // DeviceLoad is one compute sample's view of a GPU shared with other pods: when, and
@@ -325,6 +352,12 @@ type Field struct {
 	// converted to a share of the whole GPU with the instance profile's slice count
 	// (Reader.decode, mig.Profile.ComputeShare).
 	InstanceRelative bool
+	// LowFidelity: the metric says a kernel ran, not how much of the GPU it used
+	// (DCGM_FI_DEV_GPU_UTIL), so its values are upper bounds of activity. The estimate
+	// rests on it where its samples hold enough of a container's compute histogram to
+	// set the target percentile (history.ContainerState.Fidelity), whatever field the
+	// latest samples came from.
+	LowFidelity bool
 }
 
 // migPart is one subset of a field's series, selected by extra label matchers, whose raw
