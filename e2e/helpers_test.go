@@ -298,11 +298,13 @@ const (
 // expectedShare is the memory target (bytes) the recommender should write for an
 // unrounded target and the recent peak (bytes), computed here independently of
 // policy.FitShare: the largest share gpu/n (n ≥ 2, whole MiB) that is below the target
-// and at least peak + headroom; the target itself when there is none (or when it is a
-// whole GPU).
+// and at least peak + headroom; the target itself when there is none; one GPU when the
+// target is one GPU or more, as no recommendation exceeds one GPU (--gpu-memory, the
+// "caps" row of docs/recommender.md: a young margin of 100 % on a 45 GiB peak is a
+// target of one GPU, not 103 GiB).
 func expectedShare(target, peak float64) float64 {
 	if target >= e2eGPUMemoryBytes {
-		return target
+		return e2eGPUMemoryBytes
 	}
 	for n := 2; ; n++ {
 		share := math.Floor(e2eGPUMemoryBytes/float64(n)/(1<<20)) * (1 << 20)
