@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -282,15 +283,23 @@ func (r *Recommender) loadMetrics(ctx context.Context, c *cycle) error {
 	if err == nil && len(c.oldNS)+len(c.newNS) > 0 {
 		c.down, err = r.Reader.DownTargets(ctx, c.now)
 	}
+	end, whole := c.now, true
+	if err == nil && len(c.oldNS)+len(c.newNS) > 0 {
+		end, whole = r.dataEnd(ctx, c.now)
+	}
 	if err == nil && len(c.oldNS) > 0 {
 		from := r.lastLoad
-		if from.IsZero() || c.now.Sub(from) > r.Config.HistoryLength {
-			from = c.now.Add(-r.Config.HistoryLength)
+		if from.IsZero() || end.Sub(from) > r.Config.HistoryLength {
+			from = end.Add(-r.Config.HistoryLength)
 		}
-		err = r.load(ctx, c.oldNS, from, c.now, c.down, c.attr, true)
+		err = r.load(ctx, c.oldNS, from, end, c.down, c.attr, true, whole)
 	}
 	if err == nil && len(c.newNS) > 0 {
-		if err = r.load(ctx, c.newNS, r.resumeFrom(c.now), c.now, c.down, c.attr, false); err == nil {
+		histEnd := end
+		if !whole {
+			histEnd = r.lastLoad // what Prometheus holds whole windows of
+		}
+		if err = r.load(ctx, c.newNS, r.resumeFrom(histEnd), histEnd, c.down, c.attr, false, true); err == nil {
 			for _, t := range r.tracked {
 				t.bootstrapped = true
 			}
@@ -303,11 +312,75 @@ func (r *Recommender) loadMetrics(ctx context.Context, c *cycle) error {
 		r.failedReads++
 	} else {
 		r.failedReads = 0
-		if len(c.seen) > 0 {
-			r.lastLoad = c.now
+		if len(c.seen) > 0 && whole {
+			r.lastLoad = end
 		}
 	}
 	return nil
+}
+
+// dataEnd returns where the cycle's loads end and whether they are whole (read compute
+// and feed the model; see below). A live load starts where the last one ended, so a
+// compute window read before Prometheus holds its samples was never read again: with
+// the recommender's clock 3 minutes ahead of Prometheus' (or samples ingested 3 minutes
+// late: remote write, federation) every live compute window was empty, and after 3
+// cycles NoSamplesWhileRunning blamed an exporter while the recommendation stayed
+// frozen. So the loads end at or before Prometheus' newest sample of the sources'
+// fields (held, metrics.NewestSampleQuery) where that is before now, and at or before
+// now otherwise.
+//
+// The compute windows of every load lie on one grid of --interval steps, that of the
+// first load's end (Prometheus' newest sample rounded down onto the grid that ends at
+// now, so its windows are those a load up to now reads): each load ends at the last
+// grid point at or before held (or now), so no load ends on a sample's own time (which
+// changes the samples each window holds), and successive loads read every window once:
+// none overlaps another (a compute sample fed twice) and none is left out (one never
+// fed), whatever the cycles' timing.
+//
+// Where no whole window since the last load's end is held (Prometheus holds nothing
+// newer, a scrape interval longer than --interval, a stall, a cycle early), whole is
+// false: the live load reads memory up to now for the cycle's gap checks only (a stall
+// still counts towards NoSamplesWhileRunning) and feeds nothing to the model, and the
+// next load starts where the last one ended and reads it all; a history load of a new
+// workload ends there too. Where Prometheus holds no sample within its lookback (5
+// minutes), or the query fails, the bound is now. The newest sample is Prometheus'
+// own: where only some exporters' samples arrive late, their last windows are still
+// read early.
+func (r *Recommender) dataEnd(ctx context.Context, now time.Time) (end time.Time, whole bool) {
+	bound := now
+	if held, ok := r.newestSample(ctx, now); ok && held.Before(now) {
+		bound = held
+	}
+	step := r.Config.Interval
+	if r.lastLoad.IsZero() || !r.lastLoad.Before(now) {
+		return now.Add(-(now.Sub(bound) + step - 1) / step * step), true
+	}
+	n := bound.Sub(r.lastLoad) / step // whole windows held since the last load
+	if n <= 0 {
+		return now, false
+	}
+	return r.lastLoad.Add(n * step), true
+}
+
+// newestSample returns the time of Prometheus' newest sample of the sources' fields
+// (metrics.NewestSampleQuery); ok is false where it holds none within its lookback or
+// the query failed (logged).
+func (r *Recommender) newestSample(ctx context.Context, now time.Time) (time.Time, bool) {
+	q := metrics.NewestSampleQuery(r.order())
+	if q == "" {
+		return time.Time{}, false
+	}
+	vec, err := r.Reader.Vector(ctx, q, now)
+	if err != nil {
+		klog.FromContext(ctx).V(2).Info("Reading Prometheus' newest sample failed; loading up to now", "err", err)
+		return time.Time{}, false
+	}
+	if len(vec) == 0 {
+		return time.Time{}, false
+	}
+	held := time.UnixMilli(int64(math.Round(float64(vec[0].Value) * 1000)))
+	// No sample beyond the lookback counts (a proxy that rewrote the answer).
+	return held, now.Sub(held) <= metrics.MaxSampleSkew
 }
 
 // resumeFrom is where the history load of the workloads not bootstrapped yet starts:

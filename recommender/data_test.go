@@ -15,6 +15,7 @@ import (
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/contract"
+	"github.com/gpufrac/gpufrac/recommender/history"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
 	"github.com/gpufrac/gpufrac/recommender/metrics/promtest"
 )
@@ -523,5 +524,30 @@ func TestMemoryGoneWhileComputeReportsIsAGap(t *testing.T) {
 	}
 	if c := condition(cycle(both), gpufracv1.ConditionMetricsUnavailable); !isFalse(c) {
 		t.Errorf("gap must clear when memory returns: %+v", c)
+	}
+}
+
+// The recommender's clock 3 minutes ahead of Prometheus' (or samples ingested 3 minutes
+// late: remote write, federation): Prometheus' newest sample is 3 minutes before the
+// recommender's now at every cycle. Every sample is still read, once: 10 live cycles a
+// minute apart feed the 10 compute means of those minutes, and no gap is reported.
+// Before, each cycle read the 3 minutes Prometheus did not hold yet and never again:
+// no compute sample was fed, and after 3 cycles MetricsUnavailable=True
+// (NoSamplesWhileRunning) blamed an exporter while the recommendation stayed frozen.
+func TestClockAheadOfPrometheusLosesNothing(t *testing.T) {
+	objs := singlePodWorkloads("ml", "skew")
+	h := newEngineHarness(t, objs, metrics.DCGM{})
+	p := podsOf(objs)[0]
+	const lag = 3 * time.Minute
+	addDCGM(t, h.prom, p, "GPU-a", h.now.Add(-lag), 48*120, 20000, 0.6)
+	h.runCycles(t, 1, nil)
+	st := h.rec.model.Container(history.ContainerKey{WorkloadKey: history.WorkloadKey(h.rec.cur.entries[0].ref), Container: "main"})
+	before := st.ComputeSamples
+	h.runCycles(t, 11, func(now time.Time) { addDCGM(t, h.prom, p, "GPU-a", now.Add(-lag), 2, 20000, 0.6) })
+	if got := st.ComputeSamples - before; got != 10 {
+		t.Errorf("compute samples fed by 10 cycles: %d, want 10 (one mean a minute)", got)
+	}
+	if c := condition(h.gfr(t, "ml", "skew").Status, gpufracv1.ConditionMetricsUnavailable); !isFalse(c) {
+		t.Errorf("MetricsUnavailable %+v, want False: every sample was read", c)
 	}
 }

@@ -80,6 +80,12 @@ func (f *fakeProm) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if strings.HasPrefix(q, "max(label_replace(timestamp(") { // metrics.NewestSampleQuery
+		// Its values are there at every timestamp: the newest sample is at the
+		// evaluation time.
+		writeResult(w, "vector", []any{map[string]any{"metric": map[string]string{}, "value": []any{times[0], fmt.Sprint(times[0])}}})
+		return
+	}
 	var values map[string]float64
 	source := ""
 	switch {

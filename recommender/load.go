@@ -34,8 +34,11 @@ const (
 // Only samples of workloads whose bootstrapped state equals bootstrapped are fed: a
 // live load must not feed a workload whose history load is still to come (its
 // samples would then count as already seen), and a history load must not feed
-// workloads that already have their history.
-func (r *Recommender) load(ctx context.Context, namespaces []string, from, to time.Time, down []metrics.Target, attr *workload.Attributor, bootstrapped bool) error {
+// workloads that already have their history. A load that is not whole (Recommender.dataEnd:
+// no whole compute window is held since the last load) reads memory alone, for what the
+// cycle checks (dataGap and the conditions it feeds), and feeds nothing to the model: the
+// next whole load reads it again, with the compute its stale memory is judged by.
+func (r *Recommender) load(ctx context.Context, namespaces []string, from, to time.Time, down []metrics.Target, attr *workload.Attributor, bootstrapped, whole bool) error {
 	sel := metrics.Selector{Labels: r.Reader.Labels, Namespaces: namespaces, Direct: r.Config.LabelMode == "direct"}
 	// Impossible samples are filtered inside PromQL and counted by companion queries. A
 	// history load counts only its last MaxDropCountWindow: counting costs about three
@@ -54,8 +57,11 @@ func (r *Recommender) load(ctx context.Context, namespaces []string, from, to ti
 	recs := r.recordedLoads(ctx, sel, from, to, bootstrapped)
 	for a, first := from, true; first || a.Before(to); first = false {
 		b := r.sliceEnd(a, to, series)
-		cpu := computePoints(from, to, a, b, r.Config.Interval)
-		n, err := r.loadSlice(ctx, sel, namespaces, a, b, cpu, first, b.Equal(to), dropFrom, missFrom, down, attr, bootstrapped, recs)
+		var cpu computeSpan
+		if whole {
+			cpu = computePoints(from, to, a, b, r.Config.Interval)
+		}
+		n, err := r.loadSlice(ctx, sel, namespaces, a, b, cpu, whole, first, b.Equal(to), dropFrom, missFrom, down, attr, bootstrapped, recs)
 		if err != nil {
 			return err
 		}
@@ -102,8 +108,8 @@ type computeSpan struct {
 // the cycle's now) neither skips the seconds after it nor reads a window twice. A load
 // of (from, to] reads ⌊(to − from) ÷ step⌋ points ending at to, one (at to, with its
 // last slice) when shorter than a step: the first (to − from) mod step after from are
-// not read (a live cycle starts where the one before ended, so that is its timing
-// jitter).
+// not read. Live loads end on one grid of steps (Recommender.dataEnd), so (to − from)
+// is a whole number of steps and nothing is left out.
 func computePoints(from, to, a, b time.Time, step time.Duration) computeSpan {
 	if to.Sub(from) < step {
 		return computeSpan{first: to, last: to, ok: b.Equal(to)}
@@ -140,9 +146,10 @@ func (r *Recommender) livePodsIn(namespaces []string) int {
 // read once per cycle. first: the load's first slice (what the load lacked is
 // collected from it on, dataGaps); last: its last (the diagnostic counts of
 // (dropFrom, to] and (missFrom, to] run with it). cpu: the slice's compute points
-// (computePoints). recs: the sources whose hourly memory the load reads from their
-// recordings (recordedLoads). It returns how many series it read.
-func (r *Recommender) loadSlice(ctx context.Context, sel metrics.Selector, namespaces []string, from, to time.Time, cpu computeSpan, first, last bool,
+// (computePoints); model: the samples are fed to the model (else only counted, load).
+// recs: the sources whose hourly memory the load reads from their recordings
+// (recordedLoads). It returns how many series it read.
+func (r *Recommender) loadSlice(ctx context.Context, sel metrics.Selector, namespaces []string, from, to time.Time, cpu computeSpan, model, first, last bool,
 	dropFrom, missFrom time.Time, down []metrics.Target, attr *workload.Attributor, bootstrapped bool, recs map[string]*recordedLoad) (int, error) {
 	// Ownership first: it decides attribution of the samples below.
 	own, err := r.loadOwnership(ctx, sel, to.Sub(from), to)
@@ -186,8 +193,8 @@ func (r *Recommender) loadSlice(ctx context.Context, sel metrics.Selector, names
 		d := data[i]
 		r.downTargets(d, attr, bootstrapped)
 		memory := r.dropStale(d.src, d.memory, d.flat, d.contradicted, d.compute, attr, bootstrapped)
-		r.feed(metrics.SignalMemory, r.choose(d.src, metrics.SignalMemory, memory), attr, bootstrapped)
-		r.feed(metrics.SignalCompute, r.choose(d.src, metrics.SignalCompute, d.compute), attr, bootstrapped)
+		r.feed(metrics.SignalMemory, r.choose(d.src, metrics.SignalMemory, memory), attr, bootstrapped, model)
+		r.feed(metrics.SignalCompute, r.choose(d.src, metrics.SignalCompute, d.compute), attr, bootstrapped, model)
 	}
 	return series, nil
 }
@@ -605,9 +612,10 @@ func withWindow(series []metrics.Series, window time.Duration) []metrics.Series 
 	return series
 }
 
-// feed attributes each series to a tracked workload and adds it to the model. Series of
-// pods that belong to no autoscaler's target are ignored.
-func (r *Recommender) feed(signal metrics.Signal, series []metrics.Series, attr *workload.Attributor, bootstrapped bool) {
+// feed attributes each series to a tracked workload and adds it to the model (with
+// model; else it only counts the samples for the workload's gap checks). Series of pods
+// that belong to no autoscaler's target are ignored.
+func (r *Recommender) feed(signal metrics.Signal, series []metrics.Series, attr *workload.Attributor, bootstrapped, model bool) {
 	for _, s := range series {
 		ref, method := attr.Attribute(s.ID.Namespace, s.ID.Pod)
 		if method == workload.MethodNone {
@@ -673,6 +681,9 @@ func (r *Recommender) feed(signal metrics.Signal, series []metrics.Series, attr 
 				t.gaps.podCompute[s.ID.Pod] += len(s.Samples)
 				t.gaps.spacing.add(s.ID.Pod, s.Samples)
 			}
+		}
+		if !model {
+			continue
 		}
 		r.model.Add(w, signal, s)
 		if method > r.methods[w] {

@@ -175,6 +175,8 @@ func TestHistorySlicesCoverComputeOnce(t *testing.T) {
 				n = 1 // one raw compute sample
 			}
 			h.prom.Add(t, dcgmLabels(metrics.DCGMSMActive, p, "GPU-a"), c.start, 30*time.Second, promtest.Repeat(0.3, n)...)
+			// Prometheus holds a sample at now, so the load ends at now (Recommender.dataEnd).
+			h.prom.Add(t, dcgmLabels(metrics.DCGMFBUsed, p, "GPU-a"), c.now, time.Second, 10000)
 			if err := h.rec.RunOnce(context.Background()); err != nil {
 				t.Fatal(err)
 			}
