@@ -7,6 +7,7 @@ import (
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/recommender/estimate"
+	"github.com/gpufrac/gpufrac/recommender/history"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
 	"github.com/gpufrac/gpufrac/recommender/metrics/promtest"
 )
@@ -127,5 +128,14 @@ func TestComputeFidelityIsTheHistorys(t *testing.T) {
 		cr.Target.Compute.Cmp(*paused.ContainerRecommendations[0].Target.Compute) != 0 {
 		t.Errorf("paused: %s, compute %v from %s at %d%% after three cycles of GPU_UTIL, want Exclusive, %v from SM_ACTIVE at 100%%",
 			st.SharingMode, cr.Target.Compute, cr.ComputeSource, *st.ConfidencePercent, paused.ContainerRecommendations[0].Target.Compute)
+	}
+	// Whatever field each sample came from, every sample is in the history: both
+	// workloads have one at every step, so the same compute means and history span (the
+	// field of each sample, metrics.Series.Sources, stays aligned with the samples).
+	state := func(name string) *history.ContainerState {
+		return h.rec.model.Container(history.ContainerKey{WorkloadKey: history.WorkloadKey{Namespace: "ml", Kind: "Deployment", Name: name}, Container: "main"})
+	}
+	if m, p := state("mixed"), state("paused"); m.ComputeSamples != p.ComputeSamples || m.Span() != p.Span() || m.Span() < 48*time.Hour {
+		t.Errorf("mixed: %d compute means over %v, paused: %d over %v: want the same, at least 48h", m.ComputeSamples, m.Span(), p.ComputeSamples, p.Span())
 	}
 }
