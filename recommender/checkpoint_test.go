@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/recommender/history"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
 	"github.com/gpufrac/gpufrac/recommender/metrics/promtest"
 )
@@ -367,5 +368,63 @@ func TestCheckpointClockAhead(t *testing.T) {
 	f.run(t, c, f.full, checkpointConfig(), f.mid)
 	if n, m := testutil.ToFloat64(checkpointsRestored)-restored, testutil.ToFloat64(checkpointsIgnored.WithLabelValues(ckptTooOld))-tooOld; n != 2 || m != 0 {
 		t.Errorf("restored %v, ignored as too old %v; want 2 and 0", n, m)
+	}
+}
+
+// A restart restores checkpoints of different times (written in different cycles, one
+// per cycle here): ns/d's at mid, ns2/e's a minute later, both on the old process' grid
+// of compute windows, and the new process' grid is 20 seconds off it. Its history load
+// starts at the oldest (resumeFrom), so the window of its grid that straddles e's
+// checkpoint holds samples e's restored state already holds (its last window ended at
+// the checkpoint): not fed. Each container gets, after its checkpoint's compute samples,
+// one per whole window after its checkpoint's time and no more. Before, e got one more
+// (the straddling window, half of its samples fed twice).
+func TestRestoreFeedsNoStraddlingWindow(t *testing.T) {
+	f := newCheckpointFixture(t)
+	c := fakeClient(copies(f.objs), slimPods)
+	cfg := checkpointConfig()
+	cfg.CheckpointWritesPerCycle = 1
+	b := New(c, promReader(t, f.full), metrics.DCGM{}, cfg)
+	for _, at := range []time.Time{f.mid, f.mid.Add(time.Minute)} {
+		b.Now = func() time.Time { return at }
+		if err := b.RunOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type saved struct {
+		until   time.Time
+		samples int64
+	}
+	cps := map[string]saved{}
+	for _, name := range [][2]string{{"ns", "d"}, {"ns2", "e"}} {
+		var cp gpufracv1.GPUFractionCheckpoint
+		if err := c.Get(context.Background(), types.NamespacedName{Namespace: name[0], Name: name[1]}, &cp); err != nil || len(cp.Status.Containers) != 1 {
+			t.Fatalf("checkpoint %v: %v, %+v", name, err, cp.Status)
+		}
+		cps[name[1]] = saved{cp.Status.SamplesUntil.Time, cp.Status.Containers[0].ComputeSamples}
+	}
+	if !cps["e"].until.Equal(cps["d"].until.Add(time.Minute)) {
+		t.Fatalf("checkpoints until %v and %v, want a minute apart", cps["d"].until, cps["e"].until)
+	}
+	rec := New(c, promReader(t, f.full), metrics.DCGM{}, cfg)
+	rec.Now = func() time.Time { return f.end.Add(20 * time.Second) }
+	if err := rec.RunOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if rec.lastLoad.Sub(cps["d"].until)%time.Minute == 0 {
+		t.Fatalf("the new grid (load ending %v) is the checkpoints' grid: nothing straddles", rec.lastLoad)
+	}
+	pods := map[string]int{"d": 2, "e": 1}
+	for _, e := range rec.cur.entries {
+		cp := cps[e.gfa.Name]
+		st := rec.model.Container(history.ContainerKey{WorkloadKey: history.WorkloadKey(e.ref), Container: "main"})
+		want := cp.samples + int64(pods[e.gfa.Name])*int64(rec.lastLoad.Sub(cp.until)/time.Minute)
+		got := int64(-1)
+		if st != nil {
+			got = int64(st.ComputeSamples)
+		}
+		if got != want {
+			t.Errorf("%s: %d compute samples, want %d (%d restored, one per pod and whole window of (%v, %v])", e.gfa.Name, got, want, cp.samples, cp.until, rec.lastLoad)
+		}
 	}
 }

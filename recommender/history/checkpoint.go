@@ -240,7 +240,9 @@ func bad(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) || v < 0 }
 
 // Restore replaces what the model knows of workload w with the containers of a
 // checkpoint whose samples end at until, and makes it skip every later sample at or
-// before until (the checkpoint holds them). On any decoding error (load) it returns the
+// before until (the checkpoint holds them), and every later compute sample whose window
+// starts before until (a window of this process' grid that straddles it holds samples the
+// checkpoint's last window held). On any decoding error (load) it returns the
 // error and leaves the model unchanged.
 func (m *Model) Restore(w WorkloadKey, until time.Time, containers []gpufracv1.ContainerCheckpoint) error {
 	states := map[string]*ContainerState{}

@@ -444,8 +444,9 @@ type Model struct {
 	opts       Options
 	containers map[WorkloadKey]map[string]*ContainerState // by workload, then container name
 	lastSeen   map[seenKey]time.Time
-	// floor: per restored workload, the checkpoint's time; samples at or before it are
-	// in the restored state already (Restore).
+	// floor: per restored workload, the checkpoint's time; samples at or before it, and
+	// compute samples whose window starts before it, are in the restored state already
+	// (Restore).
 	floor map[WorkloadKey]time.Time
 	// versions: per workload, bumped by every change (Version).
 	versions map[WorkloadKey]uint64
@@ -499,6 +500,12 @@ func (m *Model) Add(w WorkloadKey, signal metrics.Signal, s metrics.Series) {
 	loads := s.DeviceLoad
 	for i, p := range s.Samples {
 		if !p.Time.After(last) || !p.Time.After(floor) {
+			continue
+		}
+		if signal == metrics.SignalCompute && p.Time.Add(-s.Window).Before(floor) {
+			// A compute window that straddles a restored checkpoint's time (another
+			// process' grid of windows): the samples before the checkpoint are in the
+			// restored state already, in the window that ended there.
 			continue
 		}
 		last, added = p.Time, true
