@@ -873,7 +873,11 @@ func (r *Recommender) silentPods(ns string, podNames map[string]bool, g *dataGap
 		}
 	}
 	g.spacing.forget(podNames)
-	others := g.kept[metrics.SignalCompute] > 0
+	// The others report: the workload's compute was read, this cycle or an earlier one.
+	// Not only this cycle: with a scrape slower than --interval, or a cycle without a
+	// whole window held (Recommender.dataEnd), most cycles read no compute of any pod,
+	// and a pod that never reports was forgotten at each of them, so never counted.
+	others := g.kept[metrics.SignalCompute] > 0 || g.seenCompute
 	var silent []string
 	for pod := range podNames {
 		live := r.cur.livePods[[2]string{ns, pod}]

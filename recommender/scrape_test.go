@@ -149,3 +149,49 @@ func TestSampleSpacing(t *testing.T) {
 		t.Errorf("pods kept after forget: %v", s.last)
 	}
 }
+
+// One of a workload's two running pods has never reported while the other is scraped
+// every 2 minutes (slower than --interval, 1m): every other cycle reads no compute of
+// either pod. The pod that never reports is still a gap, after EmptyCyclesWhileRunning
+// scrape intervals (its sample spacing), and stays one. Before, a cycle without the
+// others' samples forgot the count, so it was never raised and the recommendation,
+// written from the other pod alone, let the updater shrink it; likewise with --interval
+// 5s and samples a minute apart, or samples ingested in batches (cycles without a whole
+// window held, Recommender.dataEnd).
+func TestPodThatNeverReportsIsAGapUnderSlowScrapes(t *testing.T) {
+	const every = 2 * time.Minute
+	objs := append(deployment("ml", "sd", 2), gfa("ml", "sd", "sd"))
+	h := newEngineHarness(t, objs, metrics.DCGM{})
+	pods := podsOf(objs)
+	scrape := func(at time.Time, n int) {
+		start := at.Add(-time.Duration(n-1) * every)
+		h.prom.Add(t, dcgmLabels(metrics.DCGMFBUsed, pods[0], "GPU-1"), start, every, promtest.Repeat(20000, n)...)
+		h.prom.Add(t, dcgmLabels(metrics.DCGMSMActive, pods[0], "GPU-1"), start, every, promtest.Repeat(0.5, n)...)
+	}
+	scrape(h.now, int(48*time.Hour/every))
+	h.runCycles(t, 1, nil)
+	want := h.gfr(t, "ml", "sd").Status.ContainerRecommendations
+	if len(want) != 1 {
+		t.Fatalf("no recommendation from the pod that reports: %+v", want)
+	}
+	needed := int(time.Duration(EmptyCyclesWhileRunning) * every / time.Minute)
+	last := h.now
+	for i := 2; i <= 3*needed; i++ {
+		h.now = h.now.Add(time.Minute)
+		if h.now.Sub(last) >= every {
+			scrape(h.now, 1)
+			last = h.now
+		}
+		h.runCycles(t, 1, nil)
+		st := h.gfr(t, "ml", "sd").Status
+		c := condition(st, gpufracv1.ConditionMetricsUnavailable)
+		gap := isTrue(c) && c.Reason == gpufracv1.ReasonNoSamplesWhileRunning && strings.Contains(c.Message, pods[1].Name)
+		if gap != (i >= needed) {
+			t.Fatalf("cycle %d (a gap from cycle %d): MetricsUnavailable %+v", i, needed, c)
+		}
+		if gap && !equality.Semantic.DeepEqual(st.ContainerRecommendations, want) {
+			t.Fatalf("recommendation changed while %s never reported: %+v, was %+v", pods[1].Name, st.ContainerRecommendations, want)
+		}
+		want = st.ContainerRecommendations
+	}
+}
