@@ -3,8 +3,12 @@ package recommender
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/contract"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
 	"github.com/gpufrac/gpufrac/workload"
 )
@@ -70,5 +74,66 @@ func TestWrongDeviceLabelsAreNotUsed(t *testing.T) {
 	// running one) and compute (one per minute over 48 h), of both pods.
 	if d := dropped(metrics.SignalMemory, metrics.DropWrongDevice) + dropped(metrics.SignalCompute, metrics.DropWrongDevice) - before; d < 2*48*60 {
 		t.Errorf("samples_dropped_total{wrong_device} += %v, want every sample of the two relabelled pods (≥ %d)", d, 2*48*60)
+	}
+}
+
+// A pod of a workload of two whose series name a GPU it is not on, with no agent to
+// replace them (HAMi's allocation says GPU-b, dcgm-exporter labels it GPU-a): all its
+// samples are set aside, and the workload's recommendation would be written from its
+// sibling alone, so the updater would shrink a pod whose usage is unknown, as for a pod
+// that never reports. The first cycles say WrongDevice (its message unchanged); after
+// EmptyCyclesWhileRunning cycles MetricsUnavailable is NoSamplesWhileRunning naming the
+// pod and why (the WrongDevice message), an IncompleteData reason, and the
+// recommendation is kept. A pod whose series the agent replaced has samples: WrongDevice
+// alone, cycle after cycle. Before, WrongDevice stayed (not IncompleteData) and the
+// updater was free to shrink the set-aside pod.
+func TestSetAsidePodIsAGap(t *testing.T) {
+	objs := append(deployment("ml", "mixed", 2), gfa("ml", "mixed", "mixed"))
+	objs = append(objs, singlePodWorkloads("ml", "relabelled")...)
+	pods := podsOf(objs)
+	pods[1].Annotations = map[string]string{workload.HAMiAllocatedAnnotation: "GPU-b,NVIDIA,20000,30:;"}
+	h := newEngineHarness(t, objs, metrics.DCGM{})
+	n := 48 * 120
+	addDCGM(t, h.prom, pods[0], "GPU-c", h.now, n, 20000, 0.6)
+	addDCGM(t, h.prom, pods[1], "GPU-a", h.now, n, 0, 0) // HAMi allocated GPU-b
+	addDCGM(t, h.prom, pods[2], "GPU-a", h.now, n, 0, 0) // the agent saw it on GPU-d
+	addAgent(t, h.prom, pods[2], "GPU-d", h.now, n, 20000, 0.5)
+	write := func(now time.Time) {
+		addDCGM(t, h.prom, pods[0], "GPU-c", now, 2, 20000, 0.6)
+		addDCGM(t, h.prom, pods[1], "GPU-a", now, 2, 0, 0)
+		addDCGM(t, h.prom, pods[2], "GPU-a", now, 2, 0, 0)
+		addAgent(t, h.prom, pods[2], "GPU-d", now, 2, 20000, 0.5)
+	}
+	h.runCycles(t, 1, nil)
+	want := h.gfr(t, "ml", "mixed").Status.ContainerRecommendations
+	if len(want) != 1 {
+		t.Fatalf("mixed: no recommendation from the pod on its own GPU: %+v", h.gfr(t, "ml", "mixed").Status.Conditions)
+	}
+	for i := 1; i <= EmptyCyclesWhileRunning+2; i++ {
+		if i > 1 {
+			h.now = h.now.Add(time.Minute)
+			h.runCycles(t, 1, write)
+		}
+		st := h.gfr(t, "ml", "mixed").Status
+		c := condition(st, gpufracv1.ConditionMetricsUnavailable)
+		held := contract.IncompleteData(h.gfr(t, "ml", "mixed"))
+		switch {
+		case i < EmptyCyclesWhileRunning:
+			if !isTrue(c) || c.Reason != ReasonWrongDevice || !strings.Contains(c.Message, "names GPU GPU-a") || held != "" {
+				t.Fatalf("mixed, cycle %d: MetricsUnavailable %+v, want WrongDevice naming GPU-a", i, c)
+			}
+		default:
+			if !isTrue(c) || c.Reason != gpufracv1.ReasonNoSamplesWhileRunning || !strings.Contains(c.Message, pods[1].Name) ||
+				!strings.Contains(c.Message, "names GPU GPU-a") || held == "" {
+				t.Fatalf("mixed, cycle %d: MetricsUnavailable %+v, want NoSamplesWhileRunning naming %s and the GPU its series named", i, c, pods[1].Name)
+			}
+			if !equality.Semantic.DeepEqual(st.ContainerRecommendations, want) {
+				t.Fatalf("mixed, cycle %d: recommendation changed: %+v, was %+v", i, st.ContainerRecommendations, want)
+			}
+		}
+		r := h.gfr(t, "ml", "relabelled")
+		if c := condition(r.Status, gpufracv1.ConditionMetricsUnavailable); !isTrue(c) || c.Reason != ReasonWrongDevice || contract.IncompleteData(r) != "" {
+			t.Fatalf("relabelled, cycle %d: MetricsUnavailable %+v, want WrongDevice (the agent's series replace its own)", i, c)
+		}
 	}
 }

@@ -834,8 +834,8 @@ func (r *Recommender) dataGap(w history.WorkloadKey, podNames map[string]bool) (
 	}
 	if len(silent) > 0 {
 		metrics.Incomplete.WithLabelValues(metrics.IncompleteNoSamplesWhileRunning).Inc()
-		return gpufracv1.ReasonNoSamplesWhileRunning, fmt.Sprintf("running pod(s) %s have had no GPU sample (%s source) for %d cycles or more while the workload's other pods report: an exporter or scrape gap for those pods; last recommendation kept",
-			strings.Join(silent, ", "), names(r.workloadSources(w)), needed)
+		return gpufracv1.ReasonNoSamplesWhileRunning, fmt.Sprintf("running pod(s) %s have had no usable GPU sample (%s source) for %d cycles or more while the workload's other pods report: %s; last recommendation kept",
+			strings.Join(silent, ", "), names(r.workloadSources(w)), needed, silentWhy(g, silent))
 	}
 	return "", ""
 }
@@ -850,20 +850,19 @@ func (r *Recommender) dataGap(w history.WorkloadKey, podNames map[string]bool) (
 // 5 min: time for a new pod's first scrape; a pod that never reports is as partial as
 // one that stopped). A pod that is not running with every container running (pending,
 // restarting, finished, being deleted) is forgotten, as is a new pod of the same name
-// (a replaced StatefulSet replica, yet to report) and one whose samples were set aside
-// this cycle for a reason of their own (no single GPU container, another GPU).
+// (a replaced StatefulSet replica, yet to report). A pod whose samples were all set
+// aside (series naming another GPU with no agent to replace them, pod-level usage with
+// no single GPU container: dataGaps.wrongDevice, unattributed) counts as one without
+// samples: its usage is as unknown as a silent pod's, and the workload's recommendation,
+// written from its siblings alone, would let the updater shrink it (silentWhy says why
+// in the condition's message).
 func (r *Recommender) silentPods(ns string, podNames map[string]bool, g *dataGaps, needed int) []string {
 	if g.podSeen == nil {
 		g.podSeen, g.podEmpty = map[string]time.Time{}, map[string]int{}
 	}
-	setAside := func(pod string) bool {
-		_, unattributed := g.unattributed[pod]
-		_, wrong := g.wrongDevice[pod]
-		return unattributed || wrong
-	}
 	for pod, created := range g.podSeen {
 		live := r.cur.livePods[[2]string{ns, pod}]
-		if !runningNow(live) || !live.CreationTimestamp.Time.Equal(created) || setAside(pod) {
+		if !runningNow(live) || !live.CreationTimestamp.Time.Equal(created) {
 			delete(g.podSeen, pod)
 		}
 	}
@@ -883,7 +882,7 @@ func (r *Recommender) silentPods(ns string, podNames map[string]bool, g *dataGap
 		live := r.cur.livePods[[2]string{ns, pod}]
 		_, seen := g.podSeen[pod]
 		switch {
-		case !runningNow(live) || setAside(pod) || g.podCompute[pod] > 0:
+		case !runningNow(live) || g.podCompute[pod] > 0:
 			delete(g.podEmpty, pod)
 		case !seen && (!others || r.cur.now.Sub(runningSince(live)) < metrics.AgentCoverage):
 			delete(g.podEmpty, pod)
@@ -900,6 +899,21 @@ func (r *Recommender) silentPods(ns string, podNames map[string]bool, g *dataGap
 	}
 	slices.Sort(silent)
 	return silent
+}
+
+// silentWhy says why the silent pods had no usable sample: their samples were set aside
+// (the first such pod's reason: dataGaps.wrongDevice, unattributed), else an exporter
+// or scrape gap.
+func silentWhy(g *dataGaps, silent []string) string {
+	for _, pod := range silent {
+		if why, ok := g.wrongDevice[pod]; ok {
+			return "their samples were set aside (" + ReasonWrongDevice + "): " + why
+		}
+		if why, ok := g.unattributed[pod]; ok {
+			return "their samples were set aside (" + ReasonAmbiguousContainer + "): " + why
+		}
+	}
+	return "an exporter or scrape gap for those pods"
 }
 
 // runningSince is when every container of a running pod was last started: the latest
