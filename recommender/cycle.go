@@ -283,9 +283,9 @@ func (r *Recommender) loadMetrics(ctx context.Context, c *cycle) error {
 	if err == nil && len(c.oldNS)+len(c.newNS) > 0 {
 		c.down, err = r.Reader.DownTargets(ctx, c.now)
 	}
-	end, whole := c.now, true
+	end, whole, held := c.now, true, false
 	if err == nil && len(c.oldNS)+len(c.newNS) > 0 {
-		end, whole = r.dataEnd(ctx, c.now)
+		end, whole, held = r.dataEnd(ctx, c.now)
 	}
 	if err == nil && len(c.oldNS) > 0 {
 		from := r.lastLoad
@@ -313,6 +313,11 @@ func (r *Recommender) loadMetrics(ctx context.Context, c *cycle) error {
 	} else {
 		r.failedReads = 0
 		if len(c.seen) > 0 && whole {
+			if held {
+				// Not where Prometheus held no sample within its lookback (a stall: the
+				// load ended at now, and the stall's length is no arrival spacing).
+				r.arrivals.add("", []metrics.Sample{{Time: end}})
+			}
 			r.lastLoad = end
 		}
 	}
@@ -346,20 +351,24 @@ func (r *Recommender) loadMetrics(ctx context.Context, c *cycle) error {
 // minutes), or the query fails, the bound is now. The newest sample is Prometheus'
 // own: where only some exporters' samples arrive late, their last windows are still
 // read early.
-func (r *Recommender) dataEnd(ctx context.Context, now time.Time) (end time.Time, whole bool) {
+//
+// held reports whether Prometheus held a sample within its lookback (the end was bound
+// by what it holds, not by a stall's now): Recommender.arrivals counts those ends only.
+func (r *Recommender) dataEnd(ctx context.Context, now time.Time) (end time.Time, whole, held bool) {
 	bound := now
-	if held, ok := r.newestSample(ctx, now); ok && held.Before(now) {
-		bound = held
+	newest, held := r.newestSample(ctx, now)
+	if held && newest.Before(now) {
+		bound = newest
 	}
 	step := r.Config.Interval
 	if r.lastLoad.IsZero() || !r.lastLoad.Before(now) {
-		return now.Add(-(now.Sub(bound) + step - 1) / step * step), true
+		return now.Add(-(now.Sub(bound) + step - 1) / step * step), true, held
 	}
 	n := bound.Sub(r.lastLoad) / step // whole windows held since the last load
 	if n <= 0 {
-		return now, false
+		return now, false, held
 	}
-	return r.lastLoad.Add(n * step), true
+	return r.lastLoad.Add(n * step), true, held
 }
 
 // newestSample returns the time of Prometheus' newest sample of the sources' fields

@@ -941,13 +941,18 @@ const MaxScrapeSpacing = metrics.AgentCoverage
 
 // emptyCycles is how many consecutive cycles without samples make a gap for a workload
 // whose gaps are g: EmptyCyclesWhileRunning cycles, or EmptyCyclesWhileRunning of its
-// series' typical sample spacing (spacing.typical, at most MaxScrapeSpacing) where that
-// is longer. A scrape interval longer than --interval (2 or 5 minutes, a federated or
+// series' typical sample spacing (spacing.typical) or of the typical time between
+// successive arrivals of new samples in Prometheus (Recommender.arrivals: the ends of
+// whole live loads, dataEnd), the longer, at most MaxScrapeSpacing, where that is
+// longer. A scrape interval longer than --interval (2 or 5 minutes, a federated or
 // remote-written Prometheus) leaves most cycles empty by design: counting those as a gap
-// raised MetricsUnavailable every few cycles and cleared it at the next scrape.
+// raised MetricsUnavailable every few cycles and cleared it at the next scrape. So do
+// samples that reach Prometheus in batches (remote write, federation every few
+// minutes): the cycles between two batches hold no whole window and read no compute
+// (dataEnd), whatever the scrape interval.
 func (r *Recommender) emptyCycles(g *dataGaps) int {
 	n := EmptyCyclesWhileRunning
-	every := min(g.spacing.typical(), MaxScrapeSpacing)
+	every := min(max(g.spacing.typical(), r.arrivals.typical()), MaxScrapeSpacing)
 	if r.Config.Interval > 0 && every > r.Config.Interval {
 		n = max(n, int((time.Duration(EmptyCyclesWhileRunning)*every+r.Config.Interval-1)/r.Config.Interval))
 	}

@@ -160,6 +160,9 @@ type Recommender struct {
 	tracked   map[history.WorkloadKey]*tracking
 	methods   map[history.WorkloadKey]workload.Method
 	lastLoad  time.Time // end of the last successful live load
+	// arrivals: how far apart the ends of successive whole live loads are (dataEnd): how
+	// often Prometheus holds new samples (emptyCycles).
+	arrivals sampleSpacing
 	// promHeld says, by time, whether Prometheus holds a memory sample in the window
 	// ending then (promHolds), for the times within the history window.
 	promHeld map[time.Time]bool

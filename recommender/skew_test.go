@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/recommender/history"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
@@ -116,5 +118,55 @@ func TestHistoryLengthDoesNotDependOnTheCyclesTiming(t *testing.T) {
 	}
 	if spans[0] != spans[1] {
 		t.Errorf("history %v read 20s after the last sample, %v read 4m20s after it: want the same", spans[0], spans[1])
+	}
+}
+
+// Samples that reach Prometheus in batches 4 minutes apart (remote write, a federating
+// Prometheus that scrapes every 4 minutes), scraped every 30 s: the three cycles between
+// two batches hold no whole window (Recommender.dataEnd) and read no compute, by
+// design. That is no gap once the process has seen a batch arrive: MetricsUnavailable
+// stays False over many batches, where it was raised 3 cycles after each batch and
+// cleared at the next (the wait counted the samples' spacing, 30 s, not how far apart
+// they arrive). Before the first batch a process cannot tell batches from a stall (an
+// exporter restart is named after 3 cycles, TestLiveGapNeverFailsTheCycle), so the
+// cycles before it are not checked. A real gap is still raised once the batches stop,
+// after EmptyCyclesWhileRunning of their spacing (12 cycles).
+func TestBatchedArrivalsAreNoGap(t *testing.T) {
+	const batch = 4 * time.Minute
+	objs := singlePodWorkloads("ml", "batched")
+	h := newEngineHarness(t, objs, metrics.DCGM{})
+	p := podsOf(objs)[0]
+	held := h.now
+	arrive := func(to time.Time) { // the samples of (held, to], every 30 s
+		n := int(to.Sub(held) / (30 * time.Second))
+		addDCGM(t, h.prom, p, "GPU-a", to, n, 20000, 0.5)
+		held = to
+	}
+	addDCGM(t, h.prom, p, "GPU-a", h.now, 48*120, 20000, 0.5)
+	h.runCycles(t, 1, nil)
+	t0 := h.now
+	status := func() *metav1.Condition {
+		return condition(h.gfr(t, "ml", "batched").Status, gpufracv1.ConditionMetricsUnavailable)
+	}
+	for i := 1; i <= 24; i++ {
+		h.now = t0.Add(time.Duration(i) * time.Minute)
+		if h.now.Sub(held) >= batch {
+			arrive(h.now)
+		}
+		h.runCycles(t, 1, nil)
+		if c := status(); i >= int(batch/time.Minute) && !isFalse(c) {
+			t.Fatalf("%v after the first cycle, batches every %v: MetricsUnavailable %+v", h.now.Sub(t0), batch, c)
+		}
+	}
+	// The batches stop: a gap after EmptyCyclesWhileRunning batch intervals.
+	last := held
+	needed := int(time.Duration(EmptyCyclesWhileRunning) * batch / time.Minute)
+	for i := 1; i <= needed; i++ {
+		h.now = last.Add(time.Duration(i) * time.Minute)
+		h.runCycles(t, 1, nil)
+		c := status()
+		if gap := isTrue(c) && c.Reason == gpufracv1.ReasonNoSamplesWhileRunning; gap != (i == needed) {
+			t.Fatalf("%d cycles after the last batch (a gap after %d): MetricsUnavailable %+v", i, needed, c)
+		}
 	}
 }
