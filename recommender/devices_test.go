@@ -124,7 +124,7 @@ func TestSetAsidePodIsAGap(t *testing.T) {
 			}
 		default:
 			if !isTrue(c) || c.Reason != gpufracv1.ReasonNoSamplesWhileRunning || !strings.Contains(c.Message, pods[1].Name) ||
-				!strings.Contains(c.Message, "names GPU GPU-a") || held == "" {
+				!strings.Contains(c.Message, "names GPU GPU-a") || !strings.Contains(c.Message, "while the workload's other pods report") || held == "" {
 				t.Fatalf("mixed, cycle %d: MetricsUnavailable %+v, want NoSamplesWhileRunning naming %s and the GPU its series named", i, c, pods[1].Name)
 			}
 			if !equality.Semantic.DeepEqual(st.ContainerRecommendations, want) {

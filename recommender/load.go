@@ -834,8 +834,12 @@ func (r *Recommender) dataGap(w history.WorkloadKey, podNames map[string]bool) (
 	}
 	if len(silent) > 0 {
 		metrics.Incomplete.WithLabelValues(metrics.IncompleteNoSamplesWhileRunning).Inc()
-		return gpufracv1.ReasonNoSamplesWhileRunning, fmt.Sprintf("running pod(s) %s have had no usable GPU sample (%s source) for %d cycles or more while the workload's other pods report: %s; last recommendation kept",
-			strings.Join(silent, ", "), names(r.workloadSources(w)), needed, silentWhy(g, silent))
+		others := " while the workload's other pods report"
+		if len(silent) == len(podNames) {
+			others = ""
+		}
+		return gpufracv1.ReasonNoSamplesWhileRunning, fmt.Sprintf("running pod(s) %s have had no usable GPU sample (%s source) for %d cycles or more%s: %s; last recommendation kept",
+			strings.Join(silent, ", "), names(r.workloadSources(w)), needed, others, silentWhy(g, silent))
 	}
 	return "", ""
 }
