@@ -307,6 +307,12 @@ func TestRecommender(t *testing.T) {
 			if fams, err = parser.TextToMetricFamilies(resp.Body); err != nil {
 				return false, err
 			}
+			// The cycle publishes its families after it wrote the statuses, so a scrape
+			// right after the first subtest may still serve the cycle before beta's
+			// first recommendation: wait for both.
+			if v := seriesValue(fams, "gpufrac_autoscaler_info", "namespace", foundationNS, "autoscaler", beta); !(v > 0) {
+				return false, fmt.Errorf("no gpufrac_autoscaler_info for %s yet", beta)
+			}
 			return seriesValue(fams, "gpufrac_recommendation_memory_bytes", "autoscaler", alpha, "bound", "target") == target, fmt.Errorf("memory target %v, want %v",
 				seriesValue(fams, "gpufrac_recommendation_memory_bytes", "autoscaler", alpha, "bound", "target"), target)
 		})
