@@ -19,14 +19,7 @@ import (
 // missing.
 func TestDuplicateAutoscalersOneBudget(t *testing.T) {
 	f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 2, 3)
-	f.gfa.CreationTimestamp = metav1.NewTime(f.now.Add(-time.Hour))
-	old := f.gfa.DeepCopy()
-	old.Name, old.UID = "web-old", "gfa-old-uid"
-	old.CreationTimestamp = metav1.NewTime(f.now.Add(-2 * time.Hour))
-	oldRec := f.gfr.DeepCopy()
-	oldRec.Name, oldRec.ResourceVersion = "web-old", ""
-	oldRec.OwnerReferences[0].Name, oldRec.OwnerReferences[0].UID = old.Name, old.UID
-	f.objs = append(f.objs, old, oldRec)
+	f.addOlderDuplicate()
 	f.build()
 	f.run()
 	if n := len(f.livePods()); n != 1 {
@@ -74,19 +67,12 @@ func TestFloorOutlivesTheAutoscalerInCharge(t *testing.T) {
 	}{{"floor", true, true}, {"control: no floor", false, false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 3, 3) // 3Gi, target 1Gi: shrink
-			f.gfa.CreationTimestamp = metav1.NewTime(f.now.Add(-time.Hour))
-			old := f.gfa.DeepCopy()
-			old.Name, old.UID = "web-old", "gfa-old-uid"
-			old.CreationTimestamp = metav1.NewTime(f.now.Add(-2 * time.Hour))
+			old := f.addOlderDuplicate()
 			if tc.floor {
 				old.Status.Updater = &gpufracv1.UpdaterStatus{Floor: &gpufracv1.UpdaterFloor{
 					Memory: q("3Gi"), Containers: []gpufracv1.ContainerAllocation{{ContainerName: "main", Memory: q("3Gi")}},
 					Until: metav1.NewTime(f.now.Add(24 * time.Hour)), Reason: "latency objective breached after the shrink"}}
 			}
-			oldRec := f.gfr.DeepCopy()
-			oldRec.Name, oldRec.ResourceVersion = "web-old", ""
-			oldRec.OwnerReferences[0].Name, oldRec.OwnerReferences[0].UID = old.Name, old.UID
-			f.objs = append(f.objs, old, oldRec)
 			f.build()
 			f.run()
 			if n := len(f.livePods()); n != 3 && tc.floor {
@@ -124,4 +110,19 @@ func TestFloorOutlivesTheAutoscalerInCharge(t *testing.T) {
 			}
 		})
 	}
+}
+
+// addOlderDuplicate adds a second autoscaler of the fixture's workload, "web-old",
+// created an hour before the fixture's own (so it is the one in charge), with a copy of
+// the fixture's recommendation. It returns the autoscaler, to change before build.
+func (f *fixture) addOlderDuplicate() *gpufracv1.GPUFractionAutoscaler {
+	f.gfa.CreationTimestamp = metav1.NewTime(f.now.Add(-time.Hour))
+	old := f.gfa.DeepCopy()
+	old.Name, old.UID = "web-old", "gfa-old-uid"
+	old.CreationTimestamp = metav1.NewTime(f.now.Add(-2 * time.Hour))
+	oldRec := f.gfr.DeepCopy()
+	oldRec.Name, oldRec.ResourceVersion = "web-old", ""
+	oldRec.OwnerReferences[0].Name, oldRec.OwnerReferences[0].UID = old.Name, old.UID
+	f.objs = append(f.objs, old, oldRec)
+	return old
 }

@@ -333,15 +333,7 @@ func TestRestartKeepsTheRound(t *testing.T) {
 			f.setTarget("1536Mi", "1280Mi", "2Gi") // the 1Gi pods grow
 			inCharge := "web"
 			if tc.duplicate {
-				f.gfa.CreationTimestamp = metav1.NewTime(f.now.Add(-time.Hour))
-				old := f.gfa.DeepCopy()
-				old.Name, old.UID = "web-old", "gfa-old-uid"
-				old.CreationTimestamp = metav1.NewTime(f.now.Add(-2 * time.Hour))
-				oldRec := f.gfr.DeepCopy()
-				oldRec.Name, oldRec.ResourceVersion = "web-old", ""
-				oldRec.OwnerReferences[0].Name, oldRec.OwnerReferences[0].UID = old.Name, old.UID
-				f.objs = append(f.objs, old, oldRec)
-				inCharge = "web-old"
+				inCharge = f.addOlderDuplicate().Name
 			}
 			f.build()
 			f.run()
