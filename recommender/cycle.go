@@ -316,7 +316,7 @@ func (r *Recommender) loadMetrics(ctx context.Context, c *cycle) error {
 			if held {
 				// Not where Prometheus held no sample within its lookback (a stall: the
 				// load ended at now, and the stall's length is no arrival spacing).
-				r.arrivals.add("", []metrics.Sample{{Time: end}})
+				r.arrivals.add("", []metrics.Sample{{Time: end}}, time.Time{})
 			}
 			r.lastLoad = end
 		}

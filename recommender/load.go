@@ -193,8 +193,8 @@ func (r *Recommender) loadSlice(ctx context.Context, sel metrics.Selector, names
 		d := data[i]
 		r.downTargets(d, attr, bootstrapped)
 		memory := r.dropStale(d.src, d.memory, d.flat, d.contradicted, d.compute, attr, bootstrapped)
-		r.feed(metrics.SignalMemory, r.choose(d.src, metrics.SignalMemory, memory), attr, bootstrapped, model)
-		r.feed(metrics.SignalCompute, r.choose(d.src, metrics.SignalCompute, d.compute), attr, bootstrapped, model)
+		r.feed(metrics.SignalMemory, r.choose(d.src, metrics.SignalMemory, memory), attr, bootstrapped, model, time.Time{})
+		r.feed(metrics.SignalCompute, r.choose(d.src, metrics.SignalCompute, d.compute), attr, bootstrapped, model, d.recordedUntil)
 	}
 	return series, nil
 }
@@ -255,9 +255,14 @@ type sourceData struct {
 	// memory: peaks; flat: their standard deviation (FlatQuery); contradicted: 1 where
 	// the agent contradicts them (ContradictedQuery); compute: means.
 	memory, flat, contradicted, compute []metrics.Series
-	memDrops, cpuDrops                  metrics.PodDrops
-	missing                             [2]float64 // samples without a pod label: memory, compute
-	missTo                              time.Time  // end of the window missing counts
+	// recordedUntil is the end of the last run of hours whose compute was read from the
+	// recordings (readCompute); zero when none was. Those hours' minute means are
+	// stamped a minute apart whatever the scrape, so the scrape's spacing is learnt only
+	// from the samples after it (sampleSpacing.add).
+	recordedUntil      time.Time
+	memDrops, cpuDrops metrics.PodDrops
+	missing            [2]float64 // samples without a pod label: memory, compute
+	missTo             time.Time  // end of the window missing counts
 	// countFailed: a diagnostic query failed (diagnose); the drop counts are unknown.
 	// missFailed: the count of samples without a pod label failed (missing is 0).
 	countFailed, missFailed bool
@@ -615,7 +620,7 @@ func withWindow(series []metrics.Series, window time.Duration) []metrics.Series 
 // feed attributes each series to a tracked workload and adds it to the model (with
 // model; else it only counts the samples for the workload's gap checks). Series of pods
 // that belong to no autoscaler's target are ignored.
-func (r *Recommender) feed(signal metrics.Signal, series []metrics.Series, attr *workload.Attributor, bootstrapped, model bool) {
+func (r *Recommender) feed(signal metrics.Signal, series []metrics.Series, attr *workload.Attributor, bootstrapped, model bool, recordedUntil time.Time) {
 	for _, s := range series {
 		ref, method := attr.Attribute(s.ID.Namespace, s.ID.Pod)
 		if method == workload.MethodNone {
@@ -679,7 +684,7 @@ func (r *Recommender) feed(signal metrics.Signal, series []metrics.Series, attr 
 			t.gaps.kept[signal] += len(s.Samples)
 			if signal == metrics.SignalCompute {
 				t.gaps.podCompute[s.ID.Pod] += len(s.Samples)
-				t.gaps.spacing.add(s.ID.Pod, s.Samples)
+				t.gaps.spacing.add(s.ID.Pod, s.Samples, recordedUntil)
 			}
 		}
 		if !model {
@@ -977,16 +982,33 @@ type sampleSpacing struct {
 const spacingKept = 31
 
 // add records the spacings of pod's samples, in time order, after its newest sample fed.
-func (s *sampleSpacing) add(pod string, samples []metrics.Sample) {
+// Samples up to recordedUntil (zero: none) stand for recorded hours
+// (sourceData.recordedUntil): an hour's minute means stamped a minute apart whatever the
+// scrape, so the spacings between them say nothing of it. For those, one spacing is
+// recorded: an hour over the most samples any hour up to recordedUntil holds (the
+// hours (recordedUntil − (k+1)h, recordedUntil − kh], as recorded), e.g. 5 minutes
+// for 12 minute means an hour.
+func (s *sampleSpacing) add(pod string, samples []metrics.Sample, recordedUntil time.Time) {
 	if s.last == nil {
 		s.last, s.gaps = map[string]time.Time{}, make([]time.Duration, spacingKept)
 	}
+	if !recordedUntil.IsZero() {
+		perHour, most := map[int64]int{}, 0
+		for _, p := range samples {
+			if !p.Time.After(recordedUntil) {
+				k := int64(recordedUntil.Sub(p.Time) / metrics.HistoryPeakInterval)
+				perHour[k]++
+				most = max(most, perHour[k])
+			}
+		}
+		if most > 0 {
+			s.record(metrics.HistoryPeakInterval / time.Duration(most))
+		}
+	}
 	last, ok := s.last[pod]
 	for _, p := range samples {
-		if ok && p.Time.After(last) {
-			s.gaps[s.next] = p.Time.Sub(last)
-			s.next = (s.next + 1) % spacingKept
-			s.count = min(s.count+1, spacingKept)
+		if ok && p.Time.After(last) && last.After(recordedUntil) {
+			s.record(p.Time.Sub(last))
 		}
 		if !ok || p.Time.After(last) {
 			last, ok = p.Time, true
@@ -995,6 +1017,13 @@ func (s *sampleSpacing) add(pod string, samples []metrics.Sample) {
 	if ok {
 		s.last[pod] = last
 	}
+}
+
+// record keeps one spacing, in place of the oldest once spacingKept are kept.
+func (s *sampleSpacing) record(d time.Duration) {
+	s.gaps[s.next] = d
+	s.next = (s.next + 1) % spacingKept
+	s.count = min(s.count+1, spacingKept)
 }
 
 // forget drops the newest sample of every pod not in live, so that pods that ended

@@ -237,6 +237,7 @@ func (d *sourceData) readCompute(ctx context.Context, rd *metrics.Reader, sel me
 			return err
 		}
 		all = append(all, s...)
+		d.recordedUntil = end
 		// The first raw point after the run: its window starts at or after end.
 		if k := end.Add(step).Sub(next); k > 0 {
 			next = next.Add((k + step - 1) / step * step)

@@ -2,6 +2,8 @@ package recommender
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -137,12 +139,41 @@ func TestSampleSpacing(t *testing.T) {
 	for i := range 10 {
 		samples = append(samples, metrics.Sample{Time: at.Add(time.Duration(i) * 2 * time.Minute)})
 	}
-	s.add("a", samples)
-	s.add("a", []metrics.Sample{{Time: at.Add(time.Hour)}}) // after a 42-minute outage
-	s.add("b", samples[:3])
-	s.add("b", samples[:3]) // read again: no spacing
+	s.add("a", samples, time.Time{})
+	s.add("a", []metrics.Sample{{Time: at.Add(time.Hour)}}, time.Time{}) // after a 42-minute outage
+	s.add("b", samples[:3], time.Time{})
+	s.add("b", samples[:3], time.Time{}) // read again: no spacing
 	if got := s.typical(); got != 2*time.Minute {
 		t.Errorf("typical spacing %s, want 2m0s", got)
+	}
+	// Recorded hours: 40 minute means stamped a minute apart up to the recordings' end,
+	// then scraped samples. Only the spacings after the end count.
+	var recorded []metrics.Sample
+	for i := range 40 {
+		recorded = append(recorded, metrics.Sample{Time: at.Add(time.Duration(i) * time.Minute)})
+	}
+	end := recorded[len(recorded)-1].Time
+	s.add("c", append(recorded, metrics.Sample{Time: end.Add(2 * time.Minute)}, metrics.Sample{Time: end.Add(4 * time.Minute)}), end)
+	if got := s.typical(); got != 2*time.Minute {
+		t.Errorf("typical spacing %s after recorded minutes, want 2m0s", got)
+	}
+	// Recorded hours alone: 12 minute means in each of their hours imply a 5-minute
+	// scrape, 30 in their busiest a 2-minute one.
+	for n, want := range map[int]time.Duration{12: 5 * time.Minute, 30: 2 * time.Minute} {
+		var r sampleSpacing
+		end := at.Add(3 * time.Hour)
+		var hours []metrics.Sample
+		for h, means := range []int{n / 2, n, n - 4} { // the hours ending 2h, 1h and 0h before end
+			hourEnd := end.Add(-time.Duration(2-h) * time.Hour)
+			for i := range means { // the last minute ends of the hour, as recorded
+				hours = append(hours, metrics.Sample{Time: hourEnd.Add(-time.Duration(i) * time.Minute)})
+			}
+		}
+		slices.SortFunc(hours, func(a, b metrics.Sample) int { return a.Time.Compare(b.Time) })
+		r.add("d", hours, end)
+		if got := r.typical(); got != want {
+			t.Errorf("%d minute means in the busiest recorded hour: typical spacing %s, want %s", n, got, want)
+		}
 	}
 	s.forget(map[string]bool{"a": true})
 	if _, ok := s.last["b"]; ok || len(s.last) != 1 {
@@ -193,5 +224,71 @@ func TestPodThatNeverReportsIsAGapUnderSlowScrapes(t *testing.T) {
 			t.Fatalf("recommendation changed while %s never reported: %+v, was %+v", pods[1].Name, st.ContainerRecommendations, want)
 		}
 		want = st.ContainerRecommendations
+	}
+}
+
+// A history bootstrapped from the gpufrac-history recordings
+// (HistoryComputeFromRecordings) learns the scrape's spacing from the raw samples only:
+// the recorded hours stand for their minute means at one-minute stamps whatever the
+// scrape, so learning from them took a 2- or 5-minute scrape for a 1-minute one, and
+// the slow scrape's empty cycles raised NoSamplesWhileRunning after every third one
+// until 31 raw spacings had been seen (about 80 minutes at 5 minutes).
+func TestSlowScrapeIsNoGapAfterRecordedBootstrap(t *testing.T) {
+	for _, tc := range []struct{ every, into time.Duration }{
+		{2 * time.Minute, 0}, {5 * time.Minute, 0}, {5 * time.Minute, 37 * time.Minute}, {3 * time.Minute, 58 * time.Minute},
+	} {
+		every := tc.every
+		t.Run(fmt.Sprintf("every %s, %s into the hour", every, tc.into), func(t *testing.T) {
+			objs := singlePodWorkloads("ml", "sd", "fast")
+			h := newEngineHarness(t, objs, metrics.DCGM{})
+			h.now = h.now.Add(tc.into) // the bootstrap's end: how much of the running hour is read raw
+			h.rec.Config.HistoryLength = 12 * time.Hour
+			h.rec.Config.HistoryFromRecordings, h.rec.Config.HistoryComputeFromRecordings = true, true
+			p, fast := podsOf(objs)[0], podsOf(objs)[1]
+			scrape := func(at time.Time, n int) {
+				start := at.Add(-time.Duration(n-1) * every)
+				h.prom.Add(t, dcgmLabels(metrics.DCGMFBUsed, p, "GPU-1"), start, every, promtest.Repeat(20000, n)...)
+				h.prom.Add(t, dcgmLabels(metrics.DCGMSMActive, p, "GPU-1"), start, every, promtest.Repeat(0.5, n)...)
+			}
+			scrape(h.now, int(14*time.Hour/every))
+			// Another node pool's exporter, scraped every 30 s, makes the source's
+			// recorded hours whole (every minute evaluated), so the slow pod's hours are
+			// read from the recordings too.
+			addDCGM(t, h.prom, fast, "GPU-2", h.now, int(14*time.Hour/(30*time.Second)), 10000, 0.2)
+			recordHistory(t, h.prom, metrics.DCGM{}, h.now.Add(-13*time.Hour).Truncate(time.Minute), h.now.Truncate(time.Minute), nil)
+			before := len(h.prom.Queries())
+			h.runCycles(t, 1, nil)
+			if read := strings.Join(h.prom.Queries()[before:], "\n"); !strings.Contains(read, metrics.HistoryComputeQuantile1h) {
+				t.Fatalf("the bootstrap read no recorded compute:\n%s", read)
+			}
+			if len(h.gfr(t, "ml", "sd").Status.ContainerRecommendations) != 1 {
+				t.Fatal("no recommendation after the history load")
+			}
+			last := h.now
+			for i := 1; i <= 30; i++ {
+				h.now = h.now.Add(time.Minute)
+				addDCGM(t, h.prom, fast, "GPU-2", h.now, 2, 10000, 0.2)
+				if h.now.Sub(last) >= every {
+					scrape(h.now, 1)
+					last = h.now
+				}
+				h.runCycles(t, 1, nil)
+				if c := condition(h.gfr(t, "ml", "sd").Status, gpufracv1.ConditionMetricsUnavailable); isTrue(c) {
+					t.Fatalf("cycle %d of a %s scrape after a recorded bootstrap: %+v", i, every, c)
+				}
+			}
+			// The slow pod's exporter stops: a gap after EmptyCyclesWhileRunning scrape
+			// intervals, as after a raw bootstrap (TestSlowScrapeIsNoGap).
+			needed := time.Duration(EmptyCyclesWhileRunning) * every
+			for h.now.Sub(last) < needed {
+				h.now = h.now.Add(time.Minute)
+				addDCGM(t, h.prom, fast, "GPU-2", h.now, 2, 10000, 0.2)
+				h.runCycles(t, 1, nil)
+				c := condition(h.gfr(t, "ml", "sd").Status, gpufracv1.ConditionMetricsUnavailable)
+				if gap := isTrue(c) && c.Reason == gpufracv1.ReasonNoSamplesWhileRunning; gap != (h.now.Sub(last) >= needed) {
+					t.Fatalf("%s after the last scrape (every %s): MetricsUnavailable %+v", h.now.Sub(last), every, c)
+				}
+			}
+		})
 	}
 }
