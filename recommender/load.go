@@ -763,6 +763,13 @@ type dataGaps struct {
 	podCompute map[string]int
 	podSeen    map[string]time.Time
 	podEmpty   map[string]int
+	// podGap: the pods silentPods found silent; each stays so until it reports or stops
+	// running. emptyRaised: likewise for the whole workload (empty reached the wait, no
+	// sample since). The wait (emptyCycles) is learnt and can grow while a gap lasts (a
+	// spacing of cycles or arrivals learnt late); a gap is ended by samples, never by a
+	// longer wait, else it was raised and cleared again while nothing reported.
+	podGap      map[string]bool
+	emptyRaised bool
 	// spacing: how far apart the workload's compute samples are (emptyCycles).
 	spacing sampleSpacing
 }
@@ -828,7 +835,8 @@ func (r *Recommender) dataGap(w history.WorkloadKey, podNames map[string]bool) (
 		metrics.Incomplete.WithLabelValues(metrics.IncompleteExporterDown).Inc()
 		return gpufracv1.ReasonExporterDown, msg + "; last recommendation kept"
 	}
-	if g.empty >= needed {
+	g.emptyRaised = g.empty > 0 && (g.emptyRaised || g.empty >= needed)
+	if g.emptyRaised {
 		metrics.Incomplete.WithLabelValues(metrics.IncompleteNoSamplesWhileRunning).Inc()
 		why := "an exporter or scrape gap"
 		if g.countFailed {
@@ -867,7 +875,7 @@ func (r *Recommender) dataGap(w history.WorkloadKey, podNames map[string]bool) (
 // in the condition's message).
 func (r *Recommender) silentPods(ns string, podNames map[string]bool, g *dataGaps, needed int) []string {
 	if g.podSeen == nil {
-		g.podSeen, g.podEmpty = map[string]time.Time{}, map[string]int{}
+		g.podSeen, g.podEmpty, g.podGap = map[string]time.Time{}, map[string]int{}, map[string]bool{}
 	}
 	for pod, created := range g.podSeen {
 		live := r.cur.livePods[[2]string{ns, pod}]
@@ -878,6 +886,11 @@ func (r *Recommender) silentPods(ns string, podNames map[string]bool, g *dataGap
 	for pod := range g.podEmpty {
 		if !podNames[pod] {
 			delete(g.podEmpty, pod)
+		}
+	}
+	for pod := range g.podGap {
+		if _, counting := g.podEmpty[pod]; !counting {
+			delete(g.podGap, pod)
 		}
 	}
 	g.spacing.forget(podNames)
@@ -893,11 +906,14 @@ func (r *Recommender) silentPods(ns string, podNames map[string]bool, g *dataGap
 		switch {
 		case !runningNow(live) || g.podCompute[pod] > 0:
 			delete(g.podEmpty, pod)
+			delete(g.podGap, pod)
 		case !seen && (!others || r.cur.now.Sub(runningSince(live)) < metrics.AgentCoverage):
 			delete(g.podEmpty, pod)
+			delete(g.podGap, pod)
 		default:
-			if g.podEmpty[pod]++; g.podEmpty[pod] >= needed {
+			if g.podEmpty[pod]++; g.podEmpty[pod] >= needed || g.podGap[pod] {
 				silent = append(silent, pod)
+				g.podGap[pod] = true
 			}
 		}
 	}

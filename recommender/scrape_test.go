@@ -292,3 +292,68 @@ func TestSlowScrapeIsNoGapAfterRecordedBootstrap(t *testing.T) {
 		})
 	}
 }
+
+// The wait before a gap (emptyCycles) is learnt, and it can grow while a gap lasts: under
+// load the cycles run late and irregularly (30 s to 2 min apart), and the spacing of the
+// whole loads (Recommender.arrivals) is learnt as they come. A gap raised under the
+// shorter wait stays until the silent pod reports, or the workload's samples come back:
+// before, the longer wait cleared it and raised it again cycles later while nothing
+// reported (at 10,000 pods, 855 autoscalers a cycle changed MetricsUnavailable).
+func TestGapIsEndedBySamplesNotByALongerWait(t *testing.T) {
+	steps := []time.Duration{95 * time.Second, 40 * time.Second, 61 * time.Second, 90 * time.Second, 30 * time.Second, 2 * time.Minute}
+	for _, tc := range []struct {
+		name   string
+		silent func(i int) bool // whether the second pod reports nothing at cycle i (the first always reports)
+		all    bool             // the first pod stops too (the whole workload's exporter)
+	}{
+		{name: "one pod never reports", silent: func(int) bool { return true }},
+		{name: "one pod stops", silent: func(i int) bool { return i > 2 }},
+		{name: "the workload stops", silent: func(i int) bool { return i > 2 }, all: true},
+	} {
+		for shift := range steps {
+			t.Run(fmt.Sprintf("%s, steps from %d", tc.name, shift), func(t *testing.T) {
+				objs := append(deployment("ml", "sd", 2), gfa("ml", "sd", "sd"))
+				objs = append(objs, singlePodWorkloads("ml", "other")...) // reports throughout: Prometheus' newest sample moves on
+				h := newEngineHarness(t, objs, metrics.DCGM{})
+				pods := podsOf(objs)
+				addDCGM(t, h.prom, pods[2], "GPU-3", h.now, 48*120, 20000, 0.5)
+				addDCGM(t, h.prom, pods[0], "GPU-1", h.now, 48*120, 20000, 0.5)
+				if !tc.silent(0) {
+					addDCGM(t, h.prom, pods[1], "GPU-2", h.now, 48*120, 20000, 0.5)
+				}
+				h.runCycles(t, 1, nil)
+				raised, back, cleared := -1, 40, -1
+				for i := 1; i <= 40; i++ {
+					step := steps[(i+shift)%len(steps)]
+					n := int(step / (30 * time.Second))
+					h.now = h.now.Add(step)
+					addDCGM(t, h.prom, pods[2], "GPU-3", h.now, n, 20000, 0.5)
+					if !tc.all || !tc.silent(i) || i >= back {
+						addDCGM(t, h.prom, pods[0], "GPU-1", h.now, n, 20000, 0.5)
+					}
+					if !tc.silent(i) || i >= back {
+						addDCGM(t, h.prom, pods[1], "GPU-2", h.now, n, 20000, 0.5)
+					}
+					h.runCycles(t, 1, nil)
+					c := condition(h.gfr(t, "ml", "sd").Status, gpufracv1.ConditionMetricsUnavailable)
+					gap := isTrue(c) && c.Reason == gpufracv1.ReasonNoSamplesWhileRunning
+					switch {
+					case gap && raised < 0:
+						raised, back = i, i+6 // the pods report again 6 cycles later
+					case !gap && raised >= 0 && i < back:
+						t.Fatalf("cycle %d: the gap raised at cycle %d was cleared while nothing reported: %+v", i, raised, c)
+					case !gap && i >= back && cleared < 0:
+						cleared = i
+					case gap && cleared >= 0:
+						t.Fatalf("cycle %d: the gap came back after it cleared at cycle %d, the pods reporting since cycle %d", i, cleared, back)
+					}
+				}
+				// Cleared by the first cycle that reads a whole compute window after the
+				// pods report again (one with a 30-second step may read none).
+				if raised < 0 || cleared < 0 || cleared > back+2 {
+					t.Fatalf("gap raised at cycle %d, the pods reporting again at cycle %d, cleared at cycle %d", raised, back, cleared)
+				}
+			})
+		}
+	}
+}
