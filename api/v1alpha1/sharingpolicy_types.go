@@ -100,8 +100,10 @@ type GPUSharingPolicySpec struct {
 	// +kubebuilder:validation:Maximum=100
 	// +optional
 	MinConfidence *int32 `json:"minConfidence,omitempty"`
-	// GPUMemory is the memory of one GPU of the pool, bytes. Omitted: the smallest
-	// nvidia.com/gpu.memory label (MiB, set by GPU feature discovery) of its nodes.
+	// GPUMemory is the memory of one GPU of the pool, bytes, at most: the plan uses the
+	// smaller of it and the smallest nvidia.com/gpu.memory label (MiB, set by GPU
+	// feature discovery) of its nodes, so it can keep room for CUDA contexts but never
+	// size replicas for a larger GPU than the pool's smallest. Omitted: that label.
 	// +optional
 	GPUMemory *resource.Quantity `json:"gpuMemory,omitempty"`
 	// ConfigMap is the device plugin's config ConfigMap (the GPU operator's

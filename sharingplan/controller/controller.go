@@ -207,19 +207,25 @@ func (r *Reconciler) input(ctx context.Context, pol *gpufracv1.GPUSharingPolicy,
 	return in, "", "", nil
 }
 
-// gpuMemory is spec.gpuMemory, else the smallest nvidia.com/gpu.memory label of the
-// nodes (MiB → bytes), else 0.
+// gpuMemory is the memory of one GPU the plan sizes its replicas for, bytes: the
+// smaller of spec.gpuMemory and the smallest nvidia.com/gpu.memory label of the nodes
+// (MiB → bytes), either alone where the other is missing, else 0. A pool of several GPU
+// sizes is planned for its smallest GPU: every GPU of the pool is advertised as the same
+// N replicas, and the device plugin gives each MPS client 1/N of the GPU it runs on, so a
+// spec.gpuMemory above a node's GPU would give the pods on that node less memory than
+// the plan counted (time-slicing: N pods whose targets add up to more than the GPU).
 func gpuMemory(pol *gpufracv1.GPUSharingPolicy, nodes []corev1.Node) int64 {
-	if pol.Spec.GPUMemory != nil {
-		return pol.Spec.GPUMemory.Value()
-	}
 	var least int64
 	for _, n := range nodes {
 		if v, err := strconv.ParseInt(n.Labels[GPUMemoryLabel], 10, 64); err == nil && v > 0 && (least == 0 || v < least) {
 			least = v
 		}
 	}
-	return least * sharingplan.MiB
+	least *= sharingplan.MiB
+	if pol.Spec.GPUMemory != nil && (least == 0 || pol.Spec.GPUMemory.Value() < least) {
+		return pol.Spec.GPUMemory.Value()
+	}
+	return least
 }
 
 // workloads reads the recommendations of the autoscalers sel selects, in every

@@ -211,3 +211,60 @@ func TestNoRecommendationKeepsLastPlan(t *testing.T) {
 		t.Errorf("wrote a ConfigMap without a plan (err %v)", err)
 	}
 }
+
+// The plan is sized for the smallest GPU of the pool: spec.gpuMemory only ever lowers
+// the smallest nvidia.com/gpu.memory label of the selected nodes (room for CUDA
+// contexts), never raises it, since every GPU of the pool gets the same N replicas.
+func TestGPUMemoryIsThePoolsSmallest(t *testing.T) {
+	const mib = int64(sharingplan.MiB)
+	cases := []struct {
+		name   string
+		spec   string // "": omitted
+		labels []string
+		want   int64
+	}{
+		{"labels only, one size", "", []string{"81559", "81559"}, 81559 * mib},
+		{"labels only, mixed L4/H100/H200", "", []string{"143771", "23034", "81559"}, 23034 * mib},
+		{"spec below the smallest label", "70Gi", []string{"81559", "143771"}, 70 << 30},
+		{"spec above the smallest label (H100 and L4 pool)", "80Gi", []string{"81559", "23034"}, 23034 * mib},
+		{"spec above every label (141Gi on H100s)", "141Gi", []string{"81559"}, 81559 * mib},
+		{"spec equal to the label", "40960Mi", []string{"40960"}, 40960 * mib},
+		{"spec without labels", "48Gi", []string{"", "x"}, 48 << 30},
+		{"neither", "", []string{"", "0", "-5"}, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pol := &gpufracv1.GPUSharingPolicy{}
+			if tc.spec != "" {
+				q := resource.MustParse(tc.spec)
+				pol.Spec.GPUMemory = &q
+			}
+			var nodes []corev1.Node
+			for i, l := range tc.labels {
+				nodes = append(nodes, *node("n"+string(rune('a'+i)), "1", l))
+			}
+			if got := gpuMemory(pol, nodes); got != tc.want {
+				t.Errorf("gpuMemory = %d (%dMiB), want %d (%dMiB)", got, got/mib, tc.want, tc.want/mib)
+			}
+		})
+	}
+}
+
+// A spec.gpuMemory above a node's GPU does not size the replicas: a pool of an 80Gi and
+// a 40Gi node with spec.gpuMemory 80Gi is planned as the dry run without it (40Gi: 4 ×
+// 9Gi), not 8 replicas that would give each pod 5Gi on the 40Gi GPUs.
+func TestSpecGPUMemoryAboveAPoolGPU(t *testing.T) {
+	r, c := setup(t, gpufracv1.PlanModeDryRun, pool()...)
+	var pol gpufracv1.GPUSharingPolicy
+	if err := c.Get(context.Background(), types.NamespacedName{Name: "pool-a"}, &pol); err != nil {
+		t.Fatal(err)
+	}
+	pol.Spec.GPUMemory = ptr.To(resource.MustParse("80Gi"))
+	if err := c.Update(context.Background(), &pol); err != nil {
+		t.Fatal(err)
+	}
+	s := reconcile(t, r, c).Status
+	if s.GPUMemory == nil || s.GPUMemory.Value() != 40960*int64(sharingplan.MiB) || s.Replicas != 4 || s.MemoryReplicas != 4 {
+		t.Errorf("gpuMemory %v replicas %d memoryReplicas %d, want 40Gi 4 4", s.GPUMemory, s.Replicas, s.MemoryReplicas)
+	}
+}
