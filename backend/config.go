@@ -26,7 +26,10 @@ type Config struct {
 	// limit names starts with it. Default "nvidia.com/".
 	GPUResourcePrefix string
 	// GPUMemoryBytes is the memory of one GPU, bytes. No larger memory is ever written,
-	// and the KAI gpu-fraction is memory divided by it. Default 80Gi.
+	// and the KAI gpu-fraction is memory divided by it, or by the memory of the GPUs a
+	// pod's scheduling constraints pin it to (ForPod). It must be the smallest GPU an
+	// unpinned pod may land on: a KAI fraction of it on a smaller GPU is less memory than
+	// the target. Default 80Gi.
 	GPUMemoryBytes int64
 	// MemoryOverhead is added per backend to the recommended memory of each container
 	// before it is written, bytes (spec.backend.memoryOverhead of the autoscaler is added

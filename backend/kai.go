@@ -16,7 +16,10 @@ import (
 // kaiBackend writes KAI scheduler's pod-level fraction annotations: gpu-memory (MiB,
 // integer, rounded up) or gpu-fraction (memory divided by the GPU's usable memory,
 // GPUMemoryBytes − KAI.ReservedMemoryBytes, rounded up
-// to hundredths, strictly between 0 and 1), never both; it sets spec.schedulerName to
+// to hundredths, strictly between 0 and 1), never both; GPUMemoryBytes is that of the
+// GPUs the pod's nodeSelector or required node affinity pins it to by GPU feature
+// discovery's nvidia.com/gpu.memory label where they do (Config.ForPod: the smallest
+// they allow), so a fraction is never a share of a larger GPU than the pod lands on; it sets spec.schedulerName to
 // kai-scheduler and removes the container's nvidia.com/gpu request and limit, which KAI
 // rejects next to a fraction. KAI gives a fraction to one container per pod (the first,
 // or the one named by gpu-fraction-container-name, which is written when the target is
@@ -37,8 +40,9 @@ func (b *kaiBackend) Apply(pod *corev1.Pod, targets []*Target) ([]string, error)
 	}
 	kc := b.cfg.KAI
 	// A fraction is a share of the GPU's usable memory: its total less the per-GPU
-	// reserve (driver and contexts), so the pod gets at least its memory in MiB.
-	usable := b.cfg.UsableGPUMemoryBytes()
+	// reserve (driver and contexts), so the pod gets at least its memory in MiB. The GPU
+	// is the one the pod's node constraints pin it to (Config.ForPod), else --gpu-memory.
+	usable := b.cfg.ForPod(pod).UsableGPUMemoryBytes()
 	usableMiB := usable / MiB
 	switch kc.Mode {
 	case KAIModeFraction:
@@ -69,7 +73,7 @@ func (b *kaiBackend) WritesCompute() bool { return false }
 
 // Read implements Codec: for the container that receives the fraction (isKAIContainer),
 // the memory annotation (MiB) or else the fraction annotation times the GPU's usable
-// memory (truncated to bytes).
+// memory (truncated to bytes; the GPU Apply sized it by, Config.ForPod).
 func (b *kaiBackend) Read(pod *corev1.Pod) map[string]Allocation {
 	kc := b.cfg.KAI
 	return readEach(pod, func(c workload.PodContainer, a *Allocation) {
@@ -79,7 +83,7 @@ func (b *kaiBackend) Read(pod *corev1.Pod) map[string]Allocation {
 		if n, err := strconv.ParseInt(pod.Annotations[kc.MemoryAnnotation], 10, 64); err == nil && n > 0 {
 			a.Memory = n * MiB
 		} else if f, err := strconv.ParseFloat(pod.Annotations[kc.FractionAnnotation], 64); err == nil && f > 0 && f < 1 {
-			a.Memory = int64(f * float64(b.cfg.UsableGPUMemoryBytes()))
+			a.Memory = int64(f * float64(b.cfg.ForPod(pod).UsableGPUMemoryBytes()))
 		}
 	})
 }
@@ -158,7 +162,8 @@ func prepareKAI(pod *corev1.Pod, targets []*Target, cfg Config, backend string) 
 const (
 	// KAIModeMemory writes the gpu-memory annotation, MiB.
 	KAIModeMemory = "gpu-memory"
-	// KAIModeFraction writes the gpu-fraction annotation, memory / GPUMemoryBytes.
+	// KAIModeFraction writes the gpu-fraction annotation, memory / GPUMemoryBytes (of
+	// the pod's pinned GPU where it has one, Config.ForPod).
 	KAIModeFraction = "gpu-fraction"
 )
 
@@ -216,7 +221,7 @@ func (k KAIConfig) validate(gpuMemory int64) []error {
 }
 
 func (k *KAIConfig) addFlags(fs *flag.FlagSet, d KAIConfig) {
-	fs.StringVar(&k.Mode, "kai-mode", d.Mode, "KAI annotation to write: gpu-memory (MiB) or gpu-fraction (memory / --gpu-memory).")
+	fs.StringVar(&k.Mode, "kai-mode", d.Mode, "KAI annotation to write: gpu-memory (MiB) or gpu-fraction (memory / --gpu-memory, or / the GPU a pod's nodeSelector or required node affinity pins it to by the nvidia.com/gpu.memory label). With GPUs of several sizes prefer gpu-memory: a fraction of --gpu-memory lands on a smaller GPU as less memory.")
 	fs.StringVar(&k.SchedulerName, "kai-scheduler-name", d.SchedulerName, "spec.schedulerName written by the kai and kai-nvfractions backends.")
 	fs.StringVar(&k.MemoryAnnotation, "kai-memory-annotation", d.MemoryAnnotation, "KAI memory annotation key (MiB).")
 	fs.StringVar(&k.FractionAnnotation, "kai-fraction-annotation", d.FractionAnnotation, "KAI fraction annotation key (0 < x < 1).")

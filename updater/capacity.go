@@ -37,7 +37,7 @@ const (
 	LabelKAIGPUGroup = "runai-gpu-group"
 	// LabelGPUMemory is NVIDIA GPU feature discovery's label of a node: the memory of
 	// one of its GPUs, MiB.
-	LabelGPUMemory = "nvidia.com/gpu.memory"
+	LabelGPUMemory = backend.LabelGPUMemory
 )
 
 // capacity indexes the nodes being read by nodeCapacity.

@@ -135,7 +135,7 @@ func podNeed(pod *corev1.Pod, cfg backend.Config) Replacement {
 	if r.SharedMemory > 0 {
 		return r
 	}
-	if m := kaiPodMemory(pod, cfg, cfg.GPUMemoryBytes); m > 0 || pod.Spec.SchedulerName == cfg.KAI.SchedulerName {
+	if m := kaiPodMemory(pod, cfg, cfg.ForPod(pod).GPUMemoryBytes); m > 0 || pod.Spec.SchedulerName == cfg.KAI.SchedulerName {
 		r.SharedMemory, r.OpensDevice = m, true
 	}
 	return r

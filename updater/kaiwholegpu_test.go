@@ -52,3 +52,47 @@ func TestTargetAboveTheBackendsLargestFraction(t *testing.T) {
 		})
 	}
 }
+
+// A pod pinned by its nodeSelector to GPUs smaller than --gpu-memory (GPU feature
+// discovery's nvidia.com/gpu.memory) gets a KAI fraction of that GPU from the webhook
+// (backend.Config.ForPod), and a target that needs all of that GPU comes back as a whole
+// GPU: the updater does not replace its whole-GPU pods for it (their replacements would
+// come back unchanged, pause after pause), where the same target is a fraction on an
+// unpinned pod, on a pod pinned to a GPU as large as --gpu-memory, or as gpu-memory MiB.
+func TestTargetAboveThePinnedGPUsLargestFraction(t *testing.T) {
+	const l4, h100 = "23034", "81559" // MiB
+	for _, tc := range []struct {
+		name    string
+		mode    string
+		pinned  string // nodeSelector nvidia.com/gpu.memory ("": none)
+		target  string
+		evicted bool
+	}{
+		{"gpu-fraction, L4, all of it", backend.KAIModeFraction, l4, "22900Mi", false},
+		{"gpu-fraction, L4, 99 hundredths", backend.KAIModeFraction, l4, "22700Mi", true},
+		{"gpu-fraction, H100, the same target", backend.KAIModeFraction, h100, "22900Mi", true},
+		{"gpu-fraction, unpinned", backend.KAIModeFraction, "", "22900Mi", true},
+		{"gpu-memory, L4, below its MiB", backend.KAIModeMemory, l4, "22900Mi", true},
+		{"gpu-memory, L4, all of it", backend.KAIModeMemory, l4, "23034Mi", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendKAI, 3, 80)
+			f.cfg.Backend.GPUMemoryBytes = 80 << 30
+			f.cfg.Backend.KAI.Mode = tc.mode
+			f.cfg.MinPodAge = time.Minute
+			f.setTarget(tc.target, tc.target, tc.target)
+			for _, p := range f.pods {
+				delete(p.Annotations, gpufracv1.AnnotationApplied)
+				if tc.pinned != "" {
+					p.Spec.NodeSelector = map[string]string{backend.LabelGPUMemory: tc.pinned}
+				}
+			}
+			f.build()
+			f.run()
+			if got := !f.livePods()["web-abc-0"]; got != tc.evicted {
+				st := f.status()
+				t.Fatalf("evicted %v, want %v (blocked %s: %s; updates %+v)", got, tc.evicted, st.BlockedReason, st.BlockedMessage, st.Updates)
+			}
+		})
+	}
+}

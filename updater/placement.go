@@ -326,7 +326,7 @@ func replacementNeed(pod *corev1.Pod, alloc PodAllocation, targets map[string]co
 			}
 		}
 		if bt == gpufracv1.BackendKAI {
-			m = kaiShare(m, cfg)
+			m = kaiShare(m, cfg.ForPod(pod))
 		}
 		r.SharedMemory = max(r.SharedMemory, m)
 	}
@@ -356,7 +356,9 @@ func nvFractionsRequest(t contract.Target, overhead int64, cfg backend.Config) i
 
 // kaiShare is the memory of one GPU, bytes, that a KAI fraction for memory bytes takes:
 // whole MiB (gpu-memory), or the hundredths of usable memory the webhook writes
-// (gpu-fraction) times the GPU's memory, as KAI reserves it.
+// (gpu-fraction) times the GPU's memory, as KAI reserves it. cfg is the webhook's for
+// the pod (backend.Config.ForPod: the GPU its node constraints pin it to). An unpinned
+// gpu-fraction pod that lands on a GPU larger than --gpu-memory takes more than this.
 func kaiShare(memory int64, cfg backend.Config) int64 {
 	if cfg.KAI.Mode == backend.KAIModeFraction {
 		if usable := cfg.UsableGPUMemoryBytes(); usable > 0 {

@@ -169,8 +169,9 @@ func (u *Updater) recommendation(ctx context.Context, gfa *gpufracv1.GPUFraction
 // happens where the recommender and the webhook are given different GPU sizes
 // (--gpu-memory) or a recommendation was edited; otherwise it returns "", "". A memory
 // target that, with the webhook's overhead, is more than the backend writes as a
-// fraction (backend.LargestFraction: KAI's usable memory, NVFractions' one GPU) counts
-// as above one GPU: the webhook admits that pod unchanged too.
+// fraction (largestFraction: KAI's usable memory, of the GPU a pod is pinned to where
+// smaller; NVFractions' one GPU) counts as above one GPU: the webhook admits that pod
+// unchanged too.
 //
 // A memory target above one GPU is not a skip while a pod of the container holds a
 // fraction below one GPU (read by readAllocations): its replacement comes back unchanged,
@@ -192,7 +193,7 @@ func (p *plan) unwritable(cfg backend.Config) (string, string) {
 			continue
 		}
 		msg, tooLarge := t.UnwritableMemory(gpuMemoryBytes)
-		if lim := backend.LargestFraction(p.backend, cfg); msg == "" && lim < gpuMemoryBytes && t.ControlsMemory && t.Memory > 0 && t.Memory+p.overhead > lim {
+		if lim := p.largestFraction(cfg); msg == "" && lim < gpuMemoryBytes && t.ControlsMemory && t.Memory > 0 && t.Memory+p.overhead > lim {
 			// KAI's fractions stop below the GPU's usable memory, NVFractions' below one
 			// GPU: the webhook admits such a pod unchanged, with its whole GPU.
 			msg, tooLarge = fmt.Sprintf("memory target %s of container %s plus overhead %s is more than the %s backend writes as a fraction (%s): the pod keeps its whole GPU",
@@ -212,6 +213,22 @@ func (p *plan) unwritable(cfg backend.Config) (string, string) {
 		}
 	}
 	return "", ""
+}
+
+// largestFraction is the most memory, bytes, the webhook writes as a fraction for the
+// plan's pods (backend.LargestFraction): for KAI, the least over the pods of that of the
+// GPU each pod's node constraints pin it to (backend.Config.ForPod), where smaller than
+// --gpu-memory's: the webhook sizes a KAI fraction by that GPU, and admits a pod that
+// needs all of it unchanged.
+func (p *plan) largestFraction(cfg backend.Config) int64 {
+	lim := backend.LargestFraction(p.backend, cfg)
+	if p.backend != gpufracv1.BackendKAI {
+		return lim
+	}
+	for _, pod := range p.pods {
+		lim = min(lim, backend.LargestFraction(p.backend, cfg.ForPod(pod)))
+	}
+	return lim
 }
 
 // holdsFraction reports whether a pod of the plan holds less than one GPU of memory
