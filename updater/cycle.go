@@ -127,7 +127,10 @@ type plan struct {
 	rollback string // event note when a rollback happened this cycle
 	held     []HorizontalScaler
 	targets  map[string]contract.Target
-	overhead int64 // memory overhead the webhook adds, bytes
+	// unchanged names the containers whose replacement the webhook admits unchanged
+	// (Rules.Unchanged).
+	unchanged map[string]bool
+	overhead  int64 // memory overhead the webhook adds, bytes
 	// pods are the workload's pods (not Succeeded or Failed), oldest first, and allocs
 	// their applied fractions (and those of its Failed pods).
 	pods   []*corev1.Pod
@@ -241,10 +244,14 @@ func (u *Updater) plan(ctx context.Context, cy *cycle, gfa *gpufracv1.GPUFractio
 	p.targets = contract.TargetsOf(gfa, p.gfr)
 	if p.recSkip == SkipLowConfidence {
 		p.targets = admittedUnchanged(p.targets, u.Config.Backend.GPUMemoryBytes)
+		for name, t := range p.targets {
+			p.unchanged[name] = t.ControlsMemory
+		}
 	}
 	if p.recSkip == "" {
 		p.recSkip, p.recMsg = p.unwritable(u.Config.Backend)
 	}
+	rules.Unchanged = p.unchanged
 	p.heldPending = p.publishHeldCompute()
 	p.floorPending = p.publishFloor(now)
 	u.settleReplacements(ctx, p, now)
@@ -258,7 +265,7 @@ func (u *Updater) plan(ctx context.Context, cy *cycle, gfa *gpufracv1.GPUFractio
 // newPlan starts an autoscaler's plan: status.updater carried over from the last one
 // written (or read), without an expired floor or verification.
 func (u *Updater) newPlan(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler, now time.Time) *plan {
-	p := &plan{gfa: gfa, mode: gfa.Spec.EffectiveUpdateMode(), replaceUnready: gfa.Annotations[AnnotationReplaceUnready] == "true"}
+	p := &plan{gfa: gfa, mode: gfa.Spec.EffectiveUpdateMode(), replaceUnready: gfa.Annotations[AnnotationReplaceUnready] == "true", unchanged: map[string]bool{}}
 	p.prev = u.written[gfa.UID]
 	if p.prev == nil {
 		p.prev = gfa.Status.Updater

@@ -45,6 +45,15 @@ type Rules struct {
 	// compare with max(target, floor) (what the webhook writes, contract.Floor), and
 	// grow pods below it urgently (a rollback) whatever the recommendation says.
 	Floor map[string]Alloc
+	// Unchanged, when not nil, names the containers whose replacement the webhook
+	// admits unchanged, with the whole GPU it lands on: a recommendation below its
+	// --min-confidence (admittedUnchanged), or a memory target above one GPU while a pod
+	// holds a fraction (plan.unwritable). Their targets are one GPU (--gpu-memory). A
+	// pod of such a container that holds memory gpufrac wrote (Alloc.Source not
+	// SourceWholeGPU) and exited out of memory grows even at one GPU: --gpu-memory is
+	// the smallest GPU the pods may land on, the GPU under the pod may be larger, and
+	// unchanged the pod gets all of it (on a GPU of that size, the same memory).
+	Unchanged map[string]bool
 }
 
 // Need is the decision for one pod.
@@ -133,6 +142,9 @@ func Evaluate(alloc PodAllocation, targets map[string]contract.Target, facts Pod
 		if !ok {
 			continue
 		}
+		if msg := oomAtWrittenGPU(name, alloc.Containers[name], t, facts, r); msg != "" {
+			n.add(verdict{grow: []string{msg}, protective: true}, r.UrgentGrowth)
+		}
 		for _, x := range resourcesOf(name, alloc.Containers[name], t, r) {
 			x.recordInvalid = alloc.RecordError
 			if x.controlled && x.applied >= 0 && x.tgt >= 0 {
@@ -147,6 +159,19 @@ func Evaluate(alloc PodAllocation, targets map[string]contract.Target, facts Pod
 		n.HeldReason, n.HeldMessage = h.reason, strings.Join(h.msgs, "; ")
 	}
 	return n
+}
+
+// oomAtWrittenGPU returns why container name's pod grows though it holds its memory
+// target, or "": the webhook admits the container's replacement unchanged
+// (Rules.Unchanged), the pod holds memory gpufrac wrote (a, not SourceWholeGPU) of at
+// least the target (one GPU of --gpu-memory), and it exited out of memory (facts.OOM).
+// Smaller allocations grow by the usual rules.
+func oomAtWrittenGPU(name string, a Alloc, t contract.Target, facts PodFacts, r Rules) string {
+	if !r.Unchanged[name] || facts.OOM == nil || facts.OOM.Container != name || a.Source == SourceWholeGPU || a.Memory < 0 || !t.ControlsMemory || t.Memory < 0 || a.Memory < t.Memory {
+		return ""
+	}
+	return fmt.Sprintf("%s: memory %s written by gpufrac, out of memory (%s), and a replacement is admitted unchanged with the whole GPU it lands on (--gpu-memory %s is the smallest GPU)",
+		name, fmtBytes(a.Memory), facts.OOM, fmtBytes(t.Memory))
 }
 
 // computeRequestGrowth returns why container name's pod is out of date for its compute

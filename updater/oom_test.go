@@ -248,3 +248,64 @@ func TestOOMUnderLowConfidenceGetsTheWholeGPU(t *testing.T) {
 		})
 	}
 }
+
+// --gpu-memory is the smallest GPU the pods may land on, so a pod holding a fraction
+// gpufrac wrote at one such GPU may sit on a larger one. When it exits out of memory and
+// the webhook admits its replacement unchanged — a memory target above one GPU (the
+// recommender raises it to the floor the exit set), or a recommendation below
+// --min-confidence — it is replaced: unchanged, it gets the whole GPU it lands on
+// (before: in date at one GPU, or the workload skipped as no fraction below one GPU was
+// held, and the pod went on exiting out of memory at --gpu-memory's size on an 80Gi
+// GPU). A pod at one GPU that did not exit, and one holding a whole GPU, are not
+// replaced. Over several GPU sizes.
+func TestOOMAtOneGPUFractionGetsTheWholeGPU(t *testing.T) {
+	for _, gpuGi := range []int64{16, 24, 80} {
+		for _, tc := range []struct {
+			name          string
+			lowConfidence bool
+			whole         bool // the pods hold a whole GPU (no record, no gpumem)
+			oom           bool
+			replaced      bool
+		}{
+			{"target above one GPU, out of memory", false, false, true, true},
+			{"target above one GPU, no exit", false, false, false, false},
+			{"target above one GPU, whole GPU, out of memory", false, true, true, false},
+			{"low confidence, out of memory", true, false, true, true},
+			{"low confidence, no exit", true, false, false, false},
+		} {
+			t.Run(fmt.Sprintf("%dGi/%s", gpuGi, tc.name), func(t *testing.T) {
+				f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 2, gpuGi)
+				f.cfg.Backend.GPUMemoryBytes = gpuGi << 30
+				if tc.lowConfidence {
+					f.setTarget(fmt.Sprintf("%dGi", gpuGi/2), "1Gi", fmt.Sprintf("%dGi", gpuGi))
+					f.gfr.Status.ConfidencePercent = ptr.To[int32](20)
+				} else {
+					above := fmt.Sprintf("%dMi", bump12(gpuGi<<30)>>20) // the floor an exit at one GPU sets, in the recommendation
+					f.setTarget(above, above, above)
+				}
+				if tc.whole {
+					for _, p := range f.pods {
+						delete(p.Annotations, gpufracv1.AnnotationApplied)
+					}
+				}
+				if tc.oom {
+					f.pods[0].Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", RestartCount: 3, LastTerminationState: corev1.ContainerState{
+						Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: "CUDA out of memory", FinishedAt: metav1.NewTime(f.now.Add(-time.Minute))}}}}
+				}
+				name := f.pods[0].Name
+				f.build()
+				for range 3 {
+					f.run()
+				}
+				live := f.livePods()
+				if live[name] == tc.replaced {
+					st := f.status()
+					t.Fatalf("%s replaced %v, want %v (blocked %s: %s; updates %+v)", name, !live[name], tc.replaced, st.BlockedReason, st.BlockedMessage, st.Updates)
+				}
+				if !live[f.pods[1].Name] {
+					t.Errorf("%s replaced: it holds one GPU and did not exit", f.pods[1].Name)
+				}
+			})
+		}
+	}
+}

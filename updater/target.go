@@ -174,8 +174,10 @@ func (u *Updater) recommendation(ctx context.Context, gfa *gpufracv1.GPUFraction
 // unchanged too.
 //
 // A memory target above one GPU is not a skip while a pod of the container holds a
-// fraction below one GPU (read by readAllocations): its replacement comes back unchanged,
-// that is with the whole GPU it asks for, which is as close to the target as a pod gets.
+// fraction below one GPU (read by readAllocations), or holds memory gpufrac wrote, one
+// GPU included, and exited out of memory (oomAtWrittenGPU): its replacement comes back
+// unchanged, that is with the whole GPU it asks for, which is as close to the target as
+// a pod gets, and on a GPU larger than --gpu-memory more than the fraction.
 // The container's target and bounds are then capped at one GPU (wholeGPU), so those
 // pods grow by the usual rules (protective growth included) and a pod already holding a
 // whole GPU is in date.
@@ -204,8 +206,9 @@ func (p *plan) unwritable(cfg backend.Config) (string, string) {
 				msg, tooLarge = c, false
 			}
 		}
-		if tooLarge && p.holdsFraction(name, gpuMemoryBytes) {
+		if tooLarge && (p.holdsFraction(name, gpuMemoryBytes) || p.oomAtWrittenGPU(name)) {
 			p.targets[name] = wholeGPU(t, gpuMemoryBytes)
+			p.unchanged[name] = t.ControlsMemory
 			continue
 		}
 		if msg != "" {
@@ -229,6 +232,25 @@ func (p *plan) largestFraction(cfg backend.Config) int64 {
 		lim = min(lim, backend.LargestFraction(p.backend, cfg.ForPod(pod)))
 	}
 	return lim
+}
+
+// oomAtWrittenGPU reports whether a pod of the plan holds memory gpufrac wrote for the
+// container (not SourceWholeGPU), however much (one GPU of --gpu-memory included), and
+// exited out of memory: its replacement, admitted unchanged, gets the whole GPU it lands
+// on, more than --gpu-memory where that GPU is larger (Rules.Unchanged).
+func (p *plan) oomAtWrittenGPU(container string) bool {
+	for _, pod := range p.pods {
+		a, ok := p.allocs[pod.UID].Containers[container]
+		if !ok || a.Source == SourceWholeGPU || a.Memory < 0 {
+			continue
+		}
+		for _, t := range Terminations(pod) {
+			if t.OOM && t.Container == container {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // holdsFraction reports whether a pod of the plan holds less than one GPU of memory
