@@ -49,8 +49,8 @@ type Rules struct {
 	// admits unchanged, with the whole GPU it lands on: a recommendation below its
 	// --min-confidence (admittedUnchanged), or a memory target above one GPU while a pod
 	// holds a fraction (plan.unwritable). Their targets are one GPU (--gpu-memory). A
-	// pod of such a container that holds memory gpufrac wrote (Alloc.Source not
-	// SourceWholeGPU) and exited out of memory grows even at one GPU: --gpu-memory is
+	// pod of such a container that holds memory gpufrac wrote (Alloc.Source
+	// SourceAppliedRecord) and exited out of memory grows even at one GPU: --gpu-memory is
 	// the smallest GPU the pods may land on, the GPU under the pod may be larger, and
 	// unchanged the pod gets all of it (on a GPU of that size, the same memory).
 	Unchanged map[string]bool
@@ -163,11 +163,12 @@ func Evaluate(alloc PodAllocation, targets map[string]contract.Target, facts Pod
 
 // oomAtWrittenGPU returns why container name's pod grows though it holds its memory
 // target, or "": the webhook admits the container's replacement unchanged
-// (Rules.Unchanged), the pod holds memory gpufrac wrote (a, not SourceWholeGPU) of at
+// (Rules.Unchanged), the pod holds memory gpufrac wrote (a, read from its applied record:
+// backend fields may be the pod template's own, which a replacement would get again) of at
 // least the target (one GPU of --gpu-memory), and it exited out of memory (facts.OOM).
 // Smaller allocations grow by the usual rules.
 func oomAtWrittenGPU(name string, a Alloc, t contract.Target, facts PodFacts, r Rules) string {
-	if !r.Unchanged[name] || facts.OOM == nil || facts.OOM.Container != name || a.Source == SourceWholeGPU || a.Memory < 0 || !t.ControlsMemory || t.Memory < 0 || a.Memory < t.Memory {
+	if !r.Unchanged[name] || facts.OOM == nil || facts.OOM.Container != name || a.Source != SourceAppliedRecord || a.Memory < 0 || !t.ControlsMemory || t.Memory < 0 || a.Memory < t.Memory {
 		return ""
 	}
 	return fmt.Sprintf("%s: memory %s written by gpufrac, out of memory (%s), and a replacement is admitted unchanged with the whole GPU it lands on (--gpu-memory %s is the smallest GPU)",

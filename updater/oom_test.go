@@ -309,3 +309,25 @@ func TestOOMAtOneGPUFractionGetsTheWholeGPU(t *testing.T) {
 		}
 	}
 }
+
+// A pod whose memory is its template's own HAMi gpumem (backend fields, no applied
+// record) is not replaced for an exit at one GPU: its replacement would get the same.
+func TestOOMAtTemplatesOwnGPUMemStays(t *testing.T) {
+	f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 2, 24)
+	f.cfg.Backend.GPUMemoryBytes = 24 << 30
+	above := fmt.Sprintf("%dMi", bump12(24<<30)>>20)
+	f.setTarget(above, above, above)
+	for _, p := range f.pods {
+		delete(p.Annotations, gpufracv1.AnnotationApplied)
+		p.Spec.Containers[0].Resources.Limits = limits("nvidia.com/gpu", "1", "nvidia.com/gpumem", "24576")
+	}
+	f.pods[0].Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", RestartCount: 3, LastTerminationState: corev1.ContainerState{
+		Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: "CUDA out of memory", FinishedAt: metav1.NewTime(f.now.Add(-time.Minute))}}}}
+	f.build()
+	for range 3 {
+		f.run()
+	}
+	if live := f.livePods(); len(live) != 2 {
+		t.Fatalf("pods %v: a pod at its template's own gpumem replaced", live)
+	}
+}

@@ -235,13 +235,13 @@ func (p *plan) largestFraction(cfg backend.Config) int64 {
 }
 
 // oomAtWrittenGPU reports whether a pod of the plan holds memory gpufrac wrote for the
-// container (not SourceWholeGPU), however much (one GPU of --gpu-memory included), and
+// container (its applied record, SourceAppliedRecord), however much (one GPU of --gpu-memory included), and
 // exited out of memory: its replacement, admitted unchanged, gets the whole GPU it lands
 // on, more than --gpu-memory where that GPU is larger (Rules.Unchanged).
 func (p *plan) oomAtWrittenGPU(container string) bool {
 	for _, pod := range p.pods {
 		a, ok := p.allocs[pod.UID].Containers[container]
-		if !ok || a.Source == SourceWholeGPU || a.Memory < 0 {
+		if !ok || a.Source != SourceAppliedRecord || a.Memory < 0 {
 			continue
 		}
 		for _, t := range Terminations(pod) {
