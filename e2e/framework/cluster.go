@@ -79,6 +79,11 @@ type Options struct {
 	// before Prometheus starts, to write TSDB blocks there directly (a backfill too large
 	// for OpenMetrics text and promtool); its error stops Start.
 	WriteTSDB func(ctx context.Context, dataDir string) error
+	// DisabledControllers names kube-controller-manager controllers to turn off besides
+	// node IPAM and node lifecycle (e.g. "deployment-controller",
+	// "replicaset-controller": a bench that creates a Deployment's ReplicaSet and pods
+	// itself, with the names its backfilled series carry).
+	DisabledControllers []string
 	// ClientQPS, if positive, is the API client rate (queries per second, burst twice
 	// that) of kube-controller-manager and kube-scheduler, for clusters of thousands of
 	// pods; 0 keeps their defaults (20 and 50 QPS).
@@ -394,7 +399,7 @@ func (c *Cluster) startNodeSide(ctx context.Context, o Options, bins map[string]
 			"--service-cluster-ip-range=" + serviceCIDR,
 			// No node IPAM (KWOK assigns pod IPs) and no node lifecycle controller, so fake
 			// nodes are never tainted not-ready or evicted.
-			"--controllers=*,-node-ipam-controller,-node-lifecycle-controller",
+			"--controllers=" + strings.Join(append([]string{"*", "-node-ipam-controller", "-node-lifecycle-controller"}, prefixed("-", o.DisabledControllers)...), ","),
 		})...)
 	if err != nil {
 		return nil, nil, nil, err
@@ -744,4 +749,13 @@ func componentFlags(kubeconfig string, port int, certDir string) []string {
 		"--leader-elect=false",
 		"--profiling=false",
 	}
+}
+
+// prefixed returns each of names with prefix in front.
+func prefixed(prefix string, names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = prefix + n
+	}
+	return out
 }

@@ -186,7 +186,7 @@ func run(ctx context.Context, o options) (err error) {
 	var manifests [][]byte
 	c, err := framework.Start(ctx, framework.Options{
 		Dir: clusterDir, BinDir: o.BinDir, GPUNodes: (o.Pods+o.GPUsPerNode-1)/o.GPUsPerNode + 1, GPUsPerNode: o.GPUsPerNode,
-		ClientQPS: 200, ReadyTimeout: 5 * time.Minute, QueryLog: true,
+		ClientQPS: 200, ReadyTimeout: 5 * time.Minute, QueryLog: true, DisabledControllers: ControllersOff,
 		WriteTSDB: func(ctx context.Context, dataDir string) error {
 			t0 := time.Now()
 			var err error

@@ -6,13 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gpufrac/gpufrac/e2e/framework"
@@ -35,10 +40,27 @@ type plan struct {
 	end time.Time
 	// series and samples count what the backfill wrote.
 	series, samples int
+	// replicaSets maps each workload (namespace, Deployment) to the ReplicaSet and
+	// pods its backfilled series name (trace.Pod.ReplicaSet, .Pod): create makes them
+	// with these names, so the live pods are the ones whose series Prometheus holds.
+	replicaSets map[[2]string]traceReplicaSet
 }
 
+// traceReplicaSet is a workload's ReplicaSet and pod names in the synthesized trace.
+type traceReplicaSet struct {
+	name string
+	pods []string
+}
+
+// ControllersOff are the kube-controller-manager controllers the bench turns off: it
+// creates each Deployment's ReplicaSet and pods itself, named as the synthesized series
+// name them (a Deployment's own ReplicaSet and pods get random names, which no
+// backfilled series carries: every live pod would be silent, and since a running pod
+// that never reports is a gap, every autoscaler would sit in NoSamplesWhileRunning).
+var ControllersOff = []string{"deployment-controller", "replicaset-controller"}
+
 func newPlan(o options, begin time.Time) *plan {
-	return &plan{o: o, end: begin.Add(o.Lead)}
+	return &plan{o: o, end: begin.Add(o.Lead), replicaSets: map[[2]string]traceReplicaSet{}}
 }
 
 // span is the length of the synthesized series: the history before the start, the
@@ -101,6 +123,15 @@ func (p *plan) backfill(ctx context.Context, dataDir string) ([][]byte, error) {
 			return err
 		}
 		t := trace.Synthesize(so)
+		for _, w := range t.Workloads() {
+			rs := traceReplicaSet{name: t.Pods[w.Pods[0]].ReplicaSet}
+			for _, i := range w.Pods {
+				if !slices.Contains(rs.pods, t.Pods[i].Pod) {
+					rs.pods = append(rs.pods, t.Pods[i].Pod)
+				}
+			}
+			p.replicaSets[[2]string{w.Namespace, w.Name}] = rs
+		}
 		var buf bytes.Buffer
 		if err := trace.WriteManifests(&buf, t, trace.ManifestOptions{}); err != nil {
 			return err
@@ -117,8 +148,9 @@ func (p *plan) backfill(ctx context.Context, dataDir string) ([][]byte, error) {
 }
 
 // create makes the labelled namespaces and the Deployments and autoscalers of the
-// manifests (without their latency guardrail unless --guardrail), with 8 parallel
-// writers.
+// manifests (without their latency guardrail unless --guardrail), and for each
+// Deployment the ReplicaSet and pods of its series (replicaSets; the controllers that
+// would make others are off, ControllersOff), with 8 parallel writers.
 func (p *plan) create(ctx context.Context, c *framework.Cluster, manifests [][]byte) error {
 	for i := range p.o.Namespaces {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.namespace(i), Labels: map[string]string{ShardLabel: shard(i)}}}
@@ -160,7 +192,11 @@ func (p *plan) create(ctx context.Context, c *framework.Cluster, manifests [][]b
 	for range 8 {
 		wg.Go(func() {
 			for u := range work {
-				if err := cl.Create(ctx, u); err != nil {
+				err := cl.Create(ctx, u)
+				if err == nil && u.GetKind() == "Deployment" {
+					err = p.createReplicaSet(ctx, cl, u)
+				}
+				if err != nil {
 					mu.Lock()
 					errs = append(errs, fmt.Errorf("create %s %s/%s: %w", u.GetKind(), u.GetNamespace(), u.GetName(), err))
 					mu.Unlock()
@@ -175,6 +211,42 @@ func (p *plan) create(ctx context.Context, c *framework.Cluster, manifests [][]b
 	wg.Wait()
 	logf("created %d objects", len(objs))
 	return errors.Join(errs...)
+}
+
+// createReplicaSet creates the ReplicaSet of the created Deployment u, named as its
+// series name it, controlled by u, and its pods, named likewise and controlled by it,
+// each from u's pod template, as the Deployment and ReplicaSet controllers would.
+func (p *plan) createReplicaSet(ctx context.Context, cl client.Client, u *unstructured.Unstructured) error {
+	var d appsv1.Deployment
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &d); err != nil {
+		return err
+	}
+	trs, ok := p.replicaSets[[2]string{d.Namespace, d.Name}]
+	if !ok {
+		return fmt.Errorf("no ReplicaSet of Deployment %s/%s in the synthesized trace", d.Namespace, d.Name)
+	}
+	controller := func(kind, name string, uid types.UID) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: kind, Name: name, UID: uid, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}
+	}
+	rs := &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: d.Namespace, Name: trs.name, Labels: d.Spec.Template.Labels,
+			OwnerReferences: controller("Deployment", d.Name, d.UID)},
+		Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To(int32(len(trs.pods))), Selector: d.Spec.Selector, Template: d.Spec.Template},
+	}
+	if err := cl.Create(ctx, rs); err != nil {
+		return err
+	}
+	for _, name := range trs.pods {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: d.Namespace, Name: name, Labels: d.Spec.Template.Labels,
+				Annotations: d.Spec.Template.Annotations, OwnerReferences: controller("ReplicaSet", rs.Name, rs.UID)},
+			Spec: *d.Spec.Template.Spec.DeepCopy(),
+		}
+		if err := cl.Create(ctx, pod); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // waitRunning waits until --pods pods are Running (KWOK reports them so once
