@@ -148,8 +148,10 @@ const MinGPUMemoryBytes = 1 << 30
 
 // ParseGPUMemory parses the memory of one GPU, a Kubernetes quantity in bytes ("80Gi";
 // "80GiB" is read as 80Gi), as every --gpu-memory flag takes it. It returns an error
-// naming s for a malformed quantity and for one below MinGPUMemoryBytes (zero, negative,
-// or without a unit).
+// naming s for a malformed quantity, for one below MinGPUMemoryBytes (zero, negative,
+// or without a unit), and for a decimal suffix (k, M, G, T, P, E; "80G" is 80×10⁹
+// bytes, 74.5 GiB, not the 80 GiB of an "80 GB" GPU, whose memory is binary); plain
+// bytes, "80e9" included, are taken as they are.
 func ParseGPUMemory(s string) (int64, error) {
 	t := strings.TrimSpace(s)
 	if strings.HasSuffix(t, "iB") {
@@ -159,11 +161,21 @@ func ParseGPUMemory(s string) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("%q: want the memory of one GPU as a quantity such as 80Gi: %v", s, err)
 	}
+	if i := strings.LastIndexAny(t, "0123456789."); i >= 0 {
+		if bin, ok := decimalSuffixes[t[i+1:]]; ok {
+			return 0, fmt.Errorf("%q is in decimal units, %.1f GiB: GPU memory is binary, write %s%s (or %s, plain bytes, if a decimal size is meant)",
+				s, q.AsApproximateFloat64()/(1<<30), t[:i+1], bin, q.AsDec().String())
+		}
+	}
 	if q.Cmp(*resource.NewQuantity(MinGPUMemoryBytes, resource.BinarySI)) < 0 {
 		return 0, fmt.Errorf("%q is %s bytes, under 1Gi: want the memory of one GPU with its unit, such as 80Gi", s, q.String())
 	}
 	return q.Value(), nil
 }
+
+// decimalSuffixes are the decimal quantity suffixes ParseGPUMemory refuses, each with
+// the binary suffix the user most likely meant.
+var decimalSuffixes = map[string]string{"k": "Ki", "M": "Mi", "G": "Gi", "T": "Ti", "P": "Pi", "E": "Ei"}
 
 // quantityFlag parses a flag's quantity of bytes into p: zero or more (the GPU's own
 // memory is ParseGPUMemory's).

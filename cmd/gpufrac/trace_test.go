@@ -101,14 +101,15 @@ func TestTraceErrors(t *testing.T) {
 }
 
 func TestParseGPUMemory(t *testing.T) {
-	for in, want := range map[string]float64{"80Gi": 80 << 30, "80GiB": 80 << 30, "141G": 141e9, "1024Mi": 1 << 30} {
+	for in, want := range map[string]float64{"80Gi": 80 << 30, "80GiB": 80 << 30, "141000000000": 141e9, "1024Mi": 1 << 30} {
 		if got, err := parseGPUMemory(in); err != nil || got != want {
 			t.Errorf("parseGPUMemory(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
-	// A unit left off (80 bytes), a size under 1Gi, zero, a negative or malformed value
-	// is an error naming the flag and the value, never a GPU of that many bytes.
-	for _, in := range []string{"80", "512Mi", "0", "-80Gi", "eighty"} {
+	// A unit left off (80 bytes), a size under 1Gi, zero, a negative or malformed value,
+	// or a decimal suffix (141G is 131.3 GiB) is an error naming the flag and the value,
+	// never a GPU of that many bytes.
+	for _, in := range []string{"80", "512Mi", "0", "-80Gi", "eighty", "141G", "80G"} {
 		if got, err := parseGPUMemory(in); err == nil || !strings.Contains(err.Error(), "--gpu-memory") || !strings.Contains(err.Error(), strconv.Quote(in)) {
 			t.Errorf("parseGPUMemory(%q) = %v, %v; want an error naming --gpu-memory and the value", in, got, err)
 		}
