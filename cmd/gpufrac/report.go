@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
@@ -26,31 +27,42 @@ import (
 
 func init() { registerCommand(newReportCmd) }
 
-// reportRow is one workload of the savings report.
+// reportRow is one workload of the savings report. A value the recommendation does not
+// have (no recommendation yet, no memory or compute samples, no observed peak) is nil,
+// null in JSON and "-" in the table: no data is not zero.
 type reportRow struct {
-	Namespace         string `json:"namespace"`
-	Name              string `json:"name"`
-	Pods              int    `json:"pods"`
-	ObservedPeakBytes int64  `json:"observedPeakBytes"`
-	MemoryBytes       int64  `json:"memoryBytes"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Pods      int    `json:"pods"`
+	// ObservedPeakBytes is the pod's highest observed GPU memory in the recent peak
+	// window, bytes, added up over containers as their targets are; nil without one.
+	ObservedPeakBytes *int64 `json:"observedPeakBytes"`
+	// MemoryBytes is the pod's recommended GPU memory (the target), bytes; nil without
+	// a memory recommendation.
+	MemoryBytes *int64 `json:"memoryBytes"`
 	// MemoryRequestBytes is the pod's memory request as the annotations backend
 	// writes it by default (--annotation-memory-request=observed-peak): per container
 	// the observed peak (times the young margin) where below the target, else the
-	// target. The report packs by it unless --annotation-memory-request=none.
-	MemoryRequestBytes int64 `json:"memoryRequestBytes"`
+	// target, bytes. The report packs by it unless --annotation-memory-request=none.
+	// nil without a memory target.
+	MemoryRequestBytes *int64 `json:"memoryRequestBytes"`
 	// MemoryLimitBytes is the pod's memory limit the admission webhook writes where
 	// the recommendation has a memoryLimit (burst room above the target), bytes;
 	// absent (0) when the limit is the target, MemoryBytes.
 	MemoryLimitBytes int64 `json:"memoryLimitBytes,omitempty"`
-	ComputeMilli     int64 `json:"computeMilli"`
+	// ComputeMilli is the pod's recommended compute, thousandths of one GPU; nil
+	// without a compute recommendation.
+	ComputeMilli *int64 `json:"computeMilli"`
 	// ComputeRequestMilli is the pod's compute request for placement, thousandths of
 	// one GPU: its time-sliced containers' computeRequest, written with no limit;
 	// absent (0) without one (Exclusive and MPS reserve and enforce ComputeMilli).
 	ComputeRequestMilli int64  `json:"computeRequestMilli,omitempty"`
 	SharingMode         string `json:"sharingMode"`
 	Reason              string `json:"sharingModeReason"`
-	ConfidencePercent   int32  `json:"confidencePercent"`
-	Provided            bool   `json:"provided"`
+	// ConfidencePercent is the recommendation's confidence, percent 0–100; nil
+	// without one.
+	ConfidencePercent *int32 `json:"confidencePercent"`
+	Provided          bool   `json:"provided"`
 	// placedComputeMilli is the compute the pod is placed by, thousandths of one GPU
 	// (writtenTotals.PlacedComputeMilli): ComputeMilli where compute is partitioned,
 	// ComputeRequestMilli where time-sliced.
@@ -80,14 +92,14 @@ type reportTotals struct {
 	Oversized     int `json:"oversized"`
 	// MemoryUtilisationToday and MemoryUtilisationPacked are the memory the pods are
 	// packed by (as GPUsNeeded; a whole GPU for those that keep one) over the memory of
-	// the GPUs held, ratio 0–1.
-	MemoryUtilisationToday  float64 `json:"memoryUtilisationToday"`
-	MemoryUtilisationPacked float64 `json:"memoryUtilisationPacked"`
+	// the GPUs held, ratio 0–1; nil when no GPU is held (no pods).
+	MemoryUtilisationToday  *float64 `json:"memoryUtilisationToday"`
+	MemoryUtilisationPacked *float64 `json:"memoryUtilisationPacked"`
 	// ComputeUtilisationToday and ComputeUtilisationPacked are the compute the pods are
 	// packed by (as GPUsNeeded, at most one GPU per pod) over the compute of the GPUs
-	// held, ratio 0–1.
-	ComputeUtilisationToday  float64 `json:"computeUtilisationToday"`
-	ComputeUtilisationPacked float64 `json:"computeUtilisationPacked"`
+	// held, ratio 0–1; nil when no GPU is held (no pods).
+	ComputeUtilisationToday  *float64 `json:"computeUtilisationToday"`
+	ComputeUtilisationPacked *float64 `json:"computeUtilisationPacked"`
 }
 
 func newReportCmd() *cobra.Command {
@@ -171,9 +183,7 @@ func (f *reportFlags) run(cmd *cobra.Command) error {
 	}
 	switch f.output {
 	case "json":
-		enc := json.NewEncoder(cmd.OutOrStdout())
-		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"workloads": rows, "totals": totals, "beforeAfter": history})
+		return writeReportJSON(cmd.OutOrStdout(), rows, totals, history)
 	case "text", "markdown":
 		if err := writeReport(cmd.OutOrStdout(), rows, totals, f.output == "markdown"); err != nil || history == nil {
 			return err
@@ -233,7 +243,7 @@ func summarise(items []gpufracv1.GPUFractionRecommendation, gpuMemory int64, min
 		r := &items[i]
 		row := rowOf(r)
 		rows = append(rows, row)
-		if row.MemoryBytes > gpuMemory {
+		if row.MemoryBytes != nil && *row.MemoryBytes > gpuMemory {
 			t.Oversized++
 		}
 		// The webhook's confidence gate (contract.ConfidentEnough).
@@ -249,12 +259,12 @@ func summarise(items []gpufracv1.GPUFractionRecommendation, gpuMemory int64, min
 	t.GPUsNeeded = k.p.Held()
 	t.GPUsNeededConfident = k.all.Held()
 	if t.GPUsToday > 0 {
-		t.MemoryUtilisationToday = float64(k.recommended) / float64(int64(t.GPUsToday)*gpuMemory)
-		t.ComputeUtilisationToday = float64(k.computeMilli) / float64(t.GPUsToday*1000)
+		t.MemoryUtilisationToday = ptr.To(float64(k.recommended) / float64(int64(t.GPUsToday)*gpuMemory))
+		t.ComputeUtilisationToday = ptr.To(float64(k.computeMilli) / float64(t.GPUsToday*1000))
 	}
 	if t.GPUsNeeded > 0 {
-		t.MemoryUtilisationPacked = float64(k.recommended) / float64(int64(t.GPUsNeeded)*gpuMemory)
-		t.ComputeUtilisationPacked = float64(k.computeMilli) / float64(t.GPUsNeeded*1000)
+		t.MemoryUtilisationPacked = ptr.To(float64(k.recommended) / float64(int64(t.GPUsNeeded)*gpuMemory))
+		t.ComputeUtilisationPacked = ptr.To(float64(k.computeMilli) / float64(t.GPUsNeeded*1000))
 	}
 	return rows, t
 }
@@ -263,32 +273,35 @@ func summarise(items []gpufracv1.GPUFractionRecommendation, gpuMemory int64, min
 func rowOf(r *gpufracv1.GPUFractionRecommendation) reportRow {
 	row := reportRow{Namespace: r.Namespace, Name: r.Name, Pods: int(r.Status.MatchedPods), SharingMode: string(r.Status.SharingMode),
 		Provided: meta.IsStatusConditionTrue(r.Status.Conditions, gpufracv1.ConditionRecommendationProvided)}
-	if r.Status.ConfidencePercent != nil {
-		row.ConfidencePercent = *r.Status.ConfidencePercent
-	}
+	row.ConfidencePercent = r.Status.ConfidencePercent
 	// The pod's peak adds up like its target: init containers count as the
 	// largest of them, not on top of the others (gpufracv1.PodTotal).
-	row.ObservedPeakBytes, _ = gpufracv1.PodTotal(r.Status.ContainerRecommendations, nil, func(c *gpufracv1.ContainerRecommendation) (int64, bool) {
+	if peak, ok := gpufracv1.PodTotal(r.Status.ContainerRecommendations, nil, func(c *gpufracv1.ContainerRecommendation) (int64, bool) {
 		if c.ObservedPeakMemory == nil {
 			return 0, false
 		}
 		return c.ObservedPeakMemory.Value(), true
-	})
+	}); ok {
+		row.ObservedPeakBytes = &peak
+	}
 	for _, c := range r.Status.ContainerRecommendations {
 		if c.CountsInConfidence() || row.Reason == "" {
 			row.Reason = c.SharingModeReason // the pod's mode comes from these
 		}
 	}
 	if r.Status.Memory != nil {
-		row.MemoryBytes = r.Status.Memory.Value()
+		row.MemoryBytes = ptr.To(r.Status.Memory.Value())
 	}
 	// The webhook's reading of the recommendation: the memory request is the observed
 	// peak with a young workload's margin where below the target.
 	w := writtenOf(nil, r)
-	row.MemoryRequestBytes, row.MemoryLimitBytes, row.ComputeRequestMilli = w.MemoryRequestBytes, w.MemoryLimitBytes, w.ComputeRequestMilli
+	if w.MemoryRequestBytes > 0 {
+		row.MemoryRequestBytes = ptr.To(w.MemoryRequestBytes)
+	}
+	row.MemoryLimitBytes, row.ComputeRequestMilli = w.MemoryLimitBytes, w.ComputeRequestMilli
 	row.placedComputeMilli = w.PlacedComputeMilli
 	if r.Status.Compute != nil {
-		row.ComputeMilli = r.Status.Compute.MilliValue()
+		row.ComputeMilli = ptr.To(r.Status.Compute.MilliValue())
 	}
 	return row
 }
@@ -306,33 +319,43 @@ type reportPacker struct {
 }
 
 // place packs the pods of one row; confident is whether the webhook applies its
-// recommendation.
+// recommendation. A recommendation without a memory target keeps a whole GPU per pod:
+// unknown memory is not zero memory.
 func (k *reportPacker) place(row reportRow, confident bool) {
 	gpuMemory := k.gpuMemory
+	// sized: the recommendation has a memory target that fits one GPU and shares it.
+	sized := row.Provided && row.MemoryBytes != nil && *row.MemoryBytes <= gpuMemory && row.SharingMode != string(gpufracv1.SharingModeExclusive)
 	for i := 0; i < row.Pods; i++ {
 		k.id++
-		mem := row.MemoryBytes
-		if k.byRequest && row.MemoryRequestBytes > 0 {
-			mem = row.MemoryRequestBytes
-		}
-		a := packing.Alloc{MemoryBytes: mem, ComputeMilli: row.placedComputeMilli}
-		if !row.Provided || !confident || row.SharingMode == string(gpufracv1.SharingModeExclusive) || row.MemoryBytes > gpuMemory {
-			// Not applied (none yet, or too little confidence), exclusive, or larger
-			// than one GPU: keeps a whole GPU.
-			a = packing.Alloc{MemoryBytes: gpuMemory, ComputeMilli: 1000}
-		}
-		k.recommended += min(a.MemoryBytes, gpuMemory)
-		k.computeMilli += min(a.ComputeMilli, 1000)
-		k.p.Place(k.id, a)
-		if row.Provided && !confident && row.MemoryBytes <= gpuMemory && row.SharingMode != string(gpufracv1.SharingModeExclusive) {
+		whole := packing.Alloc{MemoryBytes: gpuMemory, ComputeMilli: 1000}
+		a := whole
+		if sized {
+			mem := *row.MemoryBytes
+			if k.byRequest && row.MemoryRequestBytes != nil {
+				mem = *row.MemoryRequestBytes
+			}
 			a = packing.Alloc{MemoryBytes: mem, ComputeMilli: row.placedComputeMilli}
 		}
+		// Not applied (none yet, or too little confidence), exclusive, without a memory
+		// target, or larger than one GPU: keeps a whole GPU today.
+		today := whole
+		if sized && confident {
+			today = a
+		}
+		k.recommended += min(today.MemoryBytes, gpuMemory)
+		k.computeMilli += min(today.ComputeMilli, 1000)
+		k.p.Place(k.id, today)
 		k.all.Place(k.id, a)
 	}
 }
 
 func writeReport(w io.Writer, rows []reportRow, t reportTotals, markdown bool) error {
-	gib := func(b int64) string { return fmt.Sprintf("%.1f", float64(b)/(1<<30)) }
+	gib := func(b *int64) string {
+		if b == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f", float64(*b)/(1<<30))
+	}
 	header := []string{"NAMESPACE", "WORKLOAD", "PODS", "PEAK GiB", "MEMORY GiB", "LIMIT GiB", "COMPUTE", "COMPUTE REQUEST", "SHARING", "CONFIDENCE", "WHY"}
 	var lines [][]string
 	for _, r := range rows {
@@ -342,27 +365,53 @@ func writeReport(w io.Writer, rows []reportRow, t reportTotals, markdown bool) e
 		}
 		limit, request := "-", "-" // the limit is the target; no compute request
 		if r.MemoryLimitBytes > 0 {
-			limit = gib(r.MemoryLimitBytes)
+			limit = gib(&r.MemoryLimitBytes)
 		}
 		if r.ComputeRequestMilli > 0 {
 			request = fmt.Sprintf("%dm", r.ComputeRequestMilli)
 		}
+		compute, confidence := "-", "-"
+		if r.ComputeMilli != nil {
+			compute = fmt.Sprintf("%dm", *r.ComputeMilli)
+		}
+		if r.ConfidencePercent != nil {
+			confidence = fmt.Sprintf("%d%%", *r.ConfidencePercent)
+		}
+		why := r.Reason
+		if r.MemoryBytes == nil {
+			why = strings.TrimPrefix(why+"; ", "; ") + "no memory target: keeps a whole GPU per pod"
+		}
 		lines = append(lines, []string{r.Namespace, r.Name, fmt.Sprint(r.Pods), gib(r.ObservedPeakBytes), gib(r.MemoryBytes), limit,
-			fmt.Sprintf("%dm", r.ComputeMilli), request, r.SharingMode, fmt.Sprintf("%d%%", r.ConfidencePercent), r.Reason})
+			compute, request, r.SharingMode, confidence, why})
 	}
 	if err := writeTable(w, header, lines, markdown); err != nil {
 		return err
 	}
-	saved := 0.0
-	if t.GPUsToday > 0 {
-		saved = 1 - float64(t.GPUsNeeded)/float64(t.GPUsToday)
+	if t.GPUsToday == 0 {
+		_, err := fmt.Fprintf(w, "\n%d workloads, no pods: no GPUs held today, nothing to pack.\n", t.Workloads)
+		return err
 	}
+	pct := func(v *float64) string {
+		if v == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%.0f%%", *v*100)
+	}
+	saved := 1 - float64(t.GPUsNeeded)/float64(t.GPUsToday)
 	_, err := fmt.Fprintf(w, "\n%d workloads, %d pods (%d workloads under the confidence the webhook applies keep whole GPUs). GPUs (%s each): %d today at one per pod → %d packed by the recommendations (%.0f%% fewer).\n"+
 		"Once every workload has enough history: %d.\n"+
-		"Of the GPUs held, the recommendations allocate %.0f%% of memory and %.0f%% of compute today → %.0f%% and %.0f%% packed.\n",
+		"Of the GPUs held, the recommendations allocate %s of memory and %s of compute today → %s and %s packed.\n",
 		t.Workloads, t.Pods, t.LowConfidence, resource.NewQuantity(t.GPUMemoryBytes, resource.BinarySI), t.GPUsToday, t.GPUsNeeded, math.Round(saved*100),
-		t.GPUsNeededConfident, t.MemoryUtilisationToday*100, t.ComputeUtilisationToday*100, t.MemoryUtilisationPacked*100, t.ComputeUtilisationPacked*100)
+		t.GPUsNeededConfident, pct(t.MemoryUtilisationToday), pct(t.ComputeUtilisationToday), pct(t.MemoryUtilisationPacked), pct(t.ComputeUtilisationPacked))
 	return err
+}
+
+// writeReportJSON writes the report as one indented JSON object (docs/cli.md):
+// "workloads" (the rows), "totals" and "beforeAfter" (null without --since).
+func writeReportJSON(w io.Writer, rows []reportRow, totals reportTotals, history *beforeAfter) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(map[string]any{"workloads": rows, "totals": totals, "beforeAfter": history})
 }
 
 // writeTable writes a header and rows as a Markdown table, or as aligned text columns.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"time"
 
 	"github.com/prometheus/client_golang/api"
@@ -27,7 +26,8 @@ const historyRows = 12
 
 // historyPoint is the fleet at one instant: GPUs held at one per pod against the
 // whole-GPU equivalents gpufrac wrote into the pods, and the pods' recent peak memory
-// over the memory of each (NaN where a series is missing).
+// over the memory of each (nil, JSON null, where the peak or GPU memory series is
+// missing: no data is not zero, and JSON has no NaN).
 type historyPoint struct {
 	Time time.Time `json:"time"`
 	// GPUsOnePerPod is one GPU per live pod of the managed workloads: the before.
@@ -38,9 +38,10 @@ type historyPoint struct {
 	// after.
 	GPUsAllocated float64 `json:"gpusAllocated"`
 	// MemoryUtilisationOnePerPod and MemoryUtilisationAllocated are the pods' recent
-	// peak memory over the memory of GPUsOnePerPod and of GPUsAllocated, ratio 0–1.
-	MemoryUtilisationOnePerPod float64 `json:"memoryUtilisationOnePerPod"`
-	MemoryUtilisationAllocated float64 `json:"memoryUtilisationAllocated"`
+	// peak memory over the memory of GPUsOnePerPod and of GPUsAllocated, ratio 0–1;
+	// nil without a peak or GPU memory sample at that instant.
+	MemoryUtilisationOnePerPod *float64 `json:"memoryUtilisationOnePerPod"`
+	MemoryUtilisationAllocated *float64 `json:"memoryUtilisationAllocated"`
 }
 
 // beforeAfter is the report's --since part.
@@ -196,8 +197,7 @@ func pointsOf(r promv1.Range, held, allocated, peak, gpuMemory map[int64]float64
 		if !ok {
 			a = h
 		}
-		p := historyPoint{Time: t.UTC(), GPUsOnePerPod: h, GPUsAllocated: a,
-			MemoryUtilisationOnePerPod: math.NaN(), MemoryUtilisationAllocated: math.NaN()}
+		p := historyPoint{Time: t.UTC(), GPUsOnePerPod: h, GPUsAllocated: a}
 		if pk, ok := peak[t.Unix()]; ok {
 			if mem := gpuMemory[t.Unix()]; mem > 0 {
 				p.MemoryUtilisationOnePerPod = ratio(pk, h*mem)
@@ -216,22 +216,24 @@ func warnPartial(warn io.Writer, q string, warnings promv1.Warnings) {
 	}
 }
 
-func ratio(a, b float64) float64 {
+// ratio is a / b, nil when b is not positive.
+func ratio(a, b float64) *float64 {
 	if b <= 0 {
-		return math.NaN()
+		return nil
 	}
-	return a / b
+	v := a / b
+	return &v
 }
 
 // writeBeforeAfter prints about historyRows evenly spaced points and the latest, then the
 // summary line.
 func writeBeforeAfter(w io.Writer, ba *beforeAfter, markdown bool) error {
 	header := []string{"TIME (UTC)", "GPUs AT ONE PER POD", "GPUs ALLOCATED", "SAVED", "PEAK MEMORY / HELD: BEFORE", "AFTER"}
-	pct := func(v float64) string {
-		if math.IsNaN(v) {
+	pct := func(v *float64) string {
+		if v == nil {
 			return "-"
 		}
-		return fmt.Sprintf("%.0f%%", v*100)
+		return fmt.Sprintf("%.0f%%", *v*100)
 	}
 	every := max(1, len(ba.Points)/historyRows)
 	var lines [][]string

@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"math"
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/utils/ptr"
 
 	"github.com/gpufrac/gpufrac/recommender/metrics/promtest"
 )
@@ -57,8 +60,8 @@ func TestBeforeAfterFromPrometheus(t *testing.T) {
 		t.Errorf("saved %.3f GPU-hours, want 2.5 (2.5 GPUs for one hour)", ba.SavedGPUHours)
 	}
 	last := ba.Points[len(ba.Points)-1]
-	if math.Abs(last.MemoryUtilisationOnePerPod-60.0/320) > 1e-9 || math.Abs(last.MemoryUtilisationAllocated-60.0/120) > 1e-9 {
-		t.Errorf("utilisation %v → %v, want 60/320 → 60/120", last.MemoryUtilisationOnePerPod, last.MemoryUtilisationAllocated)
+	if math.Abs(ptr.Deref(last.MemoryUtilisationOnePerPod, -1)-60.0/320) > 1e-9 || math.Abs(ptr.Deref(last.MemoryUtilisationAllocated, -1)-60.0/120) > 1e-9 {
+		t.Errorf("utilisation %v → %v, want 60/320 → 60/120", ptr.Deref(last.MemoryUtilisationOnePerPod, -1), ptr.Deref(last.MemoryUtilisationAllocated, -1))
 	}
 	var out bytes.Buffer
 	if err := writeBeforeAfter(&out, ba, false); err != nil {
@@ -129,5 +132,70 @@ func TestBeforeAfterErrors(t *testing.T) {
 	s.SetFailure(context.DeadlineExceeded)
 	if _, err := queryBeforeAfter(context.Background(), s.URL, "", time.Hour, until, &warn); err == nil || !strings.Contains(err.Error(), "querying Prometheus") {
 		t.Errorf("failing Prometheus: %v", err)
+	}
+}
+
+// Without the peak-memory or GPU-memory series (a recommender that exports neither, or
+// a Prometheus that dropped them), the before/after still prints: the utilisation of
+// those instants is unknown, "-" in the table and null in JSON, not 0 and not a NaN
+// that JSON cannot encode.
+func TestBeforeAfterWithoutPeakSeries(t *testing.T) {
+	gib := float64(1 << 30)
+	for _, c := range []struct {
+		name             string
+		peak, gpuMemory  bool
+		wantUtilisations bool
+	}{
+		{"no peak, no GPU memory", false, false, false},
+		{"peak, no GPU memory", true, false, false},
+		{"GPU memory, no peak", false, true, false},
+		{"both", true, true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, until, start, step, n, _ := appliedHalfway(t, time.Hour)
+			if c.peak {
+				s.Add(t, map[string]string{"__name__": seriesPeak, "namespace": "ml", "autoscaler": "sd"}, start, step, promtest.Repeat(60*gib, n)...)
+			}
+			if c.gpuMemory {
+				s.Add(t, map[string]string{"__name__": seriesGPUMemory}, start, step, promtest.Repeat(80*gib, n)...)
+			}
+			var warn bytes.Buffer
+			ba, err := queryBeforeAfter(context.Background(), s.URL, "", time.Hour, until, &warn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var js bytes.Buffer
+			if err := writeReportJSON(&js, nil, reportTotals{}, ba); err != nil {
+				t.Fatalf("JSON: %v", err)
+			}
+			var got struct {
+				BeforeAfter struct {
+					Points []map[string]any `json:"points"`
+				} `json:"beforeAfter"`
+			}
+			if err := json.Unmarshal(js.Bytes(), &got); err != nil {
+				t.Fatal(err)
+			}
+			if len(got.BeforeAfter.Points) == 0 {
+				t.Fatalf("no points: %s", js.String())
+			}
+			for _, p := range got.BeforeAfter.Points {
+				for _, k := range []string{"memoryUtilisationOnePerPod", "memoryUtilisationAllocated"} {
+					v, ok := p[k]
+					if !ok || (v != nil) != c.wantUtilisations {
+						t.Fatalf("%s = %v (present %v), want a number: %v", k, v, ok, c.wantUtilisations)
+					}
+				}
+			}
+			var text bytes.Buffer
+			if err := writeBeforeAfter(&text, ba, false); err != nil {
+				t.Fatal(err)
+			}
+			row := strings.Fields(strings.Split(text.String(), "\n")[1]) // the first point
+			before, after := row[len(row)-2], row[len(row)-1]
+			if (before == "-") == c.wantUtilisations || (after == "-") == c.wantUtilisations {
+				t.Errorf("utilisation before %s, after %s; want numbers: %v\n%s", before, after, c.wantUtilisations, text.String())
+			}
+		})
 	}
 }

@@ -58,8 +58,8 @@ func TestSummarisePeakWithInitContainer(t *testing.T) {
 		peak("main", gpufracv1.ContainerTypeRegular, "12Gi"), peak("tokenizer", gpufracv1.ContainerTypeSidecar, "4Gi"), peak("warmup", gpufracv1.ContainerTypeInit, "6Gi"),
 	}
 	rows, _ := summarise([]gpufracv1.GPUFractionRecommendation{r}, 80<<30, 50, true)
-	if rows[0].ObservedPeakBytes != 16<<30 {
-		t.Errorf("peak %d GiB, want 16 (main + tokenizer; the 6Gi init container runs before them)", rows[0].ObservedPeakBytes>>30)
+	if p := rows[0].ObservedPeakBytes; p == nil || *p != 16<<30 {
+		t.Errorf("peak %v bytes, want 16 GiB (main + tokenizer; the 6Gi init container runs before them)", ptr.Deref(p, -1))
 	}
 	if rows[0].Reason != "tokenizer" {
 		t.Errorf("reason from %q, want a running container's", rows[0].Reason)
@@ -74,8 +74,8 @@ func TestSummariseByRequest(t *testing.T) {
 	r.Status.ContainerRecommendations = []gpufracv1.ContainerRecommendation{{ContainerName: "main",
 		Target: gpufracv1.GPUResources{Memory: ptr.To(resource.MustParse("45Gi"))}, ObservedPeakMemory: ptr.To(resource.MustParse("36Gi")), YoungMarginPercent: 5}}
 	rows, byReq := summarise([]gpufracv1.GPUFractionRecommendation{r}, 80<<30, 50, true)
-	if want := int64(36<<30) * 105 / 100; rows[0].MemoryRequestBytes != want || byReq.GPUsNeeded != 1 {
-		t.Errorf("by request: request %d, GPUs %d; want %d (36Gi × 1.05) and 1 (two fit 80Gi)", rows[0].MemoryRequestBytes, byReq.GPUsNeeded, want)
+	if want := int64(36<<30) * 105 / 100; ptr.Deref(rows[0].MemoryRequestBytes, -1) != want || byReq.GPUsNeeded != 1 {
+		t.Errorf("by request: request %d, GPUs %d; want %d (36Gi × 1.05) and 1 (two fit 80Gi)", ptr.Deref(rows[0].MemoryRequestBytes, -1), byReq.GPUsNeeded, want)
 	}
 	if _, byTarget := summarise([]gpufracv1.GPUFractionRecommendation{r}, 80<<30, 50, false); byTarget.GPUsNeeded != 2 {
 		t.Errorf("by target: %d GPUs, want 2 (two 45Gi targets do not fit 80Gi)", byTarget.GPUsNeeded)
@@ -141,13 +141,101 @@ func TestSummarisePacksWrittenCompute(t *testing.T) {
 		}
 	}
 	_, tot := summarise([]gpufracv1.GPUFractionRecommendation{sliced("200m")}, 80<<30, 50, true)
-	if want := 400.0 / 1000; tot.ComputeUtilisationPacked != want {
-		t.Errorf("compute packed %.3f of the GPUs held, want %.3f (2 × 200m written on one GPU)", tot.ComputeUtilisationPacked, want)
+	if want := 400.0 / 1000; ptr.Deref(tot.ComputeUtilisationPacked, -1) != want {
+		t.Errorf("compute packed %.3f of the GPUs held, want %.3f (2 × 200m written on one GPU)", ptr.Deref(tot.ComputeUtilisationPacked, -1), want)
 	}
 	mps := rec("mps", 2, "10Gi", "600m", gpufracv1.SharingModeMPS, true)
 	mps.Status.ContainerRecommendations = []gpufracv1.ContainerRecommendation{{ContainerName: "main", SharingMode: gpufracv1.SharingModeMPS,
 		ComputeRequest: qp("200m"), Target: gpufracv1.GPUResources{Memory: qp("10Gi"), Compute: qp("600m")}}}
 	if _, tot := summarise([]gpufracv1.GPUFractionRecommendation{mps}, 80<<30, 50, true); tot.GPUsNeeded != 2 {
 		t.Errorf("two MPS pods of 600m: %d GPUs, want 2 (partitioned compute is reserved)", tot.GPUsNeeded)
+	}
+}
+
+// TestReportNoDataIsNotZero: a value the recommendation does not have prints as "-" in
+// the table and null in JSON, never as 0, and a pod without a memory target keeps a
+// whole GPU in the packing instead of being packed as 0 bytes.
+func TestReportNoDataIsNotZero(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		edit func(r *gpufracv1.GPUFractionRecommendation)
+		// cols are the table's PEAK GiB, MEMORY GiB, COMPUTE and CONFIDENCE cells;
+		// nulls the JSON fields that must be null.
+		cols  []string
+		nulls []string
+		// gpus: GPUs needed for two pods of the workload next to a 10Gi pod.
+		gpus int
+	}{
+		{"no recommendation yet", func(r *gpufracv1.GPUFractionRecommendation) {
+			r.Status = gpufracv1.GPUFractionRecommendationStatus{MatchedPods: 2}
+		}, []string{"-", "-", "-", "-"}, []string{"observedPeakBytes", "memoryBytes", "memoryRequestBytes", "computeMilli", "confidencePercent"}, 3},
+		{"no compute samples", func(r *gpufracv1.GPUFractionRecommendation) {
+			r.Status.Compute = nil
+		}, []string{"20.0", "24.0", "-", "80%"}, []string{"computeMilli"}, 1},
+		{"no observed peak", func(r *gpufracv1.GPUFractionRecommendation) {
+			for i := range r.Status.ContainerRecommendations {
+				r.Status.ContainerRecommendations[i].ObservedPeakMemory = nil
+			}
+		}, []string{"-", "24.0", "300m", "80%"}, []string{"observedPeakBytes"}, 1},
+		{"no confidence", func(r *gpufracv1.GPUFractionRecommendation) {
+			r.Status.ConfidencePercent = nil
+		}, []string{"20.0", "24.0", "300m", "-"}, []string{"confidencePercent"}, 3}, // no confidence: not applied
+		{"no memory target", func(r *gpufracv1.GPUFractionRecommendation) {
+			r.Status.Memory = nil
+			for i := range r.Status.ContainerRecommendations {
+				r.Status.ContainerRecommendations[i].Target.Memory = nil
+			}
+		}, []string{"20.0", "-", "300m", "80%"}, []string{"memoryBytes", "memoryRequestBytes"}, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := rec("w", 2, "24Gi", "300m", gpufracv1.SharingModeTimeSlicing, true)
+			r.Status.ContainerRecommendations = []gpufracv1.ContainerRecommendation{{ContainerName: "main", SharingMode: gpufracv1.SharingModeTimeSlicing,
+				ObservedPeakMemory: qp("20Gi"), Target: gpufracv1.GPUResources{Memory: qp("24Gi"), Compute: qp("300m")}}}
+			c.edit(&r)
+			small := rec("x-small", 1, "10Gi", "100m", gpufracv1.SharingModeTimeSlicing, true)
+			rows, tot := summarise([]gpufracv1.GPUFractionRecommendation{r, small}, 80<<30, 50, false)
+			if tot.GPUsNeeded != c.gpus {
+				t.Errorf("GPUs needed %d, want %d", tot.GPUsNeeded, c.gpus)
+			}
+			var b bytes.Buffer
+			if err := writeReport(&b, rows, tot, false); err != nil {
+				t.Fatal(err)
+			}
+			f := strings.Fields(strings.Split(b.String(), "\n")[1])
+			if got := []string{f[3], f[4], f[6], f[9]}; strings.Join(got, " ") != strings.Join(c.cols, " ") {
+				t.Errorf("peak, memory, compute, confidence %q, want %q:\n%s", got, c.cols, b.String())
+			}
+			js, err := json.Marshal(rows[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m map[string]any
+			if err := json.Unmarshal(js, &m); err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range c.nulls {
+				if v, ok := m[k]; !ok || v != nil {
+					t.Errorf("%s = %v (present %v), want null: %s", k, v, ok, js)
+				}
+			}
+		})
+	}
+}
+
+// TestReportNoPods: with no pods there are no GPUs to compare; the utilisations are null
+// and the text says so instead of 0 %.
+func TestReportNoPods(t *testing.T) {
+	for _, items := range [][]gpufracv1.GPUFractionRecommendation{nil, {rec("idle", 0, "10Gi", "100m", gpufracv1.SharingModeTimeSlicing, true)}} {
+		rows, tot := summarise(items, 80<<30, 50, true)
+		var b bytes.Buffer
+		if err := writeReport(&b, rows, tot, false); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), "no pods: no GPUs held today") || strings.Contains(b.String(), "% of memory") || strings.Contains(b.String(), "% fewer") {
+			t.Errorf("%d workloads:\n%s", len(items), b.String())
+		}
+		if tot.MemoryUtilisationToday != nil || tot.MemoryUtilisationPacked != nil || tot.ComputeUtilisationToday != nil || tot.ComputeUtilisationPacked != nil {
+			t.Errorf("utilisation with no pods: %+v, want nil", tot)
+		}
 	}
 }
