@@ -51,6 +51,27 @@ func Run(tr *trace.Trace, opts Options) (*Result, error) {
 	return rp.result(tr), nil
 }
 
+// checkMemorySamples returns an error naming the trace pods without a memory sample, and
+// how many there are: the policies would pack such a pod as needing no memory (the
+// clairvoyant bounds by 0 bytes, so every ratio to them would be off), and no data is
+// not zero.
+func checkMemorySamples(tr *trace.Trace) error {
+	var without []string
+	for i := range tr.Pods {
+		if p := &tr.Pods[i]; len(p.Memory) == 0 {
+			without = append(without, p.Namespace+"/"+p.Pod+" container "+p.Container)
+		}
+	}
+	if len(without) == 0 {
+		return nil
+	}
+	first := without[0]
+	if len(without) > 1 {
+		first += fmt.Sprintf(" and %d more", len(without)-1)
+	}
+	return fmt.Errorf("%d of %d trace pods have no GPU memory sample (%s): a pod's memory cannot be sized from nothing; drop them from the trace or give their memory", len(without), len(tr.Pods), first)
+}
+
 // newReplay validates opts and builds the timeline, the policies and the detail. Its
 // errors are Run's.
 func newReplay(tr *trace.Trace, opts Options) (*replay, error) {
@@ -63,6 +84,9 @@ func newReplay(tr *trace.Trace, opts Options) (*replay, error) {
 	windows, err := updater.ParseWindows(&gpufracv1.UpdatePolicy{ResizeWindows: opts.Updater.ResizeWindows})
 	if err != nil {
 		return nil, fmt.Errorf("resize window schedule: %w", err)
+	}
+	if err := checkMemorySamples(tr); err != nil {
+		return nil, err
 	}
 	tl, err := newTimeline(tr, step, opts.Lookback)
 	if err != nil {
@@ -431,6 +455,11 @@ func (rp *replay) result(tr *trace.Trace) *Result {
 		Settings: settings(rp.opts),
 		detail:   rp.d,
 	}
+	for i := range tr.Pods {
+		if len(tr.Pods[i].Compute) == 0 {
+			res.Trace.PodsWithoutCompute++
+		}
+	}
 	var clair float64
 	for _, ps := range rp.states {
 		if ps.spec.kind == kindClairvoyantMemory {
@@ -438,7 +467,9 @@ func (rp *replay) result(tr *trace.Trace) *Result {
 		}
 	}
 	for pi, ps := range rp.states {
-		res.Policies = append(res.Policies, *rp.policyResult(pi, ps, clair))
+		r := rp.policyResult(pi, ps, clair)
+		r.ComputeKnown = res.Trace.PodsWithoutCompute < res.Trace.TracePods
+		res.Policies = append(res.Policies, *r)
 	}
 	return res
 }

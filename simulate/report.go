@@ -60,6 +60,27 @@ func ShortDuration(d string) string {
 	return d
 }
 
+// MarshalJSON writes the result with null for what is unknown, not 0: vsClairvoyant
+// when clairvoyant-memory was not simulated, computeUtilisation, contentionPodMinutes
+// and contentionShare when the trace has no compute sample (ComputeKnown false).
+func (p PolicyResult) MarshalJSON() ([]byte, error) {
+	type plain PolicyResult // without this method
+	known := func(v float64, ok bool) *float64 {
+		if !ok {
+			return nil
+		}
+		return &v
+	}
+	return json.Marshal(struct {
+		plain
+		VsClairvoyant        *float64 `json:"vsClairvoyant"`
+		ContentionPodMinutes *float64 `json:"contentionPodMinutes"`
+		ContentionShare      *float64 `json:"contentionShare"`
+		ComputeUtilisation   *float64 `json:"computeUtilisation"`
+	}{plain(p), known(p.VsClairvoyant, p.VsClairvoyant > 0), known(p.ContentionPodMinutes, p.ComputeKnown),
+		known(p.ContentionShare, p.ComputeKnown), known(p.ComputeUtilisation, p.ComputeKnown)})
+}
+
 // WriteJSON writes the report as indented JSON; it returns the writer's error.
 func (r *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
@@ -90,9 +111,9 @@ func (r *Report) WriteText(w io.Writer) error {
 			fmt.Fprintln(w)
 		}
 		t := res.Trace
-		fmt.Fprintf(w, "%s; %s: %d pods (%d lifetimes), %d workloads, %s to %s, evaluated from %s (%d of %d steps of %s)\n",
+		fmt.Fprintf(w, "%s; %s: %d pods (%d lifetimes), %d workloads, %s to %s, evaluated from %s (%d of %d steps of %s)%s\n",
 			res.Heading(), r.Input, t.TracePods, t.Pods, t.Workloads, t.Start.Format(time.RFC3339), t.End.Format(time.RFC3339),
-			t.EvaluatedFrom.Format(time.RFC3339), t.EvaluatedSteps, t.Steps, res.Settings.Step)
+			t.EvaluatedFrom.Format(time.RFC3339), t.EvaluatedSteps, t.Steps, res.Settings.Step, computeNote(t))
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		head, rows := tableRows(res)
 		fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
@@ -106,15 +127,31 @@ func (r *Report) WriteText(w io.Writer) error {
 	return nil
 }
 
+// computeNote says, after a run's heading, which compute figures are incomplete or
+// unknown: "" when every pod has compute samples.
+func computeNote(t TraceInfo) string {
+	switch {
+	case t.PodsWithoutCompute == 0:
+		return ""
+	case t.PodsWithoutCompute == t.TracePods:
+		return "; no compute samples: compute util and contention unknown (-)"
+	}
+	return fmt.Sprintf("; %d of %d pods without compute samples count as idle in compute util and contention", t.PodsWithoutCompute, t.TracePods)
+}
+
 // tableRows renders the table of one result.
 func tableRows(res *Result) ([]string, [][]string) {
 	head := []string{"policy", "GPU-min", "vs 1/pod", "vs clairv.", "peak GPUs", "pod OOM pod-min (pods)", "of which warm-up",
 		"GPU OOM GPU-min (pod-min)", "contention pod-min (%)", "mem util", "compute util", "replacements", "cold-start pod-min"}
 	var rows [][]string
 	for _, p := range res.Policies {
-		vs := "-"
+		vs, contention, compute := "-", "-", "-"
 		if p.VsClairvoyant > 0 {
 			vs = fmt.Sprintf("%.2f", p.VsClairvoyant)
+		}
+		if p.ComputeKnown {
+			contention = fmt.Sprintf("%.0f (%.2f%%)", p.ContentionPodMinutes, 100*p.ContentionShare)
+			compute = fmt.Sprintf("%.0f%%", 100*p.ComputeUtilisation)
 		}
 		rows = append(rows, []string{
 			p.Policy,
@@ -125,9 +162,9 @@ func tableRows(res *Result) ([]string, [][]string) {
 			fmt.Sprintf("%.0f (%d)", p.PodLimitOverrunMinutes, p.PodsWithOverrun),
 			fmt.Sprintf("%.0f", p.WarmUpOverrunMinutes),
 			fmt.Sprintf("%.0f (%.0f)", p.GPUOverrunMinutes, p.GPUOverrunPodMinutes),
-			fmt.Sprintf("%.0f (%.2f%%)", p.ContentionPodMinutes, 100*p.ContentionShare),
+			contention,
 			fmt.Sprintf("%.0f%%", 100*p.MemoryUtilisation),
-			fmt.Sprintf("%.0f%%", 100*p.ComputeUtilisation),
+			compute,
 			fmt.Sprint(p.Replacements),
 			fmt.Sprintf("%.0f", p.ColdStartPodMinutes),
 		})
@@ -178,6 +215,9 @@ func (r *Report) WriteMarkdown(w io.Writer, dir string) error {
 				w, w, res.Trace.EvaluatedFrom.Format(time.RFC3339))
 		} else {
 			b.WriteString("gpufrac installed when the trace starts: no history, so every workload starts on the cold-start allocation.\n\n")
+		}
+		if note := computeNote(res.Trace); note != "" {
+			b.WriteString(strings.ToUpper(note[2:3]) + note[3:] + ".\n\n")
 		}
 		head, rows := tableRows(res)
 		b.WriteString("| " + strings.Join(head, " | ") + " |\n|")
@@ -278,7 +318,11 @@ func findings(res *Result) []string {
 		}
 		out = append(out, line+".")
 	}
-	out = append(out, fmt.Sprintf("gpufrac: %.0f pod-minutes over the pod's memory allocation in %d pods (%.0f of them while the workload's history was shorter than the full-confidence history), %.0f GPU-minutes over the GPU's memory (%.0f pod-minutes at risk), contention in %.2f %% of pod-minutes, %d replacements.",
-		gf.PodLimitOverrunMinutes, gf.PodsWithOverrun, gf.WarmUpOverrunMinutes, gf.GPUOverrunMinutes, gf.GPUOverrunPodMinutes, 100*gf.ContentionShare, gf.Replacements))
+	contention := "contention unknown (no compute samples)"
+	if gf.ComputeKnown {
+		contention = fmt.Sprintf("contention in %.2f %% of pod-minutes", 100*gf.ContentionShare)
+	}
+	out = append(out, fmt.Sprintf("gpufrac: %.0f pod-minutes over the pod's memory allocation in %d pods (%.0f of them while the workload's history was shorter than the full-confidence history), %.0f GPU-minutes over the GPU's memory (%.0f pod-minutes at risk), %s, %d replacements.",
+		gf.PodLimitOverrunMinutes, gf.PodsWithOverrun, gf.WarmUpOverrunMinutes, gf.GPUOverrunMinutes, gf.GPUOverrunPodMinutes, contention, gf.Replacements))
 	return out
 }

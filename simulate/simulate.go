@@ -304,6 +304,10 @@ type TraceInfo struct {
 	// number counted (from EvaluatedFrom).
 	Steps          int `json:"steps"`
 	EvaluatedSteps int `json:"evaluatedSteps"`
+	// PodsWithoutCompute is the number of trace pods without a compute sample: their
+	// activity counts as 0 in compute utilisation and contention. When every pod is
+	// without one, those figures are unknown (PolicyResult.ComputeKnown).
+	PodsWithoutCompute int `json:"podsWithoutCompute"`
 }
 
 // PolicyResult is one policy's evaluation against the trace's actual usage over the
@@ -318,7 +322,7 @@ type PolicyResult struct {
 	// GPUsPerPod is GPUMinutes / PodMinutes: the ratio to one GPU per pod.
 	GPUsPerPod float64 `json:"gpusPerPod"`
 	// VsClairvoyant is GPUMinutes / the clairvoyant-memory policy's GPUMinutes (the
-	// true-peak-memory bound; 0 when that policy was not simulated).
+	// true-peak-memory bound; 0, null in JSON, when that policy was not simulated).
 	VsClairvoyant float64 `json:"vsClairvoyant"`
 	// PeakGPUs is the most GPUs held at once.
 	PeakGPUs int `json:"peakGPUs"`
@@ -345,14 +349,19 @@ type PolicyResult struct {
 	// FullConfidenceHistory (as WarmUpOverrunMinutes).
 	WarmUpGPUOverrunPodMinutes float64 `json:"warmUpGPUOverrunPodMinutes"`
 	// ContentionPodMinutes counts pod-minutes on GPUs whose co-tenants' actual activity
-	// summed above 100 % of one GPU; ContentionShare is its share of PodMinutes.
+	// summed above 100 % of one GPU; ContentionShare is its share of PodMinutes, ratio
+	// 0–1. Both are 0 and unknown (null in JSON) unless ComputeKnown.
 	ContentionPodMinutes float64 `json:"contentionPodMinutes"`
 	ContentionShare      float64 `json:"contentionShare"`
 	// MemoryUtilisation and ComputeUtilisation are the mean, over GPU-minutes held, of the
 	// tenants' actual memory (share of the GPU's) and activity (share of one GPU), each
-	// capped at 1.
+	// capped at 1, ratio 0–1. ComputeUtilisation is 0 and unknown (null in JSON) unless
+	// ComputeKnown.
 	MemoryUtilisation  float64 `json:"memoryUtilisation"`
 	ComputeUtilisation float64 `json:"computeUtilisation"`
+	// ComputeKnown is false when no pod of the trace has a compute sample: compute
+	// utilisation and contention are then unknown, not 0.
+	ComputeKnown bool `json:"-"`
 	// Replacements counts pods replaced to change their allocation.
 	Replacements int `json:"replacements"`
 	// Consolidations counts the replacements among them that emptied a GPU

@@ -277,7 +277,7 @@ func (f *simulateFlags) runOne(rep *simulate.Report, tr *trace.Trace, size int64
 	o.WarmUp = warm
 	res, err := simulate.Run(tr, o)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", rep.Input, err)
 	}
 	rep.Runs = append(rep.Runs, res)
 	if f.plots == "" {
