@@ -26,6 +26,10 @@ type Report struct {
 	Format string `json:"format"`
 	// Command is the command line that produced the report (for Markdown), optional.
 	Command string `json:"command,omitempty"`
+	// Warnings say what the reader left out of the trace and why (values out of
+	// range: "FILE:LINE: compute_ratio 45 is above 1…; skipped, N of the M compute
+	// values in all"); the report is computed without those values.
+	Warnings []string `json:"warnings,omitempty"`
 	// Runs holds one simulation per GPU size.
 	Runs []*Result `json:"runs"`
 	// Plots lists the plot files per run (same order as Runs), set by the caller after
@@ -106,6 +110,9 @@ func (res *Result) Heading() string {
 
 // WriteText writes one plain-text table per run; it returns the writer's error.
 func (r *Report) WriteText(w io.Writer) error {
+	for _, warn := range r.Warnings {
+		fmt.Fprintln(w, "warning:", warn)
+	}
 	for i, res := range r.Runs {
 		if i > 0 {
 			fmt.Fprintln(w)
@@ -205,6 +212,9 @@ func (r *Report) WriteMarkdown(w io.Writer, dir string) error {
 		fmt.Fprintf(b, "**Settings.** Step (recommender cycle) %s; gpufrac: recommender defaults, memory headroom %d %%, memory aggregation interval %s, full confidence after %s of history, cold start (a whole GPU) below confidence %.2f. Updater (its own defaults and decision code): minimum pod age %s inside the bounds, at most %g replacements per minute cluster-wide, replace outside [lowerBound, upperBound] or at ≥ %.0f %% from target, protective growth (out of memory, peak ≥ %.0f %% of the allocation) urgent %v, a change inside the bounds seen %d cycles over %s and rounds of replacements %s apart, resize windows %s, min replicas %d.\n\n",
 			ShortDuration(s.Step), s.MemoryHeadroomPercent, ShortDuration(s.MemoryAggregationInterval), ShortDuration(s.FullConfidenceHistory), s.LowConfidence,
 			ShortDuration(s.MinLifetime), s.ReplacementsPerMinute, 100*s.ChangeThreshold, 100*s.NearLimit, s.UrgentGrowth, s.PersistCycles, ShortDuration(s.PersistFor), ShortDuration(s.MinReplacementInterval), win, s.MinReplicas)
+	}
+	for _, warn := range r.Warnings {
+		fmt.Fprintf(b, "**Warning.** %s.\n\n", warn)
 	}
 	b.WriteString(markdownDefinitions)
 	for i, res := range r.Runs {

@@ -126,13 +126,13 @@ type genTD26Series struct {
 func readGenTD26Series(dir string, st *Stats) (genTD26Series, error) {
 	var g genTD26Series
 	var err error
-	if g.mem, err = readGenTD26File(dir, GenTD26MemoryFile, MaxMemoryBytes, &st.Memory); err != nil {
+	if g.mem, err = readGenTD26File(dir, GenTD26MemoryFile, MaxMemoryBytes, memoryRule, &st.Memory); err != nil {
 		return g, err
 	}
-	if g.duty, err = readGenTD26File(dir, GenTD26DutyCycleFile, 100, &st.Compute); err != nil {
+	if g.duty, err = readGenTD26File(dir, GenTD26DutyCycleFile, 100, "above 100: the duty cycle is a percent 0–100", &st.Compute); err != nil {
 		return g, err
 	}
-	g.lat, err = readGenTD26File(dir, GenTD26LatencyFile, math.Inf(1), &st.Latency)
+	g.lat, err = readGenTD26File(dir, GenTD26LatencyFile, math.Inf(1), "", &st.Latency)
 	if errors.Is(err, fs.ErrNotExist) {
 		st.Latency.Missing = true
 		g.lat, err = map[string]*rawSeries{}, nil
@@ -283,8 +283,8 @@ func uniqueSorted(s []string) []string {
 
 // readGenTD26File reads one GenTD26 file (columns timestamp_anon, value,
 // container_ip in any order) into raw series per container_ip. Values above max
-// are skipped and counted as OutOfRange.
-func readGenTD26File(dir, name string, max float64, st *SignalStats) (map[string]*rawSeries, error) {
+// are skipped and counted as OutOfRange, the first with rule.
+func readGenTD26File(dir, name string, max float64, rule string, st *SignalStats) (map[string]*rawSeries, error) {
 	f, err := os.Open(filepath.Join(dir, name))
 	if err != nil {
 		return nil, err
@@ -317,7 +317,7 @@ func readGenTD26File(dir, name string, max float64, st *SignalStats) (map[string
 			return nil, err
 		}
 		if v > max {
-			st.OutOfRange++
+			st.outOfRange(name, t.line, "value", v, rule)
 			continue
 		}
 		rs := out[ip]

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -72,12 +73,14 @@ func TestReadGenTD26Cleaning(t *testing.T) {
 			wantMem:   []float64{1, 2}, wantDuty: []float64{0.1},
 		},
 		{
-			name:      "out of range values are skipped",
-			mem:       memHeader + "60.0,9223372036854775794,p1\n120.0,2.0,p1\n",
-			duty:      dutyHeader + "100.0,60.0,p1\n100.5,120.0,p1\n",
-			memStats:  SignalStats{Values: 2, Kept: 1, Samples: 1, OutOfRange: 1},
-			dutyStats: SignalStats{Values: 2, Kept: 1, Samples: 1, OutOfRange: 1},
-			wantMem:   []float64{2}, wantDuty: []float64{1},
+			name: "out of range values are skipped",
+			mem:  memHeader + "60.0,9223372036854775794,p1\n120.0,2.0,p1\n",
+			duty: dutyHeader + "100.0,60.0,p1\n100.5,120.0,p1\n",
+			memStats: SignalStats{Values: 2, Kept: 1, Samples: 1, OutOfRange: 1, FirstOutOfRange: &InputError{File: GenTD26MemoryFile, Line: 2,
+				Msg: "value 9.223372036854776e+18 is above 2^47 bytes (128 TiB): a DCGM blank sentinel or corrupt"}},
+			dutyStats: SignalStats{Values: 2, Kept: 1, Samples: 1, OutOfRange: 1, FirstOutOfRange: &InputError{File: GenTD26DutyCycleFile, Line: 3,
+				Msg: "value 100.5 is above 100: the duty cycle is a percent 0–100"}},
+			wantMem: []float64{2}, wantDuty: []float64{1},
 		},
 	}
 	for _, c := range cases {
@@ -88,7 +91,7 @@ func TestReadGenTD26Cleaning(t *testing.T) {
 				t.Fatal(err)
 			}
 			c.memStats.File, c.dutyStats.File = GenTD26MemoryFile, GenTD26DutyCycleFile
-			if st.Memory != c.memStats || st.Compute != c.dutyStats {
+			if !reflect.DeepEqual(st.Memory, c.memStats) || !reflect.DeepEqual(st.Compute, c.dutyStats) {
 				t.Errorf("stats\n memory %+v\n compute %+v\nwant\n memory %+v\n compute %+v", st.Memory, st.Compute, c.memStats, c.dutyStats)
 			}
 			if !st.Latency.Missing {

@@ -18,6 +18,9 @@ import (
 // and count them in SignalStats.OutOfRange.
 const MaxMemoryBytes = 1 << 47
 
+// memoryRule is why a memory value above MaxMemoryBytes is skipped.
+const memoryRule = "above 2^47 bytes (128 TiB): a DCGM blank sentinel or corrupt"
+
 // InputError reports bad input: the file (as named by the caller), the 1-based line
 // (the header is line 1) and what is wrong. Error() renders "file:line: msg".
 type InputError struct {
@@ -59,6 +62,9 @@ type SignalStats struct {
 	// OutOfRange counts values skipped as impossible: duty cycle above 100 percent,
 	// compute ratio above 1, memory above MaxMemoryBytes.
 	OutOfRange int
+	// FirstOutOfRange is the first value skipped as out of range, with its line and the
+	// rule it broke, for a warning that says where and why; nil when none was.
+	FirstOutOfRange *InputError
 	// Unsorted counts values that came earlier in time than the previous value of the
 	// same pod; they are kept and sorted into place.
 	Unsorted int
@@ -68,6 +74,15 @@ type SignalStats struct {
 	// Orphans counts values of pods that have neither memory nor compute samples
 	// (GenTD26 latency only); they are dropped.
 	Orphans int
+}
+
+// outOfRange counts a value skipped as out of range at line of file, keeping the first
+// with the column's name, the value and the rule it broke.
+func (s *SignalStats) outOfRange(file string, line int, col string, v float64, rule string) {
+	s.OutOfRange++
+	if s.FirstOutOfRange == nil {
+		s.FirstOutOfRange = &InputError{File: file, Line: line, Msg: fmt.Sprintf("%s %v is %s", col, v, rule)}
+	}
 }
 
 // Skipped is the number of values not kept: Values − Kept.

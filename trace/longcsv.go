@@ -110,14 +110,15 @@ func (lr *longReader) row() error {
 		return err
 	}
 	for _, c := range []struct {
-		col string
-		max float64
-		rs  *rawSeries
-		st  *SignalStats
+		col  string
+		max  float64
+		rule string
+		rs   *rawSeries
+		st   *SignalStats
 	}{
-		{LongMemory, MaxMemoryBytes, &a.mem, &lr.st.Memory},
-		{LongCompute, 1, &a.cpu, &lr.st.Compute},
-		{LongLatency, 0, &a.lat, &lr.st.Latency},
+		{LongMemory, MaxMemoryBytes, memoryRule, &a.mem, &lr.st.Memory},
+		{LongCompute, 1, "above 1: compute_ratio is a ratio 0–1, not percent", &a.cpu, &lr.st.Compute},
+		{LongLatency, 0, "", &a.lat, &lr.st.Latency},
 	} {
 		if t.get(c.col) == "" {
 			continue
@@ -128,7 +129,7 @@ func (lr *longReader) row() error {
 			return err
 		}
 		if c.max > 0 && v > c.max {
-			c.st.OutOfRange++
+			c.st.outOfRange(t.file, t.line, c.col, v, c.rule)
 			continue
 		}
 		c.rs.add(rawPoint{ms: ms, v: v, line: t.line}, c.st)

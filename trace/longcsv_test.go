@@ -52,8 +52,9 @@ func TestReadLongCSVCleaning(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantMem := SignalStats{File: "my.csv", Values: 4, Kept: 3, Samples: 3, Duplicates: 1, Unsorted: 1}
-	wantCPU := SignalStats{File: "my.csv", Values: 5, Kept: 3, Samples: 3, Duplicates: 1, OutOfRange: 1, Unsorted: 1}
-	if st.Memory != wantMem || st.Compute != wantCPU || !st.Latency.Missing {
+	wantCPU := SignalStats{File: "my.csv", Values: 5, Kept: 3, Samples: 3, Duplicates: 1, OutOfRange: 1, Unsorted: 1,
+		FirstOutOfRange: &InputError{File: "my.csv", Line: 5, Msg: "compute_ratio 1.5 is above 1: compute_ratio is a ratio 0–1, not percent"}}
+	if !reflect.DeepEqual(st.Memory, wantMem) || !reflect.DeepEqual(st.Compute, wantCPU) || !st.Latency.Missing {
 		t.Errorf("stats %+v\nwant memory %+v compute %+v, latency missing", st, wantMem, wantCPU)
 	}
 	if len(tr.Pods) != 2 {

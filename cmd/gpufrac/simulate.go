@@ -164,11 +164,17 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	if err != nil {
 		return err
 	}
-	tr, input, err := readSimulateInput(cmd, f)
+	tr, input, warnings, err := readSimulateInput(cmd, f)
 	if err != nil {
 		return err
 	}
-	rep := &simulate.Report{Input: input, Format: f.format}
+	rep := &simulate.Report{Input: input, Format: f.format, Warnings: warnings}
+	if f.output != "-" || f.outputFormat == "json" {
+		// The text and Markdown reports carry them; a file or JSON is not read on a terminal.
+		for _, w := range warnings {
+			fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
+		}
+	}
 	if f.outputFormat == "markdown" {
 		rep.Command = commandLine()
 	}
@@ -298,13 +304,14 @@ func (f *simulateFlags) runOne(rep *simulate.Report, tr *trace.Trace, size int64
 	return nil
 }
 
-// readSimulateInput reads or generates the trace; errors name the file and line.
-func readSimulateInput(cmd *cobra.Command, f *simulateFlags) (trace.Trace, string, error) {
+// readSimulateInput reads or generates the trace; errors name the file and line. It
+// returns the input's name and the reader's warnings (inputWarnings).
+func readSimulateInput(cmd *cobra.Command, f *simulateFlags) (trace.Trace, string, []string, error) {
 	var end time.Time
 	if f.end != "" {
 		var err error
 		if end, err = time.Parse(time.RFC3339, f.end); err != nil {
-			return trace.Trace{}, "", fmt.Errorf("--end %q: want RFC 3339 (2026-01-02T15:04:05Z)", f.end)
+			return trace.Trace{}, "", nil, fmt.Errorf("--end %q: want RFC 3339 (2026-01-02T15:04:05Z)", f.end)
 		}
 	}
 	var (
@@ -325,26 +332,30 @@ func readSimulateInput(cmd *cobra.Command, f *simulateFlags) (trace.Trace, strin
 		err = fmt.Errorf("--format %q: want gentd26, long or synthetic", f.format)
 	}
 	if err != nil {
-		return tr, "", err
+		return tr, "", nil, err
 	}
 	fold, err := trace.ParseFold(f.fold, f.foldSeed)
 	if err != nil {
-		return tr, "", fmt.Errorf("--%w", err)
+		return tr, "", nil, fmt.Errorf("--%w", err)
 	}
 	if tr, err = fold.Apply(tr); err != nil {
-		return tr, "", fmt.Errorf("%s: --%w", input, err)
+		return tr, "", nil, fmt.Errorf("%s: --%w", input, err)
 	}
 	if fold.Of > 0 {
 		input += " (fold " + fold.String() + ")"
 	}
 	if len(tr.Pods) == 0 {
-		return tr, "", fmt.Errorf("%s: no pods with samples", input)
+		return tr, "", nil, fmt.Errorf("%s: no pods with samples", input)
 	}
 	if err := tr.Validate(); err != nil {
-		return tr, "", fmt.Errorf("%s: %w", input, err)
+		return tr, "", nil, fmt.Errorf("%s: %w", input, err)
 	}
 	fmt.Fprintln(cmd.ErrOrStderr(), summaryLine("simulating", tr, st))
-	return tr, input, nil
+	dir := ""
+	if f.format == "gentd26" {
+		dir = f.input
+	}
+	return tr, input, inputWarnings(st, dir), nil
 }
 
 // Flags that apply to one --format only.

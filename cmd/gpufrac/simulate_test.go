@@ -154,3 +154,94 @@ func TestSimulateGenTD26(t *testing.T) {
 		t.Errorf("table header:\n%s", stdout)
 	}
 }
+
+// TestSkippedValuesAreReported: values the reader skips as out of range (compute written
+// as percent in a ratio column, a memory sentinel, a duty cycle above 100 %) are not
+// dropped silently: stderr and the report itself (text and JSON) say where the first was,
+// why, and how many went; trace import says it too. A clean trace has no warning.
+func TestSkippedValuesAreReported(t *testing.T) {
+	dir := t.TempDir()
+	long := func(name string, rows ...string) string {
+		p := filepath.Join(dir, name)
+		body := "timestamp,namespace,pod,container,workload,memory_bytes,compute_ratio\n"
+		for i := range 30 {
+			r := fmt.Sprintf("%d,ns,a-1,main,a,%d,0.2\n", 1767225600+60*i, 10<<30)
+			if i < len(rows) && rows[i] != "" {
+				r = fmt.Sprintf("%d,ns,a-1,main,a,%s\n", 1767225600+60*i, rows[i])
+			}
+			body += r
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	gentd := filepath.Join(dir, "gentd")
+	var mem, duty strings.Builder
+	mem.WriteString("timestamp_anon,value,container_ip\n")
+	duty.WriteString("value,timestamp_anon,container_ip\n")
+	for i := range 30 {
+		ts := 1662858720 + 60*i
+		fmt.Fprintf(&mem, "%d.0,%d.0,aa\n", ts, 10<<30)
+		v := 20.0
+		if i == 4 || i == 9 {
+			v = 150
+		}
+		fmt.Fprintf(&duty, "%g,%d.0,aa\n", v, ts)
+	}
+	if err := os.CopyFS(gentd, fstest.MapFS{
+		"pod_gpu_memory_used_bytes_anon.csv": {Data: []byte(mem.String())},
+		"pod_gpu_duty_cycle_anon.csv":        {Data: []byte(duty.String())},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	percent := make([]string, 30)
+	for i := range percent {
+		percent[i] = fmt.Sprintf("%d,%d", 10<<30, 20+i) // every compute value in percent
+	}
+	for _, c := range []struct {
+		name string
+		args []string
+		want string // "": no warning
+	}{
+		{"clean", []string{"--format", "long", "--input", long("clean.csv")}, ""},
+		{"compute in percent", []string{"--format", "long", "--input", long("percent.csv", percent...)},
+			filepath.Join(dir, "percent.csv") + ":2: compute_ratio 20 is above 1: compute_ratio is a ratio 0–1, not percent; skipped, 30 of the 30 compute values"},
+		{"one compute above 1", []string{"--format", "long", "--input", long("one.csv", "", "", fmt.Sprintf("%d,1.5", 10<<30))},
+			filepath.Join(dir, "one.csv") + ":4: compute_ratio 1.5 is above 1"},
+		{"memory sentinel", []string{"--format", "long", "--input", long("sentinel.csv", "", "9.2e18,0.2")},
+			filepath.Join(dir, "sentinel.csv") + ":3: memory_bytes 9.2e+18 is above 2^47 bytes (128 TiB): a DCGM blank sentinel or corrupt; skipped, 1 of the 30 memory values"},
+		{"duty cycle above 100", []string{"--format", "gentd26", "--input", gentd},
+			filepath.Join(gentd, "pod_gpu_duty_cycle_anon.csv") + ":6: value 150 is above 100: the duty cycle is a percent 0–100; skipped, 2 of the 30 compute values"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := append([]string{"simulate", "--policies", "one-per-pod"}, c.args...)
+			stdout, stderr, err := run(t, args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Contains(stdout, "warning: "+c.want); c.want != "" && !got || c.want == "" && strings.Contains(stdout+stderr, "warning") {
+				t.Errorf("text report, want warning %q:\n%s\nstderr:\n%s", c.want, stdout, stderr)
+			}
+			stdout, stderr, err = run(t, append(args, "--output-format", "json")...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rep struct{ Warnings []string }
+			if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+				t.Fatal(err)
+			}
+			if c.want == "" && (len(rep.Warnings) != 0 || strings.Contains(stderr, "warning")) ||
+				c.want != "" && (len(rep.Warnings) != 1 || !strings.HasPrefix(rep.Warnings[0], c.want) || !strings.Contains(stderr, "warning: "+c.want)) {
+				t.Errorf("JSON warnings %q, stderr %q; want %q", rep.Warnings, stderr, c.want)
+			}
+			imp := append([]string{"trace", "import", "--long-csv", filepath.Join(dir, "out.csv")}, c.args...)
+			if _, stderr, err = run(t, imp...); err != nil {
+				t.Fatal(err)
+			}
+			if c.want != "" && !strings.Contains(stderr, "warning: "+c.want) {
+				t.Errorf("trace import stderr %q, want %q", stderr, c.want)
+			}
+		})
+	}
+}

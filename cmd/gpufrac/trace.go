@@ -168,6 +168,30 @@ func readLongCSV(cmd *cobra.Command, path string) (trace.Trace, trace.Stats, err
 	return trace.ReadLongCSV(f, path)
 }
 
+// inputWarnings says, per signal whose reader skipped values as out of range, where the
+// first was, why, and how many of the signal's values went with it: a report computed
+// from what is left must say so. dir is the GenTD26 directory its file names are in
+// ("" for a long CSV, named as given). Empty when nothing was skipped that way.
+func inputWarnings(st *trace.Stats, dir string) []string {
+	if st == nil {
+		return nil
+	}
+	var out []string
+	for _, s := range []struct {
+		name string
+		st   trace.SignalStats
+	}{{"memory", st.Memory}, {"compute", st.Compute}, {"latency", st.Latency}} {
+		if f := s.st.FirstOutOfRange; f != nil {
+			if dir != "" {
+				f = &trace.InputError{File: filepath.Join(dir, f.File), Line: f.Line, Msg: f.Msg}
+			}
+			out = append(out, fmt.Sprintf("%s; skipped, %d of the %d %s values in all (the report is computed without them)",
+				f.Error(), s.st.OutOfRange, s.st.Values, s.name))
+		}
+	}
+	return out
+}
+
 // summaryLine renders a trace summary and reader stats on one line.
 func summaryLine(verb string, tr trace.Trace, st *trace.Stats) string {
 	s := verb + " " + tr.Summarize().String()

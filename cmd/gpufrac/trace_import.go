@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -27,7 +28,9 @@ pod name (<deployment>-<hash>-<suffix>) or the workload column. Times are kept
 unless --end is given.
 
 A one-line summary (pods, workloads, samples per signal, skipped values, time
-range) goes to stderr.`
+range) goes to stderr, and a warning per signal with values skipped as out of range
+(compute_ratio above 1, duty cycle above 100, memory above 2^47 bytes): the first one's
+file and line, why, and how many (docs/cli.md).`
 
 // traceImportFlags are the flags of gpufrac trace import.
 type traceImportFlags struct {
@@ -92,6 +95,13 @@ func (fl *traceImportFlags) run(cmd *cobra.Command) error {
 		return err
 	}
 	fmt.Fprintln(cmd.ErrOrStderr(), summaryLine("imported", tr, &st))
+	dir := ""
+	if fl.format == "gentd26" {
+		dir = fl.input
+	}
+	for _, w := range inputWarnings(&st, dir) {
+		fmt.Fprintln(cmd.ErrOrStderr(), "warning:", strings.Replace(w, "the report is computed", "written", 1))
+	}
 	return nil
 }
 
@@ -104,7 +114,11 @@ func (fl *traceImportFlags) readGenTD26() (trace.Trace, trace.Stats, error) {
 	if err := checkGenTD26(fl.g); err != nil {
 		return trace.Trace{}, trace.Stats{}, err
 	}
-	return trace.ReadGenTD26(fl.input, fl.g)
+	tr, st, err := trace.ReadGenTD26(fl.input, fl.g)
+	if err != nil {
+		return tr, st, fmt.Errorf("reading GenTD26 trace in %s: %w", fl.input, err)
+	}
+	return tr, st, nil
 }
 
 // checkGenTD26 refuses negative --pods, --pods-per-deployment and --duration (gpufrac
