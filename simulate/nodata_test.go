@@ -137,3 +137,37 @@ func TestNoMemoryIsAnError(t *testing.T) {
 		}
 	}
 }
+
+// TestPodsAboveGPU: pods whose memory exceeds one GPU of the run's size overrun under
+// every policy; the run counts them and its heading says so, per GPU size, counting a
+// pod with several lifetimes once.
+func TestPodsAboveGPU(t *testing.T) {
+	big := pod("big", 0, append(repeat(50, 10), repeat(70, 5)...), repeat(0.2, 15))
+	gap := pod("gap", 0, repeat(60, 5), repeat(0.2, 5)) // two lifetimes, split by a gap over the lookback
+	late := pod("gap", 30, repeat(60, 5), repeat(0.2, 5))
+	gap.Memory, gap.Compute = append(gap.Memory, late.Memory...), append(gap.Compute, late.Compute...)
+	small := pod("small", 0, repeat(10, 15), repeat(0.2, 15))
+	tr := trace.Trace{Pods: []trace.Pod{big, gap, small}}
+	for _, c := range []struct {
+		gpuGiB int64
+		above  int
+	}{{80, 0}, {70, 0}, {64, 1}, {48, 2}, {8, 3}} {
+		res, err := Run(&tr, Options{GPUMemoryBytes: c.gpuGiB * gib, Policies: []string{PolicyOnePerPod}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Trace.Pods != 4 {
+			t.Fatalf("%d pod lifetimes, want 4 (gap has two)", res.Trace.Pods)
+		}
+		if res.Trace.PodsAboveGPU != c.above {
+			t.Errorf("%d GiB: %d pods above one GPU, want %d", c.gpuGiB, res.Trace.PodsAboveGPU, c.above)
+		}
+		var b bytes.Buffer
+		if err := (&Report{Runs: []*Result{res}}).WriteText(&b); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(b.String(), "use more memory than one GPU"); got != (c.above > 0) {
+			t.Errorf("%d GiB: heading says pods above one GPU: %v, want %v:\n%s", c.gpuGiB, got, c.above > 0, b.String())
+		}
+	}
+}

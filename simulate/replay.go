@@ -460,6 +460,13 @@ func (rp *replay) result(tr *trace.Trace) *Result {
 			res.Trace.PodsWithoutCompute++
 		}
 	}
+	above := map[int]bool{} // trace pods (runs are their lifetimes) above one GPU
+	for _, r := range tl.runs {
+		if r.peakMem > float64(rp.capacity) {
+			above[r.tracePod] = true
+		}
+	}
+	res.Trace.PodsAboveGPU = len(above)
 	var clair float64
 	for _, ps := range rp.states {
 		if ps.spec.kind == kindClairvoyantMemory {

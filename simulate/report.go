@@ -135,15 +135,20 @@ func (r *Report) WriteText(w io.Writer) error {
 }
 
 // computeNote says, after a run's heading, which compute figures are incomplete or
-// unknown: "" when every pod has compute samples.
+// unknown, and which pods no GPU of the run's size holds: "" when neither.
 func computeNote(t TraceInfo) string {
+	var note string
 	switch {
 	case t.PodsWithoutCompute == 0:
-		return ""
 	case t.PodsWithoutCompute == t.TracePods:
-		return "; no compute samples: compute util and contention unknown (-)"
+		note = "; no compute samples: compute util and contention unknown (-)"
+	default:
+		note = fmt.Sprintf("; %d of %d pods without compute samples count as idle in compute util and contention", t.PodsWithoutCompute, t.TracePods)
 	}
-	return fmt.Sprintf("; %d of %d pods without compute samples count as idle in compute util and contention", t.PodsWithoutCompute, t.TracePods)
+	if t.PodsAboveGPU > 0 {
+		note += fmt.Sprintf("; %d of %d pods use more memory than one GPU and overrun under every policy (--gpu-memory too small for this trace?)", t.PodsAboveGPU, t.TracePods)
+	}
+	return note
 }
 
 // tableRows renders the table of one result.

@@ -308,6 +308,10 @@ type TraceInfo struct {
 	// activity counts as 0 in compute utilisation and contention. When every pod is
 	// without one, those figures are unknown (PolicyResult.ComputeKnown).
 	PodsWithoutCompute int `json:"podsWithoutCompute"`
+	// PodsAboveGPU is the number of trace pods whose memory exceeds the GPU's
+	// (GPUMemoryBytes) at some step: no policy can hold them on one GPU, so they overrun
+	// under every policy. The trace came from larger GPUs, or --gpu-memory is too small.
+	PodsAboveGPU int `json:"podsAboveGPU"`
 }
 
 // PolicyResult is one policy's evaluation against the trace's actual usage over the
