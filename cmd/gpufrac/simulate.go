@@ -219,7 +219,7 @@ func (f *simulateFlags) completeOutput(cmd *cobra.Command) error {
 			return fmt.Errorf("--plot-format %q: want svg or png", pf)
 		}
 	}
-	return nil
+	return checkOutputPath("--output", f.output)
 }
 
 // completeOptions checks the simulation flags and writes them into f.opts; it returns

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -74,8 +75,27 @@ func (o *traceOutputs) check() error {
 	if n > 1 {
 		return fmt.Errorf("only one output can be stdout (\"-\")")
 	}
+	for _, c := range []struct{ flag, path string }{{"--output", o.output}, {"--manifests", o.manifests}, {"--long-csv", o.longCSV}} {
+		if err := checkOutputPath(c.flag, c.path); err != nil {
+			return err
+		}
+	}
 	_, err := parseGPUMemory(o.gpuMemory)
 	return err
+}
+
+// checkOutputPath returns an error naming flag and path when path ("" or "-": none)
+// cannot be written because its directory does not exist or is not a directory, before
+// any work is done.
+func checkOutputPath(flag, path string) error {
+	if path == "" || path == "-" {
+		return nil
+	}
+	dir := filepath.Dir(path)
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return fmt.Errorf("%s %s: directory %s does not exist", flag, path, dir)
+	}
+	return nil
 }
 
 // write writes the trace to every requested output.
@@ -136,7 +156,11 @@ func writeFile(path string, stdout io.Writer, fn func(io.Writer) error) error {
 	}
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
-		return err
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the temporary file's name means nothing to the user
+		}
+		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	if err := fn(f); err != nil {
 		f.Close()
@@ -145,13 +169,17 @@ func writeFile(path string, stdout io.Writer, fn func(io.Writer) error) error {
 	}
 	if err := f.Close(); err != nil {
 		os.Remove(f.Name())
-		return err
+		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	if err := os.Chmod(f.Name(), 0o644); err != nil {
 		os.Remove(f.Name())
-		return err
+		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	return os.Rename(f.Name(), path)
+	if err := os.Rename(f.Name(), path); err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
 }
 
 // readLongCSV reads the long CSV at path ("-": the command's stdin); errors name the

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -113,5 +114,43 @@ func TestParseGPUMemory(t *testing.T) {
 		if got, err := parseGPUMemory(in); err == nil || !strings.Contains(err.Error(), "--gpu-memory") || !strings.Contains(err.Error(), strconv.Quote(in)) {
 			t.Errorf("parseGPUMemory(%q) = %v, %v; want an error naming --gpu-memory and the value", in, got, err)
 		}
+	}
+}
+
+// TestOutputToMissingDirectory: an output whose directory does not exist fails before any
+// work (no trace read, synthesized or simulated) with the flag and the path, and a write
+// that fails names the output, not the hidden temporary file it writes through.
+func TestOutputToMissingDirectory(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "nope", "out")
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	underFile := filepath.Join(file, "out")
+	for _, c := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"trace", "synth", "--output", missing}, "--output"},
+		{[]string{"trace", "synth", "--manifests", missing}, "--manifests"},
+		{[]string{"trace", "synth", "--long-csv", missing}, "--long-csv"},
+		{[]string{"trace", "synth", "--long-csv", underFile}, "--long-csv"},
+		{[]string{"trace", "import", "--format", "long", "--input", file, "--long-csv", missing}, "--long-csv"},
+		{[]string{"simulate", "--format", "synthetic", "--output", missing}, "--output"},
+		{[]string{"simulate", "--format", "synthetic", "--output", underFile}, "--output"},
+	} {
+		_, stderr, err := run(t, c.args...)
+		path := c.args[len(c.args)-1]
+		if err == nil || !strings.Contains(err.Error(), c.flag+" "+path+": directory") {
+			t.Errorf("%v: error %v, want %s %s and its directory", c.args, err, c.flag, path)
+		}
+		if stderr != "" {
+			t.Errorf("%v: work done before the error: %q", c.args, stderr)
+		}
+	}
+	err := writeFile(underFile, nil, func(io.Writer) error { return nil })
+	if err == nil || !strings.HasPrefix(err.Error(), "writing "+underFile+": ") || strings.Contains(err.Error(), ".out.") {
+		t.Errorf("writeFile under a file: %v, want the output named, not the temporary file", err)
 	}
 }
