@@ -44,7 +44,9 @@ plan is applied (DryRun writes nothing). docs/sharing-planner.md gives the rules
 }
 
 // writePlan prints one line per policy, then each plan's reason and per-client MPS
-// limits.
+// limits. What the recommender has not computed prints as "-", not 0: the node and GPU
+// counts of a policy without a Planned condition (no status yet), and the plan's
+// columns (replicas, pods, GPUs held, needed, freed) of a policy never planned.
 func writePlan(w io.Writer, pols []gpufracv1.GPUSharingPolicy) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "POLICY\tMODE\tNODES\tGPUS\tSHARING\tREPLICAS\tMPS MEMORY/THREADS\tPODS\tGPUS HELD\tNEEDED\tFREED\tSTATE")
@@ -58,8 +60,13 @@ func writePlan(w io.Writer, pols []gpufracv1.GPUSharingPolicy) error {
 		if mode == "" {
 			mode = gpufracv1.PlanModeDryRun
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%s\t%d\t%d\t%d\t%d\t%s\n", p.Name, mode, s.Nodes, s.GPUs, orDash(string(s.SharingMode)),
-			s.Replicas, mps, s.Pods, s.GPUsHeld, s.GPUsNeeded, s.GPUsFreed, state(&p))
+		n := func(v int32) string { return fmt.Sprint(v) }
+		reported := meta.FindStatusCondition(s.Conditions, gpufracv1.ConditionPlanned) != nil
+		planned := s.Replicas > 0 // a plan has N ≥ 1 replicas per GPU; 0: never planned
+		nodes, gpus := orDashIf(reported, n(s.Nodes)), orDashIf(reported, n(s.GPUs))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, mode, nodes, gpus, orDash(string(s.SharingMode)),
+			orDashIf(planned, n(s.Replicas)), mps, orDashIf(planned, n(s.Pods)), orDashIf(planned, n(s.GPUsHeld)),
+			orDashIf(planned, n(s.GPUsNeeded)), orDashIf(planned, n(s.GPUsFreed)), state(&p))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -72,8 +79,20 @@ func writePlan(w io.Writer, pols []gpufracv1.GPUSharingPolicy) error {
 	return nil
 }
 
-// state is the Planned condition's reason when there is no plan, else the Applied one's.
+// orDashIf is v when ok, else "-".
+func orDashIf(ok bool, v string) string {
+	if !ok {
+		return "-"
+	}
+	return v
+}
+
+// state is the Planned condition's reason when there is no plan, else the Applied one's;
+// without a Planned condition, that the recommender has not reported on the policy.
 func state(p *gpufracv1.GPUSharingPolicy) string {
+	if meta.FindStatusCondition(p.Status.Conditions, gpufracv1.ConditionPlanned) == nil {
+		return "no status yet: the recommender has not planned this policy"
+	}
 	if c := meta.FindStatusCondition(p.Status.Conditions, gpufracv1.ConditionPlanned); c != nil && c.Status != "True" {
 		return c.Reason + ": " + c.Message
 	}
