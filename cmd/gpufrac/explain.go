@@ -29,6 +29,10 @@ webhook writes where the recommendation has them, the latency guardrail's state,
 the sharing-mode reason. Installed as kubectl-gpufrac it runs as "kubectl gpufrac explain NAME".`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			gpu, err := parseGPUMemory(gpuMemory) // before reading the cluster: bad input fails first
+			if err != nil {
+				return err
+			}
 			c, ns, err := newClientNamespace(kubeconfig, namespace)
 			if err != nil {
 				return err
@@ -41,10 +45,6 @@ the sharing-mode reason. Installed as kubectl-gpufrac it runs as "kubectl gpufra
 			var gfr gpufracv1.GPUFractionRecommendation
 			if err := c.Get(cmd.Context(), key, &gfr); err != nil {
 				return fmt.Errorf("GPUFractionRecommendation %s (written by the recommender): %w", key, err)
-			}
-			gpu, err := parseGPUMemory(gpuMemory)
-			if err != nil {
-				return err
 			}
 			return explain(cmd.OutOrStdout(), &gfa, &gfr, gpu)
 		},
@@ -78,7 +78,13 @@ func explain(w io.Writer, gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.G
 		if c.ContainerType == gpufracv1.ContainerTypeInit {
 			fmt.Fprintln(w, "  runs before the others: counts in the pod's total as max(this, the running containers' sum), not in its confidence; the webhook leaves it as the pod asks")
 		}
-		fmt.Fprintf(w, "  memory  target %s = max(p90 of hourly per-pod peaks, recent peak %s) + %.0f%% headroom", q(c.Target.Memory), q(c.ObservedPeakMemory), headroom)
+		if c.Target.Memory == nil {
+			// No memory samples (or memory not controlled): nothing to derive, and the
+			// webhook leaves the pod a whole GPU.
+			fmt.Fprintf(w, "  memory  no target: no memory samples yet, or the policy does not control memory (recent peak %s)", q(c.ObservedPeakMemory))
+		} else {
+			fmt.Fprintf(w, "  memory  target %s = max(p90 of hourly per-pod peaks, recent peak %s) + %.0f%% headroom", q(c.Target.Memory), q(c.ObservedPeakMemory), headroom)
+		}
 		if c.UncappedTarget.Memory != nil && c.Target.Memory != nil && c.UncappedTarget.Memory.Cmp(*c.Target.Memory) != 0 {
 			fmt.Fprintf(w, "; from %s by the policy, the GPU size or rounding down to a share of the GPU", q(c.UncappedTarget.Memory))
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -113,6 +114,51 @@ func TestExplainNoCompute(t *testing.T) {
 	wantContains(t, "explain", got, "compute no target: no compute samples yet")
 	if strings.Contains(got, "p90 of activity from -") {
 		t.Errorf("a formula for a compute target that does not exist:\n%s", got)
+	}
+}
+
+// TestExplainNoMemory: a container without a memory target gets one line saying so,
+// not a formula of dashes, with or without an observed peak and compute target.
+func TestExplainNoMemory(t *testing.T) {
+	for _, c := range []struct {
+		peak, compute *resource.Quantity
+		want          string
+	}{
+		{nil, nil, "memory  no target: no memory samples yet, or the policy does not control memory (recent peak -)"},
+		{nil, qp("300m"), "memory  no target: no memory samples yet"},
+		{qp("12Gi"), qp("300m"), "(recent peak 12Gi)"},
+	} {
+		rec := gpufracv1.ContainerRecommendation{ContainerName: "main", SharingMode: gpufracv1.SharingModeTimeSlicing,
+			ConfidencePercent: 10, HistoryHours: 1, ObservedPeakMemory: c.peak, Target: gpufracv1.GPUResources{Compute: c.compute}}
+		got := explainDeployment(t, "nomem", rec)
+		wantContains(t, "explain", got, c.want)
+		if strings.Contains(got, "target - =") || strings.Contains(got, "packing") {
+			t.Errorf("a formula or packing for a memory target that does not exist:\n%s", got)
+		}
+	}
+}
+
+// TestBadFlagsFailFirst: explain's and report's bad flags fail before the cluster is
+// read (here there is no cluster at all), naming the flag.
+func TestBadFlagsFailFirst(t *testing.T) {
+	none := filepath.Join(t.TempDir(), "none")
+	for _, c := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"explain", "x", "--gpu-memory", "80G"}, "--gpu-memory"},
+		{[]string{"explain", "x", "--gpu-memory", "80"}, "--gpu-memory"},
+		{[]string{"explain", "x", "--gpu-memory", "lots"}, "--gpu-memory"},
+		{[]string{"report", "--gpu-memory", "80G"}, "--gpu-memory"},
+		{[]string{"report", "-o", "yaml"}, "--output"},
+		{[]string{"report", "-o", "wide"}, "--output"},
+		{[]string{"report", "--since", "a week"}, "--since"},
+		{[]string{"report", "--annotation-memory-request", "peak"}, "annotation-memory-request"},
+	} {
+		_, _, err := run(t, append(c.args, "--kubeconfig", none)...)
+		if err == nil || !strings.Contains(err.Error(), c.flag) {
+			t.Errorf("%v: %v, want the error of %s", c.args, err, c.flag)
+		}
 	}
 }
 

@@ -147,6 +147,9 @@ type reportFlags struct {
 // run lists the recommendations, summarises them and, with --since, reads the before
 // and after from Prometheus, then writes the report in --output's format.
 func (f *reportFlags) run(cmd *cobra.Command) error {
+	if f.output != "text" && f.output != "markdown" && f.output != "json" {
+		return fmt.Errorf("--output %q: want text, markdown or json", f.output)
+	}
 	gpu, err := parseGPUMemory(f.gpuMemory)
 	if err != nil {
 		return err
