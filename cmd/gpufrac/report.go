@@ -130,7 +130,7 @@ memory over the memory of each, and when gpufrac started applying.`,
 	cmd.Flags().StringVarP(&f.namespace, "namespace", "n", "", "Namespace to report on (default: all).")
 	cmd.Flags().StringVar(&f.gpuMemory, "gpu-memory", "80Gi", "Memory of one GPU the pods are packed onto (quantity, bytes).")
 	cmd.Flags().StringVarP(&f.output, "output", "o", "text", "Output format: text, markdown or json.")
-	cmd.Flags().StringVar(&f.since, "since", "", "Also print the before and after over this window (7d, 12h; Prometheus duration) from --prometheus-url.")
+	cmd.Flags().StringVar(&f.since, "since", "", "Also print the before and after over this window (7d, 12h; Prometheus duration) from --prometheus-url (default: the snapshot only).")
 	cmd.Flags().StringVar(&f.promURL, "prometheus-url", "", "Prometheus that scrapes the recommender's metrics, for --since.")
 	cmd.Flags().StringVar(&f.memoryRequest, "annotation-memory-request", backend.AnnotationsMemoryRequestObservedPeak, "Memory the pods are packed by, as the webhook's --annotation-memory-request: observed-peak (the request the annotations backend writes: the observed peak where below the target) or none (the target).")
 	cmd.Flags().Int32Var(&f.minConfidence, "min-confidence", contract.DefaultMinConfidence, "Recommendations under this confidence (percent) keep a whole GPU per pod, as the admission webhook's --min-confidence does not apply them.")

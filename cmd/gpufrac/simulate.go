@@ -116,7 +116,7 @@ func (f *simulateFlags) addInputFlags(fl *pflag.FlagSet) {
 	fl.Uint64Var(&f.synth.Seed, "seed", synth.Seed, "synthetic: random seed")
 	fl.StringVar(&f.fold, "fold", "", "replay one part of a k-fold split of the trace's workloads, K/N (0/3: the first of three parts), shuffled with --fold-seed: a smaller cluster of the same kind of pods, to check that figures hold on subsets and not only on the whole trace (docs/benchmarks/holdout.md); empty: every workload")
 	fl.Uint64Var(&f.foldSeed, "fold-seed", 1, "seed of the --fold shuffle")
-	fl.Float64Var(&f.synth.Model.ArrivingWorkloads, "synth-arriving", 0, "synthetic: share of workloads (0-1) deployed while the trace runs, between 10 % and 75 % of it")
+	fl.Float64Var(&f.synth.Model.ArrivingWorkloads, "synth-arriving", 0, "synthetic: share of workloads (ratio 0-1) deployed while the trace runs, between 10 % and 75 % of it (0: every workload runs from the start)")
 }
 
 // addPolicyFlags registers the flags of the simulated cluster and of gpufrac's recommender,
@@ -152,7 +152,7 @@ func (f *simulateFlags) addOutputFlags(fl *pflag.FlagSet) {
 	fl.StringVar(&f.outputFormat, "output-format", "text", "report format: text, markdown or json")
 	fl.BoolVar(&f.markdown, "markdown", false, "shorthand for --output-format markdown")
 	fl.StringVarP(&f.output, "output", "o", "-", "report file (\"-\": stdout)")
-	fl.StringVar(&f.plots, "plots", "", "directory for plots (created if missing); files are named by GPU size")
+	fl.StringVar(&f.plots, "plots", "", "directory for plots (created if missing); files are named by GPU size (empty: no plots)")
 	fl.StringSliceVar(&f.plotFormats, "plot-format", []string{"svg"}, "plot file formats: svg, png")
 }
 

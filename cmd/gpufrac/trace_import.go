@@ -59,7 +59,7 @@ func newTraceImportCmd() *cobra.Command {
 	f.StringVar(&fl.g.Namespace, "namespace", "gentd26", "gentd26: namespace of the pods")
 	f.StringVar(&fl.g.Container, "container", "inference", "gentd26: container name of the pods")
 	f.StringVar(&fl.g.DeploymentPrefix, "deployment-prefix", "sd", "gentd26: Deployments are named <prefix>-000, <prefix>-001, ...")
-	f.StringVar(&fl.end, "end", "now", "shift the trace so its last sample is at this time: RFC 3339 or now (gentd26: default now; long: times kept unless given)")
+	f.StringVar(&fl.end, "end", "", "shift the trace so its last sample is at this time: RFC 3339 or now (default: now for gentd26; a long CSV keeps its times)")
 	fl.out.addFlags(f)
 	return cmd
 }

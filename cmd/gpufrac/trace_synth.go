@@ -61,7 +61,7 @@ is sampled when busy. See trace.SynthModel for every default and its source.`,
 	f.DurationVar(&o.Duration, "duration", trace.DefaultSynthDuration, "length of the trace, e.g. 24h")
 	f.DurationVar(&o.Step, "step", trace.DefaultSynthStep, "time between samples, whole seconds, e.g. 1m")
 	f.Uint64Var(&o.Seed, "seed", 1, "random seed")
-	f.Float64Var(&o.Model.ArrivingWorkloads, "arriving", 0, "share of workloads (0-1) deployed while the trace runs, between 10 % and 75 % of it (trace.SynthModel.ArrivingWorkloads)")
+	f.Float64Var(&o.Model.ArrivingWorkloads, "arriving", 0, "share of workloads (ratio 0-1) deployed while the trace runs, between 10 % and 75 % of it (trace.SynthModel.ArrivingWorkloads; 0: every workload runs from the start)")
 	f.StringVar(&end, "end", "now", "time of the last sample: RFC 3339 or now (truncated to --step)")
 	f.StringVar(&o.Namespace, "namespace", "synth", "namespace of the pods")
 	f.StringVar(&o.Container, "container", "inference", "container name of the pods")

@@ -8,6 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // run executes the gpufrac command line in-process and returns stdout, stderr.
@@ -153,4 +156,24 @@ func TestOutputToMissingDirectory(t *testing.T) {
 	if err == nil || !strings.HasPrefix(err.Error(), "writing "+underFile+": ") || strings.Contains(err.Error(), ".out.") {
 		t.Errorf("writeFile under a file: %v, want the output named, not the temporary file", err)
 	}
+}
+
+// TestZeroDefaultsAreExplained: help hides a default of 0, so a numeric or duration flag
+// defaulting to 0 must say what 0 means ("0: all", "0: off"), in every command.
+func TestZeroDefaultsAreExplained(t *testing.T) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+			switch f.Value.Type() {
+			case "int", "int32", "int64", "uint64", "float64", "duration":
+				if (f.DefValue == "0" || f.DefValue == "0s") && !strings.Contains(f.Usage, "0:") {
+					t.Errorf("%s --%s defaults to %s without saying what that means: %q", c.CommandPath(), f.Name, f.DefValue, f.Usage)
+				}
+			}
+		})
+		for _, s := range c.Commands() {
+			walk(s)
+		}
+	}
+	walk(newRootCmd())
 }
