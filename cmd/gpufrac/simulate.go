@@ -355,7 +355,11 @@ func readSimulateInput(cmd *cobra.Command, f *simulateFlags) (trace.Trace, strin
 	if f.format == "gentd26" {
 		dir = f.input
 	}
-	return tr, input, inputWarnings(st, dir), nil
+	warnings := inputWarnings(st, dir)
+	if w := memoryUnitWarning(tr, input); w != "" {
+		warnings = append(warnings, w)
+	}
+	return tr, input, warnings, nil
 }
 
 // Flags that apply to one --format only.

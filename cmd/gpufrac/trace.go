@@ -220,6 +220,36 @@ func inputWarnings(st *trace.Stats, dir string) []string {
 	return out
 }
 
+// minGPUPodMemoryBytes is the least GPU memory a pod that uses the GPU at all holds:
+// 1 MiB, far below a CUDA context (about 300 MiB). A positive peak under it is a
+// memory column in MiB or GiB, not bytes.
+const minGPUPodMemoryBytes = 1 << 20
+
+// memoryUnitWarning says how many pods of tr peak above 0 but below
+// minGPUPodMemoryBytes (the first named): the report would pack them as next to
+// nothing. Empty when none does.
+func memoryUnitWarning(tr trace.Trace, input string) string {
+	n, first := 0, ""
+	for i := range tr.Pods {
+		p := &tr.Pods[i]
+		peak := 0.0
+		for _, pt := range p.Memory {
+			peak = max(peak, pt.V)
+		}
+		if peak > 0 && peak < minGPUPodMemoryBytes {
+			if n == 0 {
+				first = fmt.Sprintf("%s/%s container %s peaks at %g bytes", p.Namespace, p.Pod, p.Container, peak)
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s: %d of %d pods use less than 1 MiB of GPU memory at their peak (%s): memory is in bytes and a GPU pod holds at least its CUDA context (about 300 MiB); is the memory column in MiB or GiB?",
+		input, n, len(tr.Pods), first)
+}
+
 // summaryLine renders a trace summary and reader stats on one line.
 func summaryLine(verb string, tr trace.Trace, st *trace.Stats) string {
 	s := verb + " " + tr.Summarize().String()

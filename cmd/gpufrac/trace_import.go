@@ -102,6 +102,9 @@ func (fl *traceImportFlags) run(cmd *cobra.Command) error {
 	for _, w := range inputWarnings(&st, dir) {
 		fmt.Fprintln(cmd.ErrOrStderr(), "warning:", strings.Replace(w, "the report is computed", "written", 1))
 	}
+	if w := memoryUnitWarning(tr, fl.input); w != "" {
+		fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
+	}
 	return nil
 }
 
