@@ -33,7 +33,7 @@ the sharing-mode reason. Installed as kubectl-gpufrac it runs as "kubectl gpufra
 			if err != nil {
 				return err
 			}
-			c, ns, err := newClientNamespace(kubeconfig, namespace)
+			c, ns, err := clusterClient(kubeconfig, namespace)
 			if err != nil {
 				return err
 			}

@@ -25,7 +25,7 @@ limits it (memory first, then compute), the per-client MPS limits, the opted-in 
 the GPUs they hold now at one GPU each, need at N per GPU, and so free, and whether the
 plan is applied (DryRun writes nothing). docs/sharing-planner.md gives the rules.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, _, err := newClientNamespace(kubeconfig, "")
+			c, _, err := clusterClient(kubeconfig, "")
 			if err != nil {
 				return err
 			}

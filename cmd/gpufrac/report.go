@@ -200,9 +200,13 @@ func (f *reportFlags) run(cmd *cobra.Command) error {
 // newClient returns a controller-runtime client for the kubeconfig (or the default
 // loading rules when empty) with gpufrac's and client-go's types registered.
 func newClient(kubeconfig string) (client.Client, error) {
-	c, _, err := newClientNamespace(kubeconfig, "")
+	c, _, err := clusterClient(kubeconfig, "")
 	return c, err
 }
+
+// clusterClient is how the commands that read a cluster get their client and namespace:
+// newClientNamespace, replaced by a fake client in tests.
+var clusterClient = newClientNamespace
 
 // newClientNamespace is newClient plus the namespace to use: the flag's value, else the
 // kubeconfig context's, else "default".

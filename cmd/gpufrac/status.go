@@ -33,7 +33,7 @@ the recommendation has a memoryLimit above the target, and a time-sliced pod's c
 request, a share of one GPU reserved for placement; "-" when there is none), the next
 resize window, confidence, and what the updater is blocked on. Installed as kubectl-gpufrac it runs as "kubectl gpufrac status".`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, ns, err := newClientNamespace(kubeconfig, namespace)
+			c, ns, err := clusterClient(kubeconfig, namespace)
 			if err != nil {
 				return err
 			}
