@@ -51,11 +51,11 @@ func Run(tr *trace.Trace, opts Options) (*Result, error) {
 	return rp.result(tr), nil
 }
 
-// checkMemorySamples returns an error naming the trace pods without a memory sample, and
+// CheckMemorySamples returns an error naming the trace pods without a memory sample, and
 // how many there are: the policies would pack such a pod as needing no memory (the
 // clairvoyant bounds by 0 bytes, so every ratio to them would be off), and no data is
 // not zero.
-func checkMemorySamples(tr *trace.Trace) error {
+func CheckMemorySamples(tr *trace.Trace) error {
 	var without []string
 	for i := range tr.Pods {
 		if p := &tr.Pods[i]; len(p.Memory) == 0 {
@@ -85,7 +85,7 @@ func newReplay(tr *trace.Trace, opts Options) (*replay, error) {
 	if err != nil {
 		return nil, fmt.Errorf("resize window schedule: %w", err)
 	}
-	if err := checkMemorySamples(tr); err != nil {
+	if err := CheckMemorySamples(tr); err != nil {
 		return nil, err
 	}
 	tl, err := newTimeline(tr, step, opts.Lookback)

@@ -283,7 +283,7 @@ func (f *simulateFlags) runOne(rep *simulate.Report, tr *trace.Trace, size int64
 	o.WarmUp = warm
 	res, err := simulate.Run(tr, o)
 	if err != nil {
-		return fmt.Errorf("%s: %w", rep.Input, err)
+		return err
 	}
 	rep.Runs = append(rep.Runs, res)
 	if f.plots == "" {
@@ -348,6 +348,9 @@ func readSimulateInput(cmd *cobra.Command, f *simulateFlags) (trace.Trace, strin
 		return tr, "", nil, fmt.Errorf("%s: no pods with samples", input)
 	}
 	if err := tr.Validate(); err != nil {
+		return tr, "", nil, fmt.Errorf("%s: %w", input, err)
+	}
+	if err := simulate.CheckMemorySamples(&tr); err != nil {
 		return tr, "", nil, fmt.Errorf("%s: %w", input, err)
 	}
 	fmt.Fprintln(cmd.ErrOrStderr(), summaryLine("simulating", tr, st))

@@ -256,3 +256,35 @@ func TestSkippedValuesAreReported(t *testing.T) {
 		})
 	}
 }
+
+// TestSimulateErrorsNameTheirSource: an error of the trace names the input file, one of a
+// flag does not (it is not the file's fault), before any simulation runs.
+func TestSimulateErrorsNameTheirSource(t *testing.T) {
+	dir := t.TempDir()
+	long := filepath.Join(dir, "t.csv")
+	body := "timestamp,namespace,pod,container,workload,memory_bytes,compute_ratio\n"
+	for i := range 10 {
+		body += fmt.Sprintf("%d,ns,a-1,main,a,%d,0.2\n%d,ns,b-1,main,b,,0.2\n", 1767225600+60*i, 10<<30, 1767225600+60*i)
+	}
+	if err := os.WriteFile(long, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	good := filepath.Join(dir, "good.csv")
+	if err := os.WriteFile(good, []byte(strings.ReplaceAll(body, ",,0.2", ",1000000000,0.2")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args          []string
+		want, wantNot string
+	}{
+		{[]string{"--input", long}, long + ": 1 of 2 trace pods have no GPU memory sample (ns/b-1 container main)", ""},
+		{[]string{"--input", good, "--policies", "gpufrac,gpufrac"}, `policy "gpufrac" given twice`, good},
+		{[]string{"--input", good, "--policies", "one-per-pod,magic"}, `unknown policy "magic"`, good},
+		{[]string{"--input", good, "--warm-up", "1h"}, "warm-up 1h0m0s covers the whole trace", good},
+	} {
+		_, _, err := run(t, append([]string{"simulate", "--format", "long"}, c.args...)...)
+		if err == nil || !strings.Contains(err.Error(), c.want) || c.wantNot != "" && strings.Contains(err.Error(), c.wantNot) {
+			t.Errorf("%v: error %v, want %q without %q", c.args, err, c.want, c.wantNot)
+		}
+	}
+}
