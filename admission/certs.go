@@ -114,10 +114,36 @@ func (m *CertManager) CABundle() []byte {
 	return nil
 }
 
-// Loaded is a readiness check: nil once a certificate is loaded.
+// Loaded is a readiness check: nil once a certificate is loaded, while it has not
+// expired (Now). An expired one, kept because no check could renew it (the Secret
+// cannot be written), fails every API server's handshake.
 func (m *CertManager) Loaded() error {
-	if m.cert.Load() == nil {
+	now := time.Now
+	if m.Now != nil {
+		now = m.Now
+	}
+	return unexpired(m.GetCertificate, now())
+}
+
+// unexpired returns nil when get returns a serving certificate that has not expired at
+// now, else why not. notBefore is not checked: the API server's clock decides it, and a
+// replica whose clock runs behind would go unready for a certificate it accepts.
+func unexpired(get func(*tls.ClientHelloInfo) (*tls.Certificate, error), now time.Time) error {
+	c, err := get(nil)
+	if err != nil {
+		return err
+	}
+	if c == nil || len(c.Certificate) == 0 {
 		return errors.New("serving certificate not loaded yet")
+	}
+	leaf := c.Leaf
+	if leaf == nil {
+		if leaf, err = x509.ParseCertificate(c.Certificate[0]); err != nil {
+			return fmt.Errorf("serving certificate: %w", err)
+		}
+	}
+	if !now.Before(leaf.NotAfter) {
+		return fmt.Errorf("serving certificate expired at %s: API servers cannot call the webhook", leaf.NotAfter.UTC().Format(time.RFC3339))
 	}
 	return nil
 }

@@ -1,11 +1,14 @@
 package admission
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -176,5 +179,84 @@ func TestDueForRenewalShortValidity(t *testing.T) {
 		if !dueForRenewal(c, now.Add(validity*2/3+time.Second)) {
 			t.Errorf("validity %v: not due with a third left", validity)
 		}
+	}
+}
+
+// A serving certificate that has expired (cert-manager down, or a self-managed Secret
+// that cannot be written: an immutable Secret, a policy that denies the update) fails
+// every API server's TLS handshake: the webhook is down for the API server, which admits pods unchanged. The
+// replica must then be unready, so its status Lease goes stale and the updater stops
+// evicting pods that would come back without their fraction. Both the self-managed
+// certificate and an external one (--cert-dir) count. (notBefore is not checked: the
+// API server's clock decides it, and a replica whose own clock runs behind would go
+// unready for a certificate every API server accepts.)
+func TestReadyOnlyWithAValidServingCertificate(t *testing.T) {
+	ctx := context.Background()
+	started := func() error { return nil }
+	const validity = 30 * 24 * time.Hour
+	for _, tc := range []struct {
+		name  string
+		shift time.Duration // the clock at the check, from when the certificate was issued
+		ready bool
+	}{
+		{"just issued", 0, true},
+		{"a day before expiry", validity - 24*time.Hour, true},
+		{"a minute after expiry", validity + time.Minute, false},
+		{"a year after expiry", validity + 365*24*time.Hour, false},
+		{"an hour before expiry", validity - time.Hour, true},
+	} {
+		t.Run("self-managed/"+tc.name, func(t *testing.T) {
+			issued := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+			now := issued
+			cm := &CertManager{Client: newFakeReader(t), Namespace: "gpufrac-system", SecretName: "tls",
+				DNSNames: []string{"localhost"}, CertValidity: validity, Now: func() time.Time { return now }}
+			if err := cm.Ensure(ctx); err != nil {
+				t.Fatal(err)
+			}
+			// No check renews it (the Secret cannot be written): the loaded one stays.
+			now = issued.Add(tc.shift)
+			s := &Server{Certs: cm}
+			s.synced.Store(true)
+			if err := s.ready(started); (err == nil) != tc.ready {
+				t.Errorf("ready() = %v, want ready %v", err, tc.ready)
+			}
+		})
+		t.Run("external/"+tc.name, func(t *testing.T) {
+			// Files as cert-manager writes them, issued so that the real clock is
+			// tc.shift after the issue.
+			issued := time.Now().Add(-tc.shift)
+			ca, caKey, err := newCA(issued, 10*validity)
+			if err != nil {
+				t.Fatal(err)
+			}
+			crt, key, err := issueServing(ca, caKey, []string{"localhost"}, nil, issued, validity)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "tls.crt"), crt, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "tls.key"), key, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			s := &Server{}
+			opts, err := s.loadCerts(ctx, nil, Options{Namespace: "gpufrac-system", CertDir: dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.synced.Store(true)
+			if err := s.ready(started); (err == nil) != tc.ready {
+				t.Errorf("ready() = %v, want ready %v", err, tc.ready)
+			}
+			// The webhook server's TLS options serve the files' certificate.
+			cfg := &tls.Config{}
+			for _, o := range opts {
+				o(cfg)
+			}
+			if got, err := cfg.GetCertificate(nil); err != nil || !bytes.Equal(got.Certificate[0], parseCerts(crt)[0].Raw) {
+				t.Errorf("served certificate is not the one in --cert-dir (%v)", err)
+			}
+		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -109,6 +111,10 @@ type Server struct {
 	Registration *Registration
 	// Lease is the status Lease, nil when disabled.
 	Lease *statuslease.Renewer
+
+	// external serves the certificate of Options.CertDir (reloaded when the files
+	// change), nil with the self-managed one; readiness requires it unexpired.
+	external *certwatcher.CertWatcher
 
 	synced  atomic.Bool
 	regErr  atomic.Pointer[error]
@@ -221,6 +227,15 @@ func (s *Server) loadCerts(ctx context.Context, direct client.Client, o Options)
 		}
 		s.Certs = cm
 		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.GetCertificate = cm.GetCertificate })
+	} else {
+		// The watcher controller-runtime's webhook server would start for CertDir, made
+		// here so readiness can see the certificate served (an expired one: unready).
+		cw, err := certwatcher.New(filepath.Join(o.CertDir, "tls.crt"), filepath.Join(o.CertDir, "tls.key"))
+		if err != nil {
+			return nil, fmt.Errorf("webhook certificate in %s: %w", o.CertDir, err)
+		}
+		s.external = cw
+		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.GetCertificate = cw.GetCertificate })
 	}
 	return append(tlsOpts, func(c *tls.Config) { c.MinVersion = tls.VersionTLS12 }), nil
 }
@@ -296,12 +311,19 @@ func (s *Server) addWebhooks(ctx context.Context, scheme *runtime.Scheme, cfg Co
 }
 
 // addRegistration adds the runnables that keep the certificate and the webhook
-// configurations current: the certificate manager; with external certificates and
+// configurations current: the certificate manager, or the watcher of the external
+// certificate files; with external certificates and
 // o.Register, a loop that registers o.CAFile's bundle every o.RegistrationInterval; and
 // with o.Register, the first registration once started reports the webhook server
 // listening. Its error is the CA file's or the manager's.
 func (s *Server) addRegistration(o Options, started func() error) error {
 	mgr := s.Manager
+	if s.external != nil {
+		// Reloads Options.CertDir's files when they change (cert-manager's renewal).
+		if err := mgr.Add(s.external); err != nil {
+			return err
+		}
+	}
 	if s.Certs != nil {
 		if err := mgr.Add(s.Certs); err != nil {
 			return err
@@ -348,14 +370,20 @@ func (s *Server) reregister(bundle []byte, every time.Duration) manager.Runnable
 }
 
 // ready is the server's readiness (the readyz check and the status Lease's): caches
-// synced, the self-managed certificate loaded, the configurations registered (with
-// Options.Register) and the webhook server started.
+// synced, the serving certificate (self-managed or Options.CertDir's) loaded and not
+// expired, the configurations registered (with Options.Register) and the webhook server
+// started.
 func (s *Server) ready(started func() error) error {
 	if !s.synced.Load() {
 		return errors.New("informer caches not synced")
 	}
 	if s.Certs != nil {
 		if err := s.Certs.Loaded(); err != nil {
+			return err
+		}
+	}
+	if s.external != nil {
+		if err := unexpired(s.external.GetCertificate, time.Now()); err != nil {
 			return err
 		}
 	}
