@@ -805,3 +805,60 @@ func TestMutateNeverTakesAnnotationsPastTheLimit(t *testing.T) {
 		}
 	}
 }
+
+// effectiveEnv is the value the kubelet gives a container for name: its last definition
+// in env (kubelet makeEnvironmentVariables; the API server only warns that a later one
+// "hides previous definition"), "" and false when it has none or it is not a plain value.
+func effectiveEnv(c *corev1.Container, name string) (string, bool) {
+	v, ok := "", false
+	for _, e := range c.Env {
+		if e.Name == name {
+			v, ok = e.Value, e.ValueFrom == nil
+		}
+	}
+	return v, ok
+}
+
+// A container may define the MPS variables more than once (a merged kustomization, a
+// chart value appended to a template's env): the API server accepts it with a warning
+// and the kubelet gives the process the last definition. The webhook must write its
+// limits into the definition that counts, or the pod runs with the template's value
+// (less memory than its recommendation, or more than its share of the GPU) while its
+// applied record says otherwise.
+func TestMutateMPSDuplicateEnv(t *testing.T) {
+	const pinned, threads = "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
+	fromCM := &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "mps"}, Key: "limit"}}
+	for _, tc := range []struct {
+		name string
+		env  []corev1.EnvVar
+	}{
+		{"a lower value defined again", []corev1.EnvVar{{Name: pinned, Value: "0=4096M"}, {Name: pinned, Value: "0=512M"}}},
+		{"a higher value defined again after another variable", []corev1.EnvVar{{Name: pinned, Value: "0=1024M"}, {Name: "A", Value: "1"}, {Name: pinned, Value: "0=60000M"}}},
+		{"defined again from a ConfigMap", []corev1.EnvVar{{Name: pinned, Value: "0=1024M"}, {Name: pinned, ValueFrom: fromCM}}},
+		{"three times, both variables", []corev1.EnvVar{{Name: threads, Value: "100"}, {Name: pinned, Value: "0=1M"}, {Name: threads, Value: "5"}, {Name: pinned, Value: "0=2M"}, {Name: pinned, Value: "0=3M"}}},
+		{"once (control)", []corev1.EnvVar{{Name: pinned, Value: "0=9M"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := mutator(t, Config{}, autoscaler("web", gpufracv1.UpdateModeRecreate, gpufracv1.BackendMPS), recommendation("web", 60, containerRec("main", "2Gi", "200m")))
+			c := gpuContainer("main", 1)
+			c.Env = tc.env
+			o, _, got := handle(t, m, podOf(c))
+			if o.skip != "" {
+				t.Fatalf("skipped %s %v", o.skip, o.warnings)
+			}
+			gc := &got.Spec.Containers[0]
+			if v, ok := effectiveEnv(gc, pinned); !ok || v != "0=2048M" {
+				t.Errorf("%s the process gets: %q (plain %v), want 0=2048M; env %v", pinned, v, ok, gc.Env)
+			}
+			if v, ok := effectiveEnv(gc, threads); !ok || v != "20" {
+				t.Errorf("%s the process gets: %q (plain %v), want 20; env %v", threads, v, ok, gc.Env)
+			}
+			// What the updater reads back is what the record says was written.
+			rec, _ := gpufracv1.ParseApplied(got.Annotations)
+			a := m.Backends[gpufracv1.BackendMPS].Read(got)["main"]
+			if ac := rec.Container("main"); ac == nil || a.Memory != ac.WrittenMemory.Value() {
+				t.Errorf("read back %d bytes, record %+v", a.Memory, ac)
+			}
+		})
+	}
+}

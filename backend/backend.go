@@ -408,16 +408,21 @@ func RemoveResource(c *corev1.Container, name corev1.ResourceName) {
 	delete(c.Resources.Requests, name)
 }
 
-// SetEnv sets a plain value for name in the container's env, replacing an entry of the
-// same name in place (valueFrom included) or appending one.
+// SetEnv sets a plain value for name in the container's env, replacing every entry of
+// the same name in place (valueFrom included) or appending one. Every entry, not the
+// first: the API server accepts a name defined twice (with a warning) and the kubelet
+// gives the process the last definition.
 func SetEnv(c *corev1.Container, name, value string) {
+	found := false
 	for i := range c.Env {
 		if c.Env[i].Name == name {
 			c.Env[i] = corev1.EnvVar{Name: name, Value: value}
-			return
+			found = true
 		}
 	}
-	c.Env = append(c.Env, corev1.EnvVar{Name: name, Value: value})
+	if !found {
+		c.Env = append(c.Env, corev1.EnvVar{Name: name, Value: value})
+	}
 }
 
 // SetAnnotation sets annotation k to v on pod, creating the map when needed.

@@ -21,7 +21,8 @@ import (
 // plugin gives with MPS sharing). So when the share is known (MPSConfig.
 // ReplicaMemoryBytes) no memory limit above it is written: it is capped with a warning
 // to the pod's creator and a MemoryCapped event on the autoscaler (Target.CappedNote).
-// An entry of the same name (valueFrom included) is replaced in place. A container with
+// Every entry of the same name (valueFrom included) is replaced in place: the kubelet
+// gives the process the last definition of a name defined twice. A container with
 // a recommendation but no GPU resource is skipped with a warning; one with more than one
 // GPU makes the pod unsafe.
 type mpsBackend struct{ cfg Config }
