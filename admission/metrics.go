@@ -26,6 +26,10 @@ const (
 const (
 	// SkipNotPodCreate: the request is not a pod CREATE (not counted).
 	SkipNotPodCreate = "not-pod-create"
+	// SkipAlreadyApplied: the pod already holds what the webhook would write and its
+	// applied record: a reinvocation (reinvocationPolicy IfNeeded) of a pod this webhook
+	// patched. Not counted: the pod was counted as patched on the first call.
+	SkipAlreadyApplied = "already-applied"
 	// SkipNotReady: the informer caches have not synced yet.
 	SkipNotReady = "not-ready"
 	// SkipExcluded: the pod carries gpufrac.io/exclude=true.

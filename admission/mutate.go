@@ -163,7 +163,7 @@ func (m *Mutator) handle(ctx context.Context, req admission.Request, pod *corev1
 		}
 	}
 	if o.skip != "" {
-		if o.skip != SkipNotPodCreate {
+		if o.skip != SkipNotPodCreate && o.skip != SkipAlreadyApplied {
 			skippedTotal.WithLabelValues(o.skip).Inc()
 		}
 		requestsTotal.WithLabelValues(WebhookMutatePods, "unchanged").Inc()
@@ -353,7 +353,8 @@ func unsafeOutcome(pod *corev1.Pod, gfa *gpufracv1.GPUFractionAutoscaler, err er
 
 // patchedOutcome is the outcome of patching pod into mod, which the backend wrote for
 // gfa's targets: mod gets the applied record rec, and each memory cap becomes a
-// MemoryCapped event on gfa besides its warning.
+// MemoryCapped event on gfa besides its warning. A pod that already holds mod's values
+// and record (a reinvocation) is SkipAlreadyApplied.
 func patchedOutcome(pod, mod *corev1.Pod, rec gpufracv1.AppliedRecord, gfa *gpufracv1.GPUFractionAutoscaler, targets []*backend.Target, warnings []string) outcome {
 	b, err := json.Marshal(rec)
 	if err != nil {
@@ -364,7 +365,13 @@ func patchedOutcome(pod, mod *corev1.Pod, rec gpufracv1.AppliedRecord, gfa *gpuf
 	if err := invalidAfterPatch(pod, mod); err != nil {
 		return unsafeOutcome(pod, gfa, err)
 	}
-	o := outcome{ops: diffPod(pod, mod), warnings: warnings, backend: rec.Backend}
+	ops := diffPod(pod, mod)
+	if len(ops) == 0 {
+		// The pod already holds all of it: a reinvocation (reinvocationPolicy IfNeeded)
+		// of a pod this webhook patched. Not a second patched pod, no events again.
+		return outcome{skip: SkipAlreadyApplied}
+	}
+	o := outcome{ops: ops, warnings: warnings, backend: rec.Backend}
 	for _, t := range targets {
 		// The pod's creator (a ReplicaSet controller) reads no warning: the autoscaler's
 		// owner gets each cap as an event too.

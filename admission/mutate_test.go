@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -858,6 +859,55 @@ func TestMutateMPSDuplicateEnv(t *testing.T) {
 			a := m.Backends[gpufracv1.BackendMPS].Read(got)["main"]
 			if ac := rec.Container("main"); ac == nil || a.Memory != ac.WrittenMemory.Value() {
 				t.Errorf("read back %d bytes, record %+v", a.Memory, ac)
+			}
+		})
+	}
+}
+
+// The pod webhook is registered with reinvocationPolicy IfNeeded: when a later webhook
+// changes the pod, the API server calls it again with the pod it already patched. That
+// call changes nothing and must not count as a second patched pod
+// (gpufrac_admission_patches_total is the number of pods given a fraction) nor repeat
+// the first call's events on the autoscaler.
+func TestMutateReinvocationCountsOnePatch(t *testing.T) {
+	for _, tc := range []struct {
+		bt  gpufracv1.BackendType
+		cfg Config
+		mem string
+	}{
+		{gpufracv1.BackendHAMi, Config{}, "2Gi"},
+		{gpufracv1.BackendKAI, Config{}, "2Gi"},
+		{gpufracv1.BackendMPS, Config{}, "2Gi"},
+		{gpufracv1.BackendAnnotations, Config{}, "2Gi"},
+		// Capped at one GPU: a MemoryCapped event on the first call only.
+		{gpufracv1.BackendHAMi, Config{Config: backend.Config{MemoryOverhead: map[gpufracv1.BackendType]int64{gpufracv1.BackendHAMi: 2 << 30}}}, "79Gi"},
+	} {
+		t.Run(string(tc.bt)+"/"+tc.mem, func(t *testing.T) {
+			m := mutator(t, tc.cfg, autoscaler("web", gpufracv1.UpdateModeRecreate, tc.bt), recommendation("web", 60, containerRec("main", tc.mem, "200m")))
+			rec := events.NewFakeRecorder(10)
+			m.Events = rec
+			patches := patchesTotal.WithLabelValues(string(tc.bt))
+			patchedReqs := requestsTotal.WithLabelValues(WebhookMutatePods, "patched")
+			p0, r0 := testutil.ToFloat64(patches), testutil.ToFloat64(patchedReqs)
+
+			req := createRequest(t, podOf(gpuContainer("main", 1)))
+			first := m.Handle(context.Background(), req)
+			if len(first.Patches) == 0 {
+				t.Fatalf("first call did not patch: %v", first.Warnings)
+			}
+			firstEvents := len(rec.Events)
+			again := m.Handle(context.Background(), createRequest(t, patched(t, req, first)))
+			if !again.Allowed || len(again.Patches) != 0 {
+				t.Fatalf("reinvocation: allowed %v, patches %v", again.Allowed, again.Patches)
+			}
+			if got := testutil.ToFloat64(patches) - p0; got != 1 {
+				t.Errorf("patches_total{backend=%s} +%v after one pod called twice, want +1", tc.bt, got)
+			}
+			if got := testutil.ToFloat64(patchedReqs) - r0; got != 1 {
+				t.Errorf("requests_total{outcome=patched} +%v, want +1", got)
+			}
+			if n := len(rec.Events) - firstEvents; n != 0 {
+				t.Errorf("reinvocation recorded %d more events", n)
 			}
 		})
 	}
