@@ -495,7 +495,8 @@ func (m *Mutator) targets(pod *corev1.Pod, gfa *gpufracv1.GPUFractionAutoscaler,
 }
 
 // memoryTarget sets t's memory from r when memory is recommended and controlled: the
-// recommendation, at least the rollback floor in force (contract.Floor), plus overhead,
+// recommendation, at least the rollback floor in force (contract.Floor) and the
+// container policy's minMemory (a recommendation that predates it), plus overhead,
 // at most one GPU (with a warning and t.CappedNote), or the recommendation's memoryLimit
 // plus overhead where larger (at most one GPU); the upper bound likewise, at least that. A target
 // that is not positive or above one GPU is unsafe.
@@ -521,6 +522,15 @@ func (m *Mutator) memoryTarget(t *backend.Target, r contract.Target, gfa *gpufra
 		mem = min(fm, m.Config.GPUMemoryBytes)
 		qc = *resource.NewQuantity(mem, resource.BinarySI)
 		warnings = append(warnings, fmt.Sprintf("gpufrac: container %s: memory %s instead of the recommended %s: rollback floor (status.updater.floor, %s)", t.Container, qc.String(), q.String(), gfa.Status.Updater.Floor.Reason))
+	}
+	if pol := gfa.Spec.ContainerPolicy(t.Container); pol != nil && pol.MinMemory != nil && pol.MinMemory.Value() > mem {
+		// The recommendation predates the policy's minMemory (raised, the remedy for a
+		// workload out of memory, and the recommender has not written since, or keeps its
+		// last recommendation while it cannot read Prometheus): the user's floor holds at
+		// once. The record says what the pod holds.
+		mem = min(pol.MinMemory.Value(), m.Config.GPUMemoryBytes)
+		qc = *resource.NewQuantity(mem, resource.BinarySI)
+		warnings = append(warnings, fmt.Sprintf("gpufrac: container %s: memory %s instead of the recommended %s: minMemory of the container policy (the recommendation predates it)", t.Container, qc.String(), q.String()))
 	}
 	t.MemoryBytes = mem + overhead
 	if t.MemoryBytes > m.Config.GPUMemoryBytes {

@@ -912,3 +912,63 @@ func TestMutateReinvocationCountsOnePatch(t *testing.T) {
 		})
 	}
 }
+
+// The documented remedy for a workload out of memory is to raise minMemory in its
+// container policy (docs/alerts.md). Until the recommender writes again (it runs a cycle
+// on the change; while it cannot read Prometheus it keeps the last recommendation
+// exactly as it was, however the policy changed) the recommendation is below the new
+// floor: new pods must get the floor at once, never less than the user says the
+// container needs. A floor the recommendation already meets changes nothing.
+func TestMutateMinMemoryAboveTheRecommendation(t *testing.T) {
+	const gpu = 80 << 30
+	for _, tc := range []struct {
+		name      string
+		container string // the policy's containerName
+		min       string
+		bt        gpufracv1.BackendType
+		wantMiB   int64
+		warn      bool
+	}{
+		{"no minMemory", "main", "", gpufracv1.BackendHAMi, 2048, false},
+		{"minMemory below the target", "main", "1Gi", gpufracv1.BackendHAMi, 2048, false},
+		{"minMemory equal to the target", "main", "2Gi", gpufracv1.BackendHAMi, 2048, false},
+		{"minMemory raised above the target", "main", "8Gi", gpufracv1.BackendHAMi, 8192, true},
+		{"raised, from the * policy", "*", "6000Mi", gpufracv1.BackendHAMi, 6000, true},
+		{"raised, kai gpu-memory", "main", "8Gi", gpufracv1.BackendKAI, 8192, true},
+		{"raised, annotations", "main", "3Gi", gpufracv1.BackendAnnotations, 3072, true},
+		{"raised past one GPU: one GPU", "main", "100Gi", gpufracv1.BackendHAMi, gpu >> 20, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gfa := autoscaler("web", gpufracv1.UpdateModeRecreate, tc.bt)
+			if tc.min != "" {
+				gfa.Spec.ResourcePolicy = &gpufracv1.ResourcePolicy{ContainerPolicies: []gpufracv1.ContainerPolicy{{ContainerName: tc.container, MinMemory: q(tc.min)}}}
+			}
+			r := containerRec("main", "2Gi", "")
+			r.ObservedPeakMemory = q("1Gi")
+			m := mutator(t, Config{Config: backend.Config{GPUMemoryBytes: gpu}}, gfa, recommendation("web", 80, r))
+			o, resp, got := handle(t, m, podOf(gpuContainer("main", 1)))
+			if o.skip != "" {
+				t.Fatalf("skipped %s %v", o.skip, o.warnings)
+			}
+			rec, _ := gpufracv1.ParseApplied(got.Annotations)
+			ac := rec.Container("main")
+			if ac == nil || ac.WrittenMemory.Value() != tc.wantMiB<<20 {
+				t.Fatalf("written %+v, want %d MiB", ac, tc.wantMiB)
+			}
+			if a := m.Backends[tc.bt].Read(got)["main"]; a.Memory != tc.wantMiB<<20 {
+				t.Errorf("the pod holds %d bytes, want %d MiB", a.Memory, tc.wantMiB)
+			}
+			// The record says what the pod holds, as under a rollback floor.
+			if wantRec := max(int64(2<<30), tc.wantMiB<<20); ac.Memory.Value() != wantRec {
+				t.Errorf("record memory %s, want %d MiB", ac.Memory, wantRec>>20)
+			}
+			// A request below the floor would let the pod be packed below it.
+			if r := ac.WrittenMemoryRequest; r != nil && r.Value() < tc.wantMiB<<20 && tc.warn {
+				t.Errorf("memory request %s below the floor %d MiB", r, tc.wantMiB)
+			}
+			if (len(resp.Warnings) > 0) != tc.warn {
+				t.Errorf("warnings %v, want some: %v", resp.Warnings, tc.warn)
+			}
+		})
+	}
+}
