@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/gpufrac/gpufrac/statuslease"
@@ -201,5 +202,64 @@ func TestRegisterConcurrently(t *testing.T) {
 	}
 	if p := s.regErr.Load(); p == nil || *p != nil {
 		t.Errorf("readiness records %v, want success", p)
+	}
+}
+
+// ctxManager is a manager whose Start hands over its context and runs until it ends.
+type ctxManager struct {
+	manager.Manager
+	started chan context.Context
+}
+
+func (m *ctxManager) Start(ctx context.Context) error {
+	m.started <- ctx
+	<-ctx.Done()
+	return nil
+}
+
+// A pod being deleted gets SIGTERM while its endpoint is still being removed from the
+// Service (EndpointSlice controller, then whatever routes the API server's calls): a
+// webhook server that closes its listener at once refuses calls the API server still
+// sends it, and failurePolicy Ignore admits those pods without their fraction (a
+// replacement the updater just evicted among them). With a shutdown delay the manager,
+// and so the webhook server and the status Lease, keep running that long after the
+// signal; without one they stop with it.
+func TestShutdownDelayKeepsServing(t *testing.T) {
+	for _, delay := range []time.Duration{0, time.Second, 5 * time.Second} {
+		t.Run(delay.String(), func(t *testing.T) {
+			asked := make(chan time.Duration, 1)
+			fire := make(chan time.Time)
+			m := &ctxManager{started: make(chan context.Context, 1)}
+			s := &Server{Manager: m, shutdownDelay: delay,
+				after: func(d time.Duration) <-chan time.Time { asked <- d; return fire }}
+			ctx, sigterm := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- s.Start(ctx) }()
+			mctx := <-m.started
+			sigterm()
+			if delay == 0 {
+				<-mctx.Done() // stops with the signal
+				if err := <-done; err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			select {
+			case d := <-asked:
+				if d != delay {
+					t.Errorf("waits %v after the signal, want %v", d, delay)
+				}
+			case <-mctx.Done():
+				t.Fatal("the manager stopped with the signal, before the shutdown delay")
+			}
+			if mctx.Err() != nil {
+				t.Fatal("the manager stopped before the shutdown delay ended")
+			}
+			close(fire)
+			<-mctx.Done()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

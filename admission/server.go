@@ -94,6 +94,10 @@ type Options struct {
 
 	// GracefulShutdownTimeout bounds the shutdown of all runnables. Default 30s.
 	GracefulShutdownTimeout time.Duration
+	// ShutdownDelay is how long everything keeps running, the webhook server serving,
+	// after Start's context ends (SIGTERM) and before the shutdown begins, while the
+	// pod's endpoint is removed from the Service. Default 0 (stop at once).
+	ShutdownDelay time.Duration
 }
 
 // Server is a configured admission server: a controller-runtime manager with the
@@ -115,6 +119,9 @@ type Server struct {
 	// external serves the certificate of Options.CertDir (reloaded when the files
 	// change), nil with the self-managed one; readiness requires it unexpired.
 	external *certwatcher.CertWatcher
+	// shutdownDelay is Options.ShutdownDelay; after waits for it (time.After when nil).
+	shutdownDelay time.Duration
+	after         func(time.Duration) <-chan time.Time
 
 	synced  atomic.Bool
 	regErr  atomic.Pointer[error]
@@ -146,7 +153,7 @@ func NewServer(ctx context.Context, restCfg *rest.Config, o Options) (*Server, e
 	if err != nil {
 		return nil, fmt.Errorf("API client: %w", err)
 	}
-	s := &Server{}
+	s := &Server{shutdownDelay: o.ShutdownDelay}
 	if o.Register {
 		r := o.Registration
 		r.Client = direct
@@ -421,12 +428,15 @@ func podWebhook(m *Mutator) http.Handler {
 	return instrument(WebhookMutatePods, onWorkers(m))
 }
 
-// Start runs the server until ctx ends, then shuts down gracefully: the webhook server
-// finishes in-flight requests and the status Lease is released. It returns the
+// Start runs the server until ctx ends and then for Options.ShutdownDelay, then shuts
+// down gracefully: the webhook server finishes in-flight requests and the status Lease
+// is released. It returns the
 // manager's error. When the manager fails (for example the webhook port is taken), the
 // webhook configurations are removed unless another replica is serving (CleanUp).
 func (s *Server) Start(ctx context.Context) error {
-	err := s.Manager.Start(ctx)
+	mctx, stop := s.delayed(ctx)
+	defer stop()
+	err := s.Manager.Start(mctx)
 	if err != nil && s.Registration != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
@@ -438,6 +448,36 @@ func (s *Server) Start(ctx context.Context) error {
 		}
 	}
 	return err
+}
+
+// delayed returns the manager's context: one that ends shutdownDelay after ctx does (at
+// once without a delay), so the webhook server keeps answering the API server while the
+// pod's endpoint is removed from the Service, instead of refusing calls that
+// failurePolicy Ignore then admits unchanged. The returned function ends it early (the
+// manager returned by itself).
+func (s *Server) delayed(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.shutdownDelay <= 0 {
+		return ctx, func() {}
+	}
+	after := s.after
+	if after == nil {
+		after = time.After
+	}
+	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	go func() {
+		select {
+		case <-mctx.Done():
+			return
+		case <-ctx.Done():
+		}
+		klog.FromContext(ctx).Info("Shutting down after the shutdown delay; serving until then", "delay", s.shutdownDelay)
+		select {
+		case <-after(s.shutdownDelay):
+		case <-mctx.Done():
+		}
+		cancel()
+	}()
+	return mctx, cancel
 }
 
 // CleanUp removes the webhook configurations after a failure, so the API server does

@@ -80,6 +80,7 @@ func addFlags(fs *flag.FlagSet, o *admission.Options) *rawFlags {
 	fs.DurationVar(&o.LeaseRenewInterval, "status-lease-renew-interval", 10*time.Second, "Renewal period of the status Lease.")
 	fs.BoolVar(&o.DisableLease, "disable-status-lease", false, "Do not keep the status Lease (the updater then never evicts).")
 	fs.DurationVar(&o.GracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long shutdown waits for in-flight requests and runnables.")
+	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay", 0, "How long to keep serving after SIGTERM before shutting down, while the pod's endpoint is removed from the Service (0: stop at once).")
 	return f
 }
 
