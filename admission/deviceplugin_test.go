@@ -127,3 +127,53 @@ func TestInvalidAfterPatch(t *testing.T) {
 		t.Errorf("a pod invalid before the patch: %v, want the patch sent", err)
 	}
 }
+
+// A pod created with spec.nodeName set (a controller that places its own pods) is never
+// seen by a scheduler: the kubelet runs it where it is. A fraction that a scheduler must
+// place then breaks it: KAI's (kai, kai-nvfractions) lose their nvidia.com/gpu request
+// and no KAI binder gives them a share, so the pod runs with no GPU; a device-plugin
+// plan's nodeSelector makes the kubelet reject the pod on a node outside the pool; HAMi's
+// and DRA's need their scheduler too. Such a pod is admitted unchanged (it keeps the
+// whole GPU it asked for, as without gpufrac). The mps backend's limits need no
+// scheduler, and the annotations backend writes metadata only (the updater's in-place
+// path passes running pods through the same decision): both still apply.
+func TestMutateNodeBoundPod(t *testing.T) {
+	for _, tc := range []struct {
+		bt      gpufracv1.BackendType
+		mode    gpufracv1.SharingMode // plan of the device-plugin backends
+		applies bool
+	}{
+		{gpufracv1.BackendKAI, "", false},
+		{gpufracv1.BackendKAINVFractions, "", false},
+		{gpufracv1.BackendHAMi, "", false},
+		{gpufracv1.BackendNVIDIATimeSlicing, gpufracv1.SharingModeTimeSlicing, false},
+		{gpufracv1.BackendNVIDIAMPS, gpufracv1.SharingModeMPS, false},
+		{gpufracv1.BackendMPS, "", true},
+		{gpufracv1.BackendAnnotations, "", true},
+	} {
+		for _, node := range []string{"", "gpu-node-7"} {
+			t.Run(string(tc.bt)+"/node="+node, func(t *testing.T) {
+				objs := []client.Object{autoscaler("web", gpufracv1.UpdateModeRecreate, tc.bt), recommendation("web", 80, containerRec("main", "6Gi", "200m"))}
+				if tc.mode != "" {
+					objs = append(objs, plantest.Policy("pool", tc.mode, 4, true))
+				}
+				m := planMutator(t, objs...)
+				pod := podOf(gpuContainer("main", 1))
+				pod.Spec.NodeName = node
+				o, resp, got := handle(t, m, pod)
+				if node == "" || tc.applies {
+					if o.skip != "" {
+						t.Fatalf("skipped %s %v, want the pod patched", o.skip, o.warnings)
+					}
+					return
+				}
+				if o.skip != backend.UnsafeNodeBound || len(resp.Patches) != 0 || len(resp.Warnings) != 1 || o.gfa == nil {
+					t.Fatalf("skip %q, %d patches, warnings %v: want %s, the pod unchanged with a warning and an event", o.skip, len(resp.Patches), resp.Warnings, backend.UnsafeNodeBound)
+				}
+				if n, _ := resourceValue(&got.Spec.Containers[0], "limits", "nvidia.com/gpu"); n != 1 || len(got.Spec.NodeSelector) != 0 || got.Spec.SchedulerName != corev1.DefaultSchedulerName {
+					t.Errorf("pod changed: gpu %d, nodeSelector %v, scheduler %s", n, got.Spec.NodeSelector, got.Spec.SchedulerName)
+				}
+			})
+		}
+	}
+}

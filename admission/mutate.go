@@ -301,6 +301,13 @@ func (m *Mutator) decideFor(ctx context.Context, pod *corev1.Pod, gfa *gpufracv1
 	if len(targets) == 0 {
 		return outcome{skip: SkipNoContainer}
 	}
+	if pod.Spec.NodeName != "" && backend.SchedulerPlaced(bt) {
+		// Bound to its node at creation: no scheduler places it, so the fraction would
+		// not hold (KAI's lose their nvidia.com/gpu and get no share; a plan's
+		// nodeSelector is rejected by the kubelet off the pool). The GPU it asked for.
+		return unsafeOutcome(pod, gfa, backend.Unsafe(backend.UnsafeNodeBound,
+			"it names its node (spec.nodeName %s), so no scheduler places it, and the %s backend's fraction needs one; it keeps the GPU it asked for", pod.Spec.NodeName, bt))
+	}
 
 	mod := patchableCopy(pod)
 	bw, err := codec.Apply(mod, targets)

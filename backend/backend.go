@@ -239,7 +239,23 @@ const (
 	// the API server's total (apimachinery's TotalAnnotationSizeLimitB, 256 kB), so the
 	// patched pod would be rejected.
 	UnsafeAnnotationsSize = "annotations-too-large"
+	// UnsafeNodeBound: the pod names its node at creation (spec.nodeName), so no
+	// scheduler places it, and the backend's fraction needs one (SchedulerPlaced).
+	UnsafeNodeBound = "node-bound"
 )
+
+// SchedulerPlaced reports whether a scheduler must place a pod for backend bt's fraction
+// to hold: KAI's (kai, kai-nvfractions), HAMi's scheduler (hami), the scheduler's claim
+// allocation (dra), a sharing plan's node pool (nvidia-timeslicing, nvidia-mps: a
+// nodeSelector the kubelet rejects elsewhere). The mps backend's limits act wherever the
+// pod runs; the annotations backend writes metadata only.
+func SchedulerPlaced(bt gpufracv1.BackendType) bool {
+	switch bt {
+	case gpufracv1.BackendMPS, gpufracv1.BackendAnnotations:
+		return false
+	}
+	return true
+}
 
 // Unsafe returns an UnsafeError with reason and a formatted message.
 func Unsafe(reason, format string, args ...any) *UnsafeError {
