@@ -154,7 +154,8 @@ func (m *Mutator) handle(ctx context.Context, req admission.Request, pod *corev1
 		}
 	}()
 	o := m.decide(ctx, req, pod)
-	if m.Events != nil && (req.DryRun == nil || !*req.DryRun) {
+	dryRun := req.DryRun != nil && *req.DryRun
+	if m.Events != nil && !dryRun {
 		if o.event != "" && o.gfa != nil {
 			m.Events.Eventf(o.gfa, nil, corev1.EventTypeWarning, EventFractionNotApplied, "AdmitPod", "%s", o.event)
 		}
@@ -162,14 +163,18 @@ func (m *Mutator) handle(ctx context.Context, req admission.Request, pod *corev1
 			m.Events.Eventf(e.gfa, nil, corev1.EventTypeWarning, e.reason, "AdmitPod", "%s", e.note)
 		}
 	}
+	// A dry run creates no pod: it counts as a request only, never as a pod given a
+	// fraction or a GPU pod admitted unchanged.
 	if o.skip != "" {
-		if o.skip != SkipNotPodCreate && o.skip != SkipAlreadyApplied {
+		if o.skip != SkipNotPodCreate && o.skip != SkipAlreadyApplied && !dryRun {
 			skippedTotal.WithLabelValues(o.skip).Inc()
 		}
 		requestsTotal.WithLabelValues(WebhookMutatePods, "unchanged").Inc()
 		return admission.Allowed("").WithWarnings(o.warnings...)
 	}
-	patchesTotal.WithLabelValues(string(o.backend)).Inc()
+	if !dryRun {
+		patchesTotal.WithLabelValues(string(o.backend)).Inc()
+	}
 	requestsTotal.WithLabelValues(WebhookMutatePods, "patched").Inc()
 	return admission.Patched("", o.ops...).WithWarnings(o.warnings...)
 }

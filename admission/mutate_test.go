@@ -972,3 +972,43 @@ func TestMutateMinMemoryAboveTheRecommendation(t *testing.T) {
 		})
 	}
 }
+
+// A dry-run pod CREATE (kubectl create --dry-run=server) creates no pod: it is patched
+// like any other (the caller sees what the webhook would write) but is no pod given a
+// fraction (gpufrac_admission_patches_total) nor a GPU pod admitted unchanged
+// (gpufrac_admission_skipped_total); requests_total counts it as a request.
+func TestMutateDryRunCountsNoPod(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mode   gpufracv1.UpdateMode
+		dryRun bool
+	}{
+		{"patched", gpufracv1.UpdateModeRecreate, false},
+		{"patched, dry run", gpufracv1.UpdateModeRecreate, true},
+		{"mode off", gpufracv1.UpdateModeOff, false},
+		{"mode off, dry run", gpufracv1.UpdateModeOff, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := mutator(t, Config{}, autoscaler("web", tc.mode, gpufracv1.BackendHAMi), recommendation("web", 80, containerRec("main", "2Gi", "")))
+			patches, skipped := patchesTotal.WithLabelValues(string(gpufracv1.BackendHAMi)), skippedTotal.WithLabelValues(SkipModeOff)
+			p0, s0 := testutil.ToFloat64(patches), testutil.ToFloat64(skipped)
+			req := createRequest(t, podOf(gpuContainer("main", 1)))
+			req.DryRun = &tc.dryRun
+			resp := m.Handle(context.Background(), req)
+			if wantPatch := tc.mode != gpufracv1.UpdateModeOff; (len(resp.Patches) > 0) != wantPatch {
+				t.Fatalf("patches %v, want some: %v", resp.Patches, wantPatch)
+			}
+			count := 0.0
+			if !tc.dryRun {
+				count = 1
+			}
+			if tc.mode == gpufracv1.UpdateModeOff {
+				if got := testutil.ToFloat64(skipped) - s0; got != count {
+					t.Errorf("skipped_total{reason=mode-off} +%v, want +%v", got, count)
+				}
+			} else if got := testutil.ToFloat64(patches) - p0; got != count {
+				t.Errorf("patches_total +%v, want +%v", got, count)
+			}
+		})
+	}
+}
