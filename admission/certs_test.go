@@ -184,9 +184,10 @@ func TestDueForRenewalShortValidity(t *testing.T) {
 
 // A serving certificate that has expired (cert-manager down, or a self-managed Secret
 // that cannot be written: an immutable Secret, a policy that denies the update) fails
-// every API server's TLS handshake: the webhook is down for the API server, which admits pods unchanged. The
-// replica must then be unready, so its status Lease goes stale and the updater stops
-// evicting pods that would come back without their fraction. Both the self-managed
+// every API server's TLS handshake: the webhook is down for the API server, which
+// admits pods unchanged. The replica must then be unready, so its status Lease goes
+// stale and the updater stops evicting pods that would come back without their
+// fraction. Both the self-managed
 // certificate and an external one (--cert-dir) count. (notBefore is not checked: the
 // API server's clock decides it, and a replica whose own clock runs behind would go
 // unready for a certificate every API server accepts.)

@@ -319,10 +319,10 @@ func (s *Server) addWebhooks(ctx context.Context, scheme *runtime.Scheme, cfg Co
 
 // addRegistration adds the runnables that keep the certificate and the webhook
 // configurations current: the certificate manager, or the watcher of the external
-// certificate files; with external certificates and
-// o.Register, a loop that registers o.CAFile's bundle every o.RegistrationInterval; and
-// with o.Register, the first registration once started reports the webhook server
-// listening. Its error is the CA file's or the manager's.
+// certificate files; with external certificates and o.Register, a loop that registers
+// o.CAFile's bundle every o.RegistrationInterval; and with o.Register, the first
+// registration once started reports the webhook server listening. Its error is the CA
+// file's or the manager's.
 func (s *Server) addRegistration(o Options, started func() error) error {
 	mgr := s.Manager
 	if s.external != nil {
@@ -430,9 +430,9 @@ func podWebhook(m *Mutator) http.Handler {
 
 // Start runs the server until ctx ends and then for Options.ShutdownDelay, then shuts
 // down gracefully: the webhook server finishes in-flight requests and the status Lease
-// is released. It returns the
-// manager's error. When the manager fails (for example the webhook port is taken), the
-// webhook configurations are removed unless another replica is serving (CleanUp).
+// is released. It returns the manager's error. When the manager fails (for example the
+// webhook port is taken), the webhook configurations are removed unless another replica
+// is serving (CleanUp).
 func (s *Server) Start(ctx context.Context) error {
 	mctx, stop := s.delayed(ctx)
 	defer stop()
