@@ -976,10 +976,18 @@ const MaxScrapeSpacing = metrics.AgentCoverage
 // minutes): the cycles between two batches hold no whole window and read no compute
 // (dataEnd), whatever the scrape interval.
 func (r *Recommender) emptyCycles(g *dataGaps) int {
+	return EmptyCyclesFor(max(g.spacing.typical(), r.arrivals.typical()), r.Config.Interval)
+}
+
+// EmptyCyclesFor is how many consecutive cycles of interval (the recommender's
+// --interval) without samples make a gap where a workload's samples come every apart
+// (0: unknown): EmptyCyclesWhileRunning, or EmptyCyclesWhileRunning of every (at most
+// MaxScrapeSpacing) where that is longer. The what-if simulator waits the same.
+func EmptyCyclesFor(every, interval time.Duration) int {
 	n := EmptyCyclesWhileRunning
-	every := min(max(g.spacing.typical(), r.arrivals.typical()), MaxScrapeSpacing)
-	if r.Config.Interval > 0 && every > r.Config.Interval {
-		n = max(n, int((time.Duration(EmptyCyclesWhileRunning)*every+r.Config.Interval-1)/r.Config.Interval))
+	every = min(every, MaxScrapeSpacing)
+	if interval > 0 && every > interval {
+		n = max(n, int((time.Duration(EmptyCyclesWhileRunning)*every+interval-1)/interval))
 	}
 	return n
 }

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/contract"
 	"github.com/gpufrac/gpufrac/recommender"
 	"github.com/gpufrac/gpufrac/recommender/history"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
@@ -185,13 +186,35 @@ func workloadKey(w trace.Workload) history.WorkloadKey {
 // container recommendations must be equal at every cycle: with the recommender running
 // from the first sample, and installed 95 minutes in (gpufrac simulate --warm-up), when
 // its first cycle bootstraps the history from Prometheus.
+//
+// With gaps (holes in some pods' samples while the pods run: one pod of a workload
+// while its sibling reports, every pod of another workload), the recommender raises
+// NoSamplesWhileRunning and keeps its recommendation: the simulator must keep the same
+// one, and hold the updater's shrinks (contract.IncompleteData) at the same cycles.
 func TestSameRecommendationAsRecommender(t *testing.T) {
 	for _, boot := range []int{0, 95} {
-		t.Run(fmt.Sprintf("installed at step %d", boot), func(t *testing.T) { sameRecommendations(t, boot) })
+		for _, gaps := range []bool{false, true} {
+			t.Run(fmt.Sprintf("installed at step %d, gaps %v", boot, gaps), func(t *testing.T) { sameRecommendations(t, boot, gaps) })
+		}
 	}
 }
 
-func sameRecommendations(t *testing.T, boot int) {
+// hole removes pod p's samples in (start + from, start + to] of its samples.
+func hole(p *trace.Pod, from, to time.Duration) {
+	t0 := p.Memory[0].T
+	out := func(pts []trace.Point) []trace.Point {
+		var kept []trace.Point
+		for _, pt := range pts {
+			if d := pt.T.Sub(t0); d <= from || d > to {
+				kept = append(kept, pt)
+			}
+		}
+		return kept
+	}
+	p.Memory, p.Compute = out(p.Memory), out(p.Compute)
+}
+
+func sameRecommendations(t *testing.T, boot int, gaps bool) {
 	tr := trace.Synthesize(trace.SynthOptions{Workloads: 3, PodsPerWorkload: 2, Duration: 150 * time.Minute, Step: 57 * time.Second,
 		Seed: 7, End: time.Date(2026, 3, 1, 2, 30, 0, 0, time.UTC)})
 	// Idle stretches with flat memory, which the recommender drops as stale
@@ -200,6 +223,17 @@ func sameRecommendations(t *testing.T, boot int) {
 	flatten(&tr.Pods[0], 20*time.Minute, 95*time.Minute, 30<<30, true)
 	flatten(&tr.Pods[2], 60*time.Minute, 125*time.Minute, 0, true)
 	flatten(&tr.Pods[4], 40*time.Minute, 100*time.Minute, 0, false)
+	if gaps {
+		hole(&tr.Pods[1], 40*time.Minute, 80*time.Minute)   // one pod while its sibling reports
+		hole(&tr.Pods[2], 60*time.Minute, 75*time.Minute)   // every pod of workload 1
+		hole(&tr.Pods[3], 60*time.Minute, 75*time.Minute)   //
+		hole(&tr.Pods[5], 110*time.Minute, 114*time.Minute) // a short one
+		for _, i := range []int{4, 5} {                     // workload 2's memory gone while its compute reports
+			compute := tr.Pods[i].Compute
+			hole(&tr.Pods[i], 50*time.Minute, 100*time.Minute)
+			tr.Pods[i].Compute = compute
+		}
+	}
 	cfg := recommender.Config{HistoryLength: 48 * time.Hour}
 
 	// The live recommender.
@@ -235,7 +269,7 @@ func sameRecommendations(t *testing.T, boot int) {
 
 	ctx := context.Background()
 	var alive []int
-	compared := 0
+	compared, held := 0, 0
 	for k := 0; k < tl.steps; k++ {
 		alive = alive[:0]
 		for i := range tl.runs {
@@ -261,10 +295,19 @@ func sameRecommendations(t *testing.T, boot int) {
 			if !equality.Semantic.DeepEqual(live, sim) {
 				t.Fatalf("step %d (%s), workload %s: recommendations differ\nlive:      %s\nsimulator: %s", k, now, wl.key, show(live), show(sim))
 			}
+			if live, sim := contract.IncompleteData(&gfr), sz.incompleteData(w); (live == "") != (sim == "") {
+				t.Fatalf("step %d (%s), workload %s: incomplete data differ\nlive:      %q\nsimulator: %q", k, now, wl.key, live, sim)
+			}
+			if sz.incompleteData(w) != "" {
+				held++
+			}
 			if len(sim) > 0 {
 				compared++
 			}
 		}
+	}
+	if gaps != (held > 0) {
+		t.Errorf("%d workload-cycles with incomplete data, want some only with gaps", held)
 	}
 	if compared < len(tl.workloads)*(tl.steps-boot-2) {
 		t.Errorf("compared %d recommendations, want about %d", compared, len(tl.workloads)*(tl.steps-boot))

@@ -156,6 +156,9 @@ type sizer interface {
 	decide(tl *timeline, now time.Time)
 	// decision returns the current decision of container wc.
 	decision(wc int) decision
+	// incompleteData is what the updater reads of workload w's data now
+	// (updater.Rules.IncompleteData): "" when complete.
+	incompleteData(w int) string
 }
 
 // gpufracSizer runs the recommender's own code: history.Model fed per step, and
@@ -186,12 +189,14 @@ type gpufracSizer struct {
 	// recommender reads; nil when the policy is not simulated.
 	placed  *polState
 	loadBuf [1]metrics.DeviceLoad
+	// gaps is the recommender's check for running pods without samples.
+	gaps *gapCheck
 }
 
 func newGPUFracSizer(tl *timeline, cfg recommend.Config, keep time.Duration, headroom *int32, bt gpufracv1.BackendType, capacity int64, boot int) *gpufracSizer {
 	s := &gpufracSizer{cfg: cfg, keep: keep, capacity: capacity, model: history.NewModel(cfg.History),
 		prev: make([][]gpufracv1.ContainerRecommendation, len(tl.workloads)), decisions: make([]decision, len(tl.containers)),
-		windows: make([]memWindow, len(tl.runs)), stale: metrics.StaleMemory{}, boot: boot}
+		windows: make([]memWindow, len(tl.runs)), stale: metrics.StaleMemory{}, boot: boot, gaps: newGapCheck(tl)}
 	s.interval = s.model.Options().MemoryAggregationInterval
 	s.mayGoStale = metrics.MemoryMayGoStale(metrics.DCGM{})
 	for _, w := range tl.workloads {
@@ -234,10 +239,12 @@ func (s *gpufracSizer) feed(tl *timeline, alive []int, k int) {
 		return // not installed yet: the history waits in Prometheus
 	case k == s.boot:
 		s.bootstrap(tl, k)
+		s.gaps.end(tl, alive, k)
 		return
 	}
 	at := tl.stepEnd(k)
 	from := at.Add(-time.Millisecond).Truncate(s.interval)
+	s.gaps.begin()
 	for _, i := range alive {
 		r := &tl.runs[i]
 		w := tl.workloads[r.workload].key
@@ -253,11 +260,16 @@ func (s *gpufracSizer) feed(tl *timeline, alive []int, k int) {
 			if !math.IsNaN(cpu) {
 				n = 1
 			}
-			if !s.stale.Judge(r.id, at.Sub(from), v, s.mayGoStale && win.flat(), n, n > 0 && cpu > 0) {
+			stale := s.stale.Judge(r.id, at.Sub(from), v, s.mayGoStale && win.flat(), n, n > 0 && cpu > 0)
+			if !stale {
 				addSample(s.model, &s.buf, w, r.id, metrics.SignalMemory, at, v, nil)
 			}
+			s.gaps.memory(tl, i, !stale, stale)
 		}
-		if !math.IsNaN(cpu) {
+		if math.IsNaN(cpu) {
+			s.gaps.compute(tl, i, k, 0)
+		} else {
+			s.gaps.compute(tl, i, k, 1)
 			var load []metrics.DeviceLoad
 			if s.placed != nil && s.placed.load[i] != loadAlone {
 				s.loadBuf[0] = metrics.DeviceLoad{Time: at, Saturated: s.placed.load[i] == loadSaturated}
@@ -266,6 +278,7 @@ func (s *gpufracSizer) feed(tl *timeline, alive []int, k int) {
 			addSample(s.model, &s.buf, w, r.id, metrics.SignalCompute, at, cpu, load)
 		}
 	}
+	s.gaps.end(tl, alive, k)
 }
 
 // bootstrap feeds the history of steps 0..b as the recommender's first cycle at the end
@@ -275,6 +288,7 @@ func (s *gpufracSizer) feed(tl *timeline, alive []int, k int) {
 // every compute sample inside the window, and every step's mean activity.
 func (s *gpufracSizer) bootstrap(tl *timeline, b int) {
 	bootAt := tl.stepEnd(b)
+	s.gaps.bootstrap(tl, b)
 	for i := range tl.runs {
 		r := &tl.runs[i]
 		if r.start > b {
@@ -284,9 +298,14 @@ func (s *gpufracSizer) bootstrap(tl *timeline, b int) {
 		var win memWindow
 		n, busy := 0, false
 		read := func(at time.Time) {
-			if !math.IsNaN(win.high) && !s.stale.Judge(r.id, at.Sub(win.from), win.high, s.mayGoStale && win.flat(), n, busy) {
+			if math.IsNaN(win.high) {
+				return
+			}
+			stale := s.stale.Judge(r.id, at.Sub(win.from), win.high, s.mayGoStale && win.flat(), n, busy)
+			if !stale {
 				addSample(s.model, &s.buf, w, r.id, metrics.SignalMemory, at, win.high, nil)
 			}
+			s.gaps.memory(tl, i, !stale, stale)
 		}
 		for k := r.start; k <= min(r.end, b); k++ {
 			at := tl.stepEnd(k)
@@ -384,7 +403,9 @@ func (s *gpufracSizer) decide(tl *timeline, now time.Time) {
 	}
 	for w := range tl.workloads {
 		recs, _, _ := s.cfg.Recommend(s.model, tl.workloads[w].key, &s.spec[w], nil, s.prev[w], gpufracv1.GuardrailNone, now)
-		if len(recs) > 0 {
+		// A gap in the cycle's data keeps the written recommendation, as the
+		// recommender does; a first one is written from what was read.
+		if len(recs) > 0 && (s.gaps.incomplete[w] == "" || len(s.prev[w]) == 0) {
 			s.prev[w] = recs
 		}
 	}
@@ -403,6 +424,8 @@ func (s *gpufracSizer) decide(tl *timeline, now time.Time) {
 }
 
 func (s *gpufracSizer) decision(wc int) decision { return s.decisions[wc] }
+
+func (s *gpufracSizer) incompleteData(w int) string { return s.gaps.incomplete[w] }
 
 // recDecision turns a container recommendation into a decision the way the product
 // does: contract.TargetsOf reads the recommendation, as the webhook and the updater do
@@ -485,3 +508,6 @@ func (s *vpaSizer) decide(tl *timeline, now time.Time) {
 }
 
 func (s *vpaSizer) decision(wc int) decision { return s.decisions[wc] }
+
+// incompleteData is always "": VPA's recommender has no such condition.
+func (s *vpaSizer) incompleteData(int) string { return "" }

@@ -294,7 +294,7 @@ func (rp *replay) consolidate(pi, k int) {
 			r := &rp.tl.runs[i]
 			a := ps.applied[i]
 			dec := ps.spec.sizer.decision(r.wc)
-			movable := dec.ok && !ps.cold[i] && r.end > k &&
+			movable := dec.ok && !ps.cold[i] && r.end > k && ps.spec.sizer.incompleteData(r.workload) == "" &&
 				time.Duration(k+1-ps.placedAt[i])*rp.tl.step >= u.MinLifetime &&
 				rp.replicas[r.workload] >= u.MinReplicas
 			if movable {

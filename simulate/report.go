@@ -203,8 +203,12 @@ func (r *Report) WriteMarkdown(w io.Writer, dir string) error {
 	if len(r.Runs) > 0 {
 		res := r.Runs[0]
 		t, s := res.Trace, res.Settings
-		fmt.Fprintf(b, "**Trace.** %d trace pods (%d pod lifetimes after splitting at gaps over %s) in %d Deployments, %s to %s (%.1f h).\n\n",
-			t.TracePods, t.Pods, ShortDuration(s.Lookback), t.Workloads, t.Start.Format(time.RFC3339), t.End.Format(time.RFC3339),
+		lives := "each running from its first sample to its last; a gap in its samples is an exporter gap, not an end"
+		if s.Lookback != "0s" {
+			lives = fmt.Sprintf("%d pod lifetimes after splitting at gaps over %s", t.Pods, ShortDuration(s.Lookback))
+		}
+		fmt.Fprintf(b, "**Trace.** %d trace pods (%s) in %d Deployments, %s to %s (%.1f h).\n\n",
+			t.TracePods, lives, t.Workloads, t.Start.Format(time.RFC3339), t.End.Format(time.RFC3339),
 			t.End.Sub(t.Start).Hours())
 		win := "none (shrink at any time)"
 		if len(s.ResizeWindows) > 0 {

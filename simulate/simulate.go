@@ -5,7 +5,11 @@
 // The gpufrac policy runs the recommender's own code, not a copy: the samples a live
 // recommender would read at each cycle (per-step memory peaks and mean activity, which
 // its max_over_time and avg_over_time queries return) go into a history.Model, and recommend.Config.Recommend turns the model into
-// recommendations exactly as Recommender.RunOnce does. Around it the simulator plays the
+// recommendations exactly as Recommender.RunOnce does. A trace pod runs from its first
+// sample to its last; a hole in its samples is an exporter or scrape gap, which the
+// recommender's gap check reads as it does live (gapCheck: NoSamplesWhileRunning keeps
+// the recommendation, and the updater shrinks nothing of the workload meanwhile) and
+// the evaluator charges at the last sample. Around it the simulator plays the
 // updater's rules (Options.Updater): a fraction changes only by replacing the pod; pods
 // of a workload without a confident recommendation get a whole GPU; replacements wait
 // for a minimum pod lifetime and, when resize windows are set, shrinks wait for a
@@ -92,9 +96,12 @@ type Options struct {
 	// simulation starts placing pods and counting (as if gpufrac were installed WarmUp
 	// after the trace starts and bootstrapped its history from Prometheus). Default 0.
 	WarmUp time.Duration
-	// Lookback is how long a pod may go without samples and still run (default
-	// DefaultLookback); a longer gap ends the pod, and its next sample starts a new pod of
-	// the same workload. A signal without a sample for longer counts as 0.
+	// Lookback, when positive, is how long a pod may go without samples and still run: a
+	// longer gap ends the pod, and its next sample starts a new pod of the same workload
+	// (for traces that give one name to successive pods, such as a StatefulSet's). Zero,
+	// the default: a trace pod runs from its first sample to its last, and a gap in its
+	// samples is an exporter or scrape gap (see timeline), as Kubernetes never gives a
+	// new Deployment pod an old pod's name.
 	Lookback time.Duration
 	// Backend is the backend that writes the adaptive policies' fractions (spec.backend.type).
 	// gpufracv1.BackendKAINVFractions writes a memory request and a limit
@@ -185,8 +192,8 @@ func (o Options) withDefaults() (Options, error) {
 	o.Recommender.History.SampleInterval = o.Interval
 	o.Recommender.Policy.GPUMemoryBytes = float64(o.GPUMemoryBytes)
 	o.Recommender = o.Recommender.WithDefaults()
-	if o.Lookback <= 0 {
-		o.Lookback = DefaultLookback
+	if o.Lookback < 0 {
+		return o, fmt.Errorf("lookback %s: must not be negative", o.Lookback)
 	}
 	if o.WarmUp < 0 {
 		return o, fmt.Errorf("warm-up %s: must not be negative", o.WarmUp)
@@ -252,7 +259,7 @@ type Settings struct {
 	Step string `json:"step"`
 	// WarmUp is Options.WarmUp.
 	WarmUp string `json:"warmUp"`
-	// Lookback is Options.Lookback.
+	// Lookback is Options.Lookback ("0s": pods end at their last sample only).
 	Lookback string `json:"lookback"`
 	// Backend is Options.Backend ("" for the annotations backend); NVFractionsRequest
 	// and NVFractionsLimit its request and limit sources when it is kai-nvfractions,
@@ -577,6 +584,8 @@ func candidates(ps *polState, tl *timeline, alive, replicas []int, k int, window
 		if ps.oomAt[i] >= ps.placedAt[i] {
 			facts.OOM = &updater.Termination{Container: name, Reason: "OOMKilled", OOM: true, FinishedAt: tl.stepEnd(ps.oomAt[i])}
 		}
+		// The recommendation's MetricsUnavailable condition, as the updater reads it.
+		rules.IncompleteData = ps.spec.sizer.incompleteData(r.workload)
 		need := updater.Evaluate(alloc, map[string]contract.Target{name: dec.target}, facts, rules)
 		if !need.Needed() {
 			continue

@@ -165,20 +165,36 @@ func TestLateArrival(t *testing.T) {
 	}
 }
 
-// TestGapSplitsPod: a pod silent for longer than the lookback has ended; its next
-// sample starts a new pod.
-func TestGapSplitsPod(t *testing.T) {
-	p := pod("a", 0, repeat(1, 3), repeat(0.1, 3))
-	q := pod("a", 20, repeat(1, 3), repeat(0.1, 3))
+// TestGapIsNoEnd: a pod silent for 14 minutes ran through the gap (a Deployment never
+// gives a new pod an old pod's name): one lifetime, charged a GPU for every minute of it,
+// and its memory over the gap is its last sample, not 0. With a lookback of 5 minutes
+// (traces that reuse pod names) the gap ends it and its next sample starts a new pod.
+func TestGapIsNoEnd(t *testing.T) {
+	p := pod("a", 0, repeat(6, 3), repeat(0.1, 3))
+	q := pod("a", 17, repeat(1, 3), repeat(0.1, 3))
 	p.Memory, p.Compute = append(p.Memory, q.Memory...), append(p.Compute, q.Compute...)
 	tr := trace.Trace{Pods: []trace.Pod{p}}
-	res, err := Run(&tr, Options{GPUMemoryBytes: 10 * gib, Policies: []string{PolicyOnePerPod}})
-	if err != nil {
-		t.Fatal(err)
+	cases := []struct {
+		lookback   time.Duration
+		lifetimes  int
+		gpuMinutes float64
+		overrun    float64 // minutes over a 5 GiB half of a 10 GiB GPU
+	}{
+		{0, 1, 20, 17},
+		{5 * time.Minute, 2, 6, 3},
 	}
-	if res.Trace.Pods != 2 || res.Trace.TracePods != 1 || res.Policies[0].GPUMinutes != 6 || res.Trace.Steps != 23 {
-		t.Errorf("lifetimes %d of %d trace pods, GPU-minutes %v, steps %d; want 2 of 1, 6, 23",
-			res.Trace.Pods, res.Trace.TracePods, res.Policies[0].GPUMinutes, res.Trace.Steps)
+	for _, c := range cases {
+		res, err := Run(&tr, Options{GPUMemoryBytes: 10 * gib, Policies: []string{PolicyOnePerPod, TimeSlicing(2)}, Lookback: c.lookback})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Trace.Pods != c.lifetimes || res.Trace.TracePods != 1 || res.Policies[0].GPUMinutes != c.gpuMinutes || res.Trace.Steps != 20 {
+			t.Errorf("lookback %s: lifetimes %d of %d trace pods, GPU-minutes %v, steps %d; want %d of 1, %v, 20",
+				c.lookback, res.Trace.Pods, res.Trace.TracePods, res.Policies[0].GPUMinutes, res.Trace.Steps, c.lifetimes, c.gpuMinutes)
+		}
+		if got := res.Policies[1].PodLimitOverrunMinutes; got != c.overrun {
+			t.Errorf("lookback %s: overrun minutes of 6 GiB on a 5 GiB slice %v, want %v (the silent minutes at the last sample)", c.lookback, got, c.overrun)
+		}
 	}
 }
 

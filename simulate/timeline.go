@@ -11,10 +11,12 @@ import (
 	"github.com/gpufrac/gpufrac/trace"
 )
 
-// DefaultLookback is how long a pod may go without a sample and still count as running:
-// Prometheus' default lookback delta (--query.lookback-delta, 5m), after which an
-// instant query no longer sees a series.
-const DefaultLookback = 5 * time.Minute
+// A trace pod is one pod from its first sample to its last: Kubernetes never gives a
+// new pod of a Deployment an old pod's name, so a pod whose samples stop and resume ran,
+// and held its GPU, through the gap; what it used then is unknown (an exporter or scrape
+// gap), which the recommender reads as such (gapCheck) and the evaluator fills with the
+// last sample, never 0. Options.Lookback, when set, ends a pod at a longer gap instead,
+// for traces that give one name to successive pods.
 
 // run is one pod lifetime of the trace on the simulation's step grid. Step k covers
 // (origin + k·step, origin + (k+1)·step]; its values are stamped at the end of the step,
@@ -36,7 +38,8 @@ type run struct {
 	// lowest and highest samples are equal (metrics.FlatQuery's standard deviation 0).
 	memRaw, memLow, cpuRaw []float64
 	// mem and cpu hold the actual usage the evaluator charges for each step: memRaw and
-	// cpuRaw with gaps filled by the last sample for up to the lookback, else 0.
+	// cpuRaw with gaps filled by the last sample (no data is not zero: the pod ran, and
+	// held its memory, through the gap).
 	mem, cpu []float64
 	// peakMem (bytes) and peakCPU (ratio) are the highest values of mem and cpu.
 	peakMem, peakCPU float64
@@ -73,7 +76,8 @@ type timeline struct {
 func (tl *timeline) stepEnd(k int) time.Time { return tl.origin.Add(time.Duration(k+1) * tl.step) }
 
 // newTimeline cuts every trace pod into lifetimes separated by gaps longer than lookback
-// (memory and compute samples together) and aggregates samples per step. It returns an
+// (memory and compute samples together; lookback 0: never, one lifetime per trace pod)
+// and aggregates samples per step. It returns an
 // error when the trace has no memory or compute sample.
 func newTimeline(tr *trace.Trace, step, lookback time.Duration) (*timeline, error) {
 	if step <= 0 {
@@ -90,7 +94,7 @@ func newTimeline(tr *trace.Trace, step, lookback time.Duration) (*timeline, erro
 		w, c := ix.add(tl, p)
 		bounds := lifetimes(p, lookback)
 		for n, b := range bounds {
-			r := tl.newRun(p, b, lookback)
+			r := tl.newRun(p, b)
 			r.tracePod, r.workload, r.wc = pi, w, c
 			if len(bounds) > 1 {
 				r.name += fmt.Sprintf("#%d", n+1)
@@ -155,7 +159,7 @@ func (ix timelineIndex) add(tl *timeline, p *trace.Pod) (workload, container int
 }
 
 // lifetimes splits the union of the pod's memory and compute sample times at gaps longer
-// than lookback and returns the first and last sample time of each part, in order; none
+// than lookback (0: none) and returns the first and last sample time of each part, in order; none
 // when the pod has no sample.
 func lifetimes(p *trace.Pod, lookback time.Duration) [][2]time.Time {
 	var times []time.Time
@@ -171,7 +175,7 @@ func lifetimes(p *trace.Pod, lookback time.Duration) [][2]time.Time {
 	var bounds [][2]time.Time
 	from := times[0]
 	for i := 1; i < len(times); i++ {
-		if times[i].Sub(times[i-1]) > lookback {
+		if lookback > 0 && times[i].Sub(times[i-1]) > lookback {
 			bounds = append(bounds, [2]time.Time{from, times[i-1]})
 			from = times[i]
 		}
@@ -180,9 +184,9 @@ func lifetimes(p *trace.Pod, lookback time.Duration) [][2]time.Time {
 }
 
 // newRun returns the run of pod p between the sample times b[0] and b[1] (inclusive):
-// per step the peak memory and the mean compute of its samples, and both filled for up
-// to lookback over steps without a sample. The caller sets tracePod, workload and wc.
-func (tl *timeline) newRun(p *trace.Pod, b [2]time.Time, lookback time.Duration) run {
+// per step the peak memory and the mean compute of its samples, and both filled with
+// the last sample over steps without one. The caller sets tracePod, workload and wc.
+func (tl *timeline) newRun(p *trace.Pod, b [2]time.Time) run {
 	r := run{
 		name:  p.Namespace + "/" + p.Pod,
 		id:    metrics.ContainerID{Namespace: p.Namespace, Pod: p.Pod, Container: p.Container},
@@ -220,9 +224,8 @@ func (tl *timeline) newRun(p *trace.Pod, b [2]time.Time, lookback time.Duration)
 			r.cpuRaw[i] /= float64(cpuN[i])
 		}
 	}
-	hold := int(lookback / tl.step)
-	r.mem, r.peakMem = fill(r.memRaw, hold)
-	r.cpu, r.peakCPU = fill(r.cpuRaw, hold)
+	r.mem, r.peakMem = fill(r.memRaw)
+	r.cpu, r.peakCPU = fill(r.cpuRaw)
 	return r
 }
 
@@ -234,20 +237,17 @@ func nanSlice(n int) []float64 {
 	return s
 }
 
-// fill replaces NaN with the last value seen up to hold steps back, else 0, and returns
-// the filled copy and its maximum.
-func fill(raw []float64, hold int) ([]float64, float64) {
+// fill replaces NaN with the last value seen (a run's first step always has a sample of
+// one signal; the other is 0 until its first sample) and returns the filled copy and its
+// maximum.
+func fill(raw []float64) ([]float64, float64) {
 	out := make([]float64, len(raw))
-	last, age, peak := 0.0, hold+1, 0.0
+	last, peak := 0.0, 0.0
 	for i, v := range raw {
 		if !math.IsNaN(v) {
-			last, age = v, 0
-		} else {
-			age++
+			last = v
 		}
-		if age <= hold {
-			out[i] = last
-		}
+		out[i] = last
 		peak = math.Max(peak, out[i])
 	}
 	return out, peak
