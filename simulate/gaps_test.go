@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/recommender"
 	"github.com/gpufrac/gpufrac/trace"
 )
@@ -97,6 +98,45 @@ func TestGapHoldsShrinks(t *testing.T) {
 						}
 					}
 				})
+			}
+		}
+	}
+}
+
+// TestGapHoldsConsolidation: the updater moves no pod of a workload whose data are
+// incomplete to empty a GPU (updater.movablePods). Five single-pod workloads of 30 GiB
+// and a second pod of w1 share 80 GiB GPUs after their shrink at minute 60; w0 and w2
+// end at minutes 100 and 140, and at 141 consolidation empties a GPU. w1's second pod is
+// silent from minute 130 to 250: w1's first pod may not be the one moved, so w3's is.
+func TestGapHoldsConsolidation(t *testing.T) {
+	const from, to = 130, 250
+	var tr trace.Trace
+	for w := range 5 {
+		steps := 300
+		if w%2 == 0 {
+			steps = 100 + 20*w
+		}
+		tr.Pods = append(tr.Pods, replica(fmt.Sprintf("w%d", w), 0, steps, 30, 0.2, 0, 0))
+	}
+	tr.Pods = append(tr.Pods, replica("w1", 1, 300, 30, 0.2, from, to))
+	o := gpufracOptions()
+	o.Backend = gpufracv1.BackendKAINVFractions
+	o.Updater.Consolidate = true
+	o.Updater.MinLifetime = 30 * time.Minute
+	res, err := Run(&tr, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Policies[0].Consolidations == 0 {
+		t.Fatalf("no consolidation: the fixture no longer leaves a GPU to empty")
+	}
+	for i, ch := range res.detail.changes[0] {
+		if tr.Pods[i].Workload != "w1" {
+			continue
+		}
+		for _, c := range ch {
+			if c.step >= from+recommender.EmptyCyclesWhileRunning-1 && c.step < to {
+				t.Errorf("%s moved at minute %d while its workload had a pod silent from %d to %d", res.detail.runs[i].name, c.step, from, to)
 			}
 		}
 	}
