@@ -43,6 +43,8 @@ type gapCheck struct {
 	seenCompute, seenMemory []bool
 	spacing                 []spacings
 	incomplete              []string
+	// pods is end's buffer: the live runs per workload.
+	pods [][]int
 }
 
 // spacings keeps the last spacingKept compute sample spacings of a workload, as the
@@ -69,7 +71,9 @@ func (s *spacings) typical() time.Duration {
 	if s.count == 0 {
 		return 0
 	}
-	g := slices.Clone(s.gaps[:s.count])
+	var buf [spacingKept]time.Duration
+	g := buf[:s.count]
+	copy(g, s.gaps[:s.count])
 	slices.Sort(g)
 	return g[len(g)/2]
 }
@@ -123,7 +127,13 @@ func (g *gapCheck) memory(tl *timeline, i int, kept, stale bool) {
 // give it to the updater.
 func (g *gapCheck) end(tl *timeline, alive []int, k int) {
 	now := tl.stepEnd(k)
-	pods := make([][]int, len(tl.workloads))
+	if g.pods == nil {
+		g.pods = make([][]int, len(tl.workloads))
+	}
+	pods := g.pods
+	for w := range pods {
+		pods[w] = pods[w][:0]
+	}
 	for _, i := range alive {
 		if tl.runs[i].end >= k {
 			pods[tl.runs[i].workload] = append(pods[tl.runs[i].workload], i)
