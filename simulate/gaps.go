@@ -33,6 +33,9 @@ type gapCheck struct {
 	empty   []int
 	lastCPU []int
 	hasCPU  []bool
+	// gap: the run was found silent and stays so until it reports (podGap): a gap is
+	// ended by samples, never by a wait that grew meanwhile.
+	gap []bool
 	// Per workload, this cycle: compute samples, memory reads kept and set aside as
 	// stale.
 	cpu, mem, stale []int
@@ -40,6 +43,7 @@ type gapCheck struct {
 	// and memory were ever read, the compute sample spacings (sampleSpacing), and the
 	// incomplete-data message the updater reads now ("" when complete).
 	wEmpty                  []int
+	raised                  []bool // the workload's empty gap (emptyRaised)
 	seenCompute, seenMemory []bool
 	spacing                 []spacings
 	incomplete              []string
@@ -80,8 +84,8 @@ func (s *spacings) typical() time.Duration {
 
 func newGapCheck(tl *timeline) *gapCheck {
 	n, w := len(tl.runs), len(tl.workloads)
-	g := &gapCheck{step: tl.step, seen: make([]bool, n), empty: make([]int, n), lastCPU: make([]int, n), hasCPU: make([]bool, n),
-		cpu: make([]int, w), mem: make([]int, w), stale: make([]int, w), wEmpty: make([]int, w),
+	g := &gapCheck{step: tl.step, seen: make([]bool, n), empty: make([]int, n), lastCPU: make([]int, n), hasCPU: make([]bool, n), gap: make([]bool, n),
+		cpu: make([]int, w), mem: make([]int, w), stale: make([]int, w), wEmpty: make([]int, w), raised: make([]bool, w),
 		seenCompute: make([]bool, w), seenMemory: make([]bool, w), spacing: make([]spacings, w), incomplete: make([]string, w)}
 	for i := range g.lastCPU {
 		g.lastCPU[i] = -1
@@ -142,7 +146,7 @@ func (g *gapCheck) end(tl *timeline, alive []int, k int) {
 	for w, runs := range pods {
 		g.incomplete[w] = ""
 		if len(runs) == 0 {
-			g.wEmpty[w] = 0
+			g.wEmpty[w], g.raised[w] = 0, false
 			continue
 		}
 		needed := recommender.EmptyCyclesFor(g.spacing[w].typical(), g.step)
@@ -152,12 +156,13 @@ func (g *gapCheck) end(tl *timeline, alive []int, k int) {
 			r := &tl.runs[i]
 			switch {
 			case g.hasCPU[i]:
-				g.empty[i] = 0
+				g.empty[i], g.gap[i] = 0, false
 			case !g.seen[i] && (!others || now.Sub(tl.stepEnd(r.start-1)) < metrics.AgentCoverage):
-				g.empty[i] = 0
+				g.empty[i], g.gap[i] = 0, false
 			default:
-				if g.empty[i]++; g.empty[i] >= needed {
+				if g.empty[i]++; g.empty[i] >= needed || g.gap[i] {
 					silent = append(silent, r.id.Pod)
+					g.gap[i] = true
 				}
 			}
 			g.seen[i] = g.seen[i] || g.hasCPU[i]
@@ -174,9 +179,10 @@ func (g *gapCheck) end(tl *timeline, alive []int, k int) {
 		} else {
 			g.wEmpty[w] = 0
 		}
+		g.raised[w] = g.wEmpty[w] > 0 && (g.raised[w] || g.wEmpty[w] >= needed)
 		var msg string
 		switch {
-		case g.wEmpty[w] >= needed:
+		case g.raised[w]:
 			msg = fmt.Sprintf("%d running pods but no GPU sample for %d cycles; last recommendation kept", len(runs), g.wEmpty[w])
 		case len(silent) > 0:
 			slices.Sort(silent)
