@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpufrac/gpufrac/trace"
 )
@@ -143,7 +144,7 @@ func TestNoMemoryIsAnError(t *testing.T) {
 // pod with several lifetimes once.
 func TestPodsAboveGPU(t *testing.T) {
 	big := pod("big", 0, append(repeat(50, 10), repeat(70, 5)...), repeat(0.2, 15))
-	gap := pod("gap", 0, repeat(60, 5), repeat(0.2, 5)) // two lifetimes, split by a gap over the lookback
+	gap := pod("gap", 0, repeat(60, 5), repeat(0.2, 5)) // two lifetimes, split by a gap over the 5-minute Lookback
 	late := pod("gap", 30, repeat(60, 5), repeat(0.2, 5))
 	gap.Memory, gap.Compute = append(gap.Memory, late.Memory...), append(gap.Compute, late.Compute...)
 	small := pod("small", 0, repeat(10, 15), repeat(0.2, 15))
@@ -152,7 +153,7 @@ func TestPodsAboveGPU(t *testing.T) {
 		gpuGiB int64
 		above  int
 	}{{80, 0}, {70, 0}, {64, 1}, {48, 2}, {8, 3}} {
-		res, err := Run(&tr, Options{GPUMemoryBytes: c.gpuGiB * gib, Policies: []string{PolicyOnePerPod}})
+		res, err := Run(&tr, Options{GPUMemoryBytes: c.gpuGiB * gib, Policies: []string{PolicyOnePerPod}, Lookback: 5 * time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
