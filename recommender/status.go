@@ -69,6 +69,10 @@ const (
 	// workload than the written recommendation was made for, so that one was dropped
 	// (never applied to the new target's pods) until the new target's history gives one.
 	ReasonTargetChanged = "TargetChanged"
+	// ReasonPolicyChanged: a Normal event; a recommendation kept while no new one is made
+	// (MetricsUnavailable) was moved into the container policy's current minimum and
+	// maximum.
+	ReasonPolicyChanged = "PolicyChanged"
 )
 
 // reconcile computes and writes the recommendation of one autoscaler. primary is false
@@ -187,7 +191,7 @@ func (r *Recommender) reconcilePrimary(ctx context.Context, e *entry, old *gpufr
 		c == nil || c.Status != metav1.ConditionFalse || r.failedReads >= FailedReadsBeforeUnavailable {
 		set(gpufracv1.ConditionMetricsUnavailable, true, reason, truncate(loadErr.Error(), 512))
 	}
-	keepWithFloor(gfa, st, startOrder(r.cur.templates[history.WorkloadKey(e.ref)]), now)
+	r.keep(gfa, old.Status.Conditions, st, set, startOrder(r.cur.templates[history.WorkloadKey(e.ref)]), now)
 }
 
 // FailedReadsBeforeUnavailable is how many cycles in a row must fail to read Prometheus
@@ -211,7 +215,7 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 	gapReason, gapMsg := r.dataGap(w, e.podNames)
 	if gapReason != "" && (len(recs) == 0 || len(old.Status.ContainerRecommendations) > 0) {
 		set(gpufracv1.ConditionMetricsUnavailable, true, gapReason, gapMsg)
-		keepWithFloor(gfa, st, startOrder(r.cur.templates[w]), now)
+		r.keep(gfa, old.Status.Conditions, st, set, startOrder(r.cur.templates[w]), now)
 		return
 	}
 	// A history loaded without part of what the written recommendation was made from
@@ -219,7 +223,7 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 	if msg := r.historyIncomplete(ctx, w, old, now); msg != "" {
 		metrics.Incomplete.WithLabelValues(metrics.IncompleteHistory).Inc()
 		set(gpufracv1.ConditionMetricsUnavailable, true, gpufracv1.ReasonHistoryIncomplete, msg)
-		keepWithFloor(gfa, st, startOrder(r.cur.templates[w]), now)
+		r.keep(gfa, old.Status.Conditions, st, set, startOrder(r.cur.templates[w]), now)
 		return
 	}
 	unattributed := r.unattributed(w)
@@ -347,18 +351,39 @@ func applyFloor(gfa *gpufracv1.GPUFractionAutoscaler, recs []gpufracv1.Container
 	}
 }
 
-// keepWithFloor keeps the written recommendation of a cycle that read nothing new (a
-// failed read, a gap in the data), raised to the updater's rollback floor where that is
-// higher: the floor is the updater's, not a measurement, so a cycle without data does
-// not hold it back. start is the containers' start order (startOrder) for the pod totals.
-func keepWithFloor(gfa *gpufracv1.GPUFractionAutoscaler, st *gpufracv1.GPUFractionRecommendationStatus, start map[string]int, now time.Time) {
+// keep keeps the written recommendation of a cycle that read nothing new (a failed
+// read, a gap in the data), clamped into the container policies as they are now
+// (policy.WithinPolicy: the user may have raised minMemory, the remedy for a workload
+// out of memory, or lowered maxMemory since it was written) and raised to the updater's
+// rollback floor where that is higher: the policy and the floor are not measurements,
+// so a cycle without data does not hold them back. Nothing lowers it but the user's own
+// maximum, which CappedBelowNeed then reports as on the normal path (prev: the
+// conditions as written). start is the containers' start order (startOrder) for the pod
+// totals.
+func (r *Recommender) keep(gfa *gpufracv1.GPUFractionAutoscaler, prev []metav1.Condition, st *gpufracv1.GPUFractionRecommendationStatus,
+	set setCondition, start map[string]int, now time.Time) {
 	if len(st.ContainerRecommendations) == 0 {
 		return
 	}
 	before := st.DeepCopy().ContainerRecommendations
+	var moved []string
+	for i := range st.ContainerRecommendations {
+		c := &st.ContainerRecommendations[i]
+		if policy.WithinPolicy(c, gfa.Spec.ContainerPolicy(c.ContainerName)) {
+			moved = append(moved, c.ContainerName)
+		}
+	}
 	applyFloor(gfa, st.ContainerRecommendations, now)
-	if !equality.Semantic.DeepEqual(before, st.ContainerRecommendations) {
-		summarise(st, start)
+	if equality.Semantic.DeepEqual(before, st.ContainerRecommendations) {
+		return
+	}
+	summarise(st, start)
+	if len(moved) > 0 {
+		if r.Events != nil {
+			r.Events.Eventf(gfa, nil, corev1.EventTypeNormal, ReasonPolicyChanged, "Recommend",
+				"container %s: the kept recommendation (no new one while the metrics are unavailable) was moved into the current resource policy's minimum and maximum", strings.Join(moved, ", "))
+		}
+		r.cappedBelowNeed(gfa, prev, st.ContainerRecommendations, set)
 	}
 }
 

@@ -368,4 +368,40 @@ func ApplyFloor(rec *gpufracv1.ContainerRecommendation, floor gpufracv1.Containe
 	raise(&rec.Target.Compute, &rec.LowerBound.Compute, &rec.UpperBound.Compute, floor.Compute)
 }
 
+// WithinPolicy clamps a written container recommendation into its current policy's
+// explicit bounds (cp's minMemory, maxMemory, minCompute and maxCompute; cp nil: none),
+// as Recommend clamps a new one: target, bounds, memory limit and compute request
+// between the minimum and the maximum, the minimum winning where they cross. It is for
+// a recommendation kept while no new one is made (a failed read, a gap in the data):
+// the policy may have changed since it was written. Only the user's own maximum lowers
+// it; no configured floor or GPU size is applied (that is a measurement's job). It
+// reports whether anything changed.
+func WithinPolicy(rec *gpufracv1.ContainerRecommendation, cp *gpufracv1.ContainerPolicy) bool {
+	if cp == nil {
+		return false
+	}
+	changed := false
+	clampQ := func(q **resource.Quantity, lo, hi *resource.Quantity) {
+		if *q == nil {
+			return
+		}
+		if hi != nil && (*q).Cmp(*hi) > 0 {
+			*q, changed = ptrQ(hi), true
+		}
+		if lo != nil && (*q).Cmp(*lo) < 0 {
+			*q, changed = ptrQ(lo), true
+		}
+	}
+	for _, r := range []*gpufracv1.GPUResources{&rec.Target, &rec.LowerBound, &rec.UpperBound} {
+		clampQ(&r.Memory, cp.MinMemory, cp.MaxMemory)
+		clampQ(&r.Compute, cp.MinCompute, cp.MaxCompute)
+	}
+	clampQ(&rec.MemoryLimit, cp.MinMemory, cp.MaxMemory)
+	if rec.MemoryLimit != nil && rec.Target.Memory != nil && rec.MemoryLimit.Cmp(*rec.Target.Memory) <= 0 {
+		rec.MemoryLimit, changed = nil, true // the limit is the target now
+	}
+	clampQ(&rec.ComputeRequest, cp.MinCompute, cp.MaxCompute)
+	return changed
+}
+
 func ptrQ(q *resource.Quantity) *resource.Quantity { c := q.DeepCopy(); return &c }

@@ -313,3 +313,48 @@ func TestFitWithMemorySpread(t *testing.T) {
 		}
 	}
 }
+
+// TestWithinPolicy: a written recommendation is moved into the policy's explicit bounds,
+// memory limit and compute request included, and reports whether anything moved.
+func TestWithinPolicy(t *testing.T) {
+	written := func() gpufracv1.ContainerRecommendation {
+		return gpufracv1.ContainerRecommendation{
+			Target:         gpufracv1.GPUResources{Memory: q("10Gi"), Compute: q("200m")},
+			LowerBound:     gpufracv1.GPUResources{Memory: q("8Gi"), Compute: q("100m")},
+			UpperBound:     gpufracv1.GPUResources{Memory: q("12Gi"), Compute: q("300m")},
+			MemoryLimit:    q("11Gi"),
+			ComputeRequest: q("150m"),
+		}
+	}
+	for _, tc := range []struct {
+		name                           string
+		cp                             *gpufracv1.ContainerPolicy
+		target, lower, upper, limit    string // memory; limit "" is none
+		compute, request, upperCompute string
+		moved                          bool
+	}{
+		{"no policy", nil, "10Gi", "8Gi", "12Gi", "11Gi", "200m", "150m", "300m", false},
+		{"bounds around it", &gpufracv1.ContainerPolicy{MinMemory: q("1Gi"), MaxMemory: q("40Gi"), MinCompute: q("50m"), MaxCompute: q("1")}, "10Gi", "8Gi", "12Gi", "11Gi", "200m", "150m", "300m", false},
+		{"minMemory above the lower bound", &gpufracv1.ContainerPolicy{MinMemory: q("9Gi")}, "10Gi", "9Gi", "12Gi", "11Gi", "200m", "150m", "300m", true},
+		{"minMemory above the limit", &gpufracv1.ContainerPolicy{MinMemory: q("11Gi")}, "11Gi", "11Gi", "12Gi", "", "200m", "150m", "300m", true},
+		{"minMemory above all", &gpufracv1.ContainerPolicy{MinMemory: q("20Gi")}, "20Gi", "20Gi", "20Gi", "", "200m", "150m", "300m", true},
+		{"maxMemory below all", &gpufracv1.ContainerPolicy{MaxMemory: q("6Gi")}, "6Gi", "6Gi", "6Gi", "", "200m", "150m", "300m", true},
+		{"maxMemory between the target and the limit", &gpufracv1.ContainerPolicy{MaxMemory: q("10Gi") /* limit 11Gi */}, "10Gi", "8Gi", "10Gi", "", "200m", "150m", "300m", true},
+		{"minCompute above the request", &gpufracv1.ContainerPolicy{MinCompute: q("250m")}, "10Gi", "8Gi", "12Gi", "11Gi", "250m", "250m", "300m", true},
+		{"maxCompute below the target", &gpufracv1.ContainerPolicy{MaxCompute: q("120m")}, "10Gi", "8Gi", "12Gi", "11Gi", "120m", "120m", "120m", true},
+		{"min equals max", &gpufracv1.ContainerPolicy{MinMemory: q("16Gi"), MaxMemory: q("16Gi")}, "16Gi", "16Gi", "16Gi", "", "200m", "150m", "300m", true},
+	} {
+		rec := written()
+		moved := WithinPolicy(&rec, tc.cp)
+		limit := ""
+		if rec.MemoryLimit != nil {
+			limit = rec.MemoryLimit.String()
+		}
+		got := []string{rec.Target.Memory.String(), rec.LowerBound.Memory.String(), rec.UpperBound.Memory.String(), limit,
+			rec.Target.Compute.String(), rec.ComputeRequest.String(), rec.UpperBound.Compute.String()}
+		want := []string{tc.target, tc.lower, tc.upper, tc.limit, tc.compute, tc.request, tc.upperCompute}
+		if strings.Join(got, " ") != strings.Join(want, " ") || moved != tc.moved {
+			t.Errorf("%s: %v moved %v; want %v moved %v", tc.name, got, moved, want, tc.moved)
+		}
+	}
+}

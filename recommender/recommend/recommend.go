@@ -147,6 +147,9 @@ func (c Config) Recommend(model *history.Model, w history.WorkloadKey, spec *gpu
 			if !needNear(p.UncappedTarget, uncapped, c) {
 				rec.UncappedTarget = uncapped
 			}
+			// The written sizes, but within the policy as it is now: a minimum raised
+			// (or a maximum lowered) by less than the noise since still holds.
+			policy.WithinPolicy(&rec, cp)
 		}
 		rec.ContainerType = containerType(pod, name, byName[name])
 		rec.MIG = c.Policy.MIG(rec, est.MIGProfile)
