@@ -481,7 +481,7 @@ func appliedRecord(bt gpufracv1.BackendType, gfa *gpufracv1.GPUFractionAutoscale
 // itself). Out-of-range recommendations make the pod unsafe; memory above one GPU after
 // adding overhead is capped with a warning.
 func (m *Mutator) targets(pod *corev1.Pod, gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionRecommendation, overhead int64) ([]*backend.Target, []string, error) {
-	recs := contract.TargetsOf(gfa, gfr)
+	recs := contract.WithMinMemory(gfa, contract.TargetsOf(gfa, gfr), m.Config.GPUMemoryBytes)
 	var targets []*backend.Target
 	var warnings []string
 	for _, pc := range workload.Containers(pod) {
@@ -535,12 +535,12 @@ func (m *Mutator) memoryTarget(t *backend.Target, r contract.Target, gfa *gpufra
 		qc = *resource.NewQuantity(mem, resource.BinarySI)
 		warnings = append(warnings, fmt.Sprintf("gpufrac: container %s: memory %s instead of the recommended %s: rollback floor (status.updater.floor, %s)", t.Container, qc.String(), q.String(), gfa.Status.Updater.Floor.Reason))
 	}
-	if pol := gfa.Spec.ContainerPolicy(t.Container); pol != nil && pol.MinMemory != nil && pol.MinMemory.Value() > mem {
+	if r.Memory > mem {
 		// The recommendation predates the policy's minMemory (raised, the remedy for a
-		// workload out of memory, and the recommender has not written since, or keeps its
-		// last recommendation while it cannot read Prometheus): the user's floor holds at
-		// once. The record says what the pod holds.
-		mem = min(pol.MinMemory.Value(), m.Config.GPUMemoryBytes)
+		// workload out of memory, and the recommender has not written since): the user's
+		// floor holds at once (r.Memory, contract.WithMinMemory: at most one GPU; the
+		// updater compares pods with the same). The record says what the pod holds.
+		mem = r.Memory
 		qc = *resource.NewQuantity(mem, resource.BinarySI)
 		warnings = append(warnings, fmt.Sprintf("gpufrac: container %s: memory %s instead of the recommended %s: minMemory of the container policy (the recommendation predates it)", t.Container, qc.String(), q.String()))
 	}

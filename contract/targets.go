@@ -11,7 +11,8 @@ import (
 // Target is what one container of an autoscaler's pods should get, in the units the
 // components compare and write: memory in bytes and compute in thousandths of one GPU;
 // -1 means absent. The rollback floor (Floor) is not included: the webhook and the
-// updater each take max(target, floor).
+// updater each take max(target, floor). Nor is the container policy's minMemory until
+// WithMinMemory raises the memory target to it, as both do after TargetsOf.
 type Target struct {
 	// Container is the container's name.
 	Container string
@@ -150,6 +151,50 @@ func TargetsOf(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionR
 		out[r.ContainerName] = t
 	}
 	return out
+}
+
+// MinMemory is the container policy's minMemory of container in gfa as the webhook
+// writes it, bytes: at most one GPU of gpuMemoryBytes (0 or less: not capped, a GPU size
+// unknown); -1 where the policy sets none (or gfa is nil).
+func MinMemory(gfa *gpufracv1.GPUFractionAutoscaler, container string, gpuMemoryBytes int64) int64 {
+	if gfa == nil {
+		return -1
+	}
+	pol := gfa.Spec.ContainerPolicy(container)
+	if pol == nil || pol.MinMemory == nil {
+		return -1
+	}
+	if v := pol.MinMemory.Value(); gpuMemoryBytes <= 0 || v < gpuMemoryBytes {
+		return v
+	}
+	return gpuMemoryBytes
+}
+
+// WithMinMemory raises, in targets (TargetsOf of gfa), each controlled memory target
+// below its container policy's minMemory (MinMemory, at most one GPU of gpuMemoryBytes)
+// to it, and the bounds to at least it, and returns targets. The recommender keeps its
+// recommendations at or above minMemory, so this changes a target only while the
+// recommendation predates the policy (minMemory raised, the remedy for a workload out of
+// memory, and no new recommendation since). It is the one rule for it: the webhook
+// writes t.Memory (with the rollback floor and its overhead) into new pods, and the
+// updater compares running pods with the same, so a pod written at minMemory is in date
+// and a running pod below it grows. Recommendation keeps the value as written.
+func WithMinMemory(gfa *gpufracv1.GPUFractionAutoscaler, targets map[string]Target, gpuMemoryBytes int64) map[string]Target {
+	for name, t := range targets {
+		m := MinMemory(gfa, name, gpuMemoryBytes)
+		if !t.ControlsMemory || t.Memory < 0 || m <= t.Memory {
+			continue
+		}
+		t.Memory = m
+		if t.LowerMemory >= 0 {
+			t.LowerMemory = max(t.LowerMemory, m)
+		}
+		if t.UpperMemory >= 0 {
+			t.UpperMemory = max(t.UpperMemory, m)
+		}
+		targets[name] = t
+	}
+	return targets
 }
 
 // BytesOf returns q in bytes (rounded up), or -1 for nil.

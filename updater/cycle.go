@@ -241,7 +241,8 @@ func (u *Updater) plan(ctx context.Context, cy *cycle, gfa *gpufracv1.GPUFractio
 	}
 	p.noFloorCondition()
 	rules := p.rules(u.Config, computeHeld)
-	p.targets = contract.TargetsOf(gfa, p.gfr)
+	// What the webhook writes: the recommendation, at least the policy's minMemory.
+	p.targets = contract.WithMinMemory(gfa, contract.TargetsOf(gfa, p.gfr), u.Config.Backend.GPUMemoryBytes)
 	if p.recSkip == SkipLowConfidence {
 		p.targets = admittedUnchanged(p.targets, u.Config.Backend.GPUMemoryBytes)
 		for name, t := range p.targets {
