@@ -143,6 +143,12 @@ func TestMutateSkips(t *testing.T) {
 	}
 	stale := recommendation("web", 80, containerRec("main", "4Gi", "350m"))
 	stale.OwnerReferences[0].UID = "old-uid"
+	// Orphaned (kubectl delete gfa web --cascade=orphan, then web created again): no
+	// ownerReference to the autoscaler until the recommender adopts it.
+	orphaned := recommendation("web", 80, containerRec("main", "4Gi", "350m"))
+	orphaned.OwnerReferences = nil
+	otherController := recommendation("web", 80, containerRec("main", "4Gi", "350m"))
+	otherController.OwnerReferences[0].Kind = "ConfigMap"
 	// The autoscaler was retargeted from Deployment api to web; the recommender has not
 	// written since: api's fraction must not go into web's pods.
 	retargeted := recommendation("web", 80, containerRec("main", "4Gi", "350m"))
@@ -180,6 +186,8 @@ func TestMutateSkips(t *testing.T) {
 		{"recommendation not provided", []client.Object{base()[0], notProvided}, Config{}, nil, SkipNoRecommendation, false},
 		{"stale recommendation", []client.Object{base()[0], stale}, Config{}, nil, SkipStale, false},
 		{"recommendation of the former target", []client.Object{base()[0], retargeted}, Config{}, nil, SkipStale, false},
+		{"orphaned recommendation", []client.Object{base()[0], orphaned}, Config{}, nil, SkipStale, false},
+		{"recommendation controlled by another kind", []client.Object{base()[0], otherController}, Config{}, nil, SkipStale, false},
 		{"low confidence", []client.Object{base()[0], recommendation("web", 49, containerRec("main", "4Gi", "350m"))}, Config{}, nil, SkipLowConfidence, false},
 		{"custom confidence", []client.Object{base()[0], recommendation("web", 89, containerRec("main", "4Gi", "350m"))}, Config{MinConfidence: ptr.To[int32](90)}, nil, SkipLowConfidence, false},
 		{"no matching container", []client.Object{base()[0], recommendation("web", 80, containerRec("other", "4Gi", "350m"))}, Config{}, nil, SkipNoContainer, false},

@@ -49,7 +49,8 @@ type Reason string
 
 const (
 	// ReasonStale: the recommendation belongs to an earlier autoscaler of the same name
-	// (a GPUFractionAutoscaler owner of another UID), or was made for another workload
+	// (a GPUFractionAutoscaler owner of another UID), has no ownerReference to the
+	// autoscaler (orphaned: Adopted), or was made for another workload
 	// than the autoscaler targets now (Retargeted: spec.targetRef was changed and the
 	// recommender has not written since); the recommender replaces it.
 	ReasonStale Reason = "stale-recommendation"
@@ -77,6 +78,9 @@ func Applies(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionRec
 			return ReasonStale, "the recommendation belongs to an earlier autoscaler of the same name"
 		}
 	}
+	if !Adopted(gfa, gfr) {
+		return ReasonStale, "the recommendation has no ownerReference to the autoscaler (orphaned: an earlier autoscaler of the same name deleted with --cascade=orphan, or the reference removed); the recommender adopts it on its next write"
+	}
 	if Retargeted(gfa, gfr) {
 		o, n := gfr.Spec.TargetRef, gfa.Spec.TargetRef
 		return ReasonStale, fmt.Sprintf("the recommendation was made for %s %s, not %s %s (spec.targetRef changed; the recommender has not written since)", o.Kind, o.Name, n.Kind, n.Name)
@@ -92,6 +96,21 @@ func Applies(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionRec
 		return ReasonLowConfidence, fmt.Sprintf("confidence %d%% is below the webhook's minimum %d%%", c, minConfidence)
 	}
 	return "", ""
+}
+
+// Adopted reports whether gfr has an ownerReference to gfa (a GPUFractionAutoscaler of
+// its UID), as the recommender creates every recommendation with (its controller
+// reference). One without (orphaned by `kubectl delete gfa --cascade=orphan`, or the
+// reference removed) may be an earlier autoscaler's of the same name, and garbage
+// collection would not delete it with gfa: Applies takes it as stale until the
+// recommender adopts it (sets the controller reference to gfa) on its next write.
+func Adopted(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionRecommendation) bool {
+	for _, or := range gfr.OwnerReferences {
+		if or.Kind == "GPUFractionAutoscaler" && or.UID == gfa.UID {
+			return true
+		}
+	}
+	return false
 }
 
 // Retargeted reports whether gfr was made for another workload than gfa targets now: its

@@ -55,6 +55,21 @@ func TestApplies(t *testing.T) {
 			r.OwnerReferences[0].UID = "earlier"
 			return r
 		}, 50, ReasonStale, "earlier autoscaler"},
+		{"orphaned: no owner reference", func() *gpufracv1.GPUFractionRecommendation {
+			r := recommendation(gfa, ptr.To[int32](80))
+			r.OwnerReferences = nil
+			return r
+		}, 50, ReasonStale, "no ownerReference to the autoscaler"},
+		{"orphaned, another kind's reference only", func() *gpufracv1.GPUFractionRecommendation {
+			r := recommendation(gfa, ptr.To[int32](80))
+			r.OwnerReferences = []metav1.OwnerReference{{Kind: "ConfigMap", Name: "web", UID: gfa.UID, Controller: ptr.To(true)}}
+			return r
+		}, 50, ReasonStale, "no ownerReference to the autoscaler"},
+		{"owned as the controller (as the recommender creates it)", func() *gpufracv1.GPUFractionRecommendation {
+			r := recommendation(gfa, ptr.To[int32](80))
+			r.OwnerReferences[0].Controller = ptr.To(true)
+			return r
+		}, 50, "", ""},
 		{"made for the former target (spec.targetRef changed, not written since)", func() *gpufracv1.GPUFractionRecommendation {
 			r := recommendation(gfa, ptr.To[int32](80))
 			r.Spec.TargetRef = autoscalingv1.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "former"}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -649,6 +650,24 @@ func ownedBy(gfa *gpufracv1.GPUFractionAutoscaler) metav1.ObjectMeta {
 	}
 }
 
+// adopt sets gfa as the controller owner of gfr when gfr has no controller reference
+// (orphaned by `kubectl delete gfa --cascade=orphan`, or the reference removed; an
+// autoscaler of the same name then finds it): garbage collection deletes it with gfa
+// again, and the webhook and the updater, which take a recommendation without an
+// ownerReference to its autoscaler as stale (contract.Adopted), apply it from this
+// write on. Other references to autoscalers, which only an earlier one of the same name
+// can hold, are dropped; others are kept. A recommendation controlled by another
+// object (an earlier autoscaler's, until garbage collection deletes it or strips the
+// reference) is left as it is. It reports whether gfr changed.
+func adopt(gfr *gpufracv1.GPUFractionRecommendation, gfa *gpufracv1.GPUFractionAutoscaler) bool {
+	if metav1.GetControllerOfNoCopy(gfr) != nil {
+		return false
+	}
+	refs := slices.DeleteFunc(slices.Clone(gfr.OwnerReferences), func(o metav1.OwnerReference) bool { return o.Kind == "GPUFractionAutoscaler" })
+	gfr.OwnerReferences = append(refs, ownedBy(gfa).OwnerReferences...)
+	return true
+}
+
 // write creates or updates the recommendation and mirrors its summary onto the autoscaler.
 func (r *Recommender) write(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler, old *gpufracv1.GPUFractionRecommendation,
 	exists bool, st *gpufracv1.GPUFractionRecommendationStatus, now time.Time) error {
@@ -661,10 +680,10 @@ func (r *Recommender) write(ctx context.Context, gfa *gpufracv1.GPUFractionAutos
 		if err := r.Client.Create(ctx, gfr); err != nil {
 			return fmt.Errorf("creating GPUFractionRecommendation: %w", err)
 		}
-	} else if !equality.Semantic.DeepEqual(gfr.Spec.TargetRef, gfa.Spec.TargetRef) {
+	} else if adopted, retarget := adopt(gfr, gfa), !equality.Semantic.DeepEqual(gfr.Spec.TargetRef, gfa.Spec.TargetRef); adopted || retarget {
 		gfr.Spec.TargetRef = gfa.Spec.TargetRef
 		if err := r.Client.Update(ctx, gfr); err != nil {
-			return fmt.Errorf("updating GPUFractionRecommendation spec: %w", err)
+			return fmt.Errorf("updating GPUFractionRecommendation spec and owner: %w", err)
 		}
 	}
 	if !equality.Semantic.DeepEqual(old.Status.ContainerRecommendations, st.ContainerRecommendations) || old.Status.LastUpdateTime == nil {

@@ -209,6 +209,38 @@ func TestRecommendationOfFormerTargetEvictsNothing(t *testing.T) {
 	}
 }
 
+// A recommendation orphaned by `kubectl delete gfa web --cascade=orphan` and found by
+// the autoscaler web created again (no ownerReference to it; the recommender adopts it
+// on its next write) is an earlier autoscaler's until then: no pod is replaced towards
+// it, as the webhook would not write it (contract.Applies). Owned by the autoscaler, as
+// the recommender creates it, it replaces.
+func TestOrphanedRecommendationEvictsNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		refs     func(f *fixture) []metav1.OwnerReference
+		wantLive int
+	}{
+		{"owned", func(f *fixture) []metav1.OwnerReference { return f.gfr.OwnerReferences }, 2},
+		{"orphaned", func(*fixture) []metav1.OwnerReference { return nil }, 3},
+		{"another kind's reference only", func(f *fixture) []metav1.OwnerReference {
+			return []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "web", UID: f.gfa.UID, Controller: ptr.To(true)}}
+		}, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 3, 3)
+			f.gfr.OwnerReferences = tc.refs(f)
+			f.build()
+			f.run()
+			if n := len(f.livePods()); n != tc.wantLive {
+				t.Errorf("%d pods left, want %d", n, tc.wantLive)
+			}
+			if st := f.status(); (st.PodsOutOfDate == 0) != (tc.wantLive == 3) {
+				t.Errorf("%d pods out of date, want none: %v", st.PodsOutOfDate, tc.wantLive == 3)
+			}
+		})
+	}
+}
+
 // Two workloads out of date under the cluster-wide eviction rate limit (one token per
 // cycle, as --eviction-rate 0.1/s with burst 1 and a one-minute --interval give):
 // Deployment api, listed first, has a PodDisruptionBudget that refuses every eviction
