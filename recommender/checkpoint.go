@@ -148,7 +148,7 @@ func (r *Recommender) maintainCheckpoints(ctx context.Context, c *cycle) error {
 
 // writeCheckpoint saves workload w's model, whose samples end at until, into the
 // checkpoint of autoscaler e: a JSON patch that replaces spec and status whole (as
-// VPA's checkpoint writer), or a create when there is none (tried first when this
+// VPA's checkpoint writer) and sets e's autoscaler as its owner (ownedBy), or a create when there is none (tried first when this
 // process has neither written nor restored one for w).
 func (r *Recommender) writeCheckpoint(ctx context.Context, e *entry, w history.WorkloadKey, until time.Time) error {
 	containers, err := r.model.SaveCheckpoint(w)
@@ -179,7 +179,14 @@ func (r *Recommender) writeCheckpoint(ctx context.Context, e *entry, w history.W
 	if err != nil {
 		return err
 	}
-	patch := fmt.Sprintf(`[{"op":"add","path":"/spec","value":%s},{"op":"add","path":"/status","value":%s}]`, spec, status)
+	// The owner too: a checkpoint left without it (`kubectl delete gfa --cascade=orphan`)
+	// and found by an autoscaler of the same name is that one's from this write on
+	// (restoreCheckpoint restores only its own; garbage collection deletes it with it).
+	owners, err := json.Marshal(cp.OwnerReferences)
+	if err != nil {
+		return err
+	}
+	patch := fmt.Sprintf(`[{"op":"add","path":"/metadata/ownerReferences","value":%s},{"op":"add","path":"/spec","value":%s},{"op":"add","path":"/status","value":%s}]`, owners, spec, status)
 	replace := func() error {
 		target := &gpufracv1.GPUFractionCheckpoint{ObjectMeta: metav1.ObjectMeta{Name: gfa.Name, Namespace: gfa.Namespace}}
 		return r.Client.Patch(ctx, target, client.RawPatch(types.JSONPatchType, []byte(patch)))

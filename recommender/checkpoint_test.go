@@ -14,7 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
@@ -425,6 +427,49 @@ func TestRestoreFeedsNoStraddlingWindow(t *testing.T) {
 		}
 		if got != want {
 			t.Errorf("%s: %d compute samples, want %d (%d restored, one per pod and whole window of (%v, %v])", e.gfa.Name, got, want, cp.samples, cp.until, rec.lastLoad)
+		}
+	}
+}
+
+// TestOrphanedCheckpointIsAdopted: a checkpoint left without its owner reference
+// (`kubectl delete gfa --cascade=orphan`, the autoscaler created again) is the new
+// autoscaler's from the recommender's next write: restored by it after a restart,
+// deleted with it by garbage collection.
+func TestOrphanedCheckpointIsAdopted(t *testing.T) {
+	f := newCheckpointFixture(t)
+	c := fakeClient(copies(f.objs), slimPods)
+	prom := promtest.New(t)
+	for i, p := range podsOf(f.objs) {
+		varyingDCGM(t, prom, p, uint64(i), f.end.Add(-30*time.Hour), f.end.Add(-30*time.Hour), f.end.Add(time.Second))
+	}
+	cfg := checkpointConfig()
+	cfg.CheckpointInterval = 30 * time.Minute
+	rec := New(c, promReader(t, prom), metrics.DCGM{}, cfg)
+	now := f.mid
+	rec.Now = func() time.Time { return now }
+	ctx := context.Background()
+	if err := rec.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	key := types.NamespacedName{Namespace: "ns", Name: "d"}
+	var cp gpufracv1.GPUFractionCheckpoint
+	if err := c.Get(ctx, key, &cp); err != nil {
+		t.Fatal(err)
+	}
+	for _, refs := range [][]metav1.OwnerReference{nil, {{APIVersion: gpufracv1.GroupVersion.String(), Kind: "GPUFractionAutoscaler", Name: "d", UID: "earlier", Controller: ptr.To(true)}}} {
+		cp.OwnerReferences = refs
+		if err := c.Update(ctx, &cp); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(40 * time.Minute)
+		if err := rec.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Get(ctx, key, &cp); err != nil {
+			t.Fatal(err)
+		}
+		if ctrl := metav1.GetControllerOf(&cp); ctrl == nil || ctrl.UID != "gfa-ns-d" || len(cp.OwnerReferences) != 1 {
+			t.Errorf("owners %+v after a write, want the autoscaler gfa-ns-d alone (was %+v)", cp.OwnerReferences, refs)
 		}
 	}
 }
