@@ -171,6 +171,9 @@ type workloadCycle struct {
 	budget  Budget
 	counted bool   // budget computed
 	refused string // the Eviction API's refusal of another pod this cycle
+	// missing says which replacements their controller has not created past
+	// --replacement-timeout (missingReplacements; "" when none).
+	missing string
 }
 
 // resolved is an autoscaler's target, resolved once per cycle.

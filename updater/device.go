@@ -71,7 +71,7 @@ func (u *Updater) deviceGate(c *candidate) (string, string) {
 		var from []string
 		for _, exps := range u.expect {
 			for _, e := range exps {
-				if slices.Contains(e.devices, d) {
+				if !e.missing && slices.Contains(e.devices, d) {
 					from = append(from, e.pod)
 				}
 			}

@@ -162,3 +162,33 @@ func TestPlacementOnNodesThePodMayRun(t *testing.T) {
 		})
 	}
 }
+
+// A replacement its controller never created (missingReplacements) holds its workload's
+// budget, but no device: nothing is placed there, and the pods of other workloads on the
+// GPU it left would otherwise wait for it for as long as it is refused. One awaited
+// normally still holds the device.
+func TestMissingReplacementHoldsNoDevice(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		missing bool
+		limit   int
+		want    string
+	}{
+		{"awaited", false, 1, SkipDeviceInFlight},
+		{"not created", true, 1, ""},
+		{"awaited, two per device", false, 2, ""},
+		{"not created, two per device", true, 2, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := New(nil, nil, Config{MaxInFlightPerDevice: tc.limit})
+			other := workload.Ref{Namespace: ns, Kind: "Deployment", Name: "other"}
+			u.expect[other] = []*expectation{{pod: "other-0", devices: []string{"n1/GPU-0"}, missing: tc.missing}}
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-0",
+				Annotations: map[string]string{workload.HAMiAllocatedAnnotation: "GPU-0,NVIDIA,2048,25:;"}}, Spec: corev1.PodSpec{NodeName: "n1"}}
+			c := &candidate{p: &plan{gfa: &gpufracv1.GPUFractionAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", UID: "gfa"}}}, pod: pod}
+			if got, msg := u.deviceGate(c); got != tc.want {
+				t.Errorf("device gate %q (%s), want %q", got, msg, tc.want)
+			}
+		})
+	}
+}

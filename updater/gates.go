@@ -237,6 +237,9 @@ func (u *Updater) retryGate(now time.Time) gate {
 func budgetGate(c *candidate) (string, string) {
 	wl := c.p.wl
 	if reason, msg := wl.budget.Allow(); reason != "" {
+		if reason == SkipInFlight && wl.missing != "" {
+			msg += ": " + wl.missing
+		}
 		return reason, msg
 	}
 	if wl.refused != "" {

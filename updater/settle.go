@@ -3,9 +3,14 @@ package updater
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -39,6 +44,12 @@ type expectation struct {
 	// devices are the devices the evicted pod was on (podDevices), each with one
 	// replacement in flight.
 	devices []string
+	// owner is the evicted pod's controller (nil: none), whose spec.replicas says
+	// whether the replacement is still missing after the timeout (missingReplacements).
+	owner *metav1.OwnerReference
+	// missing: the timeout passed and the controller has not created the replacement;
+	// it holds the workload's budget, not its device (nothing is placed there).
+	missing bool
 }
 
 // settle matches ready new pods to expectations, oldest first, each pod to one
@@ -76,10 +87,20 @@ func (u *Updater) settleReplacements(ctx context.Context, p *plan, now time.Time
 	cfg, ref, gfa := u.Config, p.ref, p.gfa
 	log := klog.FromContext(ctx).WithValues("autoscaler", klog.KObj(gfa))
 	awaited, replacements, expired := settle(u.expect[ref], p.pods, now, cfg.ReplacementTimeout)
-	u.expect[ref] = awaited
+	missing, msg := u.missingReplacements(ctx, ref.Namespace, expired, p.pods, now)
 	for _, e := range expired {
-		log.Info("Replacement not ready in time; no longer counted in flight", "evicted", e.pod, "timeout", cfg.ReplacementTimeout)
+		if !slices.Contains(missing, e) {
+			log.Info("Replacement not ready in time; no longer counted in flight", "evicted", e.pod, "timeout", cfg.ReplacementTimeout)
+		}
 	}
+	if len(missing) > 0 {
+		awaited = append(awaited, missing...)
+		p.wl.missing = msg
+		u.eventOnce(gfa, "missing", corev1.EventTypeWarning, EventReplacementNotCreated, "Evict", msg)
+	} else {
+		u.forget(gfa, "missing")
+	}
+	u.expect[ref] = awaited
 	for _, rp := range replacements {
 		a := p.allocs[rp.UID]
 		switch {
@@ -105,6 +126,76 @@ func (u *Updater) settleReplacements(ctx context.Context, p *plan, now time.Time
 	}
 }
 
+// missingReplacements returns the expired expectations whose replacement its controller
+// has not created: the evicted pod's ReplicaSet or StatefulSet (read from the API server)
+// has fewer pods, not terminating, than its spec.replicas, at most that many per
+// controller. Such a replacement is refused (a ResourceQuota, a LimitRange, another
+// product's admission webhook): it stays in flight, or every further eviction would
+// cost the workload a pod. A controller of another kind, or one that cannot be read,
+// lets them expire; so does one scaled down to the pods it has. msg describes them.
+func (u *Updater) missingReplacements(ctx context.Context, ns string, expired []*expectation, pods []*corev1.Pod, now time.Time) (missing []*expectation, msg string) {
+	byOwner := map[types.UID][]*expectation{}
+	var owners []*metav1.OwnerReference
+	for _, e := range expired {
+		if e.owner == nil {
+			continue
+		}
+		if byOwner[e.owner.UID] == nil {
+			owners = append(owners, e.owner)
+		}
+		byOwner[e.owner.UID] = append(byOwner[e.owner.UID], e)
+	}
+	var parts []string
+	for _, o := range owners {
+		want, ok := u.desiredReplicas(ctx, ns, o)
+		if !ok {
+			continue
+		}
+		have := 0
+		for _, p := range pods {
+			if c := metav1.GetControllerOf(p); c != nil && c.UID == o.UID && p.DeletionTimestamp == nil {
+				have++
+			}
+		}
+		es := byOwner[o.UID]
+		es = es[:min(len(es), max(0, int(want)-have))]
+		missing = append(missing, es...)
+		for _, e := range es {
+			e.missing = true
+			parts = append(parts, fmt.Sprintf("the replacement of pod %s, evicted %v ago, was not created (%s %s has %d of %d pods: a ResourceQuota, LimitRange or admission webhook refusing it? see its FailedCreate events)",
+				e.pod, now.Sub(e.at).Truncate(time.Second), o.Kind, o.Name, have, want))
+		}
+	}
+	return missing, strings.Join(parts, "; ")
+}
+
+// desiredReplicas reads spec.replicas of o, a ReplicaSet or StatefulSet in namespace
+// ns, from the API server (unset is 1). It is false for other controllers and on errors.
+func (u *Updater) desiredReplicas(ctx context.Context, ns string, o *metav1.OwnerReference) (int32, bool) {
+	if gv, err := schema.ParseGroupVersion(o.APIVersion); err != nil || gv.Group != appsv1.GroupName {
+		return 0, false
+	}
+	var obj client.Object
+	var replicas func() *int32
+	switch o.Kind {
+	case "ReplicaSet":
+		rs := &appsv1.ReplicaSet{}
+		obj, replicas = rs, func() *int32 { return rs.Spec.Replicas }
+	case "StatefulSet":
+		sts := &appsv1.StatefulSet{}
+		obj, replicas = sts, func() *int32 { return sts.Spec.Replicas }
+	default:
+		return 0, false
+	}
+	if err := u.apiReader().Get(ctx, client.ObjectKey{Namespace: ns, Name: o.Name}, obj); err != nil || obj.GetUID() != o.UID {
+		return 0, false
+	}
+	if r := replicas(); r != nil {
+		return *r, true
+	}
+	return 1, true
+}
+
 // replaced records a replacement of c's pod (evicted or deleted) at now: the hysteresis
 // round, the workload's budget, status.updater.lastEvictionTime, and the replacement to
 // await.
@@ -114,7 +205,7 @@ func (u *Updater) replaced(ctx context.Context, c *candidate, now time.Time) {
 	p.wl.budget.Took()
 	p.acted = true
 	p.st.LastEvictionTime = secs(now)
-	u.expect[p.ref] = append(u.expect[p.ref], &expectation{at: now, evicted: c.pod.UID, before: u.knownPods(ctx, p), pod: c.pod.Name, devices: podDevices(c.pod)})
+	u.expect[p.ref] = append(u.expect[p.ref], &expectation{at: now, evicted: c.pod.UID, before: u.knownPods(ctx, p), pod: c.pod.Name, devices: podDevices(c.pod), owner: metav1.GetControllerOf(c.pod)})
 }
 
 // knownPods returns the UIDs of the workload's pods in the cache now (a replacement is
