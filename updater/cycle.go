@@ -267,12 +267,18 @@ func (u *Updater) plan(ctx context.Context, cy *cycle, gfa *gpufracv1.GPUFractio
 }
 
 // newPlan starts an autoscaler's plan: status.updater carried over from the last one
-// written (or read), without an expired floor or verification.
+// decided (written or not; else read), without an expired floor or verification.
 func (u *Updater) newPlan(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler, now time.Time) *plan {
 	p := &plan{gfa: gfa, mode: gfa.Spec.EffectiveUpdateMode(), replaceUnready: gfa.Annotations[AnnotationReplaceUnready] == "true", unchanged: map[string]bool{}}
 	p.prev = u.written[gfa.UID]
 	if p.prev == nil {
 		p.prev = gfa.Status.Updater
+	}
+	// What the last cycle decided, also when its status write failed: a shrink's
+	// verification or a floor must not be lost with the write.
+	carried := p.prev
+	if d := u.decided[gfa.UID]; d != nil {
+		carried = d
 	}
 	target := gfa.Spec.TargetRef
 	st := &gpufracv1.UpdaterStatus{ObservedGeneration: gfa.Generation, TargetRef: &target}
@@ -280,7 +286,7 @@ func (u *Updater) newPlan(ctx context.Context, gfa *gpufracv1.GPUFractionAutosca
 	// What the last status says of another workload (spec.targetRef moved since:
 	// contract.UpdaterStatusOf) is not carried: its floor, verification and rounds are
 	// that workload's.
-	if pr := p.prev; pr != nil && contract.UpdaterStatusFor(pr, gfa.Spec.TargetRef) {
+	if pr := carried; pr != nil && contract.UpdaterStatusFor(pr, gfa.Spec.TargetRef) {
 		st.LastEvictionTime = pr.LastEvictionTime.DeepCopy()
 		st.LastInPlaceUpdateTime = pr.LastInPlaceUpdateTime.DeepCopy()
 		st.LastRound = pr.LastRound.DeepCopy()

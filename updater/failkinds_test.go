@@ -17,6 +17,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -593,6 +594,75 @@ func TestReplacementNeverCreatedStaysInFlight(t *testing.T) {
 				if !hasEvent(f.events(), EventReplacementNotCreated) {
 					t.Error("no ReplacementNotCreated event")
 				}
+			}
+		})
+	}
+}
+
+// The status write of the cycle that shrank a pod fails (a conflict, a 422, a timeout),
+// once or more. What that cycle decided must not be lost with it: the next cycles start
+// from what the updater decided, not from the last status it managed to write. Before,
+// they carried over the older status, without the shrink's verification, so the
+// latency breach after the shrink rolled nothing back (no floor, the pod left at 1Gi).
+func TestFailedStatusWriteKeepsTheVerification(t *testing.T) {
+	gr := schema.GroupResource{Group: gpufracv1.GroupVersion.Group, Resource: "gpufractionautoscalers"}
+	for _, tc := range []struct {
+		name  string
+		err   error
+		fails int // status writes that fail, from the first
+	}{
+		{"conflict once", apierrors.NewConflict(gr, "web", fmt.Errorf("modified")), 1},
+		{"invalid once", apierrors.NewInvalid(schema.GroupKind{Group: gr.Group, Kind: "GPUFractionAutoscaler"}, "web", nil), 1},
+		{"timeout twice", apierrors.NewServerTimeout(gr, "patch", 1), 2},
+		{"conflict three times", apierrors.NewConflict(gr, "web", fmt.Errorf("modified")), 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 1, 3)
+			f.gfa.Spec.UpdatePolicy.MinReplicas = ptr.To[int32](1) // one shrink, nothing else to evict
+			fails := tc.fails
+			f.funcs.SubResourcePatch = func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+				if fails > 0 {
+					fails--
+					return tc.err
+				}
+				return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+			}
+			f.build()
+			ctx := t.Context()
+			if err := f.u.RunOnce(ctx); err == nil {
+				t.Fatal("the status write did not fail")
+			}
+			if f.livePods()["web-abc-0"] {
+				t.Fatal("web-abc-0 not shrunk")
+			}
+			rs := &appsv1.ReplicaSet{}
+			if err := f.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web-abc"}, rs); err != nil {
+				t.Fatal(err)
+			}
+			repl := f.addPod("web-abc-new", 1, rs)
+			repl.CreationTimestamp = metav1.NewTime(time.Now())
+			if err := f.c.Create(ctx, repl.DeepCopy()); err != nil {
+				t.Fatal(err)
+			}
+			for fails > 0 {
+				_ = f.u.RunOnce(ctx) // the writes still failing
+			}
+			f.run()
+			if st := f.status(); st.Verification == nil || st.LastEvictionTime == nil {
+				t.Fatalf("verification %+v, last eviction %v: the shrink's record was lost with its status write", st.Verification, st.LastEvictionTime)
+			}
+			gfr := &gpufracv1.GPUFractionRecommendation{}
+			if err := f.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web"}, gfr); err != nil {
+				t.Fatal(err)
+			}
+			meta.SetStatusCondition(&gfr.Status.Conditions, metav1.Condition{Type: gpufracv1.ConditionLatencyGuardrailActive, Status: metav1.ConditionTrue,
+				Reason: gpufracv1.ReasonLatencyBreached, Message: "p95 latency 2.4s above the objective 2s"})
+			if err := f.c.Status().Update(ctx, gfr); err != nil {
+				t.Fatal(err)
+			}
+			f.run()
+			if st := f.status(); st.Floor == nil || st.Floor.Memory == nil || st.Floor.Memory.String() != "3Gi" {
+				t.Fatalf("floor %+v after a breach within the verification: want 3Gi", st.Floor)
 			}
 		})
 	}

@@ -152,9 +152,11 @@ func (u *Updater) wouldUpdate(p *plan, pending []*candidate) {
 }
 
 // writeStatus writes status.updater with a JSON merge patch when it differs from the
-// last one written (or read); an autoscaler gone meanwhile is not an error.
+// last one written (or read); an autoscaler gone meanwhile is not an error. The next
+// cycle goes on from st whether the write succeeds or not (Updater.decided).
 func (u *Updater) writeStatus(ctx context.Context, p *plan) error {
 	gfa, st := p.gfa, p.st
+	u.decided[gfa.UID] = st.DeepCopy()
 	if equality.Semantic.DeepEqual(p.prev, st) {
 		return nil
 	}

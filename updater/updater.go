@@ -56,7 +56,8 @@ type Updater struct {
 	expect         map[workload.Ref][]*expectation
 	retry          map[types.UID]retryState
 	stuck          map[workload.Ref]stuckState
-	written        map[types.UID]*gpufracv1.UpdaterStatus
+	written        map[types.UID]*gpufracv1.UpdaterStatus // last written: what the API server holds, the next patch's base
+	decided        map[types.UID]*gpufracv1.UpdaterStatus // last decided, written or not: what the next cycle goes on from
 	noted          map[types.UID]map[string]string
 	kedaAbsentTill time.Time
 	hyst           *Hysteresis
@@ -98,6 +99,7 @@ func New(c client.Client, apiReader client.Reader, cfg Config) *Updater {
 		drained:           map[string]*drainState{},
 		consolidationSkip: map[string]time.Time{},
 		written:           map[types.UID]*gpufracv1.UpdaterStatus{},
+		decided:           map[types.UID]*gpufracv1.UpdaterStatus{},
 		noted:             map[types.UID]map[string]string{},
 		hyst:              NewHysteresis(cfg.PersistCycles, cfg.PersistFor, cfg.MinReplacementInterval),
 	}
@@ -214,9 +216,10 @@ func (u *Updater) act(ctx context.Context, cy *cycle, c *candidate) {
 // pause states that ran out.
 func (u *Updater) forgetGone(cy *cycle) {
 	now := cy.now
-	for uid := range u.written {
+	for uid := range u.decided { // every status written was decided first
 		if !cy.seen[uid] {
 			delete(u.written, uid)
+			delete(u.decided, uid)
 			delete(u.noted, uid)
 		}
 	}
