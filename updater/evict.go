@@ -27,17 +27,23 @@ func (u *Updater) evict(ctx context.Context, cy *cycle, c *candidate, placeAt in
 		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}},
 	}
 	err := u.Client.SubResource("eviction").Create(ctx, c.pod, ev)
-	if !refusedByBudget(err) {
-		u.limiter.Allow() // the token mayReplaceNow found free
-	}
 	if err != nil {
-		if !u.evictionLost(ctx, c, err) {
+		gone, unknown := u.evictionOutcome(ctx, c, err)
+		if !gone {
+			if unknown {
+				u.limiter.Allow() // it may have gone: counted against the rate too
+			}
 			u.evictionFailed(ctx, c, err, cy.now)
 			return
 		}
 		klog.FromContext(ctx).Info("The eviction answered an error but the pod is going away: counted as evicted",
 			"autoscaler", klog.KObj(c.p.gfa), "pod", klog.KObj(c.pod), "err", err.Error())
 	}
+	// Only an eviction that happened takes the token mayReplaceNow found free: one
+	// refused by a PodDisruptionBudget, denied by an admission webhook or failed (the
+	// pod read back unchanged) evicted nothing, and a workload whose evictions all fail
+	// would otherwise take every other workload's tokens.
+	u.limiter.Allow()
 	evictionsTotal.WithLabelValues(ResultEvicted).Inc()
 	if cy.capacity != nil && c.releases {
 		cy.capacity = released(cy.capacity, c.pod, u.Config.Backend) // placementGate placed it so
@@ -56,18 +62,25 @@ func (u *Updater) evict(ctx context.Context, cy *cycle, c *candidate, placeAt in
 // the rest of the cycle, so that a lost answer never lets more of its pods go at once
 // than the budget allows.
 func (u *Updater) evictionLost(ctx context.Context, c *candidate, err error) bool {
+	gone, _ := u.evictionOutcome(ctx, c, err)
+	return gone
+}
+
+// evictionOutcome is evictionLost, and whether the outcome stays unknown (the pod could
+// not be read back).
+func (u *Updater) evictionOutcome(ctx context.Context, c *candidate, err error) (gone, unknown bool) {
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) || refusedByBudget(err) || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
-		return false
+		return false, false
 	}
 	cur := &corev1.Pod{}
 	switch gerr := u.apiReader().Get(ctx, client.ObjectKeyFromObject(c.pod), cur); {
 	case apierrors.IsNotFound(gerr):
-		return true
+		return true, false
 	case gerr != nil:
 		c.p.wl.budget.Took()
-		return false
+		return false, true
 	}
-	return cur.UID != c.pod.UID || cur.DeletionTimestamp != nil
+	return cur.UID != c.pod.UID || cur.DeletionTimestamp != nil, false
 }
 
 // evictionFailed records a failed eviction on c: a pod that changed or is going away is
