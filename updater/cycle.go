@@ -172,7 +172,8 @@ type workloadCycle struct {
 	counted bool   // budget computed
 	refused string // the Eviction API's refusal of another pod this cycle
 	// missing says which replacements their controller has not created past
-	// --replacement-timeout (missingReplacements; "" when none).
+	// --replacement-timeout (missingReplacements) and which pods stuck terminating
+	// still count in flight (withoutStuck); "" when none. The in-flight message adds it.
 	missing string
 }
 

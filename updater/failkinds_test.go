@@ -677,3 +677,63 @@ func TestFailedStatusWriteKeepsTheVerification(t *testing.T) {
 		})
 	}
 }
+
+// A pod stuck Terminating (a finalizer nobody removes, its node gone) counted in flight
+// for ever: a workload of two Ready pods and one such pod, whose ReplicaSet had long
+// replaced it, was never updated again (one in flight, at most one at once). A pod
+// terminating past its deadline (deletionTimestamp, which includes the grace period) by
+// more than --replacement-timeout no longer counts once its ReplicaSet or StatefulSet
+// has its spec.replicas of other pods; while it has not (a StatefulSet recreates the
+// pod only once it is gone) it still does, and the in-flight message names it.
+func TestPodStuckTerminating(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		kind     string // the pods' controller
+		replicas int32  // its spec.replicas
+		past     time.Duration
+		evicted  bool
+		wantNote bool // the in-flight message names the stuck pod
+	}{
+		{"ReplicaSet replaced it, stuck an hour", "ReplicaSet", 2, time.Hour, true, false},
+		{"ReplicaSet replaced it, stuck a day", "ReplicaSet", 2, 24 * time.Hour, true, false},
+		{"ReplicaSet replaced it, terminating a minute", "ReplicaSet", 2, time.Minute, false, false},
+		{"ReplicaSet short of a pod", "ReplicaSet", 3, time.Hour, false, true},
+		{"StatefulSet waits for it", "StatefulSet", 3, time.Hour, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 3, 3)
+			var rs *appsv1.ReplicaSet
+			for _, o := range f.objs {
+				if r, ok := o.(*appsv1.ReplicaSet); ok {
+					rs = r
+				}
+			}
+			rs.Spec.Replicas = ptr.To(tc.replicas)
+			if tc.kind == "StatefulSet" {
+				sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", UID: "sts-uid"}, Spec: appsv1.StatefulSetSpec{Replicas: ptr.To(tc.replicas)}}
+				f.objs = append(f.objs, sts)
+				f.gfa.Spec.TargetRef.Kind = "StatefulSet"
+				for _, p := range f.pods {
+					p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "web", UID: sts.UID, Controller: ptr.To(true)}}
+				}
+			}
+			stuck := f.pods[0]
+			stuck.DeletionTimestamp = ptr.To(metav1.NewTime(f.now.Add(-tc.past)))
+			stuck.Finalizers = []string{"example.com/hold"}
+			f.build()
+			f.u.Now = func() time.Time { return f.now }
+			f.run()
+			live := f.livePods()
+			if got := !live["web-abc-1"] || !live["web-abc-2"]; got != tc.evicted {
+				st := f.status()
+				t.Fatalf("evicted %v, want %v (blocked %s: %s)", got, tc.evicted, st.BlockedReason, st.BlockedMessage)
+			}
+			if !tc.evicted {
+				st := f.status()
+				if st.BlockedReason != SkipInFlight || strings.Contains(st.BlockedMessage, "web-abc-0") != tc.wantNote {
+					t.Errorf("blocked %s: %q; naming the stuck pod: want %v", st.BlockedReason, st.BlockedMessage, tc.wantNote)
+				}
+			}
+		})
+	}
+}

@@ -122,7 +122,9 @@ func (u *Updater) settleReplacements(ctx context.Context, p *plan, now time.Time
 		p.evicted[e.evicted] = true
 	}
 	if !p.wl.counted {
-		p.wl.budget, p.wl.counted = NewBudget(p.pods, len(awaited), p.evicted, minReplicas(gfa), cfg.MaxInFlight), true
+		pods, stuck := u.withoutStuck(ctx, ref.Namespace, p.pods, now)
+		p.wl.budget, p.wl.counted = NewBudget(pods, len(awaited), p.evicted, minReplicas(gfa), cfg.MaxInFlight), true
+		p.wl.missing = strings.Join(slices.DeleteFunc([]string{p.wl.missing, stuck}, func(s string) bool { return s == "" }), "; ")
 	}
 }
 
@@ -167,6 +169,59 @@ func (u *Updater) missingReplacements(ctx context.Context, ns string, expired []
 		}
 	}
 	return missing, strings.Join(parts, "; ")
+}
+
+// withoutStuck returns pods without those stuck terminating — past their deletion
+// deadline (deletionTimestamp, the grace period included) by more than
+// Config.ReplacementTimeout: a finalizer nobody removes, a node gone — whose ReplicaSet
+// or StatefulSet (desiredReplicas) has its spec.replicas of other pods, not
+// terminating: they serve nothing and were replaced, and counted in flight they would
+// hold the workload for as long as they stay. One whose controller lacks a pod (a
+// StatefulSet recreates it only once it is gone) or is of another kind still counts,
+// and note names it.
+func (u *Updater) withoutStuck(ctx context.Context, ns string, pods []*corev1.Pod, now time.Time) (out []*corev1.Pod, note string) {
+	type owned struct {
+		want int32
+		ok   bool
+	}
+	read := map[types.UID]owned{}
+	var counted []string
+	for _, p := range pods {
+		if p.DeletionTimestamp == nil || !now.After(p.DeletionTimestamp.Add(u.Config.ReplacementTimeout)) {
+			out = append(out, p)
+			continue
+		}
+		o := metav1.GetControllerOf(p)
+		if o == nil {
+			out = append(out, p)
+			counted = append(counted, fmt.Sprintf("%s (terminating since %s)", p.Name, stamp(p.DeletionTimestamp.Time)))
+			continue
+		}
+		r, seen := read[o.UID]
+		if !seen {
+			r.want, r.ok = u.desiredReplicas(ctx, ns, o)
+			read[o.UID] = r
+		}
+		have := 0
+		for _, q := range pods {
+			if c := metav1.GetControllerOf(q); c != nil && c.UID == o.UID && q.DeletionTimestamp == nil {
+				have++
+			}
+		}
+		if r.ok && have >= int(r.want) {
+			continue
+		}
+		out = append(out, p)
+		if !r.ok {
+			counted = append(counted, fmt.Sprintf("%s (terminating since %s)", p.Name, stamp(p.DeletionTimestamp.Time)))
+			continue
+		}
+		counted = append(counted, fmt.Sprintf("%s (terminating since %s; %s %s has %d other pod(s) of %d)", p.Name, stamp(p.DeletionTimestamp.Time), o.Kind, o.Name, have, r.want))
+	}
+	if len(counted) > 0 {
+		note = "pod(s) stuck terminating, counted in flight until they are gone (a finalizer, or their node gone?): " + strings.Join(counted, ", ")
+	}
+	return out, note
 }
 
 // desiredReplicas reads spec.replicas of o, a ReplicaSet or StatefulSet in namespace
