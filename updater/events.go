@@ -16,6 +16,10 @@ const (
 	// EventEvictionRefused (Warning, autoscaler): the Eviction API refused, e.g. a
 	// PodDisruptionBudget allows no disruption.
 	EventEvictionRefused = "EvictionRefused"
+	// EventEvictionFailed (Warning, autoscaler): an eviction failed with the pod still
+	// there (an admission webhook denied it, the API server failed it); retried after
+	// --retry-backoff. Once per message.
+	EventEvictionFailed = "EvictionFailed"
 	// EventInPlace (Normal, pod and autoscaler): a pod's fraction was changed in place.
 	EventInPlace = "FractionUpdatedInPlace"
 	// EventWouldUpdate (Normal, autoscaler): updateMode Off; what the updater would do.

@@ -106,6 +106,7 @@ func (u *Updater) evictionFailed(ctx context.Context, c *candidate, err error, n
 		msg := "eviction failed: " + err.Error()
 		u.retry[c.pod.UID] = retryState{until: now.Add(u.Config.RetryBackoff), reason: SkipEvictionError, msg: msg}
 		c.skip(SkipEvictionError, msg)
+		u.eventOnce(p.gfa, "evict-failed", corev1.EventTypeWarning, EventEvictionFailed, "Evict", "pod "+c.pod.Name+": "+msg)
 		log.Error(err, "Eviction failed")
 	}
 }

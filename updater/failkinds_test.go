@@ -307,6 +307,14 @@ func TestRefusedEvictionsTakeNoToken(t *testing.T) {
 			if apiCalls != tc.wantCalls {
 				t.Errorf("%d evictions of api's pods tried in one cycle, want %d", apiCalls, tc.wantCalls)
 			}
+			// Said on the autoscaler: a refusal as such, another failure as a failure.
+			want := EventEvictionRefused
+			if tc.wantCalls > 1 {
+				want = EventEvictionFailed
+			}
+			if evs := f.events(); !hasEvent(evs, want) {
+				t.Errorf("no %s event: %q", want, evs)
+			}
 		})
 	}
 }
