@@ -44,8 +44,8 @@ const (
 	// EventReplacementUnplaceable (Warning, autoscaler): a pod is kept because its
 	// replacement could not be placed (Placeable); the note says what is missing.
 	EventReplacementUnplaceable = "ReplacementUnplaceable"
-	// EventReplacementNotCreated (Warning, autoscaler): an evicted pod's ReplicaSet or
-	// StatefulSet has not created its replacement within --replacement-timeout (a
+	// EventReplacementNotCreated (Warning, autoscaler): an evicted pod's ReplicaSet,
+	// StatefulSet or DaemonSet has not created its replacement within --replacement-timeout (a
 	// ResourceQuota, LimitRange or admission webhook refuses it); it stays in flight.
 	EventReplacementNotCreated = "ReplacementNotCreated"
 )

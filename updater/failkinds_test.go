@@ -524,96 +524,123 @@ func TestUnchangedReplacementsPauseLonger(t *testing.T) {
 // eviction. Once --replacement-timeout passed, the replacements the updater awaited no
 // longer counted in flight, so the budget saw fewer pods and nothing in flight and
 // evicted more: a workload of n went down to minReplicas − 1. A replacement its
-// controller still lacks (fewer pods than spec.replicas) stays in flight past the
-// timeout, and status.updater says so; when the workload was scaled down meanwhile, or
-// the replacement appears, the budget is freed as before.
+// controller still lacks (fewer pods than a ReplicaSet's or StatefulSet's spec.replicas,
+// a DaemonSet's status.desiredNumberScheduled) stays in flight past the timeout, and
+// status.updater says so; when the workload was scaled down meanwhile, or the
+// replacement appears, the budget is freed as before.
 func TestReplacementNeverCreatedStaysInFlight(t *testing.T) {
-	for _, tc := range []struct {
-		name      string
-		n         int
-		scaleDown bool // spec.replicas lowered to the pods left after the first evictions
-		created   bool // the replacements appear (Ready) after the timeout
-		wantLive  int  // pods after the cycles past the timeout
-	}{
-		{"4 pods, never created", 4, false, false, 2},
-		{"6 pods, never created", 6, false, false, 3},
-		{"3 pods, never created", 3, false, false, 2},
-		{"4 pods, scaled down", 4, true, false, 1},
-		{"6 pods, scaled down", 6, true, false, 2},
-		{"4 pods, created late", 4, false, true, 2},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, tc.n, 3)
-			var rs *appsv1.ReplicaSet
-			for _, o := range f.objs {
-				if r, ok := o.(*appsv1.ReplicaSet); ok {
-					rs = r
+	for _, kind := range []string{"ReplicaSet", "StatefulSet", "DaemonSet"} {
+		for _, tc := range []struct {
+			name      string
+			n         int
+			scaleDown bool // the controller wants only the pods left after the first evictions
+			created   bool // the replacements appear (Ready) after the timeout
+			wantLive  int  // pods after the cycles past the timeout
+		}{
+			{"4 pods, never created", 4, false, false, 2},
+			{"6 pods, never created", 6, false, false, 3},
+			{"3 pods, never created", 3, false, false, 2},
+			{"4 pods, scaled down", 4, true, false, 1},
+			{"6 pods, scaled down", 6, true, false, 2},
+			{"4 pods, created late", 4, false, true, 2},
+		} {
+			t.Run(kind+": "+tc.name, func(t *testing.T) {
+				f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, tc.n, 3)
+				// want sets what the pods' controller wants: spec.replicas, or a DaemonSet's
+				// status.desiredNumberScheduled.
+				var ctrl client.Object
+				var want func(int32)
+				switch kind {
+				case "ReplicaSet":
+					for _, o := range f.objs {
+						if r, ok := o.(*appsv1.ReplicaSet); ok {
+							ctrl, want = r, func(n int32) { r.Spec.Replicas = ptr.To(n) }
+						}
+					}
+				case "StatefulSet":
+					sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", UID: "sts-uid"}}
+					ctrl, want = sts, func(n int32) { sts.Spec.Replicas = ptr.To(n) }
+				case "DaemonSet":
+					ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", UID: "ds-uid"}}
+					ctrl, want = ds, func(n int32) { ds.Status.DesiredNumberScheduled = n }
 				}
-			}
-			rs.Spec.Replicas = ptr.To(int32(tc.n))
-			f.build()
-			now := f.now
-			f.u.Now = func() time.Time { return now }
-			f.run()
-			left := len(f.livePods())
-			wantFirst := tc.n - max(1, tc.n/2)
-			if left != wantFirst {
-				t.Fatalf("first cycle: %d pods left, want %d", left, wantFirst)
-			}
-			ctx := t.Context()
-			if tc.scaleDown {
-				cur := &appsv1.ReplicaSet{}
-				if err := f.c.Get(ctx, client.ObjectKeyFromObject(rs), cur); err != nil {
-					t.Fatal(err)
+				if kind != "ReplicaSet" {
+					f.objs = append(f.objs, ctrl)
+					f.gfa.Spec.TargetRef.Kind = kind
+					for _, p := range f.pods {
+						p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: kind, Name: "web", UID: ctrl.GetUID(), Controller: ptr.To(true)}}
+					}
 				}
-				cur.Spec.Replicas = ptr.To(int32(left))
-				if err := f.c.Update(ctx, cur); err != nil {
-					t.Fatal(err)
+				want(int32(tc.n))
+				f.build()
+				now := f.now
+				f.u.Now = func() time.Time { return now }
+				f.run()
+				left := len(f.livePods())
+				wantFirst := tc.n - max(1, tc.n/2)
+				if left != wantFirst {
+					t.Fatalf("first cycle: %d pods left, want %d", left, wantFirst)
 				}
-			}
-			timeout := f.cfg.WithDefaults().ReplacementTimeout
-			now = now.Add(timeout + time.Minute)
-			if tc.created {
-				for i := range tc.n - left {
-					p := f.pods[0].DeepCopy()
-					p.Name, p.UID, p.ResourceVersion = fmt.Sprintf("web-new-%d", i), types.UID(fmt.Sprintf("uid-new-%d", i)), ""
-					p.CreationTimestamp = metav1.NewTime(now)
-					p.Annotations = map[string]string{gpufracv1.AnnotationApplied: `{"backend":"hami","autoscaler":"web","containers":[{"name":"main","memory":"1Gi","compute":"250m"}]}`}
-					if err := f.c.Create(ctx, p); err != nil {
+				ctx := t.Context()
+				if tc.scaleDown {
+					if err := f.c.Get(ctx, client.ObjectKeyFromObject(ctrl), ctrl); err != nil {
+						t.Fatal(err)
+					}
+					want(int32(left))
+					update := f.c.Update
+					if kind == "DaemonSet" {
+						update = func(ctx context.Context, o client.Object, opts ...client.UpdateOption) error {
+							return f.c.Status().Update(ctx, o)
+						}
+					}
+					if err := update(ctx, ctrl); err != nil {
 						t.Fatal(err)
 					}
 				}
-			}
-			for range 3 {
-				f.run()
+				timeout := f.cfg.WithDefaults().ReplacementTimeout
 				now = now.Add(timeout + time.Minute)
-			}
-			old := 0
-			for name := range f.livePods() {
-				if strings.HasPrefix(name, "web-abc-") {
-					old++
+				if tc.created {
+					for i := range tc.n - left {
+						p := f.pods[0].DeepCopy()
+						p.Name, p.UID, p.ResourceVersion = fmt.Sprintf("web-new-%d", i), types.UID(fmt.Sprintf("uid-new-%d", i)), ""
+						p.CreationTimestamp = metav1.NewTime(now)
+						p.Annotations = map[string]string{gpufracv1.AnnotationApplied: `{"backend":"hami","autoscaler":"web","containers":[{"name":"main","memory":"1Gi","compute":"250m"}]}`}
+						if err := f.c.Create(ctx, p); err != nil {
+							t.Fatal(err)
+						}
+					}
 				}
-			}
-			if tc.created {
-				if old != 0 {
-					t.Errorf("%d old pods left after the replacements appeared, want all replaced", old)
+				for range 3 {
+					f.run()
+					now = now.Add(timeout + time.Minute)
 				}
-				return
-			}
-			if old != tc.wantLive {
-				st := f.status()
-				t.Fatalf("%d pods left, want %d (blocked %s: %s)", old, tc.wantLive, st.BlockedReason, st.BlockedMessage)
-			}
-			if !tc.scaleDown {
-				st := f.status()
-				if st.BlockedReason != SkipInFlight || !strings.Contains(st.BlockedMessage, "not created") {
-					t.Errorf("blocked %s: %q; want in-flight naming the replacement not created", st.BlockedReason, st.BlockedMessage)
+				old := 0
+				for name := range f.livePods() {
+					if strings.HasPrefix(name, "web-abc-") {
+						old++
+					}
 				}
-				if !hasEvent(f.events(), EventReplacementNotCreated) {
-					t.Error("no ReplacementNotCreated event")
+				if tc.created {
+					if old != 0 {
+						t.Errorf("%d old pods left after the replacements appeared, want all replaced", old)
+					}
+					return
 				}
-			}
-		})
+				if old != tc.wantLive {
+					st := f.status()
+					t.Fatalf("%d pods left, want %d (blocked %s: %s)", old, tc.wantLive, st.BlockedReason, st.BlockedMessage)
+				}
+				if !tc.scaleDown {
+					st := f.status()
+					if st.BlockedReason != SkipInFlight || !strings.Contains(st.BlockedMessage, "not created") {
+						t.Errorf("blocked %s: %q; want in-flight naming the replacement not created", st.BlockedReason, st.BlockedMessage)
+					}
+					if !hasEvent(f.events(), EventReplacementNotCreated) {
+						t.Error("no ReplacementNotCreated event")
+					}
+				}
+			})
+		}
 	}
 }
 

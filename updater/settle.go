@@ -129,7 +129,7 @@ func (u *Updater) settleReplacements(ctx context.Context, p *plan, now time.Time
 }
 
 // missingReplacements returns the expired expectations whose replacement its controller
-// has not created: the evicted pod's ReplicaSet or StatefulSet (read from the API server)
+// has not created: the evicted pod's ReplicaSet, StatefulSet or DaemonSet (desiredReplicas)
 // has fewer pods, not terminating, than its spec.replicas, at most that many per
 // controller. Such a replacement is refused (a ResourceQuota, a LimitRange, another
 // product's admission webhook): it stays in flight, or every further eviction would
@@ -173,8 +173,8 @@ func (u *Updater) missingReplacements(ctx context.Context, ns string, expired []
 
 // withoutStuck returns pods without those stuck terminating — past their deletion
 // deadline (deletionTimestamp, the grace period included) by more than
-// Config.ReplacementTimeout: a finalizer nobody removes, a node gone — whose ReplicaSet
-// or StatefulSet (desiredReplicas) has its spec.replicas of other pods, not
+// Config.ReplacementTimeout: a finalizer nobody removes, a node gone — whose controller
+// (desiredReplicas) has its spec.replicas of other pods, not
 // terminating: they serve nothing and were replaced, and counted in flight they would
 // hold the workload for as long as they stay. One whose controller lacks a pod (a
 // StatefulSet recreates it only once it is gone) or is of another kind still counts,
@@ -224,8 +224,9 @@ func (u *Updater) withoutStuck(ctx context.Context, ns string, pods []*corev1.Po
 	return out, note
 }
 
-// desiredReplicas reads spec.replicas of o, a ReplicaSet or StatefulSet in namespace
-// ns, from the API server (unset is 1). It is false for other controllers and on errors.
+// desiredReplicas reads how many pods o wants, a ReplicaSet's or StatefulSet's
+// spec.replicas (unset is 1) or a DaemonSet's status.desiredNumberScheduled, in
+// namespace ns, from the API server. It is false for other controllers and on errors.
 func (u *Updater) desiredReplicas(ctx context.Context, ns string, o *metav1.OwnerReference) (int32, bool) {
 	if gv, err := schema.ParseGroupVersion(o.APIVersion); err != nil || gv.Group != appsv1.GroupName {
 		return 0, false
@@ -239,6 +240,9 @@ func (u *Updater) desiredReplicas(ctx context.Context, ns string, o *metav1.Owne
 	case "StatefulSet":
 		sts := &appsv1.StatefulSet{}
 		obj, replicas = sts, func() *int32 { return sts.Spec.Replicas }
+	case "DaemonSet":
+		ds := &appsv1.DaemonSet{}
+		obj, replicas = ds, func() *int32 { return &ds.Status.DesiredNumberScheduled }
 	default:
 		return 0, false
 	}
