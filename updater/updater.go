@@ -60,6 +60,7 @@ type Updater struct {
 	decided        map[types.UID]*gpufracv1.UpdaterStatus // last decided, written or not: what the next cycle goes on from
 	noted          map[types.UID]map[string]string
 	kedaAbsentTill time.Time
+	windowOpens    time.Time // the next resize window an out-of-date pod waits for (nextCycle)
 	hyst           *Hysteresis
 	unready        map[workload.Ref]unreadyState
 	// drained are the shared GPUs consolidation emptied lately, by "node/ID", and
@@ -116,19 +117,47 @@ func (u *Updater) Start(ctx context.Context) error {
 	ctx = klog.NewContext(ctx, log)
 	u.started = u.Now()
 	log.Info("Starting", "interval", u.Config.Interval, "warmUp", u.Config.WarmUp, "evictionRate", u.Config.EvictionRate, "evictionBurst", u.Config.EvictionBurst)
-	t := time.NewTicker(u.Config.Interval)
-	defer t.Stop()
 	for {
+		start := u.Now()
 		if err := u.RunOnce(ctx); err != nil && ctx.Err() == nil {
 			log.Error(err, "Cycle failed")
 		}
+		t := time.NewTimer(max(0, u.nextCycle(start).Sub(u.Now())))
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			log.Info("Stopped")
 			return nil
 		case <-t.C:
 		}
 	}
+}
+
+// nextCycle is when the cycle after the one started at start runs: Config.Interval
+// later, or sooner when the last cycle left pods waiting for a resize window that opens
+// before (windowOpens): a window shorter than the interval would otherwise open and
+// close between two cycles.
+func (u *Updater) nextCycle(start time.Time) time.Time {
+	next := start.Add(u.Config.Interval)
+	if w := u.windowOpens; w.After(start) && w.Before(next) {
+		return w
+	}
+	return next
+}
+
+// windowOpensFor returns the earliest start, after now, of a resize window that an
+// out-of-date pod of plans waits for (zero when none does).
+func windowOpensFor(plans []*plan, now time.Time) time.Time {
+	var first time.Time
+	for _, p := range plans {
+		if len(p.updates) == 0 || p.window.Open || !p.window.NextStart.After(now) {
+			continue
+		}
+		if first.IsZero() || p.window.NextStart.Before(first) {
+			first = p.window.NextStart
+		}
+	}
+	return first
 }
 
 // RunOnce runs one cycle at u.Now(): for every autoscaler it evaluates the workload's
@@ -157,6 +186,7 @@ func (u *Updater) RunOnce(ctx context.Context) error {
 		u.act(ctx, cy, c)
 	}
 	u.consolidationOutcome(cy)
+	u.windowOpens = windowOpensFor(cy.plans, now)
 	cy.mirrorInCharge()
 	var errs []error
 	for _, p := range cy.plans {

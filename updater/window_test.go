@@ -295,3 +295,42 @@ func TestWindowStartsMatchISCCronAcrossZones(t *testing.T) {
 		}
 	}
 }
+
+// A resize window shorter than --interval (2m windows, cycles every 5m) opened and
+// closed between two cycles: the updater, cycling at :03, :08, …, :58, :63, never saw
+// it open and never replaced a pod. The cycle after one that leaves out-of-date pods
+// waiting for a window runs when that window opens, if that is sooner than --interval.
+func TestWindowShorterThanTheInterval(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		schedule string
+		duration time.Duration
+		interval time.Duration
+		offset   time.Duration // of the first cycle past the hour
+	}{
+		{"2m hourly, 5m cycles", "0 * * * *", 2 * time.Minute, 5 * time.Minute, 3 * time.Minute},
+		{"1m hourly, 10m cycles", "30 * * * *", time.Minute, 10 * time.Minute, 35 * time.Minute},
+		{"1m daily, 1h cycles", "17 4 * * *", time.Minute, time.Hour, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 3, 3)
+			f.gfa.Spec.UpdatePolicy.ResizeWindows = []gpufracv1.ResizeWindow{win(tc.schedule, tc.duration, "UTC")}
+			f.cfg.Interval = tc.interval
+			f.build()
+			now := time.Now().UTC().Truncate(24 * time.Hour).Add(tc.offset)
+			f.u.Now = func() time.Time { return now }
+			f.u.started = now.Add(-time.Hour) // warmed up
+			for end := now.Add(26 * time.Hour); now.Before(end) && len(f.livePods()) == 3; {
+				f.run()
+				next := f.u.nextCycle(now)
+				if !next.After(now) || next.Sub(now) > tc.interval {
+					t.Fatalf("next cycle %v after %v: want within --interval %v", next, now, tc.interval)
+				}
+				now = next
+			}
+			if len(f.livePods()) == 3 {
+				t.Fatalf("no pod replaced in 26h of %v cycles with a %v window (%s)", tc.interval, tc.duration, tc.schedule)
+			}
+		})
+	}
+}
