@@ -772,3 +772,43 @@ func TestPodStuckTerminating(t *testing.T) {
 		})
 	}
 }
+
+// A replacement left Pending (unschedulable after all, an image that does not pull)
+// counts in flight for as long as it stays, and holds the workload's other pods: the
+// in-flight message said only "1 pod(s) being replaced", not which pod or why. It now
+// names a pod not Ready for longer than --replacement-timeout, with the scheduler's or
+// the kubelet's reason; one younger is not named.
+func TestPendingReplacementNamed(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		age    time.Duration
+		status corev1.PodStatus
+		want   string // in the in-flight message ("": the pod not named)
+	}{
+		{"unschedulable for an hour", time.Hour, corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled,
+			Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."}}}, "0/3 nodes are available"},
+		{"image not pulled for a day", 24 * time.Hour, corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{Name: "main",
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "Back-off pulling image \"x\""}}}}}, "ImagePullBackOff"},
+		{"unschedulable for a minute", time.Minute, corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled,
+			Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/3 nodes are available"}}}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 3, 3)
+			pend := f.pods[2]
+			pend.Name = "web-abc-pending"
+			pend.CreationTimestamp = metav1.NewTime(f.now.Add(-tc.age))
+			pend.Status = tc.status
+			f.build()
+			f.u.Now = func() time.Time { return f.now }
+			f.run()
+			if live := f.livePods(); len(live) != 3 {
+				t.Fatalf("pods %v: want none evicted (one in flight, at most one at once)", live)
+			}
+			st := f.status()
+			named := strings.Contains(st.BlockedMessage, "web-abc-pending")
+			if st.BlockedReason != SkipInFlight || named != (tc.want != "") || !strings.Contains(st.BlockedMessage, tc.want) {
+				t.Errorf("blocked %s: %q; want in-flight naming the pending pod: %v (%q)", st.BlockedReason, st.BlockedMessage, tc.want != "", tc.want)
+			}
+		})
+	}
+}

@@ -124,7 +124,8 @@ func (u *Updater) settleReplacements(ctx context.Context, p *plan, now time.Time
 	if !p.wl.counted {
 		pods, stuck := u.withoutStuck(ctx, ref.Namespace, p.pods, now)
 		p.wl.budget, p.wl.counted = NewBudget(pods, len(awaited), p.evicted, minReplicas(gfa), cfg.MaxInFlight), true
-		p.wl.missing = strings.Join(slices.DeleteFunc([]string{p.wl.missing, stuck}, func(s string) bool { return s == "" }), "; ")
+		pending := pendingTooLong(p.pods, now, cfg.ReplacementTimeout)
+		p.wl.missing = strings.Join(slices.DeleteFunc([]string{p.wl.missing, stuck, pending}, func(s string) bool { return s == "" }), "; ")
 	}
 }
 
@@ -222,6 +223,44 @@ func (u *Updater) withoutStuck(ctx context.Context, ns string, pods []*corev1.Po
 		note = "pod(s) stuck terminating, counted in flight until they are gone (a finalizer, or their node gone?): " + strings.Join(counted, ", ")
 	}
 	return out, note
+}
+
+// pendingTooLong names the pods (at most three) Pending for longer than timeout, with
+// why: the scheduler's message, or a container's waiting reason (an image that does not
+// pull). They count in flight for as long as they stay ("" when none).
+func pendingTooLong(pods []*corev1.Pod, now time.Time, timeout time.Duration) string {
+	var parts []string
+	n := 0
+	for _, p := range pods {
+		if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodPending || now.Sub(p.CreationTimestamp.Time) <= timeout {
+			continue
+		}
+		if n++; n > 3 {
+			continue
+		}
+		why := "not started"
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+				why = strings.TrimSpace(c.Reason + ": " + c.Message)
+			}
+		}
+		if why == "not started" {
+			for _, cs := range append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...) {
+				if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "PodInitializing" && w.Reason != "ContainerCreating" {
+					why = strings.TrimSpace(w.Reason + ": " + w.Message)
+					break
+				}
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%s Pending for %v (%s)", p.Name, now.Sub(p.CreationTimestamp.Time).Truncate(time.Second), truncate(why, 200)))
+	}
+	if n > 3 {
+		parts = append(parts, fmt.Sprintf("and %d more", n-3))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "pod(s) Pending, counted in flight until they run: " + strings.Join(parts, ", ")
 }
 
 // desiredReplicas reads how many pods o wants, a ReplicaSet's or StatefulSet's
