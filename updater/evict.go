@@ -154,11 +154,24 @@ func (u *Updater) evicted(ctx context.Context, c *candidate, now time.Time) {
 const multiplePDBsMessage = "more than one PodDisruptionBudget"
 
 // refusedByBudget reports whether an eviction's err is the PodDisruptionBudgets'
-// answer: a refusal (HTTP 429), or the pod selected by more than one budget
-// (multiplePDBsMessage). Either would answer the workload's other pods the same way.
+// answer: a refusal (HTTP 429 with the cause DisruptionBudget, or a message that names
+// the disruption budget, as API servers before the cause wrote it), or the pod selected
+// by more than one budget (multiplePDBsMessage). Either would answer the workload's
+// other pods the same way. A 429 without them is API Priority and Fairness throttling
+// the request: a failure like any other.
 func refusedByBudget(err error) bool {
 	var se apierrors.APIStatus
-	return apierrors.IsTooManyRequests(err) || (errors.As(err, &se) && strings.Contains(se.Status().Message, multiplePDBsMessage))
+	if !errors.As(err, &se) {
+		return false
+	}
+	s := se.Status()
+	if strings.Contains(s.Message, multiplePDBsMessage) {
+		return true
+	}
+	if !apierrors.IsTooManyRequests(err) {
+		return false
+	}
+	return apierrors.HasStatusCause(err, policyv1.DisruptionBudgetCause) || strings.Contains(strings.ToLower(s.Message), "disruption budget")
 }
 
 // evictionRefusal extracts the PodDisruptionBudget's message from a 429 eviction error.

@@ -16,6 +16,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -257,6 +258,8 @@ func TestRefusedEvictionsTakeNoToken(t *testing.T) {
 		wantCalls int // evictions of api's pods tried in the cycle
 	}{
 		{"PodDisruptionBudget refuses", apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0), 1},
+		{"PodDisruptionBudget refuses, by its cause", &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: 429, Reason: metav1.StatusReasonTooManyRequests,
+			Message: "Cannot evict pod.", Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{Type: policyv1.DisruptionBudgetCause, Message: "The disruption budget api-pdb needs 3 healthy pods and has 3 currently"}}}}}, 1},
 		// The Status the API server answers (pkg/registry/core/pod/storage/eviction.go).
 		{"two PodDisruptionBudgets", &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: 500,
 			Message: "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."}}, 1},
@@ -268,6 +271,9 @@ func TestRefusedEvictionsTakeNoToken(t *testing.T) {
 		{"internal error", apierrors.NewInternalError(fmt.Errorf("etcd leader changed")), 3},
 		{"service unavailable", apierrors.NewServiceUnavailable("apiserver shutting down"), 3},
 		{"bad request", apierrors.NewBadRequest("eviction: invalid delete options"), 3},
+		// API Priority and Fairness throttles the request (HTTP 429 too, no budget
+		// involved): a failure, not a refusal (it was reported as pdb).
+		{"throttled by API priority and fairness", apierrors.NewTooManyRequests("Too many requests, please try again later.", 1), 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 3, 3)
@@ -314,6 +320,17 @@ func TestRefusedEvictionsTakeNoToken(t *testing.T) {
 			}
 			if evs := f.events(); !hasEvent(evs, want) {
 				t.Errorf("no %s event: %q", want, evs)
+			}
+			wantSkip := SkipPDB
+			if tc.wantCalls > 1 {
+				wantSkip = SkipEvictionError
+			}
+			var apiNow gpufracv1.GPUFractionAutoscaler
+			if err := f.c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "api"}, &apiNow); err != nil {
+				t.Fatal(err)
+			}
+			if st := apiNow.Status.Updater; st == nil || st.BlockedReason != wantSkip {
+				t.Errorf("api's status %+v: want blocked %s", st, wantSkip)
 			}
 		})
 	}
