@@ -63,8 +63,13 @@ func TestSharingPlanner(t *testing.T) {
 	gfa := autoscaler(ns, "inf", "inf")
 	gfa.Labels = map[string]string{"gpufrac.io/share": "yes"}
 	gfa.Spec.Recommenders = []gpufracv1.RecommenderName{{Name: "e2e-fixture"}}
-	rec := &gpufracv1.GPUFractionRecommendation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "inf"}, Spec: gpufracv1.GPUFractionRecommendationSpec{TargetRef: gfa.Spec.TargetRef}}
-	create(t, gfa, rec)
+	create(t, gfa)
+	// Controlled by its autoscaler, as the recommender writes it: one without the
+	// reference is stale for the webhook and the updater (contract.Adopted).
+	rec := &gpufracv1.GPUFractionRecommendation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "inf", OwnerReferences: []metav1.OwnerReference{{
+		APIVersion: gpufracv1.GroupVersion.String(), Kind: "GPUFractionAutoscaler", Name: gfa.Name, UID: gfa.UID, Controller: ptr.To(true)}}},
+		Spec: gpufracv1.GPUFractionRecommendationSpec{TargetRef: gfa.Spec.TargetRef}}
+	create(t, rec)
 	rec.Status.Memory = resource.NewQuantity(memTarget, resource.BinarySI)
 	rec.Status.Compute = resource.NewMilliQuantity(cpuMilli, resource.DecimalSI)
 	rec.Status.SharingMode, rec.Status.MatchedPods = gpufracv1.SharingModeTimeSlicing, pods
