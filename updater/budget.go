@@ -5,6 +5,7 @@ import (
 	"math"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -17,8 +18,8 @@ type Budget struct {
 	// Running is the number of the workload's pods that are running, ready and not
 	// terminating.
 	Running int
-	// InFlight is the number of pods being replaced: the larger of the replacements
-	// this updater still waits for and the pods that are terminating or not ready.
+	// InFlight is the number of pods being replaced (unavailable), summed over the
+	// pods' controllers: see NewBudget.
 	InFlight int
 	// MaxInFlight is max(1, ⌊(Running + InFlight) × fraction⌋).
 	MaxInFlight int
@@ -37,26 +38,56 @@ func IsReady(p *corev1.Pod) bool {
 	return false
 }
 
-// NewBudget counts a workload's pods (those not Succeeded or Failed; terminating ones
-// included) and the replacements still awaited (unsatisfied expectations), with the
-// in-flight fraction (0–1; default 0.5 when ≤ 0 or > 1). Pods in evicted (already
-// evicted, though the cache may not show it yet) count as terminating.
-func NewBudget(pods []*corev1.Pod, awaited int, evicted map[types.UID]bool, minReplicas int32, fraction float64) Budget {
+// NewBudget counts a workload's disruption budget from its pods (those not Succeeded or
+// Failed; terminating ones included), grouped by their controller, as a
+// PodDisruptionBudget does: a group whose controller's wanted replicas are known (wanted:
+// controller UID → ReplicaSet or StatefulSet spec.replicas, DaemonSet
+// status.desiredNumberScheduled, read from the API server) has wanted − its pods that
+// are ready and not terminating in flight, so a replacement its controller never
+// created counts without any memory of the eviction (an updater restart forgets none).
+// Other groups (no controller, a Job, a controller of another kind or one that could not
+// be read) have their pods not ready or terminating in flight. Either way a group counts
+// at least the replacements this updater still awaits for it (awaited: controller UID,
+// "" for none → unsatisfied expectations). The in-flight fraction is 0–1 (default 0.5
+// when ≤ 0 or > 1). Pods in evicted (already evicted, though the cache may not show it
+// yet) count as terminating.
+func NewBudget(pods []*corev1.Pod, wanted map[types.UID]int32, awaited map[types.UID]int, evicted map[types.UID]bool, minReplicas int32, fraction float64) Budget {
 	if fraction <= 0 || fraction > 1 {
 		fraction = 0.5
 	}
 	b := Budget{MinReplicas: minReplicas}
-	notReady := 0
+	ready, notReady := map[types.UID]int{}, map[types.UID]int{}
+	groups := map[types.UID]bool{}
 	for _, p := range pods {
+		g := controllerUID(p)
+		groups[g] = true
 		if p.DeletionTimestamp == nil && IsReady(p) && !evicted[p.UID] {
-			b.Running++
+			ready[g]++
 		} else {
-			notReady++
+			notReady[g]++
 		}
 	}
-	b.InFlight = max(awaited, notReady)
+	for g := range awaited {
+		groups[g] = true
+	}
+	for g := range groups {
+		b.Running += ready[g]
+		unavailable := notReady[g]
+		if want, ok := wanted[g]; ok && g != "" {
+			unavailable = max(0, int(want)-ready[g])
+		}
+		b.InFlight += max(unavailable, awaited[g])
+	}
 	b.MaxInFlight = max(1, int(math.Floor(float64(b.Running+b.InFlight)*fraction)))
 	return b
+}
+
+// controllerUID is the UID of p's controller ("" when none).
+func controllerUID(p *corev1.Pod) types.UID {
+	if c := metav1.GetControllerOf(p); c != nil {
+		return c.UID
+	}
+	return ""
 }
 
 // Allow returns "" when one more eviction is allowed, else a skip reason

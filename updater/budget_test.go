@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 )
 
 func testPod(name string, ready bool) *corev1.Pod {
@@ -62,7 +63,7 @@ func TestBudget(t *testing.T) {
 		{name: "too small a fraction still allows one", ready: 4, minReplicas: 2, fraction: 0.01, allowed: 1, firstDenial: SkipInFlight},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := NewBudget(pods(tc.ready, tc.notReady, tc.term), tc.awaited, nil, tc.minReplicas, tc.fraction)
+			b := NewBudget(pods(tc.ready, tc.notReady, tc.term), nil, map[types.UID]int{"": tc.awaited}, nil, tc.minReplicas, tc.fraction)
 			n := 0
 			for {
 				reason, msg := b.Allow()
@@ -86,7 +87,7 @@ func TestBudget(t *testing.T) {
 // as running (three replicas, one evicted and awaited: no second eviction).
 func TestBudgetStaleEvictedPod(t *testing.T) {
 	ps := pods(3, 0, 0)
-	b := NewBudget(ps, 1, map[types.UID]bool{ps[0].UID: true}, 2, 0.5)
+	b := NewBudget(ps, nil, map[types.UID]int{"": 1}, map[types.UID]bool{ps[0].UID: true}, 2, 0.5)
 	if reason, _ := b.Allow(); reason != SkipInFlight {
 		t.Fatalf("budget %+v allows a second eviction", b)
 	}
@@ -115,5 +116,48 @@ func TestSettle(t *testing.T) {
 	_, _, exp = settle([]*expectation{e1}, []*corev1.Pod{old1}, now, 30*time.Second)
 	if len(exp) != 1 {
 		t.Fatalf("expired %d, want 1", len(exp))
+	}
+}
+
+// owned sets p's controller to a kind named name (UID "uid-"+name).
+func owned(ps []*corev1.Pod, kind, name string) []*corev1.Pod {
+	for _, p := range ps {
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: kind, Name: name, UID: types.UID("uid-" + name), Controller: ptr.To(true)}}
+	}
+	return ps
+}
+
+// The budget counts, per controller whose wanted replicas are known, wanted − Ready pods
+// (not terminating): no memory of the evictions needed. A Job's pods (its controller is
+// not read) count as before, their pods not Ready, as do pods without a controller.
+func TestBudgetFromWantedReplicas(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		pods              []*corev1.Pod
+		wanted            map[types.UID]int32
+		awaited           map[types.UID]int
+		running, inFlight int
+	}{
+		{"replacement never created, nothing remembered", owned(pods(2, 0, 0), "ReplicaSet", "rs"), map[types.UID]int32{"uid-rs": 3}, nil, 2, 1},
+		{"two never created of six", owned(pods(4, 0, 0), "ReplicaSet", "rs"), map[types.UID]int32{"uid-rs": 6}, nil, 4, 2},
+		{"scaled down to the pods left", owned(pods(2, 0, 0), "ReplicaSet", "rs"), map[types.UID]int32{"uid-rs": 2}, nil, 2, 0},
+		{"scaled down, pods terminating", owned(pods(2, 0, 2), "StatefulSet", "sts"), map[types.UID]int32{"uid-sts": 2}, nil, 2, 0},
+		{"replacement pending", owned(pods(2, 1, 0), "DaemonSet", "ds"), map[types.UID]int32{"uid-ds": 3}, nil, 2, 1},
+		{"awaited, cache not caught up", owned(pods(3, 0, 0), "ReplicaSet", "rs"), map[types.UID]int32{"uid-rs": 3}, map[types.UID]int{"uid-rs": 1}, 3, 1},
+		{"controller not read: pods not ready", owned(pods(2, 1, 1), "ReplicaSet", "rs"), nil, nil, 2, 2},
+		{"Job: pods not ready", owned(pods(3, 1, 0), "Job", "job"), nil, nil, 3, 1},
+		{"Job with a replacement awaited", owned(pods(3, 0, 0), "Job", "job"), nil, map[types.UID]int{"uid-job": 1}, 3, 1},
+		{"two ReplicaSets (a rollout)", append(owned(pods(2, 0, 0), "ReplicaSet", "old"), owned(pods(0, 1, 0), "ReplicaSet", "new")...),
+			map[types.UID]int32{"uid-old": 2, "uid-new": 2}, nil, 2, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for i, p := range tc.pods {
+				p.UID = types.UID(fmt.Sprintf("%s-%d", p.UID, i)) // distinct across groups
+			}
+			b := NewBudget(tc.pods, tc.wanted, tc.awaited, nil, 2, 0.5)
+			if b.Running != tc.running || b.InFlight != tc.inFlight {
+				t.Fatalf("running %d in flight %d, want %d and %d", b.Running, b.InFlight, tc.running, tc.inFlight)
+			}
+		})
 	}
 }

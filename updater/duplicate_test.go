@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -78,13 +79,21 @@ func TestFloorOutlivesTheAutoscalerInCharge(t *testing.T) {
 			if n := len(f.livePods()); n != 3 && tc.floor {
 				t.Fatalf("%d pods left with the floor in charge, want 3", n)
 			}
+			ctx := t.Context()
 			if !tc.floor {
 				// The control's first cycle shrinks under web-old; start again from three
-				// pods at 3Gi with web in charge.
+				// pods at 3Gi with web in charge: the ReplicaSet's replacement (Ready) and
+				// a restarted updater.
+				rs := &appsv1.ReplicaSet{}
+				if err := f.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web-abc"}, rs); err != nil {
+					t.Fatal(err)
+				}
+				if err := f.c.Create(ctx, f.addPod("web-abc-new", 3, rs).DeepCopy()); err != nil {
+					t.Fatal(err)
+				}
 				f.u = New(f.c, f.c, f.cfg)
 				f.u.Events = f.rec
 			}
-			ctx := t.Context()
 			g := &gpufracv1.GPUFractionAutoscaler{}
 			if err := f.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web-old"}, g); err != nil {
 				t.Fatal(err)

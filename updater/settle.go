@@ -123,10 +123,68 @@ func (u *Updater) settleReplacements(ctx context.Context, p *plan, now time.Time
 	}
 	if !p.wl.counted {
 		pods, stuck := u.withoutStuck(ctx, ref.Namespace, p.pods, now)
-		p.wl.budget, p.wl.counted = NewBudget(pods, len(awaited), p.evicted, minReplicas(gfa), cfg.MaxInFlight), true
+		wanted, short := u.wantedReplicas(ctx, ref.Namespace, p.pods, awaited)
+		byOwner := map[types.UID]int{}
+		for _, e := range awaited {
+			o := types.UID("")
+			if e.owner != nil {
+				o = e.owner.UID
+			}
+			byOwner[o]++
+		}
+		p.wl.budget, p.wl.counted = NewBudget(pods, wanted, byOwner, p.evicted, minReplicas(gfa), cfg.MaxInFlight), true
 		pending := pendingTooLong(p.pods, now, cfg.ReplacementTimeout)
-		p.wl.missing = strings.Join(slices.DeleteFunc([]string{p.wl.missing, stuck, pending}, func(s string) bool { return s == "" }), "; ")
+		p.wl.missing = strings.Join(slices.DeleteFunc([]string{p.wl.missing, short, stuck, pending}, func(s string) bool { return s == "" }), "; ")
 	}
+}
+
+// wantedReplicas reads, from the API server, how many pods each controller of pods and
+// of the awaited expectations wants (desiredReplicas; those that cannot be read are left
+// out), for the disruption budget (NewBudget): it needs no memory of earlier evictions,
+// so an updater restart forgets no replacement its controller never created. short names
+// the controllers with fewer pods, not terminating, than they want and no replacement
+// awaited by this updater (after a restart, or evicted by someone else); those awaited
+// are named by missingReplacements.
+func (u *Updater) wantedReplicas(ctx context.Context, ns string, pods []*corev1.Pod, awaited []*expectation) (wanted map[types.UID]int32, short string) {
+	wanted = map[types.UID]int32{}
+	owners := map[types.UID]*metav1.OwnerReference{}
+	var order []types.UID
+	add := func(o *metav1.OwnerReference) {
+		if o == nil || owners[o.UID] != nil {
+			return
+		}
+		owners[o.UID] = o
+		order = append(order, o.UID)
+	}
+	for _, p := range pods {
+		add(metav1.GetControllerOf(p))
+	}
+	mine := map[types.UID]bool{}
+	for _, e := range awaited {
+		add(e.owner)
+		if e.owner != nil {
+			mine[e.owner.UID] = true
+		}
+	}
+	var parts []string
+	for _, uid := range order {
+		o := owners[uid]
+		want, ok := u.desiredReplicas(ctx, ns, o)
+		if !ok {
+			continue
+		}
+		wanted[uid] = want
+		have := 0
+		for _, p := range pods {
+			if controllerUID(p) == uid && p.DeletionTimestamp == nil {
+				have++
+			}
+		}
+		if have < int(want) && !mine[uid] {
+			parts = append(parts, fmt.Sprintf("%s %s has %d of %d pods (a replacement not created: a ResourceQuota, LimitRange or admission webhook refusing it? see its FailedCreate events)", o.Kind, o.Name, have, want))
+		}
+	}
+	return wanted, strings.Join(parts, "; ")
 }
 
 // missingReplacements returns the expired expectations whose replacement its controller

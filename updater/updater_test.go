@@ -58,8 +58,10 @@ func newFixture(t *testing.T, mode gpufracv1.UpdateMode, backend gpufracv1.Backe
 	s := scheme.MustNew()
 	f := &fixture{t: t, scheme: s, now: time.Now()}
 	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", UID: "dep-uid"}}
+	// spec.replicas as the API server defaults it (unset would read as 1).
 	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-abc", UID: "rs-uid", OwnerReferences: []metav1.OwnerReference{{
-		APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: dep.UID, Controller: ptr.To(true)}}}}
+		APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: dep.UID, Controller: ptr.To(true)}}},
+		Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To(int32(n))}}
 	f.gfa = &gpufracv1.GPUFractionAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", UID: "gfa-uid", Generation: 1}}
 	f.gfa.Spec.TargetRef.APIVersion, f.gfa.Spec.TargetRef.Kind, f.gfa.Spec.TargetRef.Name = "apps/v1", "Deployment", "web"
 	f.gfa.Spec.UpdatePolicy = &gpufracv1.UpdatePolicy{UpdateMode: &mode}

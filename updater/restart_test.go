@@ -1,0 +1,138 @@
+package updater
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+)
+
+// The disruption budget counted the replacements this updater awaited in memory only:
+// after a restart a workload whose replacement its controller never created (a
+// ResourceQuota refusing it) had its pods counted as all there, and each restart cost
+// it one more pod, down to minReplicas − 1. The budget now counts what the API server
+// shows, as a PodDisruptionBudget does: the controller's wanted replicas (ReplicaSet,
+// StatefulSet spec.replicas, DaemonSet status.desiredNumberScheduled) less its Ready
+// pods. A scale-down to the pods left, or the replacements appearing late, free it.
+func TestBudgetSurvivesRestart(t *testing.T) {
+	for _, kind := range []string{"Deployment", "bare ReplicaSet", "StatefulSet", "DaemonSet"} {
+		for _, tc := range []struct {
+			name      string
+			n         int
+			scaleDown bool // the controller wants only the pods left, after the restart
+			created   bool // the replacements appear (Ready) after the restart
+			wantLive  int  // old pods after the cycles after the restart
+		}{
+			{"4 pods, never created", 4, false, false, 2},
+			{"6 pods, never created", 6, false, false, 3},
+			{"3 pods, never created", 3, false, false, 2},
+			{"4 pods, scaled down", 4, true, false, 1},
+			{"6 pods, scaled down", 6, true, false, 2},
+			{"4 pods, created late", 4, false, true, 0},
+			{"6 pods, created late", 6, false, true, 0},
+		} {
+			t.Run(kind+": "+tc.name, func(t *testing.T) {
+				f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, tc.n, 3)
+				var ctrl client.Object
+				var want func(int32)
+				var rs *appsv1.ReplicaSet
+				for _, o := range f.objs {
+					if r, ok := o.(*appsv1.ReplicaSet); ok {
+						rs = r
+					}
+				}
+				switch kind {
+				case "Deployment":
+					ctrl, want = rs, func(n int32) { rs.Spec.Replicas = ptr.To(n) }
+				case "bare ReplicaSet":
+					rs.OwnerReferences = nil
+					f.gfa.Spec.TargetRef.Kind, f.gfa.Spec.TargetRef.Name = "ReplicaSet", rs.Name
+					ctrl, want = rs, func(n int32) { rs.Spec.Replicas = ptr.To(n) }
+				case "StatefulSet":
+					sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", UID: "sts-uid"}}
+					ctrl, want = sts, func(n int32) { sts.Spec.Replicas = ptr.To(n) }
+				case "DaemonSet":
+					ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", UID: "ds-uid"}}
+					ctrl, want = ds, func(n int32) { ds.Status.DesiredNumberScheduled = n }
+				}
+				if kind == "StatefulSet" || kind == "DaemonSet" {
+					f.objs = append(f.objs, ctrl)
+					f.gfa.Spec.TargetRef.Kind = kind
+					for _, p := range f.pods {
+						p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: kind, Name: "web", UID: ctrl.GetUID(), Controller: ptr.To(true)}}
+					}
+				}
+				want(int32(tc.n))
+				f.build()
+				now := f.now
+				f.u.Now = func() time.Time { return now }
+				f.run()
+				left := len(f.livePods())
+				if wantFirst := tc.n - max(1, tc.n/2); left != wantFirst {
+					t.Fatalf("first cycle: %d pods left, want %d", left, wantFirst)
+				}
+				ctx := t.Context()
+				if tc.scaleDown {
+					if err := f.c.Get(ctx, client.ObjectKeyFromObject(ctrl), ctrl); err != nil {
+						t.Fatal(err)
+					}
+					want(int32(left))
+					update := f.c.Update
+					if kind == "DaemonSet" {
+						update = func(ctx context.Context, o client.Object, _ ...client.UpdateOption) error {
+							return f.c.Status().Update(ctx, o)
+						}
+					}
+					if err := update(ctx, ctrl); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if tc.created {
+					for i := range tc.n - left {
+						p := f.pods[0].DeepCopy()
+						p.Name, p.UID, p.ResourceVersion = fmt.Sprintf("web-new-%d", i), types.UID(fmt.Sprintf("uid-new-%d", i)), ""
+						p.CreationTimestamp = metav1.NewTime(now)
+						p.Annotations = map[string]string{gpufracv1.AnnotationApplied: `{"backend":"hami","autoscaler":"web","containers":[{"name":"main","memory":"1Gi","compute":"250m"}]}`}
+						if err := f.c.Create(ctx, p); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				timeout := f.cfg.WithDefaults().ReplacementTimeout
+				for range 3 {
+					// A restart each cycle: nothing of the evictions is remembered.
+					f.u = New(f.c, f.c, f.cfg)
+					f.u.Events = f.rec
+					f.u.Now = func() time.Time { return now }
+					now = now.Add(timeout + time.Minute)
+					f.run()
+				}
+				old := 0
+				for name := range f.livePods() {
+					if strings.HasPrefix(name, "web-abc-") {
+						old++
+					}
+				}
+				if old != tc.wantLive {
+					st := f.status()
+					t.Fatalf("%d old pods left, want %d (blocked %s: %s)", old, tc.wantLive, st.BlockedReason, st.BlockedMessage)
+				}
+				if !tc.scaleDown && !tc.created {
+					st := f.status()
+					if st.BlockedReason != SkipInFlight || !strings.Contains(st.BlockedMessage, "not created") || !strings.Contains(st.BlockedMessage, ctrl.GetName()) {
+						t.Errorf("blocked %s: %q; want in-flight naming the controller short of a pod", st.BlockedReason, st.BlockedMessage)
+					}
+				}
+			})
+		}
+	}
+}
