@@ -130,7 +130,7 @@ func TestChartRules(t *testing.T) {
 		history bool
 	}{
 		{"all-on", nil, nil, true},
-		{"simulate", []string{"updater.enabled=false"}, []string{"GPUFracUpdaterDown", "GPUFracUpdaterBlocked", "GPUFracMetricSamplesDropped"}, false},
+		{"simulate", []string{"updater.enabled=false"}, []string{"GPUFracUpdaterDown", "GPUFracUpdaterBlocked", "GPUFracUpdaterStatusWritesFailing", "GPUFracMetricSamplesDropped"}, false},
 	} {
 		var spec []byte
 		for _, o := range chartObjects(t, chartTemplate(t, "rules", "monitoring", c.values, c.set...)) {

@@ -19,6 +19,7 @@ import (
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/contract"
+	"github.com/gpufrac/gpufrac/internal/statuswrite"
 	"github.com/gpufrac/gpufrac/recommender/history"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
 	"github.com/gpufrac/gpufrac/workload"
@@ -434,20 +435,43 @@ func (r *Recommender) garbageCollect(_ context.Context, c *cycle) error {
 // autoscaler stays is created again next cycle.
 func (r *Recommender) updateRecommendations(ctx context.Context, c *cycle) error {
 	r.noteDuplicates(c)
+	listed := map[types.UID]bool{}
 	for _, e := range c.entries {
+		listed[e.gfa.UID] = true
 		err := r.reconcile(ctx, e, c.byRef[e.ref] == e, c.loadErr, c.now)
 		if deleted(err) {
 			klog.FromContext(ctx).V(1).Info("Autoscaler, recommendation or namespace deleted during the cycle; nothing written", "autoscaler", klog.KObj(e.gfa), "err", err)
+			r.writeFails.Succeeded(e.gfa.UID)
 			continue
 		}
 		if err != nil {
 			c.writeErrs = append(c.writeErrs, fmt.Errorf("%s/%s: %w", e.gfa.Namespace, e.gfa.Name, err))
+			r.statusWriteFailed(e.gfa, err)
+			continue
 		}
+		r.writeFails.Succeeded(e.gfa.UID)
 	}
+	r.writeFails.Retain(listed)
 	if len(c.writeErrs) > 0 {
 		cycleErrors.WithLabelValues("write").Inc()
 	}
 	return nil
+}
+
+// statusWriteFailed counts a failed write of gfa's recommendation or status (reconcile):
+// from the statuswrite.Threshold-th failure in a row of the same autoscaler on, each one
+// counts in gpufrac_recommender_status_write_failures_total (by API status reason) and a
+// StatusWriteFailed Warning event goes on the autoscaler, once per message, so a write
+// that fails every cycle shows outside the logs.
+func (r *Recommender) statusWriteFailed(gfa *gpufracv1.GPUFractionAutoscaler, err error) {
+	n, count, event := r.writeFails.Failed(gfa.UID, err)
+	if count {
+		statusWriteFailures.WithLabelValues(statuswrite.Reason(err)).Inc()
+	}
+	if event && r.Events != nil {
+		r.Events.Eventf(gfa, nil, corev1.EventTypeWarning, statuswrite.EventReason, "Recommend",
+			"%s", fmt.Sprintf("the recommendation could not be written for %d cycles in a row (the last one written stays in force): %v", n, err))
+	}
 }
 
 // deleted reports whether a write failed because what it writes is going away: the

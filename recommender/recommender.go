@@ -28,6 +28,7 @@ import (
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/internal/promreg"
+	"github.com/gpufrac/gpufrac/internal/statuswrite"
 	"github.com/gpufrac/gpufrac/recommender/history"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
 	"github.com/gpufrac/gpufrac/recommender/recommend"
@@ -118,6 +119,7 @@ var (
 		prometheus.ExponentialBuckets(0.001, 2, 18), "step")
 	cycleErrors            = promreg.CounterVec("gpufrac_recommender_cycle_errors_total", "Recommender cycles that failed, by stage (list, prometheus, write).", "stage")
 	workloadsTracked       = promreg.Gauge("gpufrac_recommender_workloads_tracked", "Workloads with an autoscaler whose history the recommender keeps.")
+	statusWriteFailures    = promreg.CounterVec("gpufrac_recommender_status_write_failures_total", "Failed writes of an autoscaler's GPUFractionRecommendation (create, spec, status) or its status summary, from the third failure in a row of the same autoscaler on (one per autoscaler per cycle), by reason: the API status reason (Conflict, Invalid, Forbidden, ...; Other, Unknown).", "reason")
 	recommendationsWritten = promreg.Counter("gpufrac_recommender_recommendations_written_total", "GPUFractionRecommendation status writes (only when content changed beyond noise).")
 )
 
@@ -125,7 +127,7 @@ var (
 // metrics.Registry in cmd/recommender); the per-autoscaler metrics are not registered
 // but gathered beside it (WithAutoscalers). It returns the first registration error.
 func Register(reg prometheus.Registerer) error {
-	return promreg.Register(reg, cycleDuration, cycleStepDuration, cycleErrors, workloadsTracked, recommendationsWritten, checkpointsWritten, checkpointsRestored, checkpointsIgnored, metrics.Queries, metrics.SamplesDropped, metrics.SamplesClamped, metrics.Incomplete)
+	return promreg.Register(reg, cycleDuration, cycleStepDuration, cycleErrors, workloadsTracked, recommendationsWritten, statusWriteFailures, checkpointsWritten, checkpointsRestored, checkpointsIgnored, metrics.Queries, metrics.SamplesDropped, metrics.SamplesClamped, metrics.Incomplete)
 }
 
 // Recommender runs the cycle. Create it with New.
@@ -191,6 +193,7 @@ type Recommender struct {
 	// sourceCounts: per workload, the pods read from each source (countSources); nil
 	// when r.pods or the sources changed since it was counted.
 	sourceCounts map[history.WorkloadKey]map[string]int32
+	writeFails   statuswrite.Failures // status writes failed in a row, per autoscaler
 	dupNoted     map[types.UID]string // the DuplicateTarget event last recorded on each autoscaler in charge
 
 	// checkpoints: per workload, what its last checkpoint holds (checkpoint.go);

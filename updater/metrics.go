@@ -128,6 +128,7 @@ var (
 	podsOutOfDate       = promreg.Gauge("gpufrac_updater_pods_out_of_date", "Pods whose applied fraction is outside the recommendation's bounds or too far from its target, at the last cycle.")
 	podsMismatched      = promreg.Gauge("gpufrac_updater_pods_fraction_mismatch", "Pods that carry other GPU fraction values than the admission webhook wrote (gpufrac.io/applied), at the last cycle.")
 	podsRecordInvalid   = promreg.Gauge("gpufrac_updater_pods_record_invalid", "Pods of autoscalers whose admission record (gpufrac.io/applied) does not parse, at the last cycle; they are never shrunk.")
+	statusWriteFailures = promreg.CounterVec("gpufrac_updater_status_write_failures_total", "Failed writes of an autoscaler's status.updater from the third failure in a row of the same autoscaler on (one per autoscaler per cycle), by reason: the API status reason (Conflict, Invalid, Forbidden, ...; Other, Unknown).", "reason")
 	admissionAvailable  = promreg.Gauge("gpufrac_updater_admission_available", "1 when the admission webhook's status Lease was fresh at the last cycle, else 0 (no evictions).")
 	// recommenderAvailable is read only with Config.RecommenderLeaseMaxAge set.
 	recommenderAvailable = promreg.GaugeVec("gpufrac_updater_recommender_available", "1 when the status Lease of the recommender instance (label recommender, its --recommender-name) was fresh at its last read, else 0 (only protective growth for its autoscalers).", "recommender")
@@ -137,5 +138,5 @@ var (
 // metrics.Registry in cmd/updater). It returns the first registration error.
 func Register(reg prometheus.Registerer) error {
 	return promreg.Register(reg, evictionsTotal, inPlaceTotal, skipsTotal, rollbacksTotal, cycleDuration, podsOutOfDate, podsMismatched,
-		podsRecordInvalid, admissionAvailable, recommenderAvailable, consolidationsTotal)
+		podsRecordInvalid, admissionAvailable, recommenderAvailable, consolidationsTotal, statusWriteFailures)
 }

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/internal/statuswrite"
 	"github.com/gpufrac/gpufrac/workload"
 )
 
@@ -158,6 +159,7 @@ func (u *Updater) writeStatus(ctx context.Context, p *plan) error {
 	gfa, st := p.gfa, p.st
 	u.decided[gfa.UID] = st.DeepCopy()
 	if equality.Semantic.DeepEqual(p.prev, st) {
+		u.writeFails.Succeeded(gfa.UID) // the API server holds it
 		return nil
 	}
 	base := gfa.DeepCopy()
@@ -166,10 +168,29 @@ func (u *Updater) writeStatus(ctx context.Context, p *plan) error {
 	mod.Status.Updater = st
 	if err := u.Client.Status().Patch(ctx, mod, client.MergeFrom(base)); err != nil {
 		if apierrors.IsNotFound(err) {
+			u.writeFails.Succeeded(gfa.UID)
 			return nil
 		}
+		u.statusWriteFailed(gfa, err)
 		return fmt.Errorf("writing status.updater: %w", err)
 	}
+	u.writeFails.Succeeded(gfa.UID)
 	u.written[gfa.UID] = st.DeepCopy()
 	return nil
+}
+
+// statusWriteFailed counts a failed write of gfa's status.updater: from the
+// statuswrite.Threshold-th failure in a row on, each one counts in
+// gpufrac_updater_status_write_failures_total (by API status reason) and a
+// StatusWriteFailed Warning event goes on the autoscaler, once per message, so a write
+// that fails every cycle shows outside the logs.
+func (u *Updater) statusWriteFailed(gfa *gpufracv1.GPUFractionAutoscaler, err error) {
+	n, count, event := u.writeFails.Failed(gfa.UID, err)
+	if count {
+		statusWriteFailures.WithLabelValues(statuswrite.Reason(err)).Inc()
+	}
+	if event {
+		u.event(gfa, nil, corev1.EventTypeWarning, statuswrite.EventReason, "WriteStatus",
+			fmt.Sprintf("status.updater could not be written for %d cycles in a row (what the updater decided is kept in memory and written again each cycle): %v", n, err))
+	}
 }

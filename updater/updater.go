@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/internal/statuswrite"
 	"github.com/gpufrac/gpufrac/workload"
 )
 
@@ -50,15 +51,17 @@ type Updater struct {
 	// Now returns the current time; tests replace it.
 	Now func() time.Time
 
-	limiter        *rate.Limiter
-	started        time.Time
-	owners         workload.Owners
-	expect         map[workload.Ref][]*expectation
-	retry          map[types.UID]retryState
-	stuck          map[workload.Ref]stuckState
-	written        map[types.UID]*gpufracv1.UpdaterStatus // last written: what the API server holds, the next patch's base
-	decided        map[types.UID]*gpufracv1.UpdaterStatus // last decided, written or not: what the next cycle goes on from
-	noted          map[types.UID]map[string]string
+	limiter *rate.Limiter
+	started time.Time
+	owners  workload.Owners
+	expect  map[workload.Ref][]*expectation
+	retry   map[types.UID]retryState
+	stuck   map[workload.Ref]stuckState
+	written map[types.UID]*gpufracv1.UpdaterStatus // last written: what the API server holds, the next patch's base
+	decided map[types.UID]*gpufracv1.UpdaterStatus // last decided, written or not: what the next cycle goes on from
+	noted   map[types.UID]map[string]string
+	// writeFails counts the status writes of each autoscaler that failed in a row.
+	writeFails     statuswrite.Failures
 	kedaAbsentTill time.Time
 	windowOpens    time.Time // the next resize window an out-of-date pod waits for (nextCycle)
 	hyst           *Hysteresis
@@ -246,6 +249,7 @@ func (u *Updater) act(ctx context.Context, cy *cycle, c *candidate) {
 // pause states that ran out.
 func (u *Updater) forgetGone(cy *cycle) {
 	now := cy.now
+	u.writeFails.Retain(cy.seen)
 	for uid := range u.decided { // every status written was decided first
 		if !cy.seen[uid] {
 			delete(u.written, uid)

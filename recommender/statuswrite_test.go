@@ -1,0 +1,104 @@
+package recommender
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/internal/statuswrite"
+)
+
+// A recommendation whose write failed every cycle was visible only in the recommender's
+// log (and the cycle-errors metric, without which object or why). From the third failure
+// in a row of the same autoscaler a StatusWriteFailed Warning event goes on it (once per
+// message), and each failure counts in gpufrac_recommender_status_write_failures_total
+// by the API status reason. Another autoscaler's writes are unaffected.
+func TestStatusWriteFailuresReported(t *testing.T) {
+	gr := schema.GroupResource{Group: gpufracv1.GroupVersion.Group, Resource: "gpufractionrecommendations"}
+	for _, tc := range []struct {
+		name       string
+		err        func(i int) error
+		reason     string
+		fails      int
+		wantEvents int
+	}{
+		{"invalid twice: transient", func(int) error {
+			return apierrors.NewInvalid(schema.GroupKind{Group: gr.Group, Kind: "GPUFractionRecommendation"}, "sd", nil)
+		}, "Invalid", 2, 0},
+		{"invalid four times", func(int) error {
+			return apierrors.NewInvalid(schema.GroupKind{Group: gr.Group, Kind: "GPUFractionRecommendation"}, "sd", nil)
+		}, "Invalid", 4, 1},
+		{"forbidden three times", func(int) error { return apierrors.NewForbidden(gr, "sd", errors.New("RBAC")) }, "Forbidden", 3, 1},
+		{"a webhook's own reason, five times", func(int) error {
+			return &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: 400, Reason: "PolicyViolation", Message: "denied by policy"}}
+		}, "Other", 5, 1},
+		{"timeouts with new messages", func(i int) error { return apierrors.NewServerTimeout(gr, fmt.Sprintf("patch-%d", i), 1) }, "ServerTimeout", 5, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var objs []client.Object
+			for _, name := range []string{"sd", "other"} {
+				for _, o := range deployment("ml", name, 2) {
+					o.SetLabels(map[string]string{"gfa": name})
+					objs = append(objs, o)
+				}
+			}
+			objs = append(objs, gfa("ml", "sd", "sd"), gfa("ml", "other", "other"))
+			h := newHarness(t, objs, promFor(objs, 20*gib, 0.3))
+			rec := events.NewFakeRecorder(50)
+			h.rec.Events = rec
+			i := 0
+			h.rec.Client = interceptor.NewClient(h.c.(client.WithWatch), interceptor.Funcs{List: slimPods.List,
+				SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+					if _, ok := obj.(*gpufracv1.GPUFractionRecommendation); ok && obj.GetName() == "sd" && i < tc.fails {
+						i++
+						return tc.err(i)
+					}
+					return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+				}})
+			before := testutil.ToFloat64(statusWriteFailures.WithLabelValues(tc.reason))
+			ctx := context.Background()
+			for range tc.fails {
+				if err := h.rec.RunOnce(ctx); err == nil || !strings.Contains(err.Error(), "ml/sd") {
+					t.Fatalf("cycle error %v, want the failed write of ml/sd", err)
+				}
+				h.now = h.now.Add(time.Minute)
+			}
+			if err := h.rec.RunOnce(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if len(h.gfr(t, "ml", "sd").Status.ContainerRecommendations) != 1 || len(h.gfr(t, "ml", "other").Status.ContainerRecommendations) != 1 {
+				t.Fatal("a recommendation missing after the writes succeeded")
+			}
+			got := 0
+			for done := false; !done; {
+				select {
+				case e := <-rec.Events:
+					if strings.Contains(e, statuswrite.EventReason) {
+						got++
+					}
+				default:
+					done = true
+				}
+			}
+			if got != tc.wantEvents {
+				t.Errorf("%d %s events, want %d", got, statuswrite.EventReason, tc.wantEvents)
+			}
+			want := float64(max(0, tc.fails-statuswrite.Threshold+1))
+			if n := testutil.ToFloat64(statusWriteFailures.WithLabelValues(tc.reason)) - before; n != want {
+				t.Errorf("failures counted %v (reason %s), want %v", n, tc.reason, want)
+			}
+		})
+	}
+}
