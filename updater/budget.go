@@ -42,7 +42,7 @@ func IsReady(p *corev1.Pod) bool {
 // Failed; terminating ones included), grouped by their controller, as a
 // PodDisruptionBudget does: a group whose controller's wanted replicas are known (wanted:
 // controller UID → ReplicaSet or StatefulSet spec.replicas, DaemonSet
-// status.desiredNumberScheduled, read from the API server) has wanted − its pods that
+// status.desiredNumberScheduled, read from the informer cache) has wanted − its pods that
 // are ready and not terminating in flight, so a replacement its controller never
 // created counts without any memory of the eviction (an updater restart forgets none).
 // Other groups (no controller, a Job, a controller of another kind or one that could not

@@ -138,9 +138,10 @@ func (u *Updater) settleReplacements(ctx context.Context, p *plan, now time.Time
 	}
 }
 
-// wantedReplicas reads, from the API server, how many pods each controller of pods and
-// of the awaited expectations wants (desiredReplicas; those that cannot be read are left
-// out), for the disruption budget (NewBudget): it needs no memory of earlier evictions,
+// wantedReplicas reads how many pods each controller of pods and of the awaited
+// expectations wants (desiredReplicas, through Client: the informer cache, as the pods
+// are, so that a cycle costs the API server no read per workload; those that cannot be
+// read are left out), for the disruption budget (NewBudget): it needs no memory of earlier evictions,
 // so an updater restart forgets no replacement its controller never created. short names
 // the controllers with fewer pods, not terminating, than they want and no replacement
 // awaited by this updater (after a restart, or evicted by someone else); those awaited
@@ -169,7 +170,7 @@ func (u *Updater) wantedReplicas(ctx context.Context, ns string, pods []*corev1.
 	var parts []string
 	for _, uid := range order {
 		o := owners[uid]
-		want, ok := u.desiredReplicas(ctx, ns, o)
+		want, ok := desiredReplicasFrom(ctx, u.Client, ns, o)
 		if !ok {
 			continue
 		}
@@ -325,6 +326,11 @@ func pendingTooLong(pods []*corev1.Pod, now time.Time, timeout time.Duration) st
 // spec.replicas (unset is 1) or a DaemonSet's status.desiredNumberScheduled, in
 // namespace ns, from the API server. It is false for other controllers and on errors.
 func (u *Updater) desiredReplicas(ctx context.Context, ns string, o *metav1.OwnerReference) (int32, bool) {
+	return desiredReplicasFrom(ctx, u.apiReader(), ns, o)
+}
+
+// desiredReplicasFrom is desiredReplicas read through r.
+func desiredReplicasFrom(ctx context.Context, r client.Reader, ns string, o *metav1.OwnerReference) (int32, bool) {
 	if gv, err := schema.ParseGroupVersion(o.APIVersion); err != nil || gv.Group != appsv1.GroupName {
 		return 0, false
 	}
@@ -343,7 +349,7 @@ func (u *Updater) desiredReplicas(ctx context.Context, ns string, o *metav1.Owne
 	default:
 		return 0, false
 	}
-	if err := u.apiReader().Get(ctx, client.ObjectKey{Namespace: ns, Name: o.Name}, obj); err != nil || obj.GetUID() != o.UID {
+	if err := r.Get(ctx, client.ObjectKey{Namespace: ns, Name: o.Name}, obj); err != nil || obj.GetUID() != o.UID {
 		return 0, false
 	}
 	if r := replicas(); r != nil {

@@ -32,8 +32,9 @@ import (
 // status report with the autoscaler's events (report.go). What one cycle shares lives in
 // one struct (cycle.go); what outlives a cycle lives here.
 type Updater struct {
-	// Client reads autoscalers, recommendations, pods, ReplicaSets/Jobs and
-	// HorizontalPodAutoscalers (an informer cache in cmd/updater) and writes evictions,
+	// Client reads autoscalers, recommendations, pods, ReplicaSets/StatefulSets/
+	// DaemonSets/Jobs and HorizontalPodAutoscalers (an informer cache in cmd/updater)
+	// and writes evictions,
 	// pod patches and status.
 	Client client.Client
 	// APIReader reads the status Leases (the admission webhook's and the recommenders'),
