@@ -131,6 +131,36 @@ func (f *fixture) addPod(name string, memGi int64, rs *appsv1.ReplicaSet) *corev
 
 // addGPUHPA adds an HPA of the fixture's Deployment that scales on the GPU utilisation
 // metric DCGM_FI_DEV_GPU_UTIL (per-pod average), so the pods' compute is held.
+// createReplacement creates, in the API, the ReplicaSet's replacement pod web-abc-new
+// (1Gi, created now), as the ReplicaSet controller would after an eviction.
+func (f *fixture) createReplacement(t *testing.T) {
+	t.Helper()
+	rs := &appsv1.ReplicaSet{}
+	if err := f.c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "web-abc"}, rs); err != nil {
+		t.Fatal(err)
+	}
+	repl := f.addPod("web-abc-new", 1, rs)
+	repl.CreationTimestamp = metav1.NewTime(time.Now())
+	if err := f.c.Create(t.Context(), repl.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// breachLatency sets the recommendation's LatencyGuardrailActive True (LatencyBreached),
+// as the recommender does when the latency objective is breached.
+func (f *fixture) breachLatency(t *testing.T) {
+	t.Helper()
+	gfr := &gpufracv1.GPUFractionRecommendation{}
+	if err := f.c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "web"}, gfr); err != nil {
+		t.Fatal(err)
+	}
+	meta.SetStatusCondition(&gfr.Status.Conditions, metav1.Condition{Type: gpufracv1.ConditionLatencyGuardrailActive, Status: metav1.ConditionTrue,
+		Reason: gpufracv1.ReasonLatencyBreached, Message: "p95 latency 2.4s above the objective 2s"})
+	if err := f.c.Status().Update(t.Context(), gfr); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func (f *fixture) addGPUHPA() {
 	f.objs = append(f.objs, &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
 		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{Kind: "Deployment", Name: "web", APIVersion: "apps/v1"},
@@ -392,24 +422,8 @@ func TestRollbackAfterLatencyBreach(t *testing.T) {
 	}
 	// The replacement runs with 1Gi; then the latency objective is breached.
 	ctx := context.Background()
-	rs := &appsv1.ReplicaSet{}
-	if err := f.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web-abc"}, rs); err != nil {
-		t.Fatal(err)
-	}
-	repl := f.addPod("web-abc-new", 1, rs)
-	repl.CreationTimestamp = metav1.NewTime(time.Now())
-	if err := f.c.Create(ctx, repl.DeepCopy()); err != nil {
-		t.Fatal(err)
-	}
-	gfr := &gpufracv1.GPUFractionRecommendation{}
-	if err := f.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web"}, gfr); err != nil {
-		t.Fatal(err)
-	}
-	meta.SetStatusCondition(&gfr.Status.Conditions, metav1.Condition{Type: gpufracv1.ConditionLatencyGuardrailActive, Status: metav1.ConditionTrue,
-		Reason: gpufracv1.ReasonLatencyBreached, Message: "p95 latency 2.4s above the objective 2s"})
-	if err := f.c.Status().Update(ctx, gfr); err != nil {
-		t.Fatal(err)
-	}
+	f.createReplacement(t)
+	f.breachLatency(t)
 	f.events()
 	f.run()
 	st = f.status()
@@ -437,6 +451,7 @@ func TestRollbackAfterLatencyBreach(t *testing.T) {
 	}
 	// The recommender honours the floor (target 3Gi); the window is closed, but the
 	// rollback is urgent.
+	gfr := &gpufracv1.GPUFractionRecommendation{}
 	if err := f.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web"}, gfr); err != nil {
 		t.Fatal(err)
 	}
