@@ -18,7 +18,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -546,7 +545,7 @@ func TestUnchangedReplacementsPauseLonger(t *testing.T) {
 // status.updater says so; when the workload was scaled down meanwhile, or the
 // replacement appears, the budget is freed as before.
 func TestReplacementNeverCreatedStaysInFlight(t *testing.T) {
-	for _, kind := range []string{"ReplicaSet", "StatefulSet", "DaemonSet"} {
+	for _, kind := range []string{"Deployment", "StatefulSet", "DaemonSet"} {
 		for _, tc := range []struct {
 			name      string
 			n         int
@@ -562,81 +561,22 @@ func TestReplacementNeverCreatedStaysInFlight(t *testing.T) {
 			{"4 pods, created late", 4, false, true, 2},
 		} {
 			t.Run(kind+": "+tc.name, func(t *testing.T) {
-				f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, tc.n, 3)
-				// want sets what the pods' controller wants: spec.replicas, or a DaemonSet's
-				// status.desiredNumberScheduled.
-				var ctrl client.Object
-				var want func(int32)
-				switch kind {
-				case "ReplicaSet":
-					for _, o := range f.objs {
-						if r, ok := o.(*appsv1.ReplicaSet); ok {
-							ctrl, want = r, func(n int32) { r.Spec.Replicas = ptr.To(n) }
-						}
-					}
-				case "StatefulSet":
-					sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", UID: "sts-uid"}}
-					ctrl, want = sts, func(n int32) { sts.Spec.Replicas = ptr.To(n) }
-				case "DaemonSet":
-					ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", UID: "ds-uid"}}
-					ctrl, want = ds, func(n int32) { ds.Status.DesiredNumberScheduled = n }
-				}
-				if kind != "ReplicaSet" {
-					f.objs = append(f.objs, ctrl)
-					f.gfa.Spec.TargetRef.Kind = kind
-					for _, p := range f.pods {
-						p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: kind, Name: "web", UID: ctrl.GetUID(), Controller: ptr.To(true)}}
-					}
-				}
-				want(int32(tc.n))
-				f.build()
+				f, ctrl, want := controlledFixture(t, kind, tc.n)
 				now := f.now
-				f.u.Now = func() time.Time { return now }
-				f.run()
-				left := len(f.livePods())
-				wantFirst := tc.n - max(1, tc.n/2)
-				if left != wantFirst {
-					t.Fatalf("first cycle: %d pods left, want %d", left, wantFirst)
-				}
-				ctx := t.Context()
+				left := f.evictFirst(t, tc.n, &now)
 				if tc.scaleDown {
-					if err := f.c.Get(ctx, client.ObjectKeyFromObject(ctrl), ctrl); err != nil {
-						t.Fatal(err)
-					}
-					want(int32(left))
-					update := f.c.Update
-					if kind == "DaemonSet" {
-						update = func(ctx context.Context, o client.Object, opts ...client.UpdateOption) error {
-							return f.c.Status().Update(ctx, o)
-						}
-					}
-					if err := update(ctx, ctrl); err != nil {
-						t.Fatal(err)
-					}
+					f.setWanted(t, ctrl, want, int32(left))
 				}
 				timeout := f.cfg.WithDefaults().ReplacementTimeout
 				now = now.Add(timeout + time.Minute)
 				if tc.created {
-					for i := range tc.n - left {
-						p := f.pods[0].DeepCopy()
-						p.Name, p.UID, p.ResourceVersion = fmt.Sprintf("web-new-%d", i), types.UID(fmt.Sprintf("uid-new-%d", i)), ""
-						p.CreationTimestamp = metav1.NewTime(now)
-						p.Annotations = map[string]string{gpufracv1.AnnotationApplied: `{"backend":"hami","autoscaler":"web","containers":[{"name":"main","memory":"1Gi","compute":"250m"}]}`}
-						if err := f.c.Create(ctx, p); err != nil {
-							t.Fatal(err)
-						}
-					}
+					f.createReplacements(t, tc.n-left, now)
 				}
 				for range 3 {
 					f.run()
 					now = now.Add(timeout + time.Minute)
 				}
-				old := 0
-				for name := range f.livePods() {
-					if strings.HasPrefix(name, "web-abc-") {
-						old++
-					}
-				}
+				old := f.oldPodsLeft()
 				if tc.created {
 					if old != 0 {
 						t.Errorf("%d old pods left after the replacements appeared, want all replaced", old)
@@ -697,15 +637,7 @@ func TestFailedStatusWriteKeepsTheVerification(t *testing.T) {
 			if f.livePods()["web-abc-0"] {
 				t.Fatal("web-abc-0 not shrunk")
 			}
-			rs := &appsv1.ReplicaSet{}
-			if err := f.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web-abc"}, rs); err != nil {
-				t.Fatal(err)
-			}
-			repl := f.addPod("web-abc-new", 1, rs)
-			repl.CreationTimestamp = metav1.NewTime(time.Now())
-			if err := f.c.Create(ctx, repl.DeepCopy()); err != nil {
-				t.Fatal(err)
-			}
+			f.createReplacement(t)
 			for fails > 0 {
 				_ = f.u.RunOnce(ctx) // the writes still failing
 			}
@@ -713,15 +645,7 @@ func TestFailedStatusWriteKeepsTheVerification(t *testing.T) {
 			if st := f.status(); st.Verification == nil || st.LastEvictionTime == nil {
 				t.Fatalf("verification %+v, last eviction %v: the shrink's record was lost with its status write", st.Verification, st.LastEvictionTime)
 			}
-			gfr := &gpufracv1.GPUFractionRecommendation{}
-			if err := f.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web"}, gfr); err != nil {
-				t.Fatal(err)
-			}
-			meta.SetStatusCondition(&gfr.Status.Conditions, metav1.Condition{Type: gpufracv1.ConditionLatencyGuardrailActive, Status: metav1.ConditionTrue,
-				Reason: gpufracv1.ReasonLatencyBreached, Message: "p95 latency 2.4s above the objective 2s"})
-			if err := f.c.Status().Update(ctx, gfr); err != nil {
-				t.Fatal(err)
-			}
+			f.breachLatency(t)
 			f.run()
 			if st := f.status(); st.Floor == nil || st.Floor.Memory == nil || st.Floor.Memory.String() != "3Gi" {
 				t.Fatalf("floor %+v after a breach within the verification: want 3Gi", st.Floor)

@@ -41,71 +41,14 @@ func TestBudgetSurvivesRestart(t *testing.T) {
 			{"6 pods, created late", 6, false, true, 0},
 		} {
 			t.Run(kind+": "+tc.name, func(t *testing.T) {
-				f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, tc.n, 3)
-				var ctrl client.Object
-				var want func(int32)
-				var rs *appsv1.ReplicaSet
-				for _, o := range f.objs {
-					if r, ok := o.(*appsv1.ReplicaSet); ok {
-						rs = r
-					}
-				}
-				switch kind {
-				case "Deployment":
-					ctrl, want = rs, func(n int32) { rs.Spec.Replicas = ptr.To(n) }
-				case "bare ReplicaSet":
-					rs.OwnerReferences = nil
-					f.gfa.Spec.TargetRef.Kind, f.gfa.Spec.TargetRef.Name = "ReplicaSet", rs.Name
-					ctrl, want = rs, func(n int32) { rs.Spec.Replicas = ptr.To(n) }
-				case "StatefulSet":
-					sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", UID: "sts-uid"}}
-					ctrl, want = sts, func(n int32) { sts.Spec.Replicas = ptr.To(n) }
-				case "DaemonSet":
-					ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", UID: "ds-uid"}}
-					ctrl, want = ds, func(n int32) { ds.Status.DesiredNumberScheduled = n }
-				}
-				if kind == "StatefulSet" || kind == "DaemonSet" {
-					f.objs = append(f.objs, ctrl)
-					f.gfa.Spec.TargetRef.Kind = kind
-					for _, p := range f.pods {
-						p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: kind, Name: "web", UID: ctrl.GetUID(), Controller: ptr.To(true)}}
-					}
-				}
-				want(int32(tc.n))
-				f.build()
+				f, ctrl, want := controlledFixture(t, kind, tc.n)
 				now := f.now
-				f.u.Now = func() time.Time { return now }
-				f.run()
-				left := len(f.livePods())
-				if wantFirst := tc.n - max(1, tc.n/2); left != wantFirst {
-					t.Fatalf("first cycle: %d pods left, want %d", left, wantFirst)
-				}
-				ctx := t.Context()
+				left := f.evictFirst(t, tc.n, &now)
 				if tc.scaleDown {
-					if err := f.c.Get(ctx, client.ObjectKeyFromObject(ctrl), ctrl); err != nil {
-						t.Fatal(err)
-					}
-					want(int32(left))
-					update := f.c.Update
-					if kind == "DaemonSet" {
-						update = func(ctx context.Context, o client.Object, _ ...client.UpdateOption) error {
-							return f.c.Status().Update(ctx, o)
-						}
-					}
-					if err := update(ctx, ctrl); err != nil {
-						t.Fatal(err)
-					}
+					f.setWanted(t, ctrl, want, int32(left))
 				}
 				if tc.created {
-					for i := range tc.n - left {
-						p := f.pods[0].DeepCopy()
-						p.Name, p.UID, p.ResourceVersion = fmt.Sprintf("web-new-%d", i), types.UID(fmt.Sprintf("uid-new-%d", i)), ""
-						p.CreationTimestamp = metav1.NewTime(now)
-						p.Annotations = map[string]string{gpufracv1.AnnotationApplied: `{"backend":"hami","autoscaler":"web","containers":[{"name":"main","memory":"1Gi","compute":"250m"}]}`}
-						if err := f.c.Create(ctx, p); err != nil {
-							t.Fatal(err)
-						}
-					}
+					f.createReplacements(t, tc.n-left, now)
 				}
 				timeout := f.cfg.WithDefaults().ReplacementTimeout
 				for range 3 {
@@ -116,15 +59,9 @@ func TestBudgetSurvivesRestart(t *testing.T) {
 					now = now.Add(timeout + time.Minute)
 					f.run()
 				}
-				old := 0
-				for name := range f.livePods() {
-					if strings.HasPrefix(name, "web-abc-") {
-						old++
-					}
-				}
-				if old != tc.wantLive {
+				if old := f.oldPodsLeft(); old != tc.wantLive {
 					st := f.status()
-					t.Fatalf("%d old pods left, want %d (blocked %s: %s)", old, tc.wantLive, st.BlockedReason, st.BlockedMessage)
+					t.Fatalf("%d old pods left, want %d (blocked %s: %s)", f.oldPodsLeft(), tc.wantLive, st.BlockedReason, st.BlockedMessage)
 				}
 				if !tc.scaleDown && !tc.created {
 					st := f.status()
@@ -135,4 +72,106 @@ func TestBudgetSurvivesRestart(t *testing.T) {
 			})
 		}
 	}
+}
+
+// controlledFixture returns a fixture of n pods (HAMi, Recreate) that a controller of
+// kind controls ("Deployment": the fixture's ReplicaSet under its Deployment; "bare
+// ReplicaSet": that ReplicaSet without it; "StatefulSet"; "DaemonSet"), the controller,
+// and want, which sets how many pods the controller wants (spec.replicas, a DaemonSet's
+// status.desiredNumberScheduled) on the object; it wants n. The fixture is not built.
+func controlledFixture(t *testing.T, kind string, n int) (*fixture, client.Object, func(int32)) {
+	f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, n, 3)
+	var ctrl client.Object
+	var want func(int32)
+	var rs *appsv1.ReplicaSet
+	for _, o := range f.objs {
+		if r, ok := o.(*appsv1.ReplicaSet); ok {
+			rs = r
+		}
+	}
+	switch kind {
+	case "Deployment":
+		ctrl, want = rs, func(n int32) { rs.Spec.Replicas = ptr.To(n) }
+	case "bare ReplicaSet":
+		rs.OwnerReferences = nil
+		f.gfa.Spec.TargetRef.Kind, f.gfa.Spec.TargetRef.Name = "ReplicaSet", rs.Name
+		ctrl, want = rs, func(n int32) { rs.Spec.Replicas = ptr.To(n) }
+	case "StatefulSet":
+		sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", UID: "sts-uid"}}
+		ctrl, want = sts, func(n int32) { sts.Spec.Replicas = ptr.To(n) }
+	case "DaemonSet":
+		ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", UID: "ds-uid"}}
+		ctrl, want = ds, func(n int32) { ds.Status.DesiredNumberScheduled = n }
+	default:
+		t.Fatalf("controller kind %q", kind)
+	}
+	if kind == "StatefulSet" || kind == "DaemonSet" {
+		f.objs = append(f.objs, ctrl)
+		f.gfa.Spec.TargetRef.Kind = kind
+		for _, p := range f.pods {
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: kind, Name: "web", UID: ctrl.GetUID(), Controller: ptr.To(true)}}
+		}
+	}
+	want(int32(n))
+	return f, ctrl, want
+}
+
+// evictFirst builds f with its clock at *now and runs a first cycle, which must evict
+// max(1, n/2) of the n pods (the budget's default); it returns the pods left.
+func (f *fixture) evictFirst(t *testing.T, n int, now *time.Time) int {
+	t.Helper()
+	f.build()
+	f.u.Now = func() time.Time { return *now }
+	f.run()
+	left := len(f.livePods())
+	if wantFirst := n - max(1, n/2); left != wantFirst {
+		t.Fatalf("first cycle: %d pods left, want %d", left, wantFirst)
+	}
+	return left
+}
+
+// setWanted makes the controller want n pods in the API (controlledFixture's want; a
+// DaemonSet's through its status).
+func (f *fixture) setWanted(t *testing.T, ctrl client.Object, want func(int32), n int32) {
+	t.Helper()
+	ctx := t.Context()
+	if err := f.c.Get(ctx, client.ObjectKeyFromObject(ctrl), ctrl); err != nil {
+		t.Fatal(err)
+	}
+	want(n)
+	update := f.c.Update
+	if _, ok := ctrl.(*appsv1.DaemonSet); ok {
+		update = func(ctx context.Context, o client.Object, _ ...client.UpdateOption) error {
+			return f.c.Status().Update(ctx, o)
+		}
+	}
+	if err := update(ctx, ctrl); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// createReplacements creates k Ready replacement pods web-new-0… created at, each with
+// the applied record of a 1Gi HAMi fraction.
+func (f *fixture) createReplacements(t *testing.T, k int, at time.Time) {
+	t.Helper()
+	for i := range k {
+		p := f.pods[0].DeepCopy()
+		p.Name, p.UID, p.ResourceVersion = fmt.Sprintf("web-new-%d", i), types.UID(fmt.Sprintf("uid-new-%d", i)), ""
+		p.CreationTimestamp = metav1.NewTime(at)
+		p.Annotations = map[string]string{gpufracv1.AnnotationApplied: `{"backend":"hami","autoscaler":"web","containers":[{"name":"main","memory":"1Gi","compute":"250m"}]}`}
+		if err := f.c.Create(t.Context(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// oldPodsLeft counts the fixture's original pods (web-abc-…) still live.
+func (f *fixture) oldPodsLeft() int {
+	old := 0
+	for name := range f.livePods() {
+		if strings.HasPrefix(name, "web-abc-") {
+			old++
+		}
+	}
+	return old
 }
