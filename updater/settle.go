@@ -139,10 +139,9 @@ func (u *Updater) settleReplacements(ctx context.Context, p *plan, now time.Time
 }
 
 // wantedReplicas reads how many pods each controller of pods and of the awaited
-// expectations wants (desiredReplicas, through Client: the informer cache, as the pods
-// are, so that a cycle costs the API server no read per workload; those that cannot be
-// read are left out), for the disruption budget (NewBudget): it needs no memory of earlier evictions,
-// so an updater restart forgets no replacement its controller never created. short names
+// expectations wants (desiredReplicas; those that cannot be read are left out), for the
+// disruption budget (NewBudget): it needs no memory of earlier evictions, so an updater
+// restart forgets no replacement its controller never created. short names
 // the controllers with fewer pods, not terminating, than they want and no replacement
 // awaited by this updater (after a restart, or evicted by someone else); those awaited
 // are named by missingReplacements.
@@ -170,7 +169,7 @@ func (u *Updater) wantedReplicas(ctx context.Context, ns string, pods []*corev1.
 	var parts []string
 	for _, uid := range order {
 		o := owners[uid]
-		want, ok := desiredReplicasFrom(ctx, u.Client, ns, o)
+		want, ok := u.desiredReplicas(ctx, ns, o)
 		if !ok {
 			continue
 		}
@@ -324,13 +323,12 @@ func pendingTooLong(pods []*corev1.Pod, now time.Time, timeout time.Duration) st
 
 // desiredReplicas reads how many pods o wants, a ReplicaSet's or StatefulSet's
 // spec.replicas (unset is 1) or a DaemonSet's status.desiredNumberScheduled, in
-// namespace ns, from the API server. It is false for other controllers and on errors.
+// namespace ns, through Client (the informer cache, as the pods are read: the budget,
+// the replacements not created and the stuck pods all read the same controllers, and
+// a cycle costs the API server no read per workload). It is false for other
+// controllers and on errors.
 func (u *Updater) desiredReplicas(ctx context.Context, ns string, o *metav1.OwnerReference) (int32, bool) {
-	return desiredReplicasFrom(ctx, u.apiReader(), ns, o)
-}
-
-// desiredReplicasFrom is desiredReplicas read through r.
-func desiredReplicasFrom(ctx context.Context, r client.Reader, ns string, o *metav1.OwnerReference) (int32, bool) {
+	r := u.Client
 	if gv, err := schema.ParseGroupVersion(o.APIVersion); err != nil || gv.Group != appsv1.GroupName {
 		return 0, false
 	}
