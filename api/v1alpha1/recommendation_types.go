@@ -120,6 +120,31 @@ type ContainerRecommendation struct {
 	// it, as an alternative to time-slicing. Advice only: gpufrac never reconfigures MIG.
 	// +optional
 	MIG *MIGRecommendation `json:"mig,omitempty"`
+	// Derivation holds the recommender settings the target was derived with (its
+	// percentiles, compute margin and memory aggregation interval: estimator constants
+	// and recommender flags such as --compute-margin), so that readers such as gpufrac
+	// explain show the numbers the recommender used. Kept with the target while a new
+	// one is within noise. Absent in statuses written before the field existed.
+	// +optional
+	Derivation *Derivation `json:"derivation,omitempty"`
+}
+
+// Derivation is how a container recommendation's targets were derived: memory target =
+// max(MemoryPercentile of per-pod peaks per MemoryInterval, recent peak) × (1 + the
+// policy's headroom); compute target = ComputePercentile of activity × (1 + ComputeMargin).
+type Derivation struct {
+	// MemoryPercentile is the percentile of per-interval memory peaks the memory target
+	// is taken at, ratio 0–1 as a quantity (900m: p90).
+	MemoryPercentile resource.Quantity `json:"memoryPercentile"`
+	// MemoryInterval is the interval whose per-pod peak is one memory sample (the
+	// recommender's --memory-aggregation-interval).
+	MemoryInterval metav1.Duration `json:"memoryInterval"`
+	// ComputePercentile is the percentile of activity samples the compute target is
+	// taken at, ratio 0–1 as a quantity (900m: p90).
+	ComputePercentile resource.Quantity `json:"computePercentile"`
+	// ComputeMargin is the safety margin on compute, ratio as a quantity (150m: +15 %;
+	// the recommender's --compute-margin).
+	ComputeMargin resource.Quantity `json:"computeMargin"`
 }
 
 // ContainerType is where a container sits in the pod spec, which decides how its GPU

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -12,6 +14,7 @@ import (
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/recommender/policy"
+	"github.com/gpufrac/gpufrac/recommender/recommend"
 )
 
 func init() { registerCommand(newExplainCmd) }
@@ -74,6 +77,11 @@ func explain(w io.Writer, gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.G
 	for _, c := range gfr.Status.ContainerRecommendations {
 		cp := gfa.Spec.ContainerPolicy(c.ContainerName)
 		headroom := policy.MemoryHeadroom(cp) * 100
+		d, recorded := c.Derivation, true
+		if d == nil {
+			// Written before the recommender recorded its settings: its defaults.
+			d, recorded = recommend.Config{}.WithDefaults().Derivation(), false
+		}
 		fmt.Fprintf(w, "\n%s %s (confidence %d%%, %dh of history):\n", containerWord(c.ContainerType), c.ContainerName, c.ConfidencePercent, c.HistoryHours)
 		if c.ContainerType == gpufracv1.ContainerTypeInit {
 			fmt.Fprintln(w, "  runs before the others: counts in the pod's total as max(this, the running containers' sum), not in its confidence; the webhook leaves it as the pod asks")
@@ -83,7 +91,8 @@ func explain(w io.Writer, gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.G
 			// webhook leaves the pod a whole GPU.
 			fmt.Fprintf(w, "  memory  no target: no memory samples yet, or the policy does not control memory (recent peak %s)", q(c.ObservedPeakMemory))
 		} else {
-			fmt.Fprintf(w, "  memory  target %s = max(p90 of hourly per-pod peaks, recent peak %s) + %.0f%% headroom", q(c.Target.Memory), q(c.ObservedPeakMemory), headroom)
+			fmt.Fprintf(w, "  memory  target %s = max(p%s of per-pod peaks per %s, recent peak %s) + %s%% headroom",
+				q(c.Target.Memory), percent(d.MemoryPercentile.AsApproximateFloat64()), shortDuration(d.MemoryInterval.Duration), q(c.ObservedPeakMemory), percent(headroom/100))
 		}
 		if c.UncappedTarget.Memory != nil && c.Target.Memory != nil && c.UncappedTarget.Memory.Cmp(*c.Target.Memory) != 0 {
 			fmt.Fprintf(w, "; from %s by the policy, the GPU size or rounding down to a share of the GPU", q(c.UncappedTarget.Memory))
@@ -103,11 +112,15 @@ func explain(w io.Writer, gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.G
 			// No compute samples (or compute not controlled): nothing to derive.
 			fmt.Fprintln(w, "  compute no target: no compute samples yet, or the policy does not control compute")
 		} else {
-			fmt.Fprintf(w, "  compute target %s = p90 of activity from %s + 15%% margin", q(c.Target.Compute), orDash(c.ComputeSource))
+			fmt.Fprintf(w, "  compute target %s = p%s of activity from %s + %s%% margin", q(c.Target.Compute),
+				percent(d.ComputePercentile.AsApproximateFloat64()), orDash(c.ComputeSource), percent(d.ComputeMargin.AsApproximateFloat64()))
 			if c.UncappedTarget.Compute != nil && c.UncappedTarget.Compute.Cmp(*c.Target.Compute) != 0 {
 				fmt.Fprintf(w, "; from %s by the policy, floor or guardrail", q(c.UncappedTarget.Compute))
 			}
 			fmt.Fprintf(w, "\n          bounds [%s, %s]\n", q(c.LowerBound.Compute), q(c.UpperBound.Compute))
+		}
+		if !recorded && (c.Target.Memory != nil || c.Target.Compute != nil) {
+			fmt.Fprintln(w, "          percentiles, interval and margin not recorded (a status written by an older recommender): the recommender's defaults, which its flags (--compute-margin, --memory-aggregation-interval) may have changed")
 		}
 		if c.ComputeRequest != nil {
 			fmt.Fprintf(w, "          request %s: the share of one GPU the time-sliced pod reserves for placement, its effective compute at the recommender's --contention-budget, written as the pod's compute request with no limit (the target is not written); the updater replaces a pod for it only when it grew by the updater's --compute-request-growth (25 %%) over the request the pod was placed with\n", q(c.ComputeRequest))
@@ -173,6 +186,23 @@ func migLines(c gpufracv1.ContainerRecommendation) string {
 	}
 	fmt.Fprintf(&b, "%s %s\n", label, m.Reason)
 	return b.String()
+}
+
+// percent writes a ratio as a percent without trailing zeros: 0.9 → "90", 0.125 → "12.5".
+func percent(r float64) string {
+	return strconv.FormatFloat(math.Round(r*1e4)/100, 'f', -1, 64)
+}
+
+// shortDuration writes d without zero units: 1h, 30m, 1h30m.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 func orDash(s string) string {

@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -176,5 +177,43 @@ func TestExplainComputeRequest(t *testing.T) {
 		"written as the pod's compute request with no limit")
 	if strings.Count(got, "reserves for placement") != 1 {
 		t.Errorf("want one request line, for main only:\n%s", got)
+	}
+}
+
+// TestExplainDerivation: explain prints the percentiles, memory interval and compute
+// margin the recommendation was derived with (recorded by the recommender from its
+// settings and flags such as --compute-margin), not a fixed p90 and 15 %; a status
+// written before they were recorded shows the recommender's defaults and says so.
+func TestExplainDerivation(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		d         *gpufracv1.Derivation
+		want, not []string
+	}{
+		{"recorded defaults", &gpufracv1.Derivation{MemoryPercentile: *qp("900m"), MemoryInterval: metav1.Duration{Duration: time.Hour}, ComputePercentile: *qp("900m"), ComputeMargin: *qp("150m")},
+			[]string{"max(p90 of per-pod peaks per 1h, recent peak", "p90 of activity from DCGM_FI_PROF_SM_ACTIVE + 15% margin"}, []string{"not recorded"}},
+		{"--compute-margin 0.3, p95 of 30m peaks, p75 compute", &gpufracv1.Derivation{MemoryPercentile: *qp("950m"), MemoryInterval: metav1.Duration{Duration: 30 * time.Minute}, ComputePercentile: *qp("750m"), ComputeMargin: *qp("300m")},
+			[]string{"max(p95 of per-pod peaks per 30m, recent peak", "p75 of activity from DCGM_FI_PROF_SM_ACTIVE + 30% margin"}, []string{"p90", "15% margin", "not recorded"}},
+		{"fractional margin and percentile, 90m interval", &gpufracv1.Derivation{MemoryPercentile: *qp("975m"), MemoryInterval: metav1.Duration{Duration: 90 * time.Minute}, ComputePercentile: *qp("800m"), ComputeMargin: *qp("125m")},
+			[]string{"max(p97.5 of per-pod peaks per 1h30m, recent peak", "p80 of activity from DCGM_FI_PROF_SM_ACTIVE + 12.5% margin"}, []string{"p90", "15% margin"}},
+		{"no margin", &gpufracv1.Derivation{MemoryPercentile: *qp("900m"), MemoryInterval: metav1.Duration{Duration: time.Hour}, ComputePercentile: *qp("900m"), ComputeMargin: *qp("0")},
+			[]string{"p90 of activity from DCGM_FI_PROF_SM_ACTIVE + 0% margin"}, []string{"15% margin"}},
+		{"not recorded: the defaults, said so", nil,
+			[]string{"max(p90 of per-pod peaks per 1h, recent peak", "p90 of activity from DCGM_FI_PROF_SM_ACTIVE + 15% margin", "not recorded"}, nil},
+	} {
+		rec := gpufracv1.ContainerRecommendation{ContainerName: "main", SharingMode: gpufracv1.SharingModeTimeSlicing,
+			ConfidencePercent: 90, HistoryHours: 30, ComputeSource: "DCGM_FI_PROF_SM_ACTIVE", Derivation: tc.d,
+			Target: gpufracv1.GPUResources{Memory: qp("20Gi"), Compute: qp("300m")}}
+		got := explainDeployment(t, "web", rec)
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s: lacks %q:\n%s", tc.name, w, got)
+			}
+		}
+		for _, w := range tc.not {
+			if strings.Contains(got, w) {
+				t.Errorf("%s: says %q:\n%s", tc.name, w, got)
+			}
+		}
 	}
 }

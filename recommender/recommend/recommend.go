@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/recommender/estimate"
@@ -136,6 +137,7 @@ func (c Config) Recommend(model *history.Model, w history.WorkloadKey, spec *gpu
 			continue
 		}
 		rec := c.Policy.Recommend(name, est, cp, byName[name], guard)
+		rec.Derivation = derivation(estimator, c.History)
 		if p := byName[name]; p != nil && withinNoise(p, &rec, c) {
 			// Keep the written sizes, but report the fresh confidence, history and
 			// compute source (a pod's metric source can change: recommender/sources.go).
@@ -156,6 +158,31 @@ func (c Config) Recommend(model *history.Model, w history.WorkloadKey, spec *gpu
 		recs = append(recs, rec)
 	}
 	return recs, off, len(names)
+}
+
+// Derivation returns the settings the recommendation step derives targets with
+// (gpufracv1.Derivation: percentiles, compute margin, memory aggregation interval), as
+// Recommend records them on each container recommendation. gpufrac explain reads the
+// recorded ones, or Config{}.WithDefaults().Derivation() for a status written before
+// they were recorded.
+func (c Config) Derivation() *gpufracv1.Derivation { return derivation(c.Estimator, c.History) }
+
+// derivation is Derivation for the estimator settings e and history options h.
+func derivation(e estimate.Config, h history.Options) *gpufracv1.Derivation {
+	e = e.WithDefaults()
+	interval := h.MemoryAggregationInterval
+	if interval <= 0 {
+		interval = history.DefaultMemoryAggregationInterval
+	}
+	ratio := func(r float64) resource.Quantity {
+		return *resource.NewMilliQuantity(int64(math.Round(r*1000)), resource.DecimalSI)
+	}
+	return &gpufracv1.Derivation{
+		MemoryPercentile:  ratio(e.MemoryTargetPercentile),
+		MemoryInterval:    metav1.Duration{Duration: interval},
+		ComputePercentile: ratio(e.ComputeTargetPercentile),
+		ComputeMargin:     ratio(e.ComputeMargin),
+	}
 }
 
 // computeBucket is the width of one compute histogram bucket, share of one GPU

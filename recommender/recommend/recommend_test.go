@@ -181,3 +181,54 @@ func TestHourOfDayHistogramsOnlyWhenRead(t *testing.T) {
 		}
 	}
 }
+
+// TestRecommendRecordsDerivation: each container recommendation records the
+// percentiles, compute margin and memory interval it was derived with, from the
+// Config the recommender runs with (its flags), not the defaults; a target kept within
+// noise keeps the derivation it was written with.
+func TestRecommendRecordsDerivation(t *testing.T) {
+	w := history.WorkloadKey{Namespace: "ns", Kind: "Deployment", Name: "web"}
+	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	spec := &gpufracv1.GPUFractionAutoscalerSpec{}
+	for _, tc := range []struct {
+		name                string
+		cfg                 Config
+		memP, compP, margin string
+		interval            time.Duration
+	}{
+		{"defaults", Config{}, "900m", "900m", "150m", time.Hour},
+		{"--compute-margin 0.3", Config{Estimator: estimate.Config{ComputeMargin: 0.3}}, "900m", "900m", "300m", time.Hour},
+		{"p95 memory, p75 compute, 5 % margin, 30m", Config{Estimator: estimate.Config{MemoryTargetPercentile: 0.95, ComputeTargetPercentile: 0.75, ComputeMargin: 0.05},
+			History: history.Options{MemoryAggregationInterval: 30 * time.Minute}}, "950m", "750m", "50m", 30 * time.Minute},
+	} {
+		cfg := tc.cfg.WithDefaults()
+		m := history.NewModel(cfg.History)
+		var ms, cs metrics.Series
+		ms.ID = metrics.ContainerID{Namespace: "ns", Pod: "p1", Container: "main"}
+		cs.ID = ms.ID
+		for at := t0; at.Before(t0.Add(30 * time.Hour)); at = at.Add(time.Minute) {
+			ms.Samples = append(ms.Samples, metrics.Sample{Time: at, Value: 10 << 30})
+			cs.Samples = append(cs.Samples, metrics.Sample{Time: at, Value: 0.2})
+		}
+		m.Add(w, metrics.SignalMemory, ms)
+		m.Add(w, metrics.SignalCompute, cs)
+		recs, _, _ := cfg.Recommend(m, w, spec, nil, nil, gpufracv1.GuardrailNone, t0.Add(30*time.Hour))
+		if len(recs) != 1 {
+			t.Fatalf("%s: %d recommendations", tc.name, len(recs))
+		}
+		d := recs[0].Derivation
+		if d == nil {
+			t.Fatalf("%s: no derivation recorded", tc.name)
+		}
+		if d.MemoryPercentile.Cmp(*q(tc.memP)) != 0 || d.ComputePercentile.Cmp(*q(tc.compP)) != 0 || d.ComputeMargin.Cmp(*q(tc.margin)) != 0 || d.MemoryInterval.Duration != tc.interval {
+			t.Errorf("%s: derivation %+v; want memory %s per %v, compute %s + %s", tc.name, d, tc.memP, tc.interval, tc.compP, tc.margin)
+		}
+		// Written earlier with other settings and within noise: kept with its own.
+		prev := recs[0]
+		prev.Derivation = &gpufracv1.Derivation{MemoryPercentile: *q("990m"), ComputePercentile: *q("990m"), ComputeMargin: *q("0")}
+		kept, _, _ := cfg.Recommend(m, w, spec, nil, []gpufracv1.ContainerRecommendation{prev}, gpufracv1.GuardrailNone, t0.Add(30*time.Hour))
+		if got := kept[0].Derivation; got == nil || got.MemoryPercentile.Cmp(*q("990m")) != 0 {
+			t.Errorf("%s: a target kept within noise took derivation %+v, want the written one's", tc.name, got)
+		}
+	}
+}
