@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/contract"
 	"github.com/gpufrac/gpufrac/recommender/policy"
 	"github.com/gpufrac/gpufrac/recommender/recommend"
 )
@@ -74,8 +75,15 @@ func explain(w io.Writer, gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.G
 	if len(gfr.Status.ContainerRecommendations) == 0 {
 		fmt.Fprintln(w, "No recommendation yet.")
 	}
+	// What the webhook writes and the updater compares: the targets with the policy's
+	// minMemory applied (a recommendation that predates a raised minMemory).
+	written := contract.WithMinMemory(gfa, contract.TargetsOf(gfa, gfr), int64(gpuBytes))
 	for _, c := range gfr.Status.ContainerRecommendations {
 		cp := gfa.Spec.ContainerPolicy(c.ContainerName)
+		packAt := c.Target.Memory
+		if t, ok := written[c.ContainerName]; ok && c.Target.Memory != nil && t.Memory > c.Target.Memory.Value() {
+			packAt = resource.NewQuantity(t.Memory, resource.BinarySI)
+		}
 		headroom := policy.MemoryHeadroom(cp) * 100
 		d, recorded := c.Derivation, true
 		if d == nil {
@@ -97,6 +105,10 @@ func explain(w io.Writer, gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.G
 		if c.UncappedTarget.Memory != nil && c.Target.Memory != nil && c.UncappedTarget.Memory.Cmp(*c.Target.Memory) != 0 {
 			fmt.Fprintf(w, "; from %s by the policy, the GPU size or rounding down to a share of the GPU", q(c.UncappedTarget.Memory))
 		}
+		if packAt != c.Target.Memory {
+			fmt.Fprintf(w, "\n          minMemory %s of the container policy raises it: the webhook writes %s and the updater compares pods with it (the recommendation predates the policy; at most one GPU)",
+				q(cp.MinMemory), packAt)
+		}
 		if c.YoungMarginPercent > 0 {
 			fmt.Fprintf(w, "\n          young workload: + %d%% margin (100/n, n hours its memory stayed at its highest level); confidence from that evidence, not the history's length",
 				c.YoungMarginPercent)
@@ -105,7 +117,7 @@ func explain(w io.Writer, gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.G
 		if c.MemoryLimit != nil {
 			fmt.Fprintf(w, "          limit %s: burst room above the target from the workload's own spread of hourly peaks (--memory-spread-factor), written as the pod's limit; the pod is placed by its observed peak and may use memory up to the limit; the updater compares the target, not the limit\n", q(c.MemoryLimit))
 		}
-		if line := packingLine(c.Target.Memory, c.ObservedPeakMemory, gpuBytes); line != "" {
+		if line := packingLine(packAt, c.ObservedPeakMemory, gpuBytes); line != "" {
 			fmt.Fprintf(w, "  packing %s\n", line)
 		}
 		if c.Target.Compute == nil {

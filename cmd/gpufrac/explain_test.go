@@ -217,3 +217,45 @@ func TestExplainDerivation(t *testing.T) {
 		}
 	}
 }
+
+// TestExplainMinMemory: where the autoscaler's minMemory raises a container above a
+// recommendation that predates it, explain says so and reads the packing line at what
+// the webhook writes (contract.WithMinMemory, at most one GPU), not at the
+// recommendation; a minMemory at or below the target says nothing.
+func TestExplainMinMemory(t *testing.T) {
+	for _, tc := range []struct {
+		name, container, min string
+		want, not            []string
+	}{
+		{"no policy", "", "", []string{"4 fit one 80Gi GPU at this target"}, []string{"minMemory"}},
+		{"minMemory below the target", "main", "16Gi", []string{"4 fit one 80Gi GPU at this target"}, []string{"minMemory"}},
+		{"minMemory 30Gi", "main", "30Gi", []string{"minMemory 30Gi of the container policy raises it: the webhook writes 30Gi", "2 fit one 80Gi GPU at this target"}, []string{"4 fit"}},
+		{"minMemory 30Gi for every container", "*", "30Gi", []string{"the webhook writes 30Gi", "2 fit one 80Gi GPU"}, []string{"4 fit"}},
+		{"minMemory above one GPU", "main", "100Gi", []string{"the webhook writes 80Gi", "1 fit one 80Gi GPU"}, []string{"4 fit"}},
+		{"another container's minMemory", "side", "30Gi", []string{"4 fit one 80Gi GPU at this target"}, []string{"minMemory"}},
+	} {
+		gfa := &gpufracv1.GPUFractionAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "web"}}
+		gfa.Spec.TargetRef.Kind, gfa.Spec.TargetRef.Name = "Deployment", "web"
+		if tc.container != "" {
+			gfa.Spec.ResourcePolicy = &gpufracv1.ResourcePolicy{ContainerPolicies: []gpufracv1.ContainerPolicy{{ContainerName: tc.container, MinMemory: qp(tc.min)}}}
+		}
+		gfr := &gpufracv1.GPUFractionRecommendation{}
+		gfr.Status.ContainerRecommendations = []gpufracv1.ContainerRecommendation{{ContainerName: "main", SharingMode: gpufracv1.SharingModeTimeSlicing,
+			ConfidencePercent: 90, HistoryHours: 30, Target: gpufracv1.GPUResources{Memory: qp("20Gi"), Compute: qp("300m")}}}
+		var out strings.Builder
+		if err := explain(&out, gfa, gfr, 80<<30); err != nil {
+			t.Fatal(err)
+		}
+		got := out.String()
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s: lacks %q:\n%s", tc.name, w, got)
+			}
+		}
+		for _, w := range tc.not {
+			if strings.Contains(got, w) {
+				t.Errorf("%s: says %q:\n%s", tc.name, w, got)
+			}
+		}
+	}
+}

@@ -174,7 +174,13 @@ func (f *reportFlags) run(cmd *cobra.Command) error {
 	if err := c.List(cmd.Context(), &list, client.InNamespace(f.namespace)); err != nil {
 		return fmt.Errorf("listing GPUFractionRecommendations: %w", err)
 	}
-	rows, totals := summarise(list.Items, int64(gpu), f.minConfidence, f.memoryRequest == backend.AnnotationsMemoryRequestObservedPeak)
+	// The autoscalers' container policies: what the webhook writes depends on them
+	// (minMemory, mode Off, controlled resources).
+	var gfas gpufracv1.GPUFractionAutoscalerList
+	if err := c.List(cmd.Context(), &gfas, client.InNamespace(f.namespace)); err != nil {
+		return fmt.Errorf("listing GPUFractionAutoscalers: %w", err)
+	}
+	rows, totals := summarise(list.Items, gfas.Items, int64(gpu), f.minConfidence, f.memoryRequest == backend.AnnotationsMemoryRequestObservedPeak)
 	if totals.Oversized > 0 {
 		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %d workloads need more than one %s GPU; they were counted as one whole GPU per pod\n", totals.Oversized, f.gpuMemory)
 	}
@@ -235,20 +241,25 @@ func newClientNamespace(kubeconfig, namespace string) (client.Client, string, er
 }
 
 // summarise turns recommendations into report rows and packs their pods, by their
-// memory requests when byRequest, else by their targets.
-func summarise(items []gpufracv1.GPUFractionRecommendation, gpuMemory int64, minConfidence int32, byRequest bool) ([]reportRow, reportTotals) {
+// memory requests when byRequest, else by their targets. gfas are the autoscalers (a
+// recommendation's is the one of its namespace and name; none: no container policies).
+func summarise(items []gpufracv1.GPUFractionRecommendation, gfas []gpufracv1.GPUFractionAutoscaler, gpuMemory int64, minConfidence int32, byRequest bool) ([]reportRow, reportTotals) {
 	sort.Slice(items, func(i, j int) bool {
 		if items[i].Namespace != items[j].Namespace {
 			return items[i].Namespace < items[j].Namespace
 		}
 		return items[i].Name < items[j].Name
 	})
+	byName := map[[2]string]*gpufracv1.GPUFractionAutoscaler{}
+	for i := range gfas {
+		byName[[2]string{gfas[i].Namespace, gfas[i].Name}] = &gfas[i]
+	}
 	t := reportTotals{GPUMemoryBytes: gpuMemory}
 	k := reportPacker{gpuMemory: gpuMemory, byRequest: byRequest, p: packing.New(gpuMemory), all: packing.New(gpuMemory)}
 	var rows []reportRow
 	for i := range items {
 		r := &items[i]
-		row := rowOf(r)
+		row := rowOf(byName[[2]string{r.Namespace, r.Name}], r, gpuMemory)
 		rows = append(rows, row)
 		if row.MemoryBytes != nil && *row.MemoryBytes > gpuMemory {
 			t.Oversized++
@@ -276,8 +287,9 @@ func summarise(items []gpufracv1.GPUFractionRecommendation, gpuMemory int64, min
 	return rows, t
 }
 
-// rowOf is the report row of one recommendation, before packing.
-func rowOf(r *gpufracv1.GPUFractionRecommendation) reportRow {
+// rowOf is the report row of one recommendation, before packing; gfa (nil: none) gives
+// the container policies the webhook writes it under, on GPUs of gpuMemory bytes.
+func rowOf(gfa *gpufracv1.GPUFractionAutoscaler, r *gpufracv1.GPUFractionRecommendation, gpuMemory int64) reportRow {
 	row := reportRow{Namespace: r.Namespace, Name: r.Name, Pods: int(r.Status.MatchedPods), SharingMode: string(r.Status.SharingMode),
 		Provided: meta.IsStatusConditionTrue(r.Status.Conditions, gpufracv1.ConditionRecommendationProvided)}
 	row.ConfidencePercent = r.Status.ConfidencePercent
@@ -300,8 +312,12 @@ func rowOf(r *gpufracv1.GPUFractionRecommendation) reportRow {
 		row.MemoryBytes = ptr.To(r.Status.Memory.Value())
 	}
 	// The webhook's reading of the recommendation: the memory request is the observed
-	// peak with a young workload's margin where below the target.
-	w := writtenOf(nil, r)
+	// peak with a young workload's margin where below the target; the policy's
+	// minMemory raises a target that predates it (contract.WithMinMemory).
+	w := writtenOf(gfa, r, gpuMemory)
+	if w.Raised {
+		row.MemoryBytes = ptr.To(w.MemoryBytes)
+	}
 	if w.MemoryRequestBytes > 0 {
 		row.MemoryRequestBytes = ptr.To(w.MemoryRequestBytes)
 	}

@@ -34,7 +34,7 @@ func TestSummarise(t *testing.T) {
 		rec("c", 1, "10Gi", "100m", gpufracv1.SharingModeExclusive, true),    // exclusive: a GPU of its own
 		rec("d", 1, "10Gi", "100m", gpufracv1.SharingModeTimeSlicing, false), // no recommendation: keeps its GPU
 	}
-	rows, tot := summarise(items, 80<<30, 50, true)
+	rows, tot := summarise(items, nil, 80<<30, 50, true)
 	if len(rows) != 4 || tot.Pods != 5 || tot.GPUsToday != 5 || tot.GPUsNeeded != 4 {
 		t.Fatalf("rows %d pods %d today %d needed %d, want 4 5 5 4", len(rows), tot.Pods, tot.GPUsToday, tot.GPUsNeeded)
 	}
@@ -57,7 +57,7 @@ func TestSummarisePeakWithInitContainer(t *testing.T) {
 	r.Status.ContainerRecommendations = []gpufracv1.ContainerRecommendation{
 		peak("main", gpufracv1.ContainerTypeRegular, "12Gi"), peak("tokenizer", gpufracv1.ContainerTypeSidecar, "4Gi"), peak("warmup", gpufracv1.ContainerTypeInit, "6Gi"),
 	}
-	rows, _ := summarise([]gpufracv1.GPUFractionRecommendation{r}, 80<<30, 50, true)
+	rows, _ := summarise([]gpufracv1.GPUFractionRecommendation{r}, nil, 80<<30, 50, true)
 	if p := rows[0].ObservedPeakBytes; p == nil || *p != 16<<30 {
 		t.Errorf("peak %v bytes, want 16 GiB (main + tokenizer; the 6Gi init container runs before them)", ptr.Deref(p, -1))
 	}
@@ -73,11 +73,11 @@ func TestSummariseByRequest(t *testing.T) {
 	r := rec("a", 2, "45Gi", "100m", gpufracv1.SharingModeTimeSlicing, true)
 	r.Status.ContainerRecommendations = []gpufracv1.ContainerRecommendation{{ContainerName: "main",
 		Target: gpufracv1.GPUResources{Memory: ptr.To(resource.MustParse("45Gi"))}, ObservedPeakMemory: ptr.To(resource.MustParse("36Gi")), YoungMarginPercent: 5}}
-	rows, byReq := summarise([]gpufracv1.GPUFractionRecommendation{r}, 80<<30, 50, true)
+	rows, byReq := summarise([]gpufracv1.GPUFractionRecommendation{r}, nil, 80<<30, 50, true)
 	if want := int64(36<<30) * 105 / 100; ptr.Deref(rows[0].MemoryRequestBytes, -1) != want || byReq.GPUsNeeded != 1 {
 		t.Errorf("by request: request %d, GPUs %d; want %d (36Gi × 1.05) and 1 (two fit 80Gi)", ptr.Deref(rows[0].MemoryRequestBytes, -1), byReq.GPUsNeeded, want)
 	}
-	if _, byTarget := summarise([]gpufracv1.GPUFractionRecommendation{r}, 80<<30, 50, false); byTarget.GPUsNeeded != 2 {
+	if _, byTarget := summarise([]gpufracv1.GPUFractionRecommendation{r}, nil, 80<<30, 50, false); byTarget.GPUsNeeded != 2 {
 		t.Errorf("by target: %d GPUs, want 2 (two 45Gi targets do not fit 80Gi)", byTarget.GPUsNeeded)
 	}
 }
@@ -96,7 +96,7 @@ func TestReportLimitRequest(t *testing.T) {
 	flat := rec("flat", 1, "10Gi", "400m", gpufracv1.SharingModeMPS, true)
 	flat.Status.ContainerRecommendations = []gpufracv1.ContainerRecommendation{{ContainerName: "main", SharingMode: gpufracv1.SharingModeMPS,
 		Target: gpufracv1.GPUResources{Memory: qp("10Gi"), Compute: qp("400m")}}}
-	rows, tot := summarise([]gpufracv1.GPUFractionRecommendation{burst, flat}, 80<<30, 50, true)
+	rows, tot := summarise([]gpufracv1.GPUFractionRecommendation{burst, flat}, nil, 80<<30, 50, true)
 	if rows[0].MemoryLimitBytes != 34<<30 || rows[0].ComputeRequestMilli != 150 {
 		t.Errorf("burst: limit %d bytes, request %dm; want 34Gi (30Gi limit + 4Gi target) and 150m", rows[0].MemoryLimitBytes, rows[0].ComputeRequestMilli)
 	}
@@ -135,19 +135,19 @@ func TestSummarisePacksWrittenCompute(t *testing.T) {
 		request string
 		gpus    int
 	}{{"200m", 1}, {"600m", 2}} {
-		_, tot := summarise([]gpufracv1.GPUFractionRecommendation{sliced(c.request)}, 80<<30, 50, true)
+		_, tot := summarise([]gpufracv1.GPUFractionRecommendation{sliced(c.request)}, nil, 80<<30, 50, true)
 		if tot.GPUsNeeded != c.gpus || tot.GPUsNeededConfident != c.gpus {
 			t.Errorf("two time-sliced pods, target 600m, computeRequest %s: %d GPUs (%d once confident), want %d", c.request, tot.GPUsNeeded, tot.GPUsNeededConfident, c.gpus)
 		}
 	}
-	_, tot := summarise([]gpufracv1.GPUFractionRecommendation{sliced("200m")}, 80<<30, 50, true)
+	_, tot := summarise([]gpufracv1.GPUFractionRecommendation{sliced("200m")}, nil, 80<<30, 50, true)
 	if want := 400.0 / 1000; ptr.Deref(tot.ComputeUtilisationPacked, -1) != want {
 		t.Errorf("compute packed %.3f of the GPUs held, want %.3f (2 × 200m written on one GPU)", ptr.Deref(tot.ComputeUtilisationPacked, -1), want)
 	}
 	mps := rec("mps", 2, "10Gi", "600m", gpufracv1.SharingModeMPS, true)
 	mps.Status.ContainerRecommendations = []gpufracv1.ContainerRecommendation{{ContainerName: "main", SharingMode: gpufracv1.SharingModeMPS,
 		ComputeRequest: qp("200m"), Target: gpufracv1.GPUResources{Memory: qp("10Gi"), Compute: qp("600m")}}}
-	if _, tot := summarise([]gpufracv1.GPUFractionRecommendation{mps}, 80<<30, 50, true); tot.GPUsNeeded != 2 {
+	if _, tot := summarise([]gpufracv1.GPUFractionRecommendation{mps}, nil, 80<<30, 50, true); tot.GPUsNeeded != 2 {
 		t.Errorf("two MPS pods of 600m: %d GPUs, want 2 (partitioned compute is reserved)", tot.GPUsNeeded)
 	}
 }
@@ -193,7 +193,7 @@ func TestReportNoDataIsNotZero(t *testing.T) {
 				ObservedPeakMemory: qp("20Gi"), Target: gpufracv1.GPUResources{Memory: qp("24Gi"), Compute: qp("300m")}}}
 			c.edit(&r)
 			small := rec("x-small", 1, "10Gi", "100m", gpufracv1.SharingModeTimeSlicing, true)
-			rows, tot := summarise([]gpufracv1.GPUFractionRecommendation{r, small}, 80<<30, 50, false)
+			rows, tot := summarise([]gpufracv1.GPUFractionRecommendation{r, small}, nil, 80<<30, 50, false)
 			if tot.GPUsNeeded != c.gpus {
 				t.Errorf("GPUs needed %d, want %d", tot.GPUsNeeded, c.gpus)
 			}
@@ -226,7 +226,7 @@ func TestReportNoDataIsNotZero(t *testing.T) {
 // and the text says so instead of 0 %.
 func TestReportNoPods(t *testing.T) {
 	for _, items := range [][]gpufracv1.GPUFractionRecommendation{nil, {rec("idle", 0, "10Gi", "100m", gpufracv1.SharingModeTimeSlicing, true)}} {
-		rows, tot := summarise(items, 80<<30, 50, true)
+		rows, tot := summarise(items, nil, 80<<30, 50, true)
 		var b bytes.Buffer
 		if err := writeReport(&b, rows, tot, false); err != nil {
 			t.Fatal(err)
@@ -236,6 +236,48 @@ func TestReportNoPods(t *testing.T) {
 		}
 		if tot.MemoryUtilisationToday != nil || tot.MemoryUtilisationPacked != nil || tot.ComputeUtilisationToday != nil || tot.ComputeUtilisationPacked != nil {
 			t.Errorf("utilisation with no pods: %+v, want nil", tot)
+		}
+	}
+}
+
+// TestReportMinMemory: where the autoscaler's minMemory raises a container above a
+// recommendation that predates it, the report totals what the webhook writes
+// (contract.WithMinMemory: the floor, at most one GPU, and no observed-peak request
+// under it), not the recommendation: GPUs needed and savings are not over-stated. A
+// minMemory at or below the target, or another autoscaler's, changes nothing.
+func TestReportMinMemory(t *testing.T) {
+	const gi = int64(1) << 30
+	r := rec("web", 4, "14Gi", "200m", gpufracv1.SharingModeTimeSlicing, true)
+	r.Status.ContainerRecommendations = []gpufracv1.ContainerRecommendation{
+		{ContainerName: "main", SharingMode: gpufracv1.SharingModeTimeSlicing, ObservedPeakMemory: qp("8Gi"), Target: gpufracv1.GPUResources{Memory: qp("10Gi")}},
+		{ContainerName: "side", SharingMode: gpufracv1.SharingModeTimeSlicing, ObservedPeakMemory: qp("2Gi"), Target: gpufracv1.GPUResources{Memory: qp("4Gi")}},
+	}
+	for _, tc := range []struct {
+		name, gfaName, container, min string
+		memory, request               int64 // the pod's, bytes
+		gpus, gpusByTarget            int
+	}{
+		{"no autoscaler policy", "", "", "", 14 * gi, 10 * gi, 1, 1},
+		{"minMemory below the target", "web", "main", "5Gi", 14 * gi, 10 * gi, 1, 1},
+		{"minMemory 30Gi raises main", "web", "main", "30Gi", 34 * gi, 32 * gi, 2, 2},
+		{"minMemory 30Gi for every container", "web", "*", "30Gi", 60 * gi, 60 * gi, 4, 4},
+		{"minMemory 50Gi", "web", "main", "50Gi", 54 * gi, 52 * gi, 4, 4},
+		{"minMemory above one GPU: one GPU", "web", "main", "100Gi", 84 * gi, 82 * gi, 4, 4},
+		{"another autoscaler's minMemory", "other", "main", "30Gi", 14 * gi, 10 * gi, 1, 1},
+	} {
+		var gfas []gpufracv1.GPUFractionAutoscaler
+		if tc.gfaName != "" {
+			g := gpufracv1.GPUFractionAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: tc.gfaName}}
+			g.Spec.ResourcePolicy = &gpufracv1.ResourcePolicy{ContainerPolicies: []gpufracv1.ContainerPolicy{{ContainerName: tc.container, MinMemory: qp(tc.min)}}}
+			gfas = append(gfas, g)
+		}
+		rows, tot := summarise([]gpufracv1.GPUFractionRecommendation{r}, gfas, 80<<30, 50, true)
+		if got, req := ptr.Deref(rows[0].MemoryBytes, -1), ptr.Deref(rows[0].MemoryRequestBytes, -1); got != tc.memory || req != tc.request || tot.GPUsNeeded != tc.gpus {
+			t.Errorf("%s: memory %.1f GiB, request %.1f GiB, %d GPUs; want %.1f, %.1f, %d", tc.name, float64(got)/float64(gi), float64(req)/float64(gi), tot.GPUsNeeded,
+				float64(tc.memory)/float64(gi), float64(tc.request)/float64(gi), tc.gpus)
+		}
+		if _, tot := summarise([]gpufracv1.GPUFractionRecommendation{r}, gfas, 80<<30, 50, false); tot.GPUsNeeded != tc.gpusByTarget {
+			t.Errorf("%s, packed by target: %d GPUs, want %d", tc.name, tot.GPUsNeeded, tc.gpusByTarget)
 		}
 	}
 }

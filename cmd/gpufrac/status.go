@@ -176,7 +176,7 @@ func limitRequest(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFracti
 	if gfr == nil {
 		return "-/-"
 	}
-	wr := writtenOf(gfa, gfr)
+	wr := writtenOf(gfa, gfr, 0) // no --gpu-memory here: minMemory uncapped
 	limit, request := "-", "-"
 	if wr.MemoryLimitBytes > 0 {
 		limit = resource.NewQuantity(wr.MemoryLimitBytes, resource.BinarySI).String()

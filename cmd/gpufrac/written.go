@@ -10,14 +10,24 @@ import (
 // added up as the scheduler adds up requests (gpufracv1.PodTotal): init containers
 // count as the largest of them, not on top of the others.
 type writtenTotals struct {
+	// MemoryBytes is the memory target written, bytes: per container the
+	// recommendation's target, raised to the container policy's minMemory (at most one
+	// GPU) where the recommendation predates it (contract.WithMinMemory, as the webhook,
+	// the updater and the simulator apply it). 0 when no container has a memory target.
+	MemoryBytes int64
+	// Raised says that minMemory raised at least one container's memory target:
+	// MemoryBytes then differs from the recommendation's status.memory.
+	Raised bool
 	// MemoryRequestBytes is the placement request the annotations backend writes with
 	// --annotation-memory-request=observed-peak, bytes: per container the observed peak
-	// (with a young workload's margin) where below the target, else the target. 0 when
-	// no container has a memory target.
+	// (with a young workload's margin) where below the target, else the target; the
+	// target where minMemory raised it (the webhook writes no observed-peak request
+	// under a floor). 0 when no container has a memory target.
 	MemoryRequestBytes int64
 	// MemoryLimitBytes is the memory limit written, bytes: per container its memoryLimit
 	// where above the target (gpufracv1.ContainerRecommendation.WrittenMemory), else its
-	// target. 0 when no container has a memoryLimit: the limit is then the memory target.
+	// target (as raised by minMemory). 0 when no container has a memoryLimit above its
+	// target: the limit is then the memory target.
 	MemoryLimitBytes int64
 	// ComputeRequestMilli is the compute request written, thousandths of one GPU: the
 	// time-sliced containers' computeRequest, at most one GPU each
@@ -33,9 +43,14 @@ type writtenTotals struct {
 
 // writtenOf returns the writtenTotals of gfr; gfa, which may be nil, gives the container
 // policies (a container whose policy mode is Off is not written, nor is the compute
-// request of one whose policy does not control compute).
-func writtenOf(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionRecommendation) writtenTotals {
-	targets := contract.TargetsOf(gfa, gfr)
+// request of one whose policy does not control compute; minMemory raises a target, at
+// most to one GPU of gpuMemoryBytes, 0: uncapped).
+func writtenOf(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionRecommendation, gpuMemoryBytes int64) writtenTotals {
+	targets := contract.WithMinMemory(gfa, contract.TargetsOf(gfa, gfr), gpuMemoryBytes)
+	// raised: minMemory raised the container's memory target above the recommendation's.
+	raised := func(t contract.Target) bool {
+		return t.Memory >= 0 && t.Memory > contract.BytesOf(t.Recommendation.Target.Memory)
+	}
 	total := func(amount func(t contract.Target) (int64, bool)) int64 {
 		v, _ := gpufracv1.PodTotal(gfr.Status.ContainerRecommendations, nil, func(c *gpufracv1.ContainerRecommendation) (int64, bool) {
 			t, ok := targets[c.ContainerName]
@@ -47,18 +62,20 @@ func writtenOf(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionR
 		return v
 	}
 	var w writtenTotals
+	w.MemoryBytes = total(func(t contract.Target) (int64, bool) { return t.Memory, t.Memory >= 0 })
 	w.MemoryRequestBytes = total(func(t contract.Target) (int64, bool) {
 		if t.Memory < 0 {
 			return 0, false
 		}
-		if t.RequestPeakMemory > 0 {
+		if t.RequestPeakMemory > 0 && !raised(t) {
 			return min(t.Memory, t.RequestPeakMemory), true
 		}
 		return t.Memory, true
 	})
 	for _, t := range targets {
+		w.Raised = w.Raised || raised(t)
 		if t.MemoryLimit > t.Memory {
-			w.MemoryLimitBytes = total(func(t contract.Target) (int64, bool) { return t.MemoryLimit, t.MemoryLimit >= 0 })
+			w.MemoryLimitBytes = total(func(t contract.Target) (int64, bool) { return max(t.MemoryLimit, t.Memory), t.MemoryLimit >= 0 })
 			break
 		}
 	}
