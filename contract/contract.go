@@ -11,7 +11,8 @@
 //     policies and HeldCompute; Floor, the rollback floor in force).
 //
 // The admission webhook writes it into new pods (through package backend), the updater
-// compares running pods with it, and gpufrac report and the simulator count with it.
+// compares running pods with it, and gpufrac report, the sharing planner and the
+// simulator count with it (PodMemory: the pod's memory as written).
 package contract
 
 import (

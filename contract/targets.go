@@ -197,6 +197,30 @@ func WithMinMemory(gfa *gpufracv1.GPUFractionAutoscaler, targets map[string]Targ
 	return targets
 }
 
+// PodMemory returns the pod's memory target as the webhook writes it, bytes: gfr's
+// status.memory (the recommender's pod total, gpufracv1.PodTotal), or, where the
+// container policies' minMemory raises a container above a recommendation that predates
+// it (WithMinMemory, at most one GPU of gpuMemoryBytes; 0 or less: uncapped), the pod
+// total of the raised targets, with raised true. ok is false without a memory target.
+// gpufrac report and the sharing planner count pods with it.
+func PodMemory(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionRecommendation, gpuMemoryBytes int64) (bytes int64, raised, ok bool) {
+	if gfr == nil || gfr.Status.Memory == nil {
+		return 0, false, false
+	}
+	targets := WithMinMemory(gfa, TargetsOf(gfa, gfr), gpuMemoryBytes)
+	for _, t := range targets {
+		raised = raised || (t.Memory >= 0 && t.Memory > BytesOf(t.Recommendation.Target.Memory))
+	}
+	if !raised {
+		return gfr.Status.Memory.Value(), false, true
+	}
+	total, ok := gpufracv1.PodTotal(gfr.Status.ContainerRecommendations, nil, func(c *gpufracv1.ContainerRecommendation) (int64, bool) {
+		t, ok := targets[c.ContainerName]
+		return t.Memory, ok && t.Memory >= 0
+	})
+	return total, true, ok
+}
+
 // BytesOf returns q in bytes (rounded up), or -1 for nil.
 func BytesOf(q *resource.Quantity) int64 {
 	if q == nil {

@@ -74,6 +74,11 @@ func TestSharingPlanner(t *testing.T) {
 	rec.Status.Compute = resource.NewMilliQuantity(cpuMilli, resource.DecimalSI)
 	rec.Status.SharingMode, rec.Status.MatchedPods = gpufracv1.SharingModeTimeSlicing, pods
 	rec.Status.ConfidencePercent = ptr.To[int32](90) // over the planner's default minConfidence
+	// Provided, with its container recommendation, as the recommender writes it: the
+	// planner reads only what the webhook applies (contract.Applies).
+	rec.Status.ContainerRecommendations = []gpufracv1.ContainerRecommendation{{ContainerName: "main", SharingMode: gpufracv1.SharingModeTimeSlicing, ConfidencePercent: 90,
+		Target: gpufracv1.GPUResources{Memory: rec.Status.Memory, Compute: rec.Status.Compute}}}
+	meta.SetStatusCondition(&rec.Status.Conditions, metav1.Condition{Type: gpufracv1.ConditionRecommendationProvided, Status: metav1.ConditionTrue, Reason: "Recommended", Message: "fixture"})
 	if err := c.Status().Update(ctx, rec); err != nil {
 		t.Fatal(err)
 	}

@@ -47,6 +47,11 @@ type Workload struct {
 	// ConfidencePercent is the recommendation's confidence, percent 0–100; < 0 when it
 	// has none.
 	ConfidencePercent int32
+	// NotApplied is why the admission webhook does not apply the workload's
+	// recommendation (a contract.Reason such as stale-recommendation), "" when it does.
+	// Such a workload's pods are admitted as they ask, so its need is not known: like
+	// one under the minimum confidence, it bounds N to 1, and the reason names it.
+	NotApplied string
 }
 
 // Input is everything Compute reads.
@@ -134,8 +139,15 @@ func Compute(in Input) (Plan, error) {
 	p.Replicas, p.Reason = limit(p, in.MaxReplicas, memName, cpuName, budget)
 	if low := unconfident(in); len(low) > 0 {
 		p.Replicas = 1
-		p.Reason = fmt.Sprintf("no sharing: %d workload(s) under the minimum confidence %d%% (%s): their need is not known yet, and every pod of the pool would get a 1/N share",
-			len(low), in.MinConfidencePercent, strings.Join(low, ", "))
+		what := fmt.Sprintf("under the minimum confidence %d%%", in.MinConfidencePercent)
+		for _, w := range in.Workloads {
+			if w.NotApplied != "" {
+				what = fmt.Sprintf("whose recommendation the webhook does not apply or is under the minimum confidence %d%%", in.MinConfidencePercent)
+				break
+			}
+		}
+		p.Reason = fmt.Sprintf("no sharing: %d workload(s) %s (%s): their need is not known yet, and every pod of the pool would get a 1/N share",
+			len(low), what, strings.Join(low, ", "))
 	}
 	if computeUnknown > 0 {
 		p.Reason += fmt.Sprintf("; %d workload(s) without a compute target did not bound it", computeUnknown)
@@ -153,19 +165,22 @@ func Compute(in Input) (Plan, error) {
 	return p, nil
 }
 
-// unconfident names the workloads under in.MinConfidencePercent ("ns/name 3%", "ns/name
-// no confidence"), at most three and a count of the rest, in input order.
+// unconfident names the workloads whose recommendation is not applied ("ns/name:
+// stale-recommendation") or under in.MinConfidencePercent ("ns/name 3%", "ns/name no
+// confidence"), at most three and a count of the rest, in input order.
 func unconfident(in Input) []string {
 	var out []string
 	n := 0
 	for _, w := range in.Workloads {
-		if in.MinConfidencePercent <= 0 || (w.ConfidencePercent >= in.MinConfidencePercent) {
+		if w.NotApplied == "" && (in.MinConfidencePercent <= 0 || (w.ConfidencePercent >= in.MinConfidencePercent)) {
 			continue
 		}
 		if n++; n > 3 {
 			continue
 		}
-		if w.ConfidencePercent < 0 {
+		if w.NotApplied != "" {
+			out = append(out, w.Name+": "+w.NotApplied)
+		} else if w.ConfidencePercent < 0 {
 			out = append(out, w.Name+" no confidence")
 		} else {
 			out = append(out, fmt.Sprintf("%s %d%%", w.Name, w.ConfidencePercent))

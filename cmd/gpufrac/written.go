@@ -10,10 +10,11 @@ import (
 // added up as the scheduler adds up requests (gpufracv1.PodTotal): init containers
 // count as the largest of them, not on top of the others.
 type writtenTotals struct {
-	// MemoryBytes is the memory target written, bytes: per container the
-	// recommendation's target, raised to the container policy's minMemory (at most one
-	// GPU) where the recommendation predates it (contract.WithMinMemory, as the webhook,
-	// the updater and the simulator apply it). 0 when no container has a memory target.
+	// MemoryBytes is the pod's memory target as written, bytes (contract.PodMemory):
+	// status.memory, or the containers' targets raised to the container policy's
+	// minMemory (at most one GPU) where the recommendation predates it
+	// (contract.WithMinMemory, as the webhook, the updater and the simulator apply it).
+	// 0 without a memory target.
 	MemoryBytes int64
 	// Raised says that minMemory raised at least one container's memory target:
 	// MemoryBytes then differs from the recommendation's status.memory.
@@ -62,7 +63,7 @@ func writtenOf(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionR
 		return v
 	}
 	var w writtenTotals
-	w.MemoryBytes = total(func(t contract.Target) (int64, bool) { return t.Memory, t.Memory >= 0 })
+	w.MemoryBytes, w.Raised, _ = contract.PodMemory(gfa, gfr, gpuMemoryBytes)
 	w.MemoryRequestBytes = total(func(t contract.Target) (int64, bool) {
 		if t.Memory < 0 {
 			return 0, false
@@ -73,7 +74,6 @@ func writtenOf(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionR
 		return t.Memory, true
 	})
 	for _, t := range targets {
-		w.Raised = w.Raised || raised(t)
 		if t.MemoryLimit > t.Memory {
 			w.MemoryLimitBytes = total(func(t contract.Target) (int64, bool) { return max(t.MemoryLimit, t.Memory), t.MemoryLimit >= 0 })
 			break

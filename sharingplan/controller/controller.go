@@ -229,7 +229,11 @@ func gpuMemory(pol *gpufracv1.GPUSharingPolicy, nodes []corev1.Node) int64 {
 }
 
 // workloads reads the recommendations of the autoscalers sel selects, in every
-// namespace. An autoscaler whose workload's need is not known — no recommendation
+// namespace, as the admission webhook reads them: a recommendation it does not apply
+// (contract.Applies: the autoscaler being deleted, a stale, orphaned or retargeted
+// recommendation, one not provided) is, while its pods run, a workload of unknown need
+// (below) naming the reason, and left out without pods; one that applies counts at the
+// pod memory the webhook writes (contract.PodMemory: raised to the policies' minMemory). An autoscaler whose workload's need is not known — no recommendation
 // written yet, or one without a memory target while its pods run (no samples yet, a
 // retarget) — is a workload of gpuMemory bytes (the whole GPU its pods ask for) without
 // a confidence, which holds the pool to one pod per GPU (no data is not zero: its pods
@@ -255,7 +259,17 @@ func (r *Reconciler) workloads(ctx context.Context, sel labels.Selector, gpuMemo
 			}
 			continue
 		}
-		w := sharingplan.Workload{Name: g.Namespace + "/" + g.Name, MemoryBytes: st.Memory.Value(), ComputeMilli: -1, Mode: st.SharingMode, Pods: int(st.MatchedPods), ConfidencePercent: -1}
+		// The webhook's gates (contract.Applies; the planner's own minConfidence below):
+		// a recommendation the webhook does not apply is not what the pods get.
+		if reason, _ := contract.Applies(&g, &rec, 0); reason != "" {
+			if st.MatchedPods > 0 {
+				out = append(out, sharingplan.Workload{Name: g.Namespace + "/" + g.Name, MemoryBytes: gpuMemory, ComputeMilli: -1, Pods: int(st.MatchedPods), ConfidencePercent: -1, NotApplied: string(reason)})
+			}
+			continue
+		}
+		// What the webhook writes: minMemory raises a recommendation that predates it.
+		mem, _, _ := contract.PodMemory(&g, &rec, gpuMemory)
+		w := sharingplan.Workload{Name: g.Namespace + "/" + g.Name, MemoryBytes: mem, ComputeMilli: -1, Mode: st.SharingMode, Pods: int(st.MatchedPods), ConfidencePercent: -1}
 		if st.ConfidencePercent != nil {
 			w.ConfidencePercent = *st.ConfidencePercent
 		}

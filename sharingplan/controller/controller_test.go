@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -27,16 +28,26 @@ func node(name string, gpus, memMiB string) *corev1.Node {
 	}}}
 }
 
+// workload is an autoscaler ns/name of a Deployment of the same name and the
+// recommendation the recommender writes for it: owned by it, provided, one container
+// "main" with the memory and compute targets (also the pod's totals).
 func workload(ns, name, mem, compute string, mode gpufracv1.SharingMode, pods int32) []client.Object {
-	g := &gpufracv1.GPUFractionAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"share": "yes"}}}
-	r := &gpufracv1.GPUFractionRecommendation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	g := &gpufracv1.GPUFractionAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(ns + "-" + name), Labels: map[string]string{"share": "yes"}}}
+	g.Spec.TargetRef = autoscalingv1.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: name}
+	r := &gpufracv1.GPUFractionRecommendation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: gpufracv1.GroupVersion.String(), Kind: "GPUFractionAutoscaler", Name: name, UID: g.UID, Controller: ptr.To(true)}}}}
+	r.Spec.TargetRef = g.Spec.TargetRef
 	m := resource.MustParse(mem)
 	r.Status.Memory, r.Status.SharingMode, r.Status.MatchedPods = &m, mode, pods
 	r.Status.ConfidencePercent = ptr.To[int32](80)
+	cr := gpufracv1.ContainerRecommendation{ContainerName: "main", SharingMode: mode, ConfidencePercent: 80, Target: gpufracv1.GPUResources{Memory: ptr.To(m.DeepCopy())}}
 	if compute != "" {
 		c := resource.MustParse(compute)
 		r.Status.Compute = &c
+		cr.Target.Compute = ptr.To(c.DeepCopy())
 	}
+	r.Status.ContainerRecommendations = []gpufracv1.ContainerRecommendation{cr}
+	meta.SetStatusCondition(&r.Status.Conditions, metav1.Condition{Type: gpufracv1.ConditionRecommendationProvided, Status: metav1.ConditionTrue, Reason: "Recommended"})
 	return []client.Object{g, r}
 }
 
@@ -266,5 +277,65 @@ func TestSpecGPUMemoryAboveAPoolGPU(t *testing.T) {
 	s := reconcile(t, r, c).Status
 	if s.GPUMemory == nil || s.GPUMemory.Value() != 40960*int64(sharingplan.MiB) || s.Replicas != 4 || s.MemoryReplicas != 4 {
 		t.Errorf("gpuMemory %v replicas %d memoryReplicas %d, want 40Gi 4 4", s.GPUMemory, s.Replicas, s.MemoryReplicas)
+	}
+}
+
+// TestPlannerReadsWhatTheWebhookApplies: the planner sizes N from a workload's
+// recommendation only where the webhook would apply it (contract.Applies: the
+// autoscaler not being deleted, the recommendation its own — not an earlier autoscaler's,
+// not orphaned, not made for another target — and provided), and at the memory the
+// webhook writes (contract.PodMemory: the policy's minMemory raises a recommendation
+// that predates it). A workload whose recommendation does not apply, while its pods
+// run, is one of unknown need: its pods are admitted unchanged and would get a 1/N
+// share, so it holds the pool to one pod per GPU and the reason says why; with no pods
+// it is left out. The pool's smallest GPU is 40Gi; alone, the others give N = 4.
+func TestPlannerReadsWhatTheWebhookApplies(t *testing.T) {
+	type edit func(g *gpufracv1.GPUFractionAutoscaler, r *gpufracv1.GPUFractionRecommendation)
+	for _, tc := range []struct {
+		name     string
+		pods     int32
+		edit     edit
+		replicas int32
+		reason   string
+	}{
+		{"applies", 2, func(*gpufracv1.GPUFractionAutoscaler, *gpufracv1.GPUFractionRecommendation) {}, 4, ""},
+		{"an earlier autoscaler's", 2, func(_ *gpufracv1.GPUFractionAutoscaler, r *gpufracv1.GPUFractionRecommendation) {
+			r.OwnerReferences[0].UID = "earlier"
+		}, 1, "y/w: stale-recommendation"},
+		{"orphaned", 2, func(_ *gpufracv1.GPUFractionAutoscaler, r *gpufracv1.GPUFractionRecommendation) {
+			r.OwnerReferences = nil
+		}, 1, "y/w: stale-recommendation"},
+		{"retargeted", 2, func(g *gpufracv1.GPUFractionAutoscaler, _ *gpufracv1.GPUFractionRecommendation) {
+			g.Spec.TargetRef.Name = "other"
+		}, 1, "y/w: stale-recommendation"},
+		{"not provided (multi-GPU pods)", 2, func(_ *gpufracv1.GPUFractionAutoscaler, r *gpufracv1.GPUFractionRecommendation) {
+			meta.SetStatusCondition(&r.Status.Conditions, metav1.Condition{Type: gpufracv1.ConditionRecommendationProvided, Status: metav1.ConditionFalse, Reason: "MultipleGPUs"})
+		}, 1, "y/w: no-recommendation"},
+		{"autoscaler being deleted", 2, func(g *gpufracv1.GPUFractionAutoscaler, _ *gpufracv1.GPUFractionRecommendation) {
+			g.DeletionTimestamp, g.Finalizers = ptr.To(metav1.Now()), []string{"foregroundDeletion"}
+		}, 1, "y/w: autoscaler-deleting"},
+		{"orphaned, no pods: left out", 0, func(_ *gpufracv1.GPUFractionAutoscaler, r *gpufracv1.GPUFractionRecommendation) {
+			r.OwnerReferences = nil
+		}, 4, ""},
+		{"minMemory 15Gi over a 1Gi recommendation: 2 per 40Gi", 2, minMemory("15Gi"), 2, "memory: 2 × 15360MiB (y/w)"},
+		{"minMemory 30Gi: one per GPU", 2, minMemory("30Gi"), 1, "memory: 1 × 30720MiB (y/w)"},
+		{"minMemory below the recommendation", 2, minMemory("512Mi"), 4, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := workload("y", "w", "1Gi", "50m", gpufracv1.SharingModeTimeSlicing, tc.pods)
+			tc.edit(objs[0].(*gpufracv1.GPUFractionAutoscaler), objs[1].(*gpufracv1.GPUFractionRecommendation))
+			r, c := setup(t, gpufracv1.PlanModeDryRun, append(pool(), objs...)...)
+			s := reconcile(t, r, c).Status
+			if s.Replicas != tc.replicas || !strings.Contains(s.Reason, tc.reason) {
+				t.Errorf("replicas %d reason %q, want %d naming %q", s.Replicas, s.Reason, tc.replicas, tc.reason)
+			}
+		})
+	}
+}
+
+// minMemory sets the autoscaler's minMemory for every container.
+func minMemory(q string) func(g *gpufracv1.GPUFractionAutoscaler, _ *gpufracv1.GPUFractionRecommendation) {
+	return func(g *gpufracv1.GPUFractionAutoscaler, _ *gpufracv1.GPUFractionRecommendation) {
+		g.Spec.ResourcePolicy = &gpufracv1.ResourcePolicy{ContainerPolicies: []gpufracv1.ContainerPolicy{{ContainerName: "*", MinMemory: ptr.To(resource.MustParse(q))}}}
 	}
 }
