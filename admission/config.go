@@ -70,4 +70,31 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	c.Config.AddFlags(fs)
 }
 
+// TimeoutMargin is the time a pod request keeps, within the webhook timeout the API
+// server is given, for what no flag bounds: the call's transport, decoding, the cache
+// reads and the patch (milliseconds in practice).
+const TimeoutMargin = 250 * time.Millisecond
+
+// LongestWait is the longest one pod request can wait on bounded operations: OwnerWait
+// (the cache polling for its ReplicaSet or Job), then the longest backend timeout
+// (DRA.Timeout, DevicePlugin.Timeout; a pod is written by one backend).
+func (c Config) LongestWait() time.Duration {
+	return c.OwnerWait + max(c.DRA.Timeout, c.DevicePlugin.Timeout)
+}
+
+// CheckTimeout returns an error naming the flags and their values when LongestWait plus
+// TimeoutMargin exceeds timeoutSeconds, the webhook timeout the API server is given
+// (--webhook-timeout): the API server would then time the call out before gpufrac's
+// own bounds fire, and the pod would be admitted unchanged (failurePolicy Ignore)
+// without gpufrac's warning, event or metric. c must have its defaults.
+func (c Config) CheckTimeout(timeoutSeconds int32) error {
+	limit := time.Duration(timeoutSeconds) * time.Second
+	if need := c.LongestWait() + TimeoutMargin; need > limit {
+		return fmt.Errorf("--owner-wait %v + the longer of --dra-timeout %v and --device-plugin-timeout %v, plus %v for the request itself, is %v: over --webhook-timeout %d (seconds), "+
+			"so the API server would time out the pod webhook first and admit pods unchanged without gpufrac's warning; raise --webhook-timeout (at most %d) or lower those flags",
+			c.OwnerWait, c.DRA.Timeout, c.DevicePlugin.Timeout, TimeoutMargin, need, timeoutSeconds, MaxTimeoutSeconds)
+	}
+	return nil
+}
+
 func ptrTo[T any](v T) *T { return &v }

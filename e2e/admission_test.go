@@ -78,6 +78,7 @@ func startAdmissionIn(t *testing.T, systemNS string) *admWebhook {
 		"--status-lease-renew-interval=1s",
 		"--memory-overhead=hami=256Mi",
 		"--owner-wait=1s",
+		"--webhook-timeout=3", // 1s + the 1s backend timeouts + the margin: over the default 2 (CheckTimeout)
 	)
 	w.cmd, w.stop = cmd, stop
 	w.kill = func() { _ = cmd.Process.Kill() }

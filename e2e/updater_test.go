@@ -72,6 +72,7 @@ func startUpdaterWebhookIn(t *testing.T, systemNS string) *updWebhook {
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probe),
 		"--status-lease-renew-interval=1s",
 		"--owner-wait=1s",
+		"--webhook-timeout=3", // 1s + the 1s backend timeouts + the margin: over the default 2 (CheckTimeout)
 	)
 	waitHTTPOK(t, "admission ready", fmt.Sprintf("http://127.0.0.1:%d/readyz", probe))
 	return &updWebhook{stop: stop}

@@ -109,6 +109,10 @@ func (f *rawFlags) complete(o admission.Options) (*admission.Options, error) {
 	o.Registration.ValidatingFailurePolicy = admissionregistrationv1.FailurePolicyType(f.validateFail)
 	o.Registration.ExcludeNamespaces = bootstrap.SplitList(f.excludeNS)
 	o.Config = o.Config.WithDefaults()
+	// The waits of one pod request must fit the timeout the API server gives the call.
+	if err := o.Config.CheckTimeout(o.Registration.TimeoutSeconds); err != nil {
+		return nil, err
+	}
 	// The match conditions send exactly the pods the handler treats as GPU pods.
 	o.Registration.GPUResourcePrefix = o.Config.GPUResourcePrefix
 	o.Registration.KAIAnnotations = []string{o.Config.KAI.FractionAnnotation, o.Config.KAI.MemoryAnnotation}

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"strings"
+	"testing"
+)
+
+// TestTimeoutsWithinWebhookTimeout: the longest a pod request can wait on bounded
+// operations (--owner-wait, then the longest backend timeout: --dra-timeout,
+// --device-plugin-timeout) plus the handler's margin must fit the --webhook-timeout the
+// API server is given; otherwise the API server times the call out first and the pod is
+// admitted unchanged (failurePolicy Ignore) with no warning of gpufrac's. Such flags are
+// refused at start with an error naming them and their values; the defaults and the
+// chart's (timeout 3s) start.
+func TestTimeoutsWithinWebhookTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string // substrings of the error; nil: accepted
+	}{
+		{"defaults", nil, nil},
+		{"chart: timeout 3", []string{"--webhook-timeout=3"}, nil},
+		{"owner-wait 1s, timeout 3", []string{"--owner-wait=1s", "--webhook-timeout=3"}, nil},
+		{"owner-wait 1s at the default timeout 2", []string{"--owner-wait=1s"},
+			[]string{"--owner-wait 1s", "--dra-timeout 1s", "--webhook-timeout 2"}},
+		{"timeout 1 with the default backend timeouts", []string{"--webhook-timeout=1"},
+			[]string{"--owner-wait 200ms", "--webhook-timeout 1"}},
+		{"timeout 1 with short waits", []string{"--webhook-timeout=1", "--owner-wait=100ms", "--dra-timeout=300ms", "--device-plugin-timeout=400ms"}, nil},
+		{"device-plugin timeout 2.5s fits 3 (2.95s with the margin)", []string{"--device-plugin-timeout=2500ms", "--webhook-timeout=3"}, nil},
+		{"device-plugin timeout the longest", []string{"--device-plugin-timeout=2600ms", "--webhook-timeout=3"},
+			[]string{"--device-plugin-timeout 2.6s", "--webhook-timeout 3"}},
+		{"dra timeout the longest", []string{"--dra-timeout=2800ms", "--owner-wait=0", "--webhook-timeout=3"},
+			[]string{"--dra-timeout 2.8s", "--webhook-timeout 3"}},
+		{"owner-wait alone over", []string{"--owner-wait=3s", "--dra-timeout=10ms", "--device-plugin-timeout=10ms", "--webhook-timeout=3"},
+			[]string{"--owner-wait 3s", "--webhook-timeout 3"}},
+	} {
+		fs := flag.NewFlagSet("admission", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		_, err := parseFlags(fs, append([]string{"--namespace=gpufrac"}, tc.args...))
+		switch {
+		case tc.want == nil && err != nil:
+			t.Errorf("%s: %v, want accepted", tc.name, err)
+		case tc.want != nil && err == nil:
+			t.Errorf("%s: accepted, want an error naming %q", tc.name, tc.want)
+		case err != nil:
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%s: %q lacks %q", tc.name, err, w)
+				}
+			}
+		}
+	}
+}
