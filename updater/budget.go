@@ -42,13 +42,14 @@ func IsReady(p *corev1.Pod) bool {
 // Failed; terminating ones included), grouped by their controller, as a
 // PodDisruptionBudget does: a group whose controller's wanted replicas are known (wanted:
 // controller UID → ReplicaSet or StatefulSet spec.replicas, DaemonSet
-// status.desiredNumberScheduled, read from the informer cache) has wanted − its pods that
-// are ready and not terminating in flight, so a replacement its controller never
-// created counts without any memory of the eviction (an updater restart forgets none).
-// Other groups (no controller, a Job, a controller of another kind or one that could not
-// be read) have their pods not ready or terminating in flight. Either way a group counts
-// at least the replacements this updater still awaits for it (awaited: controller UID,
-// "" for none → unsatisfied expectations). The in-flight fraction is 0–1 (default 0.5
+// status.desiredNumberScheduled, a Job's active pods: desiredReplicas, read from the
+// informer cache) has wanted − its pods that are ready and not terminating in flight, so
+// a replacement its controller never created counts without any memory of the eviction
+// (an updater restart forgets none). Other groups (no controller, a controller of
+// another kind or one that could not be read) have their pods not ready or terminating
+// in flight. Either way a group counts at least the replacements this updater still
+// awaits for it (awaited: controller UID, "" for none → unsatisfied expectations, which
+// status.updater.awaitedReplacements keeps across restarts). The in-flight fraction is 0–1 (default 0.5
 // when ≤ 0 or > 1). Pods in evicted (already evicted, though the cache may not show it
 // yet) count as terminating.
 func NewBudget(pods []*corev1.Pod, wanted map[types.UID]int32, awaited map[types.UID]int, evicted map[types.UID]bool, minReplicas int32, fraction float64) Budget {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -159,5 +160,40 @@ func TestBudgetFromWantedReplicas(t *testing.T) {
 				t.Fatalf("running %d in flight %d, want %d and %d", b.Running, b.InFlight, tc.running, tc.inFlight)
 			}
 		})
+	}
+}
+
+// TestJobWanted: the pods a Job's controller keeps, which its replacements are counted
+// against (desiredReplicas): min(parallelism, completions − succeeded); none while
+// suspended or finished; a work queue's until one pod succeeded, then not known.
+func TestJobWanted(t *testing.T) {
+	done := func(typ batchv1.JobConditionType) []batchv1.JobCondition {
+		return []batchv1.JobCondition{{Type: typ, Status: corev1.ConditionTrue}}
+	}
+	for _, tc := range []struct {
+		name        string
+		parallelism *int32
+		completions *int32
+		succeeded   int32
+		suspend     bool
+		conditions  []batchv1.JobCondition
+		want        int32
+		ok          bool
+	}{
+		{"parallelism 4 of 8 completions", ptr.To[int32](4), ptr.To[int32](8), 0, false, nil, 4, true},
+		{"3 completions left", ptr.To[int32](4), ptr.To[int32](8), 5, false, nil, 3, true},
+		{"all succeeded", ptr.To[int32](4), ptr.To[int32](8), 8, false, nil, 0, true},
+		{"parallelism unset: 1", nil, ptr.To[int32](5), 0, false, nil, 1, true},
+		{"work queue, none succeeded", ptr.To[int32](3), nil, 0, false, nil, 3, true},
+		{"work queue, one succeeded: not known", ptr.To[int32](3), nil, 1, false, nil, 0, false},
+		{"suspended", ptr.To[int32](4), ptr.To[int32](8), 0, true, nil, 0, true},
+		{"complete", ptr.To[int32](4), ptr.To[int32](8), 8, false, done(batchv1.JobComplete), 0, true},
+		{"failed (backoffLimit)", ptr.To[int32](4), ptr.To[int32](8), 2, false, done(batchv1.JobFailed), 0, true},
+	} {
+		job := &batchv1.Job{Spec: batchv1.JobSpec{Parallelism: tc.parallelism, Completions: tc.completions, Suspend: ptr.To(tc.suspend)},
+			Status: batchv1.JobStatus{Succeeded: tc.succeeded, Conditions: tc.conditions}}
+		if got, ok := jobWanted(job); got != tc.want || ok != tc.ok {
+			t.Errorf("%s: %d, %v; want %d, %v", tc.name, got, ok, tc.want, tc.ok)
+		}
 	}
 }

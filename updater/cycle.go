@@ -289,6 +289,9 @@ func (u *Updater) newPlan(ctx context.Context, gfa *gpufracv1.GPUFractionAutosca
 	// that workload's.
 	if pr := carried; pr != nil && contract.UpdaterStatusFor(pr, gfa.Spec.TargetRef) {
 		st.LastEvictionTime = pr.LastEvictionTime.DeepCopy()
+		for _, a := range pr.AwaitedReplacements {
+			st.AwaitedReplacements = append(st.AwaitedReplacements, *a.DeepCopy())
+		}
 		st.LastInPlaceUpdateTime = pr.LastInPlaceUpdateTime.DeepCopy()
 		st.LastRound = pr.LastRound.DeepCopy()
 		st.Verification = pr.Verification.DeepCopy()

@@ -8,7 +8,10 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -174,4 +177,124 @@ func (f *fixture) oldPodsLeft() int {
 		}
 	}
 	return old
+}
+
+// TestJobBudgetSurvivesRestart: a Job's pods are replaced only for urgent growth (an
+// out-of-memory exit, TestRunToCompletionPodsNotEvictedForNonUrgentChanges); a
+// replacement its Job never created (a ResourceQuota refusing it) stays in flight
+// across updater restarts, read from the Job as the pods it keeps active:
+// min(spec.parallelism, spec.completions − status.succeeded), none while suspended or
+// finished. A Job that wants no more pods than it has (its remaining completions are
+// covered) lets the next pod go, as a scaled-down ReplicaSet does.
+func TestJobBudgetSurvivesRestart(t *testing.T) {
+	for _, tc := range []struct {
+		name                   string
+		n                      int
+		parallelism            int32
+		completions            *int32
+		succeeded              int32
+		suspend, complete      bool
+		wantLive               int
+		wantBlockedNamesTheJob bool
+	}{
+		{"4 pods of 4 in parallel, 8 completions, never created", 4, 4, ptr.To[int32](8), 0, false, false, 2, true},
+		{"6 pods of 6, 20 completions, never created", 6, 6, ptr.To[int32](20), 3, false, false, 3, true},
+		{"4 pods, work queue (no completions, none succeeded), never created", 4, 4, nil, 0, false, false, 2, true},
+		{"4 pods, 2 completions left: wants the 2 left", 4, 4, ptr.To[int32](8), 6, false, false, 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, tc.n, 1)
+			f.setTarget("2Gi", "1536Mi", "3Gi") // the pods at 1Gi ran out of memory: urgent growth
+			job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "train", UID: "job-uid"},
+				Spec:   batchv1.JobSpec{Parallelism: ptr.To(tc.parallelism), Completions: tc.completions, Suspend: ptr.To(tc.suspend)},
+				Status: batchv1.JobStatus{Succeeded: tc.succeeded}}
+			f.objs = append(f.objs, job)
+			f.gfa.Spec.TargetRef.APIVersion, f.gfa.Spec.TargetRef.Kind, f.gfa.Spec.TargetRef.Name = "batch/v1", "Job", "train"
+			for _, p := range f.pods {
+				p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "train", UID: job.UID, Controller: ptr.To(true)}}
+				p.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
+				p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", Ready: true, RestartCount: 1, LastTerminationState: corev1.ContainerState{
+					Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", Message: "torch.OutOfMemoryError: CUDA out of memory.",
+						FinishedAt: metav1.NewTime(f.now.Add(-time.Minute))}}}}
+			}
+			now := f.now
+			f.build()
+			f.u.Now = func() time.Time { return now }
+			f.run()
+			f.run() // the floor is published first (awaiting-floor)
+			if left := len(f.livePods()); left != tc.n-max(1, tc.n/2) {
+				t.Fatalf("first evictions: %d pods left, want %d", left, tc.n-max(1, tc.n/2))
+			}
+			timeout := f.cfg.WithDefaults().ReplacementTimeout
+			for range 3 {
+				// A restart each cycle: nothing of the evictions is remembered.
+				f.u = New(f.c, f.c, f.cfg)
+				f.u.Events = f.rec
+				f.u.Now = func() time.Time { return now }
+				now = now.Add(timeout + time.Minute)
+				f.run()
+			}
+			if old := f.oldPodsLeft(); old != tc.wantLive {
+				st := f.status()
+				t.Fatalf("%d old pods left, want %d (blocked %s: %s)", old, tc.wantLive, st.BlockedReason, st.BlockedMessage)
+			}
+			if tc.wantBlockedNamesTheJob {
+				if st := f.status(); st.BlockedReason != SkipInFlight || !strings.Contains(st.BlockedMessage, "Job train") || !strings.Contains(st.BlockedMessage, "not created") {
+					t.Errorf("blocked %s: %q; want in-flight naming Job train short of a pod", st.BlockedReason, st.BlockedMessage)
+				}
+			}
+		})
+	}
+}
+
+// TestCustomControllerBudgetSurvivesRestart: for pods of a controller whose wanted pods
+// the updater cannot read (a custom kind, here an InferenceService), the budget counts
+// the replacements this updater awaits, for up to --replacement-timeout; a restart
+// forgot them, so each restart inside that time could evict more pods whose
+// replacements had not come. The last eviction (status.updater.lastEvictionTime, which
+// survives restarts) is awaited again after a restart, until a pod created since is
+// Ready or the timeout passes, as without the restart.
+func TestCustomControllerBudgetSurvivesRestart(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		n        int
+		after    time.Duration // restart this long after the first evictions
+		created  bool          // a replacement is Ready before the restart
+		wantLive int           // old pods after the cycle after the restart
+	}{
+		{"4 pods, restart at once", 4, time.Second, false, 2},
+		{"6 pods, restart after 5m", 6, 5 * time.Minute, false, 3},
+		{"4 pods, restart after the timeout: expired as without a restart", 4, 11 * time.Minute, false, 1},
+		{"4 pods, replacement ready", 4, time.Minute, true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, tc.n, 3)
+			f.gfa.Spec.TargetRef.APIVersion, f.gfa.Spec.TargetRef.Kind, f.gfa.Spec.TargetRef.Name = "serving.example.com/v1", "InferenceService", "web"
+			for _, p := range f.pods {
+				p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "serving.example.com/v1", Kind: "InferenceService", Name: "web", UID: "isvc-uid", Controller: ptr.To(true)}}
+			}
+			// The InferenceService has a scale subresource (workload.Resolve).
+			scale := func(context.Context, string, schema.GroupVersionKind, string) error { return nil }
+			now := f.now
+			f.build()
+			f.u.Scale, f.u.Now = scale, func() time.Time { return now }
+			f.run()
+			left := len(f.livePods())
+			if left != tc.n-max(1, tc.n/2) {
+				t.Fatalf("first cycle: %d pods left, want %d", left, tc.n-max(1, tc.n/2))
+			}
+			now = now.Add(tc.after)
+			if tc.created {
+				f.createReplacements(t, 1, now.Add(-time.Second))
+			}
+			f.u = New(f.c, f.c, f.cfg)
+			f.u.Events, f.u.Scale = f.rec, scale
+			f.u.Now = func() time.Time { return now }
+			f.run()
+			if old := f.oldPodsLeft(); old != tc.wantLive {
+				st := f.status()
+				t.Fatalf("%d old pods left of %d, want %d (blocked %s: %s)", old, left, tc.wantLive, st.BlockedReason, st.BlockedMessage)
+			}
+		})
+	}
 }

@@ -8,11 +8,13 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
@@ -86,6 +88,11 @@ func settle(exps []*expectation, pods []*corev1.Pod, now time.Time, timeout time
 func (u *Updater) settleReplacements(ctx context.Context, p *plan, now time.Time) {
 	cfg, ref, gfa := u.Config, p.ref, p.gfa
 	log := klog.FromContext(ctx).WithValues("autoscaler", klog.KObj(gfa))
+	if _, known := u.expect[ref]; !known {
+		// First sight of the workload since the updater started: the replacements the
+		// last status says are awaited are awaited again (a restart forgets none).
+		u.expect[ref] = resumed(p.st.AwaitedReplacements, p.pods)
+	}
 	awaited, replacements, expired := settle(u.expect[ref], p.pods, now, cfg.ReplacementTimeout)
 	missing, msg := u.missingReplacements(ctx, ref.Namespace, expired, p.pods, now)
 	for _, e := range expired {
@@ -101,6 +108,10 @@ func (u *Updater) settleReplacements(ctx context.Context, p *plan, now time.Time
 		u.forget(gfa, "missing")
 	}
 	u.expect[ref] = awaited
+	p.st.AwaitedReplacements = nil
+	for _, e := range awaited {
+		p.st.AwaitedReplacements = append(p.st.AwaitedReplacements, e.record())
+	}
 	for _, rp := range replacements {
 		a := p.allocs[rp.UID]
 		switch {
@@ -322,14 +333,24 @@ func pendingTooLong(pods []*corev1.Pod, now time.Time, timeout time.Duration) st
 }
 
 // desiredReplicas reads how many pods o wants, a ReplicaSet's or StatefulSet's
-// spec.replicas (unset is 1) or a DaemonSet's status.desiredNumberScheduled, in
-// namespace ns, through Client (the informer cache, as the pods are read: the budget,
-// the replacements not created and the stuck pods all read the same controllers, and
-// a cycle costs the API server no read per workload). It is false for other
-// controllers and on errors.
+// spec.replicas (unset is 1), a DaemonSet's status.desiredNumberScheduled or a Job's
+// active pods (jobWanted), in namespace ns, through Client (the informer cache, as the
+// pods are read: the budget, the replacements not created and the stuck pods all read
+// the same controllers, and a cycle costs the API server no read per workload). It is
+// false for other controllers (their replacements count in flight only while this
+// updater awaits them, until Config.ReplacementTimeout, and not across a restart), for
+// a Job whose wanted pods cannot be told, and on errors.
 func (u *Updater) desiredReplicas(ctx context.Context, ns string, o *metav1.OwnerReference) (int32, bool) {
 	r := u.Client
-	if gv, err := schema.ParseGroupVersion(o.APIVersion); err != nil || gv.Group != appsv1.GroupName {
+	gv, err := schema.ParseGroupVersion(o.APIVersion)
+	if err == nil && gv.Group == batchv1.GroupName && o.Kind == "Job" {
+		job := &batchv1.Job{}
+		if err := r.Get(ctx, client.ObjectKey{Namespace: ns, Name: o.Name}, job); err != nil || job.UID != o.UID {
+			return 0, false
+		}
+		return jobWanted(job)
+	}
+	if err != nil || gv.Group != appsv1.GroupName {
 		return 0, false
 	}
 	var obj client.Object
@@ -356,6 +377,30 @@ func (u *Updater) desiredReplicas(ctx context.Context, ns string, o *metav1.Owne
 	return 1, true
 }
 
+// jobWanted is how many pods, not finished, job's controller keeps: none while it is
+// suspended or finished (Complete or Failed); else spec.parallelism (unset is 1), at
+// most the completions still wanted (spec.completions − status.succeeded). A Job
+// without spec.completions (a work queue) starts no pod once one has succeeded: its
+// wanted pods are then whatever runs, which cannot be told, and it is false.
+func jobWanted(job *batchv1.Job) (int32, bool) {
+	if ptr.Deref(job.Spec.Suspend, false) {
+		return 0, true
+	}
+	for _, c := range job.Status.Conditions {
+		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+			return 0, true
+		}
+	}
+	want := ptr.Deref(job.Spec.Parallelism, 1)
+	if job.Spec.Completions == nil {
+		if job.Status.Succeeded > 0 {
+			return 0, false
+		}
+		return want, true
+	}
+	return max(0, min(want, *job.Spec.Completions-job.Status.Succeeded)), true
+}
+
 // replaced records a replacement of c's pod (evicted or deleted) at now: the hysteresis
 // round, the workload's budget, status.updater.lastEvictionTime, and the replacement to
 // await.
@@ -365,7 +410,32 @@ func (u *Updater) replaced(ctx context.Context, c *candidate, now time.Time) {
 	p.wl.budget.Took()
 	p.acted = true
 	p.st.LastEvictionTime = secs(now)
-	u.expect[p.ref] = append(u.expect[p.ref], &expectation{at: now, evicted: c.pod.UID, before: u.knownPods(ctx, p), pod: c.pod.Name, devices: podDevices(c.pod), owner: metav1.GetControllerOf(c.pod)})
+	e := &expectation{at: now, evicted: c.pod.UID, before: u.knownPods(ctx, p), pod: c.pod.Name, devices: podDevices(c.pod), owner: metav1.GetControllerOf(c.pod)}
+	u.expect[p.ref] = append(u.expect[p.ref], e)
+	p.st.AwaitedReplacements = append(p.st.AwaitedReplacements, e.record())
+}
+
+// record is e as status.updater.awaitedReplacements keeps it across restarts.
+func (e *expectation) record() gpufracv1.AwaitedReplacement {
+	return gpufracv1.AwaitedReplacement{Pod: e.pod, UID: e.evicted, EvictedAt: *secs(e.at), Controller: e.owner.DeepCopy()}
+}
+
+// resumed returns the expectations of records, the replacements the status says were
+// awaited when the updater stopped: a pod of pods created since a record's eviction is
+// its replacement (the pods the evicted one left are unknown after a restart). Devices
+// are not known either: a resumed replacement holds the budget, not a device.
+func resumed(records []gpufracv1.AwaitedReplacement, pods []*corev1.Pod) []*expectation {
+	var out []*expectation
+	for _, r := range records {
+		e := &expectation{at: r.EvictedAt.Time, evicted: r.UID, before: map[types.UID]bool{r.UID: true}, pod: r.Pod, owner: r.Controller.DeepCopy()}
+		for _, p := range pods {
+			if p.CreationTimestamp.Before(&r.EvictedAt) {
+				e.before[p.UID] = true
+			}
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 // knownPods returns the UIDs of the workload's pods in the cache now (a replacement is

@@ -6,6 +6,7 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // UpdateMode says whether and how gpufrac applies its recommendation to pods.
@@ -395,6 +396,16 @@ type UpdaterStatus struct {
 	// LastEvictionTime is when the updater last evicted one of the workload's pods.
 	// +optional
 	LastEvictionTime *metav1.Time `json:"lastEvictionTime,omitempty"`
+	// AwaitedReplacements are the pods the updater evicted (or deleted) whose
+	// replacement it still awaits, kept here so that a restarted updater awaits them
+	// too: each counts in flight in the workload's disruption budget until a pod created
+	// since is Ready, or for the updater's --replacement-timeout (longer while its
+	// ReplicaSet, StatefulSet, DaemonSet or Job has not created it). Without it an
+	// updater restart forgot the replacements of a controller whose wanted pods it
+	// cannot read (a custom controller, or none) and could evict more pods at once.
+	// +listType=atomic
+	// +optional
+	AwaitedReplacements []AwaitedReplacement `json:"awaitedReplacements,omitempty"`
 	// LastInPlaceUpdateTime is when the updater last changed one of the workload's pods
 	// in place.
 	// +optional
@@ -434,6 +445,21 @@ type UpdaterStatus struct {
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// AwaitedReplacement is a pod the updater evicted (or deleted) whose replacement it
+// awaits (UpdaterStatus.AwaitedReplacements).
+type AwaitedReplacement struct {
+	// Pod is the evicted pod's name.
+	Pod string `json:"pod"`
+	// UID is the evicted pod's UID.
+	UID types.UID `json:"uid"`
+	// EvictedAt is when it was evicted or deleted: a pod created since, Ready, is its
+	// replacement.
+	EvictedAt metav1.Time `json:"evictedAt"`
+	// Controller is the evicted pod's controller; absent when it had none.
+	// +optional
+	Controller *metav1.OwnerReference `json:"controller,omitempty"`
 }
 
 // PodUpdate is one out-of-date pod.
