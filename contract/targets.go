@@ -172,7 +172,8 @@ func MinMemory(gfa *gpufracv1.GPUFractionAutoscaler, container string, gpuMemory
 
 // WithMinMemory raises, in targets (TargetsOf of gfa), each controlled memory target
 // below its container policy's minMemory (MinMemory, at most one GPU of gpuMemoryBytes)
-// to it, and the bounds to at least it, and returns targets. The recommender keeps its
+// to it, and the bounds to at least it, drops its RequestPeakMemory (-1: no observed-peak
+// request below the floor), and returns targets. The recommender keeps its
 // recommendations at or above minMemory, so this changes a target only while the
 // recommendation predates the policy (minMemory raised, the remedy for a workload out of
 // memory, and no new recommendation since). It is the one rule for it: the webhook
@@ -186,6 +187,10 @@ func WithMinMemory(gfa *gpufracv1.GPUFractionAutoscaler, targets map[string]Targ
 			continue
 		}
 		t.Memory = m
+		// The floor holds whatever the pods were seen to use: no request below it (the
+		// webhook writes none under a raised floor; the updater's placement check and
+		// gpufrac simulate pack by the same).
+		t.RequestPeakMemory = -1
 		if t.LowerMemory >= 0 {
 			t.LowerMemory = max(t.LowerMemory, m)
 		}

@@ -14,6 +14,7 @@ import (
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/backend"
+	"github.com/gpufrac/gpufrac/contract"
 	"github.com/gpufrac/gpufrac/workload"
 )
 
@@ -303,5 +304,38 @@ func TestEvictionHeldWithoutRoom(t *testing.T) {
 				t.Error("second cycle evicted or repeated the event")
 			}
 		})
+	}
+}
+
+// TestReplacementNeedUnderRaisedMinMemory: on kai-nvfractions with observed-peak
+// requests, the replacement of a pod whose memory target minMemory raised (a
+// recommendation that predates the floor) needs the floor on its GPU, as the webhook
+// writes it (no request below the floor), not the observed peak: the placement check
+// counted the peak and let the pod be evicted towards a GPU without room for it.
+func TestReplacementNeedUnderRaisedMinMemory(t *testing.T) {
+	cfg := backend.Config{GPUMemoryBytes: 80 * gib, GPUResource: "nvidia.com/gpu",
+		NVFractions: backend.NVFractionsConfig{Limit: backend.NVFractionsLimitUpperBound, Request: backend.NVFractionsRequestObservedPeak}}
+	pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main"}}}}
+	alloc := PodAllocation{Containers: map[string]Alloc{"main": {Memory: 20 * gib, Compute: -1, Source: SourceAppliedRecord}}}
+	for _, tc := range []struct {
+		name string
+		min  string // the container policy's minMemory; "" none
+		want int64
+	}{
+		{"no floor: the observed peak", "", 6 * gib},
+		{"floor below the peak: the peak", "4Gi", 6 * gib},
+		{"floor raises the target: the floor", "30Gi", 30 * gib},
+		{"floor past one GPU: one GPU", "100Gi", 80 * gib},
+	} {
+		gfa := &gpufracv1.GPUFractionAutoscaler{}
+		if tc.min != "" {
+			m := resource.MustParse(tc.min)
+			gfa.Spec.ResourcePolicy = &gpufracv1.ResourcePolicy{ContainerPolicies: []gpufracv1.ContainerPolicy{{ContainerName: "main", MinMemory: &m}}}
+		}
+		targets := contract.WithMinMemory(gfa, map[string]contract.Target{"main": {Container: "main", Memory: 20 * gib,
+			LowerMemory: 10 * gib, UpperMemory: 24 * gib, MemoryLimit: -1, PeakMemory: 6 * gib, RequestPeakMemory: 6 * gib, ControlsMemory: true}}, cfg.GPUMemoryBytes)
+		if got := replacementNeed(pod, alloc, targets, gpufracv1.BackendKAINVFractions, cfg, 0).SharedMemory; got != tc.want {
+			t.Errorf("%s: needs %d MiB, want %d MiB", tc.name, got>>20, tc.want>>20)
+		}
 	}
 }

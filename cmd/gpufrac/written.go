@@ -48,10 +48,6 @@ type writtenTotals struct {
 // most to one GPU of gpuMemoryBytes, 0: uncapped).
 func writtenOf(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionRecommendation, gpuMemoryBytes int64) writtenTotals {
 	targets := contract.WithMinMemory(gfa, contract.TargetsOf(gfa, gfr), gpuMemoryBytes)
-	// raised: minMemory raised the container's memory target above the recommendation's.
-	raised := func(t contract.Target) bool {
-		return t.Memory >= 0 && t.Memory > contract.BytesOf(t.Recommendation.Target.Memory)
-	}
 	total := func(amount func(t contract.Target) (int64, bool)) int64 {
 		v, _ := gpufracv1.PodTotal(gfr.Status.ContainerRecommendations, nil, func(c *gpufracv1.ContainerRecommendation) (int64, bool) {
 			t, ok := targets[c.ContainerName]
@@ -68,7 +64,7 @@ func writtenOf(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionR
 		if t.Memory < 0 {
 			return 0, false
 		}
-		if t.RequestPeakMemory > 0 && !raised(t) {
+		if t.RequestPeakMemory > 0 { // none where minMemory raised the target (contract.WithMinMemory)
 			return min(t.Memory, t.RequestPeakMemory), true
 		}
 		return t.Memory, true
