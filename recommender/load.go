@@ -684,7 +684,7 @@ func (r *Recommender) feed(signal metrics.Signal, series []metrics.Series, attr 
 			t.gaps.kept[signal] += len(s.Samples)
 			if signal == metrics.SignalCompute {
 				t.gaps.podCompute[s.ID.Pod] += len(s.Samples)
-				t.gaps.spacing.add(s.ID.Pod, s.Samples, recordedUntil)
+				t.gaps.check.Samples(s.ID.Pod, s.Samples, recordedUntil)
 			}
 		}
 		if !model {
@@ -744,34 +744,13 @@ type dataGaps struct {
 	// wrongDevice: pods whose series named a GPU they were not on (ReasonWrongDevice),
 	// with why.
 	wrongDevice map[string]string
-	empty       int // consecutive cycles with running pods and no sample (emptyCycles)
 	// countFailed: a diagnostic query of the load failed (diagnose), so dropped is
 	// unknown, not 0.
 	countFailed bool
-	// seenCompute: compute samples were fed once; from then on a cycle without any is a
-	// gap (memory is re-read over the running interval, so it cannot show one).
-	seenCompute bool
-	// seenMemory: memory samples were fed once; from then on a cycle without any while
-	// compute is read is a gap too (a running GPU process always holds memory, so the
-	// memory series were lost: from the next aggregation interval, since the running
-	// one is re-read with the peak it held).
-	seenMemory bool
-	// podCompute: compute samples fed this cycle, per pod. podSeen: the running pods that
-	// had compute samples in an earlier cycle, with their creation time (another is a
-	// new pod of the name); podEmpty: how many consecutive cycles each running pod that
-	// counts has had none (silentPods).
+	// podCompute: compute samples fed this cycle, per pod.
 	podCompute map[string]int
-	podSeen    map[string]time.Time
-	podEmpty   map[string]int
-	// podGap: the pods silentPods found silent; each stays so until it reports or stops
-	// running. emptyRaised: likewise for the whole workload (empty reached the wait, no
-	// sample since). The wait (emptyCycles) is learnt and can grow while a gap lasts (a
-	// spacing of cycles or arrivals learnt late); a gap is ended by samples, never by a
-	// longer wait, else it was raised and cleared again while nothing reported.
-	podGap      map[string]bool
-	emptyRaised bool
-	// spacing: how far apart the workload's compute samples are (emptyCycles).
-	spacing sampleSpacing
+	// check: the exporter or scrape gap rule, fed each cycle (GapCheck, gaps.go).
+	check GapCheck
 }
 
 // countDrops adds the impossible samples of each pod to its workload's gaps.
@@ -791,13 +770,14 @@ func (r *Recommender) countDrops(signal metrics.Signal, drops metrics.PodDrops, 
 // the workload has running pods, raise MetricsUnavailable (NoSamplesWhileRunning): a
 // scrape or exporter gap, not idleness (an idle GPU still reports zeros). Where the
 // workload's series are scraped less often than the cycle, it counts scrapes instead
-// (emptyCycles).
+// (EmptyCyclesFor).
 const EmptyCyclesWhileRunning = 3
 
 // dataGap returns the MetricsUnavailable reason and message for what this cycle's loads
 // lacked for a workload whose live (not finished) pods are podNames, or "" when nothing
 // was missing. It counts each finding in gpufrac_recommender_incomplete_data_total. Call
-// it once per workload and cycle.
+// it once per workload and cycle. The exporter or scrape gap is GapCheck's (gaps.go),
+// fed here with the cycle's loads and live pods.
 func (r *Recommender) dataGap(w history.WorkloadKey, podNames map[string]bool) (reason, msg string) {
 	t := r.tracked[w]
 	if t == nil || !t.gaps.loaded {
@@ -805,25 +785,18 @@ func (r *Recommender) dataGap(w history.WorkloadKey, podNames map[string]bool) (
 	}
 	g := &t.gaps
 	g.loaded = false
-	needed := r.emptyCycles(g)
-	silent := r.silentPods(w.Namespace, podNames, g, needed)
-	if g.kept[metrics.SignalCompute] > 0 {
-		g.seenCompute = true
+	filtered := false
+	for _, sig := range []metrics.Signal{metrics.SignalMemory, metrics.SignalCompute} {
+		filtered = filtered || g.dropped[sig] > 0 && g.kept[sig] == 0
 	}
-	if g.kept[metrics.SignalMemory] > 0 {
-		g.seenMemory = true
-	}
-	// what is missing: every sample, or memory alone (not a stale series set aside).
-	what := "GPU sample"
-	none := g.kept[metrics.SignalCompute] == 0 && (g.seenCompute || g.kept[metrics.SignalMemory] == 0)
-	if !none && g.seenMemory && g.kept[metrics.SignalMemory] == 0 && len(g.stale) == 0 {
-		none, what = true, "GPU memory sample (compute samples are read)"
-	}
-	if len(podNames) > 0 && none && g.dropped[metrics.SignalMemory]+g.dropped[metrics.SignalCompute] == 0 && len(g.unattributed) == 0 && len(g.wrongDevice) == 0 {
-		g.empty++
-	} else {
-		g.empty = 0
-	}
+	f := g.check.Cycle(GapCycle{
+		Pods:    r.gapPods(w.Namespace, podNames, g.podCompute),
+		Compute: g.kept[metrics.SignalCompute], Memory: g.kept[metrics.SignalMemory],
+		StaleMemory: len(g.stale) > 0,
+		SetAside:    g.dropped[metrics.SignalMemory]+g.dropped[metrics.SignalCompute] != 0 || len(g.unattributed) > 0 || len(g.wrongDevice) > 0,
+		Outranked:   filtered || len(g.down) > 0,
+		Interval:    r.Config.Interval, Arrivals: r.arrivals.typical(),
+	})
 	for _, sig := range []metrics.Signal{metrics.SignalMemory, metrics.SignalCompute} {
 		if g.dropped[sig] > 0 && g.kept[sig] == 0 {
 			metrics.Incomplete.WithLabelValues(metrics.IncompleteAllFiltered).Inc()
@@ -835,95 +808,48 @@ func (r *Recommender) dataGap(w history.WorkloadKey, podNames map[string]bool) (
 		metrics.Incomplete.WithLabelValues(metrics.IncompleteExporterDown).Inc()
 		return gpufracv1.ReasonExporterDown, msg + "; last recommendation kept"
 	}
-	g.emptyRaised = g.empty > 0 && (g.emptyRaised || g.empty >= needed)
-	if g.emptyRaised {
+	if f.Raised {
 		metrics.Incomplete.WithLabelValues(metrics.IncompleteNoSamplesWhileRunning).Inc()
+		what := "GPU sample"
+		if f.MemoryOnly {
+			what = "GPU memory sample (compute samples are read)"
+		}
 		why := "an exporter or scrape gap"
 		if g.countFailed {
 			why = "an exporter or scrape gap, or impossible samples (their count failed this cycle)"
 		}
 		return gpufracv1.ReasonNoSamplesWhileRunning, fmt.Sprintf("%d running pods but no %s (%s source) for %d cycles: %s; last recommendation kept",
-			len(podNames), what, names(r.workloadSources(w)), g.empty, why)
+			len(podNames), what, names(r.workloadSources(w)), f.Empty, why)
 	}
-	if len(silent) > 0 {
+	if len(f.Silent) > 0 {
 		metrics.Incomplete.WithLabelValues(metrics.IncompleteNoSamplesWhileRunning).Inc()
 		others := " while the workload's other pods report"
-		if len(silent) == len(podNames) {
+		if len(f.Silent) == len(podNames) {
 			others = ""
 		}
 		return gpufracv1.ReasonNoSamplesWhileRunning, fmt.Sprintf("running pod(s) %s have had no usable GPU sample (%s source) for %d cycles or more%s: %s; last recommendation kept",
-			strings.Join(silent, ", "), names(r.workloadSources(w)), needed, others, silentWhy(g, silent))
+			strings.Join(f.Silent, ", "), names(r.workloadSources(w)), f.Needed, others, silentWhy(g, f.Silent))
 	}
 	return "", ""
 }
 
-// silentPods counts, for one cycle of a workload in namespace ns whose live pods are
-// podNames, the running pods without compute samples in this cycle, and returns, sorted,
-// those without any for needed cycles or more (emptyCycles): an exporter that lost one
-// pod's mapping, a scrape gap on one node. The others still report, so the workload's
-// gap check sees samples. A pod counts where it had compute samples in an earlier cycle
-// (podSeen), or where it never had any while the workload's other pods report this
-// cycle and it has run for longer than Prometheus' lookback (metrics.AgentCoverage,
-// 5 min: time for a new pod's first scrape; a pod that never reports is as partial as
-// one that stopped). A pod that is not running with every container running (pending,
-// restarting, finished, being deleted) is forgotten, as is a new pod of the same name
-// (a replaced StatefulSet replica, yet to report). A pod whose samples were all set
-// aside (series naming another GPU with no agent to replace them, pod-level usage with
-// no single GPU container: dataGaps.wrongDevice, unattributed) counts as one without
-// samples: its usage is as unknown as a silent pod's, and the workload's recommendation,
+// gapPods returns the live pods podNames of a workload in namespace ns as its GapCheck
+// reads them, with compute the compute samples fed this cycle per pod. A pod whose
+// samples were all set aside (series naming another GPU with no agent to replace them,
+// pod-level usage with no single GPU container: dataGaps.wrongDevice, unattributed) has
+// none: its usage is as unknown as a silent pod's, and the workload's recommendation,
 // written from its siblings alone, would let the updater shrink it (silentWhy says why
 // in the condition's message).
-func (r *Recommender) silentPods(ns string, podNames map[string]bool, g *dataGaps, needed int) []string {
-	if g.podSeen == nil {
-		g.podSeen, g.podEmpty, g.podGap = map[string]time.Time{}, map[string]int{}, map[string]bool{}
-	}
-	for pod, created := range g.podSeen {
-		live := r.cur.livePods[[2]string{ns, pod}]
-		if !runningNow(live) || !live.CreationTimestamp.Time.Equal(created) {
-			delete(g.podSeen, pod)
-		}
-	}
-	for pod := range g.podEmpty {
-		if !podNames[pod] {
-			delete(g.podEmpty, pod)
-		}
-	}
-	for pod := range g.podGap {
-		if _, counting := g.podEmpty[pod]; !counting {
-			delete(g.podGap, pod)
-		}
-	}
-	g.spacing.forget(podNames)
-	// The others report: the workload's compute was read, this cycle or an earlier one.
-	// Not only this cycle: with a scrape slower than --interval, or a cycle without a
-	// whole window held (Recommender.dataEnd), most cycles read no compute of any pod,
-	// and a pod that never reports was forgotten at each of them, so never counted.
-	others := g.kept[metrics.SignalCompute] > 0 || g.seenCompute
-	var silent []string
+func (r *Recommender) gapPods(ns string, podNames map[string]bool, compute map[string]int) []GapPod {
+	pods := make([]GapPod, 0, len(podNames))
 	for pod := range podNames {
-		live := r.cur.livePods[[2]string{ns, pod}]
-		_, seen := g.podSeen[pod]
-		switch {
-		case !runningNow(live) || g.podCompute[pod] > 0:
-			delete(g.podEmpty, pod)
-			delete(g.podGap, pod)
-		case !seen && (!others || r.cur.now.Sub(runningSince(live)) < metrics.AgentCoverage):
-			delete(g.podEmpty, pod)
-			delete(g.podGap, pod)
-		default:
-			if g.podEmpty[pod]++; g.podEmpty[pod] >= needed || g.podGap[pod] {
-				silent = append(silent, pod)
-				g.podGap[pod] = true
-			}
+		p := GapPod{Name: pod, Compute: compute[pod]}
+		if live := r.cur.livePods[[2]string{ns, pod}]; runningNow(live) {
+			p.Running, p.Created, p.RunningFor = true, live.CreationTimestamp.Time, r.cur.now.Sub(runningSince(live))
 		}
+		pods = append(pods, p)
 	}
-	for pod, n := range g.podCompute {
-		if live := r.cur.livePods[[2]string{ns, pod}]; n > 0 && runningNow(live) {
-			g.podSeen[pod] = live.CreationTimestamp.Time
-		}
-	}
-	slices.Sort(silent)
-	return silent
+	return pods
 }
 
 // silentWhy says why the silent pods had no usable sample: their samples were set aside
@@ -957,117 +883,6 @@ func runningSince(p *corev1.Pod) time.Time {
 		return p.Status.StartTime.Time
 	}
 	return p.CreationTimestamp.Time
-}
-
-// MaxScrapeSpacing bounds the sample spacing emptyCycles waits on: Prometheus' default
-// lookback delta (metrics.AgentCoverage, 5 min). A series scraped less often than that
-// is already absent from Prometheus' own instant queries between scrapes.
-const MaxScrapeSpacing = metrics.AgentCoverage
-
-// emptyCycles is how many consecutive cycles without samples make a gap for a workload
-// whose gaps are g: EmptyCyclesWhileRunning cycles, or EmptyCyclesWhileRunning of its
-// series' typical sample spacing (spacing.typical) or of the typical time between
-// successive arrivals of new samples in Prometheus (Recommender.arrivals: the ends of
-// whole live loads, dataEnd), the longer, at most MaxScrapeSpacing, where that is
-// longer. A scrape interval longer than --interval (2 or 5 minutes, a federated or
-// remote-written Prometheus) leaves most cycles empty by design: counting those as a gap
-// raised MetricsUnavailable every few cycles and cleared it at the next scrape. So do
-// samples that reach Prometheus in batches (remote write, federation every few
-// minutes): the cycles between two batches hold no whole window and read no compute
-// (dataEnd), whatever the scrape interval.
-func (r *Recommender) emptyCycles(g *dataGaps) int {
-	return EmptyCyclesFor(max(g.spacing.typical(), r.arrivals.typical()), r.Config.Interval)
-}
-
-// EmptyCyclesFor is how many consecutive cycles of interval (the recommender's
-// --interval) without samples make a gap where a workload's samples come every apart
-// (0: unknown): EmptyCyclesWhileRunning, or EmptyCyclesWhileRunning of every (at most
-// MaxScrapeSpacing) where that is longer. The what-if simulator waits the same.
-func EmptyCyclesFor(every, interval time.Duration) int {
-	n := EmptyCyclesWhileRunning
-	every = min(every, MaxScrapeSpacing)
-	if interval > 0 && every > interval {
-		n = max(n, int((time.Duration(EmptyCyclesWhileRunning)*every+interval-1)/interval))
-	}
-	return n
-}
-
-// sampleSpacing learns how far apart a workload's compute samples are: the time between
-// consecutive samples of each of its pods, the last spacingKept of them kept.
-type sampleSpacing struct {
-	last  map[string]time.Time // newest sample fed, per pod
-	gaps  []time.Duration      // ring of the last spacingKept spacings
-	next  int                  // where the ring writes next
-	count int                  // spacings written, up to spacingKept
-}
-
-// spacingKept is how many spacings sampleSpacing keeps: half an hour of per-minute
-// samples, so that an outage (one long spacing) never sets the median.
-const spacingKept = 31
-
-// add records the spacings of pod's samples, in time order, after its newest sample fed.
-// Samples up to recordedUntil (zero: none) stand for recorded hours
-// (sourceData.recordedUntil): an hour's minute means stamped a minute apart whatever the
-// scrape, so the spacings between them say nothing of it. For those, one spacing is
-// recorded: an hour over the most samples any hour up to recordedUntil holds (the
-// hours (recordedUntil − (k+1)h, recordedUntil − kh], as recorded), e.g. 5 minutes
-// for 12 minute means an hour.
-func (s *sampleSpacing) add(pod string, samples []metrics.Sample, recordedUntil time.Time) {
-	if s.last == nil {
-		s.last, s.gaps = map[string]time.Time{}, make([]time.Duration, spacingKept)
-	}
-	if !recordedUntil.IsZero() {
-		perHour, most := map[int64]int{}, 0
-		for _, p := range samples {
-			if !p.Time.After(recordedUntil) {
-				k := int64(recordedUntil.Sub(p.Time) / metrics.HistoryPeakInterval)
-				perHour[k]++
-				most = max(most, perHour[k])
-			}
-		}
-		if most > 0 {
-			s.record(metrics.HistoryPeakInterval / time.Duration(most))
-		}
-	}
-	last, ok := s.last[pod]
-	for _, p := range samples {
-		if ok && p.Time.After(last) && last.After(recordedUntil) {
-			s.record(p.Time.Sub(last))
-		}
-		if !ok || p.Time.After(last) {
-			last, ok = p.Time, true
-		}
-	}
-	if ok {
-		s.last[pod] = last
-	}
-}
-
-// record keeps one spacing, in place of the oldest once spacingKept are kept.
-func (s *sampleSpacing) record(d time.Duration) {
-	s.gaps[s.next] = d
-	s.next = (s.next + 1) % spacingKept
-	s.count = min(s.count+1, spacingKept)
-}
-
-// forget drops the newest sample of every pod not in live, so that pods that ended
-// (a Job's, a rollout's) are not kept for the life of the process.
-func (s *sampleSpacing) forget(live map[string]bool) {
-	for pod := range s.last {
-		if !live[pod] {
-			delete(s.last, pod)
-		}
-	}
-}
-
-// typical is the median spacing recorded, 0 before any.
-func (s *sampleSpacing) typical() time.Duration {
-	if s.count == 0 {
-		return 0
-	}
-	g := slices.Clone(s.gaps[:s.count])
-	slices.Sort(g)
-	return g[len(g)/2]
 }
 
 // runningNow reports whether a live pod (nil: none) runs with every container running:

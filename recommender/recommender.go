@@ -163,7 +163,7 @@ type Recommender struct {
 	methods   map[history.WorkloadKey]workload.Method
 	lastLoad  time.Time // end of the last successful live load
 	// arrivals: how far apart the ends of successive whole live loads are (dataEnd): how
-	// often Prometheus holds new samples (emptyCycles).
+	// often Prometheus holds new samples (GapCycle.Arrivals).
 	arrivals sampleSpacing
 	// promHeld says, by time, whether Prometheus holds a memory sample in the window
 	// ending then (promHolds), for the times within the history window.

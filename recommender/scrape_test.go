@@ -175,7 +175,7 @@ func TestSampleSpacing(t *testing.T) {
 			t.Errorf("%d minute means in the busiest recorded hour: typical spacing %s, want %s", n, got, want)
 		}
 	}
-	s.forget(map[string]bool{"a": true})
+	s.forget(func(pod string) bool { return pod == "a" })
 	if _, ok := s.last["b"]; ok || len(s.last) != 1 {
 		t.Errorf("pods kept after forget: %v", s.last)
 	}
@@ -293,7 +293,7 @@ func TestSlowScrapeIsNoGapAfterRecordedBootstrap(t *testing.T) {
 	}
 }
 
-// The wait before a gap (emptyCycles) is learnt, and it can grow while a gap lasts: under
+// The wait before a gap (EmptyCyclesFor) is learnt, and it can grow while a gap lasts: under
 // load the cycles run late and irregularly (30 s to 2 min apart), and the spacing of the
 // whole loads (Recommender.arrivals) is learnt as they come. A gap raised under the
 // shorter wait stays until the silent pod reports, or the workload's samples come back:

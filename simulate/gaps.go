@@ -3,7 +3,6 @@ package simulate
 import (
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 	"time"
 
@@ -15,82 +14,37 @@ import (
 	"github.com/gpufrac/gpufrac/recommender/metrics"
 )
 
-// gapCheck is the recommender's check, cycle by cycle, for running pods without GPU
-// samples (recommender's dataGap and silentPods, docs/metric-sources.md): a workload
-// whose pods run with no compute sample (or, once memory was seen, no memory sample
-// while compute is read) for recommender.EmptyCyclesFor cycles, or one running pod
-// without a compute sample for as long while its siblings report, has
-// MetricsUnavailable=True, reason NoSamplesWhileRunning. The recommender then keeps its
+// gapCheck feeds the recommender's own check for running pods without GPU samples
+// (recommender.GapCheck, recommender/gaps.go: an exporter or scrape gap) with the
+// replayed trace, cycle by cycle, one GapCheck per workload, as the live recommender
+// feeds it with its Prometheus loads (dataGap). A raised gap sets the workload's
+// MetricsUnavailable=True, reason NoSamplesWhileRunning: the recommender then keeps its
 // written recommendation, and the updater (contract.IncompleteData) shrinks no pod of
 // the workload. In a trace a pod runs from its first sample to its last, so a hole in
-// its samples is such a gap. Pods are never pending here, and never set aside.
+// its samples is such a gap. Pods are never pending here, never set aside, samples
+// arrive at every cycle (no arrival spacing) and no scrape target is down.
 type gapCheck struct {
-	step time.Duration
-	// Per run: whether it had a compute sample (the recommender's podSeen), how many
-	// cycles in a row it had none (podEmpty), the step of its newest compute sample
-	// (-1: none), and whether it has one this cycle.
-	seen    []bool
-	empty   []int
-	lastCPU []int
-	hasCPU  []bool
-	// gap: the run was found silent and stays so until it reports (podGap): a gap is
-	// ended by samples, never by a wait that grew meanwhile.
-	gap []bool
+	step   time.Duration
+	checks []recommender.GapCheck
+	// Per run, this cycle: its compute samples read.
+	runCPU []int
 	// Per workload, this cycle: compute samples, memory reads kept and set aside as
-	// stale.
+	// stale; and the incomplete-data message the updater reads now ("" when complete).
 	cpu, mem, stale []int
-	// Per workload: cycles in a row without samples (dataGaps.empty), whether compute
-	// and memory were ever read, the compute sample spacings (sampleSpacing), and the
-	// incomplete-data message the updater reads now ("" when complete).
-	wEmpty                  []int
-	raised                  []bool // the workload's empty gap (emptyRaised)
-	seenCompute, seenMemory []bool
-	spacing                 []spacings
-	incomplete              []string
-	// pods is end's buffer: the live runs per workload.
-	pods [][]int
-}
-
-// spacings keeps the last spacingKept compute sample spacings of a workload, as the
-// recommender's sampleSpacing does.
-type spacings struct {
-	gaps        []time.Duration
-	next, count int
-}
-
-// spacingKept is the recommender's: the median of the last 31 spacings.
-const spacingKept = 31
-
-func (s *spacings) add(d time.Duration) {
-	if s.gaps == nil {
-		s.gaps = make([]time.Duration, spacingKept)
-	}
-	s.gaps[s.next] = d
-	s.next = (s.next + 1) % spacingKept
-	s.count = min(s.count+1, spacingKept)
-}
-
-// typical is the median spacing, 0 before any.
-func (s *spacings) typical() time.Duration {
-	if s.count == 0 {
-		return 0
-	}
-	var buf [spacingKept]time.Duration
-	g := buf[:s.count]
-	copy(g, s.gaps[:s.count])
-	slices.Sort(g)
-	return g[len(g)/2]
+	incomplete      []string
+	// runs, pods and byName are end's buffers: the live runs per workload, the live
+	// pods of one, and their index by name (the runs of one pod's containers are one
+	// pod, as the recommender reads them).
+	runs   [][]int
+	pods   []recommender.GapPod
+	byName map[string]int
+	buf    [1]metrics.Sample
 }
 
 func newGapCheck(tl *timeline) *gapCheck {
 	n, w := len(tl.runs), len(tl.workloads)
-	g := &gapCheck{step: tl.step, seen: make([]bool, n), empty: make([]int, n), lastCPU: make([]int, n), hasCPU: make([]bool, n), gap: make([]bool, n),
-		cpu: make([]int, w), mem: make([]int, w), stale: make([]int, w), wEmpty: make([]int, w), raised: make([]bool, w),
-		seenCompute: make([]bool, w), seenMemory: make([]bool, w), spacing: make([]spacings, w), incomplete: make([]string, w)}
-	for i := range g.lastCPU {
-		g.lastCPU[i] = -1
-	}
-	return g
+	return &gapCheck{step: tl.step, checks: make([]recommender.GapCheck, w), runCPU: make([]int, n),
+		cpu: make([]int, w), mem: make([]int, w), stale: make([]int, w), incomplete: make([]string, w), byName: map[string]int{}}
 }
 
 // begin starts a cycle's counts.
@@ -100,19 +54,17 @@ func (g *gapCheck) begin() {
 	clear(g.stale)
 }
 
-// compute records run i's compute samples read this cycle, the newest at step k
-// (n: how many; 0: none).
+// compute records run i's compute samples read this cycle, n of them (0: none), the
+// newest at step k.
 func (g *gapCheck) compute(tl *timeline, i, k, n int) {
-	w := tl.runs[i].workload
-	g.hasCPU[i] = n > 0
 	if n == 0 {
 		return
 	}
-	g.cpu[w] += n
-	if g.lastCPU[i] >= 0 && k > g.lastCPU[i] {
-		g.spacing[w].add(time.Duration(k-g.lastCPU[i]) * g.step)
-	}
-	g.lastCPU[i] = k
+	r := &tl.runs[i]
+	g.runCPU[i] += n
+	g.cpu[r.workload] += n
+	g.buf[0].Time = tl.stepEnd(k)
+	g.checks[r.workload].Samples(r.id.Pod, g.buf[:], time.Time{})
 }
 
 // memory records run i's memory read this cycle: kept, set aside as stale, or none.
@@ -126,71 +78,53 @@ func (g *gapCheck) memory(tl *timeline, i int, kept, stale bool) {
 	}
 }
 
-// end closes the cycle at step k, whose live pods are alive: it sets each workload's
-// incomplete-data message as the recommender's condition and contract.IncompleteData
-// give it to the updater.
+// end closes the cycle at step k, whose live pods are alive: it runs each workload's
+// GapCheck and sets its incomplete-data message as the recommender's condition and
+// contract.IncompleteData give it to the updater.
 func (g *gapCheck) end(tl *timeline, alive []int, k int) {
 	now := tl.stepEnd(k)
-	if g.pods == nil {
-		g.pods = make([][]int, len(tl.workloads))
+	if g.runs == nil {
+		g.runs = make([][]int, len(tl.workloads))
 	}
-	pods := g.pods
-	for w := range pods {
-		pods[w] = pods[w][:0]
+	for w := range g.runs {
+		g.runs[w] = g.runs[w][:0]
 	}
 	for _, i := range alive {
 		if tl.runs[i].end >= k {
-			pods[tl.runs[i].workload] = append(pods[tl.runs[i].workload], i)
+			g.runs[tl.runs[i].workload] = append(g.runs[tl.runs[i].workload], i)
 		}
 	}
-	for w, runs := range pods {
-		g.incomplete[w] = ""
-		if len(runs) == 0 {
-			g.wEmpty[w], g.raised[w] = 0, false
-			continue
-		}
-		needed := recommender.EmptyCyclesFor(g.spacing[w].typical(), g.step)
-		others := g.cpu[w] > 0 || g.seenCompute[w]
-		var silent []string
+	for w, runs := range g.runs {
+		g.pods = g.pods[:0]
+		clear(g.byName)
 		for _, i := range runs {
 			r := &tl.runs[i]
-			switch {
-			case g.hasCPU[i]:
-				g.empty[i], g.gap[i] = 0, false
-			case !g.seen[i] && (!others || now.Sub(tl.stepEnd(r.start-1)) < metrics.AgentCoverage):
-				g.empty[i], g.gap[i] = 0, false
-			default:
-				if g.empty[i]++; g.empty[i] >= needed || g.gap[i] {
-					silent = append(silent, r.id.Pod)
-					g.gap[i] = true
+			started := tl.stepEnd(r.start - 1)
+			if j, ok := g.byName[r.id.Pod]; ok {
+				p := &g.pods[j]
+				p.Compute += g.runCPU[i]
+				if started.Before(p.Created) {
+					p.Created, p.RunningFor = started, now.Sub(started)
 				}
+				continue
 			}
-			g.seen[i] = g.seen[i] || g.hasCPU[i]
-			g.hasCPU[i] = false
+			g.byName[r.id.Pod] = len(g.pods)
+			g.pods = append(g.pods, recommender.GapPod{Name: r.id.Pod, Running: true, Created: started, RunningFor: now.Sub(started), Compute: g.runCPU[i]})
 		}
-		g.seenCompute[w] = g.seenCompute[w] || g.cpu[w] > 0
-		g.seenMemory[w] = g.seenMemory[w] || g.mem[w] > 0
-		none := g.cpu[w] == 0 && (g.seenCompute[w] || g.mem[w] == 0)
-		if !none && g.seenMemory[w] && g.mem[w] == 0 && g.stale[w] == 0 {
-			none = true
-		}
-		if none {
-			g.wEmpty[w]++
-		} else {
-			g.wEmpty[w] = 0
-		}
-		g.raised[w] = g.wEmpty[w] > 0 && (g.raised[w] || g.wEmpty[w] >= needed)
-		var msg string
+		f := g.checks[w].Cycle(recommender.GapCycle{Pods: g.pods, Compute: g.cpu[w], Memory: g.mem[w], StaleMemory: g.stale[w] > 0, Interval: g.step})
 		switch {
-		case g.raised[w]:
-			msg = fmt.Sprintf("%d running pods but no GPU sample for %d cycles; last recommendation kept", len(runs), g.wEmpty[w])
-		case len(silent) > 0:
-			slices.Sort(silent)
-			msg = fmt.Sprintf("running pod(s) %s have had no usable GPU sample for %d cycles or more; last recommendation kept", strings.Join(silent, ", "), needed)
+		case f.Raised:
+			g.incomplete[w] = incompleteData(gpufracv1.ReasonNoSamplesWhileRunning,
+				fmt.Sprintf("%d running pods but no GPU sample for %d cycles; last recommendation kept", len(g.pods), f.Empty))
+		case len(f.Silent) > 0:
+			g.incomplete[w] = incompleteData(gpufracv1.ReasonNoSamplesWhileRunning,
+				fmt.Sprintf("running pod(s) %s have had no usable GPU sample for %d cycles or more; last recommendation kept", strings.Join(f.Silent, ", "), f.Needed))
 		default:
-			continue
+			g.incomplete[w] = ""
 		}
-		g.incomplete[w] = incompleteData(gpufracv1.ReasonNoSamplesWhileRunning, msg)
+	}
+	for _, i := range alive {
+		g.runCPU[i] = 0
 	}
 }
 
@@ -203,8 +137,8 @@ func incompleteData(reason, msg string) string {
 }
 
 // bootstrap records the compute samples of the history load of the recommender's first
-// cycle at step b, of every run started by then: their spacings, and which runs had one.
-// The caller records the memory reads and ends the cycle.
+// cycle at step b, of every run started by then. The caller records the memory reads
+// and ends the cycle.
 func (g *gapCheck) bootstrap(tl *timeline, b int) {
 	g.begin()
 	for i := range tl.runs {
@@ -212,13 +146,10 @@ func (g *gapCheck) bootstrap(tl *timeline, b int) {
 		if r.start > b {
 			continue
 		}
-		had := false
 		for k := r.start; k <= min(r.end, b); k++ {
 			if !math.IsNaN(r.cpuRaw[k-r.start]) {
 				g.compute(tl, i, k, 1)
-				had = true
 			}
 		}
-		g.hasCPU[i] = had
 	}
 }

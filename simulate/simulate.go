@@ -7,7 +7,7 @@
 // its max_over_time and avg_over_time queries return) go into a history.Model, and recommend.Config.Recommend turns the model into
 // recommendations exactly as Recommender.RunOnce does. A trace pod runs from its first
 // sample to its last; a hole in its samples is an exporter or scrape gap, which the
-// recommender's gap check reads as it does live (gapCheck: NoSamplesWhileRunning keeps
+// recommender's own gap check reads (recommender.GapCheck: NoSamplesWhileRunning keeps
 // the recommendation, and the updater shrinks nothing of the workload meanwhile) and
 // the evaluator charges at the last sample. Around it the simulator plays the
 // updater's rules (Options.Updater): a fraction changes only by replacing the pod; pods

@@ -14,8 +14,8 @@ import (
 // A trace pod is one pod from its first sample to its last: Kubernetes never gives a
 // new pod of a Deployment an old pod's name, so a pod whose samples stop and resume ran,
 // and held its GPU, through the gap; what it used then is unknown (an exporter or scrape
-// gap), which the recommender reads as such (gapCheck) and the evaluator fills with the
-// last sample, never 0. Options.Lookback, when set, ends a pod at a longer gap instead,
+// gap), which the recommender reads as such (recommender.GapCheck) and the evaluator
+// fills with the last sample, never 0. Options.Lookback, when set, ends a pod at a longer gap instead,
 // for traces that give one name to successive pods.
 
 // run is one pod lifetime of the trace on the simulation's step grid. Step k covers
