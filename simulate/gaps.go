@@ -137,11 +137,11 @@ func incompleteData(reason, msg string) string {
 }
 
 // bootstrap records the compute samples of the history load of the recommender's first
-// cycle at step b, of every run started by then. The caller records the memory reads
-// and ends the cycle.
-func (g *gapCheck) bootstrap(tl *timeline, b int) {
+// cycle at step b, of every run started by then, run after run in order (every run
+// once). The caller records the memory reads and ends the cycle.
+func (g *gapCheck) bootstrap(tl *timeline, b int, order []int) {
 	g.begin()
-	for i := range tl.runs {
+	for _, i := range order {
 		r := &tl.runs[i]
 		if r.start > b {
 			continue

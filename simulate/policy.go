@@ -3,6 +3,7 @@ package simulate
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -191,18 +192,45 @@ type gpufracSizer struct {
 	loadBuf [1]metrics.DeviceLoad
 	// gaps is the recommender's check for running pods without samples.
 	gaps *gapCheck
+	// rank orders the runs as the recommender reads their series: by container ID
+	// (metrics.ContainerID.String, as metrics.Reader sorts them), then by run; fed is
+	// feed's buffer of the alive runs in that order.
+	rank []int
+	fed  []int
 }
 
 func newGPUFracSizer(tl *timeline, cfg recommend.Config, keep time.Duration, headroom *int32, bt gpufracv1.BackendType, capacity int64, boot int) *gpufracSizer {
 	s := &gpufracSizer{cfg: cfg, keep: keep, capacity: capacity, model: history.NewModel(cfg.History),
 		prev: make([][]gpufracv1.ContainerRecommendation, len(tl.workloads)), decisions: make([]decision, len(tl.containers)),
-		windows: make([]memWindow, len(tl.runs)), stale: metrics.StaleMemory{}, boot: boot, gaps: newGapCheck(tl)}
+		windows: make([]memWindow, len(tl.runs)), stale: metrics.StaleMemory{}, boot: boot, gaps: newGapCheck(tl), rank: readOrder(tl)}
 	s.interval = s.model.Options().MemoryAggregationInterval
 	s.mayGoStale = metrics.MemoryMayGoStale(metrics.DCGM{})
 	for _, w := range tl.workloads {
 		s.spec = append(s.spec, AutoscalerSpec(w.key, headroom, bt))
 	}
 	return s
+}
+
+// readOrder returns each run's rank in the order the recommender reads and feeds the
+// runs' series: by container ID (metrics.Reader sorts the series of an answer by
+// metrics.ContainerID.String), the lifetimes of one ID in time order. The order
+// matters: the model is fed sample by sample, and what one sample does can depend on
+// the samples of other pods fed before it at the same time (a memory level,
+// history.ContainerState.LevelSince, is set by the first sample that rises above the
+// level by more than history.LevelNoise: fed the higher of two pods' samples first, a
+// new level starts; fed the lower first, it does not).
+func readOrder(tl *timeline) []int {
+	byID := make([]int, len(tl.runs))
+	keys := make([]string, len(tl.runs))
+	for i := range byID {
+		byID[i], keys[i] = i, tl.runs[i].id.String()
+	}
+	slices.SortStableFunc(byID, func(a, b int) int { return strings.Compare(keys[a], keys[b]) })
+	rank := make([]int, len(tl.runs))
+	for n, i := range byID {
+		rank[i] = n
+	}
+	return rank
 }
 
 // AutoscalerSpec returns the GPUFractionAutoscaler spec the simulator gives workload w:
@@ -228,9 +256,9 @@ func AutoscalerSpec(w history.WorkloadKey, headroomPercent *int32, bt gpufracv1.
 }
 
 // feed adds step k's samples of the alive runs to the model as the recommender reads
-// them: per run, the memory peak of the running aggregation interval so far (the
-// recommender's read of the interval's peak, (interval start, step end]; the whole
-// interval at its end) unless the stale-series rule drops it (metrics.StaleMemory, with
+// them, in its order (readOrder): per run, the memory peak of the running aggregation
+// interval so far (the recommender's read of the interval's peak, (interval start, step
+// end]; the whole interval at its end) unless the stale-series rule drops it (metrics.StaleMemory, with
 // the window's flatness and the step's compute, as the recommender's live cycle sees
 // them), and the step's mean activity.
 func (s *gpufracSizer) feed(tl *timeline, alive []int, k int) {
@@ -245,7 +273,9 @@ func (s *gpufracSizer) feed(tl *timeline, alive []int, k int) {
 	at := tl.stepEnd(k)
 	from := at.Add(-time.Millisecond).Truncate(s.interval)
 	s.gaps.begin()
-	for _, i := range alive {
+	s.fed = append(s.fed[:0], alive...)
+	slices.SortFunc(s.fed, func(a, b int) int { return s.rank[a] - s.rank[b] })
+	for _, i := range s.fed {
 		r := &tl.runs[i]
 		w := tl.workloads[r.workload].key
 		j := k - r.start
@@ -285,11 +315,24 @@ func (s *gpufracSizer) feed(tl *timeline, alive []int, k int) {
 // of step b reads it from Prometheus (recommender/load.go): per run, the memory peak of
 // each whole aggregation interval (stamped at its end) and of the running one (stamped at
 // the step's end), each judged by the stale-series rule with the window's flatness and
-// every compute sample inside the window, and every step's mean activity.
+// every compute sample inside the window, and every step's mean activity, run after
+// run in its order (readOrder), the running intervals' peaks after every run's whole
+// intervals (a query of their own).
 func (s *gpufracSizer) bootstrap(tl *timeline, b int) {
 	bootAt := tl.stepEnd(b)
-	s.gaps.bootstrap(tl, b)
-	for i := range tl.runs {
+	order := make([]int, len(tl.runs))
+	for i, n := range s.rank {
+		order[n] = i
+	}
+	s.gaps.bootstrap(tl, b, order)
+	// The running interval's peaks: read by a query of their own after the whole
+	// intervals' (recommender's readData), so fed after every run's whole intervals.
+	type running struct {
+		run, n int
+		busy   bool
+	}
+	var last []running
+	for _, i := range order {
 		r := &tl.runs[i]
 		if r.start > b {
 			continue
@@ -297,21 +340,11 @@ func (s *gpufracSizer) bootstrap(tl *timeline, b int) {
 		w := tl.workloads[r.workload].key
 		var win memWindow
 		n, busy := 0, false
-		read := func(at time.Time) {
-			if math.IsNaN(win.high) {
-				return
-			}
-			stale := s.stale.Judge(r.id, at.Sub(win.from), win.high, s.mayGoStale && win.flat(), n, busy)
-			if !stale {
-				addSample(s.model, &s.buf, w, r.id, metrics.SignalMemory, at, win.high, nil)
-			}
-			s.gaps.memory(tl, i, !stale, stale)
-		}
 		for k := r.start; k <= min(r.end, b); k++ {
 			at := tl.stepEnd(k)
 			if from := at.Add(-time.Millisecond).Truncate(s.interval); !win.from.Equal(from) {
 				if k > r.start {
-					read(win.from.Add(s.interval))
+					s.readPeak(tl, i, &win, n, busy, win.from.Add(s.interval))
 				}
 				win, n, busy = newMemWindow(from), 0, false
 			}
@@ -323,16 +356,30 @@ func (s *gpufracSizer) bootstrap(tl *timeline, b int) {
 				addSample(s.model, &s.buf, w, r.id, metrics.SignalCompute, at, cpu, nil)
 			}
 		}
-		read(minTime(win.from.Add(s.interval), bootAt))
 		s.windows[i] = win
+		if end := win.from.Add(s.interval); end.After(bootAt) {
+			last = append(last, running{i, n, busy})
+		} else {
+			s.readPeak(tl, i, &win, n, busy, end)
+		}
+	}
+	for _, l := range last {
+		s.readPeak(tl, l.run, &s.windows[l.run], l.n, l.busy, bootAt)
 	}
 }
 
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
+// readPeak feeds run i's memory peak of window win, read at at, unless the stale-series
+// rule drops it (with n compute samples in the window, busy where one was above 0).
+func (s *gpufracSizer) readPeak(tl *timeline, i int, win *memWindow, n int, busy bool, at time.Time) {
+	if math.IsNaN(win.high) {
+		return
 	}
-	return b
+	r := &tl.runs[i]
+	stale := s.stale.Judge(r.id, at.Sub(win.from), win.high, s.mayGoStale && win.flat(), n, busy)
+	if !stale {
+		addSample(s.model, &s.buf, tl.workloads[r.workload].key, r.id, metrics.SignalMemory, at, win.high, nil)
+	}
+	s.gaps.memory(tl, i, !stale, stale)
 }
 
 // memWindow is a run's memory read of the running aggregation interval: its start and
