@@ -14,12 +14,14 @@ import (
 // the product. It knows nothing of Kubernetes: each cycle is given as a GapCycle.
 //
 // A workload gap is raised (GapFinding.Raised) when the workload has live pods and for
-// Needed cycles in a row (EmptyCyclesFor: 3 cycles, or 3 of the workload's typical
-// compute sample spacing or of the typical spacing of arrivals, at most 5 minutes'
-// worth) no sample was kept: no compute sample once compute was seen (else no sample
-// at all), or, once memory was seen, no memory sample while compute is read (unless the
-// memory was set aside as a stale series). A cycle whose samples were dropped as
-// impossible or set aside (GapCycle.SetAside) is not empty.
+// Needed cycles in a row no sample was kept. Needed (EmptyCyclesFor) is 3 cycles of
+// GapCycle.Interval, or, where longer, as many cycles as span 3 times the longer of the
+// workload's typical compute sample spacing (the median of its last 31, per pod) and
+// the typical time between arrivals (GapCycle.Arrivals), that spacing counted at most
+// 5 minutes (MaxScrapeSpacing). No sample is no compute sample once compute was seen
+// (else no sample at all), or, once memory was seen, no memory sample while compute is
+// read (unless the memory was set aside as a stale series). A cycle whose samples were
+// dropped as impossible or set aside (GapCycle.SetAside) is not empty.
 //
 // A pod gap is raised (GapFinding.Silent) for a running pod without a compute sample
 // for Needed cycles in a row, where it had compute samples in an earlier cycle, or never
