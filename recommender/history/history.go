@@ -142,11 +142,17 @@ type ContainerState struct {
 	// (metrics.Series.MIGProfile, e.g. "1g.10gb"); "" when none was seen.
 	MIGProfile string
 	// LevelPeak is the highest memory sample ever seen, bytes, and LevelSince when the
-	// memory first reached its level: the sample that rose above the level before by
-	// more than LevelNoise (LevelSince is then that sample's time). A rise within
-	// LevelNoise raises LevelPeak and keeps LevelSince.
+	// memory first reached its level: the sample that rose above the highest sample
+	// before its time by more than LevelNoise (LevelSince is then that sample's time).
+	// A rise within LevelNoise raises LevelPeak and keeps LevelSince.
 	LevelPeak  float64
 	LevelSince time.Time
+	// levelAt is the time of the latest memory sample fed, and levelBefore LevelPeak
+	// before the samples of that time: a rise is measured against the highest sample
+	// before its time, so samples of several pods at one time (one cycle's) give the
+	// same level in any order. Not checkpointed (a restore starts from LevelPeak).
+	levelAt     time.Time
+	levelBefore float64
 	// Fidelity is the decaying evidence of the fields the compute samples came from
 	// (AddCompute): how much of the compute histogram's weight a low-fidelity field
 	// (DCGM_FI_DEV_GPU_UTIL) holds, whatever field the latest samples came from.
@@ -226,8 +232,11 @@ func (s *ContainerState) AddMemory(pod string, t time.Time, bytes float64) {
 const LevelNoise = 0.05
 
 func (s *ContainerState) level(t time.Time, bytes float64) {
+	if !t.Equal(s.levelAt) {
+		s.levelAt, s.levelBefore = t, s.LevelPeak
+	}
 	switch {
-	case s.LevelSince.IsZero() || bytes > s.LevelPeak*(1+LevelNoise):
+	case s.LevelSince.IsZero() || bytes > s.levelBefore*(1+LevelNoise) && bytes > s.LevelPeak:
 		s.LevelPeak, s.LevelSince = bytes, t
 	case bytes > s.LevelPeak:
 		s.LevelPeak = bytes

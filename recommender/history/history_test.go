@@ -374,6 +374,19 @@ func TestAtLevel(t *testing.T) {
 			m.Add(w, metrics.SignalMemory, series("p", t0, time.Minute, steady(180, 10*gib)...))
 			m.Add(w, metrics.SignalMemory, series("q", t0.Add(150*time.Minute), time.Minute, steady(30, 20*gib)...))
 		}, now: t0.Add(180 * time.Minute), at: 30 * time.Minute, intervals: 0},
+		{name: "two pods' samples at one time start the same level in either order", feed: func(m *Model) {
+			// p rises 5.7 %, q 4.7 % at 2h, each cycle reading one sample of each (as a
+			// live cycle does); fed q first, q's rise within 5 % must not hide p's rise
+			// above 5 %: a rise is measured against the highest sample before its time.
+			for i := 0; i < 180; i++ {
+				q, p := 10*gib, 10*gib
+				if i >= 120 {
+					q, p = 10.47*gib, 10.57*gib
+				}
+				m.Add(w, metrics.SignalMemory, series("q", t0.Add(time.Duration(i)*time.Minute), time.Minute, q))
+				m.Add(w, metrics.SignalMemory, series("p", t0.Add(time.Duration(i)*time.Minute), time.Minute, p))
+			}
+		}, now: t0.Add(180 * time.Minute), at: time.Hour, intervals: 1},
 		{name: "a gap does not count", feed: func(m *Model) {
 			// Two hours of samples, each inside one interval, ten hours apart.
 			m.Add(w, metrics.SignalMemory, series("p", t0.Add(time.Minute), time.Minute, steady(60, 10*gib)...))
