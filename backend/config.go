@@ -147,19 +147,19 @@ func resourceFlag(fs *flag.FlagSet, p *corev1.ResourceName, name string, def cor
 const MinGPUMemoryBytes = 1 << 30
 
 // ParseGPUMemory parses the memory of one GPU, a Kubernetes quantity in bytes ("80Gi";
-// "80GiB" is read as 80Gi), as every --gpu-memory flag takes it. It returns an error
+// "80GiB" is read as 80Gi, "80GB" as 80G), as every --gpu-memory flag takes it. It returns an error
 // naming s for a malformed quantity, for one below MinGPUMemoryBytes (zero, negative,
 // or without a unit), and for a decimal suffix (k, M, G, T, P, E; "80G" is 80×10⁹
 // bytes, 74.5 GiB, not the 80 GiB of an "80 GB" GPU, whose memory is binary); plain
 // bytes, "80e9" included, are taken as they are.
 func ParseGPUMemory(s string) (int64, error) {
 	t := strings.TrimSpace(s)
-	if strings.HasSuffix(t, "iB") {
-		t = strings.TrimSuffix(t, "B")
+	if len(t) > 1 && t[len(t)-1] == 'B' && strings.IndexByte("ikMGTPE", t[len(t)-2]) >= 0 {
+		t = t[:len(t)-1] // "80GiB" is 80Gi; "80GB" is 80G, refused below as decimal
 	}
 	q, err := resource.ParseQuantity(t)
 	if err != nil {
-		return 0, fmt.Errorf("%q: want the memory of one GPU as a quantity such as 80Gi: %v", s, err)
+		return 0, fmt.Errorf("%q: want the memory of one GPU as a quantity such as 80Gi, in binary units (Ki, Mi, Gi, Ti) or plain bytes", s)
 	}
 	if i := strings.LastIndexAny(t, "0123456789."); i >= 0 {
 		if bin, ok := decimalSuffixes[t[i+1:]]; ok {

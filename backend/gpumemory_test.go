@@ -24,7 +24,14 @@ func TestParseGPUMemoryUnits(t *testing.T) {
 		{"85899345920", 80 << 30, ""},
 		{"80e9", 80e9, ""},
 		{"80G", 0, "write 80Gi"},
-		{"80GB", 0, "80GB"},
+		{"80GB", 0, "write 80Gi"},
+		{"141GB", 0, "write 141Gi"},
+		{"81559MB", 0, "write 81559Mi"},
+		{"83886080kB", 0, "write 83886080Ki"},
+		{"1TB", 0, "write 1Ti"},
+		{" 80GB ", 0, "write 80Gi"},
+		{"80B", 0, "such as 80Gi"},
+		{"B", 0, "such as 80Gi"},
 		{"141G", 0, "write 141Gi"},
 		{"81559M", 0, "write 81559Mi"},
 		{"83886080k", 0, "write 83886080Ki"},
@@ -47,6 +54,8 @@ func TestParseGPUMemoryUnits(t *testing.T) {
 			t.Errorf("%q: error %q, want it to say %q", c.in, err, c.msg)
 		case c.want == 0 && !strings.Contains(err.Error(), "\""+c.in+"\""):
 			t.Errorf("%q: error %q does not name the value", c.in, err)
+		case c.want == 0 && strings.Contains(err.Error(), "regular expression"):
+			t.Errorf("%q: error %q dumps the quantity parser's regular expression", c.in, err)
 		}
 	}
 }
