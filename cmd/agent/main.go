@@ -21,13 +21,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"github.com/gpufrac/gpufrac/agent"
 	"github.com/gpufrac/gpufrac/agent/fakenvml"
+	"github.com/gpufrac/gpufrac/backend"
 	"github.com/gpufrac/gpufrac/cmd/internal/bootstrap"
 	"github.com/gpufrac/gpufrac/trace"
 )
@@ -61,7 +61,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	fs.BoolVar(&o.sim.Loop, "simulate-loop", true, "With --simulate: start the trace over after its end; false holds its last samples.")
 	fs.DurationVar(&o.sim.Offset, "simulate-offset", 0, "With --simulate: where in the trace the replay starts.")
 	fs.IntVar(&o.sim.GPUs, "simulate-gpus", fakenvml.DefaultGPUs, "With --simulate: number of fake GPUs the processes are spread over.")
-	fs.StringVar(&o.gpuMemory, "simulate-gpu-memory", "81559Mi", "With --simulate: memory of one fake GPU (quantity, bytes).")
+	fs.StringVar(&o.gpuMemory, "simulate-gpu-memory", "81559Mi", "With --simulate: memory of one fake GPU (quantity, bytes, binary units such as 81559Mi or 80Gi; 80G, decimal, is refused).")
 	fs.StringVar(&o.sim.Model, "simulate-model", fakenvml.DefaultModel, "With --simulate: product name of the fake GPUs.")
 	fs.DurationVar(&o.sim.Hold, "simulate-hold", 0, "With --simulate: how long a trace sample stays valid (default 3 × the trace's median step).")
 	klog.InitFlags(fs)
@@ -78,11 +78,11 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 		if o.tracePath == "" {
 			return nil, errors.New("--simulate needs --trace")
 		}
-		q, err := resource.ParseQuantity(o.gpuMemory)
-		if err != nil || q.Sign() <= 0 {
-			return nil, fmt.Errorf("--simulate-gpu-memory %q: want a positive quantity such as 80Gi", o.gpuMemory)
+		v, err := backend.ParseGPUMemory(o.gpuMemory) // as every --gpu-memory: 80G is refused, not 74.5 GiB
+		if err != nil {
+			return nil, fmt.Errorf("--simulate-gpu-memory %w", err)
 		}
-		o.sim.GPUMemoryBytes = uint64(q.Value())
+		o.sim.GPUMemoryBytes = uint64(v)
 		if o.sim.Speed <= 0 {
 			return nil, fmt.Errorf("--simulate-speed %v: must be positive", o.sim.Speed)
 		}

@@ -22,11 +22,20 @@ func TestParseFlags(t *testing.T) {
 	if err != nil || o.procRoot != "/proc" || !o.cfg.NVMLRequired || o.listen != ":9410" || o.cfg.Interval != agent.DefaultInterval {
 		t.Errorf("defaults = %+v, %v", o, err)
 	}
+	for in, want := range map[string]uint64{"81559Mi": 81559 << 20, "80GiB": 80 << 30, "0.5Ti": 512 << 30, "85899345920": 80 << 30} {
+		o, err := parseFlags(flag.NewFlagSet("agent", flag.ContinueOnError), []string{"--simulate", "--trace", "t.csv", "--simulate-gpu-memory", in})
+		if err != nil || o.sim.GPUMemoryBytes != want {
+			t.Errorf("--simulate-gpu-memory %s: %+v, %v; want %d bytes", in, o, err, want)
+		}
+	}
 	for _, bad := range [][]string{
 		{"--simulate"},
 		{"--trace", "t.csv"},
 		{"--interval", "500ms"},
 		{"--simulate", "--trace", "t.csv", "--simulate-gpu-memory", "lots"},
+		{"--simulate", "--trace", "t.csv", "--simulate-gpu-memory", "80G"},  // decimal: 74.5 GiB, refused as by every --gpu-memory
+		{"--simulate", "--trace", "t.csv", "--simulate-gpu-memory", "80GB"}, // the same
+		{"--simulate", "--trace", "t.csv", "--simulate-gpu-memory", "80"},   // a unit left off: 80 bytes
 		{"--simulate", "--trace", "t.csv", "--simulate-speed", "0"},
 		{"extra"},
 	} {
