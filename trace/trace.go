@@ -122,11 +122,13 @@ func (t *Trace) Summarize() Summary {
 }
 
 // String renders the summary on one line, e.g.
-// "90 pods, 90 workloads, samples memory=100375 compute=98859 latency=1843, 2026-01-01T00:00:00Z..2026-01-01T22:48:00Z (22h48m0s)".
+// "90 pods, 90 workloads, samples memory=100375 compute=98859 latency=1843, first sample 2026-01-01T00:00:00Z, last sample 2026-01-01T22:48:00Z (22h48m0s)".
+// The times are the samples' own, labelled so: gpufrac simulate's report gives the
+// bounds of its steps instead, whose first ends at the first sample (one step earlier).
 func (s Summary) String() string {
 	r := "no samples"
 	if !s.Start.IsZero() {
-		r = fmt.Sprintf("%s..%s (%s)", s.Start.UTC().Format(time.RFC3339), s.End.UTC().Format(time.RFC3339), s.End.Sub(s.Start))
+		r = fmt.Sprintf("first sample %s, last sample %s (%s)", s.Start.UTC().Format(time.RFC3339), s.End.UTC().Format(time.RFC3339), s.End.Sub(s.Start))
 	}
 	return fmt.Sprintf("%d pods, %d workloads, samples memory=%d compute=%d latency=%d, %s",
 		s.Pods, s.Workloads, s.MemorySamples, s.ComputeSamples, s.LatencySamples, r)

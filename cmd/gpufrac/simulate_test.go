@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/gpufrac/gpufrac/simulate"
 )
@@ -35,6 +36,41 @@ func TestSimulateSyntheticJSON(t *testing.T) {
 		one := r.Policies[0]
 		if one.Policy != simulate.PolicyOnePerPod || one.GPUsPerPod != 1 || one.GPUMinutes != one.PodMinutes || one.GPUMinutes == 0 {
 			t.Errorf("one-per-pod %+v", one)
+		}
+	}
+}
+
+// TestSimulateSummaryAndReportTimes: the stderr summary gives the first and last
+// samples, labelled as such, and the report the bounds of the steps replayed, whose first
+// ends at the first sample: the two start times differ by one step and must not read as
+// the same instant (they were "T..." and "T-1m to").
+func TestSimulateSummaryAndReportTimes(t *testing.T) {
+	for _, dur := range []string{"3h", "6h", "25h"} {
+		stdout, stderr, err := run(t, "simulate", "--format", "synthetic", "--synth-workloads", "2", "--synth-duration", dur,
+			"--gpu-memory", "80Gi", "--output-format", "json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rep simulate.Report
+		if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+			t.Fatalf("%v\n%s", err, stdout)
+		}
+		tr := rep.Runs[0].Trace
+		step, err := time.ParseDuration(rep.Runs[0].Settings.Step)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var first, last string
+		if i := strings.Index(stderr, "first sample "); i < 0 {
+			t.Fatalf("%s: summary %q does not label its times", dur, stderr)
+		} else if _, err := fmt.Sscanf(strings.ReplaceAll(stderr[i:], ",", " "), "first sample %s last sample %s", &first, &last); err != nil {
+			t.Fatalf("%s: summary %q: %v", dur, stderr, err)
+		}
+		if want := tr.Start.Add(step).UTC().Format(time.RFC3339); first != want {
+			t.Errorf("%s: first sample %s, want the end of the first step (%s + %s) = %s", dur, first, tr.Start.UTC().Format(time.RFC3339), step, want)
+		}
+		if want := tr.End.UTC().Format(time.RFC3339); last != want {
+			t.Errorf("%s: last sample %s, want the end of the last step %s", dur, last, want)
 		}
 	}
 }

@@ -34,7 +34,7 @@ func TestTraceSynthAndImportLong(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "synthesized 4 pods, 2 workloads, samples memory=240 compute=240 latency="
-	if !strings.HasPrefix(stderr, want) || !strings.HasSuffix(stderr, "2026-02-28T23:01:00Z..2026-03-01T00:00:00Z (59m0s)\n") {
+	if !strings.HasPrefix(stderr, want) || !strings.HasSuffix(stderr, "first sample 2026-02-28T23:01:00Z, last sample 2026-03-01T00:00:00Z (59m0s)\n") {
 		t.Errorf("summary %q", stderr)
 	}
 	// The long CSV imports back to the same OpenMetrics text.
@@ -66,7 +66,7 @@ func TestTraceImportGenTD26(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(stderr, "imported 4 pods, 2 workloads,") || !strings.Contains(stderr, "..2026-03-01T00:00:00Z") {
+	if !strings.HasPrefix(stderr, "imported 4 pods, 2 workloads,") || !strings.Contains(stderr, ", last sample 2026-03-01T00:00:00Z") {
 		t.Errorf("summary %q", stderr)
 	}
 	if strings.Count(stdout, "\nkind: Deployment\n") != 2 || strings.Count(stdout, "replicas: 2") != 2 {
