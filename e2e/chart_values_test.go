@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/gpufrac/gpufrac/backend"
 )
 
 // TestChartSchema checks that the values schema rejects what the binaries would reject at
@@ -27,6 +29,33 @@ func TestChartSchema(t *testing.T) {
 		}
 		if _, err := chartExec(nil, helmBin(t), args...); err == nil {
 			t.Errorf("helm template --set %v: accepted, want an error", bad)
+		}
+	}
+}
+
+// TestChartGPUMemoryAsTheBinaries checks that the chart takes a GPU memory (gpuMemory,
+// agent.simulate.gpuMemory) exactly when the binaries' --gpu-memory parser
+// (backend.ParseGPUMemory) does: a value the chart accepts must not stop the pods at
+// start, and one they take must not be refused by the chart.
+func TestChartGPUMemoryAsTheBinaries(t *testing.T) {
+	values := []string{
+		"80Gi", "141Gi", "81559Mi", "80GiB", "81559MiB", "0.5Ti", "1Gi", "1024Mi", "1048576Ki", "85899345920", "80e9", "1073741824",
+		"80G", "80GB", "141G", "81559M", "81559MB", "83886080k", "1T", "1TB", "8E", // decimal units
+		"80", "1023Mi", "0.5Gi", "1073741823", "80Mi", // under 1Gi: a unit left off
+		"80gi", "80 Gi", "eighty", "80B", "Gi", // malformed
+	}
+	for _, key := range []string{"gpuMemory", "agent.simulate.gpuMemory"} {
+		for _, v := range values {
+			_, perr := backend.ParseGPUMemory(v)
+			_, err := chartExec(nil, helmBin(t), "template", "x", chartDir(), "--set", "agent.simulate.enabled=true", "--set-string", key+"="+v)
+			switch {
+			case perr == nil && err != nil:
+				t.Errorf("%s=%q: the binaries take it, the chart refuses it: %v", key, v, err)
+			case perr != nil && err == nil:
+				t.Errorf("%s=%q: the chart accepts it, the binaries refuse it (%v)", key, v, perr)
+			case err != nil && !strings.Contains(err.Error(), v):
+				t.Errorf("%s=%q: the chart's error does not name the value: %v", key, v, err)
+			}
 		}
 	}
 }

@@ -341,4 +341,21 @@ gpufrac-updater.autoscaling.gpufrac.io
 {{- if and .Values.updater.enabled (gt (int .Values.updater.replicas) 1) (not .Values.updater.leaderElection) -}}
 {{- fail "updater.replicas > 1 needs updater.leaderElection=true" -}}
 {{- end -}}
+{{- include "gpufrac.validateGPUMemory" (list "gpuMemory" .Values.gpuMemory) -}}
+{{- if .Values.agent.simulate.enabled -}}
+{{- include "gpufrac.validateGPUMemory" (list "agent.simulate.gpuMemory" .Values.agent.simulate.gpuMemory) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The 1Gi minimum of a GPU memory (backend.ParseGPUMemory, every --gpu-memory): a
+value under it is a unit left off ("80" for 80Gi). The schema checks the units. */}}
+{{- define "gpufrac.validateGPUMemory" -}}
+{{- $name := index . 0 -}}
+{{- $v := index . 1 | toString -}}
+{{- $num := regexFind "^[0-9]+(\\.[0-9]+)?([eE][0-9]+)?" $v -}}
+{{- $unit := trimSuffix "B" (trimPrefix $num $v) -}}
+{{- $scale := dict "" 1.0 "m" 0.001 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "Pi" 1125899906842624.0 "Ei" 1152921504606846976.0 -}}
+{{- if and (hasKey $scale $unit) (lt (mulf (float64 $num) (get $scale $unit)) 1073741824.0) -}}
+{{- fail (printf "%s %q is under 1Gi: want the memory of one GPU with its unit, such as 80Gi" $name $v) -}}
+{{- end -}}
 {{- end -}}
