@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -256,6 +258,36 @@ func TestExplainMinMemory(t *testing.T) {
 			if strings.Contains(got, w) {
 				t.Errorf("%s: says %q:\n%s", tc.name, w, got)
 			}
+		}
+	}
+}
+
+// TestNoKubeconfigNamesThePath: a KUBECONFIG naming no usable file is named with what is
+// wrong with each of its paths, not reported as unset.
+func TestNoKubeconfigNamesThePath(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing, missing2 := filepath.Join(dir, "missing"), filepath.Join(dir, "also-missing")
+	for _, c := range []struct {
+		env  string
+		want []string
+	}{
+		{missing, []string{"KUBECONFIG=" + missing, missing + " does not exist"}},
+		{missing + string(filepath.ListSeparator) + missing2, []string{missing + " does not exist", missing2 + " does not exist"}},
+		{empty, []string{"KUBECONFIG=" + empty, empty + " holds no usable context"}},
+	} {
+		t.Setenv("KUBECONFIG", c.env)
+		t.Setenv("KUBERNETES_SERVICE_HOST", "") // no in-cluster fallback
+		for _, cmd := range [][]string{{"report"}, {"status", "-A"}, {"explain", "x"}} {
+			_, _, err := run(t, cmd...)
+			if err == nil || strings.Contains(err.Error(), "KUBECONFIG is not set") {
+				t.Errorf("KUBECONFIG=%s %v: %v", c.env, cmd, err)
+				continue
+			}
+			wantContains(t, fmt.Sprintf("KUBECONFIG=%s %v", c.env, cmd), err.Error(), c.want...)
 		}
 	}
 }

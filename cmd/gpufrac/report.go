@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -222,7 +223,7 @@ func newClientNamespace(kubeconfig, namespace string) (client.Client, string, er
 	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
 	cfg, err := loader.ClientConfig()
 	if clientcmd.IsEmptyConfig(err) {
-		return nil, "", fmt.Errorf("no kubeconfig found: pass --kubeconfig or set KUBECONFIG (make demo prints it)")
+		return nil, "", noKubeconfig(rules)
 	}
 	if err != nil {
 		return nil, "", fmt.Errorf("kubeconfig: %w", err)
@@ -238,6 +239,29 @@ func newClientNamespace(kubeconfig, namespace string) (client.Client, string, er
 	}
 	c, err := client.New(cfg, client.Options{Scheme: s})
 	return c, namespace, err
+}
+
+// noKubeconfig is the error for a kubeconfig search that found nothing: it names where
+// client-go looked (the files KUBECONFIG lists, else ~/.kube/config) and what is wrong
+// with each, so that a KUBECONFIG set to a path that does not exist is not reported as
+// unset.
+func noKubeconfig(rules *clientcmd.ClientConfigLoadingRules) error {
+	var why []string
+	for _, p := range rules.Precedence {
+		if _, err := os.Stat(p); err != nil {
+			why = append(why, p+" does not exist")
+		} else {
+			why = append(why, p+" holds no usable context")
+		}
+	}
+	where := "KUBECONFIG is not set"
+	if env := os.Getenv(clientcmd.RecommendedConfigPathEnvVar); env != "" {
+		where = clientcmd.RecommendedConfigPathEnvVar + "=" + env
+	}
+	if len(why) > 0 {
+		where += ", and " + strings.Join(why, ", ")
+	}
+	return fmt.Errorf("no kubeconfig found: %s: pass --kubeconfig or set KUBECONFIG to a kubeconfig file (make demo prints it)", where)
 }
 
 // summarise turns recommendations into report rows and packs their pods, by their
