@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -31,7 +32,15 @@ memory target, the policy caps between the uncapped and the final target, the bo
 and the confidence they reflect, the memory limit and compute request the admission
 webhook writes where the recommendation has them, the latency guardrail's state, and
 the sharing-mode reason. Installed as kubectl-gpufrac it runs as "kubectl gpufrac explain NAME".`,
-		Args: cobra.ExactArgs(1),
+		Args: func(_ *cobra.Command, args []string) error {
+			switch len(args) {
+			case 0:
+				return errors.New("explain needs the autoscaler's name: gpufrac explain NAME [-n NAMESPACE] (gpufrac status -A lists them)")
+			case 1:
+				return nil
+			}
+			return fmt.Errorf("explain takes one autoscaler's name, got %d arguments (%s): gpufrac explain NAME [-n NAMESPACE]", len(args), strings.Join(args, " "))
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			gpu, err := parseGPUMemory(gpuMemory) // before reading the cluster: bad input fails first
 			if err != nil {

@@ -262,6 +262,17 @@ func TestExplainMinMemory(t *testing.T) {
 	}
 }
 
+// TestExplainNeedsAName: explain without a name, or with two, says what to pass, not
+// cobra's bare "accepts 1 arg(s), received 0".
+func TestExplainNeedsAName(t *testing.T) {
+	for _, args := range [][]string{{"explain"}, {"explain", "-n", "ns"}, {"explain", "a", "b"}} {
+		_, _, err := run(t, args...)
+		if err == nil || !strings.Contains(err.Error(), "gpufrac explain NAME [-n NAMESPACE]") || strings.Contains(err.Error(), "arg(s)") {
+			t.Errorf("%v: %v, want what to pass", args, err)
+		}
+	}
+}
+
 // TestNoKubeconfigNamesThePath: a KUBECONFIG naming no usable file is named with what is
 // wrong with each of its paths, not reported as unset.
 func TestNoKubeconfigNamesThePath(t *testing.T) {
