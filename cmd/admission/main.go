@@ -37,7 +37,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*admission.Options, error) {
 	var o admission.Options
 	f := addFlags(fs, &o)
 	klog.InitFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := bootstrap.Parse(fs, args); err != nil { // a bad flag: its error and a --help hint, not every flag
 		return nil, err
 	}
 	if o.Namespace == "" {

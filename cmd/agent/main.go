@@ -65,7 +65,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	fs.StringVar(&o.sim.Model, "simulate-model", fakenvml.DefaultModel, "With --simulate: product name of the fake GPUs.")
 	fs.DurationVar(&o.sim.Hold, "simulate-hold", 0, "With --simulate: how long a trace sample stays valid (default 3 × the trace's median step).")
 	klog.InitFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := bootstrap.Parse(fs, args); err != nil { // a bad flag: its error and a --help hint, not every flag
 		return nil, err
 	}
 	if fs.NArg() > 0 {

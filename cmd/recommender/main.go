@@ -61,7 +61,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	o := &options{labels: metrics.DefaultLabels}
 	o.addFlags(fs)
 	klog.InitFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := bootstrap.Parse(fs, args); err != nil { // a bad flag: its error and a --help hint, not every flag
 		return nil, err
 	}
 	if err := o.complete(); err != nil {

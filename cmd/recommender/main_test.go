@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"flag"
 	"strings"
 	"testing"
@@ -43,6 +44,23 @@ func TestParseFlags(t *testing.T) {
 		_, err := parseFlags(flag.NewFlagSet("recommender", flag.ContinueOnError), strings.Fields(bad.args))
 		if err == nil || !strings.Contains(err.Error(), bad.wantErr) {
 			t.Errorf("%s: error %v, want one naming %s", bad.args, err, bad.wantErr)
+		}
+	}
+}
+
+// TestBadFlagIsBrief: a bad flag prints its error and a one-line --help hint, not the
+// ~150 lines of every flag's usage; -h prints them.
+func TestBadFlagIsBrief(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		help bool
+	}{{[]string{"--bogus"}, false}, {[]string{"--v", "lots"}, false}, {[]string{"-h"}, true}} {
+		fs := flag.NewFlagSet("recommender", flag.ContinueOnError)
+		var out bytes.Buffer
+		fs.SetOutput(&out)
+		_, err := parseFlags(fs, c.args)
+		if n := strings.Count(out.String(), "\n"); err == nil || (c.help && n < 40) || (!c.help && (n != 2 || !strings.Contains(out.String(), "--help"))) {
+			t.Errorf("%q: %v, %d lines of output:\n%s", c.args, err, n, out.String())
 		}
 	}
 }

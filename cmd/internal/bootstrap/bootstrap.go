@@ -1,5 +1,5 @@
-// Package bootstrap is what every gpufrac daemon's main does around its own work: the
-// exit path of a failed run and comma-separated list flags. It imports no
+// Package bootstrap is what every gpufrac daemon's main does around its own work: flag
+// parsing, the exit path of a failed run and comma-separated list flags. It imports no
 // controller-runtime package on purpose: controller-runtime's client config registers a
 // --kubeconfig flag when imported, and the node agent (cmd/agent) defines its own.
 // The controller-runtime manager of the recommender and the updater is built by
@@ -7,11 +7,42 @@
 package bootstrap
 
 import (
+	"flag"
+	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"k8s.io/klog/v2"
 )
+
+// Parse parses args into fs as fs.Parse does, except that a bad flag prints its error
+// and one line saying to run with --help, instead of every flag's usage after it (over a
+// hundred lines with klog's, the error scrolled out of sight). -h and --help (or -help,
+// --h) print every flag as before.
+func Parse(fs *flag.FlagSet, args []string) error {
+	if !helpAsked(args) {
+		fs.Usage = func() {
+			fmt.Fprintf(fs.Output(), "Run %s --help for its flags.\n", filepath.Base(fs.Name()))
+		}
+	}
+	return fs.Parse(args)
+}
+
+// helpAsked reports whether args ask for help (-h, -help, --h, --help, or =true) before
+// a "--" that ends the flags.
+func helpAsked(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && (name == "h" || name == "help") && (!hasValue || value == "true") {
+			return true
+		}
+	}
+	return false
+}
 
 // Main runs run and, when it returns an error, logs it as "<component> failed", flushes
 // klog and exits with status 1. It returns when run succeeds.
