@@ -97,23 +97,34 @@ kubectl get gfa,gfr -A
 say "Savings report (data: $data; GPUs of $gpu_memory)"
 "$bin/gpufrac" report --kubeconfig "$KUBECONFIG" --gpu-memory "$gpu_memory"
 
-# The sharing planner, dry run: the confident workloads (at least the planner's and the
-# webhook's 50 %) whose recommendation fits two per GPU
-# (memory at most half a GPU, compute at most half) opt in with a label; one
-# GPUSharingPolicy over the KWOK pool sizes NVIDIA device-plugin time-slicing for them.
+# The sharing planner, dry run: the workloads the planner can put two per GPU opt in with
+# a label, selected by its own rules (docs/sharing-planner.md): a recommendation provided
+# and at least the planner's and the webhook's 50 % confident; two copies of its memory
+# fit one GPU of the pool, which the planner takes as the smaller of the policy's
+# gpuMemory (GPU_MEMORY) and the nodes' nvidia.com/gpu.memory label (81559 MiB on the
+# KWOK nodes, the usable memory of an 80 GB GPU, less than 80Gi); and two copies of its
+# compute fit the compute budget of one GPU (at most 500m). One GPUSharingPolicy over the
+# KWOK pool then sizes NVIDIA device-plugin time-slicing for them.
 say "Sharing planner (dry run): NVIDIA device-plugin time-slicing for the confident workloads that fit two per GPU"
+pool_mib=$(kubectl get nodes -l type=kwok -o jsonpath='{range .items[*]}{.metadata.labels.nvidia\.com/gpu\.memory}{"\n"}{end}' | grep -E '^[0-9]+$' | sort -n | head -1 || true)
 kubectl get gfr -A -o json | python3 -c '
 import json, re, sys
-units = {"": 1, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 1e3, "M": 1e6, "G": 1e9, "m": 1e-3}
-def q(s):
+from decimal import Decimal
+units = {"": 1, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 10**3, "M": 10**6, "G": 10**9, "m": Decimal("0.001")}
+def q(s):  # a quantity, exactly: bytes for memory, GPUs for compute
     n, u = re.fullmatch(r"([0-9.]+)([A-Za-z]*)", s).groups()
-    return float(n) * units[u]
+    return Decimal(n) * units[u]
 gpu = q(sys.argv[1])
+if sys.argv[2]:
+    gpu = min(gpu, int(sys.argv[2]) * 2**20)  # as the planner: never a GPU larger than the smallest of the pool
+print("GPU memory the plan uses: %d MiB (the smaller of GPU_MEMORY %s and the nodes%s nvidia.com/gpu.memory label, %s MiB); opting in up to %d MiB and 500m per pod"
+      % (gpu // 2**20, sys.argv[1], chr(39), sys.argv[2] or "none", gpu // 2 // 2**20), file=sys.stderr)
 for r in json.load(sys.stdin)["items"]:
     st = r.get("status", {})
-    if "memory" in st and q(st["memory"]) <= gpu / 2 and q(st.get("compute", "0")) <= 0.5 and st.get("confidencePercent", 0) >= 50:
+    provided = any(c.get("type") == "RecommendationProvided" and c.get("status") == "True" for c in st.get("conditions", []))
+    if provided and "memory" in st and 2 * q(st["memory"]) <= gpu and 2 * q(st.get("compute", "0")) <= 1 and st.get("confidencePercent", 0) >= 50:
         print(r["metadata"]["namespace"], r["metadata"]["name"])
-' "$gpu_memory" | while read -r ns name; do kubectl label gfa -n "$ns" "$name" gpufrac.io/share=demo --overwrite >/dev/null; done
+' "$gpu_memory" "$pool_mib" | while read -r ns name; do kubectl label gfa -n "$ns" "$name" gpufrac.io/share=demo --overwrite >/dev/null; done
 echo "$(kubectl get gfa -A -l gpufrac.io/share=demo --no-headers | wc -l) of $want autoscalers opted in (label gpufrac.io/share=demo)"
 kubectl apply -f - >/dev/null <<EOF
 apiVersion: autoscaling.gpufrac.io/v1alpha1
