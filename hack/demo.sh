@@ -18,7 +18,9 @@ out=$root/_out/demo
 trace_dir=${TRACE:-$root/../shared/data/gentd26}
 mode=${MODE:-}
 gpu_memory=${GPU_MEMORY:-80Gi}
-say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+# Bold headings on a terminal only: piped into a file or a CI log, no escape codes.
+if [ -t 1 ]; then bold=$'\033[1m' plain=$'\033[0m'; else bold='' plain=''; fi
+say() { printf '\n%s== %s%s\n' "$bold" "$*" "$plain"; }
 
 "$root/hack/demo-down.sh" >/dev/null 2>&1 || true
 rm -rf "$out" && mkdir -p "$out"
