@@ -182,14 +182,45 @@ if [ "$mode" = "apply" ]; then
   echo "$want autoscalers, $eligible with confidence >= 50% (the webhook applies only those)"
   wait_s=${APPLY_WAIT:-180}
   say "Waiting up to ${wait_s}s for the updater to replace pods"
+  # Waiting ends when every eligible pod is replaced, or when the updater has evaluated
+  # every eligible autoscaler since the patch and none has a pod left that it may still
+  # replace: the rest are in date, or held for a reason that waiting does not end
+  # (metrics-unavailable: no samples while running; guardrail-active, below-floor,
+  # compute-held, low-confidence, record-invalid). Else at APPLY_WAIT.
+  left_to_replace() {
+    kubectl get gfa,gfr -A -o json | python3 -c '
+import json, sys
+held = {"metrics-unavailable", "guardrail-active", "below-floor", "compute-held", "low-confidence", "record-invalid"}
+items = json.load(sys.stdin)["items"]
+conf = {(r["metadata"]["namespace"], r["metadata"]["name"]): r.get("status", {}).get("confidencePercent", 0)
+        for r in items if r["kind"] == "GPUFractionRecommendation"}
+left = blocked = 0
+for a in items:
+    if a["kind"] != "GPUFractionAutoscaler" or conf.get((a["metadata"]["namespace"], a["metadata"]["name"]), 0) < 50:
+        continue
+    u = a.get("status", {}).get("updater")
+    if not u or u.get("observedGeneration", 0) < a["metadata"]["generation"]:
+        left += 1  # not evaluated since the switch to Recreate
+    elif u.get("podsOutOfDate", 0) > 0:
+        reasons = {x.get("skipReason", "") for x in u.get("updates", [])} or {u.get("blockedReason", "")}
+        if reasons <= held:
+            blocked += 1
+        else:
+            left += 1
+print(left, blocked)
+'
+  }
   t0=$(date +%s)
   applied=0
   while :; do
     applied=$(for ns in $nss; do kubectl get pods -n "$ns" -o jsonpath='{range .items[*]}{.metadata.deletionTimestamp}{"|"}{.metadata.annotations.gpufrac\.io/applied}{"\n"}{end}'; done | grep -c '^|{' || true)
+    read -r left blocked < <(left_to_replace || echo 1 0)
+    left=${left:-1} blocked=${blocked:-0}
     el=$(( $(date +%s) - t0 ))
-    echo "  ${el}s: $applied of $eligible eligible pods replaced with their fraction"
+    echo "  ${el}s: $applied of $eligible eligible pods replaced with their fraction, $blocked held by the updater"
     [ "$applied" -ge "$eligible" ] && break
-    [ "$el" -ge "$wait_s" ] && { echo "  stopped waiting after ${wait_s}s"; break; }
+    [ "$left" -eq 0 ] && { echo "  nothing left to replace: the other eligible pods are held (UPDATER column below: blocked: REASON)"; break; }
+    [ "$el" -ge "$wait_s" ] && { echo "  stopped waiting after ${wait_s}s ($left autoscalers still with a pod to replace)"; break; }
     sleep 10
   done
 
@@ -201,7 +232,7 @@ if [ "$mode" = "apply" ]; then
   "$bin/gpufrac" report --kubeconfig "$KUBECONFIG" --gpu-memory "$gpu_memory" \
     --since "$(( $(date +%s) - rec_start + 30 ))s" --prometheus-url "$prom" | sed -n '/^Before and after/,$p'
   say "Packed snapshot"
-  "$bin/gpufrac" report --kubeconfig "$KUBECONFIG" --gpu-memory "$gpu_memory" | tail -n 4
+  "$bin/gpufrac" report --kubeconfig "$KUBECONFIG" --gpu-memory "$gpu_memory" | sed -n '/^[0-9]* workloads, /,$p' # the totals
   echo "Pods now running with an applied fraction: $applied of $pods_before (the rest keep a whole GPU: confidence < 50%, held by the updater (UPDATER column of gpufrac status: blocked: REASON) or not yet replaced)"
   echo "  webhook log: $out/admission.log    updater log: $out/updater.log"
 fi
