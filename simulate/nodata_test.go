@@ -59,8 +59,8 @@ func TestNoComputeIsNotZero(t *testing.T) {
 			for _, l := range lines[2:] {
 				if f := strings.Fields(l); len(f) > 0 {
 					// contention "N (x%)" is two fields when known, "-" when not; compute util
-					// is the third field from the end.
-					if util := f[len(f)-3]; (util == "-") == c.known {
+					// is the fourth field from the end.
+					if util := f[len(f)-4]; (util == "-") == c.known {
 						t.Errorf("%s: compute util %q, known %v", f[0], util, c.known)
 					}
 				}

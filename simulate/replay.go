@@ -160,7 +160,7 @@ func (rp *replay) newPolState(name string, spec policySpec) *polState {
 	u := rp.opts.Updater
 	ps := &polState{spec: spec, res: &PolicyResult{Policy: name}, pk: packing.New(rp.capacity),
 		applied: make([]grant, n), load: make([]uint8, n), on: make([]int, n), placedAt: make([]int, n), cold: make([]bool, n), partial: make([]bool, n), oomAt: make([]int, n),
-		hyst: updater.NewHysteresis(u.PersistCycles, u.PersistFor, u.MinReplacementInterval)}
+		hyst: updater.NewHysteresis(u.PersistCycles, u.PersistFor, u.MinReplacementInterval), flaps: newReversals(n, rp.tl.step)}
 	for i := range ps.on {
 		ps.on[i], ps.oomAt[i] = -1, -1
 	}
@@ -258,7 +258,9 @@ func (rp *replay) update(k int) {
 			}
 			i := c.run
 			ps.pk.Remove(i, ps.on[i], ps.applied[i].alloc)
+			before := ps.applied[i].limit
 			rp.place(pi, i, k+1, rp.written(c.dec), false, c.partial)
+			ps.flaps.replaced(i, k+1, before, ps.applied[i].limit)
 			ps.placedAt[i] = k + 1
 			ps.res.Replacements++
 			ps.hyst.Replaced(rp.tl.workloads[rp.tl.runs[i].workload].key.String(), rp.tl.stepEnd(k), c.need)
@@ -317,7 +319,9 @@ func (rp *replay) consolidate(pi, k int) {
 	for j, i := range tenants {
 		ps.takeToken(u.ReplacementsPerMinute)
 		ps.pk.Remove(i, ps.on[i], ps.applied[i].alloc)
+		before := ps.applied[i].limit
 		rp.placeOn(pi, i, k+1, grants[i], false, !ps.spec.sizer.decision(rp.tl.runs[i].wc).full, gpus[dest[j]])
+		ps.flaps.replaced(i, k+1, before, ps.applied[i].limit)
 		ps.placedAt[i] = k + 1
 		ps.res.Replacements++
 		ps.res.Consolidations++
@@ -495,6 +499,7 @@ func (rp *replay) policyResult(pi int, ps *polState, clair float64) *PolicyResul
 	r.WarmUpGPUOverrunPodMinutes = float64(s.warmGPUOverPod) * stepMin
 	r.ContentionPodMinutes = float64(s.contention) * stepMin
 	r.ColdStartPodMinutes = float64(s.cold) * stepMin
+	r.Reversals = ps.flaps.n
 	for _, n := range rp.d.overrun[pi] {
 		if n > 0 {
 			r.PodsWithOverrun++

@@ -154,7 +154,7 @@ func computeNote(t TraceInfo) string {
 // tableRows renders the table of one result.
 func tableRows(res *Result) ([]string, [][]string) {
 	head := []string{"policy", "GPU-min", "vs 1/pod", "vs clairv.", "peak GPUs", "pod OOM pod-min (pods)", "of which warm-up",
-		"GPU OOM GPU-min (pod-min)", "contention pod-min (%)", "mem util", "compute util", "replacements", "cold-start pod-min"}
+		"GPU OOM GPU-min (pod-min)", "contention pod-min (%)", "mem util", "compute util", "replacements", "reversals", "cold-start pod-min"}
 	var rows [][]string
 	for _, p := range res.Policies {
 		vs, contention, compute := "-", "-", "-"
@@ -178,6 +178,7 @@ func tableRows(res *Result) ([]string, [][]string) {
 			fmt.Sprintf("%.0f%%", 100*p.MemoryUtilisation),
 			compute,
 			fmt.Sprint(p.Replacements),
+			fmt.Sprint(p.Reversals),
 			fmt.Sprintf("%.0f", p.ColdStartPodMinutes),
 		})
 	}
@@ -296,6 +297,7 @@ const markdownDefinitions = "**Policies.**\n\n" +
 	"contention: pod-minutes on GPUs whose tenants' actual utilisation summed above 100 %, and their share of all pod-minutes. " +
 	"mem util, compute util: mean actual memory and utilisation of the GPUs held. " +
 	"replacements: pods replaced to change their fraction. " +
+	"reversals: replacements that undo a recent one (flapping): the pod's memory limit moves opposite to its previous replacement that moved it, made at most 24 h before (a pod grown then shrunk back, or shrunk then grown; a cold start's whole GPU is the allocation before its first replacement). " +
 	"cold-start: pod-minutes on a whole GPU because the workload's recommendation was not yet confident.\n\n" +
 	"**Packer.** Best fit by free memory among GPUs in use with enough free memory and compute (sum of compute allocations ≤ 1), else a new GPU; pods never move; a replaced pod is placed again like a new one. " +
 	"gpufrac and vpa-memory pods are packed by the memory request the backend writes and run out of memory above their limit: on the default annotations backend the request is `gpufrac.io/gpu-memory-request`, the observed peak when below the target, and the limit the target (vpa-memory knows no observed peak, so its request stays its target); where the heading says no memory request, both are the target. " +
@@ -341,7 +343,7 @@ func findings(res *Result) []string {
 	if gf.ComputeKnown {
 		contention = fmt.Sprintf("contention in %.2f %% of pod-minutes", 100*gf.ContentionShare)
 	}
-	out = append(out, fmt.Sprintf("gpufrac: %.0f pod-minutes over the pod's memory allocation in %d pods (%.0f of them while the workload's history was shorter than the full-confidence history), %.0f GPU-minutes over the GPU's memory (%.0f pod-minutes at risk), %s, %d replacements.",
-		gf.PodLimitOverrunMinutes, gf.PodsWithOverrun, gf.WarmUpOverrunMinutes, gf.GPUOverrunMinutes, gf.GPUOverrunPodMinutes, contention, gf.Replacements))
+	out = append(out, fmt.Sprintf("gpufrac: %.0f pod-minutes over the pod's memory allocation in %d pods (%.0f of them while the workload's history was shorter than the full-confidence history), %.0f GPU-minutes over the GPU's memory (%.0f pod-minutes at risk), %s, %d replacements (%d of them reversals).",
+		gf.PodLimitOverrunMinutes, gf.PodsWithOverrun, gf.WarmUpOverrunMinutes, gf.GPUOverrunMinutes, gf.GPUOverrunPodMinutes, contention, gf.Replacements, gf.Reversals))
 	return out
 }

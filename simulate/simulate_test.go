@@ -287,6 +287,10 @@ func TestUrgentGrowth(t *testing.T) {
 	if g.Replacements != 2 || g.PodLimitOverrunMinutes != 1 || g.PodsWithOverrun != 1 {
 		t.Errorf("replacements %d overrun %v (%d pods), want 2, 1 (1)", g.Replacements, g.PodLimitOverrunMinutes, g.PodsWithOverrun)
 	}
+	// Shrunk from the whole GPU, then grown 11 minutes later: one reversal.
+	if g.Reversals != 1 {
+		t.Errorf("reversals %d, want 1 (shrink at 60, growth at 71)", g.Reversals)
+	}
 	ch := res.detail.changes[0][0]
 	if len(ch) != 3 || ch[1].step != 60 || ch[2].step != 71 || ch[2].limit < 45*gib*115/100 {
 		t.Errorf("allocation changes %+v: want whole GPU at 0, a fraction at 60, ≥ 51.75 GiB at 71", ch)
@@ -305,12 +309,12 @@ func TestUrgentGrowth(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantRepl, wantOver := 2, 1.0
+		wantRepl, wantOver, wantRev := 2, 1.0, 1
 		if !urgent {
-			wantRepl, wantOver = 1, 20
+			wantRepl, wantOver, wantRev = 1, 20, 0
 		}
-		if g := res.Policies[0]; g.Replacements != wantRepl || g.PodLimitOverrunMinutes != wantOver {
-			t.Errorf("urgent growth %v: replacements %d overrun %v, want %d, %v", urgent, g.Replacements, g.PodLimitOverrunMinutes, wantRepl, wantOver)
+		if g := res.Policies[0]; g.Replacements != wantRepl || g.PodLimitOverrunMinutes != wantOver || g.Reversals != wantRev {
+			t.Errorf("urgent growth %v: replacements %d overrun %v reversals %d, want %d, %v, %d", urgent, g.Replacements, g.PodLimitOverrunMinutes, g.Reversals, wantRepl, wantOver, wantRev)
 		}
 	}
 }
