@@ -258,9 +258,9 @@ func (rp *replay) update(k int) {
 			}
 			i := c.run
 			ps.pk.Remove(i, ps.on[i], ps.applied[i].alloc)
-			before := ps.applied[i].limit
+			before := ps.applied[i].record
 			rp.place(pi, i, k+1, rp.written(c.dec), false, c.partial)
-			ps.flaps.replaced(i, k+1, before, ps.applied[i].limit)
+			ps.flaps.replaced(i, k+1, before, ps.applied[i].record)
 			ps.placedAt[i] = k + 1
 			ps.res.Replacements++
 			ps.hyst.Replaced(rp.tl.workloads[rp.tl.runs[i].workload].key.String(), rp.tl.stepEnd(k), c.need)
@@ -319,9 +319,9 @@ func (rp *replay) consolidate(pi, k int) {
 	for j, i := range tenants {
 		ps.takeToken(u.ReplacementsPerMinute)
 		ps.pk.Remove(i, ps.on[i], ps.applied[i].alloc)
-		before := ps.applied[i].limit
+		before := ps.applied[i].record
 		rp.placeOn(pi, i, k+1, grants[i], false, !ps.spec.sizer.decision(rp.tl.runs[i].wc).full, gpus[dest[j]])
-		ps.flaps.replaced(i, k+1, before, ps.applied[i].limit)
+		ps.flaps.replaced(i, k+1, before, ps.applied[i].record)
 		ps.placedAt[i] = k + 1
 		ps.res.Replacements++
 		ps.res.Consolidations++

@@ -297,7 +297,7 @@ const markdownDefinitions = "**Policies.**\n\n" +
 	"contention: pod-minutes on GPUs whose tenants' actual utilisation summed above 100 %, and their share of all pod-minutes. " +
 	"mem util, compute util: mean actual memory and utilisation of the GPUs held. " +
 	"replacements: pods replaced to change their fraction. " +
-	"reversals: replacements that undo a recent one (flapping): the pod's memory limit moves opposite to its previous replacement that moved it, made at most 24 h before (a pod grown then shrunk back, or shrunk then grown; a cold start's whole GPU is the allocation before its first replacement). " +
+	"reversals: replacements that undo a recent one (flapping): the memory written into the pod (its target, which the updater compares) moves opposite to its previous replacement that moved it, made at most 24 h before (a pod grown then shrunk back, or shrunk then grown; a cold start's whole GPU is the memory before its first replacement). " +
 	"cold-start: pod-minutes on a whole GPU because the workload's recommendation was not yet confident.\n\n" +
 	"**Packer.** Best fit by free memory among GPUs in use with enough free memory and compute (sum of compute allocations ≤ 1), else a new GPU; pods never move; a replaced pod is placed again like a new one. " +
 	"gpufrac and vpa-memory pods are packed by the memory request the backend writes and run out of memory above their limit: on the default annotations backend the request is `gpufrac.io/gpu-memory-request`, the observed peak when below the target, and the limit the target (vpa-memory knows no observed peak, so its request stays its target); where the heading says no memory request, both are the target. " +

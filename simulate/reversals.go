@@ -11,7 +11,7 @@ const ReversalWindow = 24 * time.Hour
 
 // reversals counts PolicyResult.Reversals for one policy: per pod (run), the direction
 // (+1 grow, −1 shrink) and the step of its last replacement that changed its memory
-// limit.
+// (the applied record).
 type reversals struct {
 	window int // ReversalWindow in steps
 	dir    []int8
@@ -24,11 +24,11 @@ func newReversals(n int, step time.Duration) reversals {
 	return reversals{window: int(ReversalWindow / step), dir: make([]int8, n), at: make([]int, n)}
 }
 
-// replaced records a replacement of pod i at step k that took its memory limit from
-// before to after (bytes), and reports whether it reverses the pod's previous
-// replacement that changed the limit (opposite direction, at most window steps
-// earlier). A replacement that leaves the limit as it was (compute only, or a move to
-// another GPU) neither counts nor forgets the previous direction.
+// replaced records a replacement of pod i at step k that took its memory from before
+// to after (bytes), and reports whether it reverses the pod's previous replacement that
+// changed it (opposite direction, at most window steps earlier). A replacement that
+// leaves the memory as it was (compute only, or a move to another GPU) neither counts
+// nor forgets the previous direction.
 func (r *reversals) replaced(i, k int, before, after int64) bool {
 	var d int8
 	switch {

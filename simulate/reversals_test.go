@@ -12,7 +12,7 @@ import (
 )
 
 // TestReversalsCount: the counter of PolicyResult.Reversals on sequences of one pod's
-// memory limits, replaced at the given steps (minutes), with the window in minutes.
+// memory (before and after each replacement), replaced at the given steps (minutes).
 func TestReversalsCount(t *testing.T) {
 	const day = int(ReversalWindow / time.Minute)
 	type repl struct {
@@ -31,9 +31,9 @@ func TestReversalsCount(t *testing.T) {
 		{"two growths", []repl{{60, 20, 30}, {70, 30, 40}}, 0},
 		{"turn exactly a day later", []repl{{60, 80, 20}, {60 + day, 20, 50}}, 1},
 		{"turn more than a day later", []repl{{60, 80, 20}, {61 + day, 20, 50}}, 0},
-		// A replacement that keeps the limit (compute only) neither counts nor forgets.
-		{"unchanged limit between", []repl{{60, 80, 20}, {100, 20, 20}, {200, 20, 50}}, 1},
-		{"unchanged limit only", []repl{{60, 20, 20}, {100, 20, 20}}, 0},
+		// A replacement that keeps the memory (compute only) neither counts nor forgets.
+		{"unchanged memory between", []repl{{60, 80, 20}, {100, 20, 20}, {200, 20, 50}}, 1},
+		{"unchanged memory only", []repl{{60, 20, 20}, {100, 20, 20}}, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -379,12 +379,13 @@ type PolicyResult struct {
 	// (UpdaterOptions.Consolidate).
 	Consolidations int `json:"consolidations,omitempty"`
 	// Reversals counts the replacements that undo a recent one, flapping: a
-	// replacement whose change of the pod's memory limit (the memory above which it is
-	// out of memory; bytes) is opposite in direction to that of the same pod's previous
-	// replacement that changed it, made at most ReversalWindow (24h) earlier. A pod grown
-	// then shrunk back counts one, as does one shrunk then grown (a cold start's whole
-	// GPU counts as the allocation before its first replacement); a replacement that
-	// leaves the limit as it was neither counts nor breaks a sequence.
+	// replacement whose change of the pod's memory (its applied record: the memory
+	// target the webhook wrote, which the updater compares with the recommendation;
+	// bytes) is opposite in direction to that of the same pod's previous replacement
+	// that changed it, made at most ReversalWindow (24h) earlier. A pod grown then shrunk
+	// back counts one, as does one shrunk then grown (a cold start's whole GPU counts as
+	// the memory before its first replacement); a replacement that leaves the memory as
+	// it was (for compute only, or a move) neither counts nor breaks a sequence.
 	Reversals int `json:"reversals"`
 	// ColdStartPodMinutes counts pod-minutes on the cold-start allocation (a whole GPU
 	// while the workload's recommendation is below the LowConfidence threshold).

@@ -81,7 +81,7 @@ to the clairvoyant-memory bound, pod-minutes over the pod's memory allocation (a
 under an enforcing backend), GPU-minutes over the GPU's memory (an OOM without
 enforcement), pod-minutes in compute contention (co-tenants above 100 %), mean
 memory and compute utilisation of the GPUs held, replacements, reversals (a
-replacement moving a pod's memory limit opposite to its previous one within 24 h:
+replacement moving a pod's memory opposite to its previous one within 24 h:
 flapping) and cold-start pod-minutes.
 
 Pods are packed by the memory request the backend writes and over allocation only
