@@ -5,8 +5,9 @@ import "time"
 // ReversalWindow is how far apart two replacements of one pod may be for the second to
 // count as a reversal of the first (PolicyResult.Reversals): 24h, one diurnal cycle,
 // the estimator's full-confidence history. A workload whose load turns over days may
-// grow and shrink its pods back as it should; within a day, a replacement undone is
-// one of the two that was not needed.
+// grow and shrink its pods back as it should; within a day, a pod moved back is a
+// restart spent on a target that did not hold. The report's definitions
+// (markdownDefinitions) and docs/cli.md say 24 h: change them with it.
 const ReversalWindow = 24 * time.Hour
 
 // reversals counts PolicyResult.Reversals for one policy: per pod (run), the direction
