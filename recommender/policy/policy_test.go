@@ -358,3 +358,54 @@ func TestWithinPolicy(t *testing.T) {
 		}
 	}
 }
+
+// TestYoungTargetAtShare: for backends that place pods by their observed peak
+// (Config.YoungTargetAtShare), a young workload's memory target is written at its upper
+// bound, the whole share of one GPU its target falls in (at most the policy's
+// maxMemory; a spread memoryLimit above it stays); a mature one, or the option off, keeps
+// the target of TestYoungRecommendation.
+func TestYoungTargetAtShare(t *testing.T) {
+	young := func(peak, margin, limit float64) estimate.Estimate {
+		e := est(peak*1.15*(1+margin), 0.2, 0.05, 0.3)
+		e.RecentPeakBytes, e.YoungMargin, e.Confidence = peak, margin, 0.5
+		e.UpperBound.MemoryBytes = peak * 1.15 * (1 + 2*margin)
+		e.MemoryLimitBytes = limit
+		return e
+	}
+	spread := func(e estimate.Estimate) estimate.Estimate { e.MemorySpread = 0.5; return e }
+	third := math.Ceil(80.0*1024/3) * (1 << 20)
+	for _, tc := range []struct {
+		name          string
+		on            bool
+		e             estimate.Estimate
+		cp            *gpufracv1.ContainerPolicy
+		target, limit float64 // limit 0: none written
+	}{
+		{"n=10, under half: half", true, young(30*gib, 0.1, 0), nil, 40 * gib, 0},
+		{"n=2, a third: a third", true, young(16*gib, 0.5, 0), nil, third, 0},
+		{"n=2, above a third: half", true, young(18*gib, 0.5, 0), nil, 40 * gib, 0},
+		{"above half: the whole GPU", true, young(40*gib, 0.1, 0), nil, 80 * gib, 0},
+		{"a limit under the share is the target", true, young(30*gib, 0.1, 39*gib), nil, 40 * gib, 0},
+		{"a spread limit over the share stays", true, spread(young(30*gib, 0.1, 60*gib)), nil, 40 * gib, 60 * gib},
+		{"at most maxMemory", true, young(30*gib, 0.1, 0), &gpufracv1.ContainerPolicy{ContainerName: "*", MaxMemory: q("38Gi")}, 38 * gib, 0},
+		{"off: the target", false, young(30*gib, 0.1, 0), nil, 30 * 1.15 * 1.1 * gib, 0},
+		{"mature: the target", true, est(30*gib, 0.2, 0.05, 0.3), nil, 30 * gib, 0},
+	} {
+		c := Config{GPUMemoryBytes: 80 * gib, YoungTargetAtShare: tc.on}
+		r := c.Recommend("main", tc.e, tc.cp, nil, gpufracv1.GuardrailNone)
+		mib := func(v float64) int64 { return int64(math.Ceil(v / (1 << 20))) }
+		if got := r.Target.Memory.Value() >> 20; got != mib(tc.target) {
+			t.Errorf("%s: target %d MiB, want %d MiB", tc.name, got, mib(tc.target))
+		}
+		if got := r.UpperBound.Memory.Value() >> 20; got < mib(tc.target) {
+			t.Errorf("%s: upper bound %d MiB under the target %d MiB", tc.name, got, mib(tc.target))
+		}
+		var limit int64
+		if r.MemoryLimit != nil {
+			limit = r.MemoryLimit.Value() >> 20
+		}
+		if limit != mib(tc.limit) {
+			t.Errorf("%s: memoryLimit %d MiB, want %d MiB", tc.name, limit, mib(tc.limit))
+		}
+	}
+}

@@ -232,3 +232,48 @@ func TestRecommendRecordsDerivation(t *testing.T) {
 		}
 	}
 }
+
+// TestYoungTargetAtShareByBackend: a young workload's memory target is written at the
+// whole share of one GPU it falls in only for the backends that place pods by their
+// observed peak (MemorySpreadBackends, the annotations backend by default); others,
+// kai-nvfractions or HAMi unlisted, place pods by the target and keep it.
+func TestYoungTargetAtShareByBackend(t *testing.T) {
+	w := history.WorkloadKey{Namespace: "ns", Kind: "Deployment", Name: "web"}
+	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	for _, hours := range []int{2, 5, 9} { // young: under --low-confidence's 12 h
+		m := history.NewModel(history.Options{})
+		var ms metrics.Series
+		ms.ID = metrics.ContainerID{Namespace: "ns", Pod: "p1", Container: "main"}
+		for at := t0; at.Before(t0.Add(time.Duration(hours) * time.Hour)); at = at.Add(time.Minute) {
+			ms.Samples = append(ms.Samples, metrics.Sample{Time: at, Value: 20 << 30})
+		}
+		m.Add(w, metrics.SignalMemory, ms)
+		now := t0.Add(time.Duration(hours) * time.Hour)
+		for _, tc := range []struct {
+			bt      gpufracv1.BackendType
+			listed  []gpufracv1.BackendType // nil: the default
+			atShare bool
+		}{
+			{"", nil, true},
+			{gpufracv1.BackendAnnotations, nil, true},
+			{gpufracv1.BackendKAINVFractions, nil, false},
+			{gpufracv1.BackendHAMi, nil, false},
+			{gpufracv1.BackendHAMi, []gpufracv1.BackendType{gpufracv1.BackendHAMi}, true},
+		} {
+			spec := &gpufracv1.GPUFractionAutoscalerSpec{}
+			if tc.bt != "" {
+				spec.Backend = &gpufracv1.Backend{Type: tc.bt}
+			}
+			cfg := Config{MemorySpreadBackends: tc.listed}.WithDefaults()
+			recs, _, _ := cfg.Recommend(m, w, spec, nil, nil, gpufracv1.GuardrailNone, now)
+			if len(recs) != 1 || recs[0].Target.Memory == nil || recs[0].UpperBound.Memory == nil || recs[0].YoungMarginPercent == 0 {
+				t.Fatalf("%dh, %q: want one young recommendation, got %+v", hours, tc.bt, recs)
+			}
+			target, upper := recs[0].Target.Memory.Value(), recs[0].UpperBound.Memory.Value()
+			if atShare := target == upper; atShare != tc.atShare {
+				t.Errorf("%dh, %q listed %v: target %d MiB, upper bound %d MiB; want the target at the upper bound: %v",
+					hours, tc.bt, tc.listed, target>>20, upper>>20, tc.atShare)
+			}
+		}
+	}
+}
