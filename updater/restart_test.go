@@ -53,15 +53,7 @@ func TestBudgetSurvivesRestart(t *testing.T) {
 				if tc.created {
 					f.createReplacements(t, tc.n-left, now)
 				}
-				timeout := f.cfg.WithDefaults().ReplacementTimeout
-				for range 3 {
-					// A restart each cycle: nothing of the evictions is remembered.
-					f.u = New(f.c, f.c, f.cfg)
-					f.u.Events = f.rec
-					f.u.Now = func() time.Time { return now }
-					now = now.Add(timeout + time.Minute)
-					f.run()
-				}
+				now = f.restartEachCycle(now, 3)
 				if old := f.oldPodsLeft(); old != tc.wantLive {
 					st := f.status()
 					t.Fatalf("%d old pods left, want %d (blocked %s: %s)", f.oldPodsLeft(), tc.wantLive, st.BlockedReason, st.BlockedMessage)
@@ -225,15 +217,7 @@ func TestJobBudgetSurvivesRestart(t *testing.T) {
 			if left := len(f.livePods()); left != tc.n-max(1, tc.n/2) {
 				t.Fatalf("first evictions: %d pods left, want %d", left, tc.n-max(1, tc.n/2))
 			}
-			timeout := f.cfg.WithDefaults().ReplacementTimeout
-			for range 3 {
-				// A restart each cycle: nothing of the evictions is remembered.
-				f.u = New(f.c, f.c, f.cfg)
-				f.u.Events = f.rec
-				f.u.Now = func() time.Time { return now }
-				now = now.Add(timeout + time.Minute)
-				f.run()
-			}
+			now = f.restartEachCycle(now, 3)
 			if old := f.oldPodsLeft(); old != tc.wantLive {
 				st := f.status()
 				t.Fatalf("%d old pods left, want %d (blocked %s: %s)", old, tc.wantLive, st.BlockedReason, st.BlockedMessage)
@@ -297,4 +281,20 @@ func TestCustomControllerBudgetSurvivesRestart(t *testing.T) {
 			}
 		})
 	}
+}
+
+// restartEachCycle runs n cycles, each by a new Updater (a restart: nothing of the
+// evictions is remembered but what the API server holds) a replacement timeout and a
+// minute after the one before (the first after now); it returns the last cycle's time.
+func (f *fixture) restartEachCycle(now time.Time, n int) time.Time {
+	timeout := f.cfg.WithDefaults().ReplacementTimeout
+	for range n {
+		now = now.Add(timeout + time.Minute)
+		at := now
+		f.u = New(f.c, f.c, f.cfg)
+		f.u.Events = f.rec
+		f.u.Now = func() time.Time { return at }
+		f.run()
+	}
+	return now
 }

@@ -206,17 +206,7 @@ func TestExplainDerivation(t *testing.T) {
 		rec := gpufracv1.ContainerRecommendation{ContainerName: "main", SharingMode: gpufracv1.SharingModeTimeSlicing,
 			ConfidencePercent: 90, HistoryHours: 30, ComputeSource: "DCGM_FI_PROF_SM_ACTIVE", Derivation: tc.d,
 			Target: gpufracv1.GPUResources{Memory: qp("20Gi"), Compute: qp("300m")}}
-		got := explainDeployment(t, "web", rec)
-		for _, w := range tc.want {
-			if !strings.Contains(got, w) {
-				t.Errorf("%s: lacks %q:\n%s", tc.name, w, got)
-			}
-		}
-		for _, w := range tc.not {
-			if strings.Contains(got, w) {
-				t.Errorf("%s: says %q:\n%s", tc.name, w, got)
-			}
-		}
+		saysAndNot(t, tc.name, explainDeployment(t, "web", rec), tc.want, tc.not)
 	}
 }
 
@@ -248,17 +238,7 @@ func TestExplainMinMemory(t *testing.T) {
 		if err := explain(&out, gfa, gfr, 80<<30); err != nil {
 			t.Fatal(err)
 		}
-		got := out.String()
-		for _, w := range tc.want {
-			if !strings.Contains(got, w) {
-				t.Errorf("%s: lacks %q:\n%s", tc.name, w, got)
-			}
-		}
-		for _, w := range tc.not {
-			if strings.Contains(got, w) {
-				t.Errorf("%s: says %q:\n%s", tc.name, w, got)
-			}
-		}
+		saysAndNot(t, tc.name, out.String(), tc.want, tc.not)
 	}
 }
 
@@ -299,6 +279,21 @@ func TestNoKubeconfigNamesThePath(t *testing.T) {
 				continue
 			}
 			wantContains(t, fmt.Sprintf("KUBECONFIG=%s %v", c.env, cmd), err.Error(), c.want...)
+		}
+	}
+}
+
+// saysAndNot fails the test for each of want that got lacks and each of not it holds.
+func saysAndNot(t *testing.T, name, got string, want, not []string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(got, w) {
+			t.Errorf("%s: lacks %q:\n%s", name, w, got)
+		}
+	}
+	for _, w := range not {
+		if strings.Contains(got, w) {
+			t.Errorf("%s: says %q:\n%s", name, w, got)
 		}
 	}
 }
