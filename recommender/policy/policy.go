@@ -49,19 +49,6 @@ type Config struct {
 	// share, but held 6-15 % more GPUs at 80 GiB, and 1.71× instead of 1.63× the bound
 	// on GenTD26 (docs/benchmarks/savings.md).
 	FitNearLimit float64
-	// YoungTargetAtShare writes a young workload's memory target (estimate.Estimate
-	// YoungMargin above 0) at its upper bound, the whole share of one GPU (GPU/n, whole
-	// MiB) its target falls in (a memoryLimit above it stays). It is for backends
-	// that place pods by their observed memory peak (recommend.Config
-	// MemorySpreadBackends: the annotations backend's observed-peak request), where the
-	// target is a limit only: the pod is placed as before, and a target that moves with
-	// each new level and each hour of evidence no longer replaces the pod each time
-	// (shrunk out of the young upper bound, then grown near the limit). Measured on the
-	// 4-day synthetic traces, seeds 1–30: 19 % fewer reversals, fewer GPU-minutes in all
-	// four settings, no pod over its allocation (docs/benchmarks/savings.md,
-	// "Reversals"). Off for backends that place by the target (kai-nvfractions by
-	// default), where the larger target would hold more of the GPU.
-	YoungTargetAtShare bool
 	// MinMemoryBytes is the floor of memory, bytes. Default 512 MiB: a CUDA context with
 	// a framework's allocator pools takes 300–500 MiB before any model is loaded, so a
 	// workload that only ever showed less (idle, starting) still gets room to start.
@@ -243,10 +230,6 @@ func (c Config) fitMemory(b *sizes, est estimate.Estimate, lim limits) {
 		// to a smaller whole share of the GPU: a shrink inside the same share
 		// frees nothing a co-tenant of that share could use.
 		b.upper.MemoryBytes = math.Min(lim.memMax, ShareCeil(b.target.MemoryBytes, c.GPUMemoryBytes))
-		if c.YoungTargetAtShare {
-			// A memoryLimit at or under it is not written (the limit is the target).
-			b.target.MemoryBytes = math.Max(b.target.MemoryBytes, b.upper.MemoryBytes)
-		}
 	}
 }
 
