@@ -535,14 +535,20 @@ func (m *Mutator) memoryTarget(t *backend.Target, r contract.Target, gfa *gpufra
 		qc = *resource.NewQuantity(mem, resource.BinarySI)
 		warnings = append(warnings, fmt.Sprintf("gpufrac: container %s: memory %s instead of the recommended %s: rollback floor (status.updater.floor, %s)", t.Container, qc.String(), q.String(), gfa.Status.Updater.Floor.Reason))
 	}
+	floored := mem > q.Value()
 	if r.Memory > mem {
-		// The recommendation predates the policy's minMemory (raised, the remedy for a
-		// workload out of memory, and the recommender has not written since): the user's
-		// floor holds at once (r.Memory, contract.WithMinMemory: at most one GPU; the
-		// updater compares pods with the same). The record says what the pod holds.
+		// A young workload placed by its observed peak is written at its share
+		// (contract.Target.YoungShare: room above the request it is placed by; the
+		// updater compares pods with the same). Otherwise the recommendation predates
+		// the policy's minMemory (raised, the remedy for a workload out of memory, and
+		// the recommender has not written since): the user's floor holds at once
+		// (r.Memory, contract.WithMinMemory: at most one GPU; the updater compares pods
+		// with the same). The record says what the pod holds.
 		mem = r.Memory
 		qc = *resource.NewQuantity(mem, resource.BinarySI)
-		warnings = append(warnings, fmt.Sprintf("gpufrac: container %s: memory %s instead of the recommended %s: minMemory of the container policy (the recommendation predates it)", t.Container, qc.String(), q.String()))
+		if !r.YoungShare {
+			warnings = append(warnings, fmt.Sprintf("gpufrac: container %s: memory %s instead of the recommended %s: minMemory of the container policy (the recommendation predates it)", t.Container, qc.String(), q.String()))
+		}
 	}
 	t.MemoryBytes = mem + overhead
 	if t.MemoryBytes > m.Config.GPUMemoryBytes {
@@ -560,8 +566,9 @@ func (m *Mutator) memoryTarget(t *backend.Target, r contract.Target, gfa *gpufra
 	if r.UpperMemory > 0 {
 		t.UpperMemoryBytes = max(t.MemoryBytes, min(r.UpperMemory+overhead, m.Config.GPUMemoryBytes))
 	}
-	if r.RequestPeakMemory > 0 && mem == q.Value() {
-		// Not under a rollback floor, which the request must hold whatever the peak.
+	if r.RequestPeakMemory > 0 && !floored {
+		// Not under a rollback floor, which the request must hold whatever the peak
+		// (contract.WithMinMemory drops the request under a raised minMemory).
 		t.PeakMemoryBytes = min(r.RequestPeakMemory+overhead, m.Config.GPUMemoryBytes)
 	}
 	t.RecommendedMemory = &qc

@@ -678,6 +678,46 @@ func TestMutateMemoryLimit(t *testing.T) {
 	}
 }
 
+// TestMutateYoungShare: a young workload whose memoryLimit is at its share of the GPU
+// (its upper bound; contract.Target.YoungShare) is written at the share: the limit, and
+// the applied record the updater compares, with the observed peak times the young
+// margin as the request and no warning (it is no minMemory raise); a mature one
+// keeps its target in the record.
+func TestMutateYoungShare(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		margin          int32
+		wantRecord, req string
+	}{
+		{"young: the share", 50, "20Gi", "6Gi"},
+		{"mature: the target", 0, "12Gi", "4Gi"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gfa := autoscaler("web", gpufracv1.UpdateModeRecreate, gpufracv1.BackendAnnotations)
+			rec := containerRec("main", "12Gi", "")
+			rec.ObservedPeakMemory = q("4Gi")
+			rec.UpperBound.Memory = q("20Gi") // a quarter of 80Gi
+			rec.MemoryLimit = q("20Gi")
+			rec.YoungMarginPercent = tc.margin
+			m := mutator(t, Config{}.WithDefaults(), gfa, recommendation("web", 80, rec))
+			o, resp, got := handle(t, m, podOf(gpuContainer("main", 1)))
+			if o.skip != "" {
+				t.Fatalf("skipped %s %v", o.skip, o.warnings)
+			}
+			if mem, req := got.Annotations["gpufrac.io/gpu-memory"], got.Annotations["gpufrac.io/gpu-memory-request"]; mem != "20Gi" || req != tc.req {
+				t.Errorf("gpu-memory %q request %q, want 20Gi %s", mem, req, tc.req)
+			}
+			r, _ := gpufracv1.ParseApplied(got.Annotations)
+			if ac := r.Container("main"); ac == nil || ac.Memory.String() != tc.wantRecord {
+				t.Errorf("applied record %+v, want memory %s", ac, tc.wantRecord)
+			}
+			if len(resp.Warnings) > 0 {
+				t.Errorf("warnings %v, want none", resp.Warnings)
+			}
+		})
+	}
+}
+
 // TestMutateComputeRequest: a TimeSlicing recommendation's computeRequest is written by
 // the annotations backend as a placement request (gpufrac.io/gpu-compute-request and
 // the per-container key), with no gpu-compute limit; an MPS recommendation writes its

@@ -51,10 +51,30 @@ type Target struct {
 	// (1 + youngMarginPercent/100) for a young workload, whose peak is the evidence of a
 	// few hours (-1: unknown).
 	RequestPeakMemory int64
+	// YoungShare is true when Memory is the container's young share, not the
+	// recommendation's target: a young workload (youngMarginPercent above 0) whose
+	// recommender wrote its memoryLimit at or above its upper bound, the whole share of
+	// one GPU (½, ⅓, …) its target falls in (policy.Config.YoungLimitAtShare, for
+	// backends that place pods by their observed peak). Memory is then that upper bound:
+	// the webhook writes it, with the observed-peak request (RequestPeakMemory) as
+	// before, and the updater compares pods with it, so a young target that doubles at
+	// each new level and narrows by the hour replaces a pod only when it moves to
+	// another share. The recommendation's target (the need: status, MIG advice,
+	// explain, report) is unchanged.
+	YoungShare bool
 	// ControlsMemory and ControlsCompute say whether the container's policy lets
 	// gpufrac write the resource (controlledResources, mode); compute only where the
 	// recommendation partitions it (ContainerRecommendation.PartitionsCompute).
 	ControlsMemory, ControlsCompute bool
+}
+
+// NeedMemory returns the memory the container needs, bytes: Memory, or the
+// recommendation's target where Memory is its young share (YoungShare); -1 when absent.
+func (t Target) NeedMemory() int64 {
+	if t.YoungShare && t.Recommendation != nil {
+		return BytesOf(t.Recommendation.Target.Memory)
+	}
+	return t.Memory
 }
 
 // PlacedCompute returns the compute a pod of the container is placed by, thousandths of
@@ -135,6 +155,9 @@ func TargetsOf(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionR
 			ControlsMemory: pol.Controls(gpufracv1.ResourceMemory), ControlsCompute: pol.Controls(gpufracv1.ResourceCompute) && r.PartitionsCompute(),
 		}
 		t.MemoryLimit = BytesOf(r.WrittenMemory())
+		if r.YoungMarginPercent > 0 && t.Memory > 0 && t.UpperMemory > t.Memory && t.MemoryLimit >= t.UpperMemory {
+			t.Memory, t.YoungShare = t.UpperMemory, true
+		}
 		t.ComputeRequest = -1
 		if pol.Controls(gpufracv1.ResourceCompute) && !r.PartitionsCompute() {
 			t.ComputeRequest = min(MilliOf(r.ComputeRequest), 1000)
@@ -183,10 +206,12 @@ func MinMemory(gfa *gpufracv1.GPUFractionAutoscaler, container string, gpuMemory
 func WithMinMemory(gfa *gpufracv1.GPUFractionAutoscaler, targets map[string]Target, gpuMemoryBytes int64) map[string]Target {
 	for name, t := range targets {
 		m := MinMemory(gfa, name, gpuMemoryBytes)
-		if !t.ControlsMemory || t.Memory < 0 || m <= t.Memory {
+		if !t.ControlsMemory || t.Memory < 0 || m <= t.NeedMemory() {
 			continue
 		}
-		t.Memory = m
+		// A raised floor replaces a young share (YoungShare): the pod is written at
+		// minMemory, with no observed-peak request, as any raised target.
+		t.Memory, t.YoungShare = m, false
 		// The floor holds whatever the pods were seen to use: no request below it (the
 		// webhook writes none under a raised floor; the updater's placement check and
 		// gpufrac simulate pack by the same).
@@ -213,15 +238,18 @@ func PodMemory(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionR
 		return 0, false, false
 	}
 	targets := WithMinMemory(gfa, TargetsOf(gfa, gfr), gpuMemoryBytes)
+	// A young share (Target.YoungShare) is room above the pod's observed-peak request,
+	// not memory it holds: the need counts.
+	need := Target.NeedMemory
 	for _, t := range targets {
-		raised = raised || (t.Memory >= 0 && t.Memory > BytesOf(t.Recommendation.Target.Memory))
+		raised = raised || (t.Memory >= 0 && need(t) > BytesOf(t.Recommendation.Target.Memory))
 	}
 	if !raised {
 		return gfr.Status.Memory.Value(), false, true
 	}
 	total, ok := gpufracv1.PodTotal(gfr.Status.ContainerRecommendations, nil, func(c *gpufracv1.ContainerRecommendation) (int64, bool) {
 		t, ok := targets[c.ContainerName]
-		return t.Memory, ok && t.Memory >= 0
+		return need(t), ok && t.Memory >= 0
 	})
 	return total, true, ok
 }

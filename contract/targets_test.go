@@ -71,3 +71,63 @@ func TestWithMinMemory(t *testing.T) {
 		t.Errorf("nil autoscaler: %d, want 1", got)
 	}
 }
+
+// TestYoungShare: a young container (youngMarginPercent above 0) whose memoryLimit is at
+// or above its upper bound is written and compared at that upper bound, its share of the
+// GPU (YoungShare), with the observed-peak request kept and the need still the
+// recommendation's target; a mature one, one without such a limit, or one whose
+// upper bound is the target keeps the target. A minMemory above the need replaces the
+// share with the floor (no request), and PodMemory counts the need.
+func TestYoungShare(t *testing.T) {
+	const gi = int64(1) << 30
+	rec := func(target, upper, limit int64, margin int32) *gpufracv1.GPUFractionRecommendation {
+		c := gpufracv1.ContainerRecommendation{ContainerName: "main", YoungMarginPercent: margin,
+			Target:             gpufracv1.GPUResources{Memory: resource.NewQuantity(target, resource.BinarySI)},
+			LowerBound:         gpufracv1.GPUResources{Memory: resource.NewQuantity(target/2, resource.BinarySI)},
+			UpperBound:         gpufracv1.GPUResources{Memory: resource.NewQuantity(upper, resource.BinarySI)},
+			ObservedPeakMemory: resource.NewQuantity(target/2, resource.BinarySI)}
+		if limit > 0 {
+			c.MemoryLimit = resource.NewQuantity(limit, resource.BinarySI)
+		}
+		gfr := &gpufracv1.GPUFractionRecommendation{}
+		gfr.Status.ContainerRecommendations = []gpufracv1.ContainerRecommendation{c}
+		gfr.Status.Memory = resource.NewQuantity(target, resource.BinarySI)
+		return gfr
+	}
+	for _, tc := range []struct {
+		name                string
+		gfr                 *gpufracv1.GPUFractionRecommendation
+		minMemory           string
+		want                int64
+		youngShare          bool
+		wantRequest, podMem int64
+	}{
+		{"young, limit at the share", rec(30*gi, 40*gi, 40*gi, 50), "", 40 * gi, true, 15 * gi * 150 / 100, 30 * gi},
+		{"young, spread limit above the share", rec(30*gi, 40*gi, 60*gi, 50), "", 40 * gi, true, 15 * gi * 150 / 100, 30 * gi},
+		{"young, limit under the share", rec(30*gi, 40*gi, 35*gi, 50), "", 30 * gi, false, 15 * gi * 150 / 100, 30 * gi},
+		{"young, no limit (placed by the target)", rec(30*gi, 40*gi, 0, 50), "", 30 * gi, false, 15 * gi * 150 / 100, 30 * gi},
+		{"young, target at the share", rec(40*gi, 40*gi, 60*gi, 50), "", 40 * gi, false, 15 * gi * 150 / 100 * 4 / 3, 40 * gi},
+		{"mature", rec(30*gi, 40*gi, 40*gi, 0), "", 30 * gi, false, 15 * gi, 30 * gi},
+		{"minMemory under the need: the share", rec(30*gi, 40*gi, 40*gi, 50), "20Gi", 40 * gi, true, 15 * gi * 150 / 100, 30 * gi},
+		{"minMemory above the need: the floor", rec(30*gi, 40*gi, 40*gi, 50), "32Gi", 32 * gi, false, -1, 32 * gi},
+	} {
+		gfa := &gpufracv1.GPUFractionAutoscaler{}
+		if tc.minMemory != "" {
+			m := resource.MustParse(tc.minMemory)
+			gfa.Spec.ResourcePolicy = &gpufracv1.ResourcePolicy{ContainerPolicies: []gpufracv1.ContainerPolicy{{ContainerName: "main", MinMemory: &m}}}
+		}
+		got := WithMinMemory(gfa, TargetsOf(gfa, tc.gfr), 80*gi)["main"]
+		if got.Memory != tc.want || got.YoungShare != tc.youngShare {
+			t.Errorf("%s: memory %d MiB, young share %v; want %d MiB, %v", tc.name, got.Memory>>20, got.YoungShare, tc.want>>20, tc.youngShare)
+		}
+		if got.RequestPeakMemory != tc.wantRequest {
+			t.Errorf("%s: request peak %d MiB, want %d MiB", tc.name, got.RequestPeakMemory>>20, tc.wantRequest>>20)
+		}
+		if need := tc.gfr.Status.ContainerRecommendations[0].Target.Memory.Value(); got.YoungShare && got.NeedMemory() != need {
+			t.Errorf("%s: need %d MiB, want the target %d MiB", tc.name, got.NeedMemory()>>20, need>>20)
+		}
+		if m, _, ok := PodMemory(gfa, tc.gfr, 80*gi); !ok || m != tc.podMem {
+			t.Errorf("%s: PodMemory %d MiB (%v), want %d MiB", tc.name, m>>20, ok, tc.podMem>>20)
+		}
+	}
+}

@@ -80,9 +80,12 @@ type ContainerRecommendation struct {
 	// "How a recommendation is computed"). The admission webhook writes it as the limit;
 	// target.memory stays the need that the updater compares pods with and the sharing
 	// mode, the sharing planner and the GPU totals read. Like computeRequest, the
-	// updater never replaces a pod for its limit alone. Absent when the spread headroom
-	// is off for the autoscaler's backend or not wider than the policy's memory
-	// headroom.
+	// updater never replaces a pod for its limit alone. For a young workload
+	// (youngMarginPercent above 0) it is at least upperBound.memory, the whole share of
+	// one GPU its target falls in; the webhook then writes the pod at that share and the
+	// updater compares pods with it, so a young target moving inside its share replaces
+	// no pod. Absent when the spread headroom is off for the autoscaler's backend and
+	// the workload is not young, or when not above the target.
 	// +optional
 	MemoryLimit *resource.Quantity `json:"memoryLimit,omitempty"`
 	// ObservedPeakMemory is the highest memory sample in the recent peak window, bytes.

@@ -90,8 +90,10 @@ func explain(w io.Writer, gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.G
 	for _, c := range gfr.Status.ContainerRecommendations {
 		cp := gfa.Spec.ContainerPolicy(c.ContainerName)
 		packAt := c.Target.Memory
-		if t, ok := written[c.ContainerName]; ok && c.Target.Memory != nil && t.Memory > c.Target.Memory.Value() {
-			packAt = resource.NewQuantity(t.Memory, resource.BinarySI)
+		wt, ok := written[c.ContainerName]
+		youngShare := ok && wt.YoungShare
+		if ok && !youngShare && c.Target.Memory != nil && wt.Memory > c.Target.Memory.Value() {
+			packAt = resource.NewQuantity(wt.Memory, resource.BinarySI)
 		}
 		headroom := policy.MemoryHeadroom(cp) * 100
 		d, recorded := c.Derivation, true
@@ -123,7 +125,10 @@ func explain(w io.Writer, gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.G
 				c.YoungMarginPercent)
 		}
 		fmt.Fprintf(w, "\n          bounds [%s, %s]: a pod whose target is outside them is worth replacing\n", q(c.LowerBound.Memory), q(c.UpperBound.Memory))
-		if c.MemoryLimit != nil {
+		if youngShare {
+			fmt.Fprintf(w, "          young share %s: the whole share of one GPU the target falls in, written as the pod's limit and in its record; the pod is placed by its observed peak, and the updater compares pods with the share, so it replaces them when the target moves to another share, not for each hour's narrower target\n",
+				q(resource.NewQuantity(wt.Memory, resource.BinarySI)))
+		} else if c.MemoryLimit != nil {
 			fmt.Fprintf(w, "          limit %s: burst room above the target from the workload's own spread of hourly peaks (--memory-spread-factor), written as the pod's limit; the pod is placed by its observed peak and may use memory up to the limit; the updater compares the target, not the limit\n", q(c.MemoryLimit))
 		}
 		if line := packingLine(packAt, c.ObservedPeakMemory, gpuBytes); line != "" {

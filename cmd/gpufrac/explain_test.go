@@ -77,6 +77,26 @@ func TestExplainYoungWorkload(t *testing.T) {
 	}
 }
 
+// TestExplainYoungShare: a young container whose memoryLimit is at its share of the GPU
+// (contract.Target.YoungShare) is explained as written at that share, with the target
+// shown as the need and no minMemory or burst-room line; a young container whose limit
+// is under its share gets the burst-room line instead.
+func TestExplainYoungShare(t *testing.T) {
+	young := gpufracv1.ContainerRecommendation{ContainerName: "main", SharingMode: gpufracv1.SharingModeTimeSlicing,
+		ConfidencePercent: 50, HistoryHours: 3, YoungMarginPercent: 50,
+		Target:     gpufracv1.GPUResources{Memory: qp("15Gi"), Compute: qp("100m")},
+		UpperBound: gpufracv1.GPUResources{Memory: qp("20Gi"), Compute: qp("200m")}, MemoryLimit: qp("20Gi")}
+	under := young
+	under.ContainerName, under.MemoryLimit = "side", qp("18Gi")
+	got := explainDeployment(t, "new", young, under)
+	saysAndNot(t, "explain", got,
+		[]string{"memory  target 15Gi", "young share 20Gi: the whole share of one GPU the target falls in", "limit 18Gi: burst room"},
+		[]string{"minMemory", "limit 20Gi"})
+	if strings.Count(got, "young share") != 1 {
+		t.Errorf("want the young-share line for main only:\n%s", got)
+	}
+}
+
 // explainDeployment is explain's output, for an 80 GiB GPU, of the autoscaler ml/name of
 // the Deployment name whose recommendation holds recs.
 func explainDeployment(t *testing.T, name string, recs ...gpufracv1.ContainerRecommendation) string {

@@ -190,6 +190,10 @@ func TestShareCeil(t *testing.T) {
 		{"exactly half: half", 40 * gib, 80 * gib, 40 * gib},
 		{"a third of 141Gi, rounded up to a whole MiB", 45 * gib, 141 * gib, math.Ceil(141*1024/3) * (1 << 20)},
 		{"above half: the whole GPU", 41 * gib, 80 * gib, 80 * gib},
+		// 80 GiB ÷ 3 = 27306.67 MiB: 27306 MiB holds 26 GiB and three fit one GPU.
+		{"a third of 80Gi, rounded down to a whole MiB", 26 * gib, 80 * gib, math.Floor(80*1024/3) * (1 << 20)},
+		{"the third rounded down holds itself", math.Floor(80*1024/3) * (1 << 20), 80 * gib, math.Floor(80*1024/3) * (1 << 20)},
+		{"above the third rounded down: rounded up", (math.Floor(80.0*1024/3) + 0.5) * (1 << 20), 80 * gib, math.Ceil(80.0*1024/3) * (1 << 20)},
 		{"more than the GPU: unchanged", 90 * gib, 80 * gib, 90 * gib},
 		{"nothing: unchanged", 0, 80 * gib, 0},
 	} {
@@ -220,8 +224,9 @@ func TestYoungRecommendation(t *testing.T) {
 		// 30Gi × 1.15 × 1.1 = 37.95Gi: under half, upper bound half.
 		{"n=10, under half", young(30*gib, 0.1), 30 * 1.15 * 1.1 * gib, 40 * gib, 10},
 		// 16Gi × 1.15 × 1.5 = 27.6Gi, a little above a third (26.67Gi): the peak with the
-		// margin (24Gi) + 2Gi fits a third, so a third; upper bound a third.
-		{"n=2, rounded down to a third", young(16*gib, 0.5), math.Floor(80.0*1024/3) * (1 << 20), math.Ceil(80.0*1024/3) * (1 << 20), 50},
+		// margin (24Gi) + 2Gi fits a third, so a third; upper bound the same third (whole
+		// MiB rounded down: three fit one GPU).
+		{"n=2, rounded down to a third", young(16*gib, 0.5), math.Floor(80.0*1024/3) * (1 << 20), math.Floor(80.0*1024/3) * (1 << 20), 50},
 		// 18Gi × 1.15 × 1.5 = 31Gi: the peak with the margin (27Gi) does not fit a third.
 		{"n=2, margin keeps it above a third", young(18*gib, 0.5), 18 * 1.15 * 1.5 * gib, 40 * gib, 50},
 		// Not young: the upper bound is the estimator's.
@@ -355,6 +360,58 @@ func TestWithinPolicy(t *testing.T) {
 		want := []string{tc.target, tc.lower, tc.upper, tc.limit, tc.compute, tc.request, tc.upperCompute}
 		if strings.Join(got, " ") != strings.Join(want, " ") || moved != tc.moved {
 			t.Errorf("%s: %v moved %v; want %v moved %v", tc.name, got, moved, want, tc.moved)
+		}
+	}
+}
+
+// TestYoungLimitAtShare: for backends that place pods by their observed peak
+// (Config.YoungLimitAtShare), a young workload's memoryLimit is at least its upper bound,
+// the whole share of one GPU its target falls in (at most the policy's maxMemory; a spread
+// limit above it stays), while the target stays the need of TestYoungRecommendation; a
+// mature one, or the option off, gets no limit from it.
+func TestYoungLimitAtShare(t *testing.T) {
+	young := func(peak, margin, limit float64) estimate.Estimate {
+		e := est(peak*1.15*(1+margin), 0.2, 0.05, 0.3)
+		e.RecentPeakBytes, e.YoungMargin, e.Confidence = peak, margin, 0.5
+		e.UpperBound.MemoryBytes = peak * 1.15 * (1 + 2*margin)
+		e.MemoryLimitBytes = limit
+		return e
+	}
+	spread := func(e estimate.Estimate) estimate.Estimate { e.MemorySpread = 0.5; return e }
+	third := math.Floor(80.0*1024/3) * (1 << 20)
+	for _, tc := range []struct {
+		name          string
+		on            bool
+		e             estimate.Estimate
+		cp            *gpufracv1.ContainerPolicy
+		target, limit float64 // limit 0: none written
+	}{
+		{"n=10, under half: half", true, young(30*gib, 0.1, 0), nil, 30 * 1.15 * 1.1 * gib, 40 * gib},
+		// Rounded down to a third: the target is the share, no limit above it.
+		{"n=2, a third", true, young(16*gib, 0.5, 0), nil, third, 0},
+		{"n=2, above a third: half", true, young(18*gib, 0.5, 0), nil, 18 * 1.15 * 1.5 * gib, 40 * gib},
+		{"above half: the whole GPU", true, young(40*gib, 0.1, 0), nil, 40 * 1.15 * 1.1 * gib, 80 * gib},
+		{"a limit under the share: the share", true, young(30*gib, 0.1, 39*gib), nil, 30 * 1.15 * 1.1 * gib, 40 * gib},
+		{"a spread limit over the share stays", true, spread(young(30*gib, 0.1, 60*gib)), nil, 30 * 1.15 * 1.1 * gib, 60 * gib},
+		{"at most maxMemory", true, young(30*gib, 0.1, 0), &gpufracv1.ContainerPolicy{ContainerName: "*", MaxMemory: q("38Gi")}, 30 * 1.15 * 1.1 * gib, 38 * gib},
+		{"off: no limit", false, young(30*gib, 0.1, 0), nil, 30 * 1.15 * 1.1 * gib, 0},
+		{"mature: no limit", true, est(30*gib, 0.2, 0.05, 0.3), nil, 30 * gib, 0},
+	} {
+		c := Config{GPUMemoryBytes: 80 * gib, YoungLimitAtShare: tc.on}
+		r := c.Recommend("main", tc.e, tc.cp, nil, gpufracv1.GuardrailNone)
+		mib := func(v float64) int64 { return int64(math.Ceil(v / (1 << 20))) }
+		if got := r.Target.Memory.Value() >> 20; got != mib(tc.target) {
+			t.Errorf("%s: target %d MiB, want the need %d MiB", tc.name, got, mib(tc.target))
+		}
+		var limit int64
+		if r.MemoryLimit != nil {
+			limit = r.MemoryLimit.Value() >> 20
+		}
+		if limit != mib(tc.limit) {
+			t.Errorf("%s: memoryLimit %d MiB, want %d MiB", tc.name, limit, mib(tc.limit))
+		}
+		if tc.on && tc.e.YoungMargin > 0 && r.MemoryLimit != nil && r.MemoryLimit.Cmp(*r.UpperBound.Memory) < 0 {
+			t.Errorf("%s: memoryLimit %s under the upper bound %s", tc.name, r.MemoryLimit, r.UpperBound.Memory)
 		}
 	}
 }

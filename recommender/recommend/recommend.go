@@ -69,11 +69,18 @@ type Config struct {
 // would pay for it in GPUs.
 var DefaultMemorySpreadBackends = []gpufracv1.BackendType{gpufracv1.BackendAnnotations}
 
+// placedByPeak reports whether the pods of an autoscaler of spec are placed by their
+// observed memory peak, what is written above it room only: its backend is one of
+// MemorySpreadBackends.
+func (c Config) placedByPeak(spec *gpufracv1.GPUFractionAutoscalerSpec) bool {
+	return spec != nil && slices.Contains(c.MemorySpreadBackends, spec.EffectiveBackend())
+}
+
 // estimatorFor returns the estimator settings for an autoscaler of spec: the
 // memory spread factor only where the spec's backend is one of MemorySpreadBackends.
 func (c Config) estimatorFor(spec *gpufracv1.GPUFractionAutoscalerSpec) estimate.Config {
 	e := c.Estimator
-	if spec == nil || !slices.Contains(c.MemorySpreadBackends, spec.EffectiveBackend()) {
+	if !c.placedByPeak(spec) {
 		e.MemorySpreadFactor = -1 // off
 	}
 	return e
@@ -126,6 +133,8 @@ func (c Config) Recommend(model *history.Model, w history.WorkloadKey, spec *gpu
 	names := model.Containers(w)
 	sort.Strings(names)
 	estimator := c.estimatorFor(spec)
+	pol := c.Policy
+	pol.YoungLimitAtShare = c.placedByPeak(spec)
 	for _, name := range names {
 		cp := spec.ContainerPolicy(name)
 		if !cp.Enabled() {
@@ -136,7 +145,7 @@ func (c Config) Recommend(model *history.Model, w history.WorkloadKey, spec *gpu
 		if !ok {
 			continue
 		}
-		rec := c.Policy.Recommend(name, est, cp, byName[name], guard)
+		rec := pol.Recommend(name, est, cp, byName[name], guard)
 		rec.Derivation = derivation(estimator, c.History)
 		if p := byName[name]; p != nil && withinNoise(p, &rec, c) {
 			// Keep the written sizes, but report the fresh confidence, history and

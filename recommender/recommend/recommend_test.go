@@ -232,3 +232,65 @@ func TestRecommendRecordsDerivation(t *testing.T) {
 		}
 	}
 }
+
+// TestYoungLimitAtShareByBackend: a young workload's memoryLimit is written at the whole
+// share of one GPU its target falls in (its upper bound) only for the backends that place
+// pods by their observed peak (MemorySpreadBackends, the annotations backend by default);
+// others, kai-nvfractions or HAMi unlisted, place pods by the target and get no limit. The
+// target is the need under every backend.
+func TestYoungLimitAtShareByBackend(t *testing.T) {
+	w := history.WorkloadKey{Namespace: "ns", Kind: "Deployment", Name: "web"}
+	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	// sawBelow: a young target under its share, where the limit matters, was tested.
+	sawBelow := false
+	for _, hours := range []int{2, 5, 9} { // young: under --low-confidence's 12 h
+		m := history.NewModel(history.Options{})
+		var ms metrics.Series
+		ms.ID = metrics.ContainerID{Namespace: "ns", Pod: "p1", Container: "main"}
+		for at := t0; at.Before(t0.Add(time.Duration(hours) * time.Hour)); at = at.Add(time.Minute) {
+			ms.Samples = append(ms.Samples, metrics.Sample{Time: at, Value: 20 << 30})
+		}
+		m.Add(w, metrics.SignalMemory, ms)
+		now := t0.Add(time.Duration(hours) * time.Hour)
+		var need int64
+		for _, tc := range []struct {
+			bt      gpufracv1.BackendType
+			listed  []gpufracv1.BackendType // nil: the default
+			atShare bool
+		}{
+			{"", nil, true},
+			{gpufracv1.BackendAnnotations, nil, true},
+			{gpufracv1.BackendKAINVFractions, nil, false},
+			{gpufracv1.BackendHAMi, nil, false},
+			{gpufracv1.BackendHAMi, []gpufracv1.BackendType{gpufracv1.BackendHAMi}, true},
+		} {
+			spec := &gpufracv1.GPUFractionAutoscalerSpec{}
+			if tc.bt != "" {
+				spec.Backend = &gpufracv1.Backend{Type: tc.bt}
+			}
+			cfg := Config{MemorySpreadBackends: tc.listed}.WithDefaults()
+			recs, _, _ := cfg.Recommend(m, w, spec, nil, nil, gpufracv1.GuardrailNone, now)
+			if len(recs) != 1 || recs[0].Target.Memory == nil || recs[0].UpperBound.Memory == nil || recs[0].YoungMarginPercent == 0 {
+				t.Fatalf("%dh, %q: want one young recommendation, got %+v", hours, tc.bt, recs)
+			}
+			target, upper := recs[0].Target.Memory.Value(), recs[0].UpperBound.Memory.Value()
+			if need == 0 {
+				need = target
+			}
+			if target != need || target > upper {
+				t.Errorf("%dh, %q: target %d MiB, upper bound %d MiB; want the need %d MiB, at most the share", hours, tc.bt, target>>20, upper>>20, need>>20)
+			}
+			lim := recs[0].MemoryLimit
+			switch {
+			case !tc.atShare && lim != nil:
+				t.Errorf("%dh, %q listed %v: memoryLimit %s; want none (placed by the target)", hours, tc.bt, tc.listed, lim)
+			case tc.atShare && target < upper && (lim == nil || lim.Value() < upper):
+				t.Errorf("%dh, %q listed %v: memoryLimit %v under the upper bound %d MiB", hours, tc.bt, tc.listed, lim, upper>>20)
+			}
+			sawBelow = sawBelow || target < upper
+		}
+	}
+	if !sawBelow {
+		t.Error("no young target under its share: the case the limit is for was not tested")
+	}
+}
