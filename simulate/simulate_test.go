@@ -226,34 +226,39 @@ func TestHysteresis(t *testing.T) {
 	}
 }
 
-// TestColdStartThenShrink: two workloads of 20 GiB start on whole GPUs. At the end of
-// minute 60 confidence reaches 50 % (60 minutes of history out of 120) and each pod is
-// an hour old, so both are replaced by a fraction, and the second lands next to the
-// first (2 × 23 GiB ≤ 80 GiB).
+// TestColdStartThenShrink: two workloads of 20 GiB start on whole GPUs. After 15
+// minutes at their level with the GPU busy (estimate.DefaultYoungMinAtLevel) the young
+// rule makes their recommendation confident: 20 GiB × 1.15 × 2 (n = 1), above half of
+// the GPU, so its share is the whole GPU, and the pods on whole GPUs are in date, no
+// longer cold starts. At the end of minute 60 confidence reaches 50 % by the clock (60
+// minutes of history out of 120) and each pod is an hour old, so both are replaced by a
+// fraction, and the second lands next to the first (2 × 23 GiB ≤ 80 GiB).
 func TestColdStartThenShrink(t *testing.T) {
 	tr := trace.Trace{Pods: []trace.Pod{
 		pod("a", 0, repeat(20, 120), repeat(0.2, 120)),
 		pod("b", 0, repeat(20, 120), repeat(0.2, 120)),
 	}}
+	// Each pod's cold start: its first minute and the 15 at the level after it.
+	cold := 2 * float64(estimate.DefaultYoungMinAtLevel/time.Minute+1)
 	cases := []struct {
 		name                string
 		edit                func(*Options)
 		gpuMinutes, coldMin float64
 	}{
 		// Minutes 1-60 on two GPUs, 61-120 on one.
-		{"defaults", func(*Options) {}, 2*60 + 60, 120},
-		// The minimum lifetime holds both until the end of minute 90; from minute 61
-		// the recommendation is confident, so the whole GPUs are no longer cold starts.
-		{"min lifetime 90m", func(o *Options) { o.Updater.MinLifetime = 90 * time.Minute }, 2*90 + 30, 120},
+		{"defaults", func(*Options) {}, 2*60 + 60, cold},
+		// The minimum lifetime holds both until the end of minute 90.
+		{"min lifetime 90m", func(o *Options) { o.Updater.MinLifetime = 90 * time.Minute }, 2*90 + 30, cold},
 		// One replacement per minute: a at the end of minute 60 (onto a new GPU while b
-		// still fills its own), b at the end of minute 61 (next to a); cold starts end at
-		// minute 60 for both.
-		{"rate limit 1/min", func(o *Options) { o.Updater.ReplacementsPerMinute = 1 }, 2*61 + 59, 120},
+		// still fills its own), b at the end of minute 61 (next to a).
+		{"rate limit 1/min", func(o *Options) { o.Updater.ReplacementsPerMinute = 1 }, 2*61 + 59, cold},
 		// Shrinking waits for the window at 00:30-00:40 of each hour: 01:30, the end of
-		// minute 90 (cold starts end at minute 60, as above).
+		// minute 90.
 		{"resize window", func(o *Options) {
 			o.Updater.ResizeWindows = []gpufracv1.ResizeWindow{{Schedule: "30 * * * *", Duration: metav1.Duration{Duration: 10 * time.Minute}}}
-		}, 2*90 + 30, 120},
+		}, 2*90 + 30, cold},
+		// The young rule waiting for a whole interval (1 h): cold starts until minute 60.
+		{"young rule after an hour", func(o *Options) { o.Recommender.Estimator.YoungMinAtLevel = -1 }, 2*60 + 60, 120},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

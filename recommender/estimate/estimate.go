@@ -100,6 +100,16 @@ type Config struct {
 	// than from the clock alone. recommend.Config sets it to its LowConfidence; 0
 	// turns the rule off (confidence from the clock only).
 	YoungConfidence float64
+	// YoungMinAtLevel is how long a workload's memory must have held its level (no
+	// sample above its highest one by more than history.LevelNoise:
+	// history.ContainerState.AtLevel) before the young rule applies to a history shorter
+	// than one memory aggregation interval; it then counts as one interval (n = 1: a
+	// margin of 100 %), provided the GPU has run the container's kernels
+	// (history.ContainerState.HasRun). A model still loading keeps raising its level and
+	// waits, as does one whose GPU has run no kernel yet (its weights still downloading
+	// behind a CUDA context). Default DefaultYoungMinAtLevel; negative: the rule waits
+	// for a whole interval of history.
+	YoungMinAtLevel time.Duration
 }
 
 // Defaults, with their sources in Config's field docs.
@@ -113,6 +123,12 @@ const (
 	DefaultComputeMargin           = 0.15
 	DefaultMinCompute              = 0.01
 	DefaultFullConfidenceHistory   = 24 * time.Hour
+	// DefaultYoungMinAtLevel is Config.YoungMinAtLevel: 15 minutes, a quarter of the
+	// default memory aggregation interval. Measured with gpufrac simulate
+	// (docs/benchmarks/savings.md, "A young workload's first hour"): new workloads leave
+	// the cold start's whole GPU after 15 minutes at their level instead of an hour,
+	// with no pod over its allocation on GenTD26 or the synthetic traces.
+	DefaultYoungMinAtLevel = 15 * time.Minute
 	// DefaultContentionBudget is Config.ContentionBudget: 1 %, under issue 12's goal of
 	// at most 1.5 % of pod-minutes in compute contention.
 	DefaultContentionBudget = 0.01
@@ -229,6 +245,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.FullConfidenceHistory <= 0 {
 		c.FullConfidenceHistory = DefaultFullConfidenceHistory
+	}
+	if c.YoungMinAtLevel == 0 {
+		c.YoungMinAtLevel = DefaultYoungMinAtLevel
 	}
 	return c
 }
@@ -443,9 +462,10 @@ const MaxMemorySpread = 1.0
 
 // young applies the young-workload rule to e and reports whether it applies: while the
 // clock's confidence is under YoungConfidence and at least one memory aggregation
-// interval of history exists, the workload's n intervals at its current memory level
-// (n ≥ 1; a level reached in the current interval counts as 1) lift the confidence to
-// min(n/(n+1), YoungConfidence) and set YoungMargin to 1/n.
+// interval of history exists, or memory has held its level for YoungMinAtLevel, the
+// workload's n intervals at its current memory level (n ≥ 1; a level reached in the
+// current interval counts as 1) lift the confidence to min(n/(n+1), YoungConfidence)
+// and set YoungMargin to 1/n.
 //
 // n/(n+1) is the distribution-free (order-statistics) probability that the next of
 // n+1 exchangeable per-interval peaks does not exceed the highest of the first n, and
@@ -454,7 +474,12 @@ const MaxMemorySpread = 1.0
 // evidence, the per-interval peak, instead of VPA's (days: one daily peak each). An
 // upward trend or a leak keeps reaching new levels, keeps n small and the margin wide.
 func (c Config) young(s *history.ContainerState, e *Estimate, now time.Time) bool {
-	if c.YoungConfidence <= 0 || e.Confidence >= c.YoungConfidence || s.Memory.IsEmpty() || s.Span() < s.Interval() {
+	if c.YoungConfidence <= 0 || e.Confidence >= c.YoungConfidence || s.Memory.IsEmpty() {
+		return false
+	}
+	if s.Span() < s.Interval() && (c.YoungMinAtLevel < 0 || s.AtLevel(now) < c.YoungMinAtLevel || !s.HasRun()) {
+		// Too little evidence yet, or none that the model runs (a pod downloading its
+		// weights holds a CUDA context and runs no kernel): the cold start's whole GPU.
 		return false
 	}
 	n := max(1, s.LevelIntervals(now))

@@ -152,16 +152,23 @@ func TestYoungEvidence(t *testing.T) {
 			feed(m, w, "p1", t0.Add(time.Duration(h)*time.Hour), time.Hour, 10*gib*math.Pow(1.1, float64(h)), 0.2)
 		}
 	}
+	loading := func(m *history.Model) { // a model loading: 10 % more every 5 minutes for 40 minutes
+		for i := 0; i < 8; i++ {
+			feed(m, w, "p1", t0.Add(time.Duration(i)*5*time.Minute), 5*time.Minute, 10*gib*math.Pow(1.1, float64(i)), 0.2)
+		}
+	}
 	tests := []struct {
-		name     string
-		young    float64
-		setup    func(m *history.Model)
-		now      time.Time
-		conf     float64
-		margin   float64
-		n        int
-		mem      float64 // memory target, bytes
-		upperMem float64 // memory upper bound, bytes (0: not checked)
+		name  string
+		young float64
+		// minAtLevel is Config.YoungMinAtLevel (0: the default, 15 minutes).
+		minAtLevel time.Duration
+		setup      func(m *history.Model)
+		now        time.Time
+		conf       float64
+		margin     float64
+		n          int
+		mem        float64 // memory target, bytes
+		upperMem   float64 // memory upper bound, bytes (0: not checked)
 	}{
 		{name: "3h steady: n=3", young: 0.5, setup: func(m *history.Model) { feed(m, w, "p1", t0, 3*time.Hour, 10*gib, 0.2) },
 			now: t0.Add(3 * time.Hour), conf: 0.5, margin: 1.0 / 3, n: 3, mem: base(10*gib) * 4 / 3, upperMem: base(10*gib) * 5 / 3},
@@ -171,8 +178,16 @@ func TestYoungEvidence(t *testing.T) {
 			now: t0.Add(3 * time.Hour), conf: 0.75, margin: 1.0 / 3, n: 3, mem: base(10*gib) * 4 / 3},
 		{name: "rising memory: n stays 1", young: 0.5, setup: rising,
 			now: t0.Add(4 * time.Hour), conf: 0.5, margin: 1, n: 1, mem: base(10*gib*math.Pow(1.1, 3)) * 2},
-		{name: "under one interval: the clock", young: 0.5, setup: func(m *history.Model) { feed(m, w, "p1", t0.Add(time.Minute), 30*time.Minute, 10*gib, 0.2) },
+		{name: "under one interval, level held 30 min: n=1", young: 0.5, setup: func(m *history.Model) { feed(m, w, "p1", t0.Add(time.Minute), 30*time.Minute, 10*gib, 0.2) },
+			now: t0.Add(31 * time.Minute), conf: 0.5, margin: 1, n: 1, mem: base(10*gib) * 2},
+		{name: "under one interval, waiting for a whole one: the clock", young: 0.5, minAtLevel: -1, setup: func(m *history.Model) { feed(m, w, "p1", t0.Add(time.Minute), 30*time.Minute, 10*gib, 0.2) },
 			now: t0.Add(31 * time.Minute), conf: 0.5 / 24, mem: base(10 * gib)},
+		{name: "under one interval, level held 10 min: the clock", young: 0.5, setup: func(m *history.Model) { feed(m, w, "p1", t0.Add(time.Minute), 10*time.Minute, 10*gib, 0.2) },
+			now: t0.Add(11 * time.Minute), conf: (10.0 / 60) / 24, mem: base(10 * gib)},
+		{name: "under one interval, level held 30 min with the GPU idle (weights downloading): the clock", young: 0.5, setup: func(m *history.Model) { feed(m, w, "p1", t0.Add(time.Minute), 30*time.Minute, 10*gib, 0) },
+			now: t0.Add(31 * time.Minute), conf: 0.5 / 24, mem: base(10 * gib)},
+		{name: "under one interval, still loading: the clock", young: 0.5, setup: loading,
+			now: t0.Add(40 * time.Minute), conf: (40.0 / 60) / 24, mem: base(10 * gib * math.Pow(1.1, 7))},
 		{name: "rule off: the clock", young: -1, setup: func(m *history.Model) { feed(m, w, "p1", t0, 3*time.Hour, 10*gib, 0.2) },
 			now: t0.Add(3 * time.Hour), conf: 3.0 / 24, mem: base(10 * gib)},
 		{name: "13h: old enough for the clock", young: 0.5, setup: func(m *history.Model) { feed(m, w, "p1", t0, 13*time.Hour, 10*gib, 0.2) },
@@ -182,7 +197,7 @@ func TestYoungEvidence(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			m := history.NewModel(history.Options{})
 			c.setup(m)
-			e, ok := Config{YoungConfidence: c.young}.Estimate(m.Container(key), 0.15, c.now)
+			e, ok := Config{YoungConfidence: c.young, YoungMinAtLevel: c.minAtLevel}.Estimate(m.Container(key), 0.15, c.now)
 			if !ok {
 				t.Fatal("no estimate")
 			}

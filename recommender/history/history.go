@@ -147,6 +147,11 @@ type ContainerState struct {
 	// A rise within LevelNoise raises LevelPeak and keeps LevelSince.
 	LevelPeak  float64
 	LevelSince time.Time
+	// ActiveAt is the time of the latest compute sample above 0, when the GPU ran the
+	// container's kernels (zero: none seen). A model still downloading or loading its
+	// weights shows memory but no activity. Not checkpointed: after a restore it waits
+	// for the next active sample.
+	ActiveAt time.Time
 	// levelAt is the time of the latest memory sample fed, and levelBefore LevelPeak
 	// before the samples of that time: a rise is measured against the highest sample
 	// before its time, so samples of several pods at one time (one cycle's) give the
@@ -255,6 +260,10 @@ func (s *ContainerState) AtLevel(now time.Time) time.Duration {
 	return min(now.Sub(s.LevelSince), s.Span())
 }
 
+// HasRun reports whether the GPU has run the container's kernels (ActiveAt is set):
+// its model is loaded, not still downloading behind a CUDA context.
+func (s *ContainerState) HasRun() bool { return !s.ActiveAt.IsZero() }
+
 // LevelIntervals returns AtLevel(now) in whole memory aggregation intervals: the number
 // of per-interval peaks seen at the current level.
 func (s *ContainerState) LevelIntervals(now time.Time) int {
@@ -267,6 +276,9 @@ func (s *ContainerState) Interval() time.Duration { return s.opts.MemoryAggregat
 // AddCompute records one activity sample, ratio 0–1, in Compute and in the
 // histogram of its hour of the day (UTC).
 func (s *ContainerState) AddCompute(t time.Time, ratio float64, source string) {
+	if ratio > 0 && t.After(s.ActiveAt) {
+		s.ActiveAt = t
+	}
 	s.Compute.AddSample(ratio, 1, t)
 	s.ComputeSamples++
 	if !s.opts.NoComputeByHour {
