@@ -536,25 +536,28 @@ func (m *Mutator) memoryTarget(t *backend.Target, r contract.Target, gfa *gpufra
 		warnings = append(warnings, fmt.Sprintf("gpufrac: container %s: memory %s instead of the recommended %s: rollback floor (status.updater.floor, %s)", t.Container, qc.String(), q.String(), gfa.Status.Updater.Floor.Reason))
 	}
 	floored := mem > q.Value()
-	if r.Memory > mem {
-		// A young workload placed by its observed peak is written at its share
-		// (contract.Target.YoungShare: room above the request it is placed by; the
-		// updater compares pods with the same). Otherwise the recommendation predates
-		// the policy's minMemory (raised, the remedy for a workload out of memory, and
-		// the recommender has not written since): the user's floor holds at once
-		// (r.Memory, contract.WithMinMemory: at most one GPU; the updater compares pods
-		// with the same). The record says what the pod holds.
-		mem = r.Memory
+	if need := r.NeedMemory(); need > mem {
+		// The recommendation predates the policy's minMemory (raised, the remedy for a
+		// workload out of memory, and the recommender has not written since): the user's
+		// floor holds at once (contract.WithMinMemory: at most one GPU; the updater
+		// compares pods with the same). The record says what the pod holds.
+		mem = need
 		qc = *resource.NewQuantity(mem, resource.BinarySI)
-		if !r.YoungShare {
-			warnings = append(warnings, fmt.Sprintf("gpufrac: container %s: memory %s instead of the recommended %s: minMemory of the container policy (the recommendation predates it)", t.Container, qc.String(), q.String()))
-		}
+		warnings = append(warnings, fmt.Sprintf("gpufrac: container %s: memory %s instead of the recommended %s: minMemory of the container policy (the recommendation predates it)", t.Container, qc.String(), q.String()))
 	}
 	t.MemoryBytes = mem + overhead
 	if t.MemoryBytes > m.Config.GPUMemoryBytes {
 		t.CappedNote = fmt.Sprintf("gpufrac: container %s: memory %s plus overhead exceeds one GPU; capped to %s", t.Container, qc.String(), gpuMem.String())
 		warnings = append(warnings, t.CappedNote)
 		t.MemoryBytes = m.Config.GPUMemoryBytes
+	}
+	if r.YoungShare && r.Memory > mem {
+		// A young workload placed by its observed peak is written at its share
+		// (contract.Target.YoungShare): room above the request it is placed by, the
+		// limit (at most one GPU, no warning: it is not need) and what the record says
+		// and the updater compares.
+		t.MemoryBytes = max(t.MemoryBytes, min(r.Memory+overhead, m.Config.GPUMemoryBytes))
+		qc = *resource.NewQuantity(r.Memory, resource.BinarySI)
 	}
 	if r.MemoryLimit > mem {
 		// The memoryLimit where above what the pod gets (burst room above a request;

@@ -685,27 +685,35 @@ func TestMutateMemoryLimit(t *testing.T) {
 // keeps its target in the record.
 func TestMutateYoungShare(t *testing.T) {
 	for _, tc := range []struct {
-		name            string
-		margin          int32
-		wantRecord, req string
+		name                 string
+		margin               int32
+		target, share, limit string // limit: the gpu-memory annotation
+		overhead             string
+		wantRecord, req      string
 	}{
-		{"young: the share", 50, "20Gi", "6Gi"},
-		{"mature: the target", 0, "12Gi", "4Gi"},
+		{"young: the share", 50, "12Gi", "20Gi", "20Gi", "", "20Gi", "6Gi"},
+		{"mature: the target", 0, "12Gi", "20Gi", "20Gi", "", "12Gi", "4Gi"},
+		// A share of the whole GPU plus overhead is capped at one GPU without the
+		// warning a need above one GPU gets: the share is room, not need.
+		{"young: the whole GPU, with overhead", 50, "45Gi", "80Gi", "80Gi", "256Mi", "80Gi", "6400Mi"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			gfa := autoscaler("web", gpufracv1.UpdateModeRecreate, gpufracv1.BackendAnnotations)
-			rec := containerRec("main", "12Gi", "")
+			if tc.overhead != "" {
+				gfa.Spec.Backend.MemoryOverhead = q(tc.overhead)
+			}
+			rec := containerRec("main", tc.target, "")
 			rec.ObservedPeakMemory = q("4Gi")
-			rec.UpperBound.Memory = q("20Gi") // a quarter of 80Gi
-			rec.MemoryLimit = q("20Gi")
+			rec.UpperBound.Memory = q(tc.share) // a quarter of 80Gi, or all of it
+			rec.MemoryLimit = q(tc.share)
 			rec.YoungMarginPercent = tc.margin
 			m := mutator(t, Config{}.WithDefaults(), gfa, recommendation("web", 80, rec))
 			o, resp, got := handle(t, m, podOf(gpuContainer("main", 1)))
 			if o.skip != "" {
 				t.Fatalf("skipped %s %v", o.skip, o.warnings)
 			}
-			if mem, req := got.Annotations["gpufrac.io/gpu-memory"], got.Annotations["gpufrac.io/gpu-memory-request"]; mem != "20Gi" || req != tc.req {
-				t.Errorf("gpu-memory %q request %q, want 20Gi %s", mem, req, tc.req)
+			if mem, req := got.Annotations["gpufrac.io/gpu-memory"], got.Annotations["gpufrac.io/gpu-memory-request"]; mem != tc.limit || req != tc.req {
+				t.Errorf("gpu-memory %q request %q, want %s %s", mem, req, tc.limit, tc.req)
 			}
 			r, _ := gpufracv1.ParseApplied(got.Annotations)
 			if ac := r.Container("main"); ac == nil || ac.Memory.String() != tc.wantRecord {

@@ -62,17 +62,21 @@ type Target struct {
 	// another share. The recommendation's target (the need: status, MIG advice,
 	// explain, report) is unchanged.
 	YoungShare bool
+	// need is the memory the container needs where Memory is its young share, bytes: the
+	// recommendation's target, or the policy's minMemory above it (WithMinMemory).
+	need int64
 	// ControlsMemory and ControlsCompute say whether the container's policy lets
 	// gpufrac write the resource (controlledResources, mode); compute only where the
 	// recommendation partitions it (ContainerRecommendation.PartitionsCompute).
 	ControlsMemory, ControlsCompute bool
 }
 
-// NeedMemory returns the memory the container needs, bytes: Memory, or the
-// recommendation's target where Memory is its young share (YoungShare); -1 when absent.
+// NeedMemory returns the memory the container needs, bytes: Memory, or, where Memory is
+// its young share (YoungShare), the recommendation's target (raised to the policy's
+// minMemory by WithMinMemory); -1 when absent.
 func (t Target) NeedMemory() int64 {
-	if t.YoungShare && t.Recommendation != nil {
-		return BytesOf(t.Recommendation.Target.Memory)
+	if t.YoungShare {
+		return t.need
 	}
 	return t.Memory
 }
@@ -155,8 +159,9 @@ func TargetsOf(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionR
 			ControlsMemory: pol.Controls(gpufracv1.ResourceMemory), ControlsCompute: pol.Controls(gpufracv1.ResourceCompute) && r.PartitionsCompute(),
 		}
 		t.MemoryLimit = BytesOf(r.WrittenMemory())
-		if r.YoungMarginPercent > 0 && t.Memory > 0 && t.UpperMemory > t.Memory && t.MemoryLimit >= t.UpperMemory {
-			t.Memory, t.YoungShare = t.UpperMemory, true
+		t.need = t.Memory
+		if share := r.YoungShare(); share != nil {
+			t.Memory, t.YoungShare = share.Value(), true
 		}
 		t.ComputeRequest = -1
 		if pol.Controls(gpufracv1.ResourceCompute) && !r.PartitionsCompute() {
@@ -209,9 +214,13 @@ func WithMinMemory(gfa *gpufracv1.GPUFractionAutoscaler, targets map[string]Targ
 		if !t.ControlsMemory || t.Memory < 0 || m <= t.NeedMemory() {
 			continue
 		}
-		// A raised floor replaces a young share (YoungShare): the pod is written at
-		// minMemory, with no observed-peak request, as any raised target.
-		t.Memory, t.YoungShare = m, false
+		if t.YoungShare && m <= t.Memory {
+			// The young share already holds the floor: pods keep it (a floor is never a
+			// reason to write less), and the need is the floor.
+			t.need = m
+		} else {
+			t.Memory, t.YoungShare = m, false
+		}
 		// The floor holds whatever the pods were seen to use: no request below it (the
 		// webhook writes none under a raised floor; the updater's placement check and
 		// gpufrac simulate pack by the same).

@@ -76,8 +76,9 @@ func TestWithMinMemory(t *testing.T) {
 // or above its upper bound is written and compared at that upper bound, its share of the
 // GPU (YoungShare), with the observed-peak request kept and the need still the
 // recommendation's target; a mature one, one without such a limit, or one whose
-// upper bound is the target keeps the target. A minMemory above the need replaces the
-// share with the floor (no request), and PodMemory counts the need.
+// upper bound is the target keeps the target. A minMemory above the need keeps the share
+// where the share holds it and replaces it above (no request either way), and PodMemory
+// counts the need (the floor where it is higher).
 func TestYoungShare(t *testing.T) {
 	const gi = int64(1) << 30
 	rec := func(target, upper, limit int64, margin int32) *gpufracv1.GPUFractionRecommendation {
@@ -109,7 +110,9 @@ func TestYoungShare(t *testing.T) {
 		{"young, target at the share", rec(40*gi, 40*gi, 60*gi, 50), "", 40 * gi, false, 15 * gi * 150 / 100 * 4 / 3, 40 * gi},
 		{"mature", rec(30*gi, 40*gi, 40*gi, 0), "", 30 * gi, false, 15 * gi, 30 * gi},
 		{"minMemory under the need: the share", rec(30*gi, 40*gi, 40*gi, 50), "20Gi", 40 * gi, true, 15 * gi * 150 / 100, 30 * gi},
-		{"minMemory above the need: the floor", rec(30*gi, 40*gi, 40*gi, 50), "32Gi", 32 * gi, false, -1, 32 * gi},
+		// Between the need and the share: the share holds it, placed by it (no request).
+		{"minMemory above the need, under the share", rec(30*gi, 40*gi, 40*gi, 50), "32Gi", 40 * gi, true, -1, 32 * gi},
+		{"minMemory above the share: the floor", rec(30*gi, 40*gi, 40*gi, 50), "48Gi", 48 * gi, false, -1, 48 * gi},
 	} {
 		gfa := &gpufracv1.GPUFractionAutoscaler{}
 		if tc.minMemory != "" {
@@ -123,8 +126,8 @@ func TestYoungShare(t *testing.T) {
 		if got.RequestPeakMemory != tc.wantRequest {
 			t.Errorf("%s: request peak %d MiB, want %d MiB", tc.name, got.RequestPeakMemory>>20, tc.wantRequest>>20)
 		}
-		if need := tc.gfr.Status.ContainerRecommendations[0].Target.Memory.Value(); got.YoungShare && got.NeedMemory() != need {
-			t.Errorf("%s: need %d MiB, want the target %d MiB", tc.name, got.NeedMemory()>>20, need>>20)
+		if got.YoungShare && got.NeedMemory() != tc.podMem {
+			t.Errorf("%s: need %d MiB, want %d MiB", tc.name, got.NeedMemory()>>20, tc.podMem>>20)
 		}
 		if m, _, ok := PodMemory(gfa, tc.gfr, 80*gi); !ok || m != tc.podMem {
 			t.Errorf("%s: PodMemory %d MiB (%v), want %d MiB", tc.name, m>>20, ok, tc.podMem>>20)

@@ -65,6 +65,23 @@ func (r *ContainerRecommendation) WrittenMemory() *resource.Quantity {
 	return r.Target.Memory
 }
 
+// YoungShare returns the memory a young container of r is written at, bytes as a
+// quantity, or nil: its upper bound, the whole share of one GPU its target falls in, when
+// the recommendation is young (youngMarginPercent above 0) and its memoryLimit is at or
+// above that bound, itself above the target (the recommender writes such a limit for
+// backends that place pods by their observed peak). The admission webhook writes the
+// share as the limit and in the applied record, and the updater compares pods with it
+// (contract.Target.YoungShare); target.memory stays the need.
+func (r *ContainerRecommendation) YoungShare() *resource.Quantity {
+	if r.YoungMarginPercent <= 0 || r.Target.Memory == nil || r.UpperBound.Memory == nil || r.MemoryLimit == nil {
+		return nil
+	}
+	if r.UpperBound.Memory.Cmp(*r.Target.Memory) <= 0 || r.MemoryLimit.Cmp(*r.UpperBound.Memory) < 0 {
+		return nil
+	}
+	return r.UpperBound.Memory
+}
+
 // PartitionsCompute reports whether a container recommendation's compute target is a
 // share to reserve and enforce: yes for Exclusive and MPS, no for TimeSlicing, whose
 // workloads are bursty or mostly idle and share the GPU's time, so reserving a percentile

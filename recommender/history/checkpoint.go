@@ -192,6 +192,11 @@ func load(c gpufracv1.ContainerCheckpoint, o Options) (*ContainerState, error) {
 	s.ComputeSource, s.MIGProfile, s.Devices = c.ComputeSource, c.MIGProfile, int(c.Devices)
 	s.MultiDeviceAt = fromMicro(c.MultiDeviceAt)
 	s.LevelPeak, s.LevelSince = c.LevelPeak, fromMicro(c.LevelSince)
+	if !s.Compute.IsEmpty() && s.Compute.Percentile(1) > ComputeBuckets.GetBucketStart(1) {
+		// ActiveAt is not checkpointed: a compute histogram with a sample of 0.01 or
+		// more says the GPU ran the container's kernels, by its last sample at the latest.
+		s.ActiveAt = s.LastSample
+	}
 	if cc := c.Contention; cc != nil {
 		if bad(cc.CoTenantSamples) || bad(cc.SaturatedSamples) || cc.SaturatedSamples > cc.CoTenantSamples {
 			return nil, fmt.Errorf("contention evidence: %v saturated of %v co-tenant samples", cc.SaturatedSamples, cc.CoTenantSamples)

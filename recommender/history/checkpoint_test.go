@@ -220,3 +220,38 @@ func TestCheckpointOptions(t *testing.T) {
 		t.Errorf("options %+v and %+v", a, b)
 	}
 }
+
+// TestCheckpointRestoresHasRun: ActiveAt is not checkpointed, but a restored compute
+// histogram with activity says the GPU ran the container's kernels (HasRun), so a young
+// workload keeps its young rule across a recommender restart; one whose GPU stayed idle
+// (weights still downloading) does not.
+func TestCheckpointRestoresHasRun(t *testing.T) {
+	w := WorkloadKey{Namespace: "ns", Kind: "Deployment", Name: "web"}
+	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name     string
+		activity float64
+		want     bool
+	}{{"busy", 0.3, true}, {"idle", 0, false}} {
+		m := NewModel(Options{})
+		id := metrics.ContainerID{Namespace: "ns", Pod: "p-0", Container: "main"}
+		var mem, cpu []metrics.Sample
+		for at := t0; at.Before(t0.Add(30 * time.Minute)); at = at.Add(time.Minute) {
+			mem = append(mem, metrics.Sample{Time: at, Value: 10 * gib})
+			cpu = append(cpu, metrics.Sample{Time: at, Value: tc.activity})
+		}
+		m.Add(w, metrics.SignalMemory, metrics.Series{ID: id, Samples: mem})
+		m.Add(w, metrics.SignalCompute, metrics.Series{ID: id, Samples: cpu})
+		key := ContainerKey{WorkloadKey: w, Container: "main"}
+		if got := m.Container(key).HasRun(); got != tc.want {
+			t.Fatalf("%s: HasRun %v before the checkpoint, want %v", tc.name, got, tc.want)
+		}
+		restored := NewModel(Options{})
+		if err := restored.Restore(w, t0.Add(30*time.Minute), roundTrip(t, m, w)); err != nil {
+			t.Fatal(err)
+		}
+		if got := restored.Container(key).HasRun(); got != tc.want {
+			t.Errorf("%s: HasRun %v after the restore, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -149,8 +149,8 @@ type ContainerState struct {
 	LevelSince time.Time
 	// ActiveAt is the time of the latest compute sample above 0, when the GPU ran the
 	// container's kernels (zero: none seen). A model still downloading or loading its
-	// weights shows memory but no activity. Not checkpointed: after a restore it waits
-	// for the next active sample.
+	// weights shows memory but no activity. Not checkpointed: a restore sets it to the
+	// last sample when the compute histogram holds a sample of 0.01 or more.
 	ActiveAt time.Time
 	// levelAt is the time of the latest memory sample fed, and levelBefore LevelPeak
 	// before the samples of that time: a rise is measured against the highest sample

@@ -148,6 +148,7 @@ func (c Config) Recommend(name string, est estimate.Estimate, cp *gpufracv1.Cont
 	if prev != nil && g != gpufracv1.GuardrailNone {
 		c.hold(&b, fromAPI(prev.Target), g, lim)
 	}
+	c.youngShare(&b, est, lim)
 	mode, reason := c.SharingMode(est, b.target, cp)
 	if c.LowFidelityBusy(est) && mode == gpufracv1.SharingModeExclusive {
 		// GPU_UTIL says a kernel ran, not how much of the GPU it used: never a whole GPU
@@ -242,15 +243,23 @@ func (c Config) fitMemory(b *sizes, est estimate.Estimate, lim limits) {
 		b.memoryLimit = math.Max(limit, b.target.MemoryBytes)
 	}
 	b.lower.MemoryBytes = math.Min(b.lower.MemoryBytes, b.target.MemoryBytes)
-	if est.YoungMargin > 0 {
-		// A young pod is replaced for a smaller allowance only when that moves it
-		// to a smaller whole share of the GPU: a shrink inside the same share
-		// frees nothing a co-tenant of that share could use.
-		b.upper.MemoryBytes = math.Min(lim.memMax, ShareCeil(b.target.MemoryBytes, c.GPUMemoryBytes))
-		if c.YoungLimitAtShare {
-			// Room up to the share (no memoryLimit is written at or under the target).
-			b.memoryLimit = math.Max(b.memoryLimit, b.upper.MemoryBytes)
-		}
+}
+
+// youngShare sets a young workload's (est.YoungMargin above 0) memory upper bound to the
+// whole share of one GPU its target falls in (at most the maximum, never under the
+// target) and, with YoungLimitAtShare, its memory limit to at least that share. A young
+// pod is then replaced for a smaller allowance only when it moves to a smaller whole
+// share of the GPU: a shrink inside the same share frees nothing a co-tenant of that
+// share could use. It runs after hold, so a target the guardrail holds up keeps its
+// share.
+func (c Config) youngShare(b *sizes, est estimate.Estimate, lim limits) {
+	if !est.HasMemory || est.YoungMargin <= 0 {
+		return
+	}
+	b.upper.MemoryBytes = math.Max(b.target.MemoryBytes, math.Min(lim.memMax, ShareCeil(b.target.MemoryBytes, c.GPUMemoryBytes)))
+	if c.YoungLimitAtShare {
+		// Room up to the share (no memoryLimit is written at or under the target).
+		b.memoryLimit = math.Max(b.memoryLimit, b.upper.MemoryBytes)
 	}
 }
 
@@ -366,8 +375,14 @@ func fromAPI(r gpufracv1.GPUResources) estimate.Resources {
 
 // ApplyFloor raises a container recommendation to a floor the updater set after a
 // rollback (status.updater.floor): target and bounds never go below it, so the next pod
-// gets at least the allocation that was known to work. Nil floor values are ignored.
+// gets at least the allocation that was known to work. Nil floor values are ignored. A
+// young share at or above the memory floor (gpufracv1.ContainerRecommendation.YoungShare:
+// what the pods are written and compared at) already holds it: the target stays the
+// need (the webhook and the updater take max(share, floor) as for any target).
 func ApplyFloor(rec *gpufracv1.ContainerRecommendation, floor gpufracv1.ContainerAllocation) {
+	if share := rec.YoungShare(); share != nil && floor.Memory != nil && share.Cmp(*floor.Memory) >= 0 {
+		floor.Memory = nil
+	}
 	raise := func(target, lower, upper **resource.Quantity, f *resource.Quantity) {
 		if f == nil || *target == nil {
 			return

@@ -154,6 +154,48 @@ func TestApplyFloor(t *testing.T) {
 	}
 }
 
+// TestApplyFloorYoungShare: a rollback floor at or under a young share (the memoryLimit
+// at the upper bound, what pods are written at) leaves the target at the need and the
+// share written; a floor above the share raises the target as for any recommendation.
+func TestApplyFloorYoungShare(t *testing.T) {
+	for _, tc := range []struct {
+		floor, wantTarget string
+		wantLimit         bool
+	}{
+		{"40Gi", "30Gi", true},
+		{"36Gi", "30Gi", true},
+		{"48Gi", "48Gi", false},
+	} {
+		rec := gpufracv1.ContainerRecommendation{YoungMarginPercent: 50,
+			Target:      gpufracv1.GPUResources{Memory: q("30Gi")},
+			LowerBound:  gpufracv1.GPUResources{Memory: q("20Gi")},
+			UpperBound:  gpufracv1.GPUResources{Memory: q("40Gi")},
+			MemoryLimit: q("40Gi")}
+		ApplyFloor(&rec, gpufracv1.ContainerAllocation{ContainerName: "main", Memory: q(tc.floor)})
+		if rec.Target.Memory.String() != tc.wantTarget || (rec.MemoryLimit != nil) != tc.wantLimit {
+			t.Errorf("floor %s: target %v, memoryLimit %v; want %s, limit kept: %v", tc.floor, rec.Target.Memory, rec.MemoryLimit, tc.wantTarget, tc.wantLimit)
+		}
+	}
+}
+
+// TestYoungShareUnderGuardrail: a young target the latency guardrail holds at the
+// previous one (above the share of today's target) gets the share of the held target
+// as its upper bound and memoryLimit, so new pods are not written below the running ones.
+func TestYoungShareUnderGuardrail(t *testing.T) {
+	e := est(18*gib/1.15/1.5, 0.2, 0.05, 0.3)
+	e.Target.MemoryBytes = 18 * gib
+	e.RecentPeakBytes, e.YoungMargin, e.Confidence = 10*gib, 0.5, 0.5
+	prev := &gpufracv1.ContainerRecommendation{Target: gpufracv1.GPUResources{Memory: q("25Gi"), Compute: q("200m")}}
+	c := Config{GPUMemoryBytes: 80 * gib, YoungLimitAtShare: true, FitMemoryHeadroomBytes: -1}
+	third := int64(math.Floor(80.0*1024/3)) << 20
+	for _, g := range []gpufracv1.Guardrail{gpufracv1.GuardrailBreached, gpufracv1.GuardrailHold} {
+		r := c.Recommend("main", e, nil, prev, g)
+		if r.Target.Memory.Value() != 25<<30 || r.UpperBound.Memory.Value() != third || r.MemoryLimit == nil || r.MemoryLimit.Value() != third {
+			t.Errorf("guardrail %d: target %v upper %v memoryLimit %v; want 25Gi held, the third (%d MiB) as upper bound and limit", g, r.Target.Memory, r.UpperBound.Memory, r.MemoryLimit, third>>20)
+		}
+	}
+}
+
 func TestFitShare(t *testing.T) {
 	const gib = float64(1 << 30)
 	for _, tc := range []struct {
