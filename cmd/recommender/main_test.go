@@ -1,12 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"flag"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gpufrac/gpufrac/cmd/internal/bootstrap/bootstraptest"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
 )
 
@@ -51,16 +51,8 @@ func TestParseFlags(t *testing.T) {
 // TestBadFlagIsBrief: a bad flag prints its error and a one-line --help hint, not the
 // ~150 lines of every flag's usage; -h prints them.
 func TestBadFlagIsBrief(t *testing.T) {
-	for _, c := range []struct {
-		args []string
-		help bool
-	}{{[]string{"--bogus"}, false}, {[]string{"--v", "lots"}, false}, {[]string{"-h"}, true}} {
-		fs := flag.NewFlagSet("recommender", flag.ContinueOnError)
-		var out bytes.Buffer
-		fs.SetOutput(&out)
-		_, err := parseFlags(fs, c.args)
-		if n := strings.Count(out.String(), "\n"); err == nil || (c.help && n < 40) || (!c.help && (n != 2 || !strings.Contains(out.String(), "--help"))) {
-			t.Errorf("%q: %v, %d lines of output:\n%s", c.args, err, n, out.String())
-		}
-	}
+	bootstraptest.BadFlagIsBrief(t, "recommender", func(fs *flag.FlagSet, args []string) error {
+		_, err := parseFlags(fs, args)
+		return err
+	})
 }
