@@ -2,6 +2,7 @@
 package docs
 
 import (
+	"iter"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -86,20 +87,29 @@ var (
 	htmlIDRe = regexp.MustCompile(`<a\s+(?:id|name)="([^"]+)"`)
 )
 
+// prose yields the lines of a Markdown document outside fenced code blocks (``` or
+// ~~~), with their 0-based index.
+func prose(doc string) iter.Seq2[int, string] {
+	return func(yield func(int, string) bool) {
+		fenced := false
+		for i, line := range strings.Split(doc, "\n") {
+			if t := strings.TrimSpace(line); strings.HasPrefix(t, "```") || strings.HasPrefix(t, "~~~") {
+				fenced = !fenced
+				continue
+			}
+			if !fenced && !yield(i, line) {
+				return
+			}
+		}
+	}
+}
+
 // Links returns the relative links of a Markdown document: inline links [text](target)
 // outside fenced code blocks and code spans, whose target is not a URL (scheme:) nor
 // an e-mail address.
 func Links(doc string) []Link {
 	var out []Link
-	fenced := false
-	for i, line := range strings.Split(doc, "\n") {
-		if t := strings.TrimSpace(line); strings.HasPrefix(t, "```") || strings.HasPrefix(t, "~~~") {
-			fenced = !fenced
-			continue
-		}
-		if fenced {
-			continue
-		}
+	for i, line := range prose(doc) {
 		for _, m := range linkRe.FindAllStringSubmatch(codeRe.ReplaceAllString(line, ""), -1) {
 			target := strings.Trim(m[1], "<>")
 			if strings.Contains(target, ":") {
@@ -117,15 +127,7 @@ func Links(doc string) []Link {
 func Anchors(doc string) map[string]bool {
 	out := map[string]bool{}
 	seen := map[string]int{}
-	fenced := false
-	for _, line := range strings.Split(doc, "\n") {
-		if t := strings.TrimSpace(line); strings.HasPrefix(t, "```") || strings.HasPrefix(t, "~~~") {
-			fenced = !fenced
-			continue
-		}
-		if fenced {
-			continue
-		}
+	for _, line := range prose(doc) {
 		for _, m := range htmlIDRe.FindAllStringSubmatch(line, -1) {
 			out[m[1]] = true
 		}
