@@ -553,10 +553,9 @@ func (m *Mutator) memoryTarget(t *backend.Target, r contract.Target, gfa *gpufra
 	}
 	if r.YoungShare && r.Memory > mem {
 		// A young workload placed by its observed peak is written at its share
-		// (contract.Target.YoungShare): room above the request it is placed by, the
-		// limit (at most one GPU, no warning: it is not need) and what the record says
-		// and the updater compares.
-		t.MemoryBytes = max(t.MemoryBytes, min(r.Memory+overhead, m.Config.GPUMemoryBytes))
+		// (contract.Target.YoungShare): the record says it, the updater compares it, and
+		// the limit is the memoryLimit below, at least the share (room above the request,
+		// at most one GPU, no warning: it is not need).
 		qc = *resource.NewQuantity(r.Memory, resource.BinarySI)
 	}
 	if r.MemoryLimit > mem {

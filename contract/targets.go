@@ -249,16 +249,15 @@ func PodMemory(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionR
 	targets := WithMinMemory(gfa, TargetsOf(gfa, gfr), gpuMemoryBytes)
 	// A young share (Target.YoungShare) is room above the pod's observed-peak request,
 	// not memory it holds: the need counts.
-	need := Target.NeedMemory
 	for _, t := range targets {
-		raised = raised || (t.Memory >= 0 && need(t) > BytesOf(t.Recommendation.Target.Memory))
+		raised = raised || (t.Memory >= 0 && t.NeedMemory() > BytesOf(t.Recommendation.Target.Memory))
 	}
 	if !raised {
 		return gfr.Status.Memory.Value(), false, true
 	}
 	total, ok := gpufracv1.PodTotal(gfr.Status.ContainerRecommendations, nil, func(c *gpufracv1.ContainerRecommendation) (int64, bool) {
 		t, ok := targets[c.ContainerName]
-		return need(t), ok && t.Memory >= 0
+		return t.NeedMemory(), ok && t.Memory >= 0
 	})
 	return total, true, ok
 }
