@@ -277,3 +277,10 @@ func MilliOf(q *resource.Quantity) int64 {
 	}
 	return q.MilliValue()
 }
+
+// Young reports whether the target is a young workload's (its recommendation's
+// youngMarginPercent above 0: a history too short for the recommender's low confidence,
+// sized from the evidence of its first hours).
+func (t Target) Young() bool {
+	return t.Recommendation != nil && t.Recommendation.YoungMarginPercent > 0
+}

@@ -15,30 +15,35 @@ import (
 // TestComputeRequestGrowth: a time-sliced pod whose recommended computeRequest rose by
 // Rules.ComputeRequestGrowth (and MinComputeRequestStep) over the request it was placed
 // with grows, not urgently and inside its bounds, at any age; a smaller rise, a fall, a
-// pod placed without a request, a recommendation without one and the rule off replace
-// nothing.
+// pod placed without a request, a recommendation without one, a young workload's
+// recommendation (its request rises as its first hours are seen, and its pods take the
+// new one when they are replaced for their memory) and the rule off replace nothing.
 func TestComputeRequestGrowth(t *testing.T) {
 	const gib = int64(1) << 30
 	for _, tc := range []struct {
 		name           string
 		placed, recent int64 // milli-GPU: the written request, the recommended one
 		growth         float64
+		youngMargin    int32 // the recommendation's youngMarginPercent
 		want           bool
 	}{
-		{"grew by the ratio", 200, 250, DefaultComputeRequestGrowth, true},
-		{"grew by more", 200, 600, DefaultComputeRequestGrowth, true},
-		{"grew by less than the ratio", 200, 249, DefaultComputeRequestGrowth, false},
-		{"grew by the ratio but less than the step", 40, 59, DefaultComputeRequestGrowth, false},
-		{"grew by the ratio and the step", 40, 60, DefaultComputeRequestGrowth, true},
-		{"fell", 400, 100, DefaultComputeRequestGrowth, false},
-		{"placed without a request", 0, 600, DefaultComputeRequestGrowth, false},
-		{"recommendation without a request", 200, -1, DefaultComputeRequestGrowth, false},
-		{"off", 200, 600, -1, false},
+		{"grew by the ratio", 200, 250, DefaultComputeRequestGrowth, 0, true},
+		{"grew by more", 200, 600, DefaultComputeRequestGrowth, 0, true},
+		{"grew by less than the ratio", 200, 249, DefaultComputeRequestGrowth, 0, false},
+		{"grew by the ratio but less than the step", 40, 59, DefaultComputeRequestGrowth, 0, false},
+		{"grew by the ratio and the step", 40, 60, DefaultComputeRequestGrowth, 0, true},
+		{"fell", 400, 100, DefaultComputeRequestGrowth, 0, false},
+		{"placed without a request", 0, 600, DefaultComputeRequestGrowth, 0, false},
+		{"recommendation without a request", 200, -1, DefaultComputeRequestGrowth, 0, false},
+		{"young workload", 200, 600, DefaultComputeRequestGrowth, 50, false},
+		{"no longer young", 200, 600, DefaultComputeRequestGrowth, 0, true},
+		{"off", 200, 600, -1, 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			alloc := PodAllocation{Containers: map[string]Alloc{"main": {Memory: 20 * gib, Compute: -1, ComputeRequest: tc.placed}}}
 			tgt := contract.Target{Container: "main", Memory: 20 * gib, LowerMemory: 10 * gib, UpperMemory: 30 * gib,
-				Compute: -1, LowerCompute: -1, UpperCompute: -1, ComputeRequest: tc.recent, PeakMemory: 15 * gib, ControlsMemory: true}
+				Compute: -1, LowerCompute: -1, UpperCompute: -1, ComputeRequest: tc.recent, PeakMemory: 15 * gib, ControlsMemory: true,
+				Recommendation: &gpufracv1.ContainerRecommendation{ContainerName: "main", YoungMarginPercent: tc.youngMargin}}
 			r := Rules{Threshold: DefaultThreshold, MinPodAge: DefaultMinPodAge, NearLimit: DefaultNearLimit, UrgentGrowth: true, ComputeRequestGrowth: tc.growth}
 			n := Evaluate(alloc, map[string]contract.Target{"main": tgt}, PodFacts{}, r) // age 0: younger than MinPodAge
 			if n.Grow != tc.want || n.Shrink || n.Urgent || n.OutOfBounds {

@@ -78,7 +78,8 @@ type Config struct {
 	// placed with (the applied record's writtenComputeRequest), from which a larger
 	// recommended computeRequest makes the pod out of date: the scheduler packed its GPU
 	// for less load than the pod now brings, so its co-tenants' contention bound no
-	// longer holds. Default DefaultComputeRequestGrowth; negative: off (a new request
+	// longer holds. A young recommendation's request (contract.Target.Young) replaces
+	// nothing. Default DefaultComputeRequestGrowth; negative: off (a new request
 	// reaches pods only as they are replaced for another reason).
 	ComputeRequestGrowth float64
 	// MaxInFlight is the share of a workload's pods that may be being replaced at once,

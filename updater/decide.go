@@ -26,7 +26,8 @@ type Rules struct {
 	// ComputeRequestGrowth is Config.ComputeRequestGrowth (0 or negative: off): a
 	// container whose recommended computeRequest is at least (1 + this) × the one it
 	// was placed with, and MinComputeRequestStep more, grows (not urgent; inside the
-	// bounds, so it waits for the hysteresis, but not for MinPodAge).
+	// bounds, so it waits for the hysteresis, but not for MinPodAge), unless the
+	// recommendation is young (contract.Target.Young).
 	ComputeRequestGrowth float64
 	// UrgentGrowth allows protective growth outside resize windows
 	// (spec.updatePolicy.urgentGrowth, default true).
@@ -182,9 +183,11 @@ func oomAtWrittenGPU(name string, a Alloc, t contract.Target, facts PodFacts, r 
 // co-tenants within the contention budget. Once the recommended request has grown by
 // the ratio, the GPU carries more load than it was packed for, and replacing the pod
 // places it again by its current request. A smaller request never replaces a pod: it
-// frees no GPU by itself.
+// frees no GPU by itself. Nor does a young workload's request (contract.Target.Young):
+// it rises as the workload's first hours are seen, and its pods take the request of the
+// moment as they are replaced for their memory.
 func computeRequestGrowth(name string, a Alloc, t contract.Target, r Rules) string {
-	if r.ComputeRequestGrowth <= 0 || a.ComputeRequest <= 0 || t.ComputeRequest <= 0 {
+	if r.ComputeRequestGrowth <= 0 || a.ComputeRequest <= 0 || t.ComputeRequest <= 0 || t.Young() {
 		return ""
 	}
 	if float64(t.ComputeRequest) < float64(a.ComputeRequest)*(1+r.ComputeRequestGrowth) || t.ComputeRequest-a.ComputeRequest < MinComputeRequestStep {
