@@ -17,6 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/recommender/metrics"
+	"github.com/gpufrac/gpufrac/recommender/metrics/promtest"
 )
 
 // Changes to an autoscaler's target and to the autoscaler itself after it has a
@@ -236,5 +238,47 @@ func TestTargetAndAutoscalerChanges(t *testing.T) {
 			h.now = h.now.Add(time.Minute)
 			tc.check(t, h, first, h.rec.RunOnce(ctx))
 		})
+	}
+}
+
+// One pod's GPU scraped by two targets (two exporters, or two scrape jobs, on one GPU):
+// one of them goes down while the other goes on serving every field of the pod. The
+// pod's data is whole, so no ExporterDown is raised and the recommendation follows the
+// samples (here memory doubling): before, ExporterDown froze the recommendation for as
+// long as the down target's series stayed in the history window, growth of
+// incompressible memory included.
+func TestRedundantTargetDownIsNoGap(t *testing.T) {
+	objs := singlePodWorkloads("ml", "sd")
+	h := newEngineHarness(t, objs, metrics.DCGM{})
+	p := podsOf(objs)[0]
+	n := 48 * 120
+	start := h.now.Add(-time.Duration(n-1) * 30 * time.Second)
+	instances := []string{"10.0.0.5:9400", "10.0.0.6:9400"}
+	add := func(i int, from time.Time, n int, up, memMiB float64) {
+		for metric, v := range map[string]float64{metrics.DCGMFBUsed: memMiB, metrics.DCGMSMActive: 0.5} {
+			l := dcgmLabels(metric, p, "GPU-1")
+			l["job"], l["instance"] = "dcgm-exporter", instances[i]
+			if up == 1 {
+				h.prom.Add(t, l, from, 30*time.Second, promtest.Repeat(v, n)...)
+			}
+		}
+		h.prom.Add(t, map[string]string{"__name__": "up", "job": "dcgm-exporter", "instance": instances[i]}, from, 30*time.Second, promtest.Repeat(up, n)...)
+	}
+	add(0, start, n, 1, 20000)
+	add(1, start, n, 1, 20000)
+	h.runCycles(t, 1, nil)
+	first := *h.gfr(t, "ml", "sd").Status.ContainerRecommendations[0].Target.Memory
+	for i := 0; i < 5; i++ {
+		h.now = h.now.Add(time.Minute)
+		add(0, h.now.Add(-30*time.Second), 2, 0, 40000)
+		add(1, h.now.Add(-30*time.Second), 2, 1, 40000)
+		h.runCycles(t, 1, nil)
+		st := h.gfr(t, "ml", "sd").Status
+		if c := condition(st, gpufracv1.ConditionMetricsUnavailable); !isFalse(c) {
+			t.Fatalf("cycle %d: MetricsUnavailable %+v, want False: the other target serves every field of the pod", i, c)
+		}
+		if got := st.ContainerRecommendations[0].Target.Memory; got.Cmp(first) <= 0 {
+			t.Fatalf("cycle %d: memory target %v, want above %v: the pod's memory doubled on the target still up", i, got, &first)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -64,9 +65,23 @@ func TargetsQuery(src Source, sel Selector, targets []Target, window time.Durati
 	for _, t := range targets {
 		jobs[t.Job], instances[t.Instance] = true, true
 	}
+	return podTargetsQuery(src, sel, fmt.Sprintf(`job=~%q,instance=~%q`, alternatives(jobs), alternatives(instances)), window)
+}
+
+// ServedQuery returns PromQL whose result lists, per (namespace, pod, job, instance) in
+// the selector's names and SourceLabel (the field), the pods whose series of the
+// source's fields were scraped from any target within the window: TargetsQuery for
+// every target.
+func ServedQuery(src Source, sel Selector, window time.Duration) string {
+	return podTargetsQuery(src, sel, "", window)
+}
+
+// podTargetsQuery is TargetsQuery's PromQL over the series that match matchers ("":
+// every series).
+func podTargetsQuery(src Source, sel Selector, matchers string, window time.Duration) string {
 	ts := sel
 	ts.Device, ts.Raw = []string{"job", "instance"}, true
-	ts.Matchers = fmt.Sprintf(`job=~%q,instance=~%q`, alternatives(jobs), alternatives(instances))
+	ts.Matchers = matchers
 	var parts []string
 	for _, sig := range []Signal{SignalMemory, SignalCompute} {
 		for _, f := range src.Fields(sig) {
@@ -90,8 +105,10 @@ func alternatives(values map[string]bool) string {
 
 // PodsOnTargets runs TargetsQuery at ts and returns the pods whose series of the source
 // within the window before ts came from one of the targets (only pairs whose target is
-// in the list: job and instance are matched separately in the query). It returns the
-// query's error.
+// in the list: job and instance are matched separately in the query), less those whose
+// field another target, not in the list, served within AgentCoverage before ts
+// (ServedQuery, run only when some pod was found): a pod scraped by two exporters or
+// two jobs lost nothing when one of them is down. It returns the queries' error.
 func (r *Reader) PodsOnTargets(ctx context.Context, src Source, sel Selector, targets []Target, window time.Duration, ts time.Time) ([]PodTarget, error) {
 	q := TargetsQuery(src, sel, targets, window)
 	if q == "" {
@@ -114,6 +131,23 @@ func (r *Reader) PodsOnTargets(ctx context.Context, src Source, sel Selector, ta
 			out = append(out, p)
 		}
 	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	// A pod whose field another target, not down, still serves (two exporters or two
+	// scrape jobs on one GPU) lost nothing: its data of that field is whole.
+	served, err := r.Vector(ctx, ServedQuery(src, sel, AgentCoverage), ts)
+	if err != nil {
+		return nil, err
+	}
+	type podField struct{ namespace, pod, metric string }
+	others := map[podField]bool{}
+	for _, s := range served {
+		if t := (Target{Job: string(s.Metric["job"]), Instance: string(s.Metric["instance"])}); !want[t] {
+			others[podField{string(s.Metric[model.LabelName(sel.Labels.Namespace)]), string(s.Metric[model.LabelName(sel.Labels.Pod)]), string(s.Metric[SourceLabel])}] = true
+		}
+	}
+	out = slices.DeleteFunc(out, func(p PodTarget) bool { return others[podField{p.Namespace, p.Pod, p.Metric}] })
 	sort.Slice(out, func(i, j int) bool {
 		return out[i].Namespace+"/"+out[i].Pod+"/"+out[i].Target.String() < out[j].Namespace+"/"+out[j].Pod+"/"+out[j].Target.String()
 	})

@@ -43,6 +43,7 @@ func TestEverySourceQueryParses(t *testing.T) {
 				others["shared devices"] = SharedDevicesQuery(src, sel, 6*time.Hour)
 				others["recorded peaks"], others["recorded flat"] = RecordedPeakQuery(src, sel), RecordedFlatQuery(src, sel)
 				others["targets"] = TargetsQuery(src, sel, []Target{{Job: "dcgm-exporter", Instance: "10.0.0.5:9400"}, {Job: "gpu.metrics", Instance: "[fd00::1]:9400"}}, 8*24*time.Hour)
+				others["served"] = ServedQuery(src, sel, AgentCoverage)
 				for what, q := range grouped {
 					expr, err := parser.NewParser(parser.Options{}).ParseExpr(q)
 					if err != nil {
