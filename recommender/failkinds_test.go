@@ -9,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -280,5 +281,50 @@ func TestRedundantTargetDownIsNoGap(t *testing.T) {
 		if got := st.ContainerRecommendations[0].Target.Memory; got.Cmp(first) <= 0 {
 			t.Fatalf("cycle %d: memory target %v, want above %v: the pod's memory doubled on the target still up", i, got, &first)
 		}
+	}
+}
+
+// One pod's GPU scraped twice, once with honor_labels (namespace, pod, container) and
+// once without (exported_namespace, exported_pod, exported_container; namespace and pod
+// name the exporter): one pod on one GPU, merged with max, never summed, never
+// attributed to the exporter. Its recommendation equals that of a pod scraped once.
+func TestBothScrapeStylesOfOnePodAreOneSeries(t *testing.T) {
+	objs := singlePodWorkloads("ml", "twice", "once")
+	h := newEngineHarness(t, objs, metrics.DCGM{})
+	pods := podsOf(objs)
+	exported := func(metric string) map[string]string {
+		p := pods[0]
+		return map[string]string{"__name__": metric, "exported_namespace": p.Namespace, "exported_pod": p.Name, "exported_container": "main",
+			"namespace": "gpu-operator", "pod": "nvidia-dcgm-exporter-x7k2p", "container": "nvidia-dcgm-exporter",
+			"instance": "10.0.0.5:9400", "job": "dcgm", "UUID": "GPU-1", "gpu": "0", "Hostname": "node-1"}
+	}
+	add := func(end time.Time, n int) {
+		from := end.Add(-time.Duration(n-1) * 30 * time.Second)
+		h.prom.Add(t, exported(metrics.DCGMFBUsed), from, 30*time.Second, promtest.Repeat(20000, n)...)
+		h.prom.Add(t, exported(metrics.DCGMSMActive), from, 30*time.Second, promtest.Repeat(0.5, n)...)
+		addDCGM(t, h.prom, pods[0], "GPU-1", end, n, 20000, 0.5)
+		addDCGM(t, h.prom, pods[1], "GPU-2", end, n, 20000, 0.5)
+	}
+	add(h.now, 48*120)
+	h.runCycles(t, 1, nil)
+	for range 2 {
+		h.now = h.now.Add(time.Minute)
+		add(h.now, 2)
+		h.runCycles(t, 1, nil)
+	}
+	twice, once := h.gfr(t, "ml", "twice").Status, h.gfr(t, "ml", "once").Status
+	if len(twice.ContainerRecommendations) != 1 || len(once.ContainerRecommendations) != 1 {
+		t.Fatalf("recommendations %+v / %+v", twice.Conditions, once.Conditions)
+	}
+	if !equality.Semantic.DeepEqual(twice.ContainerRecommendations[0].Target, once.ContainerRecommendations[0].Target) {
+		t.Errorf("scraped twice %+v, once %+v: want equal", twice.ContainerRecommendations[0].Target, once.ContainerRecommendations[0].Target)
+	}
+	for _, typ := range []string{gpufracv1.ConditionMetricsUnavailable, gpufracv1.ConditionLowConfidence} {
+		if c := condition(twice, typ); !isFalse(c) {
+			t.Errorf("%s %+v, want False", typ, c)
+		}
+	}
+	if c := condition(twice, gpufracv1.ConditionRecommendationProvided); !isTrue(c) {
+		t.Errorf("RecommendationProvided %+v, want True (one GPU, not MultipleGPUs)", c)
 	}
 }
