@@ -2,6 +2,7 @@ package updater
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"regexp"
@@ -13,17 +14,21 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/gpufrac/gpufrac/admission"
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/statuslease"
 )
@@ -756,5 +761,46 @@ func TestPendingReplacementNamed(t *testing.T) {
 				t.Errorf("blocked %s: %q; want in-flight naming the pending pod: %v (%q)", st.BlockedReason, st.BlockedMessage, tc.want != "", tc.want)
 			}
 		})
+	}
+}
+
+// webhookResponse runs the admission webhook's pod handler (admission.Mutator, with
+// its defaults, reading f's API) on a new pod of ReplicaSet web-abc with containers cs,
+// as the ReplicaSet controller creates a replacement.
+func (f *fixture) webhookResponse(t *testing.T, cs ...corev1.Container) ctrladmission.Response {
+	t.Helper()
+	pod := &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "web-abc-", OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-abc", UID: "rs-uid", Controller: ptr.To(true)}}}}
+	for _, c := range cs {
+		pod.Spec.Containers = append(pod.Spec.Containers, *c.DeepCopy())
+	}
+	raw, err := json.Marshal(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := admission.NewMutator(f.c, f.scheme, admission.Config{})
+	return m.Handle(context.Background(), ctrladmission.Request{AdmissionRequest: admissionv1.AdmissionRequest{UID: "r", Namespace: ns,
+		Operation: admissionv1.Create, Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}, Object: runtime.RawExtension{Raw: raw}}})
+}
+
+// An autoscaler with a negative spec.backend.memoryOverhead (the validating webhook
+// rejects it; one created while it was down, or before the check, gets through): the
+// admission webhook admits every pod of it unchanged, so no pod is replaced towards its
+// recommendation (before, the updater read the overhead as 0 and evicted a pod every
+// --stuck-backoff, each replacement coming back as the pod was), and status.updater
+// says why.
+func TestNegativeOverheadEvictsNothing(t *testing.T) {
+	f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 3, 3)
+	f.gfa.Spec.Backend.MemoryOverhead = q("-1Gi")
+	f.build()
+	if resp := f.webhookResponse(t, f.pods[0].Spec.Containers...); !resp.Allowed || len(resp.Patches) != 0 {
+		t.Fatalf("webhook: allowed %v patches %v, want the pod admitted unchanged", resp.Allowed, resp.Patches)
+	}
+	f.run()
+	if n := len(f.livePods()); n != 3 {
+		t.Errorf("%d pods left, want 3: a replacement would come back unchanged", n)
+	}
+	if st := f.status(); st.BlockedReason != SkipNoRecommendation || !strings.Contains(st.BlockedMessage, "memoryOverhead -1Gi is negative") {
+		t.Errorf("blocked %q %q, want %s naming the negative overhead", st.BlockedReason, st.BlockedMessage, SkipNoRecommendation)
 	}
 }

@@ -161,7 +161,9 @@ func (u *Updater) recommendation(ctx context.Context, gfa *gpufracv1.GPUFraction
 	return gfr, "", ""
 }
 
-// unwritable returns SkipNoRecommendation and why when a target of a container of the
+// unwritable returns SkipNoRecommendation and why when the autoscaler's
+// spec.backend.memoryOverhead is negative (the webhook then admits every pod unchanged),
+// or when a target of a container of the
 // workload's pods is one the webhook writes no fraction for (contract.Target's
 // UnwritableMemory and UnwritableCompute: a memory target not positive or above one GPU
 // of gpuMemoryBytes, a compute target outside 0–1 GPU; the webhook then admits the pod
@@ -182,6 +184,11 @@ func (u *Updater) recommendation(ctx context.Context, gfa *gpufracv1.GPUFraction
 // pods grow by the usual rules (protective growth included) and a pod already holding a
 // whole GPU is in date.
 func (p *plan) unwritable(cfg backend.Config) (string, string) {
+	if b := p.gfa.Spec.Backend; b != nil && b.MemoryOverhead != nil && b.MemoryOverhead.Sign() < 0 {
+		// The webhook admits every pod of such an autoscaler unchanged (the validating
+		// webhook rejects it, but one created while it was down gets here).
+		return SkipNoRecommendation, fmt.Sprintf("the admission webhook would not write this recommendation (spec.backend.memoryOverhead %s is negative): a replacement would come back unchanged", b.MemoryOverhead)
+	}
 	gpuMemoryBytes := cfg.GPUMemoryBytes
 	names := map[string]bool{}
 	for _, pod := range p.pods {
