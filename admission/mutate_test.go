@@ -198,6 +198,14 @@ func TestMutateSkips(t *testing.T) {
 		{"compute out of range", []client.Object{base()[0], recommendation("web", 80, containerRec("main", "4Gi", "2"))}, Config{}, nil, backend.UnsafeInvalidValue, true},
 		{"memory above one GPU", []client.Object{base()[0], recommendation("web", 80, containerRec("main", "100Gi", ""))}, Config{}, nil, backend.UnsafeRecommendationSize, true},
 		{"negative memory", []client.Object{base()[0], recommendation("web", 80, containerRec("main", "-1Gi", ""))}, Config{}, nil, backend.UnsafeInvalidValue, true},
+		{"negative compute", []client.Object{base()[0], recommendation("web", 80, containerRec("main", "4Gi", "-100m"))}, Config{}, nil, backend.UnsafeInvalidValue, true},
+		// Rejected by the validating webhook; one created while it was down (the updater
+		// replaces no pod of it either: updater TestNegativeOverheadEvictsNothing).
+		{"negative memoryOverhead", []client.Object{func() client.Object {
+			a := autoscaler("web", gpufracv1.UpdateModeInitial, gpufracv1.BackendHAMi)
+			a.Spec.Backend.MemoryOverhead = q("-1Gi")
+			return a
+		}(), base()[1]}, Config{}, nil, backend.UnsafeInvalidValue, true},
 		{"observed peak above one GPU", []client.Object{base()[0], recommendation("web", 80, peakAboveGPU)}, Config{}, nil, backend.UnsafeRecommendationSize, true},
 		{"unsafe multi-gpu", base(), Config{}, podOf(gpuContainer("main", 2)), backend.UnsafeMultiGPU, true},
 		{"nothing written", base(), Config{}, podOf(corev1.Container{Name: "main", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/mig-1g.10gb": *q("1")}}}), SkipNothingWritten, true},
