@@ -126,7 +126,8 @@ func Retargeted(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFraction
 // IncompleteData returns the message of gfr's MetricsUnavailable condition while it is
 // True for a gap in the recommender's data (a failed or partial read of Prometheus, an
 // exporter down, no sample while pods run, every sample filtered, a history that
-// Prometheus no longer holds in full: the reasons of
+// Prometheus no longer holds in full, memory read as 0 while the pod was busy: the
+// reasons of
 // api/v1alpha1/reasons.go), and "" otherwise (also for a nil gfr, and for the reasons
 // whose recommendation is written from the valid samples, such as StaleSeries). The
 // recommendation is then the last one written, kept while what the pods use now is
@@ -141,7 +142,8 @@ func IncompleteData(gfr *gpufracv1.GPUFractionRecommendation) string {
 	}
 	switch c.Reason {
 	case gpufracv1.ReasonPrometheusError, gpufracv1.ReasonPartialResponse, gpufracv1.ReasonNoSamplesWhileRunning,
-		gpufracv1.ReasonAllSamplesFiltered, gpufracv1.ReasonExporterDown, gpufracv1.ReasonHistoryIncomplete:
+		gpufracv1.ReasonAllSamplesFiltered, gpufracv1.ReasonExporterDown, gpufracv1.ReasonHistoryIncomplete,
+		gpufracv1.ReasonZeroMemoryWhileBusy:
 		return c.Reason + ": " + c.Message
 	}
 	return ""

@@ -239,6 +239,7 @@ func (r *Recommender) startGaps(namespaces []string, to time.Time, first, countF
 			t.gaps.kept, t.gaps.dropped = map[metrics.Signal]int{}, map[metrics.Signal]float64{}
 			t.gaps.unattributed = map[string]string{}
 			t.gaps.stale = map[string]string{}
+			t.gaps.zeroBusy = map[string]string{}
 			t.gaps.down = map[string]string{}
 			t.gaps.wrongDevice = map[string]string{}
 			t.gaps.podCompute = map[string]int{}
@@ -501,6 +502,11 @@ func (d *sourceData) readMemory(ctx context.Context, rd *metrics.Reader, sel met
 //
 // Each is counted (samples_dropped_total{reason="stale"}) and its pod named in the
 // workload's MetricsUnavailable=True (reason StaleSeries) condition.
+//
+// It also removes, where the source's memory does not go stale, samples of 0 bytes
+// whose window holds compute above 0 (metrics.ZeroWhileBusy: memory the exporter failed
+// to see), counted as samples_dropped_total{reason="zero_while_busy"} and named in the
+// MetricsUnavailable=True (reason ZeroMemoryWhileBusy) condition: no data, not zero.
 func (r *Recommender) dropStale(src metrics.Source, memory, flat, contradicted, compute []metrics.Series, attr *workload.Attributor, bootstrapped bool) []metrics.Series {
 	mayGoStale := metrics.MemoryMayGoStale(src)
 	if r.staleMem == nil {
@@ -514,7 +520,7 @@ func (r *Recommender) dropStale(src metrics.Source, memory, flat, contradicted, 
 	out := memory[:0:0]
 	for _, s := range memory {
 		kept := s.Samples[:0:0]
-		stale, against := 0, 0
+		stale, against, zero := 0, 0, 0
 		for _, p := range s.Samples {
 			if _, ok := againstAt[s.ID][p.Time]; ok {
 				against++
@@ -522,6 +528,10 @@ func (r *Recommender) dropStale(src metrics.Source, memory, flat, contradicted, 
 			}
 			sd, ok := flatAt[s.ID][p.Time]
 			n, busy := cpu.activity(s.ID, p.Time.Add(-s.Window), p.Time)
+			if !mayGoStale && metrics.ZeroWhileBusy(p.Value, cpu.busyDuring(s.ID, p.Time.Add(-s.Window), p.Time)) {
+				zero++
+				continue
+			}
 			if r.staleMem.Judge(s.ID, s.Window, p.Value, mayGoStale && ok && sd == 0, n, busy) {
 				stale++
 				continue
@@ -530,6 +540,9 @@ func (r *Recommender) dropStale(src metrics.Source, memory, flat, contradicted, 
 		}
 		if stale+against > 0 {
 			r.noteStale(s, stale, against, attr, bootstrapped)
+		}
+		if zero > 0 {
+			r.noteZeroWhileBusy(s, zero, attr, bootstrapped)
 		}
 		s.Samples = kept
 		out = append(out, s)
@@ -548,6 +561,17 @@ func (r *Recommender) noteStale(s metrics.Series, stale, against int, attr *work
 	if w, ok := r.fedBy(attr, s.ID, bootstrapped); ok && r.tracked[w].gaps.stale != nil {
 		r.tracked[w].gaps.stale[s.ID.Pod] = fmt.Sprintf("%s of pod %s container %s %s, in %d windows: a value left by an exited process (stale series), used neither as a peak nor as a lower bound",
 			s.Source, s.ID.Pod, s.ID.Container, why, stale+against)
+	}
+}
+
+// noteZeroWhileBusy counts the samples of memory series s that read 0 while the
+// container was busy (metrics.ZeroWhileBusy) and names its pod in the workload's
+// ZeroMemoryWhileBusy condition.
+func (r *Recommender) noteZeroWhileBusy(s metrics.Series, n int, attr *workload.Attributor, bootstrapped bool) {
+	metrics.SamplesDropped.WithLabelValues(string(metrics.SignalMemory), metrics.DropZeroWhileBusy).Add(float64(n))
+	if w, ok := r.fedBy(attr, s.ID, bootstrapped); ok && r.tracked[w].gaps.zeroBusy != nil {
+		r.tracked[w].gaps.zeroBusy[s.ID.Pod] = fmt.Sprintf("%s of pod %s container %s read 0 MiB while its GPU activity was above 0, in %d windows: a process running kernels holds memory, so the exporter failed to see it (per-process attribution lost); those samples were not used",
+			s.Source, s.ID.Pod, s.ID.Container, n)
 	}
 }
 
@@ -581,6 +605,20 @@ func (cpu containerCompute) activity(id metrics.ContainerID, from, to time.Time)
 		}
 	}
 	return n, busy
+}
+
+// busyDuring reports whether a compute sample of the container above 0 has a window that
+// overlaps (from, to]: the container ran kernels at some time in it (activity counts
+// only the samples whose window lies inside).
+func (cpu containerCompute) busyDuring(id metrics.ContainerID, from, to time.Time) bool {
+	for _, c := range cpu[id] {
+		for _, p := range c.Samples {
+			if p.Value > 0 && p.Time.After(from) && p.Time.Add(-c.Window).Before(to) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // downTargets notes, for the running pods of the workloads this load feeds, the scrape
@@ -739,6 +777,9 @@ type dataGaps struct {
 	unattributed map[string]string
 	// stale: pods whose memory series were stale (dropStale), with why.
 	stale map[string]string
+	// zeroBusy: pods whose memory read 0 while they were busy (dropStale,
+	// metrics.ZeroWhileBusy), with why.
+	zeroBusy map[string]string
 	// down: running pods whose series' scrape target is down now, with which.
 	down map[string]string
 	// wrongDevice: pods whose series named a GPU they were not on (ReasonWrongDevice),
@@ -792,7 +833,7 @@ func (r *Recommender) dataGap(w history.WorkloadKey, podNames map[string]bool) (
 	f := g.check.Cycle(GapCycle{
 		Pods:    r.gapPods(w.Namespace, podNames, g.podCompute),
 		Compute: g.kept[metrics.SignalCompute], Memory: g.kept[metrics.SignalMemory],
-		StaleMemory: len(g.stale) > 0,
+		StaleMemory: len(g.stale) > 0 || len(g.zeroBusy) > 0,
 		SetAside:    g.dropped[metrics.SignalMemory]+g.dropped[metrics.SignalCompute] != 0 || len(g.unattributed) > 0 || len(g.wrongDevice) > 0,
 		Outranked:   filtered || len(g.down) > 0,
 		Interval:    r.Config.Interval, Arrivals: r.arrivals.typical(),

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/contract"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
 	"github.com/gpufrac/gpufrac/recommender/metrics/promtest"
 )
@@ -195,5 +196,52 @@ func TestFlatIdleDCGMMemoryIsLive(t *testing.T) {
 	}
 	if mu := condition(h.gfr(t, "ml", "nb").Status, gpufracv1.ConditionMetricsUnavailable); isTrue(mu) && mu.Reason == ReasonStaleSeries {
 		t.Errorf("MetricsUnavailable %+v: a DCGM series is never stale", mu)
+	}
+}
+
+// A broken memory reading is no data, not zero: a new workload whose
+// DCGM_FI_DEV_FB_USED reads 0 for two days while its SM activity reads 0.5 (a process
+// running kernels holds at least its CUDA context; per-process attribution lost) gets no
+// memory target from those zeros, which would size it at the minimum and OOM it. The
+// samples are dropped and counted (reason zero_while_busy), and MetricsUnavailable=True
+// (ZeroMemoryWhileBusy) names the pod, which holds the updater's shrinks
+// (contract.IncompleteData). The control: an idle pod reading 0 with 0
+// activity holds nothing, and its zeros are kept.
+func TestZeroMemoryWhileBusyIsNoData(t *testing.T) {
+	objs := singlePodWorkloads("ml", "srv", "idle")
+	h := newEngineHarness(t, objs, metrics.DCGM{})
+	pods := podsOf(objs)
+	n := 48 * 120
+	start := h.now.Add(-time.Duration(n-1) * 30 * time.Second)
+	for i, sm := range []float64{0.5, 0} {
+		h.prom.Add(t, dcgmLabels(metrics.DCGMFBUsed, pods[i], fmt.Sprintf("GPU-%d", i)), start, 30*time.Second, promtest.Repeat(0, n)...)
+		h.prom.Add(t, dcgmLabels(metrics.DCGMSMActive, pods[i], fmt.Sprintf("GPU-%d", i)), start, 30*time.Second, promtest.Repeat(sm, n)...)
+	}
+	before := dropped(metrics.SignalMemory, metrics.DropZeroWhileBusy)
+	h.runCycles(t, 1, nil)
+	if d := dropped(metrics.SignalMemory, metrics.DropZeroWhileBusy) - before; d < 48 {
+		t.Errorf("%v samples dropped as zero while busy, want at least the 48 busy hours", d)
+	}
+	st := h.gfr(t, "ml", "srv").Status
+	for _, c := range st.ContainerRecommendations {
+		if c.Target.Memory != nil {
+			t.Errorf("memory target %s from zeros read while busy, want none", c.Target.Memory)
+		}
+	}
+	if contract.IncompleteData(h.gfr(t, "ml", "srv")) == "" {
+		t.Errorf("the updater would shrink on a recommendation whose memory reads are broken")
+	}
+	if rp := condition(st, gpufracv1.ConditionRecommendationProvided); rp == nil || rp.Status != metav1.ConditionFalse || rp.Reason != ReasonNoMemorySamples {
+		t.Errorf("RecommendationProvided %+v, want False %s", rp, ReasonNoMemorySamples)
+	}
+	mu := condition(st, gpufracv1.ConditionMetricsUnavailable)
+	if !isTrue(mu) || mu.Reason != gpufracv1.ReasonZeroMemoryWhileBusy || !strings.Contains(mu.Message, pods[0].Name) {
+		t.Errorf("MetricsUnavailable %+v, want True %s naming %s", mu, gpufracv1.ReasonZeroMemoryWhileBusy, pods[0].Name)
+	}
+	if s := h.rec.model.Container(containerKey("ml", "idle", "main")); s == nil || s.MemoryPeaks < 48 {
+		t.Errorf("idle pod's memory peaks %+v, want its 48 hours of zeros kept", s)
+	}
+	if mu := condition(h.gfr(t, "ml", "idle").Status, gpufracv1.ConditionMetricsUnavailable); isTrue(mu) && mu.Reason == gpufracv1.ReasonZeroMemoryWhileBusy {
+		t.Errorf("idle pod: MetricsUnavailable %+v, an idle pod's zeros are real", mu)
 	}
 }

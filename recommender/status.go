@@ -247,6 +247,8 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 		set(gpufracv1.ConditionMetricsUnavailable, true, ReasonWrongDevice, r.wrongDevice(w)) // from the samples on the pods' own GPUs
 	case r.staleSeries(w) != "":
 		set(gpufracv1.ConditionMetricsUnavailable, true, ReasonStaleSeries, r.staleSeries(w)) // from the samples that were live
+	case r.zeroWhileBusy(w) != "":
+		set(gpufracv1.ConditionMetricsUnavailable, true, gpufracv1.ReasonZeroMemoryWhileBusy, r.zeroWhileBusy(w)) // from the samples that were not 0; shrinks held
 	default:
 		set(gpufracv1.ConditionMetricsUnavailable, false, ReasonSamplesPresent, "samples read")
 	}
@@ -295,6 +297,9 @@ func (r *Recommender) noRecommendation(w history.WorkloadKey, off, known int, un
 	}
 	if wrong := r.wrongDevice(w); wrong != "" {
 		reason, msg = ReasonWrongDevice, wrong
+	}
+	if zero := r.zeroWhileBusy(w); zero != "" {
+		reason, msg = gpufracv1.ReasonZeroMemoryWhileBusy, zero
 	}
 	if off > 0 && off == known {
 		reason, msg = ReasonAllContainersOff, "every container's policy mode is Off"
@@ -554,6 +559,15 @@ func busyFromGPUUtil(recs []gpufracv1.ContainerRecommendation, threshold float64
 func (r *Recommender) staleSeries(w history.WorkloadKey) string {
 	if t := r.tracked[w]; t != nil {
 		return firstOfPods(t.gaps.stale)
+	}
+	return ""
+}
+
+// zeroWhileBusy names the pods whose memory read 0 while they were busy this cycle
+// (dropStale, metrics.ZeroWhileBusy), or "" when none did.
+func (r *Recommender) zeroWhileBusy(w history.WorkloadKey) string {
+	if t := r.tracked[w]; t != nil {
+		return firstOfPods(t.gaps.zeroBusy)
 	}
 	return ""
 }

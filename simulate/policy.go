@@ -260,7 +260,8 @@ func AutoscalerSpec(w history.WorkloadKey, headroomPercent *int32, bt gpufracv1.
 // interval so far (the recommender's read of the interval's peak, (interval start, step
 // end]; the whole interval at its end) unless the stale-series rule drops it (metrics.StaleMemory, with
 // the window's flatness and the step's compute, as the recommender's live cycle sees
-// them), and the step's mean activity.
+// them) or it reads 0 beside activity (metrics.ZeroWhileBusy), and the step's mean
+// activity.
 func (s *gpufracSizer) feed(tl *timeline, alive []int, k int) {
 	switch {
 	case k < s.boot:
@@ -290,7 +291,9 @@ func (s *gpufracSizer) feed(tl *timeline, alive []int, k int) {
 			if !math.IsNaN(cpu) {
 				n = 1
 			}
-			stale := s.stale.Judge(r.id, at.Sub(from), v, s.mayGoStale && win.flat(), n, n > 0 && cpu > 0)
+			busy := n > 0 && cpu > 0
+			stale := s.stale.Judge(r.id, at.Sub(from), v, s.mayGoStale && win.flat(), n, busy) ||
+				!s.mayGoStale && metrics.ZeroWhileBusy(v, busy)
 			if !stale {
 				addSample(s.model, &s.buf, w, r.id, metrics.SignalMemory, at, v, nil)
 			}
@@ -369,13 +372,15 @@ func (s *gpufracSizer) bootstrap(tl *timeline, b int) {
 }
 
 // readPeak feeds run i's memory peak of window win, read at at, unless the stale-series
-// rule drops it (with n compute samples in the window, busy where one was above 0).
+// rule drops it (with n compute samples in the window, busy where one was above 0) or it
+// reads 0 beside activity (metrics.ZeroWhileBusy).
 func (s *gpufracSizer) readPeak(tl *timeline, i int, win *memWindow, n int, busy bool, at time.Time) {
 	if math.IsNaN(win.high) {
 		return
 	}
 	r := &tl.runs[i]
-	stale := s.stale.Judge(r.id, at.Sub(win.from), win.high, s.mayGoStale && win.flat(), n, busy)
+	stale := s.stale.Judge(r.id, at.Sub(win.from), win.high, s.mayGoStale && win.flat(), n, busy) ||
+		!s.mayGoStale && metrics.ZeroWhileBusy(win.high, busy)
 	if !stale {
 		addSample(s.model, &s.buf, tl.workloads[r.workload].key, r.id, metrics.SignalMemory, at, win.high, nil)
 	}

@@ -162,9 +162,9 @@ func (u *Updater) recommendation(ctx context.Context, gfa *gpufracv1.GPUFraction
 }
 
 // unwritable returns SkipNoRecommendation and why when the autoscaler's
-// spec.backend.memoryOverhead is negative (the webhook then admits every pod unchanged),
-// or when a target of a container of the
-// workload's pods is one the webhook writes no fraction for (contract.Target's
+// spec.backend.memoryOverhead is negative (the webhook then admits every pod
+// unchanged), or when a target of a container of the workload's pods is one the
+// webhook writes no fraction for (contract.Target's
 // UnwritableMemory and UnwritableCompute: a memory target not positive or above one GPU
 // of gpuMemoryBytes, a compute target outside 0–1 GPU; the webhook then admits the pod
 // unchanged) and a replacement would come back as the pod is, so none is made. It

@@ -34,6 +34,13 @@ const (
 	// until the missing span leaves the history window. Counted in
 	// gpufrac_recommender_incomplete_data_total{reason="history_incomplete"}.
 	ReasonHistoryIncomplete = "HistoryIncomplete"
+	// ReasonZeroMemoryWhileBusy: a memory series of a pod of the workload read 0 while
+	// the container's GPU activity was above 0 (a process running kernels holds at least
+	// its CUDA context, so the exporter failed to see its memory: per-process
+	// attribution lost); those samples were dropped, counted in
+	// gpufrac_recommender_samples_dropped_total{reason="zero_while_busy"}, and what the
+	// pod uses now is unknown, so nothing shrinks on the recommendation.
+	ReasonZeroMemoryWhileBusy = "ZeroMemoryWhileBusy"
 )
 
 // CappedBelowNeed: a condition of a GPUFractionRecommendation (mirrored on its

@@ -64,6 +64,10 @@ const (
 	// activity read 0 over its window: a value left behind by an exited process (HAMi's
 	// hami_vgpu_memory_used_bytes), neither a live peak nor a lower bound.
 	DropStale = "stale"
+	// DropZeroWhileBusy: a memory sample of 0 bytes while the container's GPU activity
+	// was above 0 in its window (ZeroWhileBusy): memory the exporter failed to see, not
+	// a container that holds none.
+	DropZeroWhileBusy = "zero_while_busy"
 )
 
 // ClampMIGOvershoot is the reason of gpufrac_recommender_samples_clamped_total for a MIG

@@ -36,6 +36,20 @@ func (s StaleMemory) Judge(id ContainerID, window time.Duration, value float64, 
 	return false
 }
 
+// ZeroWhileBusy reports whether a memory sample of value bytes (a window's peak) is a
+// broken reading: 0 while a compute sample of the same container in the window was above
+// 0 (busy). A process that runs kernels holds at least its CUDA context on the GPU
+// (300–500 MiB), so a peak of nothing beside activity is memory the exporter failed to
+// see (per-process attribution lost: HAMi-core not injected, the agent unable to read
+// the process's PID namespace), not an idle container: used as a sample it would size
+// the container at the minimum and shrink it. Only for sources whose memory is read as
+// the GPU frees it (!MemoryMayGoStale: DCGM's framebuffer, the same device as its
+// activity; the agent's per-process memory and activity); an accounting gauge (HAMi's,
+// KAI's) is read per container beside an activity that may be the device's. The
+// recommender (recommender/load.go dropStale) and the what-if simulator apply it to the
+// same windows.
+func ZeroWhileBusy(value float64, busy bool) bool { return value == 0 && busy }
+
 // MemoryMayGoStale reports whether a memory field of src keeps its last value after the
 // process exited (Field.KeepsLastValue): only such a source's flat, idle memory is judged
 // by StaleMemory.
