@@ -30,6 +30,7 @@ import (
 
 	"github.com/gpufrac/gpufrac/admission"
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/backend"
 	"github.com/gpufrac/gpufrac/statuslease"
 )
 
@@ -802,5 +803,58 @@ func TestNegativeOverheadEvictsNothing(t *testing.T) {
 	}
 	if st := f.status(); st.BlockedReason != SkipNoRecommendation || !strings.Contains(st.BlockedMessage, "memoryOverhead -1Gi is negative") {
 		t.Errorf("blocked %q %q, want %s naming the negative overhead", st.BlockedReason, st.BlockedMessage, SkipNoRecommendation)
+	}
+}
+
+// A pod of a shape the admission webhook refuses whatever the recommendation says is
+// not replaced: its replacement would come back unchanged. HAMi pods whose container
+// main holds a fraction and whose container aux asks for 2 GPUs, both with
+// recommendations: the webhook admits a replacement unchanged (UnsafeMultiGPU: it writes
+// fractions of one GPU only), so the shrink of main (3Gi to 1Gi) evicts nothing, and the
+// pods' updates say why (SkipReplacementUnchanged). Before, the updater evicted a pod,
+// and again after each --stuck-backoff. The control: aux without a recommendation is
+// left alone by the webhook, which then writes main's fraction, and a pod is evicted.
+func TestWebhookRefusedShapeEvictsNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		auxRecommend bool
+		wantEvicted  bool
+	}{
+		{"aux recommended: the webhook refuses the pod", true, false},
+		{"aux not recommended: the webhook writes main's fraction", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 3, 3)
+			for _, p := range f.pods {
+				p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "aux", Image: "x",
+					Resources: corev1.ResourceRequirements{Limits: limits("nvidia.com/gpu", "2")}})
+			}
+			if tc.auxRecommend {
+				aux := *f.gfr.Status.ContainerRecommendations[0].DeepCopy()
+				aux.ContainerName = "aux"
+				f.gfr.Status.ContainerRecommendations = append(f.gfr.Status.ContainerRecommendations, aux)
+			}
+			f.build()
+			resp := f.webhookResponse(t, f.pods[0].Spec.Containers...)
+			if refused := resp.Allowed && len(resp.Patches) == 0; refused == tc.wantEvicted {
+				t.Fatalf("webhook: allowed %v, %d patches; want it to refuse the pod: %v", resp.Allowed, len(resp.Patches), !tc.wantEvicted)
+			}
+			f.run()
+			if evicted := len(f.livePods()) < 3; evicted != tc.wantEvicted {
+				t.Fatalf("pods %v: evicted %v, want %v", f.livePods(), evicted, tc.wantEvicted)
+			}
+			if tc.wantEvicted {
+				return
+			}
+			st := f.status()
+			if len(st.Updates) == 0 {
+				t.Fatal("no pod listed as out of date")
+			}
+			for _, u := range st.Updates {
+				if u.SkipReason != SkipReplacementUnchanged || !strings.Contains(u.SkipMessage, backend.UnsafeMultiGPU) {
+					t.Errorf("pod %s: skip %s %q, want %s naming %s", u.Pod, u.SkipReason, u.SkipMessage, SkipReplacementUnchanged, backend.UnsafeMultiGPU)
+				}
+			}
+		})
 	}
 }

@@ -32,7 +32,7 @@ func admit(c *candidate, gates ...gate) bool {
 // planGates are the gates of the plan, in order: a pod that passes them is a candidate
 // of this cycle.
 func (u *Updater) planGates(now time.Time) []gate {
-	return append(baseGates(), u.hysteresisGate(now))
+	return append(baseGates(), u.shapeGate, u.hysteresisGate(now))
 }
 
 // baseGates are the plan's gates before the hysteresis: all of them for a pod replaced
