@@ -142,10 +142,19 @@ func saveHistogram(h vpautil.Histogram) (gpufracv1.HistogramCheckpoint, error) {
 
 // loadHistogram returns a decaying histogram of layout o and the model's half-life
 // loaded from hc; an error when a bucket index is not a number, is outside the layout,
-// or the total weight is not a finite non-negative number.
-func loadHistogram(hc gpufracv1.HistogramCheckpoint, o vpautil.HistogramOptions, halfLife time.Duration) (vpautil.Histogram, error) {
+// the total weight is not a finite non-negative number, or a histogram with weights has
+// its decay reference time outside [from, until] (refs).
+func loadHistogram(hc gpufracv1.HistogramCheckpoint, o vpautil.HistogramOptions, halfLife time.Duration, refs refBounds) (vpautil.Histogram, error) {
 	if math.IsNaN(hc.TotalWeight) || math.IsInf(hc.TotalWeight, 0) {
 		return nil, fmt.Errorf("total weight %v", hc.TotalWeight)
+	}
+	// The weights are relative to the reference time: the first sample after a restore
+	// rescales them by 2^((reference − sample time)/half-life). A reference time at zero
+	// or far before the samples makes that rescaling wipe every restored weight (the
+	// model keeps only what came after the checkpoint: a shrink); one far after them
+	// makes every later sample weigh nothing (the histogram never follows a growth).
+	if ref := hc.ReferenceTimestamp.Time; len(hc.BucketWeights) > 0 && (ref.IsZero() || ref.Before(refs.from) || ref.After(refs.until)) {
+		return nil, fmt.Errorf("reference time %s outside the samples' %s to %s", ref, refs.from, refs.until)
 	}
 	cp := vpav1.HistogramCheckpoint{ReferenceTimestamp: hc.ReferenceTimestamp, TotalWeight: hc.TotalWeight, BucketWeights: make(map[int]uint32, len(hc.BucketWeights))}
 	for k, w := range hc.BucketWeights {
@@ -165,17 +174,30 @@ func loadHistogram(hc gpufracv1.HistogramCheckpoint, o vpautil.HistogramOptions,
 	return h, nil
 }
 
-// load decodes one container of a checkpoint into a new state with options o. Any
-// value that cannot be the model's (a negative count or peak, an hour outside 0–23, a
-// histogram that does not load, samples counted into an empty histogram) is an error:
-// a checkpoint that decodes only in part is not restored at all.
-func load(c gpufracv1.ContainerCheckpoint, o Options) (*ContainerState, error) {
+// refBounds are the decay reference times a restored histogram may have (load).
+type refBounds struct{ from, until time.Time }
+
+// load decodes one container of a checkpoint whose samples end at until into a new
+// state with options o. Any value that cannot be the model's (a negative count or peak,
+// an hour outside 0–23, a histogram that does not load or whose decay reference time
+// cannot be its samples', samples counted into an empty histogram) is an error: a
+// checkpoint that decodes only in part is not restored at all.
+func load(c gpufracv1.ContainerCheckpoint, o Options, until time.Time) (*ContainerState, error) {
 	s := newContainerState(o)
+	// A decaying histogram's reference time is that of a sample it was fed (a memory
+	// sample is stamped at its aggregation interval's start) rounded to the half-life,
+	// moved forward only: within half a half-life of its samples, which lie between the
+	// first sample's interval start and until. A zero FirstSample bounds nothing below
+	// (but a zero reference time is still refused).
+	refs := refBounds{until: until.Add(o.HalfLife)}
+	if !c.FirstSample.IsZero() {
+		refs.from = c.FirstSample.Add(-o.MemoryAggregationInterval - o.HalfLife)
+	}
 	var err error
-	if s.Memory, err = loadHistogram(c.Memory, MemoryBuckets, o.HalfLife); err != nil {
+	if s.Memory, err = loadHistogram(c.Memory, MemoryBuckets, o.HalfLife, refs); err != nil {
 		return nil, fmt.Errorf("memory histogram: %w", err)
 	}
-	if s.Compute, err = loadHistogram(c.Compute, ComputeBuckets, o.HalfLife); err != nil {
+	if s.Compute, err = loadHistogram(c.Compute, ComputeBuckets, o.HalfLife, refs); err != nil {
 		return nil, fmt.Errorf("compute histogram: %w", err)
 	}
 	if c.ComputeSamples < 0 || c.MemoryPeaks < 0 || c.SharedSamples < 0 || c.Devices < 0 {
@@ -220,7 +242,7 @@ func load(c gpufracv1.ContainerCheckpoint, o Options) (*ContainerState, error) {
 		if o.NoComputeByHour {
 			continue
 		}
-		if s.ComputeByHour[h], err = loadHistogram(hc.Histogram, ComputeBuckets, o.HalfLife); err != nil {
+		if s.ComputeByHour[h], err = loadHistogram(hc.Histogram, ComputeBuckets, o.HalfLife, refs); err != nil {
 			return nil, fmt.Errorf("compute histogram of hour %d: %w", h, err)
 		}
 		s.ComputeHourSamples[h], s.hourFirst[h], s.ComputeHourDays[h] = int(hc.Samples), hc.FirstDay, hc.SeveralDays
@@ -255,7 +277,7 @@ func (m *Model) Restore(w WorkloadKey, until time.Time, containers []gpufracv1.C
 		if _, dup := states[c.ContainerName]; dup {
 			return fmt.Errorf("container %q saved twice", c.ContainerName)
 		}
-		st, err := load(c, m.opts)
+		st, err := load(c, m.opts, until)
 		if err != nil {
 			return fmt.Errorf("container %q: %w", c.ContainerName, err)
 		}

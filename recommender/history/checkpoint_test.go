@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
 	"github.com/gpufrac/gpufrac/workload"
@@ -176,6 +178,22 @@ func TestCheckpointRejectsBadInput(t *testing.T) {
 		{"container twice", func(c []gpufracv1.ContainerCheckpoint) []gpufracv1.ContainerCheckpoint {
 			return append(c, c[0])
 		}, "saved twice"},
+		// The decay reference frames the weights: without one (weights at the zero time) the
+		// first new sample rescales every restored weight to nothing, so the model keeps only
+		// what came after the checkpoint (a shrink); one a year ahead makes every new sample
+		// weigh nothing (the histogram never follows a growth).
+		{"weights without a reference time", func(c []gpufracv1.ContainerCheckpoint) []gpufracv1.ContainerCheckpoint {
+			c[0].Compute.ReferenceTimestamp = metav1.Time{}
+			return c
+		}, "reference time"},
+		{"reference time a year after the samples", func(c []gpufracv1.ContainerCheckpoint) []gpufracv1.ContainerCheckpoint {
+			c[0].Memory.ReferenceTimestamp = metav1.NewTime(t0.Add(365 * 24 * time.Hour))
+			return c
+		}, "reference time"},
+		{"reference time a year before the samples", func(c []gpufracv1.ContainerCheckpoint) []gpufracv1.ContainerCheckpoint {
+			c[0].ComputeByHour[3].Histogram.ReferenceTimestamp = metav1.NewTime(t0.Add(-365 * 24 * time.Hour))
+			return c
+		}, "reference time"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			m := NewModel(Options{})
