@@ -209,6 +209,10 @@ func load(c gpufracv1.ContainerCheckpoint, o Options, until time.Time) (*Contain
 	if bad(c.LevelPeak) {
 		return nil, fmt.Errorf("level peak %v bytes", c.LevelPeak)
 	}
+	// Every sample of the checkpoint is at or before until, the end of what was read.
+	if c.LastSample.After(until) || c.FirstSample.After(c.LastSample.Time) {
+		return nil, fmt.Errorf("first sample %s, last sample %s: not in order before the samples' end %s", c.FirstSample, c.LastSample, until)
+	}
 	s.FirstSample, s.LastSample = c.FirstSample.Time, c.LastSample.Time
 	s.ComputeSamples, s.MemoryPeaks, s.SharedSamples = int(c.ComputeSamples), int(c.MemoryPeaks), int(c.SharedSamples)
 	s.ComputeSource, s.MIGProfile, s.Devices = c.ComputeSource, c.MIGProfile, int(c.Devices)
@@ -248,14 +252,16 @@ func load(c gpufracv1.ContainerCheckpoint, o Options, until time.Time) (*Contain
 		s.ComputeHourSamples[h], s.hourFirst[h], s.ComputeHourDays[h] = int(hc.Samples), hc.FirstDay, hc.SeveralDays
 	}
 	for _, p := range c.IntervalPeaks {
-		if bad(p.Bytes) {
-			return nil, fmt.Errorf("interval peak %v bytes at %s", p.Bytes, p.Start)
+		if bad(p.Bytes) || p.Start.After(until) {
+			return nil, fmt.Errorf("interval peak %v bytes at %s (samples until %s)", p.Bytes, p.Start, until)
 		}
 		s.peaks[p.Start.Unix()] = p.Bytes
 	}
 	for _, w := range c.PodWindows {
-		if bad(w.Peak) || w.Pod == "" {
-			return nil, fmt.Errorf("pod window %q: peak %v bytes", w.Pod, w.Peak)
+		// A window opened after until would make every later sample of the pod "older
+		// than its current interval" (AddMemory): none of them would count.
+		if bad(w.Peak) || w.Pod == "" || w.Start.After(until) {
+			return nil, fmt.Errorf("pod window %q: peak %v bytes from %s (samples until %s)", w.Pod, w.Peak, w.Start, until)
 		}
 		s.windows[w.Pod] = &podWindow{start: w.Start.Time, peak: w.Peak}
 	}

@@ -190,6 +190,16 @@ func TestCheckpointRejectsBadInput(t *testing.T) {
 			c[0].Memory.ReferenceTimestamp = metav1.NewTime(t0.Add(365 * 24 * time.Hour))
 			return c
 		}, "reference time"},
+		// A pod's open interval after the checkpoint's end: every later memory sample of
+		// that pod is "older than its current interval" and dropped (no growth seen).
+		{"pod window after the samples", func(c []gpufracv1.ContainerCheckpoint) []gpufracv1.ContainerCheckpoint {
+			c[0].PodWindows[0].Start = metav1.NewTime(t0.Add(365 * 24 * time.Hour))
+			return c
+		}, "pod window"},
+		{"last sample after the samples' end", func(c []gpufracv1.ContainerCheckpoint) []gpufracv1.ContainerCheckpoint {
+			c[0].LastSample = metav1.NewMicroTime(t0.Add(365 * 24 * time.Hour))
+			return c
+		}, "last sample"},
 		{"reference time a year before the samples", func(c []gpufracv1.ContainerCheckpoint) []gpufracv1.ContainerCheckpoint {
 			c[0].ComputeByHour[3].Histogram.ReferenceTimestamp = metav1.NewTime(t0.Add(-365 * 24 * time.Hour))
 			return c
