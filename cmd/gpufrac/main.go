@@ -7,9 +7,13 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
+	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // commands holds the constructors of the top-level subcommands, filled by init
@@ -26,11 +30,33 @@ func newRootCmd() *cobra.Command {
 		Long:          "gpufrac is the command-line tool of the GPU fraction autoscaler: import and synthesize GPU usage traces, simulate recommendations offline, and report savings.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Before any command's own checks: they compare, and NaN passes every comparison.
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return refuseNaN(cmd.Flags()) },
 	}
 	for _, f := range commands {
 		root.AddCommand(f())
 	}
 	return root
+}
+
+// refuseNaN returns an error naming the first float flag set to NaN. pflag parses
+// "NaN" as a float, and every comparison with NaN is false, so a range check such as
+// v < 0 || v > 1 lets it through and it silently changes what a command computes.
+func refuseNaN(fs *pflag.FlagSet) error {
+	var err error
+	fs.Visit(func(f *pflag.Flag) {
+		if err != nil || !strings.HasPrefix(f.Value.Type(), "float") {
+			return
+		}
+		// float32, float64 and their slices ("[1,NaN]").
+		for _, s := range strings.Split(strings.Trim(f.Value.String(), "[]"), ",") {
+			if v, perr := strconv.ParseFloat(strings.TrimSpace(s), 64); perr == nil && math.IsNaN(v) {
+				err = fmt.Errorf("--%s %s: not a number", f.Name, s)
+				return
+			}
+		}
+	})
+	return err
 }
 
 func main() {

@@ -324,3 +324,25 @@ func TestSimulateErrorsNameTheirSource(t *testing.T) {
 		}
 	}
 }
+
+// TestFloatFlagsRefuseNaN: every comparison with NaN is false, so a range check lets
+// "NaN" through and it silently changes the figures (a never-reached near limit, a
+// never-met change threshold); every float flag of every command refuses it, naming
+// the flag.
+func TestFloatFlagsRefuseNaN(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "s.csv")
+	for _, args := range [][]string{
+		{"simulate", "--format", "synthetic", "--near-limit", "NaN"},
+		{"simulate", "--format", "synthetic", "--change-threshold", "NaN"},
+		{"simulate", "--format", "synthetic", "--replacements-per-minute", "NaN"},
+		{"simulate", "--format", "synthetic", "--compute-margin", "NaN"},
+		{"simulate", "--format", "synthetic", "--synth-arriving", "NaN"},
+		{"trace", "synth", "--long-csv", out, "--arriving", "NaN"},
+	} {
+		flag := args[len(args)-2]
+		_, _, err := run(t, args...)
+		if err == nil || !strings.Contains(err.Error(), flag+" "+args[len(args)-1]) {
+			t.Errorf("%v: error %v, want one naming %s", args, err, flag)
+		}
+	}
+}
