@@ -265,6 +265,9 @@ func (f *simulateFlags) completeUpdater() error {
 	if u.MinLifetime < 0 {
 		return fmt.Errorf("--min-lifetime %s: must not be negative", u.MinLifetime)
 	}
+	if u.NearLimit > 1 { // as the updater's Config.Validate: a peak never reaches it
+		return fmt.Errorf("--near-limit %v: want a ratio ≤ 1, as the updater's", u.NearLimit)
+	}
 	if u.MinLifetime == 0 {
 		u.MinLifetime = -1 // none
 	}

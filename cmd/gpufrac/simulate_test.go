@@ -346,3 +346,13 @@ func TestFloatFlagsRefuseNaN(t *testing.T) {
 		}
 	}
 }
+
+// TestSimulateNearLimitAboveOne: the updater refuses --near-limit above 1 (a peak
+// never reaches it: growth is never protective), so simulate does not report figures
+// for it.
+func TestSimulateNearLimitAboveOne(t *testing.T) {
+	_, _, err := run(t, "simulate", "--format", "synthetic", "--near-limit", "5")
+	if err == nil || !strings.Contains(err.Error(), "--near-limit 5") {
+		t.Errorf("error %v, want one naming --near-limit 5", err)
+	}
+}
