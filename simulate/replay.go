@@ -51,7 +51,8 @@ func Run(tr *trace.Trace, opts Options) (*Result, error) {
 	return rp.result(tr), nil
 }
 
-// CheckMemorySamples returns an error naming the trace pods without a memory sample, and
+// CheckMemorySamples returns an error naming the trace pods without a memory sample (the
+// first by name and, when set, source ID: GenTD26 names are made up by the reader), and
 // how many there are: the policies would pack such a pod as needing no memory (the
 // clairvoyant bounds by 0 bytes, so every ratio to them would be off), and no data is
 // not zero.
@@ -59,7 +60,11 @@ func CheckMemorySamples(tr *trace.Trace) error {
 	var without []string
 	for i := range tr.Pods {
 		if p := &tr.Pods[i]; len(p.Memory) == 0 {
-			without = append(without, p.Namespace+"/"+p.Pod+" container "+p.Container)
+			name := p.Namespace + "/" + p.Pod + " container " + p.Container
+			if p.ID != "" { // the reader made the names up (GenTD26): say what the input calls it
+				name += " from source ID " + p.ID
+			}
+			without = append(without, name)
 		}
 	}
 	if len(without) == 0 {

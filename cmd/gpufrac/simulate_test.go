@@ -356,3 +356,25 @@ func TestSimulateNearLimitAboveOne(t *testing.T) {
 		t.Errorf("error %v, want one naming --near-limit 5", err)
 	}
 }
+
+// TestSimulateGenTD26PodWithoutMemoryNamesContainerIP: the pod and Deployment names of a
+// GenTD26 trace are made up by the reader, so the error about a pod with duty-cycle but
+// no memory samples names its container_ip, which is what the files hold.
+func TestSimulateGenTD26PodWithoutMemoryNamesContainerIP(t *testing.T) {
+	dir := t.TempDir()
+	mem, duty := "timestamp_anon,value,container_ip\n", "value,timestamp_anon,container_ip\n"
+	for i := range 10 {
+		ts := 1662858720 + 60*i
+		mem += fmt.Sprintf("%d,%d,ip-with-memory\n", ts, 10<<30)
+		duty += fmt.Sprintf("20,%d,ip-with-memory\n20,%d,ip-without-memory\n", ts, ts)
+	}
+	for name, body := range map[string]string{"pod_gpu_memory_used_bytes_anon.csv": mem, "pod_gpu_duty_cycle_anon.csv": duty} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, _, err := run(t, "simulate", "--input", dir)
+	if err == nil || !strings.Contains(err.Error(), "1 of 2 trace pods have no GPU memory sample") || !strings.Contains(err.Error(), "ip-without-memory") {
+		t.Errorf("error %v, want one naming container_ip ip-without-memory", err)
+	}
+}
