@@ -139,6 +139,26 @@ func TestNoMemoryIsAnError(t *testing.T) {
 	}
 }
 
+// TestNoMemoryLifetimeIsAnError: with Lookback a gap longer than it starts a new pod,
+// so a lifetime of duty-cycle samples only is a pod without a memory sample, as
+// TestNoMemoryIsAnError's: it would be charged and packed as 0 bytes (mean memory
+// utilisation halved here, the clairvoyant bound sized at 0). Run refuses it and names
+// the lifetime.
+func TestNoMemoryLifetimeIsAnError(t *testing.T) {
+	gap := pod("gap", 0, repeat(30, 10), repeat(0.2, 10))
+	late := pod("gap", 60, repeat(30, 10), repeat(0.2, 10)) // after a 50-minute gap
+	gap.Compute = append(gap.Compute, late.Compute...)      // its memory exporter was down
+	tr := trace.Trace{Pods: []trace.Pod{gap}}
+	_, err := Run(&tr, Options{GPUMemoryBytes: 80 * gib, Policies: []string{PolicyOnePerPod, PolicyClairvoyantMemory}, Lookback: 30 * time.Minute})
+	if err == nil || !strings.Contains(err.Error(), "ns/gap-abc-x1#2 container main") || !strings.Contains(err.Error(), "no GPU memory sample") {
+		t.Errorf("error %v, want one naming lifetime ns/gap-abc-x1#2 without a memory sample", err)
+	}
+	// Without Lookback the gap is an exporter gap of one pod, its memory the last sample.
+	if _, err := Run(&tr, Options{GPUMemoryBytes: 80 * gib, Policies: []string{PolicyOnePerPod}}); err != nil {
+		t.Error(err)
+	}
+}
+
 // TestPodsAboveGPU: pods whose memory exceeds one GPU of the run's size overrun under
 // every policy; the run counts them and its heading says so, per GPU size, counting a
 // pod with several lifetimes once.

@@ -77,6 +77,29 @@ func CheckMemorySamples(tr *trace.Trace) error {
 	return fmt.Errorf("%d of %d trace pods have no GPU memory sample (%s): a pod's memory cannot be sized from nothing; drop them from the trace or give their memory", len(without), len(tr.Pods), first)
 }
 
+// checkMemorySamples is CheckMemorySamples for the lifetimes a lookback cuts trace pods
+// into: a lifetime of compute samples only (a trace pod's memory stops, and after a gap
+// longer than lookback only its compute resumes) is a pod without a memory sample.
+func (tl *timeline) checkMemorySamples(lookback time.Duration) error {
+	var without []string
+	for i := range tl.runs {
+		r := &tl.runs[i]
+		if !slices.ContainsFunc(r.memRaw, func(v float64) bool { return !math.IsNaN(v) }) {
+			without = append(without, fmt.Sprintf("%s container %s, %s to %s", r.name, r.id.Container,
+				tl.stepEnd(r.start-1).Format(time.RFC3339), tl.stepEnd(r.end).Format(time.RFC3339)))
+		}
+	}
+	if len(without) == 0 {
+		return nil
+	}
+	first := without[0]
+	if len(without) > 1 {
+		first += fmt.Sprintf(" and %d more", len(without)-1)
+	}
+	return fmt.Errorf("%d of %d pod lifetimes (trace pods cut at gaps longer than the lookback %s) have no GPU memory sample (%s): a pod's memory cannot be sized from nothing; give their memory, drop their samples or raise the lookback",
+		len(without), len(tl.runs), lookback, first)
+}
+
 // newReplay validates opts and builds the timeline, the policies and the detail. Its
 // errors are Run's.
 func newReplay(tr *trace.Trace, opts Options) (*replay, error) {
@@ -95,6 +118,9 @@ func newReplay(tr *trace.Trace, opts Options) (*replay, error) {
 	}
 	tl, err := newTimeline(tr, step, opts.Lookback)
 	if err != nil {
+		return nil, err
+	}
+	if err := tl.checkMemorySamples(opts.Lookback); err != nil {
 		return nil, err
 	}
 	first := int((opts.WarmUp + step - 1) / step)
