@@ -9,6 +9,7 @@ package bootstrap
 import (
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,14 +20,27 @@ import (
 // Parse parses args into fs as fs.Parse does, except that a bad flag prints its error
 // and one line saying to run with --help, instead of every flag's usage after it (over a
 // hundred lines with klog's, the error scrolled out of sight). -h and --help (or -help,
-// --h) print every flag as before.
+// --h) print every flag as before. A float flag set to NaN is an error naming it: the
+// flag package parses "NaN" as a float, and every range check compares, which NaN
+// passes, so it would silently change what a daemon decides.
 func Parse(fs *flag.FlagSet, args []string) error {
 	if !helpAsked(args) {
 		fs.Usage = func() {
 			fmt.Fprintf(fs.Output(), "Run %s --help for its flags.\n", filepath.Base(fs.Name()))
 		}
 	}
-	return fs.Parse(args)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		if g, ok := f.Value.(flag.Getter); ok && err == nil {
+			if v, ok := g.Get().(float64); ok && math.IsNaN(v) {
+				err = fmt.Errorf("invalid value %q for flag -%s: not a number", f.Value, f.Name)
+			}
+		}
+	})
+	return err
 }
 
 // helpAsked reports whether args ask for help (-h, -help, --h, --help, or =true) before

@@ -43,6 +43,29 @@ func TestParseBadFlagIsBrief(t *testing.T) {
 	}
 }
 
+// TestParseRefusesNaN: a float flag set to NaN is an error naming the flag (the flag
+// package parses it, and range checks let it through); a number, and other flags, parse.
+func TestParseRefusesNaN(t *testing.T) {
+	for _, c := range []struct {
+		args    []string
+		wantErr bool
+	}{
+		{[]string{"--near-limit", "NaN"}, true},
+		{[]string{"--near-limit=nan"}, true},
+		{[]string{"--near-limit", "0.9", "--interval", "5s"}, false},
+		{[]string{"--interval", "5s"}, false},
+	} {
+		fs := flag.NewFlagSet("daemon", flag.ContinueOnError)
+		fs.SetOutput(&bytes.Buffer{})
+		fs.Float64("near-limit", 0.9, "A ratio.")
+		fs.Duration("interval", 0, "How often.")
+		err := Parse(fs, c.args)
+		if (err != nil) != c.wantErr || c.wantErr && !strings.Contains(err.Error(), "-near-limit") {
+			t.Errorf("%q: %v, want an error naming the flag: %v", c.args, err, c.wantErr)
+		}
+	}
+}
+
 func TestSplitList(t *testing.T) {
 	for in, want := range map[string][]string{
 		"":                nil,
