@@ -89,7 +89,8 @@ func hostileHistory(dir string, end time.Time) (string, error) {
 	family := func(name string, ss []series) {
 		fmt.Fprintf(&b, "# TYPE %s gauge\n", name)
 		for _, s := range ss {
-			n := s.hours * 60
+			// Five minutes more than the hours: see youngMargin below.
+			n := s.hours*60 + 5
 			for i := 0; i < n; i++ {
 				t := end.Add(-time.Duration(n-1-i) * time.Minute)
 				fmt.Fprintf(&b, "%s%s %s %d\n", name, s.labels, s.value(i), t.Unix())
@@ -131,22 +132,32 @@ func TestHostileMetrics(t *testing.T) {
 	}
 	// The 3-hour series make young workloads (history under 12 h): their memory target
 	// carries the young margin 100/n for the n whole hours at their memory level
-	// (docs/recommender.md, "Young workloads"). A constant 3-hour series is at its level
-	// for 2 or 3 whole hourly intervals, depending on where the hour boundaries cut it, so
-	// the stated margin must be 33-50 %; a 30-hour history is not young (margin 0).
-	youngMargin := func(what string, r *gpufracv1.GPUFractionRecommendation, young bool) float64 {
+	// (docs/recommender.md, "Young workloads"). A constant series of 3 h and 5 minutes is
+	// at its level for 2 or 3 whole hourly intervals, depending on where the hour
+	// boundaries cut it (the span counts a memory-only container's history from its first
+	// hourly peak, stamped at that hour's end, so exactly 3 h starting just after an hour
+	// boundary would count 1), so the stated margin must be 33-50 %; a 30-hour history is
+	// not young (margin 0).
+	youngMargin := func(what string, r *gpufracv1.GPUFractionRecommendation, young bool) int32 {
 		t.Helper()
 		m := r.Status.ContainerRecommendations[0].YoungMarginPercent
 		if (young && (m < 33 || m > 50)) || (!young && m != 0) {
 			t.Errorf("%s: youngMarginPercent %d, want 33-50 for 3 h of constant history (young %v), 0 otherwise", what, m, young)
 		}
-		return 1 + float64(m)/100
+		return m
 	}
 	within := func(what string, got, want float64) {
 		t.Helper()
-		want *= youngMargin(what, recs[what], what != "shared")
-		if got < want*0.99 || got > want*1.05+2 { // one 5 % histogram bucket, rounded up to MiB; the margin is a whole percent
-			t.Errorf("%s: memory target %.0f MiB, want %.0f MiB (+1 bucket)", what, got, want)
+		m := youngMargin(what, recs[what], what != "shared")
+		// The stated margin is 100/n rounded down to a whole percent (33 for a third):
+		// the target's own margin lies below the next percent. One 5 % histogram bucket
+		// above, rounded up to MiB.
+		lo, hi := want*(1+float64(m)/100), want*(1+float64(m+1)/100)
+		if m == 0 {
+			hi = lo
+		}
+		if got < lo*0.99 || got > hi*1.05+2 {
+			t.Errorf("%s: memory target %.0f MiB, want %.0f–%.0f MiB (+1 bucket)", what, got, lo, hi)
 		}
 	}
 
