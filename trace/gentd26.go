@@ -86,8 +86,12 @@ func (o *GenTD26Options) defaults() {
 // container_ip, a value or timestamp that is not a finite number, a negative value,
 // or two different memory or duty-cycle values of one pod at one time. Unsorted
 // rows are sorted, exact duplicates dropped, duty cycle above 100 % and memory above
-// MaxMemoryBytes skipped; Stats counts each.
+// MaxMemoryBytes skipped; Stats counts each. A namespace, container or Deployment prefix
+// the API server would refuse as a name is an error before any file is read.
 func ReadGenTD26(dir string, opts GenTD26Options) (Trace, Stats, error) {
+	if err := validateNames(opts.Namespace, opts.Container, opts.DeploymentPrefix, "--deployment-prefix"); err != nil {
+		return Trace{}, Stats{}, err
+	}
 	opts.defaults()
 	var st Stats
 	st.Memory.File = GenTD26MemoryFile

@@ -333,3 +333,15 @@ func equalFloats(a, b []float64) bool {
 	}
 	return true
 }
+
+// TestReadGenTD26RefusesInvalidNames: a namespace, container or Deployment prefix the
+// API server would refuse as a name is an error naming the flag, before any file is
+// read (the manifests of `gpufrac trace import --manifests` would not apply).
+func TestReadGenTD26RefusesInvalidNames(t *testing.T) {
+	for _, o := range []GenTD26Options{{Namespace: "Team_A"}, {Container: "my.server"}, {DeploymentPrefix: "Bad_Name"}} {
+		_, _, err := ReadGenTD26(t.TempDir(), o)
+		if err == nil || !strings.Contains(err.Error(), "not a valid Kubernetes name") {
+			t.Errorf("%+v: %v, want an error naming the invalid name", o, err)
+		}
+	}
+}

@@ -6,9 +6,36 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/gpufrac/gpufrac/workload"
 )
+
+// validateNames reports a namespace or container name that is no DNS-1123 label, or a
+// Deployment name prefix whose names ("<prefix>-000") are no DNS-1123 subdomain, the
+// way the API server would refuse the objects (apimachinery's validation); the flag
+// names each value (--namespace, --container, prefixFlag). Empty values take the
+// defaults and pass.
+func validateNames(namespace, container, prefix, prefixFlag string) error {
+	for _, c := range []struct {
+		flag, value string
+		errs        func(string) []string
+	}{
+		{"--namespace", namespace, validation.IsDNS1123Label},
+		{"--container", container, validation.IsDNS1123Label},
+		{prefixFlag, prefix, func(p string) []string { return validation.IsDNS1123Subdomain(deploymentName(p, 0)) }},
+	} {
+		if c.value == "" {
+			continue
+		}
+		if errs := c.errs(c.value); len(errs) > 0 {
+			return fmt.Errorf("%s %q: not a valid Kubernetes name: %s", c.flag, c.value, strings.Join(errs, "; "))
+		}
+	}
+	return nil
+}
 
 // TemplateHash returns a 10-character pod-template-hash in workload.SafeAlphabet derived
 // deterministically from seed (for example the sorted source IDs of a Deployment's

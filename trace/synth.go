@@ -206,7 +206,8 @@ func SynthReplayOptions() SynthOptions {
 
 // Validate reports options Synthesize would silently replace by its defaults or that
 // make no trace: fewer than one workload or pod per workload, a negative duration (0
-// takes DefaultSynthDuration), or a share of arriving workloads outside 0–1.
+// takes DefaultSynthDuration), a share of arriving workloads outside 0–1, or a
+// namespace, container or workload prefix the API server would refuse as a name.
 func (o SynthOptions) Validate() error {
 	if o.Workloads < 1 || o.PodsPerWorkload < 1 || o.Duration < 0 {
 		return fmt.Errorf("synthetic trace: workloads (%d) and pods per workload (%d) must be positive, duration (%s) not negative", o.Workloads, o.PodsPerWorkload, o.Duration)
@@ -214,7 +215,7 @@ func (o SynthOptions) Validate() error {
 	if a := o.Model.ArrivingWorkloads; !(a >= 0 && a <= 1) {
 		return fmt.Errorf("synthetic trace: share of arriving workloads %v: want 0-1", a)
 	}
-	return nil
+	return validateNames(o.Namespace, o.Container, o.WorkloadPrefix, "--workload-prefix")
 }
 
 func (o *SynthOptions) defaults() {

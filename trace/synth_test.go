@@ -168,11 +168,18 @@ func TestSynthesizeArrivals(t *testing.T) {
 	}
 }
 
-// TestSynthOptionsValidate: gpufrac simulate's defaults are valid; options Synthesize
-// would silently replace by its defaults, or that make no trace, are refused.
+// TestSynthOptionsValidate: gpufrac simulate's defaults are valid, and so are valid
+// names; options Synthesize would silently replace by its defaults, that make no trace,
+// or whose names the API server would refuse (the manifests would not apply) are
+// refused.
 func TestSynthOptionsValidate(t *testing.T) {
 	if err := SynthReplayOptions().Validate(); err != nil {
 		t.Fatalf("simulate's defaults: %v", err)
+	}
+	named := SynthReplayOptions()
+	named.Namespace, named.Container, named.WorkloadPrefix = "team-a", "server", "llm.chat"
+	if err := named.Validate(); err != nil {
+		t.Fatalf("valid names: %v", err)
 	}
 	for name, mutate := range map[string]func(*SynthOptions){
 		"no workloads":      func(o *SynthOptions) { o.Workloads = 0 },
@@ -180,6 +187,9 @@ func TestSynthOptionsValidate(t *testing.T) {
 		"negative duration": func(o *SynthOptions) { o.Duration = -time.Hour },
 		"arriving above 1":  func(o *SynthOptions) { o.Model.ArrivingWorkloads = 1.5 },
 		"arriving NaN":      func(o *SynthOptions) { o.Model.ArrivingWorkloads = math.NaN() },
+		"bad namespace":     func(o *SynthOptions) { o.Namespace = "Team_A" },
+		"bad container":     func(o *SynthOptions) { o.Container = "my.server" },
+		"bad prefix":        func(o *SynthOptions) { o.WorkloadPrefix = "Bad_Name" },
 	} {
 		o := SynthReplayOptions()
 		mutate(&o)

@@ -43,6 +43,9 @@ is sampled when busy. See trace.SynthModel for every default and its source.`,
 			if o.Step%time.Second != 0 {
 				return fmt.Errorf("--step %s: want whole seconds, e.g. 1m or 30s", o.Step)
 			}
+			if err := o.Validate(); err != nil { // names the API server would refuse, too
+				return err
+			}
 			var err error
 			if o.End, err = parseEnd(end); err != nil {
 				return err
