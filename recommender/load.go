@@ -527,8 +527,8 @@ func (r *Recommender) dropStale(src metrics.Source, memory, flat, contradicted, 
 				continue
 			}
 			sd, ok := flatAt[s.ID][p.Time]
-			n, busy := cpu.activity(s.ID, p.Time.Add(-s.Window), p.Time)
-			if !mayGoStale && metrics.ZeroWhileBusy(p.Value, cpu.busyDuring(s.ID, p.Time.Add(-s.Window), p.Time)) {
+			n, busy, ran := cpu.activity(s.ID, p.Time.Add(-s.Window), p.Time)
+			if !mayGoStale && metrics.ZeroWhileBusy(p.Value, ran) {
 				zero++
 				continue
 			}
@@ -594,31 +594,21 @@ func valuesAt(series []metrics.Series) map[metrics.ContainerID]map[time.Time]flo
 type containerCompute map[metrics.ContainerID][]metrics.Series
 
 // activity returns how many compute samples of the container lie inside (from, to]
-// (their whole window) and whether any of them is above 0.
-func (cpu containerCompute) activity(id metrics.ContainerID, from, to time.Time) (n int, busy bool) {
+// (their whole window) and whether any of them is above 0 (busy), and whether any
+// sample above 0 has a window that overlaps (from, to] at all (ran: the container ran
+// kernels at some time in it), in one pass over the container's samples.
+func (cpu containerCompute) activity(id metrics.ContainerID, from, to time.Time) (n int, busy, ran bool) {
 	for _, c := range cpu[id] {
 		for _, p := range c.Samples {
-			if !p.Time.Add(-c.Window).Before(from) && !p.Time.After(to) {
+			start := p.Time.Add(-c.Window)
+			if !start.Before(from) && !p.Time.After(to) {
 				n++
 				busy = busy || p.Value > 0
 			}
+			ran = ran || p.Value > 0 && p.Time.After(from) && start.Before(to)
 		}
 	}
-	return n, busy
-}
-
-// busyDuring reports whether a compute sample of the container above 0 has a window that
-// overlaps (from, to]: the container ran kernels at some time in it (activity counts
-// only the samples whose window lies inside).
-func (cpu containerCompute) busyDuring(id metrics.ContainerID, from, to time.Time) bool {
-	for _, c := range cpu[id] {
-		for _, p := range c.Samples {
-			if p.Value > 0 && p.Time.After(from) && p.Time.Add(-c.Window).Before(to) {
-				return true
-			}
-		}
-	}
-	return false
+	return n, busy, ran
 }
 
 // downTargets notes, for the running pods of the workloads this load feeds, the scrape
