@@ -146,6 +146,12 @@ type decision struct {
 	// for reasons other than youth (DCGM_FI_DEV_GPU_UTIL as the compute source caps it
 	// at estimate.LowFidelityComputeConfidence), and those never end.
 	full bool
+	// lowConfidence: ok is false because the recommendation is below the webhook's
+	// minimum confidence, while it has a memory target (target holds it). The webhook
+	// admits pods unchanged, with a whole GPU; the updater still judges a running pod's
+	// fraction against that whole GPU (updater.AdmittedUnchanged) and replaces it for
+	// protective growth only (updater.LowConfidenceAdmits), as it does in a cluster.
+	lowConfidence bool
 }
 
 // sizer is an adaptive policy's model: it reads the samples a live recommender would
@@ -486,9 +492,10 @@ func (s *gpufracSizer) incompleteData(w int) string { return s.gaps.incomplete[w
 // admission webhook writes: the memory target (at most one GPU) and the compute target
 // where the recommendation partitions compute (none otherwise: the pod then reserves no
 // compute and the evaluator measures contention). None below the LowConfidence threshold (lowConfidence, 0–1) or without a
-// memory target.
+// memory target; below the threshold with a memory target, the decision is not ok and
+// marked lowConfidence, with the target the updater judges running pods by.
 func recDecision(spec *gpufracv1.GPUFractionAutoscalerSpec, rec *gpufracv1.ContainerRecommendation, lowConfidence float64, fullHistory time.Duration, capacity int64) decision {
-	if float64(rec.ConfidencePercent)/100 < lowConfidence || rec.Target.Memory == nil {
+	if rec.Target.Memory == nil {
 		return decision{}
 	}
 	gfa := &gpufracv1.GPUFractionAutoscaler{Spec: *spec}
@@ -497,6 +504,9 @@ func recDecision(spec *gpufracv1.GPUFractionAutoscalerSpec, rec *gpufracv1.Conta
 	t, ok := contract.WithMinMemory(gfa, contract.TargetsOf(gfa, gfr), capacity)[rec.ContainerName]
 	if !ok || t.Memory < 0 || !t.ControlsMemory {
 		return decision{}
+	}
+	if float64(rec.ConfidencePercent)/100 < lowConfidence {
+		return decision{lowConfidence: true, target: t}
 	}
 	want := packing.Alloc{MemoryBytes: min(t.Memory, capacity)}
 	if v, _, ok := t.PlacedCompute(); ok {

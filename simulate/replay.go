@@ -283,14 +283,18 @@ func (rp *replay) update(k int) {
 			continue
 		}
 		ps.refillTokens(u.ReplacementsPerMinute, rp.stepMin)
-		for _, c := range candidates(ps, rp.tl, rp.alive, rp.replicas, k, rp.windows, rp.rules, u.MinReplicas) {
+		for _, c := range candidates(ps, rp.tl, rp.alive, rp.replicas, k, rp.windows, rp.rules, u.MinReplicas, rp.capacity) {
 			if !ps.takeToken(u.ReplacementsPerMinute) {
 				break
 			}
 			i := c.run
 			ps.pk.Remove(i, ps.on[i], ps.applied[i].alloc)
 			before := ps.applied[i].record
-			rp.place(pi, i, k+1, rp.written(c.dec), false, c.partial)
+			if c.unchanged {
+				rp.place(pi, i, k+1, rp.coldStart(), true, false)
+			} else {
+				rp.place(pi, i, k+1, rp.written(c.dec), false, c.partial)
+			}
 			ps.flaps.replaced(i, k+1, before, ps.applied[i].record)
 			ps.placedAt[i] = k + 1
 			ps.res.Replacements++

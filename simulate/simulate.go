@@ -557,6 +557,9 @@ type candidate struct {
 	need      updater.Need
 	partial   bool
 	magnitude float64
+	// unchanged: the decision is below the minimum confidence (decision.lowConfidence);
+	// the replacement is admitted unchanged, with the cold-start whole GPU.
+	unchanged bool
 }
 
 // candidates returns the pods of an adaptive policy that the updater replaces at the end
@@ -566,8 +569,12 @@ type candidate struct {
 // an enforcing backend ends with an OOM kill); the workload's needs observed by the
 // updater's Hysteresis; then, per pod, updater.Admissible for the resize windows and
 // Hysteresis.Allow. A cold-start pod stops counting as cold once its workload's
-// recommendation is confident.
-func candidates(ps *polState, tl *timeline, alive, replicas []int, k int, windows updater.Windows, rules updater.Rules, minReplicas int) []candidate {
+// recommendation is confident. Below the minimum confidence (decision.lowConfidence),
+// a pod holding a fraction is judged against the whole GPU of capacity bytes the
+// webhook then admits (updater.AdmittedUnchanged) and replaced only for protective
+// growth (updater.LowConfidenceAdmits, the updater's recommendationGate), with the whole
+// GPU; a cold-start pod already holds it.
+func candidates(ps *polState, tl *timeline, alive, replicas []int, k int, windows updater.Windows, rules updater.Rules, minReplicas int, capacity int64) []candidate {
 	now := tl.stepEnd(k)
 	win := windows.State(now)
 	var pending []candidate
@@ -578,10 +585,10 @@ func candidates(ps *polState, tl *timeline, alive, replicas []int, k int, window
 			continue
 		}
 		dec := ps.spec.sizer.decision(r.wc)
-		if !dec.ok {
+		if !dec.ok && (!dec.lowConfidence || ps.cold[i]) {
 			continue
 		}
-		if ps.cold[i] {
+		if dec.ok && ps.cold[i] {
 			// The recommendation is confident now: the pod's whole GPU is no longer
 			// the cold-start allocation but an allocation the updater judges.
 			ps.cold[i], ps.partial[i] = false, !dec.full
@@ -596,19 +603,28 @@ func candidates(ps *polState, tl *timeline, alive, replicas []int, k int, window
 		}
 		// The recommendation's MetricsUnavailable condition, as the updater reads it.
 		rules.IncompleteData = ps.spec.sizer.incompleteData(r.workload)
-		need := updater.Evaluate(alloc, map[string]contract.Target{name: dec.target}, facts, rules)
+		targets, want := map[string]contract.Target{name: dec.target}, dec.want.MemoryBytes
+		rules.Unchanged = nil
+		if dec.lowConfidence {
+			targets, want = updater.AdmittedUnchanged(targets, capacity), capacity
+			rules.Unchanged = map[string]bool{name: dec.target.ControlsMemory}
+		}
+		need := updater.Evaluate(alloc, targets, facts, rules)
 		if !need.Needed() {
 			continue
 		}
 		byWorkload[r.workload] = append(byWorkload[r.workload], need)
-		mag := math.Abs(float64(a.record-dec.want.MemoryBytes)) / float64(max(dec.want.MemoryBytes, 1))
-		pending = append(pending, candidate{run: i, dec: dec, need: need, partial: !dec.full, magnitude: mag})
+		mag := math.Abs(float64(a.record-want)) / float64(max(want, 1))
+		pending = append(pending, candidate{run: i, dec: dec, need: need, partial: !dec.full && !dec.lowConfidence, magnitude: mag, unchanged: dec.lowConfidence})
 	}
 	for w, needs := range byWorkload {
 		ps.hyst.Observe(tl.workloads[w].key.String(), now, needs, win.Start)
 	}
 	var out []candidate
 	for _, c := range pending {
+		if c.unchanged && !updater.LowConfidenceAdmits(c.need) {
+			continue
+		}
 		if !updater.Admissible(c.need, win.Open) {
 			continue
 		}

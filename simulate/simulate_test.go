@@ -387,3 +387,44 @@ func TestClairvoyantSeenPeak(t *testing.T) {
 		t.Errorf("clairvoyant-seen-peak: GPU-minutes %v peak %d overrun %v vs bound %v, want 14, 3, 0, 2.8", p.GPUMinutes, p.PeakGPUs, p.PodLimitOverrunMinutes, p.VsClairvoyant)
 	}
 }
+
+// TestLowConfidenceProtectiveGrowth: a young workload at 10 GiB gets a fraction after
+// its first quarter hour at the level (a 20 GiB request, 42 GiB limit), then its memory
+// jumps to a new level: the young evidence starts again and the recommendation falls
+// below the minimum confidence. As the updater does (recommendationGate), a pod whose
+// peak nears its allocation is replaced at once with the whole GPU the webhook then
+// admits; before, the simulator left it at its fraction until the recommendation was
+// confident again, 15 minutes later, over its limit all that time. A jump that does not
+// near the allocation replaces nothing while the confidence is low.
+func TestLowConfidenceProtectiveGrowth(t *testing.T) {
+	for _, c := range []struct {
+		level         float64 // GiB from minute 26
+		protective    bool
+		maxOverrunMin float64
+	}{
+		{level: 45, protective: true, maxOverrunMin: 1},
+		{level: 15, protective: false},
+	} {
+		mem := append(repeat(10, 25), repeat(c.level, 60)...)
+		tr := trace.Trace{Pods: []trace.Pod{pod("a", 0, mem, repeat(0.2, len(mem)))}}
+		o := gpufracOptions()
+		o.Recommender.Estimator.FullConfidenceHistory = 0 // the default 24 h
+		res, err := Run(&tr, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, ch := res.Policies[0], res.detail.changes[0][0]
+		if len(ch) < 2 || ch[1].alloc.MemoryBytes >= o.GPUMemoryBytes {
+			t.Fatalf("level %v GiB: allocation changes %+v, want a fraction after the first level", c.level, ch)
+		}
+		// The first cycle that sees the new level is the end of minute 26.
+		grewWhole := len(ch) > 2 && ch[2].step == 26 && ch[2].alloc.MemoryBytes == o.GPUMemoryBytes
+		if grewWhole != c.protective || g.PodLimitOverrunMinutes > c.maxOverrunMin {
+			t.Errorf("level %v GiB: allocation changes %+v, overrun %v pod-minutes; want whole GPU at minute 26: %v, overrun ≤ %v",
+				c.level, ch, g.PodLimitOverrunMinutes, c.protective, c.maxOverrunMin)
+		}
+		if !c.protective && len(ch) > 2 && ch[2].step <= 40 {
+			t.Errorf("level %v GiB: replaced at step %d while the recommendation is not confident, for no protective need", c.level, ch[2].step)
+		}
+	}
+}

@@ -248,7 +248,7 @@ func (u *Updater) plan(ctx context.Context, cy *cycle, gfa *gpufracv1.GPUFractio
 	// What the webhook writes: the recommendation, at least the policy's minMemory.
 	p.targets = contract.WithMinMemory(gfa, contract.TargetsOf(gfa, p.gfr), u.Config.Backend.GPUMemoryBytes)
 	if p.recSkip == SkipLowConfidence {
-		p.targets = admittedUnchanged(p.targets, u.Config.Backend.GPUMemoryBytes)
+		p.targets = AdmittedUnchanged(p.targets, u.Config.Backend.GPUMemoryBytes)
 		for name, t := range p.targets {
 			p.unchanged[name] = t.ControlsMemory
 		}

@@ -48,7 +48,7 @@ type Rules struct {
 	Floor map[string]Alloc
 	// Unchanged, when not nil, names the containers whose replacement the webhook
 	// admits unchanged, with the whole GPU it lands on: a recommendation below its
-	// --min-confidence (admittedUnchanged), or a memory target above one GPU while a pod
+	// --min-confidence (AdmittedUnchanged), or a memory target above one GPU while a pod
 	// holds a fraction (plan.unwritable). Their targets are one GPU (--gpu-memory). A
 	// pod of such a container that holds memory gpufrac wrote (Alloc.Source
 	// SourceAppliedRecord) and exited out of memory grows even at one GPU: --gpu-memory is
@@ -85,6 +85,12 @@ type Need struct {
 	// (Config.Consolidate), not for its own allocation: never urgent.
 	Consolidate bool
 }
+
+// LowConfidenceAdmits reports whether n replaces a pod while its recommendation is
+// below the webhook's --min-confidence (judged against AdmittedUnchanged's whole-GPU
+// targets): only a protective growth that shrinks nothing, since the replacement comes
+// back with the whole GPU and only holds more.
+func LowConfidenceAdmits(n Need) bool { return n.Protective && n.Grow && !n.Shrink }
 
 // Needed reports whether the pod should be changed.
 func (n Need) Needed() bool { return n.Grow || n.Shrink || n.Consolidate }

@@ -106,10 +106,10 @@ func modeGate(c *candidate) (string, string) {
 
 // recommendationGate: a recommendation the webhook would not apply. Below its
 // --min-confidence the webhook admits pods unchanged, with the whole GPU
-// (admittedUnchanged): a protective growth then goes ahead, since the replacement only
+// (AdmittedUnchanged): a protective growth then goes ahead, since the replacement only
 // holds more.
 func recommendationGate(c *candidate) (string, string) {
-	if c.p.recSkip == SkipLowConfidence && c.need.Protective && c.need.Grow && !c.need.Shrink {
+	if c.p.recSkip == SkipLowConfidence && LowConfidenceAdmits(c.need) {
 		return "", ""
 	}
 	return c.p.recSkip, c.p.recMsg

@@ -280,16 +280,17 @@ func wholeGPU(t contract.Target, gpuMemoryBytes int64) contract.Target {
 	return t
 }
 
-// admittedUnchanged returns targets as what a replacement gets while the webhook
-// admits pods unchanged (a recommendation below its --min-confidence): the whole GPU,
+// AdmittedUnchanged returns targets as what a replacement gets while the webhook
+// admits pods unchanged (a recommendation below its --min-confidence; the simulator's
+// low-confidence decisions read it too): the whole GPU,
 // gpuMemoryBytes bytes of memory and 1000 milli-GPU of compute, for each resource
 // gpufrac controls, with the observed peaks kept. A pod holding a fraction then reads as
 // below its target: its replacement is growth, which recommendationGate lets through
-// only where it is protective (an out-of-memory exit, a peak near the limit, a breached
+// only where it is protective (LowConfidenceAdmits) (an out-of-memory exit, a peak near the limit, a breached
 // latency objective, a rollback floor), so a pod out of memory at its fraction is not
 // left there for as long as the confidence stays low, and no other pod is replaced for
 // the confidence alone.
-func admittedUnchanged(targets map[string]contract.Target, gpuMemoryBytes int64) map[string]contract.Target {
+func AdmittedUnchanged(targets map[string]contract.Target, gpuMemoryBytes int64) map[string]contract.Target {
 	out := make(map[string]contract.Target, len(targets))
 	for name, t := range targets {
 		if t.ControlsMemory && gpuMemoryBytes > 0 {
