@@ -111,7 +111,7 @@ func TestChartRBAC(t *testing.T) {
 	createNamespace(t, ns)
 	createNamespace(t, other)
 	createNamespace(t, nsCM)
-	applyChartRBAC(t, chartTemplate(t, "rbac", ns, "default", "agent.enabled=true",
+	applyChartRBAC(t, chartTemplate(t, "rbac", ns, "default", "agent.enabled=true", "recommender.shardNamespaceSelector=team=a",
 		"rbac.scaleTargets[0].apiGroups[0]=monitoring.coreos.com", "rbac.scaleTargets[0].resources[0]=podmonitors"))
 	applyChartRBAC(t, chartTemplate(t, "rbaccm", nsCM, "default",
 		"admission.certificates.mode=cert-manager", "rbac.preCreateObjects=false", "rbac.aggregateToDefaultRoles=false"))
@@ -165,9 +165,14 @@ func TestChartRBAC(t *testing.T) {
 			{"watch", "gpusharingpolicies", "", "", true},                         // the sharing planner
 			{"update", "gpusharingpolicies", "status", "", true},
 			{"patch", "nodes", "", "", true}, // nvidia.com/device-plugin.config labels
+			// --shard-namespace-selector: namespace labels from an informer (a list
+			// without watch fails the informer's watch and relists every backoff).
+			{"list", "namespaces", "", "", true},
+			{"watch", "namespaces", "", "", true},
 			// Not beyond its role:
 			{"update", "gpusharingpolicies", "", "", false},
 			{"delete", "nodes", "", "", false},
+			{"patch", "namespaces", "", "", false},
 			{"update", "gpufractionautoscalers", "", other, false},
 			{"delete", "gpufractionautoscalers", "", other, false},
 			{"delete", "gpufractioncheckpoints", "", other, false}, // garbage collection deletes them
