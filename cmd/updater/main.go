@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -52,10 +53,40 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	if err := bootstrap.Parse(fs, args); err != nil { // a bad flag: its error and a --help hint, not every flag
 		return nil, err
 	}
+	if err := o.checkRanges(fs); err != nil {
+		return nil, fmt.Errorf("flags: %w", err)
+	}
 	if err := o.complete(); err != nil {
 		return nil, fmt.Errorf("flags: %w", err)
 	}
 	return o, nil
+}
+
+// checkRanges refuses the values updater.Config.WithDefaults would otherwise replace
+// without a word (a period of 0 or below with its default, a negative age or
+// hysteresis with none, a ratio out of range with the default ratio): each error names
+// its flag.
+func (o *options) checkRanges(fs *flag.FlagSet) error {
+	errs := []error{
+		bootstrap.Positive(fs, "interval", "retry-backoff", "replacement-timeout", "stuck-backoff",
+			"verification-period", "rollback-floor-duration", "max-unready-backoff", "admission-lease-max-age",
+			"threshold", "near-limit", "max-in-flight", "eviction-burst", "persist-cycles"),
+		bootstrap.NonNegative(fs, "warm-up", "min-pod-age", "persist-for", "min-replacement-interval", "recommender-lease-max-age"),
+	}
+	c := o.cfg
+	if c.MaxInFlight > 1 {
+		errs = append(errs, fmt.Errorf("--max-in-flight %v: want a share of the workload's pods, 0-1", c.MaxInFlight))
+	}
+	if c.EvictionRate == 0 {
+		errs = append(errs, errors.New("--eviction-rate 0: want evictions per second above 0, or a negative value for no limit"))
+	}
+	if c.ComputeRequestGrowth == 0 {
+		errs = append(errs, errors.New("--compute-request-growth 0: want a ratio above 0, or a negative value for off"))
+	}
+	if c.MaxInFlightPerDevice == 0 {
+		errs = append(errs, errors.New("--max-in-flight-per-device 0: want 1 or more, or a negative value for no limit"))
+	}
+	return errors.Join(errs...)
 }
 
 func (o *options) addFlags(fs *flag.FlagSet) {

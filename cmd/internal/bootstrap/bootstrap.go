@@ -7,12 +7,14 @@
 package bootstrap
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"k8s.io/klog/v2"
 )
@@ -41,6 +43,47 @@ func Parse(fs *flag.FlagSet, args []string) error {
 		}
 	})
 	return err
+}
+
+// Positive returns an error naming each flag of names whose value (a duration, an int
+// or a float) is zero or negative. The daemons' configurations read such a value as
+// "the default" or as none, so without the check a typo (--interval=-1m, a period of 0)
+// ran with another setting than the one asked for, and nothing said so. A name fs does
+// not define, or a flag of another type, panics (a programming error).
+func Positive(fs *flag.FlagSet, names ...string) error { return checkSign(fs, names, false) }
+
+// NonNegative is Positive for flags where zero has a meaning (none, off, at once): it
+// names each flag of names whose value is negative.
+func NonNegative(fs *flag.FlagSet, names ...string) error { return checkSign(fs, names, true) }
+
+func checkSign(fs *flag.FlagSet, names []string, zeroOK bool) error {
+	var errs []error
+	for _, n := range names {
+		f := fs.Lookup(n)
+		if f == nil {
+			panic("bootstrap: no flag -" + n)
+		}
+		var sign float64
+		switch v := f.Value.(flag.Getter).Get().(type) {
+		case time.Duration:
+			sign = float64(v)
+		case int:
+			sign = float64(v)
+		case int64:
+			sign = float64(v)
+		case float64:
+			sign = v
+		default:
+			panic(fmt.Sprintf("bootstrap: flag -%s is a %T, not a number", n, v))
+		}
+		switch {
+		case sign < 0 && zeroOK:
+			errs = append(errs, fmt.Errorf("--%s %s: want zero or more", n, f.Value))
+		case sign <= 0 && !zeroOK:
+			errs = append(errs, fmt.Errorf("--%s %s: want a positive value", n, f.Value))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // helpAsked reports whether args ask for help (-h, -help, --h, --help, or =true) before

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestParseBadFlagIsBrief: a bad flag prints its error and a one-line hint, not every
@@ -75,6 +76,43 @@ func TestSplitList(t *testing.T) {
 	} {
 		if got := SplitList(in); !slices.Equal(got, want) {
 			t.Errorf("SplitList(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestPositiveAndNonNegative: a zero or negative value of a flag that needs a positive
+// one, and a negative value of one where zero has a meaning, are errors naming each such
+// flag, of every numeric flag type; values in range pass.
+func TestPositiveAndNonNegative(t *testing.T) {
+	for _, c := range []struct {
+		args    []string
+		wantErr []string
+	}{
+		{nil, nil},
+		{[]string{"--interval=-1m"}, []string{"--interval -1m0s: want a positive value"}},
+		{[]string{"--interval=0s", "--burst=0", "--ratio=-0.1", "--bytes=-1"}, []string{"--interval 0s", "--burst 0", "--ratio -0.1", "--bytes -1"}},
+		{[]string{"--warm-up=0s"}, nil},
+		{[]string{"--warm-up=-2m"}, []string{"--warm-up -2m0s: want zero or more"}},
+	} {
+		fs := flag.NewFlagSet("daemon", flag.ContinueOnError)
+		fs.SetOutput(&bytes.Buffer{})
+		fs.Duration("interval", time.Minute, "")
+		fs.Int("burst", 1, "")
+		fs.Float64("ratio", 0.5, "")
+		fs.Int64("bytes", 1, "")
+		fs.Duration("warm-up", time.Minute, "")
+		if err := Parse(fs, c.args); err != nil {
+			t.Fatal(err)
+		}
+		err := errors.Join(Positive(fs, "interval", "burst", "ratio", "bytes"), NonNegative(fs, "warm-up"))
+		if (err != nil) != (len(c.wantErr) > 0) {
+			t.Errorf("%q: %v, want errors %q", c.args, err, c.wantErr)
+			continue
+		}
+		for _, w := range c.wantErr {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%q: %v, want one saying %q", c.args, err, w)
+			}
 		}
 	}
 }
