@@ -4,6 +4,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -43,7 +44,34 @@ func parseFlags(fs *flag.FlagSet, args []string) (*admission.Options, error) {
 	if o.Namespace == "" {
 		return nil, fmt.Errorf("--namespace (or $POD_NAMESPACE) is required")
 	}
+	if err := checkRanges(fs, o); err != nil {
+		return nil, err
+	}
 	return f.complete(o)
+}
+
+// checkRanges refuses the values the server would otherwise replace with its default
+// without a word (a period, lifetime, timeout or port of 0 or below; a negative
+// --shutdown-delay), and certificate lifetimes so short that a certificate expires
+// between two checks: a certificate is renewed with a third of its lifetime left, so
+// that third must be longer than --cert-check-interval. Each error names its flags.
+func checkRanges(fs *flag.FlagSet, o admission.Options) error {
+	errs := []error{
+		bootstrap.Positive(fs, "ca-validity", "cert-validity", "cert-check-interval", "status-lease-renew-interval",
+			"graceful-shutdown-timeout", "webhook-port", "service-port"),
+		bootstrap.NonNegative(fs, "shutdown-delay"),
+	}
+	if o.CertCheckInterval > 0 {
+		for _, v := range []struct {
+			name string
+			d    time.Duration
+		}{{"ca-validity", o.CAValidity}, {"cert-validity", o.CertValidity}} {
+			if v.d > 0 && v.d <= 3*o.CertCheckInterval {
+				errs = append(errs, fmt.Errorf("--%s %s: want more than 3 × --cert-check-interval %s (renewed with a third of it left, so a check must fall in that third)", v.name, v.d, o.CertCheckInterval))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // addFlags registers the webhook's flags on fs: those of admission.Options into o, the

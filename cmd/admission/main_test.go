@@ -9,6 +9,46 @@ import (
 	"github.com/gpufrac/gpufrac/cmd/internal/bootstrap/bootstraptest"
 )
 
+// TestParseFlagsRanges: a period, lifetime, timeout or port of 0 or below, a negative
+// --shutdown-delay, and a certificate lifetime of at most 3 × --cert-check-interval (it
+// would expire between two checks) are errors naming the flags; before, the first were
+// replaced by their defaults without a word and the last served expired certificates.
+func TestParseFlagsRanges(t *testing.T) {
+	for _, tc := range []struct {
+		args string
+		want []string // substrings of the error; nil: accepted
+	}{
+		{"--shutdown-delay=0s --cert-validity=4m --cert-check-interval=1m", nil},
+		{"--ca-validity=0s", []string{"--ca-validity 0s"}},
+		{"--cert-validity=-1h", []string{"--cert-validity -1h0m0s"}},
+		{"--cert-check-interval=0s", []string{"--cert-check-interval 0s"}},
+		{"--status-lease-renew-interval=-10s", []string{"--status-lease-renew-interval -10s"}},
+		{"--graceful-shutdown-timeout=0s", []string{"--graceful-shutdown-timeout 0s"}},
+		{"--webhook-port=0", []string{"--webhook-port 0"}},
+		{"--service-port=-443", []string{"--service-port -443"}},
+		{"--shutdown-delay=-5s", []string{"--shutdown-delay -5s"}},
+		{"--cert-validity=3m", []string{"--cert-validity 3m0s", "--cert-check-interval 1m0s"}},
+		{"--cert-validity=1h --cert-check-interval=30m", []string{"--cert-validity 1h0m0s", "--cert-check-interval 30m0s"}},
+		{"--ca-validity=2h --cert-check-interval=1h", []string{"--ca-validity 2h0m0s", "--cert-check-interval 1h0m0s"}},
+	} {
+		fs := flag.NewFlagSet("admission", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		_, err := parseFlags(fs, append([]string{"--namespace=gpufrac"}, strings.Fields(tc.args)...))
+		switch {
+		case tc.want == nil && err != nil:
+			t.Errorf("%s: %v, want accepted", tc.args, err)
+		case tc.want != nil && err == nil:
+			t.Errorf("%s: accepted, want an error naming %q", tc.args, tc.want)
+		case err != nil:
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%s: %q lacks %q", tc.args, err, w)
+				}
+			}
+		}
+	}
+}
+
 // TestTimeoutsWithinWebhookTimeout: the longest a pod request can wait on bounded
 // operations (--owner-wait, then the longest backend timeout: --dra-timeout,
 // --device-plugin-timeout) plus the handler's margin must fit the --webhook-timeout the

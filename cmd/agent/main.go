@@ -71,6 +71,11 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	// Waits below 0 (and a retry period of 0) would be replaced without a word.
+	if err := errors.Join(bootstrap.Positive(fs, "nvml-retry-interval", "simulate-gpus"),
+		bootstrap.NonNegative(fs, "pod-sync-timeout", "simulate-offset", "simulate-hold")); err != nil {
+		return nil, err
+	}
 	if o.cfg.Interval < time.Second {
 		return nil, fmt.Errorf("--interval %s: must be at least 1s (NVML's sample period is up to 1s)", o.cfg.Interval)
 	}

@@ -44,6 +44,15 @@ func TestParseFlags(t *testing.T) {
 			t.Errorf("%s accepted", strings.Join(bad, " "))
 		}
 	}
+	// Out of range: an error naming the flag, not the default or 0 in its place.
+	for _, bad := range []string{"--nvml-retry-interval=0s", "--nvml-retry-interval=-30s", "--pod-sync-timeout=-1s",
+		"--simulate-gpus=0", "--simulate-offset=-1h", "--simulate-hold=-1m"} {
+		name, _, _ := strings.Cut(bad, "=")
+		_, err := parseFlags(flag.NewFlagSet("agent", flag.ContinueOnError), []string{"--simulate", "--trace", "t.csv", bad})
+		if err == nil || !strings.Contains(err.Error(), name+" ") {
+			t.Errorf("%s: error %v, want one naming %s", bad, err, name)
+		}
+	}
 }
 
 // TestBadFlagIsBrief: a bad flag prints its error and a one-line --help hint, not the

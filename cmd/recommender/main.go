@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -62,6 +63,13 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	o.addFlags(fs)
 	klog.InitFlags(fs)
 	if err := bootstrap.Parse(fs, args); err != nil { // a bad flag: its error and a --help hint, not every flag
+		return nil, err
+	}
+	// Periods of 0 or below would be replaced by their defaults without a word.
+	if err := errors.Join(
+		bootstrap.Positive(fs, "interval", "history-length", "checkpoint-interval", "prometheus-timeout", "sharing-plan-interval"),
+		bootstrap.NonNegative(fs, "max-backoff", "max-samples-per-query", "guardrail-compute-step"),
+	); err != nil {
 		return nil, err
 	}
 	if err := o.complete(); err != nil {

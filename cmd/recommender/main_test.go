@@ -40,6 +40,16 @@ func TestParseFlags(t *testing.T) {
 		{"--shard-namespace-selector team=(a", "--shard-namespace-selector"},
 		{"--metric-source nvml", "nvml"},
 		{"--checkpoint-writes-per-cycle -1", "--checkpoint-writes-per-cycle"},
+		// Out of range: an error naming the flag, not the default in its place.
+		{"--interval 0s", "--interval "},
+		{"--interval -1m", "--interval "},
+		{"--history-length -1h", "--history-length "},
+		{"--checkpoint-interval 0s", "--checkpoint-interval "},
+		{"--prometheus-timeout 0s", "--prometheus-timeout "},
+		{"--sharing-plan-interval 0s", "--sharing-plan-interval "},
+		{"--max-backoff -1m", "--max-backoff "},
+		{"--max-samples-per-query -5", "--max-samples-per-query "},
+		{"--guardrail-compute-step -0.1", "--guardrail-compute-step "},
 	} {
 		_, err := parseFlags(flag.NewFlagSet("recommender", flag.ContinueOnError), strings.Fields(bad.args))
 		if err == nil || !strings.Contains(err.Error(), bad.wantErr) {
