@@ -110,3 +110,73 @@ func oomKilled(p *corev1.Pod) {
 		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled",
 			FinishedAt: metav1.NewTime(time.Now().Add(-time.Minute))}}}}
 }
+
+// A Deployment rolling out a newer template (or paused midway) replaces the pods of its
+// older ReplicaSets itself, and the webhook writes their replacements: evicting one
+// would restart it twice (its ReplicaSet recreates it, the rollout then removes that).
+// Such a pod is replaced only for protective growth (SkipRollout); the pods of the
+// newest ReplicaSet are replaced as before, the older ones counted in the budget once.
+func TestRolloutReplacesOlderReplicaSetPods(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		newPod     bool // the newest ReplicaSet has a pod yet
+		oom        bool
+		wantGone   string // the pod evicted ("": none)
+		wantReason string // the older pods' skip reason
+	}{
+		{"rollout started, no new pod yet", false, false, "", SkipRollout},
+		{"new pod out of date too", true, false, "web-new-0", SkipRollout},
+		{"protective growth of an older pod", false, true, "web-abc-0", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 2, 3)
+			if tc.oom {
+				f.setTarget("4Gi", "3584Mi", "5Gi")
+				for _, p := range f.pods {
+					oomKilled(p)
+				}
+			}
+			var oldRS *appsv1.ReplicaSet
+			for _, o := range f.objs {
+				switch o := o.(type) {
+				case *appsv1.Deployment:
+					o.Annotations = map[string]string{"deployment.kubernetes.io/revision": "2"}
+				case *appsv1.ReplicaSet:
+					o.Annotations = map[string]string{"deployment.kubernetes.io/revision": "1"}
+					oldRS = o
+				}
+			}
+			newRS := oldRS.DeepCopy()
+			newRS.Name, newRS.UID, newRS.Annotations = "web-new", "rs-new-uid", map[string]string{"deployment.kubernetes.io/revision": "2"}
+			newRS.Spec.Replicas = ptr.To[int32](0)
+			f.objs = append(f.objs, newRS)
+			if tc.newPod {
+				newRS.Spec.Replicas = ptr.To[int32](1)
+				p := f.addPod("web-new-0", 3, newRS)
+				p.CreationTimestamp = metav1.NewTime(f.now.Add(-30 * time.Minute))
+			}
+			f.build()
+			f.run()
+			f.run() // protective growth waits a cycle for its floor to be published
+			live := f.livePods()
+			st := f.status()
+			var gone []string
+			for _, p := range f.pods {
+				if !live[p.Name] {
+					gone = append(gone, p.Name)
+				}
+			}
+			if want := []string{tc.wantGone}; tc.wantGone == "" && len(gone) != 0 || tc.wantGone != "" && (len(gone) != 1 || gone[0] != want[0]) {
+				t.Fatalf("evicted %v, want %q (updates %+v)", gone, tc.wantGone, st.Updates)
+			}
+			if tc.wantReason == "" {
+				return
+			}
+			for _, u := range st.Updates {
+				if u.Pod != tc.wantGone && u.SkipReason != tc.wantReason {
+					t.Errorf("pod %s skipped for %s (%s), want %s", u.Pod, u.SkipReason, u.SkipMessage, tc.wantReason)
+				}
+			}
+		})
+	}
+}
