@@ -44,6 +44,9 @@ const (
 	ReasonApplied = "Applied"
 	// ReasonApplyFailed: writing the ConfigMap or a node label failed (retried).
 	ReasonApplyFailed = "ApplyFailed"
+	// ReasonNodesClaimed: some selected nodes are labeled for another policy in Apply
+	// mode that selects them too; nothing was written (Applied False).
+	ReasonNodesClaimed = "NodesClaimed"
 )
 
 // DevicePluginConfigLabel is the node label through which NVIDIA's k8s-device-plugin

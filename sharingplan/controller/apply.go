@@ -3,10 +3,13 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
@@ -23,6 +26,21 @@ func (r *Reconciler) apply(ctx context.Context, pol *gpufracv1.GPUSharingPolicy,
 	}
 	if nodes == nil {
 		return nil // no plan: keep what was applied before
+	}
+	claimed, err := r.claimed(ctx, pol, nodes)
+	if err != nil {
+		r.setCondition(pol, gpufracv1.ConditionApplied, metav1.ConditionFalse, gpufracv1.ReasonApplyFailed, err.Error())
+		return err
+	}
+	if claimed != "" {
+		// Relabeling would take the node from the other policy, which would take it
+		// back at its next reconcile: the device plugin switching configs each time.
+		prev := meta.FindStatusCondition(pol.Status.Conditions, gpufracv1.ConditionApplied)
+		if prev == nil || prev.Reason != gpufracv1.ReasonNodesClaimed || prev.Message != claimed {
+			r.event(pol, corev1.EventTypeWarning, gpufracv1.ReasonNodesClaimed, "%s", claimed)
+		}
+		r.setCondition(pol, gpufracv1.ConditionApplied, metav1.ConditionFalse, gpufracv1.ReasonNodesClaimed, claimed)
+		return nil
 	}
 	changed, err := r.writeConfig(ctx, pol)
 	if err == nil {
@@ -42,6 +60,56 @@ func (r *Reconciler) apply(ctx context.Context, pol *gpufracv1.GPUSharingPolicy,
 		r.event(pol, corev1.EventTypeNormal, gpufracv1.ReasonApplied, "%s (%d write(s))", msg, changed)
 	}
 	return nil
+}
+
+// claimed says which of nodes (at most three named, then a count) another policy holds:
+// their nvidia.com/device-plugin.config label is the config name of another
+// GPUSharingPolicy in Apply mode whose nodeSelector selects them too ("" when none). A
+// node labeled for a policy that is gone, in DryRun mode or no longer selects it is
+// free. The error is a failure to list the policies.
+func (r *Reconciler) claimed(ctx context.Context, pol *gpufracv1.GPUSharingPolicy, nodes []corev1.Node) (string, error) {
+	own := ConfigName(pol)
+	var others map[string]*gpufracv1.GPUSharingPolicy // config name → policy, read at the first node labeled for another
+	var parts []string
+	n := 0
+	for i := range nodes {
+		node := &nodes[i]
+		v := node.Labels[gpufracv1.DevicePluginConfigLabel]
+		if v == "" || v == own {
+			continue
+		}
+		if others == nil {
+			var list gpufracv1.GPUSharingPolicyList
+			if err := r.reader().List(ctx, &list); err != nil {
+				return "", fmt.Errorf("listing GPUSharingPolicies: %w", err)
+			}
+			others = map[string]*gpufracv1.GPUSharingPolicy{}
+			for j := range list.Items {
+				if o := &list.Items[j]; o.Name != pol.Name && o.DeletionTimestamp == nil && o.Spec.Mode == gpufracv1.PlanModeApply {
+					others[ConfigName(o)] = o
+				}
+			}
+		}
+		o := others[v]
+		if o == nil {
+			continue
+		}
+		sel, err := metav1.LabelSelectorAsSelector(&o.Spec.NodeSelector)
+		if err != nil || !sel.Matches(labels.Set(node.Labels)) {
+			continue
+		}
+		if n++; n <= 3 {
+			parts = append(parts, fmt.Sprintf("node %s (GPUSharingPolicy %s)", node.Name, o.Name))
+		}
+	}
+	if n == 0 {
+		return "", nil
+	}
+	if n > 3 {
+		parts = append(parts, fmt.Sprintf("and %d more", n-3))
+	}
+	return fmt.Sprintf("%d selected node(s) are labeled %s for another policy in Apply mode that selects them too: %s; nothing written (make the nodeSelectors disjoint, or set one policy to DryRun)",
+		n, gpufracv1.DevicePluginConfigLabel, strings.Join(parts, ", ")), nil
 }
 
 // writeConfig creates the ConfigMap with the plan's entry, or sets the entry in the

@@ -12,10 +12,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/internal/scheme"
@@ -51,7 +53,7 @@ func workload(ns, name, mem, compute string, mode gpufracv1.SharingMode, pods in
 	return []client.Object{g, r}
 }
 
-func setup(t *testing.T, mode gpufracv1.PlanMode, objs ...client.Object) (*Reconciler, client.Client) {
+func setup(t *testing.T, mode gpufracv1.PlanMode, objs ...client.Object) (*Reconciler, client.WithWatch) {
 	t.Helper()
 	s := scheme.MustNew()
 	pol := &gpufracv1.GPUSharingPolicy{ObjectMeta: metav1.ObjectMeta{Name: "pool-a"}, Spec: gpufracv1.GPUSharingPolicySpec{
@@ -338,4 +340,83 @@ func minMemory(q string) func(g *gpufracv1.GPUFractionAutoscaler, _ *gpufracv1.G
 	return func(g *gpufracv1.GPUFractionAutoscaler, _ *gpufracv1.GPUFractionRecommendation) {
 		g.Spec.ResourcePolicy = &gpufracv1.ResourcePolicy{ContainerPolicies: []gpufracv1.ContainerPolicy{{ContainerName: "*", MinMemory: ptr.To(resource.MustParse(q))}}}
 	}
+}
+
+// Two policies in Apply mode whose node selectors both match a node would each write
+// their own config name into its nvidia.com/device-plugin.config label, once a minute
+// each: the device plugin would switch configs back and forth, and the pods placed by
+// one plan's nodeSelector would land under the other's sharing. A node labeled for
+// another policy that selects it too stays with that one: the second policy writes no
+// label at all (not even on nodes only it selects: its plan is not applied while it
+// overlaps), is Applied False (NodesClaimed, naming the node and the policy) and says
+// so in an event.
+func TestOverlappingPoliciesNeverRelabelEachOthersNodes(t *testing.T) {
+	r, c := setup(t, gpufracv1.PlanModeApply, pool()...)
+	all := &gpufracv1.GPUSharingPolicy{ObjectMeta: metav1.ObjectMeta{Name: "all"}, Spec: gpufracv1.GPUSharingPolicySpec{
+		NodeSelector:       metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: GPUCountLabel, Operator: metav1.LabelSelectorOpExists}}},
+		AutoscalerSelector: metav1.LabelSelector{MatchLabels: map[string]string{"share": "yes"}},
+		Mode:               gpufracv1.PlanModeApply,
+		MaxReplicas:        8,
+		ConfigMap:          gpufracv1.ConfigMapReference{Namespace: "gpu-operator", Name: "device-plugin-config"},
+	}}
+	if err := c.Create(context.Background(), all); err != nil {
+		t.Fatal(err)
+	}
+	if pol := reconcile(t, r, c); !meta.IsStatusConditionTrue(pol.Status.Conditions, gpufracv1.ConditionApplied) {
+		t.Fatalf("pool-a not applied: %+v", pol.Status.Conditions)
+	}
+	writes := 0
+	r.Client = interceptClient(c, &writes)
+	rec := events.NewFakeRecorder(20)
+	r.Events = rec
+	for range 3 {
+		if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "all"}}); err != nil {
+			t.Fatal(err)
+		}
+		reconcile(t, r, c)
+	}
+	var nodes corev1.NodeList
+	if err := c.List(context.Background(), &nodes); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"n1": "gpufrac-pool-a", "n2": "gpufrac-pool-a", "n3": ""}
+	for _, n := range nodes.Items {
+		if got := n.Labels[gpufracv1.DevicePluginConfigLabel]; got != want[n.Name] {
+			t.Errorf("node %s labeled %q, want %q", n.Name, got, want[n.Name])
+		}
+	}
+	if writes != 0 {
+		t.Errorf("%d node label writes over three rounds, want none", writes)
+	}
+	var got gpufracv1.GPUSharingPolicy
+	if err := c.Get(context.Background(), types.NamespacedName{Name: "all"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	cond := meta.FindStatusCondition(got.Status.Conditions, gpufracv1.ConditionApplied)
+	if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != gpufracv1.ReasonNodesClaimed ||
+		!strings.Contains(cond.Message, "n1") || !strings.Contains(cond.Message, "pool-a") {
+		t.Errorf("policy all's Applied condition %+v, want False NodesClaimed naming n1 and pool-a", cond)
+	}
+	if pol := reconcile(t, r, c); !meta.IsStatusConditionTrue(pol.Status.Conditions, gpufracv1.ConditionApplied) {
+		t.Errorf("pool-a no longer applied: %+v", pol.Status.Conditions)
+	}
+	claims := 0
+	for len(rec.Events) > 0 {
+		if e := <-rec.Events; strings.Contains(e, gpufracv1.ReasonNodesClaimed) {
+			claims++
+		}
+	}
+	if claims != 1 {
+		t.Errorf("%d NodesClaimed events over three rounds, want 1", claims)
+	}
+}
+
+// interceptClient counts the node patches made through c into *writes.
+func interceptClient(c client.WithWatch, writes *int) client.Client {
+	return interceptor.NewClient(c, interceptor.Funcs{Patch: func(ctx context.Context, cl client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+		if _, ok := obj.(*corev1.Node); ok {
+			*writes++
+		}
+		return cl.Patch(ctx, obj, patch, opts...)
+	}})
 }
