@@ -518,20 +518,22 @@ func TestUpdater(t *testing.T) {
 			s.setup(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendMPS, 2, func(g *gpufracv1.GPUFractionAutoscaler) {
 				g.Spec.UpdatePolicy.ResizeWindows = []gpufracv1.ResizeWindow{{Schedule: "0 0 1 1 *", Duration: metav1.Duration{Duration: time.Minute}}}
 			})
-			// A window opening at the next minute boundary at least 15s ahead, in a time
-			// zone with a half-hour offset.
+			// A window opening at the next minute boundary at least 60s ahead, in a time
+			// zone with a half-hour offset: the closed window must be reported before it
+			// opens, and on a loaded machine the status takes seconds to appear (15s
+			// ahead failed once in CI).
 			kolkata, err := time.LoadLocation("Asia/Kolkata")
 			if err != nil {
 				t.Fatal(err)
 			}
-			start := time.Now().Add(15 * time.Second).Truncate(time.Minute).Add(time.Minute)
+			start := time.Now().Add(60 * time.Second).Truncate(time.Minute).Add(time.Minute)
 			local := start.In(kolkata)
 			window := gpufracv1.ResizeWindow{Schedule: fmt.Sprintf("%d %d * * *", local.Minute(), local.Hour()),
 				Duration: metav1.Duration{Duration: 10 * time.Minute}, TimeZone: "Asia/Kolkata"}
 			s.setWindows(t, window)
 			old := uids(updPods(t, s.ns, "app"))
 			s.shrink(t)
-			st := s.waitStatus(t, 30*time.Second, "window-closed reported", func(st *gpufracv1.UpdaterStatus) bool {
+			st := s.waitStatus(t, time.Until(start)-5*time.Second, "window-closed reported", func(st *gpufracv1.UpdaterStatus) bool {
 				return st.BlockedReason == updater.SkipWindowClosed && st.NextWindowStart != nil && st.NextWindowStart.Equal(ptr.To(metav1.NewTime(start)))
 			})
 			t.Logf("window %q (Asia/Kolkata) opens at %s; status: open=%v next=%s blocked=%s (%s)", window.Schedule,
