@@ -52,6 +52,9 @@ type cycle struct {
 	livePods map[[2]string]*corev1.Pod
 	// templates holds the newest live pod of each workload, for its spec.
 	templates map[history.WorkloadKey]*corev1.Pod
+	// containers holds the names of the containers (init containers too) of each
+	// workload's existing pods, whatever their phase.
+	containers map[history.WorkloadKey]map[string]bool
 	// latency is the guardrail latency read this cycle per autoscaler, seconds.
 	latency map[types.NamespacedName]float64
 	// exported holds the per-autoscaler metrics being built (exporter.go).
@@ -200,6 +203,7 @@ func (r *Recommender) loadPods(ctx context.Context, c *cycle) error {
 	c.attr = &workload.Attributor{Live: map[[2]string]workload.Ref{}, KSM: r.ownership, Targets: c.targets}
 	c.livePods = map[[2]string]*corev1.Pod{}
 	c.templates = map[history.WorkloadKey]*corev1.Pod{}
+	c.containers = map[history.WorkloadKey]map[string]bool{}
 	for ns := range c.targets {
 		if objs, ok := r.indexedPods(ns); ok {
 			for _, o := range objs {
@@ -262,6 +266,14 @@ func (r *Recommender) addPod(ctx context.Context, c *cycle, p *corev1.Pod) {
 	c.livePods[[2]string{p.Namespace, p.Name}] = p
 	if old := c.templates[history.WorkloadKey(ref)]; old == nil || old.CreationTimestamp.Before(&p.CreationTimestamp) {
 		c.templates[history.WorkloadKey(ref)] = p // the newest: the current template
+	}
+	names := c.containers[history.WorkloadKey(ref)]
+	if names == nil {
+		names = map[string]bool{}
+		c.containers[history.WorkloadKey(ref)] = names
+	}
+	for _, pc := range workload.Containers(p) {
+		names[pc.Container.Name] = true
 	}
 	if e := c.byRef[ref]; e != nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
 		e.pods++

@@ -210,6 +210,7 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 	w := history.WorkloadKey(e.ref)
 	guard := r.setGuardrail(ctx, gfa, st, set, now)
 	recs, off, known := r.Config.Recommend(r.model, w, &gfa.Spec, r.cur.templates[w], old.Status.ContainerRecommendations, guard, now)
+	recs = inPods(recs, r.cur.containers[w])
 	applyFloor(gfa, recs, now)
 	// A gap in this cycle's data (every sample filtered, none while pods run, an
 	// exporter down): the written recommendation is kept as it was, as for a failed read.
@@ -263,6 +264,23 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 		set(gpufracv1.ConditionRecommendationProvided, true, ReasonRecommended, fmt.Sprintf("%d containers", len(recs)))
 	}
 	r.cappedBelowNeed(gfa, old.Status.Conditions, recs, set)
+}
+
+// inPods returns recs without the containers that no existing pod of the workload has
+// (names: the containers of its pods, cycle.containers), such as the former name of a
+// container renamed by a rollout, whose history stays in the model for the history
+// length: its recommendation is for no pod, and counted in status.memory, the pod total
+// the sharing planner and gpufrac report read, it added the old container's memory to
+// the new one's. recs are returned as they are while the workload has no pod (scaled to
+// zero: every container's recommendation is kept for its next pods), during a rollout
+// (the old pods still have the old name), and when no recommended container is in the
+// pods (names the exporter reports differently from the pod spec: nothing to tell the
+// current containers from the former ones by).
+func inPods(recs []gpufracv1.ContainerRecommendation, names map[string]bool) []gpufracv1.ContainerRecommendation {
+	if len(names) == 0 || !slices.ContainsFunc(recs, func(c gpufracv1.ContainerRecommendation) bool { return names[c.ContainerName] }) {
+		return recs
+	}
+	return slices.DeleteFunc(recs, func(c gpufracv1.ContainerRecommendation) bool { return !names[c.ContainerName] })
 }
 
 // setGuardrail sets LatencyGuardrailActive from the autoscaler's latency guardrail and
