@@ -575,11 +575,19 @@ func (m *Model) Forget(w WorkloadKey) {
 }
 
 // GC forgets per-pod bookkeeping older than the peak window, lastSeen entries of pods
-// not seen for the history length, and a count of several devices (Devices) whose last
-// evidence (MultiDeviceAt) is older than the history length.
+// not seen for the history length, a count of several devices (Devices) whose last
+// evidence (MultiDeviceAt) is older than the history length, and every container whose
+// last sample is older than the history length (VPA's expired aggregate state: a
+// container renamed or removed from the workload's pods, whose state a running
+// recommender and each checkpoint otherwise kept for ever).
 func (m *Model) GC(now time.Time, history time.Duration) {
 	for w, byName := range m.containers {
-		for _, st := range byName {
+		for name, st := range byName {
+			if !st.LastSample.IsZero() && st.LastSample.Before(now.Add(-history)) {
+				delete(byName, name)
+				m.versions[w]++
+				continue
+			}
 			st.gc(now)
 			if st.Devices > 1 && st.MultiDeviceAt.Before(now.Add(-history)) {
 				st.Devices, st.MultiDeviceAt = 0, time.Time{}

@@ -335,6 +335,29 @@ func TestGC(t *testing.T) {
 	}
 }
 
+// A container whose last sample is older than the history length (renamed or removed
+// from the workload's pods) is forgotten, and the workload's version moves so its
+// checkpoint is written without it; a container with a sample within it stays.
+func TestGCForgetsExpiredContainers(t *testing.T) {
+	m := NewModel(Options{})
+	w := WorkloadKey{Namespace: "ns", Kind: "Deployment", Name: "web"}
+	now := t0.Add(72 * time.Hour)
+	old := series("web-1", now.Add(-30*time.Hour), time.Minute, 20*gib)
+	old.ID.Container = "former"
+	m.Add(w, metrics.SignalMemory, old)
+	m.Add(w, metrics.SignalMemory, series("web-2", now.Add(-time.Hour), time.Minute, 4*gib))
+	v := m.Version(w)
+
+	m.GC(now, 24*time.Hour)
+
+	if got := m.Containers(w); len(got) != 1 || got[0] != "main" {
+		t.Errorf("containers after GC: %v, want [main] (former's last sample is 30 h old, the history 24 h)", got)
+	}
+	if m.Version(w) == v {
+		t.Error("the workload's version did not move: its checkpoint would keep the forgotten container")
+	}
+}
+
 // TestAtLevel checks the evidence of a young workload: the time memory has stayed at its
 // highest level. A rise within LevelNoise (5 %) keeps the level's start, a larger rise
 // (a trend, a leak, a model load) starts it again, and gaps never count.
