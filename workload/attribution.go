@@ -71,6 +71,11 @@ func (a *Attributor) Attribute(namespace, pod string) (Ref, Method) {
 	}
 	if a.KSM != nil {
 		if o, ok := a.KSM.Pods[key]; ok {
+			if o.Kind == "Job" {
+				if c, ok := a.cronJobOf(namespace, o.Name); ok {
+					return c, MethodKubeStateMetrics
+				}
+			}
 			if o.Kind == "ReplicaSet" {
 				if ro, ok := a.KSM.ReplicaSets[[2]string{namespace, o.Name}]; ok {
 					return Ref{Namespace: namespace, Kind: ro.Kind, Name: ro.Name}, MethodKubeStateMetrics
@@ -94,6 +99,21 @@ func (a *Attributor) Attribute(namespace, pod string) (Ref, Method) {
 	return Ref{}, MethodNone
 }
 
+// cronJobOf returns the CronJob target of namespace whose Jobs are named like job: the
+// CronJob controller names each Job "<cronjob>-<scheduled time in minutes>", and
+// kube_pod_owner names the Job, not its CronJob (kube_job_owner is not read), so
+// without this a CronJob's pods that no longer exist were attributed to a Job no
+// autoscaler targets and its history began with the pods still kept.
+func (a *Attributor) cronJobOf(namespace, job string) (Ref, bool) {
+	var best Ref
+	for _, t := range a.Targets[namespace] {
+		if t.Kind == "CronJob" && strings.HasPrefix(job, t.Name+"-") && allIn(job[len(t.Name)+1:], "0123456789") && len(t.Name) > len(best.Name) {
+			best = t
+		}
+	}
+	return best, best.Name != ""
+}
+
 // deploymentOfReplicaSet strips a pod-template hash: "<deployment>-<hash>".
 func deploymentOfReplicaSet(rs string) (string, bool) {
 	i := strings.LastIndexByte(rs, '-')
@@ -105,7 +125,8 @@ func deploymentOfReplicaSet(rs string) (string, bool) {
 
 // MatchesNamingConvention reports whether a pod name follows the naming convention of
 // pods of the given workload: Deployment "<name>-<pod-template-hash>-<suffix>",
-// StatefulSet "<name>-<ordinal>", DaemonSet, ReplicaSet and Job "<name>-<suffix>", where
+// StatefulSet "<name>-<ordinal>", DaemonSet, ReplicaSet and Job "<name>-<suffix>",
+// CronJob "<name>-<scheduled time in minutes>-<suffix>" (its Job's pods), where
 // hash and suffix use Kubernetes' safe alphabet. The match is ambiguous when one
 // workload's name is another's plus such a segment (web and web-2b4c6): Attributor then
 // prefers the longest target name.
@@ -120,6 +141,9 @@ func MatchesNamingConvention(kind, name, pod string) bool {
 		return ok && allIn(hash, SafeAlphabet) && len(suffix) == 5 && allIn(suffix, SafeAlphabet)
 	case "StatefulSet":
 		return allIn(rest, "0123456789")
+	case "CronJob":
+		minutes, suffix, ok := strings.Cut(rest, "-")
+		return ok && allIn(minutes, "0123456789") && len(suffix) == 5 && allIn(suffix, SafeAlphabet)
 	case "DaemonSet", "ReplicaSet", "Job":
 		return len(rest) == 5 && allIn(rest, SafeAlphabet)
 	}

@@ -63,6 +63,36 @@ func TestAttributor(t *testing.T) {
 	}
 }
 
+// A CronJob's pods that no longer exist (its finished Jobs cleaned up by the history
+// limits or ttlSecondsAfterFinished) are its history: kube_pod_owner names their Job
+// "<cronjob>-<scheduled minutes>", and without kube-state-metrics the pod is named
+// "<job>-<suffix>". Before, they were attributed to the Job, which no autoscaler targets,
+// or to nothing, and the CronJob's history began with the pods still kept.
+func TestAttributorCronJob(t *testing.T) {
+	ksm := NewOwnership()
+	ksm.Pods[[2]string{"ns", "nightly-29068597-x2k4p"}] = Owner{Kind: "Job", Name: "nightly-29068597"}
+	ksm.Pods[[2]string{"ns", "train-x2k4p"}] = Owner{Kind: "Job", Name: "train"}
+	ksm.Pods[[2]string{"ns", "nightly-manual-x2k4p"}] = Owner{Kind: "Job", Name: "nightly-manual"}
+	targets := map[string][]Ref{"ns": {{Namespace: "ns", Kind: "CronJob", Name: "nightly"}}}
+	for _, tc := range []struct {
+		ksm    *Ownership
+		pod    string
+		want   Ref
+		method Method
+	}{
+		{ksm, "nightly-29068597-x2k4p", Ref{Namespace: "ns", Kind: "CronJob", Name: "nightly"}, MethodKubeStateMetrics},
+		{ksm, "train-x2k4p", Ref{Namespace: "ns", Kind: "Job", Name: "train"}, MethodKubeStateMetrics},                   // a Job of no CronJob target
+		{ksm, "nightly-manual-x2k4p", Ref{Namespace: "ns", Kind: "Job", Name: "nightly-manual"}, MethodKubeStateMetrics}, // not a scheduled Job's name
+		{nil, "nightly-29068597-x2k4p", Ref{Namespace: "ns", Kind: "CronJob", Name: "nightly"}, MethodNamingConvention},
+		{nil, "nightly-x2k4p", Ref{}, MethodNone},
+	} {
+		a := &Attributor{KSM: tc.ksm, Targets: targets}
+		if ref, m := a.Attribute("ns", tc.pod); ref != tc.want || m != tc.method {
+			t.Errorf("Attribute(%s) with kube-state-metrics %v = %v/%v, want %v/%v", tc.pod, tc.ksm != nil, ref, m, tc.want, tc.method)
+		}
+	}
+}
+
 func TestSampleInLife(t *testing.T) {
 	created := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	at := func(m int) time.Time { return created.Add(time.Duration(m) * time.Minute) }
