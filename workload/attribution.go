@@ -81,7 +81,7 @@ func (a *Attributor) Attribute(namespace, pod string) (Ref, Method) {
 					return Ref{Namespace: namespace, Kind: ro.Kind, Name: ro.Name}, MethodKubeStateMetrics
 				}
 				if d, ok := deploymentOfReplicaSet(o.Name); ok {
-					return Ref{Namespace: namespace, Kind: "Deployment", Name: d}, MethodKubeStateMetrics
+					return a.replicaSetOwner(namespace, d), MethodKubeStateMetrics
 				}
 			}
 			return Ref{Namespace: namespace, Kind: o.Kind, Name: o.Name}, MethodKubeStateMetrics
@@ -97,6 +97,26 @@ func (a *Attributor) Attribute(namespace, pod string) (Ref, Method) {
 		return best, MethodNamingConvention
 	}
 	return Ref{}, MethodNone
+}
+
+// replicaSetOwner returns the workload named name that owns a ReplicaSet
+// "<name>-<hash>" kube-state-metrics holds no owner for: a Deployment, or a target of
+// that name whose kind is not native (an Argo Rollout manages ReplicaSets named so),
+// where no Deployment target has the name.
+func (a *Attributor) replicaSetOwner(namespace, name string) Ref {
+	out := Ref{Namespace: namespace, Kind: "Deployment", Name: name}
+	for _, t := range a.Targets[namespace] {
+		if t.Name != name {
+			continue
+		}
+		if t.Kind == "Deployment" {
+			return t
+		}
+		if _, native := nativeKinds[t.Kind]; !native {
+			out = t
+		}
+	}
+	return out
 }
 
 // cronJobOf returns the CronJob target of namespace whose Jobs are named like job: the
@@ -127,7 +147,9 @@ func deploymentOfReplicaSet(rs string) (string, bool) {
 // pods of the given workload: Deployment "<name>-<pod-template-hash>-<suffix>",
 // StatefulSet "<name>-<ordinal>", DaemonSet, ReplicaSet and Job "<name>-<suffix>",
 // CronJob "<name>-<scheduled time in minutes>-<suffix>" (its Job's pods), where
-// hash and suffix use Kubernetes' safe alphabet. The match is ambiguous when one
+// hash and suffix use Kubernetes' safe alphabet; a kind that is not native (a target
+// through its scale subresource) is taken as the Deployment's convention, that of the
+// pods of the ReplicaSets it manages (Argo Rollouts). The match is ambiguous when one
 // workload's name is another's plus such a segment (web and web-2b4c6): Attributor then
 // prefers the longest target name.
 func MatchesNamingConvention(kind, name, pod string) bool {
@@ -136,9 +158,6 @@ func MatchesNamingConvention(kind, name, pod string) bool {
 	}
 	rest := pod[len(name)+1:]
 	switch kind {
-	case "Deployment":
-		hash, suffix, ok := strings.Cut(rest, "-")
-		return ok && allIn(hash, SafeAlphabet) && len(suffix) == 5 && allIn(suffix, SafeAlphabet)
 	case "StatefulSet":
 		return allIn(rest, "0123456789")
 	case "CronJob":
@@ -147,5 +166,7 @@ func MatchesNamingConvention(kind, name, pod string) bool {
 	case "DaemonSet", "ReplicaSet", "Job":
 		return len(rest) == 5 && allIn(rest, SafeAlphabet)
 	}
-	return false
+	// Deployment, and a kind that is not native.
+	hash, suffix, ok := strings.Cut(rest, "-")
+	return ok && allIn(hash, SafeAlphabet) && len(suffix) == 5 && allIn(suffix, SafeAlphabet)
 }

@@ -93,6 +93,35 @@ func TestAttributorCronJob(t *testing.T) {
 	}
 }
 
+// An Argo Rollout (a target through its scale subresource) manages ReplicaSets
+// "<rollout>-<hash>" as a Deployment does: its pods that no longer exist are its history
+// when kube-state-metrics holds no owner for their ReplicaSet, and by the Deployment's
+// naming convention without kube-state-metrics. Before, they went to a Deployment of the
+// Rollout's name, or to nothing.
+func TestAttributorRollout(t *testing.T) {
+	ksm := NewOwnership()
+	ksm.Pods[[2]string{"ns", "llm-7d9f8b6c5-x2k4p"}] = Owner{Kind: "ReplicaSet", Name: "llm-7d9f8b6c5"}
+	ksm.Pods[[2]string{"ns", "web-7d9f8b6c5-x2k4p"}] = Owner{Kind: "ReplicaSet", Name: "web-7d9f8b6c5"}
+	rollout := Ref{Namespace: "ns", Kind: "Rollout", Name: "llm"}
+	targets := map[string][]Ref{"ns": {rollout, {Namespace: "ns", Kind: "Deployment", Name: "web"}, {Namespace: "ns", Kind: "Rollout", Name: "web"}}}
+	for _, tc := range []struct {
+		ksm    *Ownership
+		pod    string
+		want   Ref
+		method Method
+	}{
+		{ksm, "llm-7d9f8b6c5-x2k4p", rollout, MethodKubeStateMetrics},
+		{ksm, "web-7d9f8b6c5-x2k4p", Ref{Namespace: "ns", Kind: "Deployment", Name: "web"}, MethodKubeStateMetrics}, // a Deployment of the name first
+		{nil, "llm-7d9f8b6c5-x2k4p", rollout, MethodNamingConvention},
+		{nil, "llm-x2k4p", Ref{}, MethodNone},
+	} {
+		a := &Attributor{KSM: tc.ksm, Targets: targets}
+		if ref, m := a.Attribute("ns", tc.pod); ref != tc.want || m != tc.method {
+			t.Errorf("Attribute(%s) with kube-state-metrics %v = %v/%v, want %v/%v", tc.pod, tc.ksm != nil, ref, m, tc.want, tc.method)
+		}
+	}
+}
+
 func TestSampleInLife(t *testing.T) {
 	created := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	at := func(m int) time.Time { return created.Add(time.Duration(m) * time.Minute) }
