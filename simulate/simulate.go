@@ -659,7 +659,8 @@ func (ps *polState) takeToken(rate float64) bool {
 }
 
 // refillTokens adds one step's worth of replacements before the updater runs, keeping
-// at most one step's worth (at least one) in the bucket.
+// at most one step's worth (at least one) in the bucket: the updater's default
+// --eviction-burst (updater.Config.EvictionBurst) at the same rate and interval.
 func (ps *polState) refillTokens(rate, stepMin float64) {
 	if rate < 0 {
 		return

@@ -3,6 +3,7 @@ package updater
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/gpufrac/gpufrac/backend"
@@ -89,7 +90,11 @@ type Config struct {
 	// token bucket, golang.org/x/time/rate). Default 0.1 (one every 10s); negative means
 	// unlimited.
 	EvictionRate float64
-	// EvictionBurst is the token bucket's size. Default 1.
+	// EvictionBurst is the token bucket's size, evictions. Default (0): one cycle's
+	// worth, EvictionRate × Interval rounded up, at least 1 (6 with the defaults):
+	// evictions are made at the cycle, so a bucket of 1 held the updater to one eviction
+	// a cycle whatever EvictionRate said (0.1/s read as one a minute). The simulator's
+	// --replacements-per-minute refills the same bucket per step.
 	EvictionBurst int
 	// RetryBackoff is how long a pod whose eviction was refused or failed waits before
 	// the next attempt. Default 1m.
@@ -179,7 +184,6 @@ func (c Config) WithDefaults() Config {
 	if c.ComputeRequestGrowth == 0 {
 		c.ComputeRequestGrowth = DefaultComputeRequestGrowth
 	}
-	positiveOr(&c.EvictionBurst, 1)
 	positiveOr(&c.PersistCycles, DefaultPersistCycles)
 	for _, d := range []*time.Duration{&c.WarmUp, &c.MinPodAge, &c.PersistFor, &c.MinReplacementInterval} {
 		*d = max(*d, 0)
@@ -189,6 +193,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.EvictionRate == 0 {
 		c.EvictionRate = DefaultEvictionRate
+	}
+	if c.EvictionBurst <= 0 {
+		c.EvictionBurst = 1
+		if c.EvictionRate > 0 {
+			c.EvictionBurst = max(1, int(math.Ceil(c.EvictionRate*c.Interval.Seconds()-1e-9)))
+		}
 	}
 	if c.LeaseName == "" {
 		c.LeaseName = statuslease.DefaultName

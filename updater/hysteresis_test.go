@@ -403,3 +403,23 @@ func TestRestartKeepsTheRound(t *testing.T) {
 		})
 	}
 }
+
+// TestEvictionBurstIsOneCycle: the token bucket holds one cycle's worth of the eviction
+// rate by default, so the updater, which evicts at the cycle, can evict at the rate it is
+// given (with a bucket of 1 it evicted one pod a cycle: 0.1/s read as one a minute).
+func TestEvictionBurstIsOneCycle(t *testing.T) {
+	for _, c := range []struct {
+		cfg  Config
+		want int
+	}{
+		{Config{}, 6}, // 0.1/s × 1m
+		{Config{EvictionRate: 0.05, Interval: 30 * time.Second}, 2},
+		{Config{EvictionRate: 0.01, Interval: 10 * time.Second}, 1},
+		{Config{EvictionRate: -1}, 1},
+		{Config{EvictionBurst: 3}, 3},
+	} {
+		if got := c.cfg.WithDefaults().EvictionBurst; got != c.want {
+			t.Errorf("%+v: burst %d, want %d", c.cfg, got, c.want)
+		}
+	}
+}

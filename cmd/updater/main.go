@@ -70,8 +70,8 @@ func (o *options) checkRanges(fs *flag.FlagSet) error {
 	errs := []error{
 		bootstrap.Positive(fs, "interval", "retry-backoff", "replacement-timeout", "stuck-backoff",
 			"verification-period", "rollback-floor-duration", "max-unready-backoff", "admission-lease-max-age",
-			"threshold", "near-limit", "max-in-flight", "eviction-burst", "persist-cycles"),
-		bootstrap.NonNegative(fs, "warm-up", "min-pod-age", "persist-for", "min-replacement-interval", "recommender-lease-max-age"),
+			"threshold", "near-limit", "max-in-flight", "persist-cycles"),
+		bootstrap.NonNegative(fs, "eviction-burst", "warm-up", "min-pod-age", "persist-for", "min-replacement-interval", "recommender-lease-max-age"),
 	}
 	c := o.cfg
 	if c.MaxInFlight > 1 {
@@ -108,7 +108,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&cfg.ConsolidationComputeMilli, "consolidation-compute", packing.DefaultConsolidationComputeMilli, "Most compute, milli-GPU, a shared GPU may hold after consolidation moved pods onto it.")
 	fs.IntVar(&cfg.MaxInFlightPerDevice, "max-in-flight-per-device", d.MaxInFlightPerDevice, "Most replacements in flight at once of pods from one GPU where the placement is known (HAMi devices, KAI GPU groups); negative: no limit.")
 	fs.Float64Var(&cfg.EvictionRate, "eviction-rate", d.EvictionRate, "Cluster-wide eviction rate limit, evictions per second (negative: unlimited).")
-	fs.IntVar(&cfg.EvictionBurst, "eviction-burst", d.EvictionBurst, "Burst of the eviction rate limit.")
+	fs.IntVar(&cfg.EvictionBurst, "eviction-burst", 0, "Burst of the eviction rate limit, evictions (0: one cycle's worth, --eviction-rate × --interval rounded up, at least 1).")
 	fs.DurationVar(&cfg.RetryBackoff, "retry-backoff", d.RetryBackoff, "Wait before retrying a pod whose eviction was refused (PodDisruptionBudget) or failed.")
 	fs.DurationVar(&cfg.ReplacementTimeout, "replacement-timeout", d.ReplacementTimeout, "How long an evicted pod's replacement is awaited (counted in flight).")
 	fs.DurationVar(&cfg.StuckBackoff, "stuck-backoff", d.StuckBackoff, "Pause of a workload's evictions after a replacement came back without its fraction (doubled for each further one in a row, at most 24h).")

@@ -37,7 +37,7 @@ func TestParseFlagsRanges(t *testing.T) {
 	for _, bad := range []string{
 		"--interval=0s", "--interval=-1m", "--retry-backoff=-1s", "--replacement-timeout=0s", "--stuck-backoff=0s",
 		"--verification-period=-15m", "--rollback-floor-duration=0s", "--max-unready-backoff=-1m", "--admission-lease-max-age=0s",
-		"--threshold=-0.1", "--threshold=0", "--near-limit=0", "--max-in-flight=0", "--max-in-flight=2", "--eviction-burst=0",
+		"--threshold=-0.1", "--threshold=0", "--near-limit=0", "--max-in-flight=0", "--max-in-flight=2", "--eviction-burst=-1",
 		"--persist-cycles=-3", "--warm-up=-2m", "--min-pod-age=-12h", "--persist-for=-5m", "--min-replacement-interval=-1h",
 		"--recommender-lease-max-age=-10m", "--eviction-rate=0", "--compute-request-growth=0", "--max-in-flight-per-device=0",
 	} {
