@@ -298,7 +298,7 @@ func (rp *replay) update(k int) {
 			ps.flaps.replaced(i, k+1, before, ps.applied[i].record)
 			ps.placedAt[i] = k + 1
 			ps.res.Replacements++
-			ps.hyst.Replaced(rp.tl.workloads[rp.tl.runs[i].workload].key.String(), rp.tl.stepEnd(k), c.need)
+			ps.hyst.Replaced(rp.tl.workloads[rp.tl.runs[i].workload].hkey, rp.tl.stepEnd(k), c.need)
 		}
 		if u.Consolidate && ps.spec.name == PolicyGPUFrac {
 			rp.consolidate(pi, k)

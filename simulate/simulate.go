@@ -466,8 +466,10 @@ type polState struct {
 	// load is each pod's device load at the step last evaluated (loadAlone,
 	// loadShared, loadSaturated): what the reader reports of its GPU
 	// (metrics.Series.DeviceLoad), fed to the recommender of an adaptive policy.
-	load    []uint8
-	hyst    *updater.Hysteresis
+	load []uint8
+	hyst *updater.Hysteresis
+	// needs is candidates' buffer of each workload's needs in one cycle (Hysteresis.Observe).
+	needs   [][]updater.Need
 	flaps   reversals
 	tokens  float64
 	memUtil float64
@@ -578,7 +580,12 @@ func candidates(ps *polState, tl *timeline, alive, replicas []int, k int, window
 	now := tl.stepEnd(k)
 	win := windows.State(now)
 	var pending []candidate
-	byWorkload := map[int][]updater.Need{}
+	if len(ps.needs) != len(tl.workloads) {
+		ps.needs = make([][]updater.Need, len(tl.workloads))
+	}
+	for w := range ps.needs {
+		ps.needs[w] = ps.needs[w][:0]
+	}
 	for _, i := range alive {
 		r := &tl.runs[i]
 		if r.end <= k || replicas[r.workload] < minReplicas {
@@ -613,12 +620,14 @@ func candidates(ps *polState, tl *timeline, alive, replicas []int, k int, window
 		if !need.Needed() {
 			continue
 		}
-		byWorkload[r.workload] = append(byWorkload[r.workload], need)
+		ps.needs[r.workload] = append(ps.needs[r.workload], need)
 		mag := math.Abs(float64(a.record-want)) / float64(max(want, 1))
 		pending = append(pending, candidate{run: i, dec: dec, need: need, partial: !dec.full && !dec.lowConfidence, magnitude: mag, unchanged: dec.lowConfidence})
 	}
-	for w, needs := range byWorkload {
-		ps.hyst.Observe(tl.workloads[w].key.String(), now, needs, win.Start)
+	// Every workload, as the updater observes every autoscaler in Recreate mode in every
+	// cycle: one without a need this cycle ends its streak and its round.
+	for w, needs := range ps.needs {
+		ps.hyst.Observe(tl.workloads[w].hkey, now, needs, win.Start)
 	}
 	var out []candidate
 	for _, c := range pending {
@@ -628,7 +637,7 @@ func candidates(ps *polState, tl *timeline, alive, replicas []int, k int, window
 		if !updater.Admissible(c.need, win.Open) {
 			continue
 		}
-		if ok, _, _ := ps.hyst.Allow(tl.workloads[tl.runs[c.run].workload].key.String(), now, c.need); !ok {
+		if ok, _, _ := ps.hyst.Allow(tl.workloads[tl.runs[c.run].workload].hkey, now, c.need); !ok {
 			continue
 		}
 		out = append(out, c)

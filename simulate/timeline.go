@@ -50,7 +50,9 @@ func (r *run) at(k int) (float64, float64) { return r.mem[k-r.start], r.cpu[k-r.
 
 // workloadInfo is one workload of the trace, as the recommender keys it.
 type workloadInfo struct {
-	key  history.WorkloadKey
+	key history.WorkloadKey
+	// hkey is key.String(): the updater's hysteresis key (workload.Ref.String()).
+	hkey string
 	runs []int
 }
 
@@ -146,7 +148,8 @@ func (ix timelineIndex) add(tl *timeline, p *trace.Pod) (workload, container int
 	if !ok {
 		w = len(tl.workloads)
 		ix.workloads[wk] = w
-		tl.workloads = append(tl.workloads, workloadInfo{key: history.WorkloadKey{Namespace: p.Namespace, Kind: "Deployment", Name: p.Workload}})
+		key := history.WorkloadKey{Namespace: p.Namespace, Kind: "Deployment", Name: p.Workload}
+		tl.workloads = append(tl.workloads, workloadInfo{key: key, hkey: key.String()})
 	}
 	ci := containerInfo{workload: w, container: p.Container}
 	c, ok := ix.containers[ci]
