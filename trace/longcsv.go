@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Column names of the long CSV format (one row per pod and timestamp).
@@ -43,9 +45,10 @@ const (
 // the convention without a workload column is an error.
 //
 // Pods appear in order of their first row. Bad input is an *InputError naming name
-// and line: a missing column, an empty namespace, pod or container, a value or
-// timestamp that is not a number, a negative value, a pod with two workloads, or two
-// different values of one signal of one container at one time. Unsorted rows are
+// and line: a missing column, an empty namespace, pod or container, a namespace, pod,
+// container or workload (or the ReplicaSet made from it) the API server would refuse
+// as a name, a value or timestamp that is not a number, a negative value, a pod with
+// two workloads, or two different values of one signal of one container at one time. Unsorted rows are
 // sorted, exact duplicates dropped, compute above 1 and memory above MaxMemoryBytes
 // skipped; Stats counts each (Trimmed and Orphans stay 0).
 func ReadLongCSV(r io.Reader, name string) (Trace, Stats, error) {
@@ -151,6 +154,9 @@ func (lr *longReader) container(k longKey) (*longContainer, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := lr.checkNames(k, o); err != nil {
+		return nil, err
+	}
 	pk := [2]string{k.ns, k.pod}
 	if prev, seen := lr.owners[pk]; seen && prev != o {
 		return nil, t.errf("pod %s/%s has workload %q here and %q before", k.ns, k.pod, o.workload, prev.workload)
@@ -160,6 +166,29 @@ func (lr *longReader) container(k longKey) (*longContainer, error) {
 	lr.byKey[k] = a
 	lr.order = append(lr.order, a)
 	return a, nil
+}
+
+// checkNames reports, at the container's first row, a namespace, pod, container,
+// workload or derived ReplicaSet name the API server would refuse (apimachinery's
+// validation: namespace and container a DNS-1123 label, the others a DNS-1123
+// subdomain): the manifests and series written from the trace would name objects that
+// cannot exist.
+func (lr *longReader) checkNames(k longKey, o longOwner) error {
+	for _, c := range []struct {
+		col, value string
+		errs       func(string) []string
+	}{
+		{LongNamespace, k.ns, validation.IsDNS1123Label},
+		{LongPod, k.pod, validation.IsDNS1123Subdomain},
+		{LongContainer, k.container, validation.IsDNS1123Label},
+		{LongWorkload, o.workload, validation.IsDNS1123Subdomain},
+		{"ReplicaSet (workload-hash)", o.rs, validation.IsDNS1123Subdomain},
+	} {
+		if errs := c.errs(c.value); len(errs) > 0 {
+			return lr.t.errf("%s %q: not a valid Kubernetes name: %s", c.col, c.value, strings.Join(errs, "; "))
+		}
+	}
+	return nil
 }
 
 // owner is the current row's workload column, with the ReplicaSet from the pod's name

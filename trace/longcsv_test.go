@@ -148,3 +148,33 @@ func normalize(t Trace) Trace {
 	}
 	return out
 }
+
+// TestReadLongCSVRefusesInvalidNames: a namespace, pod, container or workload cell the
+// API server would refuse as a name (or a workload whose ReplicaSet name would be too
+// long) is an error naming the file, the line and the column, as synth's and GenTD26's
+// names are; before, the trace was read and its manifests did not apply.
+func TestReadLongCSVRefusesInvalidNames(t *testing.T) {
+	pod := "web-" + TemplateHash("x") + "-" + PodSuffix("x")
+	const hdr = "timestamp,namespace,pod,container,memory_bytes,compute_ratio,workload\n"
+	ok := "60,ns," + pod + ",main,1,0,\n"
+	long := strings.Repeat("a", 250)
+	for name, c := range map[string]struct{ row, want string }{
+		"namespace":         {"120,Team_A," + pod + ",main,1,0,\n", `my.csv:3: namespace "Team_A": not a valid Kubernetes name`},
+		"pod":               {"120,ns,My_Pod,main,1,0,batch\n", `my.csv:3: pod "My_Pod": not a valid Kubernetes name`},
+		"pod from name":     {"120,ns,Web-" + TemplateHash("x") + "-" + PodSuffix("x") + ",main,1,0,\n", `my.csv:3: pod "Web-`},
+		"container":         {"120,ns," + pod + ",my.server,1,0,\n", `my.csv:3: container "my.server": not a valid Kubernetes name`},
+		"workload":          {"120,ns,solo,main,1,0,Bad_Name\n", `my.csv:3: workload "Bad_Name": not a valid Kubernetes name`},
+		"long workload":     {"120,ns,solo,main,1,0," + long + "\n", `my.csv:3: ReplicaSet (workload-hash) "` + long + "-"},
+		"workload from pod": {"120,ns,web--" + TemplateHash("x") + "-" + PodSuffix("x") + ",main,1,0,\n", `my.csv:3: workload "web-": not a valid Kubernetes name`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, _, err := ReadLongCSV(strings.NewReader(hdr+ok+c.row), "my.csv")
+			if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+				t.Errorf("error %v, want one starting %q", err, c.want)
+			}
+		})
+	}
+	if _, _, err := ReadLongCSV(strings.NewReader(hdr+ok+"120,ns,solo,main,1,0,llm.chat\n"), "my.csv"); err != nil {
+		t.Errorf("valid names: %v", err)
+	}
+}
