@@ -155,7 +155,7 @@ func (a *AnnotationsConfig) withDefaults() {
 
 func (a AnnotationsConfig) validate() []error {
 	if a.MemoryRequest != AnnotationsMemoryRequestObservedPeak && a.MemoryRequest != AnnotationsMemoryRequestNone {
-		return []error{fmt.Errorf("annotation-memory-request %q: want %s or %s", a.MemoryRequest, AnnotationsMemoryRequestObservedPeak, AnnotationsMemoryRequestNone)}
+		return []error{fmt.Errorf("--annotation-memory-request %q: want %s or %s", a.MemoryRequest, AnnotationsMemoryRequestObservedPeak, AnnotationsMemoryRequestNone)}
 	}
 	return nil
 }

@@ -475,7 +475,7 @@ func TestAnnotationsMemoryRequest(t *testing.T) {
 	if len(p.Annotations) != 2 || p.Annotations["gpufrac.io/gpu-memory"] != "4Gi" {
 		t.Errorf("none: annotations %v, want the limit keys only", p.Annotations)
 	}
-	if err := (Config{Annotations: AnnotationsConfig{MemoryRequest: "p50"}}).WithDefaults().Validate(); err == nil || !strings.Contains(err.Error(), `annotation-memory-request "p50"`) {
+	if err := (Config{Annotations: AnnotationsConfig{MemoryRequest: "p50"}}).WithDefaults().Validate(); err == nil || !strings.Contains(err.Error(), `--annotation-memory-request "p50"`) {
 		t.Errorf("Validate = %v", err)
 	}
 }
@@ -619,7 +619,7 @@ func TestNVFractionsRequestLimit(t *testing.T) {
 	}
 	// observed-peak without the upper-bound limit would lose the headroom.
 	bad := Config{NVFractions: NVFractionsConfig{Request: NVFractionsRequestObservedPeak, Limit: NVFractionsLimitTarget}}.WithDefaults()
-	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "nvfractions-request observed-peak needs nvfractions-limit upper-bound") {
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "--nvfractions-request observed-peak needs --nvfractions-limit upper-bound") {
 		t.Errorf("Validate = %v", err)
 	}
 	if err := (Config{NVFractions: NVFractionsConfig{Request: "p50"}}).WithDefaults().Validate(); err == nil || !strings.Contains(err.Error(), `nvfractions-request "p50"`) {

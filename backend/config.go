@@ -85,10 +85,10 @@ func (c Config) Validate() error {
 	errs = append(errs, c.DevicePlugin.validate()...)
 	for b, v := range c.MemoryOverhead {
 		if !slices.Contains(Types, b) {
-			errs = append(errs, fmt.Errorf("memory-overhead: unknown backend %q", b))
+			errs = append(errs, fmt.Errorf("--memory-overhead: unknown backend %q", b))
 		}
 		if v < 0 {
-			errs = append(errs, fmt.Errorf("memory-overhead %s: must not be negative", b))
+			errs = append(errs, fmt.Errorf("--memory-overhead %s: must not be negative", b))
 		}
 	}
 	return errors.Join(errs...)

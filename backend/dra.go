@@ -455,7 +455,7 @@ func (d *DRAConfig) withDefaults() {
 
 func (d DRAConfig) validate() []error {
 	if d.TimeSliceInterval != "" && !slices.Contains(TimeSliceIntervals, d.TimeSliceInterval) {
-		return []error{fmt.Errorf("dra-time-slice-interval %q: want one of %s", d.TimeSliceInterval, strings.Join(TimeSliceIntervals, ", "))}
+		return []error{fmt.Errorf("--dra-time-slice-interval %q: want one of %s", d.TimeSliceInterval, strings.Join(TimeSliceIntervals, ", "))}
 	}
 	return nil
 }

@@ -210,12 +210,12 @@ func (k *KAIConfig) withDefaults() {
 func (k KAIConfig) validate(gpuMemory int64) []error {
 	var errs []error
 	if k.Mode != KAIModeMemory && k.Mode != KAIModeFraction {
-		errs = append(errs, fmt.Errorf("kai-mode %q: want %s or %s", k.Mode, KAIModeMemory, KAIModeFraction))
+		errs = append(errs, fmt.Errorf("--kai-mode %q: want %s or %s", k.Mode, KAIModeMemory, KAIModeFraction))
 	}
 	if k.ReservedMemoryBytes < 0 {
 		errs = append(errs, errors.New("kai-reserved-memory must not be negative"))
 	} else if k.ReservedMemoryBytes >= gpuMemory && gpuMemory > 0 {
-		errs = append(errs, fmt.Errorf("kai-reserved-memory %d bytes: want less than gpu-memory (%d bytes)", k.ReservedMemoryBytes, gpuMemory))
+		errs = append(errs, fmt.Errorf("--kai-reserved-memory %d bytes: want less than --gpu-memory (%d bytes)", k.ReservedMemoryBytes, gpuMemory))
 	}
 	return errs
 }

@@ -170,13 +170,13 @@ func (n *NVFractionsConfig) withDefaults() {
 
 func (n NVFractionsConfig) validate() []error {
 	if n.Limit != NVFractionsLimitUpperBound && n.Limit != NVFractionsLimitTarget {
-		return []error{fmt.Errorf("nvfractions-limit %q: want %s or %s", n.Limit, NVFractionsLimitUpperBound, NVFractionsLimitTarget)}
+		return []error{fmt.Errorf("--nvfractions-limit %q: want %s or %s", n.Limit, NVFractionsLimitUpperBound, NVFractionsLimitTarget)}
 	}
 	if n.Request != NVFractionsRequestTarget && n.Request != NVFractionsRequestObservedPeak {
-		return []error{fmt.Errorf("nvfractions-request %q: want %s or %s", n.Request, NVFractionsRequestTarget, NVFractionsRequestObservedPeak)}
+		return []error{fmt.Errorf("--nvfractions-request %q: want %s or %s", n.Request, NVFractionsRequestTarget, NVFractionsRequestObservedPeak)}
 	}
 	if n.Request == NVFractionsRequestObservedPeak && n.Limit == NVFractionsLimitTarget {
-		return []error{fmt.Errorf("nvfractions-request %s needs nvfractions-limit %s: the headroom the request leaves out must be in the limit", NVFractionsRequestObservedPeak, NVFractionsLimitUpperBound)}
+		return []error{fmt.Errorf("--nvfractions-request %s needs --nvfractions-limit %s: the headroom the request leaves out must be in the limit", NVFractionsRequestObservedPeak, NVFractionsLimitUpperBound)}
 	}
 	return nil
 }

@@ -125,7 +125,7 @@ func parsePolicy(name string) (policySpec, error) {
 			return policySpec{name: name, kind: kindTimeSlicing, replicas: n}, nil
 		}
 	}
-	return policySpec{}, fmt.Errorf("unknown policy %q (known: %s, %s, %s, %s, %s, %s, %sN with N 2-64)",
+	return policySpec{}, fmt.Errorf("--policies: unknown policy %q (known: %s, %s, %s, %s, %s, %s, %sN with N 2-64)",
 		name, PolicyOnePerPod, PolicyVPAMemory, PolicyGPUFrac, PolicyClairvoyant, PolicyClairvoyantMemory, PolicyClairvoyantSeen, timeSlicingPrefix)
 }
 

@@ -39,7 +39,7 @@ type replay struct {
 
 // Run replays tr through the policies on GPUs of opts.GPUMemoryBytes. It returns an error
 // for invalid options, an unknown policy, a trace without samples, or a warm-up that
-// covers the whole trace.
+// covers the whole trace; errors about an option name its gpufrac simulate flag.
 func Run(tr *trace.Trace, opts Options) (*Result, error) {
 	rp, err := newReplay(tr, opts)
 	if err != nil {
@@ -111,7 +111,7 @@ func newReplay(tr *trace.Trace, opts Options) (*replay, error) {
 	// The updater's own window code: same cron parsing, time zones and DST handling.
 	windows, err := updater.ParseWindows(&gpufracv1.UpdatePolicy{ResizeWindows: opts.Updater.ResizeWindows})
 	if err != nil {
-		return nil, fmt.Errorf("resize window schedule: %w", err)
+		return nil, fmt.Errorf("--resize-window-*: %w", err)
 	}
 	if err := CheckMemorySamples(tr); err != nil {
 		return nil, err
@@ -125,7 +125,7 @@ func newReplay(tr *trace.Trace, opts Options) (*replay, error) {
 	}
 	first := int((opts.WarmUp + step - 1) / step)
 	if first >= tl.steps {
-		return nil, fmt.Errorf("warm-up %s covers the whole trace (%d steps of %s)", opts.WarmUp, tl.steps, step)
+		return nil, fmt.Errorf("--warm-up %s covers the whole trace (%d steps of %s)", opts.WarmUp, tl.steps, step)
 	}
 	rp := &replay{
 		opts: opts, tl: tl, first: first, capacity: opts.GPUMemoryBytes,
@@ -156,7 +156,7 @@ func (rp *replay) addPolicies() error {
 			return err
 		}
 		if seen[name] {
-			return fmt.Errorf("policy %q given twice", name)
+			return fmt.Errorf("--policies: policy %q given twice", name)
 		}
 		seen[name] = true
 		switch name {

@@ -175,10 +175,11 @@ type UpdaterOptions struct {
 	ConsolidationComputeMilli int64
 }
 
-// withDefaults fills defaults and checks values.
+// withDefaults fills defaults and checks values; its errors name the gpufrac simulate
+// flag of the option (--gpu-memory, --lookback, --warm-up, ...).
 func (o Options) withDefaults() (Options, error) {
 	if o.GPUMemoryBytes <= 0 {
-		return o, fmt.Errorf("GPU memory %d bytes: must be positive", o.GPUMemoryBytes)
+		return o, fmt.Errorf("--gpu-memory %d bytes: must be positive", o.GPUMemoryBytes)
 	}
 	if len(o.Policies) == 0 {
 		o.Policies = DefaultPolicies
@@ -193,14 +194,14 @@ func (o Options) withDefaults() (Options, error) {
 	o.Recommender.Policy.GPUMemoryBytes = float64(o.GPUMemoryBytes)
 	o.Recommender = o.Recommender.WithDefaults()
 	if o.Lookback < 0 {
-		return o, fmt.Errorf("lookback %s: must not be negative", o.Lookback)
+		return o, fmt.Errorf("--lookback %s: must not be negative", o.Lookback)
 	}
 	if o.WarmUp < 0 {
-		return o, fmt.Errorf("warm-up %s: must not be negative", o.WarmUp)
+		return o, fmt.Errorf("--warm-up %s: must not be negative", o.WarmUp)
 	}
 	cfg := backend.Config{NVFractions: o.NVFractions, Annotations: o.Annotations, GPUMemoryBytes: o.GPUMemoryBytes}.WithDefaults()
 	if err := cfg.Validate(); err != nil {
-		return o, fmt.Errorf("backend %s: %w", o.Backend, err)
+		return o, err // its errors name the --nvfractions-* and --annotation-* flags
 	}
 	o.NVFractions, o.Annotations = cfg.NVFractions, cfg.Annotations
 	u := &o.Updater
@@ -234,10 +235,10 @@ func (o Options) withDefaults() (Options, error) {
 		u.MinReplicas = 1
 	}
 	if u.ConsolidationComputeMilli < 0 || u.ConsolidationComputeMilli > 1000 {
-		return o, fmt.Errorf("consolidation compute %d: want milli-GPU in 1–1000 (0: the default)", u.ConsolidationComputeMilli)
+		return o, fmt.Errorf("--consolidation-compute %d: want milli-GPU in 1–1000 (0: the default)", u.ConsolidationComputeMilli)
 	}
 	if u.Consolidate && o.Backend != gpufracv1.BackendKAINVFractions {
-		return o, fmt.Errorf("consolidation needs each pod's GPU, which the updater reads from HAMi's and KAI's placement only: use the kai-nvfractions backend (the annotations backend does not say where a pod runs)")
+		return o, fmt.Errorf("--consolidate needs each pod's GPU, which the updater reads from HAMi's and KAI's placement only: add --backend %s (the annotations backend does not say where a pod runs)", gpufracv1.BackendKAINVFractions)
 	}
 	return o, nil
 }

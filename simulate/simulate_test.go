@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/backend"
 	"github.com/gpufrac/gpufrac/recommender/estimate"
 	"github.com/gpufrac/gpufrac/recommender/recommend"
 	"github.com/gpufrac/gpufrac/trace"
@@ -344,21 +345,31 @@ func TestNearLimitGrowth(t *testing.T) {
 	}
 }
 
+// TestRunErrors: an option that cannot work is an error naming its gpufrac simulate flag,
+// with the flag's leading "--" as every other flag error of the command (warm-up,
+// lookback, policies, consolidation, the backend's and the resize window's were named
+// bare or by a phrase).
 func TestRunErrors(t *testing.T) {
 	tr := trace.Trace{Pods: []trace.Pod{pod("a", 0, repeat(1, 3), repeat(0.1, 3))}}
 	for _, c := range []struct {
 		o    Options
 		want string
 	}{
-		{Options{}, "GPU memory"},
-		{Options{GPUMemoryBytes: gib, Policies: []string{"magic"}}, `unknown policy "magic"`},
-		{Options{GPUMemoryBytes: gib, Policies: []string{"time-slicing-1"}}, "unknown policy"},
-		{Options{GPUMemoryBytes: gib, Policies: []string{PolicyGPUFrac, PolicyGPUFrac}}, "twice"},
-		{Options{GPUMemoryBytes: gib, WarmUp: time.Hour}, "covers the whole trace"},
-		{Options{GPUMemoryBytes: gib, Updater: UpdaterOptions{ResizeWindows: []gpufracv1.ResizeWindow{{Schedule: "nope"}}}}, "schedule"},
+		{Options{}, "--gpu-memory 0 bytes"},
+		{Options{GPUMemoryBytes: gib, Policies: []string{"magic"}}, `--policies: unknown policy "magic"`},
+		{Options{GPUMemoryBytes: gib, Policies: []string{"time-slicing-1"}}, "--policies: unknown policy"},
+		{Options{GPUMemoryBytes: gib, Policies: []string{PolicyGPUFrac, PolicyGPUFrac}}, "--policies: policy \"gpufrac\" given twice"},
+		{Options{GPUMemoryBytes: gib, WarmUp: time.Hour}, "--warm-up 1h0m0s covers the whole trace"},
+		{Options{GPUMemoryBytes: gib, WarmUp: -time.Hour}, "--warm-up -1h0m0s"},
+		{Options{GPUMemoryBytes: gib, Lookback: -time.Minute}, "--lookback -1m0s"},
+		{Options{GPUMemoryBytes: gib, Updater: UpdaterOptions{ResizeWindows: []gpufracv1.ResizeWindow{{Schedule: "nope"}}}}, "--resize-window-*: resizeWindows[0]: schedule"},
+		{Options{GPUMemoryBytes: gib, Updater: UpdaterOptions{ConsolidationComputeMilli: 5000}}, "--consolidation-compute 5000"},
+		{Options{GPUMemoryBytes: gib, Updater: UpdaterOptions{Consolidate: true}}, "--consolidate needs"},
+		{Options{GPUMemoryBytes: gib, NVFractions: backend.NVFractionsConfig{Request: "bogus"}}, `--nvfractions-request "bogus"`},
+		{Options{GPUMemoryBytes: gib, Annotations: backend.AnnotationsConfig{MemoryRequest: "bogus"}}, `--annotation-memory-request "bogus"`},
 	} {
-		if _, err := Run(&tr, c.o); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%+v: error %v, want it to contain %q", c.o, err, c.want)
+		if _, err := Run(&tr, c.o); err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%+v: error %v, want it to start %q", c.o, err, c.want)
 		}
 	}
 	if _, err := Run(&trace.Trace{}, Options{GPUMemoryBytes: gib}); err == nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/gpufrac/gpufrac/recommender/recommend"
 	"github.com/gpufrac/gpufrac/simulate"
 	"github.com/gpufrac/gpufrac/trace"
+	"github.com/gpufrac/gpufrac/updater"
 )
 
 func init() { registerCommand(newSimulateCmd) }
@@ -253,11 +254,12 @@ func (f *simulateFlags) completeOptions(cmd *cobra.Command) ([]int64, error) {
 		return nil, fmt.Errorf("--backend %q: want \"\" or %s", f.opts.Backend, gpufracv1.BackendKAINVFractions)
 	}
 	f.opts.Policies = f.policies
-	return sizes, f.completeUpdater()
+	return sizes, f.completeUpdater(cmd)
 }
 
-// completeUpdater checks the updater's flags and writes them into f.opts.Updater.
-func (f *simulateFlags) completeUpdater() error {
+// completeUpdater checks the updater's flags and writes them into f.opts.Updater. Its
+// errors name the flag.
+func (f *simulateFlags) completeUpdater(cmd *cobra.Command) error {
 	u := &f.opts.Updater
 	if u.ReplacementsPerMinute == 0 {
 		return fmt.Errorf("--replacements-per-minute 0 would never replace a pod; give a positive rate, or a negative one for no limit")
@@ -272,10 +274,14 @@ func (f *simulateFlags) completeUpdater() error {
 		u.MinLifetime = -1 // none
 	}
 	u.UrgentGrowth = &f.urgentGrowth
-	if f.windowSchedule != "" {
-		u.ResizeWindows = []gpufracv1.ResizeWindow{{Schedule: f.windowSchedule,
-			Duration: metav1.Duration{Duration: f.windowDuration}, TimeZone: f.windowZone}}
+	if f.windowSchedule == "" {
+		return onlyWith(cmd, "--resize-window-schedule", "resize-window-duration", "resize-window-timezone")
 	}
+	w := gpufracv1.ResizeWindow{Schedule: f.windowSchedule, Duration: metav1.Duration{Duration: f.windowDuration}, TimeZone: f.windowZone}
+	if _, err := updater.ParseWindow(w); err != nil { // the updater's own rules
+		return fmt.Errorf("--resize-window-schedule %q (--resize-window-duration %s, --resize-window-timezone %q): %w", w.Schedule, w.Duration.Duration, w.TimeZone, err)
+	}
+	u.ResizeWindows = []gpufracv1.ResizeWindow{w}
 	return nil
 }
 
@@ -381,6 +387,17 @@ func onlyFor(cmd *cobra.Command, format string, names ...string) error {
 	for _, n := range names {
 		if cmd.Flags().Changed(n) {
 			return fmt.Errorf("--%s applies to --format %s only", n, format)
+		}
+	}
+	return nil
+}
+
+// onlyWith returns an error naming the first of names that was set: those flags apply
+// with the flag other only, which was not given.
+func onlyWith(cmd *cobra.Command, other string, names ...string) error {
+	for _, n := range names {
+		if cmd.Flags().Changed(n) {
+			return fmt.Errorf("--%s applies with %s only", n, other)
 		}
 	}
 	return nil

@@ -145,28 +145,41 @@ func TestSimulateFold(t *testing.T) {
 	}
 }
 
+// TestSimulateFlagErrors: a flag that cannot work is an error that starts with the flag,
+// "--" included, before the trace is replayed (warm-up, lookback, policies, the backend's,
+// the resize window's and consolidation's were named bare or by a phrase; a resize
+// window's duration or time zone without its schedule was ignored).
 func TestSimulateFlagErrors(t *testing.T) {
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"--format", "synthetic", "--output-format", "xml"}, "--output-format"},
-		{[]string{"--format", "synthetic", "--markdown", "--output-format", "json"}, "conflicts"},
-		{[]string{"--format", "synthetic", "--policies", "bogus"}, `unknown policy "bogus"`},
+		{[]string{"--format", "synthetic", "--markdown", "--output-format", "json"}, "--markdown conflicts"},
+		{[]string{"--format", "synthetic", "--policies", "bogus"}, `--policies: unknown policy "bogus"`},
 		{[]string{"--format", "synthetic", "--pods", "3"}, "--pods applies to --format gentd26 only"},
 		{[]string{"--format", "gentd26"}, "--input is required"},
 		{[]string{"--format", "synthetic", "--gpu-memory", "lots"}, "--gpu-memory"},
 		{[]string{"--format", "synthetic", "--plot-format", "gif"}, "--plot-format"},
-		{[]string{"--format", "synthetic", "--resize-window-schedule", "every day"}, "resize window schedule"},
+		{[]string{"--format", "synthetic", "--resize-window-schedule", "every day"}, `--resize-window-schedule "every day" (--resize-window-duration 4h0m0s, --resize-window-timezone "UTC"): schedule "every day"`},
+		{[]string{"--format", "synthetic", "--resize-window-schedule", "0 2 * * *", "--resize-window-timezone", "Mars/Olympus"}, `--resize-window-schedule "0 2 * * *" (--resize-window-duration 4h0m0s, --resize-window-timezone "Mars/Olympus"): time zone`},
+		{[]string{"--format", "synthetic", "--resize-window-duration", "2h"}, "--resize-window-duration applies with --resize-window-schedule only"},
+		{[]string{"--format", "synthetic", "--resize-window-timezone", "Europe/Paris"}, "--resize-window-timezone applies with --resize-window-schedule only"},
+		{[]string{"--format", "synthetic", "--consolidate"}, "--consolidate needs"},
+		{[]string{"--format", "synthetic", "--consolidation-compute", "5000"}, "--consolidation-compute 5000"},
+		{[]string{"--format", "synthetic", "--nvfractions-request", "bogus"}, `--nvfractions-request "bogus"`},
+		{[]string{"--format", "synthetic", "--annotation-memory-request", "bogus"}, `--annotation-memory-request "bogus"`},
+		{[]string{"--format", "synthetic", "--lookback", "-1m"}, "--lookback -1m0s"},
+		{[]string{"--format", "synthetic", "--warm-up", "-1m"}, "--warm-up -1m0s"},
 		{[]string{"--format", "parquet", "--input", "x"}, "--format"},
 		{[]string{"--format", "synthetic", "--replacements-per-minute", "0"}, "--replacements-per-minute"},
 		{[]string{"--format", "synthetic", "--interval", "0s"}, "--interval"},
-		{[]string{"--format", "synthetic", "--warm-up", "100h"}, "covers the whole trace"},
+		{[]string{"--format", "synthetic", "--warm-up", "100h"}, "--warm-up 100h0m0s covers the whole trace"},
 		{[]string{"--format", "synthetic", "--fold", "2/2"}, `--fold "2/2": want K/N`},
-		{[]string{"--format", "synthetic", "--synth-workloads", "2", "--fold", "0/3"}, "fold 0/3: the trace has 2 workloads"},
+		{[]string{"--format", "synthetic", "--synth-workloads", "2", "--fold", "0/3"}, "synthetic: --fold 0/3: the trace has 2 workloads"},
 	} {
 		_, _, err := run(t, append([]string{"simulate"}, c.args...)...)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
 			t.Errorf("%v: error %v, want %q", c.args, err, c.want)
 		}
 	}
@@ -314,9 +327,9 @@ func TestSimulateErrorsNameTheirSource(t *testing.T) {
 		want, wantNot string
 	}{
 		{[]string{"--input", long}, long + ": 1 of 2 trace pods have no GPU memory sample (ns/b-1 container main)", ""},
-		{[]string{"--input", good, "--policies", "gpufrac,gpufrac"}, `policy "gpufrac" given twice`, good},
-		{[]string{"--input", good, "--policies", "one-per-pod,magic"}, `unknown policy "magic"`, good},
-		{[]string{"--input", good, "--warm-up", "1h"}, "warm-up 1h0m0s covers the whole trace", good},
+		{[]string{"--input", good, "--policies", "gpufrac,gpufrac"}, `--policies: policy "gpufrac" given twice`, good},
+		{[]string{"--input", good, "--policies", "one-per-pod,magic"}, `--policies: unknown policy "magic"`, good},
+		{[]string{"--input", good, "--warm-up", "1h"}, "--warm-up 1h0m0s covers the whole trace", good},
 	} {
 		_, _, err := run(t, append([]string{"simulate", "--format", "long"}, c.args...)...)
 		if err == nil || !strings.Contains(err.Error(), c.want) || c.wantNot != "" && strings.Contains(err.Error(), c.wantNot) {
