@@ -38,7 +38,8 @@ type replay struct {
 }
 
 // Run replays tr through the policies on GPUs of opts.GPUMemoryBytes. It returns an error
-// for invalid options, an unknown policy, a trace without samples, or a warm-up that
+// for invalid options, an unknown policy, a trace without samples, an interval longer
+// than the trace (its first sample to its last, when they differ), or a warm-up that
 // covers the whole trace; errors about an option name its gpufrac simulate flag.
 func Run(tr *trace.Trace, opts Options) (*Result, error) {
 	rp, err := newReplay(tr, opts)
@@ -122,6 +123,9 @@ func newReplay(tr *trace.Trace, opts Options) (*replay, error) {
 	}
 	if err := tl.checkMemorySamples(opts.Lookback); err != nil {
 		return nil, err
+	}
+	if span := tl.span(tr); span > 0 && step > span { // a trace of one instant has no length: each sample counts one step
+		return nil, fmt.Errorf("--interval %s is longer than the trace (%s from its first sample to its last): every figure counts whole steps, each pod lifetime rounded out to them, so each pod would hold its GPU for %s at least; give an --interval much shorter than the trace (the default, 1m, is the recommender's cycle)", step, span, step)
 	}
 	first := int((opts.WarmUp + step - 1) / step)
 	if first >= tl.steps {

@@ -114,6 +114,21 @@ func newTimeline(tr *trace.Trace, step, lookback time.Duration) (*timeline, erro
 	return tl, nil
 }
 
+// span returns the time from the trace's first memory or compute sample to its last: the
+// figures count whole steps of the grid, which rounds each lifetime out to it, so a step
+// longer than the trace would count more time than the trace holds.
+func (tl *timeline) span(tr *trace.Trace) time.Duration {
+	var last time.Time
+	for _, p := range tr.Pods {
+		for _, s := range [][]trace.Point{p.Memory, p.Compute} {
+			if n := len(s); n > 0 && s[n-1].T.After(last) {
+				last = s[n-1].T
+			}
+		}
+	}
+	return last.Sub(firstSample(tr))
+}
+
 // firstSample returns the time of the trace's earliest memory or compute sample, or the
 // zero time when it has none.
 func firstSample(tr *trace.Trace) time.Time {

@@ -148,7 +148,8 @@ func TestSimulateFold(t *testing.T) {
 // TestSimulateFlagErrors: a flag that cannot work is an error that starts with the flag,
 // "--" included, before the trace is replayed (warm-up, lookback, policies, the backend's,
 // the resize window's and consolidation's were named bare or by a phrase; a resize
-// window's duration or time zone without its schedule was ignored).
+// window's duration or time zone without its schedule was ignored; an --interval longer
+// than the trace counted each pod for a whole step of it).
 func TestSimulateFlagErrors(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -171,6 +172,7 @@ func TestSimulateFlagErrors(t *testing.T) {
 		{[]string{"--format", "synthetic", "--annotation-memory-request", "bogus"}, `--annotation-memory-request "bogus"`},
 		{[]string{"--format", "synthetic", "--lookback", "-1m"}, "--lookback -1m0s"},
 		{[]string{"--format", "synthetic", "--warm-up", "-1m"}, "--warm-up -1m0s"},
+		{[]string{"--format", "synthetic", "--synth-duration", "3h", "--interval", "5h"}, "--interval 5h0m0s is longer than the trace"},
 		{[]string{"--format", "parquet", "--input", "x"}, "--format"},
 		{[]string{"--format", "synthetic", "--replacements-per-minute", "0"}, "--replacements-per-minute"},
 		{[]string{"--format", "synthetic", "--interval", "0s"}, "--interval"},
