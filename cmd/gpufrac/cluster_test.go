@@ -131,3 +131,57 @@ func TestCommandsOnFakeCluster(t *testing.T) {
 		t.Errorf("plan of an unplanned policy shows 0:\n%s", plan)
 	}
 }
+
+// TestAutoscalerWithoutRecommendation: an autoscaler the recommender has written no
+// GPUFractionRecommendation for (not running yet, or not watching its namespace) is
+// named by report, in text and JSON, as not counted; before, it was left out and an
+// autoscaled cluster read "0 workloads, no pods". explain says the same instead of
+// failing with the API's not-found error.
+func TestAutoscalerWithoutRecommendation(t *testing.T) {
+	full := rec("full", 2, "20Gi", "300m", gpufracv1.SharingModeTimeSlicing, true)
+	full.Namespace = "ml"
+	var objs []client.Object
+	for _, name := range []string{"web", "full"} {
+		gfa := &gpufracv1.GPUFractionAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: name}}
+		gfa.Spec.TargetRef.Kind, gfa.Spec.TargetRef.Name = "Deployment", name
+		objs = append(objs, gfa)
+	}
+	onFakeCluster(t, append(objs, &full)...)
+	text, _, err := run(t, "report")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantContains(t, "report", text, "1 autoscalers without a GPUFractionRecommendation yet (ml/web)", "their pods are not counted", "2 today at one per pod")
+	out, _, err := run(t, "report", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Totals struct {
+			WithoutRecommendation []string `json:"withoutRecommendation"`
+		} `json:"totals"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Totals.WithoutRecommendation) != 1 || rep.Totals.WithoutRecommendation[0] != "ml/web" {
+		t.Errorf("totals.withoutRecommendation %v, want [ml/web]", rep.Totals.WithoutRecommendation)
+	}
+
+	expl, _, err := run(t, "explain", "web")
+	if err != nil {
+		t.Fatalf("explain of an autoscaler without a recommendation: %v", err)
+	}
+	wantContains(t, "explain web", expl, "ml/web targets Deployment web", "No recommendation yet: the recommender has written no GPUFractionRecommendation ml/web")
+	if strings.Contains(expl, "0 pods") {
+		t.Errorf("explain web says 0 pods where they are not known:\n%s", expl)
+	}
+
+	// No autoscaler at all: nothing is missing, and the JSON lists are empty, not null.
+	onFakeCluster(t)
+	out, _, err = run(t, "report", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantContains(t, "report -o json, empty cluster", out, `"workloads": []`, `"withoutRecommendation": []`)
+}

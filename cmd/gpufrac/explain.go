@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -56,7 +57,9 @@ the sharing-mode reason. Installed as kubectl-gpufrac it runs as "kubectl gpufra
 				return fmt.Errorf("GPUFractionAutoscaler %s: %w", key, err)
 			}
 			var gfr gpufracv1.GPUFractionRecommendation
-			if err := c.Get(cmd.Context(), key, &gfr); err != nil {
+			if err := c.Get(cmd.Context(), key, &gfr); apierrors.IsNotFound(err) {
+				return explainNoRecommendation(cmd.OutOrStdout(), &gfa)
+			} else if err != nil {
 				return fmt.Errorf("GPUFractionRecommendation %s (written by the recommender): %w", key, err)
 			}
 			return explain(cmd.OutOrStdout(), &gfa, &gfr, gpu)
@@ -73,6 +76,16 @@ func q(v *resource.Quantity) string {
 		return "-"
 	}
 	return v.String()
+}
+
+// explainNoRecommendation writes what is known of an autoscaler the recommender has
+// written no GPUFractionRecommendation for: its target and mode, and that its pods and
+// recommendation are unknown (no data is not zero: not "0 pods matched").
+func explainNoRecommendation(w io.Writer, gfa *gpufracv1.GPUFractionAutoscaler) error {
+	_, err := fmt.Fprintf(w, "%s/%s targets %s %s; updateMode %s.\n"+
+		"No recommendation yet: the recommender has written no GPUFractionRecommendation %s/%s (is it running and watching namespace %s?); the pods it matches are not known.\n",
+		gfa.Namespace, gfa.Name, gfa.Spec.TargetRef.Kind, gfa.Spec.TargetRef.Name, gfa.Spec.EffectiveUpdateMode(), gfa.Namespace, gfa.Name, gfa.Namespace)
+	return err
 }
 
 // explain writes the explanation of one autoscaler; gpuBytes is the memory of one GPU,
@@ -157,6 +170,9 @@ func explain(w io.Writer, gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.G
 		}
 	}
 	fmt.Fprintln(w, "\nconditions:")
+	if len(gfr.Status.Conditions) == 0 {
+		fmt.Fprintln(w, "  none yet")
+	}
 	for _, c := range gfr.Status.Conditions {
 		fmt.Fprintf(w, "  %-24s %-7s %-20s %s\n", c.Type, c.Status, c.Reason, strings.TrimSpace(c.Message))
 	}

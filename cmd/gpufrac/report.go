@@ -91,6 +91,10 @@ type reportTotals struct {
 	// and kept a whole GPU per pod; Oversized those needing more than one GPU.
 	LowConfidence int `json:"lowConfidence"`
 	Oversized     int `json:"oversized"`
+	// WithoutRecommendation names the autoscalers ("namespace/name") the recommender
+	// has written no GPUFractionRecommendation for yet: their pods are unknown and not
+	// in Pods or any GPU count (no data is not zero). Empty, not null, when none.
+	WithoutRecommendation []string `json:"withoutRecommendation"`
 	// MemoryUtilisationToday and MemoryUtilisationPacked are the memory the pods are
 	// packed by (as GPUsNeeded; a whole GPU for those that keep one) over the memory of
 	// the GPUs held, ratio 0–1; nil when no GPU is held (no pods).
@@ -278,11 +282,13 @@ func summarise(items []gpufracv1.GPUFractionRecommendation, gfas []gpufracv1.GPU
 	for i := range gfas {
 		byName[[2]string{gfas[i].Namespace, gfas[i].Name}] = &gfas[i]
 	}
-	t := reportTotals{GPUMemoryBytes: gpuMemory}
+	t := reportTotals{GPUMemoryBytes: gpuMemory, WithoutRecommendation: []string{}}
 	k := reportPacker{gpuMemory: gpuMemory, byRequest: byRequest, p: packing.New(gpuMemory), all: packing.New(gpuMemory)}
-	var rows []reportRow
+	rows := []reportRow{}
+	written := map[[2]string]bool{}
 	for i := range items {
 		r := &items[i]
+		written[[2]string{r.Namespace, r.Name}] = true
 		row := rowOf(byName[[2]string{r.Namespace, r.Name}], r, gpuMemory)
 		rows = append(rows, row)
 		if row.MemoryBytes != nil && *row.MemoryBytes > gpuMemory {
@@ -297,6 +303,12 @@ func summarise(items []gpufracv1.GPUFractionRecommendation, gfas []gpufracv1.GPU
 		t.Pods += row.Pods
 		k.place(row, confident)
 	}
+	for i := range gfas {
+		if !written[[2]string{gfas[i].Namespace, gfas[i].Name}] {
+			t.WithoutRecommendation = append(t.WithoutRecommendation, gfas[i].Namespace+"/"+gfas[i].Name)
+		}
+	}
+	sort.Strings(t.WithoutRecommendation)
 	t.GPUsToday = t.Pods
 	t.GPUsNeeded = k.p.Held()
 	t.GPUsNeededConfident = k.all.Held()
@@ -433,6 +445,12 @@ func writeReport(w io.Writer, rows []reportRow, t reportTotals, markdown bool) e
 	}
 	if err := writeTable(w, header, lines, markdown); err != nil {
 		return err
+	}
+	if n := len(t.WithoutRecommendation); n > 0 {
+		if _, err := fmt.Fprintf(w, "\n%d autoscalers without a GPUFractionRecommendation yet (%s): the recommender has not written one (is it running and watching their namespace?); their pods are not counted below.\n",
+			n, strings.Join(t.WithoutRecommendation, ", ")); err != nil {
+			return err
+		}
 	}
 	if t.GPUsToday == 0 {
 		_, err := fmt.Fprintf(w, "\n%d workloads, no pods: no GPUs held today, nothing to pack.\n", t.Workloads)
