@@ -124,11 +124,17 @@ func (fl *traceImportFlags) readGenTD26() (trace.Trace, trace.Stats, error) {
 	return tr, st, nil
 }
 
-// checkGenTD26 refuses negative --pods, --pods-per-deployment and --duration (gpufrac
-// trace import and gpufrac simulate).
+// checkGenTD26 refuses a negative --pods or --duration and a --pods-per-deployment under
+// 1 (the reader would take 1), naming the flag (gpufrac trace import and gpufrac
+// simulate).
 func checkGenTD26(o trace.GenTD26Options) error {
-	if o.MaxPods < 0 || o.PodsPerDeployment < 0 || o.Duration < 0 {
-		return fmt.Errorf("--pods, --pods-per-deployment and --duration must not be negative")
+	switch {
+	case o.MaxPods < 0:
+		return fmt.Errorf("--pods %d: must not be negative (0: all)", o.MaxPods)
+	case o.PodsPerDeployment < 1:
+		return fmt.Errorf("--pods-per-deployment %d: want at least 1 trace pod per Deployment", o.PodsPerDeployment)
+	case o.Duration < 0:
+		return fmt.Errorf("--duration %s: must not be negative (0: all of it)", o.Duration)
 	}
 	return nil
 }

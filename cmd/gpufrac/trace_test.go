@@ -74,6 +74,9 @@ func TestTraceImportGenTD26(t *testing.T) {
 	}
 }
 
+// TestTraceErrors: bad input names its file and line, a bad flag its flag (--pods,
+// --pods-per-deployment and --duration were named together; --pods-per-deployment 0 was
+// read as 1).
 func TestTraceErrors(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.csv")
@@ -90,6 +93,10 @@ func TestTraceErrors(t *testing.T) {
 		{[]string{"trace", "synth", "-o", out, "--gpu-memory", "lots"}, `--gpu-memory "lots": want the memory of one GPU as a quantity such as 80Gi`},
 		{[]string{"trace", "synth", "-o", out, "--end", "yesterday"}, `--end "yesterday": want RFC 3339`},
 		{[]string{"trace", "synth", "-o", out, "--gpu-memory", "8Gi"}, "more than the GPU capacity 8192 MiB"},
+		{[]string{"trace", "import", "--input", dir, "-o", out, "--pods-per-deployment", "0"}, "--pods-per-deployment 0: want at least 1"},
+		{[]string{"trace", "import", "--input", dir, "-o", out, "--pods", "-1"}, "--pods -1: must not be negative"},
+		{[]string{"trace", "import", "--input", dir, "-o", out, "--duration", "-1h"}, "--duration -1h0m0s: must not be negative"},
+		{[]string{"simulate", "--input", dir, "--pods-per-deployment", "0"}, "--pods-per-deployment 0: want at least 1"},
 	} {
 		_, _, err := run(t, c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
