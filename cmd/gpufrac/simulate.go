@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -228,12 +229,25 @@ func (f *simulateFlags) completeOutput(cmd *cobra.Command) error {
 // the GPU sizes to simulate, bytes. Its errors name the flag.
 func (f *simulateFlags) completeOptions(cmd *cobra.Command) ([]int64, error) {
 	var sizes []int64
+	given := map[int64]string{}
 	for _, s := range f.gpuMemory {
 		v, err := parseGPUMemory(s)
 		if err != nil {
 			return nil, err
 		}
+		if prev, dup := given[int64(v)]; dup { // one run twice, and its plots written over
+			return nil, fmt.Errorf("--gpu-memory %s: the size of %s, given twice", s, prev)
+		}
+		given[int64(v)] = s
 		sizes = append(sizes, int64(v))
+	}
+	if len(sizes) == 0 {
+		return nil, fmt.Errorf("--gpu-memory: no size given; want the memory of one GPU such as 80Gi")
+	}
+	for i, w := range f.warmUps {
+		if slices.Contains(f.warmUps[:i], w) {
+			return nil, fmt.Errorf("--warm-up %s: given twice", w)
+		}
 	}
 	if cmd.Flags().Changed("memory-headroom-percent") {
 		if f.headroom < 0 || f.headroom > 200 {

@@ -149,7 +149,8 @@ func TestSimulateFold(t *testing.T) {
 // "--" included, before the trace is replayed (warm-up, lookback, policies, the backend's,
 // the resize window's and consolidation's were named bare or by a phrase; a resize
 // window's duration or time zone without its schedule was ignored; an --interval longer
-// than the trace counted each pod for a whole step of it).
+// than the trace counted each pod for a whole step of it; an empty --gpu-memory ran
+// nothing and printed an empty report, and a size or warm-up given twice ran twice).
 func TestSimulateFlagErrors(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -161,6 +162,9 @@ func TestSimulateFlagErrors(t *testing.T) {
 		{[]string{"--format", "synthetic", "--pods", "3"}, "--pods applies to --format gentd26 only"},
 		{[]string{"--format", "gentd26"}, "--input is required"},
 		{[]string{"--format", "synthetic", "--gpu-memory", "lots"}, "--gpu-memory"},
+		{[]string{"--format", "synthetic", "--gpu-memory", ""}, "--gpu-memory: no size given"},
+		{[]string{"--format", "synthetic", "--gpu-memory", "80Gi,48Gi,81920Mi"}, "--gpu-memory 81920Mi: the size of 80Gi, given twice"},
+		{[]string{"--format", "synthetic", "--warm-up", "1h,60m"}, "--warm-up 1h0m0s: given twice"},
 		{[]string{"--format", "synthetic", "--plot-format", "gif"}, "--plot-format"},
 		{[]string{"--format", "synthetic", "--resize-window-schedule", "every day"}, `--resize-window-schedule "every day" (--resize-window-duration 4h0m0s, --resize-window-timezone "UTC"): schedule "every day"`},
 		{[]string{"--format", "synthetic", "--resize-window-schedule", "0 2 * * *", "--resize-window-timezone", "Mars/Olympus"}, `--resize-window-schedule "0 2 * * *" (--resize-window-duration 4h0m0s, --resize-window-timezone "Mars/Olympus"): time zone`},
