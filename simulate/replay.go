@@ -39,7 +39,8 @@ type replay struct {
 
 // Run replays tr through the policies on GPUs of opts.GPUMemoryBytes. It returns an error
 // for invalid options, an unknown policy, a trace without samples, an interval longer
-// than the trace (its first sample to its last, when they differ), or a warm-up that
+// than the trace (its first sample to its last, when they differ), a lookback shorter
+// than its sample spacing (medianSpacing), or a warm-up that
 // covers the whole trace; errors about an option name its gpufrac simulate flag.
 func Run(tr *trace.Trace, opts Options) (*Result, error) {
 	rp, err := newReplay(tr, opts)
@@ -116,6 +117,9 @@ func newReplay(tr *trace.Trace, opts Options) (*replay, error) {
 	}
 	if err := CheckMemorySamples(tr); err != nil {
 		return nil, err
+	}
+	if sp := medianSpacing(tr); opts.Lookback > 0 && opts.Lookback < sp {
+		return nil, fmt.Errorf("--lookback %s is shorter than the trace's sample spacing (%s, the median time between one pod's samples): every sample would end its pod and start a new one; give a --lookback of several spacings, or 0", opts.Lookback, sp)
 	}
 	tl, err := newTimeline(tr, step, opts.Lookback)
 	if err != nil {

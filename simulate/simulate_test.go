@@ -349,7 +349,9 @@ func TestNearLimitGrowth(t *testing.T) {
 // with the flag's leading "--" as every other flag error of the command (warm-up,
 // lookback, policies, consolidation, the backend's and the resize window's were named
 // bare or by a phrase); an --interval longer than the trace is one (every figure counts
-// whole steps: a 24h step over a 3-minute trace counted 24 h per pod).
+// whole steps: a 24h step over a 3-minute trace counted 24 h per pod), and so is a
+// lookback shorter than the trace's sample spacing (it cut every pod into one-sample
+// lifetimes: --lookback 1m over 5-minute samples reported a fifth of the GPU-minutes).
 func TestRunErrors(t *testing.T) {
 	tr := trace.Trace{Pods: []trace.Pod{pod("a", 0, repeat(1, 3), repeat(0.1, 3))}}
 	for _, c := range []struct {
@@ -363,6 +365,7 @@ func TestRunErrors(t *testing.T) {
 		{Options{GPUMemoryBytes: gib, WarmUp: time.Hour}, "--warm-up 1h0m0s covers the whole trace"},
 		{Options{GPUMemoryBytes: gib, WarmUp: -time.Hour}, "--warm-up -1h0m0s"},
 		{Options{GPUMemoryBytes: gib, Lookback: -time.Minute}, "--lookback -1m0s"},
+		{Options{GPUMemoryBytes: gib, Lookback: 30 * time.Second}, "--lookback 30s is shorter than the trace's sample spacing (1m0s"},
 		{Options{GPUMemoryBytes: gib, Interval: 3 * time.Minute}, "--interval 3m0s is longer than the trace (2m0s"},
 		{Options{GPUMemoryBytes: gib, Interval: 24 * time.Hour}, "--interval 24h0m0s is longer than the trace"},
 		{Options{GPUMemoryBytes: gib, Updater: UpdaterOptions{ResizeWindows: []gpufracv1.ResizeWindow{{Schedule: "nope"}}}}, "--resize-window-*: resizeWindows[0]: schedule"},
@@ -380,6 +383,9 @@ func TestRunErrors(t *testing.T) {
 	}
 	if _, err := Run(&tr, Options{GPUMemoryBytes: gib, Interval: 2 * time.Minute, Policies: []string{PolicyOnePerPod}}); err != nil {
 		t.Errorf("an --interval as long as the trace: %v", err)
+	}
+	if _, err := Run(&tr, Options{GPUMemoryBytes: gib, Lookback: time.Minute, Policies: []string{PolicyOnePerPod}}); err != nil {
+		t.Errorf("a --lookback of one sample spacing: %v", err)
 	}
 }
 

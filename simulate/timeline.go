@@ -3,6 +3,7 @@ package simulate
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -174,6 +175,34 @@ func (ix timelineIndex) add(tl *timeline, p *trace.Pod) (workload, container int
 		tl.containers = append(tl.containers, ci)
 	}
 	return w, c
+}
+
+// medianSpacing returns the median time between consecutive sample times (memory and
+// compute together) of one trace pod, over every pod; 0 when no pod has two. A gap that
+// ends a pod (Options.Lookback) is far longer than it; a lookback shorter would end
+// every pod at each sample.
+func medianSpacing(tr *trace.Trace) time.Duration {
+	var gaps []time.Duration
+	var times []int64
+	for _, p := range tr.Pods {
+		times = times[:0]
+		for _, s := range [][]trace.Point{p.Memory, p.Compute} {
+			for _, pt := range s {
+				times = append(times, pt.T.UnixNano())
+			}
+		}
+		slices.Sort(times)
+		for i := 1; i < len(times); i++ {
+			if d := times[i] - times[i-1]; d > 0 {
+				gaps = append(gaps, time.Duration(d))
+			}
+		}
+	}
+	if len(gaps) == 0 {
+		return 0
+	}
+	slices.Sort(gaps)
+	return gaps[len(gaps)/2]
 }
 
 // lifetimes splits the union of the pod's memory and compute sample times at gaps longer

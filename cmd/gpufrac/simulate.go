@@ -129,7 +129,7 @@ func (f *simulateFlags) addPolicyFlags(fl *pflag.FlagSet) {
 	fl.StringSliceVar(&f.policies, "policies", simulate.DefaultPolicies, "policies to compare, in report order: one-per-pod, time-slicing-N, vpa-memory, gpufrac, clairvoyant-peak, clairvoyant-memory, clairvoyant-seen-peak")
 	fl.DurationVar(&f.opts.Interval, "interval", time.Minute, "recommender cycle and simulation step")
 	fl.DurationSliceVar(&f.warmUps, "warm-up", []time.Duration{0}, "history the recommenders read before placing and counting start (as if gpufrac were installed this long after the trace starts); several values run one simulation each")
-	fl.DurationVar(&f.opts.Lookback, "lookback", 0, "a pod without samples for longer has ended, and its next sample starts a new pod (for traces that reuse pod names); 0: a pod runs from its first sample to its last, and a gap is an exporter gap")
+	fl.DurationVar(&f.opts.Lookback, "lookback", 0, "a pod without samples for longer has ended, and its next sample starts a new pod (for traces that reuse pod names; at least the trace's sample spacing); 0: a pod runs from its first sample to its last, and a gap is an exporter gap")
 	f.recommend.AddFlags(fl, &f.opts.Recommender) // the recommender's estimator and policy flags
 	fl.Int32Var(&f.headroom, "memory-headroom-percent", 15, "gpufrac memory headroom on top of the estimate and the recent peak, percent (the autoscaler's memoryHeadroomPercent)")
 	fl.DurationVar(&f.opts.Updater.MinLifetime, "min-lifetime", simulate.DefaultMinLifetime, "age a pod inside its bounds must reach before it is replaced for being off target, as the updater's --min-pod-age (bounds and protective growth excepted; 0: none)")
