@@ -213,8 +213,9 @@ func TestSimulateGenTD26(t *testing.T) {
 // TestSkippedValuesAreReported: values the reader skips as out of range (compute written
 // as percent in a ratio column, a memory sentinel, a duty cycle above 100 %) are not
 // dropped silently: stderr and the report itself (text and JSON) say where the first was,
-// why, and how many went; trace import says it too. Memory in MiB or GiB instead of bytes
-// (every pod's peak under 1 MiB) is warned of the same way. A clean trace and a pod that
+// why, and how many went; trace import says it too. Memory in KiB, MiB or GiB instead of
+// bytes (every pod's peak under 100 MiB; KiB was not warned of under the former 1 MiB) is
+// warned of the same way. A clean trace and a pod that
 // never used the GPU (0 bytes) have no warning.
 func TestSkippedValuesAreReported(t *testing.T) {
 	dir := t.TempDir()
@@ -253,9 +254,10 @@ func TestSkippedValuesAreReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	percent := make([]string, 30)
-	mib, gib, idle := make([]string, 30), make([]string, 30), make([]string, 30)
+	kib, mib, gib, idle := make([]string, 30), make([]string, 30), make([]string, 30), make([]string, 30)
 	for i := range percent {
 		percent[i] = fmt.Sprintf("%d,%d", 10<<30, 20+i) // every compute value in percent
+		kib[i] = fmt.Sprintf("%d,0.2", 10<<20+i)        // memory in KiB
 		mib[i] = fmt.Sprintf("%d,0.2", 10240+i)         // memory in MiB
 		gib[i] = "10,0.2"                               // memory in GiB
 		idle[i] = "0,0"                                 // a pod that never used the GPU
@@ -273,9 +275,11 @@ func TestSkippedValuesAreReported(t *testing.T) {
 		{"memory sentinel", []string{"--format", "long", "--input", long("sentinel.csv", "", "9.2e18,0.2")},
 			filepath.Join(dir, "sentinel.csv") + ":3: memory_bytes 9.2e+18 is above 2^47 bytes (128 TiB): a DCGM blank sentinel or corrupt; skipped, 1 of the 30 memory values"},
 		{"memory in MiB", []string{"--format", "long", "--input", long("mib.csv", mib...)},
-			filepath.Join(dir, "mib.csv") + ": 1 of 1 pods use less than 1 MiB of GPU memory at their peak (ns/a-1 container main peaks at 10269 bytes): memory is in bytes"},
+			filepath.Join(dir, "mib.csv") + ": 1 of 1 pods use less than 100 MiB of GPU memory at their peak (ns/a-1 container main peaks at 10269 bytes): memory is in bytes"},
+		{"memory in KiB", []string{"--format", "long", "--input", long("kib.csv", kib...)},
+			filepath.Join(dir, "kib.csv") + ": 1 of 1 pods use less than 100 MiB of GPU memory at their peak (ns/a-1 container main peaks at 1.0485789e+07 bytes)"},
 		{"memory in GiB", []string{"--format", "long", "--input", long("gib.csv", gib...)},
-			filepath.Join(dir, "gib.csv") + ": 1 of 1 pods use less than 1 MiB of GPU memory at their peak (ns/a-1 container main peaks at 10 bytes)"},
+			filepath.Join(dir, "gib.csv") + ": 1 of 1 pods use less than 100 MiB of GPU memory at their peak (ns/a-1 container main peaks at 10 bytes)"},
 		{"idle pod", []string{"--format", "long", "--input", long("idle.csv", idle...)}, ""},
 		{"duty cycle above 100", []string{"--format", "gentd26", "--input", gentd},
 			filepath.Join(gentd, "pod_gpu_duty_cycle_anon.csv") + ":6: value 150 is above 100: the duty cycle is a percent 0–100; skipped, 2 of the 30 compute values"},

@@ -221,9 +221,10 @@ func inputWarnings(st *trace.Stats, dir string) []string {
 }
 
 // minGPUPodMemoryBytes is the least GPU memory a pod that uses the GPU at all holds:
-// 1 MiB, far below a CUDA context (about 300 MiB). A positive peak under it is a
-// memory column in MiB or GiB, not bytes.
-const minGPUPodMemoryBytes = 1 << 20
+// 100 MiB, well below a CUDA context (about 300 MiB; GenTD26's smallest positive peak is
+// 965 MiB). A positive peak under it is a memory column in KiB, MiB or GiB, not bytes
+// (a pod of up to 100 GiB written in KiB reads as at most 100 MiB).
+const minGPUPodMemoryBytes = 100 << 20
 
 // memoryUnitWarning says how many pods of tr peak above 0 but below
 // minGPUPodMemoryBytes (the first named): the report would pack them as next to
@@ -246,7 +247,7 @@ func memoryUnitWarning(tr trace.Trace, input string) string {
 	if n == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%s: %d of %d pods use less than 1 MiB of GPU memory at their peak (%s): memory is in bytes and a GPU pod holds at least its CUDA context (about 300 MiB); is the memory column in MiB or GiB?",
+	return fmt.Sprintf("%s: %d of %d pods use less than 100 MiB of GPU memory at their peak (%s): memory is in bytes and a GPU pod holds at least its CUDA context (about 300 MiB); is the memory column in KiB, MiB or GiB?",
 		input, n, len(tr.Pods), first)
 }
 
