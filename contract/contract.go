@@ -39,7 +39,7 @@ func MinConfidence(p *int32) int32 {
 // ValidateMinConfidence returns an error when p is set outside 0–100.
 func ValidateMinConfidence(p *int32) error {
 	if p != nil && (*p < 0 || *p > 100) {
-		return fmt.Errorf("min-confidence %d: want 0–100", *p)
+		return fmt.Errorf("--min-confidence %d: want 0–100", *p)
 	}
 	return nil
 }

@@ -162,7 +162,9 @@ func TestExplainNoMemory(t *testing.T) {
 }
 
 // TestBadFlagsFailFirst: explain's and report's bad flags fail before the cluster is
-// read (here there is no cluster at all), naming the flag.
+// read (here there is no cluster at all), with an error that starts with the flag (a
+// --min-confidence outside 0–100 was taken, every workload then low-confidence or none;
+// --since's missing or unusable --prometheus-url was found after reading the cluster).
 func TestBadFlagsFailFirst(t *testing.T) {
 	none := filepath.Join(t.TempDir(), "none")
 	for _, c := range []struct {
@@ -176,10 +178,14 @@ func TestBadFlagsFailFirst(t *testing.T) {
 		{[]string{"report", "-o", "yaml"}, "--output"},
 		{[]string{"report", "-o", "wide"}, "--output"},
 		{[]string{"report", "--since", "a week"}, "--since"},
-		{[]string{"report", "--annotation-memory-request", "peak"}, "annotation-memory-request"},
+		{[]string{"report", "--annotation-memory-request", "peak"}, "--annotation-memory-request"},
+		{[]string{"report", "--min-confidence", "150"}, "--min-confidence 150: want 0–100"},
+		{[]string{"report", "--min-confidence", "-5"}, "--min-confidence -5: want 0–100"},
+		{[]string{"report", "--since", "1h"}, "--since needs --prometheus-url"},
+		{[]string{"report", "--since", "1h", "--prometheus-url", "prometheus:9090"}, "--prometheus-url \"prometheus:9090\": want an http(s) URL"},
 	} {
 		_, _, err := run(t, append(c.args, "--kubeconfig", none)...)
-		if err == nil || !strings.Contains(err.Error(), c.flag) {
+		if err == nil || !strings.HasPrefix(err.Error(), c.flag) {
 			t.Errorf("%v: %v, want the error of %s", c.args, err, c.flag)
 		}
 	}

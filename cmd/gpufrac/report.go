@@ -162,13 +162,19 @@ func (f *reportFlags) run(cmd *cobra.Command) error {
 	// The webhook's own default and check of the flag.
 	bc := backend.Config{Annotations: backend.AnnotationsConfig{MemoryRequest: f.memoryRequest}}.WithDefaults()
 	if err := bc.Validate(); err != nil {
-		return fmt.Errorf("--%w", err)
+		return err // names --annotation-memory-request
+	}
+	if err := contract.ValidateMinConfidence(&f.minConfidence); err != nil {
+		return err // the webhook's own range
 	}
 	f.memoryRequest = bc.Annotations.MemoryRequest
 	var window model.Duration
 	if f.since != "" {
 		if window, err = model.ParseDuration(f.since); err != nil || window <= 0 {
 			return fmt.Errorf("--since %q: want a positive duration such as 7d or 12h", f.since)
+		}
+		if err := checkPrometheusURL(f.promURL); err != nil { // before the cluster is read
+			return err
 		}
 	}
 	c, err := newClient(f.kubeconfig)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/url"
 	"time"
 
 	"github.com/prometheus/client_golang/api"
@@ -63,6 +64,18 @@ type beforeAfter struct {
 	Points        []historyPoint `json:"points"`
 }
 
+// checkPrometheusURL reports a --prometheus-url that --since cannot query: empty, or not
+// an http(s) URL with a host.
+func checkPrometheusURL(s string) error {
+	if s == "" {
+		return fmt.Errorf("--since needs --prometheus-url: the before/after history is read from the recommender's series in Prometheus")
+	}
+	if u, err := url.Parse(s); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("--prometheus-url %q: want an http(s) URL such as http://prometheus.monitoring:9090", s)
+	}
+	return nil
+}
+
 // queryBeforeAfter reads the before/after of the last `since` up to until from the
 // Prometheus at promURL, optionally for one namespace. It returns an error when
 // Prometheus cannot be reached or answers with an error, and when it holds no
@@ -70,8 +83,8 @@ type beforeAfter struct {
 // scraped, or it did not run then): no data is not zero GPUs. Warnings (a partial
 // answer) are written to warn.
 func queryBeforeAfter(ctx context.Context, promURL, namespace string, since time.Duration, until time.Time, warn io.Writer) (*beforeAfter, error) {
-	if promURL == "" {
-		return nil, fmt.Errorf("--since needs --prometheus-url: the before/after history is read from the recommender's series in Prometheus")
+	if err := checkPrometheusURL(promURL); err != nil {
+		return nil, err
 	}
 	c, err := api.NewClient(api.Config{Address: promURL})
 	if err != nil {
