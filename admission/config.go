@@ -48,7 +48,7 @@ func (c Config) minConfidence() int32 { return contract.MinConfidence(c.MinConfi
 func (c Config) Validate() error {
 	errs := []error{contract.ValidateMinConfidence(c.MinConfidence)}
 	if c.OwnerWait < 0 {
-		errs = append(errs, fmt.Errorf("owner-wait %v: want ≥ 0", c.OwnerWait))
+		errs = append(errs, fmt.Errorf("--owner-wait %v: want ≥ 0", c.OwnerWait))
 	}
 	return errors.Join(append(errs, c.Config.Validate())...)
 }

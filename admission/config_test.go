@@ -3,7 +3,9 @@ package admission
 import (
 	"flag"
 	"net"
+	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/utils/ptr"
 
@@ -41,9 +43,16 @@ func TestFlags(t *testing.T) {
 			t.Errorf("%v accepted", bad)
 		}
 	}
-	bad := Config{MinConfidence: ptr.To[int32](101), Config: backend.Config{KAI: backend.KAIConfig{Mode: "x"}, NVFractions: backend.NVFractionsConfig{Limit: "y"}}}.WithDefaults()
-	if err := bad.Validate(); err == nil {
-		t.Error("invalid config accepted")
+	bad := Config{MinConfidence: ptr.To[int32](101), OwnerWait: -time.Second, Config: backend.Config{KAI: backend.KAIConfig{Mode: "x"}, NVFractions: backend.NVFractionsConfig{Limit: "y"}}}.WithDefaults()
+	err := bad.Validate()
+	if err == nil {
+		t.Fatal("invalid config accepted")
+	}
+	// Every joined error names its flag the same way, leading "--" included.
+	for _, line := range strings.Split(err.Error(), "\n") {
+		if !strings.HasPrefix(line, "--") {
+			t.Errorf("error line %q does not start with its flag", line)
+		}
 	}
 	if (Config{}).WithDefaults().KAI.ReservedMemoryBytes != 0 {
 		t.Error("default KAI reserve not 0")

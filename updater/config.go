@@ -230,13 +230,13 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("the admission webhook's namespace (its status Lease) is required"))
 	}
 	if c.Threshold >= 10 {
-		errs = append(errs, fmt.Errorf("threshold %v: want a ratio such as 0.1", c.Threshold))
+		errs = append(errs, fmt.Errorf("--threshold %v: want a ratio such as 0.1", c.Threshold))
 	}
 	if c.NearLimit > 1 {
-		errs = append(errs, fmt.Errorf("near-limit %v: want a ratio ≤ 1", c.NearLimit))
+		errs = append(errs, fmt.Errorf("--near-limit %v: want a ratio ≤ 1", c.NearLimit))
 	}
 	if c.ConsolidationComputeMilli < 0 || c.ConsolidationComputeMilli > 1000 {
-		errs = append(errs, fmt.Errorf("consolidation-compute %d: want milli-GPU in 1–1000 (0: the default, %d)", c.ConsolidationComputeMilli, packing.DefaultConsolidationComputeMilli))
+		errs = append(errs, fmt.Errorf("--consolidation-compute %d: want milli-GPU in 1–1000 (0: the default, %d)", c.ConsolidationComputeMilli, packing.DefaultConsolidationComputeMilli))
 	}
 	if err := contract.ValidateMinConfidence(c.MinConfidence); err != nil {
 		errs = append(errs, err)
