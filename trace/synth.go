@@ -206,7 +206,7 @@ func SynthReplayOptions() SynthOptions {
 
 // Validate reports options Synthesize would silently replace by its defaults or that
 // make no trace: fewer than one workload or pod per workload, a negative duration (0
-// takes DefaultSynthDuration), a share of arriving workloads outside 0–1, or a
+// takes DefaultSynthDuration) or one under two steps (one sample per pod), a share of arriving workloads outside 0–1, or a
 // namespace, container or workload prefix the API server would refuse as a name.
 func (o SynthOptions) Validate() error {
 	if o.Workloads < 1 || o.PodsPerWorkload < 1 || o.Duration < 0 {
@@ -214,6 +214,13 @@ func (o SynthOptions) Validate() error {
 	}
 	if a := o.Model.ArrivingWorkloads; !(a >= 0 && a <= 1) {
 		return fmt.Errorf("synthetic trace: share of arriving workloads %v: want 0-1", a)
+	}
+	step := o.Step.Truncate(time.Second)
+	if step <= 0 {
+		step = DefaultSynthStep
+	}
+	if o.Duration > 0 && o.Duration < 2*step {
+		return fmt.Errorf("synthetic trace: duration %s is under two steps of %s: one sample per pod, nothing to replay", o.Duration, step)
 	}
 	return validateNames(o.Namespace, o.Container, o.WorkloadPrefix, "--workload-prefix")
 }

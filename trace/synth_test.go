@@ -185,6 +185,8 @@ func TestSynthOptionsValidate(t *testing.T) {
 		"no workloads":      func(o *SynthOptions) { o.Workloads = 0 },
 		"no pods":           func(o *SynthOptions) { o.PodsPerWorkload = -1 },
 		"negative duration": func(o *SynthOptions) { o.Duration = -time.Hour },
+		"one sample":        func(o *SynthOptions) { o.Duration = 90 * time.Second },
+		"under one step":    func(o *SynthOptions) { o.Duration = time.Nanosecond },
 		"arriving above 1":  func(o *SynthOptions) { o.Model.ArrivingWorkloads = 1.5 },
 		"arriving NaN":      func(o *SynthOptions) { o.Model.ArrivingWorkloads = math.NaN() },
 		"bad namespace":     func(o *SynthOptions) { o.Namespace = "Team_A" },
