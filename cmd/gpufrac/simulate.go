@@ -222,6 +222,9 @@ func (f *simulateFlags) completeOutput(cmd *cobra.Command) error {
 			return fmt.Errorf("--plot-format %q: want svg or png", pf)
 		}
 	}
+	if fi, err := os.Stat(f.plots); f.plots != "" && err == nil && !fi.IsDir() { // before any run, not after the first
+		return fmt.Errorf("--plots %s: a file, not a directory", f.plots)
+	}
 	return checkOutputPath("--output", f.output)
 }
 

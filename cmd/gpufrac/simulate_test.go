@@ -150,7 +150,8 @@ func TestSimulateFold(t *testing.T) {
 // the resize window's and consolidation's were named bare or by a phrase; a resize
 // window's duration or time zone without its schedule was ignored; an --interval longer
 // than the trace counted each pod for a whole step of it; an empty --gpu-memory ran
-// nothing and printed an empty report, and a size or warm-up given twice ran twice).
+// nothing and printed an empty report, and a size or warm-up given twice ran twice; a
+// --plots that is a file failed after the first run).
 func TestSimulateFlagErrors(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -166,6 +167,7 @@ func TestSimulateFlagErrors(t *testing.T) {
 		{[]string{"--format", "synthetic", "--gpu-memory", "80Gi,48Gi,81920Mi"}, "--gpu-memory 81920Mi: the size of 80Gi, given twice"},
 		{[]string{"--format", "synthetic", "--warm-up", "1h,60m"}, "--warm-up 1h0m0s: given twice"},
 		{[]string{"--format", "synthetic", "--plot-format", "gif"}, "--plot-format"},
+		{[]string{"--format", "synthetic", "--plots", "simulate_test.go"}, "--plots simulate_test.go: a file, not a directory"},
 		{[]string{"--format", "synthetic", "--resize-window-schedule", "every day"}, `--resize-window-schedule "every day" (--resize-window-duration 4h0m0s, --resize-window-timezone "UTC"): schedule "every day"`},
 		{[]string{"--format", "synthetic", "--resize-window-schedule", "0 2 * * *", "--resize-window-timezone", "Mars/Olympus"}, `--resize-window-schedule "0 2 * * *" (--resize-window-duration 4h0m0s, --resize-window-timezone "Mars/Olympus"): time zone`},
 		{[]string{"--format", "synthetic", "--resize-window-duration", "2h"}, "--resize-window-duration applies with --resize-window-schedule only"},
