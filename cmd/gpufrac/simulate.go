@@ -225,7 +225,11 @@ func (f *simulateFlags) completeOutput(cmd *cobra.Command) error {
 	if fi, err := os.Stat(f.plots); f.plots != "" && err == nil && !fi.IsDir() { // before any run, not after the first
 		return fmt.Errorf("--plots %s: a file, not a directory", f.plots)
 	}
-	return checkOutputPath("--output", f.output)
+	var inputs []string
+	if f.format != "synthetic" {
+		inputs = traceInputs(f.format, f.input)
+	}
+	return checkOutputPath("--output", f.output, inputs...)
 }
 
 // completeOptions checks the simulation flags and writes them into f.opts; it returns

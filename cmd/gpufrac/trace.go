@@ -62,7 +62,10 @@ func (o *traceOutputs) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.objective, "latency-objective", trace.DefaultLatencyObjective, "latency guardrail objective of the GPUFractionAutoscalers in --manifests (duration, e.g. 30s)")
 }
 
-func (o *traceOutputs) check() error {
+// check refuses no output, two outputs on stdout or in one file, an output that is one
+// of inputs (files read; it would be replaced, and the input lost), a missing output
+// directory and a bad --gpu-memory, before any work.
+func (o *traceOutputs) check(inputs ...string) error {
 	if o.output == "" && o.manifests == "" && o.longCSV == "" {
 		return fmt.Errorf("nothing to write: give --output, --manifests or --long-csv")
 	}
@@ -75,9 +78,15 @@ func (o *traceOutputs) check() error {
 	if n > 1 {
 		return fmt.Errorf("only one output can be stdout (\"-\")")
 	}
-	for _, c := range []struct{ flag, path string }{{"--output", o.output}, {"--manifests", o.manifests}, {"--long-csv", o.longCSV}} {
-		if err := checkOutputPath(c.flag, c.path); err != nil {
+	outs := []struct{ flag, path string }{{"--output", o.output}, {"--manifests", o.manifests}, {"--long-csv", o.longCSV}}
+	for i, c := range outs {
+		if err := checkOutputPath(c.flag, c.path, inputs...); err != nil {
 			return err
+		}
+		for _, d := range outs[:i] {
+			if sameFile(c.path, d.path) {
+				return fmt.Errorf("%s %s: the file of %s too; one would replace the other", c.flag, c.path, d.flag)
+			}
 		}
 	}
 	_, err := parseGPUMemory(o.gpuMemory)
@@ -85,9 +94,9 @@ func (o *traceOutputs) check() error {
 }
 
 // checkOutputPath returns an error naming flag and path when path ("" or "-": none)
-// cannot be written because its directory does not exist or is not a directory, before
-// any work is done.
-func checkOutputPath(flag, path string) error {
+// cannot be written because its directory does not exist or is not a directory, or is
+// one of inputs (a file read: writing it would lose it), before any work is done.
+func checkOutputPath(flag, path string, inputs ...string) error {
 	if path == "" || path == "-" {
 		return nil
 	}
@@ -95,7 +104,38 @@ func checkOutputPath(flag, path string) error {
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		return fmt.Errorf("%s %s: directory %s does not exist", flag, path, dir)
 	}
+	for _, in := range inputs {
+		if sameFile(path, in) {
+			return fmt.Errorf("%s %s: the input trace; writing it would replace the trace", flag, path)
+		}
+	}
 	return nil
+}
+
+// sameFile reports whether paths a and b ("" or "-": none) name one file: the same
+// cleaned absolute path, or, where both exist, the same file by another name (a link,
+// a relative path).
+func sameFile(a, b string) bool {
+	if a == "" || a == "-" || b == "" || b == "-" {
+		return false
+	}
+	if aa, err := filepath.Abs(a); err == nil {
+		if bb, err := filepath.Abs(b); err == nil && aa == bb {
+			return true
+		}
+	}
+	fa, errA := os.Stat(a)
+	fb, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(fa, fb)
+}
+
+// traceInputs returns the files a trace reader of format reads from input: the long CSV
+// itself, or the GenTD26 files in its directory.
+func traceInputs(format, input string) []string {
+	if format != "gentd26" {
+		return []string{input}
+	}
+	return []string{filepath.Join(input, trace.GenTD26MemoryFile), filepath.Join(input, trace.GenTD26DutyCycleFile), filepath.Join(input, trace.GenTD26LatencyFile)}
 }
 
 // write writes the trace to every requested output.

@@ -66,7 +66,7 @@ func newTraceImportCmd() *cobra.Command {
 
 // run reads the trace of --format and writes the outputs, then the summary line.
 func (fl *traceImportFlags) run(cmd *cobra.Command) error {
-	if err := fl.out.check(); err != nil {
+	if err := fl.out.check(traceInputs(fl.format, fl.input)...); err != nil {
 		return err
 	}
 	if fl.input == "" {

@@ -184,3 +184,61 @@ func TestZeroDefaultsAreExplained(t *testing.T) {
 	}
 	walk(newRootCmd())
 }
+
+// TestOutputIsNotAnInput: an output that names the input trace (by the same path, a
+// relative one or a link), or another output's file, fails before any work and the
+// input is left as it was; before, simulate -o TRACE.csv replaced the trace with its
+// report, trace import --long-csv TRACE.csv rewrote it, and -o F --long-csv F kept only
+// the last written.
+func TestOutputIsNotAnInput(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "t.csv")
+	body := "timestamp,namespace,pod,container,workload,memory_bytes,compute_ratio\n"
+	for i := range 5 {
+		body += "1767225" + strconv.Itoa(600+60*i) + ",ns,a-1,main,a,10737418240,0.2\n"
+	}
+	if err := os.WriteFile(in, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link.csv")
+	if err := os.Symlink(in, link); err != nil {
+		t.Fatal(err)
+	}
+	gentd := filepath.Join(dir, "gentd")
+	if err := os.Mkdir(gentd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(dir, "out")
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(wd, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"simulate", "--format", "long", "--input", in, "--output", in}, "--output " + in + ": the input trace"},
+		{[]string{"simulate", "--format", "long", "--input", in, "--output", rel}, "--output " + rel + ": the input trace"},
+		{[]string{"simulate", "--format", "long", "--input", in, "--output", link}, "--output " + link + ": the input trace"},
+		{[]string{"simulate", "--format", "gentd26", "--input", gentd, "--output", filepath.Join(gentd, "pod_gpu_duty_cycle_anon.csv")}, "--output " + filepath.Join(gentd, "pod_gpu_duty_cycle_anon.csv") + ": the input trace"},
+		{[]string{"trace", "import", "--format", "long", "--input", in, "--long-csv", in}, "--long-csv " + in + ": the input trace"},
+		{[]string{"trace", "import", "--format", "long", "--input", in, "--manifests", link}, "--manifests " + link + ": the input trace"},
+		{[]string{"trace", "import", "--format", "long", "--input", in, "--output", other, "--long-csv", other}, "--long-csv " + other + ": the file of --output too"},
+		{[]string{"trace", "synth", "--output", other, "--manifests", other}, "--manifests " + other + ": the file of --output too"},
+	} {
+		_, stderr, err := run(t, c.args...)
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%v: error %v, want %q", c.args, err, c.want)
+		}
+		if stderr != "" {
+			t.Errorf("%v: work done before the error: %q", c.args, stderr)
+		}
+		if got, _ := os.ReadFile(in); string(got) != body {
+			t.Fatalf("%v: the input trace was changed", c.args)
+		}
+	}
+}
