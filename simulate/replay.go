@@ -40,7 +40,8 @@ type replay struct {
 // Run replays tr through the policies on GPUs of opts.GPUMemoryBytes. It returns an error
 // for invalid options, an unknown policy, a trace without samples, an interval longer
 // than the trace (its first sample to its last, when they differ), a lookback shorter
-// than its sample spacing (medianSpacing), or a warm-up that
+// than its sample spacing (medianSpacing), a hole in the trace longer than the rest of
+// it (CheckHole), or a warm-up that
 // covers the whole trace; errors about an option name its gpufrac simulate flag.
 func Run(tr *trace.Trace, opts Options) (*Result, error) {
 	rp, err := newReplay(tr, opts)
@@ -116,6 +117,9 @@ func newReplay(tr *trace.Trace, opts Options) (*replay, error) {
 		return nil, fmt.Errorf("--resize-window-*: %w", err)
 	}
 	if err := CheckMemorySamples(tr); err != nil {
+		return nil, err
+	}
+	if err := CheckHole(tr); err != nil {
 		return nil, err
 	}
 	if sp := medianSpacing(tr); opts.Lookback > 0 && opts.Lookback < sp {

@@ -451,3 +451,37 @@ func TestLowConfidenceProtectiveGrowth(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckHole: a trace with no sample for longer than a day and than all the rest of it
+// (a stray row stamped 0, or a month away) is an error naming both sides of the hole, and
+// Run refuses it before building a grid across it (a stray 1970 row made a 3-hour trace
+// 29 million steps, its pod holding a GPU through them); an outage shorter than the rest
+// of the trace, or than a day, is replayed.
+func TestCheckHole(t *testing.T) {
+	at := func(p trace.Pod, d time.Duration) trace.Pod {
+		p.Memory = append([]trace.Point{{T: p.Memory[0].T.Add(-d), V: p.Memory[0].V}}, p.Memory...)
+		return p
+	}
+	a := pod("a", 0, repeat(1, 180), repeat(0.1, 180))
+	for _, c := range []struct {
+		name string
+		tr   trace.Trace
+		want string
+	}{
+		{"stray sample 30 days before", trace.Trace{Pods: []trace.Pod{at(a, 30*24*time.Hour), pod("b", 0, repeat(1, 3), repeat(0.1, 3))}}, "no sample for 720h0m0s, between "},
+		{"two days of outage in three hours", trace.Trace{Pods: []trace.Pod{at(a, 48*time.Hour)}}, "longer than all the rest of the trace (2h59m0s)"},
+		{"a day's outage", trace.Trace{Pods: []trace.Pod{at(a, 24*time.Hour)}}, ""},
+		{"an outage shorter than the rest", trace.Trace{Pods: []trace.Pod{at(pod("a", 0, repeat(1, 3000), repeat(0.1, 3000)), 48*time.Hour)}}, ""},
+	} {
+		err := CheckHole(&c.tr)
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+		if c.want == "" {
+			continue
+		}
+		if _, err := Run(&c.tr, Options{GPUMemoryBytes: gib, Policies: []string{PolicyOnePerPod}}); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: Run: %v, want %q", c.name, err, c.want)
+		}
+	}
+}

@@ -177,6 +177,50 @@ func (ix timelineIndex) add(tl *timeline, p *trace.Pod) (workload, container int
 	return w, c
 }
 
+// minHole is the shortest hole CheckHole refuses: an outage of the whole exporter for up
+// to a day is data to replay.
+const minHole = 24 * time.Hour
+
+// CheckHole returns an error when no pod has a memory or compute sample for longer than
+// minHole and than all the rest of the trace's span together: a sample time out of place
+// (a timestamp of 0 among 2026's, one in milliseconds, another year) or two traces in
+// one. Replayed, its pods would hold GPUs through the hole (a gap is an exporter gap)
+// over a grid of as many steps: a stray 1970 row made a 3-hour trace 29 million steps.
+func CheckHole(tr *trace.Trace) error {
+	type at struct {
+		t   time.Time
+		pod int
+	}
+	var ts []at
+	for i := range tr.Pods {
+		for _, s := range [][]trace.Point{tr.Pods[i].Memory, tr.Pods[i].Compute} {
+			for _, pt := range s {
+				ts = append(ts, at{pt.T, i})
+			}
+		}
+	}
+	if len(ts) < 2 {
+		return nil
+	}
+	slices.SortFunc(ts, func(a, b at) int { return a.t.Compare(b.t) })
+	span, k := ts[len(ts)-1].t.Sub(ts[0].t), 0
+	for i := 1; i < len(ts); i++ {
+		if ts[i].t.Sub(ts[i-1].t) > ts[k+1].t.Sub(ts[k].t) {
+			k = i - 1
+		}
+	}
+	hole := ts[k+1].t.Sub(ts[k].t)
+	if hole <= minHole || hole <= span-hole {
+		return nil
+	}
+	name := func(a at) string {
+		p := &tr.Pods[a.pod]
+		return fmt.Sprintf("%s (%s/%s container %s)", a.t.UTC().Format(time.RFC3339), p.Namespace, p.Pod, p.Container)
+	}
+	return fmt.Errorf("no sample for %s, between %s and %s: longer than all the rest of the trace (%s); a timestamp out of place, or two traces in one: drop the stray samples or replay the parts apart",
+		hole, name(ts[k]), name(ts[k+1]), span-hole)
+}
+
 // medianSpacing returns the median time between consecutive sample times (memory and
 // compute together) of one trace pod, over every pod; 0 when no pod has two. A gap that
 // ends a pod (Options.Lookback) is far longer than it; a lookback shorter would end

@@ -384,6 +384,9 @@ func readSimulateInput(cmd *cobra.Command, f *simulateFlags) (trace.Trace, strin
 	if err := simulate.CheckMemorySamples(&tr); err != nil {
 		return tr, "", nil, fmt.Errorf("%s: %w", input, err)
 	}
+	if err := simulate.CheckHole(&tr); err != nil {
+		return tr, "", nil, fmt.Errorf("%s: %w", input, err)
+	}
 	fmt.Fprintln(cmd.ErrOrStderr(), summaryLine("simulating", tr, st))
 	dir := ""
 	if f.format == "gentd26" {

@@ -334,11 +334,16 @@ func TestSimulateErrorsNameTheirSource(t *testing.T) {
 	if err := os.WriteFile(good, []byte(strings.ReplaceAll(body, ",,0.2", ",1000000000,0.2")), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	stray := filepath.Join(dir, "stray.csv") // a row stamped 0 among 2026's
+	if err := os.WriteFile(stray, []byte(strings.ReplaceAll(body, ",,0.2", ",1000000000,0.2")+"0,ns,a-1,main,a,1000000000,0.2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args          []string
 		want, wantNot string
 	}{
 		{[]string{"--input", long}, long + ": 1 of 2 trace pods have no GPU memory sample (ns/b-1 container main)", ""},
+		{[]string{"--input", stray}, stray + ": no sample for ", ""},
 		{[]string{"--input", good, "--policies", "gpufrac,gpufrac"}, `--policies: policy "gpufrac" given twice`, good},
 		{[]string{"--input", good, "--policies", "one-per-pod,magic"}, `--policies: unknown policy "magic"`, good},
 		{[]string{"--input", good, "--warm-up", "1h"}, "--warm-up 1h0m0s covers the whole trace", good},
