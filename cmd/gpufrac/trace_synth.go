@@ -34,8 +34,15 @@ is sampled when busy. See trace.SynthModel for every default and its source.`,
 			if err := out.check(); err != nil {
 				return err
 			}
-			if o.Workloads < 1 || o.PodsPerWorkload < 1 || o.Duration <= 0 || o.Step <= 0 {
-				return fmt.Errorf("--workloads, --pods-per-workload, --duration and --step must be positive")
+			for _, c := range []struct {
+				flag     string
+				value    any
+				positive bool
+			}{{"--workloads", o.Workloads, o.Workloads >= 1}, {"--pods-per-workload", o.PodsPerWorkload, o.PodsPerWorkload >= 1},
+				{"--duration", o.Duration, o.Duration > 0}, {"--step", o.Step, o.Step > 0}} {
+				if !c.positive {
+					return fmt.Errorf("%s %v: must be positive", c.flag, c.value)
+				}
 			}
 			if a := o.Model.ArrivingWorkloads; a < 0 || a > 1 {
 				return fmt.Errorf("--arriving %v: want 0-1", a)

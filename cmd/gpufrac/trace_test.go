@@ -75,8 +75,8 @@ func TestTraceImportGenTD26(t *testing.T) {
 }
 
 // TestTraceErrors: bad input names its file and line, a bad flag its flag (--pods,
-// --pods-per-deployment and --duration were named together; --pods-per-deployment 0 was
-// read as 1).
+// --pods-per-deployment and --duration were named together, and trace synth's --workloads,
+// --pods-per-workload, --duration and --step; --pods-per-deployment 0 was read as 1).
 func TestTraceErrors(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.csv")
@@ -94,6 +94,10 @@ func TestTraceErrors(t *testing.T) {
 		{[]string{"trace", "synth", "-o", out, "--end", "yesterday"}, `--end "yesterday": want RFC 3339`},
 		{[]string{"trace", "synth", "-o", out, "--gpu-memory", "8Gi"}, "more than the GPU capacity 8192 MiB"},
 		{[]string{"trace", "import", "--input", dir, "-o", out, "--pods-per-deployment", "0"}, "--pods-per-deployment 0: want at least 1"},
+		{[]string{"trace", "synth", "-o", out, "--workloads", "0"}, "--workloads 0: must be positive"},
+		{[]string{"trace", "synth", "-o", out, "--pods-per-workload", "-1"}, "--pods-per-workload -1: must be positive"},
+		{[]string{"trace", "synth", "-o", out, "--duration", "0s"}, "--duration 0s: must be positive"},
+		{[]string{"trace", "synth", "-o", out, "--step", "-1m"}, "--step -1m0s: must be positive"},
 		{[]string{"trace", "import", "--input", dir, "-o", out, "--pods", "-1"}, "--pods -1: must not be negative"},
 		{[]string{"trace", "import", "--input", dir, "-o", out, "--duration", "-1h"}, "--duration -1h0m0s: must not be negative"},
 		{[]string{"simulate", "--input", dir, "--pods-per-deployment", "0"}, "--pods-per-deployment 0: want at least 1"},
