@@ -4,15 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/e2e/framework"
 	"github.com/gpufrac/gpufrac/trace"
 )
 
@@ -55,61 +51,18 @@ func installCRDs(ctx context.Context) error {
 	return testCluster.InstallCRDs(ctx, filepath.Join(repoRoot, "charts", "gpufrac", "crds"))
 }
 
-var (
-	portsMu sync.Mutex
-	ports   = map[int]bool{} // handed out by freePort
-)
-
 // freePort returns a free TCP port on 127.0.0.1 for a binary under test to bind, never
-// the same twice. It picks from the 12,000 ports below the kernel's ephemeral range: a
-// port from port 0 is an ephemeral one, which an outgoing connection of any process (the
-// API server, Prometheus' scrapes) may take between this call and the binary's bind, so
-// it failed now and then with "address already in use". Without a readable range (not
-// Linux) it falls back to port 0.
+// the same twice nor one of the cluster's (framework.FreePorts: below the kernel's
+// ephemeral range, since a port from port 0 is an ephemeral one, which an outgoing
+// connection of any process may take between this call and the binary's bind; it failed
+// now and then with "address already in use").
 func freePort(t testing.TB) int {
 	t.Helper()
-	portsMu.Lock()
-	defer portsMu.Unlock()
-	if low := ephemeralLow(); low > 12000+1024 {
-		for range 1000 {
-			p := low - 1 - rand.IntN(12000)
-			if ports[p] {
-				continue
-			}
-			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-			if err != nil {
-				continue
-			}
-			l.Close()
-			ports[p] = true
-			return p
-		}
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := framework.FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	p := l.Addr().(*net.TCPAddr).Port
-	ports[p] = true
-	return p
-}
-
-// ephemeralLow is the first port of the kernel's ephemeral range, or 0 when unknown.
-func ephemeralLow() int {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b))
-	if len(f) != 2 {
-		return 0
-	}
-	low, err := strconv.Atoi(f[0])
-	if err != nil {
-		return 0
-	}
-	return low
+	return p[0]
 }
 
 // startProcess runs a binary from bin/ with its output in the test's log directory and

@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -207,29 +209,81 @@ func waitReady(ctx context.Context, p *process, timeout time.Duration, check fun
 	}
 }
 
-// freePorts returns n distinct free TCP ports on 127.0.0.1. The listeners are held
-// until all ports are chosen so no port is returned twice.
+var (
+	portsMu   sync.Mutex
+	handedOut = map[int]bool{} // ports freePorts returned in this process
+)
+
+// freePorts returns n distinct free TCP ports on 127.0.0.1, never one it returned before
+// in this process. It picks them from the 12,000 ports below the kernel's ephemeral range
+// (/proc/sys/net/ipv4/ip_local_port_range): a port the kernel gives for port 0 is an
+// ephemeral one, which an outgoing connection of any process (the API server's to etcd,
+// a client's, Prometheus' scrapes) may take as its local port between this call and the
+// bind of the process it is for, or while that process is down (Prometheus between
+// StopPrometheus and StartPrometheus), and the bind then fails with "address already in
+// use". Without a readable range (not Linux) the kernel picks them (port 0). Errors come
+// from listening.
 func freePorts(n int) ([]int, error) {
+	portsMu.Lock()
+	defer portsMu.Unlock()
 	ports := make([]int, 0, n)
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
+	low := ephemeralLow()
 	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("find free port: %w", err)
+		p := 0
+		if low > 12000+1024 {
+			for range 1000 {
+				c := low - 1 - rand.IntN(12000)
+				if handedOut[c] {
+					continue
+				}
+				l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", c))
+				if err != nil {
+					continue
+				}
+				l.Close()
+				p = c
+				break
+			}
 		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		if p == 0 {
+			for {
+				l, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					return nil, fmt.Errorf("find free port: %w", err)
+				}
+				p = l.Addr().(*net.TCPAddr).Port
+				l.Close()
+				if !handedOut[p] {
+					break
+				}
+			}
+		}
+		handedOut[p] = true
+		ports = append(ports, p)
 	}
 	return ports, nil
 }
 
+// ephemeralLow is the first port of the kernel's ephemeral range, or 0 when unknown.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0
+	}
+	low, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 0
+	}
+	return low
+}
+
 // FreePorts returns n distinct free TCP ports on 127.0.0.1 for processes started next
-// (e.g. with StartProcess). Errors come from listening.
+// (e.g. with StartProcess), below the ephemeral range and never one it or the cluster
+// got before in this process (freePorts). Errors come from listening.
 func FreePorts(n int) ([]int, error) { return freePorts(n) }
 
 // StartProcess starts bin with args as one more process of the cluster (a webhook under

@@ -27,3 +27,29 @@ func TestProcStat(t *testing.T) {
 		t.Error("PID -1: no error")
 	}
 }
+
+// TestFreePortsBelowTheEphemeralRange: the cluster's ports (and FreePorts') lie in the
+// 12,000 ports below the kernel's ephemeral range, where no outgoing connection takes one
+// before its process binds it (a port 0 port is ephemeral), and none is handed out twice.
+func TestFreePortsBelowTheEphemeralRange(t *testing.T) {
+	low := ephemeralLow()
+	if low <= 12000+1024 {
+		t.Skipf("ephemeral range starts at %d: ports come from port 0", low)
+	}
+	seen := map[int]bool{}
+	for range 3 {
+		ports, err := freePorts(7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range ports {
+			if p >= low || p < low-12000 {
+				t.Errorf("port %d outside [%d, %d): an ephemeral port may be taken by an outgoing connection before the bind", p, low-12000, low)
+			}
+			if seen[p] {
+				t.Errorf("port %d handed out twice", p)
+			}
+			seen[p] = true
+		}
+	}
+}
