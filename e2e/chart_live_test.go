@@ -188,14 +188,17 @@ func TestChartLive(t *testing.T) {
 		if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
 			t.Errorf("the recommender does not hold its pre-created Lease: %+v", lease.Spec)
 		}
-		// Its status Lease, renewed after its cycles with the chart's RBAC.
-		var status coordinationv1.Lease
-		if err := testCluster.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "gpufrac-recommender-status-default"}, &status); err != nil {
-			t.Fatal(err)
-		}
-		if status.Spec.RenewTime == nil || time.Since(status.Spec.RenewTime.Time) > time.Minute {
-			t.Errorf("the recommender does not renew its pre-created status Lease: %+v", status.Spec)
-		}
+		// Its status Lease, renewed after its cycles with the chart's RBAC. A cycle renews
+		// it after it wrote the statuses, so the cycle whose writes ended the wait above
+		// (the first, where leader election took until the autoscaler existed) may not
+		// have renewed it yet: wait for the renewal.
+		waitFor(t, 30*time.Second, "the recommender renews its pre-created status Lease", func() (bool, error) {
+			var status coordinationv1.Lease
+			if err := testCluster.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "gpufrac-recommender-status-default"}, &status); err != nil {
+				return false, err
+			}
+			return status.Spec.RenewTime != nil && time.Since(status.Spec.RenewTime.Time) <= time.Minute, fmt.Errorf("status Lease %+v", status.Spec)
+		})
 		stop()
 		noForbidden(t, "recommender", logPath)
 	})
