@@ -437,6 +437,14 @@ func watchReady(ctx context.Context, ns string, initial int) (fewest func() int)
 	}
 }
 
+// closedWindow is a one-minute daily resize window (UTC) that opens about twelve hours
+// from now, so it stays closed for the rest of the test whenever the test runs (a fixed
+// date such as "0 0 1 1 *" is open for the minute it names).
+func closedWindow() gpufracv1.ResizeWindow {
+	at := time.Now().UTC().Add(12 * time.Hour)
+	return gpufracv1.ResizeWindow{Schedule: fmt.Sprintf("%d %d * * *", at.Minute(), at.Hour()), Duration: metav1.Duration{Duration: time.Minute}}
+}
+
 func alwaysOpen(g *gpufracv1.GPUFractionAutoscaler) {
 	g.Spec.UpdatePolicy.ResizeWindows = []gpufracv1.ResizeWindow{{Schedule: "* * * * *", Duration: metav1.Duration{Duration: time.Hour}}}
 }
@@ -516,7 +524,7 @@ func TestUpdater(t *testing.T) {
 			s := &updScenario{ns: "e2e-upd-closed"}
 			updNamespace(t, s.ns, true)
 			s.setup(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendMPS, 2, func(g *gpufracv1.GPUFractionAutoscaler) {
-				g.Spec.UpdatePolicy.ResizeWindows = []gpufracv1.ResizeWindow{{Schedule: "0 0 1 1 *", Duration: metav1.Duration{Duration: time.Minute}}}
+				g.Spec.UpdatePolicy.ResizeWindows = []gpufracv1.ResizeWindow{closedWindow()}
 			})
 			// A window opening at the next minute boundary at least 60s ahead, in a time
 			// zone with a half-hour offset: the closed window must be reported before it
@@ -561,6 +569,11 @@ func TestUpdater(t *testing.T) {
 				t.Fatal(err)
 			}
 			openHour := (time.Now().In(berlin).Hour() + 12) % 24
+			if openHour == 2 {
+				// 02:00 does not exist on the night Berlin moves to summer time (the
+				// window then opens at 03:00): one hour later is still closed.
+				openHour = 3
+			}
 			s.setup(t, gpufracv1.UpdateModeOff, gpufracv1.BackendMPS, 2, func(g *gpufracv1.GPUFractionAutoscaler) {
 				g.Spec.UpdatePolicy.ResizeWindows = []gpufracv1.ResizeWindow{{Schedule: fmt.Sprintf("0 %d * * *", openHour), Duration: metav1.Duration{Duration: time.Hour}, TimeZone: "Europe/Berlin"}}
 			})
@@ -695,7 +708,7 @@ func TestUpdater(t *testing.T) {
 			// Close the window: the rollback must not wait for it. Wait until the updater
 			// has seen it closed (its informer may lag the patch on a loaded machine; the
 			// check after the rollback then read a status still open, CI 2026-12-02).
-			s.setWindows(t, gpufracv1.ResizeWindow{Schedule: "0 0 1 1 *", Duration: metav1.Duration{Duration: time.Minute}})
+			s.setWindows(t, closedWindow())
 			s.waitStatus(t, 30*time.Second, "the updater sees the window closed", func(st *gpufracv1.UpdaterStatus) bool {
 				return !st.ResizeWindowOpen && st.ObservedGeneration >= 2
 			})
