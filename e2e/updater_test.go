@@ -296,6 +296,7 @@ func (s *updScenario) setup(t *testing.T, mode gpufracv1.UpdateMode, backend gpu
 		mod(s.gfa)
 	}
 	create(t, s.gfa)
+	s.logStatusOnFailure(t)
 	updRecommend(t, s.gfa, "3Gi", "2Gi", "4Gi")
 	if mode != gpufracv1.UpdateModeOff {
 		waitFor(t, 30*time.Second, "webhook cache has "+s.ns, func() (bool, error) {
@@ -324,6 +325,23 @@ func (s *updScenario) status(t *testing.T) *gpufracv1.UpdaterStatus {
 		t.Fatal(err)
 	}
 	return g.Status.Updater
+}
+
+// logStatusOnFailure logs the autoscaler's status.updater (blocked reason, per-pod skip
+// reasons, conditions) when the test fails, so that a wait for pods that timed out says
+// why the updater held them.
+func (s *updScenario) logStatusOnFailure(t *testing.T) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		g := &gpufracv1.GPUFractionAutoscaler{}
+		if err := testCluster.Client.Get(context.Background(), types.NamespacedName{Namespace: s.ns, Name: "app"}, g); err != nil || g.Status.Updater == nil {
+			t.Logf("status.updater of %s/app: none (%v)", s.ns, err)
+			return
+		}
+		t.Logf("status.updater of %s/app at the failure: %+v", s.ns, *g.Status.Updater)
+	})
 }
 
 // waitStatus waits until status.updater satisfies cond.
@@ -954,6 +972,7 @@ func updHAMiScenario(t *testing.T, ns, node string, gpus []string, devMiB int, b
 	s.gfa = admAutoscaler(s.ns, "app", gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi)
 	alwaysOpen(s.gfa)
 	create(t, s.gfa)
+	s.logStatusOnFailure(t)
 	updRecommend(t, s.gfa, "2Gi", "1536Mi", "2560Mi")
 	waitFor(t, 30*time.Second, "webhook cache has "+s.ns, func() (bool, error) {
 		p, err := dryRunPod(ctx, s.dep)
