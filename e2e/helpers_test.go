@@ -66,8 +66,8 @@ func freePort(t testing.TB) int {
 }
 
 // startProcess runs a binary from bin/ with its output in the test's log directory and
-// stops it by PID (SIGTERM, then SIGKILL after 10s) when the test ends. The returned
-// stop function does the same earlier.
+// stops it by PID (SIGTERM, then SIGKILL after 10s) when the test ends, or kills it when
+// the test binary dies first. The returned stop function does the same earlier.
 func startProcess(t testing.TB, name string, args ...string) (cmd *exec.Cmd, logPath string, stop func()) {
 	t.Helper()
 	logPath = filepath.Join(t.TempDir(), name+".log")
@@ -77,7 +77,10 @@ func startProcess(t testing.TB, name string, args ...string) (cmd *exec.Cmd, log
 	}
 	cmd = exec.Command(filepath.Join(repoRoot, "bin", name), args...)
 	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Killed with the test binary (a -timeout panic, a SIGKILL), as the cluster's own
+	// processes are (framework): the cleanups that stop it do not run then, and an
+	// orphaned recommender or updater would run on, retrying a gone API server.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
