@@ -101,11 +101,7 @@ func (u *Updater) releasedCheck(ctx context.Context, ns string, o *metav1.OwnerR
 	)
 	switch o.Kind {
 	case "ReplicaSet":
-		// Metadata only (the revision is an annotation, the Deployment an owner
-		// reference): the metadata informer that resolves pod owners serves it, not a
-		// full ReplicaSet informer holding every pod template of the cluster.
-		rs := &metav1.PartialObjectMetadata{}
-		rs.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("ReplicaSet"))
+		rs := &appsv1.ReplicaSet{}
 		if err := u.Client.Get(ctx, key, rs); err != nil || rs.UID != o.UID {
 			return nil
 		}
