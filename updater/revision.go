@@ -3,8 +3,6 @@ package updater
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -23,14 +21,11 @@ import (
 // takes its fraction when the user deletes it (the webhook writes the replacement).
 const SkipUnreleasedRevision = "unreleased-revision"
 
-// SkipRollout: the pod's controller is rolling out a newer template and replaces the
-// pod itself; the webhook writes the replacement. A pod of a Deployment's older
-// ReplicaSet (a rollout in progress or paused midway) would be recreated from the older
-// template and then removed by the rollout, restarted twice: it is replaced only for
-// protective growth. A StatefulSet's or DaemonSet's would be recreated from the newer
-// template out of the rolling update's order (one at a time, each once the one before
-// is Ready: a broken revision would spread past the pod the rollout stopped at): it is
-// not replaced, not even for protective growth.
+// SkipRollout: the pod's ReplicaSet is not its Deployment's newest: the Deployment is
+// rolling out a newer template (or paused midway) and replaces the pod itself, and the
+// replacement gets the recommendation from the webhook. Evicting it would restart it
+// twice (its old ReplicaSet recreates it, the rollout then removes that), so it is
+// replaced only for protective growth.
 const SkipRollout = "rollout"
 
 // revisionDeploymentAnnotation is the revision the Deployment controller writes on a
@@ -45,20 +40,20 @@ const (
 )
 
 // heldRevision is why a pod is at an older template than its controller's newest
-// (unreleasedRevisions): reason SkipUnreleasedRevision or SkipRollout, a message, and
-// whether protective growth is held too (always: the replacement would come from the
-// newer template).
-type heldRevision struct {
-	reason, msg string
-	always      bool
-}
+// (unreleasedRevisions): reason SkipUnreleasedRevision (never replaced) or SkipRollout
+// (replaced only for protective growth), and a message.
+type heldRevision struct{ reason, msg string }
 
 // unreleasedRevisions returns, by pod UID, why each of pods is at an older template
-// than its controller's newest (releasedCheck): a Deployment's older ReplicaSet, a
-// StatefulSet's or DaemonSet's pod that a deletion would move to the newer template. The
-// controllers are read through Client (the informer cache), once each; a pod without
-// the revision label, a controller of another kind or one that cannot be read is not
-// listed.
+// than its controller's newest: a ReplicaSet whose revision is not its Deployment's
+// (a rollout in progress or paused: SkipRollout), or (SkipUnreleasedRevision) a
+// StatefulSet with updateStrategy OnDelete whose
+// status.updateRevision is not the pod's controller-revision-hash label, or a DaemonSet
+// with updateStrategy OnDelete whose template generation is not the pod's (nor its
+// revision hash the newest). The controllers are read through Client (the informer
+// cache), once each; a pod without the label, a controller of another kind, another
+// strategy or one that cannot be read is not listed (RollingUpdate replaces such a pod
+// anyway, with the newer template).
 func (u *Updater) unreleasedRevisions(ctx context.Context, pods []*corev1.Pod) map[types.UID]heldRevision {
 	out := map[types.UID]heldRevision{}
 	// newest: controller UID → whether a pod is at its newest template (nil: nothing to
@@ -85,20 +80,16 @@ func (u *Updater) unreleasedRevisions(ctx context.Context, pods []*corev1.Pod) m
 }
 
 // releasedCheck reads controller o in namespace ns and returns a check of a pod: nil
-// when it is at o's newest template or its replacement would be created from the same
-// template as it, else why it is held. It returns nil when there is nothing to check: o
-// is not a Deployment's ReplicaSet, a StatefulSet or a DaemonSet, cannot be read, or
-// states no revision.
+// when it is at o's newest template, else why not. It returns nil when there is nothing
+// to check: o is not a Deployment's ReplicaSet, nor a StatefulSet or DaemonSet with
+// updateStrategy OnDelete, or it cannot be read, or states no revision.
 func (u *Updater) releasedCheck(ctx context.Context, ns string, o *metav1.OwnerReference) func(*corev1.Pod) *heldRevision {
 	gv, err := schema.ParseGroupVersion(o.APIVersion)
 	if err != nil || gv.Group != appsv1.GroupName {
 		return nil
 	}
 	key := client.ObjectKey{Namespace: ns, Name: o.Name}
-	const (
-		why     = "replacing it would roll out the newer template, which updateStrategy OnDelete leaves to whoever deletes the pod; it takes its fraction when it is deleted"
-		rolling = "its rolling update replaces it in order, each pod once the one before is Ready, and the webhook writes the replacement; an eviction would move it to the newer template out of that order"
-	)
+	const why = "replacing it would roll out the newer template, which updateStrategy OnDelete leaves to whoever deletes the pod; it takes its fraction when it is deleted"
 	switch o.Kind {
 	case "ReplicaSet":
 		rs := &appsv1.ReplicaSet{}
@@ -124,84 +115,45 @@ func (u *Updater) releasedCheck(ctx context.Context, ns string, o *metav1.OwnerR
 		return func(*corev1.Pod) *heldRevision { return h }
 	case "StatefulSet":
 		sts := &appsv1.StatefulSet{}
-		if err := u.Client.Get(ctx, key, sts); err != nil || sts.UID != o.UID || sts.Status.UpdateRevision == "" {
+		if err := u.Client.Get(ctx, key, sts); err != nil || sts.UID != o.UID ||
+			sts.Spec.UpdateStrategy.Type != appsv1.OnDeleteStatefulSetStrategyType || sts.Status.UpdateRevision == "" {
 			return nil
-		}
-		onDelete := sts.Spec.UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType
-		// A deleted pod below the partition is recreated at the current revision, any
-		// other at the update revision (the StatefulSet controller's
-		// newVersionedStatefulSetPod); one whose ordinal does not read is held.
-		first := 0
-		if sts.Spec.Ordinals != nil {
-			first = int(sts.Spec.Ordinals.Start)
-		}
-		if ru := sts.Spec.UpdateStrategy.RollingUpdate; !onDelete && ru != nil && ru.Partition != nil {
-			first += int(*ru.Partition)
 		}
 		return func(pod *corev1.Pod) *heldRevision {
 			rev := pod.Labels[appsv1.ControllerRevisionHashLabelKey]
 			if rev == "" || rev == sts.Status.UpdateRevision {
 				return nil
 			}
-			if ord, ok := statefulSetOrdinal(pod, sts.Name); !onDelete && ok && ord < first {
-				return nil
-			}
-			at := fmt.Sprintf("pod is at revision %s of StatefulSet %s, whose update revision is %s", rev, sts.Name, sts.Status.UpdateRevision)
-			if onDelete {
-				return &heldRevision{SkipUnreleasedRevision, at + ": " + why, true}
-			}
-			return &heldRevision{SkipRollout, at + ": " + rolling, true}
+			return &heldRevision{SkipUnreleasedRevision, fmt.Sprintf("pod is at revision %s of StatefulSet %s, whose update revision is %s: %s", rev, sts.Name, sts.Status.UpdateRevision, why)}
 		}
 	case "DaemonSet":
 		ds := &appsv1.DaemonSet{}
-		if err := u.Client.Get(ctx, key, ds); err != nil || ds.UID != o.UID {
+		if err := u.Client.Get(ctx, key, ds); err != nil || ds.UID != o.UID ||
+			ds.Spec.UpdateStrategy.Type != appsv1.OnDeleteDaemonSetStrategyType {
 			return nil
 		}
 		gen := ds.Annotations[daemonSetTemplateGenerationAnnotation]
-		st := ds.Status
-		if gen == "" || st.ObservedGeneration >= ds.Generation && st.UpdatedNumberScheduled >= st.DesiredNumberScheduled {
-			// Every pod is updated as the DaemonSet controller counts it, by template
-			// generation or by revision hash: after a rollback the pods whose hash is
-			// the restored template's keep their older generation label.
+		if gen == "" {
 			return nil
 		}
-		onDelete := ds.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType
 		return func(pod *corev1.Pod) *heldRevision {
 			pg, ok := pod.Labels[daemonSetPodTemplateGenerationLabel]
 			if !ok || pg == gen {
 				return nil
 			}
-			at := fmt.Sprintf("pod is at template generation %s of DaemonSet %s, whose template is at generation %s", pg, ds.Name, gen)
-			if onDelete {
-				return &heldRevision{SkipUnreleasedRevision, at + ": " + why, true}
-			}
-			return &heldRevision{SkipRollout, at + ": " + rolling, true}
+			return &heldRevision{SkipUnreleasedRevision, fmt.Sprintf("pod is at template generation %s of DaemonSet %s, whose template is at generation %s: %s", pg, ds.Name, gen, why)}
 		}
 	}
 	return nil
 }
 
-// statefulSetOrdinal is the ordinal of pod, a pod of StatefulSet name: its
-// apps.kubernetes.io/pod-index label, else the number after name and a dash.
-func statefulSetOrdinal(pod *corev1.Pod, name string) (int, bool) {
-	s, ok := pod.Labels[appsv1.PodIndexLabel]
-	if !ok {
-		rest, found := strings.CutPrefix(pod.Name, name+"-")
-		if !found {
-			return 0, false
-		}
-		s = rest
-	}
-	n, err := strconv.Atoi(s)
-	return n, err == nil && n >= 0
-}
-
 // revisionGate: a pod at an older template than its controller's newest
-// (unreleasedRevisions), held for every change or, for a Deployment's older ReplicaSet,
-// for a change that is not protective. A change in place recreates nothing and passes.
+// (unreleasedRevisions): one its controller would recreate at a template the user has
+// not released, or, for a change that is not protective, one a Deployment's rollout
+// replaces. A change in place recreates nothing and passes.
 func revisionGate(c *candidate) (string, string) {
 	h, ok := c.p.unreleased[c.pod.UID]
-	if !ok || c.action == gpufracv1.PodUpdateInPlace || (!h.always && c.need.Protective) {
+	if !ok || c.action == gpufracv1.PodUpdateInPlace || (h.reason == SkipRollout && c.need.Protective) {
 		return "", ""
 	}
 	return h.reason, h.msg

@@ -1,7 +1,6 @@
 package updater
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -18,25 +17,24 @@ import (
 // from its newest template: the user releases a template change pod by pod by deleting
 // them. An eviction of a pod still at an older revision would release it for them, so
 // such a pod is not replaced (SkipUnreleasedRevision), also for protective growth. A pod
-// at the newest revision is replaced as before; one at an older revision under
-// RollingUpdate is its rolling update's (SkipRollout).
+// at the newest revision, or one that a RollingUpdate replaces anyway, is replaced as
+// before.
 func TestOnDeleteUnreleasedRevisionKept(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		kind     string
 		onDelete bool
-		current  bool   // the pods are at the controller's newest revision
-		oom      bool   // protective growth (target above the pods, an out-of-memory exit)
-		skip     string // the pods' skip reason ("": one is evicted)
+		current  bool // the pods are at the controller's newest revision
+		oom      bool // protective growth (target above the pods, an out-of-memory exit)
+		evicted  bool
 	}{
-		{"StatefulSet OnDelete, older revision", "StatefulSet", true, false, false, SkipUnreleasedRevision},
-		{"StatefulSet OnDelete, older revision, protective growth", "StatefulSet", true, false, true, SkipUnreleasedRevision},
-		{"StatefulSet OnDelete, newest revision", "StatefulSet", true, true, false, ""},
-		{"StatefulSet RollingUpdate, older revision", "StatefulSet", false, false, false, SkipRollout},
-		{"StatefulSet RollingUpdate, newest revision", "StatefulSet", false, true, false, ""},
-		{"DaemonSet OnDelete, older template generation", "DaemonSet", true, false, false, SkipUnreleasedRevision},
-		{"DaemonSet OnDelete, newest template generation", "DaemonSet", true, true, false, ""},
-		{"DaemonSet RollingUpdate, older template generation", "DaemonSet", false, false, false, SkipRollout},
+		{"StatefulSet OnDelete, older revision", "StatefulSet", true, false, false, false},
+		{"StatefulSet OnDelete, older revision, protective growth", "StatefulSet", true, false, true, false},
+		{"StatefulSet OnDelete, newest revision", "StatefulSet", true, true, false, true},
+		{"StatefulSet RollingUpdate, older revision", "StatefulSet", false, false, false, true},
+		{"DaemonSet OnDelete, older template generation", "DaemonSet", true, false, false, false},
+		{"DaemonSet OnDelete, newest template generation", "DaemonSet", true, true, false, true},
+		{"DaemonSet RollingUpdate, older template generation", "DaemonSet", false, false, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 2, 3)
@@ -79,10 +77,7 @@ func TestOnDeleteUnreleasedRevisionKept(t *testing.T) {
 			for i, p := range f.pods {
 				p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: tc.kind, Name: "web", UID: owner.GetUID(), Controller: ptr.To(true)}}
 				p.Labels[podLabel] = podValue
-				switch tc.kind {
-				case "StatefulSet":
-					p.Name = fmt.Sprintf("web-%d", i)
-				case "DaemonSet":
+				if tc.kind == "DaemonSet" {
 					p.Spec.NodeName = []string{"n1", "n2"}[i]
 				}
 				if tc.oom {
@@ -95,12 +90,12 @@ func TestOnDeleteUnreleasedRevisionKept(t *testing.T) {
 			live := f.livePods()
 			evicted := !live[f.pods[0].Name] || !live[f.pods[1].Name]
 			st := f.status()
-			if evicted != (tc.skip == "") {
-				t.Fatalf("evicted %v, want %v (updates %+v)", evicted, tc.skip == "", st.Updates)
+			if evicted != tc.evicted {
+				t.Fatalf("evicted %v, want %v (updates %+v)", evicted, tc.evicted, st.Updates)
 			}
-			if tc.skip != "" {
-				if len(st.Updates) != 2 || st.Updates[0].SkipReason != tc.skip || st.Updates[1].SkipReason != tc.skip {
-					t.Fatalf("updates %+v, want skip reason %s", st.Updates, tc.skip)
+			if !tc.evicted {
+				if len(st.Updates) == 0 || st.Updates[0].SkipReason != SkipUnreleasedRevision {
+					t.Fatalf("updates %+v, want skip reason %s", st.Updates, SkipUnreleasedRevision)
 				}
 			}
 		})
@@ -180,92 +175,6 @@ func TestRolloutReplacesOlderReplicaSetPods(t *testing.T) {
 			for _, u := range st.Updates {
 				if u.Pod != tc.wantGone && u.SkipReason != tc.wantReason {
 					t.Errorf("pod %s skipped for %s (%s), want %s", u.Pod, u.SkipReason, u.SkipMessage, tc.wantReason)
-				}
-			}
-		})
-	}
-}
-
-// A StatefulSet in a rolling update recreates a deleted pod at ordinal partition or
-// above at its update revision: its controller moves the pods there one at a time, from
-// the highest ordinal down, each once the one before is Ready. An eviction of a pod not
-// updated yet would move it out of that order (a broken new revision spreads past the
-// pod the rollout stopped at), so it is not replaced, not even for protective growth
-// (SkipRollout); a pod below the partition, recreated at the current revision, is. A
-// DaemonSet's rolling update likewise.
-func TestRollingStatefulSetPodsKeepTheirOrder(t *testing.T) {
-	for _, tc := range []struct {
-		name      string
-		kind      string
-		partition int32 // StatefulSet; -1: the DaemonSet counts every pod updated
-		oom       bool
-		evicted   bool
-	}{
-		{"StatefulSet, rolling update stopped at its last pod", "StatefulSet", 0, false, false},
-		{"StatefulSet, rolling update, protective growth", "StatefulSet", 0, true, false},
-		{"StatefulSet, pods below the partition", "StatefulSet", 2, false, true},
-		{"DaemonSet, rolling update", "DaemonSet", 0, false, false},
-		{"DaemonSet, every pod updated (by its hash, after a rollback)", "DaemonSet", -1, false, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 2, 3)
-			if tc.oom {
-				f.setTarget("4Gi", "3584Mi", "5Gi")
-			}
-			f.gfa.Spec.TargetRef.Kind = tc.kind
-			var owner client.Object
-			podLabel, podValue := appsv1.ControllerRevisionHashLabelKey, "web-1"
-			switch tc.kind {
-			case "StatefulSet":
-				sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", UID: "sts-uid"},
-					Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](3), UpdateStrategy: appsv1.StatefulSetUpdateStrategy{
-						Type: appsv1.RollingUpdateStatefulSetStrategyType, RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr.To(tc.partition)}}},
-					Status: appsv1.StatefulSetStatus{CurrentRevision: "web-1", UpdateRevision: "web-2"}}
-				owner = sts
-			case "DaemonSet":
-				ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", UID: "ds-uid",
-					Annotations: map[string]string{"deprecated.daemonset.template.generation": "2"}}}
-				ds.Status.DesiredNumberScheduled = 3
-				if tc.partition < 0 {
-					ds.Status.UpdatedNumberScheduled = 3
-				}
-				ds.Spec.UpdateStrategy.Type = appsv1.RollingUpdateDaemonSetStrategyType
-				owner = ds
-				podLabel, podValue = "pod-template-generation", "1"
-			}
-			f.objs = append(f.objs, owner)
-			for i, p := range f.pods {
-				if tc.kind == "StatefulSet" {
-					p.Name = fmt.Sprintf("web-%d", i)
-				}
-				p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: tc.kind, Name: "web", UID: owner.GetUID(), Controller: ptr.To(true)}}
-				p.Labels[podLabel] = podValue
-				p.Spec.NodeName = []string{"n1", "n2"}[i]
-				if tc.oom {
-					oomKilled(p)
-				}
-			}
-			// The third pod, updated and Ready: the rollout has moved it already.
-			third := f.addPod("web-2", 1, &appsv1.ReplicaSet{})
-			third.OwnerReferences = f.pods[0].OwnerReferences
-			third.Labels[podLabel] = map[string]string{"StatefulSet": "web-2", "DaemonSet": "2"}[tc.kind]
-			third.Spec.NodeName = "n3"
-			f.setTarget(map[bool]string{false: "1Gi", true: "4Gi"}[tc.oom], map[bool]string{false: "768Mi", true: "3584Mi"}[tc.oom], map[bool]string{false: "1536Mi", true: "5Gi"}[tc.oom])
-			f.gfa.Spec.UpdatePolicy.MinReplicas = ptr.To[int32](2)
-			f.build()
-			f.run()
-			f.run() // protective growth waits a cycle for its floor to be published
-			live := f.livePods()
-			evicted := !live[f.pods[0].Name] || !live[f.pods[1].Name]
-			st := f.status()
-			if evicted != tc.evicted {
-				t.Fatalf("evicted %v, want %v (updates %+v)", evicted, tc.evicted, st.Updates)
-			}
-			if !tc.evicted {
-				for _, u := range st.Updates {
-					if u.Pod != "web-2" && u.SkipReason != SkipRollout {
-						t.Errorf("pod %s skipped for %s (%s), want %s", u.Pod, u.SkipReason, u.SkipMessage, SkipRollout)
-					}
 				}
 			}
 		})
