@@ -100,10 +100,7 @@ func (u *Updater) releasedCheck(ctx context.Context, ns string, o *metav1.OwnerR
 		if do == nil || do.Kind != "Deployment" {
 			return nil
 		}
-		// Metadata only, as workload.Resolve reads the target: the informer it starts
-		// serves this read too (no second, full Deployment informer).
-		dep := &metav1.PartialObjectMetadata{}
-		dep.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("Deployment"))
+		dep := &appsv1.Deployment{}
 		if err := u.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: do.Name}, dep); err != nil || dep.UID != do.UID {
 			return nil
 		}
