@@ -160,9 +160,9 @@ type plan struct {
 	// unplaceable is set when a pod was kept this cycle because its replacement could
 	// not be placed.
 	unplaceable bool
-	// unreleased says, by pod UID, why a pod is at an older template than its
-	// controller's newest (unreleasedRevisions): revisionGate.
-	unreleased map[types.UID]heldRevision
+	// unreleased says, by pod UID, why a pod's controller would recreate it at a
+	// template the user has not released (unreleasedRevisions): revisionGate.
+	unreleased map[types.UID]string
 	// replaceUnready: the autoscaler lets the updater delete not-Ready pods
 	// (AnnotationReplaceUnready).
 	replaceUnready bool
