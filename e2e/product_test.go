@@ -105,6 +105,21 @@ func TestWholeProduct(t *testing.T) {
 		"--recommender-lease-max-age=1m")
 	t.Logf("all components up after %s", time.Since(start).Round(time.Second))
 
+	// On failure, each autoscaler's status.updater says why the updater held its pods.
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, w := range ws {
+			g := &gpufracv1.GPUFractionAutoscaler{}
+			if err := testCluster.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: w.Name}, g); err != nil || g.Status.Updater == nil {
+				t.Logf("status.updater of %s/%s: none (%v)", ns, w.Name, err)
+				continue
+			}
+			t.Logf("status.updater of %s/%s at the failure: %+v", ns, w.Name, *g.Status.Updater)
+		}
+	})
+
 	// (a) Every pod is a replacement and carries the current recommendation's target.
 	ctx := context.Background()
 	var recs map[string]*gpufracv1.GPUFractionRecommendation
