@@ -479,16 +479,8 @@ func (f *simulateFlags) synthesize(cmd *cobra.Command, end time.Time) (trace.Tra
 	if cmd.Flags().Changed("input") {
 		return trace.Trace{}, fmt.Errorf("--input does not apply to --format synthetic")
 	}
-	o := f.synth
-	for _, c := range []struct {
-		flag  string
-		value any
-		ok    bool
-	}{{"--synth-workloads", o.Workloads, o.Workloads >= 1}, {"--synth-pods-per-workload", o.PodsPerWorkload, o.PodsPerWorkload >= 1},
-		{"--synth-duration", o.Duration, o.Duration > 0}} {
-		if !c.ok {
-			return trace.Trace{}, fmt.Errorf("%s %v: must be positive", c.flag, c.value)
-		}
+	if err := checkSynthSizes(f.synth, "--synth-", false); err != nil {
+		return trace.Trace{}, err
 	}
 	if err := f.synth.Validate(); err != nil { // what is left: a duration under two steps
 		return trace.Trace{}, fmt.Errorf("--synth-duration: %w", err)

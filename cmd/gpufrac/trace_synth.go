@@ -34,15 +34,8 @@ is sampled when busy. See trace.SynthModel for every default and its source.`,
 			if err := out.check(); err != nil {
 				return err
 			}
-			for _, c := range []struct {
-				flag     string
-				value    any
-				positive bool
-			}{{"--workloads", o.Workloads, o.Workloads >= 1}, {"--pods-per-workload", o.PodsPerWorkload, o.PodsPerWorkload >= 1},
-				{"--duration", o.Duration, o.Duration > 0}, {"--step", o.Step, o.Step > 0}} {
-				if !c.positive {
-					return fmt.Errorf("%s %v: must be positive", c.flag, c.value)
-				}
+			if err := checkSynthSizes(o, "--", true); err != nil {
+				return err
 			}
 			if a := o.Model.ArrivingWorkloads; a < 0 || a > 1 {
 				return fmt.Errorf("--arriving %v: want 0-1", a)
@@ -78,4 +71,27 @@ is sampled when busy. See trace.SynthModel for every default and its source.`,
 	f.StringVar(&o.WorkloadPrefix, "workload-prefix", "wl", "workloads are named <prefix>-000, <prefix>-001, ...")
 	out.addFlags(f)
 	return cmd
+}
+
+// checkSynthSizes refuses a workload count, pods per workload or duration of o (and its
+// step, with step) of 0 or below, naming the flag: prefix and the option's name ("--"
+// for trace synth, "--synth-" for simulate --format synthetic). SynthOptions would take
+// its defaults for them without a word.
+func checkSynthSizes(o trace.SynthOptions, prefix string, step bool) error {
+	type check struct {
+		name     string
+		value    any
+		positive bool
+	}
+	checks := []check{{"workloads", o.Workloads, o.Workloads >= 1}, {"pods-per-workload", o.PodsPerWorkload, o.PodsPerWorkload >= 1},
+		{"duration", o.Duration, o.Duration > 0}}
+	if step {
+		checks = append(checks, check{"step", o.Step, o.Step > 0})
+	}
+	for _, c := range checks {
+		if !c.positive {
+			return fmt.Errorf("%s%s %v: must be positive", prefix, c.name, c.value)
+		}
+	}
+	return nil
 }
