@@ -174,19 +174,15 @@ func (lr *longReader) container(k longKey) (*longContainer, error) {
 // subdomain): the manifests and series written from the trace would name objects that
 // cannot exist.
 func (lr *longReader) checkNames(k longKey, o longOwner) error {
-	for _, c := range []struct {
-		col, value string
-		errs       func(string) []string
-	}{
-		{LongNamespace, k.ns, validation.IsDNS1123Label},
-		{LongPod, k.pod, validation.IsDNS1123Subdomain},
-		{LongContainer, k.container, validation.IsDNS1123Label},
-		{LongWorkload, o.workload, validation.IsDNS1123Subdomain},
-		{"ReplicaSet (workload-hash)", o.rs, validation.IsDNS1123Subdomain},
-	} {
-		if errs := c.errs(c.value); len(errs) > 0 {
-			return lr.t.errf("%s %q: not a valid Kubernetes name: %s", c.col, c.value, strings.Join(errs, "; "))
-		}
+	err := invalidName(
+		nameCheck{LongNamespace, k.ns, validation.IsDNS1123Label},
+		nameCheck{LongPod, k.pod, validation.IsDNS1123Subdomain},
+		nameCheck{LongContainer, k.container, validation.IsDNS1123Label},
+		nameCheck{LongWorkload, o.workload, validation.IsDNS1123Subdomain},
+		nameCheck{"ReplicaSet (workload-hash)", o.rs, validation.IsDNS1123Subdomain},
+	)
+	if err != nil {
+		return lr.t.errf("%v", err)
 	}
 	return nil
 }

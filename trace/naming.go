@@ -19,19 +19,31 @@ import (
 // names each value (--namespace, --container, prefixFlag). Empty values take the
 // defaults and pass.
 func validateNames(namespace, container, prefix, prefixFlag string) error {
-	for _, c := range []struct {
-		flag, value string
-		errs        func(string) []string
-	}{
-		{"--namespace", namespace, validation.IsDNS1123Label},
-		{"--container", container, validation.IsDNS1123Label},
-		{prefixFlag, prefix, func(p string) []string { return validation.IsDNS1123Subdomain(deploymentName(p, 0)) }},
-	} {
+	return invalidName(
+		nameCheck{"--namespace", namespace, validation.IsDNS1123Label},
+		nameCheck{"--container", container, validation.IsDNS1123Label},
+		nameCheck{prefixFlag, prefix, func(p string) []string { return validation.IsDNS1123Subdomain(deploymentName(p, 0)) }},
+	)
+}
+
+// nameCheck is one name the API server must accept: what gives it (a flag, a CSV
+// column), its value, and apimachinery's validation for its kind of name
+// (validation.IsDNS1123Label or IsDNS1123Subdomain).
+type nameCheck struct {
+	what, value string
+	errs        func(string) []string
+}
+
+// invalidName returns an error for the first of checks whose value the API server would
+// refuse ("<what> <value>: not a valid Kubernetes name: <why>"), or nil. An empty value
+// passes: it takes a default, or was refused before as missing.
+func invalidName(checks ...nameCheck) error {
+	for _, c := range checks {
 		if c.value == "" {
 			continue
 		}
 		if errs := c.errs(c.value); len(errs) > 0 {
-			return fmt.Errorf("%s %q: not a valid Kubernetes name: %s", c.flag, c.value, strings.Join(errs, "; "))
+			return fmt.Errorf("%s %q: not a valid Kubernetes name: %s", c.what, c.value, strings.Join(errs, "; "))
 		}
 	}
 	return nil
