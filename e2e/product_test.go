@@ -106,19 +106,11 @@ func TestWholeProduct(t *testing.T) {
 	t.Logf("all components up after %s", time.Since(start).Round(time.Second))
 
 	// On failure, each autoscaler's status.updater says why the updater held its pods.
-	t.Cleanup(func() {
-		if !t.Failed() {
-			return
-		}
-		for _, w := range ws {
-			g := &gpufracv1.GPUFractionAutoscaler{}
-			if err := testCluster.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: w.Name}, g); err != nil || g.Status.Updater == nil {
-				t.Logf("status.updater of %s/%s: none (%v)", ns, w.Name, err)
-				continue
-			}
-			t.Logf("status.updater of %s/%s at the failure: %+v", ns, w.Name, *g.Status.Updater)
-		}
-	})
+	names := make([]string, len(ws))
+	for i, w := range ws {
+		names[i] = w.Name
+	}
+	logUpdaterStatusOnFailure(t, ns, names...)
 
 	// (a) Every pod is a replacement and carries the current recommendation's target.
 	ctx := context.Background()

@@ -327,20 +327,26 @@ func (s *updScenario) status(t *testing.T) *gpufracv1.UpdaterStatus {
 	return g.Status.Updater
 }
 
-// logStatusOnFailure logs the autoscaler's status.updater (blocked reason, per-pod skip
-// reasons, conditions) when the test fails, so that a wait for pods that timed out says
-// why the updater held them.
-func (s *updScenario) logStatusOnFailure(t *testing.T) {
+// logStatusOnFailure logs the autoscaler's status.updater when the test fails
+// (logUpdaterStatusOnFailure).
+func (s *updScenario) logStatusOnFailure(t *testing.T) { logUpdaterStatusOnFailure(t, s.ns, "app") }
+
+// logUpdaterStatusOnFailure logs the status.updater (blocked reason, per-pod skip
+// reasons, conditions) of each named autoscaler of namespace ns when the test fails, so
+// that a wait for pods that timed out says why the updater held them.
+func logUpdaterStatusOnFailure(t *testing.T, ns string, names ...string) {
 	t.Cleanup(func() {
 		if !t.Failed() {
 			return
 		}
-		g := &gpufracv1.GPUFractionAutoscaler{}
-		if err := testCluster.Client.Get(context.Background(), types.NamespacedName{Namespace: s.ns, Name: "app"}, g); err != nil || g.Status.Updater == nil {
-			t.Logf("status.updater of %s/app: none (%v)", s.ns, err)
-			return
+		for _, name := range names {
+			g := &gpufracv1.GPUFractionAutoscaler{}
+			if err := testCluster.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, g); err != nil || g.Status.Updater == nil {
+				t.Logf("status.updater of %s/%s: none (%v)", ns, name, err)
+				continue
+			}
+			t.Logf("status.updater of %s/%s at the failure: %+v", ns, name, *g.Status.Updater)
 		}
-		t.Logf("status.updater of %s/app at the failure: %+v", s.ns, *g.Status.Updater)
 	})
 }
 
