@@ -69,6 +69,12 @@ type Target struct {
 	// gpufrac write the resource (controlledResources, mode); compute only where the
 	// recommendation partitions it (ContainerRecommendation.PartitionsCompute).
 	ControlsMemory, ControlsCompute bool
+	// TimeSlicesCompute is true when the container's policy lets gpufrac write compute
+	// but the recommendation time-slices it (SharingMode TimeSlicing): the webhook writes
+	// no compute partition, only ComputeRequest. A pod that still holds a partition from
+	// an earlier recommendation is then out of date (updater.Evaluate), though no compute
+	// target is there to compare it with.
+	TimeSlicesCompute bool
 }
 
 // NeedMemory returns the memory the container needs, bytes: Memory, or, where Memory is
@@ -166,6 +172,7 @@ func TargetsOf(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionR
 		t.ComputeRequest = -1
 		if pol.Controls(gpufracv1.ResourceCompute) && !r.PartitionsCompute() {
 			t.ComputeRequest = min(MilliOf(r.ComputeRequest), 1000)
+			t.TimeSlicesCompute = true
 		}
 		t.RequestPeakMemory = t.PeakMemory
 		if t.PeakMemory > 0 && r.YoungMarginPercent > 0 {

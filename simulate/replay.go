@@ -459,7 +459,9 @@ func (rp *replay) written(dec decision) grant {
 		g := hardGrant(packing.Alloc{MemoryBytes: min(limitMiB*backend.MiB, rp.capacity), ComputeMilli: dec.want.ComputeMilli})
 		g.record = dec.want.MemoryBytes
 		if v, request, ok := dec.target.PlacedCompute(); ok && request {
-			g.request = v // writtenComputeRequest, as the annotations backend writes it
+			// writtenComputeRequest, as the annotations backend writes it: placed by it,
+			// with no partition in the record.
+			g.request, g.compute = v, -1
 		}
 		if rp.opts.Annotations.MemoryRequest == backend.AnnotationsMemoryRequestObservedPeak {
 			g.alloc.MemoryBytes = backend.ObservedPeakRequestMiB(limitMiB*backend.MiB, peak, rp.capacity) * backend.MiB

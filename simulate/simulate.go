@@ -603,8 +603,13 @@ func candidates(ps *polState, tl *timeline, alive, replicas []int, k int, window
 		}
 		a := ps.applied[i]
 		name := r.id.Container
-		// The updater reads the applied record: the target the pod was given.
-		alloc := updater.PodAllocation{Containers: map[string]updater.Alloc{name: {Memory: a.record, Compute: a.compute, ComputeRequest: a.request}}}
+		// The updater reads the applied record: the target the pod was given; a
+		// cold-start pod, admitted unchanged, has none and holds its whole GPU.
+		src := updater.SourceAppliedRecord
+		if ps.cold[i] {
+			src = updater.SourceWholeGPU
+		}
+		alloc := updater.PodAllocation{Containers: map[string]updater.Alloc{name: {Memory: a.record, Compute: a.compute, ComputeRequest: a.request, Source: src}}}
 		facts := updater.PodFacts{Age: time.Duration(k+1-ps.placedAt[i]) * tl.step}
 		if ps.oomAt[i] >= ps.placedAt[i] {
 			facts.OOM = &updater.Termination{Container: name, Reason: "OOMKilled", OOM: true, FinishedAt: tl.stepEnd(ps.oomAt[i])}

@@ -132,7 +132,10 @@ type PodFacts struct {
 //     floor);
 //   - growth is urgent when UrgentGrowth and: the guardrail is breached, the pod had an
 //     out-of-memory exit (memory), its observed memory peak is at least NearLimit of
-//     its memory (memory), or it is a rollback.
+//     its memory (memory), or it is a rollback;
+//   - a pod that holds a compute partition while the recommendation time-slices compute,
+//     or was placed time-sliced while it now partitions compute, moves (older than
+//     MinPodAge; sharingModeMoved).
 //
 // Resources the backend did not write (Alloc −1), the policy does not control, or the
 // recommendation lacks are not compared.
@@ -161,6 +164,7 @@ func Evaluate(alloc PodAllocation, targets map[string]contract.Target, facts Pod
 		if msg := computeRequestGrowth(name, alloc.Containers[name], t, r); msg != "" {
 			n.add(verdict{grow: []string{msg}}, r.UrgentGrowth)
 		}
+		n.add(sharingModeMoved(name, alloc.Containers[name], t, facts, r, &h), r.UrgentGrowth)
 	}
 	if !n.Needed() && h.reason != "" {
 		n.HeldReason, n.HeldMessage = h.reason, strings.Join(h.msgs, "; ")
@@ -200,6 +204,55 @@ func computeRequestGrowth(name string, a Alloc, t contract.Target, r Rules) stri
 		return ""
 	}
 	return fmt.Sprintf("%s: computeRequest %s placed, recommendation %s (+%s)", name, fmtMilli(a.ComputeRequest), fmtMilli(t.ComputeRequest), pct(t.ComputeRequest-a.ComputeRequest, a.ComputeRequest))
+}
+
+// sharingModeMoved returns the verdict for a container whose recommendation moved
+// between partitioning compute (Exclusive, MPS) and time-slicing it since its pod was
+// admitted, which the compute comparison cannot see (one side has no compute value):
+//
+//   - the pod holds a compute partition gpufrac wrote (its applied record's compute) and
+//     the recommendation time-slices compute (contract.Target.TimeSlicesCompute): the
+//     partition caps the pod and reserves compute its GPU's packing no longer counts on;
+//   - the pod was placed time-sliced by a compute request gpufrac wrote (the record's
+//     writtenComputeRequest, written only by backends that also write a partition) and
+//     the recommendation now partitions compute (contract.Target.ControlsCompute).
+//
+// The move is a growth where the compute the pod is placed by rises (a partition above
+// the request it was placed with, or a request above the partition it holds), else a
+// shrink, held as any shrink is (shrinkHeld; compute held by a horizontal autoscaler
+// holds only the move that adds a cap). It is a change inside the bounds: it waits for
+// MinPodAge and the hysteresis, never urgent. A replacement gets the recommendation's
+// mode, so the pod is out of date once: the webhook records a partition only where the
+// recommendation partitions compute.
+func sharingModeMoved(name string, a Alloc, t contract.Target, facts PodFacts, r Rules, h *holds) verdict {
+	var v verdict
+	if a.Source != SourceAppliedRecord || facts.Age < r.MinPodAge {
+		return v
+	}
+	var msg string
+	var from, to int64
+	addsCap := false
+	switch {
+	case t.TimeSlicesCompute && a.Compute >= 0:
+		from, to = a.Compute, max(t.ComputeRequest, 0)
+		msg = fmt.Sprintf("%s: compute partition %s, recommendation time-slices compute (placed by a request of %s, no partition)", name, fmtMilli(a.Compute), fmtMilli(to))
+	case t.ControlsCompute && t.Compute >= 0 && a.Compute < 0 && a.ComputeRequest > 0:
+		from, to, addsCap = a.ComputeRequest, t.Compute, true
+		msg = fmt.Sprintf("%s: compute time-sliced (placed by a request of %s), recommendation partitions %s", name, fmtMilli(a.ComputeRequest), fmtMilli(t.Compute))
+	default:
+		return v
+	}
+	if to > from {
+		v.grow = []string{msg}
+		return v
+	}
+	x := resourceCheck{container: name, name: "compute", floor: -1, format: fmtMilli, holdShrink: addsCap && r.ComputeShrinkHeld}
+	if reason, why := x.shrinkHeld(r, to); reason != "" {
+		h.hold(reason, msg+why)
+		return v
+	}
+	v.shrink = []string{msg}
+	return v
 }
 
 // holds collects the shrinks the decision holds: the first reason and every message.

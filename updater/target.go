@@ -299,7 +299,7 @@ func AdmittedUnchanged(targets map[string]contract.Target, gpuMemoryBytes int64)
 		if t.ControlsCompute {
 			t.Compute, t.LowerCompute, t.UpperCompute = 1000, 1000, 1000
 		}
-		t.ComputeRequest = -1
+		t.ComputeRequest, t.TimeSlicesCompute = -1, false
 		out[name] = t
 	}
 	return out
