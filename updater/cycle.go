@@ -160,6 +160,9 @@ type plan struct {
 	// unplaceable is set when a pod was kept this cycle because its replacement could
 	// not be placed.
 	unplaceable bool
+	// unreleased says, by pod UID, why a pod is at an older template than its
+	// controller's newest (unreleasedRevisions): revisionGate.
+	unreleased map[types.UID]heldRevision
 	// replaceUnready: the autoscaler lets the updater delete not-Ready pods
 	// (AnnotationReplaceUnready).
 	replaceUnready bool
@@ -260,6 +263,7 @@ func (u *Updater) plan(ctx context.Context, cy *cycle, gfa *gpufracv1.GPUFractio
 	p.heldPending = p.publishHeldCompute()
 	p.floorPending = p.publishFloor(now)
 	u.settleReplacements(ctx, p, now)
+	p.unreleased = u.unreleasedRevisions(ctx, p.pods)
 	u.selectCandidates(p, u.evaluate(p, rules, now), now)
 	if p.werr != nil && p.mode != gpufracv1.UpdateModeOff && p.mode != gpufracv1.UpdateModeInitial {
 		p.blockR, p.blockMsg = SkipWindowInvalid, p.werr.Error()

@@ -38,7 +38,7 @@ func (u *Updater) planGates(now time.Time) []gate {
 // baseGates are the plan's gates before the hysteresis: all of them for a pod replaced
 // for another reason than its own target (consolidation: nothing there to persist).
 func baseGates() []gate {
-	return []gate{pendingGate, heldGate, runToCompletionGate, modeGate, recommendationGate, recommenderGate, windowGate, publishingGate}
+	return []gate{pendingGate, heldGate, runToCompletionGate, revisionGate, modeGate, recommendationGate, recommenderGate, windowGate, publishingGate}
 }
 
 // replacementGates are the gates a candidate passes before it is replaced (evicted or

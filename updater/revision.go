@@ -1,0 +1,212 @@
+package updater
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+)
+
+// SkipUnreleasedRevision: the pod's controller (a StatefulSet or DaemonSet with
+// updateStrategy OnDelete) has a newer template than the pod's, which it gives a pod
+// only when the pod is deleted: the user releases it pod by pod. A replacement would
+// release it for them, so the pod is not evicted, not even for protective growth; it
+// takes its fraction when the user deletes it (the webhook writes the replacement).
+const SkipUnreleasedRevision = "unreleased-revision"
+
+// SkipRollout: the pod's controller is rolling out a newer template and replaces the
+// pod itself; the webhook writes the replacement. A pod of a Deployment's older
+// ReplicaSet (a rollout in progress or paused midway) would be recreated from the older
+// template and then removed by the rollout, restarted twice: it is replaced only for
+// protective growth. A StatefulSet's or DaemonSet's would be recreated from the newer
+// template out of the rolling update's order (one at a time, each once the one before
+// is Ready: a broken revision would spread past the pod the rollout stopped at): it is
+// not replaced, not even for protective growth.
+const SkipRollout = "rollout"
+
+// revisionDeploymentAnnotation is the revision the Deployment controller writes on a
+// Deployment and on each of its ReplicaSets; the Deployment's is its newest ReplicaSet's.
+const revisionDeploymentAnnotation = "deployment.kubernetes.io/revision"
+
+// DaemonSet template generations, as the DaemonSet controller reads them: the
+// annotation the API server keeps on the DaemonSet and the label it puts on each pod.
+const (
+	daemonSetTemplateGenerationAnnotation = "deprecated.daemonset.template.generation"
+	daemonSetPodTemplateGenerationLabel   = "pod-template-generation"
+)
+
+// heldRevision is why a pod is at an older template than its controller's newest
+// (unreleasedRevisions): reason SkipUnreleasedRevision or SkipRollout, a message, and
+// whether protective growth is held too (always: the replacement would come from the
+// newer template).
+type heldRevision struct {
+	reason, msg string
+	always      bool
+}
+
+// unreleasedRevisions returns, by pod UID, why each of pods is at an older template
+// than its controller's newest (releasedCheck): a Deployment's older ReplicaSet, a
+// StatefulSet's or DaemonSet's pod that a deletion would move to the newer template. The
+// controllers are read through Client (the informer cache), once each; a pod without
+// the revision label, a controller of another kind or one that cannot be read is not
+// listed.
+func (u *Updater) unreleasedRevisions(ctx context.Context, pods []*corev1.Pod) map[types.UID]heldRevision {
+	out := map[types.UID]heldRevision{}
+	// newest: controller UID → whether a pod is at its newest template (nil: nothing to
+	// check, or not read).
+	newest := map[types.UID]func(*corev1.Pod) *heldRevision{}
+	for _, pod := range pods {
+		o := metav1.GetControllerOf(pod)
+		if o == nil {
+			continue
+		}
+		check, read := newest[o.UID]
+		if !read {
+			check = u.releasedCheck(ctx, pod.Namespace, o)
+			newest[o.UID] = check
+		}
+		if check == nil {
+			continue
+		}
+		if h := check(pod); h != nil {
+			out[pod.UID] = *h
+		}
+	}
+	return out
+}
+
+// releasedCheck reads controller o in namespace ns and returns a check of a pod: nil
+// when it is at o's newest template or its replacement would be created from the same
+// template as it, else why it is held. It returns nil when there is nothing to check: o
+// is not a Deployment's ReplicaSet, a StatefulSet or a DaemonSet, cannot be read, or
+// states no revision.
+func (u *Updater) releasedCheck(ctx context.Context, ns string, o *metav1.OwnerReference) func(*corev1.Pod) *heldRevision {
+	gv, err := schema.ParseGroupVersion(o.APIVersion)
+	if err != nil || gv.Group != appsv1.GroupName {
+		return nil
+	}
+	key := client.ObjectKey{Namespace: ns, Name: o.Name}
+	const (
+		why     = "replacing it would roll out the newer template, which updateStrategy OnDelete leaves to whoever deletes the pod; it takes its fraction when it is deleted"
+		rolling = "its rolling update replaces it in order, each pod once the one before is Ready, and the webhook writes the replacement; an eviction would move it to the newer template out of that order"
+	)
+	switch o.Kind {
+	case "ReplicaSet":
+		// Metadata only (the revision is an annotation, the Deployment an owner
+		// reference): the metadata informer that resolves pod owners serves it, not a
+		// full ReplicaSet informer holding every pod template of the cluster.
+		rs := &metav1.PartialObjectMetadata{}
+		rs.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("ReplicaSet"))
+		if err := u.Client.Get(ctx, key, rs); err != nil || rs.UID != o.UID {
+			return nil
+		}
+		do := metav1.GetControllerOf(rs)
+		if do == nil || do.Kind != "Deployment" {
+			return nil
+		}
+		// Metadata only, as workload.Resolve reads the target: the informer it starts
+		// serves this read too (no second, full Deployment informer).
+		dep := &metav1.PartialObjectMetadata{}
+		dep.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("Deployment"))
+		if err := u.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: do.Name}, dep); err != nil || dep.UID != do.UID {
+			return nil
+		}
+		have, want := rs.Annotations[revisionDeploymentAnnotation], dep.Annotations[revisionDeploymentAnnotation]
+		if have == "" || want == "" || have == want {
+			return nil
+		}
+		h := &heldRevision{reason: SkipRollout, msg: fmt.Sprintf("pod of ReplicaSet %s (revision %s) while Deployment %s rolls out revision %s: the rollout replaces it, and the webhook writes its replacement", rs.Name, have, dep.Name, want)}
+		return func(*corev1.Pod) *heldRevision { return h }
+	case "StatefulSet":
+		sts := &appsv1.StatefulSet{}
+		if err := u.Client.Get(ctx, key, sts); err != nil || sts.UID != o.UID || sts.Status.UpdateRevision == "" {
+			return nil
+		}
+		onDelete := sts.Spec.UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType
+		// A deleted pod below the partition is recreated at the current revision, any
+		// other at the update revision (the StatefulSet controller's
+		// newVersionedStatefulSetPod); one whose ordinal does not read is held.
+		first := 0
+		if sts.Spec.Ordinals != nil {
+			first = int(sts.Spec.Ordinals.Start)
+		}
+		if ru := sts.Spec.UpdateStrategy.RollingUpdate; !onDelete && ru != nil && ru.Partition != nil {
+			first += int(*ru.Partition)
+		}
+		return func(pod *corev1.Pod) *heldRevision {
+			rev := pod.Labels[appsv1.ControllerRevisionHashLabelKey]
+			if rev == "" || rev == sts.Status.UpdateRevision {
+				return nil
+			}
+			if ord, ok := statefulSetOrdinal(pod, sts.Name); !onDelete && ok && ord < first {
+				return nil
+			}
+			at := fmt.Sprintf("pod is at revision %s of StatefulSet %s, whose update revision is %s", rev, sts.Name, sts.Status.UpdateRevision)
+			if onDelete {
+				return &heldRevision{SkipUnreleasedRevision, at + ": " + why, true}
+			}
+			return &heldRevision{SkipRollout, at + ": " + rolling, true}
+		}
+	case "DaemonSet":
+		ds := &appsv1.DaemonSet{}
+		if err := u.Client.Get(ctx, key, ds); err != nil || ds.UID != o.UID {
+			return nil
+		}
+		gen := ds.Annotations[daemonSetTemplateGenerationAnnotation]
+		st := ds.Status
+		if gen == "" || st.ObservedGeneration >= ds.Generation && st.UpdatedNumberScheduled >= st.DesiredNumberScheduled {
+			// Every pod is updated as the DaemonSet controller counts it, by template
+			// generation or by revision hash: after a rollback the pods whose hash is
+			// the restored template's keep their older generation label.
+			return nil
+		}
+		onDelete := ds.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType
+		return func(pod *corev1.Pod) *heldRevision {
+			pg, ok := pod.Labels[daemonSetPodTemplateGenerationLabel]
+			if !ok || pg == gen {
+				return nil
+			}
+			at := fmt.Sprintf("pod is at template generation %s of DaemonSet %s, whose template is at generation %s", pg, ds.Name, gen)
+			if onDelete {
+				return &heldRevision{SkipUnreleasedRevision, at + ": " + why, true}
+			}
+			return &heldRevision{SkipRollout, at + ": " + rolling, true}
+		}
+	}
+	return nil
+}
+
+// statefulSetOrdinal is the ordinal of pod, a pod of StatefulSet name: its
+// apps.kubernetes.io/pod-index label, else the number after name and a dash.
+func statefulSetOrdinal(pod *corev1.Pod, name string) (int, bool) {
+	s, ok := pod.Labels[appsv1.PodIndexLabel]
+	if !ok {
+		rest, found := strings.CutPrefix(pod.Name, name+"-")
+		if !found {
+			return 0, false
+		}
+		s = rest
+	}
+	n, err := strconv.Atoi(s)
+	return n, err == nil && n >= 0
+}
+
+// revisionGate: a pod at an older template than its controller's newest
+// (unreleasedRevisions), held for every change or, for a Deployment's older ReplicaSet,
+// for a change that is not protective. A change in place recreates nothing and passes.
+func revisionGate(c *candidate) (string, string) {
+	h, ok := c.p.unreleased[c.pod.UID]
+	if !ok || c.action == gpufracv1.PodUpdateInPlace || (!h.always && c.need.Protective) {
+		return "", ""
+	}
+	return h.reason, h.msg
+}
