@@ -225,19 +225,36 @@ var clock = time.Now
 // every eviction: a pod evicted while the webhook is down would come back without its
 // fraction.
 func Fresh(ctx context.Context, c client.Reader, ns, name string, maxAge time.Duration) (bool, error) {
+	fresh, _, err := freshWithin(ctx, c, ns, name, maxAge, false)
+	return fresh, err
+}
+
+// FreshOrDeclared is Fresh with the age allowed raised to the Lease's own
+// leaseDurationSeconds where that is longer than maxAge: a recommender renews its Lease
+// after each cycle and declares 3 × its --interval there, so a recommender run with a
+// long interval (a large fleet, a Prometheus that must not be queried every minute) is
+// not read as stale between two cycles that are on time. It returns the age allowed.
+func FreshOrDeclared(ctx context.Context, c client.Reader, ns, name string, maxAge time.Duration) (bool, time.Duration, error) {
+	return freshWithin(ctx, c, ns, name, maxAge, true)
+}
+
+func freshWithin(ctx context.Context, c client.Reader, ns, name string, maxAge time.Duration, declared bool) (bool, time.Duration, error) {
 	if maxAge <= 0 {
-		return false, fmt.Errorf("maxAge %v: want a positive duration", maxAge)
+		return false, maxAge, fmt.Errorf("maxAge %v: want a positive duration", maxAge)
 	}
 	lease := &coordinationv1.Lease{}
 	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, lease); err != nil {
 		if apierrors.IsNotFound(err) {
-			return false, nil
+			return false, maxAge, nil
 		}
-		return false, fmt.Errorf("reading Lease %s/%s: %w", ns, name, err)
+		return false, maxAge, fmt.Errorf("reading Lease %s/%s: %w", ns, name, err)
+	}
+	if d := lease.Spec.LeaseDurationSeconds; declared && d != nil && time.Duration(*d)*time.Second > maxAge {
+		maxAge = time.Duration(*d) * time.Second
 	}
 	if lease.Spec.RenewTime == nil {
-		return false, nil
+		return false, maxAge, nil
 	}
 	age := clock().Sub(lease.Spec.RenewTime.Time)
-	return age <= maxAge && age >= -maxAge, nil
+	return age <= maxAge && age >= -maxAge, maxAge, nil
 }

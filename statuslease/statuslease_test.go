@@ -107,3 +107,37 @@ func newFakeClient(t *testing.T) client.Client {
 	}
 	return fake.NewClientBuilder().WithScheme(scheme).Build()
 }
+
+// TestFreshOrDeclared: a Lease whose leaseDurationSeconds (3 × the recommender's
+// --interval) is longer than maxAge is fresh up to that duration; a shorter declared
+// duration never tightens maxAge; Fresh itself ignores the declared duration.
+func TestFreshOrDeclared(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock = func() time.Time { return now }
+	defer func() { clock = time.Now }()
+	for _, tc := range []struct {
+		name          string
+		declared, age time.Duration
+		want          bool
+		wantAllowed   time.Duration
+	}{
+		{"long interval, between cycles", 45 * time.Minute, 14 * time.Minute, true, 45 * time.Minute},
+		{"long interval, three cycles missed", 45 * time.Minute, 46 * time.Minute, false, 45 * time.Minute},
+		{"short interval, within maxAge", 3 * time.Minute, 9 * time.Minute, true, 10 * time.Minute},
+		{"short interval, past maxAge", 3 * time.Minute, 11 * time.Minute, false, 10 * time.Minute},
+	} {
+		c := newFakeClient(t)
+		r := &Renewer{Client: c, Namespace: "ns", Name: "rec", Identity: "a", Duration: tc.declared, Now: func() time.Time { return now.Add(-tc.age) }}
+		if err := r.Renew(ctx); err != nil {
+			t.Fatal(err)
+		}
+		fresh, allowed, err := FreshOrDeclared(ctx, c, "ns", "rec", 10*time.Minute)
+		if err != nil || fresh != tc.want || allowed != tc.wantAllowed {
+			t.Errorf("%s: fresh %v allowed %v (%v), want %v %v", tc.name, fresh, allowed, err, tc.want, tc.wantAllowed)
+		}
+		if plain, _ := Fresh(ctx, c, "ns", "rec", 10*time.Minute); plain != (tc.age <= 10*time.Minute) {
+			t.Errorf("%s: Fresh %v: it must ignore the declared duration", tc.name, plain)
+		}
+	}
+}

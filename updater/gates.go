@@ -128,7 +128,10 @@ func recommenderGate(c *candidate) (string, string) {
 }
 
 // recommenderStale reads the status Lease of recommender instance name once per cycle
-// and returns why it is stale ("" when fresh or when Config.RecommenderLeaseMaxAge is 0).
+// and returns why it is stale ("" when fresh or when Config.RecommenderLeaseMaxAge is 0):
+// not renewed within Config.RecommenderLeaseMaxAge, or within the Lease's own
+// leaseDurationSeconds (3 × the recommender's --interval) where that is longer
+// (statuslease.FreshOrDeclared).
 // A Lease that cannot be read counts as stale: holding is the safe side.
 func (u *Updater) recommenderStale(ctx context.Context, cy *cycle, name string) string {
 	maxAge := u.Config.RecommenderLeaseMaxAge
@@ -139,13 +142,13 @@ func (u *Updater) recommenderStale(ctx context.Context, cy *cycle, name string) 
 		return msg
 	}
 	ns, lease := u.Config.RecommenderLeaseNamespace, statuslease.RecommenderLeaseName(name)
-	fresh, err := statuslease.Fresh(ctx, u.apiReader(), ns, lease, maxAge)
+	fresh, allowed, err := statuslease.FreshOrDeclared(ctx, u.apiReader(), ns, lease, maxAge)
 	msg := ""
 	switch {
 	case err != nil:
 		msg = fmt.Sprintf("cannot read recommender %q's status Lease %s/%s: %v; only protective growth goes ahead", name, ns, lease, err)
 	case !fresh:
-		msg = fmt.Sprintf("recommender %q's status Lease %s/%s was not renewed in the last %v (recommender down, without a leader, or its cycles failing): the recommendation is not kept current, so only protective growth goes ahead", name, ns, lease, maxAge)
+		msg = fmt.Sprintf("recommender %q's status Lease %s/%s was not renewed in the last %v (recommender down, without a leader, or its cycles failing): the recommendation is not kept current, so only protective growth goes ahead", name, ns, lease, allowed)
 	}
 	cy.recommenders[name] = msg
 	if msg == "" {
