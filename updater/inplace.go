@@ -20,6 +20,7 @@ import (
 	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/backend"
 )
 
 // ErrNotInPlace is returned (wrapped) when the change a pod needs touches more than its
@@ -47,6 +48,12 @@ type MutatorInPlacer struct {
 	Mutator ctrladmission.Handler
 	// Client patches pods.
 	Client client.Client
+	// Annotations are the annotations backend's keys as the webhook writes them
+	// (backend.Config.Annotations; zero: the default keys): the keys the pod's earlier
+	// record wrote that the new one no longer writes are removed
+	// (backend.AnnotationsConfig.StaleKeys), so a sharing-mode move takes the old
+	// compute partition or request out of the pod with the record.
+	Annotations backend.AnnotationsConfig
 }
 
 // Apply implements InPlacer.
@@ -78,6 +85,12 @@ func (m *MutatorInPlacer) Apply(ctx context.Context, pod *corev1.Pod) (bool, err
 	ann, err := applyAnnotationOps(pod.Annotations, resp.Patches)
 	if err != nil {
 		return false, err
+	}
+	// A record that does not parse names nothing to remove (StaleKeys of nil).
+	old, _ := gpufracv1.ParseApplied(pod.Annotations)
+	nw, _ := gpufracv1.ParseApplied(ann)
+	for _, k := range m.Annotations.StaleKeys(old, nw) {
+		delete(ann, k)
 	}
 	orig := pod.DeepCopy()
 	mod := pod.DeepCopy()

@@ -191,7 +191,7 @@ func newUpdater(ctx context.Context, mgr ctrl.Manager, o *options) (*updater.Upd
 		if err := admission.AddIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 			return nil, err
 		}
-		u.InPlace = &updater.MutatorInPlacer{Mutator: admission.NewMutator(mgr.GetClient(), mgr.GetScheme(), o.adm), Client: mgr.GetClient()}
+		u.InPlace = &updater.MutatorInPlacer{Mutator: admission.NewMutator(mgr.GetClient(), mgr.GetScheme(), o.adm), Client: mgr.GetClient(), Annotations: o.adm.Config.Annotations}
 	}
 	return u, nil
 }
