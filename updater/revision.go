@@ -86,7 +86,9 @@ func (u *Updater) unreleasedRevisions(ctx context.Context, pods []*corev1.Pod) m
 
 // releasedCheck reads controller o in namespace ns and returns a check of a pod: nil
 // when it is at o's newest template or its replacement would be created from the same
-// template as it, else why it is held. It returns nil when there is nothing to check: o
+// template as it, else why it is held. A StatefulSet whose controller has not observed its
+// generation yet holds every pod a deletion would give its update revision: that
+// revision is not known yet. It returns nil when there is nothing to check: o
 // is not a Deployment's ReplicaSet, a StatefulSet or a DaemonSet, cannot be read, or
 // states no revision.
 func (u *Updater) releasedCheck(ctx context.Context, ns string, o *metav1.OwnerReference) func(*corev1.Pod) *heldRevision {
@@ -142,15 +144,22 @@ func (u *Updater) releasedCheck(ctx context.Context, ns string, o *metav1.OwnerR
 		if ru := sts.Spec.UpdateStrategy.RollingUpdate; !onDelete && ru != nil && ru.Partition != nil {
 			first += int(*ru.Partition)
 		}
+		// Until the controller has observed the StatefulSet's generation (a template just
+		// changed), status.updateRevision may be the template before: a pod at it only
+		// looks released, and its deletion would get the newest template.
+		unobserved := sts.Status.ObservedGeneration < sts.Generation
 		return func(pod *corev1.Pod) *heldRevision {
 			rev := pod.Labels[appsv1.ControllerRevisionHashLabelKey]
-			if rev == "" || rev == sts.Status.UpdateRevision {
+			if rev == "" || rev == sts.Status.UpdateRevision && !unobserved {
 				return nil
 			}
 			if ord, ok := statefulSetOrdinal(pod, sts.Name); !onDelete && ok && ord < first {
 				return nil
 			}
 			at := fmt.Sprintf("pod is at revision %s of StatefulSet %s, whose update revision is %s", rev, sts.Name, sts.Status.UpdateRevision)
+			if unobserved {
+				at = fmt.Sprintf("StatefulSet %s is at generation %d, which its controller has not observed yet (status at %d): the revision a new pod gets is not known yet", sts.Name, sts.Generation, sts.Status.ObservedGeneration)
+			}
 			if onDelete {
 				return &heldRevision{SkipUnreleasedRevision, at + ": " + why, true}
 			}

@@ -2,6 +2,7 @@ package updater
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -266,6 +267,61 @@ func TestRollingStatefulSetPodsKeepTheirOrder(t *testing.T) {
 					if u.Pod != "web-2" && u.SkipReason != SkipRollout {
 						t.Errorf("pod %s skipped for %s (%s), want %s", u.Pod, u.SkipReason, u.SkipMessage, SkipRollout)
 					}
+				}
+			}
+		})
+	}
+}
+
+// A StatefulSet whose template was just changed has status.updateRevision of the
+// template before until its controller observes the change (status.observedGeneration
+// below metadata.generation): a pod at that revision only looks released. Its deletion
+// gets the newest template, so it is held as a pod at an older revision is
+// (SkipUnreleasedRevision under OnDelete; SkipRollout at or above a rolling update's
+// partition), until the controller has observed it; a pod below the partition, recreated
+// at the current revision, is not. Before, the pod was evicted and recreated from a
+// template the user had not released (OnDelete), or ahead of its rolling update.
+func TestStatefulSetStatusNotObservedHolds(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		onDelete  bool
+		partition int32
+		observed  int64 // status.observedGeneration; the StatefulSet is at generation 3
+		skip      string
+	}{
+		{"OnDelete, template change not observed", true, 0, 2, SkipUnreleasedRevision},
+		{"OnDelete, observed", true, 0, 3, ""},
+		{"RollingUpdate, template change not observed", false, 0, 2, SkipRollout},
+		{"RollingUpdate, below the partition, not observed", false, 2, 2, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 2, 3)
+			f.gfa.Spec.TargetRef.Kind = "StatefulSet"
+			sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", UID: "sts-uid", Generation: 3},
+				Spec:   appsv1.StatefulSetSpec{Replicas: ptr.To[int32](2)},
+				Status: appsv1.StatefulSetStatus{ObservedGeneration: tc.observed, CurrentRevision: "web-2", UpdateRevision: "web-2"}}
+			sts.Spec.UpdateStrategy.Type = appsv1.RollingUpdateStatefulSetStrategyType
+			sts.Spec.UpdateStrategy.RollingUpdate = &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr.To(tc.partition)}
+			if tc.onDelete {
+				sts.Spec.UpdateStrategy = appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType}
+			}
+			f.objs = append(f.objs, sts)
+			for i, p := range f.pods {
+				p.Name = fmt.Sprintf("web-%d", i)
+				p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "web", UID: sts.UID, Controller: ptr.To(true)}}
+				p.Labels[appsv1.ControllerRevisionHashLabelKey] = "web-2"
+			}
+			f.build()
+			f.run()
+			live := f.livePods()
+			evicted := !live[f.pods[0].Name] || !live[f.pods[1].Name]
+			st := f.status()
+			if evicted != (tc.skip == "") {
+				t.Fatalf("evicted %v, want %v (updates %+v)", evicted, tc.skip == "", st.Updates)
+			}
+			for _, u := range st.Updates {
+				if tc.skip != "" && (u.SkipReason != tc.skip || !strings.Contains(u.SkipMessage, "generation 3")) {
+					t.Errorf("pod %s skipped for %s (%s), want %s naming generation 3", u.Pod, u.SkipReason, u.SkipMessage, tc.skip)
 				}
 			}
 		})
