@@ -69,6 +69,10 @@ type Need struct {
 	// apply outside windows (Urgent): it rests on what the pod uses now or on the
 	// updater's floor, not only on a current recommendation.
 	Protective bool
+	// MemoryRunningOut is true when a growth rests on the pod's memory running out: an
+	// out-of-memory exit of the pod, or the workload's observed peak near the pod's
+	// memory (part of Protective; a rollback floor or a latency breach is not).
+	MemoryRunningOut bool
 	// Rollback is true when the pod is below the rollback floor.
 	Rollback bool
 	// OutOfBounds is true when a change is needed because a resource is outside the
@@ -153,7 +157,7 @@ func Evaluate(alloc PodAllocation, targets map[string]contract.Target, facts Pod
 			continue
 		}
 		if msg := oomAtWrittenGPU(name, alloc.Containers[name], t, facts, r); msg != "" {
-			n.add(verdict{grow: []string{msg}, protective: true}, r.UrgentGrowth)
+			n.add(verdict{grow: []string{msg}, protective: true, own: true}, r.UrgentGrowth)
 		}
 		for _, x := range resourcesOf(name, alloc.Containers[name], t, r) {
 			x.recordInvalid = alloc.RecordError
@@ -302,6 +306,8 @@ func resourcesOf(name string, a Alloc, t contract.Target, r Rules) []resourceChe
 type verdict struct {
 	grow, shrink                      []string
 	protective, rollback, outOfBounds bool
+	// own: the growth rests on the pod's memory running out (Need.MemoryRunningOut).
+	own bool
 }
 
 // add merges one resource's verdict into the pod's Need.
@@ -313,6 +319,7 @@ func (n *Need) add(v verdict, urgentGrowth bool) {
 			n.Protective = true
 			n.Urgent = n.Urgent || urgentGrowth
 		}
+		n.MemoryRunningOut = n.MemoryRunningOut || v.own
 		n.Rollback = n.Rollback || v.rollback
 		n.OutOfBounds = n.OutOfBounds || v.outOfBounds
 	}
@@ -337,7 +344,7 @@ func (x resourceCheck) compare(t contract.Target, facts PodFacts, r Rules, h *ho
 	// near the limit (memory), or a breached latency objective.
 	oom := x.isMemory && facts.OOM != nil
 	near := x.isMemory && t.PeakMemory >= 0 && x.applied > 0 && float64(t.PeakMemory) >= r.NearLimit*float64(x.applied)
-	v := verdict{protective: oom || near || r.Guardrail == gpufracv1.GuardrailBreached}
+	v := verdict{protective: oom || near || r.Guardrail == gpufracv1.GuardrailBreached, own: oom || near}
 	// Memory already used up to (or past) the allocation, or near it: any larger target
 	// grows, however small the step. Used up, the next byte is a crash; near the limit,
 	// the peak is an out-of-memory exit that has not happened yet, a sample of need as

@@ -62,18 +62,25 @@ func heldGate(c *candidate) (string, string) {
 }
 
 // runToCompletionGate: a pod that runs to completion (restartPolicy Never or OnFailure,
-// whoever controls it: a Job, a CronJob's Job, a workflow engine) is not replaced for a
-// change that is not urgent (SkipRunToCompletion). Replacing it ends its run: the work
-// done is lost and, for a Job, the evicted or deleted pod counts as a failure against
-// its backoffLimit (a Job at its limit fails for good, with no replacement at all). Its
-// workload's next pods (retries, further completions, the next scheduled run) get the
-// recommendation from the webhook. Protective growth (an out-of-memory exit, a peak
-// near the limit, a rollback, a latency breach) still replaces it: the run is failing
-// or about to. In place (no eviction) is not held.
+// whoever controls it: a Job, a CronJob's Job, a workflow engine) is replaced only for
+// growth that rests on its memory running out (Need.MemoryRunningOut: its out-of-memory
+// exit, the observed peak near its memory), the run failing or about to
+// (SkipRunToCompletion). Replacing it ends
+// its run: the work done is lost and, for a Job, the evicted or deleted pod counts as a
+// failure against its backoffLimit (a Job at its limit fails for good, with no
+// replacement at all). Its workload's next pods (retries, further completions, the next
+// scheduled run) get the recommendation, and the rollback floor, from the webhook. A
+// rollback floor or a latency breach is the workload's: raised by another pod's
+// out-of-memory exit, it would otherwise evict every sibling still running below it,
+// each a failure of the Job (one exit in an 8-way parallel Job: 1 + 7 failures, past the
+// default backoffLimit 6). In place (no eviction) is not held.
 func runToCompletionGate(c *candidate) (string, string) {
 	rp := c.pod.Spec.RestartPolicy
-	if c.need.Protective || c.action == gpufracv1.PodUpdateInPlace || rp == "" || rp == corev1.RestartPolicyAlways {
+	if c.need.MemoryRunningOut || c.action == gpufracv1.PodUpdateInPlace || rp == "" || rp == corev1.RestartPolicyAlways {
 		return "", ""
+	}
+	if c.need.Protective {
+		return SkipRunToCompletion, fmt.Sprintf("pod runs to completion (restartPolicy %s) and its memory is not running out: replacing it for its workload's rollback floor or latency breach would end its run and count as a failure of its Job; its workload's next pods get the floor from the webhook", rp)
 	}
 	return SkipRunToCompletion, fmt.Sprintf("pod runs to completion (restartPolicy %s): replacing it would end its run and count as a failure of its Job; its workload's next pods get the recommendation", rp)
 }

@@ -17,9 +17,10 @@ const (
 	// SkipPending: the pod is not running yet.
 	SkipPending = "pending"
 	// SkipRunToCompletion: the pod runs to completion (restartPolicy Never or
-	// OnFailure: a Job's, a CronJob's, a workflow's) and the change is not urgent: an
-	// eviction would end its run, lose its work and count against its Job's
-	// backoffLimit; the workload's next pods get the recommendation at creation.
+	// OnFailure: a Job's, a CronJob's, a workflow's) and the change does not rest on its
+	// memory running out (a rollback floor and a latency breach do not): an eviction
+	// would end its run, lose its work and count against its Job's backoffLimit; the
+	// workload's next pods get the recommendation (and the floor) at creation.
 	SkipRunToCompletion = "run-to-completion"
 	// SkipWindowClosed: no resize window is open and the change is not urgent growth.
 	SkipWindowClosed = "window-closed"

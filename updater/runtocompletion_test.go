@@ -1,9 +1,11 @@
 package updater
 
 import (
+	"strings"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,5 +73,94 @@ func TestRunToCompletionPodsNotEvictedForNonUrgentChanges(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A Job's pod that ended out of memory raises the workload's rollback floor (oomFloor),
+// which the webhook writes into the Job's next pods. Its siblings still running below
+// that floor are not failing: evicting them for the rollback would end their runs, each
+// a failure against the Job's backoffLimit (one exit in an 8-way parallel Job: 1 + 7
+// failures, past the default backoffLimit 6), so they are held (SkipRunToCompletion).
+// Growth for a pod's own out-of-memory exit still replaces it, and a pod with
+// restartPolicy Always below the floor is rolled back as before.
+func TestRunToCompletionSiblingsKeptBelowAnotherPodsFloor(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		policy  corev1.RestartPolicy
+		evicted bool
+	}{
+		{"Never", corev1.RestartPolicyNever, false},
+		{"OnFailure", corev1.RestartPolicyOnFailure, false},
+		{"Always", corev1.RestartPolicyAlways, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 3, 1)
+			job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "train", UID: "job-uid"}}
+			f.objs = append(f.objs, job)
+			f.gfa.Spec.TargetRef.APIVersion, f.gfa.Spec.TargetRef.Kind, f.gfa.Spec.TargetRef.Name = "batch/v1", "Job", "train"
+			owner := []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "train", UID: job.UID, Controller: ptr.To(true)}}
+			for _, p := range f.pods {
+				p.OwnerReferences = owner
+				p.Spec.RestartPolicy = tc.policy
+			}
+			failed := f.addPod("train-failed", 1, &appsv1.ReplicaSet{})
+			failed.OwnerReferences = owner
+			failed.Spec.RestartPolicy = corev1.RestartPolicyNever
+			failed.Status = corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: "main",
+				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled",
+					FinishedAt: metav1.NewTime(f.now.Add(-time.Minute))}}}}}
+			f.build()
+			f.run()
+			f.run() // the floor is published first (awaiting-floor)
+			st := f.status()
+			if st.Floor == nil {
+				t.Fatal("no floor raised")
+			}
+			gone := 0
+			live := f.livePods()
+			for _, p := range f.pods[:3] {
+				if !live[p.Name] {
+					gone++
+				}
+			}
+			if (gone > 0) != tc.evicted {
+				t.Fatalf("%d evicted, want evicted %v (updates %+v)", gone, tc.evicted, st.Updates)
+			}
+			if tc.evicted {
+				return
+			}
+			for _, u := range st.Updates {
+				if u.SkipReason != SkipRunToCompletion || !strings.Contains(u.SkipMessage, "floor") {
+					t.Errorf("pod %s: skip %q (%s), want %q naming the floor", u.Pod, u.SkipReason, u.SkipMessage, SkipRunToCompletion)
+				}
+			}
+		})
+	}
+}
+
+// A latency breach makes a workload's growth protective, but it is the workload's, not a
+// run-to-completion pod's own memory running out: the pod is held (SkipRunToCompletion)
+// and its workload's next pods get the recommendation.
+func TestRunToCompletionKeptThroughLatencyBreach(t *testing.T) {
+	f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 3, 1)
+	f.setTarget("2Gi", "1536Mi", "3Gi")
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "train", UID: "job-uid"}}
+	f.objs = append(f.objs, job)
+	f.gfa.Spec.TargetRef.APIVersion, f.gfa.Spec.TargetRef.Kind, f.gfa.Spec.TargetRef.Name = "batch/v1", "Job", "train"
+	for _, p := range f.pods {
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "train", UID: job.UID, Controller: ptr.To(true)}}
+		p.Spec.RestartPolicy = corev1.RestartPolicyNever
+	}
+	f.build()
+	f.breachLatency(t)
+	f.run()
+	f.run()
+	if len(f.livePods()) != 3 {
+		t.Fatalf("a run-to-completion pod evicted for a latency breach (pods %v, updates %+v)", f.livePods(), f.status().Updates)
+	}
+	for _, u := range f.status().Updates {
+		if !u.Urgent || u.SkipReason != SkipRunToCompletion {
+			t.Errorf("pod %s: urgent %v, skip %q (%s), want urgent and %q", u.Pod, u.Urgent, u.SkipReason, u.SkipMessage, SkipRunToCompletion)
+		}
 	}
 }
