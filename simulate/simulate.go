@@ -38,9 +38,12 @@
 package simulate
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
@@ -555,18 +558,18 @@ func evaluate(ps *polState, tl *timeline, d *detail, pi, k int, capacity int64) 
 
 // candidate is a pod the updater wants to replace.
 type candidate struct {
-	run       int
-	dec       decision
-	need      updater.Need
-	partial   bool
-	magnitude float64
+	run     int
+	dec     decision
+	need    updater.Need
+	partial bool
 	// unchanged: the decision is below the minimum confidence (decision.lowConfidence);
 	// the replacement is admitted unchanged, with the cold-start whole GPU.
 	unchanged bool
 }
 
 // candidates returns the pods of an adaptive policy that the updater replaces at the end
-// of step k, most urgent first, then the largest relative change of memory. The decision
+// of step k, in the updater's order (updater.MoreUrgent over autoscaler order, each
+// workload's pods oldest first). The decision
 // is the updater's own, in the updater's order: updater.Evaluate on each pod's
 // allocation, age and last out-of-memory exit (a step over its memory allocation, which
 // an enforcing backend ends with an OOM kill); the workload's needs observed by the
@@ -616,10 +619,10 @@ func candidates(ps *polState, tl *timeline, alive, replicas []int, k int, window
 		}
 		// The recommendation's MetricsUnavailable condition, as the updater reads it.
 		rules.IncompleteData = ps.spec.sizer.incompleteData(r.workload)
-		targets, want := map[string]contract.Target{name: dec.target}, dec.want.MemoryBytes
+		targets := map[string]contract.Target{name: dec.target}
 		rules.Unchanged = nil
 		if dec.lowConfidence {
-			targets, want = updater.AdmittedUnchanged(targets, capacity), capacity
+			targets = updater.AdmittedUnchanged(targets, capacity)
 			rules.Unchanged = map[string]bool{name: dec.target.ControlsMemory}
 		}
 		need := updater.Evaluate(alloc, targets, facts, rules)
@@ -627,8 +630,7 @@ func candidates(ps *polState, tl *timeline, alive, replicas []int, k int, window
 			continue
 		}
 		ps.needs[r.workload] = append(ps.needs[r.workload], need)
-		mag := math.Abs(float64(a.record-want)) / float64(max(want, 1))
-		pending = append(pending, candidate{run: i, dec: dec, need: need, partial: !dec.full && !dec.lowConfidence, magnitude: mag, unchanged: dec.lowConfidence})
+		pending = append(pending, candidate{run: i, dec: dec, need: need, partial: !dec.full && !dec.lowConfidence, unchanged: dec.lowConfidence})
 	}
 	// Every workload, as the updater observes every autoscaler in Recreate mode in every
 	// cycle: one without a need this cycle ends its streak and its round.
@@ -648,15 +650,17 @@ func candidates(ps *polState, tl *timeline, alive, replicas []int, k int, window
 		}
 		out = append(out, c)
 	}
-	sort.SliceStable(out, func(a, b int) bool {
-		if out[a].need.Urgent != out[b].need.Urgent {
-			return out[a].need.Urgent
-		}
-		if out[a].magnitude != out[b].magnitude {
-			return out[a].magnitude > out[b].magnitude
-		}
-		return out[a].run < out[b].run
+	// The updater's order: its candidates are listed autoscaler by autoscaler (the
+	// simulator's autoscaler of a workload is named by it: namespace, then name), each
+	// one's pods oldest first (by creation, then name), and sorted stably by
+	// updater.MoreUrgent.
+	slices.SortFunc(out, func(a, b candidate) int {
+		ra, rb := &tl.runs[a.run], &tl.runs[b.run]
+		wa, wb := tl.workloads[ra.workload].key, tl.workloads[rb.workload].key
+		return cmp.Or(strings.Compare(wa.Namespace, wb.Namespace), strings.Compare(wa.Name, wb.Name),
+			ps.placedAt[a.run]-ps.placedAt[b.run], strings.Compare(ra.name, rb.name), a.run-b.run)
 	})
+	sort.SliceStable(out, func(a, b int) bool { return updater.MoreUrgent(out[a].need, out[b].need) })
 	return out
 }
 

@@ -205,19 +205,22 @@ func (u *Updater) RunOnce(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// sortByUrgency orders candidates most urgent first across autoscalers: rollbacks,
-// other urgent growth, then the rest in autoscaler order, oldest pod first.
+// sortByUrgency orders candidates most urgent first across autoscalers (MoreUrgent):
+// rollbacks, other urgent growth, then the rest in autoscaler order, oldest pod first.
 func sortByUrgency(cands []*candidate) {
-	sort.SliceStable(cands, func(i, j int) bool {
-		a, b := cands[i], cands[j]
-		if a.need.Rollback != b.need.Rollback {
-			return a.need.Rollback
-		}
-		if a.need.Urgent != b.need.Urgent {
-			return a.need.Urgent
-		}
-		return false
-	})
+	sort.SliceStable(cands, func(i, j int) bool { return MoreUrgent(cands[i].need, cands[j].need) })
+}
+
+// MoreUrgent reports whether a pod that needs a goes before one that needs b in a
+// cycle's replacements: a rollback before anything else, other urgent growth before
+// the rest. Sorted stably by it, candidates listed in autoscaler order, each
+// autoscaler's pods oldest first, are in the order the updater replaces them (the
+// order gpufrac simulate replaces pods in too).
+func MoreUrgent(a, b Need) bool {
+	if a.Rollback != b.Rollback {
+		return a.Rollback
+	}
+	return a.Urgent && !b.Urgent
 }
 
 // act changes a candidate in place, or puts it through the replacement gates (gates.go)
