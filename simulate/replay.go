@@ -35,6 +35,9 @@ type replay struct {
 	// replicas counts the live pods per workload.
 	alive, next []int
 	replicas    []int
+	// budgets are the disruption budgets of the workloads whose pods the cycle being
+	// run has met (budget).
+	budgets []workloadBudget
 }
 
 // Run replays tr through the policies on GPUs of opts.GPUMemoryBytes. It returns an error
@@ -287,7 +290,8 @@ func (rp *replay) turnover(k int) []int {
 }
 
 // update is the updater at step k for each adaptive policy: it replaces the candidates
-// (candidates) while the replacement rate allows, from step k+1.
+// (candidates), each within its workload's disruption budget (budget) and while the
+// replacement rate allows, from step k+1.
 func (rp *replay) update(k int) {
 	u := rp.opts.Updater
 	for pi, ps := range rp.states {
@@ -295,10 +299,16 @@ func (rp *replay) update(k int) {
 			continue
 		}
 		ps.refillTokens(u.ReplacementsPerMinute, rp.stepMin)
-		for _, c := range candidates(ps, rp.tl, rp.alive, rp.replicas, k, rp.windows, rp.rules, u.MinReplicas, rp.capacity) {
+		rp.budgets = rp.budgets[:0]
+		for _, c := range candidates(ps, rp.tl, rp.alive, k, rp.windows, rp.rules, rp.capacity) {
+			b := rp.budget(rp.tl.runs[c.run].workload)
+			if reason, _ := b.Allow(); reason != "" {
+				continue // the updater's budgetGate, before the rate limit
+			}
 			if !ps.takeToken(u.ReplacementsPerMinute) {
 				break
 			}
+			b.Took()
 			i := c.run
 			ps.pk.Remove(i, ps.on[i], ps.applied[i].alloc)
 			before := ps.applied[i].record
@@ -316,6 +326,26 @@ func (rp *replay) update(k int) {
 			rp.consolidate(pi, k)
 		}
 	}
+}
+
+// budget returns workload w's disruption budget in this cycle: the updater's
+// (updater.BudgetOf) over its live pods, none in flight at the cycle's start (a
+// replacement runs from the next step), taken from as pods are replaced.
+func (rp *replay) budget(w int) *updater.Budget {
+	for i := range rp.budgets {
+		if rp.budgets[i].w == w {
+			return &rp.budgets[i].b
+		}
+	}
+	u := rp.opts.Updater
+	rp.budgets = append(rp.budgets, workloadBudget{w: w, b: updater.BudgetOf(rp.replicas[w], 0, int32(u.MinReplicas), u.MaxInFlight)})
+	return &rp.budgets[len(rp.budgets)-1].b
+}
+
+// workloadBudget is workload w's disruption budget in one cycle.
+type workloadBudget struct {
+	w int
+	b updater.Budget
 }
 
 // consolidate is the updater's consolidation at step k for policy pi

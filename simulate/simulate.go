@@ -161,8 +161,15 @@ type UpdaterOptions struct {
 	UrgentGrowth *bool
 	// MinReplicas is the fewest running pods a workload must have for one to be
 	// replaced (default 1; the API's default is 2, which would freeze single-replica
-	// workloads).
+	// workloads). With MaxInFlight it is the workload's disruption budget, checked
+	// before each replacement as the updater does (updater.BudgetOf, Budget.Allow and
+	// Took): a workload's pods replaced in one cycle are in flight for the rest of it,
+	// and its replacements run from the next (they start at once and are ready then).
 	MinReplicas int
+	// MaxInFlight is the share of a workload's pods that may be replaced in one cycle,
+	// ratio 0–1, at least one pod (the updater's --max-in-flight; default
+	// updater.DefaultMaxInFlight).
+	MaxInFlight float64
 	// Consolidate empties one GPU per step where the updater would
 	// (updater.Config.Consolidate, packing.Consolidation): the tenants of the least
 	// held GPU whose replacements all fit on the other GPUs in use are replaced and
@@ -237,6 +244,12 @@ func (o Options) withDefaults() (Options, error) {
 	if u.MinReplicas <= 0 {
 		u.MinReplicas = 1
 	}
+	if u.MaxInFlight == 0 {
+		u.MaxInFlight = updater.DefaultMaxInFlight
+	}
+	if u.MaxInFlight < 0 || u.MaxInFlight > 1 {
+		return o, fmt.Errorf("--max-in-flight %v: want a share of the workload's pods, 0-1, as the updater's", u.MaxInFlight)
+	}
 	if u.ConsolidationComputeMilli < 0 || u.ConsolidationComputeMilli > 1000 {
 		return o, fmt.Errorf("--consolidation-compute %d: want milli-GPU in 1–1000 (0: the default)", u.ConsolidationComputeMilli)
 	}
@@ -280,8 +293,8 @@ type Settings struct {
 	FullConfidenceHistory string `json:"fullConfidenceHistory"`
 	// MemoryAggregationInterval is the interval of one gpufrac memory peak.
 	MemoryAggregationInterval string `json:"memoryAggregationInterval"`
-	// MinLifetime, ReplacementsPerMinute, ChangeThreshold, UrgentGrowth, MinReplicas and
-	// ResizeWindows are the updater's rules (see UpdaterOptions).
+	// MinLifetime, ReplacementsPerMinute, ChangeThreshold, UrgentGrowth, MinReplicas,
+	// MaxInFlight and ResizeWindows are the updater's rules (see UpdaterOptions).
 	MinLifetime           string  `json:"minLifetime"`
 	ReplacementsPerMinute float64 `json:"replacementsPerMinute"`
 	ChangeThreshold       float64 `json:"changeThreshold"`
@@ -293,6 +306,7 @@ type Settings struct {
 	MinReplacementInterval string                   `json:"minReplacementInterval"`
 	UrgentGrowth           bool                     `json:"urgentGrowth"`
 	MinReplicas            int                      `json:"minReplicas"`
+	MaxInFlight            float64                  `json:"maxInFlight"`
 	ResizeWindows          []gpufracv1.ResizeWindow `json:"resizeWindows,omitempty"`
 	// Consolidate is UpdaterOptions.Consolidate.
 	Consolidate bool `json:"consolidate,omitempty"`
@@ -580,7 +594,7 @@ type candidate struct {
 // webhook then admits (updater.AdmittedUnchanged) and replaced only for protective
 // growth (updater.LowConfidenceAdmits, the updater's recommendationGate), with the whole
 // GPU; a cold-start pod already holds it.
-func candidates(ps *polState, tl *timeline, alive, replicas []int, k int, windows updater.Windows, rules updater.Rules, minReplicas int, capacity int64) []candidate {
+func candidates(ps *polState, tl *timeline, alive []int, k int, windows updater.Windows, rules updater.Rules, capacity int64) []candidate {
 	now := tl.stepEnd(k)
 	win := windows.State(now)
 	var pending []candidate
@@ -592,7 +606,7 @@ func candidates(ps *polState, tl *timeline, alive, replicas []int, k int, window
 	}
 	for _, i := range alive {
 		r := &tl.runs[i]
-		if r.end <= k || replicas[r.workload] < minReplicas {
+		if r.end <= k {
 			continue
 		}
 		dec := ps.spec.sizer.decision(r.wc)
@@ -725,6 +739,7 @@ func settings(o Options) Settings {
 		MinReplacementInterval:    u.MinReplacementInterval.String(),
 		UrgentGrowth:              *u.UrgentGrowth,
 		MinReplicas:               u.MinReplicas,
+		MaxInFlight:               u.MaxInFlight,
 		ResizeWindows:             u.ResizeWindows,
 		Consolidate:               u.Consolidate,
 	}

@@ -49,14 +49,11 @@ func IsReady(p *corev1.Pod) bool {
 // another kind or one that could not be read) have their pods not ready or terminating
 // in flight. Either way a group counts at least the replacements this updater still
 // awaits for it (awaited: controller UID, "" for none → unsatisfied expectations, which
-// status.updater.awaitedReplacements keeps across restarts). The in-flight fraction is 0–1 (default 0.5
-// when ≤ 0 or > 1). Pods in evicted (already evicted, though the cache may not show it
+// status.updater.awaitedReplacements keeps across restarts). The in-flight fraction is as
+// BudgetOf's. Pods in evicted (already evicted, though the cache may not show it
 // yet) count as terminating.
 func NewBudget(pods []*corev1.Pod, wanted map[types.UID]int32, awaited map[types.UID]int, evicted map[types.UID]bool, minReplicas int32, fraction float64) Budget {
-	if fraction <= 0 || fraction > 1 {
-		fraction = 0.5
-	}
-	b := Budget{MinReplicas: minReplicas}
+	var running, inFlight int
 	ready, notReady := map[types.UID]int{}, map[types.UID]int{}
 	groups := map[types.UID]bool{}
 	for _, p := range pods {
@@ -72,15 +69,27 @@ func NewBudget(pods []*corev1.Pod, wanted map[types.UID]int32, awaited map[types
 		groups[g] = true
 	}
 	for g := range groups {
-		b.Running += ready[g]
+		running += ready[g]
 		unavailable := notReady[g]
 		if want, ok := wanted[g]; ok && g != "" {
 			unavailable = max(0, int(want)-ready[g])
 		}
-		b.InFlight += max(unavailable, awaited[g])
+		inFlight += max(unavailable, awaited[g])
 	}
-	b.MaxInFlight = max(1, int(math.Floor(float64(b.Running+b.InFlight)*fraction)))
-	return b
+	return BudgetOf(running, inFlight, minReplicas, fraction)
+}
+
+// BudgetOf is the budget of a workload with running pods (running, ready and not
+// terminating) and inFlight pods being replaced, under spec.updatePolicy.minReplicas
+// and the in-flight fraction, ratio 0–1 (--max-in-flight; DefaultMaxInFlight when ≤ 0
+// or > 1): what NewBudget counts from the pods, and what gpufrac simulate starts each
+// workload's cycle with.
+func BudgetOf(running, inFlight int, minReplicas int32, fraction float64) Budget {
+	if fraction <= 0 || fraction > 1 {
+		fraction = DefaultMaxInFlight
+	}
+	return Budget{MinReplicas: minReplicas, Running: running, InFlight: inFlight,
+		MaxInFlight: max(1, int(math.Floor(float64(running+inFlight)*fraction)))}
 }
 
 // controllerUID is the UID of p's controller ("" when none).

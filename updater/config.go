@@ -37,6 +37,9 @@ const (
 	// DefaultEvictionRate is the cluster-wide eviction rate, evictions per second (one
 	// every 10 s).
 	DefaultEvictionRate = 0.1
+	// DefaultMaxInFlight is the share of a workload's pods that may be being replaced
+	// at once, ratio (Config.MaxInFlight, at least one pod).
+	DefaultMaxInFlight = 0.5
 	// DefaultPersistCycles, DefaultPersistFor and DefaultMinReplacementInterval are the
 	// hysteresis defaults (see Hysteresis): a change inside the bounds must be seen in 3
 	// consecutive cycles over 5 minutes, and a workload's rounds of replacements start at
@@ -84,7 +87,7 @@ type Config struct {
 	// reaches pods only as they are replaced for another reason).
 	ComputeRequestGrowth float64
 	// MaxInFlight is the share of a workload's pods that may be being replaced at once,
-	// ratio 0–1 (at least one pod). Default 0.5.
+	// ratio 0–1 (at least one pod). Default DefaultMaxInFlight.
 	MaxInFlight float64
 	// EvictionRate is the cluster-wide eviction rate limit, evictions per second (a
 	// token bucket, golang.org/x/time/rate). Default 0.1 (one every 10s); negative means
@@ -189,7 +192,7 @@ func (c Config) WithDefaults() Config {
 		*d = max(*d, 0)
 	}
 	if c.MaxInFlight <= 0 || c.MaxInFlight > 1 {
-		c.MaxInFlight = 0.5
+		c.MaxInFlight = DefaultMaxInFlight
 	}
 	if c.EvictionRate == 0 {
 		c.EvictionRate = DefaultEvictionRate
