@@ -207,8 +207,9 @@ func (rp *replay) newPolState(name string, spec policySpec) *polState {
 	ps := &polState{spec: spec, res: &PolicyResult{Policy: name}, pk: packing.New(rp.capacity),
 		applied: make([]grant, n), load: make([]uint8, n), on: make([]int, n), placedAt: make([]int, n), cold: make([]bool, n), partial: make([]bool, n), oomAt: make([]int, n),
 		hyst: updater.NewHysteresis(u.PersistCycles, u.PersistFor, u.MinReplacementInterval), flaps: newReversals(n, rp.tl.step)}
+	ps.outOfDate = make([]int, n)
 	for i := range ps.on {
-		ps.on[i], ps.oomAt[i] = -1, -1
+		ps.on[i], ps.oomAt[i], ps.outOfDate[i] = -1, -1, -1
 	}
 	return ps
 }
@@ -300,7 +301,13 @@ func (rp *replay) update(k int) {
 		}
 		ps.refillTokens(u.ReplacementsPerMinute, rp.stepMin)
 		rp.budgets = rp.budgets[:0]
-		for _, c := range candidates(ps, rp.tl, rp.alive, k, rp.windows, rp.rules, rp.capacity) {
+		cands := candidates(ps, rp.tl, rp.alive, k, rp.windows, rp.rules, rp.capacity)
+		// The updater consolidates before its cycle's replacements, and only in a cycle
+		// without other candidates (updater.consolidate).
+		if len(cands) == 0 && u.Consolidate && ps.spec.name == PolicyGPUFrac {
+			rp.consolidate(pi, k)
+		}
+		for _, c := range cands {
 			b := rp.budget(rp.tl.runs[c.run].workload)
 			if reason, _ := b.Allow(); reason != "" {
 				continue // the updater's budgetGate, before the rate limit
@@ -321,9 +328,6 @@ func (rp *replay) update(k int) {
 			ps.placedAt[i] = k + 1
 			ps.res.Replacements++
 			ps.hyst.Replaced(rp.tl.workloads[rp.tl.runs[i].workload].hkey, rp.tl.stepEnd(k), c.need)
-		}
-		if u.Consolidate && ps.spec.name == PolicyGPUFrac {
-			rp.consolidate(pi, k)
 		}
 	}
 }
@@ -349,12 +353,14 @@ type workloadBudget struct {
 }
 
 // consolidate is the updater's consolidation at step k for policy pi
-// (UpdaterOptions.Consolidate): packing.Consolidation over the GPUs in use picks the
-// GPU to empty, and its tenants are replaced, each with what the webhook writes now,
-// and placed where Consolidation put them, from step k+1. A tenant is movable past the
-// minimum lifetime, when its workload keeps MinReplicas running, when it is not a
-// cold start and its recommendation applies, inside the resize windows, and while the
-// replacement rate allows all of the GPU's tenants.
+// (UpdaterOptions.Consolidate), in a cycle without other candidates:
+// packing.Consolidation over the GPUs in use picks the GPU to empty, and its tenants
+// are replaced, each with what the webhook writes now, and placed where Consolidation
+// put them, from step k+1, each within its workload's disruption budget (budget) and
+// while the replacement rate allows, as the updater's candidates. A tenant is movable
+// past the minimum lifetime, when it is not a cold start, its recommendation applies
+// and it is in date (not out of date at this cycle, held or not: the updater moves no
+// pod it lists in status.updater.updates), inside the resize windows.
 func (rp *replay) consolidate(pi, k int) {
 	ps, u := rp.states[pi], rp.opts.Updater
 	if !rp.windows.State(rp.tl.stepEnd(k)).Open {
@@ -374,8 +380,7 @@ func (rp *replay) consolidate(pi, k int) {
 			a := ps.applied[i]
 			dec := ps.spec.sizer.decision(r.wc)
 			movable := dec.ok && !ps.cold[i] && r.end > k && ps.spec.sizer.incompleteData(r.workload) == "" &&
-				time.Duration(k+1-ps.placedAt[i])*rp.tl.step >= u.MinLifetime &&
-				rp.replicas[r.workload] >= u.MinReplicas
+				time.Duration(k+1-ps.placedAt[i])*rp.tl.step >= u.MinLifetime && ps.outOfDate[i] != k
 			if movable {
 				a = rp.written(dec)
 				grants[i] = a
@@ -390,11 +395,15 @@ func (rp *replay) consolidate(pi, k int) {
 		return
 	}
 	tenants := slices.Clone(ps.pk.GPU(gpus[drain]).Tenants)
-	if u.ReplacementsPerMinute >= 0 && ps.tokens < float64(len(tenants)) {
-		return
-	}
 	for j, i := range tenants {
-		ps.takeToken(u.ReplacementsPerMinute)
+		b := rp.budget(rp.tl.runs[i].workload)
+		if reason, _ := b.Allow(); reason != "" {
+			continue
+		}
+		if !ps.takeToken(u.ReplacementsPerMinute) {
+			break
+		}
+		b.Took()
 		ps.pk.Remove(i, ps.on[i], ps.applied[i].alloc)
 		before := ps.applied[i].record
 		rp.placeOn(pi, i, k+1, grants[i], false, !ps.spec.sizer.decision(rp.tl.runs[i].wc).full, gpus[dest[j]])

@@ -481,6 +481,10 @@ type polState struct {
 	cold     []bool
 	partial  []bool // allocation from a recommendation on less than the full-confidence history
 	oomAt    []int  // last step the pod ran over its memory allocation, -1 when never
+	// outOfDate is the last step at whose end the pod was out of date
+	// (updater.Need.OutOfDate, whether or not it could be replaced then), -1 when never:
+	// consolidation moves no such pod (updater.movablePods).
+	outOfDate []int
 	// load is each pod's device load at the step last evaluated (loadAlone,
 	// loadShared, loadSaturated): what the reader reports of its GPU
 	// (metrics.Series.DeviceLoad), fed to the recommender of an adaptive policy.
@@ -640,6 +644,9 @@ func candidates(ps *polState, tl *timeline, alive []int, k int, windows updater.
 			rules.Unchanged = map[string]bool{name: dec.target.ControlsMemory}
 		}
 		need := updater.Evaluate(alloc, targets, facts, rules)
+		if need.OutOfDate() {
+			ps.outOfDate[i] = k
+		}
 		if !need.Needed() {
 			continue
 		}
