@@ -94,15 +94,21 @@ func (o *traceOutputs) check(inputs ...string) error {
 }
 
 // checkOutputPath returns an error naming flag and path when path ("" or "-": none)
-// cannot be written because its directory does not exist or is not a directory, or is
+// cannot be written because its directory does not exist or is not a directory, it is
+// itself a directory (the write would fail only at its end, after all the work), or is
 // one of inputs (a file read: writing it would lose it), before any work is done.
 func checkOutputPath(flag, path string, inputs ...string) error {
 	if path == "" || path == "-" {
 		return nil
 	}
 	dir := filepath.Dir(path)
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+	if fi, err := os.Stat(dir); err != nil {
 		return fmt.Errorf("%s %s: directory %s does not exist", flag, path, dir)
+	} else if !fi.IsDir() {
+		return fmt.Errorf("%s %s: directory %s is a file, not a directory", flag, path, dir)
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("%s %s: a directory; want the name of a file to write", flag, path)
 	}
 	for _, in := range inputs {
 		if sameFile(path, in) {

@@ -163,6 +163,29 @@ func TestOutputToMissingDirectory(t *testing.T) {
 			t.Errorf("%v: work done before the error: %q", c.args, stderr)
 		}
 	}
+	// An output that is a directory fails before any work too; before, the whole run
+	// went and then 'rename /tmp/.out.123 DIR: file exists'.
+	for _, c := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"trace", "synth", "--output", dir}, "--output"},
+		{[]string{"trace", "synth", "--manifests", dir}, "--manifests"},
+		{[]string{"trace", "import", "--format", "long", "--input", file, "--long-csv", dir}, "--long-csv"},
+		{[]string{"simulate", "--format", "synthetic", "--output", dir}, "--output"},
+	} {
+		_, stderr, err := run(t, c.args...)
+		if err == nil || !strings.Contains(err.Error(), c.flag+" "+dir+": a directory") {
+			t.Errorf("%v: error %v, want %s %s: a directory", c.args, err, c.flag, dir)
+		}
+		if stderr != "" {
+			t.Errorf("%v: work done before the error: %q", c.args, stderr)
+		}
+	}
+	// A directory that is a file is said to be one, not to be missing.
+	if _, _, err := run(t, "trace", "synth", "--output", underFile); err == nil || !strings.Contains(err.Error(), "is a file, not a directory") {
+		t.Errorf("output under a file: %v, want its directory said to be a file", err)
+	}
 	err := writeFile(underFile, nil, func(io.Writer) error { return nil })
 	if err == nil || !strings.HasPrefix(err.Error(), "writing "+underFile+": ") || strings.Contains(err.Error(), ".out.") {
 		t.Errorf("writeFile under a file: %v, want the output named, not the temporary file", err)
