@@ -129,6 +129,22 @@ func parsePolicy(name string) (policySpec, error) {
 		name, PolicyOnePerPod, PolicyVPAMemory, PolicyGPUFrac, PolicyClairvoyant, PolicyClairvoyantMemory, PolicyClairvoyantSeen, timeSlicingPrefix)
 }
 
+// checkPolicies returns an error naming --policies for an unknown policy name or one
+// given twice.
+func checkPolicies(names []string) error {
+	seen := map[string]bool{}
+	for _, name := range names {
+		if _, err := parsePolicy(name); err != nil {
+			return err
+		}
+		if seen[name] {
+			return fmt.Errorf("--policies: policy %q given twice", name)
+		}
+		seen[name] = true
+	}
+	return nil
+}
+
 // decision is what an adaptive policy wants for one (workload, container) now.
 type decision struct {
 	// ok is false while the policy has no confident recommendation: pods then get (and

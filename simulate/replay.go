@@ -159,21 +159,16 @@ func newReplay(tr *trace.Trace, opts Options) (*replay, error) {
 	return rp, nil
 }
 
-// addPolicies builds the state of each of opts.Policies; the adaptive ones share one
-// sizer of each kind. Its errors are an unknown policy and one given twice.
+// addPolicies builds the state of each of opts.Policies (checkPolicies has passed
+// them); the adaptive ones share one sizer of each kind. Its error is an unknown policy.
 func (rp *replay) addPolicies() error {
 	var gf *gpufracSizer
 	var vpa *vpaSizer
-	seen := map[string]bool{}
 	for _, name := range rp.opts.Policies {
 		spec, err := parsePolicy(name)
 		if err != nil {
 			return err
 		}
-		if seen[name] {
-			return fmt.Errorf("--policies: policy %q given twice", name)
-		}
-		seen[name] = true
 		switch name {
 		case PolicyGPUFrac:
 			if gf == nil {

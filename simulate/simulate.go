@@ -185,14 +185,25 @@ type UpdaterOptions struct {
 	ConsolidationComputeMilli int64
 }
 
+// Validate returns the error Run returns for o whatever the trace: the checks of the
+// options alone (GPU size, policies, lookback, warm-up, backend, updater), each naming
+// its gpufrac simulate flag, so that a caller can refuse them before it reads a trace.
+func (o Options) Validate() error {
+	_, err := o.withDefaults()
+	return err
+}
+
 // withDefaults fills defaults and checks values; its errors name the gpufrac simulate
-// flag of the option (--gpu-memory, --lookback, --warm-up, ...).
+// flag of the option (--gpu-memory, --policies, --lookback, --warm-up, ...).
 func (o Options) withDefaults() (Options, error) {
 	if o.GPUMemoryBytes <= 0 {
 		return o, fmt.Errorf("--gpu-memory %d bytes: must be positive", o.GPUMemoryBytes)
 	}
 	if len(o.Policies) == 0 {
 		o.Policies = DefaultPolicies
+	}
+	if err := checkPolicies(o.Policies); err != nil {
+		return o, err
 	}
 	if o.Interval <= 0 {
 		o.Interval = time.Minute

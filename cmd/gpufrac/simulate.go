@@ -233,8 +233,10 @@ func (f *simulateFlags) completeOutput(cmd *cobra.Command) error {
 	return checkOutputPath("--output", f.output, inputs...)
 }
 
-// completeOptions checks the simulation flags and writes them into f.opts; it returns
-// the GPU sizes to simulate, bytes. Its errors name the flag.
+// completeOptions checks the simulation flags and writes them into f.opts, with each
+// run's options as simulate.Run checks them (so a bad --policies or --consolidate fails
+// before the trace is read); it returns the GPU sizes to simulate, bytes. Its errors
+// name the flag.
 func (f *simulateFlags) completeOptions(cmd *cobra.Command) ([]int64, error) {
 	var sizes []int64
 	given := map[int64]string{}
@@ -276,7 +278,19 @@ func (f *simulateFlags) completeOptions(cmd *cobra.Command) ([]int64, error) {
 		return nil, fmt.Errorf("--backend %q: want \"\" or %s", f.opts.Backend, gpufracv1.BackendKAINVFractions)
 	}
 	f.opts.Policies = f.policies
-	return sizes, f.completeUpdater(cmd)
+	if err := f.completeUpdater(cmd); err != nil {
+		return nil, err
+	}
+	for _, warm := range f.warmUps { // the runs' own checks, before the trace is read
+		for _, size := range sizes {
+			o := f.opts
+			o.GPUMemoryBytes, o.WarmUp = size, warm
+			if err := o.Validate(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return sizes, nil
 }
 
 // completeUpdater checks the updater's flags and writes them into f.opts.Updater. Its

@@ -151,7 +151,9 @@ func TestSimulateFold(t *testing.T) {
 // window's duration or time zone without its schedule was ignored; an --interval longer
 // than the trace counted each pod for a whole step of it; an empty --gpu-memory ran
 // nothing and printed an empty report, and a size or warm-up given twice ran twice; a
-// --plots that is a file failed after the first run).
+// --plots that is a file failed after the first run; an unknown or repeated policy,
+// --consolidate without its backend and a bad --consolidation-compute or backend flag
+// were refused only once the trace had been read or generated).
 func TestSimulateFlagErrors(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -160,6 +162,7 @@ func TestSimulateFlagErrors(t *testing.T) {
 		{[]string{"--format", "synthetic", "--output-format", "xml"}, "--output-format"},
 		{[]string{"--format", "synthetic", "--markdown", "--output-format", "json"}, "--markdown conflicts"},
 		{[]string{"--format", "synthetic", "--policies", "bogus"}, `--policies: unknown policy "bogus"`},
+		{[]string{"--format", "synthetic", "--policies", "gpufrac,gpufrac"}, `--policies: policy "gpufrac" given twice`},
 		{[]string{"--format", "synthetic", "--pods", "3"}, "--pods applies to --format gentd26 only"},
 		{[]string{"--format", "gentd26"}, "--input is required"},
 		{[]string{"--format", "synthetic", "--gpu-memory", "lots"}, "--gpu-memory"},
@@ -190,9 +193,16 @@ func TestSimulateFlagErrors(t *testing.T) {
 		{[]string{"--format", "synthetic", "--fold", "2/2"}, `--fold "2/2": want K/N`},
 		{[]string{"--format", "synthetic", "--synth-workloads", "2", "--fold", "0/3"}, "synthetic: --fold 0/3: the trace has 2 workloads"},
 	} {
-		_, _, err := run(t, append([]string{"simulate"}, c.args...)...)
+		_, stderr, err := run(t, append([]string{"simulate"}, c.args...)...)
 		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
 			t.Errorf("%v: error %v, want %q", c.args, err, c.want)
+		}
+		// Only an error about the trace itself may come after it is read (its summary on
+		// stderr); the others come first (a bad --policies, --consolidate or backend
+		// flag was refused only after the whole trace was read or generated).
+		onTrace := strings.Contains(c.want, "the trace") || strings.Contains(c.want, "the whole trace") || strings.HasPrefix(c.want, "synthetic: --fold")
+		if !onTrace && stderr != "" {
+			t.Errorf("%v: the trace was read before the error: %q", c.args, stderr)
 		}
 	}
 }
