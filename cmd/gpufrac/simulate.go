@@ -453,6 +453,9 @@ func (f *simulateFlags) readGenTD26(cmd *cobra.Command, end time.Time) (trace.Tr
 	if f.input == "" {
 		return trace.Trace{}, nil, fmt.Errorf("--input is required: the GenTD26 directory")
 	}
+	if err := checkTraceInput(f.format, f.input); err != nil {
+		return trace.Trace{}, nil, err
+	}
 	if err := checkGenTD26(f.gentd); err != nil {
 		return trace.Trace{}, nil, err
 	}
@@ -478,6 +481,9 @@ func (f *simulateFlags) readLong(cmd *cobra.Command, end time.Time) (trace.Trace
 	}
 	if f.input == "" {
 		return trace.Trace{}, nil, fmt.Errorf("--input is required: the long CSV file or \"-\"")
+	}
+	if err := checkTraceInput(f.format, f.input); err != nil {
+		return trace.Trace{}, nil, err
 	}
 	tr, st, err := readLongCSV(cmd, f.input)
 	if err != nil {

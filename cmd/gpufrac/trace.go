@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -133,6 +134,34 @@ func sameFile(a, b string) bool {
 	fa, errA := os.Stat(a)
 	fb, errB := os.Stat(b)
 	return errA == nil && errB == nil && os.SameFile(fa, fb)
+}
+
+// checkTraceInput returns an error naming --input when input ("": the caller's) cannot
+// be a trace of format, before anything is read: it does not exist, a GenTD26
+// directory that is a file (a long CSV given without --format long; gentd26 is the
+// default), stdin for gentd26, or a long CSV that is a directory (a GenTD26 directory
+// given with --format long). Before, these read as "open FILE/pod_gpu_….csv: not a
+// directory" and "read DIR: is a directory".
+func checkTraceInput(format, input string) error {
+	if input == "" || input == "-" && format == "long" {
+		return nil
+	}
+	if input == "-" {
+		return fmt.Errorf("--input -: stdin is read with --format long only; --format %s reads a directory", format)
+	}
+	fi, err := os.Stat(input)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("--input %s: no such file or directory", input)
+	} else if err != nil {
+		return fmt.Errorf("--input %s: %w", input, err)
+	}
+	switch {
+	case format == "gentd26" && !fi.IsDir():
+		return fmt.Errorf("--input %s: a file; --format gentd26 (the default) reads a GenTD26 directory, the one holding %s; give --format long for a long CSV file", input, trace.GenTD26MemoryFile)
+	case format == "long" && fi.IsDir():
+		return fmt.Errorf("--input %s: a directory; --format long reads a long CSV file; give --format gentd26 for a GenTD26 directory", input)
+	}
+	return nil
 }
 
 // traceInputs returns the files a trace reader of format reads from input: the long CSV

@@ -72,6 +72,9 @@ func (fl *traceImportFlags) run(cmd *cobra.Command) error {
 	if fl.input == "" {
 		return fmt.Errorf("--input is required")
 	}
+	if err := checkTraceInput(fl.format, fl.input); err != nil {
+		return err
+	}
 	var (
 		tr  trace.Trace
 		st  trace.Stats

@@ -269,3 +269,42 @@ func TestOutputIsNotAnInput(t *testing.T) {
 		}
 	}
 }
+
+// TestTraceInputErrors: an --input a new user gets wrong names the flag and says what the
+// format wants, before anything is read: a long CSV given without --format long (gentd26
+// is the default), a GenTD26 directory given with --format long, stdin for gentd26, a
+// path that does not exist. Before, they read "reading GenTD26 trace in F: open
+// F/pod_gpu_memory_used_bytes_anon.csv: not a directory" and "read DIR: is a directory".
+func TestTraceInputErrors(t *testing.T) {
+	dir := t.TempDir()
+	csv := filepath.Join(dir, "t.csv")
+	if err := os.WriteFile(csv, []byte("timestamp,namespace,pod,container,memory_bytes,compute_ratio\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "nope.csv")
+	out := filepath.Join(dir, "out.om")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"simulate", "--input", csv}, "--input " + csv + ": a file; --format gentd26 (the default) reads a GenTD26 directory"},
+		{[]string{"simulate", "--format", "long", "--input", dir}, "--input " + dir + ": a directory; --format long reads a long CSV file"},
+		{[]string{"simulate", "--input", "-"}, "--input -: stdin is read with --format long only"},
+		{[]string{"simulate", "--format", "long", "--input", missing}, "--input " + missing + ": no such file or directory"},
+		{[]string{"simulate", "--input", missing}, "--input " + missing + ": no such file or directory"},
+		{[]string{"trace", "import", "--input", csv, "--output", out}, "--input " + csv + ": a file; --format gentd26"},
+		{[]string{"trace", "import", "--format", "long", "--input", dir, "--output", out}, "--input " + dir + ": a directory"},
+		{[]string{"trace", "import", "--format", "long", "--input", missing, "--output", out}, "--input " + missing + ": no such file or directory"},
+	} {
+		_, stderr, err := run(t, c.args...)
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%v: error %v, want it to start %q", c.args, err, c.want)
+		}
+		if stderr != "" {
+			t.Errorf("%v: work done before the error: %q", c.args, stderr)
+		}
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("%s written", out)
+	}
+}
