@@ -30,6 +30,9 @@ func Parse(fs *flag.FlagSet, args []string) error {
 		fs.Usage = func() {
 			fmt.Fprintf(fs.Output(), "Run %s --help for its flags.\n", filepath.Base(fs.Name()))
 		}
+		// A duration without its unit said only "parse error"; the help, which names each
+		// flag's type from its value's, is printed with the flag package's own values.
+		defer explainDurations(fs)()
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -84,6 +87,37 @@ func checkSign(fs *flag.FlagSet, names []string, zeroOK bool) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// durationFlag is a duration flag's value whose Set error says what is wrong with the
+// value (time.ParseDuration's reason, such as a missing unit) and what is wanted, where
+// the flag package says "parse error".
+type durationFlag struct{ flag.Getter }
+
+func (d durationFlag) Set(s string) error {
+	if _, err := time.ParseDuration(s); err != nil {
+		return fmt.Errorf("%w; want a duration with its unit, such as 30s, 5m or 1h", err)
+	}
+	return d.Getter.Set(s)
+}
+
+// explainDurations wraps each duration flag of fs in a durationFlag and returns the
+// function that puts the flag package's values back.
+func explainDurations(fs *flag.FlagSet) func() {
+	var restore []func()
+	fs.VisitAll(func(f *flag.Flag) {
+		if g, ok := f.Value.(flag.Getter); ok {
+			if _, ok := g.Get().(time.Duration); ok {
+				f.Value = durationFlag{g}
+				restore = append(restore, func() { f.Value = g })
+			}
+		}
+	})
+	return func() {
+		for _, r := range restore {
+			r()
+		}
+	}
 }
 
 // helpAsked reports whether args ask for help (-h, -help, --h, --help, or =true) before

@@ -67,6 +67,42 @@ func TestParseRefusesNaN(t *testing.T) {
 	}
 }
 
+// TestParseDurationSaysWhy: a duration flag given without its unit (--interval 60, as
+// one writes seconds) or in a form Go does not read says why and what is wanted, not
+// the flag package's bare "parse error"; a good value parses, Positive reads it, and the
+// help still names the flag's type as duration.
+func TestParseDurationSaysWhy(t *testing.T) {
+	newFS := func() (*flag.FlagSet, *bytes.Buffer, *time.Duration) {
+		fs := flag.NewFlagSet("daemon", flag.ContinueOnError)
+		var out bytes.Buffer
+		fs.SetOutput(&out)
+		return fs, &out, fs.Duration("interval", time.Minute, "How often.")
+	}
+	for _, c := range []struct{ arg, why string }{
+		{"--interval=60", `time: missing unit in duration "60"`},
+		{"--interval=1 m", `time: unknown unit " m" in duration "1 m"`},
+		{"--interval=5mins", `time: unknown unit "mins" in duration "5mins"`},
+	} {
+		fs, out, _ := newFS()
+		err := Parse(fs, []string{c.arg})
+		want := "-interval: " + c.why + "; want a duration with its unit, such as 30s, 5m or 1h"
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(out.String(), want) {
+			t.Errorf("%s: error %v, printed %q; want %q", c.arg, err, out.String(), want)
+		}
+	}
+	fs, _, d := newFS()
+	if err := Parse(fs, []string{"--interval", "90s"}); err != nil || *d != 90*time.Second {
+		t.Errorf("--interval 90s: %v, %v", *d, err)
+	}
+	if err := Positive(fs, "interval"); err != nil {
+		t.Errorf("Positive after Parse: %v", err)
+	}
+	fs, out, _ := newFS()
+	if err := Parse(fs, []string{"-h"}); !errors.Is(err, flag.ErrHelp) || !strings.Contains(out.String(), "-interval duration") {
+		t.Errorf("-h: %v, help %q: want the flag's type named duration", err, out.String())
+	}
+}
+
 func TestSplitList(t *testing.T) {
 	for in, want := range map[string][]string{
 		"":                nil,
