@@ -57,11 +57,16 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.Var(&c.Headers, "prometheus-header", "Extra request header Name=Value (repeatable), e.g. X-Scope-OrgID=team-a.")
 }
 
-// API returns the query API client. It returns an error for an empty URL, a malformed
-// header, or an invalid HTTP client configuration (e.g. a key without a certificate).
+// API returns the query API client. It returns an error for an empty URL or one that is
+// not http(s) with a host (prometheus:9090 without its scheme parses as the scheme
+// "prometheus", and every query would fail), a malformed header, or an invalid HTTP
+// client configuration (e.g. a key without a certificate).
 func (c *Config) API() (promv1.API, error) {
 	if c.URL == "" {
 		return nil, fmt.Errorf("--prometheus-url is empty")
+	}
+	if u, err := url.Parse(c.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("--prometheus-url %q: want an http(s) URL such as http://prometheus.monitoring:9090", c.URL)
 	}
 	hc := commoncfg.DefaultHTTPClientConfig
 	hc.BearerTokenFile = c.BearerTokenFile

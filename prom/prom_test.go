@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -37,5 +39,24 @@ func TestQueriesAskForNoPartialResponse(t *testing.T) {
 	want := []string{"/api/v1/query false up", "/api/v1/query_range false up"}
 	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
 		t.Errorf("requests %q, want %q", got, want)
+	}
+}
+
+// TestAPIRefusesURLWithoutScheme: a --prometheus-url that is not an http(s) URL with a
+// host (the scheme left off, as in the chart's prometheus.url written as a Service
+// address) is an error naming the flag at start; before, prometheus:9090 parsed as the
+// scheme "prometheus" and every cycle's queries failed.
+func TestAPIRefusesURLWithoutScheme(t *testing.T) {
+	for _, u := range []string{"prometheus:9090", "localhost:9090", "prometheus-operated.monitoring.svc:9090", "ftp://prometheus:9090", "http://", "http://[::1"} {
+		c := Config{URL: u}
+		if _, err := c.API(); err == nil || !strings.HasPrefix(err.Error(), "--prometheus-url "+strconv.Quote(u)) {
+			t.Errorf("%q: %v, want an error naming --prometheus-url and the value", u, err)
+		}
+	}
+	for _, u := range []string{"http://prometheus:9090", "https://thanos.example.com/prometheus", "http://127.0.0.1:9090"} {
+		c := Config{URL: u}
+		if _, err := c.API(); err != nil {
+			t.Errorf("%q: %v", u, err)
+		}
 	}
 }
