@@ -172,12 +172,12 @@ func newGPUs(o *options, pods *agent.PodIndex, reg prometheus.Registerer) (nvml.
 	}
 	f, err := os.Open(o.tracePath)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("--trace: %w", err)
 	}
 	tr, _, err := trace.ReadLongCSV(f, o.tracePath)
 	f.Close()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("--trace: %w", err)
 	}
 	o.sim.Trace = tr
 	sim, err := fakenvml.New(o.sim, pods)

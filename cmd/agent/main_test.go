@@ -2,9 +2,13 @@ package main
 
 import (
 	"flag"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gpufrac/gpufrac/agent"
 	"github.com/gpufrac/gpufrac/cmd/internal/bootstrap/bootstraptest"
@@ -62,4 +66,21 @@ func TestBadFlagIsBrief(t *testing.T) {
 		_, err := parseFlags(fs, args)
 		return err
 	})
+}
+
+// TestTraceErrorsNameTheFlag: a --trace that does not exist, is a directory or does not
+// read as a long CSV is an error naming --trace; before, 'open F: no such file or
+// directory' or 'F:2: timestamp ...' said nothing of which flag gave F.
+func TestTraceErrorsNameTheFlag(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "ms.csv")
+	if err := os.WriteFile(bad, []byte("timestamp,namespace,pod,container,memory_bytes,compute_ratio\n1796315293000,ns,p-1,c,1,0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{filepath.Join(dir, "nope.csv"), dir, bad} {
+		_, _, err := newGPUs(&options{simulate: true, tracePath: path}, nil, prometheus.NewRegistry())
+		if err == nil || !strings.HasPrefix(err.Error(), "--trace: ") || !strings.Contains(err.Error(), path) {
+			t.Errorf("--trace %s: %v, want an error naming --trace and the file", path, err)
+		}
+	}
 }

@@ -135,7 +135,7 @@ func (o *options) complete() error {
 	}
 	if o.source != "auto" {
 		if o.src, err = metrics.NewSource(o.source); err != nil {
-			return err
+			return fmt.Errorf("--metric-source: %w", err)
 		}
 	}
 	return nil

@@ -38,7 +38,7 @@ func TestParseFlags(t *testing.T) {
 		{"--fit-memory-headroom x", "--fit-memory-headroom"},
 		{"--recommender-name Team_A", "--recommender-name"},
 		{"--shard-namespace-selector team=(a", "--shard-namespace-selector"},
-		{"--metric-source nvml", "nvml"},
+		{"--metric-source nvml", `--metric-source: unknown metric source "nvml"`},
 		{"--checkpoint-writes-per-cycle -1", "--checkpoint-writes-per-cycle"},
 		// Out of range: an error naming the flag, not the default in its place.
 		{"--interval 0s", "--interval "},
