@@ -199,6 +199,9 @@ func (t *csvTable) unixSeconds(col string) (int64, error) {
 	if err != nil || s == "" || math.IsNaN(v) || math.IsInf(v, 0) {
 		return 0, t.errf("%s %q is not a number of Unix seconds", col, s)
 	}
+	if v > 1e11 && v <= 1e14 { // 1973 to 5138 in milliseconds, as Prometheus and pandas export them
+		return 0, t.errf("%s %q is out of range (Unix seconds 0..1e11); it reads as Unix milliseconds (%s): divide by 1000", col, s, time.UnixMilli(int64(v)).UTC().Format(time.RFC3339))
+	}
 	if v < 0 || v > 1e11 {
 		return 0, t.errf("%s %q is out of range (Unix seconds 0..1e11)", col, s)
 	}

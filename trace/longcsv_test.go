@@ -23,6 +23,9 @@ func TestReadLongCSVBadInput(t *testing.T) {
 		{"infinite", longHeader + row("60", "+Inf", "0"), `my.csv:2: memory_bytes "+Inf" is not a finite number`},
 		{"bad timestamp", longHeader + row("yesterday", "1", "0"), `my.csv:2: timestamp "yesterday" is neither Unix seconds nor RFC 3339`},
 		{"negative timestamp", longHeader + row("-5", "1", "0"), `my.csv:2: timestamp "-5" is out of range (Unix seconds 0..1e11)`},
+		// Milliseconds, as Prometheus's API and pandas write them, are named as such.
+		{"millisecond timestamp", longHeader + row("1796315293000", "1", "0"), `my.csv:2: timestamp "1796315293000" is out of range (Unix seconds 0..1e11); it reads as Unix milliseconds (2026-12-03T16:28:13Z): divide by 1000`},
+		{"far timestamp", longHeader + row("1e15", "1", "0"), `my.csv:2: timestamp "1e15" is out of range (Unix seconds 0..1e11)`},
 		{"conflicting values", longHeader + row("60", "1", "0") + row("60", "2", "0"), `my.csv:3: pod ns/` + pod + ` container main has two values at 1970-01-01T00:01:00Z: 1 (line 2) and 2`},
 		{"no deployment name", longHeader + "60,ns,standalone,main,1,0\n",
 			`my.csv:2: pod "standalone" does not follow the Deployment naming <deployment>-<pod-template-hash>-<suffix>; add a "workload" column`},
