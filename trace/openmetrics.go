@@ -127,7 +127,7 @@ func EachSeries(t Trace, opts OpenMetricsOptions, fn func(Series) error) error {
 	for _, p := range t.Pods {
 		for _, pt := range p.Memory {
 			if pt.V > opts.GPUMemoryBytes {
-				return fmt.Errorf("pod %s/%s uses %.0f MiB GPU memory at %s, more than the GPU capacity %.0f MiB (raise the GPU memory capacity)",
+				return fmt.Errorf("pod %s/%s uses %.0f MiB GPU memory at %s, more than the GPU capacity %.0f MiB (raise the GPU memory capacity, gpufrac trace --gpu-memory)",
 					p.Namespace, p.Pod, pt.V/mib, pt.T.UTC().Format("2006-01-02T15:04:05Z"), opts.GPUMemoryBytes/mib)
 			}
 		}

@@ -277,7 +277,7 @@ func TestOpenMetricsPromtool(t *testing.T) {
 func TestWriteOpenMetricsErrors(t *testing.T) {
 	tr := tinyTrace()
 	err := WriteOpenMetrics(io.Discard, tr, OpenMetricsOptions{GPUMemoryBytes: 16 << 30})
-	want := "pod ns/" + tr.Pods[1].Pod + " uses 20480 MiB GPU memory at 2026-03-01T11:57:00Z, more than the GPU capacity 16384 MiB (raise the GPU memory capacity)"
+	want := "pod ns/" + tr.Pods[1].Pod + " uses 20480 MiB GPU memory at 2026-03-01T11:57:00Z, more than the GPU capacity 16384 MiB (raise the GPU memory capacity, gpufrac trace --gpu-memory)"
 	if err == nil || err.Error() != want {
 		t.Errorf("error %v, want %s", err, want)
 	}
