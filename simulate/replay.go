@@ -106,9 +106,51 @@ func (tl *timeline) checkMemorySamples(lookback time.Duration) error {
 		len(without), len(tl.runs), lookback, first)
 }
 
+// Check returns the error Run returns for tr and opts before it replays a step (the
+// options, the trace, --interval, --lookback, --warm-up), without building the policies
+// or replaying: a caller running several GPU sizes or warm-ups refuses a bad one before
+// the first run, not after the others ran.
+func Check(tr *trace.Trace, opts Options) error {
+	_, err := checkReplay(tr, opts)
+	return err
+}
+
+// checkedReplay is what checkReplay found valid: the options with their defaults, the
+// timeline, the first counted step and the resize windows.
+type checkedReplay struct {
+	opts    Options
+	tl      *timeline
+	first   int
+	windows updater.Windows
+}
+
 // newReplay validates opts and builds the timeline, the policies and the detail. Its
 // errors are Run's.
 func newReplay(tr *trace.Trace, opts Options) (*replay, error) {
+	c, err := checkReplay(tr, opts)
+	if err != nil {
+		return nil, err
+	}
+	opts, tl, step := c.opts, c.tl, c.opts.Interval
+	rp := &replay{
+		opts: opts, tl: tl, first: c.first, capacity: opts.GPUMemoryBytes,
+		whole:   packing.Alloc{MemoryBytes: opts.GPUMemoryBytes, ComputeMilli: 1000},
+		stepMin: step.Minutes(), windows: c.windows,
+		// The updater's per-pod rules, as cmd/updater sets them from its flags.
+		rules: updater.Rules{Threshold: opts.Updater.ChangeThreshold, MinPodAge: opts.Updater.MinLifetime,
+			NearLimit: opts.Updater.NearLimit, UrgentGrowth: *opts.Updater.UrgentGrowth,
+			ComputeRequestGrowth: opts.Updater.ComputeRequestGrowth},
+		replicas: make([]int, len(tl.workloads)),
+	}
+	if err := rp.addPolicies(); err != nil {
+		return nil, err
+	}
+	rp.d = rp.newDetail()
+	return rp, nil
+}
+
+// checkReplay validates opts against tr and builds the timeline; its errors are Run's.
+func checkReplay(tr *trace.Trace, opts Options) (*checkedReplay, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -142,21 +184,7 @@ func newReplay(tr *trace.Trace, opts Options) (*replay, error) {
 	if first >= tl.steps {
 		return nil, fmt.Errorf("--warm-up %s covers the whole trace (%d steps of %s)", opts.WarmUp, tl.steps, step)
 	}
-	rp := &replay{
-		opts: opts, tl: tl, first: first, capacity: opts.GPUMemoryBytes,
-		whole:   packing.Alloc{MemoryBytes: opts.GPUMemoryBytes, ComputeMilli: 1000},
-		stepMin: step.Minutes(), windows: windows,
-		// The updater's per-pod rules, as cmd/updater sets them from its flags.
-		rules: updater.Rules{Threshold: opts.Updater.ChangeThreshold, MinPodAge: opts.Updater.MinLifetime,
-			NearLimit: opts.Updater.NearLimit, UrgentGrowth: *opts.Updater.UrgentGrowth,
-			ComputeRequestGrowth: opts.Updater.ComputeRequestGrowth},
-		replicas: make([]int, len(tl.workloads)),
-	}
-	if err := rp.addPolicies(); err != nil {
-		return nil, err
-	}
-	rp.d = rp.newDetail()
-	return rp, nil
+	return &checkedReplay{opts: opts, tl: tl, first: first, windows: windows}, nil
 }
 
 // addPolicies builds the state of each of opts.Policies (checkPolicies has passed

@@ -377,6 +377,12 @@ func TestRunErrors(t *testing.T) {
 		if _, err := Run(&tr, c.o); err == nil || !strings.HasPrefix(err.Error(), c.want) {
 			t.Errorf("%+v: error %v, want it to start %q", c.o, err, c.want)
 		}
+		if err := Check(&tr, c.o); err == nil || !strings.HasPrefix(err.Error(), c.want) { // the same, without a replay
+			t.Errorf("Check %+v: error %v, want it to start %q", c.o, err, c.want)
+		}
+	}
+	if err := Check(&tr, Options{GPUMemoryBytes: gib, Interval: 2 * time.Minute}); err != nil {
+		t.Errorf("Check of a run Run makes: %v", err)
 	}
 	if _, err := Run(&trace.Trace{}, Options{GPUMemoryBytes: gib}); err == nil {
 		t.Error("empty trace: want an error")

@@ -182,6 +182,15 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	if f.outputFormat == "markdown" {
 		rep.Command = commandLine()
 	}
+	for _, warm := range f.warmUps { // every run's trace checks before the first run
+		for _, size := range sizes {
+			o := f.opts
+			o.GPUMemoryBytes, o.WarmUp = size, warm
+			if err := simulate.Check(&tr, o); err != nil {
+				return err
+			}
+		}
+	}
 	for _, warm := range f.warmUps {
 		for _, size := range sizes {
 			if err := f.runOne(rep, &tr, size, warm); err != nil {

@@ -207,6 +207,22 @@ func TestSimulateFlagErrors(t *testing.T) {
 	}
 }
 
+// TestSimulateChecksEveryRunFirst: with several --warm-up values or sizes, a run the
+// trace cannot make (a warm-up covering it) is refused before any run; before, the
+// runs before it were replayed, their plots written, and then the error dropped them
+// all (the report is written at the end).
+func TestSimulateChecksEveryRunFirst(t *testing.T) {
+	plots := t.TempDir()
+	_, _, err := run(t, "simulate", "--format", "synthetic", "--synth-workloads", "2", "--synth-duration", "3h",
+		"--policies", "gpufrac", "--gpu-memory", "80Gi,141Gi", "--warm-up", "1h,5h", "--plots", plots)
+	if err == nil || !strings.HasPrefix(err.Error(), "--warm-up 5h0m0s covers the whole trace") {
+		t.Errorf("error %v, want the 5h warm-up refused", err)
+	}
+	if files, _ := os.ReadDir(plots); len(files) > 0 {
+		t.Errorf("%d plot files written before the error: a run went before the check", len(files))
+	}
+}
+
 func TestSimulateGenTD26(t *testing.T) {
 	data := filepath.Join("..", "..", "..", "shared", "data", "gentd26")
 	if _, err := os.Stat(data); err != nil {
