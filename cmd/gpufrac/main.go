@@ -65,3 +65,16 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// noArgs is the Args check of a command that takes no argument: one given is an error
+// naming it and saying, in hint, what to write instead (a name is not a filter of
+// report or status; without the check, "gpufrac report sd-000" reported every workload
+// and "gpufrac status ml" the kubeconfig context's namespace, as if they had been read).
+func noArgs(hint string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return nil
+		}
+		return fmt.Errorf("%s takes no arguments, got %q: %s", cmd.Name(), strings.Join(args, " "), hint)
+	}
+}

@@ -17,6 +17,7 @@ func newPlanCmd() *cobra.Command {
 	var kubeconfig string
 	cmd := &cobra.Command{
 		Use:   "plan",
+		Args:  noArgs("plan lists every GPUSharingPolicy; kubectl describe gsp NAME shows one"),
 		Short: "Per node pool: the device-plugin sharing plan (mode, replicas per GPU, MPS limits, GPUs freed)",
 		Long: `plan lists the GPUSharingPolicies (cluster-scoped) with the plan the recommender wrote into
 their status: the pool's nodes and physical GPUs, the sharing mode (TimeSlicing, MPS, or

@@ -111,6 +111,7 @@ func newReportCmd() *cobra.Command {
 	var f reportFlags
 	cmd := &cobra.Command{
 		Use:   "report",
+		Args:  noArgs("-n NAMESPACE reports one namespace; gpufrac explain NAME explains one autoscaler"),
 		Short: "Savings report: recommendations per workload and GPUs needed against one GPU per pod",
 		Long: `report reads every GPUFractionRecommendation (of one namespace with -n) and prints, per
 workload: pods, observed peak GPU memory, recommended memory, the memory limit the

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -278,6 +279,27 @@ func TestReportMinMemory(t *testing.T) {
 		}
 		if _, tot := summarise([]gpufracv1.GPUFractionRecommendation{r}, gfas, 80<<30, 50, false); tot.GPUsNeeded != tc.gpusByTarget {
 			t.Errorf("%s, packed by target: %d GPUs, want %d", tc.name, tot.GPUsNeeded, tc.gpusByTarget)
+		}
+	}
+}
+
+// TestNoArgsCommandsRefuseArguments: report, status and plan take no argument; one
+// given (a workload's name, a namespace without -n) is an error saying what to write,
+// before the cluster is read. Before, it was ignored: gpufrac report sd-000 reported
+// every workload and gpufrac status ml the kubeconfig context's namespace.
+func TestNoArgsCommandsRefuseArguments(t *testing.T) {
+	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "none")) // a read of the cluster fails otherwise
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"report", "sd-000"}, `report takes no arguments, got "sd-000": -n NAMESPACE`},
+		{[]string{"status", "ml"}, `status takes no arguments, got "ml": -n NAMESPACE`},
+		{[]string{"plan", "pool-a", "pool-b"}, `plan takes no arguments, got "pool-a pool-b"`},
+	} {
+		_, _, err := run(t, c.args...)
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%v: %v, want an error starting %q", c.args, err, c.want)
 		}
 	}
 }

@@ -24,6 +24,7 @@ func newStatusCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "status",
+		Args:  noArgs("-n NAMESPACE lists one namespace, -A all; gpufrac explain NAME explains one autoscaler"),
 		Short: "Per workload: applied vs recommended GPU fraction, update mode, next resize window, confidence",
 		Long: `status lists the GPUFractionAutoscalers of a namespace (-A: all) with, per workload: its
 update mode, how many pods carry the current recommendation (from the gpufrac.io/applied
