@@ -68,9 +68,6 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	if err := bootstrap.Parse(fs, args); err != nil { // a bad flag: its error and a --help hint, not every flag
 		return nil, err
 	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
 	// Waits below 0 (and a retry period of 0) would be replaced without a word.
 	if err := errors.Join(bootstrap.Positive(fs, "nvml-retry-interval", "simulate-gpus"),
 		bootstrap.NonNegative(fs, "pod-sync-timeout", "simulate-offset", "simulate-hold")); err != nil {

@@ -37,6 +37,9 @@ func Parse(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if err := noArguments(fs, args); err != nil {
+		return err
+	}
 	var err error
 	fs.Visit(func(f *flag.Flag) {
 		if g, ok := f.Value.(flag.Getter); ok && err == nil {
@@ -87,6 +90,30 @@ func checkSign(fs *flag.FlagSet, names []string, zeroOK bool) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// noArguments returns an error for an argument left after the flags: the flag package
+// stops at the first one and ignores every flag after it, and a daemon takes none. The
+// usual cause, a bool flag given its value apart (--leader-elect false: the flag is set
+// true and "false" ends the flags), is named with the form to write.
+func noArguments(fs *flag.FlagSet, args []string) error {
+	if fs.NArg() == 0 {
+		return nil
+	}
+	first := fs.Arg(0)
+	ignored := ""
+	if n := fs.NArg() - 1; n > 0 {
+		ignored = fmt.Sprintf(", and the %d arguments after it were ignored", n)
+	}
+	if i := len(args) - fs.NArg(); i > 0 && args[i-1] != "--" {
+		name := strings.TrimLeft(args[i-1], "-")
+		if f := fs.Lookup(name); f != nil && !strings.Contains(name, "=") {
+			if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+				return fmt.Errorf("unexpected argument %q after --%s%s: a bool flag takes its value with =, --%s=%s", first, name, ignored, name, first)
+			}
+		}
+	}
+	return fmt.Errorf("unexpected argument %q%s: %s takes flags only", first, ignored, filepath.Base(fs.Name()))
 }
 
 // durationFlag is a duration flag's value whose Set error says what is wrong with the

@@ -103,6 +103,36 @@ func TestParseDurationSaysWhy(t *testing.T) {
 	}
 }
 
+// TestParseRefusesArguments: an argument left after the flags is an error, since the
+// flag package stops at it and ignores every flag after it: --leader-elect false set
+// leader election on and dropped --interval 0s after it without a word. A bool flag
+// given its value apart is named with the form to write.
+func TestParseRefusesArguments(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--leader-elect", "false", "--interval", "0s"}, `unexpected argument "false" after --leader-elect, and the 2 arguments after it were ignored: a bool flag takes its value with =, --leader-elect=false`},
+		{[]string{"-leader-elect", "true"}, `unexpected argument "true" after --leader-elect: a bool flag takes its value with =, --leader-elect=true`},
+		{[]string{"--interval", "5m", "extra"}, `unexpected argument "extra": daemon takes flags only`},
+		{[]string{"run"}, `unexpected argument "run": daemon takes flags only`},
+		{[]string{"--", "--interval", "5m"}, `unexpected argument "--interval", and the 1 arguments after it were ignored: daemon takes flags only`},
+	} {
+		fs := flag.NewFlagSet("/usr/bin/daemon", flag.ContinueOnError)
+		fs.SetOutput(&bytes.Buffer{})
+		fs.Bool("leader-elect", true, "Elect a leader.")
+		fs.Duration("interval", time.Minute, "How often.")
+		if err := Parse(fs, c.args); err == nil || err.Error() != c.want {
+			t.Errorf("%q: %v, want %q", c.args, err, c.want)
+		}
+	}
+	fs := flag.NewFlagSet("daemon", flag.ContinueOnError)
+	le := fs.Bool("leader-elect", true, "Elect a leader.")
+	if err := Parse(fs, []string{"--leader-elect=false"}); err != nil || *le {
+		t.Errorf("--leader-elect=false: %v, %v", *le, err)
+	}
+}
+
 func TestSplitList(t *testing.T) {
 	for in, want := range map[string][]string{
 		"":                nil,
