@@ -70,10 +70,26 @@ func main() {
 // naming it and saying, in hint, what to write instead (a name is not a filter of
 // report or status; without the check, "gpufrac report sd-000" reported every workload
 // and "gpufrac status ml" the kubeconfig context's namespace, as if they had been read).
+//
+// An argument true or false is a bool flag's value given apart (--urgent-growth false
+// sets the flag true and leaves "false" as an argument): the error says so, naming
+// the bool flag given when there is one, instead of cobra's 'unknown command "false"'.
 func noArgs(hint string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) == 0 {
 			return nil
+		}
+		if v := args[0]; v == "true" || v == "false" {
+			var forms []string // the bool flags given, each in the form meant
+			cmd.Flags().Visit(func(f *pflag.Flag) {
+				if f.Value.Type() == "bool" {
+					forms = append(forms, "--"+f.Name+"="+v)
+				}
+			})
+			if len(forms) == 0 {
+				forms = []string{"--FLAG=" + v}
+			}
+			return fmt.Errorf("unexpected argument %q: a bool flag takes its value with =, %s", v, strings.Join(forms, " or "))
 		}
 		return fmt.Errorf("%s takes no arguments, got %q: %s", cmd.Name(), strings.Join(args, " "), hint)
 	}

@@ -283,9 +283,10 @@ func TestReportMinMemory(t *testing.T) {
 	}
 }
 
-// TestNoArgsCommandsRefuseArguments: report, status and plan take no argument; one
-// given (a workload's name, a namespace without -n) is an error saying what to write,
-// before the cluster is read. Before, it was ignored: gpufrac report sd-000 reported
+// TestNoArgsCommandsRefuseArguments: report, status, plan, simulate and trace import
+// and synth take no argument; one given (a workload's name, a namespace without -n, a
+// trace file without --input, a bool flag's value apart) is an error saying what to
+// write, before the cluster or the trace is read. Before, it was ignored: gpufrac report sd-000 reported
 // every workload and gpufrac status ml the kubeconfig context's namespace.
 func TestNoArgsCommandsRefuseArguments(t *testing.T) {
 	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "none")) // a read of the cluster fails otherwise
@@ -296,6 +297,12 @@ func TestNoArgsCommandsRefuseArguments(t *testing.T) {
 		{[]string{"report", "sd-000"}, `report takes no arguments, got "sd-000": -n NAMESPACE`},
 		{[]string{"status", "ml"}, `status takes no arguments, got "ml": -n NAMESPACE`},
 		{[]string{"plan", "pool-a", "pool-b"}, `plan takes no arguments, got "pool-a pool-b"`},
+		// cobra said 'unknown command "false" for "gpufrac simulate"'.
+		{[]string{"simulate", "--format", "synthetic", "--urgent-growth", "false"}, `unexpected argument "false": a bool flag takes its value with =, --urgent-growth=false`},
+		{[]string{"simulate", "--format", "synthetic", "--urgent-growth", "--young-evidence", "false"}, `unexpected argument "false": a bool flag takes its value with =, --urgent-growth=false or --young-evidence=false`},
+		{[]string{"simulate", "trace.csv"}, `simulate takes no arguments, got "trace.csv": the trace is given with --input`},
+		{[]string{"trace", "import", "trace.csv"}, `import takes no arguments, got "trace.csv": the trace is given with --input`},
+		{[]string{"trace", "synth", "out.om"}, `synth takes no arguments, got "out.om": the outputs are given with --output`},
 	} {
 		_, _, err := run(t, c.args...)
 		if err == nil || !strings.HasPrefix(err.Error(), c.want) {

@@ -55,7 +55,7 @@ func newSimulateCmd() *cobra.Command {
   gpufrac simulate --input ../shared/data/gentd26 --format gentd26 --gpu-memory 48Gi,80Gi,141Gi \
       --markdown --plots docs/benchmarks/simulation --output docs/benchmarks/simulation.md
   gpufrac simulate --format synthetic --synth-workloads 20 --output-format json`,
-		Args: cobra.NoArgs,
+		Args: noArgs("the trace is given with --input"),
 		RunE: func(cmd *cobra.Command, _ []string) error { return runSimulate(cmd, &f) },
 	}
 	f.addInputFlags(cmd.Flags())

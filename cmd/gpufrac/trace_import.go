@@ -47,7 +47,7 @@ func newTraceImportCmd() *cobra.Command {
 		Long:  traceImportLong,
 		Example: `  gpufrac trace import --format gentd26 --input ../shared/data/gentd26 --output /tmp/gentd26.om --manifests /tmp/gentd26.yaml --duration 6h --pods 20
   promtool tsdb create-blocks-from openmetrics /tmp/gentd26.om /var/lib/prometheus/data`,
-		Args: cobra.NoArgs,
+		Args: noArgs("the trace is given with --input"),
 		RunE: func(cmd *cobra.Command, _ []string) error { return fl.run(cmd) },
 	}
 	f := cmd.Flags()

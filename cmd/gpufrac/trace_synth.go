@@ -29,7 +29,7 @@ level changes, slow cache growth, spikes and restarts; compute (ratio 0-1) is
 exactly 0 when idle and follows a diurnal curve with bursts; latency p95 (seconds)
 is sampled when busy. See trace.SynthModel for every default and its source.`,
 		Example: `  gpufrac trace synth --workloads 20 --pods-per-workload 2 --duration 24h --seed 1 --output /tmp/synth.om --manifests /tmp/synth.yaml`,
-		Args:    cobra.NoArgs,
+		Args:    noArgs("the outputs are given with --output, --manifests or --long-csv"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := out.check(); err != nil {
 				return err
