@@ -232,8 +232,8 @@ func (f *simulateFlags) completeOutput(cmd *cobra.Command) error {
 			return fmt.Errorf("--plot-format %q: want svg or png", pf)
 		}
 	}
-	if fi, err := os.Stat(f.plots); f.plots != "" && err == nil && !fi.IsDir() { // before any run, not after the first
-		return fmt.Errorf("--plots %s: a file, not a directory", f.plots)
+	if err := checkDirCreatable("--plots", f.plots); err != nil { // before any run, not after the first
+		return err
 	}
 	var inputs []string
 	if f.format != "synthetic" {

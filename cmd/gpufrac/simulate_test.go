@@ -151,7 +151,7 @@ func TestSimulateFold(t *testing.T) {
 // window's duration or time zone without its schedule was ignored; an --interval longer
 // than the trace counted each pod for a whole step of it; an empty --gpu-memory ran
 // nothing and printed an empty report, and a size or warm-up given twice ran twice; a
-// --plots that is a file failed after the first run; an unknown or repeated policy,
+// --plots that is a file, or under one, failed after the first run; an unknown or repeated policy,
 // --consolidate without its backend and a bad --consolidation-compute or backend flag
 // were refused only once the trace had been read or generated).
 func TestSimulateFlagErrors(t *testing.T) {
@@ -171,6 +171,7 @@ func TestSimulateFlagErrors(t *testing.T) {
 		{[]string{"--format", "synthetic", "--warm-up", "1h,60m"}, "--warm-up 1h0m0s: given twice"},
 		{[]string{"--format", "synthetic", "--plot-format", "gif"}, "--plot-format"},
 		{[]string{"--format", "synthetic", "--plots", "simulate_test.go"}, "--plots simulate_test.go: a file, not a directory"},
+		{[]string{"--format", "synthetic", "--plots", "simulate_test.go/plots"}, "--plots simulate_test.go/plots: simulate_test.go is a file, not a directory"},
 		{[]string{"--format", "synthetic", "--resize-window-schedule", "every day"}, `--resize-window-schedule "every day" (--resize-window-duration 4h0m0s, --resize-window-timezone "UTC"): schedule "every day"`},
 		{[]string{"--format", "synthetic", "--resize-window-schedule", "0 2 * * *", "--resize-window-timezone", "Mars/Olympus"}, `--resize-window-schedule "0 2 * * *" (--resize-window-duration 4h0m0s, --resize-window-timezone "Mars/Olympus"): time zone`},
 		{[]string{"--format", "synthetic", "--resize-window-duration", "2h"}, "--resize-window-duration applies with --resize-window-schedule only"},

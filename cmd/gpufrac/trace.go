@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -117,6 +118,31 @@ func checkOutputPath(flag, path string, inputs ...string) error {
 		}
 	}
 	return nil
+}
+
+// checkDirCreatable returns an error naming flag when dir ("": none) is a file or lies
+// under one, so that it cannot be created (os.MkdirAll: "not a directory"), before any
+// work is done; a directory that exists or can be created is no error.
+func checkDirCreatable(flag, dir string) error {
+	if dir == "" {
+		return nil
+	}
+	for p := filepath.Clean(dir); ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		switch {
+		case err == nil && fi.IsDir():
+			return nil
+		case err == nil && p == filepath.Clean(dir):
+			return fmt.Errorf("%s %s: a file, not a directory", flag, dir)
+		case err == nil:
+			return fmt.Errorf("%s %s: %s is a file, not a directory", flag, dir, p)
+		case !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR):
+			return fmt.Errorf("%s %s: %w", flag, dir, err)
+		}
+		if filepath.Dir(p) == p {
+			return nil
+		}
+	}
 }
 
 // sameFile reports whether paths a and b ("" or "-": none) name one file: the same
