@@ -96,8 +96,8 @@ func (o *traceOutputs) check(inputs ...string) error {
 }
 
 // checkOutputPath returns an error naming flag and path when path ("" or "-": none)
-// cannot be written because its directory does not exist or is not a directory, it is
-// itself a directory (the write would fail only at its end, after all the work), or is
+// cannot be written because its directory does not exist, is not a directory or cannot
+// be written in (a temporary file is created there and removed), it is itself a directory (the write would fail only at its end, after all the work), or is
 // one of inputs (a file read: writing it would lose it), before any work is done.
 func checkOutputPath(flag, path string, inputs ...string) error {
 	if path == "" || path == "-" {
@@ -112,6 +112,18 @@ func checkOutputPath(flag, path string, inputs ...string) error {
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		return fmt.Errorf("%s %s: a directory; want the name of a file to write", flag, path)
 	}
+	// writeFile's own first step, tried now: a directory without write permission or on
+	// a read-only file system failed only once the work was done.
+	probe, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the probe's name means nothing to the user
+		}
+		return fmt.Errorf("%s %s: cannot write in %s: %w", flag, path, dir, err)
+	}
+	probe.Close()
+	os.Remove(probe.Name())
 	for _, in := range inputs {
 		if sameFile(path, in) {
 			return fmt.Errorf("%s %s: the input trace; writing it would replace the trace", flag, path)

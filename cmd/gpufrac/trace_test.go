@@ -182,6 +182,26 @@ func TestOutputToMissingDirectory(t *testing.T) {
 			t.Errorf("%v: work done before the error: %q", c.args, stderr)
 		}
 	}
+	// A directory that cannot be written in (no permission; as root, /proc) fails before
+	// any work too, and leaves nothing there; before, 'writing F: permission denied' came
+	// after the whole run.
+	locked := filepath.Join(dir, "locked")
+	if err := os.Mkdir(locked, 0o500); err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		locked = "/proc"
+	}
+	if fi, err := os.Stat(locked); err == nil && fi.IsDir() {
+		out := filepath.Join(locked, "report.md")
+		_, stderr, err := run(t, "simulate", "--format", "synthetic", "--output", out)
+		if err == nil || !strings.HasPrefix(err.Error(), "--output "+out+": cannot write in "+locked+": ") || stderr != "" {
+			t.Errorf("--output in %s: error %v, stderr %q; want it refused before any work", locked, err, stderr)
+		}
+		if entries, _ := os.ReadDir(filepath.Join(dir, "locked")); len(entries) > 0 {
+			t.Errorf("files left in the locked directory: %v", entries)
+		}
+	}
 	// A directory that is a file is said to be one, not to be missing.
 	if _, _, err := run(t, "trace", "synth", "--output", underFile); err == nil || !strings.Contains(err.Error(), "is a file, not a directory") {
 		t.Errorf("output under a file: %v, want its directory said to be a file", err)
