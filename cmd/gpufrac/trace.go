@@ -133,8 +133,9 @@ func checkOutputPath(flag, path string, inputs ...string) error {
 }
 
 // checkDirCreatable returns an error naming flag when dir ("": none) is a file or lies
-// under one, so that it cannot be created (os.MkdirAll: "not a directory"), before any
-// work is done; a directory that exists or can be created is no error.
+// under one, so that it cannot be created (os.MkdirAll: "not a directory"), or when its
+// nearest existing directory cannot be written in, before any work is done; a
+// directory that exists or can be created, and written in, is no error.
 func checkDirCreatable(flag, dir string) error {
 	if dir == "" {
 		return nil
@@ -143,6 +144,16 @@ func checkDirCreatable(flag, dir string) error {
 		fi, err := os.Stat(p)
 		switch {
 		case err == nil && fi.IsDir():
+			probe, err := os.CreateTemp(p, ".gpufrac-probe.*")
+			if err != nil {
+				var pe *os.PathError
+				if errors.As(err, &pe) {
+					err = pe.Err
+				}
+				return fmt.Errorf("%s %s: cannot write in %s: %w", flag, dir, p, err)
+			}
+			probe.Close()
+			os.Remove(probe.Name())
 			return nil
 		case err == nil && p == filepath.Clean(dir):
 			return fmt.Errorf("%s %s: a file, not a directory", flag, dir)

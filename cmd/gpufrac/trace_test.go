@@ -198,6 +198,10 @@ func TestOutputToMissingDirectory(t *testing.T) {
 		if err == nil || !strings.HasPrefix(err.Error(), "--output "+out+": cannot write in "+locked+": ") || stderr != "" {
 			t.Errorf("--output in %s: error %v, stderr %q; want it refused before any work", locked, err, stderr)
 		}
+		plots := filepath.Join(locked, "plots")
+		if _, stderr, err := run(t, "simulate", "--format", "synthetic", "--plots", plots); err == nil || !strings.HasPrefix(err.Error(), "--plots "+plots+": cannot write in "+locked+": ") || stderr != "" {
+			t.Errorf("--plots in %s: error %v, stderr %q; want it refused before any run", locked, err, stderr)
+		}
 		if entries, _ := os.ReadDir(filepath.Join(dir, "locked")); len(entries) > 0 {
 			t.Errorf("files left in the locked directory: %v", entries)
 		}
