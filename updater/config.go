@@ -57,6 +57,13 @@ const (
 	// a day, so a webhook that never writes the workload's pods (a namespace outside its
 	// namespaceSelector) costs one restart a day, not one every StuckBackoff.
 	MaxStuckBackoff = 24 * time.Hour
+	// MaxRefusalBackoff is the longest wait between two evictions of a workload's pods
+	// that the PodDisruptionBudgets refuse in a row (Config.RetryBackoff, doubled after
+	// each refusal: refusalBackoff): 15m, so a budget that allows no disruption for
+	// days costs one Eviction call (and one admission Lease read, one Warning event) per
+	// workload every 15 minutes, not one a cycle, while a budget that frees up within
+	// minutes is tried again within minutes.
+	MaxRefusalBackoff = 15 * time.Minute
 )
 
 // Config holds the updater's settings; cmd/updater maps flags onto it. The zero value

@@ -234,7 +234,7 @@ func (u *Updater) consolidationOutcome(cy *cycle) {
 // guardrail holding, no rollback floor or shrink under verification and nothing being
 // published, at least Config.MinPodAge old, on one shared GPU, neither excluded, going
 // away, already out of date, waiting to retry an eviction nor of a workload whose
-// replacements came back unchanged.
+// replacements came back unchanged or whose evictions a PodDisruptionBudget refused lately.
 func (u *Updater) movablePods(cy *cycle) map[types.UID]movable {
 	out := map[types.UID]movable{}
 	for _, p := range cy.plans {
@@ -247,6 +247,9 @@ func (u *Updater) movablePods(cy *cycle) map[types.UID]movable {
 			continue
 		}
 		if s, ok := u.stuck[p.ref]; ok && cy.now.Before(s.until) {
+			continue
+		}
+		if s, ok := u.refusals[p.ref]; ok && cy.now.Before(s.until) {
 			continue
 		}
 		for _, pod := range p.pods {

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/workload"
 )
 
 // evict is the eviction action: it evicts c's pod through the Eviction API (the pod's
@@ -49,6 +50,8 @@ func (u *Updater) evict(ctx context.Context, cy *cycle, c *candidate, placeAt in
 		cy.capacity = released(cy.capacity, c.pod, u.Config.Backend) // placementGate placed it so
 	}
 	reserve(cy.capacity, placeAt, repl)
+	// The budgets let one through: the next refusal waits RetryBackoff again.
+	delete(u.refusals, c.p.ref)
 	u.evicted(ctx, c, cy.now)
 }
 
@@ -84,8 +87,9 @@ func (u *Updater) evictionOutcome(ctx context.Context, c *candidate, err error) 
 }
 
 // evictionFailed records a failed eviction on c: a pod that changed or is going away is
-// left to the next cycle; a refusal (refusedByBudget) and other errors wait
-// RetryBackoff, and a refusal holds the workload's other pods for this cycle.
+// left to the next cycle; other errors wait RetryBackoff; a refusal (refusedByBudget)
+// holds the workload's other pods for this cycle and its evictions for the workload's
+// refusal backoff (refused, refusalGate).
 func (u *Updater) evictionFailed(ctx context.Context, c *candidate, err error, now time.Time) {
 	log := klog.FromContext(ctx).WithValues("autoscaler", klog.KObj(c.p.gfa), "pod", klog.KObj(c.pod))
 	p := c.p
@@ -96,11 +100,11 @@ func (u *Updater) evictionFailed(ctx context.Context, c *candidate, err error, n
 	case refusedByBudget(err):
 		evictionsTotal.WithLabelValues(ResultRefused).Inc()
 		msg := "eviction refused: " + evictionRefusal(err)
-		u.retry[c.pod.UID] = retryState{until: now.Add(u.Config.RetryBackoff), reason: SkipPDB, msg: msg}
-		p.wl.refused = msg
-		c.skip(SkipPDB, msg)
-		u.event(p.gfa, c.pod, corev1.EventTypeWarning, EventEvictionRefused, "Evict", "pod "+c.pod.Name+": "+msg)
-		log.Info("Eviction refused", "reason", msg)
+		s := u.refused(p.ref, c.need, msg, now)
+		p.wl.refused = s.message()
+		c.skip(SkipPDB, s.message())
+		u.event(p.gfa, c.pod, corev1.EventTypeWarning, EventEvictionRefused, "Evict", "pod "+c.pod.Name+": "+s.message())
+		log.Info("Eviction refused", "reason", msg, "refusalsInARow", s.n, "nextTry", s.until)
 	default:
 		evictionsTotal.WithLabelValues(ResultError).Inc()
 		msg := "eviction failed: " + err.Error()
@@ -109,6 +113,55 @@ func (u *Updater) evictionFailed(ctx context.Context, c *candidate, err error, n
 		u.eventOnce(p.gfa, "evict-failed", corev1.EventTypeWarning, EventEvictionFailed, "Evict", "pod "+c.pod.Name+": "+msg)
 		log.Error(err, "Eviction failed")
 	}
+}
+
+// refusalState is a workload whose evictions the PodDisruptionBudgets refused n times in
+// a row, the last with msg: none is tried before until unless more urgent than class
+// (urgency).
+type refusalState struct {
+	n     int
+	until time.Time
+	msg   string
+	class int
+}
+
+// message is the refusal as status.updater and the events say it: the API server's
+// answer, how many in a row, and when the next try is.
+func (s refusalState) message() string {
+	return fmt.Sprintf("%s (%d refusal(s) in a row; next try at %s)", s.msg, s.n, stamp(s.until))
+}
+
+// urgency ranks a need for the refusal backoff: 2 a rollback, 1 other urgent growth, 0
+// the rest.
+func urgency(n Need) int {
+	switch {
+	case n.Rollback:
+		return 2
+	case n.Urgent:
+		return 1
+	}
+	return 0
+}
+
+// refused records a refusal by the PodDisruptionBudgets of an eviction of a pod of
+// workload ref that needed need, at now, and returns the workload's refusal state: the
+// n-th refusal in a row waits RetryBackoff × 2ⁿ⁻¹, at most MaxRefusalBackoff
+// (UnreadyBackoff). A budget is the workload's, so every pod of it waits, not only the
+// one refused: a workload of many pods is not tried once a cycle pod after pod. The
+// count starts over after an eviction of the workload is accepted (evict), after a
+// quiet MaxRefusalBackoff past the last wait (forgetGone), and for a need more urgent
+// than the ones refused (a rollback or protective growth after a refused shrink), which
+// refusalGate lets through at once.
+func (u *Updater) refused(ref workload.Ref, need Need, msg string, now time.Time) refusalState {
+	s, cls := u.refusals[ref], urgency(need)
+	if cls > s.class || now.After(s.until.Add(MaxRefusalBackoff)) {
+		s = refusalState{class: cls}
+	}
+	s.n++
+	s.msg = msg
+	s.until = now.Add(UnreadyBackoff(s.n, u.Config.RetryBackoff, max(MaxRefusalBackoff, u.Config.RetryBackoff)))
+	u.refusals[ref] = s
+	return s
 }
 
 // evicted records an accepted eviction of c's pod at now: the replacement to await, a

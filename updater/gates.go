@@ -258,6 +258,19 @@ func budgetGate(c *candidate) (string, string) {
 	return "", ""
 }
 
+// refusalGate: the PodDisruptionBudgets refused an eviction of the workload's pods
+// lately and its refusal backoff (refused) has not run out; a need more urgent than the
+// ones refused goes through.
+func (u *Updater) refusalGate(now time.Time) gate {
+	return func(c *candidate) (string, string) {
+		s, ok := u.refusals[c.p.ref]
+		if !ok || !now.Before(s.until) || urgency(c.need) > s.class {
+			return "", ""
+		}
+		return SkipPDB, s.message()
+	}
+}
+
 // admissionFresh reads the admission webhook's status Lease and sets the
 // admission-available gauge. The message says why it is not fresh.
 func (u *Updater) admissionFresh(ctx context.Context) (bool, string) {

@@ -43,7 +43,8 @@ const (
 	// kept current: only urgent (protective) growth goes ahead.
 	SkipRecommenderStale = "recommender-stale"
 	// SkipPDB: the Eviction API refused: a PodDisruptionBudget allows no disruption. The
-	// pod keeps this reason until its retry after --retry-backoff.
+	// workload's pods keep this reason until the next try: --retry-backoff after the
+	// first refusal, doubled after each further one in a row, at most MaxRefusalBackoff.
 	SkipPDB = "pdb"
 	// SkipEvictionError: the Eviction API failed otherwise (retried after --retry-backoff).
 	SkipEvictionError = "eviction-error"

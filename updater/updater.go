@@ -57,10 +57,13 @@ type Updater struct {
 	owners  workload.Owners
 	expect  map[workload.Ref][]*expectation
 	retry   map[types.UID]retryState
-	stuck   map[workload.Ref]stuckState
-	written map[types.UID]*gpufracv1.UpdaterStatus // last written: what the API server holds, the next patch's base
-	decided map[types.UID]*gpufracv1.UpdaterStatus // last decided, written or not: what the next cycle goes on from
-	noted   map[types.UID]map[string]string
+	// refusals are the workloads whose last eviction the PodDisruptionBudgets refused,
+	// with the backoff before the next (refusalGate).
+	refusals map[workload.Ref]refusalState
+	stuck    map[workload.Ref]stuckState
+	written  map[types.UID]*gpufracv1.UpdaterStatus // last written: what the API server holds, the next patch's base
+	decided  map[types.UID]*gpufracv1.UpdaterStatus // last decided, written or not: what the next cycle goes on from
+	noted    map[types.UID]map[string]string
 	// writeFails counts the status writes of each autoscaler that failed in a row.
 	writeFails     statuswrite.Failures
 	kedaAbsentTill time.Time
@@ -99,6 +102,7 @@ func New(c client.Client, apiReader client.Reader, cfg Config) *Updater {
 		owners:            workload.Owners{Reader: c},
 		expect:            map[workload.Ref][]*expectation{},
 		retry:             map[types.UID]retryState{},
+		refusals:          map[workload.Ref]refusalState{},
 		stuck:             map[workload.Ref]stuckState{},
 		unready:           map[workload.Ref]unreadyState{},
 		drained:           map[string]*drainState{},
@@ -239,7 +243,7 @@ func (u *Updater) act(ctx context.Context, cy *cycle, c *candidate) {
 		u.replaceUnready(ctx, c, cy.now)
 		return
 	}
-	if !admit(c, budgetGate, u.deviceGate) {
+	if !admit(c, budgetGate, u.refusalGate(cy.now), u.deviceGate) {
 		return
 	}
 	placeAt, repl, ok := u.placementGate(ctx, cy, c)
@@ -277,6 +281,12 @@ func (u *Updater) forgetGone(cy *cycle) {
 		// replacement may come back unchanged again), but not a quiet day after it.
 		if !cy.refs[r] || now.After(s.until.Add(MaxStuckBackoff)) {
 			delete(u.stuck, r)
+		}
+	}
+	for r, s := range u.refusals {
+		// A workload quiet for MaxRefusalBackoff past its last wait starts over.
+		if !cy.refs[r] || now.After(s.until.Add(MaxRefusalBackoff)) {
+			delete(u.refusals, r)
 		}
 	}
 	for uid, r := range u.retry {
