@@ -69,9 +69,12 @@ type Need struct {
 	// apply outside windows (Urgent): it rests on what the pod uses now or on the
 	// updater's floor, not only on a current recommendation.
 	Protective bool
-	// MemoryRunningOut is true when a growth rests on the pod's memory running out: an
-	// out-of-memory exit of the pod, or the workload's observed peak near the pod's
-	// memory (part of Protective; a rollback floor or a latency breach is not).
+	// MemoryRunningOut is true when a growth rests on the pod's own memory running out:
+	// an out-of-memory exit of the pod (part of Protective). The observed peak is the
+	// workload's (the recommendation's observedPeakMemory: the highest sample of any of
+	// its pods, earlier ones included), not the pod's: near the pod's memory or above it,
+	// it is protective but not the pod's own evidence; nor is a rollback floor or a
+	// latency breach.
 	MemoryRunningOut bool
 	// Rollback is true when the pod is below the rollback floor.
 	Rollback bool
@@ -306,7 +309,7 @@ func resourcesOf(name string, a Alloc, t contract.Target, r Rules) []resourceChe
 type verdict struct {
 	grow, shrink                      []string
 	protective, rollback, outOfBounds bool
-	// own: the growth rests on the pod's memory running out (Need.MemoryRunningOut).
+	// own: the growth rests on the pod's own out-of-memory exit (Need.MemoryRunningOut).
 	own bool
 }
 
@@ -344,7 +347,7 @@ func (x resourceCheck) compare(t contract.Target, facts PodFacts, r Rules, h *ho
 	// near the limit (memory), or a breached latency objective.
 	oom := x.isMemory && facts.OOM != nil
 	near := x.isMemory && t.PeakMemory >= 0 && x.applied > 0 && float64(t.PeakMemory) >= r.NearLimit*float64(x.applied)
-	v := verdict{protective: oom || near || r.Guardrail == gpufracv1.GuardrailBreached, own: oom || near}
+	v := verdict{protective: oom || near || r.Guardrail == gpufracv1.GuardrailBreached, own: oom}
 	// Memory already used up to (or past) the allocation, or near it: any larger target
 	// grows, however small the step. Used up, the next byte is a crash; near the limit,
 	// the peak is an out-of-memory exit that has not happened yet, a sample of need as

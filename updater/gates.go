@@ -63,24 +63,26 @@ func heldGate(c *candidate) (string, string) {
 
 // runToCompletionGate: a pod that runs to completion (restartPolicy Never or OnFailure,
 // whoever controls it: a Job, a CronJob's Job, a workflow engine) is replaced only for
-// growth that rests on its memory running out (Need.MemoryRunningOut: its out-of-memory
-// exit, the observed peak near its memory), the run failing or about to
-// (SkipRunToCompletion). Replacing it ends
+// growth that rests on its own memory running out (Need.MemoryRunningOut: its
+// out-of-memory exit), the run failing already (SkipRunToCompletion). Replacing it ends
 // its run: the work done is lost and, for a Job, the evicted or deleted pod counts as a
 // failure against its backoffLimit (a Job at its limit fails for good, with no
 // replacement at all). Its workload's next pods (retries, further completions, the next
-// scheduled run) get the recommendation, and the rollback floor, from the webhook. A
-// rollback floor or a latency breach is the workload's: raised by another pod's
-// out-of-memory exit, it would otherwise evict every sibling still running below it,
-// each a failure of the Job (one exit in an 8-way parallel Job: 1 + 7 failures, past the
-// default backoffLimit 6). In place (no eviction) is not held.
+// scheduled run) get the recommendation, and the rollback floor, from the webhook. The
+// observed peak, a rollback floor or a latency breach is the workload's: a peak near a
+// pod's memory may be another pod's (one large shard of a Job, an earlier run of a
+// CronJob), and a floor raised by another pod's out-of-memory exit would otherwise evict
+// every sibling still running below it, each a failure of the Job (one exit in an 8-way
+// parallel Job: 1 + 7 failures, past the default backoffLimit 6). Held, the pod finishes
+// or runs out of memory itself, at most the one failure its eviction would have cost
+// for certain; then its own exit replaces it. In place (no eviction) is not held.
 func runToCompletionGate(c *candidate) (string, string) {
 	rp := c.pod.Spec.RestartPolicy
 	if c.need.MemoryRunningOut || c.action == gpufracv1.PodUpdateInPlace || rp == "" || rp == corev1.RestartPolicyAlways {
 		return "", ""
 	}
 	if c.need.Protective {
-		return SkipRunToCompletion, fmt.Sprintf("pod runs to completion (restartPolicy %s) and its memory is not running out: replacing it for its workload's rollback floor or latency breach would end its run and count as a failure of its Job; its workload's next pods get the floor from the webhook", rp)
+		return SkipRunToCompletion, fmt.Sprintf("pod runs to completion (restartPolicy %s) and has not run out of memory itself: replacing it for its workload's observed peak, rollback floor or latency breach would end its run and count as a failure of its Job; its workload's next pods get the floor and the recommendation from the webhook", rp)
 	}
 	return SkipRunToCompletion, fmt.Sprintf("pod runs to completion (restartPolicy %s): replacing it would end its run and count as a failure of its Job; its workload's next pods get the recommendation", rp)
 }

@@ -164,3 +164,48 @@ func TestRunToCompletionKeptThroughLatencyBreach(t *testing.T) {
 		}
 	}
 }
+
+// The observed peak is the workload's (the highest sample of any of its pods, earlier
+// runs' included), not a run-to-completion pod's own: one large shard of a Job near its
+// memory made every sibling "near its limit" and evicted each urgently, every eviction a
+// failure of the Job. A pod that runs to completion grows only on its own out-of-memory
+// exit; held, it finishes or runs out itself (at most the one failure its eviction cost
+// for certain). A pod with restartPolicy Always still grows urgently on the peak.
+func TestRunToCompletionNotEvictedForTheWorkloadsPeak(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		policy  corev1.RestartPolicy
+		evicted bool
+	}{
+		{"Never", corev1.RestartPolicyNever, false},
+		{"OnFailure", corev1.RestartPolicyOnFailure, false},
+		{"Always", corev1.RestartPolicyAlways, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 3, 1)
+			f.setTarget("2Gi", "768Mi", "3Gi") // 1Gi is inside the bounds
+			f.gfr.Status.ContainerRecommendations[0].ObservedPeakMemory = q("1000Mi")
+			job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "train", UID: "job-uid"}}
+			f.objs = append(f.objs, job)
+			f.gfa.Spec.TargetRef.APIVersion, f.gfa.Spec.TargetRef.Kind, f.gfa.Spec.TargetRef.Name = "batch/v1", "Job", "train"
+			for _, p := range f.pods {
+				p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "train", UID: job.UID, Controller: ptr.To(true)}}
+				p.Spec.RestartPolicy = tc.policy
+				p.CreationTimestamp = metav1.NewTime(f.now.Add(-time.Minute)) // young: only protective growth
+			}
+			f.build()
+			f.run()
+			if got := len(f.livePods()) < 3; got != tc.evicted {
+				t.Fatalf("evicted %v, want %v (updates %+v)", got, tc.evicted, f.status().Updates)
+			}
+			if tc.evicted {
+				return
+			}
+			for _, u := range f.status().Updates {
+				if !u.Urgent || u.SkipReason != SkipRunToCompletion || !strings.Contains(u.SkipMessage, "observed peak") {
+					t.Errorf("pod %s: urgent %v, skip %q (%s), want urgent and %q naming the peak", u.Pod, u.Urgent, u.SkipReason, u.SkipMessage, SkipRunToCompletion)
+				}
+			}
+		})
+	}
+}
