@@ -126,7 +126,10 @@ func (u *Updater) releasedCheck(ctx context.Context, ns string, o *metav1.OwnerR
 		if have == "" || want == "" || have == want {
 			return nil
 		}
-		h := &heldRevision{reason: SkipRollout, msg: fmt.Sprintf("pod of ReplicaSet %s (revision %s) while Deployment %s rolls out revision %s: the rollout replaces it, and the webhook writes its replacement", rs.Name, have, dep.Name, want)}
+		h := u.rolloutHold(ctx, ns, rs.Name, have, dep.Name, do.UID, want)
+		if h == nil {
+			return nil
+		}
 		return func(*corev1.Pod) *heldRevision { return h }
 	case "StatefulSet":
 		sts := &appsv1.StatefulSet{}
@@ -193,6 +196,47 @@ func (u *Updater) releasedCheck(ctx context.Context, ns string, o *metav1.OwnerR
 	}
 	return nil
 }
+
+// rolloutHold says why a pod of ReplicaSet rs at revision have is held while its
+// Deployment dep (UID uid) in namespace ns is at revision want, or nil when it is not held. Only here,
+// with a rollout's revisions apart, is the Deployment read in full, from the API server
+// (apiReader: no informer holding every Deployment's template), for what its metadata
+// lacks:
+//
+//   - spec.paused: the user paused the rollout, which then replaces none of the older
+//     ReplicaSet's pods for as long as the pause lasts (hours, days). An eviction gets the
+//     pod recreated by its own ReplicaSet, from its own template: it releases nothing of
+//     the newer one, so the pod is not held (before, it was held for a rollout that was not
+//     running, "the rollout replaces it", with only protective growth applied);
+//   - Progressing False ProgressDeadlineExceeded: the rollout has stalled; its
+//     controller keeps trying, and once it progresses (or the user rolls back) it
+//     replaces the pod: held, the message says the rollout stalled and since when.
+//
+// A Deployment that cannot be read is held, as one rolling out, and the message says so.
+func (u *Updater) rolloutHold(ctx context.Context, ns, rs, have, dep string, uid types.UID, want string) *heldRevision {
+	msg := fmt.Sprintf("pod of ReplicaSet %s (revision %s) while Deployment %s rolls out revision %s: the rollout replaces it, and the webhook writes its replacement", rs, have, dep, want)
+	d := &appsv1.Deployment{}
+	switch err := u.apiReader().Get(ctx, client.ObjectKey{Namespace: ns, Name: dep}, d); {
+	case err != nil:
+		msg += fmt.Sprintf(" (Deployment %s not read: %v)", dep, err)
+	case d.UID != uid:
+	case d.Spec.Paused:
+		return nil
+	default:
+		for _, c := range d.Status.Conditions {
+			if c.Type == appsv1.DeploymentProgressing && c.Status == corev1.ConditionFalse && c.Reason == deploymentProgressDeadlineExceeded {
+				msg = fmt.Sprintf("pod of ReplicaSet %s (revision %s) while Deployment %s's rollout of revision %s has stalled (ProgressDeadlineExceeded since %s: %s): the rollout replaces it once it progresses, or it is kept if the rollout is rolled back",
+					rs, have, dep, want, stamp(c.LastUpdateTime.Time), truncate(c.Message, 200))
+			}
+		}
+	}
+	return &heldRevision{reason: SkipRollout, msg: msg}
+}
+
+// deploymentProgressDeadlineExceeded is the reason of a Deployment's Progressing False
+// condition once its rollout made no progress for spec.progressDeadlineSeconds
+// (kubernetes pkg/controller/deployment/util.TimedOutReason).
+const deploymentProgressDeadlineExceeded = "ProgressDeadlineExceeded"
 
 // statefulSetOrdinal is the ordinal of pod, a pod of StatefulSet name: its
 // apps.kubernetes.io/pod-index label, else the number after name and a dash.

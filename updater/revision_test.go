@@ -117,11 +117,16 @@ func oomKilled(p *corev1.Pod) {
 			FinishedAt: metav1.NewTime(time.Now().Add(-time.Minute))}}}}
 }
 
-// A Deployment rolling out a newer template (or paused midway) replaces the pods of its
-// older ReplicaSets itself, and the webhook writes their replacements: evicting one
-// would restart it twice (its ReplicaSet recreates it, the rollout then removes that).
-// Such a pod is replaced only for protective growth (SkipRollout); the pods of the
-// newest ReplicaSet are replaced as before, the older ones counted in the budget once.
+// A Deployment rolling out a newer template replaces the pods of its older ReplicaSets
+// itself, and the webhook writes their replacements: evicting one would restart it twice
+// (its ReplicaSet recreates it, the rollout then removes that). Such a pod is replaced
+// only for protective growth (SkipRollout); the pods of the newest ReplicaSet are
+// replaced as before, the older ones counted in the budget once. A rollout that stalled
+// (ProgressDeadlineExceeded) still holds them, and says so. A rollout paused midway
+// (spec.paused) replaces nothing while paused, for hours or days: before, its older
+// pods were held all that time for "the rollout replaces it"; now they are replaced as
+// any pod, by their own ReplicaSet from their own template (releasing nothing of the
+// newer one).
 func TestRolloutReplacesOlderReplicaSetPods(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -133,6 +138,10 @@ func TestRolloutReplacesOlderReplicaSetPods(t *testing.T) {
 		{"rollout started, no new pod yet", false, false, "", SkipRollout},
 		{"new pod out of date too", true, false, "web-new-0", SkipRollout},
 		{"protective growth of an older pod", false, true, "web-abc-0", ""},
+		// spec.paused: the rollout replaces nothing while paused; the older ReplicaSet
+		// recreates its pod from its own template (TestPausedRolloutReleasesOlderPods).
+		{"rollout paused", false, false, "web-abc-0", ""},
+		{"rollout stalled", false, false, "", SkipRollout},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 2, 3)
@@ -147,6 +156,11 @@ func TestRolloutReplacesOlderReplicaSetPods(t *testing.T) {
 				switch o := o.(type) {
 				case *appsv1.Deployment:
 					o.Annotations = map[string]string{"deployment.kubernetes.io/revision": "2"}
+					o.Spec.Paused = tc.name == "rollout paused"
+					if tc.name == "rollout stalled" {
+						o.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse,
+							Reason: "ProgressDeadlineExceeded", Message: `ReplicaSet "web-new" has timed out progressing.`, LastUpdateTime: metav1.NewTime(f.now.Add(-time.Hour))}}
+					}
 				case *appsv1.ReplicaSet:
 					o.Annotations = map[string]string{"deployment.kubernetes.io/revision": "1"}
 					oldRS = o
@@ -181,6 +195,9 @@ func TestRolloutReplacesOlderReplicaSetPods(t *testing.T) {
 			for _, u := range st.Updates {
 				if u.Pod != tc.wantGone && u.SkipReason != tc.wantReason {
 					t.Errorf("pod %s skipped for %s (%s), want %s", u.Pod, u.SkipReason, u.SkipMessage, tc.wantReason)
+				}
+				if tc.name == "rollout stalled" && (!strings.Contains(u.SkipMessage, "stalled") || !strings.Contains(u.SkipMessage, "timed out progressing")) {
+					t.Errorf("pod %s: %q does not say the rollout stalled", u.Pod, u.SkipMessage)
 				}
 			}
 		})
