@@ -230,7 +230,10 @@ func computeRequestGrowth(name string, a Alloc, t contract.Target, r Rules) stri
 // holds only the move that adds a cap). It is a change inside the bounds: it waits for
 // MinPodAge and the hysteresis, never urgent. A replacement gets the recommendation's
 // mode, so the pod is out of date once: the webhook records a partition only where the
-// recommendation partitions compute.
+// recommendation partitions compute. A partition at or above a compute rollback floor in
+// force (Rules.Floor) is not dropped (SkipBelowFloor): the floor restores the compute a
+// shrink that breached the latency objective took, and time-slicing guarantees none.
+// The pod moves once the floor expires.
 func sharingModeMoved(name string, a Alloc, t contract.Target, facts PodFacts, r Rules, h *holds) verdict {
 	var v verdict
 	if a.Source != SourceAppliedRecord || facts.Age < r.MinPodAge {
@@ -247,6 +250,13 @@ func sharingModeMoved(name string, a Alloc, t contract.Target, facts PodFacts, r
 		from, to, addsCap = a.ComputeRequest, t.Compute, true
 		msg = fmt.Sprintf("%s: compute time-sliced (placed by a request of %s), recommendation partitions %s", name, fmtMilli(a.ComputeRequest), fmtMilli(t.Compute))
 	default:
+		return v
+	}
+	if f, ok := r.Floor[name]; ok && !addsCap && f.Compute >= 0 && a.Compute >= f.Compute {
+		// The floor restores what a shrink that breached the latency objective took, and
+		// time-slicing guarantees no compute: the partition it protects stays while it
+		// is in force, whichever way the compute the pod is placed by moves.
+		h.hold(SkipBelowFloor, fmt.Sprintf("%s (a rollback floor of compute %s is in force: the partition stays until it expires)", msg, fmtMilli(f.Compute)))
 		return v
 	}
 	if to > from {

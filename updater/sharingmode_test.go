@@ -58,6 +58,16 @@ func TestSharingModeMoved(t *testing.T) {
 		{name: "time-sliced, now partitioned below the request", alloc: held(-1, 500), target: partitioned(400), age: old, shrink: true},
 		{name: "cap added while compute is held", alloc: held(-1, 500), target: partitioned(400), age: old,
 			rules: func(r *Rules) { r.ComputeShrinkHeld = true }, held: SkipComputeHeld},
+		// A compute rollback floor in force keeps the partition it protects; one below
+		// the floor is not protected by it and moves (the cap is lifted).
+		{name: "partition at the compute floor, now time-sliced", alloc: held(782, 0), target: sliced(120), age: old,
+			rules: func(r *Rules) { r.Floor = map[string]Alloc{"main": {Memory: -1, Compute: 782}} }, held: SkipBelowFloor},
+		{name: "partition above the compute floor, request above it", alloc: held(500, 0), target: sliced(800), age: old,
+			rules: func(r *Rules) { r.Floor = map[string]Alloc{"main": {Memory: -1, Compute: 400}} }, held: SkipBelowFloor},
+		{name: "partition below the compute floor, now time-sliced", alloc: held(300, 0), target: sliced(120), age: old,
+			rules: func(r *Rules) { r.Floor = map[string]Alloc{"main": {Memory: -1, Compute: 782}} }, shrink: true},
+		{name: "memory floor only, now time-sliced", alloc: held(782, 0), target: sliced(120), age: old,
+			rules: func(r *Rules) { r.Floor = map[string]Alloc{"main": {Memory: 10 << 30, Compute: -1}} }, shrink: true},
 		{name: "time-sliced without a request, now partitioned", alloc: held(-1, 0), target: partitioned(400), age: old},
 		{name: "partition, still partitioned", alloc: held(400, 0), target: partitioned(400), age: old},
 		{name: "time-sliced, still time-sliced", alloc: held(-1, 120), target: sliced(120), age: old},
