@@ -366,13 +366,7 @@ func applyFloor(gfa *gpufracv1.GPUFractionAutoscaler, recs []gpufracv1.Container
 	if u == nil || u.Floor == nil || !now.Before(u.Floor.Until.Time) {
 		return
 	}
-	for i := range recs {
-		for _, f := range u.Floor.Containers {
-			if f.ContainerName == recs[i].ContainerName {
-				policy.ApplyFloor(&recs[i], f)
-			}
-		}
-	}
+	policy.ApplyFloors(recs, u.Floor)
 }
 
 // keep keeps the written recommendation of a cycle that read nothing new (a failed

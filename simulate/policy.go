@@ -13,7 +13,9 @@ import (
 	"github.com/gpufrac/gpufrac/packing"
 	"github.com/gpufrac/gpufrac/recommender/history"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
+	"github.com/gpufrac/gpufrac/recommender/policy"
 	"github.com/gpufrac/gpufrac/recommender/recommend"
+	"github.com/gpufrac/gpufrac/updater"
 )
 
 // Policy names accepted in Options.Policies. Time-slicing takes any replica count N ≥ 2
@@ -482,6 +484,11 @@ func (s *gpufracSizer) decide(tl *timeline, now time.Time) {
 		if len(recs) > 0 && (s.gaps.incomplete[w] == "" || len(s.prev[w]) == 0) {
 			s.prev[w] = recs
 		}
+		// The updater's rollback floor in force, which the recommender raises what it
+		// writes (or keeps) to (policy.ApplyFloors, as its applyFloor).
+		if s.placed != nil && !updater.FloorExpired(s.placed.floors[w], now) {
+			policy.ApplyFloors(s.prev[w], s.placed.floors[w])
+		}
 	}
 	for c, ci := range tl.containers {
 		s.decisions[c] = decision{}
@@ -521,7 +528,11 @@ func recDecision(spec *gpufracv1.GPUFractionAutoscalerSpec, rec *gpufracv1.Conta
 	if !ok || t.Memory < 0 || !t.ControlsMemory {
 		return decision{}
 	}
-	if float64(rec.ConfidencePercent)/100 < lowConfidence {
+	if _, tooLarge := t.UnwritableMemory(capacity); tooLarge || float64(rec.ConfidencePercent)/100 < lowConfidence {
+		// Above one GPU (a rollback floor after an out-of-memory exit at the whole GPU
+		// lifts the recommendation there: policy.ApplyFloor), the webhook admits pods
+		// unchanged as below the minimum confidence, and the updater judges them against
+		// the whole GPU (its unwritable check).
 		return decision{lowConfidence: true, target: t}
 	}
 	want := packing.Alloc{MemoryBytes: min(t.Memory, capacity)}

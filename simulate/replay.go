@@ -231,6 +231,11 @@ func (rp *replay) newPolState(name string, spec policySpec) *polState {
 		applied: make([]grant, n), load: make([]uint8, n), on: make([]int, n), placedAt: make([]int, n), cold: make([]bool, n), partial: make([]bool, n), oomAt: make([]int, n),
 		hyst: updater.NewHysteresis(u.PersistCycles, u.PersistFor, u.MinReplacementInterval), flaps: newReversals(n, rp.tl.step)}
 	ps.outOfDate = make([]int, n)
+	if name == PolicyGPUFrac {
+		// The updater's rollback floor: the product's, whose recommender and webhook
+		// read it (the vpa-memory baseline is VPA's sizing, which has none).
+		ps.floors, ps.floorRaised = make([]*gpufracv1.UpdaterFloor, len(rp.tl.workloads)), make([]bool, len(rp.tl.workloads))
+	}
 	for i := range ps.on {
 		ps.on[i], ps.oomAt[i], ps.outOfDate[i] = -1, -1, -1
 	}
@@ -345,7 +350,7 @@ func (rp *replay) update(k int) {
 			if c.unchanged {
 				rp.place(pi, i, k+1, rp.coldStart(), true, false)
 			} else {
-				rp.place(pi, i, k+1, rp.written(c.dec), false, c.partial)
+				rp.place(pi, i, k+1, rp.written(ps.floored(rp.tl.runs[i].workload, rp.tl.runs[i].id.Container, c.dec, rp.tl.stepEnd(k), rp.capacity)), false, c.partial)
 			}
 			ps.flaps.replaced(i, k+1, before, ps.applied[i].record)
 			ps.placedAt[i] = k + 1
@@ -403,7 +408,8 @@ func (rp *replay) consolidate(pi, k int) {
 			a := ps.applied[i]
 			dec := ps.spec.sizer.decision(r.wc)
 			movable := dec.ok && !ps.cold[i] && r.end > k && ps.spec.sizer.incompleteData(r.workload) == "" &&
-				time.Duration(k+1-ps.placedAt[i])*rp.tl.step >= u.MinLifetime && ps.outOfDate[i] != k
+				time.Duration(k+1-ps.placedAt[i])*rp.tl.step >= u.MinLifetime && ps.outOfDate[i] != k &&
+				(ps.floors == nil || ps.floors[r.workload] == nil)
 			if movable {
 				a = rp.written(dec)
 				grants[i] = a
@@ -484,7 +490,8 @@ func (rp *replay) initial(ps *polState, i, k int) (a grant, cold, partial bool) 
 		return hardGrant(a), false, false
 	case kindAdaptive:
 		if dec := ps.spec.sizer.decision(r.wc); dec.ok {
-			return rp.written(dec), false, !dec.full
+			// The webhook, when the pod is created (the end of the step before).
+			return rp.written(ps.floored(r.workload, r.id.Container, dec, rp.tl.stepEnd(k-1), rp.capacity)), false, !dec.full
 		}
 		return rp.coldStart(), true, false
 	}

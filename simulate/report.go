@@ -301,7 +301,7 @@ const markdownDefinitions = "**Policies.**\n\n" +
 	"cold-start: pod-minutes on a whole GPU because the workload's recommendation was not yet confident.\n\n" +
 	"**Packer.** Best fit by free memory among GPUs in use with enough free memory and compute (sum of compute allocations ≤ 1), else a new GPU; pods never move; a replaced pod is placed again like a new one. " +
 	"gpufrac and vpa-memory pods are packed by the memory request the backend writes and run out of memory above their limit: on the default annotations backend the request is `gpufrac.io/gpu-memory-request`, the observed peak when below the target, and the limit the target (vpa-memory knows no observed peak, so its request stays its target); where the heading says no memory request, both are the target. " +
-	"Usage is the trace's: co-location does not change it, replacements cost no downtime, overruns do not restart pods, and latency is not modelled.\n"
+	"Usage is the trace's: co-location does not change it, replacements cost no downtime, overruns do not restart pods (for gpufrac each is an out-of-memory exit, which raises the workload's rollback floor as the updater does), and latency is not modelled.\n"
 
 // findings returns sentences computed from a result: the gpufrac policy against the
 // clairvoyant bound and the trace's one-per-pod practice.

@@ -501,6 +501,13 @@ type polState struct {
 	// (metrics.Series.DeviceLoad), fed to the recommender of an adaptive policy.
 	load []uint8
 	hyst *updater.Hysteresis
+	// floors is each workload's rollback floor (status.updater.floor: nil none), which
+	// the updater raises for an out-of-memory exit (updater.RaiseOOMFloor) and drops
+	// once expired; the gpufrac policy's only (nil for the others). floorRaised marks the
+	// workloads whose floor was raised in the cycle being run: their replacements wait
+	// for the next cycle, as the updater's wait for the floor to be published.
+	floors      []*gpufracv1.UpdaterFloor
+	floorRaised []bool
 	// needs is candidates' buffer of each workload's needs in one cycle (Hysteresis.Observe).
 	needs   [][]updater.Need
 	flaps   reversals
@@ -619,6 +626,7 @@ func candidates(ps *polState, tl *timeline, alive []int, k int, windows updater.
 	for w := range ps.needs {
 		ps.needs[w] = ps.needs[w][:0]
 	}
+	ps.oomFloors(tl, alive, k)
 	for _, i := range alive {
 		r := &tl.runs[i]
 		if r.end <= k {
@@ -648,6 +656,10 @@ func candidates(ps *polState, tl *timeline, alive []int, k int, windows updater.
 		}
 		// The recommendation's MetricsUnavailable condition, as the updater reads it.
 		rules.IncompleteData = ps.spec.sizer.incompleteData(r.workload)
+		rules.Floor = nil
+		if ps.floors != nil {
+			rules.Floor = updater.FloorRules(ps.floors[r.workload], capacity)
+		}
 		targets := map[string]contract.Target{name: dec.target}
 		rules.Unchanged = nil
 		if dec.lowConfidence {
@@ -677,6 +689,9 @@ func candidates(ps *polState, tl *timeline, alive []int, k int, windows updater.
 		if !updater.Admissible(c.need, win.Open) {
 			continue
 		}
+		if ps.floorRaised != nil && ps.floorRaised[tl.runs[c.run].workload] {
+			continue // the updater's publishingGate: the new floor is published first
+		}
 		if ok, _, _ := ps.hyst.Allow(tl.workloads[tl.runs[c.run].workload].hkey, now, c.need); !ok {
 			continue
 		}
@@ -694,6 +709,52 @@ func candidates(ps *polState, tl *timeline, alive []int, k int, windows updater.
 	})
 	sort.SliceStable(out, func(a, b int) bool { return updater.MoreUrgent(out[a].need, out[b].need) })
 	return out
+}
+
+// oomFloors is the updater's rollback floor at the end of step k (the gpufrac policy's;
+// nothing for the others): each workload's expired floor is dropped
+// (updater.FloorExpired), then each live pod's last out-of-memory exit (a step over its
+// memory allocation since it was placed) raises its workload's floor as the updater's
+// oomFloor does (updater.RaiseOOMFloor on the memory of the pod's applied record, for
+// updater.DefaultFloorDuration), marking the workload in floorRaised.
+func (ps *polState) oomFloors(tl *timeline, alive []int, k int) {
+	if ps.floors == nil {
+		return
+	}
+	now := tl.stepEnd(k)
+	for w, f := range ps.floors {
+		if updater.FloorExpired(f, now) {
+			ps.floors[w] = nil
+		}
+		ps.floorRaised[w] = false
+	}
+	for _, i := range alive {
+		r := &tl.runs[i]
+		if r.end <= k || ps.oomAt[i] < ps.placedAt[i] {
+			continue
+		}
+		t := updater.Termination{Container: r.id.Container, Reason: "OOMKilled", OOM: true, FinishedAt: tl.stepEnd(ps.oomAt[i])}
+		if f, reason := updater.RaiseOOMFloor(ps.floors[r.workload], r.name, t, ps.applied[i].record, updater.DefaultFloorDuration, now); reason != "" {
+			ps.floors[r.workload], ps.floorRaised[r.workload] = f, true
+		}
+	}
+}
+
+// floored is decision dec of workload w's container as the webhook writes it at now:
+// at least the workload's rollback floor in force (contract.Floor, at most one GPU of
+// capacity bytes), without the observed-peak request where the floor raised it (the
+// request must hold the floor); dec itself where no floor is kept or it is lower.
+func (ps *polState) floored(w int, container string, dec decision, now time.Time, capacity int64) decision {
+	if ps.floors == nil || ps.floors[w] == nil || !dec.ok {
+		return dec
+	}
+	gfa := &gpufracv1.GPUFractionAutoscaler{}
+	gfa.Status.Updater = &gpufracv1.UpdaterStatus{Floor: ps.floors[w]}
+	if fm, _ := contract.Floor(gfa, container, now); fm > dec.target.Memory {
+		dec.want.MemoryBytes = min(fm, capacity)
+		dec.target.RequestPeakMemory = 0
+	}
+	return dec
 }
 
 // takeToken takes one replacement from the rate limiter; it reports false when none

@@ -40,6 +40,9 @@ const (
 	// DefaultMaxInFlight is the share of a workload's pods that may be being replaced
 	// at once, ratio (Config.MaxInFlight, at least one pod).
 	DefaultMaxInFlight = 0.5
+	// DefaultFloorDuration is how long a rollback floor holds (Config.FloorDuration,
+	// --rollback-floor-duration).
+	DefaultFloorDuration = 24 * time.Hour
 	// DefaultPersistCycles, DefaultPersistFor and DefaultMinReplacementInterval are the
 	// hysteresis defaults (see Hysteresis): a change inside the bounds must be seen in 3
 	// consecutive cycles over 5 minutes, and a workload's rounds of replacements start at
@@ -118,7 +121,7 @@ type Config struct {
 	StuckBackoff time.Duration
 	// VerificationPeriod is how long after a shrink the guardrails are watched. Default 15m.
 	VerificationPeriod time.Duration
-	// FloorDuration is how long a rollback floor holds. Default 24h.
+	// FloorDuration is how long a rollback floor holds. Default DefaultFloorDuration.
 	FloorDuration time.Duration
 	// LeaseNamespace and LeaseName locate the admission webhook's status Lease (name
 	// default statuslease.DefaultName). LeaseNamespace is required.
@@ -186,7 +189,7 @@ func (c Config) WithDefaults() Config {
 	positiveOr(&c.ReplacementTimeout, 10*time.Minute)
 	positiveOr(&c.StuckBackoff, 30*time.Minute)
 	positiveOr(&c.VerificationPeriod, 15*time.Minute)
-	positiveOr(&c.FloorDuration, 24*time.Hour)
+	positiveOr(&c.FloorDuration, DefaultFloorDuration)
 	positiveOr(&c.MaxUnreadyBackoff, 30*time.Minute)
 	positiveOr(&c.LeaseMaxAge, 30*time.Second)
 	positiveOr(&c.Threshold, DefaultThreshold)

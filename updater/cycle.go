@@ -304,7 +304,7 @@ func (u *Updater) newPlan(ctx context.Context, gfa *gpufracv1.GPUFractionAutosca
 			st.Conditions = append(st.Conditions, *c.DeepCopy())
 		}
 	}
-	if st.Floor != nil && !now.Before(st.Floor.Until.Time) {
+	if FloorExpired(st.Floor, now) {
 		klog.FromContext(ctx).Info("Rollback floor expired", "autoscaler", klog.KObj(gfa), "until", st.Floor.Until.Time)
 		st.Floor = nil
 	}

@@ -94,23 +94,46 @@ func (u *Updater) oomFloors(ctx context.Context, p *plan, byNS map[string][]core
 // FloorDuration whose bump is above the floor, with the condition and an OutOfMemoryBump
 // event.
 func (u *Updater) oomFloor(ctx context.Context, p *plan, pod *corev1.Pod, t Termination, now time.Time) {
-	until := t.FinishedAt.Add(u.Config.FloorDuration)
-	if !t.OOM || !now.Before(until) {
-		return
-	}
 	applied := int64(-1)
 	if a, ok := p.allocs[pod.UID].Containers[t.Container]; ok {
 		applied = a.Memory
 	}
-	bump := OOMBump(t, applied)
-	if bump <= 0 || floorMemory(p.st.Floor, t.Container) >= bump {
+	floor, reason := RaiseOOMFloor(p.st.Floor, pod.Name, t, applied, u.Config.FloorDuration, now)
+	if reason == "" {
 		return
 	}
-	reason := fmt.Sprintf("pod %s: %s; memory floor %s (max(used + 100Mi, used × 1.2))", pod.Name, t, fmtBytes(bump))
-	p.st.Floor = raiseFloor(p.st.Floor, []gpufracv1.ContainerAllocation{{ContainerName: t.Container, Memory: resource.NewQuantity(bump, resource.BinarySI)}}, until, reason)
+	p.st.Floor = floor
 	p.setRolledBack(metav1.ConditionTrue, ReasonOutOfMemory, reason)
 	u.event(p.gfa, pod, corev1.EventTypeWarning, EventOOMBump, "Update", "out of memory: "+reason+"; the next pods get at least this memory")
-	klog.FromContext(ctx).Info("Out-of-memory exit; memory floor raised", "autoscaler", klog.KObj(p.gfa), "pod", pod.Name, "container", t.Container, "floor", fmtBytes(bump))
+	klog.FromContext(ctx).Info("Out-of-memory exit; memory floor raised", "autoscaler", klog.KObj(p.gfa), "pod", pod.Name, "container", t.Container, "floor", fmtBytes(floorMemory(floor, t.Container)))
+}
+
+// RaiseOOMFloor is the rollback floor after the termination t of pod's container whose
+// memory is applied (bytes, the pod's allocation; -1 unknown), as the updater raises
+// status.updater.floor for it, and the floor's reason: for an out-of-memory exit that
+// ended less than d ago at now, whose bump (OOMBump) is above the container's floor in
+// floor (nil: none), a copy of floor raised to the bump for that container, until
+// t.FinishedAt + d or floor's end where later. Otherwise it returns floor and "". It
+// is the one rule the updater (oomFloor) and gpufrac simulate run; floor is not
+// modified.
+func RaiseOOMFloor(floor *gpufracv1.UpdaterFloor, pod string, t Termination, applied int64, d time.Duration, now time.Time) (*gpufracv1.UpdaterFloor, string) {
+	until := t.FinishedAt.Add(d)
+	if !t.OOM || !now.Before(until) {
+		return floor, ""
+	}
+	bump := OOMBump(t, applied)
+	if bump <= 0 || floorMemory(floor, t.Container) >= bump {
+		return floor, ""
+	}
+	reason := fmt.Sprintf("pod %s: %s; memory floor %s (max(used + 100Mi, used × 1.2))", pod, t, fmtBytes(bump))
+	return raiseFloor(floor, []gpufracv1.ContainerAllocation{{ContainerName: t.Container, Memory: resource.NewQuantity(bump, resource.BinarySI)}}, until, reason), reason
+}
+
+// FloorExpired reports whether the rollback floor f (nil: none) has ended at now
+// (its until): the updater drops it, and the webhook and the recommender no longer
+// apply it (contract.Floor).
+func FloorExpired(f *gpufracv1.UpdaterFloor, now time.Time) bool {
+	return f != nil && !now.Before(f.Until.Time)
 }
 
 // publishFloor holds every replacement while a floor raised this cycle is not yet in

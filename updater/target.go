@@ -321,13 +321,22 @@ func (p *plan) rules(cfg Config, computeHeld bool) Rules {
 		UrgentGrowth: urgentGrowth(p.gfa), ComputeShrinkHeld: computeHeld, Guardrail: p.guard,
 		IncompleteData: contract.IncompleteData(p.gfr),
 	}
-	if f := p.st.Floor; f != nil {
-		r.Floor = map[string]Alloc{}
-		for _, c := range f.Containers {
-			r.Floor[c.ContainerName] = writableFloor(Alloc{Memory: contract.BytesOf(c.Memory), Compute: contract.MilliOf(c.Compute)}, cfg.Backend.GPUMemoryBytes)
-		}
-	}
+	r.Floor = FloorRules(p.st.Floor, cfg.Backend.GPUMemoryBytes)
 	return r
+}
+
+// FloorRules is the rollback floor f (status.updater.floor; nil: none) as Rules.Floor
+// holds it, per container, each as the webhook writes it into a pod (writableFloor:
+// memory at most gpuMemoryBytes, bytes; compute at most one GPU); nil for no floor.
+func FloorRules(f *gpufracv1.UpdaterFloor, gpuMemoryBytes int64) map[string]Alloc {
+	if f == nil {
+		return nil
+	}
+	out := map[string]Alloc{}
+	for _, c := range f.Containers {
+		out[c.ContainerName] = writableFloor(Alloc{Memory: contract.BytesOf(c.Memory), Compute: contract.MilliOf(c.Compute)}, gpuMemoryBytes)
+	}
+	return out
 }
 
 // writableFloor is a rollback floor as the webhook writes it into a pod: memory at most

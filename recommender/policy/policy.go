@@ -404,6 +404,22 @@ func ApplyFloor(rec *gpufracv1.ContainerRecommendation, floor gpufracv1.Containe
 	raise(&rec.Target.Compute, &rec.LowerBound.Compute, &rec.UpperBound.Compute, floor.Compute)
 }
 
+// ApplyFloors raises each of recs to its container's floor in f (status.updater.floor;
+// nil: none) with ApplyFloor. The recommender calls it while the floor holds, and so
+// does gpufrac simulate.
+func ApplyFloors(recs []gpufracv1.ContainerRecommendation, f *gpufracv1.UpdaterFloor) {
+	if f == nil {
+		return
+	}
+	for i := range recs {
+		for _, c := range f.Containers {
+			if c.ContainerName == recs[i].ContainerName {
+				ApplyFloor(&recs[i], c)
+			}
+		}
+	}
+}
+
 // WithinPolicy clamps a written container recommendation into its current policy's
 // explicit bounds (cp's minMemory, maxMemory, minCompute and maxCompute; cp nil: none),
 // as Recommend clamps a new one: target, bounds, memory limit and compute request
