@@ -282,9 +282,20 @@ func TestTenantReserveFromContention(t *testing.T) {
 	if got := c.TenantReserve(st, now); math.Abs(got-want) > 1e-9 || math.Abs(got-DefaultContentionTenantReserve) > 0.005 {
 		t.Errorf("saturated share about the budget: reserve %.4f, want %.4f", got, want)
 	}
-	// Half a day later the evidence weighs less against the prior: the reserve falls.
-	if later := c.TenantReserve(st, now.Add(12*time.Hour)); !(later < want && later > 0) {
-		t.Errorf("12 h later: reserve %.4f, want between 0 and %.4f", later, want)
+	// Half a day without a sample (scaled to zero, an exporter down) is no evidence:
+	// the reserve stays (it fell towards the prior's 0 as if the GPU had not saturated).
+	if later := c.TenantReserve(st, now.Add(12*time.Hour)); math.Abs(later-want) > 1e-9 {
+		t.Errorf("12 h without samples: reserve %.4f, want %.4f as at the last sample", later, want)
+	}
+	// Half a day of samples on a GPU of its own: the evidence weighs less against the
+	// prior, the reserve falls.
+	m2 := history.NewModel(history.Options{})
+	feed(m2, w, "p1", t0, time.Hour, 10*gib, 0.25)
+	st2 := m2.Container(history.ContainerKey{WorkloadKey: w, Container: "main"})
+	st2.AddDeviceLoad(now, n, sat)
+	feed(m2, w, "p1", now, 12*time.Hour, 10*gib, 0.25)
+	if later := c.TenantReserve(st2, now.Add(12*time.Hour)); !(later < want && later > 0) {
+		t.Errorf("12 h alone on a GPU: reserve %.4f, want between 0 and %.4f", later, want)
 	}
 	// Every further sample saturated: the reserve stops at the cap.
 	st.AddDeviceLoad(now, 10*n, 10*n)

@@ -364,7 +364,7 @@ func (c Config) Estimate(s *history.ContainerState, memoryHeadroom float64, now 
 
 	if !s.Memory.IsEmpty() {
 		e.HasMemory = true
-		peak, _ := s.RecentPeak(now)
+		peak, _ := s.RecentPeak(s.EvidenceAt(now)) // time without samples empties no window
 		e.RecentPeakBytes = peak
 		high := math.Max(s.Memory.Percentile(c.MemoryTargetPercentile), peak)
 		e.MemorySpread = c.memorySpread(s, high)
@@ -404,7 +404,8 @@ func (c Config) Estimate(s *history.ContainerState, memoryHeadroom float64, now 
 // top of its effective compute at now, share of one GPU (0–1): with the closed loop on
 // (ContentionEvidence ≥ 0), ContentionTenantReserve × (saturated ÷ (co-tenant samples +
 // ContentionEvidence)) ÷ ContentionBudget, at most ContentionTenantReserveMax, from the
-// container's decayed evidence (history.ContainerState.ContentionAt); off, the flat
+// container's evidence decayed to its last sample at or before now
+// (history.ContainerState.ContentionAt at EvidenceAt(now)); off, the flat
 // ContentionTenantReserve. A negative reserve or budget gives 0.
 //
 // Why a loop: the effective compute bounds contention for tenants whose loads are
@@ -422,7 +423,7 @@ func (c Config) TenantReserve(s *history.ContainerState, now time.Time) float64 
 	if c.ContentionEvidence < 0 || c.ContentionBudget <= 0 || s == nil {
 		return r
 	}
-	n, sat := s.ContentionAt(now)
+	n, sat := s.ContentionAt(s.EvidenceAt(now)) // time without samples decays nothing
 	return math.Min(c.ContentionTenantReserveMax, r*sat/(n+c.ContentionEvidence)/c.ContentionBudget)
 }
 

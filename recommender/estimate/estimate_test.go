@@ -270,3 +270,42 @@ func TestMemorySpread(t *testing.T) {
 		})
 	}
 }
+
+// A workload scaled to zero (or whose exporter is down) for a day, or for most of its
+// peak window, reports nothing meanwhile: its estimate stays as at its last sample. It
+// read its memory peak window and its contention evidence against the wall clock, so
+// the quiet time emptied the window (the target fell from the peak to the p90) and
+// decayed the evidence towards the prior (the compute request fell): a shrink from no
+// data, written while no pod ran and applied to the pods that came back.
+func TestQuietTimeShrinksNothing(t *testing.T) {
+	m := history.NewModel(history.Options{})
+	w := history.WorkloadKey{Namespace: "ns", Kind: "Deployment", Name: "web"}
+	// A rare peak of 20 GiB, then two days at 10 GiB, on a GPU shared with others that
+	// saturated in 5 % of the samples.
+	feed(m, w, "p1", t0, time.Hour, 20*gib, 0.3)
+	feed(m, w, "p1", t0.Add(time.Hour), 48*time.Hour, 10*gib, 0.3)
+	st := m.Container(history.ContainerKey{WorkloadKey: w, Container: "main"})
+	last := st.LastSample
+	for at := t0; !at.After(last); at = at.Add(time.Minute) {
+		st.AddDeviceLoad(at, 1, map[bool]int{true: 1}[at.Minute()%20 == 0])
+	}
+	c := Config{}
+	before, ok := c.Estimate(st, DefaultMemoryHeadroom, last)
+	if !ok || before.RecentPeakBytes != 20*gib || before.ComputeRequest <= 0 {
+		t.Fatalf("at the last sample: recent peak %.1f GiB, compute request %.3f, ok %v; want the 20 GiB peak and a request", before.RecentPeakBytes/gib, before.ComputeRequest, ok)
+	}
+	for _, quiet := range []time.Duration{24 * time.Hour, 6*24*time.Hour + 12*time.Hour} {
+		now := last.Add(quiet)
+		m.GC(now, 8*24*time.Hour) // as every cycle does meanwhile
+		got, ok := c.Estimate(st, DefaultMemoryHeadroom, now)
+		if !ok {
+			t.Fatalf("%s without samples: no estimate", quiet)
+		}
+		if got.Target != before.Target || got.MemoryLimitBytes != before.MemoryLimitBytes || got.ComputeRequest != before.ComputeRequest ||
+			got.RecentPeakBytes != before.RecentPeakBytes || got.Confidence != before.Confidence {
+			t.Errorf("%s without samples: target %.2f GiB / %.3f, limit %.2f GiB, compute request %.4f, confidence %.2f; want as at the last sample: %.2f GiB / %.3f, %.2f GiB, %.4f, %.2f",
+				quiet, got.Target.MemoryBytes/gib, got.Target.Compute, got.MemoryLimitBytes/gib, got.ComputeRequest, got.Confidence,
+				before.Target.MemoryBytes/gib, before.Target.Compute, before.MemoryLimitBytes/gib, before.ComputeRequest, before.Confidence)
+		}
+	}
+}

@@ -406,13 +406,31 @@ func rebase(ref, t time.Time, halfLife time.Duration) (keep, w float64, at time.
 }
 
 // ContentionAt returns the contention evidence decayed to now: the weight of samples on a
-// shared GPU and of those on a saturated one.
+// shared GPU and of those on a saturated one. An estimate reads it at EvidenceAt(now):
+// decayed to the wall clock, a quiet day halved the evidence against the fixed prior of
+// estimate.Config.ContentionEvidence and lowered the tenant reserve without a sample.
 func (s *ContainerState) ContentionAt(now time.Time) (coTenant, saturated float64) {
 	return s.Contention.at(now, s.opts.HalfLife)
 }
 
+// EvidenceAt returns the time the container's evidence is valued at, at now: now, or its
+// last sample (LastSample) where that is earlier. A window or a decay measured to the
+// wall clock would let time without samples (a workload scaled to zero, an exporter
+// down) move an estimate as if it were evidence: the peaks of RecentPeak's window left
+// it and the contention evidence decayed towards its prior, so a workload back after a
+// quiet day or week got a lower memory target and compute request than it left with.
+// No data is not evidence: measured to the last sample, time without samples changes
+// nothing, and a workload that keeps reporting is valued at now as before.
+func (s *ContainerState) EvidenceAt(now time.Time) time.Time {
+	if !s.LastSample.IsZero() && s.LastSample.Before(now) {
+		return s.LastSample
+	}
+	return now
+}
+
 // RecentPeak returns the highest memory sample, bytes, of the intervals that overlap
-// (now-PeakWindow, now], and false when there is none.
+// (now-PeakWindow, now], and false when there is none. An estimate reads it at
+// EvidenceAt(now), so time without samples does not empty the window.
 func (s *ContainerState) RecentPeak(now time.Time) (float64, bool) {
 	from := s.opts.IntervalStart(now.Add(-s.opts.PeakWindow)).Unix()
 	peak, ok := 0.0, false
@@ -445,9 +463,10 @@ func (s *ContainerState) Span() time.Duration {
 // Empty reports whether no sample was ever recorded.
 func (s *ContainerState) Empty() bool { return s.Memory.IsEmpty() && s.Compute.IsEmpty() }
 
-// gc forgets per-pod windows and interval peaks too old to matter.
+// gc forgets per-pod windows and interval peaks too old to matter: older than the peak
+// window before EvidenceAt(now), where an estimate reads RecentPeak.
 func (s *ContainerState) gc(now time.Time) {
-	horizon := now.Add(-s.opts.PeakWindow - 2*s.opts.MemoryAggregationInterval)
+	horizon := s.EvidenceAt(now).Add(-s.opts.PeakWindow - 2*s.opts.MemoryAggregationInterval)
 	for pod, w := range s.windows {
 		if w.start.Before(horizon) {
 			delete(s.windows, pod)
