@@ -1076,3 +1076,23 @@ func TestMutateDryRunCountsNoPod(t *testing.T) {
 		})
 	}
 }
+
+// TestMutateContainerAskingForNoGPU: a pod whose container asks for nvidia.com/gpu: 0
+// (a chart's way to turn its GPU off), while the workload's recommendation still names
+// the container, is admitted unchanged with a warning by every backend that gives a
+// fraction of a GPU; before, kai and kai-nvfractions wrote a fraction (a GPU share the
+// pod did not ask for) and mps wrote its limits and a record of memory the pod holds.
+func TestMutateContainerAskingForNoGPU(t *testing.T) {
+	for _, bt := range []gpufracv1.BackendType{gpufracv1.BackendHAMi, gpufracv1.BackendKAI, gpufracv1.BackendKAINVFractions, gpufracv1.BackendMPS} {
+		t.Run(string(bt), func(t *testing.T) {
+			m := mutator(t, Config{}, autoscaler("web", gpufracv1.UpdateModeRecreate, bt), recommendation("web", 60, containerRec("main", "2Gi", "200m")))
+			o, resp, got := handle(t, m, podOf(gpuContainer("main", 0)))
+			if o.skip == "" || len(resp.Patches) != 0 || len(resp.Warnings) == 0 {
+				t.Fatalf("skip %q, patches %v, warnings %v; want the pod unchanged with a warning", o.skip, resp.Patches, resp.Warnings)
+			}
+			if len(got.Annotations) != 0 || got.Spec.SchedulerName != corev1.DefaultSchedulerName {
+				t.Errorf("pod changed: annotations %v, scheduler %s", got.Annotations, got.Spec.SchedulerName)
+			}
+		})
+	}
+}

@@ -242,6 +242,10 @@ const (
 	// UnsafeNodeBound: the pod names its node at creation (spec.nodeName), so no
 	// scheduler places it, and the backend's fraction needs one (SchedulerPlaced).
 	UnsafeNodeBound = "node-bound"
+	// UnsafeNoGPU: the container a one-container backend (kai, kai-nvfractions) would
+	// give the fraction to asks for no GPU (nvidia.com/gpu: 0, or none and no KAI
+	// fraction of the pod names it): the fraction would give it one.
+	UnsafeNoGPU = "no-gpu"
 )
 
 // SchedulerPlaced reports whether a scheduler must place a pod for backend bt's fraction
@@ -354,6 +358,21 @@ func readEach(pod *corev1.Pod, read func(c workload.PodContainer, a *Allocation)
 	return out
 }
 
+// AsksGPU reports whether one of the container's request or limit names starts with
+// prefix (Config.GPUResourcePrefix) with a quantity above zero: a container whose only
+// such resources are 0 (nvidia.com/gpu: 0, a chart's way to turn its GPU off) asks for
+// none, though IsGPUContainer, the webhook's match condition, matches it.
+func AsksGPU(c *corev1.Container, prefix string) bool {
+	for _, l := range [...]corev1.ResourceList{c.Resources.Limits, c.Resources.Requests} {
+		for n, q := range l {
+			if strings.HasPrefix(string(n), prefix) && q.Sign() > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // perGPUContainers is how a backend whose limits are per GPU, while a recommendation is
 // per container (hami, mps, the device plugin's sharing), walks the targets' containers.
 type perGPUContainers struct {
@@ -397,7 +416,7 @@ func (g perGPUContainers) each(pod *corev1.Pod, targets []*Target, write func(t 
 // hasGPU reports whether c has a GPU as g counts it.
 func (g perGPUContainers) hasGPU(c *corev1.Container) bool {
 	if g.prefix != "" {
-		return IsGPUContainer(c, g.prefix)
+		return AsksGPU(c, g.prefix)
 	}
 	return GPUCount(c, g.res) != 0
 }

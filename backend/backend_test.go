@@ -236,6 +236,31 @@ func TestKAIRules(t *testing.T) {
 	_, err = b.Apply(podOf(gpuContainer("a", 2)), []*Target{target("a", 0, 100, -1)})
 	wantUnsafe(t, err, UnsafeMultiGPU)
 
+	// A target asking for no GPU (nvidia.com/gpu: 0, or none while no KAI fraction of the
+	// pod names it, a recommendation of a container that no longer has one) gets none.
+	_, err = b.Apply(podOf(gpuContainer("a", 0)), []*Target{target("a", 0, 100, -1)})
+	wantUnsafe(t, err, UnsafeNoGPU)
+	p = podOf(corev1.Container{Name: "a"})
+	p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu"}}
+	_, err = b.Apply(p, []*Target{target("a", 0, 100, -1)})
+	wantUnsafe(t, err, UnsafeNoGPU)
+	p = podOf(corev1.Container{Name: "a"}, corev1.Container{Name: "b"})
+	p.Annotations = map[string]string{"gpu-memory": "4096"} // a's fraction
+	_, err = b.Apply(p, []*Target{target("b", 1, 100, -1)})
+	wantUnsafe(t, err, UnsafeNoGPU)
+	// A pod whose template holds its fraction already (or one KAI placed) is written.
+	for _, ann := range []map[string]string{{"gpu-memory": "4096"}, {"gpu-fraction": "0.5"}, {"gpu-fraction": "0.5", "gpu-fraction-container-name": "b"}} {
+		p = podOf(corev1.Container{Name: "a"}, corev1.Container{Name: "b"})
+		p.Annotations = ann
+		name, i := "a", 0
+		if ann["gpu-fraction-container-name"] == "b" {
+			name, i = "b", 1
+		}
+		if _, err := b.Apply(p, []*Target{target(name, i, 100, -1)}); err != nil {
+			t.Errorf("pod with %v: %v", ann, err)
+		}
+	}
+
 	// Native sidecars: a GPU sidecar next to a regular target is an init container's
 	// whole GPU; a regular container's next to a sidecar target is a neighbour's; a
 	// sidecar target asks for one GPU at most.
@@ -565,6 +590,12 @@ func TestPerGPUContainers(t *testing.T) {
 			}
 			if main.WrittenMemoryBytes != 1024*MiB || main.WrittenComputeMilli != 250 || side.Wrote() {
 				t.Errorf("main wrote %d bytes %dm, side wrote %v; want 1Gi 250m and nothing", main.WrittenMemoryBytes, main.WrittenComputeMilli, side.Wrote())
+			}
+			// nvidia.com/gpu: 0 (a chart's way to turn the GPU off) asks for none either.
+			zero := target("main", 0, 1024, 250)
+			warnings, err = b.Apply(podOf(gpuContainer("main", 0)), []*Target{zero})
+			if err != nil || len(warnings) != 1 || zero.Wrote() {
+				t.Errorf("nvidia.com/gpu 0: warnings %q, err %v, wrote %v; want one warning and nothing written", warnings, err, zero.Wrote())
 			}
 			_, err = b.Apply(podOf(gpuContainer("main", 1), gpuContainer("two", 2)), []*Target{target("main", 0, 1024, 250), target("two", 1, 1024, 250)})
 			wantUnsafe(t, err, UnsafeMultiGPU)

@@ -26,7 +26,8 @@ import (
 // not the first). KAI's legacy fractions share compute by time-slicing, so compute is
 // not written. Unsafe (pod left unchanged): several containers with recommendations, a
 // recommendation that needs a whole GPU, another container or an init container asking
-// for whole GPUs, a multi-device fraction, a pod bound to another scheduler.
+// for whole GPUs, a multi-device fraction, a pod bound to another scheduler, a target
+// container that asks for no GPU (UnsafeNoGPU).
 type kaiBackend struct{ cfg Config }
 
 // Type implements Codec.
@@ -124,6 +125,11 @@ func prepareKAI(pod *corev1.Pod, targets []*Target, cfg Config, backend string) 
 		switch {
 		case target && n > 1:
 			return nil, Unsafe(UnsafeMultiGPU, "container %s asks for %d %s; %s", c.Name, n, cfg.GPUResource, oneGPUOnly)
+		case target && n < 1 && (hasResource(c, cfg.GPUResource) || !hasKAIFraction(pod, kc) || !isKAIContainer(pod, pc, kc)):
+			// nvidia.com/gpu: 0, or no GPU and no fraction of the pod's for it (a stale
+			// recommendation of a container that no longer asks for one): a fraction
+			// would give it a GPU share it does not ask for.
+			return nil, Unsafe(UnsafeNoGPU, "container %s asks for no %s and holds no KAI fraction; a fraction would give it a GPU", c.Name, cfg.GPUResource)
 		case target:
 			RemoveResource(c, cfg.GPUResource)
 		case n > 0 && pc.InitList():
@@ -156,6 +162,22 @@ func prepareKAI(pod *corev1.Pod, targets []*Target, cfg Config, backend string) 
 		SetAnnotation(pod, kc.ContainerNameAnnotation, t.Container)
 	}
 	return t, nil
+}
+
+// hasKAIFraction reports whether pod carries a KAI fraction (the memory or the fraction
+// annotation), as a pod whose template holds one does.
+func hasKAIFraction(pod *corev1.Pod, kc KAIConfig) bool {
+	_, mem := pod.Annotations[kc.MemoryAnnotation]
+	_, frac := pod.Annotations[kc.FractionAnnotation]
+	return mem || frac
+}
+
+// hasResource reports whether c names res in its limits or requests, whatever the
+// quantity.
+func hasResource(c *corev1.Container, res corev1.ResourceName) bool {
+	_, l := c.Resources.Limits[res]
+	_, r := c.Resources.Requests[res]
+	return l || r
 }
 
 // KAI annotation modes.
