@@ -21,7 +21,9 @@ import (
 // request for placement (gpufrac.io/gpu-memory-request and .gpu-memory-request,
 // ObservedPeakRequestMiB): a scheduler packs by it and the memory value stays the limit.
 // A per-container key that would be invalid (container name too long) is not written,
-// with a warning. Nothing else in the pod changes.
+// with a warning. A pod total counts the containers not written too, by the
+// per-container keys they carry (a template's or a user's own). Nothing else in the pod
+// changes.
 type annotationsBackend struct{ cfg Config }
 
 // Type implements Codec.
@@ -78,6 +80,51 @@ func (b *annotationsBackend) Apply(pod *corev1.Pod, targets []*Target) ([]string
 			if reqKey := ac.ContainerPrefix + t.Container + gpufracv1.AnnotationContainerComputeRequestSuffix; checkAnnotationKey(reqKey) == nil {
 				SetAnnotation(pod, reqKey, MilliQuantity(t.ComputeRequestMilli).String())
 			}
+		}
+	}
+	// The pod totals count every container: one the webhook does not write (no
+	// recommendation, or not for this resource) keeps the per-container key the pod
+	// carries (its template's, a user's own), and the total holds it too.
+	written := map[string]*Target{}
+	for _, t := range targets {
+		written[t.Container] = t
+	}
+	for _, pc := range containers(pod) {
+		t := written[pc.Container.Name]
+		prefix := ac.ContainerPrefix + pc.Container.Name
+		carried := func(suffix string, milli bool) (int64, bool) {
+			v, ok := pod.Annotations[prefix+suffix]
+			if !ok {
+				return 0, false
+			}
+			q, err := resource.ParseQuantity(v)
+			if err != nil || q.Sign() < 0 {
+				warnings = append(warnings, fmt.Sprintf("gpufrac: %s%s %q is no quantity; the pod total leaves it out", prefix, suffix, v))
+				return 0, false
+			}
+			if milli {
+				return q.MilliValue(), true
+			}
+			return ceilMiB(q.Value()), true
+		}
+		if anyMem && (t == nil || !t.HasMemory) {
+			mib, ok := carried(gpufracv1.AnnotationContainerMemorySuffix, false)
+			memMiB += mib
+			if writeRequest {
+				if req, rok := carried(gpufracv1.AnnotationContainerMemoryRequestSuffix, false); rok {
+					memRequestMiB += req
+				} else if ok {
+					memRequestMiB += mib // placed by its limit
+				}
+			}
+		}
+		if anyCompute && (t == nil || !t.HasCompute) {
+			m, _ := carried(gpufracv1.AnnotationContainerComputeSuffix, true)
+			milli += m
+		}
+		if request > 0 && (t == nil || t.HasCompute || t.ComputeRequestMilli <= 0) {
+			m, _ := carried(gpufracv1.AnnotationContainerComputeRequestSuffix, true)
+			request += m
 		}
 	}
 	if request > 0 {

@@ -690,3 +690,52 @@ func TestLargestFraction(t *testing.T) {
 		t.Errorf("hami: %d, want one GPU", got)
 	}
 }
+
+// TestAnnotationsTotalsCountContainersNotWritten: a pod of two GPU containers, one with
+// a recommendation, the other carrying its own per-container keys (its template's, a
+// user's own, a pod copied from another cluster): the pod totals are the sum of every
+// container's keys as the pod ends up. Before, they were the written container's alone
+// (gpufrac.io/gpu-memory 4Gi for containers holding 4Gi and 8Gi), and a cluster
+// enforcing by the total took the other container's memory away.
+func TestAnnotationsTotalsCountContainersNotWritten(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		request    string
+		carried    map[string]string
+		want       map[string]string
+		wantWarned bool
+	}{
+		{"placed by the limit", AnnotationsMemoryRequestNone, map[string]string{
+			"gpufrac.io/gpu-memory": "10Gi", "gpufrac.io/gpu-compute": "500m",
+			"gpufrac.io/container.b.gpu-memory": "8Gi", "gpufrac.io/container.b.gpu-compute": "300m",
+		}, map[string]string{"gpufrac.io/gpu-memory": "12Gi", "gpufrac.io/gpu-compute": "500m"}, false},
+		{"memory request", AnnotationsMemoryRequestObservedPeak, map[string]string{
+			"gpufrac.io/container.b.gpu-memory": "8Gi", "gpufrac.io/container.b.gpu-memory-request": "6Gi",
+		}, map[string]string{"gpufrac.io/gpu-memory": "12Gi", "gpufrac.io/gpu-memory-request": "10Gi", "gpufrac.io/gpu-compute": "200m"}, false},
+		{"request of a container placed by its limit", AnnotationsMemoryRequestObservedPeak, map[string]string{
+			"gpufrac.io/container.b.gpu-memory": "8Gi",
+		}, map[string]string{"gpufrac.io/gpu-memory": "12Gi", "gpufrac.io/gpu-memory-request": "12Gi"}, false},
+		{"no quantity", AnnotationsMemoryRequestNone, map[string]string{
+			"gpufrac.io/container.b.gpu-memory": "lots",
+		}, map[string]string{"gpufrac.io/gpu-memory": "4Gi", "gpufrac.io/container.b.gpu-memory": "lots"}, true},
+		{"nothing carried", AnnotationsMemoryRequestNone, nil, map[string]string{"gpufrac.io/gpu-memory": "4Gi", "gpufrac.io/gpu-compute": "200m"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := backend(t, Config{Annotations: AnnotationsConfig{MemoryRequest: tc.request}}, gpufracv1.BackendAnnotations)
+			p := podOf(gpuContainer("a", 1), gpuContainer("b", 1), corev1.Container{Name: "log"})
+			p.Annotations = tc.carried
+			warnings, err := b.Apply(p, []*Target{target("a", 0, 4096, 200)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range tc.want {
+				if p.Annotations[k] != v {
+					t.Errorf("%s = %q, want %q (%v)", k, p.Annotations[k], v, p.Annotations)
+				}
+			}
+			if (len(warnings) > 0) != tc.wantWarned {
+				t.Errorf("warnings %q, want some: %v", warnings, tc.wantWarned)
+			}
+		})
+	}
+}
