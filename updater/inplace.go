@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -58,7 +59,21 @@ type MutatorInPlacer struct {
 
 // Apply implements InPlacer.
 func (m *MutatorInPlacer) Apply(ctx context.Context, pod *corev1.Pod) (bool, error) {
-	raw, err := json.Marshal(pod)
+	// The webhook logic sees the pod without the annotations backend's keys its record
+	// says gpufrac wrote (StaleKeys against a record that writes nothing; a record that
+	// does not parse names none): it writes them afresh, as into a new pod, so a key the
+	// recommendation no longer writes (a compute partition after a move to
+	// time-slicing) goes, and the pod totals, which count the keys a pod carries for the
+	// containers not written (a user's own), never count one of gpufrac's old ones.
+	in := pod
+	old, _ := gpufracv1.ParseApplied(pod.Annotations)
+	if stale := m.Annotations.StaleKeys(old, &gpufracv1.AppliedRecord{Backend: gpufracv1.BackendAnnotations}); len(stale) > 0 {
+		in = pod.DeepCopy()
+		for _, k := range stale {
+			delete(in.Annotations, k)
+		}
+	}
+	raw, err := json.Marshal(in)
 	if err != nil {
 		return false, err
 	}
@@ -82,15 +97,12 @@ func (m *MutatorInPlacer) Apply(ctx context.Context, pod *corev1.Pod) (bool, err
 		}
 		return false, nil
 	}
-	ann, err := applyAnnotationOps(pod.Annotations, resp.Patches)
+	ann, err := applyAnnotationOps(in.Annotations, resp.Patches)
 	if err != nil {
 		return false, err
 	}
-	// A record that does not parse names nothing to remove (StaleKeys of nil).
-	old, _ := gpufracv1.ParseApplied(pod.Annotations)
-	nw, _ := gpufracv1.ParseApplied(ann)
-	for _, k := range m.Annotations.StaleKeys(old, nw) {
-		delete(ann, k)
+	if maps.Equal(ann, pod.Annotations) {
+		return false, nil // written afresh, the pod already holds all of it
 	}
 	orig := pod.DeepCopy()
 	mod := pod.DeepCopy()

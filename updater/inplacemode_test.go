@@ -89,3 +89,44 @@ func TestInPlaceSharingModeMoveDropsTheOldKeys(t *testing.T) {
 		})
 	}
 }
+
+// TestInPlaceTotalsCountNoOldKeys: a change in place writes the annotations backend's
+// keys afresh, as into a new pod: a container the old record wrote that the
+// recommendation no longer names loses its keys, and the pod total holds only what is
+// written now (and a user's own keys), never an old key of gpufrac's. Before, the total
+// counted the old key as one the pod carried and the key was removed after: total 3Gi
+// for a pod whose only memory key said 1Gi.
+func TestInPlaceTotalsCountNoOldKeys(t *testing.T) {
+	const prefix = gpufracv1.AnnotationContainerPrefix
+	f := newFixture(t, gpufracv1.UpdateModeInPlaceOrRecreate, gpufracv1.BackendAnnotations, 1, 1)
+	f.cfg.PersistCycles = 1
+	r := &f.gfr.Status.ContainerRecommendations[0]
+	r.SharingMode, r.ComputeRequest = gpufracv1.SharingModeTimeSlicing, q("120m")
+	rec := gpufracv1.AppliedRecord{Backend: gpufracv1.BackendAnnotations, Autoscaler: "web", Containers: []gpufracv1.AppliedContainer{
+		{Name: "main", Memory: q("1Gi"), WrittenMemory: q("1Gi"), Compute: q("700m"), WrittenCompute: q("700m")},
+		{Name: "side", Memory: q("2Gi"), WrittenMemory: q("2Gi")},
+	}}
+	b, _ := json.Marshal(rec)
+	p := f.pods[0]
+	p.Annotations = map[string]string{gpufracv1.AnnotationApplied: string(b),
+		gpufracv1.AnnotationGPUMemory: "3Gi", prefix + "main" + gpufracv1.AnnotationContainerMemorySuffix: "1Gi",
+		prefix + "side" + gpufracv1.AnnotationContainerMemorySuffix: "2Gi",
+		gpufracv1.AnnotationGPUCompute:                              "700m", prefix + "main" + gpufracv1.AnnotationContainerComputeSuffix: "700m"}
+	p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "side", Image: "x"})
+	u := f.build()
+	u.InPlace = &MutatorInPlacer{Mutator: admission.NewMutator(f.c, f.scheme, admission.Config{}), Client: f.c}
+	f.run()
+	got := &corev1.Pod{}
+	if err := f.c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: p.Name}, got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Annotations[gpufracv1.AnnotationApplied] == string(b) {
+		t.Fatalf("pod not changed in place: status %+v", f.status().Updates)
+	}
+	for k, want := range map[string]string{gpufracv1.AnnotationGPUMemory: "1Gi", prefix + "side" + gpufracv1.AnnotationContainerMemorySuffix: "",
+		gpufracv1.AnnotationGPUCompute: "", prefix + "main" + gpufracv1.AnnotationContainerComputeSuffix: ""} {
+		if got.Annotations[k] != want {
+			t.Errorf("annotation %s = %q, want %q (annotations %v)", k, got.Annotations[k], want, got.Annotations)
+		}
+	}
+}
