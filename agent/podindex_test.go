@@ -2,12 +2,15 @@ package agent
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 )
 
 func TestPodIndex(t *testing.T) {
@@ -37,6 +40,19 @@ func TestPodIndex(t *testing.T) {
 		},
 	}
 	client := fake.NewClientset(pods[0], pods[1])
+	// The fake clientset replays nothing to a watch that starts after a change: the
+	// deletion below must wait until the informer watches (not only listed), or it is
+	// missed for good when the test runs on a loaded machine.
+	watching := make(chan struct{})
+	var once sync.Once
+	client.PrependWatchReactor("pods", func(action clienttesting.Action) (bool, watch.Interface, error) {
+		w, err := client.Tracker().Watch(action.GetResource(), action.GetNamespace())
+		if err != nil {
+			return false, nil, err
+		}
+		once.Do(func() { close(watching) })
+		return true, w, nil
+	})
 	idx, err := NewPodIndex(client, "gpu-1")
 	if err != nil {
 		t.Fatal(err)
@@ -75,6 +91,11 @@ func TestPodIndex(t *testing.T) {
 	a := resolve(idx, CgroupInfo{PodUID: "1234abcd-5678-90ef-1234-567890abcdef", ContainerID: cid('b')})
 	if a.Reason != "" || a.Owner.Container != "sidecar" {
 		t.Errorf("resolve = %+v", a)
+	}
+	select {
+	case <-watching:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the informer never watched")
 	}
 	if err := client.CoreV1().Pods("ml").Delete(ctx, "web-5d8f7-abcde", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
