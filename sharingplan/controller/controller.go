@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -123,7 +124,11 @@ func (r *Reconciler) plan(ctx context.Context, pol *gpufracv1.GPUSharingPolicy) 
 	if err != nil {
 		return nil, err
 	}
-	in, reason, msg, err := r.input(ctx, pol, nodes)
+	stray, err := r.strayNodes(ctx, pol, nodes)
+	if err != nil {
+		return nil, err
+	}
+	in, reason, msg, err := r.input(ctx, pol, nodes, stray)
 	if err != nil || reason != "" {
 		r.setCondition(pol, gpufracv1.ConditionPlanned, metav1.ConditionFalse, reason, msg)
 		return nil, err
@@ -132,6 +137,9 @@ func (r *Reconciler) plan(ctx context.Context, pol *gpufracv1.GPUSharingPolicy) 
 	if err != nil {
 		r.setCondition(pol, gpufracv1.ConditionPlanned, metav1.ConditionFalse, gpufracv1.ReasonInvalidSpec, err.Error())
 		return nil, nil
+	}
+	if len(stray) > 0 {
+		p.Reason += "; " + strayReason(pol, stray)
 	}
 	cfg, err := sharingplan.DevicePluginConfig(p)
 	if err != nil {
@@ -165,6 +173,46 @@ func (r *Reconciler) nodes(ctx context.Context, pol *gpufracv1.GPUSharingPolicy)
 	return list.Items, nil
 }
 
+// strayNodes lists the nodes outside the pool (pool: the selected nodes) that still
+// carry the label nvidia.com/device-plugin.config naming pol's config: labeled while
+// selected, they left the nodeSelector (a node relabeled, the selector narrowed). Their
+// device plugin still runs the plan's entry and the webhook still places the plan's pods
+// on them (the pods' nodeSelector is the label), so the plan sizes its replicas for their
+// GPUs too. The planner does not remove the label: under MPS that would stop the MPS
+// daemon under the pods running there.
+func (r *Reconciler) strayNodes(ctx context.Context, pol *gpufracv1.GPUSharingPolicy, pool []corev1.Node) ([]corev1.Node, error) {
+	var list corev1.NodeList
+	if err := r.reader().List(ctx, &list, client.MatchingLabels{gpufracv1.DevicePluginConfigLabel: ConfigName(pol)}); err != nil {
+		return nil, fmt.Errorf("listing nodes labeled %s=%s: %w", gpufracv1.DevicePluginConfigLabel, ConfigName(pol), err)
+	}
+	in := make(map[string]bool, len(pool))
+	for _, n := range pool {
+		in[n.Name] = true
+	}
+	var out []corev1.Node
+	for _, n := range list.Items {
+		if !in[n.Name] {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// strayReason says which stray nodes (strayNodes) the plan also sizes for, at most three
+// named, and what to do.
+func strayReason(pol *gpufracv1.GPUSharingPolicy, stray []corev1.Node) string {
+	var names []string
+	for i, n := range stray {
+		if i == 3 {
+			names = append(names, fmt.Sprintf("%d more", len(stray)-3))
+			break
+		}
+		names = append(names, n.Name)
+	}
+	return fmt.Sprintf("GPU memory also counts %d node(s) outside the nodeSelector that still carry %s=%s and get the plan's pods (%s): remove the label once their pods are gone",
+		len(stray), gpufracv1.DevicePluginConfigLabel, ConfigName(pol), strings.Join(names, ", "))
+}
+
 // physicalGPUs is the node's nvidia.com/gpu.count label, else its nvidia.com/gpu
 // capacity (which counts replicas once sharing is on: hence the label first).
 func physicalGPUs(n *corev1.Node) int64 {
@@ -175,13 +223,14 @@ func physicalGPUs(n *corev1.Node) int64 {
 	return q.Value()
 }
 
-// input builds the planner's input. A non-empty reason (with msg) says why there is
+// input builds the planner's input; the GPU memory counts the pool's nodes and the
+// stray ones (strayNodes). A non-empty reason (with msg) says why there is
 // nothing to plan; err is a failure to read the cluster.
-func (r *Reconciler) input(ctx context.Context, pol *gpufracv1.GPUSharingPolicy, nodes []corev1.Node) (in sharingplan.Input, reason, msg string, err error) {
+func (r *Reconciler) input(ctx context.Context, pol *gpufracv1.GPUSharingPolicy, nodes, stray []corev1.Node) (in sharingplan.Input, reason, msg string, err error) {
 	if len(nodes) == 0 {
 		return in, gpufracv1.ReasonNoNodes, "the nodeSelector matches no node", nil
 	}
-	if in.GPUMemoryBytes = gpuMemory(pol, nodes); in.GPUMemoryBytes <= 0 {
+	if in.GPUMemoryBytes = gpuMemory(pol, append(append([]corev1.Node(nil), nodes...), stray...)); in.GPUMemoryBytes <= 0 {
 		return in, gpufracv1.ReasonNoGPUMemory, "set spec.gpuMemory: no selected node has the " + GPUMemoryLabel + " label", nil
 	}
 	sel, err := metav1.LabelSelectorAsSelector(&pol.Spec.AutoscalerSelector)

@@ -420,3 +420,52 @@ func interceptClient(c client.WithWatch, writes *int) client.Client {
 		return cl.Patch(ctx, obj, patch, opts...)
 	}})
 }
+
+// A node that leaves the nodeSelector after it was labeled (its pool label changed, the
+// selector narrowed) keeps nvidia.com/device-plugin.config: its device plugin still
+// runs the plan's entry and the plan's pods still land on it by that label. The plan
+// keeps sizing N for its GPU (40Gi: 4 × 9Gi), the reason names it, and the planner
+// neither relabels nor unlabels it; once the label is gone the plan sizes for the pool
+// alone (80Gi: compute bounds N to 5). Before, the plan at once sized for the 80Gi node
+// alone (N = 5) and the 40Gi GPU of the node that still ran the entry was shared 5 ways
+// by pods sized for 80Gi / 5.
+func TestNodeLeavingThePoolStillSizesThePlanWhileLabeled(t *testing.T) {
+	r, c := setup(t, gpufracv1.PlanModeApply, pool()...)
+	if s := reconcile(t, r, c).Status; s.Replicas != 4 || s.LabeledNodes != 2 {
+		t.Fatalf("first plan: replicas %d labeled %d, want 4 2", s.Replicas, s.LabeledNodes)
+	}
+	ctx := context.Background()
+	var n2 corev1.Node
+	if err := c.Get(ctx, types.NamespacedName{Name: "n2"}, &n2); err != nil {
+		t.Fatal(err)
+	}
+	n2.Labels["pool"] = "c"
+	if err := c.Update(ctx, &n2); err != nil {
+		t.Fatal(err)
+	}
+	pol := reconcile(t, r, c)
+	s := pol.Status
+	if s.Replicas != 4 || s.GPUMemory.Value() != 40960*int64(sharingplan.MiB) || s.Nodes != 1 || !strings.Contains(s.Reason, "(n2)") {
+		t.Errorf("after n2 left the pool: replicas %d gpuMemory %v nodes %d reason %q, want 4 40Gi 1 naming n2", s.Replicas, s.GPUMemory, s.Nodes, s.Reason)
+	}
+	var cm corev1.ConfigMap
+	if err := c.Get(ctx, types.NamespacedName{Namespace: "gpu-operator", Name: "device-plugin-config"}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, err := sharingplan.Replicas(cm.Data["gpufrac-pool-a"]); err != nil || n != 4 {
+		t.Errorf("entry %q: replicas %d %v, want 4", cm.Data["gpufrac-pool-a"], n, err)
+	}
+	if err := c.Get(ctx, types.NamespacedName{Name: "n2"}, &n2); err != nil {
+		t.Fatal(err)
+	}
+	if got := n2.Labels[gpufracv1.DevicePluginConfigLabel]; got != "gpufrac-pool-a" {
+		t.Errorf("n2 label %q, want it left as it was", got)
+	}
+	delete(n2.Labels, gpufracv1.DevicePluginConfigLabel)
+	if err := c.Update(ctx, &n2); err != nil {
+		t.Fatal(err)
+	}
+	if s := reconcile(t, r, c).Status; s.Replicas != 5 || strings.Contains(s.Reason, "n2") {
+		t.Errorf("after n2's label was removed: replicas %d reason %q, want 5 without n2", s.Replicas, s.Reason)
+	}
+}
