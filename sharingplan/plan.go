@@ -14,6 +14,8 @@
 //   - N ≤ the policy's maxReplicas, and N ≥ 1; N = 1 means no sharing (Exclusive);
 //   - N = 1 while any workload's recommendation is under the minimum confidence (its need
 //     is not known yet: no data is not zero);
+//   - N ≤ the replicas a running pod of a workload no longer planned was admitted at
+//     (Input.Held): its GPU is never shared more ways under it;
 //   - MPS gives each client GPU memory / N (whole MiB) and 100 / N percent of the SMs,
 //     as NVIDIA's device plugin does;
 //   - the pods hold one GPU each now; at N per GPU they need ceil(pods / N).
@@ -72,6 +74,21 @@ type Input struct {
 	// recommendation sizes N; a workload below it bounds N to 1 (its need is not known
 	// yet, and every pod of the pool gets a 1/N share). 0: every recommendation sizes N.
 	MinConfidencePercent int32
+	// Held are pods that run on the pool's GPUs at a share the planner can no longer
+	// size: placed by an earlier plan at Replicas per GPU for a workload that is not in
+	// Workloads now (its autoscaler opted out or was deleted while its pods kept
+	// running). N is at most the least of their Replicas, so a GPU under such a pod is
+	// never shared more ways than it was admitted to (its need is not known: no data is
+	// not zero).
+	Held []Held
+}
+
+// Held is one pod the plan may not share more ways (Input.Held).
+type Held struct {
+	// Name identifies the pod and its workload in messages.
+	Name string
+	// Replicas is the replicas per GPU the pod was admitted at, ≥ 1; less is ignored.
+	Replicas int
 }
 
 // Plan is the sharing plan for the pool.
@@ -137,6 +154,16 @@ func Compute(in Input) (Plan, error) {
 		p.ComputeReplicas = int(budget / p.LargestComputeMilli)
 	}
 	p.Replicas, p.Reason = limit(p, in.MaxReplicas, memName, cpuName, budget)
+	if h, ok := leastHeld(in.Held); ok && h.Replicas < p.Replicas {
+		p.Replicas = h.Replicas
+		p.Reason = fmt.Sprintf("held at %d: %s runs on the pool at %d per GPU and its workload is no longer planned (its need is not known)", h.Replicas, h.Name, h.Replicas)
+		if n := countHeld(in.Held); n > 1 {
+			p.Reason += fmt.Sprintf(", with %d more such pod(s)", n-1)
+		}
+		if h.Replicas == 1 {
+			p.Reason = "no sharing: " + p.Reason
+		}
+	}
 	if low := unconfident(in); len(low) > 0 {
 		p.Replicas = 1
 		what := fmt.Sprintf("under the minimum confidence %d%%", in.MinConfidencePercent)
@@ -163,6 +190,28 @@ func Compute(in Input) (Plan, error) {
 	p.GPUsNeeded = (p.Pods + p.Replicas - 1) / p.Replicas
 	p.GPUsFreed = p.GPUsHeld - p.GPUsNeeded
 	return p, nil
+}
+
+// leastHeld is the first held pod of the least Replicas (≥ 1); false when none.
+func leastHeld(held []Held) (Held, bool) {
+	var least Held
+	for _, h := range held {
+		if h.Replicas >= 1 && (least.Replicas == 0 || h.Replicas < least.Replicas) {
+			least = h
+		}
+	}
+	return least, least.Replicas > 0
+}
+
+// countHeld counts the held pods (Replicas ≥ 1).
+func countHeld(held []Held) int {
+	c := 0
+	for _, h := range held {
+		if h.Replicas >= 1 {
+			c++
+		}
+	}
+	return c
 }
 
 // unconfident names the workloads whose recommendation is not applied ("ns/name:

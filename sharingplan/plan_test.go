@@ -95,6 +95,18 @@ func TestCompute(t *testing.T) {
 			{Name: "a/x", MemoryBytes: 10 * gib, ComputeMilli: 200, Mode: mps, Pods: 0},
 		}},
 		mode: ts, n: 4, memN: 4, cpuN: 5, reason: "memory", needed: 0, freed: 0,
+	}, {
+		name: "a pod of a workload no longer planned, admitted at 3 per GPU, holds N at 3",
+		in: Input{GPUMemoryBytes: 80 * gib, MaxReplicas: 8, ComputeBudgetMilli: 1000, Workloads: []Workload{
+			{Name: "a/x", MemoryBytes: 10 * gib, ComputeMilli: 100, Mode: ts, Pods: 4},
+		}, Held: []Held{{Name: "pod b/old-1 (autoscaler b/old)", Replicas: 4}, {Name: "pod b/old-2 (autoscaler b/old)", Replicas: 3}, {Name: "pod b/old-3 (autoscaler b/old)", Replicas: 3}, {Name: "bad", Replicas: 0}}},
+		mode: ts, n: 3, memN: 8, cpuN: 10, reason: "held at 3: pod b/old-2 (autoscaler b/old) runs on the pool at 3 per GPU and its workload is no longer planned (its need is not known), with 2 more such pod(s)", needed: 2, freed: 2, pods: 4, held: 4,
+	}, {
+		name: "a held pod at more replicas than the plan does not raise N",
+		in: Input{GPUMemoryBytes: 80 * gib, MaxReplicas: 8, ComputeBudgetMilli: 1000, Workloads: []Workload{
+			{Name: "a/x", MemoryBytes: 20 * gib, ComputeMilli: 100, Mode: ts, Pods: 4},
+		}, Held: []Held{{Name: "pod b/old-1", Replicas: 8}}},
+		mode: ts, n: 4, memN: 4, cpuN: 10, reason: "memory: 4 × 20480MiB", needed: 1, freed: 3, pods: 4, held: 4,
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

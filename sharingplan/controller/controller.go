@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/backend"
 	"github.com/gpufrac/gpufrac/contract"
 	"github.com/gpufrac/gpufrac/internal/promreg"
 	"github.com/gpufrac/gpufrac/sharingplan"
@@ -133,6 +134,9 @@ func (r *Reconciler) plan(ctx context.Context, pol *gpufracv1.GPUSharingPolicy) 
 		r.setCondition(pol, gpufracv1.ConditionPlanned, metav1.ConditionFalse, reason, msg)
 		return nil, err
 	}
+	if in.Held, err = r.held(ctx, pol, append(append([]corev1.Node(nil), nodes...), stray...), in.Workloads); err != nil {
+		return nil, err
+	}
 	p, err := sharingplan.Compute(in)
 	if err != nil {
 		r.setCondition(pol, gpufracv1.ConditionPlanned, metav1.ConditionFalse, gpufracv1.ReasonInvalidSpec, err.Error())
@@ -193,6 +197,47 @@ func (r *Reconciler) strayNodes(ctx context.Context, pol *gpufracv1.GPUSharingPo
 	for _, n := range list.Items {
 		if !in[n.Name] {
 			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// held lists the running pods on nodes that an earlier plan of pol placed
+// (backend.AnnotationSharingPolicy names pol) whose autoscaler (the
+// gpufrac.io/applied record's, in the pod's namespace) is none of planned: it opted out
+// of the policy or was deleted while its pods kept running, or the record cannot be
+// read. Each is held at the replicas per GPU it was admitted at
+// (backend.AnnotationSharingReplicas; one that does not parse is held at 1: its share is
+// not known). It reads the pods node by node (field spec.nodeName); the error is a
+// failed list.
+func (r *Reconciler) held(ctx context.Context, pol *gpufracv1.GPUSharingPolicy, nodes []corev1.Node, planned []sharingplan.Workload) ([]sharingplan.Held, error) {
+	names := make(map[string]bool, len(planned))
+	for _, w := range planned {
+		names[w.Name] = true
+	}
+	var out []sharingplan.Held
+	for _, n := range nodes {
+		var pods corev1.PodList
+		if err := r.reader().List(ctx, &pods, client.MatchingFields{"spec.nodeName": n.Name}); err != nil {
+			return nil, fmt.Errorf("listing the pods of node %s: %w", n.Name, err)
+		}
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			if p.Annotations[backend.AnnotationSharingPolicy] != pol.Name || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+				continue
+			}
+			owner := "no readable " + gpufracv1.AnnotationApplied + " record"
+			if rec, err := gpufracv1.ParseApplied(p.Annotations); err == nil && rec != nil && rec.Autoscaler != "" {
+				if names[p.Namespace+"/"+rec.Autoscaler] {
+					continue
+				}
+				owner = "autoscaler " + p.Namespace + "/" + rec.Autoscaler
+			}
+			replicas, err := strconv.Atoi(p.Annotations[backend.AnnotationSharingReplicas])
+			if err != nil || replicas < 1 {
+				replicas = 1
+			}
+			out = append(out, sharingplan.Held{Name: fmt.Sprintf("pod %s/%s (%s) on node %s", p.Namespace, p.Name, owner, n.Name), Replicas: replicas})
 		}
 	}
 	return out, nil

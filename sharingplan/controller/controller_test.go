@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/backend"
 	"github.com/gpufrac/gpufrac/internal/scheme"
 	"github.com/gpufrac/gpufrac/sharingplan"
 )
@@ -63,7 +64,8 @@ func setup(t *testing.T, mode gpufracv1.PlanMode, objs ...client.Object) (*Recon
 		MaxReplicas:        8,
 		ConfigMap:          gpufracv1.ConfigMapReference{Namespace: "gpu-operator", Name: "device-plugin-config"},
 	}}
-	c := fake.NewClientBuilder().WithScheme(s).WithStatusSubresource(&gpufracv1.GPUSharingPolicy{}).WithObjects(append(objs, pol)...).Build()
+	c := fake.NewClientBuilder().WithScheme(s).WithStatusSubresource(&gpufracv1.GPUSharingPolicy{}).WithObjects(append(objs, pol)...).
+		WithIndex(&corev1.Pod{}, "spec.nodeName", func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).Build()
 	return &Reconciler{Client: c}, c
 }
 
@@ -467,5 +469,64 @@ func TestNodeLeavingThePoolStillSizesThePlanWhileLabeled(t *testing.T) {
 	}
 	if s := reconcile(t, r, c).Status; s.Replicas != 5 || strings.Contains(s.Reason, "n2") {
 		t.Errorf("after n2's label was removed: replicas %d reason %q, want 5 without n2", s.Replicas, s.Reason)
+	}
+}
+
+// sharedPod is a pod on node that the device-plugin webhook placed on policy's plan at
+// replicas per GPU for autoscaler ns/autoscaler ("": no gpufrac.io/applied record).
+func sharedPod(ns, name, node, policy, replicas, autoscaler string, phase corev1.PodPhase) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{
+		backend.AnnotationSharingPolicy: policy, backend.AnnotationSharingReplicas: replicas, backend.AnnotationSharingGPUMemory: "40Gi",
+	}}, Spec: corev1.PodSpec{NodeName: node}, Status: corev1.PodStatus{Phase: phase}}
+	if autoscaler != "" {
+		p.Annotations[gpufracv1.AnnotationApplied] = `{"backend":"nvidia-timeslicing","autoscaler":"` + autoscaler + `","recommendationGeneration":1,"recommendationResourceVersion":"1","confidencePercent":80,"containers":[{"name":"main"}]}`
+	}
+	return p
+}
+
+// A workload that leaves the plan while its pods run on the pool — its autoscaler opted
+// out (the selector's label removed) or deleted — is no longer sized by the planner, but
+// its pods still share their GPUs at the replicas they were admitted at. The plan never
+// shares such a GPU more ways than that: N is held at the least of those pods' replicas,
+// and the reason names the pod. Pods of planned workloads, finished pods and pods of
+// other policies do not hold it. Before, the plan rose to what the remaining workloads
+// allowed (here 4, from 2) and the device plugin put twice the pods on the GPU under a
+// pod whose need nobody sized (y/huge: 39Gi).
+func TestPodsOfAWorkloadNoLongerPlannedHoldTheirShare(t *testing.T) {
+	objs := append(pool(),
+		sharedPod("x", "big-1", "n1", "pool-a", "2", "big", corev1.PodRunning),             // planned workload
+		sharedPod("y", "huge-1", "n2", "pool-a", "2", "huge", corev1.PodRunning),           // opted out (no label)
+		sharedPod("y", "gone-1", "n1", "pool-a", "3", "gone", corev1.PodRunning),           // autoscaler deleted
+		sharedPod("y", "gone-0", "n1", "pool-a", "1", "gone", corev1.PodSucceeded),         // finished
+		sharedPod("z", "other-1", "n1", "pool-b", "1", "other", corev1.PodRunning),         // another policy's
+		sharedPod("z", "elsewhere-1", "n3", "pool-a", "1", "elsewhere", corev1.PodRunning), // not on a node of the plan
+	)
+	r, c := setup(t, gpufracv1.PlanModeApply, objs...)
+	s := reconcile(t, r, c).Status
+	if s.Replicas != 2 || s.MemoryReplicas != 4 || !strings.Contains(s.Reason, "held at 2: pod y/huge-1 (autoscaler y/huge) on node n2") || !strings.Contains(s.Reason, "1 more") {
+		t.Errorf("replicas %d memoryReplicas %d reason %q, want 2 4 held by y/huge-1 with 1 more", s.Replicas, s.MemoryReplicas, s.Reason)
+	}
+	var cm corev1.ConfigMap
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: "gpu-operator", Name: "device-plugin-config"}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, err := sharingplan.Replicas(cm.Data["gpufrac-pool-a"]); err != nil || n != 2 {
+		t.Errorf("entry %q: replicas %d %v, want 2", cm.Data["gpufrac-pool-a"], n, err)
+	}
+	// Once those pods are gone the plan follows the recommendations again.
+	for _, name := range []string{"huge-1", "gone-1"} {
+		if err := c.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "y", Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := reconcile(t, r, c).Status; s.Replicas != 4 || strings.Contains(s.Reason, "held") {
+		t.Errorf("after the held pods left: replicas %d reason %q, want 4", s.Replicas, s.Reason)
+	}
+	// A pod whose record cannot be read holds the pool at its replicas too.
+	if err := c.Create(context.Background(), sharedPod("y", "norecord-1", "n2", "pool-a", "3", "", corev1.PodRunning)); err != nil {
+		t.Fatal(err)
+	}
+	if s := reconcile(t, r, c).Status; s.Replicas != 3 || !strings.Contains(s.Reason, "no readable") {
+		t.Errorf("with a pod without a record: replicas %d reason %q, want 3", s.Replicas, s.Reason)
 	}
 }
