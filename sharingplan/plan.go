@@ -7,7 +7,8 @@
 //
 // The rules (docs/sharing-planner.md):
 //   - memory first: N copies of the largest pod memory target fit one GPU,
-//     N ≤ floor(GPU memory / largest memory);
+//     N ≤ floor(GPU memory / largest memory), and one replica's share (GPU memory / N,
+//     whole MiB down) holds the largest;
 //   - then compute: N copies of the largest pod compute target fit the compute budget,
 //     N ≤ floor(budget / largest compute); the budget is at most one GPU for MPS, which
 //     partitions SMs, and may exceed it for time-slicing, which only adds contention;
@@ -149,7 +150,7 @@ func Compute(in Input) (Plan, error) {
 	if p.Mode == gpufracv1.SharingModeMPS {
 		budget = min(budget, 1000)
 	}
-	p.MemoryReplicas = int(in.GPUMemoryBytes / p.LargestMemoryBytes)
+	p.MemoryReplicas = memoryReplicas(in.GPUMemoryBytes, p.LargestMemoryBytes)
 	if p.LargestComputeMilli > 0 {
 		p.ComputeReplicas = int(budget / p.LargestComputeMilli)
 	}
@@ -239,6 +240,19 @@ func unconfident(in Input) []string {
 		out = append(out, fmt.Sprintf("%d more", n-3))
 	}
 	return out
+}
+
+// memoryReplicas is the most replicas n of a GPU of gpuMemoryBytes whose share
+// (ReplicaMemoryBytes, whole MiB down) still holds largestBytes (> 0); 0 when not even
+// the whole GPU does. floor(gpuMemoryBytes / largestBytes) alone can give a share up to
+// a MiB below the target when either is not a whole number of MiB (a spec.gpuMemory or
+// minMemory in G: 75G / 2 is 35762MiB, under a 37.5G target).
+func memoryReplicas(gpuMemoryBytes, largestBytes int64) int {
+	n := int(gpuMemoryBytes / largestBytes)
+	for n > 0 && ReplicaMemoryBytes(gpuMemoryBytes, n) < largestBytes {
+		n--
+	}
+	return n
 }
 
 // ReplicaMemoryBytes is one replica's share of a GPU of gpuMemoryBytes shared by

@@ -175,3 +175,34 @@ func TestDevicePluginConfigRoundTrip(t *testing.T) {
 		t.Error("Replicas accepted invalid YAML")
 	}
 }
+
+// One replica's share is GPU memory / N rounded down to whole MiB (the MPS pinned limit,
+// the backends' record), so N is the most replicas whose share still holds the largest
+// target, not floor(GPU memory / largest) alone: with a GPU or a target that is no whole
+// number of MiB (spec.gpuMemory 75G, a minMemory of 37.5G) that quotient gives a share up
+// to a MiB below the target. Before, 75G and a 37.5G target planned 2 replicas of
+// 35762MiB (37,499,174,912 bytes < 37.5G), the MPS client pinned under its need.
+func TestReplicaShareHoldsTheLargestTarget(t *testing.T) {
+	for _, tc := range []struct {
+		gpu, largest int64
+		want         int
+	}{
+		{75_000_000_000, 37_500_000_000, 1},
+		{75_000_000_000, 37_499_000_000, 2},
+		{81559 * MiB, 40779*MiB + MiB/2, 1},
+		{81559 * MiB, 40779 * MiB, 2},
+		{80 * gib, 20 * gib, 4},
+		{80 * gib, 81 * gib, 0},
+	} {
+		p, err := Compute(Input{GPUMemoryBytes: tc.gpu, MaxReplicas: 48, ComputeBudgetMilli: 1000, Workloads: []Workload{{Name: "a/x", MemoryBytes: tc.largest, ComputeMilli: -1, Pods: 1}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.MemoryReplicas != tc.want {
+			t.Errorf("GPU %d, largest %d: memoryReplicas %d, want %d", tc.gpu, tc.largest, p.MemoryReplicas, tc.want)
+		}
+		if p.Replicas > 1 && ReplicaMemoryBytes(tc.gpu, p.Replicas) < tc.largest {
+			t.Errorf("GPU %d, largest %d: %d replicas of %d bytes hold less than the target", tc.gpu, tc.largest, p.Replicas, ReplicaMemoryBytes(tc.gpu, p.Replicas))
+		}
+	}
+}
