@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -69,6 +70,17 @@ type Reconciler struct {
 	// Interval is how often a policy is planned again (recommendations change without
 	// the policy changing); default one minute.
 	Interval time.Duration
+	// RaiseDelay is how long every plan must have had more replicas per GPU than the
+	// policy's status before the raise is planned (holdRaise); fewer replicas are planned
+	// at once. SetupWithManager's default for 0: 5 × Interval; below 0 (or 0 without
+	// SetupWithManager): no delay.
+	RaiseDelay time.Duration
+	// Now is the clock; nil: time.Now.
+	Now func() time.Time
+
+	mu sync.Mutex
+	// raises: policy name → when its plans began to have more replicas than its status.
+	raises map[string]time.Time
 }
 
 func (r *Reconciler) reader() client.Reader {
@@ -83,6 +95,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Interval <= 0 {
 		r.Interval = time.Minute
 	}
+	if r.RaiseDelay == 0 {
+		r.RaiseDelay = 5 * r.Interval
+	}
 	return ctrl.NewControllerManagedBy(mgr).Named("sharingplan").
 		For(&gpufracv1.GPUSharingPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Complete(r)
@@ -95,6 +110,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if apierrors.IsNotFound(err) {
 			planReplicas.DeleteLabelValues(req.Name)
 			planGPUsFreed.DeleteLabelValues(req.Name)
+			r.mu.Lock()
+			delete(r.raises, req.Name)
+			r.mu.Unlock()
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
@@ -142,6 +160,7 @@ func (r *Reconciler) plan(ctx context.Context, pol *gpufracv1.GPUSharingPolicy) 
 		r.setCondition(pol, gpufracv1.ConditionPlanned, metav1.ConditionFalse, gpufracv1.ReasonInvalidSpec, err.Error())
 		return nil, nil
 	}
+	p = r.holdRaise(pol, in, p)
 	if len(stray) > 0 {
 		p.Reason += "; " + strayReason(pol, stray)
 	}
@@ -175,6 +194,48 @@ func (r *Reconciler) nodes(ctx context.Context, pol *gpufracv1.GPUSharingPolicy)
 		}
 	}
 	return list.Items, nil
+}
+
+// holdRaise returns p, or the plan of in at the replicas of pol's status when p has
+// more and every plan since less than RaiseDelay ago has had more: recommendations that
+// move back and forth across a boundary (a memory target around a quarter of the GPU)
+// would otherwise rewrite the entry at each move, and at each write the device plugin
+// restarts on every node of the pool and, with MPS, its control daemon under the
+// running clients. Fewer replicas are never held (new pods must fit at once), nor a
+// raise after a spec change (status.observedGeneration behind: the user asked) or of a
+// policy never planned. The held plan's reason says until when and what the
+// recommendations allow. The time is kept in memory: a new leader waits the delay again.
+func (r *Reconciler) holdRaise(pol *gpufracv1.GPUSharingPolicy, in sharingplan.Input, p sharingplan.Plan) sharingplan.Plan {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	prev := int(pol.Status.Replicas)
+	if r.RaiseDelay <= 0 || prev < 1 || p.Replicas <= prev || pol.Status.ObservedGeneration != pol.Generation {
+		delete(r.raises, pol.Name)
+		return p
+	}
+	now := time.Now()
+	if r.Now != nil {
+		now = r.Now()
+	}
+	since, ok := r.raises[pol.Name]
+	if !ok {
+		if r.raises == nil {
+			r.raises = map[string]time.Time{}
+		}
+		since, r.raises[pol.Name] = now, now
+	}
+	if now.Sub(since) >= r.RaiseDelay {
+		delete(r.raises, pol.Name)
+		return p
+	}
+	in.MaxReplicas = prev // below p.Replicas ≤ in.MaxReplicas
+	held, err := sharingplan.Compute(in)
+	if err != nil {
+		return p // cannot happen: the same input planned p
+	}
+	held.Reason = fmt.Sprintf("held at %d until %s: the recommendations allow %d (%s); a raise is planned once every plan has allowed more for %s",
+		prev, since.Add(r.RaiseDelay).UTC().Format(time.RFC3339), p.Replicas, p.Reason, r.RaiseDelay)
+	return held
 }
 
 // strayNodes lists the nodes outside the pool (pool: the selected nodes) that still

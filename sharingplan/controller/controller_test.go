@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -529,4 +530,61 @@ func TestPodsOfAWorkloadNoLongerPlannedHoldTheirShare(t *testing.T) {
 	if s := reconcile(t, r, c).Status; s.Replicas != 3 || !strings.Contains(s.Reason, "no readable") {
 		t.Errorf("with a pod without a record: replicas %d reason %q, want 3", s.Replicas, s.Reason)
 	}
+}
+
+// setMemory sets the memory target of recommendation ns/name (pod total and its one
+// container), as the recommender's next write.
+func setMemory(t *testing.T, c client.Client, ns, name, mem string) {
+	t.Helper()
+	var rec gpufracv1.GPUFractionRecommendation
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &rec); err != nil {
+		t.Fatal(err)
+	}
+	m := resource.MustParse(mem)
+	rec.Status.Memory = &m
+	rec.Status.ContainerRecommendations[0].Target.Memory = ptr.To(m.DeepCopy())
+	if err := c.Update(context.Background(), &rec); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Recommendations that move back and forth across a boundary (the largest memory target
+// around a quarter of the 40Gi GPU: 9Gi → 4 per GPU, 6Gi → compute's 5) do not move the
+// plan with them: a raise is planned only once every plan has allowed it for
+// RaiseDelay (the reason says until when), a fall at once. Before, each move rewrote
+// the device-plugin entry, the device plugin restarting on every node of the pool (and
+// with MPS its daemon under the running clients) at every recommender cycle that crossed
+// the boundary.
+func TestPlanRisesOnlyAfterTheRaiseDelay(t *testing.T) {
+	r, c := setup(t, gpufracv1.PlanModeApply, pool()...)
+	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	now := t0
+	r.RaiseDelay, r.Now = 5*time.Minute, func() time.Time { return now }
+	entry := func() int {
+		var cm corev1.ConfigMap
+		if err := c.Get(context.Background(), types.NamespacedName{Namespace: "gpu-operator", Name: "device-plugin-config"}, &cm); err != nil {
+			t.Fatal(err)
+		}
+		n, _, err := sharingplan.Replicas(cm.Data["gpufrac-pool-a"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	step := func(at time.Duration, mem string, want int32, wantReason string) {
+		t.Helper()
+		now = t0.Add(at)
+		setMemory(t, c, "x", "big", mem)
+		s := reconcile(t, r, c).Status
+		if s.Replicas != want || !strings.Contains(s.Reason, wantReason) || entry() != int(want) {
+			t.Errorf("at %s with %s: replicas %d (entry %d) reason %q, want %d with %q", at, mem, s.Replicas, entry(), s.Reason, want, wantReason)
+		}
+	}
+	step(0, "9Gi", 4, "memory: 4 × 9216MiB")                                   // first plan: at once
+	step(1*time.Minute, "6Gi", 4, "held at 4 until 2026-12-03T12:06:00Z")      // raise waits
+	step(2*time.Minute, "9Gi", 4, "memory: 4 × 9216MiB")                       // back: the wait ends
+	step(3*time.Minute, "6Gi", 4, "held at 4 until 2026-12-03T12:08:00Z")      // a new wait
+	step(7*time.Minute, "6Gi", 4, "the recommendations allow 5 (compute: 5 ×") // still waiting
+	step(8*time.Minute, "6Gi", 5, "compute: 5 × 200m")                         // raised
+	step(9*time.Minute, "12Gi", 3, "memory: 3 × 12288MiB")                     // a fall: at once
 }
