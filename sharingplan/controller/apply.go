@@ -42,10 +42,11 @@ func (r *Reconciler) apply(ctx context.Context, pol *gpufracv1.GPUSharingPolicy,
 		r.setCondition(pol, gpufracv1.ConditionApplied, metav1.ConditionFalse, gpufracv1.ReasonNodesClaimed, claimed)
 		return nil
 	}
+	toLabel, unknown := sizedNodes(pol, nodes)
 	changed, err := r.writeConfig(ctx, pol)
 	if err == nil {
 		var labeled int
-		labeled, err = r.labelNodes(ctx, pol, nodes)
+		labeled, err = r.labelNodes(ctx, pol, toLabel)
 		changed += labeled
 	}
 	if err != nil {
@@ -53,8 +54,12 @@ func (r *Reconciler) apply(ctx context.Context, pol *gpufracv1.GPUSharingPolicy,
 		r.event(pol, corev1.EventTypeWarning, gpufracv1.ReasonApplyFailed, "%v", err)
 		return err
 	}
-	pol.Status.LabeledNodes = int32(len(nodes))
-	msg := fmt.Sprintf("config %s in ConfigMap %s/%s, %d node(s) labeled", pol.Status.ConfigName, pol.Spec.ConfigMap.Namespace, pol.Spec.ConfigMap.Name, len(nodes))
+	pol.Status.LabeledNodes = int32(len(toLabel))
+	msg := fmt.Sprintf("config %s in ConfigMap %s/%s, %d node(s) labeled", pol.Status.ConfigName, pol.Spec.ConfigMap.Namespace, pol.Spec.ConfigMap.Name, len(toLabel))
+	if len(unknown) > 0 {
+		msg += fmt.Sprintf("; %d node(s) left unlabeled (%s): no valid %s label, so their GPU's size is not known (label them with GPU feature discovery, or set spec.gpuMemory to the pool's smallest GPU)",
+			len(unknown), nodeNames(unknown), GPUMemoryLabel)
+	}
 	r.setCondition(pol, gpufracv1.ConditionApplied, metav1.ConditionTrue, gpufracv1.ReasonApplied, msg)
 	if changed > 0 {
 		r.event(pol, corev1.EventTypeNormal, gpufracv1.ReasonApplied, "%s (%d write(s))", msg, changed)
@@ -144,6 +149,36 @@ func (r *Reconciler) writeConfig(ctx context.Context, pol *gpufracv1.GPUSharingP
 		return 0, fmt.Errorf("writing key %s of ConfigMap %s/%s: %w", key, ref.Namespace, ref.Name, err)
 	}
 	return 1, nil
+}
+
+// sizedNodes splits nodes into those the plan may label and those it may not: without
+// spec.gpuMemory, a node without a valid nvidia.com/gpu.memory label (a node that joined
+// before GPU feature discovery labeled it, or one it does not run on) has a GPU of
+// unknown size, which the plan did not count (gpuMemory), so it is not labeled: its GPUs
+// would be shared N ways by pods sized for the others'. A node that already carries the
+// plan's label keeps it (removing it would restart its device plugin under its pods).
+func sizedNodes(pol *gpufracv1.GPUSharingPolicy, nodes []corev1.Node) (toLabel, unknown []corev1.Node) {
+	for _, n := range nodes {
+		if _, ok := nodeGPUMemoryMiB(&n); ok || pol.Spec.GPUMemory != nil || n.Labels[gpufracv1.DevicePluginConfigLabel] == ConfigName(pol) {
+			toLabel = append(toLabel, n)
+		} else {
+			unknown = append(unknown, n)
+		}
+	}
+	return toLabel, unknown
+}
+
+// nodeNames names at most three nodes, then a count of the rest.
+func nodeNames(nodes []corev1.Node) string {
+	var names []string
+	for i, n := range nodes {
+		if i == 3 {
+			names = append(names, fmt.Sprintf("%d more", len(nodes)-3))
+			break
+		}
+		names = append(names, n.Name)
+	}
+	return strings.Join(names, ", ")
 }
 
 // labelNodes sets nvidia.com/device-plugin.config to the plan's config name on every

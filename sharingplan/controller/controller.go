@@ -13,7 +13,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -307,16 +306,8 @@ func (r *Reconciler) held(ctx context.Context, pol *gpufracv1.GPUSharingPolicy, 
 // strayReason says which stray nodes (strayNodes) the plan also sizes for, at most three
 // named, and what to do.
 func strayReason(pol *gpufracv1.GPUSharingPolicy, stray []corev1.Node) string {
-	var names []string
-	for i, n := range stray {
-		if i == 3 {
-			names = append(names, fmt.Sprintf("%d more", len(stray)-3))
-			break
-		}
-		names = append(names, n.Name)
-	}
 	return fmt.Sprintf("GPU memory also counts %d node(s) outside the nodeSelector that still carry %s=%s and get the plan's pods (%s): remove the label once their pods are gone",
-		len(stray), gpufracv1.DevicePluginConfigLabel, ConfigName(pol), strings.Join(names, ", "))
+		len(stray), gpufracv1.DevicePluginConfigLabel, ConfigName(pol), nodeNames(stray))
 }
 
 // physicalGPUs is the node's nvidia.com/gpu.count label, else its nvidia.com/gpu
@@ -371,8 +362,8 @@ func (r *Reconciler) input(ctx context.Context, pol *gpufracv1.GPUSharingPolicy,
 // the plan counted (time-slicing: N pods whose targets add up to more than the GPU).
 func gpuMemory(pol *gpufracv1.GPUSharingPolicy, nodes []corev1.Node) int64 {
 	var least int64
-	for _, n := range nodes {
-		if v, err := strconv.ParseInt(n.Labels[GPUMemoryLabel], 10, 64); err == nil && v > 0 && (least == 0 || v < least) {
+	for i := range nodes {
+		if v, ok := nodeGPUMemoryMiB(&nodes[i]); ok && (least == 0 || v < least) {
 			least = v
 		}
 	}
@@ -381,6 +372,13 @@ func gpuMemory(pol *gpufracv1.GPUSharingPolicy, nodes []corev1.Node) int64 {
 		return pol.Spec.GPUMemory.Value()
 	}
 	return least
+}
+
+// nodeGPUMemoryMiB is n's nvidia.com/gpu.memory label, MiB; false when it is missing or
+// not a positive integer.
+func nodeGPUMemoryMiB(n *corev1.Node) (int64, bool) {
+	v, err := strconv.ParseInt(n.Labels[GPUMemoryLabel], 10, 64)
+	return v, err == nil && v > 0
 }
 
 // workloads reads the recommendations of the autoscalers sel selects, in every

@@ -588,3 +588,51 @@ func TestPlanRisesOnlyAfterTheRaiseDelay(t *testing.T) {
 	step(8*time.Minute, "6Gi", 5, "compute: 5 × 200m")                         // raised
 	step(9*time.Minute, "12Gi", 3, "memory: 3 × 12288MiB")                     // a fall: at once
 }
+
+// A selected node without a valid nvidia.com/gpu.memory label (it joined the pool before
+// GPU feature discovery labeled it) has a GPU of unknown size, which the plan does not
+// count: without spec.gpuMemory it is not labeled, and the Applied message names it,
+// until the label comes (then the plan counts it: 24Gi, 2 × 9Gi). With spec.gpuMemory
+// (the user's bound on every GPU of the pool) it is labeled. Before, it was labeled at
+// once and its GPUs shared 4 ways by pods sized for the others' 40Gi.
+func TestNodeOfUnknownGPUSizeIsNotLabeled(t *testing.T) {
+	objs := append(pool(), node("n4", "1", ""))
+	r, c := setup(t, gpufracv1.PlanModeApply, objs...)
+	ctx := context.Background()
+	label := func(name string) string {
+		var n corev1.Node
+		if err := c.Get(ctx, types.NamespacedName{Name: name}, &n); err != nil {
+			t.Fatal(err)
+		}
+		return n.Labels[gpufracv1.DevicePluginConfigLabel]
+	}
+	pol := reconcile(t, r, c)
+	cond := meta.FindStatusCondition(pol.Status.Conditions, gpufracv1.ConditionApplied)
+	if pol.Status.Replicas != 4 || label("n4") != "" || label("n1") != "gpufrac-pool-a" || pol.Status.LabeledNodes != 2 || cond == nil || cond.Status != metav1.ConditionTrue || !strings.Contains(cond.Message, "left unlabeled (n4)") {
+		t.Errorf("replicas %d n4 label %q labeled %d Applied %+v, want 4, n4 unlabeled and named", pol.Status.Replicas, label("n4"), pol.Status.LabeledNodes, cond)
+	}
+	var n4 corev1.Node
+	if err := c.Get(ctx, types.NamespacedName{Name: "n4"}, &n4); err != nil {
+		t.Fatal(err)
+	}
+	n4.Labels[GPUMemoryLabel] = "24576"
+	if err := c.Update(ctx, &n4); err != nil {
+		t.Fatal(err)
+	}
+	if pol := reconcile(t, r, c); pol.Status.Replicas != 2 || label("n4") != "gpufrac-pool-a" || pol.Status.LabeledNodes != 3 {
+		t.Errorf("once labeled 24Gi: replicas %d n4 label %q labeled %d, want 2 gpufrac-pool-a 3", pol.Status.Replicas, label("n4"), pol.Status.LabeledNodes)
+	}
+
+	objs = append(pool(), node("n4", "1", ""))
+	r, c = setup(t, gpufracv1.PlanModeApply, objs...)
+	if err := c.Get(ctx, types.NamespacedName{Name: "pool-a"}, pol); err != nil {
+		t.Fatal(err)
+	}
+	pol.Spec.GPUMemory = ptr.To(resource.MustParse("20Gi"))
+	if err := c.Update(ctx, pol); err != nil {
+		t.Fatal(err)
+	}
+	if pol := reconcile(t, r, c); pol.Status.Replicas != 2 || label("n4") != "gpufrac-pool-a" {
+		t.Errorf("with spec.gpuMemory 20Gi: replicas %d n4 label %q, want 2 gpufrac-pool-a", pol.Status.Replicas, label("n4"))
+	}
+}
