@@ -234,7 +234,7 @@ func (rp *replay) newPolState(name string, spec policySpec) *polState {
 	if name == PolicyGPUFrac {
 		// The updater's rollback floor: the product's, whose recommender and webhook
 		// read it (the vpa-memory baseline is VPA's sizing, which has none).
-		ps.floors, ps.floorRaised = make([]*gpufracv1.UpdaterFloor, len(rp.tl.workloads)), make([]bool, len(rp.tl.workloads))
+		ps.floors, ps.published = make([]*gpufracv1.UpdaterFloor, len(rp.tl.workloads)), make([]*gpufracv1.UpdaterFloor, len(rp.tl.workloads))
 	}
 	for i := range ps.on {
 		ps.on[i], ps.oomAt[i], ps.outOfDate[i] = -1, -1, -1

@@ -503,11 +503,12 @@ type polState struct {
 	hyst *updater.Hysteresis
 	// floors is each workload's rollback floor (status.updater.floor: nil none), which
 	// the updater raises for an out-of-memory exit (updater.RaiseOOMFloor) and drops
-	// once expired; the gpufrac policy's only (nil for the others). floorRaised marks the
-	// workloads whose floor was raised in the cycle being run: their replacements wait
-	// for the next cycle, as the updater's wait for the floor to be published.
-	floors      []*gpufracv1.UpdaterFloor
-	floorRaised []bool
+	// once expired; the gpufrac policy's only (nil for the others). published is each
+	// workload's floor as the last cycle left it (status.updater.floor as published, what
+	// the webhook reads): a replacement the webhook would write below the floor without
+	// it waits for the next cycle (updater.AwaitsFloor), as the updater's awaiting-floor.
+	floors    []*gpufracv1.UpdaterFloor
+	published []*gpufracv1.UpdaterFloor
 	// needs is candidates' buffer of each workload's needs in one cycle (Hysteresis.Observe).
 	needs   [][]updater.Need
 	flaps   reversals
@@ -601,6 +602,9 @@ type candidate struct {
 	// unchanged: the decision is below the minimum confidence (decision.lowConfidence);
 	// the replacement is admitted unchanged, with the cold-start whole GPU.
 	unchanged bool
+	// awaitsFloor: the workload's rollback floor, raised this cycle, is not published
+	// and the webhook would write the replacement below it (updater.AwaitsFloor).
+	awaitsFloor bool
 }
 
 // candidates returns the pods of an adaptive policy that the updater replaces at the end
@@ -674,7 +678,8 @@ func candidates(ps *polState, tl *timeline, alive []int, k int, windows updater.
 			continue
 		}
 		ps.needs[r.workload] = append(ps.needs[r.workload], need)
-		pending = append(pending, candidate{run: i, dec: dec, need: need, partial: !dec.full && !dec.lowConfidence, unchanged: dec.lowConfidence})
+		pending = append(pending, candidate{run: i, dec: dec, need: need, partial: !dec.full && !dec.lowConfidence, unchanged: dec.lowConfidence,
+			awaitsFloor: ps.awaitsFloor(r.workload, targets, now, capacity)})
 	}
 	// Every workload, as the updater observes every autoscaler in Recreate mode in every
 	// cycle: one without a need this cycle ends its streak and its round.
@@ -689,7 +694,7 @@ func candidates(ps *polState, tl *timeline, alive []int, k int, windows updater.
 		if !updater.Admissible(c.need, win.Open) {
 			continue
 		}
-		if ps.floorRaised != nil && ps.floorRaised[tl.runs[c.run].workload] {
+		if c.awaitsFloor {
 			continue // the updater's publishingGate: the new floor is published first
 		}
 		if ok, _, _ := ps.hyst.Allow(tl.workloads[tl.runs[c.run].workload].hkey, now, c.need); !ok {
@@ -716,17 +721,17 @@ func candidates(ps *polState, tl *timeline, alive []int, k int, windows updater.
 // (updater.FloorExpired), then each live pod's last out-of-memory exit (a step over its
 // memory allocation since it was placed) raises its workload's floor as the updater's
 // oomFloor does (updater.RaiseOOMFloor on the memory of the pod's applied record, for
-// updater.DefaultFloorDuration), marking the workload in floorRaised.
+// updater.DefaultFloorDuration); published keeps each floor as the cycle found it.
 func (ps *polState) oomFloors(tl *timeline, alive []int, k int) {
 	if ps.floors == nil {
 		return
 	}
 	now := tl.stepEnd(k)
+	copy(ps.published, ps.floors)
 	for w, f := range ps.floors {
 		if updater.FloorExpired(f, now) {
 			ps.floors[w] = nil
 		}
-		ps.floorRaised[w] = false
 	}
 	for _, i := range alive {
 		r := &tl.runs[i]
@@ -735,9 +740,22 @@ func (ps *polState) oomFloors(tl *timeline, alive []int, k int) {
 		}
 		t := updater.Termination{Container: r.id.Container, Reason: "OOMKilled", OOM: true, FinishedAt: tl.stepEnd(ps.oomAt[i])}
 		if f, reason := updater.RaiseOOMFloor(ps.floors[r.workload], r.name, t, ps.applied[i].record, updater.DefaultFloorDuration, now); reason != "" {
-			ps.floors[r.workload], ps.floorRaised[r.workload] = f, true
+			ps.floors[r.workload] = f
 		}
 	}
+}
+
+// awaitsFloor reports whether a replacement of a pod of workload w with targets (as
+// updater.Evaluate judges it) waits at now for the workload's rollback floor to be
+// published: the webhook, reading the floor the last cycle published, would write it
+// below the floor in force (updater.AwaitsFloor, at most one GPU of capacity bytes).
+func (ps *polState) awaitsFloor(w int, targets map[string]contract.Target, now time.Time, capacity int64) bool {
+	if ps.floors == nil || ps.floors[w] == nil {
+		return false
+	}
+	pub := &gpufracv1.GPUFractionAutoscaler{}
+	pub.Status.Updater = &gpufracv1.UpdaterStatus{Floor: ps.published[w]}
+	return len(updater.AwaitsFloor(ps.floors[w], pub, targets, capacity, now)) > 0
 }
 
 // floored is decision dec of workload w's container as the webhook writes it at now:

@@ -261,7 +261,7 @@ func (u *Updater) plan(ctx context.Context, cy *cycle, gfa *gpufracv1.GPUFractio
 	}
 	rules.Unchanged = p.unchanged
 	p.heldPending = p.publishHeldCompute()
-	p.floorPending = p.publishFloor(now)
+	p.floorPending = p.publishFloor(now, u.Config.Backend.GPUMemoryBytes)
 	u.settleReplacements(ctx, p, now)
 	p.unreleased = u.unreleasedRevisions(ctx, p.pods)
 	u.selectCandidates(p, u.evaluate(p, rules, now), now)

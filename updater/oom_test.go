@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
+	"github.com/gpufrac/gpufrac/contract"
 )
 
 func TestOOMBump(t *testing.T) {
@@ -329,5 +330,98 @@ func TestOOMAtTemplatesOwnGPUMemStays(t *testing.T) {
 	}
 	if live := f.livePods(); len(live) != 2 {
 		t.Fatalf("pods %v: a pod at its template's own gpumem replaced", live)
+	}
+}
+
+// TestFloorCoveredByTargetIsNotAwaited: a pod of 1Gi exits out of memory while the
+// recommendation has already grown past the floor its exit raises (2Gi over a floor of
+// 1.2Gi): the webhook writes 2Gi into the replacement whether or not the floor is
+// published, so the growth goes ahead in the cycle that raises the floor (before: held a
+// cycle as awaiting-floor). A recommendation below the new floor (1100Mi) still waits
+// for the floor to be published, else the webhook would write 1100Mi.
+func TestFloorCoveredByTargetIsNotAwaited(t *testing.T) {
+	for _, tc := range []struct {
+		name, target, lower, upper string
+		wantAwait                  bool
+	}{
+		{"target above the new floor", "2Gi", "1536Mi", "3Gi", false},
+		{"target below the new floor", "1100Mi", "900Mi", "1536Mi", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 2, 1)
+			f.setTarget(tc.target, tc.lower, tc.upper)
+			f.pods[0].Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", RestartCount: 1, Ready: true,
+				LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error",
+					Message: "RuntimeError: CUDA error: out of memory", FinishedAt: metav1.NewTime(f.now.Add(-time.Minute))}}}}
+			f.build()
+			f.run()
+			st := f.status()
+			if got := floorMemory(st.Floor, "main"); got != bump12(1<<30) {
+				t.Fatalf("floor %d bytes, want %d", got, bump12(1<<30))
+			}
+			awaiting := false
+			for _, u := range st.Updates {
+				awaiting = awaiting || u.SkipReason == SkipAwaitingFloor
+			}
+			replaced := !f.livePods()["web-abc-0"]
+			if awaiting != tc.wantAwait || replaced == tc.wantAwait {
+				t.Errorf("awaiting-floor %v, web-abc-0 replaced %v in the cycle raising the floor; want awaiting %v (updates %+v)", awaiting, replaced, tc.wantAwait, st.Updates)
+			}
+		})
+	}
+}
+
+// AwaitsFloor, the rule: a container is awaited where the floor is above both what is
+// published and what its target writes by itself (the need, not a young share above
+// it), at most one GPU (a floor above one GPU is covered by a target of one GPU), for
+// memory and compute; a container without a target, or whose resource gpufrac does not
+// control, is awaited.
+func TestAwaitsFloor(t *testing.T) {
+	const gi = int64(1) << 30
+	now := time.Now()
+	floor := func(mem, milli string) *gpufracv1.UpdaterFloor {
+		c := gpufracv1.ContainerAllocation{ContainerName: "main"}
+		if mem != "" {
+			c.Memory = q(mem)
+		}
+		if milli != "" {
+			c.Compute = q(milli)
+		}
+		return &gpufracv1.UpdaterFloor{Containers: []gpufracv1.ContainerAllocation{c}, Until: metav1.NewTime(now.Add(time.Hour))}
+	}
+	unpublished := &gpufracv1.GPUFractionAutoscaler{}
+	published := func(f *gpufracv1.UpdaterFloor) *gpufracv1.GPUFractionAutoscaler {
+		return &gpufracv1.GPUFractionAutoscaler{Status: gpufracv1.GPUFractionAutoscalerStatus{Updater: &gpufracv1.UpdaterStatus{Floor: f}}}
+	}
+	target := func(mem, milli int64) map[string]contract.Target {
+		return map[string]contract.Target{"main": {Container: "main", Memory: mem, Compute: milli, ControlsMemory: mem >= 0, ControlsCompute: milli >= 0}}
+	}
+	for _, tc := range []struct {
+		name    string
+		floor   *gpufracv1.UpdaterFloor
+		pub     *gpufracv1.GPUFractionAutoscaler
+		targets map[string]contract.Target
+		gpu     int64
+		want    bool
+	}{
+		{"no floor", nil, unpublished, target(gi, -1), 16 * gi, false},
+		{"published", floor("2Gi", ""), published(floor("2Gi", "")), target(gi, -1), 16 * gi, false},
+		{"published lower", floor("2Gi", ""), published(floor("1Gi", "")), target(gi, -1), 16 * gi, true},
+		{"target at the floor", floor("2Gi", ""), unpublished, target(2*gi, -1), 16 * gi, false},
+		{"target below", floor("2Gi", ""), unpublished, target(2*gi-1, -1), 16 * gi, true},
+		{"floor above one GPU, target one GPU", floor("20Gi", ""), unpublished, target(16*gi, -1), 16 * gi, false},
+		{"memory not controlled", floor("2Gi", ""), unpublished, target(-1, 500), 16 * gi, true},
+		{"no target", floor("2Gi", ""), unpublished, nil, 16 * gi, true},
+		{"compute covered", floor("", "400m"), unpublished, target(gi, 400), 16 * gi, false},
+		{"compute below", floor("", "400m"), unpublished, target(gi, 300), 16 * gi, true},
+		{"compute not controlled", floor("", "400m"), unpublished, target(gi, -1), 16 * gi, true},
+		{"memory covered, compute below", floor("2Gi", "400m"), unpublished, target(4*gi, 300), 16 * gi, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := AwaitsFloor(tc.floor, tc.pub, tc.targets, tc.gpu, now)
+			if (len(got) > 0) != tc.want {
+				t.Errorf("AwaitsFloor %v, want awaited %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -136,26 +136,47 @@ func FloorExpired(f *gpufracv1.UpdaterFloor, now time.Time) bool {
 	return f != nil && !now.Before(f.Until.Time)
 }
 
-// publishFloor holds every replacement while a floor raised this cycle is not yet in
-// the published status.updater.floor, which the webhook reads (contract.Floor) to give
-// the replacement at least the floor: it returns why, or "".
-func (p *plan) publishFloor(now time.Time) string {
-	if p.st.Floor == nil || floorPublished(p.gfa, p.st.Floor, now) {
+// publishFloor holds the plan's replacements while a floor raised this cycle is not yet
+// in the published status.updater.floor, which the webhook reads (contract.Floor) to
+// give the replacement at least the floor, and the webhook would write a replacement
+// below it without it (AwaitsFloor): it returns why, or "". A replacement whose target
+// is already at or above the new floor (the recommendation grew past it) gets it
+// whether or not the floor is published: holding it would only delay a protective
+// growth by a cycle.
+func (p *plan) publishFloor(now time.Time, gpuMemoryBytes int64) string {
+	below := AwaitsFloor(p.st.Floor, p.gfa, p.targets, gpuMemoryBytes, now)
+	if len(below) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("the rollback floor (%s) is being published in status.updater.floor, which the webhook writes into the replacement; next cycle", describeAllocs(p.st.Floor.Containers))
+	return fmt.Sprintf("the rollback floor (%s) is being published in status.updater.floor, which the webhook writes into the replacement, and the recommendation of %s is below it; next cycle", describeAllocs(p.st.Floor.Containers), strings.Join(below, ", "))
 }
 
-// floorPublished reports whether gfa's published floor (what the webhook reads) is at
-// least floor for every container and resource.
-func floorPublished(gfa *gpufracv1.GPUFractionAutoscaler, floor *gpufracv1.UpdaterFloor, now time.Time) bool {
+// AwaitsFloor returns the containers, by name, whose replacement the webhook would
+// write below the rollback floor (status.updater.floor as decided this cycle; nil:
+// none) at now unless the floor is published first: a resource of the floor above
+// what published's status.updater.floor gives (what the webhook reads now,
+// contract.Floor) and above what targets (the webhook's targets of the containers,
+// contract.Target: the need, NeedMemory, and Compute) write by themselves, the floor at
+// most one GPU of gpuMemoryBytes bytes (0: unknown) or 1000m as the webhook writes it.
+// A container without a target that controls the resource counts as below. Nil when
+// a replacement created now gets at least the floor. It is the one rule the updater
+// (publishFloor, the awaiting-floor hold) and gpufrac simulate run.
+func AwaitsFloor(floor *gpufracv1.UpdaterFloor, published *gpufracv1.GPUFractionAutoscaler, targets map[string]contract.Target, gpuMemoryBytes int64, now time.Time) []string {
+	if floor == nil {
+		return nil
+	}
+	var below []string
 	for _, c := range floor.Containers {
-		mem, milli := contract.Floor(gfa, c.ContainerName, now)
-		if (c.Memory != nil && mem < c.Memory.Value()) || (c.Compute != nil && milli < c.Compute.MilliValue()) {
-			return false
+		pm, pc := contract.Floor(published, c.ContainerName, now)
+		t, ok := targets[c.ContainerName]
+		w := writableFloor(Alloc{Memory: contract.BytesOf(c.Memory), Compute: contract.MilliOf(c.Compute)}, gpuMemoryBytes)
+		memBelow := c.Memory != nil && pm < c.Memory.Value() && (!ok || !t.ControlsMemory || t.NeedMemory() < w.Memory)
+		computeBelow := c.Compute != nil && pc < c.Compute.MilliValue() && (!ok || !t.ControlsCompute || t.Compute < w.Compute)
+		if memBelow || computeBelow {
+			below = append(below, c.ContainerName)
 		}
 	}
-	return true
+	return below
 }
 
 // floorMemory returns the floor's memory for a container, bytes (-1 none).
