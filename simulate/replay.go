@@ -38,6 +38,9 @@ type replay struct {
 	// budgets are the disruption budgets of the workloads whose pods the cycle being
 	// run has met (budget).
 	budgets []workloadBudget
+	// deviceFlight counts the cycle's replacements from each GPU (packer index) of the
+	// policy being updated (deviceAllows).
+	deviceFlight map[int]int
 }
 
 // Run replays tr through the policies on GPUs of opts.GPUMemoryBytes. It returns an error
@@ -329,6 +332,7 @@ func (rp *replay) update(k int) {
 		}
 		ps.refillTokens(u.ReplacementsPerMinute, rp.stepMin)
 		rp.budgets = rp.budgets[:0]
+		clear(rp.deviceFlight)
 		cands := candidates(ps, rp.tl, rp.alive, k, rp.windows, rp.rules, rp.capacity)
 		// The updater consolidates before its cycle's replacements, and only in a cycle
 		// without other candidates (updater.consolidate).
@@ -340,10 +344,14 @@ func (rp *replay) update(k int) {
 			if reason, _ := b.Allow(); reason != "" {
 				continue // the updater's budgetGate, before the rate limit
 			}
+			if !rp.deviceAllows(ps, c.run) {
+				continue // the updater's deviceGate, after the budget
+			}
 			if !ps.takeToken(u.ReplacementsPerMinute) {
 				break
 			}
 			b.Took()
+			rp.tookDevice(ps, c.run)
 			i := c.run
 			ps.pk.Remove(i, ps.on[i], ps.applied[i].alloc)
 			before := ps.applied[i].record
@@ -372,6 +380,27 @@ func (rp *replay) budget(w int) *updater.Budget {
 	u := rp.opts.Updater
 	rp.budgets = append(rp.budgets, workloadBudget{w: w, b: updater.BudgetOf(rp.replicas[w], 0, int32(u.MinReplicas), u.MaxInFlight)})
 	return &rp.budgets[len(rp.budgets)-1].b
+}
+
+// deviceAllows is the updater's deviceGate for run i of policy ps in this cycle: where
+// the backend says which GPU a pod is on (kai-nvfractions: KAI's GPU group), at most
+// UpdaterOptions.MaxInFlightPerDevice pods of one GPU are replaced in one cycle
+// (updater.DeviceAllows over the cycle's replacements from its GPU, deviceFlight); a
+// replacement runs from the next step, so none is in flight at the cycle's start.
+func (rp *replay) deviceAllows(ps *polState, i int) bool {
+	if rp.opts.Backend != gpufracv1.BackendKAINVFractions {
+		return true
+	}
+	return updater.DeviceAllows(rp.deviceFlight[ps.on[i]], rp.opts.Updater.MaxInFlightPerDevice)
+}
+
+// tookDevice counts the replacement of run i of policy ps, about to be made, in flight
+// from its GPU for the rest of the cycle (deviceAllows).
+func (rp *replay) tookDevice(ps *polState, i int) {
+	if rp.deviceFlight == nil {
+		rp.deviceFlight = map[int]int{}
+	}
+	rp.deviceFlight[ps.on[i]]++
 }
 
 // workloadBudget is workload w's disruption budget in one cycle.
@@ -429,10 +458,14 @@ func (rp *replay) consolidate(pi, k int) {
 		if reason, _ := b.Allow(); reason != "" {
 			continue
 		}
+		if !rp.deviceAllows(ps, i) {
+			continue
+		}
 		if !ps.takeToken(u.ReplacementsPerMinute) {
 			break
 		}
 		b.Took()
+		rp.tookDevice(ps, i)
 		ps.pk.Remove(i, ps.on[i], ps.applied[i].alloc)
 		before := ps.applied[i].record
 		rp.placeOn(pi, i, k+1, grants[i], false, !ps.spec.sizer.decision(rp.tl.runs[i].wc).full, gpus[dest[j]])

@@ -170,6 +170,13 @@ type UpdaterOptions struct {
 	// ratio 0–1, at least one pod (the updater's --max-in-flight; default
 	// updater.DefaultMaxInFlight).
 	MaxInFlight float64
+	// MaxInFlightPerDevice is the most pods of one GPU replaced in one cycle, ordinary
+	// replacements and consolidation together, where the backend says which GPU a pod
+	// is on (kai-nvfractions: KAI's GPU group; the annotations backend does not), as the
+	// updater's --max-in-flight-per-device (updater.DeviceAllows; 0: the default
+	// updater.DefaultMaxInFlightPerDevice; negative: no limit). A replacement runs from
+	// the next step, so none is in flight at a cycle's start.
+	MaxInFlightPerDevice int
 	// Consolidate empties one GPU per step where the updater would
 	// (updater.Config.Consolidate, packing.Consolidation): the tenants of the least
 	// held GPU whose replacements all fit on the other GPUs in use are replaced and
@@ -258,6 +265,9 @@ func (o Options) withDefaults() (Options, error) {
 	if u.MaxInFlight == 0 {
 		u.MaxInFlight = updater.DefaultMaxInFlight
 	}
+	if u.MaxInFlightPerDevice == 0 {
+		u.MaxInFlightPerDevice = updater.DefaultMaxInFlightPerDevice
+	}
 	if u.MaxInFlight < 0 || u.MaxInFlight > 1 {
 		return o, fmt.Errorf("--max-in-flight %v: want a share of the workload's pods, 0-1, as the updater's", u.MaxInFlight)
 	}
@@ -321,6 +331,9 @@ type Settings struct {
 	ResizeWindows          []gpufracv1.ResizeWindow `json:"resizeWindows,omitempty"`
 	// Consolidate is UpdaterOptions.Consolidate.
 	Consolidate bool `json:"consolidate,omitempty"`
+	// MaxInFlightPerDevice is UpdaterOptions.MaxInFlightPerDevice where the backend
+	// applies it (kai-nvfractions; negative: no limit), else 0.
+	MaxInFlightPerDevice int `json:"maxInFlightPerDevice,omitempty"`
 }
 
 // TraceInfo describes the replayed trace.
@@ -810,8 +823,10 @@ func settings(o Options) Settings {
 	}
 	u := o.Updater
 	var nvReq, nvLimit, annReq string
+	perDevice := 0
 	if o.Backend == gpufracv1.BackendKAINVFractions {
 		nvReq, nvLimit = o.NVFractions.Request, o.NVFractions.Limit
+		perDevice = u.MaxInFlightPerDevice
 	} else {
 		annReq = o.Annotations.MemoryRequest
 	}
@@ -837,6 +852,7 @@ func settings(o Options) Settings {
 		UrgentGrowth:              *u.UrgentGrowth,
 		MinReplicas:               u.MinReplicas,
 		MaxInFlight:               u.MaxInFlight,
+		MaxInFlightPerDevice:      perDevice,
 		ResizeWindows:             u.ResizeWindows,
 		Consolidate:               u.Consolidate,
 	}

@@ -40,6 +40,9 @@ const (
 	// DefaultMaxInFlight is the share of a workload's pods that may be being replaced
 	// at once, ratio (Config.MaxInFlight, at least one pod).
 	DefaultMaxInFlight = 0.5
+	// DefaultMaxInFlightPerDevice is the most replacements in flight at once of pods from
+	// one device (Config.MaxInFlightPerDevice, --max-in-flight-per-device; DeviceAllows).
+	DefaultMaxInFlightPerDevice = 1
 	// DefaultFloorDuration is how long a rollback floor holds (Config.FloorDuration,
 	// --rollback-floor-duration).
 	DefaultFloorDuration = 24 * time.Hour
@@ -220,7 +223,7 @@ func (c Config) WithDefaults() Config {
 		c.RecommenderLeaseNamespace = c.LeaseNamespace
 	}
 	if c.MaxInFlightPerDevice == 0 {
-		c.MaxInFlightPerDevice = 1
+		c.MaxInFlightPerDevice = DefaultMaxInFlightPerDevice
 	}
 	if c.MaxReported <= 0 || c.MaxReported > 20 {
 		c.MaxReported = 20

@@ -59,9 +59,21 @@ func podDevices(pod *corev1.Pod) []string {
 	return out
 }
 
+// DeviceAllows reports whether a pod may be replaced from a device (a HAMi GPU, a KAI GPU
+// group) with inFlight replacements of its pods in flight, under limit
+// (Config.MaxInFlightPerDevice: the most at once; negative: no limit; 0: the default,
+// DefaultMaxInFlightPerDevice). It is the one rule the updater's deviceGate and gpufrac
+// simulate (--max-in-flight-per-device) run.
+func DeviceAllows(inFlight, limit int) bool {
+	if limit == 0 {
+		limit = DefaultMaxInFlightPerDevice
+	}
+	return limit < 0 || inFlight < limit
+}
+
 // deviceGate: a replacement of a pod from the same device (HAMi GPU, KAI GPU group) is
 // still in flight, and Config.MaxInFlightPerDevice of them at once is the most (negative:
-// no limit). The note goes to the autoscaler once per message.
+// no limit; DeviceAllows). The note goes to the autoscaler once per message.
 func (u *Updater) deviceGate(c *candidate) (string, string) {
 	limit := u.Config.MaxInFlightPerDevice
 	if limit < 0 {
@@ -76,7 +88,7 @@ func (u *Updater) deviceGate(c *candidate) (string, string) {
 				}
 			}
 		}
-		if len(from) < limit {
+		if DeviceAllows(len(from), limit) {
 			continue
 		}
 		sort.Strings(from)

@@ -192,3 +192,19 @@ func TestMissingReplacementHoldsNoDevice(t *testing.T) {
 		})
 	}
 }
+
+// DeviceAllows, the rule of the deviceGate and gpufrac simulate: fewer in flight than the
+// limit; 0 is the default (one); negative, no limit.
+func TestDeviceAllows(t *testing.T) {
+	for _, tc := range []struct {
+		inFlight, limit int
+		want            bool
+	}{
+		{0, 1, true}, {1, 1, false}, {1, 2, true}, {2, 2, false},
+		{0, 0, true}, {1, 0, false}, {5, -1, true},
+	} {
+		if got := DeviceAllows(tc.inFlight, tc.limit); got != tc.want {
+			t.Errorf("DeviceAllows(%d, %d) = %v, want %v", tc.inFlight, tc.limit, got, tc.want)
+		}
+	}
+}

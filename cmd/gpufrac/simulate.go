@@ -143,6 +143,7 @@ func (f *simulateFlags) addPolicyFlags(fl *pflag.FlagSet) {
 	fl.BoolVar(&f.urgentGrowth, "urgent-growth", true, "memory growth skips the minimum lifetime and resize windows")
 	fl.IntVar(&f.opts.Updater.MinReplicas, "min-replicas", 1, "fewest running pods a workload needs for one to be replaced")
 	fl.Float64Var(&f.opts.Updater.MaxInFlight, "max-in-flight", updater.DefaultMaxInFlight, "share of a workload's pods (ratio 0-1, at least one pod) replaced in one cycle, as the updater's --max-in-flight")
+	fl.IntVar(&f.opts.Updater.MaxInFlightPerDevice, "max-in-flight-per-device", updater.DefaultMaxInFlightPerDevice, "with --backend kai-nvfractions (KAI's GPU group says which GPU a pod is on): most pods of one GPU replaced in one cycle, consolidation included, as the updater's --max-in-flight-per-device (negative: no limit)")
 	fl.Int64Var(&f.opts.Updater.ConsolidationComputeMilli, "consolidation-compute", packing.DefaultConsolidationComputeMilli, "with --consolidate: most compute, milli-GPU, a GPU may hold after pods moved onto it, as the updater's --consolidation-compute")
 	fl.BoolVar(&f.opts.Updater.Consolidate, "consolidate", false, "replace gpufrac's pods to empty GPUs whose tenants fit on the other GPUs in use, as the updater's --consolidate (needs --backend kai-nvfractions: the updater knows each pod's GPU from HAMi's and KAI's placement only)")
 	fl.StringVar((*string)(&f.opts.Backend), "backend", "", "backend that writes gpufrac's and vpa-memory's fractions: \"\" (the default annotations backend: the memory target as a limit, packed as it is or by the memory request of --annotation-memory-request) or kai-nvfractions (packed by the memory request and killed above the memory limit of --nvfractions-*); co-tenants above the GPU's memory are a GPU overrun")
@@ -314,6 +315,9 @@ func (f *simulateFlags) completeUpdater(cmd *cobra.Command) error {
 	}
 	if u.MaxInFlight <= 0 || u.MaxInFlight > 1 { // as the updater's
 		return fmt.Errorf("--max-in-flight %v: want a share of the workload's pods, 0-1, as the updater's", u.MaxInFlight)
+	}
+	if u.MaxInFlightPerDevice == 0 { // as the updater's
+		return fmt.Errorf("--max-in-flight-per-device 0: want 1 or more, or a negative value for no limit, as the updater's")
 	}
 	if u.NearLimit > 1 { // as the updater's Config.Validate: a peak never reaches it
 		return fmt.Errorf("--near-limit %v: want a ratio ≤ 1, as the updater's", u.NearLimit)

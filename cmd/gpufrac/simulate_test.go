@@ -189,6 +189,7 @@ func TestSimulateFlagErrors(t *testing.T) {
 		{[]string{"--format", "synthetic", "--synth-duration", "3h", "--interval", "5h"}, "--interval 5h0m0s is longer than the trace"},
 		{[]string{"--format", "parquet", "--input", "x"}, "--format"},
 		{[]string{"--format", "synthetic", "--replacements-per-minute", "0"}, "--replacements-per-minute"},
+		{[]string{"--format", "synthetic", "--max-in-flight-per-device", "0"}, "--max-in-flight-per-device 0"},
 		{[]string{"--format", "synthetic", "--interval", "0s"}, "--interval"},
 		{[]string{"--format", "synthetic", "--warm-up", "100h"}, "--warm-up 100h0m0s covers the whole trace"},
 		{[]string{"--format", "synthetic", "--fold", "2/2"}, `--fold "2/2": want K/N`},
