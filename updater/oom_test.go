@@ -396,6 +396,17 @@ func TestAwaitsFloor(t *testing.T) {
 	target := func(mem, milli int64) map[string]contract.Target {
 		return map[string]contract.Target{"main": {Container: "main", Memory: mem, Compute: milli, ControlsMemory: mem >= 0, ControlsCompute: milli >= 0}}
 	}
+	// A young workload's target at its share (4Gi, its upper bound: the webhook writes
+	// it with the observed-peak request) whose need is 1Gi: under a 2Gi floor the
+	// published floor drops that request (the request must hold the floor), so the
+	// replacement still waits for it.
+	gfr := &gpufracv1.GPUFractionRecommendation{}
+	gfr.Status.ContainerRecommendations = []gpufracv1.ContainerRecommendation{{ContainerName: "main", YoungMarginPercent: 20,
+		Target: gpufracv1.GPUResources{Memory: q("1Gi")}, UpperBound: gpufracv1.GPUResources{Memory: q("4Gi")}, MemoryLimit: q("4Gi")}}
+	young := contract.TargetsOf(&gpufracv1.GPUFractionAutoscaler{}, gfr)
+	if yt := young["main"]; !yt.YoungShare || yt.Memory != 4*gi || yt.NeedMemory() != gi || !yt.ControlsMemory {
+		t.Fatalf("young target %+v: want its 4Gi share, need 1Gi", yt)
+	}
 	for _, tc := range []struct {
 		name    string
 		floor   *gpufracv1.UpdaterFloor
@@ -416,6 +427,7 @@ func TestAwaitsFloor(t *testing.T) {
 		{"compute below", floor("", "400m"), unpublished, target(gi, 300), 16 * gi, true},
 		{"compute not controlled", floor("", "400m"), unpublished, target(gi, -1), 16 * gi, true},
 		{"memory covered, compute below", floor("2Gi", "400m"), unpublished, target(4*gi, 300), 16 * gi, true},
+		{"young share above, need below", floor("2Gi", ""), unpublished, young, 16 * gi, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := AwaitsFloor(tc.floor, tc.pub, tc.targets, tc.gpu, now)
