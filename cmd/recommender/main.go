@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/common/model"
 	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/klog/v2"
@@ -132,6 +133,14 @@ func (o *options) complete() error {
 	o.electionID = leaderElectID
 	if cfg.Shard.Name != gpufracv1.DefaultRecommenderName {
 		o.electionID = leaderElectID + "-" + cfg.Shard.Name // one leader per shard
+	}
+	if cfg.LabelMode != "auto" && cfg.LabelMode != "direct" {
+		return fmt.Errorf("--label-mode %q: want auto or direct", cfg.LabelMode)
+	}
+	for _, l := range []struct{ flag, name string }{{"--namespace-label", o.labels.Namespace}, {"--pod-label", o.labels.Pod}, {"--container-label", o.labels.Container}} {
+		if !model.LegacyValidation.IsValidLabelName(l.name) {
+			return fmt.Errorf("%s %q: want a Prometheus label name (letters, digits and _, not starting with a digit)", l.flag, l.name)
+		}
 	}
 	if o.source != "auto" {
 		if o.src, err = metrics.NewSource(o.source); err != nil {

@@ -39,6 +39,12 @@ func TestParseFlags(t *testing.T) {
 		{"--recommender-name Team_A", "--recommender-name"},
 		{"--shard-namespace-selector team=(a", "--shard-namespace-selector"},
 		{"--metric-source nvml", `--metric-source: unknown metric source "nvml"`},
+		// A value the chart's schema offered, a typo: not auto in their place.
+		{"--label-mode exported", `--label-mode "exported"`},
+		{"--label-mode Direct", `--label-mode "Direct"`},
+		// Not a label name: every query would fail to parse, every cycle.
+		{"--namespace-label exported-namespace", `--namespace-label "exported-namespace"`},
+		{"--pod-label=", `--pod-label ""`},
 		{"--checkpoint-writes-per-cycle -1", "--checkpoint-writes-per-cycle"},
 		// Out of range: an error naming the flag, not the default in its place.
 		{"--interval 0s", "--interval "},
