@@ -325,6 +325,7 @@ func (r *Recommender) loadMetrics(ctx context.Context, c *cycle) error {
 		r.failedReads++
 	} else {
 		r.failedReads = 0
+		r.diagnoseLabels(ctx, c)
 		if len(c.seen) > 0 && whole {
 			if held {
 				// Not where Prometheus held no sample within its lookback (a stall: the

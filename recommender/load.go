@@ -808,7 +808,9 @@ const EmptyCyclesWhileRunning = 3
 // lacked for a workload whose live (not finished) pods are podNames, or "" when nothing
 // was missing. It counts each finding in gpufrac_recommender_incomplete_data_total. Call
 // it once per workload and cycle. The exporter or scrape gap is GapCheck's (gaps.go),
-// fed here with the cycle's loads and live pods.
+// fed here with the cycle's loads and live pods; where the workload got no sample at all
+// and its namespace has GPU series whose workload labels are not read (labelHint), the
+// message names those instead of a gap.
 func (r *Recommender) dataGap(w history.WorkloadKey, podNames map[string]bool) (reason, msg string) {
 	t := r.tracked[w]
 	if t == nil || !t.gaps.loaded {
@@ -849,17 +851,23 @@ func (r *Recommender) dataGap(w history.WorkloadKey, podNames map[string]bool) (
 		if g.countFailed {
 			why = "an exporter or scrape gap, or impossible samples (their count failed this cycle)"
 		}
+		if hint := r.labelHint(w.Namespace); hint != "" && g.kept[metrics.SignalMemory]+g.kept[metrics.SignalCompute] == 0 {
+			why = hint
+		}
 		return gpufracv1.ReasonNoSamplesWhileRunning, fmt.Sprintf("%d running pods but no %s (%s source) for %d cycles: %s; last recommendation kept",
 			len(podNames), what, names(r.workloadSources(w)), f.Empty, why)
 	}
 	if len(f.Silent) > 0 {
 		metrics.Incomplete.WithLabelValues(metrics.IncompleteNoSamplesWhileRunning).Inc()
-		others := " while the workload's other pods report"
+		others, why := " while the workload's other pods report", silentWhy(g, f.Silent)
 		if len(f.Silent) == len(podNames) {
 			others = ""
+			if hint := r.labelHint(w.Namespace); hint != "" && g.kept[metrics.SignalMemory]+g.kept[metrics.SignalCompute] == 0 {
+				why = hint
+			}
 		}
 		return gpufracv1.ReasonNoSamplesWhileRunning, fmt.Sprintf("running pod(s) %s have had no usable GPU sample (%s source) for %d cycles or more%s: %s; last recommendation kept",
-			strings.Join(f.Silent, ", "), names(r.workloadSources(w)), f.Needed, others, silentWhy(g, f.Silent))
+			strings.Join(f.Silent, ", "), names(r.workloadSources(w)), f.Needed, others, why)
 	}
 	return "", ""
 }

@@ -171,6 +171,10 @@ type Recommender struct {
 	// missingCounted is the end of the window whose samples without a pod label were
 	// last counted (metrics.DropNoLabels).
 	missingCounted time.Time
+	// labelHints: per namespace, the GPU series the last look found with workload labels
+	// the label settings do not read; labelHintsAt: when it looked (labelhint.go).
+	labelHints   map[string]metrics.LabelHint
+	labelHintsAt time.Time
 	// failedReads counts the cycles in a row whose read of Prometheus failed
 	// (FailedReadsBeforeUnavailable, and Start's backoff); 0 after one that read it.
 	failedReads int

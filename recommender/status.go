@@ -304,11 +304,14 @@ func (r *Recommender) setGuardrail(ctx context.Context, gfa *gpufracv1.GPUFracti
 
 // noRecommendation sets MetricsUnavailable when workload w got no container
 // recommendation, with the most specific reason: every container Off (then False),
-// samples on the wrong device, unattributed samples, no samples at all.
+// samples on the wrong device, unattributed samples, no samples at all (naming the GPU
+// series of the namespace whose workload labels are not read, labelHint).
 func (r *Recommender) noRecommendation(w history.WorkloadKey, off, known int, unattributed string, set setCondition) {
 	reason, msg := ReasonNoSamples, "no GPU samples in Prometheus for the workload's pods"
 	if len(r.order()) == 0 {
 		msg = noSourceMessage(r.Config.HistoryLength)
+	} else if hint := r.labelHint(w.Namespace); hint != "" {
+		msg += ": " + hint
 	}
 	if unattributed != "" {
 		reason, msg = ReasonAmbiguousContainer, unattributed
