@@ -13,15 +13,15 @@ import (
 
 // LabelHintEvery is how many cycle intervals apart, at least, the recommender looks for
 // GPU series whose workload labels it does not read (metrics.LabelHints): one instant
-// query, run only in a cycle where a workload with live pods got no sample at all, so a
+// query, run only in a cycle where a workload with a running pod got no sample at all, so a
 // cycle's queries stay fixed (issue 17) and a cluster whose samples are all read never
 // runs it. Its finding names the cause in the NoSamples and NoSamplesWhileRunning
 // condition messages of the workloads of those namespaces until the next look.
 const LabelHintEvery = 10
 
 // diagnoseLabels looks for GPU series the label settings do not read (LabelHintEvery)
-// when a workload with live pods got no sample this cycle, and keeps what it found per
-// namespace (labelHint), logging each finding when it is new. A failed query is logged and leaves
+// when a workload with a running pod got no sample this cycle, and keeps what it found
+// per namespace (labelHint; "" for metrics none of whose series names a pod), logging each finding when it is new. A failed query is logged and leaves
 // the last finding.
 func (r *Recommender) diagnoseLabels(ctx context.Context, c *cycle) {
 	if len(r.order()) == 0 || !r.labelHintsAt.IsZero() && c.now.Sub(r.labelHintsAt) < LabelHintEvery*r.Config.Interval {
@@ -29,7 +29,7 @@ func (r *Recommender) diagnoseLabels(ctx context.Context, c *cycle) {
 	}
 	empty := false
 	for _, e := range c.entries {
-		if c.byRef[e.ref] != e || len(e.podNames) == 0 {
+		if c.byRef[e.ref] != e || !r.runsAny(e.ref.Namespace, e.podNames) {
 			continue
 		}
 		if t := r.tracked[history.WorkloadKey(e.ref)]; t != nil && t.gaps.loaded &&
@@ -67,10 +67,24 @@ func (r *Recommender) diagnoseLabels(ctx context.Context, c *cycle) {
 	}
 }
 
-// labelHint returns what the last look (diagnoseLabels) found for namespace ns, for a
-// condition message; "" when it found nothing there.
+// runsAny reports whether one of the pods of namespace ns is running now.
+func (r *Recommender) runsAny(ns string, pods map[string]bool) bool {
+	for p := range pods {
+		if runningNow(r.cur.livePods[[2]string{ns, p}]) {
+			return true
+		}
+	}
+	return false
+}
+
+// labelHint returns what the last look (diagnoseLabels) found for namespace ns, or for
+// every namespace (metrics whose series name no pod at all), for a condition message;
+// "" when it found nothing there.
 func (r *Recommender) labelHint(ns string) string {
 	if h, ok := r.labelHints[ns]; ok {
+		return h.String()
+	}
+	if h, ok := r.labelHints[""]; ok {
 		return h.String()
 	}
 	return ""

@@ -100,3 +100,19 @@ func TestNoSamplesWithoutOtherLabelsSaysNoSamples(t *testing.T) {
 		t.Errorf("%d looks, want 1", n)
 	}
 }
+
+// dcgm-exporter run without its Kubernetes mode: every GPU's series and none names a
+// pod. The running workload's NoSamples message says so and what makes the exporter
+// name pods. Before, it said only "no GPU samples in Prometheus for the workload's pods".
+func TestNoSamplesNamesMetricsThatNameNoPod(t *testing.T) {
+	objs := singlePodWorkloads("ml", "llm")
+	h := newEngineHarness(t, objs, metrics.DCGM{})
+	for _, m := range []string{metrics.DCGMFBUsed, metrics.DCGMSMActive} {
+		h.prom.Add(t, map[string]string{"__name__": m, "UUID": "GPU-1", "gpu": "0", "Hostname": "node-1"}, h.now.Add(-time.Hour), 30*time.Second, promtest.Repeat(0.5, 121)...)
+	}
+	h.runCycles(t, 1, nil)
+	c := condition(h.gfr(t, "ml", "llm").Status, gpufracv1.ConditionMetricsUnavailable)
+	if !isTrue(c) || c.Reason != ReasonNoSamples || !strings.Contains(c.Message, "DCGM_EXPORTER_KUBERNETES=true") {
+		t.Errorf("MetricsUnavailable %+v, want NoSamples naming dcgm-exporter's Kubernetes mode", c)
+	}
+}

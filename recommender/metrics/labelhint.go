@@ -22,7 +22,8 @@ import (
 // LabelHint says that GPU series of a watched namespace carry workload labels the
 // selector does not read.
 type LabelHint struct {
-	// Namespace is the watched namespace the series name (in the label Layout names it).
+	// Namespace is the watched namespace the series name (in the label Layout names it);
+	// "" for series that name no pod at all, in any namespace (NoPodLayout).
 	Namespace string
 	// Metric is one metric with such series (the first by name).
 	Metric string
@@ -38,6 +39,10 @@ type LabelHint struct {
 
 // String renders the hint for a condition message or a log line.
 func (h LabelHint) String() string {
+	if h.Namespace == "" {
+		return fmt.Sprintf("no series of %s in Prometheus carries %s (%s): the exporter does not attribute GPUs to pods, or names the pod by another label (set --pod-label), or the workload's pods hold no GPU",
+			h.Metric, h.Layout, h.Cause)
+	}
 	return fmt.Sprintf("series of %s in namespace %s carry %s (%s), which the recommender does not read with its label settings; set honor_labels: true on that scrape job, or run the recommender with %s",
 		h.Metric, h.Namespace, h.Layout, h.Cause, h.Flags)
 }
@@ -82,7 +87,9 @@ const labelHintPart = "gpufrac_layout"
 
 // LabelHintQuery returns an instant query whose result counts, per metric, watched
 // namespace and layout (labelLayouts, numbered in the label gpufrac_layout), the series
-// of the sources' fields that carry workload labels the selector does not read; "" when
+// of the sources' fields that carry workload labels the selector does not read, and per
+// metric (gpufrac_layout "nopod") the series of a metric none of whose series names a
+// pod in any layout; "" when
 // the sources have no field read with the selector's labels. It reads the index and the
 // latest sample of each series (Prometheus' lookback), one query however many pods.
 func LabelHintQuery(sources []Source, sel Selector) string {
@@ -109,11 +116,32 @@ func LabelHintQuery(sources []Source, sel Selector) string {
 		parts = append(parts, fmt.Sprintf(`label_replace(count by (__name__, %s) ({__name__=~%q,%s=~%q,%s%s}), %q, "%d", "", "")`,
 			l.nsLabel, metric, l.nsLabel, nsRe, l.matchers, sel.extra(), labelHintPart, i))
 	}
+	// No series of a metric names a pod, in any layout: the exporter maps no GPU to a
+	// pod (dcgm-exporter without its Kubernetes mode), not a label the selector misses.
+	all := func(m string) string {
+		return fmt.Sprintf(`count by (__name__) ({__name__=~%q%s%s})`, metric, m, sel.extra())
+	}
+	parts = append(parts, fmt.Sprintf(`label_replace(%s unless on (__name__) %s unless on (__name__) %s, %q, %q, "", "")`,
+		all(""), all(fmt.Sprintf(`,%s!=""`, sel.Labels.Pod)), all(fmt.Sprintf(`,%s!=""`, exportedPrefix+sel.Labels.Pod)), labelHintPart, noPodPart))
 	return strings.Join(parts, " or ")
 }
 
+// noPodPart is the gpufrac_layout of LabelHintQuery's series that name no pod at all.
+const noPodPart = "nopod"
+
+// noPodHint is the hint for a metric none of whose series names a pod.
+func (s Selector) noPodHint(metric string) LabelHint {
+	layout := fmt.Sprintf("a %s label (nor %s)", s.Labels.Pod, exportedPrefix+s.Labels.Pod)
+	cause := "though the metric is there"
+	if strings.HasPrefix(metric, "DCGM_") {
+		cause += "; dcgm-exporter names pods only in its Kubernetes mode (-k, DCGM_EXPORTER_KUBERNETES=true) with the kubelet's pod-resources socket (/var/lib/kubelet/pod-resources) mounted"
+	}
+	return LabelHint{Metric: metric, Layout: layout, Cause: cause}
+}
+
 // LabelHints runs LabelHintQuery at ts and returns one hint per watched namespace and
-// layout found, in namespace order; none when every series is read. It returns the
+// layout found, in namespace order, after one with Namespace "" where a metric has
+// series and none names a pod; none when every series is read. It returns the
 // query's error (Reader.Vector).
 func (r *Reader) LabelHints(ctx context.Context, sources []Source, sel Selector, ts time.Time) ([]LabelHint, error) {
 	q := LabelHintQuery(sources, sel)
@@ -127,6 +155,13 @@ func (r *Reader) LabelHints(ctx context.Context, sources []Source, sel Selector,
 	layouts := sel.labelLayouts()
 	found := map[[2]string]LabelHint{}
 	for _, s := range vec {
+		if s.Metric[labelHintPart] == noPodPart {
+			h := sel.noPodHint(string(s.Metric[model.MetricNameLabel]))
+			if old, ok := found[[2]string{}]; !ok || h.Metric < old.Metric {
+				found[[2]string{}] = h
+			}
+			continue
+		}
 		var i int
 		if _, err := fmt.Sscanf(string(s.Metric[labelHintPart]), "%d", &i); err != nil || i < 0 || i >= len(layouts) {
 			continue

@@ -72,3 +72,35 @@ func TestLabelHintsFindSeriesTheLabelsDoNotRead(t *testing.T) {
 		}
 	}
 }
+
+// A metric whose series name no pod in any layout (dcgm-exporter without its Kubernetes
+// mode: every GPU's series, none with a pod label) is named once, for every namespace,
+// with what makes the exporter name pods; a metric with one series that names a pod is
+// not (the GPUs without a pod are idle ones).
+func TestLabelHintsFindMetricsThatNameNoPod(t *testing.T) {
+	prom := promtest.New(t)
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	for _, uuid := range []string{"GPU-1", "GPU-2"} {
+		prom.Add(t, map[string]string{"__name__": metrics.DCGMFBUsed, "UUID": uuid, "Hostname": "node-1"}, now.Add(-time.Minute), 30*time.Second, 1, 1, 1)
+		prom.Add(t, map[string]string{"__name__": metrics.DCGMSMActive, "UUID": uuid, "Hostname": "node-1"}, now.Add(-time.Minute), 30*time.Second, 1, 1, 1)
+	}
+	rd := &metrics.Reader{API: prom.API(t), Labels: metrics.DefaultLabels}
+	sel := metrics.Selector{Labels: metrics.DefaultLabels, Namespaces: []string{"ml"}}
+	hints, err := rd.LabelHints(context.Background(), []metrics.Source{metrics.DCGM{}}, sel, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hints) != 1 || hints[0].Namespace != "" || hints[0].Metric != metrics.DCGMFBUsed ||
+		!strings.Contains(hints[0].String(), "DCGM_EXPORTER_KUBERNETES=true") || !strings.Contains(hints[0].String(), "no series of "+metrics.DCGMFBUsed) {
+		t.Fatalf("hints %+v, want one naming %s and dcgm-exporter's Kubernetes mode", hints, metrics.DCGMFBUsed)
+	}
+
+	// One pod's series of each metric: the other GPUs are idle.
+	for _, m := range []string{metrics.DCGMFBUsed, metrics.DCGMSMActive} {
+		prom.Add(t, map[string]string{"__name__": m, "UUID": "GPU-3", "Hostname": "node-1", "namespace": "other", "pod": "p-0", "container": "main"},
+			now.Add(-time.Minute), 30*time.Second, 1, 1, 1)
+	}
+	if hints, err = rd.LabelHints(context.Background(), []metrics.Source{metrics.DCGM{}}, sel, now); err != nil || len(hints) != 0 {
+		t.Errorf("with a pod's series: hints %+v, %v; want none", hints, err)
+	}
+}
