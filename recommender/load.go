@@ -939,7 +939,9 @@ func runningNow(p *corev1.Pod) bool {
 }
 
 // loadOwnership reads kube-state-metrics ownership series seen in (to-window, to]. An
-// empty result is not an error: the cluster may not run kube-state-metrics.
+// empty result is not an error: the cluster may not run kube-state-metrics. Unless
+// --label-mode is direct, series scraped without honor_labels are read by their
+// exported_* labels, as the GPU series are.
 func (r *Recommender) loadOwnership(ctx context.Context, sel metrics.Selector, window time.Duration, to time.Time) (*workload.Ownership, error) {
 	own := workload.NewOwnership()
 	if window < r.Config.Interval {
@@ -947,8 +949,22 @@ func (r *Recommender) loadOwnership(ctx context.Context, sel metrics.Selector, w
 	}
 	ns := sel.Labels.Namespace
 	q := func(metric, name string) string {
-		return fmt.Sprintf(`max by (%s, %s, owner_kind, owner_name) (max_over_time(%s{%s=~%q, owner_is_controller="true"}[%ds]))`,
-			ns, name, metric, ns, metrics.NamespaceRegex(sel.Namespaces), int64(window/time.Second)+1)
+		w, nsRe := int64(window/time.Second)+1, metrics.NamespaceRegex(sel.Namespaces)
+		if sel.Direct {
+			return fmt.Sprintf(`max by (%s, %s, owner_kind, owner_name) (max_over_time(%s{%s=~%q, owner_is_controller="true"}[%ds]))`,
+				ns, name, metric, ns, nsRe, w)
+		}
+		// kube-state-metrics' series always carry their own namespace and pod (or
+		// replicaset): where a scrape without honor_labels renamed one to exported_<name>
+		// (a target label of that name), the exported one is kube-state-metrics', the
+		// plain one the target's, whichever of them the scrape job sets.
+		ens, ename := "exported_"+ns, "exported_"+name
+		own := func(v string) string {
+			return fmt.Sprintf(`label_replace(%s, %q, "$1", %q, "(.+)")`, v, name, ename)
+		}
+		plain := own(fmt.Sprintf(`max_over_time(%s{%s=~%q, %s="", owner_is_controller="true"}[%ds])`, metric, ns, nsRe, ens, w))
+		exported := own(fmt.Sprintf(`label_replace(max_over_time(%s{%s=~%q, owner_is_controller="true"}[%ds]), %q, "$1", %q, "(.+)")`, metric, ens, nsRe, w, ns, ens))
+		return fmt.Sprintf(`max by (%s, %s, owner_kind, owner_name) (%s or %s)`, ns, name, plain, exported)
 	}
 	pods, err := r.Reader.Vector(ctx, q(ksmPodOwner, "pod"), to)
 	if err != nil {
