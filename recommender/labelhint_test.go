@@ -116,3 +116,18 @@ func TestNoSamplesNamesMetricsThatNameNoPod(t *testing.T) {
 		t.Errorf("MetricsUnavailable %+v, want NoSamples naming dcgm-exporter's Kubernetes mode", c)
 	}
 }
+
+// A workload whose only pod is pending (not on a GPU yet) has no sample and is no
+// reason to look: no look for labels not read.
+func TestNoLabelLookForPendingPods(t *testing.T) {
+	objs := singlePodWorkloads("ml", "llm")
+	podsOf(objs)[0].Status.Phase = corev1.PodPending
+	h := newEngineHarness(t, objs, metrics.DCGM{})
+	for _, m := range []string{metrics.DCGMFBUsed, metrics.DCGMSMActive} {
+		h.prom.Add(t, map[string]string{"__name__": m, "UUID": "GPU-1", "Hostname": "node-1"}, h.now.Add(-time.Hour), 30*time.Second, promtest.Repeat(0.5, 121)...)
+	}
+	h.runCycles(t, 3, nil)
+	if n := countQueries(h.prom, "gpufrac_layout"); n != 0 {
+		t.Errorf("%d looks for a pending pod, want none", n)
+	}
+}
