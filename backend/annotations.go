@@ -214,57 +214,44 @@ func (a *AnnotationsConfig) addFlags(fs *flag.FlagSet, d AnnotationsConfig) {
 	fs.StringVar(&a.MemoryRequest, "annotation-memory-request", d.MemoryRequest, "Memory request of the annotations backend, placement only (gpufrac.io/gpu-memory-request): observed-peak (the default: the recommendation's observed memory peak when below the target, else the target; gpufrac.io/gpu-memory stays the limit) or none (not written; pods are placed by gpufrac.io/gpu-memory).")
 }
 
-// StaleKeys returns the annotation keys the annotations backend wrote into a pod by its
-// record old (gpufrac.io/applied) that a write recorded by nw no longer writes: per
-// container, the compute key where old holds a compute partition and nw none (the
-// recommendation moved to time-slicing), the compute request key where old holds a
-// compute request and nw none (it moved to a partition), and the memory and memory
-// request keys where old holds memory and nw none; each pod total once no container of
-// nw writes it. A fresh pod needs none of this (the webhook writes onto a pod with no
-// such keys); a pod written again where it runs (the updater's change in place) keeps
-// the old keys otherwise, a cap that a workload reading them through the downward API
-// still honours while the record says the pod holds none. Keys of a container old does
-// not list, or of a resource it does not hold (a user's own), are never returned. Nil
-// unless both records are the annotations backend's.
-func (a AnnotationsConfig) StaleKeys(old, nw *gpufracv1.AppliedRecord) []string {
-	if old == nil || nw == nil || old.Backend != gpufracv1.BackendAnnotations || nw.Backend != gpufracv1.BackendAnnotations {
+// WrittenKeys returns the annotation keys the annotations backend wrote into a pod by
+// its record rec (gpufrac.io/applied): per container the record lists, the memory and
+// memory request keys where it holds memory, the compute key where it holds a compute
+// partition and the compute request key where it holds a request, and each pod total
+// of a resource some container holds. A change in place (updater.MutatorInPlacer)
+// takes them out before it writes the pod afresh, so a key the recommendation no
+// longer writes goes and no pod total counts an old one; keys of a container the
+// record does not list, or of a resource it does not hold (a user's own), are never
+// returned. Nil unless rec is the annotations backend's.
+func (a AnnotationsConfig) WrittenKeys(rec *gpufracv1.AppliedRecord) []string {
+	if rec == nil || rec.Backend != gpufracv1.BackendAnnotations {
 		return nil
 	}
 	a.withDefaults()
-	memory := func(c *gpufracv1.AppliedContainer) bool {
-		return c != nil && (c.WrittenMemory != nil || c.Memory != nil)
-	}
-	compute := func(c *gpufracv1.AppliedContainer) bool {
-		return c != nil && (c.WrittenCompute != nil || c.Compute != nil)
-	}
-	request := func(c *gpufracv1.AppliedContainer) bool { return c != nil && c.WrittenComputeRequest != nil }
-	anyOf := func(r *gpufracv1.AppliedRecord, has func(*gpufracv1.AppliedContainer) bool) bool {
-		for i := range r.Containers {
-			if has(&r.Containers[i]) {
-				return true
-			}
-		}
-		return false
-	}
 	var out []string
 	for _, k := range []struct {
-		has    func(*gpufracv1.AppliedContainer) bool
+		has    func(gpufracv1.AppliedContainer) bool
 		totals []string
 		suffix []string
 	}{
-		{memory, []string{a.MemoryKey, gpufracv1.AnnotationGPUMemoryRequest}, []string{gpufracv1.AnnotationContainerMemorySuffix, gpufracv1.AnnotationContainerMemoryRequestSuffix}},
-		{compute, []string{a.ComputeKey}, []string{gpufracv1.AnnotationContainerComputeSuffix}},
-		{request, []string{gpufracv1.AnnotationGPUComputeRequest}, []string{gpufracv1.AnnotationContainerComputeRequestSuffix}},
+		{func(c gpufracv1.AppliedContainer) bool { return c.WrittenMemory != nil || c.Memory != nil },
+			[]string{a.MemoryKey, gpufracv1.AnnotationGPUMemoryRequest},
+			[]string{gpufracv1.AnnotationContainerMemorySuffix, gpufracv1.AnnotationContainerMemoryRequestSuffix}},
+		{func(c gpufracv1.AppliedContainer) bool { return c.WrittenCompute != nil || c.Compute != nil },
+			[]string{a.ComputeKey}, []string{gpufracv1.AnnotationContainerComputeSuffix}},
+		{func(c gpufracv1.AppliedContainer) bool { return c.WrittenComputeRequest != nil },
+			[]string{gpufracv1.AnnotationGPUComputeRequest}, []string{gpufracv1.AnnotationContainerComputeRequestSuffix}},
 	} {
-		for i := range old.Containers {
-			c := &old.Containers[i]
-			if k.has(c) && !k.has(nw.Container(c.Name)) {
+		held := false
+		for _, c := range rec.Containers {
+			if k.has(c) {
+				held = true
 				for _, s := range k.suffix {
 					out = append(out, a.ContainerPrefix+c.Name+s)
 				}
 			}
 		}
-		if anyOf(old, k.has) && !anyOf(nw, k.has) {
+		if held {
 			out = append(out, k.totals...)
 		}
 	}

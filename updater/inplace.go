@@ -51,23 +51,23 @@ type MutatorInPlacer struct {
 	Client client.Client
 	// Annotations are the annotations backend's keys as the webhook writes them
 	// (backend.Config.Annotations; zero: the default keys): the keys the pod's earlier
-	// record wrote that the new one no longer writes are removed
-	// (backend.AnnotationsConfig.StaleKeys), so a sharing-mode move takes the old
-	// compute partition or request out of the pod with the record.
+	// record says gpufrac wrote (backend.AnnotationsConfig.WrittenKeys) are written
+	// afresh, so a sharing-mode move takes the old compute partition or request out of
+	// the pod with the record.
 	Annotations backend.AnnotationsConfig
 }
 
 // Apply implements InPlacer.
 func (m *MutatorInPlacer) Apply(ctx context.Context, pod *corev1.Pod) (bool, error) {
 	// The webhook logic sees the pod without the annotations backend's keys its record
-	// says gpufrac wrote (StaleKeys against a record that writes nothing; a record that
-	// does not parse names none): it writes them afresh, as into a new pod, so a key the
-	// recommendation no longer writes (a compute partition after a move to
-	// time-slicing) goes, and the pod totals, which count the keys a pod carries for the
-	// containers not written (a user's own), never count one of gpufrac's old ones.
+	// says gpufrac wrote (WrittenKeys; a record that does not parse names none): it
+	// writes them afresh, as into a new pod, so a key the recommendation no longer
+	// writes (a compute partition after a move to time-slicing) goes, and the pod
+	// totals, which count the keys a pod carries for the containers not written (a
+	// user's own), never count one of gpufrac's old ones.
 	in := pod
 	old, _ := gpufracv1.ParseApplied(pod.Annotations)
-	if stale := m.Annotations.StaleKeys(old, &gpufracv1.AppliedRecord{Backend: gpufracv1.BackendAnnotations}); len(stale) > 0 {
+	if stale := m.Annotations.WrittenKeys(old); len(stale) > 0 {
 		in = pod.DeepCopy()
 		for _, k := range stale {
 			delete(in.Annotations, k)
