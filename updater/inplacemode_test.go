@@ -66,16 +66,7 @@ func TestInPlaceSharingModeMoveDropsTheOldKeys(t *testing.T) {
 				p.Annotations[k] = v
 			}
 			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "other", Image: "x"})
-			u := f.build()
-			u.InPlace = &MutatorInPlacer{Mutator: admission.NewMutator(f.c, f.scheme, admission.Config{}), Client: f.c}
-			f.run()
-			got := &corev1.Pod{}
-			if err := f.c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: p.Name}, got); err != nil {
-				t.Fatal(err)
-			}
-			if got.Annotations[gpufracv1.AnnotationApplied] == string(b) {
-				t.Fatalf("pod not changed in place: status %+v", f.status().Updates)
-			}
+			got := runInPlace(t, f, p, string(b))
 			for k, v := range tc.want {
 				if got.Annotations[k] != v {
 					t.Errorf("annotation %s = %q, want %q (annotations %v)", k, got.Annotations[k], v, got.Annotations)
@@ -113,6 +104,19 @@ func TestInPlaceTotalsCountNoOldKeys(t *testing.T) {
 		prefix + "side" + gpufracv1.AnnotationContainerMemorySuffix: "2Gi",
 		gpufracv1.AnnotationGPUCompute:                              "700m", prefix + "main" + gpufracv1.AnnotationContainerComputeSuffix: "700m"}
 	p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "side", Image: "x"})
+	got := runInPlace(t, f, p, string(b))
+	for k, want := range map[string]string{gpufracv1.AnnotationGPUMemory: "1Gi", prefix + "side" + gpufracv1.AnnotationContainerMemorySuffix: "",
+		gpufracv1.AnnotationGPUCompute: "", prefix + "main" + gpufracv1.AnnotationContainerComputeSuffix: ""} {
+		if got.Annotations[k] != want {
+			t.Errorf("annotation %s = %q, want %q (annotations %v)", k, got.Annotations[k], want, got.Annotations)
+		}
+	}
+}
+
+// runInPlace runs one updater cycle of f with the webhook's logic as its in-place writer
+// and returns pod p as changed, failing when its applied record is still record.
+func runInPlace(t *testing.T, f *fixture, p *corev1.Pod, record string) *corev1.Pod {
+	t.Helper()
 	u := f.build()
 	u.InPlace = &MutatorInPlacer{Mutator: admission.NewMutator(f.c, f.scheme, admission.Config{}), Client: f.c}
 	f.run()
@@ -120,13 +124,8 @@ func TestInPlaceTotalsCountNoOldKeys(t *testing.T) {
 	if err := f.c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: p.Name}, got); err != nil {
 		t.Fatal(err)
 	}
-	if got.Annotations[gpufracv1.AnnotationApplied] == string(b) {
+	if got.Annotations[gpufracv1.AnnotationApplied] == record {
 		t.Fatalf("pod not changed in place: status %+v", f.status().Updates)
 	}
-	for k, want := range map[string]string{gpufracv1.AnnotationGPUMemory: "1Gi", prefix + "side" + gpufracv1.AnnotationContainerMemorySuffix: "",
-		gpufracv1.AnnotationGPUCompute: "", prefix + "main" + gpufracv1.AnnotationContainerComputeSuffix: ""} {
-		if got.Annotations[k] != want {
-			t.Errorf("annotation %s = %q, want %q (annotations %v)", k, got.Annotations[k], want, got.Annotations)
-		}
-	}
+	return got
 }
