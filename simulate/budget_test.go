@@ -35,23 +35,33 @@ func TestDisruptionBudgetPerReplacement(t *testing.T) {
 			o := gpufracOptions()
 			o.Updater.MinLifetime, o.Updater.ReplacementsPerMinute = -1, -1
 			o.Updater.MinReplicas, o.Updater.MaxInFlight = tc.minReplicas, tc.maxInFlight
-			res := runStub(t, tr, o, func(k, _ int) decision {
-				if k < 10 {
-					return memDecision(10, 5, 40)
-				}
-				return memDecision(20, 5, 40)
-			})
-			got := make([]int, len(tc.want))
-			for _, ch := range res.detail.changes[0] {
-				for _, c := range ch[1:] {
-					if j := c.step - 11; j >= 0 && j < len(got) {
-						got[j]++
-					}
-				}
-			}
-			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			res := runStub(t, tr, o, growsAtTen)
+			if got := replacementsFrom(res, 11, len(tc.want)); fmt.Sprint(got) != fmt.Sprint(tc.want) {
 				t.Errorf("replacements per step from step 11: %v, want %v", got, tc.want)
 			}
 		})
 	}
+}
+
+// growsAtTen is a stub decision whose memory target doubles (10 → 20 GiB, bounds 5–40
+// GiB) at step 10.
+func growsAtTen(k, _ int) decision {
+	if k < 10 {
+		return memDecision(10, 5, 40)
+	}
+	return memDecision(20, 5, 40)
+}
+
+// replacementsFrom counts the replacements of the first policy's pods in each of the n
+// steps from step from on.
+func replacementsFrom(res *Result, from, n int) []int {
+	got := make([]int, n)
+	for _, ch := range res.detail.changes[0] {
+		for _, c := range ch[1:] {
+			if j := c.step - from; j >= 0 && j < n {
+				got[j]++
+			}
+		}
+	}
+	return got
 }

@@ -38,24 +38,11 @@ func TestMaxInFlightPerDevice(t *testing.T) {
 			o.Backend = tc.backend
 			o.Updater.MinLifetime, o.Updater.ReplacementsPerMinute = -1, -1
 			o.Updater.MaxInFlight, o.Updater.MaxInFlightPerDevice = 1, tc.perDevice
-			res := runStub(t, tr, o, func(k, _ int) decision {
-				if k < 10 {
-					return memDecision(10, 5, 40)
-				}
-				return memDecision(20, 5, 40)
-			})
+			res := runStub(t, tr, o, growsAtTen)
 			if g := res.detail.gpus[0][9]; g != 1 {
 				t.Fatalf("%d GPUs held at minute 9, want the four pods on one", g)
 			}
-			got := make([]int, len(tc.want))
-			for _, ch := range res.detail.changes[0] {
-				for _, c := range ch[1:] {
-					if j := c.step - 11; j >= 0 && j < len(got) {
-						got[j]++
-					}
-				}
-			}
-			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			if got := replacementsFrom(res, 11, len(tc.want)); fmt.Sprint(got) != fmt.Sprint(tc.want) {
 				t.Errorf("replacements per step from step 11: %v, want %v", got, tc.want)
 			}
 		})
