@@ -40,13 +40,7 @@ func TestRunToCompletionPodsNotEvictedForNonUrgentChanges(t *testing.T) {
 			if tc.oom {
 				f.setTarget("2Gi", "1536Mi", "3Gi")
 			}
-			job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "train", UID: "job-uid"}}
-			f.objs = append(f.objs, job)
-			f.gfa.Spec.TargetRef.APIVersion, f.gfa.Spec.TargetRef.Kind, f.gfa.Spec.TargetRef.Name = "batch/v1", "Job", "train"
-			for _, p := range f.pods {
-				p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "train", UID: job.UID, Controller: ptr.To(true)}}
-				p.Spec.RestartPolicy = tc.policy
-			}
+			f.ownedByJob(tc.policy)
 			if tc.oom {
 				f.pods[0].Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", RestartCount: 1, LastTerminationState: corev1.ContainerState{
 					Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", Message: "torch.OutOfMemoryError: CUDA out of memory.",
@@ -95,14 +89,7 @@ func TestRunToCompletionSiblingsKeptBelowAnotherPodsFloor(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 3, 1)
-			job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "train", UID: "job-uid"}}
-			f.objs = append(f.objs, job)
-			f.gfa.Spec.TargetRef.APIVersion, f.gfa.Spec.TargetRef.Kind, f.gfa.Spec.TargetRef.Name = "batch/v1", "Job", "train"
-			owner := []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "train", UID: job.UID, Controller: ptr.To(true)}}
-			for _, p := range f.pods {
-				p.OwnerReferences = owner
-				p.Spec.RestartPolicy = tc.policy
-			}
+			owner := f.ownedByJob(tc.policy)
 			failed := f.addPod("train-failed", 1, &appsv1.ReplicaSet{})
 			failed.OwnerReferences = owner
 			failed.Spec.RestartPolicy = corev1.RestartPolicyNever
@@ -144,13 +131,7 @@ func TestRunToCompletionSiblingsKeptBelowAnotherPodsFloor(t *testing.T) {
 func TestRunToCompletionKeptThroughLatencyBreach(t *testing.T) {
 	f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 3, 1)
 	f.setTarget("2Gi", "1536Mi", "3Gi")
-	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "train", UID: "job-uid"}}
-	f.objs = append(f.objs, job)
-	f.gfa.Spec.TargetRef.APIVersion, f.gfa.Spec.TargetRef.Kind, f.gfa.Spec.TargetRef.Name = "batch/v1", "Job", "train"
-	for _, p := range f.pods {
-		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "train", UID: job.UID, Controller: ptr.To(true)}}
-		p.Spec.RestartPolicy = corev1.RestartPolicyNever
-	}
+	f.ownedByJob(corev1.RestartPolicyNever)
 	f.build()
 	f.breachLatency(t)
 	f.run()
@@ -185,12 +166,8 @@ func TestRunToCompletionNotEvictedForTheWorkloadsPeak(t *testing.T) {
 			f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 3, 1)
 			f.setTarget("2Gi", "768Mi", "3Gi") // 1Gi is inside the bounds
 			f.gfr.Status.ContainerRecommendations[0].ObservedPeakMemory = q("1000Mi")
-			job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "train", UID: "job-uid"}}
-			f.objs = append(f.objs, job)
-			f.gfa.Spec.TargetRef.APIVersion, f.gfa.Spec.TargetRef.Kind, f.gfa.Spec.TargetRef.Name = "batch/v1", "Job", "train"
+			f.ownedByJob(tc.policy)
 			for _, p := range f.pods {
-				p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "train", UID: job.UID, Controller: ptr.To(true)}}
-				p.Spec.RestartPolicy = tc.policy
 				p.CreationTimestamp = metav1.NewTime(f.now.Add(-time.Minute)) // young: only protective growth
 			}
 			f.build()
@@ -208,4 +185,18 @@ func TestRunToCompletionNotEvictedForTheWorkloadsPeak(t *testing.T) {
 			}
 		})
 	}
+}
+
+// ownedByJob makes f's autoscaler target a Job "train" and its pods that Job's, with
+// restart policy policy; it returns the pods' owner references.
+func (f *fixture) ownedByJob(policy corev1.RestartPolicy) []metav1.OwnerReference {
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "train", UID: "job-uid"}}
+	f.objs = append(f.objs, job)
+	f.gfa.Spec.TargetRef.APIVersion, f.gfa.Spec.TargetRef.Kind, f.gfa.Spec.TargetRef.Name = "batch/v1", "Job", "train"
+	owner := []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "train", UID: job.UID, Controller: ptr.To(true)}}
+	for _, p := range f.pods {
+		p.OwnerReferences = owner
+		p.Spec.RestartPolicy = policy
+	}
+	return owner
 }
