@@ -9,6 +9,7 @@ import (
 	vpautil "k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender/util"
 
 	"github.com/gpufrac/gpufrac/recommender/history"
+	"github.com/gpufrac/gpufrac/recommender/metrics"
 )
 
 // ComputeRequest returns the compute, share of one GPU (0–1), that a time-sliced pod
@@ -43,6 +44,33 @@ func (c Config) ComputeRequest(h vpautil.Histogram) float64 {
 		return 0
 	}
 	return math.Min(1, math.Max(c.MinCompute, lm/s))
+}
+
+// SaturatedShare returns the share (0–1) of the samples in h (history.ComputeBuckets,
+// decayed weights) at or above metrics.SaturatedActivity: intervals in which the pod
+// alone kept its GPU saturated. 0 for a nil or empty histogram.
+//
+// Such a sample is censored: the device reports at most 100 %, so what the pod would
+// have used with the GPU to itself is unknown above it, and any co-tenant active in
+// that interval contends with it. ComputeRequest therefore reserves a whole GPU for a
+// pod whose saturated share is above ContentionBudget: the pod alone spends the budget
+// whatever its co-tenants are.
+func SaturatedShare(h vpautil.Histogram) float64 {
+	if h == nil || h.IsEmpty() {
+		return 0
+	}
+	cp, err := h.SaveToChekpoint()
+	if err != nil || len(cp.BucketWeights) == 0 {
+		return 0
+	}
+	var total, sat float64
+	for b, wt := range cp.BucketWeights {
+		total += float64(wt)
+		if history.ComputeBuckets.GetBucketStart(b) >= metrics.SaturatedActivity-1e-9 {
+			sat += float64(wt)
+		}
+	}
+	return sat / total
 }
 
 // histLogMGF returns ln E[e^{sX}] of the samples in h (logMGF of its bucket weights),

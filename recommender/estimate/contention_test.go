@@ -309,3 +309,51 @@ func TestTenantReserveFromContention(t *testing.T) {
 		t.Errorf("reserve off: %.4f, want 0", got)
 	}
 }
+
+// TestSaturatingTenantReserveCapRises: a tenant that keeps its GPU at 100 % on its own
+// in more than the budget's share of its samples is not held at
+// ContentionTenantReserveMax: the cap rises by its own saturated share ÷ the budget (12 %:
+// past a whole GPU, so the loop's reserve is not capped; 2 %: twice the cap), while a
+// tenant of the same evidence that reaches 100 % in less than the budget's share stays
+// at the cap. Without saturated samples of its own, or with the loop off, nothing changes.
+func TestSaturatingTenantReserveCapRises(t *testing.T) {
+	c := Config{}
+	now := t0.Add(time.Hour)
+	n := int(DefaultContentionEvidence)
+	tenant := func(ownSaturated float64) *history.ContainerState {
+		st := &history.ContainerState{Compute: onOff(1000, ownSaturated, 1)}
+		st.AddDeviceLoad(now, 2*n, 2*n*12/100)
+		return st
+	}
+	if got := SaturatedShare(onOff(1000, 0.12, 1)); math.Abs(got-0.12) > 1e-3 { // checkpoint weights are rounded
+		t.Fatalf("12 %% of samples at 100 %%: SaturatedShare %.4f, want 0.12", got)
+	}
+	if got := SaturatedShare(onOff(1000, 0.5, 0.9)); got != 0 {
+		t.Fatalf("samples at 90 %%: SaturatedShare %.4f, want 0", got)
+	}
+	want := DefaultContentionTenantReserve * float64(2*n*12/100) / float64(3*n) / DefaultContentionBudget
+	if want <= DefaultContentionTenantReserveMax {
+		t.Fatalf("fixture: uncapped reserve %.3f is not above the cap", want)
+	}
+	if got := c.TenantReserve(tenant(0.12), now); math.Abs(got-math.Min(1, want)) > 1e-9 {
+		t.Errorf("saturates alone in 12 %% of its samples: reserve %.4f, want %.4f (the cap raised past a whole GPU)", got, math.Min(1, want))
+	}
+	if got, cap2 := c.TenantReserve(tenant(0.02), now), 0.02/DefaultContentionBudget*DefaultContentionTenantReserveMax; math.Abs(got-cap2) > 0.002 {
+		t.Errorf("saturates alone in 2 %% of its samples: reserve %.4f, want the raised cap %.4f", got, cap2)
+	}
+	if got := c.TenantReserve(tenant(0.005), now); got != DefaultContentionTenantReserveMax {
+		t.Errorf("saturates alone in 0.5 %% of its samples: reserve %.4f, want the cap %.4f", got, DefaultContentionTenantReserveMax)
+	}
+	if got := c.TenantReserve(tenant(0), now); got != DefaultContentionTenantReserveMax {
+		t.Errorf("never at 100 %% alone: reserve %.4f, want the cap %.4f", got, DefaultContentionTenantReserveMax)
+	}
+	if got := (Config{ContentionEvidence: -1}).TenantReserve(tenant(0.12), now); got != DefaultContentionTenantReserve {
+		t.Errorf("loop off: reserve %.4f, want the flat %.4f", got, DefaultContentionTenantReserve)
+	}
+	// A tenant that saturates alone but whose shared GPUs never saturated reserves nothing.
+	quiet := &history.ContainerState{Compute: onOff(1000, 0.12, 1)}
+	quiet.AddDeviceLoad(now, 2*n, 0)
+	if got := c.TenantReserve(quiet, now); got != 0 {
+		t.Errorf("shared GPUs never saturated: reserve %.4f, want 0", got)
+	}
+}

@@ -57,8 +57,11 @@ type Config struct {
 	// is every tenant's flat reserve. Default DefaultContentionTenantReserve; negative:
 	// none.
 	ContentionTenantReserve float64
-	// ContentionTenantReserveMax caps the closed loop's reserve, share of one GPU (0–1).
-	// Default DefaultContentionTenantReserveMax.
+	// ContentionTenantReserveMax caps the closed loop's reserve, share of one GPU (0–1),
+	// of a tenant that does not saturate its GPU on its own more often than
+	// ContentionBudget (SaturatedShare); one that does has it raised by SaturatedShare ÷
+	// ContentionBudget, at most 1 (TenantReserve). Default
+	// DefaultContentionTenantReserveMax.
 	ContentionTenantReserveMax float64
 	// ContentionEvidence is the weight, in compute samples, of the prior that a tenant
 	// without evidence saturates nothing: the saturated share the reserve scales with is
@@ -403,10 +406,22 @@ func (c Config) Estimate(s *history.ContainerState, memoryHeadroom float64, now 
 // TenantReserve returns the compute a time-sliced tenant of the container reserves on
 // top of its effective compute at now, share of one GPU (0–1): with the closed loop on
 // (ContentionEvidence ≥ 0), ContentionTenantReserve × (saturated ÷ (co-tenant samples +
-// ContentionEvidence)) ÷ ContentionBudget, at most ContentionTenantReserveMax, from the
-// container's evidence decayed to its last sample at or before now
-// (history.ContainerState.ContentionAt at EvidenceAt(now)); off, the flat
-// ContentionTenantReserve. A negative reserve or budget gives 0.
+// ContentionEvidence)) ÷ ContentionBudget, at most ContentionTenantReserveMax ×
+// max(1, SaturatedShare ÷ ContentionBudget) and 1, from the container's evidence decayed to
+// its last sample at or before now (history.ContainerState.ContentionAt at
+// EvidenceAt(now)); off, the flat ContentionTenantReserve. A negative reserve or budget
+// gives 0.
+//
+// Why the cap rises for a tenant that saturates its GPU on its own: the cap keeps a tenant
+// whose co-tenants' bursts collided with it from being isolated for a day after the
+// updater moved it. A tenant at 100 % on its own is the cause of its GPUs' saturation,
+// and its saturated samples are censored (its demand above the whole GPU is unknown),
+// so any co-tenant active in those minutes contends with it: capped, it kept sharing
+// and its co-tenants kept the contention (hold-out synthetic seed 134, a tenant at
+// 100 % in 12 % of its minutes: 1.64 % of pod-minutes in contention at 80 GiB after
+// 12 h, 0.65 % with the raised cap; docs/benchmarks/savings.md, "A tenant that
+// saturates its GPU alone"). The cap rises with the share so that a tenant just over
+// the budget is not isolated at once.
 //
 // Why a loop: the effective compute bounds contention for tenants whose loads are
 // independent, and no per-pod statistic tells independent from correlated loads (five
@@ -424,7 +439,8 @@ func (c Config) TenantReserve(s *history.ContainerState, now time.Time) float64 
 		return r
 	}
 	n, sat := s.ContentionAt(s.EvidenceAt(now)) // time without samples decays nothing
-	return math.Min(c.ContentionTenantReserveMax, r*sat/(n+c.ContentionEvidence)/c.ContentionBudget)
+	limit := math.Min(1, c.ContentionTenantReserveMax*math.Max(1, SaturatedShare(s.Compute)/c.ContentionBudget))
+	return math.Min(limit, r*sat/(n+c.ContentionEvidence)/c.ContentionBudget)
 }
 
 // memorySpread returns Estimate.MemorySpread for a container whose highest
