@@ -107,16 +107,18 @@ func TestGapHoldsShrinks(t *testing.T) {
 
 // TestGapHoldsConsolidation: the updater moves no pod of a workload whose data are
 // incomplete to empty a GPU (updater.movablePods). Five single-pod workloads of 30 GiB
-// and a second pod of w1 share 80 GiB GPUs after their shrink at minute 60; w0 and w2
-// end at minutes 100 and 140, and at 141 consolidation empties a GPU. w1's second pod is
-// silent from minute 130 to 250: w1's first pod may not be the one moved, so w3's is.
+// and a second pod of w1 share 80 GiB GPUs after their shrink at minute 60, two a GPU
+// in the updater's order (w1's pods in the same cycles: --max-in-flight 1): w0 with
+// w1's first pod, w1's second with w2, w3 with w4. w0 and w3 end at minutes 100 and
+// 140, and at 141 consolidation empties a GPU. w1's second pod is silent from minute
+// 130 to 250: w1's first pod may not be the one moved, so w4's is.
 func TestGapHoldsConsolidation(t *testing.T) {
 	const from, to = 130, 250
 	var tr trace.Trace
 	for w := range 5 {
-		steps := 300
-		if w%2 == 0 {
-			steps = 100 + 20*w
+		steps := map[int]int{0: 100, 3: 140}[w]
+		if steps == 0 {
+			steps = 300
 		}
 		tr.Pods = append(tr.Pods, replica(fmt.Sprintf("w%d", w), 0, steps, 30, 0.2, 0, 0))
 	}
@@ -125,6 +127,7 @@ func TestGapHoldsConsolidation(t *testing.T) {
 	o.Backend = gpufracv1.BackendKAINVFractions
 	o.Updater.Consolidate = true
 	o.Updater.MinLifetime = 30 * time.Minute
+	o.Updater.MaxInFlight = 1
 	res, err := Run(&tr, o)
 	if err != nil {
 		t.Fatal(err)

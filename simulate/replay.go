@@ -364,6 +364,7 @@ func (rp *replay) update(k int) {
 			ps.placedAt[i] = k + 1
 			ps.res.Replacements++
 			ps.hyst.Replaced(rp.tl.workloads[rp.tl.runs[i].workload].hkey, rp.tl.stepEnd(k), c.need)
+			ps.replaced(rp.tl, rp.tl.runs[i].workload, k)
 		}
 	}
 }
@@ -473,6 +474,7 @@ func (rp *replay) consolidate(pi, k int) {
 		ps.placedAt[i] = k + 1
 		ps.res.Replacements++
 		ps.res.Consolidations++
+		ps.replaced(rp.tl, rp.tl.runs[i].workload, k)
 	}
 }
 

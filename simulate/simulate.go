@@ -523,12 +523,16 @@ type polState struct {
 	floors    []*gpufracv1.UpdaterFloor
 	published []*gpufracv1.UpdaterFloor
 	// needs is candidates' buffer of each workload's needs in one cycle (Hysteresis.Observe).
-	needs   [][]updater.Need
-	flaps   reversals
-	tokens  float64
-	memUtil float64
-	cpuUtil float64
-	steps   struct {
+	needs [][]updater.Need
+	// lastReplaced is when the updater last replaced one of each workload's pods (zero:
+	// never), status.updater.lastEvictionTime: the order of a cycle's replacements
+	// (updater.ReplacesBefore).
+	lastReplaced []time.Time
+	flaps        reversals
+	tokens       float64
+	memUtil      float64
+	cpuUtil      float64
+	steps        struct {
 		gpu, pod, podOver, warmOver, gpuOver, gpuOverPod, warmGPUOverPod, contention, cold int
 	}
 }
@@ -621,7 +625,7 @@ type candidate struct {
 }
 
 // candidates returns the pods of an adaptive policy that the updater replaces at the end
-// of step k, in the updater's order (updater.MoreUrgent over autoscaler order, each
+// of step k, in the updater's order (updater.ReplacesBefore over autoscaler order, each
 // workload's pods oldest first). The decision
 // is the updater's own, in the updater's order: updater.Evaluate on each pod's
 // allocation, age and last out-of-memory exit (a step over its memory allocation, which
@@ -718,15 +722,30 @@ func candidates(ps *polState, tl *timeline, alive []int, k int, windows updater.
 	// The updater's order: its candidates are listed autoscaler by autoscaler (the
 	// simulator's autoscaler of a workload is named by it: namespace, then name), each
 	// one's pods oldest first (by creation, then name), and sorted stably by
-	// updater.MoreUrgent.
+	// updater.ReplacesBefore with each workload's last replacement.
 	slices.SortFunc(out, func(a, b candidate) int {
 		ra, rb := &tl.runs[a.run], &tl.runs[b.run]
 		wa, wb := tl.workloads[ra.workload].key, tl.workloads[rb.workload].key
 		return cmp.Or(strings.Compare(wa.Namespace, wb.Namespace), strings.Compare(wa.Name, wb.Name),
 			ps.placedAt[a.run]-ps.placedAt[b.run], strings.Compare(ra.name, rb.name), a.run-b.run)
 	})
-	sort.SliceStable(out, func(a, b int) bool { return updater.MoreUrgent(out[a].need, out[b].need) })
+	if len(ps.lastReplaced) != len(tl.workloads) {
+		ps.lastReplaced = make([]time.Time, len(tl.workloads))
+	}
+	last := func(c candidate) time.Time { return ps.lastReplaced[tl.runs[c.run].workload] }
+	sort.SliceStable(out, func(a, b int) bool {
+		return updater.ReplacesBefore(out[a].need, last(out[a]), out[b].need, last(out[b]))
+	})
 	return out
+}
+
+// replaced records a replacement of a pod of workload w at the end of step k
+// (lastReplaced), as the updater's status.updater.lastEvictionTime.
+func (ps *polState) replaced(tl *timeline, w, k int) {
+	if len(ps.lastReplaced) != len(tl.workloads) {
+		ps.lastReplaced = make([]time.Time, len(tl.workloads))
+	}
+	ps.lastReplaced[w] = tl.stepEnd(k)
 }
 
 // oomFloors is the updater's rollback floor at the end of step k (the gpufrac policy's;

@@ -168,6 +168,20 @@ type plan struct {
 	replaceUnready bool
 }
 
+// lastReplaced is when the updater last replaced one of the plan's workload's pods:
+// the later of status.updater.lastEvictionTime and lastInPlaceUpdateTime as the cycle
+// found them (carried over from the last status, so a restarted updater or a new leader
+// goes on from them); zero when never (ReplacesBefore).
+func (p *plan) lastReplaced() time.Time {
+	var t time.Time
+	for _, at := range []*metav1.Time{p.st.LastEvictionTime, p.st.LastInPlaceUpdateTime} {
+		if at != nil && at.After(t) {
+			t = at.Time
+		}
+	}
+	return t
+}
+
 // workloadCycle is one workload's state in a cycle, shared by every autoscaler that
 // targets it, so the disruption budget is the workload's, not the autoscaler's.
 type workloadCycle struct {

@@ -1,10 +1,13 @@
 package updater
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -182,6 +185,11 @@ func (u *Updater) RunOnce(ctx context.Context) error {
 	if err := u.Client.List(ctx, &list); err != nil {
 		return fmt.Errorf("listing GPUFractionAutoscalers: %w", err)
 	}
+	// Autoscaler order, the last tie-break of the replacements' order (ReplacesBefore):
+	// the informer cache lists in no fixed order.
+	slices.SortFunc(list.Items, func(a, b gpufracv1.GPUFractionAutoscaler) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	})
 	u.owners.Reset()
 	cy := u.newCycle(ctx, now)
 	cy.resolveTargets(ctx, u, list.Items)
@@ -209,22 +217,42 @@ func (u *Updater) RunOnce(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// sortByUrgency orders candidates most urgent first across autoscalers (MoreUrgent):
-// rollbacks, other urgent growth, then the rest in autoscaler order, oldest pod first.
+// sortByUrgency orders candidates across autoscalers as ReplacesBefore does: rollbacks,
+// other urgent growth, then the rest; within each, the workload replaced longest ago
+// first (plan.lastReplaced), then in autoscaler order (namespace, then name), each
+// autoscaler's pods oldest first.
 func sortByUrgency(cands []*candidate) {
-	sort.SliceStable(cands, func(i, j int) bool { return MoreUrgent(cands[i].need, cands[j].need) })
+	sort.SliceStable(cands, func(i, j int) bool {
+		return ReplacesBefore(cands[i].need, cands[i].p.lastReplaced(), cands[j].need, cands[j].p.lastReplaced())
+	})
 }
 
 // MoreUrgent reports whether a pod that needs a goes before one that needs b in a
-// cycle's replacements: a rollback before anything else, other urgent growth before
-// the rest. Sorted stably by it, candidates listed in autoscaler order, each
-// autoscaler's pods oldest first, are in the order the updater replaces them (the
-// order gpufrac simulate replaces pods in too).
+// cycle's replacements whatever their workloads' last replacements: a rollback before
+// anything else, other urgent growth before the rest.
 func MoreUrgent(a, b Need) bool {
 	if a.Rollback != b.Rollback {
 		return a.Rollback
 	}
 	return a.Urgent && !b.Urgent
+}
+
+// ReplacesBefore reports whether a pod that needs a, of a workload whose pods the
+// updater last replaced (evicted, deleted or changed in place) at lastA, goes before
+// one that needs b, of a workload last replaced at lastB, in a cycle's replacements:
+// the more urgent need first (MoreUrgent); between needs as urgent, the workload
+// replaced longest ago first, one never replaced (zero time) before any other. Sorted
+// stably by it, candidates listed in autoscaler order (namespace, then name), each
+// autoscaler's pods oldest first, are in the order the updater replaces them, and the
+// order gpufrac simulate replaces pods in. Under the eviction rate (a cycle's burst) or
+// the per-device limit, a workload served this cycle goes behind every workload that
+// waits since longer: one listed late is not kept waiting for ever by workloads listed
+// before it that keep needing replacements.
+func ReplacesBefore(a Need, lastA time.Time, b Need, lastB time.Time) bool {
+	if MoreUrgent(a, b) || MoreUrgent(b, a) {
+		return MoreUrgent(a, b)
+	}
+	return lastA.Before(lastB)
 }
 
 // act changes a candidate in place, or puts it through the replacement gates (gates.go)
