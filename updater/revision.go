@@ -71,7 +71,7 @@ func (u *Updater) unreleasedRevisions(ctx context.Context, pods []*corev1.Pod) m
 		}
 		check, read := newest[o.UID]
 		if !read {
-			check = u.releasedCheck(ctx, pod.Namespace, o)
+			check = u.releasedCheck(ctx, pod.Namespace, o, pods)
 			newest[o.UID] = check
 		}
 		if check == nil {
@@ -84,21 +84,22 @@ func (u *Updater) unreleasedRevisions(ctx context.Context, pods []*corev1.Pod) m
 	return out
 }
 
-// releasedCheck reads controller o in namespace ns and returns a check of a pod: nil
+// releasedCheck reads controller o in namespace ns and returns a check of a pod (one of
+// pods, the workload's): nil
 // when it is at o's newest template or its replacement would be created from the same
 // template as it, else why it is held. A StatefulSet whose controller has not observed its
 // generation yet holds every pod a deletion would give its update revision: that
 // revision is not known yet. It returns nil when there is nothing to check: o
 // is not a Deployment's ReplicaSet, a StatefulSet or a DaemonSet, cannot be read, or
 // states no revision.
-func (u *Updater) releasedCheck(ctx context.Context, ns string, o *metav1.OwnerReference) func(*corev1.Pod) *heldRevision {
+func (u *Updater) releasedCheck(ctx context.Context, ns string, o *metav1.OwnerReference, pods []*corev1.Pod) func(*corev1.Pod) *heldRevision {
 	gv, err := schema.ParseGroupVersion(o.APIVersion)
 	if err != nil || gv.Group != appsv1.GroupName {
 		return nil
 	}
 	key := client.ObjectKey{Namespace: ns, Name: o.Name}
 	const (
-		why     = "replacing it would roll out the newer template, which updateStrategy OnDelete leaves to whoever deletes the pod; it takes its fraction when it is deleted"
+		why     = "replacing it would roll out the controller's template (newer, or an earlier one a rollback restored), which updateStrategy OnDelete leaves to whoever deletes the pod; it takes its fraction when it is deleted"
 		rolling = "its rolling update replaces it in order, each pod once the one before is Ready, and the webhook writes the replacement; an eviction would move it to the newer template out of that order"
 	)
 	switch o.Kind {
@@ -182,12 +183,30 @@ func (u *Updater) releasedCheck(ctx context.Context, ns string, o *metav1.OwnerR
 			return nil
 		}
 		onDelete := ds.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType
+		// The DaemonSet controller counts a pod updated by its template generation or by
+		// its revision hash: after a rollback, a pod created from the restored template
+		// keeps its older generation and is at the DaemonSet's template. Its hash is
+		// known from a pod at the current generation; without one, which hash is the
+		// template's is not known (no ControllerRevision is read) and every pod at
+		// another generation is held, the message says why.
+		hash, atGen := "", 0
+		for _, p := range pods {
+			if c := metav1.GetControllerOf(p); c != nil && c.UID == o.UID && p.Labels[daemonSetPodTemplateGenerationLabel] == gen {
+				atGen++
+				if h := p.Labels[appsv1.DefaultDaemonSetUniqueLabelKey]; h != "" {
+					hash = h
+				}
+			}
+		}
 		return func(pod *corev1.Pod) *heldRevision {
 			pg, ok := pod.Labels[daemonSetPodTemplateGenerationLabel]
-			if !ok || pg == gen {
+			if !ok || pg == gen || hash != "" && pod.Labels[appsv1.DefaultDaemonSetUniqueLabelKey] == hash {
 				return nil
 			}
 			at := fmt.Sprintf("pod is at template generation %s of DaemonSet %s, whose template is at generation %s", pg, ds.Name, gen)
+			if hash == "" && int(st.UpdatedNumberScheduled) > atGen {
+				at += fmt.Sprintf(" (%d pod(s) run its template by revision hash, as after a rollback; which ones is known once a pod is created at generation %s)", int(st.UpdatedNumberScheduled)-atGen, gen)
+			}
 			if onDelete {
 				return &heldRevision{SkipUnreleasedRevision, at + ": " + why, true}
 			}
