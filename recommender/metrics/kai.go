@@ -11,12 +11,13 @@ const (
 // KAI reads the NVIDIA KAI scheduler's gpu-fractioning metrics daemon:
 // gpu_fractioning_gpu_memory_used_bytes (bytes) and
 // gpu_fractioning_gpu_sm_utilization_percent (percent 0–100, ÷100 here). Labels are
-// namespace, pod, pod_uuid, gpu_uuid and gpu: there is no container label, so series come
-// back with an empty container and the recommender attributes them to the pod's GPU
-// container (recommender.feed). Devices are keyed by gpu_uuid.
+// namespace, pod, pod_uuid, gpu_uuid and gpu: there is no container label (one a scrape
+// target adds is removed: Field.NoContainer), so series come back with an empty
+// container and the recommender attributes them to the pod's GPU container
+// (recommender.feed). Devices are keyed by gpu_uuid.
 var KAI Source = gauges{
 	name:    "kai",
-	memory:  []Field{{Metric: KAIMemory, Unit: UnitBytes, KeepsLastValue: true}},
-	compute: []Field{{Metric: KAIUtilization, Unit: UnitPercent}},
+	memory:  []Field{{Metric: KAIMemory, Unit: UnitBytes, KeepsLastValue: true, NoContainer: true}},
+	compute: []Field{{Metric: KAIUtilization, Unit: UnitPercent, NoContainer: true}},
 	device:  []string{"gpu_uuid"},
 }

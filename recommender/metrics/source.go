@@ -352,6 +352,12 @@ type Field struct {
 	// converted to a share of the whole GPU with the instance profile's slice count
 	// (Reader.decode, mig.Profile.ComputeShare).
 	InstanceRelative bool
+	// NoContainer: the exporter writes no container label on the metric (pod-level
+	// usage: KAI's gpu-fractioning daemon), so a container label on its series is the
+	// scrape target's (a ServiceMonitor or PodMonitor adds the exporter's own container
+	// name, with honor_labels or without) and is removed: the recommender attributes the
+	// usage to the pod's GPU container.
+	NoContainer bool
 	// LowFidelity: the metric says a kernel ran, not how much of the GPU it used
 	// (DCGM_FI_DEV_GPU_UTIL), so its values are upper bounds of activity. The estimate
 	// rests on it where its samples hold enough of a container's compute histogram to
@@ -393,7 +399,11 @@ func (f Field) query(sel Selector, fn string, window time.Duration) string {
 	}
 	var inner []string
 	for _, p := range f.migParts() {
-		inner = append(inner, fs.series(fn, f.Metric, p.extra, f.Unit.max(), p.keep, window))
+		q := fs.series(fn, f.Metric, p.extra, f.Unit.max(), p.keep, window)
+		if f.NoContainer {
+			q = fmt.Sprintf(`label_replace(%s, %q, "", "", "")`, q, fs.Labels.Container)
+		}
+		inner = append(inner, q)
 	}
 	q := fmt.Sprintf("max %s (%s)%s", fs.by(), strings.Join(inner, " or "), f.Unit.scale())
 	from, to := fs.keys(), sel.keys()
