@@ -11,6 +11,45 @@ import (
 	"github.com/gpufrac/gpufrac/recommender/metrics/promtest"
 )
 
+// A pod of two GPU containers whose dcgm-exporter is scraped without honor_labels by a
+// job that sets namespace and pod target labels but no container (Prometheus' example
+// kubernetes-pods job): exported_namespace and exported_pod, with the exporter's own
+// container label left as it is. Each container keeps its own usage; before, the
+// exported reading copied the absent exported_container over container, the usage came
+// back pod-level and, with two GPU containers, was attributed to neither.
+func TestExportedPodKeepsItsPlainContainer(t *testing.T) {
+	objs := withContainers(deployment("ml", "two", 1), nil, gpuRequest("a"), gpuRequest("b"))
+	objs = append(objs, gfa("ml", "two", "two"))
+	h := newEngineHarness(t, objs, metrics.DCGM{})
+	p := podsOf(objs)[0]
+	series := func(metric, container string) map[string]string {
+		return map[string]string{"__name__": metric, "exported_namespace": p.Namespace, "exported_pod": p.Name, "container": container,
+			"namespace": "gpu-operator", "pod": "nvidia-dcgm-exporter-x7k2p", "instance": "10.0.0.5:9400", "job": "kubernetes-pods",
+			"UUID": "GPU-" + container, "gpu": "0", "Hostname": "node-1"}
+	}
+	n := 48 * 120
+	from := h.now.Add(-time.Duration(n-1) * 30 * time.Second)
+	for c, mib := range map[string]float64{"a": 20000, "b": 8000} {
+		h.prom.Add(t, series(metrics.DCGMFBUsed, c), from, 30*time.Second, promtest.Repeat(mib, n)...)
+		h.prom.Add(t, series(metrics.DCGMSMActive, c), from, 30*time.Second, promtest.Repeat(0.5, n)...)
+	}
+	h.runCycles(t, 2, nil)
+
+	st := h.gfr(t, "ml", "two").Status
+	got := map[string]float64{}
+	for _, cr := range st.ContainerRecommendations {
+		got[cr.ContainerName] = cr.Target.Memory.AsApproximateFloat64()
+	}
+	for c, mib := range map[string]float64{"a": 20000, "b": 8000} {
+		if m, ok := got[c]; !ok || m < mib*(1<<20)*1.15 || m > mib*(1<<20)*1.3 {
+			t.Errorf("container %s: memory target %v (present %v), want ≈ %v MiB × 1.15; conditions %+v", c, m, ok, mib, st.Conditions)
+		}
+	}
+	if len(got) != 2 {
+		t.Errorf("recommendations %v, want a and b", got)
+	}
+}
+
 // KAI's gpu-fractioning series carry no container label of their own, so a container
 // label on them is the scrape target's (a ServiceMonitor or PodMonitor adds the
 // daemon's container name, with honor_labels or without): the usage is still the pod's

@@ -201,6 +201,8 @@ const exportedPrefix = "exported_"
 // exported_namespace, exported_pod and exported_container labels are copied over
 // namespace, pod and container (which name the exporter's own pod there), so usage is
 // never attributed to the exporter, and a cluster that mixes both scrape styles works.
+// A series with exported_namespace and exported_pod but a plain container label (the
+// target set no container) keeps that container.
 func (s Selector) Series(fn, metric string, max float64, window time.Duration) string {
 	return s.series(fn, metric, "", max, max, window)
 }
@@ -248,9 +250,14 @@ func (s Selector) series(fn, metric, extra string, max, keep float64, window tim
 	}
 	direct := robust(fmt.Sprintf(`%s{%s=~%q,%s!="",%s=""%s}`, metric, ns, nsRe, pod, exportedPrefix+pod, extra))
 	exported := robust(fmt.Sprintf(`%s{%s=~%q,%s!=""%s}`, metric, exportedPrefix+ns, nsRe, exportedPrefix+pod, extra))
-	for _, l := range []string{ns, pod, ctr} {
+	for _, l := range []string{ns, pod} {
 		exported = fmt.Sprintf(`label_replace(%s, %q, "$1", %q, "(.*)")`, exported, l, exportedPrefix+l)
 	}
+	// The container only where it was renamed too: a target that sets namespace and pod
+	// labels but no container (Prometheus' example kubernetes-pods job) leaves the
+	// exporter's own container label as it is, and "(.*)" would match the absent
+	// exported_container and remove it.
+	exported = fmt.Sprintf(`label_replace(%s, %q, "$1", %q, "(.+)")`, exported, ctr, exportedPrefix+ctr)
 	return "(" + direct + " or " + exported + ")"
 }
 
