@@ -481,7 +481,9 @@ func appliedRecord(bt gpufracv1.BackendType, gfa *gpufracv1.GPUFractionAutoscale
 // itself). Out-of-range recommendations make the pod unsafe; memory above one GPU after
 // adding overhead is capped with a warning.
 func (m *Mutator) targets(pod *corev1.Pod, gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionRecommendation, overhead int64) ([]*backend.Target, []string, error) {
-	recs := contract.WithMinMemory(gfa, contract.TargetsOf(gfa, gfr), m.Config.GPUMemoryBytes)
+	// A compute rollback floor over a time-sliced recommendation partitions compute
+	// (contract.WithComputeFloor), as the updater compares pods.
+	recs := contract.WithComputeFloor(gfa, contract.WithMinMemory(gfa, contract.TargetsOf(gfa, gfr), m.Config.GPUMemoryBytes), m.now())
 	var targets []*backend.Target
 	var warnings []string
 	for _, pc := range workload.Containers(pod) {
@@ -489,7 +491,7 @@ func (m *Mutator) targets(pod *corev1.Pod, gfa *gpufracv1.GPUFractionAutoscaler,
 		if !ok || pc.Type == gpufracv1.ContainerTypeInit {
 			continue
 		}
-		t := &backend.Target{Container: r.Container, Init: pc.InitList(), Index: pc.Index, WrittenComputeMilli: -1, SharingMode: r.Recommendation.SharingMode}
+		t := &backend.Target{Container: r.Container, Init: pc.InitList(), Index: pc.Index, WrittenComputeMilli: -1, SharingMode: r.SharingMode}
 		mw, err := m.memoryTarget(t, r, gfa, overhead)
 		if err != nil {
 			return nil, nil, err

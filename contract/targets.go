@@ -2,6 +2,7 @@ package contract
 
 import (
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -75,6 +76,11 @@ type Target struct {
 	// an earlier recommendation is then out of date (updater.Evaluate), though no compute
 	// target is there to compare it with.
 	TimeSlicesCompute bool
+	// SharingMode is the mode pods of the container are written in: the
+	// recommendation's, or MPS where a compute rollback floor makes a time-sliced
+	// container partition compute (WithComputeFloor). The dra backend writes its claim's
+	// GpuConfig by it.
+	SharingMode gpufracv1.SharingMode
 }
 
 // NeedMemory returns the memory the container needs, bytes: Memory, or, where Memory is
@@ -163,6 +169,7 @@ func TargetsOf(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionR
 			Compute: MilliOf(r.Target.Compute), LowerCompute: MilliOf(r.LowerBound.Compute), UpperCompute: MilliOf(r.UpperBound.Compute),
 			PeakMemory:     BytesOf(r.ObservedPeakMemory),
 			ControlsMemory: pol.Controls(gpufracv1.ResourceMemory), ControlsCompute: pol.Controls(gpufracv1.ResourceCompute) && r.PartitionsCompute(),
+			SharingMode: r.SharingMode,
 		}
 		t.MemoryLimit = BytesOf(r.WrittenMemory())
 		t.need = t.Memory
@@ -186,6 +193,36 @@ func TargetsOf(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionR
 		out[r.ContainerName] = t
 	}
 	return out
+}
+
+// WithComputeFloor is the one rule for a compute rollback floor over a recommendation
+// that time-slices compute; the webhook (what it writes into new and replacement pods)
+// and the updater (what it compares pods with) both call it on targets (TargetsOf of
+// gfa) at now. Each container whose recommendation time-slices compute
+// (TimeSlicesCompute) and has a compute target, while gfa's status.updater.floor holds a
+// compute floor for it in force at now (Floor), partitions compute instead:
+// ControlsCompute, SharingMode MPS (the dra backend's partition), no ComputeRequest, and
+// UpperCompute at least the floor (at most one GPU). The webhook then writes max(target,
+// floor) as for any partitioned container, and the updater compares pods with the same,
+// so a pod the webhook wrote under the floor is in date. The floor restores the compute
+// a shrink that breached the latency objective took, and time-slicing guarantees none.
+// Once the floor expires the recommendation's time-slicing applies again. It returns
+// targets.
+func WithComputeFloor(gfa *gpufracv1.GPUFractionAutoscaler, targets map[string]Target, now time.Time) map[string]Target {
+	for name, t := range targets {
+		if !t.TimeSlicesCompute || t.Compute < 0 {
+			continue
+		}
+		_, fc := Floor(gfa, name, now)
+		if fc < 0 {
+			continue
+		}
+		t.ControlsCompute, t.TimeSlicesCompute, t.ComputeRequest = true, false, -1
+		t.SharingMode = gpufracv1.SharingModeMPS
+		t.UpperCompute = max(t.UpperCompute, min(fc, 1000))
+		targets[name] = t
+	}
+	return targets
 }
 
 // MinMemory is the container policy's minMemory of container in gfa as the webhook

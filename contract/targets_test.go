@@ -2,8 +2,10 @@ package contract
 
 import (
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 )
@@ -132,5 +134,67 @@ func TestYoungShare(t *testing.T) {
 		if m, _, ok := PodMemory(gfa, tc.gfr, 80*gi); !ok || m != tc.podMem {
 			t.Errorf("%s: PodMemory %d MiB (%v), want %d MiB", tc.name, m>>20, ok, tc.podMem>>20)
 		}
+	}
+}
+
+// TestWithComputeFloor: while a compute rollback floor is in force, a container whose
+// recommendation time-slices compute partitions it (the webhook writes max(target,
+// floor), the dra backend's MPS, and the updater compares pods with the same); an
+// expired floor, a memory floor, a partitioned recommendation, no compute target, and
+// compute not controlled change nothing.
+func TestWithComputeFloor(t *testing.T) {
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	rec := func(mode gpufracv1.SharingMode, compute *resource.Quantity) *gpufracv1.GPUFractionRecommendation {
+		gfr := &gpufracv1.GPUFractionRecommendation{}
+		gfr.Status.ContainerRecommendations = []gpufracv1.ContainerRecommendation{{ContainerName: "main", SharingMode: mode,
+			Target:         gpufracv1.GPUResources{Memory: resource.NewQuantity(1<<30, resource.BinarySI), Compute: compute},
+			UpperBound:     gpufracv1.GPUResources{Compute: resource.NewMilliQuantity(300, resource.DecimalSI)},
+			ComputeRequest: resource.NewMilliQuantity(100, resource.DecimalSI)}}
+		return gfr
+	}
+	floored := func(until time.Time, memory, compute *resource.Quantity) *gpufracv1.GPUFractionAutoscaler {
+		gfa := &gpufracv1.GPUFractionAutoscaler{}
+		gfa.Status.Updater = &gpufracv1.UpdaterStatus{Floor: &gpufracv1.UpdaterFloor{Until: metav1.NewTime(until),
+			Containers: []gpufracv1.ContainerAllocation{{ContainerName: "main", Memory: memory, Compute: compute}}}}
+		return gfa
+	}
+	milli := func(m int64) *resource.Quantity { return resource.NewMilliQuantity(m, resource.DecimalSI) }
+	memOnly := floored(now.Add(time.Hour), nil, milli(782))
+	memOnly.Spec.ResourcePolicy = &gpufracv1.ResourcePolicy{ContainerPolicies: []gpufracv1.ContainerPolicy{
+		{ContainerName: "*", ControlledResources: []gpufracv1.GPUResourceName{gpufracv1.ResourceMemory}}}}
+	for _, tc := range []struct {
+		name      string
+		gfa       *gpufracv1.GPUFractionAutoscaler
+		gfr       *gpufracv1.GPUFractionRecommendation
+		partition bool
+		upper     int64
+	}{
+		{"time-sliced under a compute floor", floored(now.Add(time.Hour), nil, milli(782)), rec(gpufracv1.SharingModeTimeSlicing, milli(120)), true, 782},
+		{"floor above one GPU", floored(now.Add(time.Hour), nil, milli(1500)), rec(gpufracv1.SharingModeTimeSlicing, milli(120)), true, 1000},
+		{"floor below the upper bound", floored(now.Add(time.Hour), nil, milli(200)), rec(gpufracv1.SharingModeTimeSlicing, milli(120)), true, 300},
+		{"floor expired", floored(now, nil, milli(782)), rec(gpufracv1.SharingModeTimeSlicing, milli(120)), false, 300},
+		{"memory floor only", floored(now.Add(time.Hour), resource.NewQuantity(2<<30, resource.BinarySI), nil), rec(gpufracv1.SharingModeTimeSlicing, milli(120)), false, 300},
+		{"no compute target", floored(now.Add(time.Hour), nil, milli(782)), rec(gpufracv1.SharingModeTimeSlicing, nil), false, 300},
+		{"compute not controlled", memOnly, rec(gpufracv1.SharingModeTimeSlicing, milli(120)), false, 300},
+		{"no floor", nil, rec(gpufracv1.SharingModeTimeSlicing, milli(120)), false, 300},
+	} {
+		before := TargetsOf(tc.gfa, tc.gfr)["main"]
+		got := WithComputeFloor(tc.gfa, TargetsOf(tc.gfa, tc.gfr), now)["main"]
+		if !tc.partition {
+			if got != before {
+				t.Errorf("%s: %+v, want unchanged %+v", tc.name, got, before)
+			}
+			continue
+		}
+		if !got.ControlsCompute || got.TimeSlicesCompute || got.ComputeRequest != -1 || got.SharingMode != gpufracv1.SharingModeMPS ||
+			got.Compute != 120 || got.UpperCompute != tc.upper {
+			t.Errorf("%s: controls %v, time-slices %v, request %d, mode %q, compute %d, upper %d; want a partition (MPS, no request) of target 120m, upper %dm",
+				tc.name, got.ControlsCompute, got.TimeSlicesCompute, got.ComputeRequest, got.SharingMode, got.Compute, got.UpperCompute, tc.upper)
+		}
+	}
+	// A partitioned recommendation keeps its mode.
+	gfa := floored(now.Add(time.Hour), nil, milli(782))
+	if got := WithComputeFloor(gfa, TargetsOf(gfa, rec(gpufracv1.SharingModeMPS, milli(120))), now)["main"]; got.SharingMode != gpufracv1.SharingModeMPS || !got.ControlsCompute || got.UpperCompute != 300 {
+		t.Errorf("MPS under a compute floor: %+v, want unchanged", got)
 	}
 }

@@ -58,9 +58,7 @@ func shapeRefusal(bt gpufracv1.BackendType, cfg backend.Config, pod *corev1.Pod,
 		}
 		bt := &backend.Target{Container: pc.Container.Name, Init: pc.InitList(), Index: pc.Index, WrittenComputeMilli: -1,
 			HasMemory: t.ControlsMemory, MemoryBytes: nominalMemory, HasCompute: t.ControlsCompute, ComputeMilli: nominalCompute}
-		if t.Recommendation != nil {
-			bt.SharingMode = t.Recommendation.SharingMode
-		}
+		bt.SharingMode = t.SharingMode
 		ts = append(ts, bt)
 	}
 	if len(ts) == 0 {

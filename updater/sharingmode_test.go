@@ -40,8 +40,10 @@ func TestSharingModeMoved(t *testing.T) {
 		age          time.Duration
 		rules        func(*Rules)
 		grow, shrink bool
-		held         string
-		reason       string
+		// rollback: the growth is a rollback (urgent, out of bounds).
+		rollback bool
+		held     string
+		reason   string
 	}{
 		{name: "partition, now time-sliced", alloc: held(782, 0), target: sliced(120), age: old, shrink: true, reason: "compute partition 782m"},
 		{name: "partition, now time-sliced without a request", alloc: held(300, 0), target: sliced(-1), age: old, shrink: true, reason: "request of 0"},
@@ -66,6 +68,13 @@ func TestSharingModeMoved(t *testing.T) {
 			rules: func(r *Rules) { r.Floor = map[string]Alloc{"main": {Memory: -1, Compute: 400}} }, held: SkipBelowFloor},
 		{name: "partition below the compute floor, now time-sliced", alloc: held(300, 0), target: sliced(120), age: old,
 			rules: func(r *Rules) { r.Floor = map[string]Alloc{"main": {Memory: -1, Compute: 782}} }, shrink: true},
+		// A compute floor over a time-slicing recommendation makes it partition compute
+		// (contract.WithComputeFloor): a pod placed time-sliced is below the floor, a
+		// rollback at any age.
+		{name: "time-sliced under a compute floor, young pod", alloc: held(-1, 100), target: partitioned(250), age: time.Minute,
+			rules: func(r *Rules) { r.Floor = map[string]Alloc{"main": {Memory: -1, Compute: 782}} }, grow: true, rollback: true, reason: "below rollback floor 782m"},
+		{name: "time-sliced above a compute floor", alloc: held(-1, 900), target: partitioned(250), age: old,
+			rules: func(r *Rules) { r.Floor = map[string]Alloc{"main": {Memory: -1, Compute: 782}} }, grow: true, rollback: true, reason: "below rollback floor 782m"},
 		{name: "memory floor only, now time-sliced", alloc: held(782, 0), target: sliced(120), age: old,
 			rules: func(r *Rules) { r.Floor = map[string]Alloc{"main": {Memory: 10 << 30, Compute: -1}} }, shrink: true},
 		{name: "time-sliced without a request, now partitioned", alloc: held(-1, 0), target: partitioned(400), age: old},
@@ -78,8 +87,8 @@ func TestSharingModeMoved(t *testing.T) {
 				tc.rules(&r)
 			}
 			n := Evaluate(PodAllocation{Containers: map[string]Alloc{"main": tc.alloc}}, map[string]contract.Target{"main": tc.target}, PodFacts{Age: tc.age}, r)
-			if n.Grow != tc.grow || n.Shrink != tc.shrink || n.Urgent || n.Protective || n.OutOfBounds || n.HeldReason != tc.held {
-				t.Fatalf("need %+v, want grow %v shrink %v held %q (not urgent, inside the bounds)", n, tc.grow, tc.shrink, tc.held)
+			if n.Grow != tc.grow || n.Shrink != tc.shrink || n.Urgent != tc.rollback || n.Protective != tc.rollback || n.OutOfBounds != tc.rollback || n.Rollback != tc.rollback || n.HeldReason != tc.held {
+				t.Fatalf("need %+v, want grow %v shrink %v held %q rollback %v (else not urgent, inside the bounds)", n, tc.grow, tc.shrink, tc.held, tc.rollback)
 			}
 			if tc.reason != "" && !strings.Contains(n.Reason(), tc.reason) {
 				t.Errorf("reason %q, want it to contain %q", n.Reason(), tc.reason)
