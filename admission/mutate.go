@@ -476,7 +476,8 @@ func appliedRecord(bt gpufracv1.BackendType, gfa *gpufracv1.GPUFractionAutoscale
 }
 
 // targets builds one backend.Target per regular container and native sidecar of the pod
-// that has a target (contract.TargetsOf) with a controlled resource; init containers
+// that has a target (contract.TargetsOf) with a controlled resource or a compute request
+// (a time-sliced container whose policy controls compute); init containers
 // that run to completion are never written (where a container sits is read from the pod
 // itself). Out-of-range recommendations make the pod unsafe; memory above one GPU after
 // adding overhead is capped with a warning.
@@ -501,7 +502,9 @@ func (m *Mutator) targets(pod *corev1.Pod, gfa *gpufracv1.GPUFractionAutoscaler,
 			return nil, nil, err
 		}
 		warnings = append(append(warnings, mw...), cw...)
-		if t.HasMemory || t.HasCompute {
+		// A time-sliced container's compute request is a target of its own: under a
+		// policy that controls compute only, it is all there is to write.
+		if t.HasMemory || t.HasCompute || t.ComputeRequestMilli > 0 {
 			targets = append(targets, t)
 		}
 	}

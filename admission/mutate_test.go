@@ -752,16 +752,28 @@ func TestMutateComputeRequest(t *testing.T) {
 		rec              gpufracv1.ContainerRecommendation
 		request, compute string // annotations; "" = absent
 		gpucores         int64  // hami limit; -1 = absent
+		// computeOnly: the container policy controls compute only.
+		computeOnly bool
 	}{
 		{name: "time-sliced, annotations", backend: gpufracv1.BackendAnnotations, rec: sliced, request: "120m", gpucores: -1},
+		// The request is all a compute-only policy writes for a time-sliced container
+		// (it was left out: no-matching-container, nothing written).
+		{name: "time-sliced, compute only, annotations", backend: gpufracv1.BackendAnnotations, rec: sliced, request: "120m", gpucores: -1, computeOnly: true},
 		{name: "MPS, annotations", backend: gpufracv1.BackendAnnotations, rec: mps, compute: "350m", gpucores: -1},
 		{name: "time-sliced, hami", backend: gpufracv1.BackendHAMi, rec: sliced, gpucores: -1},
 	} {
 		gfa := autoscaler("web", gpufracv1.UpdateModeInitial, tc.backend)
+		if tc.computeOnly {
+			gfa.Spec.ResourcePolicy = &gpufracv1.ResourcePolicy{ContainerPolicies: []gpufracv1.ContainerPolicy{
+				{ContainerName: "*", ControlledResources: []gpufracv1.GPUResourceName{gpufracv1.ResourceCompute}}}}
+		}
 		m := mutator(t, Config{}, gfa, recommendation("web", 80, tc.rec))
 		o, _, got := handle(t, m, podOf(gpuContainer("main", 1)))
 		if o.skip != "" {
 			t.Fatalf("%s: skipped: %s %v", tc.name, o.skip, o.warnings)
+		}
+		if _, mem := got.Annotations[gpufracv1.AnnotationGPUMemory]; tc.backend == gpufracv1.BackendAnnotations && mem == tc.computeOnly {
+			t.Errorf("%s: gpu-memory written %v, want %v", tc.name, mem, !tc.computeOnly)
 		}
 		for key, want := range map[string]string{
 			gpufracv1.AnnotationGPUComputeRequest: tc.request,

@@ -102,8 +102,11 @@ type Target struct {
 func (t *Target) wroteMemory(bytes int64)  { t.WrittenMemoryBytes = bytes }
 func (t *Target) wroteCompute(milli int64) { t.WrittenComputeMilli = milli }
 
-// Wrote reports whether the backend wrote memory or compute for the container.
-func (t *Target) Wrote() bool { return t.WrittenMemoryBytes > 0 || t.WrittenComputeMilli >= 0 }
+// Wrote reports whether the backend wrote memory, compute or a compute request for the
+// container.
+func (t *Target) Wrote() bool {
+	return t.WrittenMemoryBytes > 0 || t.WrittenComputeMilli >= 0 || t.WrittenComputeRequestMilli > 0
+}
 
 // container returns the container of pod that t addresses.
 func (t *Target) container(pod *corev1.Pod) *corev1.Container {
