@@ -739,3 +739,47 @@ func TestAnnotationsTotalsCountContainersNotWritten(t *testing.T) {
 		})
 	}
 }
+
+// TestValidateNamesThePodsCarry: a name a backend writes into every pod it patches that
+// the API server refuses (a HAMi resource without a domain or in kubernetes.io, an MPS
+// variable with a space, a KAI scheduler in capitals, an annotation or label key or a
+// queue that is none) is a startup error naming the flag; before, the webhook started
+// and every pod it patched was rejected by the API server after admission, whatever the
+// failure policy. Renamed names that are valid are accepted.
+func TestValidateNamesThePodsCarry(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(c *Config)
+		want string // "" = valid
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"renamed, valid", func(c *Config) {
+			c.HAMi.MemoryResource, c.HAMi.CoresResource = "example.com/vgpu-memory", "example.com/vgpu-cores"
+			c.MPS.ThreadPercentageEnv, c.KAI.SchedulerName, c.KAI.MemoryAnnotation = "MY_MPS_THREADS", "kai-scheduler-2", "kai.example.com/gpu-memory"
+			c.KAI.Queue = "team-a"
+		}, ""},
+		{"hami resource without a domain", func(c *Config) { c.HAMi.MemoryResource = "gpumem" }, `--hami-memory-resource "gpumem"`},
+		{"hami resource in kubernetes.io", func(c *Config) { c.HAMi.CoresResource = "kubernetes.io/gpucores" }, `--hami-cores-resource "kubernetes.io/gpucores"`},
+		{"hami resource not qualified", func(c *Config) { c.HAMi.CoresResource = "nvidia.com/gpu cores" }, `--hami-cores-resource "nvidia.com/gpu cores"`},
+		{"mps variable with a space", func(c *Config) { c.MPS.PinnedMemoryEnv = "CUDA MPS LIMIT" }, `--mps-pinned-memory-env "CUDA MPS LIMIT"`},
+		{"mps variable with =", func(c *Config) { c.MPS.ThreadPercentageEnv = "A=B" }, `--mps-thread-percentage-env "A=B"`},
+		{"kai scheduler in capitals", func(c *Config) { c.KAI.SchedulerName = "KAI-Scheduler" }, `--kai-scheduler-name "KAI-Scheduler"`},
+		{"kai annotation key", func(c *Config) { c.KAI.FractionAnnotation = "gpu fraction" }, `--kai-fraction-annotation "gpu fraction"`},
+		{"kai queue", func(c *Config) { c.KAI.Queue = "team a" }, `--kai-queue "team a"`},
+		{"kai queue label", func(c *Config) { c.KAI.Queue, c.KAI.QueueLabel = "a", "kai/scheduler/queue" }, `--kai-queue-label "kai/scheduler/queue"`},
+		{"annotations key", func(c *Config) { c.Annotations.ComputeKey = "gpufrac.io/gpu compute" }, `--annotation-compute-key "gpufrac.io/gpu compute"`},
+	} {
+		c := Config{}.WithDefaults()
+		tc.set(&c)
+		err := c.Validate()
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%s: %v, want valid", tc.name, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error naming %s", tc.name, err, tc.want)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 )
@@ -83,6 +84,7 @@ func (c Config) Validate() error {
 	errs = append(errs, c.Annotations.validate()...)
 	errs = append(errs, c.DRA.validate()...)
 	errs = append(errs, c.DevicePlugin.validate()...)
+	errs = append(errs, c.validateNames()...)
 	for b, v := range c.MemoryOverhead {
 		if !slices.Contains(Types, b) {
 			errs = append(errs, fmt.Errorf("--memory-overhead: unknown backend %q", b))
@@ -234,4 +236,60 @@ func parseOverheads(s string) (map[gpufracv1.BackendType]int64, error) {
 		m[b] = q.Value()
 	}
 	return m, nil
+}
+
+// validateNames returns an error naming the flag for each name the backends write into
+// pods that the API server refuses, in every pod they write: a HAMi resource that is no
+// extended resource name (no domain, a kubernetes.io one, or no qualified name: every
+// container's limits), an MPS variable that is no environment variable name, a KAI
+// scheduler that is no DNS subdomain, a KAI annotation, queue label or queue, or an
+// annotations backend pod total key, that is no annotation key, label key or label
+// value. The API server validates a pod after admission and rejects it whatever the
+// webhook's failure policy: such a flag would block the creation of every pod gpufrac
+// patches.
+func (c Config) validateNames() []error {
+	var errs []error
+	check := func(flag, value string, problems []string) {
+		if value != "" && len(problems) > 0 { // empty: the default, set by WithDefaults
+			errs = append(errs, fmt.Errorf("--%s %q: %s", flag, value, strings.Join(problems, "; ")))
+		}
+	}
+	for _, r := range []struct {
+		flag string
+		name corev1.ResourceName
+	}{{"hami-memory-resource", c.HAMi.MemoryResource}, {"hami-cores-resource", c.HAMi.CoresResource}} {
+		check(r.flag, string(r.name), extendedResourceProblems(string(r.name)))
+	}
+	check("mps-thread-percentage-env", c.MPS.ThreadPercentageEnv, validation.IsEnvVarName(c.MPS.ThreadPercentageEnv))
+	check("mps-pinned-memory-env", c.MPS.PinnedMemoryEnv, validation.IsEnvVarName(c.MPS.PinnedMemoryEnv))
+	check("kai-scheduler-name", c.KAI.SchedulerName, validation.IsDNS1123Subdomain(c.KAI.SchedulerName))
+	for _, k := range []struct{ flag, key string }{
+		{"kai-memory-annotation", c.KAI.MemoryAnnotation}, {"kai-fraction-annotation", c.KAI.FractionAnnotation},
+		{"kai-container-name-annotation", c.KAI.ContainerNameAnnotation},
+		{"annotation-memory-key", c.Annotations.MemoryKey}, {"annotation-compute-key", c.Annotations.ComputeKey},
+	} {
+		check(k.flag, k.key, validation.IsQualifiedName(k.key))
+	}
+	if c.KAI.Queue != "" {
+		check("kai-queue-label", c.KAI.QueueLabel, validation.IsQualifiedName(c.KAI.QueueLabel))
+		check("kai-queue", c.KAI.Queue, validation.IsValidLabelValue(c.KAI.Queue))
+	}
+	return errs
+}
+
+// extendedResourceProblems says why name is no extended resource name a container may
+// ask for, as the API server checks it (a domain-prefixed name outside kubernetes.io,
+// not requests.*, whose quota name requests.<name> is a qualified name); nil when it is
+// one.
+func extendedResourceProblems(name string) []string {
+	domain, _, ok := strings.Cut(name, "/")
+	switch {
+	case !ok:
+		return []string{"want a domain-prefixed extended resource name, such as nvidia.com/gpumem"}
+	case domain == "kubernetes.io" || strings.HasSuffix(domain, ".kubernetes.io"):
+		return []string{"the kubernetes.io domain is Kubernetes' own, no extended resource"}
+	case strings.HasPrefix(name, "requests."):
+		return []string{"requests. is a quota prefix, no extended resource"}
+	}
+	return validation.IsQualifiedName("requests." + name)
 }
