@@ -19,7 +19,7 @@ import (
 // TestMutateComputeFloorPartitionsTimeSlicedCompute: while a compute rollback floor is
 // in force (status.updater.floor, raised after a shrink breached the latency objective),
 // a new pod of a recommendation that time-slices compute gets a compute partition of at
-// least the floor (contract.WithComputeFloor, the rule the updater compares pods with):
+// least the floor (contract.WithFloor, the rule the updater compares pods with):
 // annotations writes gpu-compute and no placement request, hami gpucores, dra an MPS
 // claim with the floor's active thread percentage; the applied record says the floor.
 // Once the floor expires the pod is time-sliced again. Before, the webhook wrote no

@@ -483,8 +483,8 @@ func appliedRecord(bt gpufracv1.BackendType, gfa *gpufracv1.GPUFractionAutoscale
 // adding overhead is capped with a warning.
 func (m *Mutator) targets(pod *corev1.Pod, gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionRecommendation, overhead int64) ([]*backend.Target, []string, error) {
 	// A compute rollback floor over a time-sliced recommendation partitions compute
-	// (contract.WithComputeFloor), as the updater compares pods.
-	recs := contract.WithComputeFloor(gfa, contract.WithMinMemory(gfa, contract.TargetsOf(gfa, gfr), m.Config.GPUMemoryBytes), m.now())
+	// (contract.WithFloor), as the updater compares pods.
+	recs := contract.WithFloor(gfa, contract.WithMinMemory(gfa, contract.TargetsOf(gfa, gfr), m.Config.GPUMemoryBytes), m.now())
 	var targets []*backend.Target
 	var warnings []string
 	for _, pc := range workload.Containers(pod) {

@@ -615,6 +615,9 @@ func TestMutateNVFractionsObservedPeak(t *testing.T) {
 	}{
 		{"peak below the target", false, "3584Mi", "8704Mi", "4Gi"},
 		{"rollback floor in force", true, "6656Mi", "8704Mi", "6Gi"},
+		// The recommender has raised its target to the floor (policy.ApplyFloor): the
+		// request still holds the floor (it was the 3Gi peak, 3584Mi).
+		{"rollback floor in force, target at the floor", true, "6656Mi", "8704Mi", "6Gi"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			gfa := autoscaler("web", gpufracv1.UpdateModeRecreate, gpufracv1.BackendKAINVFractions)
@@ -624,6 +627,9 @@ func TestMutateNVFractionsObservedPeak(t *testing.T) {
 					Until:      metav1.NewTime(now.Add(time.Hour)), Reason: "pod web-abc-x: CUDA out of memory"}}
 			}
 			rec := containerRec("main", "4Gi", "")
+			if strings.Contains(tc.name, "target at the floor") {
+				rec.Target.Memory = q("6Gi")
+			}
 			rec.ObservedPeakMemory, rec.UpperBound.Memory = q("3Gi"), q("8Gi")
 			cfg := Config{}
 			cfg.NVFractions.Request = backend.NVFractionsRequestObservedPeak
@@ -1012,6 +1018,9 @@ func TestMutateMinMemoryAboveTheRecommendation(t *testing.T) {
 		{"raised, from the * policy", "*", "6000Mi", gpufracv1.BackendHAMi, 6000, true},
 		{"raised, kai gpu-memory", "main", "8Gi", gpufracv1.BackendKAI, 8192, true},
 		{"raised, annotations", "main", "3Gi", gpufracv1.BackendAnnotations, 3072, true},
+		// The recommendation holds minMemory (the recommender caught up): the request
+		// holds it too, not the 1Gi peak (it did only while the recommendation was below).
+		{"minMemory equal to the target, annotations", "main", "2Gi", gpufracv1.BackendAnnotations, 2048, false},
 		{"raised past one GPU: one GPU", "main", "100Gi", gpufracv1.BackendHAMi, gpu >> 20, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1039,8 +1048,8 @@ func TestMutateMinMemoryAboveTheRecommendation(t *testing.T) {
 				t.Errorf("record memory %s, want %d MiB", ac.Memory, wantRec>>20)
 			}
 			// A request below the floor would let the pod be packed below it.
-			if r := ac.WrittenMemoryRequest; r != nil && r.Value() < tc.wantMiB<<20 && tc.warn {
-				t.Errorf("memory request %s below the floor %d MiB", r, tc.wantMiB)
+			if r := ac.WrittenMemoryRequest; r != nil && tc.min != "" && r.Value() < min(q(tc.min).Value(), gpu) {
+				t.Errorf("memory request %s below the floor %s", r, tc.min)
 			}
 			if (len(resp.Warnings) > 0) != tc.warn {
 				t.Errorf("warnings %v, want some: %v", resp.Warnings, tc.warn)

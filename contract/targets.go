@@ -78,7 +78,7 @@ type Target struct {
 	TimeSlicesCompute bool
 	// SharingMode is the mode pods of the container are written in: the
 	// recommendation's, or MPS where a compute rollback floor makes a time-sliced
-	// container partition compute (WithComputeFloor). The dra backend writes its claim's
+	// container partition compute (WithFloor). The dra backend writes its claim's
 	// GpuConfig by it.
 	SharingMode gpufracv1.SharingMode
 }
@@ -195,31 +195,36 @@ func TargetsOf(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionR
 	return out
 }
 
-// WithComputeFloor is the one rule for a compute rollback floor over a recommendation
-// that time-slices compute; the webhook (what it writes into new and replacement pods)
-// and the updater (what it compares pods with) both call it on targets (TargetsOf of
-// gfa) at now. Each container whose recommendation time-slices compute
-// (TimeSlicesCompute) and has a compute target, while gfa's status.updater.floor holds a
-// compute floor for it in force at now (Floor), partitions compute instead:
-// ControlsCompute, SharingMode MPS (the dra backend's partition), no ComputeRequest, and
-// UpperCompute at least the floor (at most one GPU). The webhook then writes max(target,
-// floor) as for any partitioned container, and the updater compares pods with the same,
-// so a pod the webhook wrote under the floor is in date. The floor restores the compute
-// a shrink that breached the latency objective took, and time-slicing guarantees none.
-// Once the floor expires the recommendation's time-slicing applies again. It returns
-// targets.
-func WithComputeFloor(gfa *gpufracv1.GPUFractionAutoscaler, targets map[string]Target, now time.Time) map[string]Target {
+// WithFloor is the one rule for what the rollback floor in force (gfa's
+// status.updater.floor at now, Floor) does to targets (TargetsOf of gfa) besides
+// raising each resource to it, which the webhook and the updater each do
+// (max(target, floor)); the webhook (what it writes into new and replacement pods) and
+// the updater (what it compares pods with) both call it. It returns targets.
+//
+//   - Compute: each container whose recommendation time-slices compute
+//     (TimeSlicesCompute) and has a compute target, under a compute floor, partitions
+//     compute instead: ControlsCompute, SharingMode MPS (the dra backend's partition),
+//     no ComputeRequest, UpperCompute at least the floor (at most one GPU). The webhook
+//     then writes max(target, floor) as for any partitioned container, and the updater
+//     compares pods with the same, so a pod the webhook wrote under the floor is in
+//     date. The floor restores the compute a shrink that breached the latency objective
+//     took, and time-slicing guarantees none. Once the floor expires the
+//     recommendation's time-slicing applies again.
+//   - Memory: an observed-peak request (RequestPeakMemory) below a memory floor is
+//     raised to it: the floor holds whatever the pods were seen to use, whether or not
+//     the recommender has raised its target to the floor yet (before, the request held
+//     the floor only while the target was below it).
+func WithFloor(gfa *gpufracv1.GPUFractionAutoscaler, targets map[string]Target, now time.Time) map[string]Target {
 	for name, t := range targets {
-		if !t.TimeSlicesCompute || t.Compute < 0 {
-			continue
+		fm, fc := Floor(gfa, name, now)
+		if fm >= 0 && t.RequestPeakMemory > 0 && t.RequestPeakMemory < fm {
+			t.RequestPeakMemory = fm
 		}
-		_, fc := Floor(gfa, name, now)
-		if fc < 0 {
-			continue
+		if t.TimeSlicesCompute && t.Compute >= 0 && fc >= 0 {
+			t.ControlsCompute, t.TimeSlicesCompute, t.ComputeRequest = true, false, -1
+			t.SharingMode = gpufracv1.SharingModeMPS
+			t.UpperCompute = max(t.UpperCompute, min(fc, 1000))
 		}
-		t.ControlsCompute, t.TimeSlicesCompute, t.ComputeRequest = true, false, -1
-		t.SharingMode = gpufracv1.SharingModeMPS
-		t.UpperCompute = max(t.UpperCompute, min(fc, 1000))
 		targets[name] = t
 	}
 	return targets
@@ -245,7 +250,9 @@ func MinMemory(gfa *gpufracv1.GPUFractionAutoscaler, container string, gpuMemory
 // WithMinMemory raises, in targets (TargetsOf of gfa), each controlled memory target
 // below its container policy's minMemory (MinMemory, at most one GPU of gpuMemoryBytes)
 // to it, and the bounds to at least it, drops its RequestPeakMemory (-1: no observed-peak
-// request below the floor), and returns targets. The recommender keeps its
+// request below the floor), and returns targets. A target at or above minMemory keeps
+// it, with its RequestPeakMemory raised to at least minMemory: the request holds the
+// floor whether or not the recommendation predates the policy. The recommender keeps its
 // recommendations at or above minMemory, so this changes a target only while the
 // recommendation predates the policy (minMemory raised, the remedy for a workload out of
 // memory, and no new recommendation since). It is the one rule for it: the webhook
@@ -255,7 +262,16 @@ func MinMemory(gfa *gpufracv1.GPUFractionAutoscaler, container string, gpuMemory
 func WithMinMemory(gfa *gpufracv1.GPUFractionAutoscaler, targets map[string]Target, gpuMemoryBytes int64) map[string]Target {
 	for name, t := range targets {
 		m := MinMemory(gfa, name, gpuMemoryBytes)
-		if !t.ControlsMemory || t.Memory < 0 || m <= t.NeedMemory() {
+		if !t.ControlsMemory || t.Memory < 0 || m < 0 {
+			continue
+		}
+		if m <= t.NeedMemory() {
+			// The recommendation holds minMemory (the recommender keeps it there): the
+			// observed-peak request holds it too, as while the recommendation predated it.
+			if t.RequestPeakMemory > 0 && t.RequestPeakMemory < m {
+				t.RequestPeakMemory = m
+				targets[name] = t
+			}
 			continue
 		}
 		if t.YoungShare && m <= t.Memory {

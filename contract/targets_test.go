@@ -43,13 +43,16 @@ func TestWithMinMemory(t *testing.T) {
 		mem, lower, upper    int64 // the target's, before
 		want, wlower, wupper int64
 		// wpeak is RequestPeakMemory after, from gi/2 before: a raised target drops it
-		// (the floor must hold whatever the pod was seen to use), a kept one keeps it.
+		// (the floor must hold whatever the pod was seen to use), a kept one raises it to
+		// minMemory where below (the same floor once the recommendation holds it; it was
+		// kept at gi/2 before) and keeps it above.
 		wpeak int64
 	}{
 		{"below: raised", "main", "4Gi", 80 * gi, true, 2 * gi, gi, 3 * gi, 4 * gi, 4 * gi, 4 * gi, -1},
 		{"below, * policy", "*", "4Gi", 80 * gi, true, 2 * gi, gi, 5 * gi, 4 * gi, 4 * gi, 5 * gi, -1},
-		{"above: kept", "main", "1Gi", 80 * gi, true, 2 * gi, gi, 3 * gi, 2 * gi, gi, 3 * gi, gi / 2},
-		{"equal: kept", "main", "2Gi", 80 * gi, true, 2 * gi, gi, 3 * gi, 2 * gi, gi, 3 * gi, gi / 2},
+		{"above: kept", "main", "1Gi", 80 * gi, true, 2 * gi, gi, 3 * gi, 2 * gi, gi, 3 * gi, gi},
+		{"above, peak above minMemory: kept", "main", "256Mi", 80 * gi, true, 2 * gi, gi, 3 * gi, 2 * gi, gi, 3 * gi, gi / 2},
+		{"equal: kept", "main", "2Gi", 80 * gi, true, 2 * gi, gi, 3 * gi, 2 * gi, gi, 3 * gi, 2 * gi},
 		{"past one GPU: one GPU", "main", "100Gi", 80 * gi, true, 2 * gi, gi, 3 * gi, 80 * gi, 80 * gi, 80 * gi, -1},
 		{"GPU size unknown: uncapped", "main", "100Gi", 0, true, 2 * gi, gi, 3 * gi, 100 * gi, 100 * gi, 100 * gi, -1},
 		{"absent bounds stay absent", "main", "4Gi", 80 * gi, true, 2 * gi, -1, -1, 4 * gi, -1, -1, -1},
@@ -137,12 +140,12 @@ func TestYoungShare(t *testing.T) {
 	}
 }
 
-// TestWithComputeFloor: while a compute rollback floor is in force, a container whose
+// TestWithFloor: while a compute rollback floor is in force, a container whose
 // recommendation time-slices compute partitions it (the webhook writes max(target,
 // floor), the dra backend's MPS, and the updater compares pods with the same); an
 // expired floor, a memory floor, a partitioned recommendation, no compute target, and
 // compute not controlled change nothing.
-func TestWithComputeFloor(t *testing.T) {
+func TestWithFloor(t *testing.T) {
 	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	rec := func(mode gpufracv1.SharingMode, compute *resource.Quantity) *gpufracv1.GPUFractionRecommendation {
 		gfr := &gpufracv1.GPUFractionRecommendation{}
@@ -179,7 +182,7 @@ func TestWithComputeFloor(t *testing.T) {
 		{"no floor", nil, rec(gpufracv1.SharingModeTimeSlicing, milli(120)), false, 300},
 	} {
 		before := TargetsOf(tc.gfa, tc.gfr)["main"]
-		got := WithComputeFloor(tc.gfa, TargetsOf(tc.gfa, tc.gfr), now)["main"]
+		got := WithFloor(tc.gfa, TargetsOf(tc.gfa, tc.gfr), now)["main"]
 		if !tc.partition {
 			if got != before {
 				t.Errorf("%s: %+v, want unchanged %+v", tc.name, got, before)
@@ -192,9 +195,27 @@ func TestWithComputeFloor(t *testing.T) {
 				tc.name, got.ControlsCompute, got.TimeSlicesCompute, got.ComputeRequest, got.SharingMode, got.Compute, got.UpperCompute, tc.upper)
 		}
 	}
+	// An observed-peak request below a memory floor is raised to it, whether or not the
+	// target has reached the floor; one above it, or without a floor, is kept.
+	for _, tc := range []struct {
+		name       string
+		gfa        *gpufracv1.GPUFractionAutoscaler
+		peak, want int64
+	}{
+		{"below the floor", floored(now.Add(time.Hour), resource.NewQuantity(2<<30, resource.BinarySI), nil), 1 << 29, 2 << 30},
+		{"above the floor", floored(now.Add(time.Hour), resource.NewQuantity(2<<30, resource.BinarySI), nil), 3 << 30, 3 << 30},
+		{"floor expired", floored(now, resource.NewQuantity(2<<30, resource.BinarySI), nil), 1 << 29, 1 << 29},
+		{"compute floor only", floored(now.Add(time.Hour), nil, milli(782)), 1 << 29, 1 << 29},
+		{"no request", floored(now.Add(time.Hour), resource.NewQuantity(2<<30, resource.BinarySI), nil), -1, -1},
+	} {
+		targets := map[string]Target{"main": {Container: "main", Memory: 2 << 30, ControlsMemory: true, Compute: -1, RequestPeakMemory: tc.peak}}
+		if got := WithFloor(tc.gfa, targets, now)["main"].RequestPeakMemory; got != tc.want {
+			t.Errorf("memory floor, %s: request peak %d, want %d", tc.name, got, tc.want)
+		}
+	}
 	// A partitioned recommendation keeps its mode.
 	gfa := floored(now.Add(time.Hour), nil, milli(782))
-	if got := WithComputeFloor(gfa, TargetsOf(gfa, rec(gpufracv1.SharingModeMPS, milli(120))), now)["main"]; got.SharingMode != gpufracv1.SharingModeMPS || !got.ControlsCompute || got.UpperCompute != 300 {
+	if got := WithFloor(gfa, TargetsOf(gfa, rec(gpufracv1.SharingModeMPS, milli(120))), now)["main"]; got.SharingMode != gpufracv1.SharingModeMPS || !got.ControlsCompute || got.UpperCompute != 300 {
 		t.Errorf("MPS under a compute floor: %+v, want unchanged", got)
 	}
 }

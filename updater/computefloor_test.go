@@ -15,7 +15,7 @@ import (
 
 // A compute rollback floor (782m) is in force while the recommendation time-slices
 // compute (250m, placed by a request of 100m). The webhook and the updater share the
-// rule (contract.WithComputeFloor): a replacement the webhook writes holds a partition
+// rule (contract.WithFloor): a replacement the webhook writes holds a partition
 // at the floor and is in date for the updater (no eviction loop between the two), and a
 // pod placed time-sliced, which holds no partition, is below the floor and is replaced
 // as a rollback. Before, the webhook wrote new pods time-sliced under the floor and the

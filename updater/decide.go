@@ -234,7 +234,7 @@ func computeRequestGrowth(name string, a Alloc, t contract.Target, r Rules) stri
 // force (Rules.Floor) is not dropped (SkipBelowFloor): the floor restores the compute a
 // shrink that breached the latency objective took, and time-slicing guarantees none.
 // The pod moves once the floor expires. A pod placed time-sliced while such a floor
-// makes the recommendation partition compute (contract.WithComputeFloor) is below the
+// makes the recommendation partition compute (contract.WithFloor) is below the
 // floor: it grows as a rollback, at any age.
 func sharingModeMoved(name string, a Alloc, t contract.Target, facts PodFacts, r Rules, h *holds) verdict {
 	var v verdict
@@ -256,7 +256,7 @@ func sharingModeMoved(name string, a Alloc, t contract.Target, facts PodFacts, r
 	}
 	if f, ok := r.Floor[name]; ok && addsCap && f.Compute >= 0 {
 		// A compute floor in force makes the recommendation partition compute
-		// (contract.WithComputeFloor): a pod placed time-sliced holds no partition,
+		// (contract.WithFloor): a pod placed time-sliced holds no partition,
 		// below the floor, and its replacement gets max(target, floor).
 		v.grow = []string{fmt.Sprintf("%s: compute time-sliced (placed by a request of %s, no partition) below rollback floor %s", name, fmtMilli(a.ComputeRequest), fmtMilli(f.Compute))}
 		v.rollback, v.outOfBounds = true, true

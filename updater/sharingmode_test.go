@@ -69,7 +69,7 @@ func TestSharingModeMoved(t *testing.T) {
 		{name: "partition below the compute floor, now time-sliced", alloc: held(300, 0), target: sliced(120), age: old,
 			rules: func(r *Rules) { r.Floor = map[string]Alloc{"main": {Memory: -1, Compute: 782}} }, shrink: true},
 		// A compute floor over a time-slicing recommendation makes it partition compute
-		// (contract.WithComputeFloor): a pod placed time-sliced is below the floor, a
+		// (contract.WithFloor): a pod placed time-sliced is below the floor, a
 		// rollback at any age.
 		{name: "time-sliced under a compute floor, young pod", alloc: held(-1, 100), target: partitioned(250), age: time.Minute,
 			rules: func(r *Rules) { r.Floor = map[string]Alloc{"main": {Memory: -1, Compute: 782}} }, grow: true, rollback: true, reason: "below rollback floor 782m"},
