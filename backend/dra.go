@@ -224,16 +224,41 @@ func (b *draBackend) gpuClaims(ctx context.Context, pod *corev1.Pod, targets []*
 }
 
 // source returns the workload's own template behind name: name itself, or the source a
-// gpufrac template names. An API error is an UnsafeError.
+// gpufrac template names, which must be no gpufrac template itself (gpufrac derives
+// from the workload's own template only, so one more hop is a template edited or
+// copied with gpufrac's label and annotation: a template naming itself, as one re-created
+// from a gpufrac template's YAML under its source's name, or two naming each other).
+// An API error or such a chain is an UnsafeError.
 func (b *draBackend) source(ctx context.Context, ns, name string) (*resourcev1.ResourceClaimTemplate, error) {
+	t, err := b.template(ctx, ns, name)
+	if err != nil || !derived(t) {
+		return t, err
+	}
+	s := t.Annotations[AnnotationSourceTemplate]
+	src, err := b.template(ctx, ns, s)
+	if err != nil {
+		return nil, err
+	}
+	if derived(src) {
+		return nil, Unsafe(UnsafeDRA, "ResourceClaimTemplate %s/%s (%s=gpufrac) names %s as its source (%s), itself a gpufrac template naming %s: the workload's own template is not known; remove the label and annotation from the workload's template",
+			ns, name, LabelManagedBy, s, AnnotationSourceTemplate, src.Annotations[AnnotationSourceTemplate])
+	}
+	return src, nil
+}
+
+// template reads one ResourceClaimTemplate; an API error is an UnsafeError.
+func (b *draBackend) template(ctx context.Context, ns, name string) (*resourcev1.ResourceClaimTemplate, error) {
 	t, err := b.cfg.DRA.Templates.Get(ctx, ns, name)
 	if err != nil {
 		return nil, Unsafe(UnsafeDRA, "reading ResourceClaimTemplate %s/%s: %v", ns, name, err)
 	}
-	if s := t.Annotations[AnnotationSourceTemplate]; s != "" && t.Labels[LabelManagedBy] == "gpufrac" {
-		return b.source(ctx, ns, s)
-	}
 	return t, nil
+}
+
+// derived reports whether t is a gpufrac template: labelled managed by gpufrac and
+// naming its source.
+func derived(t *resourcev1.ResourceClaimTemplate) bool {
+	return t.Annotations[AnnotationSourceTemplate] != "" && t.Labels[LabelManagedBy] == "gpufrac"
 }
 
 // gpuRequests returns the names of the template's requests for one of the configured

@@ -94,6 +94,32 @@ func TestDRAFallbacks(t *testing.T) {
 		_, err := codecWith(c).Apply(pod, []*Target{target("a", 0, 1024, -1)})
 		wantUnsafe(t, err, UnsafeDRA)
 	})
+	// A template that carries gpufrac's label and names itself as its source (re-created
+	// from a gpufrac template's YAML under its source's name), or two that name each
+	// other: the workload's own template is not known. Before, the lookup followed the
+	// chain without end (each hop an API read; with a reader that answers at once, a
+	// stack overflow that ends the webhook's process).
+	for _, loop := range [][2]string{{"gpu-tmpl", "gpu-tmpl"}, {"gpu-tmpl", "other"}} {
+		t.Run("source chain "+loop[0]+" -> "+loop[1], func(t *testing.T) {
+			mark := func(name, source string) *resourcev1.ResourceClaimTemplate {
+				tm := draSource(name, "gpu.nvidia.com")
+				tm.Labels = map[string]string{LabelManagedBy: "gpufrac"}
+				tm.Annotations = map[string]string{AnnotationSourceTemplate: source}
+				return tm
+			}
+			objs := []client.Object{mark(loop[0], loop[1])}
+			if loop[1] != loop[0] {
+				objs = append(objs, mark(loop[1], loop[0]))
+			}
+			pod := draPod(loop[0], "a")
+			_, err := codecWith(draClient(t, objs...)).Apply(pod, []*Target{target("a", 0, 1024, -1)})
+			wantUnsafe(t, err, UnsafeDRA)
+			if err == nil || !strings.Contains(err.Error(), "itself a gpufrac template") {
+				t.Errorf("error %v, want it to say the source is a gpufrac template", err)
+			}
+			unchanged(t, pod, loop[0])
+		})
+	}
 	t.Run("name taken by another spec", func(t *testing.T) {
 		c := draClient(t, src.DeepCopy())
 		codec := codecWith(c)
