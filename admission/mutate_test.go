@@ -1104,7 +1104,9 @@ func TestMutateDryRunCountsNoPod(t *testing.T) {
 // fraction of a GPU; before, kai and kai-nvfractions wrote a fraction (a GPU share the
 // pod did not ask for) and mps wrote its limits and a record of memory the pod holds.
 func TestMutateContainerAskingForNoGPU(t *testing.T) {
-	for _, bt := range []gpufracv1.BackendType{gpufracv1.BackendHAMi, gpufracv1.BackendKAI, gpufracv1.BackendKAINVFractions, gpufracv1.BackendMPS} {
+	// annotations: before, it wrote the container's 2Gi and 200m (and counted them in
+	// the pod totals) though its GPU is turned off.
+	for _, bt := range []gpufracv1.BackendType{gpufracv1.BackendHAMi, gpufracv1.BackendKAI, gpufracv1.BackendKAINVFractions, gpufracv1.BackendMPS, gpufracv1.BackendAnnotations} {
 		t.Run(string(bt), func(t *testing.T) {
 			m := mutator(t, Config{}, autoscaler("web", gpufracv1.UpdateModeRecreate, bt), recommendation("web", 60, containerRec("main", "2Gi", "200m")))
 			o, resp, got := handle(t, m, podOf(gpuContainer("main", 0)))
@@ -1115,5 +1117,16 @@ func TestMutateContainerAskingForNoGPU(t *testing.T) {
 				t.Errorf("pod changed: annotations %v, scheduler %s", got.Annotations, got.Spec.SchedulerName)
 			}
 		})
+	}
+	// Next to a GPU container, the annotations backend writes that one alone and the pod
+	// totals count it alone.
+	m := mutator(t, Config{}, autoscaler("web", gpufracv1.UpdateModeRecreate, gpufracv1.BackendAnnotations),
+		recommendation("web", 60, containerRec("main", "2Gi", "200m"), containerRec("off", "3Gi", "100m")))
+	o, _, got := handle(t, m, podOf(gpuContainer("main", 1), gpuContainer("off", 0)))
+	if o.skip != "" {
+		t.Fatalf("skipped %s %v", o.skip, o.warnings)
+	}
+	if a := got.Annotations; a["gpufrac.io/gpu-memory"] != "2Gi" || a["gpufrac.io/gpu-compute"] != "200m" || a["gpufrac.io/container.off.gpu-memory"] != "" {
+		t.Errorf("annotations %v, want main's 2Gi and 200m alone", a)
 	}
 }

@@ -22,8 +22,9 @@ import (
 // ObservedPeakRequestMiB): a scheduler packs by it and the memory value stays the limit.
 // A per-container key that would be invalid (container name too long) is not written,
 // with a warning. A pod total counts the containers not written too, by the
-// per-container keys they carry (a template's or a user's own). Nothing else in the pod
-// changes.
+// per-container keys they carry (a template's or a user's own). A container whose
+// GPU-prefixed resources are all 0 (its GPU turned off) is not written, with a warning.
+// Nothing else in the pod changes.
 type annotationsBackend struct{ cfg Config }
 
 // Type implements Codec.
@@ -42,6 +43,14 @@ func (b *annotationsBackend) Apply(pod *corev1.Pod, targets []*Target) ([]string
 	var anyMem, anyCompute bool
 	writeRequest := ac.MemoryRequest == AnnotationsMemoryRequestObservedPeak
 	for _, t := range targets {
+		if c := t.container(pod); IsGPUContainer(c, b.cfg.GPUResourcePrefix) && !AsksGPU(c, b.cfg.GPUResourcePrefix) {
+			// Its GPU turned off (nvidia.com/gpu: 0, as a chart does) while the
+			// recommendation still names it: no fraction of a GPU it does not ask for, in
+			// its keys or the pod totals, as the other backends (a container asking for
+			// nothing at all may get its GPU by the annotations alone, or a claim).
+			warnings = append(warnings, fmt.Sprintf("gpufrac: container %s asks for 0 of every %s* resource it names; annotations not written for it", c.Name, b.cfg.GPUResourcePrefix))
+			continue
+		}
 		memKey := ac.ContainerPrefix + t.Container + gpufracv1.AnnotationContainerMemorySuffix
 		cpuKey := ac.ContainerPrefix + t.Container + gpufracv1.AnnotationContainerComputeSuffix
 		perContainer := checkAnnotationKey(memKey) == nil && checkAnnotationKey(cpuKey) == nil
