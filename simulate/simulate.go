@@ -791,15 +791,18 @@ func (ps *polState) awaitsFloor(w int, targets map[string]contract.Target, now t
 }
 
 // floored is decision dec of workload w's container as the webhook writes it at now:
-// at least the workload's rollback floor in force (contract.Floor, at most one GPU of
-// capacity bytes), without the observed-peak request where the floor raised it (the
-// request must hold the floor); dec itself where no floor is kept or it is lower.
+// the targets through contract.WithFloor (the webhook's and the updater's one floor
+// rule: an observed-peak request holds the floor), then at least the workload's
+// rollback floor in force (contract.Floor, at most one GPU of capacity bytes), without
+// the observed-peak request where the floor raised the target; dec itself where no floor
+// is kept.
 func (ps *polState) floored(w int, container string, dec decision, now time.Time, capacity int64) decision {
 	if ps.floors == nil || ps.floors[w] == nil || !dec.ok {
 		return dec
 	}
 	gfa := &gpufracv1.GPUFractionAutoscaler{}
 	gfa.Status.Updater = &gpufracv1.UpdaterStatus{Floor: ps.floors[w]}
+	dec.target = contract.WithFloor(gfa, map[string]contract.Target{container: dec.target}, now)[container]
 	if fm, _ := contract.Floor(gfa, container, now); fm > dec.target.Memory {
 		dec.want.MemoryBytes = min(fm, capacity)
 		dec.target.RequestPeakMemory = 0
