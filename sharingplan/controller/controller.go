@@ -161,7 +161,7 @@ func (r *Reconciler) plan(ctx context.Context, pol *gpufracv1.GPUSharingPolicy) 
 	}
 	p = r.holdRaise(pol, in, p)
 	if len(stray) > 0 {
-		p.Reason += "; " + strayReason(pol, stray)
+		p.Reason += "; " + strayReason(pol, len(nodes), stray)
 	}
 	cfg, err := sharingplan.DevicePluginConfig(p)
 	if err != nil {
@@ -171,6 +171,9 @@ func (r *Reconciler) plan(ctx context.Context, pol *gpufracv1.GPUSharingPolicy) 
 	r.setCondition(pol, gpufracv1.ConditionPlanned, metav1.ConditionTrue, gpufracv1.ReasonPlanned, p.Reason)
 	planReplicas.WithLabelValues(pol.Name).Set(float64(p.Replicas))
 	planGPUsFreed.WithLabelValues(pol.Name).Set(float64(p.GPUsFreed))
+	if nodes == nil {
+		nodes = []corev1.Node{} // planned for stray nodes alone: apply writes the entry
+	}
 	return nodes, nil
 }
 
@@ -304,8 +307,12 @@ func (r *Reconciler) held(ctx context.Context, pol *gpufracv1.GPUSharingPolicy, 
 }
 
 // strayReason says which stray nodes (strayNodes) the plan also sizes for, at most three
-// named, and what to do.
-func strayReason(pol *gpufracv1.GPUSharingPolicy, stray []corev1.Node) string {
+// named, and what to do; selected is the number of nodes the nodeSelector matches.
+func strayReason(pol *gpufracv1.GPUSharingPolicy, selected int, stray []corev1.Node) string {
+	if selected == 0 {
+		return fmt.Sprintf("the nodeSelector matches no node: GPU memory counts the %d node(s) that still carry %s=%s and get the plan's pods (%s): remove the label once their pods are gone",
+			len(stray), gpufracv1.DevicePluginConfigLabel, ConfigName(pol), nodeNames(stray))
+	}
 	return fmt.Sprintf("GPU memory also counts %d node(s) outside the nodeSelector that still carry %s=%s and get the plan's pods (%s): remove the label once their pods are gone",
 		len(stray), gpufracv1.DevicePluginConfigLabel, ConfigName(pol), nodeNames(stray))
 }
@@ -321,10 +328,12 @@ func physicalGPUs(n *corev1.Node) int64 {
 }
 
 // input builds the planner's input; the GPU memory counts the pool's nodes and the
-// stray ones (strayNodes). A non-empty reason (with msg) says why there is
-// nothing to plan; err is a failure to read the cluster.
+// stray ones (strayNodes), and a pool whose every node left the nodeSelector while
+// labeled is planned for the stray ones alone (they still run the entry and get the
+// plan's pods). A non-empty reason (with msg) says why there is nothing to plan; err is
+// a failure to read the cluster.
 func (r *Reconciler) input(ctx context.Context, pol *gpufracv1.GPUSharingPolicy, nodes, stray []corev1.Node) (in sharingplan.Input, reason, msg string, err error) {
-	if len(nodes) == 0 {
+	if len(nodes) == 0 && len(stray) == 0 {
 		return in, gpufracv1.ReasonNoNodes, "the nodeSelector matches no node", nil
 	}
 	if in.GPUMemoryBytes = gpuMemory(pol, append(append([]corev1.Node(nil), nodes...), stray...)); in.GPUMemoryBytes <= 0 {

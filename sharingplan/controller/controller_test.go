@@ -636,3 +636,59 @@ func TestNodeOfUnknownGPUSizeIsNotLabeled(t *testing.T) {
 		t.Errorf("with spec.gpuMemory 20Gi: replicas %d n4 label %q, want 2 gpufrac-pool-a", pol.Status.Replicas, label("n4"))
 	}
 }
+
+// Every node of the pool leaves the nodeSelector while labeled (the pool's label renamed
+// on all its nodes, or the selector changed to match none): the nodes still run the
+// plan's entry and the webhook still places the plan's pods on them by the label, so
+// the plan keeps sizing for them, as for one node that leaves (strayNodes), and a
+// smaller N reaches their device plugin. Before, the plan stopped (Planned False
+// NoNodes) with Applied still True: the entry stayed at 4 while the largest target grew
+// to 15Gi (2 per 40Gi GPU), and the webhook kept placing pods at a 10Gi share.
+func TestWholePoolLeavingTheSelectorStillPlannedWhileLabeled(t *testing.T) {
+	r, c := setup(t, gpufracv1.PlanModeApply, pool()...)
+	if s := reconcile(t, r, c).Status; s.Replicas != 4 || s.LabeledNodes != 2 {
+		t.Fatalf("first plan: replicas %d labeled %d, want 4 2", s.Replicas, s.LabeledNodes)
+	}
+	ctx := context.Background()
+	for _, name := range []string{"n1", "n2"} {
+		var n corev1.Node
+		if err := c.Get(ctx, types.NamespacedName{Name: name}, &n); err != nil {
+			t.Fatal(err)
+		}
+		n.Labels["pool"] = "c"
+		if err := c.Update(ctx, &n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setMemory(t, c, "x", "big", "15Gi")
+	pol := reconcile(t, r, c)
+	s := pol.Status
+	if s.Replicas != 2 || s.Nodes != 0 || !strings.Contains(s.Reason, "n1, n2") || !strings.Contains(s.Reason, "matches no node") {
+		t.Errorf("after every node left the selector: replicas %d nodes %d reason %q, want 2 0 naming n1, n2 and that the selector matches no node", s.Replicas, s.Nodes, s.Reason)
+	}
+	if cond := meta.FindStatusCondition(s.Conditions, gpufracv1.ConditionPlanned); cond == nil || cond.Status != metav1.ConditionTrue {
+		t.Errorf("Planned %+v, want True", cond)
+	}
+	var cm corev1.ConfigMap
+	if err := c.Get(ctx, types.NamespacedName{Namespace: "gpu-operator", Name: "device-plugin-config"}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, err := sharingplan.Replicas(cm.Data["gpufrac-pool-a"]); err != nil || n != 2 {
+		t.Errorf("entry %q: replicas %d %v, want 2", cm.Data["gpufrac-pool-a"], n, err)
+	}
+	// Once no node carries the label either, there is nothing to plan for.
+	for _, name := range []string{"n1", "n2"} {
+		var n corev1.Node
+		if err := c.Get(ctx, types.NamespacedName{Name: name}, &n); err != nil {
+			t.Fatal(err)
+		}
+		delete(n.Labels, gpufracv1.DevicePluginConfigLabel)
+		if err := c.Update(ctx, &n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s = reconcile(t, r, c).Status
+	if cond := meta.FindStatusCondition(s.Conditions, gpufracv1.ConditionPlanned); cond == nil || cond.Reason != gpufracv1.ReasonNoNodes {
+		t.Errorf("without labeled nodes: Planned %+v, want NoNodes", cond)
+	}
+}
