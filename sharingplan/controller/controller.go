@@ -336,6 +336,9 @@ func (r *Reconciler) input(ctx context.Context, pol *gpufracv1.GPUSharingPolicy,
 	if len(nodes) == 0 && len(stray) == 0 {
 		return in, gpufracv1.ReasonNoNodes, "the nodeSelector matches no node", nil
 	}
+	if msg := specGPUMemoryInvalid(pol); msg != "" {
+		return in, gpufracv1.ReasonInvalidSpec, msg, nil
+	}
 	if in.GPUMemoryBytes = gpuMemory(pol, append(append([]corev1.Node(nil), nodes...), stray...)); in.GPUMemoryBytes <= 0 {
 		return in, gpufracv1.ReasonNoGPUMemory, "set spec.gpuMemory: no selected node has the " + GPUMemoryLabel + " label", nil
 	}
@@ -381,6 +384,20 @@ func gpuMemory(pol *gpufracv1.GPUSharingPolicy, nodes []corev1.Node) int64 {
 		return pol.Spec.GPUMemory.Value()
 	}
 	return least
+}
+
+// specGPUMemoryInvalid says why pol's spec.gpuMemory is no GPU's size ("" when it is
+// omitted or is one): zero, negative, beyond int64 bytes, or under 1Mi, which is the
+// nvidia.com/gpu.memory label's MiB written without a unit (81920 is 81920 bytes).
+func specGPUMemoryInvalid(pol *gpufracv1.GPUSharingPolicy) string {
+	q := pol.Spec.GPUMemory
+	if q == nil {
+		return ""
+	}
+	if v, ok := q.AsInt64(); !ok || v < sharingplan.MiB {
+		return fmt.Sprintf("spec.gpuMemory %s is no GPU's memory: want bytes, at least 1Mi (a number without a unit is bytes: write the nvidia.com/gpu.memory label's 81920 as 81920Mi)", q.String())
+	}
+	return ""
 }
 
 // nodeGPUMemoryMiB is n's nvidia.com/gpu.memory label, MiB; false when it is missing or

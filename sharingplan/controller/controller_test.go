@@ -692,3 +692,41 @@ func TestWholePoolLeavingTheSelectorStillPlannedWhileLabeled(t *testing.T) {
 		t.Errorf("without labeled nodes: Planned %+v, want NoNodes", cond)
 	}
 }
+
+// A spec.gpuMemory that is no GPU's size — zero, negative, out of range, or under 1Mi
+// (the label's MiB written without a unit: 81920 is 81920 bytes) — is InvalidSpec naming
+// the field, and the last plan and its entry are kept. Before, 81920 planned N = 1 (no
+// 9Gi target fits 80 KiB) and Apply wrote the no-sharing entry over the pool's 4, and
+// -1Gi or 1e20 said "set spec.gpuMemory: no selected node has the nvidia.com/gpu.memory
+// label" while every node had it.
+func TestSpecGPUMemoryNotAGPUSizeIsInvalid(t *testing.T) {
+	for _, v := range []string{"81920", "0", "-1Gi", "1e20"} {
+		t.Run(v, func(t *testing.T) {
+			r, c := setup(t, gpufracv1.PlanModeApply, pool()...)
+			if s := reconcile(t, r, c).Status; s.Replicas != 4 {
+				t.Fatalf("first plan: replicas %d, want 4", s.Replicas)
+			}
+			ctx := context.Background()
+			var pol gpufracv1.GPUSharingPolicy
+			if err := c.Get(ctx, types.NamespacedName{Name: "pool-a"}, &pol); err != nil {
+				t.Fatal(err)
+			}
+			pol.Spec.GPUMemory = ptr.To(resource.MustParse(v))
+			if err := c.Update(ctx, &pol); err != nil {
+				t.Fatal(err)
+			}
+			s := reconcile(t, r, c).Status
+			cond := meta.FindStatusCondition(s.Conditions, gpufracv1.ConditionPlanned)
+			if cond == nil || cond.Reason != gpufracv1.ReasonInvalidSpec || !strings.Contains(cond.Message, "spec.gpuMemory") || !strings.Contains(cond.Message, "no GPU's memory") || s.Replicas != 4 {
+				t.Errorf("Planned %+v replicas %d, want InvalidSpec naming spec.gpuMemory %s and the plan kept at 4", cond, s.Replicas, v)
+			}
+			var cm corev1.ConfigMap
+			if err := c.Get(ctx, types.NamespacedName{Namespace: "gpu-operator", Name: "device-plugin-config"}, &cm); err != nil {
+				t.Fatal(err)
+			}
+			if n, _, err := sharingplan.Replicas(cm.Data["gpufrac-pool-a"]); err != nil || n != 4 {
+				t.Errorf("entry %q: replicas %d %v, want 4 kept", cm.Data["gpufrac-pool-a"], n, err)
+			}
+		})
+	}
+}
