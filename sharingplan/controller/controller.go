@@ -12,6 +12,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -400,11 +401,12 @@ func specGPUMemoryInvalid(pol *gpufracv1.GPUSharingPolicy) string {
 	return ""
 }
 
-// nodeGPUMemoryMiB is n's nvidia.com/gpu.memory label, MiB; false when it is missing or
-// not a positive integer.
+// nodeGPUMemoryMiB is n's nvidia.com/gpu.memory label, MiB; false when it is missing,
+// not a positive integer, or too large to count in bytes (2^43 MiB and more: in bytes
+// it would wrap to a negative size).
 func nodeGPUMemoryMiB(n *corev1.Node) (int64, bool) {
 	v, err := strconv.ParseInt(n.Labels[GPUMemoryLabel], 10, 64)
-	return v, err == nil && v > 0
+	return v, err == nil && v > 0 && v <= math.MaxInt64/sharingplan.MiB
 }
 
 // workloads reads the recommendations of the autoscalers sel selects, in every

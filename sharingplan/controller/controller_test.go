@@ -247,6 +247,10 @@ func TestGPUMemoryIsThePoolsSmallest(t *testing.T) {
 		{"spec equal to the label", "40960Mi", []string{"40960"}, 40960 * mib},
 		{"spec without labels", "48Gi", []string{"", "x"}, 48 << 30},
 		{"neither", "", []string{"", "0", "-5"}, 0},
+		// 2^43 MiB and more are beyond int64 bytes: no GPU's size, not a wrapped one.
+		{"a label beyond int64 bytes", "", []string{"8796093022208"}, 0},
+		{"a label beyond int64 bytes next to a valid one", "", []string{"99999999999999", "81559"}, 81559 * mib},
+		{"a label beyond int64 bytes with spec", "48Gi", []string{"8796093022208"}, 48 << 30},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
