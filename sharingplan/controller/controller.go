@@ -266,11 +266,11 @@ func (r *Reconciler) strayNodes(ctx context.Context, pol *gpufracv1.GPUSharingPo
 	return out, nil
 }
 
-// held lists the running pods on nodes that an earlier plan of pol placed
-// (backend.AnnotationSharingPolicy names pol) whose autoscaler (the
-// gpufrac.io/applied record's, in the pod's namespace) is none of planned: it opted out
-// of the policy or was deleted while its pods kept running, or the record cannot be
-// read. Each is held at the replicas per GPU it was admitted at
+// held lists the running pods on nodes that an earlier plan placed
+// (backend.AnnotationSharingPolicy names pol, or another policy whose node joined pol's
+// pool and now runs pol's entry) whose autoscaler (the gpufrac.io/applied record's, in
+// the pod's namespace) is none of planned: it opted out of the policy or was deleted
+// while its pods kept running, it is another policy's, or the record cannot be read. Each is held at the replicas per GPU it was admitted at
 // (backend.AnnotationSharingReplicas; one that does not parse is held at 1: its share is
 // not known). It reads the pods node by node (field spec.nodeName); the error is a
 // failed list.
@@ -287,7 +287,8 @@ func (r *Reconciler) held(ctx context.Context, pol *gpufracv1.GPUSharingPolicy, 
 		}
 		for i := range pods.Items {
 			p := &pods.Items[i]
-			if p.Annotations[backend.AnnotationSharingPolicy] != pol.Name || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			placedBy := p.Annotations[backend.AnnotationSharingPolicy]
+			if placedBy == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 				continue
 			}
 			owner := "no readable " + gpufracv1.AnnotationApplied + " record"
@@ -296,6 +297,9 @@ func (r *Reconciler) held(ctx context.Context, pol *gpufracv1.GPUSharingPolicy, 
 					continue
 				}
 				owner = "autoscaler " + p.Namespace + "/" + rec.Autoscaler
+			}
+			if placedBy != pol.Name {
+				owner += ", placed by GPUSharingPolicy " + placedBy
 			}
 			replicas, err := strconv.Atoi(p.Annotations[backend.AnnotationSharingReplicas])
 			if err != nil || replicas < 1 {

@@ -493,8 +493,8 @@ func sharedPod(ns, name, node, policy, replicas, autoscaler string, phase corev1
 // out (the selector's label removed) or deleted — is no longer sized by the planner, but
 // its pods still share their GPUs at the replicas they were admitted at. The plan never
 // shares such a GPU more ways than that: N is held at the least of those pods' replicas,
-// and the reason names the pod. Pods of planned workloads, finished pods and pods of
-// other policies do not hold it. Before, the plan rose to what the remaining workloads
+// and the reason names the pod. Pods of planned workloads (whichever policy placed
+// them), finished pods and pods on nodes outside the plan do not hold it. Before, the plan rose to what the remaining workloads
 // allowed (here 4, from 2) and the device plugin put twice the pods on the GPU under a
 // pod whose need nobody sized (y/huge: 39Gi).
 func TestPodsOfAWorkloadNoLongerPlannedHoldTheirShare(t *testing.T) {
@@ -503,7 +503,7 @@ func TestPodsOfAWorkloadNoLongerPlannedHoldTheirShare(t *testing.T) {
 		sharedPod("y", "huge-1", "n2", "pool-a", "2", "huge", corev1.PodRunning),           // opted out (no label)
 		sharedPod("y", "gone-1", "n1", "pool-a", "3", "gone", corev1.PodRunning),           // autoscaler deleted
 		sharedPod("y", "gone-0", "n1", "pool-a", "1", "gone", corev1.PodSucceeded),         // finished
-		sharedPod("z", "other-1", "n1", "pool-b", "1", "other", corev1.PodRunning),         // another policy's
+		sharedPod("y", "small-9", "n1", "pool-b", "1", "small", corev1.PodRunning),         // another policy placed it; planned here
 		sharedPod("z", "elsewhere-1", "n3", "pool-a", "1", "elsewhere", corev1.PodRunning), // not on a node of the plan
 	)
 	r, c := setup(t, gpufracv1.PlanModeApply, objs...)
@@ -732,5 +732,24 @@ func TestSpecGPUMemoryNotAGPUSizeIsInvalid(t *testing.T) {
 				t.Errorf("entry %q: replicas %d %v, want 4 kept", cm.Data["gpufrac-pool-a"], n, err)
 			}
 		})
+	}
+}
+
+// A node that joins the pool from another policy's (its pool label changed from b to a,
+// and b no longer selects it, so a's plan relabels it) still runs the pods b's plan
+// placed there, at b's replicas. Their workloads are not a's to size, so, as pods of a
+// workload no longer planned, they hold a's N at their replicas, and the reason names
+// the policy that placed them; one whose autoscaler a plans is sized by its
+// recommendation. Before, only pods placed by a's own plan held N: a's plan rose to 4
+// under y/huge-1, admitted at 2 per GPU by b for its 39Gi.
+func TestPodsPlacedByAnotherPolicyHoldTheirShare(t *testing.T) {
+	objs := append(pool(),
+		sharedPod("y", "huge-1", "n2", "pool-b", "2", "huge", corev1.PodRunning),
+		sharedPod("y", "small-9", "n1", "pool-b", "1", "small", corev1.PodRunning),
+	)
+	r, c := setup(t, gpufracv1.PlanModeApply, objs...)
+	s := reconcile(t, r, c).Status
+	if s.Replicas != 2 || !strings.Contains(s.Reason, "held at 2: pod y/huge-1 (autoscaler y/huge, placed by GPUSharingPolicy pool-b) on node n2") || strings.Contains(s.Reason, "more") {
+		t.Errorf("replicas %d reason %q, want 2 held by y/huge-1 placed by pool-b alone", s.Replicas, s.Reason)
 	}
 }
