@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"k8s.io/klog/v2"
 )
 
 // NVML call names, the values of the "call" label of gpufrac_agent_nvml_errors_total:
@@ -283,15 +284,26 @@ func (s *Sampler) processList(call, uuid string, ret nvml.Return, unsupported *b
 // for a process that was active in the sample period, so a listed process without a
 // sample was idle (0); a sample of a PID not in the process list (the process
 // exited) is ignored, as are samples with PID 0 or SmUtil above 100 that some
-// drivers return. On the first call the window is one Interval back from now. It
+// drivers return, and samples stamped more than an Interval after now (counted already
+// before the clock stepped back, or stamped wrong). On the first call, and when the last
+// sample seen is more than an Interval ahead of now, the window is one Interval back
+// from now. It
 // reports whether per-process utilisation is supported on d; procs get smKnown
 // only when the read succeeded.
 func (s *Sampler) readUtilization(d nvml.Device, uuid string, st *devState, now time.Time, procs []procSample) bool {
 	if st.noUtil {
 		return false
 	}
+	// NVML stamps samples with the wall clock (µs since the Unix epoch), as now is. A
+	// last-seen time more than an interval ahead of now (the clock stepped back, or a
+	// sample stamped in the future got through) would make every sample look old and
+	// each process read idle until the clock caught up: start one interval back again.
+	ahead := uint64(now.Add(s.cfg.Interval).UnixMicro())
 	last := st.lastSeen
-	if last == 0 {
+	if last == 0 || last > ahead {
+		if last != 0 {
+			klog.InfoS("NVML utilisation samples seen up to a time ahead of the clock (clock stepped back?): reading from one interval back", "device", uuid, "lastSeen", time.UnixMicro(int64(last)), "now", now)
+		}
 		last = uint64(now.Add(-s.cfg.Interval).UnixMicro())
 	}
 	samples, ret := d.GetProcessUtilization(last)
@@ -308,7 +320,7 @@ func (s *Sampler) readUtilization(d nvml.Device, uuid string, st *devState, now 
 	}
 	newest := last
 	for _, smp := range samples {
-		if smp.Pid == 0 || smp.TimeStamp <= last || smp.SmUtil > 100 {
+		if smp.Pid == 0 || smp.TimeStamp <= last || smp.TimeStamp > ahead || smp.SmUtil > 100 {
 			continue
 		}
 		newest = max(newest, smp.TimeStamp)

@@ -495,3 +495,46 @@ func TestReturnNameAndProfile(t *testing.T) {
 		t.Errorf("migProfile = %q", got)
 	}
 }
+
+// TestUtilizationAfterTheClockMoves: NVML returns the utilisation samples newer than the
+// timestamp the agent passes, the newest it has seen. A sample stamped in the future (a
+// driver's, or the clock stepped back after it: NTP, a VM restored) would make every
+// later sample look old, and each process of the GPU read idle (0) until the clock
+// caught up, while its kernels ran. A sample more than an interval ahead of the cycle is
+// not counted, and a last-seen time ahead of the cycle starts the window one interval
+// back again.
+func TestUtilizationAfterTheClockMoves(t *testing.T) {
+	c := newCluster(t)
+	c.proc(101, c.addContainer("ml", "alpha-5d8f7-abcde", "server", false))
+	g := &fakeGPU{uuid: uuid0, name: "NVIDIA H100 80GB HBM3", total: 80 * gib, used: 5 * gib,
+		compute: []nvml.ProcessInfo{{Pid: 101, UsedGpuMemory: 1 * gib}},
+		samples: []nvml.ProcessUtilizationSample{
+			{Pid: 101, TimeStamp: us(t0.Add(-time.Second)), SmUtil: 50},
+			{Pid: 101, TimeStamp: us(t0.Add(time.Hour)), SmUtil: 90}, // from the future
+		}}
+	now := t0
+	s := newSampler(fakeLib(g.device()), c.attributor(), &now)
+	s.SampleOnce(now)
+	want := func(v string) {
+		t.Helper()
+		compare(t, s, helpPodSM+`gpufrac_pod_gpu_sm_utilization_ratio{GPU_I_ID="",UUID="`+uuid0+`",container="server",gpu="0",namespace="ml",pod="alpha-5d8f7-abcde"} `+v+"\n", MetricPodSMUtilization)
+	}
+	want("0.5")
+	// Ten seconds on, the process ran at 40 %.
+	now = t0.Add(10 * time.Second)
+	g.mu.Lock()
+	g.samples = []nvml.ProcessUtilizationSample{{Pid: 101, TimeStamp: us(t0.Add(5 * time.Second)), SmUtil: 40}}
+	g.mu.Unlock()
+	s.SampleOnce(now)
+	want("0.4")
+	// The clock steps back an hour; the process runs at 30 %.
+	now = t0.Add(-time.Hour)
+	g.mu.Lock()
+	g.samples = []nvml.ProcessUtilizationSample{
+		{Pid: 101, TimeStamp: us(t0.Add(5 * time.Second)), SmUtil: 40}, // before the step: counted already
+		{Pid: 101, TimeStamp: us(now.Add(-2 * time.Second)), SmUtil: 30},
+	}
+	g.mu.Unlock()
+	s.SampleOnce(now)
+	want("0.3")
+}
