@@ -16,13 +16,12 @@ import (
 )
 
 // apply sets the Applied condition. In DryRun mode (or without a plan: nodes nil) it
-// writes nothing; in Apply mode it writes the config entry, then the node labels, so a
-// node never names an entry that does not exist yet. A write that fails sets
-// Applied=False (ApplyFailed) and returns the error, so the reconcile is retried.
+// writes nothing (dryRun); in Apply mode it writes the config entry, then the node
+// labels, so a node never names an entry that does not exist yet. A write that fails
+// sets Applied=False (ApplyFailed) and returns the error, so the reconcile is retried.
 func (r *Reconciler) apply(ctx context.Context, pol *gpufracv1.GPUSharingPolicy, nodes []corev1.Node) error {
 	if pol.Spec.Mode != gpufracv1.PlanModeApply {
-		r.setCondition(pol, gpufracv1.ConditionApplied, metav1.ConditionFalse, gpufracv1.ReasonDryRun, "dry run: the plan is in status; set spec.mode Apply to write it")
-		return nil
+		return r.dryRun(ctx, pol)
 	}
 	if nodes == nil {
 		return nil // no plan: keep what was applied before
@@ -201,4 +200,27 @@ func (r *Reconciler) labelNodes(ctx context.Context, pol *gpufracv1.GPUSharingPo
 		n++
 	}
 	return n, nil
+}
+
+// dryRun sets Applied False (DryRun). Nodes that still carry the policy's
+// nvidia.com/device-plugin.config label (written in Apply mode, before the policy was
+// set to DryRun) are named, with a Warning event when they first are: their device
+// plugin still shares each GPU by the entry last written, which no longer follows the
+// plan in status; the planner does not remove the label (under MPS that stops the
+// daemon under the running clients). The error is a failed node list.
+func (r *Reconciler) dryRun(ctx context.Context, pol *gpufracv1.GPUSharingPolicy) error {
+	msg := "dry run: the plan is in status; set spec.mode Apply to write it"
+	var list corev1.NodeList
+	err := r.reader().List(ctx, &list, client.MatchingLabels{gpufracv1.DevicePluginConfigLabel: ConfigName(pol)})
+	if err != nil {
+		err = fmt.Errorf("listing nodes labeled %s=%s: %w", gpufracv1.DevicePluginConfigLabel, ConfigName(pol), err)
+	} else if len(list.Items) > 0 {
+		msg = fmt.Sprintf("dry run: the plan is in status, not written; %d node(s) (%s) still carry %s=%s from Apply mode, so their device plugin shares each GPU by the entry last written to ConfigMap %s/%s, which no longer follows the plan: set spec.mode Apply, or remove the label once their pods are gone to stop sharing",
+			len(list.Items), nodeNames(list.Items), gpufracv1.DevicePluginConfigLabel, ConfigName(pol), pol.Spec.ConfigMap.Namespace, pol.Spec.ConfigMap.Name)
+		if prev := meta.FindStatusCondition(pol.Status.Conditions, gpufracv1.ConditionApplied); prev == nil || prev.Message != msg {
+			r.event(pol, corev1.EventTypeWarning, gpufracv1.ReasonDryRun, "%s", msg)
+		}
+	}
+	r.setCondition(pol, gpufracv1.ConditionApplied, metav1.ConditionFalse, gpufracv1.ReasonDryRun, msg)
+	return err
 }

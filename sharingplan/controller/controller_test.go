@@ -753,3 +753,59 @@ func TestPodsPlacedByAnotherPolicyHoldTheirShare(t *testing.T) {
 		t.Errorf("replicas %d reason %q, want 2 held by y/huge-1 placed by pool-b alone", s.Replicas, s.Reason)
 	}
 }
+
+// A policy set from Apply to DryRun leaves its nodes labeled (the planner never removes
+// the label): their device plugin keeps sharing each GPU by the entry last written while
+// the plan in status moves on. The Applied condition names those nodes and says so, with
+// a Warning event. Before, it said only "dry run: the plan is in status", as if nothing
+// were applied, while the pool still ran 4 per GPU and the status planned 2.
+func TestDryRunAfterApplyNamesTheNodesStillShared(t *testing.T) {
+	r, c := setup(t, gpufracv1.PlanModeApply, pool()...)
+	rec := events.NewFakeRecorder(10)
+	r.Events = rec
+	if s := reconcile(t, r, c).Status; s.Replicas != 4 || s.LabeledNodes != 2 {
+		t.Fatalf("first plan: replicas %d labeled %d, want 4 2", s.Replicas, s.LabeledNodes)
+	}
+	ctx := context.Background()
+	var pol gpufracv1.GPUSharingPolicy
+	if err := c.Get(ctx, types.NamespacedName{Name: "pool-a"}, &pol); err != nil {
+		t.Fatal(err)
+	}
+	pol.Spec.Mode = gpufracv1.PlanModeDryRun
+	if err := c.Update(ctx, &pol); err != nil {
+		t.Fatal(err)
+	}
+	setMemory(t, c, "x", "big", "15Gi")
+	for len(rec.Events) > 0 {
+		<-rec.Events
+	}
+	s := reconcile(t, r, c).Status
+	cond := meta.FindStatusCondition(s.Conditions, gpufracv1.ConditionApplied)
+	if s.Replicas != 2 || cond == nil || cond.Reason != gpufracv1.ReasonDryRun || !strings.Contains(cond.Message, "2 node(s) (n1, n2) still carry") {
+		t.Errorf("replicas %d Applied %+v, want 2 and DryRun naming n1, n2 as still labeled", s.Replicas, cond)
+	}
+	var warned bool
+	for len(rec.Events) > 0 {
+		if e := <-rec.Events; strings.HasPrefix(e, "Warning DryRun") && strings.Contains(e, "n1, n2") {
+			warned = true
+		}
+	}
+	if !warned {
+		t.Error("no Warning event naming the nodes")
+	}
+	// Once the labels are gone, a plain dry run.
+	for _, name := range []string{"n1", "n2"} {
+		var n corev1.Node
+		if err := c.Get(ctx, types.NamespacedName{Name: name}, &n); err != nil {
+			t.Fatal(err)
+		}
+		delete(n.Labels, gpufracv1.DevicePluginConfigLabel)
+		if err := c.Update(ctx, &n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s = reconcile(t, r, c).Status
+	if cond := meta.FindStatusCondition(s.Conditions, gpufracv1.ConditionApplied); cond == nil || strings.Contains(cond.Message, "still carry") {
+		t.Errorf("without labels: Applied %+v, want a plain dry run", cond)
+	}
+}
