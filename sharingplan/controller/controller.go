@@ -71,8 +71,8 @@ type Reconciler struct {
 	// the policy changing); default one minute.
 	Interval time.Duration
 	// RaiseDelay is how long every plan must have had more replicas per GPU than the
-	// policy's status before the raise is planned (holdRaise); fewer replicas are planned
-	// at once. SetupWithManager's default for 0: 5 × Interval; below 0 (or 0 without
+	// policy's status before the raise is planned (holdRaise), and the other sharing mode
+	// before the change is (holdModeChange); fewer replicas are planned at once. SetupWithManager's default for 0: 5 × Interval; below 0 (or 0 without
 	// SetupWithManager): no delay.
 	RaiseDelay time.Duration
 	// Now is the clock; nil: time.Now.
@@ -81,6 +81,9 @@ type Reconciler struct {
 	mu sync.Mutex
 	// raises: policy name → when its plans began to have more replicas than its status.
 	raises map[string]time.Time
+	// modeChanges: policy name → when its plans began to call for the other sharing mode
+	// than its status (holdModeChange).
+	modeChanges map[string]time.Time
 }
 
 func (r *Reconciler) reader() client.Reader {
@@ -112,6 +115,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			planGPUsFreed.DeleteLabelValues(req.Name)
 			r.mu.Lock()
 			delete(r.raises, req.Name)
+			delete(r.modeChanges, req.Name)
 			r.mu.Unlock()
 			return ctrl.Result{}, nil
 		}
@@ -160,6 +164,7 @@ func (r *Reconciler) plan(ctx context.Context, pol *gpufracv1.GPUSharingPolicy) 
 		r.setCondition(pol, gpufracv1.ConditionPlanned, metav1.ConditionFalse, gpufracv1.ReasonInvalidSpec, err.Error())
 		return nil, nil
 	}
+	in, p = r.holdModeChange(pol, in, p)
 	p = r.holdRaise(pol, in, p)
 	if len(stray) > 0 {
 		p.Reason += "; " + strayReason(pol, len(nodes), stray)
@@ -239,6 +244,55 @@ func (r *Reconciler) holdRaise(pol *gpufracv1.GPUSharingPolicy, in sharingplan.I
 	held.Reason = fmt.Sprintf("held at %d until %s: the recommendations allow %d (%s); a raise is planned once every plan has allowed more for %s",
 		prev, since.Add(r.RaiseDelay).UTC().Format(time.RFC3339), p.Replicas, p.Reason, r.RaiseDelay)
 	return held
+}
+
+// holdModeChange returns in and p, or, with in's Mode set to the sharing mode of pol's
+// status, in and its plan, when the mode follows the recommendations (spec.sharingMode
+// omitted), p shares GPUs in the other device-plugin mode (MPS or TimeSlicing) than the
+// status, and not every plan since less than RaiseDelay ago has called for it: a
+// recommendation near the steady-compute boundary moves between MPS and TimeSlicing from
+// one recommender cycle to the next, and each change of the entry between sharing.mps
+// and sharing.timeSlicing restarts the device plugin on every node of the pool, starts
+// or stops its MPS daemon under the running pods, and moves which backend's pods
+// (nvidia-mps or nvidia-timeslicing) the webhook places. A spec change, a plan without
+// sharing (N = 1, at once) and a policy never planned are not held. The held plan's
+// reason says until when and what the recommendations call for; the time is kept in
+// memory, as holdRaise's.
+func (r *Reconciler) holdModeChange(pol *gpufracv1.GPUSharingPolicy, in sharingplan.Input, p sharingplan.Plan) (sharingplan.Input, sharingplan.Plan) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	prev := pol.Status.SharingMode
+	sharing := func(m gpufracv1.SharingMode) bool {
+		return m == gpufracv1.SharingModeMPS || m == gpufracv1.SharingModeTimeSlicing
+	}
+	if r.RaiseDelay <= 0 || in.Mode != "" || !sharing(prev) || !sharing(p.Mode) || p.Mode == prev || pol.Status.ObservedGeneration != pol.Generation {
+		delete(r.modeChanges, pol.Name)
+		return in, p
+	}
+	now := time.Now()
+	if r.Now != nil {
+		now = r.Now()
+	}
+	since, ok := r.modeChanges[pol.Name]
+	if !ok {
+		if r.modeChanges == nil {
+			r.modeChanges = map[string]time.Time{}
+		}
+		since, r.modeChanges[pol.Name] = now, now
+	}
+	if now.Sub(since) >= r.RaiseDelay {
+		delete(r.modeChanges, pol.Name)
+		return in, p
+	}
+	forced := in
+	forced.Mode = prev
+	held, err := sharingplan.Compute(forced)
+	if err != nil {
+		return in, p // cannot happen: the same input in another sharing mode planned p
+	}
+	held.Reason = fmt.Sprintf("%s kept until %s: the recommendations call for %s; a change of mode is planned once every plan has called for it for %s; %s",
+		prev, since.Add(r.RaiseDelay).UTC().Format(time.RFC3339), p.Mode, r.RaiseDelay, held.Reason)
+	return forced, held
 }
 
 // strayNodes lists the nodes outside the pool (pool: the selected nodes) that still

@@ -809,3 +809,67 @@ func TestDryRunAfterApplyNamesTheNodesStillShared(t *testing.T) {
 		t.Errorf("without labels: Applied %+v, want a plain dry run", cond)
 	}
 }
+
+// setMode sets the sharing mode of recommendation ns/name (pod and its one container),
+// as the recommender's next write.
+func setMode(t *testing.T, c client.Client, ns, name string, mode gpufracv1.SharingMode) {
+	t.Helper()
+	var rec gpufracv1.GPUFractionRecommendation
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.Status.SharingMode, rec.Status.ContainerRecommendations[0].SharingMode = mode, mode
+	if err := c.Update(context.Background(), &rec); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// With spec.sharingMode omitted, the mode follows the recommendations (MPS when any says
+// MPS), and a recommendation near the steady-compute boundary moves between MPS and
+// TimeSlicing from one recommender cycle to the next. Each move would rewrite the entry
+// between sharing.mps and sharing.timeSlicing: the device plugin restarting on every
+// node of the pool, its MPS daemon started or stopped under the running pods, and the
+// webhook placing the pods of one backend (nvidia-mps or nvidia-timeslicing) only every
+// other cycle. As with a raise, a change of mode is planned only once every plan for
+// RaiseDelay has called for it (the reason says until when); a spec.sharingMode change
+// applies at once. Before, every move was written.
+func TestModeChangesOnlyAfterTheRaiseDelay(t *testing.T) {
+	r, c := setup(t, gpufracv1.PlanModeApply, pool()...)
+	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	now := t0
+	r.RaiseDelay, r.Now = 5*time.Minute, func() time.Time { return now }
+	step := func(at time.Duration, mode, want gpufracv1.SharingMode, wantReason string) {
+		t.Helper()
+		now = t0.Add(at)
+		setMode(t, c, "x", "big", mode)
+		s := reconcile(t, r, c).Status
+		var cm corev1.ConfigMap
+		if err := c.Get(context.Background(), types.NamespacedName{Namespace: "gpu-operator", Name: "device-plugin-config"}, &cm); err != nil {
+			t.Fatal(err)
+		}
+		n, entryMode, err := sharingplan.Replicas(cm.Data["gpufrac-pool-a"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.SharingMode != want || entryMode != want || n != 4 || s.Replicas != 4 || !strings.Contains(s.Reason, wantReason) {
+			t.Errorf("at %s with %s: %s × %d (entry %s × %d) reason %q, want %s × 4 with %q", at, mode, s.SharingMode, s.Replicas, entryMode, n, s.Reason, want, wantReason)
+		}
+	}
+	ts, mps := gpufracv1.SharingModeTimeSlicing, gpufracv1.SharingModeMPS
+	step(0, ts, ts, "memory: 4 × 9216MiB")                                      // first plan
+	step(1*time.Minute, mps, ts, "TimeSlicing kept until 2026-12-03T12:06:00Z") // the change waits
+	step(2*time.Minute, ts, ts, "memory: 4 × 9216MiB")                          // back: the wait ends
+	step(3*time.Minute, mps, ts, "kept until 2026-12-03T12:08:00Z")             // a new wait
+	step(8*time.Minute, mps, mps, "memory: 4 × 9216MiB")                        // changed
+	step(9*time.Minute, ts, mps, "MPS kept until 2026-12-03T12:14:00Z")         // and back waits too
+	// A spec change applies at once.
+	var pol gpufracv1.GPUSharingPolicy
+	if err := c.Get(context.Background(), types.NamespacedName{Name: "pool-a"}, &pol); err != nil {
+		t.Fatal(err)
+	}
+	pol.Spec.SharingMode = ts
+	if err := c.Update(context.Background(), &pol); err != nil {
+		t.Fatal(err)
+	}
+	step(10*time.Minute, mps, ts, "memory: 4 × 9216MiB")
+}
