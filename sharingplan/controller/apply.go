@@ -43,9 +43,10 @@ func (r *Reconciler) apply(ctx context.Context, pol *gpufracv1.GPUSharingPolicy,
 	}
 	toLabel, unknown := sizedNodes(pol, nodes)
 	changed, err := r.writeConfig(ctx, pol)
+	gone := 0
 	if err == nil {
 		var labeled int
-		labeled, err = r.labelNodes(ctx, pol, toLabel)
+		labeled, gone, err = r.labelNodes(ctx, pol, toLabel)
 		changed += labeled
 	}
 	if err != nil {
@@ -53,8 +54,8 @@ func (r *Reconciler) apply(ctx context.Context, pol *gpufracv1.GPUSharingPolicy,
 		r.event(pol, corev1.EventTypeWarning, gpufracv1.ReasonApplyFailed, "%v", err)
 		return err
 	}
-	pol.Status.LabeledNodes = int32(len(toLabel))
-	msg := fmt.Sprintf("config %s in ConfigMap %s/%s, %d node(s) labeled", pol.Status.ConfigName, pol.Spec.ConfigMap.Namespace, pol.Spec.ConfigMap.Name, len(toLabel))
+	pol.Status.LabeledNodes = int32(len(toLabel) - gone)
+	msg := fmt.Sprintf("config %s in ConfigMap %s/%s, %d node(s) labeled", pol.Status.ConfigName, pol.Spec.ConfigMap.Namespace, pol.Spec.ConfigMap.Name, len(toLabel)-gone)
 	if len(unknown) > 0 {
 		msg += fmt.Sprintf("; %d node(s) left unlabeled (%s): no valid %s label, so their GPU's size is not known (label them with GPU feature discovery, or set spec.gpuMemory to the pool's smallest GPU)",
 			len(unknown), nodeNames(unknown), GPUMemoryLabel)
@@ -181,9 +182,11 @@ func nodeNames(nodes []corev1.Node) string {
 }
 
 // labelNodes sets nvidia.com/device-plugin.config to the plan's config name on every
-// node that lacks it (a merge patch of that one label) and returns how many it wrote.
-func (r *Reconciler) labelNodes(ctx context.Context, pol *gpufracv1.GPUSharingPolicy, nodes []corev1.Node) (int, error) {
-	n := 0
+// node that lacks it (a merge patch of that one label) and returns how many it wrote
+// and how many were gone: a node deleted since the plan listed it (the cluster
+// autoscaler removed it, a spot node reclaimed) runs nothing any more, so its NotFound
+// is no failure. The error is the first other failed patch.
+func (r *Reconciler) labelNodes(ctx context.Context, pol *gpufracv1.GPUSharingPolicy, nodes []corev1.Node) (n, gone int, err error) {
 	for i := range nodes {
 		node := &nodes[i]
 		if node.Labels[gpufracv1.DevicePluginConfigLabel] == pol.Status.ConfigName {
@@ -194,12 +197,15 @@ func (r *Reconciler) labelNodes(ctx context.Context, pol *gpufracv1.GPUSharingPo
 			node.Labels = map[string]string{}
 		}
 		node.Labels[gpufracv1.DevicePluginConfigLabel] = pol.Status.ConfigName
-		if err := r.Client.Patch(ctx, node, patch); err != nil {
-			return n, fmt.Errorf("labeling node %s: %w", node.Name, err)
+		if err := r.Client.Patch(ctx, node, patch); apierrors.IsNotFound(err) {
+			gone++
+			continue
+		} else if err != nil {
+			return n, gone, fmt.Errorf("labeling node %s: %w", node.Name, err)
 		}
 		n++
 	}
-	return n, nil
+	return n, gone, nil
 }
 
 // dryRun sets Applied False (DryRun). Nodes that still carry the policy's

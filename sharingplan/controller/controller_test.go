@@ -873,3 +873,38 @@ func TestModeChangesOnlyAfterTheRaiseDelay(t *testing.T) {
 	}
 	step(10*time.Minute, mps, ts, "memory: 4 × 9216MiB")
 }
+
+// A node deleted between the plan's node list and its label (the cluster autoscaler
+// removing it, a spot node reclaimed) is no failure to apply: it no longer runs
+// anything. The others are labeled and Applied stays True. Before, the label's
+// NotFound set Applied False ApplyFailed, with a Warning event, and the webhook placed
+// no pod on the pool until the next plan.
+func TestNodeDeletedBeforeItsLabelIsNoApplyFailure(t *testing.T) {
+	_, c := setup(t, gpufracv1.PlanModeApply, pool()...)
+	rec := events.NewFakeRecorder(10)
+	cl := interceptor.NewClient(c, interceptor.Funcs{Patch: func(ctx context.Context, cl client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+		if n, ok := obj.(*corev1.Node); ok && n.Name == "n1" {
+			if err := cl.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}); err != nil {
+				return err
+			}
+		}
+		return cl.Patch(ctx, obj, patch, opts...)
+	}})
+	r := &Reconciler{Client: cl, Reader: c, Events: rec}
+	pol := reconcile(t, r, c)
+	if cond := meta.FindStatusCondition(pol.Status.Conditions, gpufracv1.ConditionApplied); cond == nil || cond.Status != metav1.ConditionTrue {
+		t.Errorf("Applied %+v, want True", cond)
+	}
+	var n2 corev1.Node
+	if err := c.Get(context.Background(), types.NamespacedName{Name: "n2"}, &n2); err != nil {
+		t.Fatal(err)
+	}
+	if got := n2.Labels[gpufracv1.DevicePluginConfigLabel]; got != "gpufrac-pool-a" {
+		t.Errorf("n2 label %q, want gpufrac-pool-a", got)
+	}
+	for len(rec.Events) > 0 {
+		if e := <-rec.Events; strings.HasPrefix(e, "Warning") {
+			t.Errorf("event %q", e)
+		}
+	}
+}
