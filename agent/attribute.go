@@ -28,7 +28,9 @@ const (
 	// informer does not know (not yet synced, another node, or already deleted).
 	ReasonUnknownPod = "unknown_pod"
 	// ReasonUnknownContainer: the pod is known but none of its container statuses
-	// has the process's container ID, and the pod has several containers.
+	// has the process's container ID, and the pod has several containers that may run
+	// (PodLookup.LookupPod: spec containers, native sidecars, init and ephemeral
+	// containers not terminated).
 	ReasonUnknownContainer = "unknown_container"
 	// ReasonUnreadable: /proc/<pid>/cgroup exists but could not be read (e.g.
 	// permission denied).
@@ -61,8 +63,10 @@ type PodLookup interface {
 	// LookupContainer returns the owner of the container whose runtime ID is id (64
 	// hex digits, no "containerd://" scheme).
 	LookupContainer(id string) (Owner, bool)
-	// LookupPod returns the namespace, name and spec container names of the pod
-	// whose UID (or, for a mirror pod, static pod hash) is uid.
+	// LookupPod returns the namespace and name of the pod whose UID (or, for a mirror
+	// pod, static pod hash) is uid, and the names of its containers that may run a
+	// process now (spec containers, native sidecars, init and ephemeral containers not
+	// terminated): a process is its only one's when there is one.
 	LookupPod(uid string) (namespace, name string, containers []string, ok bool)
 }
 
@@ -77,8 +81,8 @@ type ProcAttributor struct {
 }
 
 // Attribute reads the process's cgroup and looks its container up: by container ID
-// first, then by pod UID (taking the pod's only container when its container ID is
-// not yet in the pod's status). A missing /proc entry gives ReasonGone.
+// first, then by pod UID (taking the pod's only container that may run, when its
+// container ID is not yet in the pod's status). A missing /proc entry gives ReasonGone.
 func (a *ProcAttributor) Attribute(pid uint32) Attribution {
 	data, err := os.ReadFile(filepath.Join(a.ProcRoot, strconv.FormatUint(uint64(pid), 10), "cgroup"))
 	switch {

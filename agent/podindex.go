@@ -89,10 +89,38 @@ func (p *PodIndex) LookupPod(uid string) (namespace, name string, containers []s
 		return "", "", nil, false
 	}
 	pod := objs[0].(*corev1.Pod)
-	for i := range pod.Spec.Containers {
-		containers = append(containers, pod.Spec.Containers[i].Name)
+	return pod.Namespace, pod.Name, mayRun(pod), true
+}
+
+// mayRun names the containers of pod that may run a process now: every spec container,
+// every native sidecar (an init container with restartPolicy Always), every other init
+// container that has not terminated (running, or yet to run: no status), and every
+// ephemeral container that has not terminated (kubectl debug).
+func mayRun(pod *corev1.Pod) []string {
+	ended := func(sts []corev1.ContainerStatus, name string) bool {
+		for i := range sts {
+			if sts[i].Name == name {
+				return sts[i].State.Terminated != nil
+			}
+		}
+		return false
 	}
-	return pod.Namespace, pod.Name, containers, true
+	var out []string
+	for i := range pod.Spec.Containers {
+		out = append(out, pod.Spec.Containers[i].Name)
+	}
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		if (c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways) || !ended(pod.Status.InitContainerStatuses, c.Name) {
+			out = append(out, c.Name)
+		}
+	}
+	for i := range pod.Spec.EphemeralContainers {
+		if name := pod.Spec.EphemeralContainers[i].Name; !ended(pod.Status.EphemeralContainerStatuses, name) {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // List returns the pods in the informer's store (stripped; do not modify them).
@@ -173,6 +201,13 @@ func slimPod(obj any) (any, error) {
 	for i := range pod.Spec.Containers {
 		out.Spec.Containers = append(out.Spec.Containers, corev1.Container{Name: pod.Spec.Containers[i].Name})
 	}
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		out.Spec.InitContainers = append(out.Spec.InitContainers, corev1.Container{Name: c.Name, RestartPolicy: c.RestartPolicy})
+	}
+	for i := range pod.Spec.EphemeralContainers {
+		out.Spec.EphemeralContainers = append(out.Spec.EphemeralContainers, corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: pod.Spec.EphemeralContainers[i].Name}})
+	}
 	return out, nil
 }
 
@@ -183,6 +218,9 @@ func slimStatuses(in []corev1.ContainerStatus) []corev1.ContainerStatus {
 	out := make([]corev1.ContainerStatus, len(in))
 	for i := range in {
 		out[i] = corev1.ContainerStatus{Name: in[i].Name, ContainerID: in[i].ContainerID}
+		if in[i].State.Terminated != nil {
+			out[i].State.Terminated = &corev1.ContainerStateTerminated{} // mayRun reads only that it ended
+		}
 	}
 	return out
 }

@@ -2,12 +2,14 @@ package agent
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
@@ -113,5 +115,69 @@ func TestPodIndex(t *testing.T) {
 	}
 	if got := StripContainerIDScheme("containerd://ABC"); got != "abc" {
 		t.Errorf("StripContainerIDScheme = %q", got)
+	}
+}
+
+// TestLookupPodNamesEveryContainerThatMayRun: a process whose container ID is not yet in
+// the pod's status (the window between a container's start and the kubelet's status
+// update) is attributed by pod UID to the pod's only container. A native sidecar (an
+// init container with restartPolicy Always), an init container still running or yet to
+// run, and an ephemeral container not terminated (kubectl debug) run processes too, so
+// such a pod has no only container: the process is unknown_container, not the main
+// container's. Before, only spec.containers were counted, and a GPU sidecar's, a
+// TensorRT engine-building init container's or a debug session's memory was the main
+// container's (the recommender reading it as the main container's peak).
+func TestLookupPodNamesEveryContainerThatMayRun(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	terminated := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0}}
+	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	pod := func(uid string, init []corev1.Container, initSts []corev1.ContainerStatus, eph []corev1.EphemeralContainer, ephSts []corev1.ContainerStatus) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "p-" + uid[:1], Namespace: "ml", UID: types.UID(uid)},
+			Spec:       corev1.PodSpec{NodeName: "gpu-1", Containers: []corev1.Container{{Name: "main"}}, InitContainers: init, EphemeralContainers: eph},
+			Status:     corev1.PodStatus{InitContainerStatuses: initSts, EphemeralContainerStatuses: ephSts},
+		}
+	}
+	uid := func(c byte) string { return string(c) + "0000000-0000-4000-8000-000000000000" }
+	debug := []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debugger"}}}
+	cases := []struct {
+		name string
+		pod  *corev1.Pod
+		want int
+	}{
+		{"main alone", pod(uid('1'), nil, nil, nil, nil), 1},
+		{"init container done", pod(uid('2'), []corev1.Container{{Name: "fetch"}}, []corev1.ContainerStatus{{Name: "fetch", State: terminated}}, nil, nil), 1},
+		{"init container running", pod(uid('3'), []corev1.Container{{Name: "build-engine"}}, []corev1.ContainerStatus{{Name: "build-engine", State: running}}, nil, nil), 2},
+		{"init container without a status yet", pod(uid('4'), []corev1.Container{{Name: "build-engine"}}, nil, nil, nil), 2},
+		{"native sidecar", pod(uid('5'), []corev1.Container{{Name: "proxy", RestartPolicy: &always}}, []corev1.ContainerStatus{{Name: "proxy", State: running}}, nil, nil), 2},
+		{"debug container running", pod(uid('6'), nil, nil, debug, []corev1.ContainerStatus{{Name: "debugger", State: running}}), 2},
+		{"debug container ended", pod(uid('7'), nil, nil, debug, []corev1.ContainerStatus{{Name: "debugger", State: terminated}}), 1},
+	}
+	client := fake.NewClientset()
+	for _, tc := range cases {
+		if _, err := client.CoreV1().Pods("ml").Create(context.Background(), tc.pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	idx, err := NewPodIndex(client, "gpu-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	idx.Start(ctx)
+	if !idx.WaitForSync(ctx, 10*time.Second) {
+		t.Fatal("not synced")
+	}
+	for _, tc := range cases {
+		_, _, cs, ok := idx.LookupPod(string(tc.pod.UID))
+		a := resolve(idx, CgroupInfo{PodUID: string(tc.pod.UID), ContainerID: strings.Repeat("e", 64)})
+		wantReason := ""
+		if tc.want > 1 {
+			wantReason = ReasonUnknownContainer
+		}
+		if !ok || len(cs) != tc.want || a.Reason != wantReason {
+			t.Errorf("%s: containers %v (found %v), attribution %+v; want %d and reason %q", tc.name, cs, ok, a, tc.want, wantReason)
+		}
 	}
 }
