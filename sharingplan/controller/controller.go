@@ -151,7 +151,7 @@ func (r *Reconciler) plan(ctx context.Context, pol *gpufracv1.GPUSharingPolicy) 
 	if err != nil {
 		return nil, err
 	}
-	in, reason, msg, err := r.input(ctx, pol, nodes, stray)
+	in, note, reason, msg, err := r.input(ctx, pol, nodes, stray)
 	if err != nil || reason != "" {
 		r.setCondition(pol, gpufracv1.ConditionPlanned, metav1.ConditionFalse, reason, msg)
 		return nil, err
@@ -166,6 +166,9 @@ func (r *Reconciler) plan(ctx context.Context, pol *gpufracv1.GPUSharingPolicy) 
 	}
 	in, p = r.holdModeChange(pol, in, p)
 	p = r.holdRaise(pol, in, p)
+	if note != "" {
+		p.Reason += "; " + note
+	}
 	if len(stray) > 0 {
 		p.Reason += "; " + strayReason(pol, len(nodes), stray)
 	}
@@ -389,27 +392,40 @@ func physicalGPUs(n *corev1.Node) int64 {
 // input builds the planner's input; the GPU memory counts the pool's nodes and the
 // stray ones (strayNodes), and a pool whose every node left the nodeSelector while
 // labeled is planned for the stray ones alone (they still run the entry and get the
-// plan's pods). A non-empty reason (with msg) says why there is nothing to plan; err is
+// plan's pods). A node that carries the plan's label without a valid
+// nvidia.com/gpu.memory label (lost since it was labeled: GPU feature discovery's or
+// node-feature-discovery's labels removed) still runs the entry on a GPU of a size no
+// longer known: without spec.gpuMemory (the user's bound on every GPU of the pool) the
+// GPU memory is then at most the last plan's (status.gpuMemory), and note says so. A non-empty reason (with msg) says why there is nothing to plan; err is
 // a failure to read the cluster.
-func (r *Reconciler) input(ctx context.Context, pol *gpufracv1.GPUSharingPolicy, nodes, stray []corev1.Node) (in sharingplan.Input, reason, msg string, err error) {
+func (r *Reconciler) input(ctx context.Context, pol *gpufracv1.GPUSharingPolicy, nodes, stray []corev1.Node) (in sharingplan.Input, note, reason, msg string, err error) {
 	if len(nodes) == 0 && len(stray) == 0 {
-		return in, gpufracv1.ReasonNoNodes, "the nodeSelector matches no node", nil
+		return in, "", gpufracv1.ReasonNoNodes, "the nodeSelector matches no node", nil
 	}
 	if msg := specGPUMemoryInvalid(pol); msg != "" {
-		return in, gpufracv1.ReasonInvalidSpec, msg, nil
+		return in, "", gpufracv1.ReasonInvalidSpec, msg, nil
 	}
-	if in.GPUMemoryBytes = gpuMemory(pol, append(append([]corev1.Node(nil), nodes...), stray...)); in.GPUMemoryBytes <= 0 {
-		return in, gpufracv1.ReasonNoGPUMemory, "set spec.gpuMemory: no selected node has the " + GPUMemoryLabel + " label", nil
+	all := append(append([]corev1.Node(nil), nodes...), stray...)
+	in.GPUMemoryBytes = gpuMemory(pol, all)
+	if unsized := unsizedLabeled(pol, all); len(unsized) > 0 && pol.Spec.GPUMemory == nil && pol.Status.GPUMemory != nil {
+		if last := pol.Status.GPUMemory.Value(); last > 0 && (in.GPUMemoryBytes <= 0 || last < in.GPUMemoryBytes) {
+			in.GPUMemoryBytes = last
+			note = fmt.Sprintf("GPU memory kept at most at the last plan's %dMiB: %d node(s) carry %s=%s without a valid %s label (%s), so their GPU's size is no longer known",
+				last/sharingplan.MiB, len(unsized), gpufracv1.DevicePluginConfigLabel, ConfigName(pol), GPUMemoryLabel, nodeNames(unsized))
+		}
+	}
+	if in.GPUMemoryBytes <= 0 {
+		return in, "", gpufracv1.ReasonNoGPUMemory, "set spec.gpuMemory: no selected node has the " + GPUMemoryLabel + " label", nil
 	}
 	sel, err := metav1.LabelSelectorAsSelector(&pol.Spec.AutoscalerSelector)
 	if err != nil {
-		return in, gpufracv1.ReasonInvalidSpec, "autoscalerSelector: " + err.Error(), nil
+		return in, "", gpufracv1.ReasonInvalidSpec, "autoscalerSelector: " + err.Error(), nil
 	}
 	if in.Workloads, err = r.workloads(ctx, sel, in.GPUMemoryBytes); err != nil {
-		return in, "", "", err
+		return in, "", "", "", err
 	}
 	if len(in.Workloads) == 0 {
-		return in, gpufracv1.ReasonNoRecommendations, "no selected GPUFractionAutoscaler has a recommendation with a memory target yet", nil
+		return in, "", gpufracv1.ReasonNoRecommendations, "no selected GPUFractionAutoscaler has a recommendation with a memory target yet", nil
 	}
 	in.Mode = pol.Spec.SharingMode
 	in.MaxReplicas = int(pol.Spec.MaxReplicas)
@@ -421,7 +437,19 @@ func (r *Reconciler) input(ctx context.Context, pol *gpufracv1.GPUSharingPolicy,
 	if pol.Spec.ComputeBudget != nil {
 		in.ComputeBudgetMilli = pol.Spec.ComputeBudget.MilliValue()
 	}
-	return in, "", "", nil
+	return in, note, "", "", nil
+}
+
+// unsizedLabeled lists the nodes that carry pol's config label without a valid
+// nvidia.com/gpu.memory label.
+func unsizedLabeled(pol *gpufracv1.GPUSharingPolicy, nodes []corev1.Node) []corev1.Node {
+	var out []corev1.Node
+	for i := range nodes {
+		if _, ok := nodeGPUMemoryMiB(&nodes[i]); !ok && nodes[i].Labels[gpufracv1.DevicePluginConfigLabel] == ConfigName(pol) {
+			out = append(out, nodes[i])
+		}
+	}
+	return out
 }
 
 // gpuMemory is the memory of one GPU the plan sizes its replicas for, bytes: the

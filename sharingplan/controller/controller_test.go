@@ -908,3 +908,66 @@ func TestNodeDeletedBeforeItsLabelIsNoApplyFailure(t *testing.T) {
 		}
 	}
 }
+
+// A node that carries the plan's label loses its nvidia.com/gpu.memory label (GPU
+// feature discovery or node-feature-discovery's garbage collection removed its labels:
+// an operator upgrade, its worker gone): its GPU's size is no longer known, but the
+// node still runs the entry. The plan's GPU memory stays at most the last plan's
+// (status.gpuMemory, which counted it), and the reason names the node; once the label
+// is back the plan sizes by it. Before, the plan sized for the other nodes alone: the
+// 40Gi node's label gone, N rose from 4 to 5 (80Gi / 9Gi, compute 5) on its 40Gi GPU.
+func TestLabeledNodeLosingItsGPUSizeKeepsTheLastSize(t *testing.T) {
+	r, c := setup(t, gpufracv1.PlanModeApply, pool()...)
+	if s := reconcile(t, r, c).Status; s.Replicas != 4 || s.LabeledNodes != 2 {
+		t.Fatalf("first plan: replicas %d labeled %d, want 4 2", s.Replicas, s.LabeledNodes)
+	}
+	ctx := context.Background()
+	relabel := func(v string) {
+		t.Helper()
+		var n corev1.Node
+		if err := c.Get(ctx, types.NamespacedName{Name: "n2"}, &n); err != nil {
+			t.Fatal(err)
+		}
+		if v == "" {
+			delete(n.Labels, GPUMemoryLabel)
+		} else {
+			n.Labels[GPUMemoryLabel] = v
+		}
+		if err := c.Update(ctx, &n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	relabel("")
+	s := reconcile(t, r, c).Status
+	if s.Replicas != 4 || s.GPUMemory.Value() != 40<<30 || !strings.Contains(s.Reason, "(n2)") {
+		t.Errorf("n2 without its size label: replicas %d gpuMemory %v reason %q, want 4 40Gi naming n2", s.Replicas, s.GPUMemory, s.Reason)
+	}
+	// Again: the bound is kept from plan to plan.
+	if s := reconcile(t, r, c).Status; s.Replicas != 4 {
+		t.Errorf("next plan: replicas %d, want 4", s.Replicas)
+	}
+	// spec.gpuMemory, the user's bound on every GPU of the pool, sizes it instead.
+	var pol gpufracv1.GPUSharingPolicy
+	if err := c.Get(ctx, types.NamespacedName{Name: "pool-a"}, &pol); err != nil {
+		t.Fatal(err)
+	}
+	pol.Spec.GPUMemory = ptr.To(resource.MustParse("72Gi"))
+	if err := c.Update(ctx, &pol); err != nil {
+		t.Fatal(err)
+	}
+	if s := reconcile(t, r, c).Status; s.Replicas != 5 || s.GPUMemory.Value() != 72<<30 {
+		t.Errorf("spec.gpuMemory 72Gi: replicas %d gpuMemory %v, want 5 72Gi", s.Replicas, s.GPUMemory)
+	}
+	if err := c.Get(ctx, types.NamespacedName{Name: "pool-a"}, &pol); err != nil {
+		t.Fatal(err)
+	}
+	pol.Spec.GPUMemory = nil
+	if err := c.Update(ctx, &pol); err != nil {
+		t.Fatal(err)
+	}
+	// The label back, larger (the node's GPU replaced): sized by it.
+	relabel("81920")
+	if s := reconcile(t, r, c).Status; s.Replicas != 5 || strings.Contains(s.Reason, "n2") {
+		t.Errorf("n2 labeled 80Gi: replicas %d reason %q, want 5 without n2", s.Replicas, s.Reason)
+	}
+}
