@@ -13,7 +13,9 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -421,8 +423,16 @@ func (r *Reconciler) input(ctx context.Context, pol *gpufracv1.GPUSharingPolicy,
 	if err != nil {
 		return in, "", gpufracv1.ReasonInvalidSpec, "autoscalerSelector: " + err.Error(), nil
 	}
-	if in.Workloads, err = r.workloads(ctx, sel, in.GPUMemoryBytes); err != nil {
+	var policies gpufracv1.GPUSharingPolicyList
+	if err := r.reader().List(ctx, &policies); err != nil {
+		return in, "", "", "", fmt.Errorf("listing GPUSharingPolicies: %w", err)
+	}
+	var shared string
+	if in.Workloads, shared, err = r.workloads(ctx, sel, in.GPUMemoryBytes, otherSelectors(pol, policies.Items)); err != nil {
 		return in, "", "", "", err
+	}
+	if shared != "" {
+		note = strings.TrimPrefix(note+"; "+shared, "; ")
 	}
 	if len(in.Workloads) == 0 {
 		return in, "", gpufracv1.ReasonNoRecommendations, "no selected GPUFractionAutoscaler has a recommendation with a memory target yet", nil
@@ -507,16 +517,31 @@ func nodeGPUMemoryMiB(n *corev1.Node) (int64, bool) {
 // would get a 1/N share on the pool); one without a memory target that is in charge of
 // no pod (ConfigUnsupported, such as a duplicate of another autoscaler of its workload,
 // or no matched pods) is left out.
-func (r *Reconciler) workloads(ctx context.Context, sel labels.Selector, gpuMemory int64) ([]sharingplan.Workload, error) {
+//
+// An autoscaler that another policy's autoscalerSelector selects too (others: policy
+// name → selector) has no pool: the webhook places its pods on neither plan
+// (backend.SelectSharingPlan). It still sizes N (its pods, asking whole GPUs, may land
+// on the pool), and shared says which such autoscalers there are ("" when none).
+func (r *Reconciler) workloads(ctx context.Context, sel labels.Selector, gpuMemory int64, others map[string]labels.Selector) (out []sharingplan.Workload, shared string, err error) {
 	var gfas gpufracv1.GPUFractionAutoscalerList
 	if err := r.reader().List(ctx, &gfas, client.MatchingLabelsSelector{Selector: sel}); err != nil {
-		return nil, fmt.Errorf("listing GPUFractionAutoscalers: %w", err)
+		return nil, "", fmt.Errorf("listing GPUFractionAutoscalers: %w", err)
 	}
-	var out []sharingplan.Workload
+	var ambiguous []string
+	also := map[string]bool{}
 	for _, g := range gfas.Items {
+		amb := false
+		for name, o := range others {
+			if o.Matches(labels.Set(g.Labels)) {
+				amb, also[name] = true, true
+			}
+		}
+		if amb {
+			ambiguous = append(ambiguous, g.Namespace+"/"+g.Name)
+		}
 		var rec gpufracv1.GPUFractionRecommendation
 		if err := r.reader().Get(ctx, client.ObjectKeyFromObject(&g), &rec); err != nil && !apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("reading GPUFractionRecommendation %s/%s: %w", g.Namespace, g.Name, err)
+			return nil, "", fmt.Errorf("reading GPUFractionRecommendation %s/%s: %w", g.Namespace, g.Name, err)
 		}
 		st := rec.Status
 		if st.Memory == nil || st.Memory.Sign() <= 0 {
@@ -545,7 +570,41 @@ func (r *Reconciler) workloads(ctx context.Context, sel labels.Selector, gpuMemo
 		}
 		out = append(out, w)
 	}
-	return out, nil
+	if len(ambiguous) > 0 {
+		names := make([]string, 0, len(also))
+		for n := range also {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		shared = fmt.Sprintf("%d workload(s) (%s) also selected by GPUSharingPolicy %s: the webhook places their pods on neither pool, so they keep whole GPUs (make the autoscalerSelectors disjoint)",
+			len(ambiguous), firstNames(ambiguous), strings.Join(names, ", "))
+	}
+	return out, shared, nil
+}
+
+// otherSelectors returns the autoscalerSelectors of the policies other than pol that
+// the webhook reads as selecting an autoscaler too (backend.SelectSharingPlan: not
+// being deleted, a selector that parses), by policy name.
+func otherSelectors(pol *gpufracv1.GPUSharingPolicy, policies []gpufracv1.GPUSharingPolicy) map[string]labels.Selector {
+	out := map[string]labels.Selector{}
+	for i := range policies {
+		o := &policies[i]
+		if o.Name == pol.Name || o.DeletionTimestamp != nil {
+			continue
+		}
+		if sel, err := metav1.LabelSelectorAsSelector(&o.Spec.AutoscalerSelector); err == nil {
+			out[o.Name] = sel
+		}
+	}
+	return out
+}
+
+// firstNames joins at most three names, then a count of the rest.
+func firstNames(names []string) string {
+	if len(names) > 3 {
+		return strings.Join(names[:3], ", ") + fmt.Sprintf(", %d more", len(names)-3)
+	}
+	return strings.Join(names, ", ")
 }
 
 // setStatus writes the plan into pol.Status.

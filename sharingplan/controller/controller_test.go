@@ -971,3 +971,31 @@ func TestLabeledNodeLosingItsGPUSizeKeepsTheLastSize(t *testing.T) {
 		t.Errorf("n2 labeled 80Gi: replicas %d reason %q, want 5 without n2", s.Replicas, s.Reason)
 	}
 }
+
+// An autoscaler that two policies select (overlapping autoscalerSelectors: both {}, or
+// one label on both) has no pool: the webhook places its pods on neither plan
+// (backend.SelectSharingPlan: ambiguous) and they keep asking for whole GPUs. Each plan
+// still sizes N by it (its pods may land on the pool's GPUs), and the reason names it
+// and the other policy, since GPUs freed counts pods that will not move. Before, both
+// plans said they free 5 GPUs and nothing said why no pod moved.
+func TestAutoscalerSelectedByTwoPoliciesIsNamed(t *testing.T) {
+	other := &gpufracv1.GPUSharingPolicy{ObjectMeta: metav1.ObjectMeta{Name: "pool-b"}, Spec: gpufracv1.GPUSharingPolicySpec{
+		NodeSelector:       metav1.LabelSelector{MatchLabels: map[string]string{"pool": "b"}},
+		AutoscalerSelector: metav1.LabelSelector{MatchLabels: map[string]string{"share": "yes"}},
+		Mode:               gpufracv1.PlanModeApply,
+		ConfigMap:          gpufracv1.ConfigMapReference{Namespace: "gpu-operator", Name: "device-plugin-config"},
+	}}
+	r, c := setup(t, gpufracv1.PlanModeDryRun, append(pool(), other)...)
+	s := reconcile(t, r, c).Status
+	if s.Replicas != 4 || !strings.Contains(s.Reason, "2 workload(s) (x/big, y/small) also selected by GPUSharingPolicy pool-b") {
+		t.Errorf("replicas %d reason %q, want 4 naming x/big, y/small and pool-b", s.Replicas, s.Reason)
+	}
+	// Disjoint selectors: nothing to say.
+	other.Spec.AutoscalerSelector = metav1.LabelSelector{MatchLabels: map[string]string{"share": "b"}}
+	if err := c.Update(context.Background(), other); err != nil {
+		t.Fatal(err)
+	}
+	if s := reconcile(t, r, c).Status; strings.Contains(s.Reason, "also selected") {
+		t.Errorf("disjoint selectors: reason %q", s.Reason)
+	}
+}
