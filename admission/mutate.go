@@ -531,53 +531,42 @@ func (m *Mutator) memoryTarget(t *backend.Target, r contract.Target, gfa *gpufra
 	var warnings []string
 	t.HasMemory = true
 	qc := q.DeepCopy()
-	mem := q.Value()
-	if fm, _ := contract.Floor(gfa, t.Container, m.now()); fm > mem {
+	// What is written: contract.WrittenOf, the rule the updater's placement check and
+	// gpufrac simulate follow too.
+	w := contract.WrittenOf(gfa, r, m.now(), overhead, m.Config.GPUMemoryBytes)
+	if w.MemoryFloored {
 		// A rollback floor is in force (status.updater.floor): at least the floor,
 		// whether or not the recommender has caught up. The record says what the pod
 		// holds.
-		mem = min(fm, m.Config.GPUMemoryBytes)
-		qc = *resource.NewQuantity(mem, resource.BinarySI)
+		fm, _ := contract.Floor(gfa, t.Container, m.now())
+		qc = *resource.NewQuantity(min(fm, m.Config.GPUMemoryBytes), resource.BinarySI)
 		warnings = append(warnings, fmt.Sprintf("gpufrac: container %s: memory %s instead of the recommended %s: rollback floor (status.updater.floor, %s)", t.Container, qc.String(), q.String(), gfa.Status.Updater.Floor.Reason))
 	}
-	floored := mem > q.Value()
-	if need := r.NeedMemory(); need > mem {
+	if w.Memory > qc.Value() {
 		// The recommendation predates the policy's minMemory (raised, the remedy for a
 		// workload out of memory, and the recommender has not written since): the user's
 		// floor holds at once (contract.WithMinMemory: at most one GPU; the updater
 		// compares pods with the same). The record says what the pod holds.
-		mem = need
-		qc = *resource.NewQuantity(mem, resource.BinarySI)
+		qc = *resource.NewQuantity(w.Memory, resource.BinarySI)
 		warnings = append(warnings, fmt.Sprintf("gpufrac: container %s: memory %s instead of the recommended %s: minMemory of the container policy (the recommendation predates it)", t.Container, qc.String(), q.String()))
 	}
-	t.MemoryBytes = mem + overhead
-	if t.MemoryBytes > m.Config.GPUMemoryBytes {
+	if w.Capped {
 		t.CappedNote = fmt.Sprintf("gpufrac: container %s: memory %s plus overhead exceeds one GPU; capped to %s", t.Container, qc.String(), gpuMem.String())
 		warnings = append(warnings, t.CappedNote)
-		t.MemoryBytes = m.Config.GPUMemoryBytes
 	}
-	if r.YoungShare && r.Memory > mem {
+	if r.YoungShare && r.Memory > w.Memory {
 		// A young workload placed by its observed peak is written at its share
 		// (contract.Target.YoungShare): the record says it, the updater compares it, and
-		// the limit is the memoryLimit below, at least the share (room above the request,
-		// at most one GPU, no warning: it is not need).
+		// the limit is the memoryLimit (room above the request, at most one GPU, no
+		// warning: it is not need).
 		qc = *resource.NewQuantity(r.Memory, resource.BinarySI)
 	}
-	if r.MemoryLimit > mem {
-		// The memoryLimit where above what the pod gets (burst room above a request;
-		// contract.Target.MemoryLimit) is the limit written, at most one GPU (no
-		// warning: it is headroom, not need). The record keeps the target (qc), which
-		// the updater compares.
-		t.MemoryBytes = max(t.MemoryBytes, min(r.MemoryLimit+overhead, m.Config.GPUMemoryBytes))
-	}
-	if r.UpperMemory > 0 {
-		t.UpperMemoryBytes = max(t.MemoryBytes, min(r.UpperMemory+overhead, m.Config.GPUMemoryBytes))
-	}
-	if r.RequestPeakMemory > 0 && !floored {
-		// Not under a rollback floor, which the request must hold whatever the peak
-		// (contract.WithMinMemory drops the request under a raised minMemory).
-		t.PeakMemoryBytes = min(r.RequestPeakMemory+overhead, m.Config.GPUMemoryBytes)
-	}
+	// The memoryLimit where above what the pod gets (burst room above a request;
+	// contract.Target.MemoryLimit) is the limit written; the record keeps the target
+	// (qc), which the updater compares. No observed-peak request under a rollback floor
+	// that raised the memory, which the request must hold whatever the peak
+	// (contract.WithMinMemory drops the request under a raised minMemory).
+	t.MemoryBytes, t.UpperMemoryBytes, t.PeakMemoryBytes = w.MemoryBytes, w.UpperMemoryBytes, w.PeakMemoryBytes
 	t.RecommendedMemory = &qc
 	return warnings, nil
 }
@@ -602,20 +591,23 @@ func (m *Mutator) computeTarget(t *backend.Target, r contract.Target, gfa *gpufr
 	}
 	var warnings []string
 	t.HasCompute = true
-	t.ComputeMilli = q.MilliValue()
+	// What is written: contract.WrittenOf, the rule the updater's placement check and
+	// gpufrac simulate follow too.
+	w := contract.WrittenOf(gfa, r, m.now(), 0, m.Config.GPUMemoryBytes)
+	t.ComputeMilli = w.ComputeMilli
 	qc := q.DeepCopy()
-	if _, fc := contract.Floor(gfa, t.Container, m.now()); fc > t.ComputeMilli {
+	_, fc := contract.Floor(gfa, t.Container, m.now())
+	if fc > q.MilliValue() {
 		warnings = append(warnings, fmt.Sprintf("gpufrac: container %s: compute %dm instead of the recommended %s: rollback floor (status.updater.floor)", t.Container, min(fc, 1000), q.String()))
-		t.ComputeMilli = min(fc, 1000)
-		qc = *resource.NewMilliQuantity(t.ComputeMilli, resource.DecimalSI)
 	}
-	if v := r.Compute; v > t.ComputeMilli {
+	if v := r.Compute; v > q.MilliValue() && v > min(fc, 1000) {
 		// r.Compute is above the recommendation only while a horizontal autoscaler
 		// scales on GPU utilisation (contract.HeldCompute): never less compute than the
 		// workload's pods hold. The record says what the pod holds.
 		warnings = append(warnings, fmt.Sprintf("gpufrac: container %s: compute %dm instead of the recommended %s: a horizontal autoscaler scales the workload on GPU utilisation and its pods hold %dm (ComputeShrinkHeld)", t.Container, v, q.String(), v))
-		t.ComputeMilli = v
-		qc = *resource.NewMilliQuantity(v, resource.DecimalSI)
+	}
+	if w.ComputeMilli != q.MilliValue() {
+		qc = *resource.NewMilliQuantity(w.ComputeMilli, resource.DecimalSI)
 	}
 	t.RecommendedCompute = &qc
 	return warnings, nil

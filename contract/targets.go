@@ -344,3 +344,76 @@ func MilliOf(q *resource.Quantity) int64 {
 func (t Target) Young() bool {
 	return t.Recommendation != nil && t.Recommendation.YoungMarginPercent > 0
 }
+
+// Written is what the webhook writes for one container's Target under the rollback
+// floor in force (WrittenOf): the one rule the webhook (what it writes), the updater's
+// placement check and consolidation (what a replacement will need) and gpufrac simulate
+// (what it packs) follow.
+type Written struct {
+	// Memory is the memory the container gets, bytes, before overhead: the
+	// recommendation's target, at least the rollback floor in force (at most one GPU)
+	// and the need (NeedMemory: minMemory); -1 where memory is not written (no target,
+	// or not controlled).
+	Memory int64
+	// MemoryFloored is true when the rollback floor raised Memory above the
+	// recommendation's target: the observed-peak request is then not written.
+	MemoryFloored bool
+	// MemoryBytes is the memory written as the limit, bytes: Memory plus overhead, or
+	// the MemoryLimit plus overhead where larger, at most one GPU; -1 with Memory -1.
+	MemoryBytes int64
+	// Capped is true when Memory plus overhead exceeds one GPU (MemoryBytes is one GPU).
+	Capped bool
+	// UpperMemoryBytes is the upper bound plus overhead, at least MemoryBytes, at most
+	// one GPU, bytes; 0 without an upper bound.
+	UpperMemoryBytes int64
+	// PeakMemoryBytes is the observed-peak request plus overhead, at most one GPU,
+	// bytes (RequestPeakMemory); 0 without one or under a floor that raised Memory.
+	PeakMemoryBytes int64
+	// ComputeMilli is the compute written, thousandths of one GPU: the compute target
+	// (at least what the workload's pods hold, HeldCompute), at least the rollback floor
+	// in force (at most one GPU); -1 where compute is not partitioned and controlled.
+	ComputeMilli int64
+	// ComputeFloored is true when the rollback floor raised ComputeMilli above Compute.
+	ComputeFloored bool
+}
+
+// WrittenOf returns what the webhook writes for t (a target of TargetsOf of gfa, through
+// WithMinMemory and WithFloor) at now, with overhead bytes added to memory and
+// gpuMemoryBytes the memory of one GPU. The rollback floor is gfa's in force at now
+// (Floor). A target the webhook finds unwritable (UnwritableMemory, UnwritableCompute)
+// is the caller's to check first.
+func WrittenOf(gfa *gpufracv1.GPUFractionAutoscaler, t Target, now time.Time, overhead, gpuMemoryBytes int64) Written {
+	w := Written{Memory: -1, MemoryBytes: -1, ComputeMilli: -1}
+	fm, fc := Floor(gfa, t.Container, now)
+	if t.ControlsMemory && t.Memory >= 0 {
+		rec := t.NeedMemory()
+		if t.Recommendation != nil && t.Recommendation.Target.Memory != nil {
+			rec = t.Recommendation.Target.Memory.Value()
+		}
+		w.Memory = rec
+		if fm > rec {
+			w.Memory, w.MemoryFloored = min(fm, gpuMemoryBytes), true
+		}
+		w.Memory = max(w.Memory, t.NeedMemory())
+		w.MemoryBytes = w.Memory + overhead
+		if w.MemoryBytes > gpuMemoryBytes {
+			w.MemoryBytes, w.Capped = gpuMemoryBytes, true
+		}
+		if t.MemoryLimit > w.Memory {
+			w.MemoryBytes = max(w.MemoryBytes, min(t.MemoryLimit+overhead, gpuMemoryBytes))
+		}
+		if t.UpperMemory > 0 {
+			w.UpperMemoryBytes = max(w.MemoryBytes, min(t.UpperMemory+overhead, gpuMemoryBytes))
+		}
+		if t.RequestPeakMemory > 0 && !w.MemoryFloored {
+			w.PeakMemoryBytes = min(t.RequestPeakMemory+overhead, gpuMemoryBytes)
+		}
+	}
+	if t.ControlsCompute && t.Compute >= 0 {
+		w.ComputeMilli = t.Compute
+		if f := min(fc, 1000); f > w.ComputeMilli {
+			w.ComputeMilli, w.ComputeFloored = f, true
+		}
+	}
+	return w
+}

@@ -264,21 +264,22 @@ func (u *Updater) movablePods(cy *cycle) map[types.UID]movable {
 				continue
 			}
 			alloc := p.allocs[pod.UID]
-			r := replacementNeed(pod, alloc, p.targets, p.backend, u.Config.Backend, p.overhead)
+			r := replacementNeed(pod, alloc, p.gfa, p.targets, p.backend, u.Config.Backend, p.overhead, cy.now)
 			if r.SharedMemory <= 0 {
 				continue
 			}
-			out[pod.UID] = movable{p: p, pod: pod, next: r.SharedMemory, compute: replacementCompute(alloc, p)}
+			out[pod.UID] = movable{p: p, pod: pod, next: r.SharedMemory, compute: replacementCompute(alloc, p, cy.now)}
 		}
 	}
 	return out
 }
 
 // replacementCompute is the compute, milli-GPU, the replacement of a pod with
-// allocation alloc holds on its GPU where the backend partitions compute (HAMi's
-// gpucores): each container's compute target where the policy controls it, else what
-// it holds now; 0 where none is written.
-func replacementCompute(alloc PodAllocation, p *plan) int64 {
+// allocation alloc holds on its GPU at now where the backend partitions compute (HAMi's
+// gpucores): each container's compute as the webhook writes it where the policy controls
+// it (contract.WrittenOf: the target, at least the rollback floor in force), else what it
+// holds now; 0 where none is written.
+func replacementCompute(alloc PodAllocation, p *plan, now time.Time) int64 {
 	if p.backend != gpufracv1.BackendHAMi {
 		return 0
 	}
@@ -286,7 +287,7 @@ func replacementCompute(alloc PodAllocation, p *plan) int64 {
 	for name, a := range alloc.Containers {
 		v := max(a.Compute, 0)
 		if t, ok := p.targets[name]; ok && t.ControlsCompute && t.Compute >= 0 {
-			v = t.Compute
+			v = contract.WrittenOf(p.gfa, t, now, 0, 0).ComputeMilli
 		}
 		sum += v
 	}

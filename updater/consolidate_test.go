@@ -248,7 +248,7 @@ func TestNVFractionsPlacement(t *testing.T) {
 	}
 	targets := map[string]contract.Target{"c": {Container: "c", ControlsMemory: true, Memory: 4 << 30, UpperMemory: 5 << 30, RequestPeakMemory: 3 << 29}}
 	alloc := PodAllocation{Containers: map[string]Alloc{"c": {Memory: 3 << 30, Compute: -1}}}
-	r := replacementNeed(pod, alloc, targets, gpufracv1.BackendKAINVFractions, cfg, 256*backend.MiB)
+	r := replacementNeed(pod, alloc, nil, targets, gpufracv1.BackendKAINVFractions, cfg, 256*backend.MiB, time.Time{})
 	if want := int64(1536+256) * backend.MiB; r.SharedMemory != want || !r.OpensDevice {
 		t.Errorf("replacement %+v, want %d bytes (peak 1.5Gi + 256Mi overhead) that may open a GPU", r, want)
 	}

@@ -201,7 +201,7 @@ func (u *Updater) placementGate(ctx context.Context, cy *cycle, c *candidate) (i
 		return -1, Replacement{}, true
 	}
 	p := c.p
-	repl := replacementNeed(c.pod, c.alloc, p.targets, p.backend, u.Config.Backend, p.overhead)
+	repl := replacementNeed(c.pod, c.alloc, p.gfa, p.targets, p.backend, u.Config.Backend, p.overhead, cy.now)
 	// Only the nodes the replacement may run on (its node selector, affinity and taints),
 	// and for consolidation not the GPU it leaves.
 	nodes, index := runnable(cy.capacity, c.pod)
@@ -303,12 +303,15 @@ func podRequest(pod *corev1.Pod, res corev1.ResourceName) int64 {
 	return total
 }
 
-// replacementNeed is what the replacement of pod (allocation alloc) needs: the pod's own
-// request of the GPU resource (the replacement comes from the same template and the
-// webhook keeps or removes it alike) and, for HAMi and KAI, the largest memory one of
-// its containers will get on a shared GPU (the target plus overhead where memory is
-// controlled, else what it has now; for KAI as the fraction the webhook writes).
-func replacementNeed(pod *corev1.Pod, alloc PodAllocation, targets map[string]contract.Target, bt gpufracv1.BackendType, cfg backend.Config, overhead int64) Replacement {
+// replacementNeed is what the replacement of pod (allocation alloc) needs at now: the
+// pod's own request of the GPU resource (the replacement comes from the same template and
+// the webhook keeps or removes it alike) and, for HAMi and KAI, the largest memory one of
+// its containers will get on a shared GPU: where memory is controlled, what the webhook
+// writes for targets under gfa's rollback floor in force (contract.WrittenOf: the
+// target, at least the floor and minMemory, plus overhead, or the memoryLimit; for
+// kai-nvfractions the request backend.NVFractionsConfig.RequestLimit makes of it, for
+// KAI as the fraction), else what the container has now.
+func replacementNeed(pod *corev1.Pod, alloc PodAllocation, gfa *gpufracv1.GPUFractionAutoscaler, targets map[string]contract.Target, bt gpufracv1.BackendType, cfg backend.Config, overhead int64, now time.Time) Replacement {
 	kai := bt == gpufracv1.BackendKAI || bt == gpufracv1.BackendKAINVFractions
 	r := Replacement{GPUs: podRequest(pod, cfg.GPUResource), OpensDevice: kai}
 	if bt != gpufracv1.BackendHAMi && !kai {
@@ -320,9 +323,11 @@ func replacementNeed(pod *corev1.Pod, alloc PodAllocation, targets map[string]co
 		}
 		m := a.Memory
 		if t, ok := targets[name]; ok && t.ControlsMemory && t.Memory > 0 {
-			m = min(t.Memory+overhead, cfg.GPUMemoryBytes)
+			w := contract.WrittenOf(gfa, t, now, overhead, cfg.GPUMemoryBytes)
+			m = w.MemoryBytes
 			if bt == gpufracv1.BackendKAINVFractions {
-				m = nvFractionsRequest(t, overhead, cfg)
+				req, _ := cfg.NVFractions.RequestLimit(w.MemoryBytes, w.UpperMemoryBytes, w.PeakMemoryBytes, cfg.GPUMemoryBytes)
+				m = req * backend.MiB
 			}
 		}
 		if bt == gpufracv1.BackendKAI {
@@ -331,27 +336,6 @@ func replacementNeed(pod *corev1.Pod, alloc PodAllocation, targets map[string]co
 		r.SharedMemory = max(r.SharedMemory, m)
 	}
 	return r
-}
-
-// nvFractionsRequest is the memory request, bytes, the kai-nvfractions backend writes
-// for target t plus overhead (admission's memory target: the memoryLimit where above
-// the target, the upper bound and the observed peak, each plus overhead and at most one
-// GPU; backend.NVFractionsConfig.RequestLimit), which KAI places the pod by.
-func nvFractionsRequest(t contract.Target, overhead int64, cfg backend.Config) int64 {
-	gpu := cfg.GPUMemoryBytes
-	mem := min(t.Memory+overhead, gpu)
-	if t.MemoryLimit > t.Memory {
-		mem = max(mem, min(t.MemoryLimit+overhead, gpu))
-	}
-	var upper, peak int64
-	if t.UpperMemory > 0 {
-		upper = max(mem, min(t.UpperMemory+overhead, gpu))
-	}
-	if t.RequestPeakMemory > 0 {
-		peak = min(t.RequestPeakMemory+overhead, gpu)
-	}
-	req, _ := cfg.NVFractions.RequestLimit(mem, upper, peak, gpu)
-	return req * backend.MiB
 }
 
 // kaiShare is the memory of one GPU, bytes, that a KAI fraction for memory bytes takes:

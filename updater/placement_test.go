@@ -1,6 +1,8 @@
 package updater
 
 import (
+	"time"
+
 	"context"
 	"strings"
 	"testing"
@@ -334,8 +336,63 @@ func TestReplacementNeedUnderRaisedMinMemory(t *testing.T) {
 		}
 		targets := contract.WithMinMemory(gfa, map[string]contract.Target{"main": {Container: "main", Memory: 20 * gib,
 			LowerMemory: 10 * gib, UpperMemory: 24 * gib, MemoryLimit: -1, PeakMemory: 6 * gib, RequestPeakMemory: 6 * gib, ControlsMemory: true}}, cfg.GPUMemoryBytes)
-		if got := replacementNeed(pod, alloc, targets, gpufracv1.BackendKAINVFractions, cfg, 0).SharedMemory; got != tc.want {
+		if got := replacementNeed(pod, alloc, nil, targets, gpufracv1.BackendKAINVFractions, cfg, 0, time.Time{}).SharedMemory; got != tc.want {
 			t.Errorf("%s: needs %d MiB, want %d MiB", tc.name, got>>20, tc.want>>20)
 		}
+	}
+}
+
+// TestReplacementNeedUnderRollbackFloor: under a rollback floor in force
+// (status.updater.floor) above the recommendation, the replacement needs on its GPU what
+// the webhook writes (contract.WrittenOf: max(target, floor) plus overhead, no
+// observed-peak request below the floor), and on HAMi holds the floor's compute. Before,
+// the placement check and consolidation counted the recommendation's target (and on
+// kai-nvfractions its observed-peak request), so a pod evicted to grow to the floor was
+// judged placeable on a GPU without room for the floor and its replacement stayed
+// Pending.
+func TestReplacementNeedUnderRollbackFloor(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	mk := func(floor bool) (*gpufracv1.GPUFractionAutoscaler, map[string]contract.Target) {
+		gfa := &gpufracv1.GPUFractionAutoscaler{}
+		if floor {
+			m, c := resource.MustParse("12Gi"), resource.MustParse("600m")
+			gfa.Status.Updater = &gpufracv1.UpdaterStatus{Floor: &gpufracv1.UpdaterFloor{Until: metav1.NewTime(now.Add(time.Hour)), Reason: "out of memory",
+				Containers: []gpufracv1.ContainerAllocation{{ContainerName: "main", Memory: &m, Compute: &c}}}}
+		}
+		mem, upper, peak, comp := resource.MustParse("8Gi"), resource.MustParse("10Gi"), resource.MustParse("6Gi"), resource.MustParse("300m")
+		gfr := &gpufracv1.GPUFractionRecommendation{}
+		gfr.Status.ContainerRecommendations = []gpufracv1.ContainerRecommendation{{ContainerName: "main",
+			Target: gpufracv1.GPUResources{Memory: &mem, Compute: &comp}, UpperBound: gpufracv1.GPUResources{Memory: &upper, Compute: &comp},
+			ObservedPeakMemory: &peak, SharingMode: gpufracv1.SharingModeMPS}}
+		return gfa, contract.WithFloor(gfa, contract.TargetsOf(gfa, gfr), now)
+	}
+	pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main"}}}}
+	alloc := PodAllocation{Containers: map[string]Alloc{"main": {Memory: 8 * gib, Compute: 300, Source: SourceAppliedRecord}}}
+	const overhead = 256 * backend.MiB
+	for _, tc := range []struct {
+		name        string
+		bt          gpufracv1.BackendType
+		floor       bool
+		want        int64
+		wantCompute int64
+	}{
+		{"hami, no floor: the target", gpufracv1.BackendHAMi, false, 8*gib + overhead, 300},
+		{"hami, floor: the floor", gpufracv1.BackendHAMi, true, 12*gib + overhead, 600},
+		{"kai, floor: the floor", gpufracv1.BackendKAI, true, 12*gib + overhead, 0},
+		{"kai-nvfractions, no floor: the observed peak", gpufracv1.BackendKAINVFractions, false, 6*gib + overhead, 0},
+		{"kai-nvfractions, floor: the floor, no request below it", gpufracv1.BackendKAINVFractions, true, 12*gib + overhead, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := backend.Config{GPUMemoryBytes: 80 * gib, GPUResource: "nvidia.com/gpu",
+				NVFractions: backend.NVFractionsConfig{Limit: backend.NVFractionsLimitUpperBound, Request: backend.NVFractionsRequestObservedPeak}}
+			gfa, targets := mk(tc.floor)
+			if got := replacementNeed(pod, alloc, gfa, targets, tc.bt, cfg, overhead, now).SharedMemory; got != tc.want {
+				t.Errorf("needs %d MiB, want %d MiB", got>>20, tc.want>>20)
+			}
+			p := &plan{gfa: gfa, targets: targets, backend: tc.bt}
+			if got := replacementCompute(alloc, p, now); got != tc.wantCompute {
+				t.Errorf("compute %dm, want %dm", got, tc.wantCompute)
+			}
+		})
 	}
 }
