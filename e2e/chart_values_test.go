@@ -4,12 +4,15 @@ package e2e
 
 import (
 	"bytes"
+	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/gpufrac/gpufrac/admission"
 	"github.com/gpufrac/gpufrac/backend"
 )
 
@@ -57,6 +60,59 @@ func TestChartGPUMemoryAsTheBinaries(t *testing.T) {
 				t.Errorf("%s=%q: the chart's error does not name the value: %v", key, v, err)
 			}
 		}
+	}
+}
+
+// TestChartWebhookTimeoutAsTheBinary checks admission.webhook.timeoutSeconds against the
+// admission binary's own check (admission.Config.CheckTimeout: --owner-wait plus the
+// longer backend timeout plus 250ms must fit): with the waits at their defaults (1.45s)
+// the chart refuses exactly the timeouts the binary refuses, so 1 is not installed as a
+// webhook that never starts; a timeout the chart refuses is never one the binary takes
+// with the same flags.
+func TestChartWebhookTimeoutAsTheBinary(t *testing.T) {
+	argSets := [][]string{
+		nil,
+		{"--owner-wait=100ms"},
+		{"--dra-timeout=300ms"},
+		{"--device-plugin-timeout=300ms"},
+		{"--dra-timeout=300ms", "--device-plugin-timeout=300ms"},
+		{"-dra-timeout", "500ms", "--device-plugin-timeout=500ms"},
+		{"--dra-timeout=900ms", "--device-plugin-timeout=900ms"}, // too long: the binary's to say
+		{"--owner-wait=2s"},
+	}
+	for _, timeout := range []int{1, 2, 3} {
+		for _, args := range argSets {
+			var cfg admission.Config
+			fs := flag.NewFlagSet("admission", flag.ContinueOnError)
+			cfg.AddFlags(fs)
+			if err := fs.Parse(args); err != nil {
+				t.Fatalf("%v: %v", args, err)
+			}
+			binErr := cfg.WithDefaults().CheckTimeout(int32(timeout))
+			set := []string{fmt.Sprintf("admission.webhook.timeoutSeconds=%d", timeout)}
+			for i, a := range args {
+				set = append(set, fmt.Sprintf("admission.configArgs[%d]=%s", i, a))
+			}
+			helmArgs := []string{"template", "x", chartDir()}
+			for _, s := range set {
+				helmArgs = append(helmArgs, "--set-string", s)
+			}
+			helmArgs[len(helmArgs)-len(set)*2] = "--set" // the timeout is an integer
+			_, chartErr := chartExec(nil, helmBin(t), helmArgs...)
+			switch {
+			case chartErr != nil && binErr == nil:
+				t.Errorf("timeoutSeconds %d, configArgs %v: the binary starts, the chart refuses it: %v", timeout, args, chartErr)
+			case chartErr == nil && binErr != nil && len(args) == 0:
+				t.Errorf("timeoutSeconds %d with the default waits: the chart accepts it, the webhook refuses to start (%v)", timeout, binErr)
+			case chartErr != nil && !strings.Contains(chartErr.Error(), "admission.webhook.timeoutSeconds"):
+				t.Errorf("timeoutSeconds %d, configArgs %v: the chart's error does not name the value: %v", timeout, args, chartErr)
+			}
+		}
+	}
+	// The flags may come through the webhook's own extraArgs too.
+	if _, err := chartExec(nil, helmBin(t), "template", "x", chartDir(), "--set", "admission.webhook.timeoutSeconds=1",
+		"--set", "admission.extraArgs={--dra-timeout=300ms,--device-plugin-timeout=300ms}"); err != nil {
+		t.Errorf("timeoutSeconds 1 with the backend timeouts lowered in admission.extraArgs: %v", err)
 	}
 }
 

@@ -342,6 +342,7 @@ gpufrac-updater.autoscaling.gpufrac.io
 {{- fail "updater.replicas > 1 needs updater.leaderElection=true" -}}
 {{- end -}}
 {{- include "gpufrac.validateGPUMemory" (list "gpuMemory" .Values.gpuMemory) -}}
+{{- include "gpufrac.validateWebhookTimeout" . -}}
 {{- if .Values.agent.simulate.enabled -}}
 {{- include "gpufrac.validateGPUMemory" (list "agent.simulate.gpuMemory" .Values.agent.simulate.gpuMemory) -}}
 {{- end -}}
@@ -357,5 +358,29 @@ value under it is a unit left off ("80" for 80Gi). The schema checks the units. 
 {{- $scale := dict "" 1.0 "m" 0.001 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "Pi" 1125899906842624.0 "Ei" 1152921504606846976.0 -}}
 {{- if and (hasKey $scale $unit) (lt (mulf (float64 $num) (get $scale $unit)) 1073741824.0) -}}
 {{- fail (printf "%s %q is under 1Gi: want the memory of one GPU with its unit, such as 80Gi" $name $v) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* admission.webhook.timeoutSeconds must hold the waits of one pod request
+(admission.Config.CheckTimeout): --owner-wait (200ms; 0 also means 200ms) plus the
+longer of --dra-timeout and --device-plugin-timeout (1s each; 0 also means 1s) plus
+250ms, 1.45s by default. With 1 second the webhook refuses to start unless both backend
+timeouts are lowered (configArgs or admission.extraArgs); the binary then checks the
+values themselves. */}}
+{{- define "gpufrac.validateWebhookTimeout" -}}
+{{- $c := .Values.admission -}}
+{{- if and $c.enabled (lt (int $c.webhook.timeoutSeconds) 2) -}}
+{{- $args := concat ($c.configArgs | default list) ($c.extraArgs | default list) -}}
+{{- $missing := list -}}
+{{- range $flag := list "dra-timeout" "device-plugin-timeout" -}}
+{{- $set := false -}}
+{{- range $args -}}
+{{- if regexMatch (printf "^--?%s(=.*)?$" $flag) (toString .) -}}{{- $set = true -}}{{- end -}}
+{{- end -}}
+{{- if not $set -}}{{- $missing = append $missing (printf "--%s" $flag) -}}{{- end -}}
+{{- end -}}
+{{- if $missing -}}
+{{- fail (printf "admission.webhook.timeoutSeconds %v is under what one pod request may wait with %s left at the default (1s): --owner-wait (200ms) + max(--dra-timeout, --device-plugin-timeout) + 250ms is 1.45s, so the webhook would refuse to start; use 2 or 3, or lower both in admission.configArgs" $c.webhook.timeoutSeconds (join " and " $missing)) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
