@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpufrac/gpufrac/admission"
 	"github.com/gpufrac/gpufrac/backend"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // TestChartSchema checks that the values schema rejects what the binaries would reject at
@@ -113,6 +114,51 @@ func TestChartWebhookTimeoutAsTheBinary(t *testing.T) {
 	if _, err := chartExec(nil, helmBin(t), "template", "x", chartDir(), "--set", "admission.webhook.timeoutSeconds=1",
 		"--set", "admission.extraArgs={--dra-timeout=300ms,--device-plugin-timeout=300ms}"); err != nil {
 		t.Errorf("timeoutSeconds 1 with the backend timeouts lowered in admission.extraArgs: %v", err)
+	}
+}
+
+// TestChartGoMemLimit checks that each Deployment's container with a memory limit runs
+// with GOMEMLIMIT at that limit, so the Go heap of the webhook's and the updater's
+// cluster-wide informer caches (and the recommender's history bootstrap) is collected
+// before it reaches the OOM killer, and that a GOMEMLIMIT of a component's extraEnv is
+// the only one.
+func TestChartGoMemLimit(t *testing.T) {
+	memLimits := func(t *testing.T, set ...string) map[string][]map[string]any {
+		t.Helper()
+		got := map[string][]map[string]any{}
+		for _, o := range chartObjects(t, chartTemplate(t, "x", "gpufrac-system", "default", set...)) {
+			if o.GetKind() != "Deployment" {
+				continue
+			}
+			containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			for _, c := range containers {
+				env, _, _ := unstructured.NestedSlice(c.(map[string]any), "env")
+				for _, e := range env {
+					if e := e.(map[string]any); e["name"] == "GOMEMLIMIT" {
+						got[o.GetName()] = append(got[o.GetName()], e)
+					}
+				}
+			}
+		}
+		return got
+	}
+	got := memLimits(t)
+	for _, c := range []string{"recommender", "updater", "admission"} {
+		name := "x-gpufrac-" + c
+		if len(got[name]) != 1 {
+			t.Errorf("%s: %d GOMEMLIMIT variables, want 1 (its memory limit): %v", name, len(got[name]), got[name])
+			continue
+		}
+		if ref, _, _ := unstructured.NestedString(got[name][0], "valueFrom", "resourceFieldRef", "resource"); ref != "limits.memory" {
+			t.Errorf("%s: GOMEMLIMIT %v, want the container's limits.memory", name, got[name][0])
+		}
+	}
+	got = memLimits(t, "admission.resources.limits=null", "updater.extraEnv[0].name=GOMEMLIMIT", "updater.extraEnv[0].value=400MiB")
+	if n := len(got["x-gpufrac-admission"]); n != 0 {
+		t.Errorf("admission without a memory limit: %d GOMEMLIMIT variables, want none", n)
+	}
+	if u := got["x-gpufrac-updater"]; len(u) != 1 || u[0]["value"] != "400MiB" {
+		t.Errorf("updater with GOMEMLIMIT in extraEnv: %v, want only that one", u)
 	}
 }
 

@@ -384,3 +384,21 @@ values themselves. */}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/* GOMEMLIMIT at the container's memory limit (bytes, Go's soft limit) when the component
+has one and its extraEnv does not set GOMEMLIMIT itself: the garbage collector works
+harder near the limit instead of letting the heap grow to twice the live heap (GOGC=100)
+and reach the OOM killer (the recommender's history bootstrap, the webhook's and the
+updater's cluster-wide informer caches). (dict "root" $ "component" "admission") */}}
+{{- define "gpufrac.goMemLimitEnv" -}}
+{{- $c := index .root.Values .component -}}
+{{- $set := false -}}
+{{- range $c.extraEnv }}{{ if eq .name "GOMEMLIMIT" }}{{ $set = true }}{{ end }}{{ end -}}
+{{- if and (not $set) (dig "limits" "memory" "" ($c.resources | default dict)) }}
+- name: GOMEMLIMIT
+  valueFrom:
+    resourceFieldRef:
+      resource: limits.memory
+      divisor: "1"
+{{- end -}}
+{{- end -}}
