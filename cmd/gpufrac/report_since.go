@@ -54,6 +54,17 @@ type beforeAfter struct {
 	// (gpufrac started applying), to SavingsResolution, nil when that never happened in
 	// the window.
 	ApplyingSince *time.Time `json:"applyingSince,omitempty"`
+	// ApplyingAtDataStart is true when the pods already held less than one GPU each at
+	// the first instant with data (DataFrom): gpufrac started applying then or before,
+	// which the window's data cannot say (a retention shorter than --since, a
+	// recommender first scraped while applying).
+	ApplyingAtDataStart bool `json:"applyingAtDataStart"`
+	// DataFrom is the first instant of the window with a gpufrac_autoscaler_gpus_held
+	// sample, to SavingsResolution; DataCovered is how much of the window has one, at
+	// SavingsResolution. The means and GPU-hours saved count those instants only: an
+	// instant without data saves nothing, and a window not covered says so.
+	DataFrom    time.Time     `json:"dataFrom"`
+	DataCovered time.Duration `json:"dataCovered"`
 	// MeanOnePerPod and MeanAllocated are the means of the two GPU counts from
 	// ApplyingSince (the whole window when nil); SavedGPUHours integrates their
 	// difference over the window, GPU-hours. All three are read at SavingsResolution
@@ -169,6 +180,19 @@ func (ba *beforeAfter) integrate(ctx context.Context, prom promv1.API, held, all
 	if err != nil {
 		return err
 	}
+	dataFrom, hasData, err := scalar("min_over_time(" + sub("timestamp("+held+")", window) + ")")
+	if err != nil {
+		return err
+	}
+	covered, _, err := scalar("count_over_time(" + sub(held, window) + ")")
+	if err != nil {
+		return err
+	}
+	ba.DataFrom, ba.DataCovered, ba.ApplyingAtDataStart = ba.Since, 0, false
+	if hasData {
+		ba.DataFrom = time.Unix(0, int64(dataFrom*1e9)).UTC()
+		ba.DataCovered = time.Duration(covered) * res
+	}
 	saved, _, err := scalar("sum_over_time(" + sub(saving, window) + ")")
 	if err != nil {
 		return err
@@ -179,6 +203,7 @@ func (ba *beforeAfter) integrate(ctx context.Context, prom promv1.API, held, all
 	if applied {
 		at := time.Unix(0, int64(first*1e9)).UTC()
 		ba.ApplyingSince = &at
+		ba.ApplyingAtDataStart = hasData && !at.After(ba.DataFrom)
 		// (until − from, until] holds the applying instant: half a resolution step more.
 		from = ba.Until.Sub(at) + res/2
 	}
@@ -261,10 +286,28 @@ func writeBeforeAfter(w io.Writer, ba *beforeAfter, markdown bool) error {
 		return err
 	}
 	from := "gpufrac wrote no fraction into these pods in this window: every pod held a whole GPU. Mean over the window"
-	if ba.ApplyingSince != nil {
+	switch {
+	case ba.ApplyingAtDataStart:
+		from = "gpufrac already applying at the first sample, " + ba.ApplyingSince.Format(time.RFC3339) + " (since when is not in the window's data). Mean since then"
+	case ba.ApplyingSince != nil:
 		from = "gpufrac applying since " + ba.ApplyingSince.Format(time.RFC3339) + ". Mean since then"
 	}
-	_, err := fmt.Fprintf(w, "\n%s: %.1f GPUs at one per pod → %.1f allocated; %.1f GPU-hours saved from %s to %s.\n",
-		from, ba.MeanOnePerPod, ba.MeanAllocated, ba.SavedGPUHours, ba.Since.UTC().Format(time.RFC3339), ba.Until.UTC().Format(time.RFC3339))
-	return err
+	start := ba.Since
+	if ba.DataFrom.After(start) {
+		start = ba.DataFrom
+	}
+	if _, err := fmt.Fprintf(w, "\n%s: %.1f GPUs at one per pod → %.1f allocated; %.1f GPU-hours saved from %s to %s.\n",
+		from, ba.MeanOnePerPod, ba.MeanAllocated, ba.SavedGPUHours, start.UTC().Format(time.RFC3339), ba.Until.UTC().Format(time.RFC3339)); err != nil {
+		return err
+	}
+	if gap := ba.Until.Sub(ba.Since) - ba.DataCovered; gap > dataGapShown {
+		_, err := fmt.Fprintf(w, "Prometheus holds %s for %s of the %s window (first sample %s): the means and GPU-hours saved count those instants only; the other %s have no data, which is not zero saving (a retention shorter than --since, or the recommender's metrics not scraped then).\n",
+			seriesHeld, ba.DataCovered, ba.Until.Sub(ba.Since), ba.DataFrom.Format(time.RFC3339), gap.Round(time.Minute))
+		return err
+	}
+	return nil
 }
+
+// dataGapShown is how much of a --since window may lack data before the report says so:
+// a few minutes of scrape gaps and the lookback at the window's start are no news.
+const dataGapShown = 10 * time.Minute

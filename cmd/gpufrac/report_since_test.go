@@ -199,3 +199,47 @@ func TestBeforeAfterWithoutPeakSeries(t *testing.T) {
 		})
 	}
 }
+
+// A window longer than the data (a Prometheus retention of 2 hours under --since 7d, or
+// the recommender's metrics first scraped while gpufrac already applied): the pods held
+// 1.5 whole-GPU equivalents for 4 from the first sample on. The report does not say
+// gpufrac started applying at the first sample, nor that the GPU-hours saved cover the 7
+// days: it says applying was already under way, from when its figures count, and how
+// much of the window has no data.
+func TestBeforeAfterWindowLongerThanData(t *testing.T) {
+	s := promtest.New(t)
+	until := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	start, step := until.Add(-2*time.Hour), 15*time.Second
+	n := int(2*time.Hour/step) + 1
+	s.Add(t, map[string]string{"__name__": seriesHeld, "namespace": "ml", "autoscaler": "sd"}, start, step, promtest.Repeat(4, n)...)
+	s.Add(t, map[string]string{"__name__": seriesAllocated, "namespace": "ml", "autoscaler": "sd"}, start, step, promtest.Repeat(1.5, n)...)
+
+	var warn bytes.Buffer
+	ba, err := queryBeforeAfter(context.Background(), s.URL, "", 7*24*time.Hour, until, &warn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := writeBeforeAfter(&out, ba, false); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	if strings.Contains(text, "applying since") || !strings.Contains(text, "already applying at the first sample") {
+		t.Errorf("the first sample read as the start of applying:\n%s", text)
+	}
+	if strings.Contains(text, "from "+ba.Since.Format(time.RFC3339)) || !strings.Contains(text, "from "+ba.DataFrom.Format(time.RFC3339)+" to") {
+		t.Errorf("GPU-hours saved said to cover the whole window, not from its first sample %s:\n%s", ba.DataFrom.Format(time.RFC3339), text)
+	}
+	if d := ba.DataFrom.Sub(start); d < 0 || d > SavingsResolution {
+		t.Errorf("data from %s, want within %s after %s", ba.DataFrom, SavingsResolution, start)
+	}
+	if d := ba.DataCovered - 2*time.Hour; d < -2*SavingsResolution || d > 6*SavingsResolution { // the lookback after the last sample
+		t.Errorf("data covered %s, want about 2h", ba.DataCovered)
+	}
+	if !strings.Contains(text, "of the 168h0m0s window") || !strings.Contains(text, "not zero saving") {
+		t.Errorf("the window's missing data is not named:\n%s", text)
+	}
+	if math.Abs(ba.SavedGPUHours-5) > 2.5*6*SavingsResolution.Hours() {
+		t.Errorf("saved %.3f GPU-hours, want about 5 (2.5 GPUs for 2 hours)", ba.SavedGPUHours)
+	}
+}
