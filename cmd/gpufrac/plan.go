@@ -89,11 +89,22 @@ func orDashIf(ok bool, v string) string {
 }
 
 // state is the Planned condition's reason when there is no plan, else the Applied one's;
-// without a Planned condition, that the recommender has not reported on the policy.
+// without a Planned condition, that the recommender has not reported on the policy. A
+// status computed for an older spec generation (the spec changed since, and the
+// recommender has not planned it: down, or an older version) is said first: its columns
+// are the plan of the spec before.
 func state(p *gpufracv1.GPUSharingPolicy) string {
 	if meta.FindStatusCondition(p.Status.Conditions, gpufracv1.ConditionPlanned) == nil {
 		return "no status yet: the recommender has not planned this policy"
 	}
+	if g := p.Status.ObservedGeneration; g > 0 && g < p.Generation {
+		return fmt.Sprintf("spec changed, not planned yet: the plan shown is for generation %d, the spec is at %d; %s", g, p.Generation, planState(p))
+	}
+	return planState(p)
+}
+
+// planState is state from the conditions alone.
+func planState(p *gpufracv1.GPUSharingPolicy) string {
 	if c := meta.FindStatusCondition(p.Status.Conditions, gpufracv1.ConditionPlanned); c != nil && c.Status != "True" {
 		return c.Reason + ": " + c.Message
 	}

@@ -28,8 +28,12 @@ func TestWritePlan(t *testing.T) {
 	stale.Name, stale.Status.Nodes, stale.Status.GPUs = "stale", 0, 0
 	stale.Status.Conditions = []metav1.Condition{{Type: gpufracv1.ConditionPlanned, Status: "False", Reason: gpufracv1.ReasonNoNodes, Message: "the nodeSelector matches no node"}}
 	fresh := gpufracv1.GPUSharingPolicy{ObjectMeta: metav1.ObjectMeta{Name: "fresh"}} // no status at all
+	// The spec changed (generation 3) since the plan (generation 2): the recommender is
+	// down or older; the columns are the plan of the spec before, and the state says so.
+	edited := *mps.DeepCopy()
+	edited.Name, edited.Generation, edited.Status.ObservedGeneration = "edited", 3, 2
 	var b bytes.Buffer
-	if err := writePlan(&b, []gpufracv1.GPUSharingPolicy{mps, none, waiting, stale, fresh}); err != nil {
+	if err := writePlan(&b, []gpufracv1.GPUSharingPolicy{mps, none, waiting, stale, fresh, edited}); err != nil {
 		t.Fatal(err)
 	}
 	wantContains(t, "output", b.String(),
@@ -39,5 +43,6 @@ func TestWritePlan(t *testing.T) {
 		"stale    Apply   0      0     MPS      3         27306Mi/33%         7     7          3       4      NoNodes: the nodeSelector matches no node",
 		"fresh    DryRun  -      -     -        -         -                   -     -          -       -      no status yet: the recommender has not planned this policy",
 		"a100: compute: 3 × 300m (x/y) fit the 1000m budget",
+		"edited   Apply   2      8     MPS      3         27306Mi/33%         7     7          3       4      spec changed, not planned yet: the plan shown is for generation 2, the spec is at 3; Applied",
 	)
 }

@@ -162,8 +162,14 @@ func writeStatus(w io.Writer, gfas []gpufracv1.GPUFractionAutoscaler, gfrs []gpu
 				updater += ", blocked: " + u.BlockedReason
 			}
 		}
+		recommended := q(g.Status.Memory) + "/" + q(g.Status.Compute)
+		if o := g.Status.ObservedGeneration; o > 0 && o < g.Generation {
+			// The spec changed since (bounds, policies, mode) and the recommender has
+			// not acted on it yet (down, or an older version): the values are the old spec's.
+			recommended += fmt.Sprintf(" (for spec generation %d, now %d: not yet recomputed)", o, g.Generation)
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Namespace, g.Name, mode, podsStr, appliedStr,
-			q(g.Status.Memory)+"/"+q(g.Status.Compute), limitRequest(&g, recs[[2]string{g.Namespace, g.Name}]), conf, next, updater)
+			recommended, limitRequest(&g, recs[[2]string{g.Namespace, g.Name}]), conf, next, updater)
 	}
 	return tw.Flush()
 }

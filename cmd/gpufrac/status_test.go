@@ -115,3 +115,25 @@ func TestStatusWarnsInvalidRecord(t *testing.T) {
 		t.Errorf("warnings %q: want one line naming ns/bad, the annotation and the parse error", out.String())
 	}
 }
+
+// An autoscaler whose spec changed (generation 3: new bounds or policies) after the
+// recommender's last status (generation 2), with the recommender down or older: its
+// recommended values are the old spec's, and status says so rather than show them as
+// the spec's.
+func TestStatusRecommendationOfAnOlderSpec(t *testing.T) {
+	g := gpufracv1.GPUFractionAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", Generation: 3}}
+	g.Status.ObservedGeneration, g.Status.Memory = 2, qp("20Gi")
+	current := *g.DeepCopy()
+	current.Name, current.Status.ObservedGeneration = "current", 3
+	var out bytes.Buffer
+	if err := writeStatus(&out, []gpufracv1.GPUFractionAutoscaler{g, current}, nil, nil, metav1.Now().Time); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(out.String(), "\n")
+	if !strings.Contains(lines[1], "20Gi/- (for spec generation 2, now 3: not yet recomputed)") {
+		t.Errorf("an older spec's recommendation is not said to be one:\n%s", out.String())
+	}
+	if strings.Contains(lines[2], "generation") {
+		t.Errorf("a current recommendation is said to be an older spec's:\n%s", out.String())
+	}
+}
