@@ -698,8 +698,8 @@ func candidates(ps *polState, tl *timeline, alive []int, k int, windows updater.
 		pending = append(pending, candidate{run: i, dec: dec, need: need, partial: !dec.full && !dec.lowConfidence, unchanged: dec.lowConfidence,
 			awaitsFloor: ps.awaitsFloor(r.workload, targets, now, capacity)})
 	}
-	// Every workload, as the updater observes every autoscaler in Recreate mode in every
-	// cycle: one without a need this cycle ends its streak and its round.
+	// Every workload, as the updater observes every autoscaler in every cycle: one
+	// without a need this cycle ends its streak and its round.
 	for w, needs := range ps.needs {
 		ps.hyst.Observe(tl.workloads[w].hkey, now, needs, win.Start)
 	}

@@ -18,9 +18,10 @@ type evaluated struct {
 
 // evaluate is the plan's decision step: it decides for every pod of the plan that is
 // not going away or excluded (Evaluate under rules), counts status.updater.pods, and
-// returns the pods out of date. Under Recreate and InPlaceOrRecreate the hysteresis
-// observes the workload's needs, after its rounds were seeded from the status (a
-// restart forgets them; the last action stands in for the last round's start).
+// returns the pods out of date. The hysteresis observes the workload's needs in every
+// mode (a change seen before updateMode Off and after it back to Recreate persisted
+// only if it was seen in the cycles between), after its rounds were seeded from the
+// status (a restart forgets them; the last action stands in for the last round's start).
 func (u *Updater) evaluate(p *plan, rules Rules, now time.Time) []evaluated {
 	hkey := p.ref.String()
 	// p.st holds the last round and replacement times carried over from the last status
@@ -53,9 +54,10 @@ func (u *Updater) evaluate(p *plan, rules Rules, now time.Time) []evaluated {
 		evals = append(evals, evaluated{pod: pod, alloc: alloc, need: need})
 		needs = append(needs, need)
 	}
-	if p.mode == gpufracv1.UpdateModeRecreate || p.mode == gpufracv1.UpdateModeInPlaceOrRecreate {
-		u.hyst.Observe(hkey, now, needs, p.window.Start)
-	}
+	// Observed in every mode, Off and Initial included: persistence counts consecutive
+	// cycles of the target, not of the mode, so a streak seen before the mode was set
+	// to Off does not go on across the cycles not observed.
+	u.hyst.Observe(hkey, now, needs, p.window.Start)
 	return evals
 }
 

@@ -423,3 +423,79 @@ func TestEvictionBurstIsOneCycle(t *testing.T) {
 		}
 	}
 }
+
+// TestPersistenceCountsCyclesInEveryMode: a shrink inside the bounds (target 900Mi, the
+// pods 1Gi) seen in two Recreate cycles, then updateMode Off (or Initial) for 30 cycles
+// in which the target moved above the pods and back, then Recreate again with the
+// shrink: it has to persist again (3 cycles, 5 minutes) before a pod is replaced.
+// Before, the hysteresis observed only Recreate cycles, so the streak of the first two
+// went on across the cycles it never saw and the first Recreate cycle evicted a pod.
+// The control keeps the target at 900Mi through the pause: the change persisted, and
+// the first Recreate cycle replaces a pod.
+func TestPersistenceCountsCyclesInEveryMode(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		paused     gpufracv1.UpdateMode
+		pauseTgt   string
+		wantEvicts bool
+	}{
+		{"off, target moved", gpufracv1.UpdateModeOff, "1147Mi", false},
+		{"initial, target moved", gpufracv1.UpdateModeInitial, "1147Mi", false},
+		{"off, target steady", gpufracv1.UpdateModeOff, "900Mi", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 3, 1)
+			f.cfg.MaxInFlight, f.cfg.MinReplacementInterval = 1, time.Hour
+			f.build()
+			f.u.Now = func() time.Time { return f.now }
+			ctx := t.Context()
+			step := func(mode gpufracv1.UpdateMode, target string) int {
+				t.Helper()
+				g := &gpufracv1.GPUFractionAutoscaler{}
+				if err := f.c.Get(ctx, client.ObjectKeyFromObject(f.gfa), g); err != nil {
+					t.Fatal(err)
+				}
+				g.Spec.UpdatePolicy.UpdateMode = &mode
+				if err := f.c.Update(ctx, g); err != nil {
+					t.Fatal(err)
+				}
+				f.setTarget(target, "768Mi", "1536Mi")
+				cur := &gpufracv1.GPUFractionRecommendation{}
+				if err := f.c.Get(ctx, client.ObjectKeyFromObject(f.gfr), cur); err != nil {
+					t.Fatal(err)
+				}
+				cur.Status = f.gfr.DeepCopy().Status
+				if err := f.c.Status().Update(ctx, cur); err != nil {
+					t.Fatal(err)
+				}
+				before := len(f.livePods())
+				f.run()
+				f.now = f.now.Add(time.Minute)
+				return before - len(f.livePods())
+			}
+			for i := range 2 {
+				if n := step(gpufracv1.UpdateModeRecreate, "900Mi"); n != 0 {
+					t.Fatalf("Recreate cycle %d evicted %d pod(s) before the change persisted", i+1, n)
+				}
+			}
+			for i := range 30 {
+				target := tc.pauseTgt
+				if i == 29 {
+					target = "900Mi" // the last paused cycle is back at the shrink
+				}
+				if n := step(tc.paused, target); n != 0 {
+					t.Fatalf("%s cycle %d evicted %d pod(s)", tc.paused, i+1, n)
+				}
+			}
+			n := step(gpufracv1.UpdateModeRecreate, "900Mi")
+			if got := n > 0; got != tc.wantEvicts {
+				t.Fatalf("first Recreate cycle after %s: %d eviction(s), want evictions %v (updates %+v)", tc.paused, n, tc.wantEvicts, f.status().Updates)
+			}
+			if !tc.wantEvicts {
+				if st := f.status(); len(st.Updates) == 0 || st.Updates[0].SkipReason != SkipNotPersistent {
+					t.Errorf("updates %+v, want the shrink held as %s", st.Updates, SkipNotPersistent)
+				}
+			}
+		})
+	}
+}
