@@ -153,8 +153,15 @@ func IsOOM(reason, message string) bool {
 // with a failure: each container's lastState.terminated, and its current terminated
 // state when it failed (exit code ≠ 0). Init containers that run to completion are
 // ignored: the webhook writes nothing into them.
+//
+// FinishedAt is the kubelet's clock. A run cannot end before its pod was created (the
+// API server's clock), so a time before the pod's creation (the node's clock behind the
+// API server's) is taken as the creation: an out-of-memory exit stamped days back by a
+// node whose clock is behind still raises the rollback floor (RaiseOOMFloor) and a
+// restart after a shrink still trips the guardrail.
 func Terminations(pod *corev1.Pod) []Termination {
 	var out []Termination
+	created := pod.CreationTimestamp.Time
 	statuses := pod.Status.ContainerStatuses
 	for _, cs := range pod.Status.InitContainerStatuses {
 		if t, ok := workload.ContainerTypeOf(pod, cs.Name); ok && t == gpufracv1.ContainerTypeSidecar {
@@ -168,7 +175,7 @@ func Terminations(pod *corev1.Pod) []Termination {
 			}
 			out = append(out, Termination{
 				Container: cs.Name, ExitCode: t.ExitCode, Reason: t.Reason, Message: t.Message,
-				FinishedAt: t.FinishedAt.Time, Restarts: cs.RestartCount, OOM: IsOOM(t.Reason, t.Message),
+				FinishedAt: laterOf(t.FinishedAt.Time, created), Restarts: cs.RestartCount, OOM: IsOOM(t.Reason, t.Message),
 			})
 		}
 		if cs.RestartCount > 0 {
@@ -179,4 +186,12 @@ func Terminations(pod *corev1.Pod) []Termination {
 		}
 	}
 	return out
+}
+
+// laterOf is the later of a and b.
+func laterOf(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return b
+	}
+	return a
 }

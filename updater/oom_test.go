@@ -437,3 +437,30 @@ func TestAwaitsFloor(t *testing.T) {
 		})
 	}
 }
+
+// TestOOMExitStampedBeforeThePodByANodeClockBehind: a pod created an hour ago (the API
+// server's clock) restarted after an out-of-memory exit at 1Gi that its node, whose
+// clock is two days behind, stamped two days back. The run ended after the pod was
+// created, so it counts from the pod's creation: the floor rises to the bump (1Gi +
+// 20 %) until the creation + --floor-duration (24h). Before, the exit read as older
+// than the floor's duration and no floor was raised: the next pods got the 1Gi the pod
+// ran out of memory at.
+func TestOOMExitStampedBeforeThePodByANodeClockBehind(t *testing.T) {
+	f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 3, 1)
+	f.pods[0].Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", RestartCount: 1, LastTerminationState: corev1.ContainerState{
+		Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled", FinishedAt: metav1.NewTime(f.now.Add(-48 * time.Hour))}}}}
+	f.build()
+	f.u.Now = func() time.Time { return f.now }
+	f.run()
+	st := f.status()
+	want := OOMBump(Termination{OOM: true}, 1<<30)
+	if got := floorMemory(st.Floor, "main"); got != want {
+		t.Fatalf("floor %d, want %d (the exit's bump)", got, want)
+	}
+	if until, wantUntil := st.Floor.Until.Time, f.pods[0].CreationTimestamp.Add(24*time.Hour); until.Sub(wantUntil).Abs() > time.Second {
+		t.Errorf("floor until %v, want the pod's creation + 24h %v", until, wantUntil)
+	}
+	if ts := Terminations(f.pods[0]); len(ts) != 1 || !ts[0].FinishedAt.Equal(f.pods[0].CreationTimestamp.Time) {
+		t.Errorf("terminations %+v, want one at the pod's creation", ts)
+	}
+}
