@@ -3,7 +3,12 @@ package simulate
 import (
 	"fmt"
 	"testing"
+	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/trace"
 )
 
@@ -42,5 +47,37 @@ func TestRollbackFloorAfterOutOfMemory(t *testing.T) {
 	}
 	if g := res.Policies[0]; g.PodLimitOverrunMinutes != 2 || g.Replacements != 2 {
 		t.Errorf("pod-minutes over the limit %v, replacements %d; want 2 (minutes 20 and 21, until the replacement), 2", g.PodLimitOverrunMinutes, g.Replacements)
+	}
+}
+
+// TestFlooredYoungShare: a young workload written at its share (20 GiB, above its 8
+// GiB need) under a rollback floor of 12 GiB, between the two, is written as the webhook
+// writes it (contract.WrittenOf): the share stays, and no observed-peak request, since
+// the floor is above the recommendation's need and the request must hold it. Before,
+// the simulator compared the floor with the share, found it lower, and packed the pod by
+// its observed peak (7.5 GiB) where the webhook writes none.
+func TestFlooredYoungShare(t *testing.T) {
+	q := func(g int64) *resource.Quantity { return resource.NewQuantity(g*gib, resource.BinarySI) }
+	rec := &gpufracv1.ContainerRecommendation{ContainerName: "main", ConfidencePercent: 100, YoungMarginPercent: 25,
+		Target: gpufracv1.GPUResources{Memory: q(8)}, LowerBound: gpufracv1.GPUResources{Memory: q(6)},
+		UpperBound: gpufracv1.GPUResources{Memory: q(20)}, MemoryLimit: q(20), ObservedPeakMemory: q(6)}
+	dec := recDecision(&gpufracv1.GPUFractionAutoscalerSpec{}, rec, 0.5, 24*time.Hour, 80*gib)
+	if !dec.ok || !dec.target.YoungShare || dec.target.RequestPeakMemory <= 0 {
+		t.Fatalf("fixture: decision %+v, want a young share with an observed-peak request", dec)
+	}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ps := &polState{floors: []*gpufracv1.UpdaterFloor{{Until: metav1.NewTime(now.Add(time.Hour)),
+		Containers: []gpufracv1.ContainerAllocation{{ContainerName: "main", Memory: q(12)}}}}}
+	got := ps.floored(0, "main", dec, now, 80*gib)
+	if got.want.MemoryBytes != 20*gib {
+		t.Errorf("memory written %d GiB, want the young share 20 GiB", got.want.MemoryBytes/gib)
+	}
+	if got.target.RequestPeakMemory > 0 {
+		t.Errorf("observed-peak request %d MiB under a floor above the need, want none", got.target.RequestPeakMemory>>20)
+	}
+	// Below the need the floor changes nothing.
+	ps.floors[0].Containers[0].Memory = q(7)
+	if got := ps.floored(0, "main", dec, now, 80*gib); got.want.MemoryBytes != 20*gib || got.target.RequestPeakMemory != dec.target.RequestPeakMemory {
+		t.Errorf("floor under the need: written %d GiB, request %d MiB; want the decision unchanged", got.want.MemoryBytes/gib, got.target.RequestPeakMemory>>20)
 	}
 }

@@ -792,19 +792,23 @@ func (ps *polState) awaitsFloor(w int, targets map[string]contract.Target, now t
 
 // floored is decision dec of workload w's container as the webhook writes it at now:
 // the targets through contract.WithFloor (the webhook's and the updater's one floor
-// rule: an observed-peak request holds the floor), then at least the workload's
-// rollback floor in force (contract.Floor, at most one GPU of capacity bytes), without
-// the observed-peak request where the floor raised the target; dec itself where no floor
-// is kept.
+// rule: an observed-peak request holds the floor), then, where the rollback floor in
+// force is above the recommendation's need (contract.WrittenOf's MemoryFloored, as the
+// webhook decides it: a young workload's share above the floor does not hide it), at
+// least the floor (at most one GPU of capacity bytes) and no observed-peak request;
+// dec itself where no floor is kept.
 func (ps *polState) floored(w int, container string, dec decision, now time.Time, capacity int64) decision {
 	if ps.floors == nil || ps.floors[w] == nil || !dec.ok {
 		return dec
 	}
 	gfa := &gpufracv1.GPUFractionAutoscaler{}
 	gfa.Status.Updater = &gpufracv1.UpdaterStatus{Floor: ps.floors[w]}
+	dec.target.Container = container
 	dec.target = contract.WithFloor(gfa, map[string]contract.Target{container: dec.target}, now)[container]
-	if fm, _ := contract.Floor(gfa, container, now); fm > dec.target.Memory {
-		dec.want.MemoryBytes = min(fm, capacity)
+	if wr := contract.WrittenOf(gfa, dec.target, now, 0, capacity); wr.MemoryFloored {
+		// The floor is above the recommendation's need: at least the floor (a young
+		// share above it stays), and no observed-peak request.
+		dec.want.MemoryBytes = max(dec.want.MemoryBytes, wr.Memory)
 		dec.target.RequestPeakMemory = 0
 	}
 	return dec
