@@ -90,6 +90,7 @@ func (f *fakeProm) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	source := ""
 	switch {
 	case strings.Contains(q, "kube_pod_owner"), strings.Contains(q, "kube_replicaset_owner"), strings.HasPrefix(q, "count("),
+		strings.Contains(q, "kube_pod_created"), strings.Contains(q, "kube_pod_completion_time"),
 		strings.Contains(q, "changes((timestamp("),                     // impossible-sample counts: none here
 		strings.HasPrefix(q, "sum(label_replace(sum(count_over_time("): // samples without a pod label: none here
 		values = nil

@@ -3,6 +3,7 @@ package recommender
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -20,6 +21,8 @@ import (
 // kube-state-metrics ownership series.
 const (
 	ksmPodOwner        = "kube_pod_owner"
+	ksmPodCreated      = "kube_pod_created"
+	ksmPodCompletion   = "kube_pod_completion_time"
 	ksmReplicaSetOwner = "kube_replicaset_owner"
 )
 
@@ -185,6 +188,11 @@ func (r *Recommender) loadSlice(ctx context.Context, sel metrics.Selector, names
 	}
 	for k, o := range own.ReplicaSets {
 		r.ownership.ReplicaSets[k] = o
+	}
+	for k, lives := range own.Lives {
+		for uid, l := range lives {
+			r.ownership.AddLife(k, uid, l)
+		}
 	}
 	r.observe(data, attr, bootstrapped)
 	// Least precise first: a pod's samples of each source cover one span of time, the
@@ -677,18 +685,33 @@ func (r *Recommender) feed(signal metrics.Signal, series []metrics.Series, attr 
 			}
 			s.ID.Container = name
 		}
-		if pod := r.cur.livePods[[2]string{s.ID.Namespace, s.ID.Pod}]; pod != nil {
+		pod := r.cur.livePods[[2]string{s.ID.Namespace, s.ID.Pod}]
+		var lives map[string]workload.Life
+		if attr.KSM != nil {
+			lives = attr.KSM.Lives[[2]string{s.ID.Namespace, s.ID.Pod}]
+		}
+		if pod != nil || lives != nil {
+			var created time.Time
+			if pod != nil {
+				created = pod.CreationTimestamp.Time
+			}
 			kept, keptSrc := s.Samples[:0:0], s.Sources[:0:0]
 			for i, p := range s.Samples {
-				if at, ok := workload.StampInLife(pod, s.ID.Container, p.Time, s.Window, p.Value); ok {
+				if pod != nil && !p.Time.Before(created) {
+					at, ok := workload.StampInLife(pod, s.ID.Container, p.Time, s.Window, p.Value)
+					if !ok {
+						continue
+					}
 					kept = append(kept, metrics.Sample{Time: at, Value: p.Value})
-				} else if p.Time.Before(pod.CreationTimestamp.Time) {
-					// An earlier pod of the same name (a StatefulSet replica before
-					// it was replaced, by a rollout or by the updater): not this pod's
-					// usage, but the same workload's, attributed to it by the name as
-					// any ended pod's samples are. Dropping it lost the replica's
-					// history at every history load after a replacement.
-					kept = append(kept, p)
+				} else if at, ok := workload.StampAfterCompletion(lives, created, p.Time, s.Window); ok {
+					// A pod that no longer exists, or an earlier pod of a live pod's
+					// name (a StatefulSet replica before it was replaced, by a rollout
+					// or by the updater): not the live pod's usage, but the same
+					// workload's, attributed to it by the name as any ended pod's
+					// samples are. Dropping it lost the replica's history at every
+					// history load after a replacement. Only what came under the name
+					// after a pod of it completed is no pod's usage.
+					kept = append(kept, metrics.Sample{Time: at, Value: p.Value})
 				} else {
 					continue
 				}
@@ -701,6 +724,8 @@ func (r *Recommender) feed(signal metrics.Signal, series []metrics.Series, attr 
 				metrics.SamplesDropped.WithLabelValues(string(signal), metrics.DropOutsidePodLife).Add(float64(dropped))
 			}
 			s.Samples = kept
+		}
+		if pod != nil {
 			if s.Devices > 1 && s.MultiDeviceAt.Before(pod.CreationTimestamp.Add(s.Window+handover)) {
 				// Two GPUs at once only where a window reached back before the pod
 				// was created: the earlier pod of its name on another GPU (a
@@ -948,11 +973,11 @@ func (r *Recommender) loadOwnership(ctx context.Context, sel metrics.Selector, w
 		window = r.Config.Interval
 	}
 	ns := sel.Labels.Namespace
-	q := func(metric, name string) string {
+	q := func(metric, name, match, by string) string {
 		w, nsRe := int64(window/time.Second)+1, metrics.NamespaceRegex(sel.Namespaces)
 		if sel.Direct {
-			return fmt.Sprintf(`max by (%s, %s, owner_kind, owner_name) (max_over_time(%s{%s=~%q, owner_is_controller="true"}[%ds]))`,
-				ns, name, metric, ns, nsRe, w)
+			return fmt.Sprintf(`max by (%s, %s, %s) (max_over_time(%s{%s=~%q%s}[%ds]))`,
+				ns, name, by, metric, ns, nsRe, match, w)
 		}
 		// kube-state-metrics' series always carry their own namespace and pod (or
 		// replicaset): where a scrape without honor_labels renamed one to exported_<name>
@@ -962,17 +987,41 @@ func (r *Recommender) loadOwnership(ctx context.Context, sel metrics.Selector, w
 		own := func(v string) string {
 			return fmt.Sprintf(`label_replace(%s, %q, "$1", %q, "(.+)")`, v, name, ename)
 		}
-		plain := own(fmt.Sprintf(`max_over_time(%s{%s=~%q, %s="", owner_is_controller="true"}[%ds])`, metric, ns, nsRe, ens, w))
-		exported := own(fmt.Sprintf(`label_replace(max_over_time(%s{%s=~%q, owner_is_controller="true"}[%ds]), %q, "$1", %q, "(.+)")`, metric, ens, nsRe, w, ns, ens))
-		return fmt.Sprintf(`max by (%s, %s, owner_kind, owner_name) (%s or %s)`, ns, name, plain, exported)
+		plain := own(fmt.Sprintf(`max_over_time(%s{%s=~%q, %s=""%s}[%ds])`, metric, ns, nsRe, ens, match, w))
+		exported := own(fmt.Sprintf(`label_replace(max_over_time(%s{%s=~%q%s}[%ds]), %q, "$1", %q, "(.+)")`, metric, ens, nsRe, match, w, ns, ens))
+		return fmt.Sprintf(`max by (%s, %s, %s) (%s or %s)`, ns, name, by, plain, exported)
 	}
-	pods, err := r.Reader.Vector(ctx, q(ksmPodOwner, "pod"), to)
+	const controller, owner = `, owner_is_controller="true"`, "owner_kind, owner_name"
+	pods, err := r.Reader.Vector(ctx, q(ksmPodOwner, "pod", controller, owner), to)
 	if err != nil {
 		return nil, err
 	}
-	rss, err := r.Reader.Vector(ctx, q(ksmReplicaSetOwner, "replicaset"), to)
+	rss, err := r.Reader.Vector(ctx, q(ksmReplicaSetOwner, "replicaset", controller, owner), to)
 	if err != nil {
 		return nil, err
+	}
+	// The lives of the pods of each name, by uid: what came under a completed pod's name
+	// is no pod's usage (workload.StampAfterCompletion).
+	for _, l := range []struct {
+		metric    string
+		completed bool
+	}{{ksmPodCreated, false}, {ksmPodCompletion, true}} {
+		v, err := r.Reader.Vector(ctx, q(l.metric, "pod", "", "uid"), to)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range v {
+			key := [2]string{string(s.Metric[model.LabelName(ns)]), string(s.Metric["pod"])}
+			if key[0] == "" || key[1] == "" || s.Value <= 0 || math.IsNaN(float64(s.Value)) || math.IsInf(float64(s.Value), 0) {
+				continue
+			}
+			at := time.Unix(0, int64(float64(s.Value)*1e9)).UTC()
+			life := workload.Life{Created: at}
+			if l.completed {
+				life = workload.Life{Completed: at}
+			}
+			own.AddLife(key, string(s.Metric["uid"]), life)
+		}
 	}
 	put := func(m map[[2]string]workload.Owner, v model.Vector, name string) {
 		for _, s := range v {

@@ -29,15 +29,36 @@ type Owner struct {
 }
 
 // Ownership holds kube-state-metrics ownership: kube_pod_owner (pod → owner) and
-// kube_replicaset_owner (ReplicaSet → owner), by namespace and name.
+// kube_replicaset_owner (ReplicaSet → owner), by namespace and name, and the lives of
+// the pods of each name (kube_pod_created, kube_pod_completion_time).
 type Ownership struct {
 	Pods        map[[2]string]Owner // {namespace, pod} → owner
 	ReplicaSets map[[2]string]Owner // {namespace, replicaset} → owner
+	// Lives are the pods of each {namespace, pod} name by uid.
+	Lives map[[2]string]map[string]Life
 }
 
 // NewOwnership returns empty ownership maps.
 func NewOwnership() *Ownership {
-	return &Ownership{Pods: map[[2]string]Owner{}, ReplicaSets: map[[2]string]Owner{}}
+	return &Ownership{Pods: map[[2]string]Owner{}, ReplicaSets: map[[2]string]Owner{}, Lives: map[[2]string]map[string]Life{}}
+}
+
+// AddLife merges what kube-state-metrics reported of the pod uid of a name: a zero time
+// keeps the one known.
+func (o *Ownership) AddLife(key [2]string, uid string, l Life) {
+	m := o.Lives[key]
+	if m == nil {
+		m = map[string]Life{}
+		o.Lives[key] = m
+	}
+	old := m[uid]
+	if l.Created.IsZero() {
+		l.Created = old.Created
+	}
+	if l.Completed.IsZero() {
+		l.Completed = old.Completed
+	}
+	m[uid] = l
 }
 
 // Attributor maps a pod name seen in metrics to the workload it belonged to, for pods

@@ -90,3 +90,45 @@ func containerStatus(pod *corev1.Pod, name string) *corev1.ContainerStatus {
 	}
 	return nil
 }
+
+// Life is one pod of a name as kube-state-metrics reported it (kube_pod_created,
+// kube_pod_completion_time of one uid); a time not reported is zero.
+type Life struct {
+	Created   time.Time
+	Completed time.Time // all its containers terminated (Succeeded or Failed)
+}
+
+// StampAfterCompletion returns the time an aggregated sample under a pod name, whose
+// window is (t-window, t], is kept at, and false when it was taken while the name was
+// held by a pod that had completed: from a pod's completion until the next pod of the
+// name was created (a creation in lives, or createdNext, a live pod's; zero: none), no
+// container of that name ran. The kubelet's pod-resources API lists a completed pod that
+// is not deleted yet with the GPUs it had (kubernetes/kubernetes#119423), so
+// dcgm-exporter keeps labelling the GPU with its name: the idle GPU's zeros, or the
+// usage of the next pod given that GPU. A sample whose window still covers the life is
+// stamped at the completion, as StampInLife does. With no completion known, every sample
+// is kept at t: no data is not evidence of an end.
+func StampAfterCompletion(lives map[string]Life, createdNext time.Time, t time.Time, window time.Duration) (time.Time, bool) {
+	for _, l := range lives {
+		if l.Completed.IsZero() || !t.After(l.Completed) {
+			continue
+		}
+		next := createdNext
+		if !next.After(l.Completed) {
+			next = time.Time{}
+		}
+		for _, o := range lives {
+			if o.Created.After(l.Completed) && (next.IsZero() || o.Created.Before(next)) {
+				next = o.Created
+			}
+		}
+		if !next.IsZero() && !t.Before(next) {
+			continue // a later pod of the name
+		}
+		if window > 0 && t.Add(-window).Before(l.Completed) {
+			return l.Completed, true
+		}
+		return t, false
+	}
+	return t, true
+}

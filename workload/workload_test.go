@@ -182,3 +182,39 @@ func FuzzAttribute(f *testing.F) {
 		}
 	})
 }
+
+// StampAfterCompletion: what came under a name after its pod completed is dropped until
+// the next pod of the name (kube-state-metrics' or a live one) was created; a window
+// that still covers the life is stamped at the completion; no completion keeps all.
+func TestStampAfterCompletion(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(h float64) time.Time { return t0.Add(time.Duration(h * float64(time.Hour))) }
+	lives := map[string]Life{
+		"u-1": {Created: at(0), Completed: at(2)},
+		"u-2": {Created: at(5)}, // the name reused (a StatefulSet replica recreated)
+	}
+	for _, tc := range []struct {
+		name        string
+		lives       map[string]Life
+		createdNext time.Time
+		t           time.Time
+		window      time.Duration
+		want        time.Time
+		keep        bool
+	}{
+		{"in life", lives, time.Time{}, at(1), time.Minute, at(1), true},
+		{"at completion", lives, time.Time{}, at(2), time.Minute, at(2), true},
+		{"window covers the life", lives, time.Time{}, at(2.5), time.Hour, at(2), true},
+		{"after completion", lives, time.Time{}, at(3), time.Minute, at(3), false},
+		{"next pod of the name", lives, time.Time{}, at(6), time.Minute, at(6), true},
+		{"live pod created next", map[string]Life{"u-1": lives["u-1"]}, at(4), at(4.5), time.Minute, at(4.5), true},
+		{"live pod created before the completion", map[string]Life{"u-1": lives["u-1"]}, at(1), at(3), time.Minute, at(3), false},
+		{"no completion known", map[string]Life{"u-1": {Created: at(0)}}, time.Time{}, at(30), time.Minute, at(30), true},
+		{"no lives", nil, time.Time{}, at(30), time.Minute, at(30), true},
+	} {
+		got, keep := StampAfterCompletion(tc.lives, tc.createdNext, tc.t, tc.window)
+		if keep != tc.keep || (keep && !got.Equal(tc.want)) {
+			t.Errorf("%s: got %v %v, want %v %v", tc.name, got, keep, tc.want, tc.keep)
+		}
+	}
+}

@@ -93,6 +93,8 @@ var queryKinds = []struct {
 	{kind: "recorded memory (peaks, flatness, whole hours, phase)", text: "gpufrac:"},
 	{kind: "ownership (kube-state-metrics)", text: "kube_pod_owner"},
 	{kind: "ownership (kube-state-metrics)", text: "kube_replicaset_owner"},
+	{kind: "pod lives (kube-state-metrics)", text: "kube_pod_created"},
+	{kind: "pod lives (kube-state-metrics)", text: "kube_pod_completion_time"},
 	{kind: "shared-device copies", text: "count_values"},
 	{kind: "impossible-sample counts (last hour)", text: "changes((timestamp("},
 	{kind: "samples without a pod label (last hour)", text: `{pod=""`},

@@ -54,8 +54,10 @@ const (
 	// supported and reads 0.
 	DropMIGUnsupported = "mig_unsupported"
 	// DropOutsidePodLife: a sample of a live pod from after it or its container ended,
-	// or a crash-loop zero (workload.SampleInLife). Samples from before it was created
-	// are an earlier pod's of the same name and the workload's: kept.
+	// or a crash-loop zero (workload.SampleInLife); a sample under any pod's name from
+	// after a pod of that name completed and before the next was created
+	// (workload.StampAfterCompletion). Samples from before a live pod was created are
+	// an earlier pod's of the same name and the workload's: kept.
 	DropOutsidePodLife = "outside_pod_life"
 	// DropWrongDevice: a sample of a series that names a GPU the pod was not on, as
 	// gpufrac's agent or the sharing backend's annotation saw it (Allocation).
