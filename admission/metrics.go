@@ -77,9 +77,12 @@ var (
 	requestsTotal = promreg.CounterVec("gpufrac_admission_requests_total", "Admission requests by webhook and outcome (patched, unchanged, allowed, denied, error).", "webhook", "outcome")
 	patchesTotal  = promreg.CounterVec("gpufrac_admission_patches_total", "Pods patched with a recommended fraction, by backend.", "backend")
 	skippedTotal  = promreg.CounterVec("gpufrac_admission_skipped_total", "GPU pods admitted unchanged, by reason.", "reason")
-	errorsTotal   = promreg.CounterVec("gpufrac_admission_errors_total", "Internal errors by component (decode, cache, certificate, registration, lease).", "component")
-	certExpiry    = promreg.GaugeVec("gpufrac_admission_certificate_expiry_timestamp_seconds", "Expiry of the self-managed certificates (cert=ca|serving), Unix seconds.", "cert")
-	leaseRenewals = promreg.CounterVec("gpufrac_admission_status_lease_renewals_total", "Renewals of the status Lease by result (renewed, not-ready, error).", "result")
+	// recordsRemovedTotal counts pods admitted without a fraction whose gpufrac.io/applied
+	// record, not written by this webhook (copied into the pod's template), was removed.
+	recordsRemovedTotal = promreg.CounterVec("gpufrac_admission_records_removed_total", "GPU pods admitted unchanged whose gpufrac.io/applied record, not written for them (copied into their template), was removed, by skip reason.", "reason")
+	errorsTotal         = promreg.CounterVec("gpufrac_admission_errors_total", "Internal errors by component (decode, cache, certificate, registration, lease).", "component")
+	certExpiry          = promreg.GaugeVec("gpufrac_admission_certificate_expiry_timestamp_seconds", "Expiry of the self-managed certificates (cert=ca|serving), Unix seconds.", "cert")
+	leaseRenewals       = promreg.CounterVec("gpufrac_admission_status_lease_renewals_total", "Renewals of the status Lease by result (renewed, not-ready, error).", "result")
 )
 
 var registerOnce sync.Once
@@ -90,7 +93,7 @@ var registerOnce sync.Once
 func Register(reg prometheus.Registerer) error {
 	var err error
 	registerOnce.Do(func() {
-		err = promreg.Register(reg, requestDuration, requestsTotal, patchesTotal, skippedTotal, errorsTotal, certExpiry, leaseRenewals)
+		err = promreg.Register(reg, requestDuration, requestsTotal, patchesTotal, skippedTotal, recordsRemovedTotal, errorsTotal, certExpiry, leaseRenewals)
 	})
 	return err
 }

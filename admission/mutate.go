@@ -170,6 +170,14 @@ func (m *Mutator) handle(ctx context.Context, req admission.Request, pod *corev1
 			skippedTotal.WithLabelValues(o.skip).Inc()
 		}
 		requestsTotal.WithLabelValues(WebhookMutatePods, "unchanged").Inc()
+		if len(o.ops) > 0 {
+			// No fraction written: only a record the webhook did not write removed
+			// (dropForeignRecord).
+			if !dryRun {
+				recordsRemovedTotal.WithLabelValues(o.skip).Inc()
+			}
+			return admission.Patched("", o.ops...).WithWarnings(o.warnings...)
+		}
 		return admission.Allowed("").WithWarnings(o.warnings...)
 	}
 	if !dryRun {
@@ -186,9 +194,7 @@ func (m *Mutator) decide(ctx context.Context, req admission.Request, pod *corev1
 	if req.Operation != admissionv1.Create || req.Kind.Kind != "Pod" || req.SubResource != "" {
 		return outcome{skip: SkipNotPodCreate}
 	}
-	if m.Synced != nil && !m.Synced() {
-		return outcome{skip: SkipNotReady}
-	}
+	notReady := m.Synced != nil && !m.Synced()
 	if pod == nil {
 		// Straight into the typed pod, case-sensitive as the API server's decoders: no
 		// generic decoding through a scheme.
@@ -203,7 +209,34 @@ func (m *Mutator) decide(ctx context.Context, req admission.Request, pod *corev1
 	if pod.Namespace == "" {
 		pod.Namespace = req.Namespace
 	}
-	return m.decidePod(ctx, pod, req.DryRun != nil && *req.DryRun)
+	if notReady {
+		return dropForeignRecord(ctx, pod, outcome{skip: SkipNotReady})
+	}
+	o := m.decidePod(ctx, pod, req.DryRun != nil && *req.DryRun)
+	return dropForeignRecord(ctx, pod, o)
+}
+
+// dropForeignRecord adds to o, a pod admitted without a fraction written, the removal of
+// the gpufrac.io/applied record the pod already carries, with a warning naming it. At
+// CREATE such a record was not written for this pod: it came with the pod's template (a
+// record copied from a live pod's YAML into a Deployment's template), and every reader
+// (the updater, gpus_allocated, gpufrac status and report, the sharing planner) would
+// take it as the fraction the pod holds while it holds what its fields ask for. The
+// webhook's own record on a reinvocation (reinvocationPolicy IfNeeded) is the one it
+// would write now, an empty diff (SkipAlreadyApplied), and is kept; a patched outcome
+// overwrites the record anyway. The backend's other keys (limits, annotations) are what
+// the pod holds and stay. The pod is still admitted: only the record goes.
+func dropForeignRecord(ctx context.Context, pod *corev1.Pod, o outcome) outcome {
+	if o.skip == "" || o.skip == SkipAlreadyApplied {
+		return o
+	}
+	if _, ok := pod.Annotations[gpufracv1.AnnotationApplied]; !ok {
+		return o
+	}
+	o.ops = append(o.ops, jsonpatch.Operation{Operation: "remove", Path: "/metadata/annotations/" + escapePointer(gpufracv1.AnnotationApplied)})
+	o.warnings = append(o.warnings, fmt.Sprintf("gpufrac: removed the %s record the pod carried from its template (%s): this webhook wrote nothing into the pod", gpufracv1.AnnotationApplied, o.skip))
+	klog.FromContext(ctx).V(2).Info("Removed an applied record the webhook did not write", "namespace", pod.Namespace, "pod", podName(pod), "skip", o.skip)
+	return o
 }
 
 // decidePod is the decision for a decoded pod at CREATE: the autoscaler in charge of its

@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -1128,5 +1129,97 @@ func TestMutateContainerAskingForNoGPU(t *testing.T) {
 	}
 	if a := got.Annotations; a["gpufrac.io/gpu-memory"] != "2Gi" || a["gpufrac.io/gpu-compute"] != "200m" || a["gpufrac.io/container.off.gpu-memory"] != "" {
 		t.Errorf("annotations %v, want main's 2Gi and 200m alone", a)
+	}
+}
+
+// A gpufrac.io/applied record copied from a live pod's YAML into the workload's template
+// comes with every new pod. When the webhook writes nothing into the pod (any skip), that
+// record is not what the pod holds: it is removed, with a warning, and the pod is still
+// admitted. A pod the webhook patches gets its own record; a reinvocation keeps the
+// record the first call wrote.
+func TestMutateCopiedRecordRemovedWhenNothingWritten(t *testing.T) {
+	const copied = `{"backend":"hami","autoscaler":"web","recommendationGeneration":2,"recommendationResourceVersion":"41","confidencePercent":90,"containers":[{"name":"main","memory":"4Gi","writtenMemory":"4Gi"}]}`
+	withRecord := func(p *corev1.Pod) *corev1.Pod {
+		p.Annotations = map[string]string{gpufracv1.AnnotationApplied: copied, "team": "a"}
+		return p
+	}
+	notSynced := func() bool { return false }
+	for _, tc := range []struct {
+		name    string
+		objs    []client.Object
+		synced  func() bool
+		pod     func() *corev1.Pod
+		skip    string // "" when patched
+		removed bool
+	}{
+		{"updateMode Off", []client.Object{autoscaler("web", gpufracv1.UpdateModeOff, gpufracv1.BackendHAMi), recommendation("web", 90, containerRec("main", "2Gi", "200m"))},
+			nil, func() *corev1.Pod { return withRecord(podOf(gpuContainer("main", 1))) }, SkipModeOff, true},
+		{"low confidence", []client.Object{autoscaler("web", gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi), recommendation("web", 1, containerRec("main", "2Gi", "200m"))},
+			nil, func() *corev1.Pod { return withRecord(podOf(gpuContainer("main", 1))) }, SkipLowConfidence, true},
+		{"no autoscaler", nil,
+			nil, func() *corev1.Pod { return withRecord(podOf(gpuContainer("main", 1))) }, SkipNoAutoscaler, true},
+		{"no recommendation", []client.Object{autoscaler("web", gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi)},
+			nil, func() *corev1.Pod { return withRecord(podOf(gpuContainer("main", 1))) }, SkipNoRecommendation, true},
+		{"caches not synced", []client.Object{autoscaler("web", gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi), recommendation("web", 90, containerRec("main", "2Gi", "200m"))},
+			notSynced, func() *corev1.Pod { return withRecord(podOf(gpuContainer("main", 1))) }, SkipNotReady, true},
+		{"unsafe shape (kai, bound to its node)", []client.Object{autoscaler("web", gpufracv1.UpdateModeRecreate, gpufracv1.BackendKAI), recommendation("web", 90, containerRec("main", "2Gi", "200m"))},
+			nil, func() *corev1.Pod {
+				p := withRecord(podOf(gpuContainer("main", 1)))
+				p.Spec.NodeName = "n1"
+				return p
+			}, backend.UnsafeNodeBound, true},
+		{"no record: unchanged as before", []client.Object{autoscaler("web", gpufracv1.UpdateModeOff, gpufracv1.BackendHAMi)},
+			nil, func() *corev1.Pod { return podOf(gpuContainer("main", 1)) }, SkipModeOff, false},
+		{"patched: its own record", []client.Object{autoscaler("web", gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi), recommendation("web", 90, containerRec("main", "2Gi", "200m"))},
+			nil, func() *corev1.Pod { return withRecord(podOf(gpuContainer("main", 1))) }, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := mutator(t, Config{}, tc.objs...)
+			m.Synced = tc.synced
+			removed := recordsRemovedTotal.WithLabelValues(tc.skip)
+			r0 := testutil.ToFloat64(removed)
+			o, resp, got := handle(t, m, tc.pod())
+			if o.skip != tc.skip {
+				t.Fatalf("skip %q, want %q (%v)", o.skip, tc.skip, o.warnings)
+			}
+			rec, has := got.Annotations[gpufracv1.AnnotationApplied]
+			switch {
+			case tc.skip == "":
+				if !has || rec == copied {
+					t.Fatalf("patched pod's record %q, want its own", rec)
+				}
+			case tc.removed:
+				if has {
+					t.Fatalf("record kept on a pod admitted without a fraction (%s): %s", tc.skip, rec)
+				}
+				if got.Annotations["team"] != "a" {
+					t.Errorf("other annotations lost: %v", got.Annotations)
+				}
+				if !slices.ContainsFunc(resp.Warnings, func(w string) bool { return strings.Contains(w, gpufracv1.AnnotationApplied) }) {
+					t.Errorf("no warning names the removed record: %v", resp.Warnings)
+				}
+				if d := testutil.ToFloat64(removed) - r0; d != 1 {
+					t.Errorf("records_removed_total{reason=%s} +%v, want +1", tc.skip, d)
+				}
+			default:
+				if len(resp.Patches) != 0 {
+					t.Fatalf("patches on a pod without a record: %v", resp.Patches)
+				}
+			}
+		})
+	}
+
+	// Reinvocation (reinvocationPolicy IfNeeded): the second call sees the record the
+	// first wrote, which is what it would write now: kept, no patch.
+	m := mutator(t, Config{}, autoscaler("web", gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi), recommendation("web", 90, containerRec("main", "2Gi", "200m")))
+	req := createRequest(t, withRecord(podOf(gpuContainer("main", 1))))
+	first := m.Handle(context.Background(), req)
+	pod := patched(t, req, first)
+	again := m.Handle(context.Background(), createRequest(t, pod))
+	if len(again.Patches) != 0 {
+		t.Fatalf("reinvocation patched %v", again.Patches)
+	}
+	if pod.Annotations[gpufracv1.AnnotationApplied] == "" {
+		t.Fatal("the first call's record is missing")
 	}
 }
