@@ -35,7 +35,7 @@ var (
 	descAllocated  = gaugeDesc("gpufrac_autoscaler_gpus_allocated",
 		"Whole-GPU equivalents the workload's live pods are placed by now, from what gpufrac wrote into each (gpufrac.io/applied): per pod the larger of its memory request over --gpu-memory (the placement request written below the limit, gpufrac.io/gpu-memory-request, where there is one, else the written memory of gpufrac_pod_gpu_memory_allocated_bytes) and its written compute, share of one GPU (the compute limit of gpufrac_pod_gpu_compute_allocated_ratio, or a time-sliced pod's placement request, gpufrac.io/gpu-compute-request), at most 1; 1 for a pod gpufrac has not written. With gpufrac_autoscaler_gpus_held (one per pod) it is the before and after of GPUs held.", "namespace", "autoscaler")
 	descPeakMemory = gaugeDesc("gpufrac_autoscaler_gpu_memory_peak_bytes",
-		"GPU memory the workload's live pods use at their recent peak: live pods × the sum over containers of the recommendation's observedPeakMemory, bytes.", "namespace", "autoscaler")
+		"GPU memory the workload's live pods use at their recent peak: live pods × the pod's observedPeakMemory, added up over containers as the pod's memory target is (an init container's as the largest of them, not on top of the regular containers'), bytes.", "namespace", "autoscaler")
 	descGPUMemory = gaugeDesc("gpufrac_recommender_gpu_memory_bytes",
 		"Memory of one GPU the recommender sizes against (--gpu-memory), bytes.")
 	descAllocMem = gaugeDesc("gpufrac_pod_gpu_memory_allocated_bytes",
@@ -235,14 +235,17 @@ func (s *snapshot) add(gfa *gpufracv1.GPUFractionAutoscaler, st *gpufracv1.GPUFr
 		}
 	}
 	s.gauge(descHeld, float64(pods), ns, name)
-	var peak float64
-	for _, c := range st.ContainerRecommendations {
-		if c.ObservedPeakMemory != nil {
-			peak += c.ObservedPeakMemory.AsApproximateFloat64()
+	// The pod's peak adds up as its memory target does (gpufracv1.PodTotal, as gpufrac
+	// report): an init container runs before the regular ones, so its peak is not on
+	// top of theirs.
+	peak, ok := gpufracv1.PodTotal(st.ContainerRecommendations, nil, func(c *gpufracv1.ContainerRecommendation) (int64, bool) {
+		if c.ObservedPeakMemory == nil {
+			return 0, false
 		}
-	}
-	if peak > 0 {
-		s.gauge(descPeakMemory, float64(pods)*peak, ns, name)
+		return c.ObservedPeakMemory.Value(), true
+	})
+	if ok && peak > 0 {
+		s.gauge(descPeakMemory, float64(pods)*float64(peak), ns, name)
 	}
 	if mem := st.Memory; mem != nil && gpuMemory > 0 {
 		share := mem.AsApproximateFloat64() / gpuMemory

@@ -12,6 +12,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -198,4 +199,42 @@ func firstPod(objs []client.Object) string {
 		}
 	}
 	return ""
+}
+
+// A pod whose init container peaked at 30000 MiB before its main container's 20000 MiB
+// (the init container ends before the main one starts) peaks at 30000 MiB, as its
+// memory target adds up (gpufracv1.PodTotal): gpufrac_autoscaler_gpu_memory_peak_bytes
+// is pods × 30000 MiB, not pods × 50000 MiB. A native sidecar's peak adds to the main
+// container's. A recommendation without an observed peak exports no series.
+func TestPeakMemoryAddsUpAsThePod(t *testing.T) {
+	mib := func(v int64) *resource.Quantity { return resource.NewQuantity(v<<20, resource.BinarySI) }
+	for _, tc := range []struct {
+		name string
+		recs []gpufracv1.ContainerRecommendation
+		want float64 // MiB per pod; 0: no series
+	}{
+		{"init before main", []gpufracv1.ContainerRecommendation{
+			{ContainerName: "fetch", ContainerType: gpufracv1.ContainerTypeInit, ObservedPeakMemory: mib(30000)},
+			{ContainerName: "main", ContainerType: gpufracv1.ContainerTypeRegular, ObservedPeakMemory: mib(20000)},
+		}, 30000},
+		{"sidecar beside main", []gpufracv1.ContainerRecommendation{
+			{ContainerName: "proxy", ContainerType: gpufracv1.ContainerTypeSidecar, ObservedPeakMemory: mib(4000)},
+			{ContainerName: "main", ContainerType: gpufracv1.ContainerTypeRegular, ObservedPeakMemory: mib(20000)},
+		}, 24000},
+		{"no peak", []gpufracv1.ContainerRecommendation{{ContainerName: "main"}}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &snapshot{}
+			s.add(gfa("ml", "sd", "sd"), &gpufracv1.GPUFractionRecommendationStatus{ContainerRecommendations: tc.recs}, 3, 0, 80*gib)
+			ms := s.byDesc[descPeakMemory]
+			switch {
+			case tc.want == 0 && len(ms) != 0:
+				t.Errorf("peak series %v, want none", ms[0].GetGauge().GetValue())
+			case tc.want != 0 && len(ms) != 1:
+				t.Errorf("%d peak series, want 1", len(ms))
+			case tc.want != 0 && ms[0].GetGauge().GetValue() != 3*tc.want*(1<<20):
+				t.Errorf("peak %v MiB, want 3 pods × %v MiB", ms[0].GetGauge().GetValue()/(1<<20), tc.want)
+			}
+		})
+	}
 }
