@@ -39,7 +39,8 @@ type historyPoint struct {
 	// after.
 	GPUsAllocated float64 `json:"gpusAllocated"`
 	// MemoryUtilisationOnePerPod and MemoryUtilisationAllocated are the pods' recent
-	// peak memory over the memory of GPUsOnePerPod and of GPUsAllocated, ratio 0–1;
+	// peak memory over the memory of GPUsOnePerPod and of GPUsAllocated, counting only
+	// the autoscalers with a peak (one without has no known use), ratio 0–1;
 	// nil without a peak or GPU memory sample at that instant.
 	MemoryUtilisationOnePerPod *float64 `json:"memoryUtilisationOnePerPod"`
 	MemoryUtilisationAllocated *float64 `json:"memoryUtilisationAllocated"`
@@ -107,11 +108,19 @@ func queryBeforeAfter(ctx context.Context, promURL, namespace string, since time
 	if namespace != "" {
 		sel = fmt.Sprintf("{namespace=%q}", namespace)
 	}
+	// The utilisation's GPUs are those of the autoscalers with a peak (withPeak): one
+	// without (no recommendation yet, no memory samples) has no known use, which must
+	// not read as its GPUs held empty.
+	withPeak := func(series string) string {
+		return "sum(" + series + sel + " and on (namespace, autoscaler) " + seriesPeak + sel + ")"
+	}
 	queries := []string{
 		"sum(" + seriesHeld + sel + ")",
 		"sum(" + seriesAllocated + sel + ")",
 		"sum(" + seriesPeak + sel + ")",
 		"max(" + seriesGPUMemory + ")",
+		withPeak(seriesHeld),
+		withPeak(seriesAllocated),
 	}
 	prom := promv1.NewAPI(c)
 	series := make([]map[int64]float64, len(queries))
@@ -133,7 +142,7 @@ func queryBeforeAfter(ctx context.Context, promURL, namespace string, since time
 	if len(series[0]) == 0 {
 		return nil, fmt.Errorf("no %s in Prometheus at %s over the last %s: is it scraping the recommender's metrics endpoint (--metrics-bind-address)?", seriesHeld, promURL, since)
 	}
-	ba := &beforeAfter{Since: r.Start, Until: r.End, Step: r.Step, Points: pointsOf(r, series[0], series[1], series[2], series[3])}
+	ba := &beforeAfter{Since: r.Start, Until: r.End, Step: r.Step, Points: pointsOf(r, series[0], series[1], series[2], series[3], series[4], series[5])}
 	if err := ba.integrate(ctx, prom, queries[0], queries[1], min(step, SavingsResolution), warn); err != nil {
 		return nil, fmt.Errorf("querying Prometheus at %s: %w", promURL, err)
 	}
@@ -221,10 +230,11 @@ func (ba *beforeAfter) integrate(ctx context.Context, prom promv1.API, held, all
 	return nil
 }
 
-// pointsOf turns the four range answers (by Unix second) into the table's points. An
+// pointsOf turns the six range answers (by Unix second) into the table's points. An
 // instant without a held sample is skipped; one without an allocated sample counts the
-// pods as whole GPUs.
-func pointsOf(r promv1.Range, held, allocated, peak, gpuMemory map[int64]float64) []historyPoint {
+// pods as whole GPUs. The peak memory utilisation divides the peak by the GPUs of the
+// autoscalers that have a peak (heldWithPeak, allocatedWithPeak), not by all of them.
+func pointsOf(r promv1.Range, held, allocated, peak, gpuMemory, heldWithPeak, allocatedWithPeak map[int64]float64) []historyPoint {
 	var out []historyPoint
 	for t := r.Start; !t.After(r.End); t = t.Add(r.Step) {
 		h, ok := held[t.Unix()]
@@ -238,8 +248,13 @@ func pointsOf(r promv1.Range, held, allocated, peak, gpuMemory map[int64]float64
 		p := historyPoint{Time: t.UTC(), GPUsOnePerPod: h, GPUsAllocated: a}
 		if pk, ok := peak[t.Unix()]; ok {
 			if mem := gpuMemory[t.Unix()]; mem > 0 {
-				p.MemoryUtilisationOnePerPod = ratio(pk, h*mem)
-				p.MemoryUtilisationAllocated = ratio(pk, a*mem)
+				hp := heldWithPeak[t.Unix()]
+				ap, ok := allocatedWithPeak[t.Unix()]
+				if !ok {
+					ap = hp
+				}
+				p.MemoryUtilisationOnePerPod = ratio(pk, hp*mem)
+				p.MemoryUtilisationAllocated = ratio(pk, ap*mem)
 			}
 		}
 		out = append(out, p)

@@ -243,3 +243,28 @@ func TestBeforeAfterWindowLongerThanData(t *testing.T) {
 		t.Errorf("saved %.3f GPU-hours, want about 5 (2.5 GPUs for 2 hours)", ba.SavedGPUHours)
 	}
 }
+
+// An autoscaler without a peak series (no recommendation yet, no memory samples) has no
+// known memory use: its 10 whole GPUs are left out of the utilisation's GPUs, which stay
+// sd's 4 (before) and 1.5 (after). Before, they counted as GPUs held empty: 60 GiB over
+// 14 and 11.5 GPUs (5 % and 7 %) instead of 19 % and 50 %.
+func TestBeforeAfterUtilisationWithoutPeak(t *testing.T) {
+	s, until, start, step, n, _ := appliedHalfway(t, 2*time.Hour)
+	gib := float64(1 << 30)
+	s.Add(t, map[string]string{"__name__": seriesPeak, "namespace": "ml", "autoscaler": "sd"}, start, step, promtest.Repeat(60*gib, n)...)
+	s.Add(t, map[string]string{"__name__": seriesHeld, "namespace": "ml", "autoscaler": "new"}, start, step, promtest.Repeat(10, n)...)
+	s.Add(t, map[string]string{"__name__": seriesAllocated, "namespace": "ml", "autoscaler": "new"}, start, step, promtest.Repeat(10, n)...)
+	s.Add(t, map[string]string{"__name__": seriesGPUMemory}, start, step, promtest.Repeat(80*gib, n)...)
+	var warn bytes.Buffer
+	ba, err := queryBeforeAfter(context.Background(), s.URL, "ml", 2*time.Hour, until, &warn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := ba.Points[len(ba.Points)-1]
+	if last.GPUsOnePerPod != 14 || last.GPUsAllocated != 11.5 {
+		t.Errorf("GPUs %v → %v, want 14 → 11.5 (every autoscaler)", last.GPUsOnePerPod, last.GPUsAllocated)
+	}
+	if math.Abs(ptr.Deref(last.MemoryUtilisationOnePerPod, -1)-60.0/320) > 1e-9 || math.Abs(ptr.Deref(last.MemoryUtilisationAllocated, -1)-60.0/120) > 1e-9 {
+		t.Errorf("utilisation %v → %v, want 60/320 → 60/120 (sd's GPUs only)", ptr.Deref(last.MemoryUtilisationOnePerPod, -1), ptr.Deref(last.MemoryUtilisationAllocated, -1))
+	}
+}
