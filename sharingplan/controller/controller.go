@@ -226,19 +226,8 @@ func (r *Reconciler) holdRaise(pol *gpufracv1.GPUSharingPolicy, in sharingplan.I
 		delete(r.raises, pol.Name)
 		return p
 	}
-	now := time.Now()
-	if r.Now != nil {
-		now = r.Now()
-	}
-	since, ok := r.raises[pol.Name]
-	if !ok {
-		if r.raises == nil {
-			r.raises = map[string]time.Time{}
-		}
-		since, r.raises[pol.Name] = now, now
-	}
-	if now.Sub(since) >= r.RaiseDelay {
-		delete(r.raises, pol.Name)
+	since, waited := r.waited(&r.raises, pol.Name)
+	if waited {
 		return p
 	}
 	in.MaxReplicas = prev // below p.Replicas ≤ in.MaxReplicas
@@ -249,6 +238,30 @@ func (r *Reconciler) holdRaise(pol *gpufracv1.GPUSharingPolicy, in sharingplan.I
 	held.Reason = fmt.Sprintf("held at %d until %s: the recommendations allow %d (%s); a raise is planned once every plan has allowed more for %s",
 		prev, since.Add(r.RaiseDelay).UTC().Format(time.RFC3339), p.Replicas, p.Reason, r.RaiseDelay)
 	return held
+}
+
+// waited records in *since (policy name → when its plans began to call for a held
+// change; created on first use) when policy name's plans began to call for the change,
+// now if not yet recorded, and returns that time and whether RaiseDelay has passed
+// since; once it has, the record is dropped (the change is planned). The caller holds
+// r.mu.
+func (r *Reconciler) waited(since *map[string]time.Time, name string) (time.Time, bool) {
+	now := time.Now()
+	if r.Now != nil {
+		now = r.Now()
+	}
+	at, ok := (*since)[name]
+	if !ok {
+		if *since == nil {
+			*since = map[string]time.Time{}
+		}
+		at, (*since)[name] = now, now
+	}
+	if now.Sub(at) >= r.RaiseDelay {
+		delete(*since, name)
+		return at, true
+	}
+	return at, false
 }
 
 // holdModeChange returns in and p, or, with in's Mode set to the sharing mode of pol's
@@ -274,19 +287,8 @@ func (r *Reconciler) holdModeChange(pol *gpufracv1.GPUSharingPolicy, in sharingp
 		delete(r.modeChanges, pol.Name)
 		return in, p
 	}
-	now := time.Now()
-	if r.Now != nil {
-		now = r.Now()
-	}
-	since, ok := r.modeChanges[pol.Name]
-	if !ok {
-		if r.modeChanges == nil {
-			r.modeChanges = map[string]time.Time{}
-		}
-		since, r.modeChanges[pol.Name] = now, now
-	}
-	if now.Sub(since) >= r.RaiseDelay {
-		delete(r.modeChanges, pol.Name)
+	since, waited := r.waited(&r.modeChanges, pol.Name)
+	if waited {
 		return in, p
 	}
 	forced := in
