@@ -56,15 +56,12 @@ func (c Config) ComputeRequest(h vpautil.Histogram) float64 {
 // pod whose saturated share is above ContentionBudget: the pod alone spends the budget
 // whatever its co-tenants are.
 func SaturatedShare(h vpautil.Histogram) float64 {
-	if h == nil || h.IsEmpty() {
-		return 0
-	}
-	cp, err := h.SaveToChekpoint()
-	if err != nil || len(cp.BucketWeights) == 0 {
+	w, ok := bucketWeights(h)
+	if !ok {
 		return 0
 	}
 	var total, sat float64
-	for b, wt := range cp.BucketWeights {
+	for b, wt := range w {
 		total += float64(wt)
 		if history.ComputeBuckets.GetBucketStart(b) >= metrics.SaturatedActivity-1e-9 {
 			sat += float64(wt)
@@ -76,14 +73,25 @@ func SaturatedShare(h vpautil.Histogram) float64 {
 // histLogMGF returns ln E[e^{sX}] of the samples in h (logMGF of its bucket weights),
 // and false for a nil or empty histogram or one whose weights cannot be read.
 func histLogMGF(h vpautil.Histogram, s float64) (float64, bool) {
-	if h == nil || h.IsEmpty() {
+	w, ok := bucketWeights(h)
+	if !ok {
 		return 0, false
+	}
+	return logMGF(w, s), true
+}
+
+// bucketWeights returns h's bucket weights (of history.ComputeBuckets, bucket index →
+// weight, scaled as VPA's checkpoint scales them), and false for a nil or empty
+// histogram or one whose weights cannot be read.
+func bucketWeights(h vpautil.Histogram) (map[int]uint32, bool) {
+	if h == nil || h.IsEmpty() {
+		return nil, false
 	}
 	cp, err := h.SaveToChekpoint()
 	if err != nil || len(cp.BucketWeights) == 0 {
-		return 0, false
+		return nil, false
 	}
-	return logMGF(cp.BucketWeights, s), true
+	return cp.BucketWeights, true
 }
 
 // ContentionSpace returns the space parameter s = ln(1/ContentionBudget) /
