@@ -233,7 +233,7 @@ func (rp *replay) newPolState(name string, spec policySpec) *polState {
 	ps := &polState{spec: spec, res: &PolicyResult{Policy: name}, pk: packing.New(rp.capacity),
 		applied: make([]grant, n), load: make([]uint8, n), on: make([]int, n), placedAt: make([]int, n), cold: make([]bool, n), partial: make([]bool, n), oomAt: make([]int, n),
 		hyst: updater.NewHysteresis(u.PersistCycles, u.PersistFor, u.MinReplacementInterval), flaps: newReversals(n, rp.tl.step)}
-	ps.outOfDate = make([]int, n)
+	ps.outOfDate, ps.lastReplaced = make([]int, n), make([]time.Time, len(rp.tl.workloads))
 	if name == PolicyGPUFrac {
 		// The updater's rollback floor: the product's, whose recommender and webhook
 		// read it (the vpa-memory baseline is VPA's sizing, which has none).

@@ -729,9 +729,6 @@ func candidates(ps *polState, tl *timeline, alive []int, k int, windows updater.
 		return cmp.Or(strings.Compare(wa.Namespace, wb.Namespace), strings.Compare(wa.Name, wb.Name),
 			ps.placedAt[a.run]-ps.placedAt[b.run], strings.Compare(ra.name, rb.name), a.run-b.run)
 	})
-	if len(ps.lastReplaced) != len(tl.workloads) {
-		ps.lastReplaced = make([]time.Time, len(tl.workloads))
-	}
 	last := func(c candidate) time.Time { return ps.lastReplaced[tl.runs[c.run].workload] }
 	sort.SliceStable(out, func(a, b int) bool {
 		return updater.ReplacesBefore(out[a].need, last(out[a]), out[b].need, last(out[b]))
@@ -742,9 +739,6 @@ func candidates(ps *polState, tl *timeline, alive []int, k int, windows updater.
 // replaced records a replacement of a pod of workload w at the end of step k
 // (lastReplaced), as the updater's status.updater.lastEvictionTime.
 func (ps *polState) replaced(tl *timeline, w, k int) {
-	if len(ps.lastReplaced) != len(tl.workloads) {
-		ps.lastReplaced = make([]time.Time, len(tl.workloads))
-	}
 	ps.lastReplaced[w] = tl.stepEnd(k)
 }
 
