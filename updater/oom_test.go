@@ -146,9 +146,7 @@ func TestRollbackLandsWithoutRecommendation(t *testing.T) {
 func TestRepeatedOOMAtTheFloorRaisesIt(t *testing.T) {
 	f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 2, 2)
 	publishFloor(f, "2Gi")
-	f.pods[0].Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", RestartCount: 1, Ready: true,
-		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error",
-			Message: "RuntimeError: CUDA error: out of memory", FinishedAt: metav1.NewTime(f.now.Add(-time.Minute))}}}}
+	cudaOOMExit(f.pods[0], f.now)
 	f.build()
 	f.run()
 	st := f.status()
@@ -350,9 +348,7 @@ func TestFloorCoveredByTargetIsNotAwaited(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 2, 1)
 			f.setTarget(tc.target, tc.lower, tc.upper)
-			f.pods[0].Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", RestartCount: 1, Ready: true,
-				LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error",
-					Message: "RuntimeError: CUDA error: out of memory", FinishedAt: metav1.NewTime(f.now.Add(-time.Minute))}}}}
+			cudaOOMExit(f.pods[0], f.now)
 			f.build()
 			f.run()
 			st := f.status()
@@ -463,4 +459,12 @@ func TestOOMExitStampedBeforeThePodByANodeClockBehind(t *testing.T) {
 	if ts := Terminations(f.pods[0]); len(ts) != 1 || !ts[0].FinishedAt.Equal(f.pods[0].CreationTimestamp.Time) {
 		t.Errorf("terminations %+v, want one at the pod's creation", ts)
 	}
+}
+
+// cudaOOMExit gives p's container "main" a last termination a minute before now whose
+// message is CUDA's out-of-memory error (exit code 1, not OOMKilled), the pod Ready again.
+func cudaOOMExit(p *corev1.Pod, now time.Time) {
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", RestartCount: 1, Ready: true,
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error",
+			Message: "RuntimeError: CUDA error: out of memory", FinishedAt: metav1.NewTime(now.Add(-time.Minute))}}}}
 }
