@@ -552,6 +552,30 @@ func setMemory(t *testing.T, c client.Client, ns, name, mem string) {
 	}
 }
 
+// raiseDelayClock gives r a RaiseDelay of 5 minutes and a clock that starts at
+// 2026-12-03T12:00:00Z; the function it returns sets the clock to that plus its argument.
+func raiseDelayClock(r *Reconciler) func(time.Duration) {
+	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	now := t0
+	r.RaiseDelay, r.Now = 5*time.Minute, func() time.Time { return now }
+	return func(d time.Duration) { now = t0.Add(d) }
+}
+
+// poolEntry returns the replicas and the sharing mode of policy pool-a's entry in the
+// device-plugin ConfigMap (sharingplan.Replicas); the test fails if it cannot be read.
+func poolEntry(t *testing.T, c client.Client) (int, gpufracv1.SharingMode) {
+	t.Helper()
+	var cm corev1.ConfigMap
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: "gpu-operator", Name: "device-plugin-config"}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	n, mode, err := sharingplan.Replicas(cm.Data["gpufrac-pool-a"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n, mode
+}
+
 // Recommendations that move back and forth across a boundary (the largest memory target
 // around a quarter of the 40Gi GPU: 9Gi → 4 per GPU, 6Gi → compute's 5) do not move the
 // plan with them: a raise is planned only once every plan has allowed it for
@@ -561,27 +585,14 @@ func setMemory(t *testing.T, c client.Client, ns, name, mem string) {
 // the boundary.
 func TestPlanRisesOnlyAfterTheRaiseDelay(t *testing.T) {
 	r, c := setup(t, gpufracv1.PlanModeApply, pool()...)
-	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
-	now := t0
-	r.RaiseDelay, r.Now = 5*time.Minute, func() time.Time { return now }
-	entry := func() int {
-		var cm corev1.ConfigMap
-		if err := c.Get(context.Background(), types.NamespacedName{Namespace: "gpu-operator", Name: "device-plugin-config"}, &cm); err != nil {
-			t.Fatal(err)
-		}
-		n, _, err := sharingplan.Replicas(cm.Data["gpufrac-pool-a"])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	step := func(at time.Duration, mem string, want int32, wantReason string) {
+	at := raiseDelayClock(r)
+	step := func(after time.Duration, mem string, want int32, wantReason string) {
 		t.Helper()
-		now = t0.Add(at)
+		at(after)
 		setMemory(t, c, "x", "big", mem)
 		s := reconcile(t, r, c).Status
-		if s.Replicas != want || !strings.Contains(s.Reason, wantReason) || entry() != int(want) {
-			t.Errorf("at %s with %s: replicas %d (entry %d) reason %q, want %d with %q", at, mem, s.Replicas, entry(), s.Reason, want, wantReason)
+		if n, _ := poolEntry(t, c); s.Replicas != want || !strings.Contains(s.Reason, wantReason) || n != int(want) {
+			t.Errorf("at %s with %s: replicas %d (entry %d) reason %q, want %d with %q", after, mem, s.Replicas, n, s.Reason, want, wantReason)
 		}
 	}
 	step(0, "9Gi", 4, "memory: 4 × 9216MiB")                                   // first plan: at once
@@ -835,22 +846,13 @@ func setMode(t *testing.T, c client.Client, ns, name string, mode gpufracv1.Shar
 // applies at once. Before, every move was written.
 func TestModeChangesOnlyAfterTheRaiseDelay(t *testing.T) {
 	r, c := setup(t, gpufracv1.PlanModeApply, pool()...)
-	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
-	now := t0
-	r.RaiseDelay, r.Now = 5*time.Minute, func() time.Time { return now }
+	clock := raiseDelayClock(r)
 	step := func(at time.Duration, mode, want gpufracv1.SharingMode, wantReason string) {
 		t.Helper()
-		now = t0.Add(at)
+		clock(at)
 		setMode(t, c, "x", "big", mode)
 		s := reconcile(t, r, c).Status
-		var cm corev1.ConfigMap
-		if err := c.Get(context.Background(), types.NamespacedName{Namespace: "gpu-operator", Name: "device-plugin-config"}, &cm); err != nil {
-			t.Fatal(err)
-		}
-		n, entryMode, err := sharingplan.Replicas(cm.Data["gpufrac-pool-a"])
-		if err != nil {
-			t.Fatal(err)
-		}
+		n, entryMode := poolEntry(t, c)
 		if s.SharingMode != want || entryMode != want || n != 4 || s.Replicas != 4 || !strings.Contains(s.Reason, wantReason) {
 			t.Errorf("at %s with %s: %s × %d (entry %s × %d) reason %q, want %s × 4 with %q", at, mode, s.SharingMode, s.Replicas, entryMode, n, s.Reason, want, wantReason)
 		}
