@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 )
@@ -55,16 +56,7 @@ func TestPodIndex(t *testing.T) {
 		once.Do(func() { close(watching) })
 		return true, w, nil
 	})
-	idx, err := NewPodIndex(client, "gpu-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	idx.Start(ctx)
-	if !idx.WaitForSync(ctx, 10*time.Second) {
-		t.Fatal("not synced")
-	}
+	idx := startPodIndex(t, client)
 	for id, want := range map[string]Owner{
 		cid('a'): {"ml", "web-5d8f7-abcde", "server"},
 		cid('b'): {"ml", "web-5d8f7-abcde", "sidecar"},
@@ -99,7 +91,7 @@ func TestPodIndex(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the informer never watched")
 	}
-	if err := client.CoreV1().Pods("ml").Delete(ctx, "web-5d8f7-abcde", metav1.DeleteOptions{}); err != nil {
+	if err := client.CoreV1().Pods("ml").Delete(context.Background(), "web-5d8f7-abcde", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
@@ -159,16 +151,7 @@ func TestLookupPodNamesEveryContainerThatMayRun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	idx, err := NewPodIndex(client, "gpu-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	idx.Start(ctx)
-	if !idx.WaitForSync(ctx, 10*time.Second) {
-		t.Fatal("not synced")
-	}
+	idx := startPodIndex(t, client)
 	for _, tc := range cases {
 		_, _, cs, ok := idx.LookupPod(string(tc.pod.UID))
 		a := resolve(idx, CgroupInfo{PodUID: string(tc.pod.UID), ContainerID: strings.Repeat("e", 64)})
@@ -180,4 +163,21 @@ func TestLookupPodNamesEveryContainerThatMayRun(t *testing.T) {
 			t.Errorf("%s: containers %v (found %v), attribution %+v; want %d and reason %q", tc.name, cs, ok, a, tc.want, wantReason)
 		}
 	}
+}
+
+// startPodIndex starts a PodIndex of node gpu-1 over client until the test ends and
+// waits for its first sync; the test fails if it cannot.
+func startPodIndex(t *testing.T, client kubernetes.Interface) *PodIndex {
+	t.Helper()
+	idx, err := NewPodIndex(client, "gpu-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	idx.Start(ctx)
+	if !idx.WaitForSync(ctx, 10*time.Second) {
+		t.Fatal("not synced")
+	}
+	return idx
 }
