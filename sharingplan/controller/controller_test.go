@@ -552,6 +552,21 @@ func setMemory(t *testing.T, c client.Client, ns, name, mem string) {
 	}
 }
 
+// unlabel removes the device-plugin config label from the named nodes.
+func unlabel(t *testing.T, c client.Client, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		var n corev1.Node
+		if err := c.Get(context.Background(), types.NamespacedName{Name: name}, &n); err != nil {
+			t.Fatal(err)
+		}
+		delete(n.Labels, gpufracv1.DevicePluginConfigLabel)
+		if err := c.Update(context.Background(), &n); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // raiseDelayClock gives r a RaiseDelay of 5 minutes and a clock that starts at
 // 2026-12-03T12:00:00Z; the function it returns sets the clock to that plus its argument.
 func raiseDelayClock(r *Reconciler) func(time.Duration) {
@@ -692,16 +707,7 @@ func TestWholePoolLeavingTheSelectorStillPlannedWhileLabeled(t *testing.T) {
 		t.Errorf("entry %q: replicas %d %v, want 2", cm.Data["gpufrac-pool-a"], n, err)
 	}
 	// Once no node carries the label either, there is nothing to plan for.
-	for _, name := range []string{"n1", "n2"} {
-		var n corev1.Node
-		if err := c.Get(ctx, types.NamespacedName{Name: name}, &n); err != nil {
-			t.Fatal(err)
-		}
-		delete(n.Labels, gpufracv1.DevicePluginConfigLabel)
-		if err := c.Update(ctx, &n); err != nil {
-			t.Fatal(err)
-		}
-	}
+	unlabel(t, c, "n1", "n2")
 	s = reconcile(t, r, c).Status
 	if cond := meta.FindStatusCondition(s.Conditions, gpufracv1.ConditionPlanned); cond == nil || cond.Reason != gpufracv1.ReasonNoNodes {
 		t.Errorf("without labeled nodes: Planned %+v, want NoNodes", cond)
@@ -805,16 +811,7 @@ func TestDryRunAfterApplyNamesTheNodesStillShared(t *testing.T) {
 		t.Error("no Warning event naming the nodes")
 	}
 	// Once the labels are gone, a plain dry run.
-	for _, name := range []string{"n1", "n2"} {
-		var n corev1.Node
-		if err := c.Get(ctx, types.NamespacedName{Name: name}, &n); err != nil {
-			t.Fatal(err)
-		}
-		delete(n.Labels, gpufracv1.DevicePluginConfigLabel)
-		if err := c.Update(ctx, &n); err != nil {
-			t.Fatal(err)
-		}
-	}
+	unlabel(t, c, "n1", "n2")
 	s = reconcile(t, r, c).Status
 	if cond := meta.FindStatusCondition(s.Conditions, gpufracv1.ConditionApplied); cond == nil || strings.Contains(cond.Message, "still carry") {
 		t.Errorf("without labels: Applied %+v, want a plain dry run", cond)
