@@ -79,22 +79,53 @@ func TestBlockMatchesPromtool(t *testing.T) {
 	want := readDB(t, filepath.Join(dir, "promtool"))
 
 	ctx := context.Background()
-	bw, err := newBlockWriter(ctx, filepath.Join(dir, "bench"), 4*time.Hour)
+	// A day of blocks holds this trace in one; hour-long blocks split it in four.
+	for _, span := range []time.Duration{24 * time.Hour, time.Hour} {
+		t.Run(span.String(), func(t *testing.T) {
+			compareBlocks(t, ctx, tr, want, filepath.Join(dir, "bench-"+span.String()), span)
+		})
+	}
+}
+
+// traceBounds returns the first and last time of tr's samples.
+func traceBounds(tr trace.Trace) (from, to time.Time) {
+	for _, p := range tr.Pods {
+		for _, pts := range [][]trace.Point{p.Memory, p.Compute} {
+			for _, pt := range pts {
+				if from.IsZero() || pt.T.Before(from) {
+					from = pt.T
+				}
+				if pt.T.After(to) {
+					to = pt.T
+				}
+			}
+		}
+	}
+	return from, to
+}
+
+// compareBlocks writes tr into blocks of span in dir (eachBlock) and compares them with
+// want, what promtool backfilled.
+func compareBlocks(t *testing.T, ctx context.Context, tr trace.Trace, want map[string]map[int64]float64, dir string, span time.Duration) {
+	from, to := traceBounds(tr)
+	series, samples, blocks := 0, 0, 0
+	err := eachBlock(ctx, dir, from, to, span, func(bw *blockWriter, _ bool) error {
+		err := bw.add(ctx, tr, trace.OpenMetricsOptions{})
+		series, samples, blocks = max(series, bw.Series), samples+bw.Samples, blocks+1
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := bw.add(ctx, tr, trace.OpenMetricsOptions{}); err != nil {
-		t.Fatal(err)
+	if wantBlocks := int((to.Sub(from) + span) / span); blocks != wantBlocks {
+		t.Errorf("%d blocks written, want %d", blocks, wantBlocks)
 	}
-	if err := bw.flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	got := readDB(t, filepath.Join(dir, "bench"))
+	got := readDB(t, dir)
 
-	if len(want) == 0 || len(got) != len(want) || bw.Series != len(want) {
-		t.Fatalf("block has %d series (writer counted %d), promtool's %d", len(got), bw.Series, len(want))
+	if len(want) == 0 || len(got) != len(want) || series != len(want) {
+		t.Fatalf("blocks hold %d series (writer counted %d), promtool's %d", len(got), series, len(want))
 	}
-	samples := 0
+	n := 0
 	for l, ws := range want {
 		gs, ok := got[l]
 		if !ok {
@@ -110,9 +141,9 @@ func TestBlockMatchesPromtool(t *testing.T) {
 				break
 			}
 		}
-		samples += len(ws)
+		n += len(ws)
 	}
-	if bw.Samples != samples {
-		t.Errorf("writer counted %d samples, promtool's block has %d", bw.Samples, samples)
+	if samples != n {
+		t.Errorf("writers counted %d samples, promtool's block has %d", samples, n)
 	}
 }

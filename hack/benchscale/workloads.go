@@ -110,41 +110,61 @@ func (p *plan) batches(fn func(trace.SynthOptions) error) error {
 	return nil
 }
 
-// backfill synthesizes every batch, appends its series into one TSDB block in dataDir
-// and returns each batch's manifests (trace.WriteManifests).
+// blockSpan is the time one backfilled block covers. A TSDB block writer holds its
+// block's samples in memory until it writes them: one block of 10,000 pods × 8 days
+// took more than 11 GiB before it was stopped, two days' block about a quarter of it.
+// Longer than half of Prometheus' largest compaction range (54h at the cluster's 30-day
+// retention), so no two blocks fit one range and Prometheus compacts none of them
+// while the bench measures it.
+const blockSpan = 48 * time.Hour
+
+// backfill synthesizes every batch and appends its series into TSDB blocks in dataDir,
+// one per blockSpan of the series' span (newest first), synthesizing the batches again
+// for each block; it returns each batch's manifests (trace.WriteManifests).
 func (p *plan) backfill(ctx context.Context, dataDir string) ([][]byte, error) {
-	bw, err := newBlockWriter(ctx, dataDir, p.span())
-	if err != nil {
-		return nil, err
-	}
+	return p.backfillBlocks(ctx, dataDir, blockSpan)
+}
+
+// backfillBlocks is backfill with blocks of span.
+func (p *plan) backfillBlocks(ctx context.Context, dataDir string, span time.Duration) ([][]byte, error) {
 	var manifests [][]byte
-	err = p.batches(func(so trace.SynthOptions) error {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		t := trace.Synthesize(so)
-		for _, w := range t.Workloads() {
-			rs := traceReplicaSet{name: t.Pods[w.Pods[0]].ReplicaSet}
-			for _, i := range w.Pods {
-				if !slices.Contains(rs.pods, t.Pods[i].Pod) {
-					rs.pods = append(rs.pods, t.Pods[i].Pod)
-				}
+	err := eachBlock(ctx, dataDir, p.end.Add(-p.span()), p.end, span, func(bw *blockWriter, newest bool) error {
+		err := p.batches(func(so trace.SynthOptions) error {
+			if err := ctx.Err(); err != nil {
+				return err
 			}
-			p.replicaSets[[2]string{w.Namespace, w.Name}] = rs
-		}
-		var buf bytes.Buffer
-		if err := trace.WriteManifests(&buf, t, trace.ManifestOptions{}); err != nil {
-			return err
-		}
-		manifests = append(manifests, buf.Bytes())
-		return bw.add(ctx, t, trace.OpenMetricsOptions{})
+			t := trace.Synthesize(so)
+			if newest {
+				m, err := p.manifests(t)
+				if err != nil {
+					return err
+				}
+				manifests = append(manifests, m)
+			}
+			return bw.add(ctx, t, trace.OpenMetricsOptions{})
+		})
+		p.series, p.samples = max(p.series, bw.Series), p.samples+bw.Samples
+		return err
 	})
-	p.series, p.samples = bw.Series, bw.Samples
-	if err != nil {
-		bw.w.Close()
+	return manifests, err
+}
+
+// manifests records t's ReplicaSets and pods (replicaSets) and returns its manifests.
+func (p *plan) manifests(t trace.Trace) ([]byte, error) {
+	for _, w := range t.Workloads() {
+		rs := traceReplicaSet{name: t.Pods[w.Pods[0]].ReplicaSet}
+		for _, i := range w.Pods {
+			if !slices.Contains(rs.pods, t.Pods[i].Pod) {
+				rs.pods = append(rs.pods, t.Pods[i].Pod)
+			}
+		}
+		p.replicaSets[[2]string{w.Namespace, w.Name}] = rs
+	}
+	var buf bytes.Buffer
+	if err := trace.WriteManifests(&buf, t, trace.ManifestOptions{}); err != nil {
 		return nil, err
 	}
-	return manifests, bw.flush(ctx)
+	return buf.Bytes(), nil
 }
 
 // create makes the labelled namespaces and the Deployments and autoscalers of the
