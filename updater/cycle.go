@@ -142,6 +142,9 @@ type plan struct {
 	// staleMsg says why the recommender that owns the autoscaler is not keeping its
 	// recommendation current ("" when it is, or the check is off): recommenderGate.
 	staleMsg string
+	// outdatedMsg says why the recommendation was computed for an older generation of
+	// the autoscaler's spec ("" when not): outdatedGate.
+	outdatedMsg string
 	// guard and guardMsg are the latency guardrail's state.
 	guard    gpufracv1.Guardrail
 	guardMsg string
@@ -247,6 +250,7 @@ func (u *Updater) plan(ctx context.Context, cy *cycle, gfa *gpufracv1.GPUFractio
 	p.pods = pods
 	p.gfr, p.recSkip, p.recMsg = u.recommendation(ctx, gfa)
 	p.staleMsg = u.recommenderStale(ctx, cy, gfa.Spec.RecommenderOf())
+	p.outdatedMsg = recommendationOutdated(gfa, p.gfr)
 	if p.recSkip == "" {
 		p.recSkip, p.recMsg = u.sharingPlanGate(ctx, cy, p)
 	}

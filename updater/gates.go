@@ -38,7 +38,7 @@ func (u *Updater) planGates(now time.Time) []gate {
 // baseGates are the plan's gates before the hysteresis: all of them for a pod replaced
 // for another reason than its own target (consolidation: nothing there to persist).
 func baseGates() []gate {
-	return []gate{pendingGate, heldGate, runToCompletionGate, revisionGate, modeGate, recommendationGate, recommenderGate, windowGate, publishingGate}
+	return []gate{pendingGate, heldGate, runToCompletionGate, revisionGate, modeGate, recommendationGate, recommenderGate, outdatedGate, windowGate, publishingGate}
 }
 
 // replacementGates are the gates a candidate passes before it is replaced (evicted or
@@ -134,6 +134,30 @@ func recommenderGate(c *candidate) (string, string) {
 		return "", ""
 	}
 	return SkipRecommenderStale, c.p.staleMsg
+}
+
+// outdatedGate: for a change that is not protective, a recommendation computed for an
+// older generation of the autoscaler's spec (recommendationOutdated). Replaced towards
+// it, a pod would be replaced again once the recommender recomputes it for the spec the
+// user set (a maxMemory lowered, a memoryHeadroomPercent raised: shrunk below what the
+// new spec calls for, then grown back). Protective growth goes ahead, as under
+// recommenderGate: an old target still protects a pod from what it uses now.
+func outdatedGate(c *candidate) (string, string) {
+	if c.p.outdatedMsg == "" || c.need.Protective {
+		return "", ""
+	}
+	return SkipRecommendationOutdated, c.p.outdatedMsg
+}
+
+// recommendationOutdated says why gfr was computed for an older generation of gfa's
+// spec than gfa's metadata.generation ("" when it was computed for the current one, when
+// gfr is nil, or when it states no generation: a recommender that writes none).
+func recommendationOutdated(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionRecommendation) string {
+	if gfr == nil || gfr.Status.ObservedGeneration <= 0 || gfr.Status.ObservedGeneration >= gfa.Generation {
+		return ""
+	}
+	return fmt.Sprintf("the recommendation was computed for spec generation %d and the autoscaler is at generation %d (its spec was edited since): the recommender has not recomputed it yet, so only protective growth goes ahead",
+		gfr.Status.ObservedGeneration, gfa.Generation)
 }
 
 // recommenderStale reads the status Lease of recommender instance name once per cycle

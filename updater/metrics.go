@@ -42,6 +42,11 @@ const (
 	// is down, has lost its leader, or its cycles fail), so the recommendation is not
 	// kept current: only urgent (protective) growth goes ahead.
 	SkipRecommenderStale = "recommender-stale"
+	// SkipRecommendationOutdated: the recommendation was computed for an older
+	// generation of the autoscaler's spec (its status.observedGeneration below the
+	// autoscaler's metadata.generation: a bound, headroom or sharing mode edited since)
+	// and the recommender has not recomputed it yet: only protective growth goes ahead.
+	SkipRecommendationOutdated = "recommendation-outdated"
 	// SkipPDB: the Eviction API refused: a PodDisruptionBudget allows no disruption. The
 	// workload's pods keep this reason until the next try: --retry-backoff after the
 	// first refusal, doubled after each further one in a row, at most MaxRefusalBackoff.
