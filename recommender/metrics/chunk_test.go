@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/model"
 
+	"github.com/gpufrac/gpufrac/prom"
 	"github.com/gpufrac/gpufrac/recommender/metrics/promtest"
 )
 
@@ -82,6 +86,8 @@ func TestTooManySamples(t *testing.T) {
 type slowAPI struct {
 	promv1.API
 	limit time.Duration
+	// server is the test Prometheus the API reads.
+	server *promtest.Server
 }
 
 func (s slowAPI) QueryRange(ctx context.Context, q string, r promv1.Range, opts ...promv1.Option) (model.Value, promv1.Warnings, promv1.Infos, error) {
@@ -99,7 +105,7 @@ func slowReader(t *testing.T) (r *Reader, start, end time.Time) {
 	start = end.Add(-10 * time.Hour)
 	s.Add(t, map[string]string{"__name__": DCGMFBUsed, "namespace": "ml", "pod": "p", "container": "c", "UUID": "GPU-1"},
 		start, time.Minute, promtest.Repeat(1000, 601)...)
-	return &Reader{API: slowAPI{API: s.API(t), limit: 90 * time.Minute}, Labels: DefaultLabels}, start, end
+	return &Reader{API: slowAPI{API: s.API(t), limit: 90 * time.Minute, server: s}, Labels: DefaultLabels}, start, end
 }
 
 // readsAll checks that r's range read of [start, end] returns all 601 points, in one
@@ -177,5 +183,66 @@ func TestRangePacesChunksToHalfTheTimeout(t *testing.T) {
 		if got := r.paced(c.asked, c.took); got != c.want {
 			t.Errorf("paced(%d points, took %s) = %d, want %d", c.asked, c.took, got, c.want)
 		}
+	}
+}
+
+// backendRefusing serves s through the client every component builds (prom.Config.API),
+// answering every range query longer than 90 minutes with status and body, as a backend
+// whose own limit or timeout is below such a chunk does.
+func backendRefusing(t *testing.T, s *promtest.Server, status int, contentType, body string) promv1.API {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := r.ParseForm(); err == nil && r.URL.Path == "/api/v1/query_range" {
+			start, _ := strconv.ParseFloat(r.Form.Get("start"), 64)
+			end, _ := strconv.ParseFloat(r.Form.Get("end"), 64)
+			if end-start > (90 * time.Minute).Seconds() {
+				w.Header().Set("Content-Type", contentType)
+				w.WriteHeader(status)
+				_, _ = w.Write([]byte(body))
+				return
+			}
+		}
+		s.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	api, err := (&prom.Config{URL: srv.URL}).API()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return api
+}
+
+// A backend's own timeout reaches the reader as an HTTP answer, not as the reader's
+// context deadline: Prometheus, Thanos Query and Mimir answer a query past their
+// --query.timeout with 503 and errorType "timeout" (read by client_golang as a server
+// error, the type only in the body), and a query-frontend (Cortex, Thanos) or a proxy
+// in front (an ingress) with 504 Gateway Timeout. Each is a timed-out chunk: halved and
+// retried, so the load arrives whole. Before, only the reader's own deadline counted,
+// and a --prometheus-timeout above the backend's failed every history load, every
+// cycle, with "server_error: server error: 503".
+func TestRangeHalvesOnTheBackendsTimeout(t *testing.T) {
+	for name, c := range map[string]struct {
+		status            int
+		contentType, body string
+	}{
+		"prometheus --query.timeout": {503, "application/json", `{"status":"error","errorType":"timeout","error":"query timed out in expression evaluation"}`},
+		"query-frontend 504":         {504, "text/plain; charset=utf-8", "context deadline exceeded\n"},
+		"ingress 504":                {504, "text/html", "<html><head><title>504 Gateway Time-out</title></head><body><center><h1>504 Gateway Time-out</h1></center></body></html>"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r, start, end := slowReader(t)
+			r.API = backendRefusing(t, r.API.(slowAPI).server, c.status, c.contentType, c.body)
+			before := testutil.ToFloat64(Queries.WithLabelValues("range", "timeout"))
+			readsAll(t, r, start, end)
+			if testutil.ToFloat64(Queries.WithLabelValues("range", "timeout")) == before {
+				t.Error("no timeout counted")
+			}
+		})
+	}
+	// Unavailable is not a timeout: retried by the next cycle, not in smaller chunks.
+	r, start, end := slowReader(t)
+	r.API = backendRefusing(t, r.API.(slowAPI).server, 503, "application/json", `{"status":"error","errorType":"unavailable","error":"too many queries in flight"}`)
+	if _, err := r.rangeMatrix(context.Background(), DCGMFBUsed, start, end, time.Minute); err == nil {
+		t.Error("an unavailable backend's answer was read")
 	}
 }

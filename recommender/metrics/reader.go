@@ -3,6 +3,7 @@ package metrics
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -501,12 +502,42 @@ func (r *Reader) chunkPoints(series int) int {
 }
 
 // timedOut reports whether one chunk's query ran out of time: the per-query Timeout
-// (context.DeadlineExceeded) or Prometheus' own --query.timeout (errorType "timeout").
-// A history bootstrap over days of a heavy query (the cross-namespace shared-device
-// copies) can exceed it on a loaded Prometheus; smaller chunks then get through.
+// (context.DeadlineExceeded), or the backend's own. Prometheus, Thanos Query and Mimir
+// answer a query past their --query.timeout with HTTP 503 and errorType "timeout", which
+// client_golang reads as a server error with the type only in the body
+// (promv1.Error.Detail); a query-frontend (Cortex's, Thanos') or a proxy in front of the
+// backend (an ingress) answers one past its own timeout with 504 Gateway Timeout. A
+// history bootstrap over days of a heavy query (the cross-namespace shared-device
+// copies) can exceed either on a loaded Prometheus; smaller chunks then get through.
 func timedOut(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
 	var pe *promv1.Error
-	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &pe) && pe.Type == promv1.ErrTimeout)
+	if !errors.As(err, &pe) {
+		return false
+	}
+	return pe.Type == promv1.ErrTimeout || pe.Msg == gatewayTimeout || bodyError(pe.Detail).Type == string(promv1.ErrTimeout)
+}
+
+// gatewayTimeout is client_golang's message for an HTTP 504 answer (prom.NewAPI's too).
+const gatewayTimeout = "server error: 504"
+
+// apiBody is the type and message of a Prometheus API error answer.
+type apiBody struct {
+	Type string `json:"errorType"`
+	Msg  string `json:"error"`
+}
+
+// bodyError reads the error type and message of an answer's body that client_golang kept
+// as promv1.Error.Detail (an answer with a status other than 400 or 422); zero when the
+// body is not Prometheus' JSON (a proxy's page, a query-frontend's plain text).
+func bodyError(detail string) apiBody {
+	var b apiBody
+	if strings.HasPrefix(strings.TrimSpace(detail), "{") {
+		_ = json.Unmarshal([]byte(detail), &b)
+	}
+	return b
 }
 
 // TooManySamples reports whether err is a backend refusing a query as too large:
