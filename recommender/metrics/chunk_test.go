@@ -71,13 +71,56 @@ func TestRangeRespectsSampleLimit(t *testing.T) {
 
 func TestTooManySamples(t *testing.T) {
 	for msg, want := range map[string]bool{
-		"execution: query processing would load too many samples into memory in query execution":                       true,  // Prometheus, Thanos
-		"expanding series: the query exceeded the maximum number of samples (err-mimir-max-fetched-samples-per-query)": true,  // Mimir
-		"server error: 503 store gateway unavailable":                                                                  false, // retried as a failure, not smaller
+		"execution: query processing would load too many samples into memory in query execution":                       true, // Prometheus, Thanos
+		"expanding series: the query exceeded the maximum number of samples (err-mimir-max-fetched-samples-per-query)": true, // Mimir
+		"execution: attempted to read series at index 0 from stream, but the stream has failed: the query exceeded the maximum number of chunks (limit: 2 chunks) (err-mimir-max-chunks-per-query). To adjust the related per-tenant limit, configure -querier.max-fetched-chunks-per-query, or contact your service administrator.": true,
+		"execution: the query exceeded the aggregated chunks size limit (limit: 100 bytes) (err-mimir-max-chunks-bytes-per-query)":                     true,
+		"execution: the query exceeded the maximum number of series (limit: 1 series) (err-mimir-max-series-per-query)":                                true,
+		"execution: the query exceeded the estimated number of chunks (err-mimir-max-estimated-chunks-per-query)":                                      true,
+		"execution: the query exceeded the maximum allowed estimated amount of memory consumed (err-mimir-max-estimated-memory-consumption-per-query)": true,
+		"bad_data: the query time range exceeds the limit (query length: 193h0m0s, limit: 168h0m0s) (err-mimir-max-query-length)":                      true,
+		"execution: the query hit the max number of chunks limit (limit: 2000000 chunks)":                                                              true, // Cortex
+		"execution: the query hit the aggregated chunks size limit (limit: 1 bytes)":                                                                   true,
+		"execution: the query hit the aggregated data size limit (limit: 1 bytes)":                                                                     true,
+		"execution: the query hit the max number of series limit (limit: 1 series)":                                                                    true,
+		"execution: rpc error: code = Code(422) desc = exceeded chunks limit: limit 1 violated (got 2)":                                                true, // store gateway
+		"execution: exceeded bytes limit: limit 1 violated (got 2)":                                                                                    true,
+		"execution: exceeded series limit: limit 1 violated (got 2)":                                                                                   true,
+		"422: cannot select more than -search.maxSamplesPerQuery=1000 samples; possible solutions: increase the -search.maxSamplesPerQuery; reduce time range for the query; use more specific label filters in order to select fewer series": true, // VictoriaMetrics
+		"422: cannot process more than 1000 samples per series; either increase -search.maxSamplesPerSeries or reduce time range for the query":                                                                                               true,
+		"422: the number of matching timeseries exceeds 300000; either narrow down the search or increase -search.maxUniqueTimeseries":                                                                                                        true,
+		"server error: 503 store gateway unavailable": false, // retried as a failure, not smaller
+		"execution: too many outstanding requests":    false,
 	} {
 		if got := TooManySamples(errors.New(msg)); got != want {
 			t.Errorf("%q: %v, want %v", msg, got, want)
 		}
+	}
+}
+
+// A backend's limit error reaches the reader in the body of its answer where the status
+// is not Prometheus' 400 or 422 with JSON: a Cortex or Thanos query-frontend writes a
+// querier's limit error as plain text, which client_golang reads as "client error: 422"
+// with the message only in promv1.Error.Detail. Such a chunk is refused as too large and
+// halved, as Prometheus' own JSON answer is.
+func TestRangeHalvesOnALimitInTheBody(t *testing.T) {
+	for name, c := range map[string]struct {
+		status            int
+		contentType, body string
+	}{
+		"cortex query-frontend, plain text": {422, "text/plain; charset=utf-8", "the query hit the max number of chunks limit (limit: 2000000 chunks)\n"},
+		"mimir, JSON":                       {422, "application/json", `{"status":"error","errorType":"execution","error":"the query exceeded the maximum number of chunks (limit: 2 chunks) (err-mimir-max-chunks-per-query)"}`},
+		"victoriametrics, JSON":             {422, "application/json", `{"status":"error","errorType":"422","error":"error when executing query=\"DCGM_FI_DEV_FB_USED\": cannot select more than -search.maxSamplesPerQuery=1000 samples; possible solutions: increase the -search.maxSamplesPerQuery; reduce time range for the query; use more specific label filters in order to select fewer series"}`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r, start, end := slowReader(t)
+			r.API = backendRefusing(t, r.API.(slowAPI).server, c.status, c.contentType, c.body)
+			before := testutil.ToFloat64(Queries.WithLabelValues("range", "too_many_samples"))
+			readsAll(t, r, start, end)
+			if testutil.ToFloat64(Queries.WithLabelValues("range", "too_many_samples")) == before {
+				t.Error("no chunk counted as too large")
+			}
+		})
 	}
 }
 

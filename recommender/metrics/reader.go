@@ -540,17 +540,43 @@ func bodyError(detail string) apiBody {
 	return b
 }
 
-// TooManySamples reports whether err is a backend refusing a query as too large:
-// Prometheus' and Thanos' "query processing would load too many samples into memory",
-// Cortex's and Mimir's limits on samples fetched per query.
+// TooManySamples reports whether err is a backend refusing a query as too large for one
+// of its limits on what a query loads, each of which a shorter time range lowers (a
+// chunk half as long selects fewer samples and chunks, and fewer series where pods come
+// and go): Prometheus' and Thanos' "query processing would load too many samples into
+// memory"; Mimir's limits on fetched samples, series, chunks and chunk bytes, its
+// estimated chunks and memory, and its query length; Cortex's query-frontend's and
+// store gateways' series, chunks and bytes limits; VictoriaMetrics' samples per query,
+// samples per series and unique series. The message is read from the error and, where a
+// query-frontend wrote it as plain text or with a status other than 400 or 422, from the
+// answer's body (promv1.Error.Detail).
 func TooManySamples(err error) bool {
 	msg := strings.ToLower(err.Error())
-	for _, s := range []string{"too many samples", "maximum number of samples", "max-fetched-samples-per-query", "max_fetched_samples_per_query"} {
+	var pe *promv1.Error
+	if errors.As(err, &pe) {
+		msg += " " + strings.ToLower(pe.Detail)
+	}
+	for _, s := range tooLarge {
 		if strings.Contains(msg, s) {
 			return true
 		}
 	}
 	return false
+}
+
+// tooLarge are the lower-case parts of the backends' messages for a query over one of
+// their limits (TooManySamples).
+var tooLarge = []string{
+	"too many samples",          // Prometheus, Thanos, Cortex: query processing would load too many samples into memory
+	"maximum number of samples", // Mimir: the query exceeded the maximum number of samples
+	"max-fetched-samples-per-query", "max_fetched_samples_per_query",
+	"maximum number of series", "maximum number of chunks", // Mimir: err-mimir-max-series-per-query, err-mimir-max-chunks-per-query
+	"err-mimir-max-chunks-bytes-per-query", "err-mimir-max-estimated-", // chunk bytes; estimated chunks and memory
+	"time range exceeds the limit",                             // Mimir, Cortex: query length (err-mimir-max-query-length, -max-total-query-length)
+	"max number of series limit", "max number of chunks limit", // Cortex: the query hit the max number of … limit
+	"aggregated chunks size limit", "aggregated data size limit", // Cortex, Mimir
+	"exceeded series limit", "exceeded chunks limit", "exceeded bytes limit", // Thanos and Cortex store gateways
+	"-search.maxsamplesperquery", "-search.maxsamplesperseries", "-search.maxuniquetimeseries", // VictoriaMetrics
 }
 
 // decode groups streams by container and device, drops impossible values (counting
