@@ -29,7 +29,7 @@ func DetectSources(ctx context.Context, r *Reader, from, to time.Time) ([]Source
 	values, warnings, _, err := r.API.LabelValues(cctx, model.MetricNameLabel, []string{match}, from, to)
 	if err != nil {
 		Queries.WithLabelValues("labels", "error").Inc()
-		return nil, fmt.Errorf("prometheus label values %s %s: %w", model.MetricNameLabel, match, err)
+		return nil, fmt.Errorf("prometheus label values %s %s: %w", model.MetricNameLabel, match, withBody(err))
 	}
 	if err := partial("labels", match, warnings); err != nil {
 		return nil, err

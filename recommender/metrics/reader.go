@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -252,7 +253,7 @@ func (r *Reader) Vector(ctx context.Context, query string, ts time.Time) (model.
 	klog.FromContext(ctx).V(4).Info("Prometheus query", "kind", "instant", "query", query, "took", time.Since(began), "err", err)
 	if err != nil {
 		Queries.WithLabelValues("instant", "error").Inc()
-		return nil, fmt.Errorf("prometheus query %q: %w", query, err)
+		return nil, fmt.Errorf("prometheus query %q: %w", query, withBody(err))
 	}
 	if err := partial("instant", query, warnings); err != nil {
 		return nil, err
@@ -428,7 +429,7 @@ func (r *Reader) rangeMatrix(ctx context.Context, query string, start, end time.
 		}
 		if err != nil {
 			Queries.WithLabelValues("range", "error").Inc()
-			return nil, fmt.Errorf("prometheus range query %q [%s, %s]: %w", query, from.Format(time.RFC3339), to.Format(time.RFC3339), err)
+			return nil, fmt.Errorf("prometheus range query %q [%s, %s]: %w", query, from.Format(time.RFC3339), to.Format(time.RFC3339), withBody(err))
 		}
 		if err := partial("range", query, warnings); err != nil {
 			return nil, err
@@ -518,6 +519,40 @@ func timedOut(err error) bool {
 		return false
 	}
 	return pe.Type == promv1.ErrTimeout || pe.Msg == gatewayTimeout || bodyError(pe.Detail).Type == string(promv1.ErrTimeout)
+}
+
+// maxBodyReason is the most bytes of an answer's body withBody adds to an error.
+const maxBodyReason = 300
+
+// markup matches an HTML tag of a proxy's error page.
+var markup = regexp.MustCompile(`<[^>]*>`)
+
+// withBody returns err naming the reason the answer's body gave where client_golang's
+// message leaves it out: an answer with a status other than 400 or 422 (a 503 of
+// Prometheus' unavailable or timeout, a query-frontend's 429 "too many outstanding
+// requests", a proxy's 502 page) or whose body is not Prometheus' JSON is "server error:
+// 503" with the body only in promv1.Error.Detail. The reason is the JSON's errorType and
+// error, or the body's text without markup, on one line, at most maxBodyReason bytes.
+// err is wrapped (errors.As finds the *promv1.Error); other errors are returned as they are.
+func withBody(err error) error {
+	var pe *promv1.Error
+	if !errors.As(err, &pe) || pe.Detail == "" {
+		return err
+	}
+	reason := strings.Join(strings.Fields(markup.ReplaceAllString(pe.Detail, " ")), " ")
+	if b := bodyError(pe.Detail); b.Msg != "" {
+		reason = b.Msg
+		if b.Type != "" {
+			reason = b.Type + ": " + b.Msg
+		}
+	}
+	if len(reason) > maxBodyReason {
+		reason = strings.ToValidUTF8(reason[:maxBodyReason], "") + "…"
+	}
+	if reason == "" || strings.Contains(err.Error(), reason) {
+		return err
+	}
+	return fmt.Errorf("%w (the answer says: %s)", err, reason)
 }
 
 // gatewayTimeout is client_golang's message for an HTTP 504 answer (prom.NewAPI's too).

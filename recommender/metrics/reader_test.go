@@ -396,3 +396,48 @@ func TestSamplesOutsideTheQueryAreRefused(t *testing.T) {
 		}
 	}
 }
+
+// An answer with a status other than 400 or 422, or whose body is not Prometheus' JSON,
+// reaches the reader as client_golang's bare "server error: 503" or "client error: 429",
+// the backend's reason only in the body (promv1.Error.Detail). The error the reader
+// returns, which MetricsUnavailable=PrometheusError and the cycle's log show, names that
+// reason (JSON's error field, or the body's text without markup, at most
+// maxBodyReason bytes), and errors.As still finds the *promv1.Error. Before, every such
+// cycle said only "server_error: server error: 503".
+func TestErrorsNameTheBodysReason(t *testing.T) {
+	for name, c := range map[string]struct {
+		status int
+		body   string
+		want   string
+	}{
+		"prometheus unavailable": {503, `{"status":"error","errorType":"unavailable","error":"TSDB not ready"}`, "unavailable: TSDB not ready"},
+		"mimir 429 plain text":   {429, "too many outstanding requests\n", "too many outstanding requests"},
+		"ingress 502 page":       {502, "<html><head><title>502 Bad Gateway</title></head>\n<body><center><h1>502 Bad Gateway</h1></center></body></html>", "502 Bad Gateway 502 Bad Gateway"},
+		"long body":              {500, strings.Repeat("x", 2000), strings.Repeat("x", maxBodyReason)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r, _ := reader(t, c.status, c.body)
+			_, err := r.Instant(context.Background(), SignalMemory, "q", time.Now())
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("instant: %v, want it to name %q", err, c.want)
+			}
+			var pe *promv1.Error
+			if !errors.As(err, &pe) {
+				t.Errorf("instant: %v is no *promv1.Error", err)
+			}
+			if len(err.Error()) > maxBodyReason+200 {
+				t.Errorf("instant: %d bytes of error", len(err.Error()))
+			}
+			end := time.Unix(1700000000, 0)
+			if _, err := r.Range(context.Background(), SignalMemory, "q", end.Add(-time.Hour), end, time.Minute); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("range: %v, want it to name %q", err, c.want)
+			}
+		})
+	}
+	// Prometheus' own 422 carries its reason in the message already: not repeated.
+	r, _ := reader(t, 422, `{"status":"error","errorType":"execution","error":"query processing would load too many samples into memory"}`)
+	_, err := r.Instant(context.Background(), SignalMemory, "q", time.Now())
+	if err == nil || strings.Count(err.Error(), "too many samples") != 1 {
+		t.Errorf("422: %v", err)
+	}
+}
