@@ -63,6 +63,46 @@ func TestWarningsAreIncomplete(t *testing.T) {
 	}
 }
 
+// Prometheus 2.46 to 2.53 and Thanos Query send PromQL's info annotations among the
+// warnings ("PromQL info: …"; Prometheus 2.54 moved them to infos): such an answer is
+// complete, as one carrying them in infos is. A latency guardrail's histogram_quantile
+// whose buckets needed a monotonicity fix, or a rate over a counter not named *_total,
+// then read as a partial answer: the guardrail held shrinking and a breach above the
+// objective grew nothing. A PromQL warning, or any other warning beside an info, still
+// makes the answer incomplete.
+func TestPromQLInfosAmongWarningsAreComplete(t *testing.T) {
+	info := `"PromQL info: input to histogram_quantile needed to be fixed for monotonicity (see https://prometheus.io/docs/prometheus/latest/querying/functions/#histogram_quantile) for metric name \"http_request_duration_seconds_bucket\""`
+	vec := func(warnings string) string {
+		return `{"status":"success","warnings":[` + warnings + `],"data":{"resultType":"vector","result":[
+		 {"metric":{"namespace":"a","pod":"p1","container":"c"},"value":[1700000000,"0.75"]}]}}`
+	}
+	mat := `{"status":"success","warnings":[` + info + `],"data":{"resultType":"matrix","result":[
+	 {"metric":{"namespace":"a","pod":"p1","container":"c"},"values":[[1700000000,"0.5"]]}]}}`
+	at := time.Unix(1700000000, 0)
+	partials := func() float64 { return testutil.ToFloat64(Incomplete.WithLabelValues(IncompletePartialResponse)) }
+	before := partials()
+	r, _ := reader(t, 200, vec(info))
+	if v, err := r.Vector(context.Background(), "q", at); err != nil || len(v) != 1 {
+		t.Errorf("Vector with an info among the warnings: %v, %v; want the answer", v, err)
+	}
+	r, _ = reader(t, 200, mat)
+	if s, err := r.Range(context.Background(), SignalCompute, "q", at.Add(-time.Hour), at, time.Minute); err != nil || len(s) != 1 {
+		t.Errorf("Range with an info among the warnings: %v, %v; want the answer", s, err)
+	}
+	if d := partials() - before; d != 0 {
+		t.Errorf("incomplete_data{partial_response} += %v, want 0", d)
+	}
+	for _, w := range []string{
+		`"PromQL warning: bucket label \"le\" is missing or has a malformed value of \"x\" for metric name \"m\""`,
+		info + `,"No StoreAPIs matched for this query"`,
+	} {
+		r, _ = reader(t, 200, vec(w))
+		if _, err := r.Vector(context.Background(), "q", at); !errors.Is(err, ErrPartialResponse) {
+			t.Errorf("warnings [%s]: %v, want ErrPartialResponse", w, err)
+		}
+	}
+}
+
 // An answer of another type than the query asks for (a matrix to an instant query, a
 // vector or string to a range query: a proxy or a misrouted request) is an error, no
 // data, and is counted as an error, not as an answer read.

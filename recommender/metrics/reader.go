@@ -203,9 +203,23 @@ func (e *PartialResponseError) Error() string {
 // Is makes errors.Is(err, ErrPartialResponse) true.
 func (e *PartialResponseError) Is(target error) bool { return target == ErrPartialResponse }
 
-// partial counts an answer with warnings and returns its error, or nil without warnings.
+// PromQLInfoPrefix begins a PromQL info annotation: a note on the query that may be a
+// false positive (a rate over a counter not named *_total, a histogram_quantile whose
+// buckets needed a monotonicity fix), not a sign of missing data. Prometheus 2.54 and
+// later send them as infos; Prometheus 2.46 to 2.53 and Thanos Query among the warnings.
+const PromQLInfoPrefix = "PromQL info: "
+
+// partial counts an answer with warnings and returns its error, or nil without
+// warnings. PromQL info annotations sent as warnings (PromQLInfoPrefix) are infos: they
+// alone leave the answer complete.
 func partial(kind, query string, warnings promv1.Warnings) error {
-	if len(warnings) == 0 {
+	var w []string
+	for _, s := range warnings {
+		if !strings.HasPrefix(s, PromQLInfoPrefix) {
+			w = append(w, s)
+		}
+	}
+	if len(w) == 0 {
 		return nil
 	}
 	Queries.WithLabelValues(kind, "partial").Inc()
@@ -244,7 +258,8 @@ func (r *Reader) timeout() time.Duration {
 // Prometheus fails, when the answer carries warnings (a *PartialResponseError matching
 // ErrPartialResponse: the answer may be incomplete, so no vector is returned), or when
 // the result is not a vector or scalar (a scalar becomes a one-element vector without
-// labels). Infos (PromQL annotations that do not affect the result) are logged at -v=2.
+// labels). Infos (PromQL annotations that do not affect the result, among the warnings
+// too: PromQLInfoPrefix) are logged at -v=2.
 func (r *Reader) Vector(ctx context.Context, query string, ts time.Time) (model.Vector, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout())
 	defer cancel()
@@ -258,8 +273,8 @@ func (r *Reader) Vector(ctx context.Context, query string, ts time.Time) (model.
 	if err := partial("instant", query, warnings); err != nil {
 		return nil, err
 	}
-	if len(infos) > 0 {
-		klog.FromContext(ctx).V(2).Info("Prometheus infos", "query", query, "infos", infos)
+	if len(infos) > 0 || len(warnings) > 0 { // warnings here are PromQL infos (partial)
+		klog.FromContext(ctx).V(2).Info("Prometheus infos", "query", query, "infos", append(infos, warnings...))
 	}
 	var vec model.Vector
 	switch val := v.(type) {
