@@ -517,7 +517,7 @@ func appliedRecord(bt gpufracv1.BackendType, gfa *gpufracv1.GPUFractionAutoscale
 func (m *Mutator) targets(pod *corev1.Pod, gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionRecommendation, overhead int64) ([]*backend.Target, []string, error) {
 	// A compute rollback floor over a time-sliced recommendation partitions compute
 	// (contract.WithFloor), as the updater compares pods.
-	recs := contract.WithFloor(gfa, contract.WithMinMemory(gfa, contract.TargetsOf(gfa, gfr), m.Config.GPUMemoryBytes), m.now())
+	recs := contract.WithFloor(gfa, contract.WithPolicy(gfa, contract.TargetsOf(gfa, gfr), m.Config.GPUMemoryBytes), m.now())
 	var targets []*backend.Target
 	var warnings []string
 	for _, pc := range workload.Containers(pod) {
@@ -545,8 +545,9 @@ func (m *Mutator) targets(pod *corev1.Pod, gfa *gpufracv1.GPUFractionAutoscaler,
 }
 
 // memoryTarget sets t's memory from r when memory is recommended and controlled: the
-// recommendation, at least the rollback floor in force (contract.Floor) and the
-// container policy's minMemory (a recommendation that predates it), plus overhead,
+// recommendation within the container policy's maxMemory and minMemory (a
+// recommendation that predates them: contract.WithPolicy), at least the rollback floor
+// in force (contract.Floor, which wins over maxMemory), plus overhead,
 // at most one GPU (with a warning and t.CappedNote), or the recommendation's memoryLimit
 // plus overhead where larger (at most one GPU); the upper bound likewise, at least that. A target
 // that is not positive or above one GPU is unsafe.
@@ -578,10 +579,17 @@ func (m *Mutator) memoryTarget(t *backend.Target, r contract.Target, gfa *gpufra
 	if w.Memory > qc.Value() {
 		// The recommendation predates the policy's minMemory (raised, the remedy for a
 		// workload out of memory, and the recommender has not written since): the user's
-		// floor holds at once (contract.WithMinMemory: at most one GPU; the updater
+		// floor holds at once (contract.WithPolicy: at most one GPU; the updater
 		// compares pods with the same). The record says what the pod holds.
 		qc = *resource.NewQuantity(w.Memory, resource.BinarySI)
 		warnings = append(warnings, fmt.Sprintf("gpufrac: container %s: memory %s instead of the recommended %s: minMemory of the container policy (the recommendation predates it)", t.Container, qc.String(), q.String()))
+	}
+	if w.Memory < qc.Value() && !w.MemoryFloored {
+		// The recommendation predates the policy's maxMemory (lowered, and the recommender
+		// has not written since): the user's maximum holds at once (contract.WithPolicy;
+		// the updater compares pods with the same). The record says what the pod holds.
+		qc = *resource.NewQuantity(w.Memory, resource.BinarySI)
+		warnings = append(warnings, fmt.Sprintf("gpufrac: container %s: memory %s instead of the recommended %s: maxMemory of the container policy (the recommendation predates it)", t.Container, qc.String(), q.String()))
 	}
 	if w.Capped {
 		t.CappedNote = fmt.Sprintf("gpufrac: container %s: memory %s plus overhead exceeds one GPU; capped to %s", t.Container, qc.String(), gpuMem.String())
@@ -598,7 +606,7 @@ func (m *Mutator) memoryTarget(t *backend.Target, r contract.Target, gfa *gpufra
 	// contract.Target.MemoryLimit) is the limit written; the record keeps the target
 	// (qc), which the updater compares. No observed-peak request under a rollback floor
 	// that raised the memory, which the request must hold whatever the peak
-	// (contract.WithMinMemory drops the request under a raised minMemory).
+	// (contract.WithPolicy drops the request under a raised minMemory).
 	t.MemoryBytes, t.UpperMemoryBytes, t.PeakMemoryBytes = w.MemoryBytes, w.UpperMemoryBytes, w.PeakMemoryBytes
 	t.RecommendedMemory = &qc
 	return warnings, nil
@@ -607,9 +615,11 @@ func (m *Mutator) memoryTarget(t *backend.Target, r contract.Target, gfa *gpufra
 // computeTarget sets t's compute request from r for a time-sliced container
 // (contract.Target.ComputeRequest), and t's compute from r when compute is recommended
 // and controlled: the
-// recommendation, at least the rollback floor in force (contract.Floor) and, while a
-// horizontal autoscaler holds compute, what the workload's pods hold (r.Compute,
-// contract.HeldCompute), with a warning for each. A target outside 0–1 GPU is unsafe.
+// recommendation within the container policy's minCompute and maxCompute (a
+// recommendation that predates them: contract.WithPolicy), at least the rollback floor
+// in force (contract.Floor) and, while a horizontal autoscaler holds compute, what the
+// workload's pods hold (r.Compute, contract.HeldCompute), with a warning for each. A
+// target outside 0–1 GPU is unsafe.
 func (m *Mutator) computeTarget(t *backend.Target, r contract.Target, gfa *gpufracv1.GPUFractionAutoscaler) ([]string, error) {
 	q := r.Recommendation.Target.Compute
 	if r.ComputeRequest > 0 {
@@ -633,11 +643,19 @@ func (m *Mutator) computeTarget(t *backend.Target, r contract.Target, gfa *gpufr
 	if fc > q.MilliValue() {
 		warnings = append(warnings, fmt.Sprintf("gpufrac: container %s: compute %dm instead of the recommended %s: rollback floor (status.updater.floor)", t.Container, min(fc, 1000), q.String()))
 	}
-	if v := r.Compute; v > q.MilliValue() && v > min(fc, 1000) {
-		// r.Compute is above the recommendation only while a horizontal autoscaler
-		// scales on GPU utilisation (contract.HeldCompute): never less compute than the
-		// workload's pods hold. The record says what the pod holds.
+	held, isHeld := contract.HeldCompute(gfa, t.Container, 0)
+	switch v := r.Compute; {
+	case v > q.MilliValue() && v > min(fc, 1000) && isHeld && v == held:
+		// r.Compute is above the recommendation while a horizontal autoscaler scales on
+		// GPU utilisation (contract.HeldCompute): never less compute than the workload's
+		// pods hold. The record says what the pod holds.
 		warnings = append(warnings, fmt.Sprintf("gpufrac: container %s: compute %dm instead of the recommended %s: a horizontal autoscaler scales the workload on GPU utilisation and its pods hold %dm (ComputeShrinkHeld)", t.Container, v, q.String(), v))
+	case v > q.MilliValue() && v > min(fc, 1000):
+		// The recommendation predates the policy's minCompute (contract.WithPolicy).
+		warnings = append(warnings, fmt.Sprintf("gpufrac: container %s: compute %dm instead of the recommended %s: minCompute of the container policy (the recommendation predates it)", t.Container, v, q.String()))
+	case w.ComputeMilli < q.MilliValue():
+		// The recommendation predates the policy's maxCompute (contract.WithPolicy).
+		warnings = append(warnings, fmt.Sprintf("gpufrac: container %s: compute %dm instead of the recommended %s: maxCompute of the container policy (the recommendation predates it)", t.Container, w.ComputeMilli, q.String()))
 	}
 	if w.ComputeMilli != q.MilliValue() {
 		qc = *resource.NewMilliQuantity(w.ComputeMilli, resource.DecimalSI)

@@ -73,9 +73,18 @@ func HeldCompute(gfa *gpufracv1.GPUFractionAutoscaler, container string, recomme
 // floor)), and the updater compares pods with the same maximum, so a rollback reaches
 // the pods whether or not the recommender has caught up.
 func Floor(gfa *gpufracv1.GPUFractionAutoscaler, container string, now time.Time) (memory, milli int64) {
-	memory, milli = -1, -1
 	u := UpdaterStatusOf(gfa)
 	if u == nil || u.Floor == nil || !now.Before(u.Floor.Until.Time) {
+		return -1, -1
+	}
+	return floorOf(u, container)
+}
+
+// floorOf is the rollback floor of container in u.floor (u nil: none), whether in force
+// or expired: memory in bytes and compute in milli-GPU, -1 where none.
+func floorOf(u *gpufracv1.UpdaterStatus, container string) (memory, milli int64) {
+	memory, milli = -1, -1
+	if u == nil || u.Floor == nil {
 		return memory, milli
 	}
 	for _, c := range u.Floor.Containers {

@@ -13,7 +13,7 @@ import (
 // components compare and write: memory in bytes and compute in thousandths of one GPU;
 // -1 means absent. The rollback floor (Floor) is not included: the webhook and the
 // updater each take max(target, floor). Nor is the container policy's minMemory until
-// WithMinMemory raises the memory target to it, as both do after TargetsOf.
+// WithPolicy raises the memory target to it, as both do after TargetsOf.
 type Target struct {
 	// Container is the container's name.
 	Container string
@@ -64,8 +64,12 @@ type Target struct {
 	// explain, report) is unchanged.
 	YoungShare bool
 	// need is the memory the container needs where Memory is its young share, bytes: the
-	// recommendation's target, or the policy's minMemory above it (WithMinMemory).
+	// recommendation's target, or the policy's minMemory above it (WithPolicy).
 	need int64
+	// maxMemory is the container policy's maxMemory WithPolicy lowered the target to at
+	// most, bytes (0: none): WrittenOf compares the rollback floor with the
+	// recommendation's target within it.
+	maxMemory int64
 	// ControlsMemory and ControlsCompute say whether the container's policy lets
 	// gpufrac write the resource (controlledResources, mode); compute only where the
 	// recommendation partitions it (ContainerRecommendation.PartitionsCompute).
@@ -85,7 +89,7 @@ type Target struct {
 
 // NeedMemory returns the memory the container needs, bytes: Memory, or, where Memory is
 // its young share (YoungShare), the recommendation's target (raised to the policy's
-// minMemory by WithMinMemory); -1 when absent.
+// minMemory by WithPolicy); -1 when absent.
 func (t Target) NeedMemory() int64 {
 	if t.YoungShare {
 		return t.need
@@ -247,19 +251,53 @@ func MinMemory(gfa *gpufracv1.GPUFractionAutoscaler, container string, gpuMemory
 	return gpuMemoryBytes
 }
 
-// WithMinMemory raises, in targets (TargetsOf of gfa), each controlled memory target
-// below its container policy's minMemory (MinMemory, at most one GPU of gpuMemoryBytes)
-// to it, and the bounds to at least it, drops its RequestPeakMemory (-1: no observed-peak
-// request below the floor), and returns targets. A target at or above minMemory keeps
-// it, with its RequestPeakMemory raised to at least minMemory: the request holds the
-// floor whether or not the recommendation predates the policy. The recommender keeps its
-// recommendations at or above minMemory, so this changes a target only while the
-// recommendation predates the policy (minMemory raised, the remedy for a workload out of
-// memory, and no new recommendation since). It is the one rule for it: the webhook
-// writes t.Memory (with the rollback floor and its overhead) into new pods, and the
-// updater compares running pods with the same, so a pod written at minMemory is in date
-// and a running pod below it grows. Recommendation keeps the value as written.
-func WithMinMemory(gfa *gpufracv1.GPUFractionAutoscaler, targets map[string]Target, gpuMemoryBytes int64) map[string]Target {
+// WithPolicy is the one rule for the container policies of gfa's spec as it is now
+// (spec.resourcePolicy) over targets (TargetsOf of gfa), a recommendation that may have
+// been computed for an older spec (status.observedGeneration below the autoscaler's
+// generation: the recommender's next cycle not yet run, or the recommender down): the
+// webhook writes the targets it returns into new pods and the updater compares running
+// pods with the same, so a pod the webhook wrote is in date; gpufrac simulate, explain,
+// report and the sharing planner read them too. Recommendation keeps the values as
+// written. It returns targets.
+//
+// The bounds are applied as the recommender clamps (policy.WithinPolicy): first the
+// maxima, then the minima, the minimum winning where they cross; a maximum that is not
+// positive is not applied. The rollback floor (WithFloor, Floor) and the compute the
+// workload's pods hold under a horizontal autoscaler (HeldCompute) are applied over the
+// policy, as the recommender raises a recommendation to the floor after clamping it
+// (policy.ApplyFloors): a floor above maxMemory wins, and a target the recommender
+// raised to the floor (status.updater.floor, in force or expired since) is not lowered
+// below it.
+//
+//   - maxMemory (bytes) lowers each controlled memory target, its need, bounds and
+//     memoryLimit to at most it (a young share included). The observed-peak request is
+//     kept: the backends write no request above the memory (as when the recommender caps
+//     a target below the peak).
+//   - minCompute and maxCompute (shares of one GPU) hold the compute target (before
+//     HeldCompute), its bounds and a time-sliced container's ComputeRequest between them.
+//   - minMemory (at most one GPU of gpuMemoryBytes) raises each controlled memory target
+//     below it to it, and the bounds to at least it, and drops its RequestPeakMemory (-1:
+//     no observed-peak request below the floor). A target at or above minMemory keeps
+//     it, with its RequestPeakMemory raised to at least minMemory: the request holds the
+//     floor whether or not the recommendation predates the policy.
+//
+// The recommender keeps its recommendations within the policy, so this changes a target
+// only while the recommendation predates the policy (minMemory raised, the remedy for a
+// workload out of memory; maxMemory lowered; and no new recommendation since).
+func WithPolicy(gfa *gpufracv1.GPUFractionAutoscaler, targets map[string]Target, gpuMemoryBytes int64) map[string]Target {
+	if gfa == nil {
+		return targets
+	}
+	for name, t := range targets {
+		// A recommendation the recommender raised to the rollback floor over the policy
+		// (policy.ApplyFloors) is not lowered below it, in force or expired since (the
+		// recommender's next cycle drops it): written at the floor, it is what the pods
+		// got and what the sharing planner and report count.
+		fm, fc := floorOf(UpdaterStatusOf(gfa), name)
+		withMaxMemory(&t, gfa.Spec.ContainerPolicy(name), fm)
+		withComputeBounds(&t, gfa, gfa.Spec.ContainerPolicy(name), fc)
+		targets[name] = t
+	}
 	for name, t := range targets {
 		m := MinMemory(gfa, name, gpuMemoryBytes)
 		if !t.ControlsMemory || t.Memory < 0 || m < 0 {
@@ -296,23 +334,81 @@ func WithMinMemory(gfa *gpufracv1.GPUFractionAutoscaler, targets map[string]Targ
 	return targets
 }
 
+// withMaxMemory lowers t's controlled memory target, need, bounds and memoryLimit to at
+// most pol's maxMemory (none: nil pol, no maxMemory, or one that is not positive), or the
+// rollback floor floor (bytes, -1: none) where higher, and records it for WrittenOf.
+func withMaxMemory(t *Target, pol *gpufracv1.ContainerPolicy, floor int64) {
+	if pol == nil || pol.MaxMemory == nil || pol.MaxMemory.Sign() <= 0 || !t.ControlsMemory || t.Memory < 0 {
+		return
+	}
+	hi := max(pol.MaxMemory.Value(), floor)
+	t.maxMemory = hi
+	t.Memory, t.need = min(t.Memory, hi), min(t.need, hi)
+	for _, v := range []*int64{&t.LowerMemory, &t.UpperMemory, &t.MemoryLimit} {
+		if *v >= 0 {
+			*v = min(*v, hi)
+		}
+	}
+}
+
+// withComputeBounds holds t's compute target (the recommendation's, before the compute
+// the workload's pods hold: HeldCompute is applied again over it), bounds and
+// ComputeRequest between pol's minCompute and maxCompute (nil pol: none; a maxCompute
+// that is not positive is not applied), or the rollback floor floor (milli-GPU, -1: none)
+// where above maxCompute, the minimum winning where they cross.
+func withComputeBounds(t *Target, gfa *gpufracv1.GPUFractionAutoscaler, pol *gpufracv1.ContainerPolicy, floor int64) {
+	if pol == nil || (pol.MinCompute == nil && pol.MaxCompute == nil) {
+		return
+	}
+	lo, hi := int64(-1), int64(-1)
+	if pol.MinCompute != nil {
+		lo = pol.MinCompute.MilliValue()
+	}
+	if pol.MaxCompute != nil && pol.MaxCompute.Sign() > 0 {
+		hi = max(pol.MaxCompute.MilliValue(), floor)
+	}
+	clamp := func(v int64) int64 {
+		if v < 0 {
+			return v
+		}
+		if hi >= 0 {
+			v = min(v, hi)
+		}
+		return max(v, lo)
+	}
+	if rec := t.Compute; rec >= 0 {
+		if t.Recommendation != nil && t.Recommendation.Target.Compute != nil {
+			rec = MilliOf(t.Recommendation.Target.Compute)
+		}
+		t.Compute = clamp(rec)
+		t.LowerCompute, t.UpperCompute = clamp(t.LowerCompute), clamp(t.UpperCompute)
+		if v, raised := HeldCompute(gfa, t.Container, t.Compute); raised {
+			t.Compute, t.UpperCompute = v, max(t.UpperCompute, v)
+		}
+	}
+	if t.ComputeRequest > 0 {
+		t.ComputeRequest = min(clamp(t.ComputeRequest), 1000)
+	}
+}
+
 // PodMemory returns the pod's memory target as the webhook writes it, bytes: gfr's
 // status.memory (the recommender's pod total, gpufracv1.PodTotal), or, where the
-// container policies' minMemory raises a container above a recommendation that predates
-// it (WithMinMemory, at most one GPU of gpuMemoryBytes; 0 or less: uncapped), the pod
-// total of the raised targets, with raised true. ok is false without a memory target.
-// gpufrac report and the sharing planner count pods with it.
-func PodMemory(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionRecommendation, gpuMemoryBytes int64) (bytes int64, raised, ok bool) {
+// container policies move a container off a recommendation that predates them
+// (WithPolicy: minMemory raises it, at most one GPU of gpuMemoryBytes, 0 or less:
+// uncapped; maxMemory lowers it), the pod total of the moved targets, with moved true.
+// ok is false without a memory target. gpufrac report and the sharing planner count
+// pods with it.
+func PodMemory(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionRecommendation, gpuMemoryBytes int64) (bytes int64, moved, ok bool) {
 	if gfr == nil || gfr.Status.Memory == nil {
 		return 0, false, false
 	}
-	targets := WithMinMemory(gfa, TargetsOf(gfa, gfr), gpuMemoryBytes)
+	targets := WithPolicy(gfa, TargetsOf(gfa, gfr), gpuMemoryBytes)
 	// A young share (Target.YoungShare) is room above the pod's observed-peak request,
 	// not memory it holds: the need counts.
 	for _, t := range targets {
-		raised = raised || (t.Memory >= 0 && t.NeedMemory() > BytesOf(t.Recommendation.Target.Memory))
+		moved = moved || (t.Memory >= 0 && t.NeedMemory() != BytesOf(t.Recommendation.Target.Memory))
 	}
-	if !raised {
+	if !moved {
 		return gfr.Status.Memory.Value(), false, true
 	}
 	total, ok := gpufracv1.PodTotal(gfr.Status.ContainerRecommendations, nil, func(c *gpufracv1.ContainerRecommendation) (int64, bool) {
@@ -378,7 +474,7 @@ type Written struct {
 }
 
 // WrittenOf returns what the webhook writes for t (a target of TargetsOf of gfa, through
-// WithMinMemory and WithFloor) at now, with overhead bytes added to memory and
+// WithPolicy and WithFloor) at now, with overhead bytes added to memory and
 // gpuMemoryBytes the memory of one GPU. The rollback floor is gfa's in force at now
 // (Floor). A target the webhook finds unwritable (UnwritableMemory, UnwritableCompute)
 // is the caller's to check first.
@@ -389,6 +485,9 @@ func WrittenOf(gfa *gpufracv1.GPUFractionAutoscaler, t Target, now time.Time, ov
 		rec := t.NeedMemory()
 		if t.Recommendation != nil && t.Recommendation.Target.Memory != nil {
 			rec = t.Recommendation.Target.Memory.Value()
+			if t.maxMemory > 0 {
+				rec = min(rec, t.maxMemory) // the policy's maxMemory (WithPolicy)
+			}
 		}
 		w.Memory = rec
 		if fm > rec {

@@ -29,10 +29,10 @@ func TestPlacedCompute(t *testing.T) {
 	}
 }
 
-// TestWithMinMemory: a controlled memory target below the container policy's minMemory
+// TestWithPolicy: a controlled memory target below the container policy's minMemory
 // (at most one GPU) is raised to it, bounds at least it where present; others, and
 // containers whose memory is not controlled, are unchanged.
-func TestWithMinMemory(t *testing.T) {
+func TestWithPolicy(t *testing.T) {
 	const gi = int64(1) << 30
 	for _, tc := range []struct {
 		name                 string
@@ -64,7 +64,7 @@ func TestWithMinMemory(t *testing.T) {
 		min := resource.MustParse(tc.min)
 		gfa.Spec.ResourcePolicy = &gpufracv1.ResourcePolicy{ContainerPolicies: []gpufracv1.ContainerPolicy{{ContainerName: tc.policy, MinMemory: &min}}}
 		targets := map[string]Target{"main": {Container: "main", Memory: tc.mem, LowerMemory: tc.lower, UpperMemory: tc.upper, ControlsMemory: tc.ctrl, RequestPeakMemory: gi / 2}}
-		got := WithMinMemory(gfa, targets, tc.gpu)["main"]
+		got := WithPolicy(gfa, targets, tc.gpu)["main"]
 		if got.Memory != tc.want || got.LowerMemory != tc.wlower || got.UpperMemory != tc.wupper {
 			t.Errorf("%s: %d [%d, %d], want %d [%d, %d]", tc.name, got.Memory, got.LowerMemory, got.UpperMemory, tc.want, tc.wlower, tc.wupper)
 		}
@@ -72,7 +72,7 @@ func TestWithMinMemory(t *testing.T) {
 			t.Errorf("%s: request peak %d, want %d", tc.name, got.RequestPeakMemory, tc.wpeak)
 		}
 	}
-	if got := WithMinMemory(nil, map[string]Target{"main": {Memory: 1, ControlsMemory: true}}, 0)["main"].Memory; got != 1 {
+	if got := WithPolicy(nil, map[string]Target{"main": {Memory: 1, ControlsMemory: true}}, 0)["main"].Memory; got != 1 {
 		t.Errorf("nil autoscaler: %d, want 1", got)
 	}
 }
@@ -124,7 +124,7 @@ func TestYoungShare(t *testing.T) {
 			m := resource.MustParse(tc.minMemory)
 			gfa.Spec.ResourcePolicy = &gpufracv1.ResourcePolicy{ContainerPolicies: []gpufracv1.ContainerPolicy{{ContainerName: "main", MinMemory: &m}}}
 		}
-		got := WithMinMemory(gfa, TargetsOf(gfa, tc.gfr), 80*gi)["main"]
+		got := WithPolicy(gfa, TargetsOf(gfa, tc.gfr), 80*gi)["main"]
 		if got.Memory != tc.want || got.YoungShare != tc.youngShare {
 			t.Errorf("%s: memory %d MiB, young share %v; want %d MiB, %v", tc.name, got.Memory>>20, got.YoungShare, tc.want>>20, tc.youngShare)
 		}

@@ -509,7 +509,7 @@ func (s *gpufracSizer) decision(wc int) decision { return s.decisions[wc] }
 func (s *gpufracSizer) incompleteData(w int) string { return s.gaps.incomplete[w] }
 
 // recDecision turns a container recommendation into a decision the way the product
-// does: contract.TargetsOf reads the recommendation and contract.WithMinMemory applies
+// does: contract.TargetsOf reads the recommendation and contract.WithPolicy applies
 // the policy's minMemory, as the webhook and the updater do (gfa and gfr as the
 // simulator's autoscaler holds them), and the pod gets what the
 // admission webhook writes: the memory target (at most one GPU) and the compute target
@@ -524,7 +524,7 @@ func recDecision(spec *gpufracv1.GPUFractionAutoscalerSpec, rec *gpufracv1.Conta
 	gfa := &gpufracv1.GPUFractionAutoscaler{Spec: *spec}
 	gfr := &gpufracv1.GPUFractionRecommendation{}
 	gfr.Status.ContainerRecommendations = []gpufracv1.ContainerRecommendation{*rec}
-	t, ok := contract.WithMinMemory(gfa, contract.TargetsOf(gfa, gfr), capacity)[rec.ContainerName]
+	t, ok := contract.WithPolicy(gfa, contract.TargetsOf(gfa, gfr), capacity)[rec.ContainerName]
 	if !ok || t.Memory < 0 || !t.ControlsMemory {
 		return decision{}
 	}

@@ -268,7 +268,7 @@ func (u *Updater) plan(ctx context.Context, cy *cycle, gfa *gpufracv1.GPUFractio
 	rules := p.rules(u.Config, computeHeld)
 	// What the webhook writes: the recommendation, at least the policy's minMemory, and
 	// a partition under a compute rollback floor it reads (the published one).
-	p.targets = contract.WithFloor(gfa, contract.WithMinMemory(gfa, contract.TargetsOf(gfa, p.gfr), u.Config.Backend.GPUMemoryBytes), now)
+	p.targets = contract.WithFloor(gfa, contract.WithPolicy(gfa, contract.TargetsOf(gfa, p.gfr), u.Config.Backend.GPUMemoryBytes), now)
 	if p.recSkip == SkipLowConfidence {
 		p.targets = AdmittedUnchanged(p.targets, u.Config.Backend.GPUMemoryBytes)
 		for name, t := range p.targets {

@@ -9,7 +9,7 @@ import (
 
 // TestPolicyMinMemoryIsTheTarget: the webhook writes at least the container policy's
 // minMemory (at most one GPU) when the recommendation predates it; the updater compares
-// pods with the same (contract.WithMinMemory). A pod written at minMemory is in date,
+// pods with the same (contract.WithPolicy). A pod written at minMemory is in date,
 // not above a stale target (its replacement would come back the same: an eviction
 // loop), and a pod below a raised minMemory grows to it.
 func TestPolicyMinMemoryIsTheTarget(t *testing.T) {

@@ -334,7 +334,7 @@ func TestReplacementNeedUnderRaisedMinMemory(t *testing.T) {
 			m := resource.MustParse(tc.min)
 			gfa.Spec.ResourcePolicy = &gpufracv1.ResourcePolicy{ContainerPolicies: []gpufracv1.ContainerPolicy{{ContainerName: "main", MinMemory: &m}}}
 		}
-		targets := contract.WithMinMemory(gfa, map[string]contract.Target{"main": {Container: "main", Memory: 20 * gib,
+		targets := contract.WithPolicy(gfa, map[string]contract.Target{"main": {Container: "main", Memory: 20 * gib,
 			LowerMemory: 10 * gib, UpperMemory: 24 * gib, MemoryLimit: -1, PeakMemory: 6 * gib, RequestPeakMemory: 6 * gib, ControlsMemory: true}}, cfg.GPUMemoryBytes)
 		if got := replacementNeed(pod, alloc, nil, targets, gpufracv1.BackendKAINVFractions, cfg, 0, time.Time{}).SharedMemory; got != tc.want {
 			t.Errorf("%s: needs %d MiB, want %d MiB", tc.name, got>>20, tc.want>>20)

@@ -98,14 +98,15 @@ func explain(w io.Writer, gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.G
 		fmt.Fprintln(w, "No recommendation yet.")
 	}
 	// What the webhook writes and the updater compares: the targets with the policy's
-	// minMemory applied (a recommendation that predates a raised minMemory).
-	written := contract.WithMinMemory(gfa, contract.TargetsOf(gfa, gfr), int64(gpuBytes))
+	// bounds applied (a recommendation that predates a raised minMemory or a lowered
+	// maxMemory).
+	written := contract.WithPolicy(gfa, contract.TargetsOf(gfa, gfr), int64(gpuBytes))
 	for _, c := range gfr.Status.ContainerRecommendations {
 		cp := gfa.Spec.ContainerPolicy(c.ContainerName)
 		packAt := c.Target.Memory
 		wt, ok := written[c.ContainerName]
 		youngShare := ok && wt.YoungShare
-		if ok && !youngShare && c.Target.Memory != nil && wt.Memory > c.Target.Memory.Value() {
+		if ok && !youngShare && c.Target.Memory != nil && wt.Memory != c.Target.Memory.Value() {
 			packAt = resource.NewQuantity(wt.Memory, resource.BinarySI)
 		}
 		headroom := policy.MemoryHeadroom(cp) * 100
@@ -129,9 +130,13 @@ func explain(w io.Writer, gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.G
 		if c.UncappedTarget.Memory != nil && c.Target.Memory != nil && c.UncappedTarget.Memory.Cmp(*c.Target.Memory) != 0 {
 			fmt.Fprintf(w, "; from %s by the policy, the GPU size or rounding down to a share of the GPU", q(c.UncappedTarget.Memory))
 		}
-		if packAt != c.Target.Memory {
+		switch {
+		case packAt != c.Target.Memory && packAt.Cmp(*c.Target.Memory) > 0:
 			fmt.Fprintf(w, "\n          minMemory %s of the container policy raises it: the webhook writes %s and the updater compares pods with it (the recommendation predates the policy; at most one GPU)",
 				q(cp.MinMemory), packAt)
+		case packAt != c.Target.Memory:
+			fmt.Fprintf(w, "\n          maxMemory %s of the container policy lowers it: the webhook writes %s and the updater compares pods with it (the recommendation predates the policy)",
+				q(cp.MaxMemory), packAt)
 		}
 		if c.YoungMarginPercent > 0 {
 			fmt.Fprintf(w, "\n          young workload: + %d%% margin (100/n, n hours its memory stayed at its highest level); confidence from that evidence, not the history's length",

@@ -238,7 +238,7 @@ func TestExplainDerivation(t *testing.T) {
 
 // TestExplainMinMemory: where the autoscaler's minMemory raises a container above a
 // recommendation that predates it, explain says so and reads the packing line at what
-// the webhook writes (contract.WithMinMemory, at most one GPU), not at the
+// the webhook writes (contract.WithPolicy, at most one GPU), not at the
 // recommendation; a minMemory at or below the target says nothing.
 func TestExplainMinMemory(t *testing.T) {
 	for _, tc := range []struct {

@@ -356,9 +356,10 @@ func rowOf(gfa *gpufracv1.GPUFractionAutoscaler, r *gpufracv1.GPUFractionRecomme
 	}
 	// The webhook's reading of the recommendation: the memory request is the observed
 	// peak with a young workload's margin where below the target; the policy's
-	// minMemory raises a target that predates it (contract.WithMinMemory).
+	// minMemory raises, and maxMemory lowers, a target that predates it
+	// (contract.WithPolicy).
 	w := writtenOf(gfa, r, gpuMemory)
-	if w.Raised {
+	if w.Moved {
 		row.MemoryBytes = ptr.To(w.MemoryBytes)
 	}
 	if w.MemoryRequestBytes > 0 {

@@ -243,7 +243,7 @@ func TestReportNoPods(t *testing.T) {
 
 // TestReportMinMemory: where the autoscaler's minMemory raises a container above a
 // recommendation that predates it, the report totals what the webhook writes
-// (contract.WithMinMemory: the floor, at most one GPU, and no observed-peak request
+// (contract.WithPolicy: the floor, at most one GPU, and no observed-peak request
 // under it), not the recommendation: GPUs needed and savings are not over-stated. A
 // minMemory at or below the target, or another autoscaler's, changes nothing.
 func TestReportMinMemory(t *testing.T) {

@@ -12,13 +12,14 @@ import (
 type writtenTotals struct {
 	// MemoryBytes is the pod's memory target as written, bytes (contract.PodMemory):
 	// status.memory, or the containers' targets raised to the container policy's
-	// minMemory (at most one GPU) where the recommendation predates it
-	// (contract.WithMinMemory, as the webhook, the updater and the simulator apply it).
+	// minMemory (at most one GPU) or lowered to its maxMemory where the recommendation
+	// predates it (contract.WithPolicy, as the webhook, the updater and the simulator
+	// apply it).
 	// 0 without a memory target.
 	MemoryBytes int64
-	// Raised says that minMemory raised at least one container's memory target:
-	// MemoryBytes then differs from the recommendation's status.memory.
-	Raised bool
+	// Moved says that minMemory raised, or maxMemory lowered, at least one container's
+	// memory target: MemoryBytes then differs from the recommendation's status.memory.
+	Moved bool
 	// MemoryRequestBytes is the placement request the annotations backend writes with
 	// --annotation-memory-request=observed-peak, bytes: per container the observed peak
 	// (with a young workload's margin) where below the target, else the target; the
@@ -47,7 +48,7 @@ type writtenTotals struct {
 // request of one whose policy does not control compute; minMemory raises a target, at
 // most to one GPU of gpuMemoryBytes, 0: uncapped).
 func writtenOf(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionRecommendation, gpuMemoryBytes int64) writtenTotals {
-	targets := contract.WithMinMemory(gfa, contract.TargetsOf(gfa, gfr), gpuMemoryBytes)
+	targets := contract.WithPolicy(gfa, contract.TargetsOf(gfa, gfr), gpuMemoryBytes)
 	total := func(amount func(t contract.Target) (int64, bool)) int64 {
 		v, _ := gpufracv1.PodTotal(gfr.Status.ContainerRecommendations, nil, func(c *gpufracv1.ContainerRecommendation) (int64, bool) {
 			t, ok := targets[c.ContainerName]
@@ -59,12 +60,12 @@ func writtenOf(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionR
 		return v
 	}
 	var w writtenTotals
-	w.MemoryBytes, w.Raised, _ = contract.PodMemory(gfa, gfr, gpuMemoryBytes)
+	w.MemoryBytes, w.Moved, _ = contract.PodMemory(gfa, gfr, gpuMemoryBytes)
 	w.MemoryRequestBytes = total(func(t contract.Target) (int64, bool) {
 		if t.Memory < 0 {
 			return 0, false
 		}
-		if t.RequestPeakMemory > 0 { // none where minMemory raised the target (contract.WithMinMemory)
+		if t.RequestPeakMemory > 0 { // none where minMemory raised the target (contract.WithPolicy)
 			return min(t.Memory, t.RequestPeakMemory), true
 		}
 		return t.Memory, true
