@@ -90,10 +90,11 @@ func checkPrometheusURL(s string) error {
 
 // queryBeforeAfter reads the before/after of the last `since` up to until from the
 // Prometheus at promURL, optionally for one namespace. It returns an error when
-// Prometheus cannot be reached or answers with an error, and when it holds no
+// Prometheus cannot be reached or answers with an error, when it holds no
 // gpufrac_autoscaler_gpus_held sample in the window (the recommender's metrics are not
-// scraped, or it did not run then): no data is not zero GPUs. Warnings (a partial
-// answer) are written to warn.
+// scraped, or it did not run then), and when it holds gpus_held but no
+// gpufrac_autoscaler_gpus_allocated sample in the window (the series dropped): no data
+// is not zero GPUs, nor zero saved. Warnings (a partial answer) are written to warn.
 func queryBeforeAfter(ctx context.Context, promURL, namespace string, since time.Duration, until time.Time, warn io.Writer) (*beforeAfter, error) {
 	if err := checkPrometheusURL(promURL); err != nil {
 		return nil, err
@@ -141,6 +142,12 @@ func queryBeforeAfter(ctx context.Context, promURL, namespace string, since time
 	}
 	if len(series[0]) == 0 {
 		return nil, fmt.Errorf("no %s in Prometheus at %s over the last %s: is it scraping the recommender's metrics endpoint (--metrics-bind-address)?", seriesHeld, promURL, since)
+	}
+	// The recommender exports both series in every scrape: gpus_held without any
+	// gpus_allocated is a series dropped on the way (a keep-list, a series limit), and
+	// the after is unknown. Reading it as whole GPUs would report no saving at all.
+	if len(series[1]) == 0 {
+		return nil, fmt.Errorf("no %s in Prometheus at %s over the last %s, while it holds %s: the GPUs allocated (the after) and the GPUs saved cannot be computed; does a metric_relabel_configs or a series limit drop it?", seriesAllocated, promURL, since, seriesHeld)
 	}
 	ba := &beforeAfter{Since: r.Start, Until: r.End, Step: r.Step, Points: pointsOf(r, series[0], series[1], series[2], series[3], series[4], series[5])}
 	if err := ba.integrate(ctx, prom, queries[0], queries[1], min(step, SavingsResolution), warn); err != nil {
