@@ -134,19 +134,29 @@ func (s Summary) String() string {
 		s.Pods, s.Workloads, s.MemorySamples, s.ComputeSamples, s.LatencySamples, r)
 }
 
+// MinTime and MaxTime bound the sample times a trace can be written with and read back:
+// the long CSV reader takes Unix seconds 0 to 1e11 (1970 to the year 5138), and
+// Prometheus and promtool backfill no time before 1970.
+var (
+	MinTime = time.Unix(0, 0).UTC()
+	MaxTime = time.Unix(1e11, 0).UTC()
+)
+
 // ShiftToEnd moves every sample by one whole number of seconds so that the last
-// sample of the trace lies at end truncated to the second. An empty trace is left
-// as is.
+// sample of the trace lies at end truncated to the second. The shift is counted in
+// milliseconds, so it may span more than a time.Duration's 292 years. An empty trace
+// is left as is.
 func (t *Trace) ShiftToEnd(end time.Time) {
 	last := t.Summarize().End
 	if last.IsZero() {
 		return
 	}
-	d := end.Truncate(time.Second).Sub(last).Truncate(time.Second)
+	d := end.Truncate(time.Second).UnixMilli() - last.UnixMilli()
+	d -= d % 1000 // whole seconds, so second-aligned input stays aligned
 	for i := range t.Pods {
 		for _, s := range []([]Point){t.Pods[i].Memory, t.Pods[i].Compute, t.Pods[i].LatencyP95} {
 			for j := range s {
-				s[j].T = s[j].T.Add(d).UTC()
+				s[j].T = time.UnixMilli(s[j].T.UnixMilli() + d).UTC()
 			}
 		}
 	}

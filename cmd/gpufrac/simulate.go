@@ -396,6 +396,11 @@ func readSimulateInput(cmd *cobra.Command, f *simulateFlags) (trace.Trace, strin
 	if err != nil {
 		return tr, "", nil, err
 	}
+	if f.end != "" {
+		if err := checkEnd(f.end, &tr); err != nil {
+			return tr, "", nil, err
+		}
+	}
 	fold, err := trace.ParseFold(f.fold, f.foldSeed)
 	if err != nil {
 		return tr, "", nil, fmt.Errorf("--%w", err)

@@ -272,6 +272,20 @@ func parseEnd(s string) (time.Time, error) {
 	return t, nil
 }
 
+// checkEnd reports a trace that --end (value end) moved outside trace.MinTime to
+// trace.MaxTime: its outputs could not be read back (the long CSV reader refuses the
+// times, Prometheus holds none before 1970), naming the flag and the --end values that
+// fit the trace's length.
+func checkEnd(end string, tr *trace.Trace) error {
+	s := tr.Summarize()
+	if s.Start.IsZero() || (!s.Start.Before(trace.MinTime) && !s.End.After(trace.MaxTime)) {
+		return nil
+	}
+	return fmt.Errorf("--end %s: the trace's samples would run from %s to %s, outside %s to %s (Unix seconds 0 to 1e11, what the long CSV reader and Prometheus hold); want an --end from %s to %s",
+		end, s.Start.Format(time.RFC3339), s.End.Format(time.RFC3339), trace.MinTime.Format(time.RFC3339), trace.MaxTime.Format(time.RFC3339),
+		trace.MinTime.Add(s.End.Sub(s.Start)).Format(time.RFC3339), trace.MaxTime.Format(time.RFC3339))
+}
+
 // writeFile writes through fn to path ("-": stdout) via a temporary file in the
 // same directory, so a failed write leaves no partial file.
 func writeFile(path string, stdout io.Writer, fn func(io.Writer) error) error {

@@ -94,6 +94,11 @@ func (fl *traceImportFlags) run(cmd *cobra.Command) error {
 	if len(tr.Pods) == 0 {
 		return fmt.Errorf("%s: no pods with samples", fl.input)
 	}
+	if cmd.Flags().Changed("end") {
+		if err := checkEnd(fl.end, &tr); err != nil {
+			return err
+		}
+	}
 	if err := fl.out.write(tr, cmd.OutOrStdout()); err != nil {
 		return err
 	}

@@ -51,6 +51,9 @@ is sampled when busy. See trace.SynthModel for every default and its source.`,
 				return err
 			}
 			tr := trace.Synthesize(o)
+			if err := checkEnd(end, &tr); err != nil {
+				return err
+			}
 			if err := out.write(tr, cmd.OutOrStdout()); err != nil {
 				return err
 			}

@@ -332,3 +332,38 @@ func TestTraceInputErrors(t *testing.T) {
 		t.Errorf("%s written", out)
 	}
 }
+
+// An --end that moves the trace outside 1970 to the year 5138 (Unix seconds 0 to 1e11)
+// is an error naming --end and the ends that fit, before any output is written. Before,
+// trace import --end 1970-01-01T00:30:00Z wrote a long CSV stamped -8940 that its own
+// reader refuses ('out of range'), and --end 9999-01-01T00:00:00Z moved the trace to
+// 2319 (a time.Duration saturates at 292 years) without a word.
+func TestEndOutsideReadableTimes(t *testing.T) {
+	dir := t.TempDir()
+	csv := filepath.Join(dir, "s.csv")
+	if _, _, err := run(t, "trace", "synth", "--workloads", "1", "--duration", "3h", "--end", "2026-03-01T00:00:00Z", "--long-csv", csv); err != nil {
+		t.Fatal(err)
+	}
+	for _, end := range []string{"1970-01-01T00:30:00Z", "1900-01-01T00:00:00Z", "9999-01-01T00:00:00Z"} {
+		out := filepath.Join(dir, "out.csv")
+		for _, args := range [][]string{
+			{"trace", "import", "--format", "long", "--input", csv, "--end", end, "--long-csv", out},
+			{"trace", "synth", "--workloads", "1", "--duration", "3h", "--end", end, "--long-csv", out},
+			{"simulate", "--format", "long", "--input", csv, "--end", end, "--policies", "one-per-pod", "--output", out},
+			{"simulate", "--format", "synthetic", "--synth-workloads", "1", "--synth-duration", "3h", "--end", end, "--policies", "one-per-pod", "--output", out},
+		} {
+			_, _, err := run(t, args...)
+			if err == nil || !strings.HasPrefix(err.Error(), "--end "+end+":") || !strings.Contains(err.Error(), "want an --end from 1970-01-01T02:59:00Z to") {
+				t.Errorf("%s: err %v, want one naming --end and the ends that fit", strings.Join(args[:2], " "), err)
+			}
+			if _, serr := os.Stat(out); serr == nil {
+				t.Errorf("%s --end %s: %s written", strings.Join(args[:2], " "), end, out)
+				os.Remove(out)
+			}
+		}
+	}
+	// The latest end that fits is taken.
+	if _, _, err := run(t, "trace", "import", "--format", "long", "--input", csv, "--end", "1970-01-01T02:59:00Z", "--long-csv", filepath.Join(dir, "early.csv")); err != nil {
+		t.Errorf("earliest end that fits: %v", err)
+	}
+}
