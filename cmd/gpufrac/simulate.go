@@ -127,7 +127,7 @@ func (f *simulateFlags) addInputFlags(fl *pflag.FlagSet) {
 func (f *simulateFlags) addPolicyFlags(fl *pflag.FlagSet) {
 	fl.StringSliceVar(&f.gpuMemory, "gpu-memory", []string{"80Gi"}, "memory of one GPU, a quantity in bytes (48Gi, 80Gi, 141Gi); several sizes run one simulation each")
 	fl.StringSliceVar(&f.policies, "policies", simulate.DefaultPolicies, "policies to compare, in report order: one-per-pod, time-slicing-N, vpa-memory, gpufrac, clairvoyant-peak, clairvoyant-memory, clairvoyant-seen-peak")
-	fl.DurationVar(&f.opts.Interval, "interval", time.Minute, "recommender cycle and simulation step")
+	fl.DurationVar(&f.opts.Interval, "interval", time.Minute, "recommender cycle and simulation step, at least 1s")
 	fl.DurationSliceVar(&f.warmUps, "warm-up", []time.Duration{0}, "history the recommenders read before placing and counting start (as if gpufrac were installed this long after the trace starts); several values run one simulation each")
 	fl.DurationVar(&f.opts.Lookback, "lookback", 0, "a pod without samples for longer has ended, and its next sample starts a new pod (for traces that reuse pod names; at least the trace's sample spacing); 0: a pod runs from its first sample to its last, and a gap is an exporter gap")
 	f.recommend.AddFlags(fl, &f.opts.Recommender) // the recommender's estimator and policy flags
@@ -284,6 +284,9 @@ func (f *simulateFlags) completeOptions(cmd *cobra.Command) ([]int64, error) {
 	if f.opts.Interval <= 0 {
 		return nil, fmt.Errorf("--interval %s: must be positive", f.opts.Interval)
 	}
+	if f.opts.Interval < minSimulateInterval {
+		return nil, fmt.Errorf("--interval %s: under %s, which no recommender cycle is (a unit typo for 1m?): every step replays each policy, and a 3-hour trace at 1ms is 10.8 million steps", f.opts.Interval, minSimulateInterval)
+	}
 	if f.opts.Backend != "" && f.opts.Backend != gpufracv1.BackendKAINVFractions {
 		return nil, fmt.Errorf("--backend %q: want \"\" or %s", f.opts.Backend, gpufracv1.BackendKAINVFractions)
 	}
@@ -365,6 +368,11 @@ func (f *simulateFlags) runOne(rep *simulate.Report, tr *trace.Trace, size int64
 	rep.Plots = append(rep.Plots, files)
 	return nil
 }
+
+// minSimulateInterval is the shortest --interval: one second, the finest resolution at
+// which Prometheus is scraped and the recommender reads it. Steps are counted over the
+// trace, so an --interval of milliseconds makes millions of them and runs for hours.
+const minSimulateInterval = time.Second
 
 // readSimulateInput reads or generates the trace; errors name the file and line. It
 // returns the input's name and the reader's warnings (inputWarnings).

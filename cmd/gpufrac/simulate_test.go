@@ -181,6 +181,10 @@ func TestSimulateFlagErrors(t *testing.T) {
 		{[]string{"--format", "synthetic", "--nvfractions-request", "bogus"}, `--nvfractions-request "bogus"`},
 		{[]string{"--format", "synthetic", "--annotation-memory-request", "bogus"}, `--annotation-memory-request "bogus"`},
 		{[]string{"--format", "synthetic", "--lookback", "-1m"}, "--lookback -1m0s"},
+		// A unit typo (1ms for 1m) was taken: 10.8 million steps over a 3-hour trace,
+		// 8 minutes of CPU for two policies.
+		{[]string{"--format", "synthetic", "--synth-workloads", "1", "--synth-duration", "3m", "--policies", "one-per-pod", "--interval", "1ms"}, "--interval 1ms: under 1s"},
+		{[]string{"--format", "synthetic", "--synth-workloads", "1", "--synth-duration", "3m", "--policies", "one-per-pod", "--interval", "999ms"}, "--interval 999ms: under 1s"},
 		{[]string{"--format", "synthetic", "--warm-up", "-1m"}, "--warm-up -1m0s"},
 		{[]string{"--format", "synthetic", "--synth-workloads", "0"}, "--synth-workloads 0: must be positive"},
 		{[]string{"--format", "synthetic", "--synth-pods-per-workload", "-2"}, "--synth-pods-per-workload -2: must be positive"},
