@@ -35,7 +35,7 @@ func TestReadGenTD26BadInput(t *testing.T) {
 		{"negative duty", okMem, dutyHeader + "-0.5,60.0,p1\n", `pod_gpu_duty_cycle_anon.csv:2: value "-0.5" is negative`},
 		{"bad timestamp", memHeader + "yesterday,100.0,p1\n", okDuty, `pod_gpu_memory_used_bytes_anon.csv:2: timestamp_anon "yesterday" is not a number of Unix seconds`},
 		{"empty container_ip", memHeader + "60.0,100.0,\n", okDuty, `pod_gpu_memory_used_bytes_anon.csv:2: empty container_ip`},
-		{"wrong field count", memHeader + "60.0,100.0,p1\n120.0,100.0\n", okDuty, `pod_gpu_memory_used_bytes_anon.csv:3: wrong number of fields`},
+		{"wrong field count", memHeader + "60.0,100.0,p1\n120.0,100.0\n", okDuty, `pod_gpu_memory_used_bytes_anon.csv:3: 2 fields, the header has 3 (a truncated row, or a comma inside an unquoted cell?)`},
 		{"conflicting duplicate", memHeader + "60.0,100.0,p1\n60.0,101.0,p1\n", okDuty, `pod_gpu_memory_used_bytes_anon.csv:3: pod p1 has two values at 1970-01-01T00:01:00Z: 100 (line 2) and 101`},
 		{"empty file", "", okDuty, `pod_gpu_memory_used_bytes_anon.csv:1: empty file, want a header with columns timestamp_anon,value,container_ip`},
 	}

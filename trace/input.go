@@ -152,6 +152,11 @@ func (t *csvTable) next() (bool, error) {
 	if err == io.EOF {
 		return false, nil
 	}
+	var pe *csv.ParseError
+	if errors.As(err, &pe) && errors.Is(pe.Err, csv.ErrFieldCount) {
+		// A truncated or shifted row: say how it differs from the header.
+		return false, inputErr(t.file, pe.StartLine, "%d fields, the header has %d (a truncated row, or a comma inside an unquoted cell?)", len(rec), len(t.cols))
+	}
 	if err != nil {
 		return false, csvErr(t.file, err)
 	}

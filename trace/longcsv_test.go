@@ -19,6 +19,10 @@ func TestReadLongCSVBadInput(t *testing.T) {
 		{"missing column", "timestamp,namespace,pod,container,memory_bytes\n1,ns," + pod + ",main,1\n",
 			`my.csv:1: missing column "compute_ratio" (header: timestamp,namespace,pod,container,memory_bytes)`},
 		{"non-numeric", longHeader + row("60", "1", "0") + row("120", "abc", "0"), `my.csv:3: memory_bytes "abc" is not a number`},
+		// A truncated last row, and an unquoted comma: how the row differs, not only
+		// encoding/csv's 'wrong number of fields'.
+		{"truncated row", longHeader + row("60", "1", "0") + "120,ns," + pod + ",ma", `my.csv:3: 4 fields, the header has 6 (a truncated row, or a comma inside an unquoted cell?)`},
+		{"unquoted comma", longHeader + row("60", "1,5", "0"), `my.csv:2: 7 fields, the header has 6 (a truncated row, or a comma inside an unquoted cell?)`},
 		{"negative", longHeader + row("60", "1", "-0.1"), `my.csv:2: compute_ratio "-0.1" is negative`},
 		{"infinite", longHeader + row("60", "+Inf", "0"), `my.csv:2: memory_bytes "+Inf" is not a finite number`},
 		{"bad timestamp", longHeader + row("yesterday", "1", "0"), `my.csv:2: timestamp "yesterday" is neither Unix seconds nor RFC 3339`},
