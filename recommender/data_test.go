@@ -469,6 +469,56 @@ func TestOnePodSilentIsAGap(t *testing.T) {
 	noGapFor(EmptyCyclesWhileRunning+1, "a scale-down")
 }
 
+// One pod of three reports compute but no memory (its node's exporter without the memory
+// field, a relabeling that drops it on one scrape job) while its siblings report both,
+// at a lower level than the silent pod held: coverage is per pod and per signal. After
+// EmptyCyclesWhileRunning cycles MetricsUnavailable says NoSamplesWhileRunning naming
+// the pod and memory, so the updater shrinks nothing (contract.IncompleteData) on a
+// target its siblings alone made; the recommendation is kept; memory back clears it.
+// Before, the workload read as complete and the pod's memory as no concern.
+func TestOnePodWithoutMemoryIsAGap(t *testing.T) {
+	objs := append(deployment("ml", "sd", 3), gfa("ml", "sd", "sd"))
+	prom := promFor(objs, 30*gib, 0.4)
+	h := newHarness(t, objs, prom)
+	ctx := context.Background()
+	cycle := func() *gpufracv1.GPUFractionRecommendation {
+		t.Helper()
+		h.now = h.now.Add(time.Minute)
+		if err := h.rec.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return h.gfr(t, "ml", "sd")
+	}
+	want := cycle().Status.ContainerRecommendations
+	pods := podsOf(objs)
+	prom.mu.Lock()
+	delete(prom.mem, pods[0].Name)
+	for _, p := range pods[1:] {
+		prom.mem[p.Name] = 8 * gib
+	}
+	prom.mu.Unlock()
+	var gfr *gpufracv1.GPUFractionRecommendation
+	for range EmptyCyclesWhileRunning {
+		gfr = cycle()
+	}
+	c := condition(gfr.Status, gpufracv1.ConditionMetricsUnavailable)
+	if !isTrue(c) || c.Reason != gpufracv1.ReasonNoSamplesWhileRunning || !strings.Contains(c.Message, pods[0].Name) || !strings.Contains(c.Message, "no GPU memory sample") {
+		t.Fatalf("MetricsUnavailable %+v, want NoSamplesWhileRunning naming %s's memory", c, pods[0].Name)
+	}
+	if contract.IncompleteData(gfr) == "" {
+		t.Error("the updater reads the data as complete: it may shrink the pod whose memory is unknown")
+	}
+	if !equality.Semantic.DeepEqual(gfr.Status.ContainerRecommendations, want) {
+		t.Errorf("recommendation changed while a pod's memory was unknown: %+v, was %+v", gfr.Status.ContainerRecommendations, want)
+	}
+	prom.mu.Lock()
+	prom.mem[pods[0].Name] = 30 * gib
+	prom.mu.Unlock()
+	if c := condition(cycle().Status, gpufracv1.ConditionMetricsUnavailable); !isFalse(c) {
+		t.Errorf("MetricsUnavailable %+v once the pod's memory is read again, want False", c)
+	}
+}
+
 // The memory series of a workload's pod stop (an exporter's collectors changed, a
 // recording rule lost) while its compute series go on: a data gap like every series
 // stopping (a running GPU process always holds memory), not a workload that no longer

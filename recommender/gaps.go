@@ -27,6 +27,15 @@ import (
 // for Needed cycles in a row, where it had compute samples in an earlier cycle, or never
 // had any while the workload's compute was read (this cycle or earlier) and it has run
 // for metrics.AgentCoverage (5 minutes: time for a new pod's first scrape) or longer.
+// A running pod whose compute samples are read but that has no memory sample
+// (GapPod.Memory, none set aside: GapPod.MemorySetAside) in Needed cycles in a row in
+// which the workload's memory is read (another pod's) is found silent too
+// (GapFinding.SilentMemory): coverage is per pod and per signal. A running GPU process
+// always holds memory, so its pod's memory series were lost (one node's exporter
+// without the memory field, a relabeling that drops it on one scrape job), and the
+// workload's memory target, made from its siblings alone, would let the updater shrink
+// it below what it uses.
+//
 // A pod that is not running, or a new pod of the same name (GapPod.Created), starts
 // again.
 //
@@ -62,6 +71,11 @@ type podGapState struct {
 	counting bool
 	empty    int
 	gap      bool
+	// memEmpty: cycles in a row (of those that read the workload's memory) in which the
+	// pod reported compute and no memory; memGap: it was found silent for memory and
+	// stays so until its memory is read or it stops running.
+	memEmpty int
+	memGap   bool
 }
 
 // GapPod is one live (not finished) pod of a workload in one cycle.
@@ -75,8 +89,13 @@ type GapPod struct {
 	Created time.Time
 	// RunningFor is how long every container has run at the cycle's time.
 	RunningFor time.Duration
-	// Compute is how many compute samples of the pod were kept this cycle.
-	Compute int
+	// Compute and Memory are how many compute and memory samples of the pod were kept
+	// this cycle.
+	Compute, Memory int
+	// MemorySetAside: the pod's memory samples of this cycle were set aside (a stale
+	// series, 0 read while busy, samples naming another GPU or without a single GPU
+	// container): another finding names it, so no memory sample is no gap of its own.
+	MemorySetAside bool
 }
 
 // GapCycle is what one cycle's loads read of a workload.
@@ -112,8 +131,9 @@ type GapFinding struct {
 	// Raised: the workload's gap is raised (Empty reached Needed, no sample since).
 	// MemoryOnly: what is missing is memory alone (compute samples are read).
 	Raised, MemoryOnly bool
-	// Silent are the running pods found silent, sorted.
-	Silent []string
+	// Silent are the running pods found silent, sorted; SilentMemory those of them
+	// whose compute samples are read and whose memory samples are missing, sorted.
+	Silent, SilentMemory []string
 }
 
 // Samples records the spacing of pod's compute samples kept this cycle, in time order
@@ -126,7 +146,7 @@ func (g *GapCheck) Samples(pod string, samples []metrics.Sample, recordedUntil t
 // Cycle counts one cycle and returns its finding. Call it once per cycle.
 func (g *GapCheck) Cycle(c GapCycle) GapFinding {
 	f := GapFinding{Needed: EmptyCyclesFor(max(g.spacing.typical(), c.Arrivals), c.Interval)}
-	f.Silent = g.silentPods(c, f.Needed)
+	f.Silent, f.SilentMemory = g.silentPods(c, f.Needed)
 	g.seenCompute = g.seenCompute || c.Compute > 0
 	g.seenMemory = g.seenMemory || c.Memory > 0
 	none := c.Compute == 0 && (g.seenCompute || c.Memory == 0)
@@ -146,8 +166,8 @@ func (g *GapCheck) Cycle(c GapCycle) GapFinding {
 }
 
 // silentPods counts the cycle of each pod and returns, sorted, the running pods found
-// silent (GapCheck's pod gap).
-func (g *GapCheck) silentPods(c GapCycle, needed int) []string {
+// silent (GapCheck's pod gap), and those of them silent for memory alone.
+func (g *GapCheck) silentPods(c GapCycle, needed int) (silent, memory []string) {
 	if g.pods == nil {
 		g.pods = map[string]*podGapState{}
 	}
@@ -162,8 +182,9 @@ func (g *GapCheck) silentPods(c GapCycle, needed int) []string {
 		}
 		if !ok {
 			st.counting, st.empty, st.gap = false, 0, false
+			st.memEmpty, st.memGap = 0, false
 		}
-		if !st.seen && !st.counting {
+		if !st.seen && !st.counting && st.memEmpty == 0 {
 			delete(g.pods, name)
 		}
 	}
@@ -173,7 +194,6 @@ func (g *GapCheck) silentPods(c GapCycle, needed int) []string {
 	// whole window held (Recommender.dataEnd), most cycles read no compute of any pod,
 	// and a pod that never reports was forgotten at each of them, so never counted.
 	others := c.Compute > 0 || g.seenCompute
-	var silent []string
 	for i := range c.Pods {
 		p := &c.Pods[i]
 		st := g.pods[p.Name]
@@ -194,12 +214,29 @@ func (g *GapCheck) silentPods(c GapCycle, needed int) []string {
 		if p.Running && p.Compute > 0 {
 			st.seen, st.created = true, p.Created
 		}
-		if !st.seen && !st.counting {
+		// Memory, per pod: counted only in cycles that read the workload's memory (a
+		// cycle that reads none is the workload's memory gap, above) and in which the
+		// pod's compute is read (a pod silent for both is the compute rule's).
+		switch {
+		case !p.Running || p.Memory > 0 || p.MemorySetAside:
+			st.memEmpty, st.memGap = 0, false
+		case p.Compute > 0 && c.Memory > 0:
+			st.memEmpty++
+		}
+		if st.memEmpty >= needed || st.memGap {
+			st.memGap = true
+			if !st.gap {
+				silent = append(silent, p.Name)
+				memory = append(memory, p.Name)
+			}
+		}
+		if !st.seen && !st.counting && st.memEmpty == 0 {
 			delete(g.pods, p.Name)
 		}
 	}
 	slices.Sort(silent)
-	return silent
+	slices.Sort(memory)
+	return silent, memory
 }
 
 // MaxScrapeSpacing bounds the sample spacing a GapCheck waits on: Prometheus' default

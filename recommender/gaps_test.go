@@ -42,12 +42,21 @@ func TestGapCheckRules(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var g GapCheck
 			now := t0
+			// pods: the pods with their compute samples; memory, read every cycle (the
+			// running interval's peak), for each pod that is not silent.
+			silent := false
 			pods := func(compute map[string]int) []GapPod {
-				a := GapPod{Name: "a", Running: true, Created: t0.Add(-time.Hour), RunningFor: now.Sub(t0.Add(-time.Hour)), Compute: compute["a"]}
+				mem := map[string]int{"a": 1, "b": 1}
+				if silent {
+					for _, pod := range c.silent {
+						mem[pod] = 0
+					}
+				}
+				a := GapPod{Name: "a", Running: true, Created: t0.Add(-time.Hour), RunningFor: now.Sub(t0.Add(-time.Hour)), Compute: compute["a"], Memory: mem["a"]}
 				if c.young {
 					a.Created, a.RunningFor = now.Add(-time.Minute), time.Minute
 				}
-				return []GapPod{a, {Name: "b", Running: true, Created: t0.Add(-time.Hour), RunningFor: time.Hour, Compute: compute["b"]}}
+				return []GapPod{a, {Name: "b", Running: true, Created: t0.Add(-time.Hour), RunningFor: time.Hour, Compute: compute["b"], Memory: mem["b"]}}
 			}
 			// The cycles with samples: two per pod, c.every apart.
 			for _, pod := range []string{"a", "b"} {
@@ -57,6 +66,7 @@ func TestGapCheckRules(t *testing.T) {
 				t.Fatalf("gap with samples: %+v", f)
 			}
 			arrivals := time.Duration(0)
+			silent = true
 			for n := 1; n <= 20; n++ {
 				now = now.Add(interval)
 				compute := map[string]int{}
@@ -91,6 +101,7 @@ func TestGapCheckRules(t *testing.T) {
 				}
 			}
 			// Samples end it.
+			silent = false
 			now = now.Add(interval)
 			for _, pod := range []string{"a", "b"} {
 				g.Samples(pod, samplesAt(now), time.Time{})
@@ -108,4 +119,58 @@ func samplesAt(times ...time.Time) []metrics.Sample {
 		out[i].Time = at
 	}
 	return out
+}
+
+// A running pod whose compute samples are read but whose memory series are lost (one
+// node's exporter without the memory field, a relabeling that drops it), while its
+// siblings' memory is read: coverage is per pod and per signal, so it is found silent
+// (for memory) after EmptyCyclesFor cycles, as a pod without any sample is. Neither a
+// pod whose memory was set aside (another finding names it), nor a cycle that reads no
+// memory of any pod (the workload's own memory gap), nor a pod that stops running is.
+func TestGapCheckPodWithoutMemory(t *testing.T) {
+	const interval = time.Minute
+	t0 := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name      string
+		aside     bool // pod a's memory is set aside
+		noMemory  bool // no pod's memory is read
+		stops     bool // pod a stops running
+		wantAfter int  // cycles before the finding; 0: none
+	}{
+		{name: "memory lost", wantAfter: 3},
+		{name: "memory set aside", aside: true},
+		{name: "no memory read at all", noMemory: true},
+		{name: "pod not running", stops: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var g GapCheck
+			now := t0
+			cycle := func(memA int) GapFinding {
+				g.Samples("a", samplesAt(now), time.Time{})
+				g.Samples("b", samplesAt(now), time.Time{})
+				memB := 1
+				if c.noMemory && memA == 0 {
+					memB = 0
+				}
+				a := GapPod{Name: "a", Running: !c.stops || memA > 0, Created: t0.Add(-time.Hour), RunningFor: time.Hour, Compute: 1, Memory: memA, MemorySetAside: c.aside && memA == 0}
+				b := GapPod{Name: "b", Running: true, Created: t0.Add(-time.Hour), RunningFor: time.Hour, Compute: 1, Memory: memB}
+				f := g.Cycle(GapCycle{Pods: []GapPod{a, b}, Compute: 2, Memory: memA + memB, Interval: interval})
+				now = now.Add(interval)
+				return f
+			}
+			if f := cycle(1); f.Raised || len(f.Silent) > 0 {
+				t.Fatalf("gap with samples: %+v", f)
+			}
+			for n := 1; n <= 10; n++ {
+				f := cycle(0)
+				want := c.wantAfter > 0 && n >= c.wantAfter
+				if got := slices.Equal(f.Silent, []string{"a"}) && slices.Equal(f.SilentMemory, []string{"a"}); got != want || !want && len(f.Silent) > 0 {
+					t.Fatalf("cycle %d without a's memory: %+v, want a silent for memory: %v", n, f, want)
+				}
+			}
+			if f := cycle(1); len(f.Silent) > 0 {
+				t.Errorf("gap after a's memory came back: %+v", f)
+			}
+		})
+	}
 }

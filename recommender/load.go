@@ -251,6 +251,7 @@ func (r *Recommender) startGaps(namespaces []string, to time.Time, first, countF
 			t.gaps.down = map[string]string{}
 			t.gaps.wrongDevice = map[string]string{}
 			t.gaps.podCompute = map[string]int{}
+			t.gaps.podMemory = map[string]int{}
 			t.gaps.countFailed = false
 			t.gaps.loaded = true
 		}
@@ -738,6 +739,8 @@ func (r *Recommender) feed(signal metrics.Signal, series []metrics.Series, attr 
 			if signal == metrics.SignalCompute {
 				t.gaps.podCompute[s.ID.Pod] += len(s.Samples)
 				t.gaps.check.Samples(s.ID.Pod, s.Samples, recordedUntil)
+			} else {
+				t.gaps.podMemory[s.ID.Pod] += len(s.Samples)
 			}
 		}
 		if !model {
@@ -803,8 +806,8 @@ type dataGaps struct {
 	// countFailed: a diagnostic query of the load failed (diagnose), so dropped is
 	// unknown, not 0.
 	countFailed bool
-	// podCompute: compute samples fed this cycle, per pod.
-	podCompute map[string]int
+	// podCompute, podMemory: compute and memory samples fed this cycle, per pod.
+	podCompute, podMemory map[string]int
 	// check: the exporter or scrape gap rule, fed each cycle (GapCheck, gaps.go).
 	check GapCheck
 }
@@ -848,7 +851,7 @@ func (r *Recommender) dataGap(w history.WorkloadKey, podNames map[string]bool) (
 		filtered = filtered || g.dropped[sig] > 0 && g.kept[sig] == 0
 	}
 	f := g.check.Cycle(GapCycle{
-		Pods:    r.gapPods(w.Namespace, podNames, g.podCompute),
+		Pods:    r.gapPods(w.Namespace, podNames, g),
 		Compute: g.kept[metrics.SignalCompute], Memory: g.kept[metrics.SignalMemory],
 		StaleMemory: len(g.stale) > 0 || len(g.zeroBusy) > 0,
 		SetAside:    g.dropped[metrics.SignalMemory]+g.dropped[metrics.SignalCompute] != 0 || len(g.unattributed) > 0 || len(g.wrongDevice) > 0,
@@ -891,23 +894,38 @@ func (r *Recommender) dataGap(w history.WorkloadKey, podNames map[string]bool) (
 				why = hint
 			}
 		}
-		return gpufracv1.ReasonNoSamplesWhileRunning, fmt.Sprintf("running pod(s) %s have had no usable GPU sample (%s source) for %d cycles or more%s: %s; last recommendation kept",
-			strings.Join(f.Silent, ", "), names(r.workloadSources(w)), f.Needed, others, why)
+		what, read := "usable GPU sample", ""
+		switch {
+		case len(f.SilentMemory) == len(f.Silent):
+			what, read = "GPU memory sample", "; their compute samples are read"
+			why = "a running GPU process holds memory, so their memory series were lost (an exporter without the memory field on their node, a relabeling that drops it)"
+		case len(f.SilentMemory) > 0:
+			why += fmt.Sprintf("; %s report compute but no GPU memory", strings.Join(f.SilentMemory, ", "))
+		}
+		return gpufracv1.ReasonNoSamplesWhileRunning, fmt.Sprintf("running pod(s) %s have had no %s (%s source%s) for %d cycles or more%s: %s; last recommendation kept",
+			strings.Join(f.Silent, ", "), what, names(r.workloadSources(w)), read, f.Needed, others, why)
 	}
 	return "", ""
 }
 
 // gapPods returns the live pods podNames of a workload in namespace ns as its GapCheck
-// reads them, with compute the compute samples fed this cycle per pod. A pod whose
+// reads them, with the compute and memory samples g fed this cycle per pod; a pod whose
+// memory g set aside (stale, 0 while busy, or all its samples, below) is named by that
+// finding, not as silent for memory. A pod whose
 // samples were all set aside (series naming another GPU with no agent to replace them,
 // pod-level usage with no single GPU container: dataGaps.wrongDevice, unattributed) has
 // none: its usage is as unknown as a silent pod's, and the workload's recommendation,
 // written from its siblings alone, would let the updater shrink it (silentWhy says why
 // in the condition's message).
-func (r *Recommender) gapPods(ns string, podNames map[string]bool, compute map[string]int) []GapPod {
+func (r *Recommender) gapPods(ns string, podNames map[string]bool, g *dataGaps) []GapPod {
 	pods := make([]GapPod, 0, len(podNames))
 	for pod := range podNames {
-		p := GapPod{Name: pod, Compute: compute[pod]}
+		p := GapPod{Name: pod, Compute: g.podCompute[pod], Memory: g.podMemory[pod]}
+		for _, byPod := range []map[string]string{g.stale, g.zeroBusy, g.wrongDevice, g.unattributed} {
+			if _, ok := byPod[pod]; ok {
+				p.MemorySetAside = true
+			}
+		}
 		if live := r.cur.livePods[[2]string{ns, pod}]; runningNow(live) {
 			p.Running, p.Created, p.RunningFor = true, live.CreationTimestamp.Time, r.cur.now.Sub(runningSince(live))
 		}

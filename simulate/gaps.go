@@ -26,8 +26,10 @@ import (
 type gapCheck struct {
 	step   time.Duration
 	checks []recommender.GapCheck
-	// Per run, this cycle: its compute samples read.
-	runCPU []int
+	// Per run, this cycle: its compute samples and memory reads kept, and whether its
+	// memory was set aside as stale.
+	runCPU, runMem []int
+	runStale       []bool
 	// Per workload, this cycle: compute samples, memory reads kept and set aside as
 	// stale; and the incomplete-data message the updater reads now ("" when complete).
 	cpu, mem, stale []int
@@ -43,7 +45,7 @@ type gapCheck struct {
 
 func newGapCheck(tl *timeline) *gapCheck {
 	n, w := len(tl.runs), len(tl.workloads)
-	return &gapCheck{step: tl.step, checks: make([]recommender.GapCheck, w), runCPU: make([]int, n),
+	return &gapCheck{step: tl.step, checks: make([]recommender.GapCheck, w), runCPU: make([]int, n), runMem: make([]int, n), runStale: make([]bool, n),
 		cpu: make([]int, w), mem: make([]int, w), stale: make([]int, w), incomplete: make([]string, w), byName: map[string]int{}}
 }
 
@@ -72,9 +74,11 @@ func (g *gapCheck) memory(tl *timeline, i int, kept, stale bool) {
 	w := tl.runs[i].workload
 	if kept {
 		g.mem[w]++
+		g.runMem[i]++
 	}
 	if stale {
 		g.stale[w]++
+		g.runStale[i] = true
 	}
 }
 
@@ -103,13 +107,16 @@ func (g *gapCheck) end(tl *timeline, alive []int, k int) {
 			if j, ok := g.byName[r.id.Pod]; ok {
 				p := &g.pods[j]
 				p.Compute += g.runCPU[i]
+				p.Memory += g.runMem[i]
+				p.MemorySetAside = p.MemorySetAside || g.runStale[i]
 				if started.Before(p.Created) {
 					p.Created, p.RunningFor = started, now.Sub(started)
 				}
 				continue
 			}
 			g.byName[r.id.Pod] = len(g.pods)
-			g.pods = append(g.pods, recommender.GapPod{Name: r.id.Pod, Running: true, Created: started, RunningFor: now.Sub(started), Compute: g.runCPU[i]})
+			g.pods = append(g.pods, recommender.GapPod{Name: r.id.Pod, Running: true, Created: started, RunningFor: now.Sub(started),
+				Compute: g.runCPU[i], Memory: g.runMem[i], MemorySetAside: g.runStale[i]})
 		}
 		f := g.checks[w].Cycle(recommender.GapCycle{Pods: g.pods, Compute: g.cpu[w], Memory: g.mem[w], StaleMemory: g.stale[w] > 0, Interval: g.step})
 		switch {
@@ -124,7 +131,7 @@ func (g *gapCheck) end(tl *timeline, alive []int, k int) {
 		}
 	}
 	for _, i := range alive {
-		g.runCPU[i] = 0
+		g.runCPU[i], g.runMem[i], g.runStale[i] = 0, 0, false
 	}
 }
 
