@@ -601,3 +601,25 @@ func TestClockAheadOfPrometheusLosesNothing(t *testing.T) {
 		t.Errorf("MetricsUnavailable %+v, want False: every sample was read", c)
 	}
 }
+
+// One pod of two reports its framebuffer memory in bytes where DCGM_FI_DEV_FB_USED is
+// MiB (an exporter of another version on its node pool): every memory sample of it is
+// impossible and dropped, while its compute and its sibling read well. It is a silent
+// pod for memory after EmptyCyclesWhileRunning cycles (shrinks held), and the condition
+// says why: its samples were impossible, check the exporter's unit, not a lost series.
+func TestOnePodWithImpossibleMemoryNamesTheUnit(t *testing.T) {
+	objs := append(deployment("ml", "sd", 2), gfa("ml", "sd", "sd"))
+	h := newEngineHarness(t, objs, metrics.DCGM{})
+	pods := podsOf(objs)
+	write := func(now time.Time, n int) {
+		addDCGM(t, h.prom, pods[0], "GPU-1", now, n, 20000*metrics.MiB, 0.5) // bytes, read as MiB
+		addDCGM(t, h.prom, pods[1], "GPU-2", now, n, 20000, 0.5)
+	}
+	write(h.now, 120)
+	h.runCycles(t, EmptyCyclesWhileRunning+1, func(now time.Time) { write(now, 2) })
+	c := condition(h.gfr(t, "ml", "sd").Status, gpufracv1.ConditionMetricsUnavailable)
+	if !isTrue(c) || c.Reason != gpufracv1.ReasonNoSamplesWhileRunning || !strings.Contains(c.Message, pods[0].Name) ||
+		!strings.Contains(c.Message, "impossible") || !strings.Contains(c.Message, metrics.DCGMFBUsed) {
+		t.Fatalf("MetricsUnavailable %+v, want NoSamplesWhileRunning naming %s's impossible memory and the field", c, pods[0].Name)
+	}
+}

@@ -245,6 +245,7 @@ func (r *Recommender) startGaps(namespaces []string, to time.Time, first, countF
 		}
 		if first {
 			t.gaps.kept, t.gaps.dropped = map[metrics.Signal]int{}, map[metrics.Signal]float64{}
+			t.gaps.droppedPods = map[string][]metrics.Signal{}
 			t.gaps.unattributed = map[string]string{}
 			t.gaps.stale = map[string]string{}
 			t.gaps.zeroBusy = map[string]string{}
@@ -790,6 +791,8 @@ type dataGaps struct {
 	loaded  bool                       // a load covered the workload this cycle
 	kept    map[metrics.Signal]int     // samples fed, by signal
 	dropped map[metrics.Signal]float64 // impossible samples of its pods, by signal
+	// droppedPods: the signals of which each pod had impossible samples dropped.
+	droppedPods map[string][]metrics.Signal
 	// unattributed: pods whose pod-level usage (no container label) had no single GPU
 	// container to go to, with why; their samples were not fed.
 	unattributed map[string]string
@@ -820,7 +823,11 @@ func (r *Recommender) countDrops(signal metrics.Signal, drops metrics.PodDrops, 
 			continue
 		}
 		if t := r.tracked[history.WorkloadKey(ref)]; t != nil && t.bootstrapped == bootstrapped && t.gaps.dropped != nil {
-			t.gaps.dropped[signal] += drops.Total(k[0], k[1])
+			n := drops.Total(k[0], k[1])
+			t.gaps.dropped[signal] += n
+			if n > 0 {
+				t.gaps.droppedPods[k[1]] = append(t.gaps.droppedPods[k[1]], signal)
+			}
 		}
 	}
 }
@@ -899,6 +906,9 @@ func (r *Recommender) dataGap(w history.WorkloadKey, podNames map[string]bool) (
 		case len(f.SilentMemory) == len(f.Silent):
 			what, read = "GPU memory sample", "; their compute samples are read"
 			why = "a running GPU process holds memory, so their memory series were lost (an exporter without the memory field on their node, a relabeling that drops it)"
+			if pod := droppedOf(g, f.SilentMemory, metrics.SignalMemory); pod != "" {
+				why = fmt.Sprintf("the memory samples of %s were impossible (out of range, NaN or negative) and dropped; check the unit of the exporter on its node: read as %s", pod, fieldsOf(r.workloadSources(w), metrics.SignalMemory))
+			}
 		case len(f.SilentMemory) > 0:
 			why += fmt.Sprintf("; %s report compute but no GPU memory", strings.Join(f.SilentMemory, ", "))
 		}
@@ -934,9 +944,20 @@ func (r *Recommender) gapPods(ns string, podNames map[string]bool, g *dataGaps) 
 	return pods
 }
 
+// droppedOf returns the first of pods whose samples of signal were dropped as impossible
+// this cycle (dataGaps.droppedPods), or "".
+func droppedOf(g *dataGaps, pods []string, signal metrics.Signal) string {
+	for _, pod := range pods {
+		if slices.Contains(g.droppedPods[pod], signal) {
+			return pod
+		}
+	}
+	return ""
+}
+
 // silentWhy says why the silent pods had no usable sample: their samples were set aside
-// (the first such pod's reason: dataGaps.wrongDevice, unattributed), else an exporter
-// or scrape gap.
+// (the first such pod's reason: dataGaps.wrongDevice, unattributed), or dropped as
+// impossible, else an exporter or scrape gap.
 func silentWhy(g *dataGaps, silent []string) string {
 	for _, pod := range silent {
 		if why, ok := g.wrongDevice[pod]; ok {
@@ -945,6 +966,9 @@ func silentWhy(g *dataGaps, silent []string) string {
 		if why, ok := g.unattributed[pod]; ok {
 			return "their samples were set aside (" + ReasonAmbiguousContainer + "): " + why
 		}
+	}
+	if pod := droppedOf(g, silent, metrics.SignalCompute); pod != "" {
+		return "the compute samples of " + pod + " were impossible (out of range, NaN or negative) and dropped; check the unit of the exporter on its node"
 	}
 	return "an exporter or scrape gap for those pods"
 }
