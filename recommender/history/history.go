@@ -224,7 +224,8 @@ func (s *ContainerState) AddMemory(pod string, t time.Time, bytes float64) {
 	default:
 		return // older than the pod's current interval
 	}
-	if bytes > s.peaks[start.Unix()] {
+	// An interval of zeros is kept too: it is covered (Span), at 0 bytes.
+	if v, ok := s.peaks[start.Unix()]; !ok || bytes > v {
 		s.peaks[start.Unix()] = bytes
 	}
 	s.level(t, bytes)
@@ -442,9 +443,14 @@ func (s *ContainerState) RecentPeak(now time.Time) (float64, bool) {
 	return peak, ok
 }
 
-// Span is the length of history that samples cover, accounting for gaps: the smaller of
-// the time between the first and last sample and the time the samples would fill at one
-// per SampleInterval (compute) or one per aggregation interval (memory peaks).
+// Span is the length of history that samples cover, accounting for gaps: the smallest of
+// the time between the first and last sample, the time the samples would fill at one
+// per SampleInterval (compute) or one per aggregation interval (memory peaks), and,
+// where memory was sampled, the aggregation intervals that hold a memory peak of any pod
+// (covered). Counts of samples grow with the pods that report at once: twelve replicas
+// for an hour, scaled to zero overnight and for an hour again, fill 24 hours at one
+// sample each, and read as a whole day of evidence (full confidence) where two hours
+// are; the intervals with a peak count each hour once.
 func (s *ContainerState) Span() time.Duration {
 	if s.LastSample.IsZero() {
 		return 0
@@ -454,10 +460,33 @@ func (s *ContainerState) Span() time.Duration {
 	if m := time.Duration(s.MemoryPeaks) * s.opts.MemoryAggregationInterval; m > filled {
 		filled = m
 	}
-	if filled < span {
-		return filled
+	if c, ok := s.covered(); ok {
+		filled = min(filled, c)
 	}
-	return span
+	return min(filled, span)
+}
+
+// covered bounds the time the history covers by its memory aggregation intervals that
+// hold a peak (peaks), each counted once however many pods it holds, and false without
+// memory peaks. The peaks are kept over the peak window before the last sample (gc);
+// the time before that window counts whole (an upper bound: the intervals are gone).
+func (s *ContainerState) covered() (time.Duration, bool) {
+	if s.MemoryPeaks == 0 || len(s.peaks) == 0 {
+		return 0, false
+	}
+	agg := s.opts.MemoryAggregationInterval
+	horizon := s.LastSample.Add(-s.opts.PeakWindow - 2*agg)
+	n := 0
+	for start := range s.peaks {
+		if !time.Unix(start, 0).Before(horizon) {
+			n++
+		}
+	}
+	before := time.Duration(0)
+	if s.FirstSample.Before(horizon) {
+		before = horizon.Sub(s.FirstSample)
+	}
+	return time.Duration(n)*agg + before, true
 }
 
 // Empty reports whether no sample was ever recorded.

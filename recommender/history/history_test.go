@@ -1,6 +1,7 @@
 package history
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -174,6 +175,31 @@ func TestSpan(t *testing.T) {
 				s.AddMemory("a", t0.Add(time.Duration(i)*time.Hour+time.Minute), gib)
 			}
 		}, 9*time.Hour + time.Minute}, // first to last sample, plus one sample interval
+		{"twelve pods, two hours with a day's gap between them", func(s *ContainerState) {
+			// An HPA's (or KEDA's) twelve replicas for an hour, scaled to zero overnight,
+			// twelve again: two hours of evidence however many pods gave it.
+			for _, from := range []time.Time{t0.Add(time.Minute), t0.Add(25*time.Hour + time.Minute)} {
+				for p := range 12 {
+					pod := fmt.Sprintf("p%d", p)
+					for i := range 60 {
+						at := from.Add(time.Duration(i) * o.SampleInterval)
+						s.AddCompute(at, 0.5, "")
+						s.AddMemory(pod, at, gib)
+					}
+				}
+			}
+		}, 2 * time.Hour},
+		{"an hour at 1 GiB, an hour of zero memory: both covered", func(s *ContainerState) {
+			for i := range 120 {
+				at := t0.Add(time.Duration(i+1) * o.SampleInterval)
+				mem := gib
+				if i >= 60 {
+					mem = 0
+				}
+				s.AddCompute(at, 0, "")
+				s.AddMemory("a", at, mem)
+			}
+		}, 2 * time.Hour},
 		{"memory peaks cover a compute gap", func(s *ContainerState) {
 			compute(s, t0, 10)
 			for i := range 5 {
