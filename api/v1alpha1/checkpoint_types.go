@@ -7,8 +7,10 @@ import (
 // CheckpointModelVersion is the version of the model layout a GPUFractionCheckpoint's
 // status holds: the histograms' bucket layouts (recommender/history MemoryBuckets and
 // ComputeBuckets) and the meaning of every status field. The recommender restores only
-// checkpoints of its own version; it is bumped whenever either changes.
-const CheckpointModelVersion = "v2"
+// checkpoints of its own version; it is bumped whenever either changes. v3: the interval
+// peaks hold every memory aggregation interval with a sample of the container, at 0 bytes
+// where it had compute samples alone (or zero memory): the time the history covers.
+const CheckpointModelVersion = "v3"
 
 // HistogramCheckpoint is a decaying histogram in VPA's checkpoint form, the same JSON
 // as VPA's HistogramCheckpoint (k8s.io/autoscaler/vertical-pod-autoscaler

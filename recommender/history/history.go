@@ -170,7 +170,7 @@ type ContainerState struct {
 	opts      Options
 	hourFirst [HoursPerDay]int64    // day (unix days, UTC) of the hour's first sample
 	windows   map[string]*podWindow // by pod name: the current interval's peak
-	peaks     map[int64]float64     // interval start (unix s) → max peak over pods
+	peaks     map[int64]float64     // interval start (unix s) → max peak over pods; 0: covered by compute or zeros only (cover)
 }
 
 type podWindow struct {
@@ -225,7 +225,7 @@ func (s *ContainerState) AddMemory(pod string, t time.Time, bytes float64) {
 		return // older than the pod's current interval
 	}
 	// An interval of zeros is kept too: it is covered (Span), at 0 bytes.
-	if v, ok := s.peaks[start.Unix()]; !ok || bytes > v {
+	if !s.hasPeak(start.Unix()) || bytes > s.peaks[start.Unix()] {
 		s.peaks[start.Unix()] = bytes
 	}
 	s.level(t, bytes)
@@ -289,7 +289,24 @@ func (s *ContainerState) AddCompute(t time.Time, ratio float64, source string) {
 		s.ComputeSource = source
 	}
 	s.Fidelity.add(t, source, s.opts.HalfLife)
+	s.cover(t)
 	s.touch(t)
+}
+
+// cover records that the memory aggregation interval of a sample at t holds a sample
+// (Span's coverage): an interval without a memory peak yet is kept at 0 bytes, which no
+// peak read (RecentPeak, the highest) ever takes for one (a container whose memory was
+// not sampled in it, or was set aside as stale, while its compute was).
+func (s *ContainerState) cover(t time.Time) {
+	if k := s.opts.IntervalStart(t).Unix(); !s.hasPeak(k) {
+		s.peaks[k] = 0
+	}
+}
+
+// hasPeak reports whether the interval starting at k (unix s) is in peaks.
+func (s *ContainerState) hasPeak(k int64) bool {
+	_, ok := s.peaks[k]
+	return ok
 }
 
 // Fidelity is decaying evidence of the fields a container's compute samples came from:
@@ -430,7 +447,8 @@ func (s *ContainerState) EvidenceAt(now time.Time) time.Time {
 }
 
 // RecentPeak returns the highest memory sample, bytes, of the intervals that overlap
-// (now-PeakWindow, now], and false when there is none. An estimate reads it at
+// (now-PeakWindow, now], and false when none of them holds a sample (one that held
+// compute alone reads 0: cover). An estimate reads it at
 // EvidenceAt(now), so time without samples does not empty the window.
 func (s *ContainerState) RecentPeak(now time.Time) (float64, bool) {
 	from := s.opts.IntervalStart(now.Add(-s.opts.PeakWindow)).Unix()
@@ -467,11 +485,12 @@ func (s *ContainerState) Span() time.Duration {
 }
 
 // covered bounds the time the history covers by its memory aggregation intervals that
-// hold a peak (peaks), each counted once however many pods it holds, and false without
-// memory peaks. The peaks are kept over the peak window before the last sample (gc);
-// the time before that window counts whole (an upper bound: the intervals are gone).
+// hold a sample of any pod (peaks: a memory peak, or 0 where only compute or zeros came,
+// cover), each counted once however many pods it holds, and false with none. The
+// intervals are kept over the peak window before the last sample (gc); the time before
+// that window counts whole (an upper bound: the intervals are gone).
 func (s *ContainerState) covered() (time.Duration, bool) {
-	if s.MemoryPeaks == 0 || len(s.peaks) == 0 {
+	if len(s.peaks) == 0 {
 		return 0, false
 	}
 	agg := s.opts.MemoryAggregationInterval

@@ -200,6 +200,15 @@ func TestSpan(t *testing.T) {
 				s.AddMemory("a", at, mem)
 			}
 		}, 2 * time.Hour},
+		{"an hour with memory, an hour with compute alone (memory set aside as stale): both covered", func(s *ContainerState) {
+			for i := range 120 {
+				at := t0.Add(time.Duration(i+1) * o.SampleInterval)
+				s.AddCompute(at, 0, "")
+				if i < 60 {
+					s.AddMemory("a", at, gib)
+				}
+			}
+		}, 2 * time.Hour},
 		{"memory peaks cover a compute gap", func(s *ContainerState) {
 			compute(s, t0, 10)
 			for i := range 5 {
