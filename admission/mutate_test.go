@@ -1032,15 +1032,7 @@ func TestMutateMinMemoryAboveTheRecommendation(t *testing.T) {
 			r := containerRec("main", "2Gi", "")
 			r.ObservedPeakMemory = q("1Gi")
 			m := mutator(t, Config{Config: backend.Config{GPUMemoryBytes: gpu}}, gfa, recommendation("web", 80, r))
-			o, resp, got := handle(t, m, podOf(gpuContainer("main", 1)))
-			if o.skip != "" {
-				t.Fatalf("skipped %s %v", o.skip, o.warnings)
-			}
-			rec, _ := gpufracv1.ParseApplied(got.Annotations)
-			ac := rec.Container("main")
-			if ac == nil || ac.WrittenMemory.Value() != tc.wantMiB<<20 {
-				t.Fatalf("written %+v, want %d MiB", ac, tc.wantMiB)
-			}
+			resp, got, ac := admitMain(t, m, tc.wantMiB)
 			if a := m.Backends[tc.bt].Read(got)["main"]; a.Memory != tc.wantMiB<<20 {
 				t.Errorf("the pod holds %d bytes, want %d MiB", a.Memory, tc.wantMiB)
 			}
@@ -1222,4 +1214,21 @@ func TestMutateCopiedRecordRemovedWhenNothingWritten(t *testing.T) {
 	if pod.Annotations[gpufracv1.AnnotationApplied] == "" {
 		t.Fatal("the first call's record is missing")
 	}
+}
+
+// admitMain admits a pod with one GPU container, main, through m and returns the
+// response, the mutated pod and main's applied record; it fails the test when the pod
+// is skipped or the record does not say wantMiB MiB written.
+func admitMain(t *testing.T, m *Mutator, wantMiB int64) (admission.Response, *corev1.Pod, *gpufracv1.AppliedContainer) {
+	t.Helper()
+	o, resp, got := handle(t, m, podOf(gpuContainer("main", 1)))
+	if o.skip != "" {
+		t.Fatalf("skipped %s %v", o.skip, o.warnings)
+	}
+	rec, _ := gpufracv1.ParseApplied(got.Annotations)
+	ac := rec.Container("main")
+	if ac == nil || ac.WrittenMemory == nil || ac.WrittenMemory.Value() != wantMiB<<20 {
+		t.Fatalf("written %+v, want %d MiB", ac, wantMiB)
+	}
+	return resp, got, ac
 }

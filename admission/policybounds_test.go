@@ -40,15 +40,7 @@ func TestMutateSpecBoundsOverAnOlderRecommendation(t *testing.T) {
 			r := containerRec("main", "4Gi", "500m")
 			r.SharingMode = gpufracv1.SharingModeMPS
 			m := mutator(t, Config{Config: backend.Config{GPUMemoryBytes: gpu}}, gfa, recommendation("web", 80, r))
-			o, resp, got := handle(t, m, podOf(gpuContainer("main", 1)))
-			if o.skip != "" {
-				t.Fatalf("skipped %s %v", o.skip, o.warnings)
-			}
-			rec, _ := gpufracv1.ParseApplied(got.Annotations)
-			ac := rec.Container("main")
-			if ac == nil || ac.WrittenMemory == nil || ac.WrittenMemory.Value() != tc.wantMiB<<20 {
-				t.Fatalf("written %+v, want %d MiB", ac, tc.wantMiB)
-			}
+			resp, got, ac := admitMain(t, m, tc.wantMiB)
 			if ac.WrittenCompute == nil || ac.WrittenCompute.MilliValue() != tc.wantMilli {
 				t.Errorf("written compute %v, want %dm", ac.WrittenCompute, tc.wantMilli)
 			}

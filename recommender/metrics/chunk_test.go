@@ -103,6 +103,21 @@ func TestTooManySamples(t *testing.T) {
 // querier's limit error as plain text, which client_golang reads as "client error: 422"
 // with the message only in promv1.Error.Detail. Such a chunk is refused as too large and
 // halved, as Prometheus' own JSON answer is.
+// readsAllCounting reads the whole range from a backend that refuses every chunk longer
+// than 90 minutes with status, contentType and body (backendRefusing) and checks that a chunk was
+// counted under result (the range query's gpufrac_recommender_prometheus_queries_total
+// label: the refusal was read as a reason to halve it).
+func readsAllCounting(t *testing.T, status int, contentType, body, result string) {
+	t.Helper()
+	r, start, end := slowReader(t)
+	r.API = backendRefusing(t, r.API.(slowAPI).server, status, contentType, body)
+	before := testutil.ToFloat64(Queries.WithLabelValues("range", result))
+	readsAll(t, r, start, end)
+	if testutil.ToFloat64(Queries.WithLabelValues("range", result)) == before {
+		t.Errorf("no chunk counted as %s", result)
+	}
+}
+
 func TestRangeHalvesOnALimitInTheBody(t *testing.T) {
 	for name, c := range map[string]struct {
 		status            int
@@ -113,13 +128,7 @@ func TestRangeHalvesOnALimitInTheBody(t *testing.T) {
 		"victoriametrics, JSON":             {422, "application/json", `{"status":"error","errorType":"422","error":"error when executing query=\"DCGM_FI_DEV_FB_USED\": cannot select more than -search.maxSamplesPerQuery=1000 samples; possible solutions: increase the -search.maxSamplesPerQuery; reduce time range for the query; use more specific label filters in order to select fewer series"}`},
 	} {
 		t.Run(name, func(t *testing.T) {
-			r, start, end := slowReader(t)
-			r.API = backendRefusing(t, r.API.(slowAPI).server, c.status, c.contentType, c.body)
-			before := testutil.ToFloat64(Queries.WithLabelValues("range", "too_many_samples"))
-			readsAll(t, r, start, end)
-			if testutil.ToFloat64(Queries.WithLabelValues("range", "too_many_samples")) == before {
-				t.Error("no chunk counted as too large")
-			}
+			readsAllCounting(t, c.status, c.contentType, c.body, "too_many_samples")
 		})
 	}
 }
@@ -273,13 +282,7 @@ func TestRangeHalvesOnTheBackendsTimeout(t *testing.T) {
 		"ingress 504":                {504, "text/html", "<html><head><title>504 Gateway Time-out</title></head><body><center><h1>504 Gateway Time-out</h1></center></body></html>"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			r, start, end := slowReader(t)
-			r.API = backendRefusing(t, r.API.(slowAPI).server, c.status, c.contentType, c.body)
-			before := testutil.ToFloat64(Queries.WithLabelValues("range", "timeout"))
-			readsAll(t, r, start, end)
-			if testutil.ToFloat64(Queries.WithLabelValues("range", "timeout")) == before {
-				t.Error("no timeout counted")
-			}
+			readsAllCounting(t, c.status, c.contentType, c.body, "timeout")
 		})
 	}
 	// Unavailable is not a timeout: retried by the next cycle, not in smaller chunks.
