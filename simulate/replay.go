@@ -544,9 +544,10 @@ func (rp *replay) coldStart() grant {
 }
 
 // written is what the backend writes into a pod for decision dec (dec.ok): with
-// kai-nvfractions, the request and limit of backend.NVFractionsConfig.RequestLimit (the
-// simulator adds no memory overhead), no compute (NvFractions time-slices compute), and
-// a whole GPU where the target needs one (the webhook leaves such pods unchanged);
+// kai-nvfractions, the request and limit of backend.NVFractionsConfig.RequestLimit of
+// the memoryLimit where above the target, else the target (the simulator adds no memory
+// overhead), no compute (NvFractions time-slices compute), and a whole GPU where that
+// memory needs one (the webhook leaves such pods unchanged);
 // otherwise (the annotations backend) the memoryLimit where above the target, else the
 // memory target, rounded up to whole MiB as the limit, packed by the memory request the
 // backend writes (backend.ObservedPeakRequestMiB of that limit, as the webhook computes
@@ -572,14 +573,19 @@ func (rp *replay) written(dec decision) grant {
 		}
 		return g
 	}
-	if targetMiB >= rp.capacity/backend.MiB {
+	// The memory the webhook hands the backend: the memoryLimit where above the target
+	// (contract.WrittenOf's MemoryBytes), which kai-nvfractions writes as the request
+	// (target request) and sizes the whole-GPU check and the limit by, as the annotations
+	// backend writes it as the limit.
+	memory := max(dec.want.MemoryBytes, min(dec.target.MemoryLimit, rp.capacity))
+	if (memory+backend.MiB-1)/backend.MiB >= rp.capacity/backend.MiB {
 		return rp.coldStart()
 	}
 	var upper int64
 	if dec.target.UpperMemory > 0 {
 		upper = min(dec.target.UpperMemory, rp.capacity)
 	}
-	req, limit := rp.opts.NVFractions.RequestLimit(dec.want.MemoryBytes, upper, peak, rp.capacity)
+	req, limit := rp.opts.NVFractions.RequestLimit(memory, upper, peak, rp.capacity)
 	return grant{alloc: packing.Alloc{MemoryBytes: req * backend.MiB}, limit: limit * backend.MiB, record: dec.want.MemoryBytes, compute: -1}
 }
 
