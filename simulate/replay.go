@@ -563,10 +563,15 @@ func (rp *replay) written(dec decision) grant {
 		limitMiB := max(targetMiB, (dec.target.MemoryLimit+backend.MiB-1)/backend.MiB)
 		g := hardGrant(packing.Alloc{MemoryBytes: min(limitMiB*backend.MiB, rp.capacity), ComputeMilli: dec.want.ComputeMilli})
 		g.record = dec.want.MemoryBytes
-		if v, request, ok := dec.target.PlacedCompute(); ok && request {
+		switch v, request, ok := dec.target.PlacedCompute(); {
+		case ok && request:
 			// writtenComputeRequest, as the annotations backend writes it: placed by it,
 			// with no partition in the record.
 			g.request, g.compute = v, -1
+		case !ok:
+			// No compute written (not controlled, no target, or time-sliced without a
+			// request): the record holds none, which the updater reads as no partition.
+			g.compute = -1
 		}
 		if rp.opts.Annotations.MemoryRequest == backend.AnnotationsMemoryRequestObservedPeak {
 			g.alloc.MemoryBytes = backend.ObservedPeakRequestMiB(limitMiB*backend.MiB, peak, rp.capacity) * backend.MiB

@@ -62,7 +62,7 @@ func TestRequestLimitEvaluation(t *testing.T) {
 				t.Fatal(err)
 			}
 			g := rp.written(reqLimitDecision())
-			if g.alloc.MemoryBytes != tc.wantReq || g.limit != tc.wantLimit || g.record != tc.wantRecord || g.alloc.ComputeMilli != 0 || (g.compute == -1) != (o.Backend != "") {
+			if g.alloc.MemoryBytes != tc.wantReq || g.limit != tc.wantLimit || g.record != tc.wantRecord || g.alloc.ComputeMilli != 0 || g.compute != -1 {
 				t.Fatalf("written %+v, want request %d limit %d record %d", g, tc.wantReq, tc.wantLimit, tc.wantRecord)
 			}
 			ps := rp.states[0]

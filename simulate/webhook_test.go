@@ -101,6 +101,29 @@ func TestWrittenIsWhatTheWebhookWrites(t *testing.T) {
 		"limit at a GPU":     rec(30*gib, 35*gib, 80*gib, 25*gib, 0),
 		"young share":        rec(8*gib, 20*gib, 20*gib, 6*gib, 25),
 		"young share capped": rec(41*gib, 80*gib, 80*gib, 30*gib, 25),
+		"partitioned compute": func() gpufracv1.ContainerRecommendation {
+			r := rec(4*gib, 6*gib, 0, 7*gib/2, 0)
+			r.SharingMode, r.Target.Compute, r.LowerBound.Compute, r.UpperBound.Compute = gpufracv1.SharingModeMPS, resource.NewMilliQuantity(300, resource.DecimalSI),
+				resource.NewMilliQuantity(200, resource.DecimalSI), resource.NewMilliQuantity(500, resource.DecimalSI)
+			return r
+		}(),
+		"time-sliced without a compute request": func() gpufracv1.ContainerRecommendation {
+			r := rec(4*gib, 6*gib, 0, 7*gib/2, 0)
+			r.SharingMode, r.Target.Compute = gpufracv1.SharingModeTimeSlicing, resource.NewMilliQuantity(0, resource.DecimalSI)
+			return r
+		}(),
+		"time-sliced compute": func() gpufracv1.ContainerRecommendation {
+			r := rec(4*gib, 6*gib, 0, 7*gib/2, 0)
+			r.SharingMode, r.Target.Compute, r.ComputeRequest = gpufracv1.SharingModeTimeSlicing, resource.NewMilliQuantity(300, resource.DecimalSI), resource.NewMilliQuantity(250, resource.DecimalSI)
+			return r
+		}(),
+	}
+	policies := map[string]*gpufracv1.ContainerPolicy{
+		"":                nil,
+		"maxMemory 3Gi":   {ContainerName: gpufracv1.ContainerPolicyDefault, MaxMemory: q(3 * gib)},
+		"minMemory 12Gi":  {ContainerName: gpufracv1.ContainerPolicyDefault, MinMemory: q(12 * gib)},
+		"maxCompute 200m": {ContainerName: gpufracv1.ContainerPolicyDefault, MaxCompute: resource.NewMilliQuantity(200, resource.DecimalSI)},
+		"minCompute 400m": {ContainerName: gpufracv1.ContainerPolicyDefault, MinCompute: resource.NewMilliQuantity(400, resource.DecimalSI)},
 	}
 	type be struct {
 		bt gpufracv1.BackendType
@@ -116,65 +139,101 @@ func TestWrittenIsWhatTheWebhookWrites(t *testing.T) {
 	}
 	for name, r := range recs {
 		for _, floorGiB := range []int64{0, 10} {
-			for _, b := range backends {
-				r := r
-				label := fmt.Sprintf("%s, floor %dGi, backend %q %+v %+v", name, floorGiB, b.bt, b.nv, b.ac)
-				tr := trace.Trace{Pods: []trace.Pod{pod("web", 0, []float64{1}, []float64{0})}}
-				rp, err := newReplay(&tr, Options{GPUMemoryBytes: capacity, Policies: []string{PolicyGPUFrac}, Backend: b.bt, NVFractions: b.nv, Annotations: b.ac})
-				if err != nil {
-					t.Fatal(err)
-				}
-				spec := AutoscalerSpec(history.WorkloadKey{Namespace: "ns", Kind: "Deployment", Name: "web"}, nil, b.bt)
-				gfa := &gpufracv1.GPUFractionAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "gfa-uid"}, Spec: spec}
-				ps := &polState{floors: []*gpufracv1.UpdaterFloor{nil}}
-				if floorGiB > 0 {
-					f := &gpufracv1.UpdaterFloor{Reason: "OOMKilled", Until: metav1.NewTime(now.Add(time.Hour)),
-						Containers: []gpufracv1.ContainerAllocation{{ContainerName: "main", Memory: q(floorGiB * gib)}}}
-					ps.floors[0] = f
-					gfa.Status.Updater = &gpufracv1.UpdaterStatus{Floor: f}
-				}
-				dec := recDecision(&spec, &r, 0.5, 24*time.Hour, capacity)
-				var got grant
-				if dec.ok {
-					got = rp.written(ps.floored(0, "main", dec, now, capacity))
-				} else {
-					got = rp.coldStart()
-				}
+			for pname, pol := range policies {
+				for _, b := range backends {
+					r := r
+					label := fmt.Sprintf("%s, floor %dGi, policy %q, backend %q %+v %+v", name, floorGiB, pname, b.bt, b.nv, b.ac)
+					tr := trace.Trace{Pods: []trace.Pod{pod("web", 0, []float64{1}, []float64{0})}}
+					rp, err := newReplay(&tr, Options{GPUMemoryBytes: capacity, Policies: []string{PolicyGPUFrac}, Backend: b.bt, NVFractions: b.nv, Annotations: b.ac})
+					if err != nil {
+						t.Fatal(err)
+					}
+					spec := AutoscalerSpec(history.WorkloadKey{Namespace: "ns", Kind: "Deployment", Name: "web"}, nil, b.bt)
+					if pol != nil {
+						spec.ResourcePolicy = &gpufracv1.ResourcePolicy{ContainerPolicies: []gpufracv1.ContainerPolicy{*pol}}
+					}
+					gfa := &gpufracv1.GPUFractionAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "gfa-uid"}, Spec: spec}
+					ps := &polState{floors: []*gpufracv1.UpdaterFloor{nil}}
+					if floorGiB > 0 {
+						f := &gpufracv1.UpdaterFloor{Reason: "OOMKilled", Until: metav1.NewTime(now.Add(time.Hour)),
+							Containers: []gpufracv1.ContainerAllocation{{ContainerName: "main", Memory: q(floorGiB * gib)}}}
+						ps.floors[0] = f
+						gfa.Status.Updater = &gpufracv1.UpdaterStatus{Floor: f}
+					}
+					dec := recDecision(&spec, &r, 0.5, 24*time.Hour, capacity)
+					var got grant
+					if dec.ok {
+						got = rp.written(ps.floored(0, "main", dec, now, capacity))
+					} else {
+						got = rp.coldStart()
+					}
 
-				conf := int32(100)
-				ctrl := true
-				gfr := &gpufracv1.GPUFractionRecommendation{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web",
-					OwnerReferences: []metav1.OwnerReference{{APIVersion: gpufracv1.GroupVersion.String(), Kind: "GPUFractionAutoscaler", Name: "web", UID: "gfa-uid", Controller: &ctrl}}},
-					Status: gpufracv1.GPUFractionRecommendationStatus{ContainerRecommendations: []gpufracv1.ContainerRecommendation{r}, ConfidencePercent: &conf,
-						Conditions: []metav1.Condition{{Type: gpufracv1.ConditionRecommendationProvided, Status: metav1.ConditionTrue, Reason: "Ok", LastTransitionTime: metav1.Now()}}}}
-				ann := webhookWrites(t, admission.Config{Config: backend.Config{GPUMemoryBytes: capacity, NVFractions: b.nv, Annotations: b.ac}}, gfa, gfr, now)
-				applied, _ := gpufracv1.ParseApplied(ann)
-				var ac *gpufracv1.AppliedContainer
-				if applied != nil {
-					ac = applied.Container("main")
-				}
-				if ac == nil || ac.Memory == nil {
-					if got != rp.coldStart() {
-						t.Errorf("%s: the webhook leaves the pod's whole GPU, the simulator grants %+v", label, got)
+					conf := int32(100)
+					ctrl := true
+					gfr := &gpufracv1.GPUFractionRecommendation{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web",
+						OwnerReferences: []metav1.OwnerReference{{APIVersion: gpufracv1.GroupVersion.String(), Kind: "GPUFractionAutoscaler", Name: "web", UID: "gfa-uid", Controller: &ctrl}}},
+						Status: gpufracv1.GPUFractionRecommendationStatus{ContainerRecommendations: []gpufracv1.ContainerRecommendation{r}, ConfidencePercent: &conf,
+							Conditions: []metav1.Condition{{Type: gpufracv1.ConditionRecommendationProvided, Status: metav1.ConditionTrue, Reason: "Ok", LastTransitionTime: metav1.Now()}}}}
+					ann := webhookWrites(t, admission.Config{Config: backend.Config{GPUMemoryBytes: capacity, NVFractions: b.nv, Annotations: b.ac}}, gfa, gfr, now)
+					applied, _ := gpufracv1.ParseApplied(ann)
+					var ac *gpufracv1.AppliedContainer
+					if applied != nil {
+						ac = applied.Container("main")
 					}
-					continue
-				}
-				var wantReq, wantLimit resource.Quantity
-				if b.bt == gpufracv1.BackendKAINVFractions {
-					wantReq = resource.MustParse(ann["nvidia.com/container.main.gpu-memory.request"])
-					wantLimit = resource.MustParse(ann["nvidia.com/container.main.gpu-memory.limit"])
-				} else {
-					wantLimit = resource.MustParse(ann[gpufracv1.AnnotationContainerPrefix+"main"+gpufracv1.AnnotationContainerMemorySuffix])
-					wantReq = wantLimit
-					if b.ac.MemoryRequest != backend.AnnotationsMemoryRequestNone {
-						wantReq = resource.MustParse(ann[gpufracv1.AnnotationContainerPrefix+"main"+gpufracv1.AnnotationContainerMemoryRequestSuffix])
+					if ac == nil || ac.Memory == nil {
+						if got != rp.coldStart() {
+							t.Errorf("%s: the webhook leaves the pod's whole GPU, the simulator grants %+v", label, got)
+						}
+						continue
 					}
-				}
-				if got.alloc.MemoryBytes != wantReq.Value() || got.limit != wantLimit.Value() || got.record != ac.Memory.Value() {
-					t.Errorf("%s: simulator request %d MiB, limit %d MiB, record %d MiB; the webhook wrote request %s, limit %s, record %s",
-						label, got.alloc.MemoryBytes>>20, got.limit>>20, got.record>>20, wantReq.String(), wantLimit.String(), ac.Memory.String())
+					var wantReq, wantLimit resource.Quantity
+					if b.bt == gpufracv1.BackendKAINVFractions {
+						wantReq = resource.MustParse(ann["nvidia.com/container.main.gpu-memory.request"])
+						wantLimit = resource.MustParse(ann["nvidia.com/container.main.gpu-memory.limit"])
+					} else {
+						wantLimit = resource.MustParse(ann[gpufracv1.AnnotationContainerPrefix+"main"+gpufracv1.AnnotationContainerMemorySuffix])
+						wantReq = wantLimit
+						if b.ac.MemoryRequest != backend.AnnotationsMemoryRequestNone {
+							wantReq = resource.MustParse(ann[gpufracv1.AnnotationContainerPrefix+"main"+gpufracv1.AnnotationContainerMemoryRequestSuffix])
+						}
+					}
+					if got.alloc.MemoryBytes != wantReq.Value() || got.limit != wantLimit.Value() || got.record != ac.Memory.Value() {
+						t.Errorf("%s: simulator request %d MiB, limit %d MiB, record %d MiB; the webhook wrote request %s, limit %s, record %s",
+							label, got.alloc.MemoryBytes>>20, got.limit>>20, got.record>>20, wantReq.String(), wantLimit.String(), ac.Memory.String())
+					}
+					wantCompute, wantRequest := int64(-1), int64(0)
+					if ac.WrittenCompute != nil {
+						wantCompute = ac.WrittenCompute.MilliValue()
+					}
+					if ac.WrittenComputeRequest != nil {
+						wantRequest = ac.WrittenComputeRequest.MilliValue()
+					}
+					wantPlaced := max(wantCompute, wantRequest, 0)
+					if got.compute != wantCompute || got.request != wantRequest || got.alloc.ComputeMilli != wantPlaced {
+						t.Errorf("%s: simulator compute %dm, request %dm, placed by %dm; the webhook wrote compute %dm, request %dm",
+							label, got.compute, got.request, got.alloc.ComputeMilli, wantCompute, wantRequest)
+					}
 				}
 			}
 		}
+	}
+}
+
+// TestTimeSlicedWithoutRequestIsInDate: a pod written for a recommendation that
+// time-slices compute without a compute request (an idle workload's, or under a negative
+// --contention-budget) holds no compute partition, as the webhook writes none: the
+// updater finds it in date and the simulator replaces nothing over two hours. Before,
+// the simulator recorded a partition of 0m, which the updater's sharing-mode rule reads
+// as a partition the recommendation no longer wants, and replaced the pod again and
+// again, each replacement written as the one before.
+func TestTimeSlicedWithoutRequestIsInDate(t *testing.T) {
+	tr := trace.Trace{Pods: []trace.Pod{pod("w", 0, repeat(4, 120), repeat(0, 120))}}
+	res := runStub(t, tr, gpufracOptions(), func(int, int) decision {
+		d := memDecision(8, 4, 16)
+		d.target.TimeSlicesCompute, d.target.SharingMode = true, gpufracv1.SharingModeTimeSlicing
+		return d
+	})
+	if n := res.Policies[0].Replacements; n != 0 {
+		t.Errorf("%d replacements of a pod written as its recommendation, want 0", n)
 	}
 }
