@@ -117,6 +117,60 @@ func TestChartWebhookTimeoutAsTheBinary(t *testing.T) {
 	}
 }
 
+// TestChartStartValuesAsTheBinaries checks that helm install refuses the values a binary
+// refuses at start (a period of 0, --eviction-rate 0, an agent --interval under 1s, a
+// self-managed certificate lifetime of at most 3 x --cert-check-interval), naming the
+// value, instead of installing pods that crash-loop; and that the values next to them
+// the binaries take are still installed.
+func TestChartStartValuesAsTheBinaries(t *testing.T) {
+	for _, c := range []struct {
+		set  []string
+		want string // the value the chart's error names; empty: installed
+	}{
+		{[]string{"recommender.interval=0s"}, "recommender.interval"},
+		{[]string{"recommender.interval=0h0m"}, "recommender.interval"},
+		{[]string{"recommender.historyLength=0.0h"}, "recommender.historyLength"},
+		{[]string{"recommender.checkpoints.interval=0s"}, "recommender.checkpoints.interval"},
+		{[]string{"recommender.sharingPlanner.interval=0ms"}, "recommender.sharingPlanner.interval"},
+		{[]string{"prometheus.timeout=0s"}, "prometheus.timeout"},
+		{[]string{"updater.interval=0s"}, "updater.interval"},
+		{[]string{"updater.evictionRate=0"}, "updater.evictionRate"},
+		{[]string{"updater.evictionRate=0.0"}, "updater.evictionRate"},
+		{[]string{"agent.enabled=true", "agent.interval=500ms"}, "agent.interval"},
+		{[]string{"admission.certificates.caValidity=3m"}, "admission.certificates.caValidity"},
+		{[]string{"admission.certificates.certValidity=0s"}, "admission.certificates.certValidity"},
+		{[]string{"admission.certificates.certValidity=2h", "admission.extraArgs[0]=--cert-check-interval=1h"}, "admission.certificates.certValidity"},
+		{[]string{"recommender.interval=30s", "recommender.historyLength=1h", "prometheus.timeout=1m30s"}, ""},
+		{[]string{"updater.interval=1m", "updater.evictionRate=-1", "updater.recommenderLeaseMaxAge=0s"}, ""},
+		{[]string{"updater.evictionRate=0.05"}, ""},
+		{[]string{"agent.enabled=true", "agent.interval=0.5m"}, ""},
+		{[]string{"admission.certificates.certValidity=3m1s"}, ""},
+		{[]string{"admission.certificates.certValidity=4h", "admission.extraArgs[0]=--cert-check-interval=1h"}, ""},
+		// Not rendered, so not refused: a disabled component, cert-manager's certificate.
+		{[]string{"recommender.enabled=false", "recommender.interval=0s"}, ""},
+		{[]string{"updater.enabled=false", "updater.evictionRate=0"}, ""},
+		{[]string{"admission.certificates.mode=cert-manager", "admission.certificates.certValidity=1m"}, ""},
+	} {
+		args := []string{"template", "x", chartDir()}
+		for _, s := range c.set {
+			flag := "--set-string"
+			if strings.HasSuffix(s, "=true") || strings.HasSuffix(s, "=false") {
+				flag = "--set"
+			}
+			args = append(args, flag, s)
+		}
+		_, err := chartExec(nil, helmBin(t), args...)
+		switch {
+		case c.want != "" && err == nil:
+			t.Errorf("%v: installed, but the binary refuses it at start", c.set)
+		case c.want != "" && !strings.Contains(err.Error(), c.want):
+			t.Errorf("%v: the chart's error does not name %s: %v", c.set, c.want, err)
+		case c.want == "" && err != nil:
+			t.Errorf("%v: refused, but the binaries take it: %v", c.set, err)
+		}
+	}
+}
+
 // TestChartGoMemLimit checks that each Deployment's container with a memory limit runs
 // with GOMEMLIMIT at that limit, so the Go heap of the webhook's and the updater's
 // cluster-wide informer caches (and the recommender's history bootstrap) is collected

@@ -343,8 +343,66 @@ gpufrac-updater.autoscaling.gpufrac.io
 {{- end -}}
 {{- include "gpufrac.validateGPUMemory" (list "gpuMemory" .Values.gpuMemory) -}}
 {{- include "gpufrac.validateWebhookTimeout" . -}}
+{{- include "gpufrac.validateStartValues" . -}}
 {{- if .Values.agent.simulate.enabled -}}
 {{- include "gpufrac.validateGPUMemory" (list "agent.simulate.gpuMemory" .Values.agent.simulate.gpuMemory) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Seconds of a Go duration the schema took (such as 1h30m, 500ms, 1.5h), as a float;
+"" is 0. */}}
+{{- define "gpufrac.durationSeconds" -}}
+{{- $scale := dict "ns" 0.000000001 "us" 0.000001 "µs" 0.000001 "ms" 0.001 "s" 1.0 "m" 60.0 "h" 3600.0 -}}
+{{- $sum := 0.0 -}}
+{{- range regexFindAll "[0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h)" (toString .) -1 -}}
+{{- $num := regexFind "^[0-9]+(\\.[0-9]+)?" . -}}
+{{- $sum = addf $sum (mulf (float64 $num) (get $scale (trimPrefix $num .))) -}}
+{{- end -}}
+{{- $sum -}}
+{{- end -}}
+
+{{/* Values the binaries refuse at start (each error names its flag), refused here so that
+helm install fails instead of installing pods that crash-loop: a period of 0
+(recommender and updater, bootstrap.Positive), an --eviction-rate of 0 (negative is no
+limit), an agent --interval under 1s, and a self-managed certificate lifetime of at most
+3 x --cert-check-interval (1m unless admission.extraArgs sets it: renewed with a third
+left, so a check must fall in that third). */}}
+{{- define "gpufrac.validateStartValues" -}}
+{{- $v := .Values -}}
+{{- $positive := list -}}
+{{- if $v.recommender.enabled -}}
+{{- $r := $v.recommender -}}
+{{- $positive = concat $positive (list (list "prometheus.timeout" "--prometheus-timeout" $v.prometheus.timeout "recommender") (list "recommender.interval" "--interval" $r.interval "recommender") (list "recommender.historyLength" "--history-length" $r.historyLength "recommender") (list "recommender.checkpoints.interval" "--checkpoint-interval" $r.checkpoints.interval "recommender") (list "recommender.sharingPlanner.interval" "--sharing-plan-interval" $r.sharingPlanner.interval "recommender")) -}}
+{{- end -}}
+{{- if $v.updater.enabled -}}
+{{- $positive = append $positive (list "updater.interval" "--interval" $v.updater.interval "updater") -}}
+{{- if and (ne (toString $v.updater.evictionRate) "") (eq (float64 $v.updater.evictionRate) 0.0) -}}
+{{- fail (printf "updater.evictionRate %v: the updater refuses --eviction-rate 0 at start; want evictions per second above 0, or a negative value for no limit" $v.updater.evictionRate) -}}
+{{- end -}}
+{{- end -}}
+{{- range $positive -}}
+{{- $val := index . 2 | toString -}}
+{{- if and (ne $val "") (le (include "gpufrac.durationSeconds" $val | float64) 0.0) -}}
+{{- fail (printf "%s %q: the %s refuses %s of 0 at start; want a duration above 0, or empty for its default" (index . 0) $val (index . 3) (index . 1)) -}}
+{{- end -}}
+{{- end -}}
+{{- if and $v.agent.enabled (lt (include "gpufrac.durationSeconds" $v.agent.interval | float64) 1.0) -}}
+{{- fail (printf "agent.interval %q: the agent refuses an --interval under 1s at start (NVML's sample period is up to 1s)" (toString $v.agent.interval)) -}}
+{{- end -}}
+{{- if and $v.admission.enabled (eq $v.admission.certificates.mode "self-managed") -}}
+{{- $check := 60.0 -}}
+{{- $checkArg := "" -}}
+{{- range $a := $v.admission.extraArgs -}}
+{{- $m := regexFind "^--?cert-check-interval=.*$" (toString $a) -}}
+{{- if $m -}}{{- $checkArg = regexReplaceAll "^--?cert-check-interval=" $m "" -}}{{- end -}}
+{{- end -}}
+{{- if $checkArg -}}{{- $check = include "gpufrac.durationSeconds" $checkArg | float64 -}}{{- end -}}
+{{- range $name := list "caValidity" "certValidity" -}}
+{{- $val := index $v.admission.certificates $name | toString -}}
+{{- if le (include "gpufrac.durationSeconds" $val | float64) (mulf 3 $check) -}}
+{{- fail (printf "admission.certificates.%s %q: the webhook refuses a certificate lifetime of at most 3 x --cert-check-interval (%s) at start: it is renewed with a third of it left, so a check must fall in that third" $name $val (default "1m" $checkArg)) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
