@@ -171,6 +171,43 @@ func TestChartStartValuesAsTheBinaries(t *testing.T) {
 	}
 }
 
+// TestChartPortsDistinct checks that helm install refuses two of one container's
+// listening ports set to the same number, naming both values, instead of installing pods
+// whose second server fails to bind (address already in use) and crash-loop.
+func TestChartPortsDistinct(t *testing.T) {
+	for _, c := range []struct {
+		set  []string
+		want []string // the values the chart's error names; none: installed
+	}{
+		{[]string{"recommender.metricsPort=8081"}, []string{"recommender.metricsPort", "recommender.probePort"}},
+		{[]string{"updater.probePort=8080"}, []string{"updater.metricsPort", "updater.probePort"}},
+		{[]string{"admission.metricsPort=8081"}, []string{"admission.metricsPort", "admission.probePort"}},
+		{[]string{"admission.webhook.port=8080"}, []string{"admission.metricsPort", "admission.webhook.port"}},
+		{[]string{"admission.probePort=9443"}, []string{"admission.probePort", "admission.webhook.port"}},
+		{[]string{"admission.webhook.port=8081", "admission.probePort=9443"}, nil},
+		{[]string{"recommender.metricsPort=9090", "updater.metricsPort=9090"}, nil}, // two pods
+		{[]string{"updater.enabled=false", "updater.probePort=8080"}, nil},
+	} {
+		args := []string{"template", "x", chartDir()}
+		for _, s := range c.set {
+			args = append(args, "--set", s)
+		}
+		_, err := chartExec(nil, helmBin(t), args...)
+		switch {
+		case c.want != nil && err == nil:
+			t.Errorf("%v: installed, but its container cannot bind both ports", c.set)
+		case c.want == nil && err != nil:
+			t.Errorf("%v: refused: %v", c.set, err)
+		case err != nil:
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%v: the chart's error does not name %s: %v", c.set, w, err)
+				}
+			}
+		}
+	}
+}
+
 // TestChartGoMemLimit checks that each Deployment's container with a memory limit runs
 // with GOMEMLIMIT at that limit, so the Go heap of the webhook's and the updater's
 // cluster-wide informer caches (and the recommender's history bootstrap) is collected

@@ -344,6 +344,7 @@ gpufrac-updater.autoscaling.gpufrac.io
 {{- include "gpufrac.validateGPUMemory" (list "gpuMemory" .Values.gpuMemory) -}}
 {{- include "gpufrac.validateWebhookTimeout" . -}}
 {{- include "gpufrac.validateStartValues" . -}}
+{{- include "gpufrac.validatePorts" . -}}
 {{- if .Values.agent.simulate.enabled -}}
 {{- include "gpufrac.validateGPUMemory" (list "agent.simulate.gpuMemory" .Values.agent.simulate.gpuMemory) -}}
 {{- end -}}
@@ -401,6 +402,26 @@ left, so a check must fall in that third). */}}
 {{- $val := index $v.admission.certificates $name | toString -}}
 {{- if le (include "gpufrac.durationSeconds" $val | float64) (mulf 3 $check) -}}
 {{- fail (printf "admission.certificates.%s %q: the webhook refuses a certificate lifetime of at most 3 x --cert-check-interval (%s) at start: it is renewed with a third of it left, so a check must fall in that third" $name $val (default "1m" $checkArg)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The ports one container listens on are distinct: two servers on one port end the
+process at start (bind: address already in use), and its pods crash-loop. */}}
+{{- define "gpufrac.validatePorts" -}}
+{{- range $comp := list "recommender" "updater" "admission" -}}
+{{- $c := index $.Values $comp -}}
+{{- if $c.enabled -}}
+{{- $ports := list (list "metricsPort" $c.metricsPort) (list "probePort" $c.probePort) -}}
+{{- if eq $comp "admission" -}}{{- $ports = append $ports (list "webhook.port" $c.webhook.port) -}}{{- end -}}
+{{- $seen := dict -}}
+{{- range $ports -}}
+{{- $port := index . 1 | toString -}}
+{{- if hasKey $seen $port -}}
+{{- fail (printf "%s.%s and %s.%s are both %s: the %s container listens on each, and the second fails to bind at start; give each its own port" $comp (get $seen $port) $comp (index . 0) $port $comp) -}}
+{{- end -}}
+{{- $_ := set $seen $port (index . 0) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
