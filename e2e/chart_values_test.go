@@ -208,6 +208,49 @@ func TestChartPortsDistinct(t *testing.T) {
 	}
 }
 
+// TestChartDisruptionBudgetsLetOnePodGo checks that helm install refuses a
+// PodDisruptionBudget that lets no pod of its component be evicted (admission
+// minAvailable at its replicas, a percentage rounded up to pods as the disruption
+// controller does; recommender or updater maxUnavailable 0), naming the value: every
+// node drain and cluster upgrade would wait on it for ever.
+func TestChartDisruptionBudgetsLetOnePodGo(t *testing.T) {
+	for _, c := range []struct {
+		set  []string
+		want string // the value the chart's error names; empty: installed
+	}{
+		{[]string{"admission.podDisruptionBudget.minAvailable=2"}, "admission.podDisruptionBudget.minAvailable"},
+		{[]string{"admission.podDisruptionBudget.minAvailable=100%"}, "admission.podDisruptionBudget.minAvailable"},
+		{[]string{"admission.podDisruptionBudget.minAvailable=60%"}, "admission.podDisruptionBudget.minAvailable"}, // 2 of 2
+		{[]string{"recommender.podDisruptionBudget.maxUnavailable=0"}, "recommender.podDisruptionBudget.maxUnavailable"},
+		{[]string{"updater.podDisruptionBudget.maxUnavailable=0%"}, "updater.podDisruptionBudget.maxUnavailable"},
+		{[]string{"admission.podDisruptionBudget.minAvailable=50%"}, ""},
+		{[]string{"admission.podDisruptionBudget.minAvailable=60%", "admission.replicas=3"}, ""},
+		{[]string{"admission.podDisruptionBudget.minAvailable=2", "admission.replicas=3"}, ""},
+		{[]string{"updater.podDisruptionBudget.maxUnavailable=10%"}, ""},
+		// No budget rendered: one replica, or the budget turned off.
+		{[]string{"updater.podDisruptionBudget.maxUnavailable=0", "updater.replicas=1"}, ""},
+		{[]string{"recommender.podDisruptionBudget.maxUnavailable=0", "recommender.podDisruptionBudget.enabled=false"}, ""},
+	} {
+		args := []string{"template", "x", chartDir()}
+		for _, s := range c.set {
+			flag := "--set"
+			if strings.HasSuffix(s, "%") {
+				flag = "--set-string"
+			}
+			args = append(args, flag, s)
+		}
+		_, err := chartExec(nil, helmBin(t), args...)
+		switch {
+		case c.want != "" && err == nil:
+			t.Errorf("%v: installed, but the budget lets no pod be evicted", c.set)
+		case c.want != "" && !strings.Contains(err.Error(), c.want):
+			t.Errorf("%v: the chart's error does not name %s: %v", c.set, c.want, err)
+		case c.want == "" && err != nil:
+			t.Errorf("%v: refused: %v", c.set, err)
+		}
+	}
+}
+
 // TestChartGoMemLimit checks that each Deployment's container with a memory limit runs
 // with GOMEMLIMIT at that limit, so the Go heap of the webhook's and the updater's
 // cluster-wide informer caches (and the recommender's history bootstrap) is collected

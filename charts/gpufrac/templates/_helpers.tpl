@@ -345,6 +345,7 @@ gpufrac-updater.autoscaling.gpufrac.io
 {{- include "gpufrac.validateWebhookTimeout" . -}}
 {{- include "gpufrac.validateStartValues" . -}}
 {{- include "gpufrac.validatePorts" . -}}
+{{- include "gpufrac.validateDisruptionBudgets" . -}}
 {{- if .Values.agent.simulate.enabled -}}
 {{- include "gpufrac.validateGPUMemory" (list "agent.simulate.gpuMemory" .Values.agent.simulate.gpuMemory) -}}
 {{- end -}}
@@ -422,6 +423,33 @@ process at start (bind: address already in use), and its pods crash-loop. */}}
 {{- fail (printf "%s.%s and %s.%s are both %s: the %s container listens on each, and the second fails to bind at start; give each its own port" $comp (get $seen $port) $comp (index . 0) $port $comp) -}}
 {{- end -}}
 {{- $_ := set $seen $port (index . 0) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* A rendered PodDisruptionBudget lets at least one pod go: minAvailable below replicas
+(admission), maxUnavailable above 0 (recommender, updater). One that lets none refuses
+every eviction of the component's pods, so kubectl drain, a cluster upgrade or the
+cluster autoscaler's scale-down waits on it for ever. */}}
+{{- define "gpufrac.validateDisruptionBudgets" -}}
+{{- range $comp := list "recommender" "updater" "admission" -}}
+{{- $c := index $.Values $comp -}}
+{{- if and $c.enabled $c.podDisruptionBudget.enabled (gt (int $c.replicas) 1) -}}
+{{- $key := ternary "minAvailable" "maxUnavailable" (eq $comp "admission") -}}
+{{- $v := index $c.podDisruptionBudget $key | toString -}}
+{{- $pct := hasSuffix "%" $v -}}
+{{- $n := trimSuffix "%" $v | float64 -}}
+{{- $blocks := false -}}
+{{- if eq $key "minAvailable" -}}
+{{- /* A percentage is rounded up to pods, as the disruption controller does. */ -}}
+{{- $pods := ternary (ceil (divf (mulf $n (float64 $c.replicas)) 100.0)) $n $pct -}}
+{{- $blocks = ge $pods (float64 $c.replicas) -}}
+{{- else -}}
+{{- $blocks = le $n 0.0 -}}
+{{- end -}}
+{{- if $blocks -}}
+{{- fail (printf "%s.podDisruptionBudget.%s %s with %s.replicas %v lets no pod be evicted: node drains and cluster upgrades would wait on it for ever; use %s, or podDisruptionBudget.enabled=false" $comp $key $v $comp $c.replicas (ternary (printf "at most %d" (sub (int $c.replicas) 1)) "1 or more" (eq $key "minAvailable"))) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
