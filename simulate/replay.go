@@ -234,6 +234,9 @@ func (rp *replay) newPolState(name string, spec policySpec) *polState {
 		applied: make([]grant, n), load: make([]uint8, n), on: make([]int, n), placedAt: make([]int, n), cold: make([]bool, n), partial: make([]bool, n), oomAt: make([]int, n),
 		hyst: updater.NewHysteresis(u.PersistCycles, u.PersistFor, u.MinReplacementInterval), flaps: newReversals(n, rp.tl.step)}
 	ps.outOfDate, ps.lastReplaced = make([]int, n), make([]time.Time, len(rp.tl.workloads))
+	// The updater's token bucket starts full (golang.org/x/time/rate): the first
+	// refillTokens caps it at the burst.
+	ps.tokens = math.Inf(1)
 	if name == PolicyGPUFrac {
 		// The updater's rollback floor: the product's, whose recommender and webhook
 		// read it (the vpa-memory baseline is VPA's sizing, which has none).

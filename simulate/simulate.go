@@ -821,14 +821,15 @@ func (ps *polState) takeToken(rate float64) bool {
 	return true
 }
 
-// refillTokens adds one step's worth of replacements before the updater runs, keeping
-// at most one step's worth (at least one) in the bucket: the updater's default
-// --eviction-burst (updater.Config.EvictionBurst) at the same rate and interval.
+// refillTokens adds one step's worth of replacements (rate per minute, steps of stepMin
+// minutes) before the updater runs, keeping at most the updater's default
+// --eviction-burst (updater.BurstOf: one step's worth rounded up, at least one) in the
+// bucket, as the updater's token bucket at the same rate and interval does.
 func (ps *polState) refillTokens(rate, stepMin float64) {
 	if rate < 0 {
 		return
 	}
-	burst := math.Max(rate*stepMin, 1)
+	burst := float64(updater.BurstOf(rate/60, time.Duration(stepMin*float64(time.Minute))))
 	ps.tokens = math.Min(burst, ps.tokens+rate*stepMin)
 }
 

@@ -213,7 +213,7 @@ func (c Config) WithDefaults() Config {
 	if c.EvictionBurst <= 0 {
 		c.EvictionBurst = 1
 		if c.EvictionRate > 0 {
-			c.EvictionBurst = max(1, int(math.Ceil(c.EvictionRate*c.Interval.Seconds()-1e-9)))
+			c.EvictionBurst = BurstOf(c.EvictionRate, c.Interval)
 		}
 	}
 	if c.LeaseName == "" {
@@ -261,4 +261,12 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// BurstOf returns the default EvictionBurst, evictions, for an eviction rate (evictions
+// per second, above 0) and the cycle interval: one cycle's worth, rounded up, at least
+// 1. gpufrac simulate sizes its replacement bucket with it, so a rate that is not a
+// whole number per cycle (1.5 a minute) allows what the updater allows: 3 in 2 cycles.
+func BurstOf(rate float64, interval time.Duration) int {
+	return max(1, int(math.Ceil(rate*interval.Seconds()-1e-9)))
 }
