@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
+
+	"github.com/gpufrac/gpufrac/recommender/metrics"
 )
 
 // The recommender's per-autoscaler series the before/after report reads (see
@@ -269,9 +272,15 @@ func pointsOf(r promv1.Range, held, allocated, peak, gpuMemory, heldWithPeak, al
 	return out
 }
 
-// warnPartial writes each of Prometheus' warnings on its answer to q to warn.
+// warnPartial writes each of Prometheus' warnings on its answer to q to warn, but for
+// PromQL info annotations sent among them (metrics.PromQLInfoPrefix: Prometheus 2.46 to
+// 2.53 and Thanos Query), which say nothing of missing data, as the recommender reads
+// them.
 func warnPartial(warn io.Writer, q string, warnings promv1.Warnings) {
 	for _, w := range warnings {
+		if strings.HasPrefix(w, metrics.PromQLInfoPrefix) {
+			continue
+		}
 		fmt.Fprintf(warn, "warning: Prometheus answered %s with a warning (the answer may be partial): %s\n", q, w)
 	}
 }

@@ -9,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/gpufrac/gpufrac/recommender/metrics"
 	"github.com/gpufrac/gpufrac/recommender/metrics/promtest"
 )
 
@@ -296,5 +298,19 @@ func TestBeforeAfterWithoutAllocatedSeries(t *testing.T) {
 	// The other namespace has both: its report is read.
 	if _, err := queryBeforeAfter(context.Background(), s.URL, "other", time.Hour, until, &warn); err != nil {
 		t.Errorf("namespace with both series: %v", err)
+	}
+}
+
+// TestWarnPartialSkipsPromQLInfos: an answer whose warnings are PromQL info annotations
+// (Prometheus 2.46-2.53 and Thanos Query send them among the warnings) is not called
+// partial; a real warning still is.
+func TestWarnPartialSkipsPromQLInfos(t *testing.T) {
+	var b strings.Builder
+	warnPartial(&b, "q", promv1.Warnings{
+		metrics.PromQLInfoPrefix + `metric might not be a counter, name does not end in _total/_sum/_count/_bucket: "x"`,
+		"store gateway unavailable",
+	})
+	if got := b.String(); strings.Contains(got, "might not be a counter") || !strings.Contains(got, "store gateway unavailable") {
+		t.Errorf("warned:\n%s\nwant the store gateway's warning only", got)
 	}
 }
