@@ -122,13 +122,8 @@ const blockSpan = 48 * time.Hour
 // one per blockSpan of the series' span (newest first), synthesizing the batches again
 // for each block; it returns each batch's manifests (trace.WriteManifests).
 func (p *plan) backfill(ctx context.Context, dataDir string) ([][]byte, error) {
-	return p.backfillBlocks(ctx, dataDir, blockSpan)
-}
-
-// backfillBlocks is backfill with blocks of span.
-func (p *plan) backfillBlocks(ctx context.Context, dataDir string, span time.Duration) ([][]byte, error) {
 	var manifests [][]byte
-	err := eachBlock(ctx, dataDir, p.end.Add(-p.span()), p.end, span, func(bw *blockWriter, newest bool) error {
+	err := eachBlock(ctx, dataDir, p.end.Add(-p.span()), p.end, blockSpan, func(bw *blockWriter, newest bool) error {
 		err := p.batches(func(so trace.SynthOptions) error {
 			if err := ctx.Err(); err != nil {
 				return err
