@@ -120,7 +120,9 @@ func TestCycleQueriesDownTargetsOnce(t *testing.T) {
 		if r.Form.Get("query") == metrics.DownTargetsQuery {
 			down.Add(1)
 		}
-		if strings.HasPrefix(r.URL.Path, "/api/v1/label/") {
+		// Source detection's label-values call (metrics.DetectSources), not a long
+		// load's presence calls (metrics.Reader.Presence, one field each).
+		if strings.HasPrefix(r.URL.Path, "/api/v1/label/") && strings.HasPrefix(r.Form.Get("match[]"), "{__name__=~") {
 			detect.Add(1)
 		}
 		prom.ServeHTTP(w, r)

@@ -360,6 +360,7 @@ func (r *Recommender) readData(ctx context.Context, rd *metrics.Reader, src metr
 	// load (from is the end of the last one, or of the previous slice).
 	firstBoundary, lastBoundary := from.Truncate(agg).Add(agg), to.Truncate(agg)
 	plan := r.plan(ctx, rd, src, sel, from, to, rec == nil)
+	sel.Present = plan.present
 	if !lastBoundary.Before(firstBoundary) {
 		var err error
 		if rec != nil {
@@ -396,13 +397,19 @@ const SplitMinWindow = time.Hour
 type readPlan struct {
 	memDirty, cpuDirty map[string]bool
 	copies             bool
+	// present says which branches of the data queries have series in the load's
+	// windows (metrics.Reader.Presence); nil: every branch is read.
+	present *metrics.Presence
 }
 
 // plan returns, for a load of (from, to] of at least SplitMinWindow, the namespaces
 // whose raw memory and compute samples in the windows it reads (from one memory
 // aggregation interval before from) hold an impossible value
 // (metrics.Reader.DirtyNamespaces), and whether any device had two or more pods there;
-// for a shorter load, every namespace robust and copies looked for. Without memory
+// for a shorter load, every namespace robust and copies looked for. It first finds
+// which fields and label forms have series there (metrics.Reader.Presence), so that the
+// plan's own check and the load's data queries leave out the branches that match
+// nothing (the selector it returns carries it); a failure reads every branch. Without memory
 // (the hourly memory is read from recordings, readRecorded) the memory namespaces are not
 // looked at: memDirty stays nil (robust) for the running interval's instant read. A query
 // that fails leaves its part at the always-right answer (robust, copies looked for),
@@ -414,6 +421,12 @@ func (r *Recommender) plan(ctx context.Context, rd *metrics.Reader, src metrics.
 	}
 	from = from.Add(-r.model.Options().MemoryAggregationInterval)
 	log := klog.FromContext(ctx).V(2)
+	fields := append(src.Fields(metrics.SignalMemory), src.Fields(metrics.SignalCompute)...)
+	present, err := rd.Presence(ctx, sel, fields, from, to)
+	if err != nil {
+		log.Info("Finding which fields have series failed; reading every query branch", "source", src.Name(), "err", err)
+	}
+	p.present, sel.Present = present, present
 	find := func(sig metrics.Signal) map[string]bool {
 		d, err := rd.DirtyNamespaces(ctx, sel, src.Fields(sig), from, to)
 		if err != nil {

@@ -24,8 +24,10 @@ import (
 // namespace (in the selector's namespace label) holding a raw sample of the fields in
 // (t-window, t] that cannot be true: NaN, ±Inf, negative, or above the unit's maximum
 // (a MIG instance's overshoot too, which only the robust form clamps). Namespaces absent
-// from the result had only valid samples there. It reads each raw sample a few times
-// (max, min and sum over the window), once per read instead of once per step.
+// from the result had only valid samples there. It reads each raw sample three times
+// (max, min and sum over the window: NaN × 0 and ±Inf × 0 are NaN, not 0), once per read
+// instead of once per step. With a Presence (Selector.Present) it reads only the
+// fields that have series, and the exported_* label form only where a series has it.
 func (s Selector) DirtyQuery(fields []Field, window time.Duration) string {
 	ns, pod := s.Labels.Namespace, s.Labels.Pod
 	nsRe := NamespaceRegex(s.Namespaces)
@@ -33,19 +35,19 @@ func (s Selector) DirtyQuery(fields []Field, window time.Duration) string {
 	var parts []string
 	add := func(sel, nsLabel string, max float64) {
 		r := func(fn string) string { return fmt.Sprintf("%s(%s[%s])", fn, sel, w) }
-		q := fmt.Sprintf("count by (%s) (%s > %g or %s < 0 or %s != %s)", nsLabel, r("max_over_time"), max, r("min_over_time"), r("sum_over_time"), r("sum_over_time"))
+		q := fmt.Sprintf("count by (%s) (%s > %g or %s < 0 or %s * 0 != 0)", nsLabel, r("max_over_time"), max, r("min_over_time"), r("sum_over_time"))
 		if nsLabel != ns {
 			q = fmt.Sprintf(`max by (%s) (label_replace(%s, %q, "$1", %q, "(.*)"))`, ns, q, ns, nsLabel)
 		}
 		parts = append(parts, q)
 	}
-	for _, f := range fields {
+	for _, f := range s.present().keep(fields) {
 		max := f.Unit.max()
 		switch {
 		case f.Labels != nil:
 			l := *f.Labels
 			add(fmt.Sprintf(`%s{%s=~%q,%s!=""%s}`, f.Metric, l.Namespace, nsRe, l.Pod, s.extra()), l.Namespace, max)
-		case s.Direct:
+		case s.Direct || !s.present().exported():
 			add(fmt.Sprintf(`%s{%s=~%q,%s!=""%s}`, f.Metric, ns, nsRe, pod, s.extra()), ns, max)
 		default:
 			add(fmt.Sprintf(`%s{%s=~%q,%s!="",%s=""%s}`, f.Metric, ns, nsRe, pod, exportedPrefix+pod, s.extra()), ns, max)

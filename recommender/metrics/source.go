@@ -171,6 +171,10 @@ type Selector struct {
 	// Raw makes Series apply its function to the raw samples, none filtered: for
 	// queries that ask whether series exist, not what they say (TargetsQuery).
 	Raw bool
+	// Present, when not nil, says which branches of the data queries have series over
+	// the read's time range (Reader.Presence); the others are left out. nil, and any
+	// selector with AllNamespaces: every branch.
+	Present *Presence
 }
 
 // extra renders Matchers as a suffix of a selector's matcher list.
@@ -233,10 +237,12 @@ func (s Selector) series(fn, metric, extra string, max, keep float64, window tim
 		}
 		// The raw result only where every raw sample of the window is valid: no sample
 		// above max (max_over_time), none negative (min_over_time), no NaN or ±Inf (a
-		// sum that equals itself). A mean poisoned by one 1.37 among 0.5s is still in
-		// range, so the result alone cannot tell.
-		clean := fmt.Sprintf("%s(%s[%s])%s and max_over_time(%s[%s]) <= %g and min_over_time(%s[%s]) >= 0 and sum_over_time(%s[%s]) == sum_over_time(%s[%s])",
-			fn, sel, w, bounds, sel, w, max, sel, w, sel, w, sel, w)
+		// sum whose product with 0 is 0: NaN × 0 and ±Inf × 0 are NaN, which equals
+		// nothing; one read of the samples, where comparing the sum with itself read
+		// them twice). A mean poisoned by one 1.37 among 0.5s is still in range, so the
+		// result alone cannot tell.
+		clean := fmt.Sprintf("%s(%s[%s])%s and max_over_time(%s[%s]) <= %g and min_over_time(%s[%s]) >= 0 and sum_over_time(%s[%s]) * 0 == 0",
+			fn, sel, w, bounds, sel, w, max, sel, w, sel, w)
 		// The fallback only where the window has raw samples: a subquery would otherwise
 		// carry the last sample into empty windows through Prometheus' lookback.
 		valid := sel + bounds
@@ -249,6 +255,9 @@ func (s Selector) series(fn, metric, extra string, max, keep float64, window tim
 		return robust(fmt.Sprintf(`%s{%s=~%q,%s!=""%s}`, metric, ns, nsRe, pod, extra))
 	}
 	direct := robust(fmt.Sprintf(`%s{%s=~%q,%s!="",%s=""%s}`, metric, ns, nsRe, pod, exportedPrefix+pod, extra))
+	if !s.present().exported() {
+		return "(" + direct + ")" // no series scraped without honor_labels (Presence)
+	}
 	exported := robust(fmt.Sprintf(`%s{%s=~%q,%s!=""%s}`, metric, exportedPrefix+ns, nsRe, exportedPrefix+pod, extra))
 	for _, l := range []string{ns, pod} {
 		exported = fmt.Sprintf(`label_replace(%s, %q, "$1", %q, "(.*)")`, exported, l, exportedPrefix+l)
@@ -383,10 +392,14 @@ type migPart struct {
 
 // migParts split a field's series: for an instance-relative field, off MIG (no
 // GPU_I_ID) and on a MIG instance, where samples up to mig.MaxOvershoot times the unit's
-// maximum are kept; other fields are one part.
-func (f Field) migParts() []migPart {
+// maximum are kept (the off-MIG part alone where p finds no series on a MIG instance);
+// other fields are one part.
+func (f Field) migParts(p *Presence) []migPart {
 	if !f.InstanceRelative {
 		return []migPart{{"", f.Unit.max()}}
+	}
+	if !p.mig() {
+		return []migPart{{fmt.Sprintf(`,%s=""`, MIGInstanceLabel), f.Unit.max()}}
 	}
 	return []migPart{
 		{fmt.Sprintf(`,%s=""`, MIGInstanceLabel), f.Unit.max()},
@@ -405,7 +418,7 @@ func (f Field) query(sel Selector, fn string, window time.Duration) string {
 		fs.Device = f.Device
 	}
 	var inner []string
-	for _, p := range f.migParts() {
+	for _, p := range f.migParts(sel.present()) {
 		q := fs.series(fn, f.Metric, p.extra, f.Unit.max(), p.keep, window)
 		if f.NoContainer {
 			q = fmt.Sprintf(`label_replace(%s, %q, "", "", "")`, q, fs.Labels.Container)
@@ -460,7 +473,7 @@ func (g gauges) ComputeQuery(sel Selector, window time.Duration) string {
 // and device, the first field that has a value.
 func preferred(fields []Field, sel Selector, fn string, window time.Duration) string {
 	var parts []string
-	for _, f := range fields {
+	for _, f := range sel.present().keep(fields) {
 		parts = append(parts, fmt.Sprintf(`label_replace(%s, %q, %q, "", "")`, f.query(sel, fn, window), SourceLabel, f.Metric))
 	}
 	return strings.Join(parts, sel.orOn())
@@ -472,7 +485,7 @@ func preferred(fields []Field, sel Selector, fn string, window time.Duration) st
 // memory peak query over the same steps to tell stale memory (issue 13 kind 8).
 func FlatQuery(src Source, sel Selector, window time.Duration) string {
 	var parts []string
-	for _, f := range src.Fields(SignalMemory) {
+	for _, f := range sel.present().keep(src.Fields(SignalMemory)) {
 		parts = append(parts, f.query(sel, "stddev_over_time", window))
 	}
 	return strings.Join(parts, sel.orOn())
@@ -614,7 +627,7 @@ func (s Selector) DropCountQuery(fields []Field, from, to time.Time) (string, ti
 	}
 	for _, f := range fields {
 		max := f.Unit.max()
-		for _, p := range f.migParts() {
+		for _, p := range f.migParts(nil) {
 			switch {
 			case f.Labels != nil:
 				l := *f.Labels
