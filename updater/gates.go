@@ -41,6 +41,13 @@ func baseGates() []gate {
 	return []gate{pendingGate, heldGate, runToCompletionGate, revisionGate, modeGate, recommendationGate, recommenderGate, outdatedGate, windowGate, publishingGate}
 }
 
+// recreateGates are the plan's gates that pass a change in place but may hold a
+// recreation (runToCompletionGate, revisionGate): a candidate whose change in place fell
+// back to a recreation (changeInPlace) passes them again as one.
+func recreateGates() []gate {
+	return []gate{runToCompletionGate, revisionGate}
+}
+
 // replacementGates are the gates a candidate passes before it is replaced (evicted or
 // deleted), in order; the disruption budget (budgetGate) and the placement check
 // (placementGate) follow for pods that are Ready.

@@ -256,11 +256,19 @@ func ReplacesBefore(a Need, lastA time.Time, b Need, lastB time.Time) bool {
 }
 
 // act changes a candidate in place, or puts it through the replacement gates (gates.go)
-// and replaces it: a not-Ready pod by deletion (unready.go), any other by eviction
+// — one whose change in place falls back to a recreation through the plan's gates that
+// only a recreation may fail first (recreateGates) — and replaces it: a not-Ready pod by deletion (unready.go), any other by eviction
 // (evict.go). A gate that refuses records its skip reason on c.
 func (u *Updater) act(ctx context.Context, cy *cycle, c *candidate) {
-	if c.action == gpufracv1.PodUpdateInPlace && u.changeInPlace(ctx, cy.now, c) {
-		return
+	if c.action == gpufracv1.PodUpdateInPlace {
+		if u.changeInPlace(ctx, cy.now, c) {
+			return
+		}
+		// Recreated instead (ErrNotInPlace): the plan's gates that let a change in
+		// place through hold a recreation.
+		if !admit(c, recreateGates()...) {
+			return
+		}
 	}
 	if !admit(c, u.replacementGates(cy)...) {
 		return
