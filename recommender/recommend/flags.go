@@ -63,11 +63,47 @@ func (f *Flags) AddFlags(fs FlagSet, c *Config) {
 }
 
 // Complete checks the parsed flags and writes those that need parsing (quantities,
-// switches) into the Config given to AddFlags. Its errors name the flag.
+// switches) into the Config given to AddFlags. Its errors name the flag; a value the
+// Config would read as unset and replace by its default (0, or a duration or
+// --compute-margin of 0 or below) is an error, not the default.
 func (f *Flags) Complete() error {
 	c := f.c
-	if r := c.LowConfidence; r < 0 || r > 1 {
-		return fmt.Errorf("--low-confidence %v: want a ratio 0-1", r)
+	if r := c.LowConfidence; !(r > 0 && r <= 1) {
+		return fmt.Errorf("--low-confidence %v: want a ratio in (0, 1]", r)
+	}
+	// The Config reads 0 (and, for these, a negative value) as unset and puts the default
+	// in its place: refuse them, so a run never uses another setting than the one given.
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{
+		{"full-confidence-history", c.Estimator.FullConfidenceHistory},
+		{"memory-aggregation-interval", c.History.MemoryAggregationInterval},
+		{"half-life", c.History.HalfLife},
+		{"memory-peak-window", c.History.PeakWindow},
+	} {
+		if d.v <= 0 {
+			return fmt.Errorf("--%s %v: want a positive duration", d.flag, d.v)
+		}
+	}
+	if m := c.Estimator.ComputeMargin; m <= 0 {
+		return fmt.Errorf("--compute-margin %v: want a positive ratio", m)
+	}
+	if c.Estimator.YoungMinAtLevel == 0 {
+		return fmt.Errorf("--young-min-at-level 0s: want a positive duration, or a negative one for a whole --memory-aggregation-interval")
+	}
+	for _, z := range []struct {
+		flag, off string
+		v         float64
+	}{
+		{"contention-tenant-reserve", "none", c.Estimator.ContentionTenantReserve},
+		{"memory-spread-factor", "no memoryLimit", c.Estimator.MemorySpreadFactor},
+		{"memory-limit-min-headroom", "none", c.Estimator.MemoryLimitMinHeadroom},
+		{"memory-limit-typical-factor", "none", c.Estimator.MemoryLimitTypicalFactor},
+	} {
+		if z.v == 0 {
+			return fmt.Errorf("--%s 0: want a positive value, or a negative one for %s", z.flag, z.off)
+		}
 	}
 	// ContentionSpace takes ln(1/budget)/slowdown: a budget of 0 or ≥ 1, or a slowdown
 	// ≤ 0, gives no finite positive s (estimate.Config.ContentionSpace).
@@ -91,8 +127,8 @@ func (f *Flags) Complete() error {
 	}
 	if f.minMemory != "" {
 		m, err := resource.ParseQuantity(f.minMemory)
-		if err != nil || m.Sign() < 0 {
-			return fmt.Errorf("--min-memory %q: want a quantity such as 512Mi", f.minMemory)
+		if err != nil || m.Sign() <= 0 {
+			return fmt.Errorf("--min-memory %q: want a positive quantity such as 512Mi", f.minMemory)
 		}
 		c.Policy.MinMemoryBytes = m.AsApproximateFloat64()
 	}

@@ -3,10 +3,13 @@ package recommend
 import (
 	"flag"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 )
@@ -80,6 +83,75 @@ func TestFlags(t *testing.T) {
 			want := strings.SplitN(bad, "=", 2)[0]
 			if _, err := p(bad); err == nil || !strings.Contains(err.Error(), want) {
 				t.Errorf("%s: %s: error %v, want one naming %s", name, bad, err, want)
+			}
+		}
+	}
+}
+
+// TestFlagsNeverFallBackToTheDefault: a value the Config reads as unset (0, or a
+// negative where negative means nothing) would be replaced by the default without a
+// word, so a run would report figures for a setting other than the one given. Every
+// value of each shared flag either reaches the Config as given (after WithDefaults;
+// history.Options keeps only positive durations) or fails naming the flag.
+func TestFlagsNeverFallBackToTheDefault(t *testing.T) {
+	kept := func(c Config) Config { return c.WithDefaults() }
+	positive := func(d time.Duration) bool { return d > 0 } // history.Options' defaults replace the rest
+	type check struct {
+		flag   string
+		values []string
+		// given reports whether the parsed, defaulted Config holds the value given.
+		given func(c Config, v string) bool
+	}
+	ratio := func(get func(Config) float64) func(Config, string) bool {
+		return func(c Config, v string) bool {
+			f, err := strconv.ParseFloat(v, 64)
+			return err == nil && get(kept(c)) == f
+		}
+	}
+	dur := func(get func(Config) time.Duration, history bool) func(Config, string) bool {
+		return func(c Config, v string) bool {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return false
+			}
+			if history {
+				return get(c) == d && positive(d)
+			}
+			return get(kept(c)) == d
+		}
+	}
+	checks := []check{
+		{"low-confidence", []string{"0", "0.01", "0.5", "1"}, ratio(func(c Config) float64 { return c.LowConfidence })},
+		{"compute-margin", []string{"0", "-0.1", "-1", "0.001", "0.5"}, ratio(func(c Config) float64 { return c.Estimator.ComputeMargin })},
+		{"contention-tenant-reserve", []string{"0", "-1", "0.01", "0.5"}, ratio(func(c Config) float64 { return c.Estimator.ContentionTenantReserve })},
+		{"memory-spread-factor", []string{"0", "-1", "0.5", "3"}, ratio(func(c Config) float64 { return c.Estimator.MemorySpreadFactor })},
+		{"memory-limit-min-headroom", []string{"0", "-1", "0.25", "1"}, ratio(func(c Config) float64 { return c.Estimator.MemoryLimitMinHeadroom })},
+		{"memory-limit-typical-factor", []string{"0", "-1", "1.5", "3"}, ratio(func(c Config) float64 { return c.Estimator.MemoryLimitTypicalFactor })},
+		{"full-confidence-history", []string{"0s", "-1h0m0s", "1m0s", "48h0m0s"}, dur(func(c Config) time.Duration { return c.Estimator.FullConfidenceHistory }, false)},
+		{"young-min-at-level", []string{"0s", "-1m0s", "1m0s", "2h0m0s"}, dur(func(c Config) time.Duration { return c.Estimator.YoungMinAtLevel }, false)},
+		{"memory-aggregation-interval", []string{"0s", "-1h0m0s", "30m0s", "2h0m0s"}, dur(func(c Config) time.Duration { return c.History.MemoryAggregationInterval }, true)},
+		{"half-life", []string{"0s", "-1h0m0s", "1h0m0s", "72h0m0s"}, dur(func(c Config) time.Duration { return c.History.HalfLife }, true)},
+		{"memory-peak-window", []string{"0s", "-24h0m0s", "6h0m0s", "336h0m0s"}, dur(func(c Config) time.Duration { return c.History.PeakWindow }, true)},
+		{"min-memory", []string{"0", "1Mi", "1Gi"}, func(c Config, v string) bool {
+			q := resource.MustParse(v)
+			return kept(c).Policy.MinMemoryBytes == q.AsApproximateFloat64()
+		}},
+	}
+	for _, ch := range checks {
+		for _, v := range ch.values {
+			var c Config
+			var f Flags
+			fs := pflag.NewFlagSet("simulate", pflag.ContinueOnError)
+			f.AddFlags(fs, &c)
+			if err := fs.Parse([]string{"--" + ch.flag + "=" + v}); err != nil {
+				t.Fatalf("--%s=%s: parse: %v", ch.flag, v, err)
+			}
+			err := f.Complete()
+			switch {
+			case err != nil && !strings.Contains(err.Error(), "--"+ch.flag):
+				t.Errorf("--%s=%s: error %q does not name the flag", ch.flag, v, err)
+			case err == nil && !ch.given(c, v):
+				t.Errorf("--%s=%s accepted, but the Config runs another value (its default)", ch.flag, v)
 			}
 		}
 	}
