@@ -325,6 +325,17 @@ func (f *simulateFlags) completeUpdater(cmd *cobra.Command) error {
 	if u.NearLimit > 1 { // as the updater's Config.Validate: a peak never reaches it
 		return fmt.Errorf("--near-limit %v: want a ratio ≤ 1, as the updater's", u.NearLimit)
 	}
+	// The updater refuses these (bootstrap.Positive); simulate.Options would read them as
+	// unset and run the defaults instead.
+	if u.NearLimit <= 0 {
+		return fmt.Errorf("--near-limit %v: want a ratio above 0, as the updater's", u.NearLimit)
+	}
+	if u.ChangeThreshold <= 0 {
+		return fmt.Errorf("--change-threshold %v: want a ratio above 0, as the updater's --threshold", u.ChangeThreshold)
+	}
+	if u.ComputeRequestGrowth == 0 {
+		return fmt.Errorf("--compute-request-growth 0: want a ratio above 0, or a negative value for off, as the updater's")
+	}
 	if u.MinLifetime == 0 {
 		u.MinLifetime = -1 // none
 	}

@@ -423,6 +423,41 @@ func TestSimulateNearLimitAboveOne(t *testing.T) {
 	}
 }
 
+// TestSimulateUpdaterFlagsNeverFallBackToTheDefault: the updater refuses a --threshold
+// or --near-limit of 0 or below and a --compute-request-growth of 0, and the simulator's
+// Options read those values as unset and put the defaults in their place, so simulate
+// refuses them too, naming the flag, rather than report figures for the defaults; the
+// values it accepts are the ones the run uses (its JSON settings).
+func TestSimulateUpdaterFlagsNeverFallBackToTheDefault(t *testing.T) {
+	for _, args := range [][]string{
+		{"--change-threshold", "0"}, {"--change-threshold", "-0.1"},
+		{"--near-limit", "0"}, {"--near-limit", "-0.5"},
+		{"--compute-request-growth", "0"},
+	} {
+		_, _, err := run(t, append([]string{"simulate", "--format", "synthetic"}, args...)...)
+		if err == nil || !strings.Contains(err.Error(), args[0]+" "+args[1]) {
+			t.Errorf("%v: error %v, want one naming %s %s", args, err, args[0], args[1])
+		}
+	}
+	out, _, err := run(t, "simulate", "--format", "synthetic", "--synth-workloads", "1", "--synth-duration", "3h",
+		"--policies", "gpufrac", "--output-format", "json", "--change-threshold", "0.01", "--near-limit", "0.05",
+		"--compute-request-growth", "-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Runs []struct {
+			Settings struct{ ChangeThreshold, NearLimit float64 }
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || len(rep.Runs) != 1 {
+		t.Fatalf("json: %v (%d runs)", err, len(rep.Runs))
+	}
+	if s := rep.Runs[0].Settings; s.ChangeThreshold != 0.01 || s.NearLimit != 0.05 {
+		t.Errorf("settings %+v, want the change threshold 0.01 and near limit 0.05 given", s)
+	}
+}
+
 // TestSimulateGenTD26PodWithoutMemoryNamesContainerIP: the pod and Deployment names of a
 // GenTD26 trace are made up by the reader, so the error about a pod with duty-cycle but
 // no memory samples names its container_ip, which is what the files hold.
