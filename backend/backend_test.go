@@ -413,6 +413,35 @@ func TestMPS(t *testing.T) {
 	}
 }
 
+// TestMPSReadUnits: a CUDA_MPS_PINNED_DEVICE_MEM_LIMIT a pod carries without a record
+// (set by hand before gpufrac, or while the webhook was down) is read in every unit the
+// MPS client takes, K, M, G or T (binary multiples, B optional, any case), not only the
+// webhook's own "<MiB>M": read as absent, the updater never compares the pod's memory,
+// so one running out of memory at its own limit is never grown. A value in no such unit
+// is absent; the configured device's entry counts.
+func TestMPSReadUnits(t *testing.T) {
+	b := backend(t, Config{}, gpufracv1.BackendMPS)
+	for v, want := range map[string]int64{
+		"0=16G": 16 << 30, "0=1G": 1 << 30, "0=1g": 1 << 30, "0=2GB": 2 << 30, "0=512MB": 512 * MiB,
+		"0=1536M": 1536 * MiB, "0=1536m": 1536 * MiB, "0=1536": 1536 * MiB, "0=524288K": 512 * MiB,
+		"0=1T": 1 << 40, "1=512MB,0=3G": 3 << 30,
+		"0=1.5G": -1, "0=G": -1, "0=-1G": -1, "0=4X": -1, "1=4G": -1,
+	} {
+		c := gpuContainer("a", 1)
+		c.Env = []corev1.EnvVar{{Name: "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", Value: v}}
+		got, ok := b.Read(podOf(c))["a"]
+		if want < 0 {
+			if ok {
+				t.Errorf("%q: read %+v, want absent", v, got)
+			}
+			continue
+		}
+		if got.Memory != want {
+			t.Errorf("%q: read %d bytes (found %v), want %d", v, got.Memory, ok, want)
+		}
+	}
+}
+
 // TestAnnotationsBackend: the limit and compute keys, pod totals and per container
 // (placed by the limit: --annotation-memory-request=none; the request is
 // TestAnnotationsMemoryRequest's).

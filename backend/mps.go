@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -57,8 +58,9 @@ func (b *mpsBackend) Apply(pod *corev1.Pod, targets []*Target) ([]string, error)
 // WritesCompute implements Codec: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE.
 func (b *mpsBackend) WritesCompute() bool { return true }
 
-// Read implements Codec: PinnedMemoryEnv ("<device>=<MiB>M", possibly several devices;
-// the configured Device counts) and ThreadPercentageEnv (percent).
+// Read implements Codec: PinnedMemoryEnv ("<device>=<MiB>M" as Apply writes it, or in
+// any unit the MPS client takes, parsePinnedLimit; possibly several devices, the
+// configured Device counts) and ThreadPercentageEnv (percent).
 func (b *mpsBackend) Read(pod *corev1.Pod) map[string]Allocation {
 	return readEach(pod, func(pc workload.PodContainer, a *Allocation) {
 		c := pc.Container
@@ -70,8 +72,8 @@ func (b *mpsBackend) Read(pod *corev1.Pod) map[string]Allocation {
 					if !ok || dev != b.cfg.MPS.Device {
 						continue
 					}
-					if n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSuffix(v, "M"), "m"), 10, 64); err == nil && n >= 0 {
-						a.Memory = n * MiB
+					if n, ok := parsePinnedLimit(v); ok {
+						a.Memory = n
 					}
 				}
 			case b.cfg.MPS.ThreadPercentageEnv:
@@ -81,6 +83,34 @@ func (b *mpsBackend) Read(pod *corev1.Pod) map[string]Allocation {
 			}
 		}
 	})
+}
+
+// pinnedLimitUnits are the units of a CUDA_MPS_PINNED_DEVICE_MEM_LIMIT value, binary
+// multiples ("0=1G" is 1 GiB), by their lower-case letter.
+var pinnedLimitUnits = map[string]int64{"k": 1 << 10, "m": MiB, "g": 1 << 30, "t": 1 << 40}
+
+// parsePinnedLimit parses the limit of one CUDA_MPS_PINNED_DEVICE_MEM_LIMIT entry, a
+// whole number with a unit K, M, G or T (any case, B optional: "16G", "512MB",
+// "4096M"), or without one in MiB, and returns bytes; false when v is no such value.
+func parsePinnedLimit(v string) (int64, bool) {
+	v = strings.TrimSpace(v)
+	end := strings.IndexFunc(v, func(r rune) bool { return r < '0' || r > '9' })
+	if end < 0 {
+		end = len(v)
+	}
+	n, err := strconv.ParseInt(v[:end], 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	unit := strings.ToLower(v[end:])
+	if unit == "" {
+		unit = "m"
+	}
+	scale, ok := pinnedLimitUnits[strings.TrimSuffix(unit, "b")]
+	if !ok || n > math.MaxInt64/scale {
+		return 0, false
+	}
+	return n * scale, true
 }
 
 // MPSConfig configures the mps backend.
