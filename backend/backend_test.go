@@ -113,6 +113,45 @@ func TestHAMi(t *testing.T) {
 	}
 }
 
+// TestHAMiReadMemoryPercentage: a container a pod without a record asks HAMi for a
+// share of its GPU by nvidia.com/gpumem-percentage (set by hand before gpufrac, or
+// while the webhook was down) holds that share of the GPU's memory, --gpu-memory or the
+// GPU its nodeSelector pins it to (Config.ForPod), the smallest it may land on: read
+// as absent, the updater took it for a whole GPU (or, next to nvidia.com/gpucores, never
+// compared its memory), so one running out at its share was never grown. gpumem, which
+// HAMi takes before the percentage, wins; a percentage outside 1-100 is absent.
+func TestHAMiReadMemoryPercentage(t *testing.T) {
+	b := backend(t, Config{GPUMemoryBytes: 80 << 30}, gpufracv1.BackendHAMi)
+	read := func(limits map[corev1.ResourceName]string, pinnedMiB string) (Allocation, bool) {
+		c := gpuContainer("a", 1)
+		for n, v := range limits {
+			c.Resources.Limits[n] = resource.MustParse(v)
+		}
+		pod := podOf(c)
+		if pinnedMiB != "" {
+			pod.Spec.NodeSelector = map[string]string{LabelGPUMemory: pinnedMiB}
+		}
+		a, ok := b.Read(pod)["a"]
+		return a, ok
+	}
+	for pct, want := range map[string]int64{"1": 80 << 30 / 100, "25": 20 << 30, "50": 40 << 30, "99": 80 << 30 * 99 / 100, "100": 80 << 30} {
+		if a, _ := read(map[corev1.ResourceName]string{"nvidia.com/gpumem-percentage": pct}, ""); a.Memory != want || a.Compute != -1 {
+			t.Errorf("gpumem-percentage %s: read %+v, want %d bytes, no compute", pct, a, want)
+		}
+	}
+	if a, _ := read(map[corev1.ResourceName]string{"nvidia.com/gpumem-percentage": "50", "nvidia.com/gpucores": "30"}, "23034"); a.Memory != 23034*MiB/2 || a.Compute != 300 {
+		t.Errorf("50%% of a pinned 23034 MiB GPU, 30%% cores: read %+v, want %d bytes, 300m", a, 23034*MiB/2)
+	}
+	if a, _ := read(map[corev1.ResourceName]string{"nvidia.com/gpumem-percentage": "50", "nvidia.com/gpumem": "3000"}, ""); a.Memory != 3000*MiB {
+		t.Errorf("gpumem beside gpumem-percentage: read %+v, want gpumem's 3000 MiB", a)
+	}
+	for _, pct := range []string{"0", "101", "-5"} {
+		if a, ok := read(map[corev1.ResourceName]string{"nvidia.com/gpumem-percentage": pct}, ""); ok {
+			t.Errorf("gpumem-percentage %s: read %+v, want absent", pct, a)
+		}
+	}
+}
+
 func TestHAMiRenamedResourcesAndMultiGPU(t *testing.T) {
 	cfg := Config{HAMi: HAMiConfig{MemoryResource: "example.com/vmem", CoresResource: "example.com/vcores"}}
 	b := backend(t, cfg, gpufracv1.BackendHAMi)

@@ -44,12 +44,17 @@ func (b *hamiBackend) Apply(pod *corev1.Pod, targets []*Target) ([]string, error
 // WritesCompute implements Codec: nvidia.com/gpucores.
 func (b *hamiBackend) WritesCompute() bool { return true }
 
-// Read implements Codec: the limits MemoryResource (MiB) and CoresResource (percent).
+// Read implements Codec: the limits MemoryResource (MiB), else MemoryPercentageResource
+// (percent 1–100 of the GPU's memory, as HAMi reads it when MemoryResource is absent:
+// of GPUMemoryBytes or the GPU the pod is pinned to, Config.ForPod, the smallest it may
+// land on), and CoresResource (percent).
 func (b *hamiBackend) Read(pod *corev1.Pod) map[string]Allocation {
 	return readEach(pod, func(pc workload.PodContainer, a *Allocation) {
 		c := pc.Container
 		if q, ok := c.Resources.Limits[b.cfg.HAMi.MemoryResource]; ok {
 			a.Memory = q.Value() * MiB
+		} else if q, ok := c.Resources.Limits[b.cfg.HAMi.MemoryPercentageResource]; ok && q.Value() >= 1 && q.Value() <= 100 {
+			a.Memory = b.cfg.ForPod(pod).GPUMemoryBytes * q.Value() / 100
 		}
 		if q, ok := c.Resources.Limits[b.cfg.HAMi.CoresResource]; ok {
 			a.Compute = q.Value() * 10
