@@ -18,7 +18,8 @@ const ReasonWrongDevice = "WrongDevice"
 
 // allocation returns the GPUs each pod was seen on by an authority other than the data
 // source, for the load (from, to]: the live pods' sharing-backend annotations
-// (workload.AllocatedGPUs), replaced by what gpufrac's agent saw where it saw the pod
+// (workload.AllocatedGPUs), which speak of samples of the live pod only (from its
+// creation, metrics.Allocated.From), replaced by what gpufrac's agent saw where it saw the pod
 // (metrics.AllocationQuery, one range query at the memory aggregation interval). Nil
 // when every source read is the agent itself: it measures the pods' own processes.
 func (r *Recommender) allocation(ctx context.Context, sel metrics.Selector, from, to time.Time) (metrics.Allocation, error) {
@@ -34,6 +35,12 @@ func (r *Recommender) allocation(ctx context.Context, sel metrics.Selector, from
 		gpus, by := workload.AllocatedGPUs(p)
 		for _, uuid := range gpus {
 			alloc.Add(k[0], k[1], by, uuid, "")
+		}
+		if al, ok := alloc[k]; ok {
+			// The annotation is this pod's: an earlier pod of its name (a StatefulSet
+			// replica replaced onto another GPU) is the workload's history.
+			al.From = p.CreationTimestamp.Time
+			alloc[k] = al
 		}
 	}
 	agg := r.model.Options().MemoryAggregationInterval

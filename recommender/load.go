@@ -486,7 +486,7 @@ func (q rawMemory) flat(sel metrics.Selector, window time.Duration) string {
 func (d *sourceData) readMemory(ctx context.Context, rd *metrics.Reader, sel metrics.Selector, plan readPlan, mq memoryQueries, window time.Duration, from, to time.Time, contradict bool) error {
 	read := func(q, copies string) ([]metrics.Series, error) {
 		if from.Equal(to) {
-			return rd.InstantShared(ctx, metrics.SignalMemory, q, copies, to)
+			return rd.InstantShared(ctx, metrics.SignalMemory, q, copies, to, window)
 		}
 		return rd.RangeShared(ctx, metrics.SignalMemory, q, copies, from, to, window)
 	}

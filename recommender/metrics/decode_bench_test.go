@@ -31,7 +31,7 @@ func BenchmarkDecodeSharedDevices(b *testing.B) {
 	r := &Reader{Labels: DefaultLabels, Device: []string{"UUID", MIGInstanceLabel}}
 	b.ReportAllocs()
 	for b.Loop() {
-		if out := r.decode(SignalCompute, m, nil); len(out) != pods {
+		if out := r.decode(SignalCompute, m, nil, time.Minute); len(out) != pods {
 			b.Fatalf("%d series", len(out))
 		}
 	}

@@ -27,6 +27,25 @@ type Allocated struct {
 	// GPUs maps a GPU's UUID to the MIG GPU instance IDs seen on it ("" for the whole GPU
 	// or an authority that does not say).
 	GPUs map[string]map[string]bool
+	// From is when the pod the authority speaks of was created: a live pod's annotation
+	// says nothing of an earlier pod of its name (a StatefulSet replica before it was
+	// replaced onto another GPU), whose samples are the workload's history. Samples
+	// stamped at or before From are not checked (earlier). Zero: the authority speaks of
+	// every pod of the name (the agent's GPUs are those it saw a process of the name on
+	// over the load).
+	From time.Time
+}
+
+// earlier reports whether a sample stamped at t may aggregate usage of an earlier pod
+// of the name, which the authority does not speak of: all of it (stamped at or before
+// From), or part of it (its window, and Prometheus' lookback before it, AgentCoverage,
+// reach back before From: straddles).
+func (al Allocated) earlier(t model.Time, window time.Duration) (all, straddles bool) {
+	if al.From.IsZero() {
+		return false, false
+	}
+	from := model.TimeFromUnixNano(al.From.UnixNano())
+	return t <= from, t.Add(-window-AgentCoverage) < from
 }
 
 // AllocatedByAgent names gpufrac's agent as the authority of an Allocated.
@@ -68,7 +87,8 @@ func (al Allocated) String() string {
 
 // contradicts reports whether the series of the pod names a GPU (or MIG instance) the
 // pod's authority did not see it on, with the device it names; a series that names no
-// device, or a pod without an allocation, contradicts nothing.
+// device, or a pod without an allocation, contradicts nothing. Which of its samples the
+// authority speaks of is Allocated.earlier's.
 func (a Allocation) contradicts(id ContainerID, m model.Metric) (Allocated, string, bool) {
 	al, ok := a[[2]string{id.Namespace, id.Pod}]
 	if !ok {

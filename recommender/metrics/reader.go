@@ -294,26 +294,28 @@ func (r *Reader) Vector(ctx context.Context, query string, ts time.Time) (model.
 }
 
 // Instant runs an instant query at ts and returns one series per container, each with one
-// sample, after dropping impossible values of the signal.
+// sample, after dropping impossible values of the signal. Its samples are taken as raw
+// samples (no window) by the Allocation check; InstantShared takes the window.
 func (r *Reader) Instant(ctx context.Context, signal Signal, query string, ts time.Time) ([]Series, error) {
 	vec, err := r.Vector(ctx, query, ts)
 	if err != nil {
 		return nil, err
 	}
-	return r.decode(signal, toMatrix(vec), nil), nil
+	return r.decode(signal, toMatrix(vec), nil, 0), nil
 }
 
 // Range runs query over [start, end] at step, split into chunks of at most
 // MaxPointsPerSeries points, and returns one series per container. It returns the first
 // chunk's error, and a *PartialResponseError (ErrPartialResponse) when any chunk's
 // answer carried warnings; a failed history load is retried by the caller, never read as
-// zero and never read in part.
+// zero and never read in part. Each sample is taken to aggregate the step before it (a
+// range function over a window of the step), as gpufrac's reads do.
 func (r *Reader) Range(ctx context.Context, signal Signal, query string, start, end time.Time, step time.Duration) ([]Series, error) {
 	m, err := r.rangeMatrix(ctx, query, start, end, step)
 	if err != nil {
 		return nil, err
 	}
-	return r.decode(signal, m, nil), nil
+	return r.decode(signal, m, nil, step), nil
 }
 
 // RangeShared is Range with shared-device detection across every namespace: copies is
@@ -340,12 +342,12 @@ func (r *Reader) RangeShared(ctx context.Context, signal Signal, query, copies s
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	return r.decode(signal, m, r.copiesOf(c)), nil
+	return r.decode(signal, m, r.copiesOf(c), step), nil
 }
 
 // InstantShared is Instant with shared-device detection across every namespace (see
-// RangeShared).
-func (r *Reader) InstantShared(ctx context.Context, signal Signal, query, copies string, ts time.Time) ([]Series, error) {
+// RangeShared), for a query whose sample aggregates the window before ts.
+func (r *Reader) InstantShared(ctx context.Context, signal Signal, query, copies string, ts time.Time, window time.Duration) ([]Series, error) {
 	vec, err := r.Vector(ctx, query, ts)
 	if err != nil {
 		return nil, err
@@ -356,7 +358,7 @@ func (r *Reader) InstantShared(ctx context.Context, signal Signal, query, copies
 			return nil, err
 		}
 	}
-	return r.decode(signal, toMatrix(vec), r.copiesOf(toMatrix(c))), nil
+	return r.decode(signal, toMatrix(vec), r.copiesOf(toMatrix(c)), window), nil
 }
 
 func toMatrix(vec model.Vector) model.Matrix {
@@ -629,17 +631,18 @@ var tooLarge = []string{
 	"-search.maxsamplesperquery", "-search.maxsamplesperseries", "-search.maxuniquetimeseries", // VictoriaMetrics
 }
 
-// decode groups streams by container and device, drops impossible values (counting
-// them), converts a MIG instance's activity to a share of the whole GPU (gpuShare),
-// marks device-wide values copied to several pods of a shared GPU, and merges the
-// devices and duplicate series of one container with max, never a sum.
+// decode groups streams by container and device (group: window is the span each
+// sample aggregates), drops impossible values (counting them), converts a MIG
+// instance's activity to a share of the whole GPU (gpuShare), marks device-wide values
+// copied to several pods of a shared GPU, and merges the devices and duplicate series
+// of one container with max, never a sum.
 //
 // It holds each stream's valid samples in one slice and groups samples by time only
 // where several streams meet (a container's devices or duplicates, a device's pods):
 // a history answer of 1,000 pods × 1 day at 1m is 1.4 M samples, and a map entry per
 // sample (by container, by device) was most of the recommender's peak memory.
-func (r *Reader) decode(signal Signal, m model.Matrix, copies deviceCopies) []Series {
-	g := r.group(signal, m)
+func (r *Reader) decode(signal Signal, m model.Matrix, copies deviceCopies, window time.Duration) []Series {
+	g := r.group(signal, m, window)
 	merged := make(mergedPoints, len(g.byID))
 	devices := make(map[ContainerID]int, len(g.byID))
 	multiAt := make(map[ContainerID]model.Time, len(g.byID))
@@ -746,11 +749,14 @@ type grouped struct {
 }
 
 // group reads each series of m into a stream of its valid points, grouped by container
-// and device; series without pod labels, or on a GPU the allocation contradicts, are
-// dropped and counted (SamplesDropped).
-func (r *Reader) group(signal Signal, m model.Matrix) grouped {
+// and device; series without pod labels, and samples on a GPU the allocation
+// contradicts, are dropped and counted (SamplesDropped). window is the span each sample
+// aggregates, ending at its time, which says whether it may hold an earlier pod's usage
+// (Allocated.earlier).
+func (r *Reader) group(signal Signal, m model.Matrix, window time.Duration) grouped {
 	g := grouped{byID: map[ContainerID][]*stream{}, byDevice: map[string][]*stream{}, perProcess: map[string][]*stream{},
 		sources: map[ContainerID]string{}, profiles: map[ContainerID]string{}, wrong: map[ContainerID]string{}}
+	var pending []pendingStream
 	for _, s := range m {
 		id := ContainerID{
 			Namespace: string(s.Metric[model.LabelName(r.Labels.Namespace)]),
@@ -762,36 +768,103 @@ func (r *Reader) group(signal Signal, m model.Matrix) grouped {
 			continue
 		}
 		src := string(s.Metric[SourceLabel])
+		st := &stream{id: id, src: src, dev: r.deviceKey(s.Metric)}
 		if al, dev, bad := r.Allocation.contradicts(id, s.Metric); bad {
-			SamplesDropped.WithLabelValues(string(signal), DropWrongDevice).Add(float64(len(s.Values)))
-			what := src
-			if what == "" {
-				what = "the " + string(signal) + " series"
+			// Only the samples of the pod the authority speaks of contradict it: those
+			// of an earlier pod of the name are the workload's history (earlier).
+			var wrong int
+			var straddling []devPoint
+			for _, p := range validPoints(signal, src, s) {
+				switch all, straddles := al.earlier(p.t, window); {
+				case all:
+					st.pts = append(st.pts, p)
+				case straddles:
+					straddling = append(straddling, p)
+				default:
+					wrong++
+				}
 			}
-			g.wrong[id] = fmt.Sprintf("%s of pod %s container %s names GPU %s, but %s saw the pod on %s: not used", what, id.Pod, id.Container, dev, al.By, al)
-			continue
+			if len(straddling) > 0 {
+				pending = append(pending, pendingStream{st: &stream{id: id, src: src, dev: st.dev, pts: straddling}, metric: s.Metric, dev: dev, al: al})
+			}
+			if wrong > 0 {
+				SamplesDropped.WithLabelValues(string(signal), DropWrongDevice).Add(float64(wrong))
+				g.wrongDevice(signal, id, src, dev, al)
+			}
+		} else {
+			st.pts = validPoints(signal, src, s)
 		}
-		if p := string(s.Metric[MIGProfileLabel]); p != "" {
-			g.profiles[id] = p
+		g.add(st, s.Metric)
+	}
+	// A sample whose window straddles the creation of the pod the authority speaks of,
+	// on a GPU it contradicts, is the earlier pod's last window where the container
+	// reports on a GPU the authority lists at that time (a replica replaced onto
+	// another GPU); else it is the pod's own series on the wrong GPU.
+	for _, ps := range pending {
+		var own, wrong []devPoint
+		for _, p := range ps.st.pts {
+			if slices.ContainsFunc(g.byID[ps.st.id], func(o *stream) bool { return !o.pending && o.at(p.t) }) {
+				own = append(own, p)
+			} else {
+				wrong = append(wrong, p)
+			}
 		}
-		st := &stream{id: id, src: src, dev: r.deviceKey(s.Metric), pts: validPoints(signal, src, s)}
-		if len(st.pts) == 0 {
-			continue
+		if len(wrong) > 0 {
+			SamplesDropped.WithLabelValues(string(signal), DropWrongDevice).Add(float64(len(wrong)))
+			g.wrongDevice(signal, ps.st.id, ps.st.src, ps.dev, ps.al)
 		}
-		if src != "" {
-			g.sources[id] = src // a field whose samples were all dropped names no source
-		}
-		g.byID[id] = append(g.byID[id], st)
-		// A per-process measurement (the agent's) is never a copy, equal or not.
-		switch {
-		case st.dev == "":
-		case PerProcess(src):
-			g.perProcess[st.dev] = append(g.perProcess[st.dev], st)
-		default:
-			g.byDevice[st.dev] = append(g.byDevice[st.dev], st)
-		}
+		ps.st.pts, ps.st.pending = own, true
+		g.add(ps.st, ps.metric)
 	}
 	return g
+}
+
+// pendingStream is a stream of samples that straddle the creation of the pod an
+// allocation speaks of (group), with its series' labels, the GPU it names and the
+// allocation it contradicts.
+type pendingStream struct {
+	st     *stream
+	metric model.Metric
+	dev    string
+	al     Allocated
+}
+
+// wrongDevice says that samples of the container's series of field src were not used:
+// they name GPU dev, on which al did not see the pod.
+func (g grouped) wrongDevice(signal Signal, id ContainerID, src, dev string, al Allocated) {
+	what := src
+	if what == "" {
+		what = "the " + string(signal) + " series"
+	}
+	g.wrong[id] = fmt.Sprintf("%s of pod %s container %s names GPU %s, but %s saw the pod on %s: not used", what, id.Pod, id.Container, dev, al.By, al)
+}
+
+// add groups the stream of series m by container and device, unless it has no point.
+func (g grouped) add(st *stream, m model.Metric) {
+	if len(st.pts) == 0 {
+		return
+	}
+	if p := string(m[MIGProfileLabel]); p != "" {
+		g.profiles[st.id] = p
+	}
+	if st.src != "" {
+		g.sources[st.id] = st.src // a field whose samples were all dropped names no source
+	}
+	g.byID[st.id] = append(g.byID[st.id], st)
+	// A per-process measurement (the agent's) is never a copy, equal or not.
+	switch {
+	case st.dev == "":
+	case PerProcess(st.src):
+		g.perProcess[st.dev] = append(g.perProcess[st.dev], st)
+	default:
+		g.byDevice[st.dev] = append(g.byDevice[st.dev], st)
+	}
+}
+
+// at reports whether the stream has a point at t.
+func (st *stream) at(t model.Time) bool {
+	_, ok := slices.BinarySearchFunc(st.pts, t, func(p devPoint, t model.Time) int { return cmp.Compare(p.t, t) })
+	return ok
 }
 
 // mergedPoints are each container's points after its streams are merged (mergeStreams).
@@ -911,6 +984,9 @@ type stream struct {
 	id       ContainerID
 	src, dev string // the source field (SourceLabel) and deviceKey
 	pts      []devPoint
+	// pending: samples on a GPU the allocation contradicts, kept as an earlier pod's
+	// last window (group).
+	pending bool
 }
 
 // devPoint is one valid sample of a stream: v a share of the whole GPU (gpuShare), raw

@@ -147,5 +147,5 @@ func (r *Reader) RecordedCompute(ctx context.Context, src Source, sel Selector, 
 			m = append(m, out)
 		}
 	}
-	return r.decode(SignalCompute, m, nil), nil
+	return r.decode(SignalCompute, m, nil, HistoryRuleInterval), nil
 }
