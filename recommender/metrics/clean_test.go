@@ -23,16 +23,7 @@ func TestSplitQueryEqualsRobust(t *testing.T) {
 	const n = 6 * 120 // six hours every 30 s
 	start := t0.Add(30 * time.Second)
 	end := t0.Add(6 * time.Hour)
-	vary := func(base, amp float64, bad map[int]float64) []float64 {
-		v := make([]float64, n)
-		for i := range v {
-			v[i] = base + amp*float64((i*7)%13)/13
-			if b, ok := bad[i]; ok {
-				v[i] = b
-			}
-		}
-		return v
-	}
+	vary := func(base, amp float64, bad map[int]float64) []float64 { return varied(n, base, amp, 0, bad) }
 	series := func(metric, ns string, exported bool, extra map[string]string) map[string]string {
 		l := map[string]string{"__name__": metric, "namespace": ns, "pod": ns + "-0", "container": "main", "UUID": "GPU-" + ns}
 		if exported {

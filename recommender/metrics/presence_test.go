@@ -25,14 +25,7 @@ func TestPresencePrunesOnlyEmptyBranches(t *testing.T) {
 	start := t0.Add(30 * time.Second)
 	end := t0.Add(6 * time.Hour)
 	vary := func(base, amp float64, phase int, bad map[int]float64) []float64 {
-		v := make([]float64, n)
-		for i := range v {
-			v[i] = base + amp*float64((i*7+phase)%13)/13
-			if b, ok := bad[i]; ok {
-				v[i] = b
-			}
-		}
-		return v
+		return varied(n, base, amp, phase, bad)
 	}
 	type pod struct {
 		ns       string
@@ -190,4 +183,18 @@ func TestPresenceFailureReadsEveryBranch(t *testing.T) {
 			t.Errorf("%s: the copies query over every namespace was pruned:\n%s\nwant\n%s", sig, got, want)
 		}
 	}
+}
+
+// varied returns n samples that vary between base and base + amp in a cycle of 13
+// (shifted by phase), with the values of bad at their indexes: impossible samples
+// among valid ones.
+func varied(n int, base, amp float64, phase int, bad map[int]float64) []float64 {
+	v := make([]float64, n)
+	for i := range v {
+		v[i] = base + amp*float64((i*7+phase)%13)/13
+		if b, ok := bad[i]; ok {
+			v[i] = b
+		}
+	}
+	return v
 }
