@@ -698,6 +698,11 @@ func adopt(gfr *gpufracv1.GPUFractionRecommendation, gfa *gpufracv1.GPUFractionA
 }
 
 // write creates or updates the recommendation and mirrors its summary onto the autoscaler.
+// An existing recommendation's status is written before its spec.targetRef and
+// controller reference: those say whose values the status holds (contract.Retargeted,
+// contract.Adopted), so a status write that fails (or a recommender stopped between the
+// two) leaves the former target's values under the former target, never under the new
+// one, where the webhook and the updater would apply them.
 func (r *Recommender) write(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler, old *gpufracv1.GPUFractionRecommendation,
 	exists bool, st *gpufracv1.GPUFractionRecommendationStatus, now time.Time) error {
 	gfr := old.DeepCopy()
@@ -708,11 +713,6 @@ func (r *Recommender) write(ctx context.Context, gfa *gpufracv1.GPUFractionAutos
 		}
 		if err := r.Client.Create(ctx, gfr); err != nil {
 			return fmt.Errorf("creating GPUFractionRecommendation: %w", err)
-		}
-	} else if adopted, retarget := adopt(gfr, gfa), !equality.Semantic.DeepEqual(gfr.Spec.TargetRef, gfa.Spec.TargetRef); adopted || retarget {
-		gfr.Spec.TargetRef = gfa.Spec.TargetRef
-		if err := r.Client.Update(ctx, gfr); err != nil {
-			return fmt.Errorf("updating GPUFractionRecommendation spec and owner: %w", err)
 		}
 	}
 	if !equality.Semantic.DeepEqual(old.Status.ContainerRecommendations, st.ContainerRecommendations) || old.Status.LastUpdateTime == nil {
@@ -728,6 +728,14 @@ func (r *Recommender) write(ctx context.Context, gfa *gpufracv1.GPUFractionAutos
 			return fmt.Errorf("updating GPUFractionRecommendation status: %w", err)
 		}
 		recommendationsWritten.Inc()
+	}
+	if exists {
+		if adopted, retarget := adopt(gfr, gfa), !equality.Semantic.DeepEqual(gfr.Spec.TargetRef, gfa.Spec.TargetRef); adopted || retarget {
+			gfr.Spec.TargetRef = gfa.Spec.TargetRef
+			if err := r.Client.Update(ctx, gfr); err != nil {
+				return fmt.Errorf("updating GPUFractionRecommendation spec and owner: %w", err)
+			}
+		}
 	}
 
 	as := gfa.Status.DeepCopy()
