@@ -323,3 +323,37 @@ func saysAndNot(t *testing.T, name, got string, want, not []string) {
 		}
 	}
 }
+
+// TestKubeconfigFlagNamedInItsErrors: a --kubeconfig that does not exist, is a
+// directory, does not parse or holds no context is named in the error with the flag,
+// in every command that reads the cluster; before, a missing one read "kubeconfig: stat
+// ...", and an empty one "KUBECONFIG is not set ...: pass --kubeconfig", as if no flag
+// had been given.
+func TestKubeconfigFlagNamedInItsErrors(t *testing.T) {
+	dir := t.TempDir()
+	empty, bad := filepath.Join(dir, "empty"), filepath.Join(dir, "bad")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("not: [yaml"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUBECONFIG", "")
+	t.Setenv("KUBERNETES_SERVICE_HOST", "") // no in-cluster fallback
+	for _, c := range []struct{ path, why string }{
+		{filepath.Join(dir, "missing"), "does not exist"},
+		{dir, "is a directory"},
+		{bad, "yaml"},
+		{empty, "holds no usable context"},
+	} {
+		for _, cmd := range [][]string{{"report"}, {"status", "-A"}, {"explain", "x"}, {"plan"}} {
+			_, _, err := run(t, append(cmd, "--kubeconfig", c.path)...)
+			if err == nil {
+				t.Errorf("%v --kubeconfig %s: no error", cmd, c.path)
+				continue
+			}
+			saysAndNot(t, fmt.Sprintf("%v --kubeconfig %s", cmd, c.path), err.Error(),
+				[]string{fmt.Sprintf("--kubeconfig %q", c.path), c.why}, []string{"KUBECONFIG is not set"})
+		}
+	}
+}

@@ -2,8 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"sort"
@@ -233,6 +235,9 @@ func newClientNamespace(kubeconfig, namespace string) (client.Client, string, er
 	rules.ExplicitPath = kubeconfig
 	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
 	cfg, err := loader.ClientConfig()
+	if err != nil && kubeconfig != "" {
+		return nil, "", badKubeconfigFlag(kubeconfig, err)
+	}
 	if clientcmd.IsEmptyConfig(err) {
 		return nil, "", noKubeconfig(rules)
 	}
@@ -250,6 +255,20 @@ func newClientNamespace(kubeconfig, namespace string) (client.Client, string, er
 	}
 	c, err := client.New(cfg, client.Options{Scheme: s})
 	return c, namespace, err
+}
+
+// badKubeconfigFlag is the error for a --kubeconfig path client-go could not use (err):
+// it names the flag and the path, and says so plainly where the file does not exist or
+// holds no context, rather than client-go's "stat ..." or the search of KUBECONFIG and
+// ~/.kube/config that a given path replaces.
+func badKubeconfigFlag(path string, err error) error {
+	switch _, serr := os.Stat(path); {
+	case errors.Is(serr, fs.ErrNotExist):
+		return fmt.Errorf("--kubeconfig %q: the file does not exist", path)
+	case clientcmd.IsEmptyConfig(err):
+		return fmt.Errorf("--kubeconfig %q holds no usable context: want a kubeconfig file (make demo prints it)", path)
+	}
+	return fmt.Errorf("--kubeconfig %q: %w", path, err)
 }
 
 // noKubeconfig is the error for a kubeconfig search that found nothing: it names where
