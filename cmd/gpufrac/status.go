@@ -67,19 +67,27 @@ resize window, confidence, and what the updater is blocked on. Installed as kube
 	return cmd
 }
 
-// warnInvalidRecords writes one warning line to w per pod (not being deleted) whose
+// warnInvalidRecords writes one warning line to w per pod (holdsGPU) whose
 // gpufrac.io/applied annotation does not parse, with the parse error: such a pod counts
 // as not applied in the table, since the record says which autoscaler applied what.
 func warnInvalidRecords(w io.Writer, pods []corev1.Pod) {
 	for i := range pods {
 		p := &pods[i]
-		if p.DeletionTimestamp != nil {
+		if !holdsGPU(p) {
 			continue
 		}
 		if _, err := gpufracv1.ParseApplied(p.Annotations); err != nil {
 			fmt.Fprintf(w, "warning: pod %s/%s: %v; counted as not applied (the updater never shrinks it)\n", p.Namespace, p.Name, err)
 		}
 	}
+}
+
+// holdsGPU is whether p is among the pods status counts, as the updater counts them
+// (status.updater.pods): not being deleted and not ended. A Failed pod (evicted under
+// node pressure, kept until garbage collection) or a Succeeded one (a Job's) holds no
+// GPU, whatever its record says was written into it.
+func holdsGPU(p *corev1.Pod) bool {
+	return p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
 }
 
 // applied sums what the admission webhook recorded on a pod: memory in bytes and
@@ -126,7 +134,7 @@ func writeStatus(w io.Writer, gfas []gpufracv1.GPUFractionAutoscaler, gfrs []gpu
 		appliedStr := "-"
 		for i := range pods {
 			p := &pods[i]
-			if p.Namespace != g.Namespace || p.DeletionTimestamp != nil {
+			if p.Namespace != g.Namespace || !holdsGPU(p) {
 				continue
 			}
 			m, c, ok := applied(p, g.Name)

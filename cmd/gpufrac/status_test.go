@@ -137,3 +137,47 @@ func TestStatusRecommendationOfAnOlderSpec(t *testing.T) {
 		t.Errorf("a current recommendation is said to be an older spec's:\n%s", out.String())
 	}
 }
+
+// Pods that ended (Failed: evicted under node pressure and kept until garbage
+// collection; Succeeded: a Job's completed pod) hold no GPU and are not among the pods
+// the updater counts (status.updater.pods): status counts neither their records as
+// applied nor shows their values, whatever their phase and wherever they are in the
+// list; before, 2 running pods and 3 evicted ones read "5/2 applied" with an evicted
+// pod's 40Gi.
+func TestStatusEndedPodsAreNotApplied(t *testing.T) {
+	pod := func(name, mem string, phase corev1.PodPhase) corev1.Pod {
+		rec, err := json.Marshal(gpufracv1.AppliedRecord{Autoscaler: "web", Containers: []gpufracv1.AppliedContainer{{Name: "c", Memory: qp(mem)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Annotations: map[string]string{gpufracv1.AnnotationApplied: string(rec)}}}
+		p.Status.Phase = phase
+		return p
+	}
+	gfa := gpufracv1.GPUFractionAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"}}
+	gfa.Status.Updater = &gpufracv1.UpdaterStatus{Pods: 2}
+	for _, ended := range []corev1.PodPhase{corev1.PodFailed, corev1.PodSucceeded} {
+		for _, endedFirst := range []bool{false, true} {
+			live := []corev1.Pod{pod("a", "20Gi", corev1.PodRunning), pod("b", "20Gi", corev1.PodPending)}
+			old := []corev1.Pod{pod("x", "40Gi", ended), pod("y", "40Gi", ended), pod("z", "40Gi", ended)}
+			pods := append(live, old...)
+			if endedFirst {
+				pods = append(old, live...)
+			}
+			var out, warn bytes.Buffer
+			if err := writeStatus(&out, []gpufracv1.GPUFractionAutoscaler{gfa}, nil, pods, metav1.Now().Time); err != nil {
+				t.Fatal(err)
+			}
+			row := strings.Fields(strings.Split(out.String(), "\n")[1])
+			if len(row) < 6 || row[3] != "2/2" || row[5] != "20Gi/-" {
+				t.Errorf("%s pods, listed first %v: row %q, want 2/2 applied, 20Gi/-:\n%s", ended, endedFirst, row, out.String())
+			}
+			bad := pod("w", "1Gi", ended)
+			bad.Annotations[gpufracv1.AnnotationApplied] = `{"autoscaler":"web",`
+			warnInvalidRecords(&warn, append(pods, bad))
+			if warn.Len() != 0 {
+				t.Errorf("%s pod's invalid record warned about: %s", ended, warn.String())
+			}
+		}
+	}
+}
