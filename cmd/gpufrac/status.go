@@ -90,19 +90,41 @@ func holdsGPU(p *corev1.Pod) bool {
 	return p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
 }
 
-// applied sums what the admission webhook recorded on a pod: memory in bytes and
-// compute as a share of one GPU. Either is nil when no container had it written (a
-// time-sliced pod's compute is not partitioned), so it prints as "-", not as 0.
-func applied(p *corev1.Pod, autoscaler string) (mem, cpu *resource.Quantity, ok bool) {
-	rec, err := gpufracv1.ParseApplied(p.Annotations)
-	if err != nil || rec == nil || rec.Autoscaler != autoscaler {
-		return nil, nil, false
+// appliedPods is what the admission webhook recorded on the pods of one autoscaler:
+// how many carry its record, and the memory (bytes) and compute (share of one GPU) of
+// the last of them in the list, summed over its containers. Either is nil when no
+// container had it written (a time-sliced pod's compute is not partitioned), so it
+// prints as "-", not as 0.
+type appliedPods struct {
+	pods     int
+	mem, cpu *resource.Quantity
+}
+
+// appliedByAutoscaler reads the applied record of each pod that holds a GPU (holdsGPU)
+// once, by the namespace and autoscaler it names: a pod without a record, or whose
+// record does not parse, counts for none.
+func appliedByAutoscaler(pods []corev1.Pod) map[[2]string]appliedPods {
+	out := map[[2]string]appliedPods{}
+	for i := range pods {
+		p := &pods[i]
+		if !holdsGPU(p) {
+			continue
+		}
+		rec, err := gpufracv1.ParseApplied(p.Annotations)
+		if err != nil || rec == nil {
+			continue
+		}
+		key := [2]string{p.Namespace, rec.Autoscaler}
+		a := out[key]
+		a.pods++
+		a.mem, a.cpu = nil, nil
+		for _, ct := range rec.Containers {
+			a.mem = addQuantity(a.mem, ct.Memory)
+			a.cpu = addQuantity(a.cpu, ct.Compute)
+		}
+		out[key] = a
 	}
-	for _, ct := range rec.Containers {
-		mem = addQuantity(mem, ct.Memory)
-		cpu = addQuantity(cpu, ct.Compute)
-	}
-	return mem, cpu, true
+	return out
 }
 
 // addQuantity returns sum + v, where a nil sum is none yet and a nil v adds nothing.
@@ -126,22 +148,16 @@ func writeStatus(w io.Writer, gfas []gpufracv1.GPUFractionAutoscaler, gfrs []gpu
 	for i := range gfrs {
 		recs[[2]string{gfrs[i].Namespace, gfrs[i].Name}] = &gfrs[i]
 	}
+	byAutoscaler := appliedByAutoscaler(pods)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAMESPACE\tAUTOSCALER\tMODE\tPODS\tAPPLIED (MEM/COMPUTE)\tRECOMMENDED (MEM/COMPUTE)\tMEM LIMIT/COMPUTE REQUEST\tCONFIDENCE\tNEXT WINDOW\tUPDATER")
 	for _, g := range gfas {
 		mode := g.Spec.EffectiveUpdateMode()
-		total, withRec := 0, 0
-		appliedStr := "-"
-		for i := range pods {
-			p := &pods[i]
-			if p.Namespace != g.Namespace || !holdsGPU(p) {
-				continue
-			}
-			m, c, ok := applied(p, g.Name)
-			if ok {
-				withRec++
-				appliedStr = q(m) + "/" + q(c)
-			}
+		total := 0
+		a := byAutoscaler[[2]string{g.Namespace, g.Name}]
+		withRec, appliedStr := a.pods, "-"
+		if a.pods > 0 {
+			appliedStr = q(a.mem) + "/" + q(a.cpu)
 		}
 		if g.Status.Updater != nil {
 			total = int(g.Status.Updater.Pods)
