@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -77,6 +78,11 @@ type beforeAfter struct {
 	MeanAllocated float64        `json:"meanGPUsAllocated"`
 	SavedGPUHours float64        `json:"savedGPUHours"`
 	Points        []historyPoint `json:"points"`
+	// Warnings are Prometheus' warnings on the answers read, each once (warnPartial):
+	// a partial answer (a store, shard or replica that did not answer) may leave pods
+	// out of either GPU count, so every figure above may be incomplete. Absent when
+	// none.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // checkPrometheusURL reports a --prometheus-url that --since cannot query: empty, or not
@@ -127,13 +133,14 @@ func queryBeforeAfter(ctx context.Context, promURL, namespace string, since time
 		withPeak(seriesAllocated),
 	}
 	prom := promv1.NewAPI(c)
+	var partial []string // warnings of the range answers, for ba.Warnings
 	series := make([]map[int64]float64, len(queries))
 	for i, q := range queries {
 		v, warnings, _, err := prom.QueryRange(ctx, q, r, promv1.WithTimeout(30*time.Second))
 		if err != nil {
 			return nil, fmt.Errorf("querying Prometheus at %s for %s: %w", promURL, q, err)
 		}
-		warnPartial(warn, q, warnings)
+		partial = addWarnings(partial, warnPartial(warn, q, warnings))
 		series[i] = map[int64]float64{}
 		if m, ok := v.(model.Matrix); ok {
 			for _, s := range m {
@@ -152,7 +159,7 @@ func queryBeforeAfter(ctx context.Context, promURL, namespace string, since time
 	if len(series[1]) == 0 {
 		return nil, fmt.Errorf("no %s in Prometheus at %s over the last %s, while it holds %s: the GPUs allocated (the after) and the GPUs saved cannot be computed; does a metric_relabel_configs or a series limit drop it?", seriesAllocated, promURL, since, seriesHeld)
 	}
-	ba := &beforeAfter{Since: r.Start, Until: r.End, Step: r.Step, Points: pointsOf(r, series[0], series[1], series[2], series[3], series[4], series[5])}
+	ba := &beforeAfter{Since: r.Start, Until: r.End, Step: r.Step, Points: pointsOf(r, series[0], series[1], series[2], series[3], series[4], series[5]), Warnings: partial}
 	if err := ba.integrate(ctx, prom, queries[0], queries[1], min(step, SavingsResolution), warn); err != nil {
 		return nil, fmt.Errorf("querying Prometheus at %s: %w", promURL, err)
 	}
@@ -175,7 +182,7 @@ const SavingsResolution = time.Minute
 // difference summed over the window, in GPU-hours. held and allocated are the two sums
 // queryBeforeAfter reads; an instant without an allocated sample counts the pods as whole
 // GPUs, one without a held sample counts nothing. It returns the first query error;
-// warnings are written to warn.
+// warnings are written to warn and added to ba.Warnings.
 func (ba *beforeAfter) integrate(ctx context.Context, prom promv1.API, held, allocated string, res time.Duration, warn io.Writer) error {
 	alloc := "(" + allocated + " or " + held + ")"
 	saving := "(" + held + " - " + alloc + ")"
@@ -188,7 +195,7 @@ func (ba *beforeAfter) integrate(ctx context.Context, prom promv1.API, held, all
 		if err != nil {
 			return 0, false, fmt.Errorf("%s: %w", q, err)
 		}
-		warnPartial(warn, q, warnings)
+		ba.Warnings = addWarnings(ba.Warnings, warnPartial(warn, q, warnings))
 		vec, ok := v.(model.Vector)
 		if !ok || len(vec) == 0 {
 			return 0, false, nil
@@ -272,17 +279,30 @@ func pointsOf(r promv1.Range, held, allocated, peak, gpuMemory, heldWithPeak, al
 	return out
 }
 
-// warnPartial writes each of Prometheus' warnings on its answer to q to warn, but for
-// PromQL info annotations sent among them (metrics.PromQLInfoPrefix: Prometheus 2.46 to
-// 2.53 and Thanos Query), which say nothing of missing data, as the recommender reads
-// them.
-func warnPartial(warn io.Writer, q string, warnings promv1.Warnings) {
+// warnPartial writes each of Prometheus' warnings on its answer to q to warn, and
+// returns them, but for PromQL info annotations sent among them
+// (metrics.PromQLInfoPrefix: Prometheus 2.46 to 2.53 and Thanos Query), which say
+// nothing of missing data, as the recommender reads them.
+func warnPartial(warn io.Writer, q string, warnings promv1.Warnings) []string {
+	var out []string
 	for _, w := range warnings {
 		if strings.HasPrefix(w, metrics.PromQLInfoPrefix) {
 			continue
 		}
 		fmt.Fprintf(warn, "warning: Prometheus answered %s with a warning (the answer may be partial): %s\n", q, w)
+		out = append(out, w)
 	}
+	return out
+}
+
+// addWarnings appends to list each of ws it does not hold yet.
+func addWarnings(list, ws []string) []string {
+	for _, w := range ws {
+		if !slices.Contains(list, w) {
+			list = append(list, w)
+		}
+	}
+	return list
 }
 
 // ratio is a / b, nil when b is not positive.
@@ -330,6 +350,12 @@ func writeBeforeAfter(w io.Writer, ba *beforeAfter, markdown bool) error {
 	if _, err := fmt.Fprintf(w, "\n%s: %.1f GPUs at one per pod → %.1f allocated; %.1f GPU-hours saved from %s to %s.\n",
 		from, ba.MeanOnePerPod, ba.MeanAllocated, ba.SavedGPUHours, start.UTC().Format(time.RFC3339), ba.Until.UTC().Format(time.RFC3339)); err != nil {
 		return err
+	}
+	if len(ba.Warnings) > 0 {
+		if _, err := fmt.Fprintf(w, "Prometheus answered with warnings (%s): its answers may be partial, leaving pods out of the GPU counts, so these figures may be incomplete and the GPU-hours saved are not known to be the cluster's.\n",
+			strings.Join(ba.Warnings, "; ")); err != nil {
+			return err
+		}
 	}
 	if gap := ba.Until.Sub(ba.Since) - ba.DataCovered; gap > dataGapShown {
 		_, err := fmt.Fprintf(w, "Prometheus holds %s for %s of the %s window (first sample %s): the means and GPU-hours saved count those instants only; the other %s have no data, which is not zero saving (a retention shorter than --since, or the recommender's metrics not scraped then).\n",

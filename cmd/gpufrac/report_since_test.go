@@ -314,3 +314,67 @@ func TestWarnPartialSkipsPromQLInfos(t *testing.T) {
 		t.Errorf("warned:\n%s\nwant the store gateway's warning only", got)
 	}
 }
+
+// A partial answer (a Prometheus warning: a store, shard or replica that did not answer)
+// may leave pods out of either sum, so the GPU-hours saved may be computed from missing
+// data. The report says so where its figures are read, not only on stderr: the text
+// after its summary line, and JSON in beforeAfter.warnings (each distinct warning once),
+// absent for a complete answer and for PromQL info annotations. Before, stdout and JSON
+// read as complete.
+func TestBeforeAfterPartialAnswerInTheReport(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		warnings []string
+		partial  []string
+	}{
+		{"complete", nil, nil},
+		{"PromQL info only", []string{metrics.PromQLInfoPrefix + "metric might not be a counter"}, nil},
+		{"one store down", []string{"store gateway down"}, []string{"store gateway down"}},
+		{"two warnings and an info", []string{"store gateway down", metrics.PromQLInfoPrefix + "x", "shard 3 timed out"}, []string{"store gateway down", "shard 3 timed out"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, until, _, _, _, _ := appliedHalfway(t, time.Hour)
+			s.SetWarnings(c.warnings)
+			var warn bytes.Buffer
+			ba, err := queryBeforeAfter(context.Background(), s.URL, "", time.Hour, until, &warn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var js bytes.Buffer
+			if err := writeReportJSON(&js, nil, reportTotals{}, ba); err != nil {
+				t.Fatal(err)
+			}
+			var got struct {
+				BeforeAfter map[string]any `json:"beforeAfter"`
+			}
+			if err := json.Unmarshal(js.Bytes(), &got); err != nil {
+				t.Fatal(err)
+			}
+			w, ok := got.BeforeAfter["warnings"]
+			if ok != (len(c.partial) > 0) {
+				t.Fatalf("beforeAfter.warnings present %v, want %v: %s", ok, len(c.partial) > 0, js.String())
+			}
+			if ok {
+				list, _ := w.([]any)
+				if len(list) != len(c.partial) {
+					t.Errorf("beforeAfter.warnings %v, want each of %q once", w, c.partial)
+				}
+				for i, p := range c.partial {
+					if i < len(list) && list[i] != p {
+						t.Errorf("beforeAfter.warnings[%d] = %v, want %q", i, list[i], p)
+					}
+				}
+			}
+			var text bytes.Buffer
+			if err := writeBeforeAfter(&text, ba, false); err != nil {
+				t.Fatal(err)
+			}
+			if says := strings.Contains(text.String(), "incomplete"); says != (len(c.partial) > 0) {
+				t.Errorf("text says incomplete: %v, want %v:\n%s", says, len(c.partial) > 0, text.String())
+			}
+			for _, p := range c.partial {
+				wantContains(t, "text", text.String(), p)
+			}
+		})
+	}
+}
