@@ -150,7 +150,7 @@ func (c Config) Recommend(model *history.Model, w history.WorkloadKey, spec *gpu
 		if p := byName[name]; p != nil && withinNoise(p, &rec, c) {
 			// Keep the written sizes, but report the fresh confidence, history and
 			// compute source (a pod's metric source can change: recommender/sources.go).
-			conf, hours, uncapped, src, young := rec.ConfidencePercent, rec.HistoryHours, rec.UncappedTarget, rec.ComputeSource, rec.YoungMarginPercent
+			conf, hours, uncapped, src, young, peak := rec.ConfidencePercent, rec.HistoryHours, rec.UncappedTarget, rec.ComputeSource, rec.YoungMarginPercent, rec.ObservedPeakMemory
 			rec = *p
 			rec.ConfidencePercent, rec.HistoryHours, rec.ComputeSource, rec.YoungMarginPercent = conf, hours, src, young
 			// The uncapped need is a fresh measurement, not held at an old value: a
@@ -158,6 +158,13 @@ func (c Config) Recommend(model *history.Model, w history.WorkloadKey, spec *gpu
 			if !needNear(p.UncappedTarget, uncapped, c) {
 				rec.UncappedTarget = uncapped
 			}
+			// So is the observed peak, which backends place pods by (the observed-peak
+			// request) and the updater compares allocations with: the written one is
+			// kept only while the fresh one is not above it and within noise below it.
+			if peakKept(p.ObservedPeakMemory, peak, c) {
+				peak = p.ObservedPeakMemory
+			}
+			rec.ObservedPeakMemory = peak
 			// The written sizes, but within the policy as it is now: a minimum raised
 			// (or a maximum lowered) by less than the noise since still holds.
 			policy.WithinPolicy(&rec, cp)
@@ -214,6 +221,18 @@ func needNear(a, b gpufracv1.GPUResources, c Config) bool {
 	}
 	return q(a.Memory, b.Memory, func(x, y float64) bool { return math.Abs(x-y) <= c.MemoryNoise*math.Max(x, y) }) &&
 		q(a.Compute, b.Compute, c.computeNear)
+}
+
+// peakKept reports whether a written observed peak (bytes; nil: none) still stands for
+// the fresh one: neither nil, the fresh one not above it and at most MemoryNoise
+// (relative) below it. A peak that rose by any amount replaces it: memory is
+// incompressible, and a pod placed by the written peak would hold less than it uses.
+func peakKept(written, fresh *resource.Quantity, c Config) bool {
+	if written == nil || fresh == nil || fresh.Cmp(*written) > 0 {
+		return false
+	}
+	w, f := written.AsApproximateFloat64(), fresh.AsApproximateFloat64()
+	return w-f <= c.MemoryNoise*w
 }
 
 // withinNoise reports whether a new recommendation is close enough to the written one to
