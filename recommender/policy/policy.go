@@ -265,13 +265,15 @@ func (c Config) youngShare(b *sizes, est estimate.Estimate, lim limits) {
 
 // hold applies the latency guardrail g (breached or near): the target never shrinks
 // below the previous one (prev), and while breached compute grows by
-// GuardrailComputeStep up to the maximum; the bounds are widened to hold the target.
+// GuardrailComputeStep; neither above the maximum (a previous target above a maxMemory
+// or maxCompute lowered since is held at the maximum). The bounds are widened to hold
+// the target.
 func (c Config) hold(b *sizes, prev estimate.Resources, g gpufracv1.Guardrail, lim limits) {
-	b.target.MemoryBytes = math.Max(b.target.MemoryBytes, prev.MemoryBytes)
-	b.target.Compute = math.Max(b.target.Compute, prev.Compute)
 	if g == gpufracv1.GuardrailBreached {
-		b.target.Compute = math.Min(lim.cpuMax, math.Max(b.target.Compute, prev.Compute+c.GuardrailComputeStep))
+		prev.Compute += c.GuardrailComputeStep
 	}
+	b.target.MemoryBytes = math.Max(b.target.MemoryBytes, math.Min(lim.memMax, prev.MemoryBytes))
+	b.target.Compute = math.Max(b.target.Compute, math.Min(lim.cpuMax, prev.Compute))
 	b.lower.MemoryBytes = math.Min(b.lower.MemoryBytes, b.target.MemoryBytes)
 	b.lower.Compute = math.Min(b.lower.Compute, b.target.Compute)
 	b.upper.MemoryBytes = math.Max(b.upper.MemoryBytes, b.target.MemoryBytes)
