@@ -1,6 +1,7 @@
 package recommend
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -71,5 +72,39 @@ func TestKeptRecommendationReportsTheFreshPeak(t *testing.T) {
 				t.Errorf("observedPeakMemory %.1f GiB, the peak of now is %.1f GiB", got/gib, tc.peak/gib)
 			}
 		})
+	}
+}
+
+// TestKeptTargetNotBelowThePeak: over many histories whose peak rises a little above
+// the one the written recommendation was made from, the recommendation made with it as
+// prev never has a memory target below the observed peak of now, whatever the policy's
+// memoryHeadroomPercent (0 included): the noise keeps a written target only while it
+// still holds what the workload was seen to use. Outside that, lowerBound ≤ target ≤
+// upperBound.
+func TestKeptTargetNotBelowThePeak(t *testing.T) {
+	w := history.WorkloadKey{Namespace: "ns", Kind: "Deployment", Name: "web"}
+	c := Config{}.WithDefaults()
+	for _, headroom := range []int32{0, 1, 2, 5, 15, 100, 200} {
+		for _, base := range []float64{1.3 * gib, 5 * gib, 9.7 * gib, 23 * gib} {
+			for _, rise := range []float64{0.001, 0.005, 0.01, 0.015, 0.019, 0.03} {
+				name := fmt.Sprintf("headroom %d%%, %.1f GiB +%.1f%%", headroom, base/gib, rise*100)
+				cp := gpufracv1.ContainerPolicy{ContainerName: "*", MemoryHeadroomPercent: &headroom}
+				spec := &gpufracv1.GPUFractionAutoscalerSpec{ResourcePolicy: &gpufracv1.ResourcePolicy{ContainerPolicies: []gpufracv1.ContainerPolicy{cp}}}
+				before, at := memoryModel(w, base, base, 3)
+				written, _, _ := c.Recommend(before, w, spec, nil, nil, gpufracv1.GuardrailNone, at)
+				after, at := memoryModel(w, base, base*(1+rise), 3)
+				recs, _, _ := c.Recommend(after, w, spec, nil, written, gpufracv1.GuardrailNone, at)
+				if len(recs) != 1 {
+					t.Fatalf("%s: %d recommendations", name, len(recs))
+				}
+				r := recs[0]
+				if got, peak := r.Target.Memory.AsApproximateFloat64(), base*(1+rise); got < peak {
+					t.Errorf("%s: memory target %.0f MiB below the observed peak %.0f MiB", name, got/(1<<20), peak/(1<<20))
+				}
+				if r.LowerBound.Memory.Cmp(*r.Target.Memory) > 0 || r.Target.Memory.Cmp(*r.UpperBound.Memory) > 0 {
+					t.Errorf("%s: memory %s ≤ %s ≤ %s does not hold", name, r.LowerBound.Memory, r.Target.Memory, r.UpperBound.Memory)
+				}
+			}
+		}
 	}
 }

@@ -238,7 +238,8 @@ func peakKept(written, fresh *resource.Quantity, c Config) bool {
 // withinNoise reports whether a new recommendation is close enough to the written one to
 // keep the written one (avoids status churn and flapping): targets within MemoryNoise
 // (relative) and ComputeNoise (absolute), bounds within BoundsNoise (relative), since
-// bounds move with confidence every cycle while history is young.
+// bounds move with confidence every cycle while history is young; never a written memory
+// target below the new observed peak where the new target is above it.
 func withinNoise(old, cur *gpufracv1.ContainerRecommendation, c Config) bool {
 	if old.SharingMode != cur.SharingMode {
 		return false
@@ -253,6 +254,12 @@ func withinNoise(old, cur *gpufracv1.ContainerRecommendation, c Config) bool {
 		return func(x, y float64) bool { return math.Abs(x-y) <= r*math.Max(x, y) }
 	}
 	if !near(old.Target.Memory, cur.Target.Memory, relative(c.MemoryNoise)) || !near(old.Target.Compute, cur.Target.Compute, c.computeNear) {
+		return false
+	}
+	// A written memory target below what the workload was seen to use since (a policy
+	// headroom under the noise: memoryHeadroomPercent 0 or 1) is no longer within noise
+	// where the new target holds more; one held there by maxMemory stays.
+	if peak := cur.ObservedPeakMemory; peak != nil && old.Target.Memory != nil && old.Target.Memory.Cmp(*peak) < 0 && cur.Target.Memory.Cmp(*old.Target.Memory) > 0 {
 		return false
 	}
 	// What the webhook writes besides the target: the memory limit above it (present
