@@ -81,11 +81,18 @@ type Reconciler struct {
 	Now func() time.Time
 
 	mu sync.Mutex
-	// raises: policy name → when its plans began to have more replicas than its status.
-	raises map[string]time.Time
-	// modeChanges: policy name → when its plans began to call for the other sharing mode
-	// than its status (holdModeChange).
-	modeChanges map[string]time.Time
+	// raises: policy name → since when its plans have had more replicas than its status.
+	raises map[string]pending
+	// modeChanges: policy name → since when its plans have called for the other sharing
+	// mode than its status (holdModeChange).
+	modeChanges map[string]pending
+}
+
+// pending is a held change (holdRaise, holdModeChange): since when the plans have
+// called for it, and the status value (replicas or sharing mode) they moved from.
+type pending struct {
+	since time.Time
+	from  string
 }
 
 func (r *Reconciler) reader() client.Reader {
@@ -226,7 +233,7 @@ func (r *Reconciler) holdRaise(pol *gpufracv1.GPUSharingPolicy, in sharingplan.I
 		delete(r.raises, pol.Name)
 		return p
 	}
-	since, waited := r.waited(&r.raises, pol.Name)
+	since, waited := r.waited(&r.raises, pol.Name, strconv.Itoa(prev))
 	if waited {
 		return p
 	}
@@ -240,28 +247,28 @@ func (r *Reconciler) holdRaise(pol *gpufracv1.GPUSharingPolicy, in sharingplan.I
 	return held
 }
 
-// waited records in *since (policy name → when its plans began to call for a held
-// change; created on first use) when policy name's plans began to call for the change,
-// now if not yet recorded, and returns that time and whether RaiseDelay has passed
-// since; once it has, the record is dropped (the change is planned). The caller holds
+// waited records in *since (policy name → held change; created on first use) when
+// policy name's plans began to call for a change from the status value from, now if not
+// yet recorded or recorded from another value, and returns that time and whether
+// RaiseDelay has passed since. The record is kept once it has passed, until the plans no
+// longer call for a change (the caller deletes it) or the status moves: a change written
+// to the entry whose status write then failed (a conflict) is planned again at once by
+// the retry, not held another RaiseDelay with the entry written back. The caller holds
 // r.mu.
-func (r *Reconciler) waited(since *map[string]time.Time, name string) (time.Time, bool) {
+func (r *Reconciler) waited(since *map[string]pending, name, from string) (time.Time, bool) {
 	now := time.Now()
 	if r.Now != nil {
 		now = r.Now()
 	}
-	at, ok := (*since)[name]
-	if !ok {
+	p, ok := (*since)[name]
+	if !ok || p.from != from {
 		if *since == nil {
-			*since = map[string]time.Time{}
+			*since = map[string]pending{}
 		}
-		at, (*since)[name] = now, now
+		p = pending{since: now, from: from}
+		(*since)[name] = p
 	}
-	if now.Sub(at) >= r.RaiseDelay {
-		delete(*since, name)
-		return at, true
-	}
-	return at, false
+	return p.since, now.Sub(p.since) >= r.RaiseDelay
 }
 
 // holdModeChange returns in and p, or, with in's Mode set to the sharing mode of pol's
@@ -287,7 +294,7 @@ func (r *Reconciler) holdModeChange(pol *gpufracv1.GPUSharingPolicy, in sharingp
 		delete(r.modeChanges, pol.Name)
 		return in, p
 	}
-	since, waited := r.waited(&r.modeChanges, pol.Name)
+	since, waited := r.waited(&r.modeChanges, pol.Name, string(prev))
 	if waited {
 		return in, p
 	}

@@ -998,3 +998,57 @@ func TestAutoscalerSelectedByTwoPoliciesIsNamed(t *testing.T) {
 		t.Errorf("disjoint selectors: reason %q", s.Reason)
 	}
 }
+
+// A raise (or a change of mode) that is due is written to the device-plugin entry before
+// the policy's status; when that status write fails (a 409 from a label or annotation
+// written on the policy meanwhile, an API server timeout) the retry plans the same raise
+// again at once, since status still holds the old plan. Before, the due wait was dropped
+// on the first try, so the retry held the old plan for another RaiseDelay and wrote the
+// entry back (N 4 → 5 → 4, the device plugin restarting twice, and until then pods placed
+// 5 per GPU under a status, and webhook records, of 4).
+func TestDueChangeSurvivesAFailedStatusWrite(t *testing.T) {
+	ts, mps := gpufracv1.SharingModeTimeSlicing, gpufracv1.SharingModeMPS
+	for _, tc := range []struct {
+		name   string
+		change func(t *testing.T, c client.Client) // the recommendations' move
+		want   func(s gpufracv1.GPUSharingPolicyStatus, n int, mode gpufracv1.SharingMode) bool
+	}{
+		{"raise", func(t *testing.T, c client.Client) { setMemory(t, c, "x", "big", "6Gi") },
+			func(s gpufracv1.GPUSharingPolicyStatus, n int, mode gpufracv1.SharingMode) bool {
+				return s.Replicas == 5 && n == 5
+			}},
+		{"mode", func(t *testing.T, c client.Client) { setMode(t, c, "x", "big", mps) },
+			func(s gpufracv1.GPUSharingPolicyStatus, n int, mode gpufracv1.SharingMode) bool {
+				return s.SharingMode == mps && mode == mps && s.Replicas == 4 && n == 4
+			}},
+	} {
+		for _, retry := range []time.Duration{0, 10 * time.Second, time.Minute, 4 * time.Minute} {
+			r, c := setup(t, gpufracv1.PlanModeApply, pool()...)
+			failStatus := false
+			r.Client = interceptor.NewClient(c, interceptor.Funcs{SubResourceUpdate: func(ctx context.Context, cl client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+				if failStatus {
+					failStatus = false
+					return apierrors.NewConflict(gpufracv1.GroupVersion.WithResource("gpusharingpolicies").GroupResource(), obj.GetName(), nil)
+				}
+				return cl.SubResource(sub).Update(ctx, obj, opts...)
+			}})
+			clock := raiseDelayClock(r)
+			if s := reconcile(t, r, c).Status; s.Replicas != 4 || s.SharingMode != ts {
+				t.Fatalf("first plan %s × %d, want TimeSlicing × 4", s.SharingMode, s.Replicas)
+			}
+			tc.change(t, c)
+			clock(time.Minute)
+			reconcile(t, r, c) // the wait starts
+			clock(6 * time.Minute)
+			failStatus = true // due: the entry is written, the status write fails
+			if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "pool-a"}}); err == nil {
+				t.Fatalf("%s: the failed status write is not returned", tc.name)
+			}
+			clock(6*time.Minute + retry)
+			s := reconcile(t, r, c).Status
+			if n, mode := poolEntry(t, c); !tc.want(s, n, mode) {
+				t.Errorf("%s, retried after %s: status %s × %d (entry %s × %d) reason %q; want the due change kept", tc.name, retry, s.SharingMode, s.Replicas, mode, n, s.Reason)
+			}
+		}
+	}
+}
