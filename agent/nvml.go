@@ -147,7 +147,7 @@ func (s *Sampler) read(now time.Time, r *reading) bool {
 		r.devices = append(r.devices, dev)
 		di := len(r.devices) - 1
 		first := len(r.procs)
-		s.readProcesses(d, uuid, st, di, r)
+		s.readProcesses(d, uuid, st, di, first, r)
 		r.devices[di].UtilizationSupported = s.readUtilization(d, uuid, st, now, r.procs[first:])
 	}
 	return true
@@ -162,7 +162,7 @@ func (s *Sampler) readMIG(parent nvml.Device, uuid string, index int, model stri
 		s.nvmlError(CallDeviceGetMaxMigDeviceCount, uuid, ret)
 		return
 	}
-	firstDev := len(r.devices)
+	firstDev, firstProc := len(r.devices), len(r.procs)
 	for j := 0; j < slots; j++ {
 		m, ret := parent.GetMigDeviceHandleByIndex(j)
 		if ret == nvml.ERROR_NOT_FOUND {
@@ -194,7 +194,7 @@ func (s *Sampler) readMIG(parent nvml.Device, uuid string, index int, model stri
 			r.devices = append(r.devices, dev)
 			di = len(r.devices) - 1
 		}
-		s.readProcesses(m, uuid, s.state(uuid+"/"+strconv.Itoa(gi)), di, r)
+		s.readProcesses(m, uuid, s.state(uuid+"/"+strconv.Itoa(gi)), di, firstProc, r)
 	}
 }
 
@@ -225,19 +225,21 @@ func (s *Sampler) state(key string) *devState {
 	return st
 }
 
-// readProcesses appends the compute, MPS-client and graphics processes of d to
-// r.procs. A PID in several lists (a process with compute and graphics contexts,
-// or in two compute instances of one GPU instance) appears once with the largest
-// memory: NVML reports the process's memory on the device in each list.
-func (s *Sampler) readProcesses(d nvml.Device, uuid string, st *devState, di int, r *reading) {
-	first := len(r.procs)
+// readProcesses appends the compute, MPS-client and graphics processes of d, the
+// handle of device di, to r.procs. A PID in several lists (a process with compute and
+// graphics contexts, or listed under two compute instances of one GPU instance)
+// appears once with the largest memory: NVML reports the process's memory on the
+// device in each list. from is the first of r.procs that may be of device di: for
+// a MIG instance, the first of its physical GPU, whose compute instances are read
+// in slot order with other GPU instances' in between.
+func (s *Sampler) readProcesses(d nvml.Device, uuid string, st *devState, di, from int, r *reading) {
 	merge := func(list []nvml.ProcessInfo) {
 		for _, p := range list {
 			known := p.UsedGpuMemory != memoryNotAvailable
 			found := false
-			for k := first; k < len(r.procs); k++ {
+			for k := from; k < len(r.procs); k++ {
 				q := &r.procs[k]
-				if q.pid != p.Pid {
+				if q.pid != p.Pid || q.dev != di {
 					continue
 				}
 				found = true

@@ -305,6 +305,61 @@ gpufrac_agent_process_utilization_supported{GPU_I_ID="2",UUID="`+uuid0+`",gpu="0
 	}
 }
 
+// TestMIGProcessInSeveralComputeInstances: NVML may list a process of a GPU instance
+// under each of the instance's compute instances (MIG device handles), in whatever
+// slot order; it is one process there, with its memory counted once, whichever
+// compute instance lists it and however the GPU instances' slots interleave.
+func TestMIGProcessInSeveralComputeInstances(t *testing.T) {
+	type slot = struct {
+		gi    int
+		procs []nvml.ProcessInfo
+		mem   uint64
+	}
+	c := newCluster(t)
+	ca := c.addContainer("ml", "mig-a-5d8f7-abcde", "main", false)
+	c.proc(701, ca)
+	c.proc(702, ca)
+	c.proc(703, c.addContainer("ml", "mig-b-5d8f7-bcdef", "main", false))
+	p701 := nvml.ProcessInfo{Pid: 701, UsedGpuMemory: 2 * gib}
+	p702 := nvml.ProcessInfo{Pid: 702, UsedGpuMemory: 1 * gib}
+	p703 := nvml.ProcessInfo{Pid: 703, UsedGpuMemory: 3 * gib}
+	for _, tc := range []struct {
+		name  string
+		slots map[int]slot
+	}{
+		{"adjacent compute instances", map[int]slot{
+			0: {gi: 1, mem: 10 * gib, procs: []nvml.ProcessInfo{p701, p702}},
+			1: {gi: 1, mem: 10 * gib, procs: []nvml.ProcessInfo{p701, p702}},
+			2: {gi: 2, mem: 10 * gib, procs: []nvml.ProcessInfo{p703}},
+		}},
+		{"interleaved with another instance", map[int]slot{
+			0: {gi: 1, mem: 10 * gib, procs: []nvml.ProcessInfo{p701}},
+			1: {gi: 2, mem: 10 * gib, procs: []nvml.ProcessInfo{p703}},
+			2: {gi: 1, mem: 10 * gib, procs: []nvml.ProcessInfo{p701, p702}},
+			3: {gi: 2, mem: 10 * gib, procs: []nvml.ProcessInfo{p703}},
+		}},
+		{"three compute instances, memory unknown in one", map[int]slot{
+			0: {gi: 1, mem: 10 * gib, procs: []nvml.ProcessInfo{{Pid: 701, UsedGpuMemory: memoryNotAvailable}, p702}},
+			1: {gi: 1, mem: 10 * gib, procs: []nvml.ProcessInfo{p701}},
+			2: {gi: 1, mem: 10 * gib, procs: []nvml.ProcessInfo{p701, p702}},
+			3: {gi: 2, mem: 10 * gib, procs: []nvml.ProcessInfo{p703}},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := t0
+			s := newSampler(fakeLib(migGPU(uuid0, 7, tc.slots)), c.attributor(), &now)
+			s.SampleOnce(now)
+			compare(t, s, helpPodMem+`
+gpufrac_pod_gpu_memory_used_bytes{GPU_I_ID="1",UUID="`+uuid0+`",container="main",gpu="0",namespace="ml",pod="mig-a-5d8f7-abcde"} 3.221225472e+09
+gpufrac_pod_gpu_memory_used_bytes{GPU_I_ID="2",UUID="`+uuid0+`",container="main",gpu="0",namespace="ml",pod="mig-b-5d8f7-bcdef"} 3.221225472e+09
+`, MetricPodMemoryUsed)
+			if u := s.Snapshot().Usage; len(u) != 2 || u[0].Processes != 2 || u[1].Processes != 1 {
+				t.Errorf("usage = %+v; want 2 processes in GPU instance 1, 1 in 2", u)
+			}
+		})
+	}
+}
+
 // captureLogs routes klog to a buffer for the test's duration.
 func captureLogs(t *testing.T) *syncBuffer {
 	var buf syncBuffer
