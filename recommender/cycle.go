@@ -36,6 +36,9 @@ type cycle struct {
 	// workload (over every shard's autoscalers).
 	entries []*entry
 	byRef   map[workload.Ref]*entry
+	// excluded are the autoscalers that name this shard in namespaces its selector
+	// leaves out (ownedOnly): marked, not recommended for (notSelected).
+	excluded []*entry
 	// targets are the workloads this shard recommends for, per namespace; seen the same
 	// as a set.
 	targets map[string][]workload.Ref
@@ -152,7 +155,7 @@ func (r *Recommender) loadAutoscalers(ctx context.Context, c *cycle) error {
 		c.seen[history.WorkloadKey(e.ref)] = true
 	}
 	var err error
-	if c.entries, err = r.ownedOnly(ctx, c.entries, c.byRef, c.targets, c.seen); err != nil {
+	if c.entries, c.excluded, err = r.ownedOnly(ctx, c.entries, c.byRef, c.targets, c.seen); err != nil {
 		cycleErrors.WithLabelValues("list").Inc()
 		return err
 	}
@@ -463,6 +466,11 @@ func (r *Recommender) updateRecommendations(ctx context.Context, c *cycle) error
 			continue
 		}
 		r.writeFails.Succeeded(e.gfa.UID)
+	}
+	for _, e := range c.excluded {
+		if err := r.notSelected(ctx, e.gfa); err != nil && !deleted(err) {
+			c.writeErrs = append(c.writeErrs, fmt.Errorf("%s/%s: %w", e.gfa.Namespace, e.gfa.Name, err))
+		}
 	}
 	r.writeFails.Retain(listed)
 	if len(c.writeErrs) > 0 {

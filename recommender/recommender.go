@@ -120,6 +120,7 @@ var (
 	cycleErrors            = promreg.CounterVec("gpufrac_recommender_cycle_errors_total", "Recommender cycles that failed, by stage (list, prometheus, write).", "stage")
 	workloadsTracked       = promreg.Gauge("gpufrac_recommender_workloads_tracked", "Workloads with an autoscaler whose history the recommender keeps.")
 	statusWriteFailures    = promreg.CounterVec("gpufrac_recommender_status_write_failures_total", "Failed writes of an autoscaler's GPUFractionRecommendation (create, spec, status) or its status summary, from the third failure in a row of the same autoscaler on (one per autoscaler per cycle), by reason: the API status reason (Conflict, Invalid, Forbidden, ...; Other, Unknown).", "reason")
+	autoscalersNotSelected = promreg.Gauge("gpufrac_recommender_autoscalers_not_selected", "Autoscalers that name this instance (spec.recommenders) in a namespace its --shard-namespace-selector leaves out, at the last cycle: nobody recommends for them (ConfigUnsupported NamespaceNotSelected).")
 	recommendationsWritten = promreg.Counter("gpufrac_recommender_recommendations_written_total", "GPUFractionRecommendation status writes (only when content changed beyond noise).")
 )
 
@@ -127,7 +128,7 @@ var (
 // metrics.Registry in cmd/recommender); the per-autoscaler metrics are not registered
 // but gathered beside it (WithAutoscalers). It returns the first registration error.
 func Register(reg prometheus.Registerer) error {
-	return promreg.Register(reg, cycleDuration, cycleStepDuration, cycleErrors, workloadsTracked, recommendationsWritten, statusWriteFailures, checkpointsWritten, checkpointsRestored, checkpointsIgnored, metrics.Queries, metrics.SamplesDropped, metrics.SamplesClamped, metrics.Incomplete)
+	return promreg.Register(reg, cycleDuration, cycleStepDuration, cycleErrors, workloadsTracked, autoscalersNotSelected, recommendationsWritten, statusWriteFailures, checkpointsWritten, checkpointsRestored, checkpointsIgnored, metrics.Queries, metrics.SamplesDropped, metrics.SamplesClamped, metrics.Incomplete)
 }
 
 // Recommender runs the cycle. Create it with New.

@@ -5,7 +5,12 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/recommender/history"
@@ -46,25 +51,31 @@ func (s Shard) Owns(gfa *gpufracv1.GPUFractionAutoscaler, nsLabels labels.Set) b
 // foreign, and stops tracking (targets, seen) the workloads whose autoscaler in charge
 // is foreign. Duplicate autoscalers were resolved over every shard's autoscalers (byRef),
 // so two shards never both recommend for one workload, and a loser in this shard still
-// learns which autoscaler won. It returns an error when the namespaces cannot be listed.
+// learns which autoscaler won. It also returns the autoscalers that name this shard but
+// whose namespace its selector leaves out (excluded: nobody recommends for them, see
+// notSelected). It returns an error when the namespaces cannot be listed.
 func (r *Recommender) ownedOnly(ctx context.Context, entries []*entry, byRef map[workload.Ref]*entry,
-	targets map[string][]workload.Ref, seen map[history.WorkloadKey]bool) ([]*entry, error) {
+	targets map[string][]workload.Ref, seen map[history.WorkloadKey]bool) (kept, excluded []*entry, err error) {
 	sh := r.Config.Shard
 	nsLabels := map[string]labels.Set{}
 	if sh.Namespaces != nil {
 		var nss corev1.NamespaceList
 		if err := r.Client.List(ctx, &nss); err != nil {
-			return nil, fmt.Errorf("listing namespaces for the shard's namespace selector: %w", err)
+			return nil, nil, fmt.Errorf("listing namespaces for the shard's namespace selector: %w", err)
 		}
 		for _, ns := range nss.Items {
 			nsLabels[ns.Name] = ns.Labels
 		}
 	}
-	kept := entries[:0]
+	kept = entries[:0]
 	for _, e := range entries {
-		if sh.Owns(e.gfa, nsLabels[e.gfa.Namespace]) {
+		switch {
+		case sh.Owns(e.gfa, nsLabels[e.gfa.Namespace]):
 			kept = append(kept, e)
-		} else {
+		case e.gfa.Spec.RecommenderOf() == sh.name():
+			e.foreign = true
+			excluded = append(excluded, e)
+		default:
 			e.foreign = true
 		}
 	}
@@ -83,5 +94,41 @@ func (r *Recommender) ownedOnly(ctx context.Context, entries []*entry, byRef map
 			delete(targets, ref.Namespace)
 		}
 	}
-	return kept, nil
+	autoscalersNotSelected.Set(float64(len(excluded)))
+	return kept, excluded, nil
+}
+
+// notSelected marks gfa, which names this shard but lies in a namespace its selector
+// leaves out: no instance recommends for it, yet this shard's status Lease stays fresh,
+// so the updater would go on applying a recommendation frozen since. It sets
+// ConfigUnsupported True (ReasonNamespaceNotSelected) on the autoscaler and on its
+// recommendation where one exists, whose values it leaves as they were (the updater
+// then holds all but protective growth), with a Warning event when the condition
+// changes. It returns the API error of a read or write.
+func (r *Recommender) notSelected(ctx context.Context, gfa *gpufracv1.GPUFractionAutoscaler) error {
+	msg := fmt.Sprintf("spec.recommenders names recommender %q, whose --shard-namespace-selector %q leaves namespace %s out: no recommender instance keeps this recommendation current (relabel the namespace, widen the selector, or name an instance that selects it); the updater changes pods only for protective growth meanwhile",
+		r.Config.Shard.name(), r.Config.Shard.Namespaces, gfa.Namespace)
+	cond := metav1.Condition{Type: gpufracv1.ConditionConfigUnsupported, Status: metav1.ConditionTrue,
+		Reason: gpufracv1.ReasonNamespaceNotSelected, Message: msg, ObservedGeneration: gfa.Generation}
+	r.eventOnChange(gfa.Status.Conditions, gfa, gpufracv1.ReasonNamespaceNotSelected, msg)
+	var gfr gpufracv1.GPUFractionRecommendation
+	switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: gfa.Namespace, Name: gfa.Name}, &gfr); {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return err
+	default:
+		base := gfr.DeepCopy()
+		if meta.SetStatusCondition(&gfr.Status.Conditions, cond) {
+			if err := r.Client.Status().Patch(ctx, &gfr, client.MergeFrom(base)); err != nil {
+				return fmt.Errorf("updating GPUFractionRecommendation status: %w", err)
+			}
+		}
+	}
+	upd := gfa.DeepCopy()
+	if meta.SetStatusCondition(&upd.Status.Conditions, cond) {
+		if err := r.Client.Status().Patch(ctx, upd, client.MergeFrom(gfa)); err != nil {
+			return fmt.Errorf("updating GPUFractionAutoscaler status: %w", err)
+		}
+	}
+	return nil
 }

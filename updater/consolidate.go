@@ -230,7 +230,7 @@ func (u *Updater) consolidationOutcome(cy *cycle) {
 // movablePods returns, by UID, the pods consolidation may replace now: Ready pods that
 // restart (restartPolicy Always: not a Job's) of autoscalers that replace pods
 // (Recreate, or InPlaceOrRecreate off the annotations backend) with a recommendation the
-// webhook applies, a resize window open, a fresh recommender, complete data, no
+// webhook applies, a resize window open, a fresh recommender that selects its namespace, complete data, no
 // guardrail holding, no rollback floor or shrink under verification and nothing being
 // published, at least Config.MinPodAge old, on one shared GPU, neither excluded, going
 // away, already out of date, waiting to retry an eviction nor of a workload whose
@@ -241,7 +241,7 @@ func (u *Updater) movablePods(cy *cycle) map[types.UID]movable {
 		replaces := p.mode == gpufracv1.UpdateModeRecreate ||
 			(p.mode == gpufracv1.UpdateModeInPlaceOrRecreate && p.backend != gpufracv1.BackendAnnotations)
 		if !replaces || p.recSkip != "" || p.blockR != "" || !p.window.Open || p.werr != nil ||
-			p.staleMsg != "" || p.heldPending != "" || p.floorPending != "" ||
+			p.staleMsg != "" || p.notSelectedMsg != "" || p.heldPending != "" || p.floorPending != "" ||
 			p.guard != gpufracv1.GuardrailNone || contract.IncompleteData(p.gfr) != "" ||
 			p.st.Floor != nil || p.st.Verification != nil {
 			continue

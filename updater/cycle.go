@@ -142,6 +142,10 @@ type plan struct {
 	// staleMsg says why the recommender that owns the autoscaler is not keeping its
 	// recommendation current ("" when it is, or the check is off): recommenderGate.
 	staleMsg string
+	// notSelectedMsg says why no recommender instance keeps the recommendation current
+	// although the named one's status Lease is fresh: that instance leaves the
+	// autoscaler's namespace out (notSelected; "" when not): recommenderGate.
+	notSelectedMsg string
 	// outdatedMsg says why the recommendation was computed for an older generation of
 	// the autoscaler's spec ("" when not): outdatedGate.
 	outdatedMsg string
@@ -250,6 +254,7 @@ func (u *Updater) plan(ctx context.Context, cy *cycle, gfa *gpufracv1.GPUFractio
 	p.pods = pods
 	p.gfr, p.recSkip, p.recMsg = u.recommendation(ctx, gfa)
 	p.staleMsg = u.recommenderStale(ctx, cy, gfa.Spec.RecommenderOf())
+	p.notSelectedMsg = notSelected(p.gfr)
 	p.outdatedMsg = recommendationOutdated(gfa, p.gfr)
 	if p.recSkip == "" {
 		p.recSkip, p.recMsg = u.sharingPlanGate(ctx, cy, p)

@@ -858,3 +858,58 @@ func TestWebhookRefusedShapeEvictsNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestNamespaceNotSelectedHoldsAllButProtectiveGrowth: an autoscaler whose recommender
+// instance leaves its namespace out (--shard-namespace-selector; the instance marks its
+// recommendation ConfigUnsupported NamespaceNotSelected) has a recommendation nobody
+// keeps current while that instance's Lease stays fresh: no shrink towards it, with the
+// Lease check on or off, while a pod near its limit still grows (urgent). An autoscaler
+// the instance selects (ConfigUnsupported False) is shrunk as before.
+func TestNamespaceNotSelectedHoldsAllButProtectiveGrowth(t *testing.T) {
+	fresh := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: sysNS, Name: statuslease.RecommenderLeaseName("b")},
+		Spec: coordinationv1.LeaseSpec{RenewTime: ptr.To(metav1.NewMicroTime(time.Now().Add(-time.Minute)))}}
+	notSelected := metav1.Condition{Type: gpufracv1.ConditionConfigUnsupported, Status: metav1.ConditionTrue, Reason: gpufracv1.ReasonNamespaceNotSelected,
+		Message: `spec.recommenders names recommender "b", whose --shard-namespace-selector "shard=b" leaves namespace ml out`}
+	selected := metav1.Condition{Type: gpufracv1.ConditionConfigUnsupported, Status: metav1.ConditionFalse, Reason: "ConfigSupported", Message: "target resolved"}
+	for _, tc := range []struct {
+		name         string
+		podGi, live  int
+		observedPeak string
+		leaseCheck   bool
+		cond         metav1.Condition
+		blocked      string
+	}{
+		{"not selected, fresh Lease: a shrink from 5Gi waits", 5, 3, "", true, notSelected, SkipNamespaceNotSelected},
+		{"not selected, fresh Lease: a shrink from 6Gi waits", 6, 3, "", true, notSelected, SkipNamespaceNotSelected},
+		{"not selected, no Lease check: a shrink waits", 5, 3, "", false, notSelected, SkipNamespaceNotSelected},
+		{"not selected: memory near its limit grows (urgent)", 1, 2, "1000Mi", true, notSelected, ""},
+		{"selected, fresh Lease: the shrink goes ahead", 5, 2, "", true, selected, ""},
+		{"selected, no Lease check: the shrink goes ahead", 6, 2, "", false, selected, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, gpufracv1.UpdateModeRecreate, gpufracv1.BackendHAMi, 3, int64(tc.podGi))
+			f.setTarget("3Gi", "2Gi", "4Gi")
+			if tc.observedPeak != "" {
+				f.gfr.Status.ContainerRecommendations[0].ObservedPeakMemory = q(tc.observedPeak)
+			}
+			f.gfa.Spec.Recommenders = []gpufracv1.RecommenderName{{Name: "b"}}
+			f.gfr.Status.Conditions = append(f.gfr.Status.Conditions, tc.cond)
+			if tc.leaseCheck {
+				f.objs = append(f.objs, fresh.DeepCopy())
+				f.cfg.RecommenderLeaseMaxAge = 10 * time.Minute
+			}
+			f.build()
+			f.run()
+			if n := len(f.livePods()); n != tc.live {
+				t.Errorf("%d pods left, want %d", n, tc.live)
+			}
+			st := f.status()
+			if tc.blocked != "" && (st.BlockedReason != tc.blocked || !strings.Contains(st.BlockedMessage, "namespace ml")) {
+				t.Errorf("blocked %q %q, want %s naming the namespace", st.BlockedReason, st.BlockedMessage, tc.blocked)
+			}
+			if tc.blocked != "" && !slices.ContainsFunc(f.events(), func(e string) bool { return strings.Contains(e, "updates blocked ("+tc.blocked+")") }) {
+				t.Errorf("no UpdatesBlocked event for %s", tc.blocked)
+			}
+		})
+	}
+}

@@ -7,6 +7,8 @@ import (
 
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/statuslease"
@@ -132,15 +134,36 @@ func recommendationGate(c *candidate) (string, string) {
 }
 
 // recommenderGate: for a change that is not protective, a recommender instance that is
-// not keeping the recommendation current (its status Lease is stale: recommenderStale).
+// not keeping the recommendation current: its status Lease is stale (recommenderStale),
+// or it leaves the autoscaler's namespace out while its Lease is fresh (notSelected).
 // Protective growth protects a pod from what it uses now, so an old target still serves
 // it, and a rollback reaches the updater's own floor: neither needs a current
 // recommendation, whether urgentGrowth makes them urgent or they wait for a window.
 func recommenderGate(c *candidate) (string, string) {
-	if c.p.staleMsg == "" || c.need.Protective {
+	switch {
+	case c.need.Protective:
 		return "", ""
+	case c.p.staleMsg != "":
+		return SkipRecommenderStale, c.p.staleMsg
+	case c.p.notSelectedMsg != "":
+		return SkipNamespaceNotSelected, c.p.notSelectedMsg
 	}
-	return SkipRecommenderStale, c.p.staleMsg
+	return "", ""
+}
+
+// notSelected returns the message of gfr's ConfigUnsupported condition while it is True
+// for ReasonNamespaceNotSelected: the recommender instance the autoscaler names leaves
+// its namespace out, so no instance keeps the recommendation current, and that
+// instance's status Lease, fresh, does not say so. "" otherwise (also for a nil gfr).
+func notSelected(gfr *gpufracv1.GPUFractionRecommendation) string {
+	if gfr == nil {
+		return ""
+	}
+	c := meta.FindStatusCondition(gfr.Status.Conditions, gpufracv1.ConditionConfigUnsupported)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != gpufracv1.ReasonNamespaceNotSelected {
+		return ""
+	}
+	return c.Message
 }
 
 // outdatedGate: for a change that is not protective, a recommendation computed for an

@@ -42,6 +42,12 @@ const (
 	// is down, has lost its leader, or its cycles fail), so the recommendation is not
 	// kept current: only urgent (protective) growth goes ahead.
 	SkipRecommenderStale = "recommender-stale"
+	// SkipNamespaceNotSelected: the recommender instance the autoscaler names leaves
+	// its namespace out (--shard-namespace-selector; the recommendation's
+	// ConfigUnsupported condition says NamespaceNotSelected), so nobody keeps the
+	// recommendation current although that instance's status Lease is fresh: only
+	// protective growth goes ahead.
+	SkipNamespaceNotSelected = "namespace-not-selected"
 	// SkipRecommendationOutdated: the recommendation was computed for an older
 	// generation of the autoscaler's spec (its status.observedGeneration below the
 	// autoscaler's metadata.generation: a bound, headroom or sharing mode edited since)

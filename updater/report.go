@@ -100,7 +100,7 @@ func (u *Updater) recordEvents(ctx context.Context, p *plan, pending []*candidat
 		u.wouldUpdate(p, pending)
 	}
 	switch st.BlockedReason {
-	case SkipAdmissionUnavailable, SkipRecommenderStale, SkipWindowInvalid, SkipTargetUnresolved, SkipReplacementUnchanged, SkipDuplicateTarget:
+	case SkipAdmissionUnavailable, SkipRecommenderStale, SkipNamespaceNotSelected, SkipWindowInvalid, SkipTargetUnresolved, SkipReplacementUnchanged, SkipDuplicateTarget:
 		u.eventOnce(gfa, "blocked", corev1.EventTypeWarning, EventUpdatesBlocked, "Update", "updates blocked ("+st.BlockedReason+"): "+st.BlockedMessage)
 	default:
 		u.forget(gfa, "blocked")

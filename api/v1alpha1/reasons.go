@@ -64,3 +64,13 @@ const (
 // ConfigUnsupported and RecommendationProvided conditions and of the recommender's and
 // the webhook's warning events.
 const ReasonDuplicateTarget = "DuplicateTarget"
+
+// ReasonNamespaceNotSelected: the recommender instance the autoscaler names
+// (spec.recommenders) leaves the autoscaler's namespace out (its
+// --shard-namespace-selector does not match the namespace's labels), so no instance
+// keeps its recommendation current while that instance's status Lease stays fresh. The
+// reason of the ConfigUnsupported condition that instance writes on the autoscaler and
+// on an existing recommendation (whose values it leaves as they were), and of its
+// warning event; the updater then changes the autoscaler's pods only for protective
+// growth. The instance that owns the autoscaler again sets ConfigUnsupported False.
+const ReasonNamespaceNotSelected = "NamespaceNotSelected"
