@@ -28,6 +28,13 @@ type Shard struct {
 	Name string
 	// Namespaces, when not nil, limits the shard to namespaces whose labels match it.
 	Namespaces labels.Selector
+	// Exclusive is true when this instance is the only one recommending under its name:
+	// it runs its cycles as the leader of its name's Lease (cmd/recommender
+	// --leader-elect). Only then is an autoscaler naming it in a namespace its selector
+	// leaves out known to be kept current by nobody (notSelected): instances that share
+	// a name without leader election (each with its own selector) may cover it, and
+	// would otherwise mark each other's autoscalers every cycle.
+	Exclusive bool
 }
 
 // name returns the shard's name with the default filled in.
@@ -72,7 +79,7 @@ func (r *Recommender) ownedOnly(ctx context.Context, entries []*entry, byRef map
 		switch {
 		case sh.Owns(e.gfa, nsLabels[e.gfa.Namespace]):
 			kept = append(kept, e)
-		case e.gfa.Spec.RecommenderOf() == sh.name():
+		case sh.Exclusive && e.gfa.Spec.RecommenderOf() == sh.name():
 			e.foreign = true
 			excluded = append(excluded, e)
 		default:

@@ -102,7 +102,9 @@ func TestShardNamespaceSelector(t *testing.T) {
 // it wrote before (values left as they were): ConfigUnsupported True
 // NamespaceNotSelected, a Warning event once, gpufrac_recommender_autoscalers_not_selected.
 // An autoscaler there naming another instance, and one in a selected namespace, are not
-// marked; selected again, the mark is cleared.
+// marked; selected again, the mark is cleared. Only an instance that leads its name's
+// Lease (Shard.Exclusive) marks: without leader election another instance of its name
+// may select that namespace (TestShardWithoutLeaderElectionMarksNothing).
 func TestShardMarksAutoscalersItsSelectorLeavesOut(t *testing.T) {
 	objs := append(deployment("team-a", "sd", 1), deployment("team-b", "sd", 1)...)
 	objs = append(objs, deployment("team-b", "llm", 1)...)
@@ -112,7 +114,7 @@ func TestShardMarksAutoscalersItsSelectorLeavesOut(t *testing.T) {
 	h := newHarness(t, objs, promFor(objs, 8*gib, 0.2))
 	rec := events.NewFakeRecorder(20)
 	h.rec.Events = rec
-	h.rec.Config.Shard = Shard{Name: "b", Namespaces: labels.SelectorFromSet(labels.Set{"shard": "b"})}
+	h.rec.Config.Shard = Shard{Name: "b", Namespaces: labels.SelectorFromSet(labels.Set{"shard": "b"}), Exclusive: true}
 	ctx := context.Background()
 	relabel := func(shard string) {
 		t.Helper()
@@ -195,5 +197,32 @@ func TestShardMarksAutoscalersItsSelectorLeavesOut(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(autoscalersNotSelected); got != 0 {
 		t.Errorf("gpufrac_recommender_autoscalers_not_selected = %v, want 0", got)
+	}
+}
+
+// Two instances may share a name without leader election, each with its own namespace
+// selector (make bench-scale SHARDS=2 runs its shards so): one cannot tell that the
+// other leaves a namespace it does not select uncovered, so neither marks the other's
+// autoscalers (it would every cycle, and the other would clear it).
+func TestShardWithoutLeaderElectionMarksNothing(t *testing.T) {
+	objs := append(deployment("team-a", "sd", 1), deployment("team-b", "sd", 1)...)
+	objs = append(objs, inShard(gfa("team-a", "sd", "sd"), "b"), inShard(gfa("team-b", "sd", "sd"), "b"),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{"shard": "b"}}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-b", Labels: map[string]string{"shard": "c"}}})
+	h := newHarness(t, objs, promFor(objs, 8*gib, 0.2))
+	for _, exclusive := range []bool{false, true} {
+		h.rec.Config.Shard = Shard{Name: "b", Namespaces: labels.SelectorFromSet(labels.Set{"shard": "b"}), Exclusive: exclusive}
+		if err := h.rec.RunOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		var a gpufracv1.GPUFractionAutoscaler
+		if err := h.c.Get(context.Background(), types.NamespacedName{Namespace: "team-b", Name: "sd"}, &a); err != nil {
+			t.Fatal(err)
+		}
+		c := meta.FindStatusCondition(a.Status.Conditions, gpufracv1.ConditionConfigUnsupported)
+		marked := c != nil && c.Status == metav1.ConditionTrue && c.Reason == gpufracv1.ReasonNamespaceNotSelected
+		if marked != exclusive {
+			t.Errorf("exclusive %v: team-b/sd marked %s %v, want %v", exclusive, gpufracv1.ReasonNamespaceNotSelected, marked, exclusive)
+		}
 	}
 }

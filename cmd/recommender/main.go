@@ -130,6 +130,8 @@ func (o *options) complete() error {
 			return fmt.Errorf("--shard-namespace-selector %q: %w", o.shardNS, err)
 		}
 	}
+	// Leading its name's Lease, the instance is the only one of its name that recommends.
+	cfg.Shard.Exclusive = o.mgr.LeaderElect
 	o.electionID = leaderElectID
 	if cfg.Shard.Name != gpufracv1.DefaultRecommenderName {
 		o.electionID = leaderElectID + "-" + cfg.Shard.Name // one leader per shard
