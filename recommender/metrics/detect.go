@@ -24,17 +24,10 @@ import (
 func DetectSources(ctx context.Context, r *Reader, from, to time.Time) ([]Source, error) {
 	names := SourceMetrics(Sources...)
 	match := fmt.Sprintf(`{__name__=~%q}`, strings.Join(quoteAll(names), "|"))
-	cctx, cancel := context.WithTimeout(ctx, r.timeout())
-	defer cancel()
-	values, warnings, _, err := r.API.LabelValues(cctx, model.MetricNameLabel, []string{match}, from, to)
+	values, err := r.LabelValues(ctx, model.MetricNameLabel, []string{match}, from, to)
 	if err != nil {
-		Queries.WithLabelValues("labels", "error").Inc()
-		return nil, fmt.Errorf("prometheus label values %s %s: %w", model.MetricNameLabel, match, withBody(err))
-	}
-	if err := partial("labels", match, warnings); err != nil {
 		return nil, err
 	}
-	Queries.WithLabelValues("labels", "ok").Inc()
 	have := map[string]bool{}
 	for _, v := range values {
 		have[string(v)] = true
@@ -70,4 +63,24 @@ func quoteAll(names []string) []string {
 		out[i] = regexp.QuoteMeta(n)
 	}
 	return out
+}
+
+// LabelValues asks the label-values API (/api/v1/label/<label>/values) for the values of
+// label among the series matching any of match with samples between from and to: the
+// index, no sample read. It returns Prometheus' error, or a *PartialResponseError
+// (ErrPartialResponse) when the answer carried warnings (a value missing from a partial
+// answer is not absent); each request counts in Queries as kind "labels".
+func (r *Reader) LabelValues(ctx context.Context, label string, match []string, from, to time.Time) (model.LabelValues, error) {
+	cctx, cancel := context.WithTimeout(ctx, r.timeout())
+	defer cancel()
+	values, warnings, _, err := r.API.LabelValues(cctx, label, match, from, to)
+	if err != nil {
+		Queries.WithLabelValues("labels", "error").Inc()
+		return nil, fmt.Errorf("prometheus label values %s %s: %w", label, strings.Join(match, " "), withBody(err))
+	}
+	if err := partial("labels", strings.Join(match, " "), warnings); err != nil {
+		return nil, err
+	}
+	Queries.WithLabelValues("labels", "ok").Inc()
+	return values, nil
 }

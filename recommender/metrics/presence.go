@@ -3,7 +3,6 @@ package metrics
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/prometheus/common/model"
@@ -102,22 +101,11 @@ func (r *Reader) Presence(ctx context.Context, sel Selector, fields []Field, fro
 		}
 	}
 	p := &Presence{Metrics: map[string]bool{}}
-	values := func(label string, match []string) ([]model.LabelValue, error) {
+	values := func(label string, match []string) (model.LabelValues, error) {
 		if len(match) == 0 {
 			return nil, nil
 		}
-		cctx, cancel := context.WithTimeout(ctx, r.timeout())
-		defer cancel()
-		vs, warnings, _, err := r.API.LabelValues(cctx, label, match, from, to)
-		if err != nil {
-			Queries.WithLabelValues("labels", "error").Inc()
-			return nil, fmt.Errorf("prometheus label values %s %s: %w", label, strings.Join(match, " "), withBody(err))
-		}
-		if err := partial("labels", strings.Join(match, " "), warnings); err != nil {
-			return nil, err
-		}
-		Queries.WithLabelValues("labels", "ok").Inc()
-		return vs, nil
+		return r.LabelValues(ctx, label, match, from, to)
 	}
 	vs, err := values(model.MetricNameLabel, append(direct, exported...))
 	if err != nil {
