@@ -421,7 +421,7 @@ func (r *Recommender) plan(ctx context.Context, rd *metrics.Reader, src metrics.
 	}
 	from = from.Add(-r.model.Options().MemoryAggregationInterval)
 	log := klog.FromContext(ctx).V(2)
-	fields := append(src.Fields(metrics.SignalMemory), src.Fields(metrics.SignalCompute)...)
+	fields := slices.Concat(src.Fields(metrics.SignalMemory), src.Fields(metrics.SignalCompute))
 	present, err := rd.Presence(ctx, sel, fields, from, to)
 	if err != nil {
 		log.Info("Finding which fields have series failed; reading every query branch", "source", src.Name(), "err", err)
