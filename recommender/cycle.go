@@ -278,7 +278,7 @@ func (r *Recommender) addPod(ctx context.Context, c *cycle, p *corev1.Pod) {
 	for _, pc := range workload.Containers(p) {
 		names[pc.Container.Name] = true
 	}
-	if e := c.byRef[ref]; e != nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+	if e := c.byRef[ref]; e != nil && !workload.Ended(p) {
 		e.pods++
 		if e.podNames == nil {
 			e.podNames = map[string]bool{}

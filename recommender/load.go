@@ -641,7 +641,7 @@ func (r *Recommender) downTargets(d *sourceData, attr *workload.Attributor, boot
 	for _, p := range d.onDown {
 		w, ok := r.fedBy(attr, metrics.ContainerID{Namespace: p.Namespace, Pod: p.Pod}, bootstrapped)
 		pod := r.cur.livePods[[2]string{p.Namespace, p.Pod}]
-		if !ok || pod == nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || r.tracked[w].gaps.down == nil {
+		if !ok || pod == nil || workload.Ended(pod) || r.tracked[w].gaps.down == nil {
 			continue
 		}
 		if ps := r.pods[[2]string{p.Namespace, p.Pod}]; ps != nil && !slices.Contains(ps.current(r.order()), d.src.Name()) {

@@ -113,7 +113,7 @@ func (c *capacity) addNode(n *corev1.Node) {
 // memory of the KAI GPU group it is on.
 func (c *capacity) take(p *corev1.Pod) {
 	ng := c.byName[p.Spec.NodeName]
-	if ng == nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+	if ng == nil || workload.Ended(p) {
 		return
 	}
 	ng.FreeGPUs -= podRequest(p, c.cfg.GPUResource)

@@ -117,7 +117,7 @@ func (u *Updater) reservePending(ctx context.Context, cy *cycle) {
 		for i := range pods {
 			pod := &pods[i]
 			if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || oldest.before[pod.UID] ||
-				pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+				workload.Ended(pod) {
 				continue
 			}
 			if r, ok := u.owners.TopController(ctx, pod); !ok || r != ref {

@@ -102,7 +102,7 @@ func (u *Updater) podsOf(ctx context.Context, ref workload.Ref, byNS map[string]
 	var out []*corev1.Pod
 	for i := range pods {
 		p := &pods[i]
-		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if workload.Ended(p) {
 			continue
 		}
 		if r, ok := u.owners.TopController(ctx, p); ok && r == ref {

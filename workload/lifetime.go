@@ -6,6 +6,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
+// Ended reports whether pod ran to its end: phase Succeeded (a Job's pod that
+// completed) or Failed (evicted under node pressure, or failed and not restarted), kept
+// until garbage collection. It runs no container and holds no GPU, whatever its
+// annotations say was written into it.
+func Ended(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+}
+
 // SampleInLife reports whether a sample of a container of a live pod, at time t with
 // value v, can be the container's own usage. It rejects:
 //   - samples from before the pod was created (an earlier pod of the same name, e.g. a

@@ -13,6 +13,7 @@ import (
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/backend"
+	"github.com/gpufrac/gpufrac/workload"
 )
 
 func init() { registerCommand(newStatusCmd) }
@@ -87,7 +88,7 @@ func warnInvalidRecords(w io.Writer, pods []corev1.Pod) {
 // node pressure, kept until garbage collection) or a Succeeded one (a Job's) holds no
 // GPU, whatever its record says was written into it.
 func holdsGPU(p *corev1.Pod) bool {
-	return p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+	return p.DeletionTimestamp == nil && !workload.Ended(p)
 }
 
 // appliedPods is what the admission webhook recorded on the pods of one autoscaler:
