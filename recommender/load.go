@@ -397,6 +397,10 @@ const SplitMinWindow = time.Hour
 type readPlan struct {
 	memDirty, cpuDirty map[string]bool
 	copies             bool
+	// cpuSamples, when not nil, reads compute from raw samples
+	// (metrics.Reader.RangeFromSamples), which drops impossible samples itself: cpuDirty
+	// is then not looked for.
+	cpuSamples *metrics.SampleRead
 	// present says which branches of the data queries have series in the load's
 	// windows (metrics.Reader.Presence); nil: every branch is read.
 	present *metrics.Presence
@@ -409,7 +413,10 @@ type readPlan struct {
 // for a shorter load, every namespace robust and copies looked for. It first finds
 // which fields and label forms have series there (metrics.Reader.Presence), so that the
 // plan's own check and the load's data queries leave out the branches that match
-// nothing (the selector it returns carries it); a failure reads every branch. Without memory
+// nothing (the selector it returns carries it); a failure reads every branch. Where no
+// device had several pods and the compute query is one series selector
+// (metrics.ComputeSamples), compute is read from raw samples (readPlan.cpuSamples) and
+// its namespaces are not looked at. Without memory
 // (the hourly memory is read from recordings, readRecorded) the memory namespaces are not
 // looked at: memDirty stays nil (robust) for the running interval's instant read. A query
 // that fails leaves its part at the always-right answer (robust, copies looked for),
@@ -437,12 +444,18 @@ func (r *Recommender) plan(ctx context.Context, rd *metrics.Reader, src metrics.
 	if memory {
 		p.memDirty = find(metrics.SignalMemory)
 	}
-	p.cpuDirty = find(metrics.SignalCompute)
 	shared, err := rd.SharedDevices(ctx, src, sel, from, to)
 	if err != nil {
 		log.Info("Finding devices shared by several pods failed; looking for copied values on all", "source", src.Name(), "err", err)
 	}
 	p.copies = shared || err != nil
+	// Raw samples where no copy is to be matched (the copies companion's values are
+	// Prometheus' own means) and the compute query is one series selector.
+	if sr, ok := metrics.ComputeSamples(src, sel); ok && !p.copies {
+		p.cpuSamples = &sr
+	} else {
+		p.cpuDirty = find(metrics.SignalCompute)
+	}
 	return p
 }
 

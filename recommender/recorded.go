@@ -178,7 +178,9 @@ func restamped(series []metrics.Series, shift, window time.Duration) []metrics.S
 
 // readCompute reads the compute points cpu of one slice of a load (computePoints) at
 // the cycle interval step: from the raw series (metrics.Source.ComputeQuery, with the
-// copies companion where the plan says copies are possible), or, with rec reading
+// copies companion where the plan says copies are possible; from raw samples,
+// metrics.Reader.RangeFromSamples, where the plan says so, and the range query where
+// the backend refuses those as too large), or, with rec reading
 // compute (recordedLoad.compute), where no
 // device held several pods (plan.copies false) and step is the recordings' minute, each
 // whole hour that lies inside the slice's points and that the recordings hold whole
@@ -192,6 +194,14 @@ func restamped(series []metrics.Series, shift, window time.Duration) []metrics.S
 func (d *sourceData) readCompute(ctx context.Context, rd *metrics.Reader, sel metrics.Selector, plan readPlan, rec *recordedLoad,
 	cpu computeSpan, step time.Duration) error {
 	raw := func(first, last time.Time) ([]metrics.Series, error) {
+		if plan.cpuSamples != nil {
+			s, err := rd.RangeFromSamples(ctx, metrics.SignalCompute, *plan.cpuSamples, first, last, step)
+			if err == nil || !metrics.SampleReadTooLarge(err) || ctx.Err() != nil {
+				return s, err
+			}
+			// Too large for the backend: the range query chunks; every namespace robust.
+			klog.FromContext(ctx).V(2).Info("Reading compute from raw samples was refused as too large; reading the range query", "source", d.src.Name(), "err", err)
+		}
 		q := metrics.SplitQuery(sel, plan.cpuDirty, func(s metrics.Selector) string { return d.src.ComputeQuery(s, step) })
 		return rd.RangeShared(ctx, metrics.SignalCompute, q, plan.copiesQuery(d.src, sel, metrics.SignalCompute, step), first, last, step)
 	}

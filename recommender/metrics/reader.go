@@ -261,20 +261,9 @@ func (r *Reader) timeout() time.Duration {
 // labels). Infos (PromQL annotations that do not affect the result, among the warnings
 // too: PromQLInfoPrefix) are logged at -v=2.
 func (r *Reader) Vector(ctx context.Context, query string, ts time.Time) (model.Vector, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.timeout())
-	defer cancel()
-	began := time.Now()
-	v, warnings, infos, err := r.API.Query(ctx, query, ts)
-	klog.FromContext(ctx).V(4).Info("Prometheus query", "kind", "instant", "query", query, "took", time.Since(began), "err", err)
+	v, err := r.instant(ctx, query, ts)
 	if err != nil {
-		Queries.WithLabelValues("instant", "error").Inc()
-		return nil, fmt.Errorf("prometheus query %q: %w", query, withBody(err))
-	}
-	if err := partial("instant", query, warnings); err != nil {
 		return nil, err
-	}
-	if len(infos) > 0 || len(warnings) > 0 { // warnings here are PromQL infos (partial)
-		klog.FromContext(ctx).V(2).Info("Prometheus infos", "query", query, "infos", append(infos, warnings...))
 	}
 	var vec model.Vector
 	switch val := v.(type) {
@@ -291,6 +280,28 @@ func (r *Reader) Vector(ctx context.Context, query string, ts time.Time) (model.
 	}
 	Queries.WithLabelValues("instant", "ok").Inc()
 	return vec, nil
+}
+
+// instant runs an instant query at ts within the Timeout and returns its value. It
+// returns Prometheus' error, or a *PartialResponseError when the answer carried
+// warnings; infos are logged at -v=2. The caller counts the query's success.
+func (r *Reader) instant(ctx context.Context, query string, ts time.Time) (model.Value, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout())
+	defer cancel()
+	began := time.Now()
+	v, warnings, infos, err := r.API.Query(ctx, query, ts)
+	klog.FromContext(ctx).V(4).Info("Prometheus query", "kind", "instant", "query", query, "took", time.Since(began), "err", err)
+	if err != nil {
+		Queries.WithLabelValues("instant", "error").Inc()
+		return nil, fmt.Errorf("prometheus query %q: %w", query, withBody(err))
+	}
+	if err := partial("instant", query, warnings); err != nil {
+		return nil, err
+	}
+	if len(infos) > 0 || len(warnings) > 0 { // warnings here are PromQL infos (partial)
+		klog.FromContext(ctx).V(2).Info("Prometheus infos", "query", query, "infos", append(infos, warnings...))
+	}
+	return v, nil
 }
 
 // Instant runs an instant query at ts and returns one series per container, each with one

@@ -1,0 +1,206 @@
+package metrics
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/model"
+)
+
+// SampleRead is a compute read that Prometheus can answer with raw samples: the series
+// of one field, selected by one series selector, whose per-step means the Reader
+// computes itself (Reader.RangeFromSamples) instead of asking Prometheus to evaluate
+// avg_over_time at every step of a range query.
+//
+// Why: a long load's compute read is one range function per series and step, and
+// Prometheus pays its vector match, aggregation and relabelling at every step for every
+// series (55 % of the evaluation of a 10,000-pod × 8-day first install,
+// docs/benchmarks.md). The same samples returned as a range vector cost Prometheus only
+// the chunk reads (12× less evaluation time on Debian's Prometheus 2.42, 1,000 pods × 6
+// hours, docs/benchmarks.md "raw samples for the compute read").
+type SampleRead struct {
+	// Field is the one compute field read.
+	Field Field
+	// Selector is the PromQL series selector of its series, e.g.
+	// DCGM_FI_DEV_GPU_UTIL{namespace=~"a|b",pod!="",exported_pod=""}.
+	Selector string
+	// keys are the labels the means are merged by (max), as Source.ComputeQuery's
+	// aggregation: namespace, pod, container and the device labels.
+	keys []string
+}
+
+// ComputeSamples returns the SampleRead of src's compute over sel, and true, where the
+// compute query (Source.ComputeQuery) reduces to one series selector: sel carries a
+// Presence (Reader.Presence) that finds exactly one compute field with series, no series
+// scraped without honor_labels and, for an instance-relative field, none on a MIG
+// instance, and the field keeps the selector's label names (no Field.Labels,
+// Field.Device or Field.NoContainer relabelling). Elsewhere (several fields, whose
+// preference is decided per container and step; relabelled series) it returns false
+// and the load reads the range query, as before.
+func ComputeSamples(src Source, sel Selector) (SampleRead, bool) {
+	var g gauges
+	switch s := src.(type) {
+	case gauges:
+		g = s
+	case DCGM:
+		g = dcgm
+	default:
+		return SampleRead{}, false
+	}
+	p := sel.present()
+	if p == nil || (p.exported() && !sel.Direct) {
+		return SampleRead{}, false
+	}
+	fields := p.keep(g.compute)
+	if len(fields) != 1 {
+		return SampleRead{}, false
+	}
+	f := fields[0]
+	parts := f.migParts(p)
+	if f.Labels != nil || f.Device != nil || f.NoContainer || len(parts) != 1 || !p.hasMetric(f.Metric) {
+		return SampleRead{}, false
+	}
+	l := sel.Labels
+	matchers := fmt.Sprintf(`%s=~%q,%s!=""`, l.Namespace, NamespaceRegex(sel.Namespaces), l.Pod)
+	if !sel.Direct {
+		matchers += fmt.Sprintf(`,%s=""`, exportedPrefix+l.Pod)
+	}
+	return SampleRead{
+		Field:    f,
+		Selector: fmt.Sprintf("%s{%s%s%s}", f.Metric, matchers, parts[0].extra, sel.extra()),
+		keys:     sel.keys(),
+	}, true
+}
+
+// RangeFromSamples reads sr over [start, end] at step from raw samples: one instant
+// query of the range vector sr.Selector[end − start + step] at end. The value at each
+// step t is, per series, the mean of its valid samples in (t − step, t] (in [0, the
+// unit's maximum]; NaN, ±Inf and samples out of range dropped, as the robust form of
+// Selector.Series drops them: they are counted by DropCountQuery), the series of one
+// container and device merged with max, converted to a ratio 0–1 and labelled with
+// SourceLabel, as Source.ComputeQuery answers; a window without a valid sample has no
+// value. Decoded as Range decodes.
+//
+// Each raw sample counts in one window only: (t − step, t] is Prometheus 3's range
+// semantics; Prometheus 2's avg_over_time also counted a sample stamped exactly at a
+// window's start, which only backfilled series aligned to the step have.
+//
+// It returns Prometheus' error (TooManySamples or timedOut for an answer too large for
+// the backend's limits or the timeout: the caller then reads the range query, which
+// chunks), a *PartialResponseError for an answer with warnings, or an
+// ErrSampleOutsideQuery error.
+func (r *Reader) RangeFromSamples(ctx context.Context, signal Signal, sr SampleRead, start, end time.Time, step time.Duration) ([]Series, error) {
+	if step <= 0 || end.Before(start) {
+		return nil, fmt.Errorf("raw sample read [%s, %s] at step %s: want a positive step and start not after end", start, end, step)
+	}
+	query := fmt.Sprintf("%s[%dms]", sr.Selector, (end.Sub(start) + step).Milliseconds())
+	v, err := r.instant(ctx, query, end)
+	if err != nil {
+		return nil, err
+	}
+	raw, ok := v.(model.Matrix)
+	if !ok {
+		Queries.WithLabelValues("instant", "error").Inc()
+		return nil, fmt.Errorf("prometheus query %q: want a matrix, got %s", query, typeOf(v))
+	}
+	if err := outsideQuery("instant", query, raw, start.Add(-step), end, 0); err != nil {
+		return nil, err
+	}
+	Queries.WithLabelValues("instant", "ok").Inc()
+	return r.decode(signal, sr.means(raw, start, end, step), nil, step), nil
+}
+
+// means bins raw into the steps of [start, end]: per series the mean of its valid samples
+// in each (t − step, t], then the maximum over the series with the same keys, in the
+// signal's unit (bytes or ratio), labelled with the keys and SourceLabel.
+func (sr SampleRead) means(raw model.Matrix, start, end time.Time, step time.Duration) model.Matrix {
+	first, stepMs := model.TimeFromUnixNano(start.UnixNano()), step.Milliseconds()
+	n := int(end.Sub(start)/step) + 1
+	limit := sr.Field.Unit.max()
+	convert := func(v float64) float64 { // as Unit.scale's PromQL suffix
+		switch sr.Field.Unit {
+		case UnitMiB:
+			return v * MiB
+		case UnitPercent:
+			return v / 100
+		}
+		return v
+	}
+	type group struct {
+		metric model.Metric
+		max    []float64 // per step; NaN: no value yet
+	}
+	groups := map[string]*group{}
+	var order []*group
+	sum, count := make([]float64, n), make([]int, n)
+	var key strings.Builder
+	for _, s := range raw {
+		clear(sum)
+		clear(count)
+		for _, p := range s.Values {
+			v := float64(p.Value)
+			d := int64(p.Timestamp - first)
+			if !(v >= 0 && v <= limit) || d <= -stepMs {
+				continue // NaN, ±Inf or out of range; or at or before the first window
+			}
+			i := 0
+			if d > 0 {
+				i = int((d + stepMs - 1) / stepMs)
+			}
+			if i >= n {
+				continue
+			}
+			sum[i] += v
+			count[i]++
+		}
+		key.Reset()
+		for _, k := range sr.keys {
+			key.WriteString(string(s.Metric[model.LabelName(k)]))
+			key.WriteByte(0xff)
+		}
+		g := groups[key.String()]
+		if g == nil {
+			m := model.Metric{SourceLabel: model.LabelValue(sr.Field.Metric)}
+			for _, k := range sr.keys {
+				if v := s.Metric[model.LabelName(k)]; v != "" {
+					m[model.LabelName(k)] = v
+				}
+			}
+			g = &group{metric: m, max: make([]float64, n)}
+			for i := range g.max {
+				g.max[i] = math.NaN()
+			}
+			groups[key.String()] = g
+			order = append(order, g)
+		}
+		for i, c := range count {
+			if c > 0 {
+				if mean := sum[i] / float64(c); !(mean <= g.max[i]) {
+					g.max[i] = mean
+				}
+			}
+		}
+	}
+	out := make(model.Matrix, 0, len(order))
+	for _, g := range order {
+		st := &model.SampleStream{Metric: g.metric}
+		for i, v := range g.max {
+			if !math.IsNaN(v) {
+				st.Values = append(st.Values, model.SamplePair{Timestamp: first.Add(time.Duration(i) * step), Value: model.SampleValue(convert(v))})
+			}
+		}
+		if len(st.Values) > 0 {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// SampleReadTooLarge reports whether RangeFromSamples failed because the backend refused
+// its answer as too large (TooManySamples: Prometheus' --query.max-samples, Thanos',
+// Mimir's and Cortex's limits) or it ran out of time (the Reader's Timeout or the
+// backend's): the range query, which chunks (Reader.Range), may still get through.
+func SampleReadTooLarge(err error) bool { return TooManySamples(err) || timedOut(err) }
