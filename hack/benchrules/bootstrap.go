@@ -102,6 +102,7 @@ var queryKinds = []struct {
 	{kind: "devices shared by pods", text: "(count by (namespace, pod"},
 	{kind: "memory flatness, raw", text: "stddev_over_time("},
 	{kind: "compute, raw", text: "avg_over_time("},
+	{kind: "compute, raw", text: metrics.DCGMGPUUtil + "{", prefix: true}, // from raw samples (metrics.Reader.RangeFromSamples)
 	{kind: "memory peaks, raw", text: "max_over_time("},
 }
 

@@ -20,7 +20,7 @@ import (
 // series (55 % of the evaluation of a 10,000-pod × 8-day first install,
 // docs/benchmarks.md). The same samples returned as a range vector cost Prometheus only
 // the chunk reads (12× less evaluation time on Debian's Prometheus 2.42, 1,000 pods × 6
-// hours, docs/benchmarks.md "raw samples for the compute read").
+// hours, docs/benchmarks.md "compute from raw samples").
 type SampleRead struct {
 	// Field is the one compute field read.
 	Field Field
@@ -115,7 +115,8 @@ func (r *Reader) RangeFromSamples(ctx context.Context, signal Signal, sr SampleR
 
 // means bins raw into the steps of [start, end]: per series the mean of its valid samples
 // in each (t − step, t], then the maximum over the series with the same keys, in the
-// signal's unit (bytes or ratio), labelled with the keys and SourceLabel.
+// signal's unit (bytes or ratio), labelled with the keys and SourceLabel. It empties raw
+// as it goes, so a stream's samples can be collected once binned.
 func (sr SampleRead) means(raw model.Matrix, start, end time.Time, step time.Duration) model.Matrix {
 	first, stepMs := model.TimeFromUnixNano(start.UnixNano()), step.Milliseconds()
 	n := int(end.Sub(start)/step) + 1
@@ -137,7 +138,8 @@ func (sr SampleRead) means(raw model.Matrix, start, end time.Time, step time.Dur
 	var order []*group
 	sum, count := make([]float64, n), make([]int, n)
 	var key strings.Builder
-	for _, s := range raw {
+	for r, s := range raw {
+		raw[r] = nil // each stream's samples may be freed once binned
 		clear(sum)
 		clear(count)
 		for _, p := range s.Values {
