@@ -63,14 +63,9 @@ func ComputeSamples(src Source, sel Selector) (SampleRead, bool) {
 	if f.Labels != nil || f.Device != nil || f.NoContainer || len(parts) != 1 || !p.hasMetric(f.Metric) {
 		return SampleRead{}, false
 	}
-	l := sel.Labels
-	matchers := fmt.Sprintf(`%s=~%q,%s!=""`, l.Namespace, NamespaceRegex(sel.Namespaces), l.Pod)
-	if !sel.Direct {
-		matchers += fmt.Sprintf(`,%s=""`, exportedPrefix+l.Pod)
-	}
 	return SampleRead{
 		Field:    f,
-		Selector: fmt.Sprintf("%s{%s%s%s}", f.Metric, matchers, parts[0].extra, sel.extra()),
+		Selector: sel.workloadSelector(f.Metric, NamespaceRegex(sel.Namespaces), parts[0].extra+sel.extra()),
 		keys:     sel.keys(),
 	}, true
 }

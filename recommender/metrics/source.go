@@ -251,10 +251,10 @@ func (s Selector) series(fn, metric, extra string, max, keep float64, window tim
 		}
 		return fmt.Sprintf("((%s) or (%s((%s)[%s:%s]) and count_over_time(%s[%s])))", clean, fn, valid, w, promDuration(res), sel, w)
 	}
+	direct := robust(s.workloadSelector(metric, nsRe, extra))
 	if s.Direct {
-		return robust(fmt.Sprintf(`%s{%s=~%q,%s!=""%s}`, metric, ns, nsRe, pod, extra))
+		return direct
 	}
-	direct := robust(fmt.Sprintf(`%s{%s=~%q,%s!="",%s=""%s}`, metric, ns, nsRe, pod, exportedPrefix+pod, extra))
 	if !s.present().exported() {
 		return "(" + direct + ")" // no series scraped without honor_labels (Presence)
 	}
@@ -268,6 +268,19 @@ func (s Selector) series(fn, metric, extra string, max, keep float64, window tim
 	// exported_container and remove it.
 	exported = fmt.Sprintf(`label_replace(%s, %q, "$1", %q, "(.+)")`, exported, ctr, exportedPrefix+ctr)
 	return "(" + direct + " or " + exported + ")"
+}
+
+// workloadSelector renders the series selector of metric in the namespaces matching
+// nsRe with a non-empty pod label and the extra matchers (a suffix starting with a
+// comma): with Direct, as labelled; otherwise only the series scraped with honor_labels
+// (no exported_pod label), whose labels name the workload. Selector.series reads it
+// through the robust form, ComputeSamples as raw samples.
+func (s Selector) workloadSelector(metric, nsRe, extra string) string {
+	ns, pod := s.Labels.Namespace, s.Labels.Pod
+	if s.Direct {
+		return fmt.Sprintf(`%s{%s=~%q,%s!=""%s}`, metric, ns, nsRe, pod, extra)
+	}
+	return fmt.Sprintf(`%s{%s=~%q,%s!="",%s=""%s}`, metric, ns, nsRe, pod, exportedPrefix+pod, extra)
 }
 
 // DefaultSubqueryResolution is the step of the filtering subquery Series falls back to:
