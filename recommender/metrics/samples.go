@@ -41,20 +41,11 @@ type SampleRead struct {
 // preference is decided per container and step; relabelled series) it returns false
 // and the load reads the range query, as before.
 func ComputeSamples(src Source, sel Selector) (SampleRead, bool) {
-	var g gauges
-	switch s := src.(type) {
-	case gauges:
-		g = s
-	case DCGM:
-		g = dcgm
-	default:
-		return SampleRead{}, false
-	}
 	p := sel.present()
 	if p == nil || (p.exported() && !sel.Direct) {
 		return SampleRead{}, false
 	}
-	fields := p.keep(g.compute)
+	fields := p.keep(src.Fields(SignalCompute))
 	if len(fields) != 1 {
 		return SampleRead{}, false
 	}
@@ -116,15 +107,6 @@ func (sr SampleRead) means(raw model.Matrix, start, end time.Time, step time.Dur
 	first, stepMs := model.TimeFromUnixNano(start.UnixNano()), step.Milliseconds()
 	n := int(end.Sub(start)/step) + 1
 	limit := sr.Field.Unit.max()
-	convert := func(v float64) float64 { // as Unit.scale's PromQL suffix
-		switch sr.Field.Unit {
-		case UnitMiB:
-			return v * MiB
-		case UnitPercent:
-			return v / 100
-		}
-		return v
-	}
 	type group struct {
 		metric model.Metric
 		max    []float64 // per step; NaN: no value yet
@@ -186,7 +168,7 @@ func (sr SampleRead) means(raw model.Matrix, start, end time.Time, step time.Dur
 		st := &model.SampleStream{Metric: g.metric}
 		for i, v := range g.max {
 			if !math.IsNaN(v) {
-				st.Values = append(st.Values, model.SamplePair{Timestamp: first.Add(time.Duration(i) * step), Value: model.SampleValue(convert(v))})
+				st.Values = append(st.Values, model.SamplePair{Timestamp: first.Add(time.Duration(i) * step), Value: model.SampleValue(sr.Field.Unit.convert(v))})
 			}
 		}
 		if len(st.Values) > 0 {

@@ -351,6 +351,18 @@ func (u Unit) scale() string {
 	return ""
 }
 
+// convert is scale in Go: v in the unit to bytes or a ratio, with the same operation
+// (× MiB, ÷ 100), so a value converted here equals the query's.
+func (u Unit) convert(v float64) float64 {
+	switch u {
+	case UnitMiB:
+		return v * MiB
+	case UnitPercent:
+		return v / 100
+	}
+	return v
+}
+
 // Field is one published metric a source reads for a signal, with its unit and, where
 // the exporter uses other names than the selector's, its own label names.
 type Field struct {
