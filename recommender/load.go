@@ -493,8 +493,9 @@ func (q rawMemory) flat(sel metrics.Selector, window time.Duration) string {
 
 // readMemory reads the source's memory peaks of the windows ending at each step of
 // [from, to] (one window: an instant query at to when from equals to) with mq, with their
-// copies, flatness and, with contradict, contradiction companions (copies only where
-// the plan says they are possible; copies and contradictions always from the raw
+// copies, flatness (only where the source's memory may go stale,
+// metrics.MemoryMayGoStale) and, with contradict, contradiction companions (copies only
+// where the plan says they are possible; copies and contradictions always from the raw
 // series). It returns the first error.
 func (d *sourceData) readMemory(ctx context.Context, rd *metrics.Reader, sel metrics.Selector, plan readPlan, mq memoryQueries, window time.Duration, from, to time.Time, contradict bool) error {
 	read := func(q, copies string) ([]metrics.Series, error) {
@@ -508,11 +509,16 @@ func (d *sourceData) readMemory(ctx context.Context, rd *metrics.Reader, sel met
 		return err
 	}
 	d.memory = append(d.memory, withWindow(s, window)...)
-	f, err := read(mq.flat(sel, window), "")
-	if err != nil {
-		return err
+	// Flatness only tells stale memory, which a source whose memory drops when the
+	// process exits (DCGM's framebuffer memory, the agent's) never holds: dropStale
+	// reads it for the others only.
+	if metrics.MemoryMayGoStale(d.src) {
+		f, err := read(mq.flat(sel, window), "")
+		if err != nil {
+			return err
+		}
+		d.flat = append(d.flat, f...)
 	}
-	d.flat = append(d.flat, f...)
 	if q := metrics.ContradictedQuery(d.src, sel, window); q != "" && contradict {
 		c, err := read(q, "")
 		if err != nil {

@@ -57,6 +57,38 @@ func TestStaleFlatMemoryIsNotAPeak(t *testing.T) {
 	if !isTrue(mu) || mu.Reason != ReasonStaleSeries || !strings.Contains(mu.Message, p.Name) {
 		t.Errorf("MetricsUnavailable %+v, want True %s naming %s", mu, ReasonStaleSeries, p.Name)
 	}
+	if flatnessReads(h.prom) == 0 {
+		t.Error("no flatness read (metrics.FlatQuery) for a source whose memory may go stale")
+	}
+}
+
+// flatnessReads counts the queries of metrics.FlatQuery (stddev_over_time) prom answered.
+func flatnessReads(prom *promtest.Server) int {
+	n := 0
+	for _, q := range prom.Queries() {
+		if strings.Contains(q, "stddev_over_time") {
+			n++
+		}
+	}
+	return n
+}
+
+// Issue 17: flatness only tells stale memory, and DCGM's framebuffer memory drops when
+// the process exits, so neither the history load nor a live cycle of a DCGM source
+// asks for it (a sixth of a long load's memory reads), and memory that stays flat while
+// the GPU sits idle is then a live peak, kept.
+func TestNoFlatnessReadWhereMemoryDropsOnExit(t *testing.T) {
+	objs := singlePodWorkloads("ml", "flat")
+	h := newEngineHarness(t, objs, metrics.DCGM{})
+	p := podsOf(objs)[0]
+	addDCGM(t, h.prom, p, "GPU-0a1b", h.now, 2*24*120, 30*1024, 0) // two days flat at 30 GiB, idle
+	h.runCycles(t, 2, nil)
+	if n := flatnessReads(h.prom); n != 0 {
+		t.Errorf("%d flatness reads for DCGM, whose memory never goes stale", n)
+	}
+	if peak, ok := recentPeakOf(t, h, "flat"); !ok || peak != 30*gib {
+		t.Errorf("recent peak %.1f GiB (found %v), want the flat 30 GiB kept", peak/gib, ok)
+	}
 }
 
 // Kind 8 (issue 13): a pod that holds a flat amount of memory while its GPU is busy is
