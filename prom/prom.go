@@ -36,6 +36,9 @@ type Config struct {
 	InsecureSkipVerify        bool
 	// Headers are extra request headers, "Name=Value" each.
 	Headers headerFlags
+	// RemoteRead lets raw-sample reads use Prometheus' remote read API (RemoteReadPath,
+	// ReadRaw); false reads them through the query API only. Default true.
+	RemoteRead bool
 }
 
 type headerFlags []string
@@ -54,6 +57,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.CertFile, "prometheus-cert-file", "", "Client certificate for TLS client authentication.")
 	fs.StringVar(&c.KeyFile, "prometheus-key-file", "", "Client key for TLS client authentication.")
 	fs.BoolVar(&c.InsecureSkipVerify, "prometheus-insecure-skip-verify", false, "Do not verify Prometheus' TLS certificate (tests only).")
+	fs.BoolVar(&c.RemoteRead, "prometheus-remote-read", true, "Read a history load's raw samples through the remote read API ("+RemoteReadPath+", streamed chunks) where the backend serves it; false: through the query API only.")
 	fs.Var(&c.Headers, "prometheus-header", "Extra request header Name=Value (repeatable), e.g. X-Scope-OrgID=team-a.")
 }
 
@@ -96,7 +100,9 @@ func (c *Config) API() (promv1.API, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prometheus client for %s: %w", c.URL, err)
 	}
-	return NewAPI(NoPartialResponse(client), httpc), nil
+	a := NewAPI(NoPartialResponse(client), httpc).(queryAPI)
+	a.rr.unsupported.Store(!c.RemoteRead)
+	return a, nil
 }
 
 // PartialResponseParam is the query parameter with which Thanos Query (and Thanos-style

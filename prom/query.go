@@ -38,13 +38,14 @@ func NewAPI(c api.Client, hc *http.Client) promv1.API {
 	if hc == nil {
 		hc = &http.Client{Transport: api.DefaultRoundTripper}
 	}
-	return queryAPI{API: promv1.NewAPI(c), client: c, hc: hc}
+	return queryAPI{API: promv1.NewAPI(c), client: c, hc: hc, rr: &remoteRead{}}
 }
 
 type queryAPI struct {
 	promv1.API
 	client api.Client
 	hc     *http.Client
+	rr     *remoteRead // ReadRaw's state (remoteread.go)
 }
 
 // Query is promv1.API's Query, decoded in one pass.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -279,11 +280,22 @@ type engineHarness struct {
 	now  time.Time
 }
 
+// productAPI is the API the recommender binary reads prom with (prom.NewAPI: one-pass
+// decoding, raw samples through the remote read API).
+func productAPI(t testing.TB, prom *promtest.Server) promv1.API {
+	t.Helper()
+	c, err := api.NewClient(api.Config{Address: prom.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return promapi.NewAPI(c, nil)
+}
+
 func newEngineHarness(t testing.TB, objs []client.Object, src metrics.Source) *engineHarness {
 	prom := promtest.New(t)
 	c := fakeClient(objs, slimPods)
 	h := &engineHarness{c: c, prom: prom, now: time.Date(2026, 11, 30, 12, 0, 30, 0, time.UTC)}
-	h.rec = New(c, &metrics.Reader{API: prom.API(t), Labels: metrics.DefaultLabels}, src, Config{HistoryLength: 48 * time.Hour})
+	h.rec = New(c, &metrics.Reader{API: productAPI(t, prom), Labels: metrics.DefaultLabels}, src, Config{HistoryLength: 48 * time.Hour})
 	h.rec.Now = func() time.Time { return h.now }
 	return h
 }
@@ -370,6 +382,6 @@ func newEngineRecommender(t testing.TB, objs []client.Object, prom *promtest.Ser
 		copies = append(copies, o.DeepCopyObject().(client.Object))
 	}
 	h := newEngineHarness(t, copies, nil)
-	r := New(h.c, &metrics.Reader{API: prom.API(t), Labels: metrics.DefaultLabels}, nil, cfg)
+	r := New(h.c, &metrics.Reader{API: productAPI(t, prom), Labels: metrics.DefaultLabels}, nil, cfg)
 	return r, h.c
 }

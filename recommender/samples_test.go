@@ -8,12 +8,15 @@ import (
 	"time"
 
 	"github.com/gpufrac/gpufrac/recommender/metrics"
+	"github.com/gpufrac/gpufrac/recommender/metrics/promtest"
 )
 
 // isSampleRead matches the compute read from raw samples (metrics.Reader.RangeFromSamples):
-// the SM_ACTIVE series selector as a range vector, no function around it.
+// the SM_ACTIVE series selector as a range vector, no function around it, or its read
+// through the remote read API.
 func isSampleRead(q string) bool {
-	return strings.HasPrefix(q, metrics.DCGMSMActive+"{") && strings.HasSuffix(q, "]")
+	return strings.HasPrefix(q, metrics.DCGMSMActive+"{") && strings.HasSuffix(q, "]") ||
+		strings.HasPrefix(q, promtest.RemoteReadPrefix) && strings.Contains(q, `__name__="`+metrics.DCGMSMActive+`"`)
 }
 
 // Issue 17: a history load reads compute from raw samples where one field has series
@@ -21,7 +24,8 @@ func isSampleRead(q string) bool {
 // Two recommenders load the same 30 hours of two pods (varied activity; three hours of
 // one pod with every other SM_ACTIVE sample impossible, dropped by both reads): one from
 // raw samples, the other with every raw-sample read refused as too large (a backend's
-// sample limit), so that it falls back to the range queries of Source.ComputeQuery.
+// sample limit; the remote read refused first), so that it falls back to the range
+// queries of Source.ComputeQuery. The first reads through the remote read API only.
 // Their recommendations are equal, and each read the way it was meant to.
 func TestHistoryComputeFromSamples(t *testing.T) {
 	var written [2]string
@@ -51,17 +55,21 @@ func TestHistoryComputeFromSamples(t *testing.T) {
 		if err := h.rec.RunOnce(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		samples, ranges := 0, 0
+		samples, remote, ranges := 0, 0, 0
 		for _, q := range h.prom.Queries() {
 			switch {
 			case isSampleRead(q):
 				samples++
+				if strings.HasPrefix(q, promtest.RemoteReadPrefix) {
+					remote++
+				}
 			case isComputeRead(q):
 				ranges++
 			}
 		}
-		if samples == 0 || (refuse && ranges == 0) {
-			t.Fatalf("refused %v: %d compute reads from raw samples, %d range reads; want raw-sample reads, and range reads after a refusal", refuse, samples, ranges)
+		if samples == 0 || (refuse && ranges == 0) || (!refuse && (remote != samples || ranges != 0)) {
+			t.Fatalf("refused %v: %d compute reads from raw samples (%d through the remote read API), %d range reads; want raw-sample reads (all remote reads when not refused), and range reads after a refusal",
+				refuse, samples, remote, ranges)
 		}
 		st := h.gfr(t, "ml", "sd").Status
 		if len(st.ContainerRecommendations) != 1 {

@@ -30,6 +30,7 @@ import (
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/internal/scheme"
+	promapi "github.com/gpufrac/gpufrac/prom"
 	"github.com/gpufrac/gpufrac/recommender"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
 	"github.com/gpufrac/gpufrac/trace"
@@ -83,6 +84,21 @@ func (a *timedAPI) QueryRange(ctx context.Context, query string, r promv1.Range,
 	return a.API.QueryRange(ctx, query, r, opts...)
 }
 
+// ReadRaw is the API's metrics.RawReader (Prometheus' remote read), timed as
+// remoteReadKind; with -remote-read=false it answers promapi.ErrRemoteReadUnsupported,
+// so the recommender reads the same samples through the query API.
+func (a *timedAPI) ReadRaw(ctx context.Context, selector string, from, to time.Time) (model.Matrix, error) {
+	rr, ok := a.API.(metrics.RawReader)
+	if !ok || !remoteRead {
+		return nil, promapi.ErrRemoteReadUnsupported
+	}
+	defer a.add(remoteReadKind, time.Now())
+	return rr.ReadRaw(ctx, selector, from, to)
+}
+
+// remoteReadKind is the kind of the reads through Prometheus' remote read API.
+const remoteReadKind = "compute, raw (remote read)"
+
 // queryKinds name the recommender's queries by a text each holds (or, for prefix,
 // starts with), the first that matches (the dcgm source's).
 var queryKinds = []struct {
@@ -101,10 +117,15 @@ var queryKinds = []struct {
 	{kind: "namespaces with impossible samples", text: "max by (namespace) (count by (namespace)", prefix: true},
 	{kind: "devices shared by pods", text: "(count by (namespace, pod"},
 	{kind: "memory flatness, raw", text: "stddev_over_time("},
+	{kind: remoteReadKind, text: remoteReadKind},
 	{kind: "compute, raw", text: "avg_over_time("},
 	{kind: "compute, raw", text: metrics.DCGMGPUUtil + "{", prefix: true}, // from raw samples (metrics.Reader.RangeFromSamples)
 	{kind: "memory peaks, raw", text: "max_over_time("},
 }
+
+// remoteRead is -remote-read: the raw-sample reads go through Prometheus' remote read
+// API (metrics.RawReader) where true, through the query API where false.
+var remoteRead = true
 
 // cpuProfile is the file -cpuprofile names ("" for none): a CPU profile of this process
 // over the last bootstrap from the recordings.
@@ -149,7 +170,7 @@ func bootstrap(ctx context.Context, base string, promPID int, t trace.Trace, end
 					return nil, err
 				}
 			}
-			r, err := bootstrapOnce(ctx, promv1.NewAPI(c), promPID, objs, end, history, recorded)
+			r, err := bootstrapOnce(ctx, promapi.NewAPI(c, nil), promPID, objs, end, history, recorded)
 			if profiled {
 				pprof.StopCPUProfile()
 			}

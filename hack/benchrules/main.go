@@ -10,7 +10,10 @@
 // history bootstrap (its first cycle, every autoscaler of the trace in a fake API
 // server) reading the raw series and with --history-from-recordings, and compares their
 // memory targets; -dirty adds one impossible memory sample to the namespace, so the raw
-// memory reads take the robust form. Run from the repository root:
+// memory reads take the robust form; -remote-read=false has the raw-sample reads go
+// through the query API (a backend without Prometheus' remote read API); -reuse keeps
+// the series and recordings a previous run with the same flags left. Run from the
+// repository root:
 //
 //	PODS=1000 DAYS=1 go run ./hack/benchrules
 //	go run ./hack/benchrules -pods 1000 -days 1 -reads=false -bootstrap -dirty
@@ -55,6 +58,8 @@ type options struct {
 	// bootstrap raw and from the recordings; dirty: one impossible memory sample in the
 	// namespace, so the raw memory reads take the robust form.
 	reads, bootstrap, dirty bool
+	// reuse: keep the series and recordings a previous run left in out (same flags).
+	reuse bool
 }
 
 func main() {
@@ -67,6 +72,8 @@ func main() {
 	flag.BoolVar(&o.reads, "reads", true, "time each bootstrap read, raw and recorded")
 	flag.BoolVar(&o.bootstrap, "bootstrap", false, "time the recommender's history bootstrap reading the raw series and with --history-from-recordings (repeats runs each)")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "with -bootstrap, write a CPU profile (pprof) of this process over the last bootstrap from the recordings: the recommender's side")
+	flag.BoolVar(&o.reuse, "reuse", false, "reuse the series and recordings a previous run with the same -pods, -days and -dirty left in -out (skips the synthesis, backfill and recordings)")
+	flag.BoolVar(&remoteRead, "remote-read", true, "with -bootstrap, read raw samples through Prometheus' remote read API (false: through the query API, as a backend without it)")
 	flag.BoolVar(&o.dirty, "dirty", false, "add one impossible memory sample (a DCGM blank sentinel) in the namespace: the raw memory reads take the robust form")
 	flag.Parse()
 	o.history = time.Duration(*days) * 24 * time.Hour
@@ -88,71 +95,28 @@ func logf(format string, args ...any) {
 }
 
 func run(ctx context.Context, o options) error {
-	if err := os.RemoveAll(o.out); err != nil {
-		return err
-	}
 	data := filepath.Join(o.out, "data")
-	if err := os.MkdirAll(data, 0o755); err != nil {
-		return err
-	}
 	// Whole hours, ending an hour ago: every window of the reads is complete.
 	end := time.Now().UTC().Truncate(time.Hour).Add(-time.Hour)
+	marker := filepath.Join(o.out, "prepared")
+	var rows []row
+	reused := false
+	if b, err := os.ReadFile(marker); err == nil && o.reuse {
+		if end, err = time.Parse(time.RFC3339, strings.TrimSpace(string(b))); err != nil {
+			return fmt.Errorf("%s: %w", marker, err)
+		}
+		reused = true
+		logf("reusing the series and recordings of %s, ending %s", o.out, end.Format(time.RFC3339))
+	}
 	start := end.Add(-o.history)
-	logf("synthesizing %d pods × %s ending %s", o.pods, o.history, end.Format(time.RFC3339))
 	t := trace.Synthesize(trace.SynthOptions{Workloads: o.pods / o.perWorkload, PodsPerWorkload: o.perWorkload,
 		Duration: o.history + time.Hour, Step: time.Minute, Seed: 1, End: end, Namespace: namespace})
-	om := filepath.Join(o.out, "synth.om")
-	f, err := os.Create(om)
-	if err != nil {
-		return err
-	}
-	err = trace.WriteOpenMetrics(f, t, trace.OpenMetricsOptions{})
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	began := time.Now()
-	if err := command(ctx, "promtool", "tsdb", "create-blocks-from", "openmetrics", "--quiet", om, data); err != nil {
-		return err
-	}
-	if o.dirty {
-		dirty := filepath.Join(o.out, "dirty.om")
-		if err := writeDirty(dirty, end.Add(-o.history/2)); err != nil {
+	if !reused {
+		var err error
+		if rows, err = prepare(ctx, o, t, data, start, end); err != nil {
 			return err
 		}
-		if err := command(ctx, "promtool", "tsdb", "create-blocks-from", "openmetrics", "--quiet", dirty, data); err != nil {
-			return err
-		}
-	}
-	logf("backfilled the raw series in %s", time.Since(began).Round(time.Second))
-	os.Remove(om)
-
-	// Both passes use one rule file path and group name, so one evaluation phase (the
-	// group's offset within the minute, which promtool takes as Prometheus does), as the
-	// one group of rules/gpufrac.rules.yaml.
-	file := filepath.Join(o.out, "history.rules.yaml")
-	var rows []row
-	for _, pass := range []string{"minute", "hour"} {
-		if err := ruleFile(file, pass == "hour"); err != nil {
-			return err
-		}
-		p, err := startPrometheus(ctx, o.out, data)
-		if err != nil {
-			return err
-		}
-		blocks := filepath.Join(o.out, "rules-"+pass)
-		began := time.Now()
-		err = command(ctx, "promtool", "tsdb", "create-blocks-from", "rules", "--url", p.url, "--output-dir", blocks,
-			"--eval-interval", "1m", "--start", strconv.FormatInt(start.Unix(), 10), "--end", strconv.FormatInt(end.Unix(), 10), file)
-		cpu := p.stop()
-		if err != nil {
-			return err
-		}
-		logf("recorded the %s rules over the history: %s wall, Prometheus CPU %.1f s", pass, time.Since(began).Round(time.Second), cpu)
-		rows = append(rows, row{name: "recording the " + pass + " rules over the whole history (promtool backfill; Prometheus CPU)", evalS: cpu})
-		if err := moveBlocks(blocks, data); err != nil {
+		if err := os.WriteFile(marker, []byte(end.Format(time.RFC3339)+"\n"), 0o644); err != nil {
 			return err
 		}
 	}
@@ -181,6 +145,75 @@ func run(ctx context.Context, o options) error {
 		fmt.Printf("| %s | %s | %.2f s | %s | %s |\n", r.name, r.samples, r.evalS, r.points, r.equal)
 	}
 	return nil
+}
+
+// prepare empties o.out, backfills t's series into data (with -dirty, the impossible
+// sample too) and records the history rules over [start, end] beside them; it returns
+// the recordings' rows (Prometheus CPU of each pass).
+func prepare(ctx context.Context, o options, t trace.Trace, data string, start, end time.Time) ([]row, error) {
+	if err := os.RemoveAll(o.out); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		return nil, err
+	}
+	logf("synthesized %d pods × %s ending %s", o.pods, o.history, end.Format(time.RFC3339))
+	om := filepath.Join(o.out, "synth.om")
+	f, err := os.Create(om)
+	if err != nil {
+		return nil, err
+	}
+	err = trace.WriteOpenMetrics(f, t, trace.OpenMetricsOptions{})
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	began := time.Now()
+	if err := command(ctx, "promtool", "tsdb", "create-blocks-from", "openmetrics", "--quiet", om, data); err != nil {
+		return nil, err
+	}
+	if o.dirty {
+		dirty := filepath.Join(o.out, "dirty.om")
+		if err := writeDirty(dirty, end.Add(-o.history/2)); err != nil {
+			return nil, err
+		}
+		if err := command(ctx, "promtool", "tsdb", "create-blocks-from", "openmetrics", "--quiet", dirty, data); err != nil {
+			return nil, err
+		}
+	}
+	logf("backfilled the raw series in %s", time.Since(began).Round(time.Second))
+	os.Remove(om)
+
+	// Both passes use one rule file path and group name, so one evaluation phase (the
+	// group's offset within the minute, which promtool takes as Prometheus does), as the
+	// one group of rules/gpufrac.rules.yaml.
+	file := filepath.Join(o.out, "history.rules.yaml")
+	var rows []row
+	for _, pass := range []string{"minute", "hour"} {
+		if err := ruleFile(file, pass == "hour"); err != nil {
+			return nil, err
+		}
+		p, err := startPrometheus(ctx, o.out, data)
+		if err != nil {
+			return nil, err
+		}
+		blocks := filepath.Join(o.out, "rules-"+pass)
+		began := time.Now()
+		err = command(ctx, "promtool", "tsdb", "create-blocks-from", "rules", "--url", p.url, "--output-dir", blocks,
+			"--eval-interval", "1m", "--start", strconv.FormatInt(start.Unix(), 10), "--end", strconv.FormatInt(end.Unix(), 10), file)
+		cpu := p.stop()
+		if err != nil {
+			return nil, err
+		}
+		logf("recorded the %s rules over the history: %s wall, Prometheus CPU %.1f s", pass, time.Since(began).Round(time.Second), cpu)
+		rows = append(rows, row{name: "recording the " + pass + " rules over the whole history (promtool backfill; Prometheus CPU)", evalS: cpu})
+		if err := moveBlocks(blocks, data); err != nil {
+			return nil, err
+		}
+	}
+	return rows, nil
 }
 
 // writeDirty writes an OpenMetrics file of one series of the namespace, of a pod no

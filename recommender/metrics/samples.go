@@ -2,12 +2,16 @@ package metrics
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
 	"time"
 
 	"github.com/prometheus/common/model"
+	"k8s.io/klog/v2"
+
+	"github.com/gpufrac/gpufrac/prom"
 )
 
 // SampleRead is a compute read that Prometheus can answer with raw samples: the series
@@ -74,6 +78,9 @@ func ComputeSamples(src Source, sel Selector) (SampleRead, bool) {
 // semantics; Prometheus 2's avg_over_time also counted a sample stamped exactly at a
 // window's start, which only backfilled series aligned to the step have.
 //
+// The samples come through the API's RawReader (Prometheus' remote read API) where it
+// has one, and through the query API where that fails.
+//
 // It returns Prometheus' error (TooManySamples or timedOut for an answer too large for
 // the backend's limits or the timeout: the caller then reads the range query, which
 // chunks), a *PartialResponseError for an answer with warnings, or an
@@ -81,6 +88,22 @@ func ComputeSamples(src Source, sel Selector) (SampleRead, bool) {
 func (r *Reader) RangeFromSamples(ctx context.Context, signal Signal, sr SampleRead, start, end time.Time, step time.Duration) ([]Series, error) {
 	if step <= 0 || end.Before(start) {
 		return nil, fmt.Errorf("raw sample read [%s, %s] at step %s: want a positive step and start not after end", start, end, step)
+	}
+	if rr, ok := r.API.(RawReader); ok {
+		rctx, cancel := context.WithTimeout(ctx, r.timeout())
+		raw, err := rr.ReadRaw(rctx, sr.Selector, start.Add(-step), end)
+		cancel()
+		if err == nil {
+			Queries.WithLabelValues(KindRemoteRead, "ok").Inc()
+			return r.decode(signal, sr.means(raw, start, end, step), nil, step), nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if !errors.Is(err, prom.ErrRemoteReadUnsupported) {
+			Queries.WithLabelValues(KindRemoteRead, "error").Inc()
+			klog.FromContext(ctx).V(2).Info("Remote read failed; reading the samples through the query API", "err", err)
+		}
 	}
 	query := fmt.Sprintf("%s[%dms]", sr.Selector, (end.Sub(start) + step).Milliseconds())
 	v, err := r.instant(ctx, query, end)
@@ -97,6 +120,25 @@ func (r *Reader) RangeFromSamples(ctx context.Context, signal Signal, sr SampleR
 	}
 	Queries.WithLabelValues("instant", "ok").Inc()
 	return r.decode(signal, sr.means(raw, start, end, step), nil, step), nil
+}
+
+// KindRemoteRead is the kind label of gpufrac_recommender_prometheus_queries_total for
+// a read through Prometheus' remote read API (RawReader).
+const KindRemoteRead = "remote_read"
+
+// RawReader is implemented by a Reader's API that can read raw samples without the
+// query engine: prom.NewAPI's, over Prometheus' remote read API (prom.RemoteReadPath).
+// ReadRaw returns the samples of the series selector (a PromQL series selector) in
+// (from, to], one stream per series in time order, stale markers as NaN; its errors are
+// the backend's, or prom.ErrRemoteReadUnsupported where the backend does not serve it.
+//
+// RangeFromSamples reads through it where the API has it, and through the query API
+// (an instant query of the range vector, JSON) where it fails. Measured on Debian's
+// Prometheus 2.42 (docs/benchmarks.md, "raw samples through the remote read API"): the
+// compute read of a bootstrap of 1,000 pods × 24 hours of one field waited 0.11 s
+// through it against 1.66 s through the query API.
+type RawReader interface {
+	ReadRaw(ctx context.Context, selector string, from, to time.Time) (model.Matrix, error)
 }
 
 // means bins raw into the steps of [start, end]: per series the mean of its valid samples

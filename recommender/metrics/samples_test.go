@@ -5,9 +5,14 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/api"
+
+	promapi "github.com/gpufrac/gpufrac/prom"
 	"github.com/gpufrac/gpufrac/recommender/metrics/promtest"
 )
 
@@ -19,7 +24,8 @@ import (
 // samples of a window with an impossible value (NaN, above the unit's maximum,
 // negative) dropped as the robust form drops them. The scrapes are every 15 s, 5 s off
 // the minute, so every window holds four samples and the robust form's subquery sees
-// each of them.
+// each of them. The read through Prometheus' remote read API (a RawReader) answers the
+// same, to the bit.
 func TestRangeFromSamplesEqualsComputeQuery(t *testing.T) {
 	const n = 3 * 240 // three hours every 15 s
 	first := t0.Add(5 * time.Second)
@@ -69,6 +75,25 @@ func TestRangeFromSamplesEqualsComputeQuery(t *testing.T) {
 			got, err := r.RangeFromSamples(ctx, SignalCompute, sr, start, end, time.Minute)
 			if err != nil {
 				t.Fatal(err)
+			}
+			// The same samples through Prometheus' remote read API (prom.NewAPI is a
+			// RawReader; promtest streams chunks of 120 samples, a frame each): the
+			// same answer, to the bit, and read that way.
+			c, err := api.NewClient(api.Config{Address: prom.URL})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rr := &Reader{API: promapi.NewAPI(c, nil), Labels: DefaultLabels, Device: src.DeviceLabels()}
+			before := len(prom.Queries())
+			remote, err := rr.RangeFromSamples(ctx, SignalCompute, sr, start, end, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if q := prom.Queries()[before:]; len(q) != 1 || !strings.HasPrefix(q[0], promtest.RemoteReadPrefix) {
+				t.Fatalf("queries of the remote read: %q, want one remote read", q)
+			}
+			if !reflect.DeepEqual(remote, got) {
+				t.Fatalf("remote read:\n%+v\nquery API:\n%+v", remote, got)
 			}
 			// The robust form for every namespace (the impossible samples of a/p-1).
 			want, err := r.Range(ctx, SignalCompute, src.ComputeQuery(sel, time.Minute), start, end, time.Minute)

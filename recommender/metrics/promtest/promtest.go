@@ -1,5 +1,6 @@
 // Package promtest serves the Prometheus HTTP query API (/api/v1/query,
-// /api/v1/query_range and /api/v1/label/<name>/values) from the real PromQL engine (github.com/prometheus/prometheus/promql)
+// /api/v1/query_range and /api/v1/label/<name>/values) and the remote read API
+// (/api/v1/read, streamed chunks) from the real PromQL engine (github.com/prometheus/prometheus/promql)
 // over an in-process TSDB (util/teststorage), so tests of the recommender's queries run
 // them exactly as Prometheus would, on samples the test writes with their exporter's
 // published names, labels and units. It is for tests only (it imports testing helpers).
@@ -41,6 +42,8 @@ type Server struct {
 	queries  []string
 	fail     error
 	failIf   func(query string) bool
+	// noRemoteRead: /api/v1/read answers 404 (SetRemoteRead).
+	noRemoteRead bool
 }
 
 // New starts a server; it stops when the test ends. Out-of-order appends are accepted
@@ -192,20 +195,19 @@ func (s *Server) Queries() []string {
 	return append([]string(nil), s.queries...)
 }
 
-// ServeHTTP answers /api/v1/query and /api/v1/query_range like Prometheus' HTTP API.
+// ServeHTTP answers /api/v1/query, /api/v1/query_range, the label values and
+// /api/v1/read like Prometheus' HTTP API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/api/v1/read" {
+		s.remoteRead(w, r)
+		return
+	}
 	if err := r.ParseForm(); err != nil {
 		writeError(w, http.StatusBadRequest, "bad_data", err)
 		return
 	}
 	q := r.Form.Get("query")
-	s.mu.Lock()
-	s.queries = append(s.queries, q)
-	warnings, fail := s.warnings, s.fail
-	if s.failIf != nil && !s.failIf(q) {
-		fail = nil
-	}
-	s.mu.Unlock()
+	warnings, fail := s.record(q)
 	if fail != nil {
 		writeError(w, http.StatusServiceUnavailable, "unavailable", fail)
 		return
@@ -241,6 +243,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(body)
+}
+
+// record adds q to Queries and returns the warnings to answer it with and the failure
+// to answer instead (nil: none; SetFailureIf).
+func (s *Server) record(q string) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.queries = append(s.queries, q)
+	if s.failIf != nil && !s.failIf(q) {
+		return s.warnings, nil
+	}
+	return s.warnings, s.fail
 }
 
 // newQuery parses an instant (/api/v1/query: time) or range (/api/v1/query_range:
