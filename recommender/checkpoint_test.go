@@ -57,8 +57,9 @@ func varyingDCGM(t testing.TB, prom *promtest.Server, p *corev1.Pod, seed uint64
 	prom.Add(t, dcgmLabels(metrics.DCGMSMActive, p, "GPU-"+p.Name), first, 30*time.Second, sm...)
 }
 
-// rangeStarts serves prom and records the earliest start of its range queries (data;
-// not the label-values lookups of the sources over the history window, detect).
+// rangeStarts serves prom and records the earliest start of its range queries and
+// remote reads (data; not the label-values lookups of the sources over the history
+// window, detect).
 type rangeStarts struct {
 	prom     *promtest.Server
 	mu       sync.Mutex
@@ -66,8 +67,11 @@ type rangeStarts struct {
 }
 
 func (r *rangeStarts) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	at, _, ok := promtest.RemoteReadRange(req)
 	if start, err := strconv.ParseFloat(req.FormValue("start"), 64); err == nil && strings.HasSuffix(req.URL.Path, "query_range") {
-		at := time.UnixMilli(int64(start * 1000))
+		at, ok = time.UnixMilli(int64(start*1000)), true
+	}
+	if ok {
 		r.mu.Lock()
 		if r.earliest.IsZero() || at.Before(r.earliest) {
 			r.earliest = at

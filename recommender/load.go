@@ -366,14 +366,14 @@ func (r *Recommender) readData(ctx context.Context, rd *metrics.Reader, src metr
 		if rec != nil {
 			err = d.readRecorded(ctx, rd, sel, plan, rec, firstBoundary, lastBoundary, r.agentSeen())
 		} else {
-			err = d.readMemory(ctx, rd, sel, plan, rawMemory{src, plan.memDirty}, agg, firstBoundary, lastBoundary, r.agentSeen())
+			err = d.readMemory(ctx, rd, sel, plan, rawMemory{src, plan.memDirty, plan.memSamples}, agg, firstBoundary, lastBoundary, r.agentSeen())
 		}
 		if err != nil {
 			return nil, err
 		}
 	}
 	if partial := to.Sub(lastBoundary); partial >= time.Second {
-		if err := d.readMemory(ctx, rd, sel, plan, rawMemory{src, plan.memDirty}, partial, to, to, r.agentSeen()); err != nil {
+		if err := d.readMemory(ctx, rd, sel, plan, rawMemory{src, plan.memDirty, plan.memSamples}, partial, to, to, r.agentSeen()); err != nil {
 			return nil, err
 		}
 	}
@@ -397,10 +397,10 @@ const SplitMinWindow = time.Hour
 type readPlan struct {
 	memDirty, cpuDirty map[string]bool
 	copies             bool
-	// cpuSamples, when not nil, reads compute from raw samples
-	// (metrics.Reader.RangeFromSamples), which drops impossible samples itself: cpuDirty
-	// is then not looked for.
-	cpuSamples *metrics.SampleRead
+	// cpuSamples and memSamples, when not nil, read compute and the memory peaks from
+	// raw samples (metrics.Reader.RangeFromSamples), which drops impossible samples
+	// itself: cpuDirty and memDirty are then not looked for.
+	cpuSamples, memSamples *metrics.SampleRead
 	// present says which branches of the data queries have series in the load's
 	// windows (metrics.Reader.Presence); nil: every branch is read.
 	present *metrics.Presence
@@ -441,16 +441,20 @@ func (r *Recommender) plan(ctx context.Context, rd *metrics.Reader, src metrics.
 		}
 		return d
 	}
-	if memory {
-		p.memDirty = find(metrics.SignalMemory)
-	}
 	shared, err := rd.SharedDevices(ctx, src, sel, from, to)
 	if err != nil {
 		log.Info("Finding devices shared by several pods failed; looking for copied values on all", "source", src.Name(), "err", err)
 	}
 	p.copies = shared || err != nil
 	// Raw samples where no copy is to be matched (the copies companion's values are
-	// Prometheus' own means) and the compute query is one series selector.
+	// Prometheus' own means and peaks) and the data query is one series selector.
+	if memory {
+		if sr, ok := metrics.MemorySamples(src, sel); ok && !p.copies {
+			p.memSamples = &sr
+		} else {
+			p.memDirty = find(metrics.SignalMemory)
+		}
+	}
 	if sr, ok := metrics.ComputeSamples(src, sel); ok && !p.copies {
 		p.cpuSamples = &sr
 	} else {
@@ -474,14 +478,21 @@ func (p readPlan) copiesQuery(src metrics.Source, sel metrics.Selector, signal m
 type memoryQueries interface {
 	peaks(sel metrics.Selector, window time.Duration) string
 	flat(sel metrics.Selector, window time.Duration) string
+	// samples, when not nil, reads the peaks from raw samples instead
+	// (metrics.Reader.RangeFromSamples), peaks only where the backend refuses them.
+	samples() *metrics.SampleRead
 }
 
-// rawMemory reads the source's raw series, split by the namespaces holding an
-// impossible sample (dirty, metrics.SplitQuery; nil: all robust).
+// rawMemory reads the source's raw series: from raw samples where the plan says so
+// (sr), else split by the namespaces holding an impossible sample (dirty,
+// metrics.SplitQuery; nil: all robust).
 type rawMemory struct {
 	src   metrics.Source
 	dirty map[string]bool
+	sr    *metrics.SampleRead
 }
+
+func (q rawMemory) samples() *metrics.SampleRead { return q.sr }
 
 func (q rawMemory) peaks(sel metrics.Selector, window time.Duration) string {
 	return metrics.SplitQuery(sel, q.dirty, func(s metrics.Selector) string { return q.src.MemoryPeakQuery(s, window) })
@@ -504,7 +515,22 @@ func (d *sourceData) readMemory(ctx context.Context, rd *metrics.Reader, sel met
 		}
 		return rd.RangeShared(ctx, metrics.SignalMemory, q, copies, from, to, window)
 	}
-	s, err := read(mq.peaks(sel, window), plan.copiesQuery(d.src, sel, metrics.SignalMemory, window))
+	var s []metrics.Series
+	var err error
+	if sr := mq.samples(); sr != nil {
+		s, err = rd.RangeFromSamples(ctx, metrics.SignalMemory, *sr, from, to, window)
+		if err != nil && metrics.SampleReadTooLarge(err) && ctx.Err() == nil {
+			// Too large for the backend: the query, every namespace robust.
+			klog.FromContext(ctx).V(2).Info("Reading memory from raw samples was refused as too large; reading the query", "source", d.src.Name(), "err", err)
+			sr = nil
+		}
+		if sr == nil {
+			mq = rawMemory{src: d.src}
+		}
+	}
+	if mq.samples() == nil {
+		s, err = read(mq.peaks(sel, window), plan.copiesQuery(d.src, sel, metrics.SignalMemory, window))
+	}
 	if err != nil {
 		return err
 	}

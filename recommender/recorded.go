@@ -75,6 +75,8 @@ func (q recordedMemory) flat(sel metrics.Selector, _ time.Duration) string {
 	return metrics.RecordedFlatQuery(q.src, sel)
 }
 
+func (recordedMemory) samples() *metrics.SampleRead { return nil }
+
 // readRecorded reads the memory of the whole hours ending at first … last (clock hours,
 // first ≤ last) of one slice of a recorded load, stepping at the recordings' phase o:
 // hour H is read over (H − 1h + o, H + o], from the recordings where they hold it whole
@@ -94,7 +96,7 @@ func (d *sourceData) readRecorded(ctx context.Context, rd *metrics.Reader, sel m
 			klog.FromContext(ctx).V(2).Info("Finding namespaces with impossible samples failed; reading them all with the robust queries",
 				"signal", metrics.SignalMemory, "source", d.src.Name(), "err", err)
 		}
-		return rawMemory{d.src, dirty}
+		return rawMemory{src: d.src, dirty: dirty}
 	}
 	if !first.Add(-agg).After(rec.start) {
 		if err := d.readMemory(ctx, rd, sel, plan, raw(first.Add(-agg), first.Add(o)), agg+o, first.Add(o), first.Add(o), contradict); err != nil {

@@ -15,14 +15,25 @@ import (
 // the SM_ACTIVE series selector as a range vector, no function around it, or its read
 // through the remote read API.
 func isSampleRead(q string) bool {
-	return strings.HasPrefix(q, metrics.DCGMSMActive+"{") && strings.HasSuffix(q, "]") ||
-		strings.HasPrefix(q, promtest.RemoteReadPrefix) && strings.Contains(q, `__name__="`+metrics.DCGMSMActive+`"`)
+	for _, m := range []string{metrics.DCGMSMActive, metrics.DCGMFBUsed} {
+		if strings.HasPrefix(q, m+"{") && strings.HasSuffix(q, "]") ||
+			strings.HasPrefix(q, promtest.RemoteReadPrefix) && strings.Contains(q, `__name__="`+m+`"`) {
+			return true
+		}
+	}
+	return false
 }
 
-// Issue 17: a history load reads compute from raw samples where one field has series
-// and no device holds several pods, and what it writes is what the range queries write.
-// Two recommenders load the same 30 hours of two pods (varied activity; three hours of
-// one pod with every other SM_ACTIVE sample impossible, dropped by both reads): one from
+// isMemoryPeakRead matches a read of the memory peaks through the query API.
+func isMemoryPeakRead(q string) bool {
+	return strings.HasPrefix(q, "label_replace(max by") && strings.Contains(q, "max_over_time("+metrics.DCGMFBUsed)
+}
+
+// Issue 17: a history load reads compute and memory peaks from raw samples where one
+// field has series and no device holds several pods, and what it writes is what the
+// queries write. Two recommenders load the same 30 hours of two pods (varied activity
+// and memory; three hours of one pod with every other SM_ACTIVE sample and every other
+// FB_USED sample impossible, dropped by both reads): one from
 // raw samples, the other with every raw-sample read refused as too large (a backend's
 // sample limit; the remote read refused first), so that it falls back to the range
 // queries of Source.ComputeQuery. The first reads through the remote read API only.
@@ -44,6 +55,7 @@ func TestHistoryComputeFromSamples(t *testing.T) {
 			if j == 1 { // three hours of an exporter writing an impossible value every other sample
 				for k := n / 2; k < n/2+360; k += 2 {
 					cpu[k] = 1.37
+					mem[k+1] = 9223372036854775794 // a DCGM blank sentinel
 				}
 			}
 			h.prom.Add(t, dcgmLabels(metrics.DCGMFBUsed, p, uuid), start, 30*time.Second, mem...)
@@ -55,7 +67,7 @@ func TestHistoryComputeFromSamples(t *testing.T) {
 		if err := h.rec.RunOnce(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		samples, remote, ranges := 0, 0, 0
+		samples, remote, ranges, peaks := 0, 0, 0, 0
 		for _, q := range h.prom.Queries() {
 			switch {
 			case isSampleRead(q):
@@ -65,11 +77,13 @@ func TestHistoryComputeFromSamples(t *testing.T) {
 				}
 			case isComputeRead(q):
 				ranges++
+			case isMemoryPeakRead(q):
+				peaks++
 			}
 		}
-		if samples == 0 || (refuse && ranges == 0) || (!refuse && (remote != samples || ranges != 0)) {
-			t.Fatalf("refused %v: %d compute reads from raw samples (%d through the remote read API), %d range reads; want raw-sample reads (all remote reads when not refused), and range reads after a refusal",
-				refuse, samples, remote, ranges)
+		if samples == 0 || (refuse && (ranges == 0 || peaks == 0)) || (!refuse && (remote != samples || ranges != 0 || peaks != 0)) {
+			t.Fatalf("refused %v: %d reads from raw samples (%d through the remote read API), %d compute and %d memory queries; want raw-sample reads (all remote reads when not refused), and queries after a refusal",
+				refuse, samples, remote, ranges, peaks)
 		}
 		st := h.gfr(t, "ml", "sd").Status
 		if len(st.ContainerRecommendations) != 1 {

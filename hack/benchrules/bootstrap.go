@@ -92,12 +92,20 @@ func (a *timedAPI) ReadRaw(ctx context.Context, selector string, from, to time.T
 	if !ok || !remoteRead {
 		return nil, promapi.ErrRemoteReadUnsupported
 	}
-	defer a.add(remoteReadKind, time.Now())
+	kind := remoteReadKind
+	if strings.HasPrefix(selector, metrics.DCGMFBUsed+"{") {
+		kind = remoteReadMemoryKind
+	}
+	defer a.add(kind, time.Now())
 	return rr.ReadRaw(ctx, selector, from, to)
 }
 
-// remoteReadKind is the kind of the reads through Prometheus' remote read API.
-const remoteReadKind = "compute, raw (remote read)"
+// remoteReadKind and remoteReadMemoryKind are the kinds of the reads through
+// Prometheus' remote read API.
+const (
+	remoteReadKind       = "compute, raw (remote read)"
+	remoteReadMemoryKind = "memory peaks, raw samples (remote read)"
+)
 
 // queryKinds name the recommender's queries by a text each holds (or, for prefix,
 // starts with), the first that matches (the dcgm source's).
@@ -118,6 +126,8 @@ var queryKinds = []struct {
 	{kind: "devices shared by pods", text: "(count by (namespace, pod"},
 	{kind: "memory flatness, raw", text: "stddev_over_time("},
 	{kind: remoteReadKind, text: remoteReadKind},
+	{kind: remoteReadMemoryKind, text: remoteReadMemoryKind},
+	{kind: "memory peaks, raw samples", text: metrics.DCGMFBUsed + "{", prefix: true}, // from raw samples through the query API
 	{kind: "compute, raw", text: "avg_over_time("},
 	{kind: "compute, raw", text: metrics.DCGMGPUUtil + "{", prefix: true}, // from raw samples (metrics.Reader.RangeFromSamples)
 	{kind: "memory peaks, raw", text: "max_over_time("},

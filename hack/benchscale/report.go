@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os/exec"
 	"runtime"
 	"slices"
@@ -145,6 +146,10 @@ func steady(ctx context.Context, o options, c *framework.Cluster, p *proc, boot 
 		before = after
 		logf("recommender %s: cycle %.1fs wall, %.2f s CPU, %.0f queries, %.0f API writes, %.0f recommendations written, %d statuses changed (%s), RSS %s",
 			p.Name, d.CycleSeconds/d.Cycles, d.CPUSeconds/d.Cycles, d.Queries, d.APIWrites, d.Written, ch.Objects, ch, mib(d.RSS))
+		for _, f := range slices.Sorted(maps.Keys(ch.Examples)) {
+			e := ch.Examples[f]
+			logf("  %s of %s was %.400s, now %.400s", f, e[0], e[1], e[2])
+		}
 		prev = s
 	}
 	prof.Wait()

@@ -66,11 +66,14 @@ type statusChange struct {
 	Objects int
 	// Fields counts the changed fields over all objects ("Kind field").
 	Fields map[string]int
+	// Examples holds, per changed field, one object's key and the field's JSON before
+	// and after, for the log.
+	Examples map[string][3]string
 }
 
 // diff returns what changed from a to b; an object only in b counts as changed.
 func diff(a, b statuses) statusChange {
-	ch := statusChange{Fields: map[string]int{}}
+	ch := statusChange{Fields: map[string]int{}, Examples: map[string][3]string{}}
 	for key, fb := range b {
 		kind, _, _ := strings.Cut(key, " ")
 		fa := a[key]
@@ -78,6 +81,9 @@ func diff(a, b statuses) statusChange {
 		for _, f := range slices.Sorted(maps.Keys(fb)) {
 			if fa[f] != fb[f] {
 				ch.Fields[kind+" "+f]++
+				if _, ok := ch.Examples[kind+" "+f]; !ok {
+					ch.Examples[kind+" "+f] = [3]string{key, fa[f], fb[f]}
+				}
 				changed = true
 			}
 		}

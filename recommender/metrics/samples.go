@@ -14,10 +14,12 @@ import (
 	"github.com/gpufrac/gpufrac/prom"
 )
 
-// SampleRead is a compute read that Prometheus can answer with raw samples: the series
-// of one field, selected by one series selector, whose per-step means the Reader
-// computes itself (Reader.RangeFromSamples) instead of asking Prometheus to evaluate
-// avg_over_time at every step of a range query.
+// SampleRead is a compute or memory read that Prometheus can answer with raw samples:
+// the series of one field, selected by one series selector, whose per-step means
+// (compute) or peaks (memory) the Reader computes itself (Reader.RangeFromSamples)
+// instead of asking Prometheus to evaluate avg_over_time or max_over_time at every step
+// of a range query, and whose impossible samples it drops itself (no dirty-namespace
+// check, DirtyQuery, is needed).
 //
 // Why: a long load's compute read is one range function per series and step, and
 // Prometheus pays its vector match, aggregation and relabelling at every step for every
@@ -26,14 +28,17 @@ import (
 // the chunk reads (12× less evaluation time on Debian's Prometheus 2.42, 1,000 pods × 6
 // hours, docs/benchmarks.md "compute from raw samples").
 type SampleRead struct {
-	// Field is the one compute field read.
+	// Field is the one field read.
 	Field Field
 	// Selector is the PromQL series selector of its series, e.g.
 	// DCGM_FI_DEV_GPU_UTIL{namespace=~"a|b",pod!="",exported_pod=""}.
 	Selector string
-	// keys are the labels the means are merged by (max), as Source.ComputeQuery's
-	// aggregation: namespace, pod, container and the device labels.
+	// keys are the labels the windows' values are merged by (max), as the data
+	// queries' aggregation: namespace, pod, container and the device labels.
 	keys []string
+	// peak: each window's value is its valid samples' maximum (memory,
+	// max_over_time); else their mean (compute, avg_over_time).
+	peak bool
 }
 
 // ComputeSamples returns the SampleRead of src's compute over sel, and true, where the
@@ -45,11 +50,25 @@ type SampleRead struct {
 // preference is decided per container and step; relabelled series) it returns false
 // and the load reads the range query, as before.
 func ComputeSamples(src Source, sel Selector) (SampleRead, bool) {
+	return samplesOf(src, sel, SignalCompute)
+}
+
+// MemorySamples is ComputeSamples for the memory peaks (Source.MemoryPeakQuery): the
+// SampleRead of src's one memory field with series over sel, whose windows' values are
+// their valid samples' maximum; false where the memory query is more than one series
+// selector, or where the field keeps its last value (Field.KeepsLastValue: its
+// flatness, FlatQuery, is read beside the peaks with the same namespaces' split).
+func MemorySamples(src Source, sel Selector) (SampleRead, bool) {
+	sr, ok := samplesOf(src, sel, SignalMemory)
+	return sr, ok && !sr.Field.KeepsLastValue
+}
+
+func samplesOf(src Source, sel Selector, signal Signal) (SampleRead, bool) {
 	p := sel.present()
 	if p == nil || (p.exported() && !sel.Direct) {
 		return SampleRead{}, false
 	}
-	fields := p.keep(src.Fields(SignalCompute))
+	fields := p.keep(src.Fields(signal))
 	if len(fields) != 1 {
 		return SampleRead{}, false
 	}
@@ -62,20 +81,23 @@ func ComputeSamples(src Source, sel Selector) (SampleRead, bool) {
 		Field:    f,
 		Selector: sel.workloadSelector(f.Metric, NamespaceRegex(sel.Namespaces), parts[0].extra+sel.extra()),
 		keys:     sel.keys(),
+		peak:     signal == SignalMemory,
 	}, true
 }
 
 // RangeFromSamples reads sr over [start, end] at step from raw samples: one instant
 // query of the range vector sr.Selector[end − start + step] at end. The value at each
-// step t is, per series, the mean of its valid samples in (t − step, t] (in [0, the
-// unit's maximum]; NaN, ±Inf and samples out of range dropped, as the robust form of
-// Selector.Series drops them: they are counted by DropCountQuery), the series of one
-// container and device merged with max, converted to a ratio 0–1 and labelled with
-// SourceLabel, as Source.ComputeQuery answers; a window without a valid sample has no
-// value. Decoded as Range decodes.
+// step t is, per series, the mean (compute) or the maximum (memory, MemorySamples) of
+// its valid samples in (t − step, t] (in [0, the unit's maximum]; NaN, ±Inf and samples
+// out of range dropped, as the robust form of Selector.Series drops them: they are
+// counted by DropCountQuery), the series of one container and device merged with max,
+// converted to a ratio 0–1 or bytes and labelled with SourceLabel, as
+// Source.ComputeQuery and Source.MemoryPeakQuery answer; a window without a valid sample
+// has no value. Decoded as Range decodes; start equal to end is one window, as an
+// instant query's.
 //
 // Each raw sample counts in one window only: (t − step, t] is Prometheus 3's range
-// semantics; Prometheus 2's avg_over_time also counted a sample stamped exactly at a
+// semantics; Prometheus 2's range functions also counted a sample stamped exactly at a
 // window's start, which only backfilled series aligned to the step have.
 //
 // The samples come through the API's RawReader (Prometheus' remote read API) where it
@@ -95,7 +117,7 @@ func (r *Reader) RangeFromSamples(ctx context.Context, signal Signal, sr SampleR
 		cancel()
 		if err == nil {
 			Queries.WithLabelValues(KindRemoteRead, "ok").Inc()
-			return r.decode(signal, sr.means(raw, start, end, step), nil, step), nil
+			return r.decode(signal, sr.bin(raw, start, end, step), nil, step), nil
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -119,7 +141,7 @@ func (r *Reader) RangeFromSamples(ctx context.Context, signal Signal, sr SampleR
 		return nil, err
 	}
 	Queries.WithLabelValues("instant", "ok").Inc()
-	return r.decode(signal, sr.means(raw, start, end, step), nil, step), nil
+	return r.decode(signal, sr.bin(raw, start, end, step), nil, step), nil
 }
 
 // KindRemoteRead is the kind label of gpufrac_recommender_prometheus_queries_total for
@@ -141,11 +163,12 @@ type RawReader interface {
 	ReadRaw(ctx context.Context, selector string, from, to time.Time) (model.Matrix, error)
 }
 
-// means bins raw into the steps of [start, end]: per series the mean of its valid samples
-// in each (t − step, t], then the maximum over the series with the same keys, in the
-// signal's unit (bytes or ratio), labelled with the keys and SourceLabel. It empties raw
-// as it goes, so a stream's samples can be collected once binned.
-func (sr SampleRead) means(raw model.Matrix, start, end time.Time, step time.Duration) model.Matrix {
+// bin bins raw into the steps of [start, end]: per series the mean (or, for a peak
+// read, the maximum) of its valid samples in each (t − step, t], then the maximum over
+// the series with the same keys, in the signal's unit (bytes or ratio), labelled with
+// the keys and SourceLabel. It empties raw as it goes, so a stream's samples can be
+// collected once binned.
+func (sr SampleRead) bin(raw model.Matrix, start, end time.Time, step time.Duration) model.Matrix {
 	first, stepMs := model.TimeFromUnixNano(start.UnixNano()), step.Milliseconds()
 	n := int(end.Sub(start)/step) + 1
 	limit := sr.Field.Unit.max()
@@ -155,11 +178,12 @@ func (sr SampleRead) means(raw model.Matrix, start, end time.Time, step time.Dur
 	}
 	groups := map[string]*group{}
 	var order []*group
-	sum, count := make([]float64, n), make([]int, n)
+	// acc holds per step the sum of the valid samples (mean) or their maximum (peak).
+	acc, count := make([]float64, n), make([]int, n)
 	var key strings.Builder
 	for r, s := range raw {
 		raw[r] = nil // each stream's samples may be freed once binned
-		clear(sum)
+		clear(acc)
 		clear(count)
 		for _, p := range s.Values {
 			v := float64(p.Value)
@@ -174,7 +198,12 @@ func (sr SampleRead) means(raw model.Matrix, start, end time.Time, step time.Dur
 			if i >= n {
 				continue
 			}
-			sum[i] += v
+			switch {
+			case !sr.peak:
+				acc[i] += v
+			case count[i] == 0 || v > acc[i]:
+				acc[i] = v
+			}
 			count[i]++
 		}
 		key.Reset()
@@ -198,10 +227,15 @@ func (sr SampleRead) means(raw model.Matrix, start, end time.Time, step time.Dur
 			order = append(order, g)
 		}
 		for i, c := range count {
-			if c > 0 {
-				if mean := sum[i] / float64(c); !(mean <= g.max[i]) {
-					g.max[i] = mean
-				}
+			if c == 0 {
+				continue
+			}
+			v := acc[i]
+			if !sr.peak {
+				v /= float64(c)
+			}
+			if !(v <= g.max[i]) {
+				g.max[i] = v
 			}
 		}
 	}

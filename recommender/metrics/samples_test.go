@@ -42,7 +42,14 @@ func TestRangeFromSamplesEqualsComputeQuery(t *testing.T) {
 				prom.Add(t, l, first, 15*time.Second, varied(n, base*tc.max, 0.6*tc.max, phase, bad)...)
 				m := maps.Clone(l)
 				m["__name__"] = DCGMFBUsed
-				prom.Add(t, m, first, 15*time.Second, varied(n, 20000, 4000, phase, nil)...)
+				mem := varied(n, 20000, 4000, phase, nil)
+				for i := range mem {
+					mem[i] += float64(3 * i) // growing: each hour's peak differs
+				}
+				if bad != nil { // NaN, a DCGM blank sentinel at what would be the window's peak, negative
+					mem[300], mem[301], mem[450] = math.NaN(), 9223372036854775794, -1
+				}
+				prom.Add(t, m, first, 15*time.Second, mem...)
 			}
 			pod := func(ns string, i int) map[string]string {
 				return map[string]string{"namespace": ns, "pod": fmt.Sprintf("p-%d", i), "container": "main", "UUID": fmt.Sprintf("GPU-%d", i), "Hostname": "node-a", "instance": "10.0.0.1:9400"}
@@ -113,6 +120,43 @@ func TestRangeFromSamplesEqualsComputeQuery(t *testing.T) {
 					gs, ws := g.Samples[j], w.Samples[j]
 					if !gs.Time.Equal(ws.Time) || math.Abs(gs.Value-ws.Value) > 1e-12 {
 						t.Fatalf("%v sample %d: from samples %v at %s, range query %v at %s", w.ID, j, gs.Value, gs.Time, ws.Value, ws.Time)
+					}
+				}
+			}
+
+			// Memory peaks (bytes) of hourly windows, and of one window ending at end
+			// (the running interval's instant read), against Source.MemoryPeakQuery
+			// read as the load reads it, robust for every namespace; both ways.
+			mr, ok := MemorySamples(src, sel)
+			if !ok {
+				t.Fatal("one memory field: want a sample read of the memory peaks")
+			}
+			for _, w := range []struct {
+				start  time.Time
+				window time.Duration
+			}{{start, time.Hour}, {end, 30 * time.Minute}} {
+				var want []Series
+				if w.start.Equal(end) {
+					want, err = r.InstantShared(ctx, SignalMemory, src.MemoryPeakQuery(sel, w.window), "", end, w.window)
+				} else {
+					want, err = r.Range(ctx, SignalMemory, src.MemoryPeakQuery(sel, w.window), w.start, end, w.window)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, rd := range []*Reader{r, rr} {
+					got, err := rd.RangeFromSamples(ctx, SignalMemory, mr, w.start, end, w.window)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(got) != len(want) || len(got) != 4 {
+						t.Fatalf("memory over %s: %d series from samples, %d from the query; want 4 each", w.window, len(got), len(want))
+					}
+					for i := range want {
+						g, q := got[i], want[i]
+						if g.ID != q.ID || g.Source != q.Source || g.Devices != q.Devices || g.Window != q.Window || !reflect.DeepEqual(g.Samples, q.Samples) {
+							t.Fatalf("memory over %s, series %d: from samples %+v\nquery %+v", w.window, i, g, q)
+						}
 					}
 				}
 			}

@@ -1,6 +1,7 @@
 package promtest
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -8,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/gogo/protobuf/proto"
 	"github.com/golang/snappy"
@@ -148,4 +150,33 @@ func writeFrame(w io.Writer, msg proto.Message) error {
 		return fmt.Errorf("frame: %w", err)
 	}
 	return nil
+}
+
+// RemoteReadRange returns the earliest start and latest end of the queries of r, a
+// request to /api/v1/read, and true; false for any other request or one that does not
+// decode. r's body is read and put back, so r can still be served.
+func RemoteReadRange(r *http.Request) (start, end time.Time, ok bool) {
+	if r.URL.Path != "/api/v1/read" || r.Body == nil {
+		return start, end, false
+	}
+	compressed, err := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(compressed))
+	if err != nil {
+		return start, end, false
+	}
+	data, err := snappy.Decode(nil, compressed)
+	var req prompb.ReadRequest
+	if err != nil || proto.Unmarshal(data, &req) != nil || len(req.Queries) == 0 {
+		return start, end, false
+	}
+	for i, q := range req.Queries {
+		s, e := time.UnixMilli(q.StartTimestampMs), time.UnixMilli(q.EndTimestampMs)
+		if i == 0 || s.Before(start) {
+			start = s
+		}
+		if i == 0 || e.After(end) {
+			end = e
+		}
+	}
+	return start, end, true
 }
