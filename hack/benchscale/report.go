@@ -148,7 +148,7 @@ func steady(ctx context.Context, o options, c *framework.Cluster, p *proc, boot 
 			p.Name, d.CycleSeconds/d.Cycles, d.CPUSeconds/d.Cycles, d.Queries, d.APIWrites, d.Written, ch.Objects, ch, mib(d.RSS))
 		for _, f := range slices.Sorted(maps.Keys(ch.Examples)) {
 			e := ch.Examples[f]
-			logf("  %s of %s was %.400s, now %.400s", f, e[0], e[1], e[2])
+			logf("  %s of %s was %s, now %s", f, e[0], around(e[1], e[2]), around(e[2], e[1]))
 		}
 		prev = s
 	}
@@ -287,4 +287,22 @@ func (res *results) markdown(o options, took time.Duration) string {
 		}
 	}
 	return b.String()
+}
+
+// around returns a's text around its first byte that differs from b: up to 100 bytes
+// before it and 200 from it, with "…" where cut.
+func around(a, b string) string {
+	i := 0
+	for i < len(a) && i < len(b) && a[i] == b[i] {
+		i++
+	}
+	from, to := max(0, i-100), min(len(a), i+200)
+	out := a[from:to]
+	if from > 0 {
+		out = "…" + out
+	}
+	if to < len(a) {
+		out += "…"
+	}
+	return out
 }
