@@ -32,8 +32,9 @@ import (
 const RemoteReadPath = "/api/v1/read"
 
 // ErrRemoteReadUnsupported is returned by ReadRaw when the backend does not serve
-// RemoteReadPath (it answered 404, 405 or 501 once; later calls return it without
-// asking): the caller reads the same samples through the query API instead.
+// RemoteReadPath (it answered 400, 403, 404, 405 or 501 once: no such endpoint, a proxy
+// that forbids or does not know the path, a request it cannot parse; later calls return
+// it without asking): the caller reads the same samples through the query API instead.
 var ErrRemoteReadUnsupported = errors.New("the backend does not serve Prometheus' remote read API " + RemoteReadPath)
 
 // maxFrameBytes bounds one frame of a streamed answer. Prometheus writes frames of
@@ -95,7 +96,7 @@ func (a queryAPI) ReadRaw(ctx context.Context, selector string, from, to time.Ti
 	}
 	defer closeBody(resp)
 	switch {
-	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed || resp.StatusCode == http.StatusNotImplemented:
+	case unsupportedStatus[resp.StatusCode]:
 		a.rr.unsupported.Store(true)
 		return nil, ErrRemoteReadUnsupported
 	case resp.StatusCode/100 != 2:
@@ -119,6 +120,10 @@ func (a queryAPI) ReadRaw(ctx context.Context, selector string, from, to time.Ti
 	}
 	return m, nil
 }
+
+// unsupportedStatus are the answers after which the remote read is not asked again.
+var unsupportedStatus = map[int]bool{http.StatusBadRequest: true, http.StatusForbidden: true, http.StatusNotFound: true,
+	http.StatusMethodNotAllowed: true, http.StatusNotImplemented: true}
 
 var matcherType = map[labels.MatchType]prompb.LabelMatcher_Type{
 	labels.MatchEqual: prompb.LabelMatcher_EQ, labels.MatchNotEqual: prompb.LabelMatcher_NEQ,

@@ -93,7 +93,8 @@ func TestReadRawAsRangeVector(t *testing.T) {
 	}
 }
 
-// A backend without the remote read API (404) is asked once: ReadRaw then answers
+// A backend without the remote read API (404), or a proxy that forbids it (403), is
+// asked once: ReadRaw then answers
 // ErrRemoteReadUnsupported without a request. A refusal (503) is an error that says
 // so, not ErrRemoteReadUnsupported, and the next call asks again.
 func TestReadRawUnsupportedAndRefused(t *testing.T) {
@@ -119,6 +120,22 @@ func TestReadRawUnsupportedAndRefused(t *testing.T) {
 	}
 	if n := len(srv.Queries()); n != 3 {
 		t.Errorf("%d requests, want 2 refused and 1 answered 404", n)
+	}
+	// A proxy in front of Prometheus that forbids the path (403) is asked once too.
+	asked := 0
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked++
+		http.Error(w, "forbidden", http.StatusForbidden)
+	}))
+	defer proxy.Close()
+	b := remoteAPI(t, proxy.URL)
+	for range 2 {
+		if _, err := b.ReadRaw(ctx, `util{pod!=""}`, time.Unix(0, 0), time.Unix(3600, 0)); !errors.Is(err, ErrRemoteReadUnsupported) {
+			t.Fatalf("forbidden: error %v, want ErrRemoteReadUnsupported", err)
+		}
+	}
+	if asked != 1 {
+		t.Errorf("forbidding proxy asked %d times, want once", asked)
 	}
 }
 
