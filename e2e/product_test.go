@@ -54,8 +54,16 @@ func TestWholeProduct(t *testing.T) {
 	updNamespace(t, updSystemNS, false)
 	updNamespace(t, ns, true)
 
+	// The same 2 hours on every run: the synthetic load follows the time of day of its
+	// samples (diurnal), and a trace ending at time.Now() replayed a different load at
+	// each hour of the day: at some hours a workload's recommendation moved from an MPS
+	// partition to time-slicing within the 150 s this test waits (seen 2026-12-04 after
+	// 15:00 UTC, on the code that had passed at 14:00), a real change the updater then
+	// waits 3 cycles for. The agent replays a trace from its first sample, so the clock
+	// time of the samples is free.
+	replayed := time.Date(2026, 12, 4, 14, 0, 0, 0, time.UTC)
 	tr := trace.Synthesize(trace.SynthOptions{Workloads: workloads, PodsPerWorkload: replicas, Duration: 2 * time.Hour,
-		Step: time.Minute, Seed: 26, End: time.Now(), Namespace: ns, WorkloadPrefix: "prod",
+		Step: time.Minute, Seed: 26, End: replayed, Namespace: ns, WorkloadPrefix: "prod",
 		// Smaller models than the GenTD26-like default (37 GiB median peak): with the
 		// default, two pods rarely share an 80 GiB GPU and the packing check (c) would
 		// hinge on one pair; here memory leaves room and compute decides the packing.
