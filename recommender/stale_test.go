@@ -57,20 +57,9 @@ func TestStaleFlatMemoryIsNotAPeak(t *testing.T) {
 	if !isTrue(mu) || mu.Reason != ReasonStaleSeries || !strings.Contains(mu.Message, p.Name) {
 		t.Errorf("MetricsUnavailable %+v, want True %s naming %s", mu, ReasonStaleSeries, p.Name)
 	}
-	if flatnessReads(h.prom) == 0 {
+	if countQueries(h.prom, "stddev_over_time") == 0 {
 		t.Error("no flatness read (metrics.FlatQuery) for a source whose memory may go stale")
 	}
-}
-
-// flatnessReads counts the queries of metrics.FlatQuery (stddev_over_time) prom answered.
-func flatnessReads(prom *promtest.Server) int {
-	n := 0
-	for _, q := range prom.Queries() {
-		if strings.Contains(q, "stddev_over_time") {
-			n++
-		}
-	}
-	return n
 }
 
 // Issue 17: flatness only tells stale memory, and DCGM's framebuffer memory drops when
@@ -83,7 +72,7 @@ func TestNoFlatnessReadWhereMemoryDropsOnExit(t *testing.T) {
 	p := podsOf(objs)[0]
 	addDCGM(t, h.prom, p, "GPU-0a1b", h.now, 2*24*120, 30*1024, 0) // two days flat at 30 GiB, idle
 	h.runCycles(t, 2, nil)
-	if n := flatnessReads(h.prom); n != 0 {
+	if n := countQueries(h.prom, "stddev_over_time"); n != 0 {
 		t.Errorf("%d flatness reads for DCGM, whose memory never goes stale", n)
 	}
 	if peak, ok := recentPeakOf(t, h, "flat"); !ok || peak != 30*gib {
