@@ -111,13 +111,24 @@ func (r *Reader) RangeFromSamples(ctx context.Context, signal Signal, sr SampleR
 	if step <= 0 || end.Before(start) {
 		return nil, fmt.Errorf("raw sample read [%s, %s] at step %s: want a positive step and start not after end", start, end, step)
 	}
+	raw, err := r.rawSamples(ctx, sr.Selector, start.Add(-step), end)
+	if err != nil {
+		return nil, err
+	}
+	return r.decode(signal, sr.bin(raw, start, end, step), nil, step), nil
+}
+
+// rawSamples returns the raw samples of the series selector in (from, to]: through the
+// API's RawReader where it has one and the read succeeds, else as the range vector
+// selector[to − from] of an instant query at to.
+func (r *Reader) rawSamples(ctx context.Context, selector string, from, to time.Time) (model.Matrix, error) {
 	if rr, ok := r.API.(RawReader); ok {
 		rctx, cancel := context.WithTimeout(ctx, r.timeout())
-		raw, err := rr.ReadRaw(rctx, sr.Selector, start.Add(-step), end)
+		raw, err := rr.ReadRaw(rctx, selector, from, to)
 		cancel()
 		if err == nil {
 			Queries.WithLabelValues(KindRemoteRead, "ok").Inc()
-			return r.decode(signal, sr.bin(raw, start, end, step), nil, step), nil
+			return raw, nil
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -127,8 +138,8 @@ func (r *Reader) RangeFromSamples(ctx context.Context, signal Signal, sr SampleR
 			klog.FromContext(ctx).V(2).Info("Remote read failed; reading the samples through the query API", "err", err)
 		}
 	}
-	query := fmt.Sprintf("%s[%dms]", sr.Selector, (end.Sub(start) + step).Milliseconds())
-	v, err := r.instant(ctx, query, end)
+	query := fmt.Sprintf("%s[%dms]", selector, to.Sub(from).Milliseconds())
+	v, err := r.instant(ctx, query, to)
 	if err != nil {
 		return nil, err
 	}
@@ -137,11 +148,11 @@ func (r *Reader) RangeFromSamples(ctx context.Context, signal Signal, sr SampleR
 		Queries.WithLabelValues("instant", "error").Inc()
 		return nil, fmt.Errorf("prometheus query %q: want a matrix, got %s", query, typeOf(v))
 	}
-	if err := outsideQuery("instant", query, raw, start.Add(-step), end, 0); err != nil {
+	if err := outsideQuery("instant", query, raw, from, to, 0); err != nil {
 		return nil, err
 	}
 	Queries.WithLabelValues("instant", "ok").Inc()
-	return r.decode(signal, sr.bin(raw, start, end, step), nil, step), nil
+	return raw, nil
 }
 
 // KindRemoteRead is the kind label of gpufrac_recommender_prometheus_queries_total for
