@@ -522,9 +522,6 @@ func (d *sourceData) readMemory(ctx context.Context, rd *metrics.Reader, sel met
 		if err != nil && metrics.SampleReadTooLarge(err) && ctx.Err() == nil {
 			// Too large for the backend: the query, every namespace robust.
 			klog.FromContext(ctx).V(2).Info("Reading memory from raw samples was refused as too large; reading the query", "source", d.src.Name(), "err", err)
-			sr = nil
-		}
-		if sr == nil {
 			mq = rawMemory{src: d.src}
 		}
 	}
