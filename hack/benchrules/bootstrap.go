@@ -84,6 +84,13 @@ func (a *timedAPI) QueryRange(ctx context.Context, query string, r promv1.Range,
 	return a.API.QueryRange(ctx, query, r, opts...)
 }
 
+// Series times the series API's requests (metrics.Reader.SharedDevices) as
+// seriesKind.
+func (a *timedAPI) Series(ctx context.Context, matches []string, start, end time.Time, opts ...promv1.Option) ([]model.LabelSet, promv1.Warnings, promv1.Infos, error) {
+	defer a.add(seriesKind, time.Now())
+	return a.API.Series(ctx, matches, start, end, opts...)
+}
+
 // ReadRaw is the API's metrics.RawReader (Prometheus' remote read), timed as
 // remoteReadKind; with -remote-read=false it answers promapi.ErrRemoteReadUnsupported,
 // so the recommender reads the same samples through the query API.
@@ -105,6 +112,7 @@ func (a *timedAPI) ReadRaw(ctx context.Context, selector string, from, to time.T
 const (
 	remoteReadKind       = "compute, raw (remote read)"
 	remoteReadMemoryKind = "memory peaks, raw samples (remote read)"
+	seriesKind           = "devices shared by pods (series index)"
 )
 
 // queryKinds name the recommender's queries by a text each holds (or, for prefix,
@@ -126,6 +134,7 @@ var queryKinds = []struct {
 	{kind: "devices shared by pods", text: "(count by (namespace, pod"},
 	{kind: "memory flatness, raw", text: "stddev_over_time("},
 	{kind: remoteReadKind, text: remoteReadKind},
+	{kind: seriesKind, text: seriesKind},
 	{kind: remoteReadMemoryKind, text: remoteReadMemoryKind},
 	{kind: "memory peaks, raw samples", text: metrics.DCGMFBUsed + "{", prefix: true}, // from raw samples through the query API
 	{kind: "compute, raw", text: "avg_over_time("},
@@ -138,8 +147,12 @@ var queryKinds = []struct {
 var remoteRead = true
 
 // cpuProfile is the file -cpuprofile names ("" for none): a CPU profile of this process
-// over the last bootstrap from the recordings.
-var cpuProfile string
+// over the last bootstrap from the recordings, or from the raw series where
+// profileRaw (-cpuprofile-raw).
+var (
+	cpuProfile string
+	profileRaw bool
+)
 
 // queryKind names a query's kind (queryKinds), "other" for none.
 func queryKind(q string) string {
@@ -169,7 +182,7 @@ func bootstrap(ctx context.Context, base string, promPID int, t trace.Trace, end
 	best := map[bool]*bootstrapRun{}
 	for i := range repeats {
 		for _, recorded := range []bool{false, true} {
-			profiled := recorded && i == repeats-1 && cpuProfile != ""
+			profiled := recorded != profileRaw && i == repeats-1 && cpuProfile != ""
 			if profiled {
 				f, err := os.Create(cpuProfile)
 				if err != nil {

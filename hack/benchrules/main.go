@@ -72,6 +72,7 @@ func main() {
 	flag.BoolVar(&o.reads, "reads", true, "time each bootstrap read, raw and recorded")
 	flag.BoolVar(&o.bootstrap, "bootstrap", false, "time the recommender's history bootstrap reading the raw series and with --history-from-recordings (repeats runs each)")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "with -bootstrap, write a CPU profile (pprof) of this process over the last bootstrap from the recordings: the recommender's side")
+	flag.BoolVar(&profileRaw, "cpuprofile-raw", false, "with -cpuprofile, profile the last bootstrap reading the raw series instead")
 	flag.BoolVar(&o.reuse, "reuse", false, "reuse the series and recordings a previous run with the same -pods, -days and -dirty left in -out (skips the synthesis, backfill and recordings)")
 	flag.BoolVar(&remoteRead, "remote-read", true, "with -bootstrap, read raw samples through Prometheus' remote read API (false: through the query API, as a backend without it)")
 	flag.BoolVar(&o.dirty, "dirty", false, "add one impossible memory sample (a DCGM blank sentinel) in the namespace: the raw memory reads take the robust form")

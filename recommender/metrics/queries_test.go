@@ -40,7 +40,6 @@ func TestEverySourceQueryParses(t *testing.T) {
 					others["missing labels "+string(signal)] = q
 					others["dirty namespaces "+string(signal)] = sel.DirtyQuery(src.Fields(signal), 6*time.Hour)
 				}
-				others["shared devices"] = SharedDevicesQuery(src, sel, 6*time.Hour)
 				others["recorded peaks"], others["recorded flat"] = RecordedPeakQuery(src, sel), RecordedFlatQuery(src, sel)
 				others["targets"] = TargetsQuery(src, sel, []Target{{Job: "dcgm-exporter", Instance: "10.0.0.5:9400"}, {Job: "gpu.metrics", Instance: "[fd00::1]:9400"}}, 8*24*time.Hour)
 				others["served"] = ServedQuery(src, sel, AgentCoverage)

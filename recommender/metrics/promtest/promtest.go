@@ -1,5 +1,5 @@
 // Package promtest serves the Prometheus HTTP query API (/api/v1/query,
-// /api/v1/query_range and /api/v1/label/<name>/values) and the remote read API
+// /api/v1/query_range, /api/v1/label/<name>/values and /api/v1/series) and the remote read API
 // (/api/v1/read, streamed chunks) from the real PromQL engine (github.com/prometheus/prometheus/promql)
 // over an in-process TSDB (util/teststorage), so tests of the recommender's queries run
 // them exactly as Prometheus would, on samples the test writes with their exporter's
@@ -9,6 +9,7 @@ package promtest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -26,6 +27,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb"
 	"github.com/prometheus/prometheus/util/teststorage"
 )
@@ -195,8 +197,8 @@ func (s *Server) Queries() []string {
 	return append([]string(nil), s.queries...)
 }
 
-// ServeHTTP answers /api/v1/query, /api/v1/query_range, the label values and
-// /api/v1/read like Prometheus' HTTP API.
+// ServeHTTP answers /api/v1/query, /api/v1/query_range, the label values, the series
+// and /api/v1/read like Prometheus' HTTP API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/api/v1/read" {
 		s.remoteRead(w, r)
@@ -207,6 +209,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.Form.Get("query")
+	if r.URL.Path == "/api/v1/series" {
+		q = strings.Join(r.Form["match[]"], " or ")
+	}
 	warnings, fail := s.record(q)
 	if fail != nil {
 		writeError(w, http.StatusServiceUnavailable, "unavailable", fail)
@@ -214,6 +219,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if name, ok := strings.CutPrefix(r.URL.Path, "/api/v1/label/"); ok && strings.HasSuffix(name, "/values") {
 		s.labelValues(w, r, strings.TrimSuffix(name, "/values"), warnings)
+		return
+	}
+	if r.URL.Path == "/api/v1/series" {
+		s.series(w, r, warnings)
 		return
 	}
 	if r.URL.Path != "/api/v1/query" && r.URL.Path != "/api/v1/query_range" {
@@ -291,11 +300,9 @@ func (s *Server) newQuery(r *http.Request, q string) (promql.Query, error) {
 	return qry, err
 }
 
-// labelValues answers /api/v1/label/<name>/values like Prometheus: the values of the
-// label among the series matching any match[] selector with samples in [start, end]
-// (the TSDB's index, as Prometheus answers it: no sample is read). A start or end that
-// does not parse leaves that side open.
-func (s *Server) labelValues(w http.ResponseWriter, r *http.Request, name string, warnings []string) {
+// timeBounds returns the request's start and end in milliseconds; one that is absent
+// or does not parse leaves that side open.
+func timeBounds(r *http.Request) (mint, maxt int64) {
 	bound := func(key string, def int64) int64 {
 		if v := r.Form.Get(key); v != "" {
 			if t, err := parseTime(v); err == nil {
@@ -304,7 +311,60 @@ func (s *Server) labelValues(w http.ResponseWriter, r *http.Request, name string
 		}
 		return def
 	}
-	mint, maxt := bound("start", math.MinInt64), bound("end", math.MaxInt64)
+	return bound("start", math.MinInt64), bound("end", math.MaxInt64)
+}
+
+// series answers /api/v1/series like Prometheus: the label sets of the series matching
+// any match[] selector with a chunk in [start, end] (the TSDB's index with the "series"
+// hint, as Prometheus answers it: no sample is read), each once.
+func (s *Server) series(w http.ResponseWriter, r *http.Request, warnings []string) {
+	if len(r.Form["match[]"]) == 0 {
+		writeError(w, http.StatusBadRequest, "bad_data", errors.New("no match[] parameter provided"))
+		return
+	}
+	seen := map[string]bool{}
+	data := []model.Metric{}
+	s.answerIndex(w, r, warnings, func(q storage.Querier, mint, maxt int64, ms []*labels.Matcher) error {
+		ss := q.Select(r.Context(), false, &storage.SelectHints{Start: mint, End: maxt, Func: "series"}, ms...)
+		for ss.Next() {
+			ls := ss.At().Labels()
+			if seen[ls.String()] {
+				continue
+			}
+			seen[ls.String()] = true
+			m := model.Metric{}
+			ls.Range(func(l labels.Label) { m[model.LabelName(l.Name)] = model.LabelValue(l.Value) })
+			data = append(data, m)
+		}
+		return ss.Err()
+	}, func() any { return data })
+}
+
+// labelValues answers /api/v1/label/<name>/values like Prometheus: the values of the
+// label among the series matching any match[] selector with samples in [start, end]
+// (the TSDB's index, as Prometheus answers it: no sample is read). A start or end that
+// does not parse leaves that side open.
+func (s *Server) labelValues(w http.ResponseWriter, r *http.Request, name string, warnings []string) {
+	seen := map[string]bool{}
+	values := []string{}
+	s.answerIndex(w, r, warnings, func(q storage.Querier, _, _ int64, ms []*labels.Matcher) error {
+		vs, _, err := q.LabelValues(r.Context(), name, nil, ms...)
+		for _, v := range vs {
+			if !seen[v] {
+				seen[v] = true
+				values = append(values, v)
+			}
+		}
+		return err
+	}, func() any { sort.Strings(values); return values })
+}
+
+// answerIndex answers an index request (series, label values): each match[] selector
+// (none: all series) is passed to read with a querier over the request's [start, end]
+// (timeBounds), and the answer's data is what data returns after the last; a selector
+// that does not parse is a 400, a read's error a 422.
+func (s *Server) answerIndex(w http.ResponseWriter, r *http.Request, warnings []string, read func(q storage.Querier, mint, maxt int64, ms []*labels.Matcher) error, data func() any) {
+	mint, maxt := timeBounds(r)
 	sets, err := parser.NewParser(parser.Options{}).ParseMetricSelectors(r.Form["match[]"])
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "bad_data", err)
@@ -319,23 +379,13 @@ func (s *Server) labelValues(w http.ResponseWriter, r *http.Request, name string
 		return
 	}
 	defer q.Close()
-	seen := map[string]bool{}
-	values := []string{}
 	for _, ms := range sets {
-		vs, _, err := q.LabelValues(r.Context(), name, nil, ms...)
-		if err != nil {
+		if err := read(q, mint, maxt, ms); err != nil {
 			writeError(w, 422, "execution", err)
 			return
 		}
-		for _, v := range vs {
-			if !seen[v] {
-				seen[v] = true
-				values = append(values, v)
-			}
-		}
 	}
-	sort.Strings(values)
-	body := map[string]any{"status": "success", "data": values}
+	body := map[string]any{"status": "success", "data": data()}
 	if len(warnings) > 0 {
 		body["warnings"] = warnings
 	}
