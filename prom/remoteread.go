@@ -137,10 +137,11 @@ var matcherType = map[labels.MatchType]prompb.LabelMatcher_Type{
 func readChunked(r io.Reader, mint, maxt int64) (model.Matrix, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var (
-		out   model.Matrix
-		frame []byte
-		msg   prompb.ChunkedReadResponse
-		it    chunkenc.Iterator
+		out    model.Matrix
+		frame  []byte
+		msg    prompb.ChunkedReadResponse
+		it     chunkenc.Iterator
+		chunks []chunkenc.Chunk
 	)
 	for {
 		size, err := binary.ReadUvarint(br)
@@ -180,6 +181,10 @@ func readChunked(r io.Reader, mint, maxt int64) (model.Matrix, error) {
 				s = &model.SampleStream{Metric: metric}
 				out = append(out, s)
 			}
+			// The series' chunks in the range, their samples counted first so that
+			// the values grow once.
+			chunks = chunks[:0]
+			n := 0
 			for _, c := range cs.Chunks {
 				if c.MaxTimeMs < mint || c.MinTimeMs > maxt {
 					continue
@@ -188,6 +193,10 @@ func readChunked(r io.Reader, mint, maxt int64) (model.Matrix, error) {
 				if err != nil {
 					return nil, fmt.Errorf("chunk of %s: %w", metric, err)
 				}
+				chunks, n = append(chunks, ch), n+ch.NumSamples()
+			}
+			s.Values = slices.Grow(s.Values, n)
+			for _, ch := range chunks {
 				it = ch.Iterator(it)
 				for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
 					if vt != chunkenc.ValFloat {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -28,8 +29,8 @@ const (
 
 // load reads the samples of (from, to] for the given namespaces and feeds them to the
 // model, in slices (sliceEnd) so that what is held at once is bounded however long the
-// window: a history bootstrap of days is read and fed one slice at a time
-// (loadSlice). A query error ends the load: the slices before it stay fed (each one
+// window: a history bootstrap of days is read (readSlice) and fed (applySlice) one
+// slice at a time, the next slice read while one is fed. A query error ends the load: the slices before it stay fed (each one
 // all-or-nothing), the workloads stay un-bootstrapped so every recommendation is kept
 // (the cycle fails), and the next cycle resumes after the last slice fed
 // (tracking.fedTo; the model skips samples it has, history.Model.Add).
@@ -56,21 +57,56 @@ func (r *Recommender) load(ctx context.Context, namespaces []string, from, to ti
 	if missFrom.Before(r.missingCounted) {
 		missFrom = r.missingCounted
 	}
-	series := r.livePodsIn(namespaces)
 	recs := r.recordedLoads(ctx, sel, from, to, bootstrapped)
-	for a, first := from, true; first || a.Before(to); first = false {
+	// readFrom reads the slice that starts at a, sized for about series series.
+	readFrom := func(a time.Time, first bool, series int) *sliceRead {
 		b := r.sliceEnd(a, to, series)
 		var cpu computeSpan
 		if whole {
 			cpu = computePoints(from, to, a, b, r.Config.Interval)
 		}
-		n, err := r.loadSlice(ctx, sel, namespaces, a, b, cpu, whole, first, b.Equal(to), dropFrom, missFrom, down, attr, bootstrapped, recs)
-		if err != nil {
-			return err
-		}
-		series, a = max(n, 1), b
+		sr := &sliceRead{to: b, first: first}
+		sr.data, sr.err = r.readSlice(ctx, sel, a, b, cpu, b.Equal(to), dropFrom, missFrom, down, recs)
+		return sr
 	}
-	return nil
+	cur := readFrom(from, true, r.livePodsIn(namespaces))
+	for {
+		if cur.err != nil {
+			return cur.err
+		}
+		// The next slice's queries run while this one is fed: Prometheus answers (and
+		// the remote read is decoded) on one core while the model is fed on the other.
+		// Reads change no state and use only what a cycle sets before its loads (the
+		// live pods, the sources, the configuration), so the overlap changes nothing
+		// fed; it holds two slices' samples at once (HistorySliceSamples).
+		var next chan *sliceRead
+		if !cur.to.Equal(to) {
+			next = make(chan *sliceRead, 1)
+			go func(a time.Time, series int) { next <- readFrom(a, false, series) }(cur.to, max(cur.data.series, 1))
+		}
+		r.applySlice(cur.data, namespaces, cur.to, whole, cur.first, attr, bootstrapped)
+		if next == nil {
+			return nil
+		}
+		cur = <-next
+	}
+}
+
+// sliceRead is one slice of a load, read (readSlice) and waiting to be fed: its end, whether it
+// is the load's first, and its data or the error that ends the load.
+type sliceRead struct {
+	to    time.Time
+	first bool
+	data  *sliceData
+	err   error
+}
+
+// sliceData is what readSlice read of one slice, before any state changes.
+type sliceData struct {
+	own  *workload.Ownership
+	data []*sourceData
+	// series is the most series one source read: the next slice is sized for it.
+	series int
 }
 
 // DefaultHistorySliceSamples is the default Config.HistorySliceSamples: 1,000,000
@@ -138,45 +174,49 @@ func (r *Recommender) livePodsIn(namespaces []string) int {
 	return max(n, 1)
 }
 
-// loadSlice reads the samples of (from, to], one slice of a load, and feeds them to the
-// model. For each source read this cycle (order) it issues a fixed set of queries
-// whatever the number of pods (read); before them, the two kube-state-metrics ownership
-// series and, unless every source read is the agent,
-// the GPUs the agent saw each pod on (metrics.AllocationQuery; with the backends'
+// readSlice reads the samples of (from, to], one slice of a load, without changing any
+// state (applySlice feeds them). For each source read this cycle (order) it issues a
+// fixed set of queries whatever the number of pods (read); before them, the two
+// kube-state-metrics ownership series and, unless every source read is the agent, the
+// GPUs the agent saw each pod on (metrics.AllocationQuery; with the backends'
 // annotations, the authority that series naming another GPU contradict). Any query
-// error aborts the slice before the model changes. Each pod's samples are then taken
-// from the source chosen for it (sources.go). down are the scrape targets down at to,
-// read once per cycle. first: the load's first slice (what the load lacked is
-// collected from it on, dataGaps); last: its last (the diagnostic counts of
+// error aborts the slice before the model changes. down are the scrape targets down at
+// to, read once per cycle. last: the load's last slice (the diagnostic counts of
 // (dropFrom, to] and (missFrom, to] run with it). cpu: the slice's compute points
-// (computePoints); model: the samples are fed to the model (else only counted, load).
-// recs: the sources whose hourly memory the load reads from their recordings
-// (recordedLoads). It returns how many series it read.
-func (r *Recommender) loadSlice(ctx context.Context, sel metrics.Selector, namespaces []string, from, to time.Time, cpu computeSpan, model, first, last bool,
-	dropFrom, missFrom time.Time, down []metrics.Target, attr *workload.Attributor, bootstrapped bool, recs map[string]*recordedLoad) (int, error) {
+// (computePoints). recs: the sources whose hourly memory the load reads from their
+// recordings (recordedLoads).
+func (r *Recommender) readSlice(ctx context.Context, sel metrics.Selector, from, to time.Time, cpu computeSpan, last bool,
+	dropFrom, missFrom time.Time, down []metrics.Target, recs map[string]*recordedLoad) (*sliceData, error) {
 	// Ownership first: it decides attribution of the samples below.
 	own, err := r.loadOwnership(ctx, sel, to.Sub(from), to)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	// The GPUs each pod was seen on by an authority other than the source: series that
 	// name another GPU are not used (issue 13 kind 10), and the agent's own replace them.
 	alloc, err := r.allocation(ctx, sel, from, to)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	var data []*sourceData
-	series := 0
+	sd := &sliceData{own: own}
 	for _, src := range r.order() {
 		d, err := r.read(ctx, src, sel, from, to, cpu, last, dropFrom, missFrom, down, alloc, recs[src.Name()])
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
-		data = append(data, d)
-		series += max(len(d.memory), len(d.compute))
+		sd.data = append(sd.data, d)
+		sd.series += max(len(d.memory), len(d.compute))
 	}
+	return sd, nil
+}
 
-	// All reads succeeded: now change state.
+// applySlice changes state with a slice of (…, to] that readSlice read in full (each
+// slice is all-or-nothing): the missing and dropped samples, ownership, the sources
+// observed, and the samples, each pod's from the source chosen for it (sources.go), fed
+// to the model (with model; else only counted for the cycle's checks). first: the
+// load's first slice (what the load lacked is collected from it on, dataGaps).
+func (r *Recommender) applySlice(sd *sliceData, namespaces []string, to time.Time, model, first bool, attr *workload.Attributor, bootstrapped bool) {
+	data, own := sd.data, sd.own
 	countFailed := r.countMissing(data)
 	r.startGaps(namespaces, to, first, countFailed, bootstrapped)
 	for _, d := range data {
@@ -204,7 +244,6 @@ func (r *Recommender) loadSlice(ctx context.Context, sel metrics.Selector, names
 		r.feed(metrics.SignalMemory, r.choose(d.src, metrics.SignalMemory, memory), attr, bootstrapped, model, time.Time{})
 		r.feed(metrics.SignalCompute, r.choose(d.src, metrics.SignalCompute, d.compute), attr, bootstrapped, model, d.recordedUntil)
 	}
-	return series, nil
 }
 
 // countMissing records the slice's dropped samples per source and counts the samples
@@ -580,7 +619,7 @@ func (r *Recommender) dropStale(src metrics.Source, memory, flat, contradicted, 
 	flatAt, againstAt := valuesAt(flat), valuesAt(contradicted)
 	cpu := containerCompute{}
 	for _, c := range compute {
-		cpu[c.ID] = append(cpu[c.ID], c)
+		cpu.add(c)
 	}
 	out := memory[:0:0]
 	for _, s := range memory {
@@ -655,17 +694,40 @@ func valuesAt(series []metrics.Series) map[metrics.ContainerID]map[time.Time]flo
 	return out
 }
 
-// containerCompute is the compute series of each container.
-type containerCompute map[metrics.ContainerID][]metrics.Series
+// containerCompute is the compute series of each container, each with whether its
+// samples are in time order (as decoded series are).
+type containerCompute map[metrics.ContainerID][]orderedSeries
+
+type orderedSeries struct {
+	metrics.Series
+	ordered bool
+}
+
+// add adds a compute series.
+func (cpu containerCompute) add(s metrics.Series) {
+	ordered := slices.IsSortedFunc(s.Samples, func(a, b metrics.Sample) int { return a.Time.Compare(b.Time) })
+	cpu[s.ID] = append(cpu[s.ID], orderedSeries{s, ordered})
+}
 
 // activity returns how many compute samples of the container lie inside (from, to]
 // (their whole window) and whether any of them is above 0 (busy), and whether any
 // sample above 0 has a window that overlaps (from, to] at all (ran: the container ran
-// kernels at some time in it), in one pass over the container's samples.
+// kernels at some time in it). It is asked for every memory sample: in a series in time
+// order, only the samples that can count are looked at, the first found by binary
+// search (a scan of every sample of the load for each memory window was 7 % of a
+// 2,000-pod bootstrap's CPU profile, docs/benchmarks.md).
 func (cpu containerCompute) activity(id metrics.ContainerID, from, to time.Time) (n int, busy, ran bool) {
 	for _, c := range cpu[id] {
-		for _, p := range c.Samples {
+		samples := c.Samples
+		if c.ordered {
+			// Samples before from count for neither.
+			samples = samples[sort.Search(len(samples), func(i int) bool { return !samples[i].Time.Before(from) }):]
+		}
+		for _, p := range samples {
 			start := p.Time.Add(-c.Window)
+			if c.ordered && start.After(to) {
+				break // every later sample's window starts after to too
+			}
 			if !start.Before(from) && !p.Time.After(to) {
 				n++
 				busy = busy || p.Value > 0
@@ -752,7 +814,11 @@ func (r *Recommender) feed(signal metrics.Signal, series []metrics.Series, attr 
 			if pod != nil {
 				created = pod.CreationTimestamp.Time
 			}
-			kept, keptSrc := s.Samples[:0:0], s.Sources[:0:0]
+			kept := make([]metrics.Sample, 0, len(s.Samples))
+			var keptSrc []string
+			if s.Sources != nil {
+				keptSrc = make([]string, 0, len(s.Sources))
+			}
 			for i, p := range s.Samples {
 				if pod != nil && !p.Time.Before(created) {
 					at, ok := workload.StampInLife(pod, s.ID.Container, p.Time, s.Window, p.Value)

@@ -50,7 +50,10 @@ type options struct {
 	Cycles, WarmUp, GPUsPerNode int
 	Interval, Lead, Scrape      time.Duration
 	// ProfileFor is the CPU profile's window from the start of the first measured cycle.
-	ProfileFor               time.Duration
+	ProfileFor time.Duration
+	// BootstrapProfile is the CPU profile's window from each recommender's start (0:
+	// none).
+	BootstrapProfile         time.Duration
 	Guardrail, Profile, Keep bool
 	// Restart stops the single recommender after its steady cycles, once every
 	// workload has a checkpoint, and starts it again (restart.go).
@@ -108,6 +111,7 @@ func parseOptions() (options, error) {
 	flag.BoolVar(&o.Profile, "profile", envBool("PROFILE", true), "save a CPU profile of one steady cycle and a heap profile per recommender (env PROFILE)")
 	flag.DurationVar(&o.ProfileFor, "profile-for", envDuration("PROFILE_FOR", 0), "the CPU profile's window from the start of the first measured cycle (default --interval; at most --cycles × --interval is useful: cycles that write many statuses run longer than the interval) (env PROFILE_FOR)")
 	flag.StringVar(&o.MemoryLimit, "memory-limit", envString("MEMORY_LIMIT", ""), "GOMEMLIMIT of the recommender processes only, e.g. 1GiB as the chart sets it from the default container limit; empty: none, Go's default (env MEMORY_LIMIT)")
+	flag.DurationVar(&o.BootstrapProfile, "bootstrap-profile", envDuration("BOOTSTRAP_PROFILE", 0), "save a CPU profile of each recommender over this window from its start (the bootstrap; bootstrap-profile-<name>.pprof; 0: none) (env BOOTSTRAP_PROFILE)")
 	flag.BoolVar(&o.Restart, "restart", envBool("RESTART", false), "with --shards 1: after the steady cycles, wait until every workload has a GPUFractionCheckpoint, stop the recommender and start it again, and measure its bootstrap from the checkpoints and as many steady cycles (env RESTART)")
 	flag.DurationVar(&o.CheckpointInterval, "checkpoint-interval", envDuration("CHECKPOINT_INTERVAL", 0), "the recommender's --checkpoint-interval (0: its default, 30m; with --restart every workload's first checkpoint is written within half of it) (env CHECKPOINT_INTERVAL)")
 	flag.BoolVar(&o.Keep, "keep", envBool("KEEP", false), "keep the cluster's etcd and Prometheus data (env KEEP)")

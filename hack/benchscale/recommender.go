@@ -149,9 +149,9 @@ func (p *proc) waitFor(ctx context.Context, c *framework.Cluster, done func(snap
 	}
 }
 
-// saveProfile writes <out>/<kind>-<name>.pprof from the pprof endpoint (kind "profile"
-// with seconds for CPU, "heap").
-func (p *proc) saveProfile(ctx context.Context, o options, kind string, seconds int) error {
+// saveProfile writes <out>/<file>-<name>.pprof from the pprof endpoint's kind
+// ("profile" with seconds for CPU, "heap").
+func (p *proc) saveProfile(ctx context.Context, o options, kind, file string, seconds int) error {
 	u := p.pprofURL + "/" + kind
 	if seconds > 0 {
 		u += "?seconds=" + strconv.Itoa(seconds)
@@ -168,7 +168,7 @@ func (p *proc) saveProfile(ctx context.Context, o options, kind string, seconds 
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("GET %s: %s", u, resp.Status)
 	}
-	f, err := os.Create(filepath.Join(o.Out, kind+"-"+p.Name+".pprof"))
+	f, err := os.Create(filepath.Join(o.Out, file+"-"+p.Name+".pprof"))
 	if err != nil {
 		return err
 	}

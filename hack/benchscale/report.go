@@ -81,6 +81,20 @@ func measure(ctx context.Context, o options, c *framework.Cluster, shards int, r
 			return err
 		}
 		procs = append(procs, p)
+		var bootProf sync.WaitGroup
+		if o.BootstrapProfile > 0 {
+			bootProf.Go(func() {
+				// The endpoint is served once the manager has started: retried until then.
+				var err error
+				for range 60 {
+					if err = p.saveProfile(ctx, o, "profile", "bootstrap-profile", int(max(o.BootstrapProfile.Seconds(), 1))); err == nil {
+						return
+					}
+					time.Sleep(500 * time.Millisecond)
+				}
+				logf("recommender %s: bootstrap profile: %v", s.name, err)
+			})
+		}
 		// Polled every second: until the first cycle ends there are no per-autoscaler
 		// metrics, so a scrape costs the recommender next to nothing.
 		boot, err := p.waitCycles(ctx, c, 1, time.Second, 60*time.Minute)
@@ -88,6 +102,7 @@ func measure(ctx context.Context, o options, c *framework.Cluster, shards int, r
 			return err
 		}
 		boots[p] = boot
+		bootProf.Wait()
 		cost := boot
 		cost.PromBytes -= before.PromBytes
 		cost.PromCPUSeconds -= before.PromCPUSeconds
@@ -128,7 +143,7 @@ func steady(ctx context.Context, o options, c *framework.Cluster, p *proc, boot 
 	var prof sync.WaitGroup
 	var profErr error
 	if o.Profile {
-		prof.Go(func() { profErr = p.saveProfile(ctx, o, "profile", int(max(o.ProfileFor.Seconds(), 1))) })
+		prof.Go(func() { profErr = p.saveProfile(ctx, o, "profile", "profile", int(max(o.ProfileFor.Seconds(), 1))) })
 	}
 	for range o.Cycles {
 		s, err := p.waitCycles(ctx, c, prev.Cycles-prev.Failed+1, o.Scrape, wait)
@@ -155,7 +170,7 @@ func steady(ctx context.Context, o options, c *framework.Cluster, p *proc, boot 
 	prof.Wait()
 	r.HWM, r.RSS = prev.HWM, prev.RSS
 	if o.Profile {
-		profErr = errors.Join(profErr, p.saveProfile(ctx, o, "heap", 0))
+		profErr = errors.Join(profErr, p.saveProfile(ctx, o, "heap", "heap", 0))
 	}
 	return profErr
 }

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
@@ -1139,22 +1140,26 @@ func LowFidelity(metric string) bool { return fieldOf(metric).LowFidelity }
 func InstanceRelative(metric string) bool { return fieldOf(metric).InstanceRelative }
 
 // fieldOf returns the field a known source publishes under the metric name, or the zero
-// Field.
-func fieldOf(metric string) Field {
-	if metric == "" {
-		return Field{}
-	}
+// Field: the first of Sources' fields (memory, then compute) with that metric. It is
+// asked once per compute sample fed to the model (LowFidelity), so the fields are
+// indexed once: the scan over every source's fields, copying each Field, was 4 % of a
+// 2,000-pod bootstrap's CPU profile (docs/benchmarks.md).
+func fieldOf(metric string) Field { return fieldsByMetric()[metric] }
+
+// fieldsByMetric indexes Sources' fields by metric name, the first kept.
+var fieldsByMetric = sync.OnceValue(func() map[string]Field {
+	out := map[string]Field{}
 	for _, src := range Sources {
 		for _, sig := range []Signal{SignalMemory, SignalCompute} {
 			for _, f := range src.Fields(sig) {
-				if f.Metric == metric {
-					return f
+				if _, ok := out[f.Metric]; !ok {
+					out[f.Metric] = f
 				}
 			}
 		}
 	}
-	return Field{}
-}
+	return out
+})
 
 // gpuShare is the factor converting a value of the stream to a share of the whole GPU:
 // for the compute signal of an instance-relative field on a MIG instance whose profile
