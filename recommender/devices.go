@@ -84,7 +84,7 @@ func (r *Recommender) agentWins(ctx context.Context, alloc metrics.Allocation, s
 	asel.Device = metrics.Agent.DeviceLabels()
 	ard := *r.Reader
 	ard.Device = asel.Device
-	a, err := r.readData(ctx, &ard, metrics.Agent, asel, from, to, cpu, nil)
+	a, err := r.readData(ctx, &ard, metrics.Agent, asel, from, to, cpu, nil, false)
 	if err != nil {
 		return nil, nil, nil, err
 	}

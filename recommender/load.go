@@ -58,6 +58,11 @@ func (r *Recommender) load(ctx context.Context, namespaces []string, from, to ti
 		missFrom = r.missingCounted
 	}
 	recs := r.recordedLoads(ctx, sel, from, to, bootstrapped)
+	series := r.livePodsIn(namespaces)
+	var unshared map[string]bool
+	if r.sliceEnd(from, to, series).Before(to) {
+		unshared = r.unsharedSources(ctx, sel, from, to)
+	}
 	// readFrom reads the slice that starts at a, sized for about series series.
 	readFrom := func(a time.Time, first bool, series int) *sliceRead {
 		b := r.sliceEnd(a, to, series)
@@ -66,10 +71,10 @@ func (r *Recommender) load(ctx context.Context, namespaces []string, from, to ti
 			cpu = computePoints(from, to, a, b, r.Config.Interval)
 		}
 		sr := &sliceRead{to: b, first: first}
-		sr.data, sr.err = r.readSlice(ctx, sel, a, b, cpu, b.Equal(to), dropFrom, missFrom, down, recs)
+		sr.data, sr.err = r.readSlice(ctx, sel, a, b, cpu, b.Equal(to), dropFrom, missFrom, down, recs, unshared)
 		return sr
 	}
-	cur := readFrom(from, true, r.livePodsIn(namespaces))
+	cur := readFrom(from, true, series)
 	for {
 		if cur.err != nil {
 			return cur.err
@@ -184,9 +189,10 @@ func (r *Recommender) livePodsIn(namespaces []string) int {
 // to, read once per cycle. last: the load's last slice (the diagnostic counts of
 // (dropFrom, to] and (missFrom, to] run with it). cpu: the slice's compute points
 // (computePoints). recs: the sources whose hourly memory the load reads from their
-// recordings (recordedLoads).
+// recordings (recordedLoads). unshared: the sources no device of which had several pods
+// over the whole load (unsharedSources), whose slices need not ask.
 func (r *Recommender) readSlice(ctx context.Context, sel metrics.Selector, from, to time.Time, cpu computeSpan, last bool,
-	dropFrom, missFrom time.Time, down []metrics.Target, recs map[string]*recordedLoad) (*sliceData, error) {
+	dropFrom, missFrom time.Time, down []metrics.Target, recs map[string]*recordedLoad, unshared map[string]bool) (*sliceData, error) {
 	// Ownership first: it decides attribution of the samples below.
 	own, err := r.loadOwnership(ctx, sel, to.Sub(from), to)
 	if err != nil {
@@ -200,7 +206,7 @@ func (r *Recommender) readSlice(ctx context.Context, sel metrics.Selector, from,
 	}
 	sd := &sliceData{own: own}
 	for _, src := range r.order() {
-		d, err := r.read(ctx, src, sel, from, to, cpu, last, dropFrom, missFrom, down, alloc, recs[src.Name()])
+		d, err := r.read(ctx, src, sel, from, to, cpu, last, dropFrom, missFrom, down, alloc, recs[src.Name()], unshared[src.Name()])
 		if err != nil {
 			return nil, err
 		}
@@ -327,14 +333,14 @@ type sourceData struct {
 // are down, which pods they served. rec, when set, reads the whole hours' memory from
 // the source's recordings (readData). It returns the first query error.
 func (r *Recommender) read(ctx context.Context, src metrics.Source, sel metrics.Selector, from, to time.Time, cpu computeSpan, last bool, dropFrom, missFrom time.Time,
-	down []metrics.Target, alloc metrics.Allocation, rec *recordedLoad) (*sourceData, error) {
+	down []metrics.Target, alloc metrics.Allocation, rec *recordedLoad, unshared bool) (*sourceData, error) {
 	rd := *r.Reader
 	rd.Device = src.DeviceLabels()
 	sel.Device = src.DeviceLabels()
 	if !metrics.PerProcess(src.MemoryMetric()) {
 		rd.Allocation = alloc
 	}
-	d, err := r.readData(ctx, &rd, src, sel, from, to, cpu, rec)
+	d, err := r.readData(ctx, &rd, src, sel, from, to, cpu, rec, unshared)
 	if err != nil {
 		return nil, err
 	}
@@ -392,13 +398,13 @@ func (r *Recommender) diagnose(ctx context.Context, d *sourceData, rd *metrics.R
 // (none when !cpu.ok) with its copies companion (metrics.CopiesQuery; with rec reading compute, whole
 // hours from the source's recorded quantiles, readCompute). It returns the first query
 // error.
-func (r *Recommender) readData(ctx context.Context, rd *metrics.Reader, src metrics.Source, sel metrics.Selector, from, to time.Time, cpu computeSpan, rec *recordedLoad) (*sourceData, error) {
+func (r *Recommender) readData(ctx context.Context, rd *metrics.Reader, src metrics.Source, sel metrics.Selector, from, to time.Time, cpu computeSpan, rec *recordedLoad, unshared bool) (*sourceData, error) {
 	d := &sourceData{src: src}
 	agg := r.model.Options().MemoryAggregationInterval
 	// The first whole interval ending after from: a window ending at from is before the
 	// load (from is the end of the last one, or of the previous slice).
 	firstBoundary, lastBoundary := from.Truncate(agg).Add(agg), to.Truncate(agg)
-	plan := r.plan(ctx, rd, src, sel, from, to, rec == nil)
+	plan := r.plan(ctx, rd, src, sel, from, to, rec == nil, unshared)
 	sel.Present = plan.present
 	if !lastBoundary.Before(firstBoundary) {
 		var err error
@@ -460,7 +466,7 @@ type readPlan struct {
 // looked at: memDirty stays nil (robust) for the running interval's instant read. A query
 // that fails leaves its part at the always-right answer (robust, copies looked for),
 // logged.
-func (r *Recommender) plan(ctx context.Context, rd *metrics.Reader, src metrics.Source, sel metrics.Selector, from, to time.Time, memory bool) readPlan {
+func (r *Recommender) plan(ctx context.Context, rd *metrics.Reader, src metrics.Source, sel metrics.Selector, from, to time.Time, memory, unshared bool) readPlan {
 	p := readPlan{copies: true}
 	if to.Sub(from) < SplitMinWindow {
 		return p
@@ -480,11 +486,15 @@ func (r *Recommender) plan(ctx context.Context, rd *metrics.Reader, src metrics.
 		}
 		return d
 	}
-	shared, err := rd.SharedDevices(ctx, src, sel, from, to)
-	if err != nil {
-		log.Info("Finding devices shared by several pods failed; looking for copied values on all", "source", src.Name(), "err", err)
+	if !unshared {
+		shared, err := rd.SharedDevices(ctx, src, sel, from, to)
+		if err != nil {
+			log.Info("Finding devices shared by several pods failed; looking for copied values on all", "source", src.Name(), "err", err)
+		}
+		p.copies = shared || err != nil
+	} else {
+		p.copies = false
 	}
-	p.copies = shared || err != nil
 	// Raw samples where no copy is to be matched (the copies companion's values are
 	// Prometheus' own means and peaks) and the data query is one series selector.
 	if memory {
@@ -500,6 +510,32 @@ func (r *Recommender) plan(ctx context.Context, rd *metrics.Reader, src metrics.
 		p.cpuDirty = find(metrics.SignalCompute)
 	}
 	return p
+}
+
+// unsharedSources returns the sources read (order) no device of which had two or more
+// pods over the whole load (from, to], with the memory aggregation interval before it
+// that plan's slices look at too (metrics.Reader.SharedDevices): no slice of the load can
+// have one (a slice's series are among the load's), so its slices need not ask. One
+// series request per source for the load, where each slice asked one: at 10,000 pods
+// each answer is 20,000 label sets, whose decoding was 12 % of the recommender's CPU in a
+// bootstrap of 8 days (docs/benchmarks.md). A source whose question fails, or where a
+// device had several pods, is asked again per slice.
+func (r *Recommender) unsharedSources(ctx context.Context, sel metrics.Selector, from, to time.Time) map[string]bool {
+	if to.Sub(from) < SplitMinWindow {
+		return nil
+	}
+	from = from.Add(-r.model.Options().MemoryAggregationInterval)
+	out := map[string]bool{}
+	for _, src := range r.order() {
+		s := sel
+		s.Device = src.DeviceLabels()
+		shared, err := r.Reader.SharedDevices(ctx, src, s, from, to)
+		if err != nil {
+			klog.FromContext(ctx).V(2).Info("Finding devices shared by several pods over the load failed; asking per slice", "source", src.Name(), "err", err)
+		}
+		out[src.Name()] = err == nil && !shared
+	}
+	return out
 }
 
 // copiesQuery is metrics.CopiesQuery, or "" where the plan says no copy is possible.

@@ -3,6 +3,7 @@ package recommender
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -232,5 +233,50 @@ func TestComputePointsPartitionTheLoad(t *testing.T) {
 				t.Errorf("load %v: point %v read %d times, window from %v (load from %v)", length, p, n, p.Add(-step), from)
 			}
 		}
+	}
+}
+
+// Issue 17: a long load whose devices were never shared by several pods asks the
+// series index once for the whole load, not once per slice (metrics.Reader.SharedDevices:
+// no slice can then have a shared device); where a device was shared somewhere in the
+// load, every slice asks, and only the slices where it was look for copies.
+func TestSharedDevicesAskedOncePerLoad(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	const length = 6 * time.Hour
+	for _, shared := range []bool{false, true} {
+		t.Run(map[bool]string{false: "no device shared", true: "one device shared for an hour"}[shared], func(t *testing.T) {
+			objs := append(deployment("ml", "sd", 2), gfa("ml", "sd", "sd"))
+			h := newEngineHarness(t, objs, metrics.DCGM{})
+			h.now = now
+			// One-hour slices: the load is read in six or seven.
+			h.rec.Config.HistoryLength, h.rec.Config.HistorySliceSamples = length, 60
+			pods := podsOf(objs)
+			start := now.Add(-length)
+			n := int(length/time.Minute) + 1
+			for i, p := range pods {
+				gpu := fmt.Sprintf("GPU-%d", i)
+				h.prom.Add(t, dcgmLabels(metrics.DCGMFBUsed, p, gpu), start, time.Minute, promtest.Repeat(10000, n)...)
+				h.prom.Add(t, dcgmLabels(metrics.DCGMSMActive, p, gpu), start, time.Minute, promtest.Repeat(0.3, n)...)
+			}
+			if shared {
+				// A short-lived pod of another namespace on the first pod's GPU, an
+				// hour in the middle of the load.
+				other := pods[0].DeepCopy()
+				other.Namespace, other.Name = "team-b", "intruder"
+				at := start.Add(3 * time.Hour)
+				h.prom.Add(t, dcgmLabels(metrics.DCGMFBUsed, other, "GPU-0"), at, time.Minute, promtest.Repeat(5000, 60)...)
+				h.prom.Add(t, dcgmLabels(metrics.DCGMSMActive, other, "GPU-0"), at, time.Minute, promtest.Repeat(0.2, 60)...)
+			}
+			if err := h.rec.RunOnce(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			asked, copies := countQueries(h.prom, promtest.SeriesPrefix), countQueries(h.prom, "count_values")
+			if !shared && (asked != 1 || copies != 0) {
+				t.Errorf("%d series requests and %d copies queries over a load with no shared device, want 1 and 0", asked, copies)
+			}
+			if shared && (asked < 7 || copies == 0) {
+				t.Errorf("%d series requests and %d copies queries with a device shared for an hour, want the load's and one per slice (at least 7), and copies looked for", asked, copies)
+			}
+		})
 	}
 }

@@ -190,7 +190,9 @@ func (s *Server) SetFailureIf(match func(query string) bool, err error) {
 	s.mu.Unlock()
 }
 
-// Queries returns the PromQL received so far, in order.
+// Queries returns the PromQL received so far, in order: a series request
+// (/api/v1/series) as SeriesPrefix and its match[] selectors joined with " or ", a label
+// values request as "".
 func (s *Server) Queries() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -210,7 +212,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.Form.Get("query")
 	if r.URL.Path == "/api/v1/series" {
-		q = strings.Join(r.Form["match[]"], " or ")
+		q = SeriesPrefix + strings.Join(r.Form["match[]"], " or ")
 	}
 	warnings, fail := s.record(q)
 	if fail != nil {
@@ -253,6 +255,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(body)
 }
+
+// SeriesPrefix starts a series request's entry in Queries.
+const SeriesPrefix = "series: "
 
 // record adds q to Queries and returns the warnings to answer it with and the failure
 // to answer instead (nil: none; SetFailureIf).
