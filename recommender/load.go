@@ -30,8 +30,9 @@ const (
 // load reads the samples of (from, to] for the given namespaces and feeds them to the
 // model, in slices (sliceEnd) so that what is held at once is bounded however long the
 // window: a history bootstrap of days is read (readSlice) and fed (applySlice) one
-// slice at a time, the next slice read while one is fed. A query error ends the load: the slices before it stay fed (each one
-// all-or-nothing), the workloads stay un-bootstrapped so every recommendation is kept
+// slice at a time, the next slice read while one is fed. A query error ends the load:
+// the slices before it stay fed (each one all-or-nothing), the workloads stay
+// un-bootstrapped so every recommendation is kept
 // (the cycle fails), and the next cycle resumes after the last slice fed
 // (tracking.fedTo; the model skips samples it has, history.Model.Add).
 //
@@ -97,8 +98,8 @@ func (r *Recommender) load(ctx context.Context, namespaces []string, from, to ti
 	}
 }
 
-// sliceRead is one slice of a load, read (readSlice) and waiting to be fed: its end, whether it
-// is the load's first, and its data or the error that ends the load.
+// sliceRead is one slice of a load, read (readSlice) and waiting to be fed: its end,
+// whether it is the load's first, and its data or the error that ends the load.
 type sliceRead struct {
 	to    time.Time
 	first bool
@@ -110,7 +111,8 @@ type sliceRead struct {
 type sliceData struct {
 	own  *workload.Ownership
 	data []*sourceData
-	// series is the most series one source read: the next slice is sized for it.
+	// series counts the series the sources read (each source's memory or compute
+	// series, the more): the next slice is sized for it.
 	series int
 }
 
