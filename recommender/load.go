@@ -592,18 +592,18 @@ func (d *sourceData) readMemory(ctx context.Context, rd *metrics.Reader, sel met
 		}
 		return rd.RangeShared(ctx, metrics.SignalMemory, q, copies, from, to, window)
 	}
+	query := func(mq memoryQueries) func() ([]metrics.Series, error) {
+		return func() ([]metrics.Series, error) {
+			return read(mq.peaks(sel, window), plan.copiesQuery(d.src, sel, metrics.SignalMemory, window))
+		}
+	}
 	var s []metrics.Series
 	var err error
 	if sr := mq.samples(); sr != nil {
-		s, err = rd.RangeFromSamples(ctx, metrics.SignalMemory, *sr, from, to, window)
-		if err != nil && metrics.SampleReadTooLarge(err) && ctx.Err() == nil {
-			// Too large for the backend: the query, every namespace robust.
-			klog.FromContext(ctx).V(2).Info("Reading memory from raw samples was refused as too large; reading the query", "source", d.src.Name(), "err", err)
-			mq = rawMemory{src: d.src}
-		}
-	}
-	if mq.samples() == nil {
-		s, err = read(mq.peaks(sel, window), plan.copiesQuery(d.src, sel, metrics.SignalMemory, window))
+		// Refused as too large: the query, every namespace robust.
+		s, err = rd.RangeFromSamplesOr(ctx, metrics.SignalMemory, *sr, from, to, window, query(rawMemory{src: d.src}))
+	} else {
+		s, err = query(mq)()
 	}
 	if err != nil {
 		return err

@@ -196,16 +196,15 @@ func restamped(series []metrics.Series, shift, window time.Duration) []metrics.S
 func (d *sourceData) readCompute(ctx context.Context, rd *metrics.Reader, sel metrics.Selector, plan readPlan, rec *recordedLoad,
 	cpu computeSpan, step time.Duration) error {
 	raw := func(first, last time.Time) ([]metrics.Series, error) {
-		if plan.cpuSamples != nil {
-			s, err := rd.RangeFromSamples(ctx, metrics.SignalCompute, *plan.cpuSamples, first, last, step)
-			if err == nil || !metrics.SampleReadTooLarge(err) || ctx.Err() != nil {
-				return s, err
-			}
-			// Too large for the backend: the range query chunks; every namespace robust.
-			klog.FromContext(ctx).V(2).Info("Reading compute from raw samples was refused as too large; reading the range query", "source", d.src.Name(), "err", err)
+		query := func() ([]metrics.Series, error) {
+			// With raw samples refused (cpuDirty nil): every namespace robust.
+			q := metrics.SplitQuery(sel, plan.cpuDirty, func(s metrics.Selector) string { return d.src.ComputeQuery(s, step) })
+			return rd.RangeShared(ctx, metrics.SignalCompute, q, plan.copiesQuery(d.src, sel, metrics.SignalCompute, step), first, last, step)
 		}
-		q := metrics.SplitQuery(sel, plan.cpuDirty, func(s metrics.Selector) string { return d.src.ComputeQuery(s, step) })
-		return rd.RangeShared(ctx, metrics.SignalCompute, q, plan.copiesQuery(d.src, sel, metrics.SignalCompute, step), first, last, step)
+		if plan.cpuSamples == nil {
+			return query()
+		}
+		return rd.RangeFromSamplesOr(ctx, metrics.SignalCompute, *plan.cpuSamples, first, last, step, query)
 	}
 	if rec == nil || !rec.compute || plan.copies || step != metrics.HistoryRuleInterval {
 		s, err := raw(cpu.first, cpu.last)

@@ -265,6 +265,20 @@ func (sr SampleRead) bin(raw model.Matrix, start, end time.Time, step time.Durat
 	return out
 }
 
+// RangeFromSamplesOr is RangeFromSamples with the fallback a long load takes where the
+// backend refuses the raw samples as too large or runs out of time
+// (SampleReadTooLarge): it logs the refusal and returns query's answer instead (the
+// range query, which chunks). Other errors, and any once ctx is done, are returned as
+// they are.
+func (r *Reader) RangeFromSamplesOr(ctx context.Context, signal Signal, sr SampleRead, start, end time.Time, step time.Duration, query func() ([]Series, error)) ([]Series, error) {
+	s, err := r.RangeFromSamples(ctx, signal, sr, start, end, step)
+	if err == nil || !SampleReadTooLarge(err) || ctx.Err() != nil {
+		return s, err
+	}
+	klog.FromContext(ctx).V(2).Info("Reading raw samples was refused as too large; reading the query", "signal", signal, "selector", sr.Selector, "err", err)
+	return query()
+}
+
 // SampleReadTooLarge reports whether RangeFromSamples failed because the backend refused
 // its answer as too large (TooManySamples: Prometheus' --query.max-samples, Thanos',
 // Mimir's and Cortex's limits) or it ran out of time (the Reader's Timeout or the
