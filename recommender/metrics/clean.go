@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 )
 
@@ -206,16 +207,8 @@ func (r *Reader) SharedDevices(ctx context.Context, src Source, sel Selector, fr
 // *PartialResponseError (ErrPartialResponse) when the answer carried warnings; each
 // request counts in Queries as kind "series".
 func (r *Reader) Series(ctx context.Context, match []string, from, to time.Time) ([]model.LabelSet, error) {
-	cctx, cancel := context.WithTimeout(ctx, r.timeout())
-	defer cancel()
-	sets, warnings, _, err := r.API.Series(cctx, match, from, to)
-	if err != nil {
-		Queries.WithLabelValues("series", "error").Inc()
-		return nil, fmt.Errorf("prometheus series %s: %w", strings.Join(match, " "), withBody(err))
-	}
-	if err := partial("series", strings.Join(match, " "), warnings); err != nil {
-		return nil, err
-	}
-	Queries.WithLabelValues("series", "ok").Inc()
-	return sets, nil
+	return indexRequest(ctx, r, "series", "series", match, func(ctx context.Context) ([]model.LabelSet, promv1.Warnings, error) {
+		sets, warnings, _, err := r.API.Series(ctx, match, from, to)
+		return sets, warnings, err
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 )
 
@@ -71,16 +72,28 @@ func quoteAll(names []string) []string {
 // (ErrPartialResponse) when the answer carried warnings (a value missing from a partial
 // answer is not absent); each request counts in Queries as kind "labels".
 func (r *Reader) LabelValues(ctx context.Context, label string, match []string, from, to time.Time) (model.LabelValues, error) {
+	return indexRequest(ctx, r, "labels", "label values "+label, match, func(ctx context.Context) (model.LabelValues, promv1.Warnings, error) {
+		values, warnings, _, err := r.API.LabelValues(ctx, label, match, from, to)
+		return values, warnings, err
+	})
+}
+
+// indexRequest runs an index request (label values, series) of the selectors match
+// under the Reader's timeout, counted in Queries as kind, its error wrapped with what
+// (e.g. "label values pod"), and an answer with warnings returned as a
+// *PartialResponseError.
+func indexRequest[T any](ctx context.Context, r *Reader, kind, what string, match []string, call func(context.Context) (T, promv1.Warnings, error)) (T, error) {
 	cctx, cancel := context.WithTimeout(ctx, r.timeout())
 	defer cancel()
-	values, warnings, _, err := r.API.LabelValues(cctx, label, match, from, to)
+	var zero T
+	out, warnings, err := call(cctx)
 	if err != nil {
-		Queries.WithLabelValues("labels", "error").Inc()
-		return nil, fmt.Errorf("prometheus label values %s %s: %w", label, strings.Join(match, " "), withBody(err))
+		Queries.WithLabelValues(kind, "error").Inc()
+		return zero, fmt.Errorf("prometheus %s %s: %w", what, strings.Join(match, " "), withBody(err))
 	}
-	if err := partial("labels", strings.Join(match, " "), warnings); err != nil {
-		return nil, err
+	if err := partial(kind, strings.Join(match, " "), warnings); err != nil {
+		return zero, err
 	}
-	Queries.WithLabelValues("labels", "ok").Inc()
-	return values, nil
+	Queries.WithLabelValues(kind, "ok").Inc()
+	return out, nil
 }
