@@ -3,7 +3,6 @@ package metrics
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -139,8 +138,7 @@ func (r *Reader) SharedDevices(ctx context.Context, src Source, sel Selector, fr
 		dev     []string
 	}
 	var match []string
-	var forms [][]form // per field, its label forms
-	var names []string // per field, its metric
+	forms := map[string][]form{} // per field's metric, its label forms
 	for _, sig := range []Signal{SignalMemory, SignalCompute} {
 		for _, f := range src.Fields(sig) {
 			if f.PerProcess {
@@ -160,7 +158,7 @@ func (r *Reader) SharedDevices(ctx context.Context, src Source, sel Selector, fr
 				match = append(match, fmt.Sprintf(`%s{%s=~".+",%s!=""%s}`, f.Metric, exportedPrefix+labels.Namespace, exportedPrefix+labels.Pod, all.extra()))
 				fs = append(fs, form{exportedPrefix + labels.Namespace, exportedPrefix + labels.Pod, dev})
 			}
-			forms, names = append(forms, fs), append(names, f.Metric)
+			forms[f.Metric] = fs
 		}
 	}
 	if len(match) == 0 {
@@ -174,27 +172,26 @@ func (r *Reader) SharedDevices(ctx context.Context, src Source, sel Selector, fr
 	first := map[string]string{}
 	var key strings.Builder
 	for _, ls := range sets {
-		for i, metric := range names {
-			if string(ls[model.MetricNameLabel]) != metric {
-				continue
-			}
-			fs := forms[i]
-			fm := fs[0]
-			if len(fs) > 1 && ls[model.LabelName(fs[1].pod)] != "" {
-				fm = fs[1] // scraped without honor_labels
-			}
-			pod := string(ls[model.LabelName(fm.ns)]) + "/" + string(ls[model.LabelName(fm.pod)])
-			key.Reset()
-			key.WriteString(strconv.Itoa(i))
-			for _, d := range fm.dev {
-				key.WriteByte(0xff)
-				key.WriteString(string(ls[model.LabelName(d)]))
-			}
-			if p, ok := first[key.String()]; !ok {
-				first[key.String()] = pod
-			} else if p != pod {
-				return true, nil
-			}
+		metric := string(ls[model.MetricNameLabel])
+		fs := forms[metric]
+		if len(fs) == 0 {
+			continue
+		}
+		fm := fs[0]
+		if len(fs) > 1 && ls[model.LabelName(fs[1].pod)] != "" {
+			fm = fs[1] // scraped without honor_labels
+		}
+		pod := string(ls[model.LabelName(fm.ns)]) + "/" + string(ls[model.LabelName(fm.pod)])
+		key.Reset()
+		key.WriteString(metric)
+		for _, d := range fm.dev {
+			key.WriteByte(0xff)
+			key.WriteString(string(ls[model.LabelName(d)]))
+		}
+		if p, ok := first[key.String()]; !ok {
+			first[key.String()] = pod
+		} else if p != pod {
+			return true, nil
 		}
 	}
 	return false, nil
