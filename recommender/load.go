@@ -61,8 +61,10 @@ func (r *Recommender) load(ctx context.Context, namespaces []string, from, to ti
 	recs := r.recordedLoads(ctx, sel, from, to, bootstrapped)
 	series := r.livePodsIn(namespaces)
 	var unshared map[string]bool
+	var owners *ksmOwners
 	if r.sliceEnd(from, to, series).Before(to) {
 		unshared = r.unsharedSources(ctx, sel, from, to)
+		owners = r.loadOwners(ctx, sel, from, to)
 	}
 	// readFrom reads the slice that starts at a, sized for about series series.
 	readFrom := func(a time.Time, first bool, series int) *sliceRead {
@@ -72,7 +74,7 @@ func (r *Recommender) load(ctx context.Context, namespaces []string, from, to ti
 			cpu = computePoints(from, to, a, b, r.Config.Interval)
 		}
 		sr := &sliceRead{to: b, first: first}
-		sr.data, sr.err = r.readSlice(ctx, sel, a, b, cpu, b.Equal(to), dropFrom, missFrom, down, recs, unshared)
+		sr.data, sr.err = r.readSlice(ctx, sel, a, b, cpu, b.Equal(to), dropFrom, missFrom, down, recs, unshared, owners)
 		return sr
 	}
 	cur := readFrom(from, true, series)
@@ -192,11 +194,12 @@ func (r *Recommender) livePodsIn(namespaces []string) int {
 // (dropFrom, to] and (missFrom, to] run with it). cpu: the slice's compute points
 // (computePoints). recs: the sources whose hourly memory the load reads from their
 // recordings (recordedLoads). unshared: the sources no device of which had several pods
-// over the whole load (unsharedSources), whose slices need not ask.
+// over the whole load (unsharedSources), whose slices need not ask. owners: the
+// controller owners read over the whole load (loadOwners; nil: the slice reads its own).
 func (r *Recommender) readSlice(ctx context.Context, sel metrics.Selector, from, to time.Time, cpu computeSpan, last bool,
-	dropFrom, missFrom time.Time, down []metrics.Target, recs map[string]*recordedLoad, unshared map[string]bool) (*sliceData, error) {
+	dropFrom, missFrom time.Time, down []metrics.Target, recs map[string]*recordedLoad, unshared map[string]bool, owners *ksmOwners) (*sliceData, error) {
 	// Ownership first: it decides attribution of the samples below.
-	own, err := r.loadOwnership(ctx, sel, to.Sub(from), to)
+	own, err := r.loadOwnership(ctx, sel, to.Sub(from), to, owners)
 	if err != nil {
 		return nil, err
 	}
@@ -1167,47 +1170,37 @@ func runningNow(p *corev1.Pod) bool {
 // loadOwnership reads kube-state-metrics ownership series seen in (to-window, to]. An
 // empty result is not an error: the cluster may not run kube-state-metrics. Unless
 // --label-mode is direct, series scraped without honor_labels are read by their
-// exported_* labels, as the GPU series are.
-func (r *Recommender) loadOwnership(ctx context.Context, sel metrics.Selector, window time.Duration, to time.Time) (*workload.Ownership, error) {
+// exported_* labels, as the GPU series are. owners, when not nil, are the controller
+// owners already read for a span holding this one (loadOwners): only the pods' lives
+// are read. Errors are Prometheus' (the owners' where both the series index and the
+// query failed).
+func (r *Recommender) loadOwnership(ctx context.Context, sel metrics.Selector, window time.Duration, to time.Time, owners *ksmOwners) (*workload.Ownership, error) {
 	own := workload.NewOwnership()
 	if window < r.Config.Interval {
 		window = r.Config.Interval
 	}
+	if owners == nil {
+		var err error
+		if owners, err = r.ownersOf(ctx, sel, to.Add(-window), to); err != nil {
+			// A backend whose series API refuses the request (a limit on the series an
+			// answer may hold, as VictoriaMetrics' -search.maxSeries): the query reads
+			// the same owners from their samples.
+			klog.FromContext(ctx).V(2).Info("Reading the owners from the series index failed; querying them", "err", err)
+			if owners, err = r.ownersQueried(ctx, sel, window, to); err != nil {
+				return nil, err
+			}
+		}
+	}
+	own.Pods, own.ReplicaSets = owners.pods, owners.replicaSets // read only from here on
 	ns := sel.Labels.Namespace
-	q := func(metric, name, match, by string) string {
-		w, nsRe := int64(window/time.Second)+1, metrics.NamespaceRegex(sel.Namespaces)
-		if sel.Direct {
-			return fmt.Sprintf(`max by (%s, %s, %s) (max_over_time(%s{%s=~%q%s}[%ds]))`,
-				ns, name, by, metric, ns, nsRe, match, w)
-		}
-		// kube-state-metrics' series always carry their own namespace and pod (or
-		// replicaset): where a scrape without honor_labels renamed one to exported_<name>
-		// (a target label of that name), the exported one is kube-state-metrics', the
-		// plain one the target's, whichever of them the scrape job sets.
-		ens, ename := "exported_"+ns, "exported_"+name
-		own := func(v string) string {
-			return fmt.Sprintf(`label_replace(%s, %q, "$1", %q, "(.+)")`, v, name, ename)
-		}
-		plain := own(fmt.Sprintf(`max_over_time(%s{%s=~%q, %s=""%s}[%ds])`, metric, ns, nsRe, ens, match, w))
-		exported := own(fmt.Sprintf(`label_replace(max_over_time(%s{%s=~%q%s}[%ds]), %q, "$1", %q, "(.+)")`, metric, ens, nsRe, match, w, ns, ens))
-		return fmt.Sprintf(`max by (%s, %s, %s) (%s or %s)`, ns, name, by, plain, exported)
-	}
-	const controller, owner = `, owner_is_controller="true"`, "owner_kind, owner_name"
-	pods, err := r.Reader.Vector(ctx, q(ksmPodOwner, "pod", controller, owner), to)
-	if err != nil {
-		return nil, err
-	}
-	rss, err := r.Reader.Vector(ctx, q(ksmReplicaSetOwner, "replicaset", controller, owner), to)
-	if err != nil {
-		return nil, err
-	}
 	// The lives of the pods of each name, by uid: what came under a completed pod's name
-	// is no pod's usage (workload.StampAfterCompletion).
+	// is no pod's usage (workload.StampAfterCompletion). Their values are times, so they
+	// are queried, not read from the index as the owners are.
 	for _, l := range []struct {
 		metric    string
 		completed bool
 	}{{ksmPodCreated, false}, {ksmPodCompletion, true}} {
-		v, err := r.Reader.Vector(ctx, q(l.metric, "pod", "", "uid"), to)
+		v, err := r.Reader.Vector(ctx, ksmQuery(sel, l.metric, "pod", "", "uid", window), to)
 		if err != nil {
 			return nil, err
 		}
@@ -1224,19 +1217,138 @@ func (r *Recommender) loadOwnership(ctx context.Context, sel metrics.Selector, w
 			own.AddLife(key, string(s.Metric["uid"]), life)
 		}
 	}
-	put := func(m map[[2]string]workload.Owner, v model.Vector, name string) {
+	return own, nil
+}
+
+// ksmQuery returns the query of kube-state-metrics' metric over the window ending at
+// the query's time, max by the namespace, name (the object's label: pod, replicaset)
+// and by, its series limited by match (extra matchers, starting with a comma). Unless
+// sel.Direct, series scraped without honor_labels are read by their exported_* labels.
+func ksmQuery(sel metrics.Selector, metric, name, match, by string, window time.Duration) string {
+	ns := sel.Labels.Namespace
+	w, nsRe := int64(window/time.Second)+1, metrics.NamespaceRegex(sel.Namespaces)
+	if sel.Direct {
+		return fmt.Sprintf(`max by (%s, %s, %s) (max_over_time(%s{%s=~%q%s}[%ds]))`,
+			ns, name, by, metric, ns, nsRe, match, w)
+	}
+	// kube-state-metrics' series always carry their own namespace and pod (or
+	// replicaset): where a scrape without honor_labels renamed one to exported_<name>
+	// (a target label of that name), the exported one is kube-state-metrics', the
+	// plain one the target's, whichever of them the scrape job sets.
+	ens, ename := "exported_"+ns, "exported_"+name
+	own := func(v string) string {
+		return fmt.Sprintf(`label_replace(%s, %q, "$1", %q, "(.+)")`, v, name, ename)
+	}
+	plain := own(fmt.Sprintf(`max_over_time(%s{%s=~%q, %s=""%s}[%ds])`, metric, ns, nsRe, ens, match, w))
+	exported := own(fmt.Sprintf(`label_replace(max_over_time(%s{%s=~%q%s}[%ds]), %q, "$1", %q, "(.+)")`, metric, ens, nsRe, match, w, ns, ens))
+	return fmt.Sprintf(`max by (%s, %s, %s) (%s or %s)`, ns, name, by, plain, exported)
+}
+
+// ownersQueried reads the controller owners seen in the window ending at to through the
+// query API (ksmQuery), where the series index failed (ownersOf). Errors are the
+// queries'.
+func (r *Recommender) ownersQueried(ctx context.Context, sel metrics.Selector, window time.Duration, to time.Time) (*ksmOwners, error) {
+	o := &ksmOwners{pods: map[[2]string]workload.Owner{}, replicaSets: map[[2]string]workload.Owner{}}
+	const controller, owner = `, owner_is_controller="true"`, "owner_kind, owner_name"
+	for _, m := range []struct {
+		metric, name string
+		into         map[[2]string]workload.Owner
+	}{{ksmPodOwner, "pod", o.pods}, {ksmReplicaSetOwner, "replicaset", o.replicaSets}} {
+		v, err := r.Reader.Vector(ctx, ksmQuery(sel, m.metric, m.name, controller, owner, window), to)
+		if err != nil {
+			return nil, err
+		}
 		for _, s := range v {
-			key := [2]string{string(s.Metric[model.LabelName(ns)]), string(s.Metric[model.LabelName(name)])}
-			kind, owner := string(s.Metric["owner_kind"]), string(s.Metric["owner_name"])
-			if key[0] == "" || key[1] == "" || kind == "" || owner == "" || kind == "<none>" {
-				continue
-			}
-			m[key] = workload.Owner{Kind: kind, Name: owner}
+			o.put(m.into, [2]string{string(s.Metric[model.LabelName(sel.Labels.Namespace)]), string(s.Metric[model.LabelName(m.name)])}, s.Metric)
 		}
 	}
-	put(own.Pods, pods, "pod")
-	put(own.ReplicaSets, rss, "replicaset")
-	return own, nil
+	return o, nil
+}
+
+// ksmOwners are the controller owners kube-state-metrics reported over a span: of each
+// {namespace, pod} (kube_pod_owner) and each {namespace, replicaset}
+// (kube_replicaset_owner). conflict: a name had several owners over the span.
+type ksmOwners struct {
+	pods, replicaSets map[[2]string]workload.Owner
+	conflict          bool
+}
+
+// ownersOf reads the controller owners kube-state-metrics reported in (from, to] from
+// Prometheus' series index (metrics.Reader.Series): their values are always 1, so the
+// labels are the answer, and no sample is read. The max_over_time of each it replaces read
+// every sample of the span: 42 s of Prometheus' query evaluation in a bootstrap of 8 days
+// of 10,000 pods, one query per slice (docs/benchmarks.md). The index knows chunks (about
+// 2 hours of per-minute samples), so a series that ended shortly before from may be
+// listed: a pod then has an owner it had shortly before, which names the same workload
+// unless its name moved to another owner (conflict). Errors are the series request's.
+func (r *Recommender) ownersOf(ctx context.Context, sel metrics.Selector, from, to time.Time) (*ksmOwners, error) {
+	o := &ksmOwners{pods: map[[2]string]workload.Owner{}, replicaSets: map[[2]string]workload.Owner{}}
+	ns, nsRe := sel.Labels.Namespace, metrics.NamespaceRegex(sel.Namespaces)
+	for _, m := range []struct {
+		metric, name string
+		into         map[[2]string]workload.Owner
+	}{{ksmPodOwner, "pod", o.pods}, {ksmReplicaSetOwner, "replicaset", o.replicaSets}} {
+		// The forms ksmQuery reads: the plain labels, or, unless direct, the exported_*
+		// ones kube-state-metrics' own labels were renamed to by a scrape without
+		// honor_labels.
+		match := []string{fmt.Sprintf(`%s{%s=~%q,owner_is_controller="true"}`, m.metric, ns, nsRe)}
+		if !sel.Direct {
+			match = []string{
+				fmt.Sprintf(`%s{%s=~%q,exported_%s="",owner_is_controller="true"}`, m.metric, ns, nsRe, ns),
+				fmt.Sprintf(`%s{exported_%s=~%q,owner_is_controller="true"}`, m.metric, ns, nsRe),
+			}
+		}
+		sets, err := r.Reader.Series(ctx, match, from, to)
+		if err != nil {
+			return nil, err
+		}
+		for _, ls := range sets {
+			key := [2]string{string(ls[model.LabelName(ns)]), string(ls[model.LabelName(m.name)])}
+			if !sel.Direct {
+				if v := ls[model.LabelName("exported_"+ns)]; v != "" {
+					key[0] = string(v)
+				}
+				if v := ls[model.LabelName("exported_"+m.name)]; v != "" {
+					key[1] = string(v)
+				}
+			}
+			o.put(m.into, key, model.Metric(ls))
+		}
+	}
+	return o, nil
+}
+
+// put records the owner that labels (owner_kind, owner_name) name for key, noting a
+// conflict where key had another. A key or owner with an empty part, or an owner of kind
+// "<none>" (kube-state-metrics' value for a pod without one), is skipped.
+func (o *ksmOwners) put(into map[[2]string]workload.Owner, key [2]string, labels model.Metric) {
+	kind, owner := string(labels["owner_kind"]), string(labels["owner_name"])
+	if key[0] == "" || key[1] == "" || kind == "" || owner == "" || kind == "<none>" {
+		return
+	}
+	w := workload.Owner{Kind: kind, Name: owner}
+	if old, ok := into[key]; ok && old != w {
+		o.conflict = true
+	}
+	into[key] = w
+}
+
+// loadOwners reads the controller owners over a whole load of (from, to] once
+// (ownersOf), for its slices to use instead of one read each: a slice's owners are among
+// the load's. Where a name had several owners over the load, or the read fails, it
+// returns nil and each slice reads its own, so that a name's owner is the one of its
+// slice's time.
+func (r *Recommender) loadOwners(ctx context.Context, sel metrics.Selector, from, to time.Time) *ksmOwners {
+	o, err := r.ownersOf(ctx, sel, from, to)
+	switch {
+	case err != nil:
+		klog.FromContext(ctx).V(2).Info("Reading the owners over the load failed; reading them per slice", "err", err)
+		return nil
+	case o.conflict:
+		klog.FromContext(ctx).V(2).Info("A pod or ReplicaSet name had several owners over the load; reading the owners per slice")
+		return nil
+	}
+	return o
 }
 
 // attributionMethod converts the weakest method used for a workload to the API enum.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -270,12 +271,63 @@ func TestSharedDevicesAskedOncePerLoad(t *testing.T) {
 			if err := h.rec.RunOnce(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			asked, copies := countQueries(h.prom, promtest.SeriesPrefix), countQueries(h.prom, "count_values")
+			asked, copies := countQueries(h.prom, promtest.SeriesPrefix+metrics.DCGMFBUsed), countQueries(h.prom, "count_values")
 			if !shared && (asked != 1 || copies != 0) {
 				t.Errorf("%d series requests and %d copies queries over a load with no shared device, want 1 and 0", asked, copies)
 			}
 			if shared && (asked < 7 || copies == 0) {
 				t.Errorf("%d series requests and %d copies queries with a device shared for an hour, want the load's and one per slice (at least 7), and copies looked for", asked, copies)
+			}
+		})
+	}
+}
+
+// The controller owners (kube_pod_owner, kube_replicaset_owner) of a long load are read
+// from the series index once for the load, not queried per slice; where a pod's name
+// moved to another owner during the load, each slice reads its own, so that a name's
+// owner is the one of its slice's time.
+func TestOwnersReadOncePerLoad(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	const length = 6 * time.Hour
+	for _, moved := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one owner each", true: "a name moved to another owner"}[moved], func(t *testing.T) {
+			objs := append(deployment("ml", "own", 2), gfa("ml", "own", "own"))
+			h := newEngineHarness(t, objs, metrics.DCGM{})
+			h.now = now
+			// One-hour slices: the load is read in six or seven.
+			h.rec.Config.HistoryLength, h.rec.Config.HistorySliceSamples = length, 60
+			start := now.Add(-length)
+			n := int(length/time.Minute) + 1
+			ksm := map[string]string{"job": "kube-state-metrics", "owner_is_controller": "true", "namespace": "ml"}
+			for i, p := range podsOf(objs) {
+				addDCGM(t, h.prom, p, fmt.Sprintf("GPU-%d", i), now, n, 10000, 0.3)
+				owner := p.OwnerReferences[0].Name
+				labels := map[string]string{"__name__": ksmPodOwner, "pod": p.Name, "uid": string(p.UID), "owner_kind": "ReplicaSet", "owner_name": owner}
+				for k, v := range ksm {
+					labels[k] = v
+				}
+				if moved && i == 0 {
+					// The name's first three hours under another ReplicaSet.
+					before := maps.Clone(labels)
+					before["owner_name"] = "other-5c4d3b2a1"
+					h.prom.Add(t, before, start, time.Minute, promtest.Repeat(1, 180)...)
+					h.prom.Add(t, labels, start.Add(3*time.Hour), time.Minute, promtest.Repeat(1, n-180)...)
+					continue
+				}
+				h.prom.Add(t, labels, start, time.Minute, promtest.Repeat(1, n)...)
+			}
+			if err := h.rec.RunOnce(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			asked, queried := countQueries(h.prom, promtest.SeriesPrefix+ksmPodOwner), countQueries(h.prom, "max_over_time("+ksmPodOwner)
+			if queried != 0 {
+				t.Errorf("%d kube_pod_owner queries: want the owners read from the series index only", queried)
+			}
+			if !moved && asked != 1 {
+				t.Errorf("%d kube_pod_owner series requests over a load of one owner per name, want 1", asked)
+			}
+			if moved && asked < 7 {
+				t.Errorf("%d kube_pod_owner series requests where a name moved to another owner, want the load's and one per slice (at least 7)", asked)
 			}
 		})
 	}
