@@ -152,7 +152,13 @@ func (p *proc) waitFor(ctx context.Context, c *framework.Cluster, done func(snap
 // saveProfile writes <out>/<file>-<name>.pprof from the pprof endpoint's kind
 // ("profile" with seconds for CPU, "heap").
 func (p *proc) saveProfile(ctx context.Context, o options, kind, file string, seconds int) error {
-	u := p.pprofURL + "/" + kind
+	return fetchProfile(ctx, p.pprofURL, kind, seconds, filepath.Join(o.Out, file+"-"+p.Name+".pprof"))
+}
+
+// fetchProfile writes path from the net/http/pprof endpoint under base (…/debug/pprof):
+// kind ("profile" with seconds for CPU, "heap"). Prometheus serves the same endpoint.
+func fetchProfile(ctx context.Context, base, kind string, seconds int, path string) error {
+	u := base + "/" + kind
 	if seconds > 0 {
 		u += "?seconds=" + strconv.Itoa(seconds)
 	}
@@ -168,7 +174,7 @@ func (p *proc) saveProfile(ctx context.Context, o options, kind, file string, se
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("GET %s: %s", u, resp.Status)
 	}
-	f, err := os.Create(filepath.Join(o.Out, file+"-"+p.Name+".pprof"))
+	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -93,6 +94,14 @@ func measure(ctx context.Context, o options, c *framework.Cluster, shards int, r
 					time.Sleep(500 * time.Millisecond)
 				}
 				logf("recommender %s: bootstrap profile: %v", s.name, err)
+			})
+			// Prometheus' side of the same window: what its share of the bootstrap's
+			// CPU is spent on (serving chunks, evaluating queries).
+			bootProf.Go(func() {
+				path := filepath.Join(o.Out, "bootstrap-profile-prometheus-"+s.name+".pprof")
+				if err := fetchProfile(ctx, c.PrometheusURL+"/debug/pprof", "profile", int(max(o.BootstrapProfile.Seconds(), 1)), path); err != nil {
+					logf("recommender %s: Prometheus' bootstrap profile: %v", s.name, err)
+				}
 			})
 		}
 		// Polled every second: until the first cycle ends there are no per-autoscaler
