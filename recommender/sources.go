@@ -222,7 +222,7 @@ func (r *Recommender) fedBy(attr *workload.Attributor, id metrics.ContainerID, b
 // series that says why it was not used (WrongDevice) is kept, to say it.
 func (r *Recommender) choose(src metrics.Source, signal metrics.Signal, series []metrics.Series) []metrics.Series {
 	order := r.order()
-	out := series[:0:0]
+	out := make([]metrics.Series, 0, len(series))
 	for _, s := range series {
 		p := r.pods[[2]string{s.ID.Namespace, s.ID.Pod}]
 		// Copied only from the first sample left out: a load of days of history is

@@ -252,7 +252,13 @@ func (sr SampleRead) bin(raw model.Matrix, start, end time.Time, step time.Durat
 	}
 	out := make(model.Matrix, 0, len(order))
 	for _, g := range order {
-		st := &model.SampleStream{Metric: g.metric}
+		n := 0
+		for _, v := range g.max {
+			if !math.IsNaN(v) {
+				n++
+			}
+		}
+		st := &model.SampleStream{Metric: g.metric, Values: make([]model.SamplePair, 0, n)}
 		for i, v := range g.max {
 			if !math.IsNaN(v) {
 				st.Values = append(st.Values, model.SamplePair{Timestamp: first.Add(time.Duration(i) * step), Value: model.SampleValue(sr.Field.Unit.convert(v))})
