@@ -54,6 +54,12 @@ type Config struct {
 	// HistorySliceSamples is about the most compute samples (series × points) one slice
 	// of a load holds before it is fed to the model; 0 means DefaultHistorySliceSamples.
 	HistorySliceSamples int
+	// HistorySliceAlignment is a span whose multiples (as time.Truncate counts them: for
+	// a span that divides a day, Unix time's) the slices of a history load end on, as
+	// well as the memory aggregation interval's (sliceEnd); 0 means
+	// DefaultHistorySliceAlignment; a negative value, the aggregation interval alone
+	// (--history-slice-alignment 0 sets -1).
+	HistorySliceAlignment time.Duration
 	// HistoryFromRecordings makes history loads read each whole hour's memory peak and
 	// flatness from the gpufrac-history recording rules (rules/README.md) instead of the
 	// exporters' raw series, where the recordings hold the hour whole; other hours, and
@@ -102,6 +108,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.HistorySliceSamples <= 0 {
 		c.HistorySliceSamples = DefaultHistorySliceSamples
+	}
+	if c.HistorySliceAlignment == 0 {
+		c.HistorySliceAlignment = DefaultHistorySliceAlignment
 	}
 	if c.LabelMode == "" {
 		c.LabelMode = "auto"

@@ -168,8 +168,8 @@ func TestHistorySlicesCoverComputeOnce(t *testing.T) {
 			objs := append(deployment("ml", "sd", 1), gfa("ml", "sd", "sd"))
 			h := newEngineHarness(t, objs, metrics.DCGM{})
 			h.now = c.now
-			// One-hour slices: the load is read in seven.
-			h.rec.Config.HistoryLength, h.rec.Config.HistorySliceSamples = length, 60
+			// One-hour slices (on the aggregation interval alone): the load is read in seven.
+			h.rec.Config.HistoryLength, h.rec.Config.HistorySliceSamples, h.rec.Config.HistorySliceAlignment = length, 60, -1
 			p := podsOf(objs)[0]
 			n := int(c.now.Sub(c.start)/(30*time.Second)) + 1
 			h.prom.Add(t, dcgmLabels(metrics.DCGMFBUsed, p, "GPU-a"), c.start, 30*time.Second, promtest.Repeat(10000, n)...)
@@ -249,8 +249,9 @@ func TestSharedDevicesAskedOncePerLoad(t *testing.T) {
 			objs := append(deployment("ml", "sd", 2), gfa("ml", "sd", "sd"))
 			h := newEngineHarness(t, objs, metrics.DCGM{})
 			h.now = now
-			// One-hour slices: the load is read in six or seven.
-			h.rec.Config.HistoryLength, h.rec.Config.HistorySliceSamples = length, 60
+			// One-hour slices (on the aggregation interval alone): the load is read in six
+			// or seven.
+			h.rec.Config.HistoryLength, h.rec.Config.HistorySliceSamples, h.rec.Config.HistorySliceAlignment = length, 60, -1
 			pods := podsOf(objs)
 			start := now.Add(-length)
 			n := int(length/time.Minute) + 1
@@ -294,8 +295,9 @@ func TestOwnersReadOncePerLoad(t *testing.T) {
 			objs := append(deployment("ml", "own", 2), gfa("ml", "own", "own"))
 			h := newEngineHarness(t, objs, metrics.DCGM{})
 			h.now = now
-			// One-hour slices: the load is read in six or seven.
-			h.rec.Config.HistoryLength, h.rec.Config.HistorySliceSamples = length, 60
+			// One-hour slices (on the aggregation interval alone): the load is read in six
+			// or seven.
+			h.rec.Config.HistoryLength, h.rec.Config.HistorySliceSamples, h.rec.Config.HistorySliceAlignment = length, 60, -1
 			start := now.Add(-length)
 			n := int(length/time.Minute) + 1
 			ksm := map[string]string{"job": "kube-state-metrics", "owner_is_controller": "true", "namespace": "ml"}
@@ -330,5 +332,55 @@ func TestOwnersReadOncePerLoad(t *testing.T) {
 				t.Errorf("%d kube_pod_owner series requests where a name moved to another owner, want the load's and one per slice (at least 7)", asked)
 			}
 		})
+	}
+}
+
+// Slices end on multiples of Prometheus' block range (2 hours) as well as of the memory
+// aggregation interval, so that no stored chunk is cut by a slice boundary: at 10,000
+// series the budget's 100 minutes become 2 hours, not 1; a larger budget is cut at the
+// last even hour it reaches; an aggregation interval of 90 minutes ends them on
+// multiples of 6 hours; a negative alignment keeps the aggregation interval alone.
+func TestSliceEndsOnBlockBoundaries(t *testing.T) {
+	h := newEngineHarness(t, nil, metrics.DCGM{})
+	a := time.Date(2026, 11, 30, 3, 17, 0, 0, time.UTC) // a load's first slice starts anywhere
+	to := a.Add(8 * 24 * time.Hour)
+	for _, c := range []struct {
+		name   string
+		series int
+		align  time.Duration
+		from   time.Time
+		want   time.Time
+	}{
+		{"10,000 series, first slice", 10000, 0, a, time.Date(2026, 11, 30, 4, 0, 0, 0, time.UTC)},
+		{"10,000 series, on a block boundary", 10000, 0, time.Date(2026, 11, 30, 4, 0, 0, 0, time.UTC), time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)},
+		{"2,000 series", 2000, 0, time.Date(2026, 11, 30, 4, 0, 0, 0, time.UTC), time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)},
+		{"3,000 series", 3000, 0, time.Date(2026, 11, 30, 4, 0, 0, 0, time.UTC), time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)},
+		{"10,000 series, aggregation interval alone", 10000, -1, time.Date(2026, 11, 30, 4, 0, 0, 0, time.UTC), time.Date(2026, 11, 30, 5, 0, 0, 0, time.UTC)},
+		{"the last slice ends at to", 10, 0, to.Add(-3 * time.Hour), to},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h.rec.Config.HistorySliceSamples, h.rec.Config.HistorySliceAlignment = DefaultHistorySliceSamples, c.align
+			if c.align == 0 {
+				h.rec.Config.HistorySliceAlignment = DefaultHistorySliceAlignment
+			}
+			if got := h.rec.sliceEnd(c.from, to, c.series); !got.Equal(c.want) {
+				t.Errorf("slice from %v for %d series ends %v, want %v", c.from, c.series, got, c.want)
+			}
+		})
+	}
+	for _, c := range []struct{ agg, align, want time.Duration }{
+		{time.Hour, 2 * time.Hour, 2 * time.Hour},
+		{90 * time.Minute, 2 * time.Hour, 6 * time.Hour},
+		{24 * time.Hour, 2 * time.Hour, 24 * time.Hour},
+		{7 * time.Hour, 2 * time.Hour, 14 * time.Hour},
+		{25 * time.Hour, 2 * time.Hour, 25 * time.Hour}, // 50 h is over a day: the interval alone
+		{time.Hour, -1, time.Hour},
+	} {
+		opts := h.rec.model.Options()
+		opts.MemoryAggregationInterval = c.agg
+		r := &Recommender{Config: Config{HistorySliceAlignment: c.align}, model: history.NewModel(opts)}
+		if got := r.sliceAlignment(); got != c.want {
+			t.Errorf("aggregation %v, alignment %v: slices on multiples of %v, want %v", c.agg, c.align, got, c.want)
+		}
 	}
 }

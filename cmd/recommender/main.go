@@ -68,7 +68,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	}
 	// Periods of 0 or below would be replaced by their defaults without a word.
 	if err := errors.Join(
-		bootstrap.Positive(fs, "interval", "history-length", "checkpoint-interval", "prometheus-timeout", "sharing-plan-interval"),
+		bootstrap.Positive(fs, "interval", "history-length", "checkpoint-interval", "prometheus-timeout", "sharing-plan-interval", "history-slice-samples"),
 		bootstrap.NonNegative(fs, "max-backoff", "max-samples-per-query", "guardrail-compute-step"),
 	); err != nil {
 		return nil, err
@@ -86,6 +86,8 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.gpuMemory, "gpu-memory", "80Gi", "Memory of one GPU (quantity, bytes): no recommendation exceeds it, and sharing modes are chosen against it.")
 	fs.DurationVar(&cfg.Interval, "interval", recommender.Config{}.WithDefaults().Interval, "Cycle period, and the step of compute samples.")
 	fs.DurationVar(&cfg.HistoryLength, "history-length", recommender.Config{}.WithDefaults().HistoryLength, "History loaded from Prometheus at start and for each new autoscaler.")
+	fs.IntVar(&cfg.HistorySliceSamples, "history-slice-samples", recommender.DefaultHistorySliceSamples, "About the most compute samples (series × points) one slice of a history load holds (about 32 bytes each as decoded; two slices are held at once), for slices of at least one --history-slice-alignment step: a smaller value holds less while the history is read, a larger one makes fewer, larger reads.")
+	fs.DurationVar(&cfg.HistorySliceAlignment, "history-slice-alignment", recommender.DefaultHistorySliceAlignment, "Slices of a history load end on multiples of this span as well as of --memory-aggregation-interval: Prometheus' TSDB block range (--storage.tsdb.min-block-duration), so that no stored chunk is cut and re-encoded by the remote read. 0 or negative: on the aggregation interval alone (shorter slices at many series: less memory, more Prometheus CPU).")
 	fs.BoolVar(&cfg.HistoryComputeFromRecordings, "history-compute-from-recordings", false, "With --history-from-recordings, also read each whole hour's compute from its 21 recorded quantiles instead of the raw minute means: never lower than the recorded minute means, a little higher than the raw read (docs/benchmarks.md, 'Results, 2026-12-02: recorded compute, finer quantiles'). Default: compute read raw.")
 	fs.BoolVar(&cfg.HistoryFromRecordings, "history-from-recordings", false, "Read history loads' hourly memory peaks and flatness from the gpufrac-history recording rules (rules/README.md; chart: monitoring.prometheusRule.historyRecordings) instead of the exporters' raw series, where the recordings hold the hour whole; other hours, compute and copies are read raw (docs/recommender.md).")
 	fs.BoolVar(&cfg.Checkpoints, "checkpoints", true, "Save each workload's model to a GPUFractionCheckpoint (owned by its autoscaler) and, at start or on becoming leader, restore it and read from Prometheus only the history after it (VPA's checkpoints; docs/recommender.md). False: every start bootstraps the whole --history-length from Prometheus.")
@@ -119,6 +121,9 @@ func (o *options) complete() error {
 		return fmt.Errorf("--gpu-memory %w", err)
 	}
 	cfg.Policy.GPUMemoryBytes = float64(gpu)
+	if cfg.HistorySliceAlignment <= 0 {
+		cfg.HistorySliceAlignment = -1 // the aggregation interval alone, not the default
+	}
 	if cfg.CheckpointWritesPerCycle < 0 {
 		return fmt.Errorf("--checkpoint-writes-per-cycle %d: want 0 (automatic) or more", cfg.CheckpointWritesPerCycle)
 	}

@@ -17,18 +17,21 @@ func TestParseFlags(t *testing.T) {
 	}
 	if o.src != nil || o.cfg.Policy.GPUMemoryBytes != 80<<30 || o.cfg.Policy.MinMemoryBytes != 0 || o.cfg.Policy.FitMemoryHeadroomBytes != 2<<30 ||
 		o.electionID != leaderElectID || !o.planner || o.planInterval != time.Minute || o.labels != metrics.DefaultLabels ||
-		o.mgr.MetricsAddr != ":8080" || !o.mgr.LeaderElect || !o.cfg.Checkpoints || o.cfg.CheckpointInterval != 30*time.Minute {
+		o.mgr.MetricsAddr != ":8080" || !o.mgr.LeaderElect || !o.cfg.Checkpoints || o.cfg.CheckpointInterval != 30*time.Minute ||
+		o.cfg.HistorySliceSamples != 1_000_000 || o.cfg.HistorySliceAlignment != 2*time.Hour {
 		t.Errorf("defaults %+v", o)
 	}
 	o, err = parseFlags(flag.NewFlagSet("recommender", flag.ContinueOnError), []string{
 		"--metric-source", "dcgm", "--gpu-memory", "40Gi", "--min-memory", "1Gi", "--fit-memory-headroom", "0",
-		"--recommender-name", "team-a", "--shard-namespace-selector", "team=a", "--pod-label", "exported_pod", "--checkpoints=false"})
+		"--recommender-name", "team-a", "--shard-namespace-selector", "team=a", "--pod-label", "exported_pod", "--checkpoints=false",
+		"--history-slice-samples", "200000", "--history-slice-alignment", "0"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if o.src == nil || o.src.Name() != "dcgm" || o.cfg.Policy.GPUMemoryBytes != 40<<30 || o.cfg.Policy.MinMemoryBytes != 1<<30 ||
 		o.cfg.Policy.FitMemoryHeadroomBytes != -1 || o.electionID != leaderElectID+"-team-a" || o.labels.Pod != "exported_pod" ||
-		o.cfg.Shard.Namespaces == nil || o.cfg.Shard.Namespaces.String() != "team=a" || o.cfg.Checkpoints {
+		o.cfg.Shard.Namespaces == nil || o.cfg.Shard.Namespaces.String() != "team=a" || o.cfg.Checkpoints ||
+		o.cfg.HistorySliceSamples != 200000 || o.cfg.HistorySliceAlignment != -1 {
 		t.Errorf("parsed %+v", o)
 	}
 	for _, bad := range []struct{ args, wantErr string }{
@@ -46,6 +49,7 @@ func TestParseFlags(t *testing.T) {
 		{"--namespace-label exported-namespace", `--namespace-label "exported-namespace"`},
 		{"--pod-label=", `--pod-label ""`},
 		{"--checkpoint-writes-per-cycle -1", "--checkpoint-writes-per-cycle"},
+		{"--history-slice-samples 0", "--history-slice-samples"},
 		// Out of range: an error naming the flag, not the default in its place.
 		{"--interval 0s", "--interval "},
 		{"--interval -1m", "--interval "},
