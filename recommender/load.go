@@ -283,11 +283,7 @@ func (r *Recommender) applySlice(sd *sliceData, namespaces []string, to time.Tim
 		r.downTargets(d, attr, bootstrapped)
 		memory := r.dropStale(d.src, d.memory, d.flat, d.contradicted, d.compute, attr, bootstrapped)
 		r.feed(metrics.SignalMemory, r.choose(d.src, metrics.SignalMemory, memory), attr, bootstrapped, model, time.Time{})
-		compute := r.choose(d.src, metrics.SignalCompute, d.compute)
-		// Fed series by series and freed as fed (feed empties compute): the slice's
-		// samples are not all held while the next slice is read.
-		d.compute = nil
-		r.feed(metrics.SignalCompute, compute, attr, bootstrapped, model, d.recordedUntil)
+		r.feed(metrics.SignalCompute, r.choose(d.src, metrics.SignalCompute, d.compute), attr, bootstrapped, model, d.recordedUntil)
 	}
 }
 
@@ -849,8 +845,7 @@ func withWindow(series []metrics.Series, window time.Duration) []metrics.Series 
 
 // feed attributes each series to a tracked workload and adds it to the model (with
 // model; else it only counts the samples for the workload's gap checks). Series of pods
-// that belong to no autoscaler's target are ignored. It empties series (each entry
-// zeroed once fed), so that a slice's samples are freed as they are fed.
+// that belong to no autoscaler's target are ignored.
 func (r *Recommender) feed(signal metrics.Signal, series []metrics.Series, attr *workload.Attributor, bootstrapped, model bool, recordedUntil time.Time) {
 	// The samples kept of each series are copied into one buffer, reused from series to
 	// series: what they are given to (the model, the gap check) keeps values, never the
@@ -858,8 +853,7 @@ func (r *Recommender) feed(signal metrics.Signal, series []metrics.Series, attr 
 	// pods allocated (docs/benchmarks.md).
 	var keptBuf []metrics.Sample
 	var keptSrcBuf []string
-	for i, s := range series {
-		series[i] = metrics.Series{} // the caller's: freed as fed
+	for _, s := range series {
 		ref, method := attr.Attribute(s.ID.Namespace, s.ID.Pod)
 		if method == workload.MethodNone {
 			continue

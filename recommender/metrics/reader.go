@@ -652,9 +652,7 @@ var tooLarge = []string{
 // It holds each stream's valid samples in one slice and groups samples by time only
 // where several streams meet (a container's devices or duplicates, a device's pods):
 // a history answer of 1,000 pods × 1 day at 1m is 1.4 M samples, and a map entry per
-// sample (by container, by device) was most of the recommender's peak memory. Each
-// stage is freed as the next is built (m is emptied, group), so that a history slice
-// is held about once, not once per stage.
+// sample (by container, by device) was most of the recommender's peak memory.
 func (r *Reader) decode(signal Signal, m model.Matrix, copies deviceCopies, window time.Duration) []Series {
 	g := r.group(signal, m, window)
 	merged := make(mergedPoints, len(g.byID))
@@ -666,8 +664,6 @@ func (r *Reader) decode(signal Signal, m model.Matrix, copies deviceCopies, wind
 	merged.markCopies(signal, g.byDevice, copies)
 	merged.markDevices(signal, g.byDevice, true)
 	merged.markDevices(signal, g.perProcess, false)
-	// The streams' points are merged and marked: freed before the series are built.
-	g.byID, g.byDevice, g.perProcess = nil, nil, nil
 	out := make([]Series, 0, len(merged))
 	for id := range g.wrong {
 		if len(merged[id]) == 0 {
@@ -675,7 +671,6 @@ func (r *Reader) decode(signal Signal, m model.Matrix, copies deviceCopies, wind
 		}
 	}
 	for id, pts := range merged {
-		delete(merged, id) // copied into the series below: freed as the series are built
 		s := Series{ID: id, Source: g.sources[id], MIGProfile: g.profiles[id], WrongDevice: g.wrong[id], Devices: devices[id], Samples: make([]Sample, len(pts))}
 		if n := len(pts); n > 0 && pts[n-1].source() != "" {
 			s.Source = pts[n-1].source()
@@ -769,14 +764,12 @@ type grouped struct {
 // and device; series without pod labels, and samples on a GPU the allocation
 // contradicts, are dropped and counted (SamplesDropped). window is the span each sample
 // aggregates, ending at its time, which says whether it may hold an earlier pod's usage
-// (Allocated.earlier). It empties m as it reads it (each entry nil once its points are
-// copied), so that a long answer is freed while the next stage is built.
+// (Allocated.earlier).
 func (r *Reader) group(signal Signal, m model.Matrix, window time.Duration) grouped {
 	g := grouped{byID: map[ContainerID][]*stream{}, byDevice: map[string][]*stream{}, perProcess: map[string][]*stream{},
 		sources: map[ContainerID]string{}, profiles: map[ContainerID]string{}, wrong: map[ContainerID]string{}}
 	var pending []pendingStream
-	for i, s := range m {
-		m[i] = nil // its valid points are copied below: the answer is freed as it is read
+	for _, s := range m {
 		id := ContainerID{
 			Namespace: string(s.Metric[model.LabelName(r.Labels.Namespace)]),
 			Pod:       string(s.Metric[model.LabelName(r.Labels.Pod)]),
