@@ -1288,12 +1288,9 @@ func ksmQuery(sel metrics.Selector, metric, name, match, by string, window time.
 // query API (ksmQuery), where the series index failed (ownersOf). Errors are the
 // queries'.
 func (r *Recommender) ownersQueried(ctx context.Context, sel metrics.Selector, window time.Duration, to time.Time) (*ksmOwners, error) {
-	o := &ksmOwners{pods: map[[2]string]workload.Owner{}, replicaSets: map[[2]string]workload.Owner{}}
+	o := newKSMOwners()
 	const controller, owner = `, owner_is_controller="true"`, "owner_kind, owner_name"
-	for _, m := range []struct {
-		metric, name string
-		into         map[[2]string]workload.Owner
-	}{{ksmPodOwner, "pod", o.pods}, {ksmReplicaSetOwner, "replicaset", o.replicaSets}} {
+	for _, m := range o.kinds() {
 		v, err := r.Reader.Vector(ctx, ksmQuery(sel, m.metric, m.name, controller, owner, window), to)
 		if err != nil {
 			return nil, err
@@ -1313,6 +1310,23 @@ type ksmOwners struct {
 	conflict          bool
 }
 
+func newKSMOwners() *ksmOwners {
+	return &ksmOwners{pods: map[[2]string]workload.Owner{}, replicaSets: map[[2]string]workload.Owner{}}
+}
+
+// ksmOwnerKind is one owner metric of kube-state-metrics, the label naming the owned
+// object, and the map its owners go into.
+type ksmOwnerKind struct {
+	metric, name string
+	into         map[[2]string]workload.Owner
+}
+
+// kinds returns the owner metrics read into o: kube_pod_owner into pods,
+// kube_replicaset_owner into replicaSets.
+func (o *ksmOwners) kinds() []ksmOwnerKind {
+	return []ksmOwnerKind{{ksmPodOwner, "pod", o.pods}, {ksmReplicaSetOwner, "replicaset", o.replicaSets}}
+}
+
 // ownersOf reads the controller owners kube-state-metrics reported in (from, to] from
 // Prometheus' series index (metrics.Reader.Series): their values are always 1, so the
 // labels are the answer, and no sample is read. The max_over_time of each it replaces read
@@ -1322,12 +1336,9 @@ type ksmOwners struct {
 // listed: a pod then has an owner it had shortly before, which names the same workload
 // unless its name moved to another owner (conflict). Errors are the series request's.
 func (r *Recommender) ownersOf(ctx context.Context, sel metrics.Selector, from, to time.Time) (*ksmOwners, error) {
-	o := &ksmOwners{pods: map[[2]string]workload.Owner{}, replicaSets: map[[2]string]workload.Owner{}}
+	o := newKSMOwners()
 	ns, nsRe := sel.Labels.Namespace, metrics.NamespaceRegex(sel.Namespaces)
-	for _, m := range []struct {
-		metric, name string
-		into         map[[2]string]workload.Owner
-	}{{ksmPodOwner, "pod", o.pods}, {ksmReplicaSetOwner, "replicaset", o.replicaSets}} {
+	for _, m := range o.kinds() {
 		// The forms ksmQuery reads: the plain labels, or, unless direct, the exported_*
 		// ones kube-state-metrics' own labels were renamed to by a scrape without
 		// honor_labels.
