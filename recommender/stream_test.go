@@ -168,8 +168,7 @@ func TestHistorySlicesCoverComputeOnce(t *testing.T) {
 			objs := append(deployment("ml", "sd", 1), gfa("ml", "sd", "sd"))
 			h := newEngineHarness(t, objs, metrics.DCGM{})
 			h.now = c.now
-			// One-hour slices (on the aggregation interval alone): the load is read in seven.
-			h.rec.Config.HistoryLength, h.rec.Config.HistorySliceSamples, h.rec.Config.HistorySliceAlignment = length, 60, -1
+			hourlySlices(h, length) // the load is read in seven
 			p := podsOf(objs)[0]
 			n := int(c.now.Sub(c.start)/(30*time.Second)) + 1
 			h.prom.Add(t, dcgmLabels(metrics.DCGMFBUsed, p, "GPU-a"), c.start, 30*time.Second, promtest.Repeat(10000, n)...)
@@ -249,9 +248,7 @@ func TestSharedDevicesAskedOncePerLoad(t *testing.T) {
 			objs := append(deployment("ml", "sd", 2), gfa("ml", "sd", "sd"))
 			h := newEngineHarness(t, objs, metrics.DCGM{})
 			h.now = now
-			// One-hour slices (on the aggregation interval alone): the load is read in six
-			// or seven.
-			h.rec.Config.HistoryLength, h.rec.Config.HistorySliceSamples, h.rec.Config.HistorySliceAlignment = length, 60, -1
+			hourlySlices(h, length) // the load is read in six or seven
 			pods := podsOf(objs)
 			start := now.Add(-length)
 			n := int(length/time.Minute) + 1
@@ -295,9 +292,7 @@ func TestOwnersReadOncePerLoad(t *testing.T) {
 			objs := append(deployment("ml", "own", 2), gfa("ml", "own", "own"))
 			h := newEngineHarness(t, objs, metrics.DCGM{})
 			h.now = now
-			// One-hour slices (on the aggregation interval alone): the load is read in six
-			// or seven.
-			h.rec.Config.HistoryLength, h.rec.Config.HistorySliceSamples, h.rec.Config.HistorySliceAlignment = length, 60, -1
+			hourlySlices(h, length) // the load is read in six or seven
 			start := now.Add(-length)
 			n := int(length/time.Minute) + 1
 			ksm := map[string]string{"job": "kube-state-metrics", "owner_is_controller": "true", "namespace": "ml"}
@@ -383,4 +378,10 @@ func TestSliceEndsOnBlockBoundaries(t *testing.T) {
 			t.Errorf("aggregation %v, alignment %v: slices on multiples of %v, want %v", c.agg, c.align, got, c.want)
 		}
 	}
+}
+
+// hourlySlices has h's history loads last length and be read in one-hour slices: a
+// budget of 60 samples a slice, on the memory aggregation interval alone.
+func hourlySlices(h *engineHarness, length time.Duration) {
+	h.rec.Config.HistoryLength, h.rec.Config.HistorySliceSamples, h.rec.Config.HistorySliceAlignment = length, 60, -1
 }
