@@ -354,9 +354,11 @@ func (r *Recommender) setConfidence(w history.WorkloadKey, st *gpufracv1.GPUFrac
 		set(gpufracv1.ConditionLowConfidence, true, ReasonShortHistory,
 			fmt.Sprintf("confidence %d%% under %.0f%%: history %dh of %.0fh needed", *st.ConfidencePercent, r.Config.LowConfidence*100, minHistory(counted), r.Config.Estimator.FullConfidenceHistory.Hours()))
 	case youngMargin(counted) > 0:
+		m := youngMargin(counted)
 		set(gpufracv1.ConditionLowConfidence, false, ReasonYoungEvidence,
-			fmt.Sprintf("confidence %d%% from evidence: history %dh of %.0fh, memory stayed at its level for n hours; memory target +%d%% (100/n) until the history is long enough",
-				*st.ConfidencePercent, minHistory(counted), r.Config.LowConfidence*r.Config.Estimator.FullConfidenceHistory.Hours(), youngMargin(counted)))
+			fmt.Sprintf("confidence %d%% from evidence: history %dh of %.0fh, memory stayed at its level for %s (n = %d); memory target +%d%% (100/n) until the history is long enough",
+				*st.ConfidencePercent, minHistory(counted), r.Config.LowConfidence*r.Config.Estimator.FullConfidenceHistory.Hours(),
+				atLevel(m, r.model.Options().MemoryAggregationInterval), levelIntervals(m), m))
 	default:
 		set(gpufracv1.ConditionLowConfidence, false, ReasonEnoughHistory, fmt.Sprintf("confidence %d%%", *st.ConfidencePercent))
 	}
@@ -778,6 +780,33 @@ func youngMargin(recs []gpufracv1.ContainerRecommendation) int32 {
 		m = max(m, r.YoungMarginPercent)
 	}
 	return m
+}
+
+// levelIntervals returns n, the memory aggregation intervals a young workload's memory
+// held its level for, from its margin in percent (YoungMarginPercent, 100/n rounded:
+// exact up to n = 10, within one interval above).
+func levelIntervals(marginPercent int32) int {
+	return max(1, int(math.Round(100/float64(max(marginPercent, 1)))))
+}
+
+// atLevel says how long memory held its level, n memory aggregation intervals of
+// interval: "3 hours", "1 hour", or "about 12 hours" where the margin does not give n
+// exactly (levelIntervals).
+func atLevel(marginPercent int32, interval time.Duration) string {
+	n := levelIntervals(marginPercent)
+	about := ""
+	if n > 10 {
+		about = "about "
+	}
+	d := time.Duration(n) * interval
+	if d%time.Hour == 0 {
+		unit := "hours"
+		if d == time.Hour {
+			unit = "hour"
+		}
+		return fmt.Sprintf("%s%d %s", about, d/time.Hour, unit)
+	}
+	return about + d.String()
 }
 
 func truncate(s string, n int) string {

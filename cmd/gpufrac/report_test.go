@@ -121,6 +121,27 @@ func TestReportLimitRequest(t *testing.T) {
 	}
 }
 
+// TestReportYoungShareLimit: a young workload written at its share of one GPU (its upper
+// bound, with a memoryLimit at or above it) gets that limit however the share compares
+// with the written target: the report's LIMIT column shows it, not "-" (the limit is
+// not the memory target shown beside it, which is the need).
+func TestReportYoungShareLimit(t *testing.T) {
+	for _, limit := range []string{"80Gi", "96Gi"} {
+		young := rec("young", 1, "55Gi", "100m", gpufracv1.SharingModeTimeSlicing, true)
+		young.Status.ContainerRecommendations = []gpufracv1.ContainerRecommendation{{ContainerName: "main", SharingMode: gpufracv1.SharingModeTimeSlicing,
+			YoungMarginPercent: 20, MemoryLimit: qp(limit), ObservedPeakMemory: qp("39Gi"),
+			Target: gpufracv1.GPUResources{Memory: qp("55Gi")}, UpperBound: gpufracv1.GPUResources{Memory: qp("80Gi")}}}
+		if young.Status.ContainerRecommendations[0].YoungShare() == nil {
+			t.Fatal("the recommendation is not young at its share: the test sets it up wrong")
+		}
+		rows, _ := summarise([]gpufracv1.GPUFractionRecommendation{young}, nil, 141<<30, 50, true)
+		want := resource.MustParse(limit)
+		if rows[0].MemoryLimitBytes != want.Value() {
+			t.Errorf("memoryLimit %s: limit %d bytes, want %d (the memoryLimit, at least the 80Gi share)", limit, rows[0].MemoryLimitBytes, want.Value())
+		}
+	}
+}
+
 // TestSummarisePacksWrittenCompute: pods are packed by the compute the admission
 // webhook writes, as the simulator places them: a time-sliced container by its
 // placement-only computeRequest (its compute target is not written), a container whose

@@ -27,9 +27,11 @@ type writtenTotals struct {
 	// under a floor). 0 when no container has a memory target.
 	MemoryRequestBytes int64
 	// MemoryLimitBytes is the memory limit written, bytes: per container its memoryLimit
-	// where above the target (gpufracv1.ContainerRecommendation.WrittenMemory), else its
-	// target (as raised by minMemory). 0 when no container has a memoryLimit above its
-	// target: the limit is then the memory target.
+	// where above the target (gpufracv1.ContainerRecommendation.WrittenMemory; for a
+	// young container at its share of one GPU, contract.Target.YoungShare, at least that
+	// share, which is above the target MemoryBytes counts), else its target (as raised
+	// by minMemory). 0 when no container has a limit above its target: the limit is
+	// then the memory target.
 	MemoryLimitBytes int64
 	// ComputeRequestMilli is the compute request written, thousandths of one GPU: the
 	// time-sliced containers' computeRequest, at most one GPU each
@@ -71,7 +73,7 @@ func writtenOf(gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionR
 		return t.Memory, true
 	})
 	for _, t := range targets {
-		if t.MemoryLimit > t.Memory {
+		if t.MemoryLimit > t.Memory || t.YoungShare {
 			w.MemoryLimitBytes = total(func(t contract.Target) (int64, bool) { return max(t.MemoryLimit, t.Memory), t.MemoryLimit >= 0 })
 			break
 		}
