@@ -169,8 +169,11 @@ func ParseGPUMemory(s string) (int64, error) {
 				s, q.AsApproximateFloat64()/(1<<30), t[:i+1], bin, q.AsDec().String())
 		}
 	}
+	if q.Sign() <= 0 {
+		return 0, fmt.Errorf("%q is not a positive size: want the memory of one GPU with its unit, such as 80Gi", s)
+	}
 	if q.Cmp(*resource.NewQuantity(MinGPUMemoryBytes, resource.BinarySI)) < 0 {
-		return 0, fmt.Errorf("%q is %s bytes, under 1Gi: want the memory of one GPU with its unit, such as 80Gi", s, q.String())
+		return 0, fmt.Errorf("%q is %d bytes, under 1Gi: want the memory of one GPU with its unit, such as 80Gi", s, q.Value())
 	}
 	return q.Value(), nil
 }

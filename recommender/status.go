@@ -172,7 +172,7 @@ func (r *Recommender) reconcilePrimary(ctx context.Context, e *entry, old *gpufr
 	if e.pods == 0 {
 		set(gpufracv1.ConditionNoPodsMatched, true, ReasonNoPods, fmt.Sprintf("no pods of %s %s exist", gfa.Spec.TargetRef.Kind, gfa.Spec.TargetRef.Name))
 	} else {
-		set(gpufracv1.ConditionNoPodsMatched, false, ReasonPodsMatched, fmt.Sprintf("%d pods", e.pods))
+		set(gpufracv1.ConditionNoPodsMatched, false, ReasonPodsMatched, nOf(e.pods, "pod", "pods"))
 	}
 	if loadErr == nil {
 		r.recommend(ctx, e, old, st, set, now)
@@ -261,7 +261,7 @@ func (r *Recommender) recommend(ctx context.Context, e *entry, old *gpufracv1.GP
 	if msg := missingMemory(recs, &gfa.Spec); msg != "" {
 		set(gpufracv1.ConditionRecommendationProvided, false, ReasonNoMemorySamples, msg)
 	} else {
-		set(gpufracv1.ConditionRecommendationProvided, true, ReasonRecommended, fmt.Sprintf("%d containers", len(recs)))
+		set(gpufracv1.ConditionRecommendationProvided, true, ReasonRecommended, nOf(len(recs), "container", "containers"))
 	}
 	r.cappedBelowNeed(gfa, old.Status.Conditions, recs, set)
 }
@@ -807,6 +807,14 @@ func atLevel(marginPercent int32, interval time.Duration) string {
 		return fmt.Sprintf("%s%d %s", about, d/time.Hour, unit)
 	}
 	return about + d.String()
+}
+
+// nOf says n things: "1 pod", "2 pods".
+func nOf(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 func truncate(s string, n int) string {

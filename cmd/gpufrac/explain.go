@@ -92,8 +92,12 @@ func explainNoRecommendation(w io.Writer, gfa *gpufracv1.GPUFractionAutoscaler) 
 // bytes, for the packing line.
 func explain(w io.Writer, gfa *gpufracv1.GPUFractionAutoscaler, gfr *gpufracv1.GPUFractionRecommendation, gpuBytes float64) error {
 	mode := gfa.Spec.EffectiveUpdateMode()
-	fmt.Fprintf(w, "%s/%s targets %s %s; updateMode %s; %d pods matched; history attributed by %s.\n",
-		gfa.Namespace, gfa.Name, gfa.Spec.TargetRef.Kind, gfa.Spec.TargetRef.Name, mode, gfr.Status.MatchedPods, orDash(string(gfr.Status.Attribution)))
+	pods := "pods"
+	if gfr.Status.MatchedPods == 1 {
+		pods = "pod"
+	}
+	fmt.Fprintf(w, "%s/%s targets %s %s; updateMode %s; %d %s matched; history attributed by %s.\n",
+		gfa.Namespace, gfa.Name, gfa.Spec.TargetRef.Kind, gfa.Spec.TargetRef.Name, mode, gfr.Status.MatchedPods, pods, orDash(string(gfr.Status.Attribution)))
 	if len(gfr.Status.ContainerRecommendations) == 0 {
 		fmt.Fprintln(w, "No recommendation yet.")
 	}
