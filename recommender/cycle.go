@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -443,18 +444,34 @@ func (r *Recommender) garbageCollect(_ context.Context, c *cycle) error {
 }
 
 // updateRecommendations records DuplicateTarget events and computes and writes the
-// recommendation of every owned autoscaler (status.go reconcile); a failed write is
-// one of c.writeErrs and the others go on. A write that finds its object gone
-// (NotFound: the autoscaler deleted after the cycle listed it, and its recommendation
-// with it by garbage collection) or its namespace being deleted is no failure
-// (deleted): nothing is left to write, and a recommendation deleted while its
-// autoscaler stays is created again next cycle.
+// recommendation of every owned autoscaler (status.go reconcile): each computed in turn,
+// then written, Config.StatusWriteConcurrency autoscalers at once; a failed write is one of
+// c.writeErrs and the others go on. A write that finds its object gone (NotFound: the
+// autoscaler deleted after the cycle listed it, and its recommendation with it by
+// garbage collection) or its namespace being deleted is no failure (deleted): nothing is
+// left to write, and a recommendation deleted while its autoscaler stays is created
+// again next cycle.
 func (r *Recommender) updateRecommendations(ctx context.Context, c *cycle) error {
 	r.noteDuplicates(c)
+	errs := make([]error, len(c.entries))
+	var g errgroup.Group
+	g.SetLimit(r.Config.StatusWriteConcurrency)
+	for i, e := range c.entries {
+		write, err := r.reconcile(ctx, e, c.byRef[e.ref] == e, c.loadErr, c.now)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		g.Go(func() error {
+			errs[i] = write(ctx)
+			return nil
+		})
+	}
+	_ = g.Wait() // each write's error is in errs
 	listed := map[types.UID]bool{}
-	for _, e := range c.entries {
+	for i, e := range c.entries {
 		listed[e.gfa.UID] = true
-		err := r.reconcile(ctx, e, c.byRef[e.ref] == e, c.loadErr, c.now)
+		err := errs[i]
 		if deleted(err) {
 			klog.FromContext(ctx).V(1).Info("Autoscaler, recommendation or namespace deleted during the cycle; nothing written", "autoscaler", klog.KObj(e.gfa), "err", err)
 			r.writeFails.Succeeded(e.gfa.UID)

@@ -76,15 +76,17 @@ const (
 	ReasonPolicyChanged = "PolicyChanged"
 )
 
-// reconcile computes and writes the recommendation of one autoscaler. primary is false
-// when another autoscaler already targets the same workload.
-func (r *Recommender) reconcile(ctx context.Context, e *entry, primary bool, loadErr error, now time.Time) error {
+// reconcile computes the recommendation of one autoscaler and returns its write (write,
+// with what it computed; it changes no state of r, so the writes of a cycle can run at
+// once), or the error of reading the recommendation written. primary is false when
+// another autoscaler already targets the same workload.
+func (r *Recommender) reconcile(ctx context.Context, e *entry, primary bool, loadErr error, now time.Time) (func(context.Context) error, error) {
 	gfa := e.gfa
 	var old gpufracv1.GPUFractionRecommendation
 	exists := true
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: gfa.Namespace, Name: gfa.Name}, &old); err != nil {
 		if !apierrors.IsNotFound(err) {
-			return err
+			return nil, err
 		}
 		exists = false
 	}
@@ -123,7 +125,7 @@ func (r *Recommender) reconcile(ctx context.Context, e *entry, primary bool, loa
 		set(gpufracv1.ConditionRecommendationProvided, false, ReasonNoHistory, "no recommendation yet")
 	}
 	r.cur.exported.add(gfa, &st, e.pods, r.cur.latency[types.NamespacedName{Namespace: gfa.Namespace, Name: gfa.Name}], r.Config.Policy.GPUMemoryBytes)
-	return r.write(ctx, gfa, &old, exists, &st, now)
+	return func(ctx context.Context) error { return r.write(ctx, gfa, &old, exists, &st, now) }, nil
 }
 
 // setCondition sets the status condition of type t: True when ok, else False, with

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -98,6 +100,82 @@ func TestStatusWriteFailuresReported(t *testing.T) {
 			want := float64(max(0, tc.fails-statuswrite.Threshold+1))
 			if n := testutil.ToFloat64(statusWriteFailures.WithLabelValues(tc.reason)) - before; n != want {
 				t.Errorf("failures counted %v (reason %s), want %v", n, tc.reason, want)
+			}
+		})
+	}
+}
+
+// Issue 17: a first cycle over 2,000 autoscalers made 6,000 writes one at a time, a
+// third of the bootstrap. The writes of different autoscalers now run at once, at most
+// Config.StatusWriteConcurrency, each autoscaler's own in order; a write that fails is
+// still its own autoscaler's error, and every other recommendation is written.
+func TestStatusWritesAtOnce(t *testing.T) {
+	names := []string{"a", "b", "c", "d", "e", "f"}
+	for _, limit := range []int{1, 3} {
+		t.Run(fmt.Sprintf("limit %d", limit), func(t *testing.T) {
+			var objs []client.Object
+			for _, name := range names {
+				for _, o := range deployment("ml", name, 1) {
+					o.SetLabels(map[string]string{"gfa": name})
+					objs = append(objs, o)
+				}
+				objs = append(objs, gfa("ml", name, name))
+			}
+			h := newHarness(t, objs, promFor(objs, 20*gib, 0.3))
+			h.rec.Config.StatusWriteConcurrency = limit
+			var mu sync.Mutex
+			inFlight, most, waited := 0, 0, false
+			second := make(chan struct{}) // closed when two writes are first in flight at once
+			var once sync.Once
+			order := map[string][]string{} // per autoscaler, the kinds written in turn
+			h.rec.Client = interceptor.NewClient(h.c.(client.WithWatch), interceptor.Funcs{List: slimPods.List,
+				SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+					mu.Lock()
+					inFlight++
+					most = max(most, inFlight)
+					if inFlight == 2 {
+						once.Do(func() { close(second) })
+					}
+					first := !waited
+					waited = true
+					order[obj.GetName()] = append(order[obj.GetName()], fmt.Sprintf("%T", obj))
+					mu.Unlock()
+					if first && limit > 1 {
+						// The first write waits for a second to start: they overlap only if
+						// the cycle writes several at once (the wait bounds a failure, no
+						// figure is timed).
+						select {
+						case <-second:
+						case <-time.After(10 * time.Second):
+						}
+					}
+					defer func() { mu.Lock(); inFlight--; mu.Unlock() }()
+					if _, ok := obj.(*gpufracv1.GPUFractionRecommendation); ok && obj.GetName() == "c" {
+						return apierrors.NewServerTimeout(schema.GroupResource{Resource: "gpufractionrecommendations"}, "patch", 1)
+					}
+					return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+				}})
+			err := h.rec.RunOnce(context.Background())
+			if err == nil || !strings.Contains(err.Error(), "ml/c") || strings.Contains(err.Error(), "ml/a:") {
+				t.Fatalf("cycle error %v, want ml/c's failed write alone", err)
+			}
+			switch {
+			case limit == 1 && most != 1:
+				t.Errorf("%d writes in flight at once, want 1", most)
+			case limit > 1 && (most < 2 || most > limit):
+				t.Errorf("%d writes in flight at once, want 2-%d", most, limit)
+			}
+			for _, name := range names {
+				want := []string{"*v1alpha1.GPUFractionRecommendation", "*v1alpha1.GPUFractionAutoscaler"}
+				if name == "c" {
+					want = want[:1] // the autoscaler's status is written after its recommendation's
+				}
+				if got := order[name]; !slices.Equal(got, want) {
+					t.Errorf("%s: status writes %v, want %v in that order", name, got, want)
+				}
+				if name != "c" && len(h.gfr(t, "ml", name).Status.ContainerRecommendations) == 0 {
+					t.Errorf("%s: no recommendation written", name)
+				}
 			}
 		})
 	}

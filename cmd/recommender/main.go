@@ -93,6 +93,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&cfg.Checkpoints, "checkpoints", true, "Save each workload's model to a GPUFractionCheckpoint (owned by its autoscaler) and, at start or on becoming leader, restore it and read from Prometheus only the history after it (VPA's checkpoints; docs/recommender.md). False: every start bootstraps the whole --history-length from Prometheus.")
 	fs.DurationVar(&cfg.CheckpointInterval, "checkpoint-interval", recommender.DefaultCheckpointInterval, "Least time between two checkpoints of one workload; a workload whose model did not change is not written again.")
 	fs.IntVar(&cfg.CheckpointWritesPerCycle, "checkpoint-writes-per-cycle", 0, "Most checkpoint writes per cycle, oldest first; 0: twice the tracked workloads' share per cycle of --checkpoint-interval, at least 10.")
+	fs.IntVar(&cfg.StatusWriteConcurrency, "status-write-concurrency", recommender.DefaultStatusWriteConcurrency, "Most autoscalers whose recommendation and status one cycle writes at once (each autoscaler's writes in order). 1: one at a time.")
 	fs.DurationVar(&cfg.MaxBackoff, "max-backoff", 0, "Longest wait between cycles while Prometheus fails (default 5m).")
 	fs.Float64Var(&cfg.Policy.GuardrailComputeStep, "guardrail-compute-step", 0, "Compute added per cycle while the latency guardrail is breached, share of one GPU (default 0.1).")
 	fs.StringVar(&cfg.Shard.Name, "recommender-name", gpufracv1.DefaultRecommenderName, "This instance's name (shard): it owns the autoscalers whose spec.recommenders names it; \"default\" also owns those naming none. Each name elects its own leader.")
@@ -123,6 +124,9 @@ func (o *options) complete() error {
 	cfg.Policy.GPUMemoryBytes = float64(gpu)
 	if cfg.HistorySliceAlignment <= 0 {
 		cfg.HistorySliceAlignment = -1 // the aggregation interval alone, not the default
+	}
+	if cfg.StatusWriteConcurrency < 1 {
+		return fmt.Errorf("--status-write-concurrency %d: want 1 or more", cfg.StatusWriteConcurrency)
 	}
 	if cfg.CheckpointWritesPerCycle < 0 {
 		return fmt.Errorf("--checkpoint-writes-per-cycle %d: want 0 (automatic) or more", cfg.CheckpointWritesPerCycle)
