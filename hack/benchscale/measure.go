@@ -146,6 +146,10 @@ type snapshot struct {
 	// CheckpointsWritten, CheckpointsRestored, CheckpointsIgnored:
 	// gpufrac_recommender_checkpoints_{written,restored,ignored}_total.
 	CheckpointsWritten, CheckpointsRestored, CheckpointsIgnored float64
+	// Steps: gpufrac_recommender_cycle_step_duration_seconds_sum by step, seconds: where
+	// the cycles' wall time went (the bootstrap's first cycle: the history load in
+	// load_metrics, the first writes in update_recommendations).
+	Steps map[string]float64
 	// RSS and HWM (peak RSS), bytes (/proc/PID/status).
 	RSS, HWM float64
 	// PromBytes: Prometheus' response bytes, every API handler
@@ -173,6 +177,10 @@ func takeSnapshot(pid int, metricsURL string, promPID int, promURL string) (snap
 	s.CheckpointsWritten = m.sum("gpufrac_recommender_checkpoints_written_total", nil)
 	s.CheckpointsRestored = m.sum("gpufrac_recommender_checkpoints_restored_total", nil)
 	s.CheckpointsIgnored = m.sum("gpufrac_recommender_checkpoints_ignored_total", nil)
+	s.Steps = map[string]float64{}
+	for _, step := range cycleSteps {
+		s.Steps[step] = m.sum("gpufrac_recommender_cycle_step_duration_seconds_sum", func(l map[string]string) bool { return l["step"] == step })
+	}
 	if s.CPUSeconds, err = procCPU(pid); err != nil {
 		return s, err
 	}
@@ -188,9 +196,27 @@ func takeSnapshot(pid int, metricsURL string, promPID int, promURL string) (snap
 	return s, err
 }
 
+// cycleSteps are the recommender's cycle steps (recommender.Recommender.steps), in order.
+var cycleSteps = []string{"load_autoscalers", "load_pods", "load_metrics", "garbage_collect", "update_recommendations", "maintain_checkpoints", "export_metrics"}
+
+// stepsText says the steps' seconds, in order, those of at least 0.1 s.
+func (s snapshot) stepsText() string {
+	var parts []string
+	for _, step := range cycleSteps {
+		if v := s.Steps[step]; v >= 0.1 {
+			parts = append(parts, fmt.Sprintf("%s %.1f s", step, v))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
 // delta is b − a for the counters; RSS and HWM are b's.
 func delta(a, b snapshot) snapshot {
-	return snapshot{
+	steps := map[string]float64{}
+	for k, v := range b.Steps {
+		steps[k] = v - a.Steps[k]
+	}
+	return snapshot{Steps: steps,
 		At: b.At, Cycles: b.Cycles - a.Cycles, CycleSeconds: b.CycleSeconds - a.CycleSeconds, Failed: b.Failed - a.Failed,
 		CPUSeconds: b.CPUSeconds - a.CPUSeconds, Queries: b.Queries - a.Queries,
 		APIWrites: b.APIWrites - a.APIWrites, Written: b.Written - a.Written, Tracked: b.Tracked,

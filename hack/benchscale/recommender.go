@@ -24,7 +24,7 @@ var metricNames = url.Values{"name[]": {
 	"gpufrac_recommender_cycle_duration_seconds", "gpufrac_recommender_prometheus_queries_total",
 	"rest_client_requests_total", "gpufrac_recommender_recommendations_written_total", "gpufrac_recommender_cycle_errors_total",
 	"gpufrac_recommender_workloads_tracked", "gpufrac_recommender_checkpoints_written_total", "gpufrac_recommender_checkpoints_restored_total",
-	"gpufrac_recommender_checkpoints_ignored_total",
+	"gpufrac_recommender_checkpoints_ignored_total", "gpufrac_recommender_cycle_step_duration_seconds",
 }}
 
 // proc is one recommender process (a shard).
@@ -35,6 +35,11 @@ type proc struct {
 	metricsURL string
 	pprofURL   string
 	started    time.Time
+	// peakHeap is where the heap profile taken as the peak RSS last rose above the
+	// goal is saved (waitFor): what was live at about the bootstrap's peak. hwm is the
+	// peak RSS last said, bytes.
+	peakHeap string
+	hwm      float64
 }
 
 // startRecommender starts bin/recommender against the cluster; selector, when not
@@ -75,7 +80,7 @@ func startRecommender(o options, c *framework.Cluster, name, selector string) (*
 		log.Close()
 		return nil, fmt.Errorf("start recommender: %w", err)
 	}
-	p := &proc{Name: name, cmd: cmd, done: make(chan struct{}), started: time.Now(),
+	p := &proc{Name: name, cmd: cmd, done: make(chan struct{}), started: time.Now(), peakHeap: filepath.Join(o.Out, "heap-peak-"+name+".pprof"),
 		metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics?%s", ports[0], metricNames.Encode()),
 		pprofURL:   fmt.Sprintf("http://127.0.0.1:%d/debug/pprof", ports[2])}
 	go func() { _ = cmd.Wait(); log.Close(); close(p.done) }()
@@ -127,6 +132,18 @@ func (p *proc) waitFor(ctx context.Context, c *framework.Cluster, done func(snap
 	var last error
 	for {
 		s, err := p.snapshot(c)
+		// When the peak RSS rises (by 16 MiB or more since last said): where in the
+		// bootstrap or cycle the peak is reached, next to the recommender's log and
+		// Prometheus' query log.
+		if err == nil && s.HWM >= p.hwm+16<<20 {
+			p.hwm = s.HWM
+			logf("recommender %s: peak RSS %s at +%.0fs (RSS %s)", p.Name, mib(s.HWM), time.Since(p.started).Seconds(), mib(s.RSS))
+			if s.HWM > goalRSSBytes {
+				if err := fetchProfile(ctx, p.pprofURL, "heap", 0, p.peakHeap); err != nil {
+					logf("recommender %s: heap profile at the peak: %v", p.Name, err)
+				}
+			}
+		}
 		if err == nil && done(s) {
 			return s, nil
 		}

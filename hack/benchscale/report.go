@@ -263,6 +263,7 @@ func (res *results) markdown(o options, took time.Duration) string {
 	row("bootstrap: checkpoints restored (ignored)", "", func(r *shardResult) string {
 		return fmt.Sprintf("%.0f (%.0f)", r.BootstrapCost.CheckpointsRestored, r.BootstrapCost.CheckpointsIgnored)
 	})
+	row("bootstrap: its cycles' steps (wall)", "", func(r *shardResult) string { return r.BootstrapCost.stepsText() })
 	row("steady cycle wall, mean (max)", "", func(r *shardResult) string {
 		m, x := r.perCycle(func(s snapshot) float64 { return s.CycleSeconds })
 		return fmt.Sprintf("%.2f s (%.2f)", m, x)
