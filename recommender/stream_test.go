@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/recommender/history"
 	"github.com/gpufrac/gpufrac/recommender/metrics"
@@ -21,14 +23,28 @@ func isComputeRead(q string) bool {
 	return strings.Contains(q, "avg_over_time(DCGM_FI_PROF_SM_ACTIVE") && !strings.Contains(q, "count_values")
 }
 
+// readsCompute matches any read of the compute data: the query (isComputeRead), or its
+// raw samples, through the remote read or as a range vector of the query API.
+func readsCompute(q string) bool {
+	const metric = "DCGM_FI_PROF_SM_ACTIVE"
+	return isComputeRead(q) ||
+		strings.HasPrefix(q, promtest.RemoteReadPrefix) && strings.Contains(q, `__name__="`+metric+`"`) ||
+		strings.HasPrefix(q, metric+"{") && strings.HasSuffix(q, "ms]")
+}
+
 // Issue 17: history is fed to the model one slice at a time, and a load that fails part
 // way never shrinks a recommendation. A recommender restarts over a workload whose
 // written recommendation came from 48 hours of history (a quiet first day, a busy
-// second one) and loads it in one-hour slices; the tenth slice's compute read fails, after
-// nine quiet hours were fed. The cycle fails and every written target stays (the nine
-// quiet hours alone would shrink them), with MetricsUnavailable. The next cycle resumes
-// after the last slice fed (fewer compute reads than a whole load) and writes what a
-// recommender that read the whole history at once writes.
+// second one) and loads it in one-hour slices; from the tenth compute read on, every
+// compute read fails, after the quiet hours of the slices before were fed. The cycle
+// fails and every written target stays (the quiet hours alone would shrink them), with
+// MetricsUnavailable. The next cycle resumes after the last slice fed (fewer compute
+// reads than the same load from the start) and writes what a recommender that read the
+// whole history at once writes.
+//
+// The reads count in either form: which one a slice takes (raw samples, or the query
+// where the series index says no compute series is there) depends on how the test's
+// TSDB answers label values for its head, which varied between runs under -race.
 func TestHistoryStreamFailureMidway(t *testing.T) {
 	objs := append(deployment("ml", "sd", 2), gfa("ml", "sd", "sd"))
 	h := newEngineHarness(t, objs, metrics.DCGM{})
@@ -48,8 +64,8 @@ func TestHistoryStreamFailureMidway(t *testing.T) {
 	}
 
 	// The restarted recommender: two series, so one-hour slices of 60 compute points.
-	restarted := New(h.c, &metrics.Reader{API: h.prom.API(t), Labels: metrics.DefaultLabels}, metrics.DCGM{},
-		Config{HistoryLength: 48 * time.Hour, HistorySliceSamples: 120})
+	sliced := Config{HistoryLength: 48 * time.Hour, HistorySliceSamples: 120, HistorySliceAlignment: -1}
+	restarted := New(h.c, &metrics.Reader{API: h.prom.API(t), Labels: metrics.DefaultLabels}, metrics.DCGM{}, sliced)
 	now := h.now.Add(time.Minute)
 	restarted.Now = func() time.Time { return now }
 	var mu sync.Mutex
@@ -57,9 +73,9 @@ func TestHistoryStreamFailureMidway(t *testing.T) {
 	h.prom.SetFailureIf(func(q string) bool {
 		mu.Lock()
 		defer mu.Unlock()
-		if isComputeRead(q) {
+		if readsCompute(q) {
 			reads++
-			return reads == 10
+			return reads >= 10
 		}
 		return false
 	}, errors.New("query timed out in expression evaluation"))
@@ -74,8 +90,10 @@ func TestHistoryStreamFailureMidway(t *testing.T) {
 	if c := condition(st, gpufracv1.ConditionMetricsUnavailable); !isTrue(c) {
 		t.Errorf("want MetricsUnavailable=True after a failed history load, got %+v", c)
 	}
-	if reads != 10 {
-		t.Fatalf("the load went on after its failed slice: %d compute reads, want 10", reads)
+	// The failed slice's read and at most its two fallbacks (remote read, query API,
+	// the query), no later slice's.
+	if reads < 10 || reads > 12 {
+		t.Fatalf("the load went on after its failed slice: %d compute reads, want 10-12", reads)
 	}
 
 	h.prom.SetFailureIf(nil, nil)
@@ -84,14 +102,30 @@ func TestHistoryStreamFailureMidway(t *testing.T) {
 	if err := restarted.RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	resumed := 0
-	for _, q := range h.prom.Queries()[before:] {
-		if isComputeRead(q) {
-			resumed++
+	computeReads := func(qs []string) int {
+		n := 0
+		for _, q := range qs {
+			if readsCompute(q) {
+				n++
+			}
 		}
+		return n
 	}
-	if resumed >= 48-5 {
-		t.Errorf("the resumed load read compute %d times: it started again instead of after the 9 slices fed", resumed)
+	resumed := computeReads(h.prom.Queries()[before:])
+	// The same sliced load from the start, by a recommender with no model that reads
+	// Prometheus as the restarted one does.
+	var copies []client.Object
+	for _, o := range objs {
+		copies = append(copies, o.DeepCopyObject().(client.Object))
+	}
+	fresh := New(newEngineHarness(t, copies, nil).c, &metrics.Reader{API: h.prom.API(t), Labels: metrics.DefaultLabels}, metrics.DCGM{}, sliced)
+	fresh.Now = func() time.Time { return now }
+	before = len(h.prom.Queries())
+	if err := fresh.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if all := computeReads(h.prom.Queries()[before:]); resumed >= all {
+		t.Errorf("the resumed load read compute %d times, the whole load %d: it started again instead of after the slices fed", resumed, all)
 	}
 	whole, _ := newEngineRecommender(t, objs, h.prom, Config{HistoryLength: 48 * time.Hour})
 	whole.Source = metrics.DCGM{}
