@@ -1,9 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -76,6 +79,21 @@ func scrape(url string) (families, error) {
 		return nil, fmt.Errorf("parse %s: %w", url, err)
 	}
 	return fams, nil
+}
+
+// labelValues returns the distinct values of label among family name's samples.
+func (f families) labelValues(name, label string) []string {
+	var out []string
+	if fam := f[name]; fam != nil {
+		for _, m := range fam.Metric {
+			for _, lp := range m.Label {
+				if lp.GetName() == label && !slices.Contains(out, lp.GetValue()) {
+					out = append(out, lp.GetValue())
+				}
+			}
+		}
+	}
+	return out
 }
 
 // sum adds the values of name's samples whose labels pass keep (nil keeps all):
@@ -178,7 +196,7 @@ func takeSnapshot(pid int, metricsURL string, promPID int, promURL string) (snap
 	s.CheckpointsRestored = m.sum("gpufrac_recommender_checkpoints_restored_total", nil)
 	s.CheckpointsIgnored = m.sum("gpufrac_recommender_checkpoints_ignored_total", nil)
 	s.Steps = map[string]float64{}
-	for _, step := range cycleSteps {
+	for _, step := range m.labelValues("gpufrac_recommender_cycle_step_duration_seconds", "step") {
 		s.Steps[step] = m.sum("gpufrac_recommender_cycle_step_duration_seconds_sum", func(l map[string]string) bool { return l["step"] == step })
 	}
 	if s.CPUSeconds, err = procCPU(pid); err != nil {
@@ -196,13 +214,11 @@ func takeSnapshot(pid int, metricsURL string, promPID int, promURL string) (snap
 	return s, err
 }
 
-// cycleSteps are the recommender's cycle steps (recommender.Recommender.steps), in order.
-var cycleSteps = []string{"load_autoscalers", "load_pods", "load_metrics", "garbage_collect", "update_recommendations", "maintain_checkpoints", "export_metrics"}
-
-// stepsText says the steps' seconds, in order, those of at least 0.1 s.
+// stepsText says the steps' seconds, the longest first, those of at least 0.1 s.
 func (s snapshot) stepsText() string {
+	steps := slices.SortedFunc(maps.Keys(s.Steps), func(a, b string) int { return cmp.Compare(s.Steps[b], s.Steps[a]) })
 	var parts []string
-	for _, step := range cycleSteps {
+	for _, step := range steps {
 		if v := s.Steps[step]; v >= 0.1 {
 			parts = append(parts, fmt.Sprintf("%s %.1f s", step, v))
 		}
