@@ -357,10 +357,11 @@ func (r *Recommender) setConfidence(w history.WorkloadKey, st *gpufracv1.GPUFrac
 			fmt.Sprintf("confidence %d%% under %.0f%%: history %dh of %.0fh needed", *st.ConfidencePercent, r.Config.LowConfidence*100, minHistory(counted), r.Config.Estimator.FullConfidenceHistory.Hours()))
 	case youngMargin(counted) > 0:
 		m := youngMargin(counted)
+		n := levelIntervals(m)
 		set(gpufracv1.ConditionLowConfidence, false, ReasonYoungEvidence,
 			fmt.Sprintf("confidence %d%% from evidence: history %dh of %.0fh, memory stayed at its level for %s (n = %d); memory target +%d%% (100/n) until the history is long enough",
 				*st.ConfidencePercent, minHistory(counted), r.Config.LowConfidence*r.Config.Estimator.FullConfidenceHistory.Hours(),
-				atLevel(m, r.model.Options().MemoryAggregationInterval), levelIntervals(m), m))
+				atLevel(n, r.model.Options().MemoryAggregationInterval), n, m))
 	default:
 		set(gpufracv1.ConditionLowConfidence, false, ReasonEnoughHistory, fmt.Sprintf("confidence %d%%", *st.ConfidencePercent))
 	}
@@ -792,21 +793,16 @@ func levelIntervals(marginPercent int32) int {
 }
 
 // atLevel says how long memory held its level, n memory aggregation intervals of
-// interval: "3 hours", "1 hour", or "about 12 hours" where the margin does not give n
-// exactly (levelIntervals).
-func atLevel(marginPercent int32, interval time.Duration) string {
-	n := levelIntervals(marginPercent)
+// interval (levelIntervals): "3 hours", "1 hour", or "about 12 hours" where the margin
+// does not give n exactly.
+func atLevel(n int, interval time.Duration) string {
 	about := ""
 	if n > 10 {
 		about = "about "
 	}
 	d := time.Duration(n) * interval
 	if d%time.Hour == 0 {
-		unit := "hours"
-		if d == time.Hour {
-			unit = "hour"
-		}
-		return fmt.Sprintf("%s%d %s", about, d/time.Hour, unit)
+		return about + nOf(int(d/time.Hour), "hour", "hours")
 	}
 	return about + d.String()
 }

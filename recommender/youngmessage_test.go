@@ -28,7 +28,7 @@ func TestYoungEvidenceMessage(t *testing.T) {
 		if n := levelIntervals(tc.margin); n != tc.n {
 			t.Errorf("margin %d%%: n = %d, want %d", tc.margin, n, tc.n)
 		}
-		if got := atLevel(tc.margin, tc.interval); got != tc.want {
+		if got := atLevel(levelIntervals(tc.margin), tc.interval); got != tc.want {
 			t.Errorf("margin %d%%, interval %s: %q, want %q", tc.margin, tc.interval, got, tc.want)
 		}
 	}
