@@ -171,6 +171,11 @@ type ContainerState struct {
 	hourFirst [HoursPerDay]int64    // day (unix days, UTC) of the hour's first sample
 	windows   map[string]*podWindow // by pod name: the current interval's peak
 	peaks     map[int64]float64     // interval start (unix s) → max peak over pods; 0: covered by compute or zeros only (cover)
+	// lastCovered is the start of the interval cover last found in peaks (zero: none): a
+	// container's compute samples come in time order, about 60 to an interval, and
+	// the map lookup per sample was 16 % of the model's feed in a 10,000-pod bootstrap
+	// (make bench-scale, docs/benchmarks.md). gc clears it with the peaks it deletes.
+	lastCovered time.Time
 }
 
 type podWindow struct {
@@ -298,9 +303,14 @@ func (s *ContainerState) AddCompute(t time.Time, ratio float64, source string) {
 // peak read (RecentPeak, the highest) ever takes for one (a container whose memory was
 // not sampled in it, or was set aside as stale, while its compute was).
 func (s *ContainerState) cover(t time.Time) {
-	if k := s.opts.IntervalStart(t).Unix(); !s.hasPeak(k) {
+	if u := t.Add(-time.Millisecond); !s.lastCovered.IsZero() && !u.Before(s.lastCovered) && u.Before(s.lastCovered.Add(s.opts.MemoryAggregationInterval)) {
+		return // IntervalStart(t) is covered, in peaks already
+	}
+	start := s.opts.IntervalStart(t)
+	if k := start.Unix(); !s.hasPeak(k) {
 		s.peaks[k] = 0
 	}
+	s.lastCovered = start
 }
 
 // hasPeak reports whether the interval starting at k (unix s) is in peaks.
@@ -319,11 +329,26 @@ type Fidelity struct {
 	All, Low        float64
 	Ref             time.Time
 	Precise, Coarse string
+	// step and stepKeep remember the decay over the last gap between samples in time
+	// order (one step: a minute, at every sample of a load), so that the per-sample
+	// math.Exp2 is computed once per gap rather than once per sample.
+	step     time.Duration
+	stepKeep float64
 }
 
 // add weighs one compute sample at t read from field source.
 func (f *Fidelity) add(t time.Time, source string, halfLife time.Duration) {
-	keep, w, ref := rebase(f.Ref, t, halfLife)
+	var keep, w float64
+	ref := t
+	switch d := t.Sub(f.Ref); {
+	case !f.Ref.IsZero() && d > 0 && d == f.step:
+		keep, w = f.stepKeep, 1
+	default:
+		keep, w, ref = rebase(f.Ref, t, halfLife)
+		if !f.Ref.IsZero() && d > 0 {
+			f.step, f.stepKeep = d, keep
+		}
+	}
 	low := 0.0
 	switch {
 	case source == "":
@@ -525,6 +550,7 @@ func (s *ContainerState) gc(now time.Time) {
 			delete(s.peaks, start)
 		}
 	}
+	s.lastCovered = time.Time{}
 }
 
 // Model holds the state of every tracked workload container.

@@ -517,3 +517,80 @@ func TestNoComputeByHour(t *testing.T) {
 		t.Errorf("compute empty %v, source %q, hour 10 histogram %v samples %d; want a sample in Compute only", st.Compute.IsEmpty(), st.ComputeSource, st.ComputeByHour[10] != nil, st.ComputeHourSamples[10])
 	}
 }
+
+// The interval cover remembers (lastCovered) and the decay Fidelity remembers for its
+// last step change nothing: at irregular times (steps of a minute, 30 s, 90 s, on and
+// off interval boundaries, sub-millisecond, a sample older than the last, one past a
+// gc that dropped its interval), the covered intervals are those of IntervalStart of
+// every sample time, and the fidelity evidence is the decayed sum of the samples'
+// weights.
+func TestCoverAndFidelityRemembered(t *testing.T) {
+	o := Options{}.withDefaults()
+	s := newContainerState(o)
+	var times []time.Time
+	at := t0
+	for i := range 400 {
+		step := []time.Duration{time.Minute, time.Minute, 30 * time.Second, 90 * time.Second, time.Minute + time.Microsecond}[i%5]
+		at = at.Add(step)
+		times = append(times, at)
+	}
+	times = append(times, t0.Add(time.Hour), t0.Add(2*time.Hour).Add(time.Millisecond), times[len(times)-1].Add(-3*time.Hour))
+	low := map[time.Time]bool{}
+	for i, tm := range times {
+		src := metrics.DCGMGREngineActive
+		if i%7 == 0 {
+			src, low[tm] = metrics.DCGMGPUUtil, true
+		}
+		s.AddCompute(tm, 0.5, src)
+	}
+	want := map[int64]bool{}
+	for _, tm := range times {
+		want[o.IntervalStart(tm).Unix()] = true
+	}
+	if len(s.peaks) != len(want) {
+		t.Fatalf("%d intervals covered, want %d", len(s.peaks), len(want))
+	}
+	for k := range want {
+		if !s.hasPeak(k) {
+			t.Fatalf("interval %s not covered", time.Unix(k, 0).UTC())
+		}
+	}
+	// The evidence is valued at the latest sample; each sample weighs 2^-(age/half-life).
+	ref := times[0]
+	for _, tm := range times {
+		if tm.After(ref) {
+			ref = tm
+		}
+	}
+	var all, lowSum float64
+	for _, tm := range times {
+		w := math.Exp2(-float64(ref.Sub(tm)) / float64(o.HalfLife))
+		all += w
+		if low[tm] {
+			lowSum += w
+		}
+	}
+	if f := s.Fidelity; !f.Ref.Equal(ref) || math.Abs(f.All-all) > 1e-9*all || math.Abs(f.Low-lowSum) > 1e-9*all {
+		t.Fatalf("fidelity all %v low %v at %s, want %v, %v at %s", f.All, f.Low, f.Ref, all, lowSum, ref)
+	}
+
+	// gc drops the intervals before the peak window, the one cover last covered too
+	// (a sample older than the window came last); a later sample in it is covered again.
+	late := times[len(times)-1].Add(o.PeakWindow + 10*time.Hour)
+	old := late.Add(-o.PeakWindow - 5*time.Hour)
+	s.AddCompute(late, 0.5, "")
+	s.AddCompute(old, 0.5, "")
+	s.gc(late)
+	if s.hasPeak(o.IntervalStart(old).Unix()) {
+		t.Fatal("gc kept the interval of a sample before the peak window")
+	}
+	s.AddCompute(old.Add(time.Second), 0.5, "")
+	for _, tm := range []time.Time{late, old} {
+		if !s.hasPeak(o.IntervalStart(tm).Unix()) {
+			t.Fatalf("interval of %s not covered after gc", tm)
+		}
+	}
+	if s.hasPeak(o.IntervalStart(times[0]).Unix()) {
+		t.Fatal("gc kept an interval before the peak window")
+	}
+}
