@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -131,30 +132,53 @@ func (r *Recommender) maintainCheckpoints(ctx context.Context, c *cycle) error {
 	slices.SortFunc(dues, func(a, b due) int {
 		return cmp.Or(a.last.Compare(b.last), cmp.Compare(a.e.gfa.Namespace, b.e.gfa.Namespace), cmp.Compare(a.e.gfa.Name, b.e.gfa.Name))
 	})
+	dues = dues[:min(len(dues), r.checkpointWrites())]
+	// Each checkpoint is built in turn (the model is read by this goroutine only) and
+	// written Config.StatusWriteConcurrency at once, as the statuses are: one at a time,
+	// the 134 due each steady cycle at 2,000 workloads waited for 134 round trips.
+	errs := make([]error, len(dues))
+	versions := make([]uint64, len(dues))
+	var g errgroup.Group
+	g.SetLimit(r.Config.StatusWriteConcurrency)
+	for i, d := range dues {
+		versions[i] = r.model.Version(d.w)
+		write, err := r.checkpointWrite(ctx, d.e, d.w, r.lastLoad)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		g.Go(func() error {
+			errs[i] = write()
+			return nil
+		})
+	}
+	_ = g.Wait() // each write's error is in errs
 	log := klog.FromContext(ctx)
-	for _, d := range dues[:min(len(dues), r.checkpointWrites())] {
-		v := r.model.Version(d.w)
-		if err := r.writeCheckpoint(ctx, d.e, d.w, r.lastLoad); deleted(err) {
+	for i, d := range dues {
+		if err := errs[i]; deleted(err) {
 			log.V(1).Info("Autoscaler or namespace deleted during the cycle; no checkpoint written", "autoscaler", klog.KObj(d.e.gfa), "err", err)
 			continue
 		} else if err != nil {
 			log.Error(err, "Writing checkpoint failed; retried next cycle", "autoscaler", klog.KObj(d.e.gfa))
 			continue
 		}
-		r.checkpoints[d.w] = checkpointMark{at: r.lastLoad, version: v}
+		r.checkpoints[d.w] = checkpointMark{at: r.lastLoad, version: versions[i]}
 	}
 	return nil
 }
 
-// writeCheckpoint saves workload w's model, whose samples end at until, into the
-// checkpoint of autoscaler e: a JSON patch that replaces spec and status whole (as
-// VPA's checkpoint writer) and sets e's autoscaler as its owner (ownedBy), or a create when there is none (tried first when this
-// process has neither written nor restored one for w).
-func (r *Recommender) writeCheckpoint(ctx context.Context, e *entry, w history.WorkloadKey, until time.Time) error {
+// checkpointWrite builds the checkpoint of workload w's model, whose samples end at
+// until, for autoscaler e, and returns its write, which changes no recommender state
+// (so that several run at once): a JSON patch that replaces spec and status whole (as
+// VPA's checkpoint writer) and sets e's autoscaler as its owner (ownedBy), or a create
+// when there is none (tried first when this process has neither written nor restored one
+// for w). Its errors: the model's that cannot be saved, a checkpoint above
+// MaxCheckpointBytes; the write's, the API server's.
+func (r *Recommender) checkpointWrite(ctx context.Context, e *entry, w history.WorkloadKey, until time.Time) (func() error, error) {
 	containers, err := r.model.SaveCheckpoint(w)
 	if err != nil {
 		checkpointsIgnored.WithLabelValues(ckptDecode).Inc()
-		return err
+		return nil, err
 	}
 	gfa := e.gfa
 	cp := &gpufracv1.GPUFractionCheckpoint{
@@ -169,22 +193,22 @@ func (r *Recommender) writeCheckpoint(ctx context.Context, e *entry, w history.W
 	}
 	status, err := json.Marshal(cp.Status)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(status) > MaxCheckpointBytes {
 		checkpointsIgnored.WithLabelValues(ckptTooLarge).Inc()
-		return fmt.Errorf("checkpoint of %d bytes is above %d: not written", len(status), MaxCheckpointBytes)
+		return nil, fmt.Errorf("checkpoint of %d bytes is above %d: not written", len(status), MaxCheckpointBytes)
 	}
 	spec, err := json.Marshal(cp.Spec)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// The owner too: a checkpoint left without it (`kubectl delete gfa --cascade=orphan`)
 	// and found by an autoscaler of the same name is that one's from this write on
 	// (restoreCheckpoint restores only its own; garbage collection deletes it with it).
 	owners, err := json.Marshal(cp.OwnerReferences)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	patch := fmt.Sprintf(`[{"op":"add","path":"/metadata/ownerReferences","value":%s},{"op":"add","path":"/spec","value":%s},{"op":"add","path":"/status","value":%s}]`, owners, spec, status)
 	replace := func() error {
@@ -193,19 +217,23 @@ func (r *Recommender) writeCheckpoint(ctx context.Context, e *entry, w history.W
 	}
 	// One request where the object's existence is known: a patch after a write or a
 	// restore of this process, else a create (a first install writes every workload's).
-	if _, known := r.checkpoints[w]; known {
-		if err = replace(); apierrors.IsNotFound(err) {
-			err = r.Client.Create(ctx, cp)
+	_, known := r.checkpoints[w]
+	return func() error {
+		var err error
+		if known {
+			if err = replace(); apierrors.IsNotFound(err) {
+				err = r.Client.Create(ctx, cp)
+			}
+		} else if err = r.Client.Create(ctx, cp); apierrors.IsAlreadyExists(err) {
+			err = replace()
 		}
-	} else if err = r.Client.Create(ctx, cp); apierrors.IsAlreadyExists(err) {
-		err = replace()
-	}
-	if err != nil {
-		checkpointsIgnored.WithLabelValues(ckptWriteFailed).Inc()
-		return fmt.Errorf("writing GPUFractionCheckpoint %s/%s: %w", gfa.Namespace, gfa.Name, err)
-	}
-	checkpointsWritten.Inc()
-	return nil
+		if err != nil {
+			checkpointsIgnored.WithLabelValues(ckptWriteFailed).Inc()
+			return fmt.Errorf("writing GPUFractionCheckpoint %s/%s: %w", gfa.Namespace, gfa.Name, err)
+		}
+		checkpointsWritten.Inc()
+		return nil
+	}, nil
 }
 
 // restoreCheckpoints lists the checkpoints, once per process, and restores each valid

@@ -86,7 +86,8 @@ type Config struct {
 	CheckpointWritesPerCycle int
 	// StatusWriteConcurrency is the most status writes of one cycle in flight at once
 	// (updateRecommendations): each autoscaler's recommendation and status are written
-	// in order, different autoscalers' at once. Default DefaultStatusWriteConcurrency.
+	// in order, different autoscalers' at once; then the most checkpoint writes
+	// (maintainCheckpoints). Default DefaultStatusWriteConcurrency.
 	StatusWriteConcurrency int
 	// Shard limits this instance to the autoscalers it owns (spec.recommenders and a
 	// namespace selector). The zero value owns every autoscaler that names no

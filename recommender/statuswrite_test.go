@@ -14,12 +14,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	gpufracv1 "github.com/gpufrac/gpufrac/api/v1alpha1"
 	"github.com/gpufrac/gpufrac/internal/statuswrite"
+	"github.com/gpufrac/gpufrac/recommender/history"
 )
 
 // A recommendation whose write failed every cycle was visible only in the recommender's
@@ -113,43 +115,17 @@ func TestStatusWritesAtOnce(t *testing.T) {
 	names := []string{"a", "b", "c", "d", "e", "f"}
 	for _, limit := range []int{1, 3} {
 		t.Run(fmt.Sprintf("limit %d", limit), func(t *testing.T) {
-			var objs []client.Object
-			for _, name := range names {
-				for _, o := range deployment("ml", name, 1) {
-					o.SetLabels(map[string]string{"gfa": name})
-					objs = append(objs, o)
-				}
-				objs = append(objs, gfa("ml", name, name))
-			}
-			h := newHarness(t, objs, promFor(objs, 20*gib, 0.3))
+			h := writesHarness(t, names)
 			h.rec.Config.StatusWriteConcurrency = limit
+			writes := newInFlight()
 			var mu sync.Mutex
-			inFlight, most, waited := 0, 0, false
-			second := make(chan struct{}) // closed when two writes are first in flight at once
-			var once sync.Once
 			order := map[string][]string{} // per autoscaler, the kinds written in turn
 			h.rec.Client = interceptor.NewClient(h.c.(client.WithWatch), interceptor.Funcs{List: slimPods.List,
 				SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
 					mu.Lock()
-					inFlight++
-					most = max(most, inFlight)
-					if inFlight == 2 {
-						once.Do(func() { close(second) })
-					}
-					first := !waited
-					waited = true
 					order[obj.GetName()] = append(order[obj.GetName()], fmt.Sprintf("%T", obj))
 					mu.Unlock()
-					if first && limit > 1 {
-						// The first write waits for a second to start: they overlap only if
-						// the cycle writes several at once (the wait bounds a failure, no
-						// figure is timed).
-						select {
-						case <-second:
-						case <-time.After(10 * time.Second):
-						}
-					}
-					defer func() { mu.Lock(); inFlight--; mu.Unlock() }()
+					defer writes.enter(limit > 1)()
 					if _, ok := obj.(*gpufracv1.GPUFractionRecommendation); ok && obj.GetName() == "c" {
 						return apierrors.NewServerTimeout(schema.GroupResource{Resource: "gpufractionrecommendations"}, "patch", 1)
 					}
@@ -159,12 +135,7 @@ func TestStatusWritesAtOnce(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), "ml/c") || strings.Contains(err.Error(), "ml/a:") {
 				t.Fatalf("cycle error %v, want ml/c's failed write alone", err)
 			}
-			switch {
-			case limit == 1 && most != 1:
-				t.Errorf("%d writes in flight at once, want 1", most)
-			case limit > 1 && (most < 2 || most > limit):
-				t.Errorf("%d writes in flight at once, want 2-%d", most, limit)
-			}
+			writes.check(t, limit)
 			for _, name := range names {
 				want := []string{"*v1alpha1.GPUFractionRecommendation", "*v1alpha1.GPUFractionAutoscaler"}
 				if name == "c" {
@@ -179,4 +150,106 @@ func TestStatusWritesAtOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A cycle writes its checkpoints Config.StatusWriteConcurrency at once too: at limit 3
+// two are in flight together and never more than 3, at limit 1 never two. A failed
+// write is that workload's alone: it is not marked written (so the next cycle tries it
+// again) and the others are.
+func TestCheckpointWritesAtOnce(t *testing.T) {
+	names := []string{"a", "b", "c", "d", "e", "f"}
+	for _, limit := range []int{1, 3} {
+		t.Run(fmt.Sprintf("limit %d", limit), func(t *testing.T) {
+			h := writesHarness(t, names)
+			h.rec.Config.Checkpoints = true
+			h.rec.Config.StatusWriteConcurrency = limit
+			writes := newInFlight()
+			h.rec.Client = interceptor.NewClient(h.c.(client.WithWatch), interceptor.Funcs{List: slimPods.List,
+				Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+					if _, ok := obj.(*gpufracv1.GPUFractionCheckpoint); !ok {
+						return c.Create(ctx, obj, opts...)
+					}
+					defer writes.enter(limit > 1)()
+					if obj.GetName() == "c" {
+						return apierrors.NewServerTimeout(schema.GroupResource{Resource: "gpufractioncheckpoints"}, "create", 1)
+					}
+					return c.Create(ctx, obj, opts...)
+				}})
+			if err := h.rec.RunOnce(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			writes.check(t, limit)
+			for _, name := range names {
+				var cp gpufracv1.GPUFractionCheckpoint
+				err := h.c.Get(context.Background(), types.NamespacedName{Namespace: "ml", Name: name}, &cp)
+				_, marked := h.rec.checkpoints[history.WorkloadKey{Namespace: "ml", Kind: "Deployment", Name: name}]
+				switch {
+				case name == "c" && (err == nil || marked):
+					t.Errorf("c: checkpoint written %v, marked %v; want neither after its failed write", err == nil, marked)
+				case name != "c" && (err != nil || !marked || len(cp.Status.Containers) == 0):
+					t.Errorf("%s: checkpoint %v (containers %d), marked %v; want it written and marked", name, err, len(cp.Status.Containers), marked)
+				}
+			}
+		})
+	}
+}
+
+// inFlight counts the writes a test's client has in flight at once: the first waits
+// (up to 10 s, a bound on a failure; no figure is timed) for a second to start, so two
+// overlap only if the cycle writes several at once.
+type inFlight struct {
+	mu          sync.Mutex
+	now, most   int
+	waited      bool
+	second      chan struct{} // closed when two writes are first in flight at once
+	closeSecond sync.Once
+}
+
+func newInFlight() *inFlight { return &inFlight{second: make(chan struct{})} }
+
+// enter counts a write in flight until the returned leave is called; wait: whether the
+// first write waits for a second.
+func (f *inFlight) enter(wait bool) (leave func()) {
+	f.mu.Lock()
+	f.now++
+	f.most = max(f.most, f.now)
+	if f.now == 2 {
+		f.closeSecond.Do(func() { close(f.second) })
+	}
+	first := !f.waited
+	f.waited = true
+	f.mu.Unlock()
+	if first && wait {
+		select {
+		case <-f.second:
+		case <-time.After(10 * time.Second):
+		}
+	}
+	return func() { f.mu.Lock(); f.now--; f.mu.Unlock() }
+}
+
+// check fails t unless at most limit writes were in flight at once, and at least two
+// where limit allows them.
+func (f *inFlight) check(t *testing.T, limit int) {
+	t.Helper()
+	switch {
+	case limit == 1 && f.most != 1:
+		t.Errorf("%d writes in flight at once, want 1", f.most)
+	case limit > 1 && (f.most < 2 || f.most > limit):
+		t.Errorf("%d writes in flight at once, want 2-%d", f.most, limit)
+	}
+}
+
+// writesHarness is a harness over one Deployment of one pod and its autoscaler per name,
+// in namespace ml.
+func writesHarness(t *testing.T, names []string) *harness {
+	var objs []client.Object
+	for _, name := range names {
+		for _, o := range deployment("ml", name, 1) {
+			o.SetLabels(map[string]string{"gfa": name})
+			objs = append(objs, o)
+		}
+		objs = append(objs, gfa("ml", name, name))
+	}
+	return newHarness(t, objs, promFor(objs, 20*gib, 0.3))
 }
