@@ -170,6 +170,8 @@ type snapshot struct {
 	Steps map[string]float64
 	// RSS and HWM (peak RSS), bytes (/proc/PID/status).
 	RSS, HWM float64
+	// Go is where the Go runtime says the process' memory is, as scraped with RSS.
+	Go goMemory
 	// PromBytes: Prometheus' response bytes, every API handler
 	// (prometheus_http_response_size_bytes_sum without /metrics), whoever asked.
 	PromBytes float64
@@ -195,6 +197,8 @@ func takeSnapshot(pid int, metricsURL string, promPID int, promURL string) (snap
 	s.CheckpointsWritten = m.sum("gpufrac_recommender_checkpoints_written_total", nil)
 	s.CheckpointsRestored = m.sum("gpufrac_recommender_checkpoints_restored_total", nil)
 	s.CheckpointsIgnored = m.sum("gpufrac_recommender_checkpoints_ignored_total", nil)
+	s.Go = goMemory{HeapInuse: m.sum("go_memstats_heap_inuse_bytes", nil), HeapIdle: m.sum("go_memstats_heap_idle_bytes", nil),
+		HeapReleased: m.sum("go_memstats_heap_released_bytes", nil), NextGC: m.sum("go_memstats_next_gc_bytes", nil), Sys: m.sum("go_memstats_sys_bytes", nil)}
 	s.Steps = map[string]float64{}
 	for _, step := range m.labelValues("gpufrac_recommender_cycle_step_duration_seconds", "step") {
 		s.Steps[step] = m.sum("gpufrac_recommender_cycle_step_duration_seconds_sum", func(l map[string]string) bool { return l["step"] == step })
@@ -212,6 +216,20 @@ func takeSnapshot(pid int, metricsURL string, promPID int, promURL string) (snap
 	s.PromBytes = p.sum("prometheus_http_response_size_bytes_sum", func(l map[string]string) bool { return l["handler"] != "/metrics" })
 	s.PromCPUSeconds, err = procCPU(promPID)
 	return s, err
+}
+
+// goMemory is the Go runtime's account of a process' memory, bytes (client_golang's Go
+// collector: runtime.MemStats): the heap's spans in use, its idle spans and those of them
+// returned to the OS, the heap size at which the next collection ends (the GC's goal,
+// about twice what the last one found live at GOGC=100), and all the runtime holds.
+// RSS is about Sys minus HeapReleased.
+type goMemory struct{ HeapInuse, HeapIdle, HeapReleased, NextGC, Sys float64 }
+
+// String says the heap in use, idle spans not yet returned to the OS, the GC's goal and
+// the runtime's total.
+func (g goMemory) String() string {
+	return fmt.Sprintf("heap in use %s, idle not returned %s, next GC at %s, runtime total %s",
+		mib(g.HeapInuse), mib(g.HeapIdle-g.HeapReleased), mib(g.NextGC), mib(g.Sys))
 }
 
 // stepsText says the steps' seconds, the longest first, those of at least 0.1 s.

@@ -25,6 +25,8 @@ var metricNames = url.Values{"name[]": {
 	"rest_client_requests_total", "gpufrac_recommender_recommendations_written_total", "gpufrac_recommender_cycle_errors_total",
 	"gpufrac_recommender_workloads_tracked", "gpufrac_recommender_checkpoints_written_total", "gpufrac_recommender_checkpoints_restored_total",
 	"gpufrac_recommender_checkpoints_ignored_total", "gpufrac_recommender_cycle_step_duration_seconds",
+	"go_memstats_heap_inuse_bytes", "go_memstats_heap_idle_bytes", "go_memstats_heap_released_bytes",
+	"go_memstats_next_gc_bytes", "go_memstats_sys_bytes",
 }}
 
 // proc is one recommender process (a shard).
@@ -137,7 +139,7 @@ func (p *proc) waitFor(ctx context.Context, c *framework.Cluster, done func(snap
 		// Prometheus' query log.
 		if err == nil && s.HWM >= p.hwm+16<<20 {
 			p.hwm = s.HWM
-			logf("recommender %s: peak RSS %s at +%.0fs (RSS %s)", p.Name, mib(s.HWM), time.Since(p.started).Seconds(), mib(s.RSS))
+			logf("recommender %s: peak RSS %s at +%.0fs (RSS %s; Go: %s)", p.Name, mib(s.HWM), time.Since(p.started).Seconds(), mib(s.RSS), s.Go)
 			if s.HWM > goalRSSBytes {
 				if err := fetchProfile(ctx, p.pprofURL, "heap", 0, p.peakHeap); err != nil {
 					logf("recommender %s: heap profile at the peak: %v", p.Name, err)

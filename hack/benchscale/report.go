@@ -217,6 +217,22 @@ func (r *shardResult) perCycle(f func(snapshot) float64) (mean, maxV float64) {
 	return mean / n, slices.Max(vs)
 }
 
+// meanSteps is a snapshot whose Steps are the measured cycles' mean seconds per step.
+func (r *shardResult) meanSteps() snapshot {
+	mean := snapshot{Steps: map[string]float64{}}
+	n := 0.0
+	for _, c := range r.Cycles {
+		n += c.Cycles
+		for step, v := range c.Steps {
+			mean.Steps[step] += v
+		}
+	}
+	for step := range mean.Steps {
+		mean.Steps[step] /= max(n, 1)
+	}
+	return mean
+}
+
 func verdict(ok bool) string {
 	if ok {
 		return "met"
@@ -268,6 +284,7 @@ func (res *results) markdown(o options, took time.Duration) string {
 		m, x := r.perCycle(func(s snapshot) float64 { return s.CycleSeconds })
 		return fmt.Sprintf("%.2f s (%.2f)", m, x)
 	})
+	row("steady cycle: its steps (wall), mean", "", func(r *shardResult) string { return r.meanSteps().stepsText() })
 	row("steady cycle CPU, mean (max)", "≤ 2 s", func(r *shardResult) string {
 		m, x := r.perCycle(func(s snapshot) float64 { return s.CPUSeconds })
 		return fmt.Sprintf("%.2f s (%.2f) (%s)", m, x, verdict(x <= goalCycleCPUSeconds))
