@@ -329,26 +329,11 @@ type Fidelity struct {
 	All, Low        float64
 	Ref             time.Time
 	Precise, Coarse string
-	// step and stepKeep remember the decay over the last gap between samples in time
-	// order (one step: a minute, at every sample of a load), so that the per-sample
-	// math.Exp2 is computed once per gap rather than once per sample.
-	step     time.Duration
-	stepKeep float64
 }
 
 // add weighs one compute sample at t read from field source.
 func (f *Fidelity) add(t time.Time, source string, halfLife time.Duration) {
-	var keep, w float64
-	ref := t
-	switch d := t.Sub(f.Ref); {
-	case !f.Ref.IsZero() && d > 0 && d == f.step:
-		keep, w = f.stepKeep, 1
-	default:
-		keep, w, ref = rebase(f.Ref, t, halfLife)
-		if !f.Ref.IsZero() && d > 0 {
-			f.step, f.stepKeep = d, keep
-		}
-	}
+	keep, w, ref := rebase(f.Ref, t, halfLife)
 	low := 0.0
 	switch {
 	case source == "":

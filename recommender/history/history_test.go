@@ -518,13 +518,13 @@ func TestNoComputeByHour(t *testing.T) {
 	}
 }
 
-// The interval cover remembers (lastCovered) and the decay Fidelity remembers for its
-// last step change nothing: at irregular times (steps of a minute, 30 s, 90 s, on and
-// off interval boundaries, sub-millisecond, a sample older than the last, one past a
-// gc that dropped its interval), the covered intervals are those of IntervalStart of
-// every sample time, and the fidelity evidence is the decayed sum of the samples'
-// weights.
-func TestCoverAndFidelityRemembered(t *testing.T) {
+// The interval cover remembers (lastCovered) changes nothing: at irregular times (steps
+// of a minute, 30 s, 90 s, on and off interval boundaries, sub-millisecond, a sample
+// older than the last, more pods' series fed after the first's, older than the evidence
+// and then past it, one past a gc that dropped its interval), the covered intervals are
+// those of IntervalStart of every sample time. The fidelity evidence fed in that order
+// is the decayed sum of the samples' weights.
+func TestCoverAtIrregularTimes(t *testing.T) {
 	o := Options{}.withDefaults()
 	s := newContainerState(o)
 	var times []time.Time
@@ -535,11 +535,19 @@ func TestCoverAndFidelityRemembered(t *testing.T) {
 		times = append(times, at)
 	}
 	times = append(times, t0.Add(time.Hour), t0.Add(2*time.Hour).Add(time.Millisecond), times[len(times)-1].Add(-3*time.Hour))
-	low := map[time.Time]bool{}
+	// A second and a third pod of the workload, fed after the first as a load feeds
+	// series: a minute apart, all older than the evidence, then past it.
+	for p := range 2 {
+		from := t0.Add(time.Duration(p*7) * time.Minute)
+		for i := range 300 + p*200 {
+			times = append(times, from.Add(time.Duration(i)*time.Minute))
+		}
+	}
+	low := make([]bool, len(times))
 	for i, tm := range times {
 		src := metrics.DCGMGREngineActive
 		if i%7 == 0 {
-			src, low[tm] = metrics.DCGMGPUUtil, true
+			src, low[i] = metrics.DCGMGPUUtil, true
 		}
 		s.AddCompute(tm, 0.5, src)
 	}
@@ -563,10 +571,10 @@ func TestCoverAndFidelityRemembered(t *testing.T) {
 		}
 	}
 	var all, lowSum float64
-	for _, tm := range times {
+	for i, tm := range times {
 		w := math.Exp2(-float64(ref.Sub(tm)) / float64(o.HalfLife))
 		all += w
-		if low[tm] {
+		if low[i] {
 			lowSum += w
 		}
 	}
