@@ -8,7 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -136,23 +135,18 @@ func (r *Recommender) maintainCheckpoints(ctx context.Context, c *cycle) error {
 	// Each checkpoint is built in turn (the model is read by this goroutine only) and
 	// written Config.StatusWriteConcurrency at once, as the statuses are: one at a time,
 	// the 134 due each steady cycle at 2,000 workloads waited for 134 round trips.
-	errs := make([]error, len(dues))
+	writes := r.newWrites(len(dues))
 	versions := make([]uint64, len(dues))
-	var g errgroup.Group
-	g.SetLimit(r.Config.StatusWriteConcurrency)
 	for i, d := range dues {
 		versions[i] = r.model.Version(d.w)
 		write, err := r.checkpointWrite(ctx, d.e, d.w, r.lastLoad)
 		if err != nil {
-			errs[i] = err
+			writes.errs[i] = err
 			continue
 		}
-		g.Go(func() error {
-			errs[i] = write()
-			return nil
-		})
+		writes.start(i, write)
 	}
-	_ = g.Wait() // each write's error is in errs
+	errs := writes.wait()
 	log := klog.FromContext(ctx)
 	for i, d := range dues {
 		if err := errs[i]; deleted(err) {

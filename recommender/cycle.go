@@ -453,21 +453,16 @@ func (r *Recommender) garbageCollect(_ context.Context, c *cycle) error {
 // again next cycle.
 func (r *Recommender) updateRecommendations(ctx context.Context, c *cycle) error {
 	r.noteDuplicates(c)
-	errs := make([]error, len(c.entries))
-	var g errgroup.Group
-	g.SetLimit(r.Config.StatusWriteConcurrency)
+	writes := r.newWrites(len(c.entries))
 	for i, e := range c.entries {
 		write, err := r.reconcile(ctx, e, c.byRef[e.ref] == e, c.loadErr, c.now)
 		if err != nil {
-			errs[i] = err
+			writes.errs[i] = err
 			continue
 		}
-		g.Go(func() error {
-			errs[i] = write(ctx)
-			return nil
-		})
+		writes.start(i, func() error { return write(ctx) })
 	}
-	_ = g.Wait() // each write's error is in errs
+	errs := writes.wait()
 	listed := map[types.UID]bool{}
 	for i, e := range c.entries {
 		listed[e.gfa.UID] = true
@@ -494,6 +489,35 @@ func (r *Recommender) updateRecommendations(ctx context.Context, c *cycle) error
 		cycleErrors.WithLabelValues("write").Inc()
 	}
 	return nil
+}
+
+// writes are one cycle's API writes, Config.StatusWriteConcurrency in flight at once
+// (updateRecommendations, maintainCheckpoints), each write's error kept at its index:
+// errs[i] is the error of write i, or one the caller set for a write it did not start.
+type writes struct {
+	g    errgroup.Group
+	errs []error
+}
+
+// newWrites returns writes for n writes.
+func (r *Recommender) newWrites(n int) *writes {
+	w := &writes{errs: make([]error, n)}
+	w.g.SetLimit(r.Config.StatusWriteConcurrency)
+	return w
+}
+
+// start runs write i, waiting while the limit's writes are in flight.
+func (w *writes) start(i int, write func() error) {
+	w.g.Go(func() error {
+		w.errs[i] = write()
+		return nil
+	})
+}
+
+// wait returns each write's error once every write started is done.
+func (w *writes) wait() []error {
+	_ = w.g.Wait() // each write's error is in errs
+	return w.errs
 }
 
 // statusWriteFailed counts a failed write of gfa's recommendation or status (reconcile):
