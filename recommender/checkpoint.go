@@ -136,9 +136,7 @@ func (r *Recommender) maintainCheckpoints(ctx context.Context, c *cycle) error {
 	// written Config.StatusWriteConcurrency at once, as the statuses are: one at a time,
 	// the 134 due each steady cycle at 2,000 workloads waited for 134 round trips.
 	writes := r.newWrites(len(dues))
-	versions := make([]uint64, len(dues))
 	for i, d := range dues {
-		versions[i] = r.model.Version(d.w)
 		write, err := r.checkpointWrite(ctx, d.e, d.w, r.lastLoad)
 		if err != nil {
 			writes.errs[i] = err
@@ -156,7 +154,9 @@ func (r *Recommender) maintainCheckpoints(ctx context.Context, c *cycle) error {
 			log.Error(err, "Writing checkpoint failed; retried next cycle", "autoscaler", klog.KObj(d.e.gfa))
 			continue
 		}
-		r.checkpoints[d.w] = checkpointMark{at: r.lastLoad, version: versions[i]}
+		// The model is unchanged since the checkpoint was built: only this goroutine
+		// feeds it, and the writes do not.
+		r.checkpoints[d.w] = checkpointMark{at: r.lastLoad, version: r.model.Version(d.w)}
 	}
 	return nil
 }
