@@ -31,7 +31,7 @@ CONTAINER_ENGINE ?= docker
 IMAGES           := recommender admission updater agent gpufrac
 TEST_FLAGS ?= -timeout 40m
 
-.PHONY: help deps build generate verify-generated tools test verify unit e2e vet staticcheck bench bench-sim bench-holdout bench-holdout-synthetic bench-scale bench-rules bench-webhook fuzz history-rules chart-rules chart-lint rules-test images install-plugin demo demo-down cluster-up cluster-down clean clean-tools
+.PHONY: help deps build generate verify-generated tools test verify unit e2e vet staticcheck bench bench-sim bench-holdout bench-holdout-synthetic bench-frontier bench-scale bench-rules bench-webhook fuzz history-rules chart-rules chart-lint rules-test images install-plugin demo demo-down cluster-up cluster-down clean clean-tools
 
 help: ## Show this help.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -146,6 +146,9 @@ bench-sim: ## What-if simulation on the GenTD26 trace: docs/benchmarks/simulatio
 
 bench-holdout: ## gpufrac on parts of the GenTD26 trace (k-fold splits of its workloads): docs/benchmarks/holdout.md.
 	$(GO) run ./hack/holdout --input ../shared/data/gentd26 --out docs/benchmarks/holdout.md
+
+bench-frontier: ## GPU-minutes against pod-minutes at risk, every baseline and gpufrac by memory peak window: docs/benchmarks/frontier-*.svg.
+	$(GO) run ./hack/frontier --input ../shared/data/gentd26 --out-dir docs/benchmarks
 
 bench-holdout-synthetic: ## gpufrac on synthetic traces of seeds no default was tuned on: docs/benchmarks/holdout-synthetic.md.
 	$(GO) run ./hack/holdout --synthetic --out docs/benchmarks/holdout-synthetic.md
