@@ -21,6 +21,16 @@ gpu_memory=${GPU_MEMORY:-80Gi}
 # Bold headings on a terminal only: piped into a file or a CI log, no escape codes.
 if [ -t 1 ]; then bold=$'\033[1m' plain=$'\033[0m'; else bold='' plain=''; fi
 say() { printf '\n%s== %s%s\n' "$bold" "$*" "$plain"; }
+# rows N CMD: a table read from stdin, cut to its header and first N rows, then how many
+# rows were left out and the command (CMD) that prints them all. The table ends at its
+# first blank line; what follows it (a report's totals) passes through whole.
+rows() {
+  awk -v n="$1" -v cmd="$2" '
+    after { print; next }
+    /^$/ && NR > 1 { if (NR - 2 > n) printf "... %d more row%s: %s\n", NR - 2 - n, (NR - 2 - n == 1 ? "" : "s"), cmd; after = 1; print; next }
+    NR <= n + 1 { print }
+    END { if (!after && NR - 1 > n) printf "... %d more row%s: %s\n", NR - 1 - n, (NR - 1 - n == 1 ? "" : "s"), cmd }'
+}
 
 "$root/hack/demo-down.sh" >/dev/null 2>&1 || true
 rm -rf "$out" && mkdir -p "$out"
@@ -94,10 +104,10 @@ for _ in $(seq 1 120); do
   sleep 1
 done
 
-say "kubectl get gfa,gfr -A"
-kubectl get gfa,gfr -A
+say "kubectl get gfa -A (the autoscalers, each with its recommendation)"
+kubectl get gfa -A | rows 8 "kubectl get gfa,gfr -A"
 say "Savings report (data: $data; GPUs of $gpu_memory)"
-"$bin/gpufrac" report --kubeconfig "$KUBECONFIG" --gpu-memory "$gpu_memory"
+"$bin/gpufrac" report --kubeconfig "$KUBECONFIG" --gpu-memory "$gpu_memory" | rows 12 "bin/gpufrac report --gpu-memory $gpu_memory"
 
 # The sharing planner, dry run: the workloads the planner can put two per GPU opt in with
 # a label, selected by its own rules (docs/sharing-planner.md): a recommendation provided
@@ -186,7 +196,10 @@ if [ "$mode" = "apply" ]; then
   # every eligible autoscaler since the patch and none has a pod left that it may still
   # replace: the rest are in date, or held for a reason that waiting does not end
   # (metrics-unavailable: no samples while running; guardrail-active, below-floor,
-  # compute-held, low-confidence, record-invalid). Else at APPLY_WAIT.
+  # compute-held, low-confidence, record-invalid), and so for three checks in a row
+  # with no pod replaced in between: a workload whose pods were just replaced has no
+  # samples for a cycle or two, so metrics-unavailable also holds pods for a while right
+  # after the switch. Else at APPLY_WAIT.
   left_to_replace() {
     kubectl get gfa,gfr -A -o json | python3 -c '
 import json, sys
@@ -211,22 +224,24 @@ print(left, blocked)
 '
   }
   t0=$(date +%s)
-  applied=0
+  applied=0 settled=0
   while :; do
+    before=$applied
     applied=$(for ns in $nss; do kubectl get pods -n "$ns" -o jsonpath='{range .items[*]}{.metadata.deletionTimestamp}{"|"}{.metadata.annotations.gpufrac\.io/applied}{"\n"}{end}'; done | grep -c '^|{' || true)
     read -r left blocked < <(left_to_replace || echo 1 0)
     left=${left:-1} blocked=${blocked:-0}
     el=$(( $(date +%s) - t0 ))
     echo "  ${el}s: $applied of $eligible eligible pods replaced with their fraction, $blocked held by the updater"
     [ "$applied" -ge "$eligible" ] && break
-    [ "$left" -eq 0 ] && { echo "  nothing left to replace: the other eligible pods are held (UPDATER column below: blocked: REASON)"; break; }
+    if [ "$left" -eq 0 ] && [ "$applied" -eq "$before" ]; then settled=$((settled + 1)); else settled=0; fi
+    [ "$settled" -ge 3 ] && { echo "  nothing left to replace: the other eligible pods are held (UPDATER column below: blocked: REASON)"; break; }
     [ "$el" -ge "$wait_s" ] && { echo "  stopped waiting after ${wait_s}s ($left autoscalers still with a pod to replace)"; break; }
     sleep 10
   done
 
   sleep 6 # one updater cycle, so status.updater reflects the replacements
   say "bin/gpufrac status -A"
-  "$bin/gpufrac" status -A --kubeconfig "$KUBECONFIG"
+  "$bin/gpufrac" status -A --kubeconfig "$KUBECONFIG" | rows 12 "bin/gpufrac status -A"
   sleep 20 # a recommender cycle and a scrape, so Prometheus has the replaced pods
   say "Before/after, live: GPUs at one per pod against what gpufrac wrote, since the recommender started (from Prometheus)"
   "$bin/gpufrac" report --kubeconfig "$KUBECONFIG" --gpu-memory "$gpu_memory" \
