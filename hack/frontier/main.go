@@ -49,10 +49,10 @@ const maxRatio = 2.0
 // (--half-life), whose p90 of per-interval peaks the target also never goes below.
 type forgetting struct{ window, halfLife time.Duration }
 
-// sweep is the forgetting swept, the defaults (history.DefaultPeakWindow, VPA's 24 h
-// half-life) first, then both at once, shorter and shorter.
+// sweep is the forgetting swept, the defaults (history.DefaultPeakWindow,
+// history.DefaultHalfLife: VPA's 24 h) first, then both at once, shorter and shorter.
 var sweep = []forgetting{
-	{history.DefaultPeakWindow, 24 * time.Hour},
+	{history.DefaultPeakWindow, history.DefaultHalfLife},
 	{24 * time.Hour, 24 * time.Hour},
 	{12 * time.Hour, 12 * time.Hour},
 	{6 * time.Hour, 6 * time.Hour},
@@ -167,8 +167,12 @@ func frontier(traces []trace.Trace, o simulate.Options) (base, line []point, err
 			base[j].add(r, clair)
 		}
 	}
-	for _, f := range sweep {
-		p := point{name: fmt.Sprintf("gpufrac, peak window %s, half-life %s", shortDuration(f.window), shortDuration(f.halfLife))}
+	// The sweep's first point is the defaults, which the baselines' runs replayed.
+	def := base[idx[simulate.PolicyGPUFrac]]
+	def.name = sweepName(sweep[0])
+	line = append(line, def)
+	for _, f := range sweep[1:] {
+		p := point{name: sweepName(f)}
 		for i := range traces {
 			oo := o
 			oo.Policies = []string{simulate.PolicyGPUFrac, simulate.PolicyClairvoyantMemory}
@@ -183,6 +187,11 @@ func frontier(traces []trace.Trace, o simulate.Options) (base, line []point, err
 		line = append(line, p)
 	}
 	return base, line, nil
+}
+
+// sweepName names gpufrac at forgetting f.
+func sweepName(f forgetting) string {
+	return fmt.Sprintf("gpufrac, peak window %s, half-life %s", shortDuration(f.window), shortDuration(f.halfLife))
 }
 
 func find(res *simulate.Result, name string) simulate.PolicyResult {
