@@ -112,44 +112,38 @@ func TestStatusWriteFailuresReported(t *testing.T) {
 // Config.StatusWriteConcurrency, each autoscaler's own in order; a write that fails is
 // still its own autoscaler's error, and every other recommendation is written.
 func TestStatusWritesAtOnce(t *testing.T) {
-	names := []string{"a", "b", "c", "d", "e", "f"}
-	for _, limit := range []int{1, 3} {
-		t.Run(fmt.Sprintf("limit %d", limit), func(t *testing.T) {
-			h := writesHarness(t, names)
-			h.rec.Config.StatusWriteConcurrency = limit
-			writes := newInFlight()
-			var mu sync.Mutex
-			order := map[string][]string{} // per autoscaler, the kinds written in turn
-			h.rec.Client = interceptor.NewClient(h.c.(client.WithWatch), interceptor.Funcs{List: slimPods.List,
-				SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-					mu.Lock()
-					order[obj.GetName()] = append(order[obj.GetName()], fmt.Sprintf("%T", obj))
-					mu.Unlock()
-					defer writes.enter(limit > 1)()
-					if _, ok := obj.(*gpufracv1.GPUFractionRecommendation); ok && obj.GetName() == "c" {
-						return apierrors.NewServerTimeout(schema.GroupResource{Resource: "gpufractionrecommendations"}, "patch", 1)
-					}
-					return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
-				}})
-			err := h.rec.RunOnce(context.Background())
-			if err == nil || !strings.Contains(err.Error(), "ml/c") || strings.Contains(err.Error(), "ml/a:") {
-				t.Fatalf("cycle error %v, want ml/c's failed write alone", err)
+	atLimits(t, func(t *testing.T, h *harness, limit int, writes *inFlight) {
+		var mu sync.Mutex
+		order := map[string][]string{} // per autoscaler, the kinds written in turn
+		h.rec.Client = interceptor.NewClient(h.c.(client.WithWatch), interceptor.Funcs{List: slimPods.List,
+			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+				mu.Lock()
+				order[obj.GetName()] = append(order[obj.GetName()], fmt.Sprintf("%T", obj))
+				mu.Unlock()
+				defer writes.enter(limit > 1)()
+				if _, ok := obj.(*gpufracv1.GPUFractionRecommendation); ok && obj.GetName() == "c" {
+					return apierrors.NewServerTimeout(schema.GroupResource{Resource: "gpufractionrecommendations"}, "patch", 1)
+				}
+				return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+			}})
+		err := h.rec.RunOnce(context.Background())
+		if err == nil || !strings.Contains(err.Error(), "ml/c") || strings.Contains(err.Error(), "ml/a:") {
+			t.Fatalf("cycle error %v, want ml/c's failed write alone", err)
+		}
+		writes.check(t, limit)
+		for _, name := range writeNames {
+			want := []string{"*v1alpha1.GPUFractionRecommendation", "*v1alpha1.GPUFractionAutoscaler"}
+			if name == "c" {
+				want = want[:1] // the autoscaler's status is written after its recommendation's
 			}
-			writes.check(t, limit)
-			for _, name := range names {
-				want := []string{"*v1alpha1.GPUFractionRecommendation", "*v1alpha1.GPUFractionAutoscaler"}
-				if name == "c" {
-					want = want[:1] // the autoscaler's status is written after its recommendation's
-				}
-				if got := order[name]; !slices.Equal(got, want) {
-					t.Errorf("%s: status writes %v, want %v in that order", name, got, want)
-				}
-				if name != "c" && len(h.gfr(t, "ml", name).Status.ContainerRecommendations) == 0 {
-					t.Errorf("%s: no recommendation written", name)
-				}
+			if got := order[name]; !slices.Equal(got, want) {
+				t.Errorf("%s: status writes %v, want %v in that order", name, got, want)
 			}
-		})
-	}
+			if name != "c" && len(h.gfr(t, "ml", name).Status.ContainerRecommendations) == 0 {
+				t.Errorf("%s: no recommendation written", name)
+			}
+		}
+	})
 }
 
 // A cycle writes its checkpoints Config.StatusWriteConcurrency at once too: at limit 3
@@ -157,39 +151,48 @@ func TestStatusWritesAtOnce(t *testing.T) {
 // write is that workload's alone: it is not marked written (so the next cycle tries it
 // again) and the others are.
 func TestCheckpointWritesAtOnce(t *testing.T) {
-	names := []string{"a", "b", "c", "d", "e", "f"}
+	atLimits(t, func(t *testing.T, h *harness, limit int, writes *inFlight) {
+		h.rec.Config.Checkpoints = true
+		h.rec.Client = interceptor.NewClient(h.c.(client.WithWatch), interceptor.Funcs{List: slimPods.List,
+			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+				if _, ok := obj.(*gpufracv1.GPUFractionCheckpoint); !ok {
+					return c.Create(ctx, obj, opts...)
+				}
+				defer writes.enter(limit > 1)()
+				if obj.GetName() == "c" {
+					return apierrors.NewServerTimeout(schema.GroupResource{Resource: "gpufractioncheckpoints"}, "create", 1)
+				}
+				return c.Create(ctx, obj, opts...)
+			}})
+		if err := h.rec.RunOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		writes.check(t, limit)
+		for _, name := range writeNames {
+			var cp gpufracv1.GPUFractionCheckpoint
+			err := h.c.Get(context.Background(), types.NamespacedName{Namespace: "ml", Name: name}, &cp)
+			_, marked := h.rec.checkpoints[history.WorkloadKey{Namespace: "ml", Kind: "Deployment", Name: name}]
+			switch {
+			case name == "c" && (err == nil || marked):
+				t.Errorf("c: checkpoint written %v, marked %v; want neither after its failed write", err == nil, marked)
+			case name != "c" && (err != nil || !marked || len(cp.Status.Containers) == 0):
+				t.Errorf("%s: checkpoint %v (containers %d), marked %v; want it written and marked", name, err, len(cp.Status.Containers), marked)
+			}
+		}
+	})
+}
+
+// writeNames are the autoscalers of the write tests' harness (writesHarness).
+var writeNames = []string{"a", "b", "c", "d", "e", "f"}
+
+// atLimits runs test at write limits 1 and 3, each on its own harness of writeNames
+// with Config.StatusWriteConcurrency at the limit, and a fresh count of writes in flight.
+func atLimits(t *testing.T, test func(t *testing.T, h *harness, limit int, writes *inFlight)) {
 	for _, limit := range []int{1, 3} {
 		t.Run(fmt.Sprintf("limit %d", limit), func(t *testing.T) {
-			h := writesHarness(t, names)
-			h.rec.Config.Checkpoints = true
+			h := writesHarness(t, writeNames)
 			h.rec.Config.StatusWriteConcurrency = limit
-			writes := newInFlight()
-			h.rec.Client = interceptor.NewClient(h.c.(client.WithWatch), interceptor.Funcs{List: slimPods.List,
-				Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-					if _, ok := obj.(*gpufracv1.GPUFractionCheckpoint); !ok {
-						return c.Create(ctx, obj, opts...)
-					}
-					defer writes.enter(limit > 1)()
-					if obj.GetName() == "c" {
-						return apierrors.NewServerTimeout(schema.GroupResource{Resource: "gpufractioncheckpoints"}, "create", 1)
-					}
-					return c.Create(ctx, obj, opts...)
-				}})
-			if err := h.rec.RunOnce(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			writes.check(t, limit)
-			for _, name := range names {
-				var cp gpufracv1.GPUFractionCheckpoint
-				err := h.c.Get(context.Background(), types.NamespacedName{Namespace: "ml", Name: name}, &cp)
-				_, marked := h.rec.checkpoints[history.WorkloadKey{Namespace: "ml", Kind: "Deployment", Name: name}]
-				switch {
-				case name == "c" && (err == nil || marked):
-					t.Errorf("c: checkpoint written %v, marked %v; want neither after its failed write", err == nil, marked)
-				case name != "c" && (err != nil || !marked || len(cp.Status.Containers) == 0):
-					t.Errorf("%s: checkpoint %v (containers %d), marked %v; want it written and marked", name, err, len(cp.Status.Containers), marked)
-				}
-			}
+			test(t, h, limit, newInFlight())
 		})
 	}
 }
